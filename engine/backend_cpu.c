@@ -1,0 +1,124 @@
+/* The cpu backend: runs each step's plan through the kernels' CPU mirror on a host
+ * KV pool. It exists to check the whole loop (allocator -> block tables -> plan ->
+ * attention) on machines without a GPU; its wall times are CPU times. */
+#include "engine.h"
+#include "rng.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <time.h>
+
+enum { CPU_POOL_LIMIT_MIB = 2048 };
+
+typedef struct cpu_backend {
+    pkv_backend base;
+    pkvk_shape shape;
+    uint16_t *k, *v, *q; /* pools [n_pages][hkv][ps][d]; q [cap_rows][hq][d] */
+    float *o, *o_ref, *part;
+    size_t part_cap; /* floats */
+    gsl_rng *rng;
+} cpu_backend;
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static uint16_t rand_half(gsl_rng *r) {
+    return pkvk_f2h((float)(2.0 * gsl_rng_uniform(r) - 1.0));
+}
+
+static int cpu_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan *plan, int check,
+                   pkv_step_rec *rec, pkv_err *e) {
+    cpu_backend *b = (cpu_backend *)base;
+    const pkvk_shape *s = &b->shape;
+    double t0 = now_s();
+    size_t need = pkvk_partial_floats(s, plan->n_slots);
+    if (need > b->part_cap) {
+        float *p = realloc(b->part, need * sizeof(float));
+        if (!p) return pkv_fail(e, "cpu backend: out of memory for %zu partial floats", need);
+        b->part = p;
+        b->part_cap = need;
+    }
+    /* The step's new token: K/V appended at position len-1 of every row, fresh Q. */
+    for (int32_t i = 0; i < v->n_rows; i++) {
+        int32_t t = v->seq_lens[i] - 1;
+        int32_t page = v->block_table[(size_t)i * v->bt_stride + t / s->page_size];
+        for (int h = 0; h < s->hkv; h++) {
+            size_t off = (((size_t)page * s->hkv + h) * s->page_size + t % s->page_size) * s->d;
+            for (int j = 0; j < s->d; j++) {
+                b->k[off + j] = rand_half(b->rng);
+                b->v[off + j] = rand_half(b->rng);
+            }
+        }
+        for (size_t j = 0; j < (size_t)s->hq * s->d; j++)
+            b->q[(size_t)i * s->hq * s->d + j] = rand_half(b->rng);
+    }
+    pkvk_batch batch = {*s,         v->n_rows, b->q,          NULL,        b->k, b->v,
+                        v->block_table, v->bt_stride, v->seq_lens, 1.0f / sqrtf((float)s->d)};
+    int rc = pkvk_cpu_run(&batch, plan, b->part, b->o);
+    if (rc) return pkv_fail(e, "cpu backend: %s failed (status %d)", pkvk_route_name(plan->route), rc);
+    rec->t_wall = now_s() - t0;
+    if (check) {
+        pkvk_cpu_reference(&batch, b->o_ref);
+        size_t n = (size_t)v->n_rows * s->hq * s->d;
+        double mx = 0, sum = 0;
+        for (size_t j = 0; j < n; j++) {
+            double d = fabs((double)b->o[j] - b->o_ref[j]);
+            if (!(d <= mx)) mx = d; /* NaN propagates */
+            sum += d;
+        }
+        rec->max_err = mx;
+        rec->mean_err = n ? sum / n : 0;
+    }
+    return 0;
+}
+
+static void cpu_destroy(pkv_backend *base) {
+    cpu_backend *b = (cpu_backend *)base;
+    free(b->k);
+    free(b->v);
+    free(b->q);
+    free(b->o);
+    free(b->o_ref);
+    free(b->part);
+    if (b->rng) gsl_rng_free(b->rng);
+    free(b);
+}
+
+pkv_backend *pkv_backend_cpu_create(const pkvk_shape *s, int32_t n_pages, int32_t cap_rows,
+                                    uint64_t seed, pkv_err *e) {
+    size_t pool = (size_t)n_pages * s->hkv * s->page_size * s->d;
+    if (pool * 4 > (size_t)CPU_POOL_LIMIT_MIB << 20) {
+        pkv_fail(e,
+                 "the cpu backend holds the KV pool in host memory and is meant for small "
+                 "shapes: %d pages need %zu MiB (limit %d MiB); lower serving.kv_pages or use "
+                 "--backend model",
+                 n_pages, pool * 4 >> 20, CPU_POOL_LIMIT_MIB);
+        return NULL;
+    }
+    cpu_backend *b = calloc(1, sizeof *b);
+    if (!b) return NULL;
+    b->base = (pkv_backend){"cpu", cpu_run, cpu_destroy};
+    b->shape = *s;
+    size_t qn = (size_t)cap_rows * s->hq * s->d;
+    b->k = malloc(pool * 2);
+    b->v = malloc(pool * 2);
+    b->q = malloc(qn * 2);
+    b->o = malloc(qn * 4);
+    b->o_ref = malloc(qn * 4);
+    b->rng = pkv_stream_create(seed, PKV_STREAM_TENSORS);
+    if (!b->k || !b->v || !b->q || !b->o || !b->o_ref || !b->rng) {
+        cpu_destroy(&b->base);
+        pkv_fail(e, "cpu backend: out of host memory for a %zu MiB KV pool", pool * 4 >> 20);
+        return NULL;
+    }
+    /* Prefill content: random pages; reused pages keep stale values, which is fine
+     * for timing and checking (the reference reads the same memory). */
+    for (size_t j = 0; j < pool; j++) {
+        b->k[j] = rand_half(b->rng);
+        b->v[j] = rand_half(b->rng);
+    }
+    return &b->base;
+}

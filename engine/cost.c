@@ -1,0 +1,45 @@
+#include "cost.h"
+
+void pkv_cost_counters(const pkv_calib *c, const pkvk_shape *s, const pkvk_plan *p,
+                       const int32_t *seq_lens, pkv_counters *out) {
+    *out = (pkv_counters){0};
+    int64_t tokens = 0, multi_slots = 0;
+    for (int32_t i = 0; i < p->n_rows; i++) {
+        tokens += seq_lens[i];
+        int32_t n = p->split_offsets[i + 1] - p->split_offsets[i];
+        if (n > out->max_splits) out->max_splits = n;
+        if (n > 1) multi_slots += n;
+    }
+    out->kv_bytes = tokens * s->hkv * s->d * 2 /* K and V */ * 2 /* fp16 */;
+    /* A split writes G states of d + 2 floats per KV head, and the merge reads them. */
+    out->merge_bytes = multi_slots * s->hq * (s->d + 2) * 4 * 2;
+    switch (p->route) {
+    case PKVK_ROUTE_REF_PAGED:
+        out->launches = p->n_rows > 0;
+        out->ctas = (int64_t)p->n_rows * s->hkv;
+        break;
+    case PKVK_ROUTE_BUCKET:
+        for (int32_t b = 0; b < p->n_buckets; b++) {
+            const pkvk_bucket *B = &p->buckets[b];
+            out->ctas += (int64_t)(B->row_end - B->row_begin) * s->hkv * B->splits;
+            out->launches += 1 + (B->splits > 1);
+            out->merge_launches += B->splits > 1;
+        }
+        break;
+    case PKVK_ROUTE_WORKQUEUE:
+    case PKVK_ROUTE_FUSED:
+        out->ctas = p->n_tasks;
+        out->tasks = p->n_tasks;
+        out->merge_launches = p->route == PKVK_ROUTE_WORKQUEUE && multi_slots > 0;
+        out->launches = (p->n_tasks > 0) + out->merge_launches;
+        break;
+    default:
+        break;
+    }
+    out->cta_work_per_sm = (double)out->ctas / c->sm_count;
+    double under = out->cta_work_per_sm > 0 && out->cta_work_per_sm < c->c_min
+                       ? c->c_min / out->cta_work_per_sm
+                       : 1.0;
+    out->t_predicted = (double)out->kv_bytes / c->beta * under + out->launches * c->lambda +
+                       (double)out->merge_bytes / c->beta;
+}

@@ -1,0 +1,85 @@
+/* One decode step: active rows -> route policy -> planner -> backend.run(plan) ->
+ * step record. The engine does not own the clock: it returns how far the step
+ * advances it. */
+#ifndef PKV_ENGINE_H
+#define PKV_ENGINE_H
+
+#include "calib.h"
+#include "cost.h"
+#include "planner.h"
+#include "policy.h"
+
+/* One row of /steps. */
+typedef struct pkv_step_rec {
+    uint64_t index;
+    double t_sim;            /* seconds: simulated time at step start */
+    uint32_t rows;           /* active requests in the step */
+    uint64_t context_tokens; /* sum of the rows' lengths */
+    uint8_t route;           /* pkvk_route */
+    uint8_t warmup;          /* 1 for warm-up steps (left out of the summary) */
+    uint32_t splits;         /* largest split count of a row */
+    uint32_t launches, merge_launches, tasks;
+    uint64_t ctas;
+    double cta_work_per_sm;
+    uint64_t kv_bytes, merge_bytes;
+    double t_predicted; /* seconds: cost model of the chosen route */
+    double t_device;    /* seconds: measured device time (NaN where not measured) */
+    double t_wall;      /* seconds: measured host wall time of the step (NaN likewise) */
+    double max_err, mean_err; /* against the reference route, NaN where unchecked */
+    double t_route[PKVK_ROUTE_COUNT]; /* seconds: each candidate's prediction, NaN if not planned */
+} pkv_step_rec;
+
+/* The rows of one step, in batch order; host memory. */
+typedef struct pkv_batch_view {
+    int32_t n_rows;
+    const int32_t *seq_lens;    /* [n_rows] tokens, the appended token included */
+    const int32_t *block_table; /* [n_rows][bt_stride] */
+    int32_t bt_stride;
+} pkv_batch_view;
+
+typedef struct pkv_backend pkv_backend;
+/* A backend runs a planned step. It fills rec->t_device, t_wall, max_err,
+ * mean_err (NaN where it cannot measure). check: compare with the reference route. */
+struct pkv_backend {
+    const char *name;
+    int (*run)(pkv_backend *b, const pkv_batch_view *v, const pkvk_plan *plan, int check,
+               pkv_step_rec *rec, pkv_err *e);
+    void (*destroy)(pkv_backend *b);
+};
+
+typedef enum pkv_clock_source {
+    PKV_CLOCK_PREDICTED = 0, /* cost model */
+    PKV_CLOCK_WALL,          /* host wall time of the step */
+    PKV_CLOCK_DEVICE,        /* device time of the attention work */
+} pkv_clock_source;
+
+typedef struct pkv_engine {
+    pkvk_shape shape;
+    const pkv_calib *cal;
+    pkv_route_policy policy;
+    pkv_planner planner;
+    pkv_backend *backend; /* owned */
+    pkv_clock_source clock;
+    int64_t check_every; /* compare every N steps (0 = never); steps < check_first always */
+    int64_t check_first;
+    double tol_max, tol_mean;
+} pkv_engine;
+
+/* Takes ownership of backend. */
+int pkv_engine_init(pkv_engine *eng, const pkvk_shape *s, const pkv_calib *cal,
+                    const char *policy, pkv_bucket_mode mode, int32_t cap_rows,
+                    pkv_backend *backend, pkv_clock_source clock, pkv_err *e);
+void pkv_engine_free(pkv_engine *eng);
+/* Run one step; rec->index and rec->t_sim are the caller's. *advance: seconds by
+ * which the step moves the simulated clock. A check beyond tolerance is an error. */
+int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
+                    double *advance, pkv_err *e);
+
+/* The model backend: nothing is measured; step time comes from the cost model. */
+pkv_backend *pkv_backend_model_create(void);
+/* The cpu backend: the kernels' CPU mirror on a host KV pool of n_pages pages
+ * filled from the tensor stream; for small shapes. */
+pkv_backend *pkv_backend_cpu_create(const pkvk_shape *s, int32_t n_pages, int32_t cap_rows,
+                                    uint64_t seed, pkv_err *e);
+
+#endif

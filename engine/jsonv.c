@@ -1,0 +1,192 @@
+#include "jsonv.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+int pkv_fail(pkv_err *e, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+void pkv_json_path(char *out, size_t n, const char *parent, const char *key) {
+    if (!parent || !*parent)
+        snprintf(out, n, "%s", key);
+    else
+        snprintf(out, n, "%s.%s", parent, key);
+}
+
+int pkv_json_object(const cJSON *o, const char *path, const char *const *allowed, pkv_err *e) {
+    if (!cJSON_IsObject(o)) return pkv_fail(e, "%s: must be an object", *path ? path : "(top)");
+    for (const cJSON *c = o->child; c; c = c->next) {
+        bool ok = false;
+        for (const char *const *a = allowed; *a && !ok; a++) ok = strcmp(*a, c->string) == 0;
+        if (!ok) {
+            char p[256];
+            pkv_json_path(p, sizeof p, path, c->string);
+            char list[512] = "";
+            for (const char *const *a = allowed; *a; a++) {
+                strncat(list, *a, sizeof list - strlen(list) - 1);
+                if (a[1]) strncat(list, ", ", sizeof list - strlen(list) - 1);
+            }
+            return pkv_fail(e, "%s: unknown key (allowed here: %s)", p, list);
+        }
+    }
+    return 0;
+}
+
+static const cJSON *member(const cJSON *o, const char *key) {
+    return o ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
+}
+
+int pkv_json_num(const cJSON *o, const char *path, const char *key, double def, double lo,
+                 bool lo_open, double hi, double *out, pkv_err *e) {
+    const cJSON *v = member(o, key);
+    char p[256];
+    pkv_json_path(p, sizeof p, path, key);
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    if (!cJSON_IsNumber(v)) return pkv_fail(e, "%s: must be a number", p);
+    double x = v->valuedouble;
+    if (!isfinite(x)) return pkv_fail(e, "%s: must be finite", p);
+    if (lo_open ? !(x > lo) : !(x >= lo))
+        return pkv_fail(e, "%s: must be %s %g (got %g)", p, lo_open ? ">" : ">=", lo, x);
+    if (x > hi) return pkv_fail(e, "%s: must be <= %g (got %g)", p, hi, x);
+    *out = x;
+    return 0;
+}
+
+int pkv_json_int(const cJSON *o, const char *path, const char *key, int64_t def, int64_t lo,
+                 int64_t hi, int64_t *out, pkv_err *e) {
+    const cJSON *v = member(o, key);
+    char p[256];
+    pkv_json_path(p, sizeof p, path, key);
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) ||
+        fabs(v->valuedouble) > 9.0e15)
+        return pkv_fail(e, "%s: must be an integer", p);
+    int64_t x = (int64_t)v->valuedouble;
+    if (x < lo || x > hi)
+        return pkv_fail(e, "%s: must be in [%lld, %lld] (got %lld)", p, (long long)lo,
+                        (long long)hi, (long long)x);
+    *out = x;
+    return 0;
+}
+
+int pkv_json_bool(const cJSON *o, const char *path, const char *key, bool def, bool *out,
+                  pkv_err *e) {
+    const cJSON *v = member(o, key);
+    char p[256];
+    pkv_json_path(p, sizeof p, path, key);
+    if (!v) {
+        *out = def;
+        return 0;
+    }
+    if (!cJSON_IsBool(v)) return pkv_fail(e, "%s: must be true or false", p);
+    *out = cJSON_IsTrue(v);
+    return 0;
+}
+
+int pkv_json_str(const cJSON *o, const char *path, const char *key, const char *def,
+                 const char *const *choices, const char **out, int *idx, pkv_err *e) {
+    const cJSON *v = member(o, key);
+    char p[256];
+    pkv_json_path(p, sizeof p, path, key);
+    const char *s = def;
+    if (v) {
+        if (!cJSON_IsString(v)) return pkv_fail(e, "%s: must be a string", p);
+        s = v->valuestring;
+    }
+    if (!s) return pkv_fail(e, "%s: is required", p);
+    int found = -1;
+    if (choices) {
+        char list[512] = "";
+        for (int i = 0; choices[i]; i++) {
+            if (strcmp(choices[i], s) == 0) found = i;
+            strncat(list, choices[i], sizeof list - strlen(list) - 1);
+            if (choices[i + 1]) strncat(list, ", ", sizeof list - strlen(list) - 1);
+        }
+        if (found < 0) return pkv_fail(e, "%s: \"%s\" is not one of: %s", p, s, list);
+    }
+    *out = s;
+    if (idx) *idx = found;
+    return 0;
+}
+
+int pkv_json_sub(const cJSON *o, const char *path, const char *key, const cJSON **out,
+                 pkv_err *e) {
+    const cJSON *v = member(o, key);
+    *out = NULL;
+    if (!v) return 0;
+    if (!cJSON_IsObject(v)) {
+        char p[256];
+        pkv_json_path(p, sizeof p, path, key);
+        return pkv_fail(e, "%s: must be an object", p);
+    }
+    *out = v;
+    return 0;
+}
+
+char *pkv_read_file(const char *path, size_t *len, pkv_err *e) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        pkv_fail(e, "%s: cannot open: %s", path, strerror(errno));
+        return NULL;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    for (;;) {
+        if (!buf) break;
+        n += fread(buf + n, 1, cap - n - 1, f);
+        if (n < cap - 1) break;
+        cap *= 2;
+        char *nb = realloc(buf, cap);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+        } else {
+            buf = nb;
+        }
+    }
+    if (!buf || ferror(f)) {
+        pkv_fail(e, "%s: read failed", path);
+        free(buf);
+        fclose(f);
+        return NULL;
+    }
+    fclose(f);
+    buf[n] = 0;
+    if (len) *len = n;
+    return buf;
+}
+
+cJSON *pkv_json_parse(const char *text, const char *file, pkv_err *e) {
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
+    if (!root) {
+        const char *at = cJSON_GetErrorPtr();
+        if (!at) at = end ? end : text;
+        int line = 1, col = 1;
+        for (const char *c = text; *c && c < at; c++) {
+            if (*c == '\n') {
+                line++;
+                col = 1;
+            } else {
+                col++;
+            }
+        }
+        pkv_fail(e, "%s:%d:%d: invalid JSON near here", file, line, col);
+    }
+    return root;
+}

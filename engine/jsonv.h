@@ -1,0 +1,44 @@
+/* Path-aware validation of cJSON trees: every error names the JSON path
+ * ("workload.arrival.rate: must be > 0"). Shared by experiment and calibration files. */
+#ifndef PKV_JSONV_H
+#define PKV_JSONV_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <cjson/cJSON.h>
+
+/* An error message buffer passed down by callers; functions return 0 or -1. */
+typedef struct pkv_err {
+    char msg[1024];
+} pkv_err;
+
+int pkv_fail(pkv_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Join a parent path and a key ("" + "model" = "model", "model" + "d" = "model.d"). */
+void pkv_json_path(char *out, size_t n, const char *parent, const char *key);
+
+/* o must be an object whose keys are all in `allowed` (NULL-terminated). */
+int pkv_json_object(const cJSON *o, const char *path, const char *const *allowed, pkv_err *e);
+
+/* Optional members: absent (or o == NULL) gives the default. Bounds are inclusive
+ * unless *_open says otherwise. */
+int pkv_json_num(const cJSON *o, const char *path, const char *key, double def, double lo,
+                 bool lo_open, double hi, double *out, pkv_err *e);
+int pkv_json_int(const cJSON *o, const char *path, const char *key, int64_t def, int64_t lo,
+                 int64_t hi, int64_t *out, pkv_err *e);
+int pkv_json_bool(const cJSON *o, const char *path, const char *key, bool def, bool *out,
+                  pkv_err *e);
+/* choices: NULL-terminated list, or NULL for any string. *idx receives the index
+ * of the choice (or -1 without choices); *out the string (owned by the tree or def). */
+int pkv_json_str(const cJSON *o, const char *path, const char *key, const char *def,
+                 const char *const *choices, const char **out, int *idx, pkv_err *e);
+/* A member that must be an object when present; *out is NULL when absent. */
+int pkv_json_sub(const cJSON *o, const char *path, const char *key, const cJSON **out,
+                 pkv_err *e);
+
+/* Read a whole file into a NUL-terminated buffer (caller frees). */
+char *pkv_read_file(const char *path, size_t *len, pkv_err *e);
+/* Parse JSON text; a syntax error names the file, line and column. */
+cJSON *pkv_json_parse(const char *text, const char *file, pkv_err *e);
+
+#endif

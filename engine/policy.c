@@ -1,0 +1,58 @@
+#include "policy.h"
+
+#include <string.h>
+
+const char *const pkv_policy_names[] = {"ref_paged", "pkv_bucket", "pkv_workqueue", "pkv_fused",
+                                        "adaptive",  "oracle",     NULL};
+
+static pkvk_route choose_fixed(const pkv_route_policy *self, const pkv_calib *cal,
+                               const pkv_step_view *v) {
+    return self->fixed;
+}
+
+pkvk_route pkv_policy_adaptive(const pkv_calib *cal, const pkv_step_view *v) {
+    if (v->gqa_group != cal->gqa_group || v->context_tokens < cal->min_context)
+        return PKVK_ROUTE_REF_PAGED;
+    pkvk_route best = PKVK_ROUTE_BUCKET;
+    if (v->cand[PKVK_ROUTE_WORKQUEUE].t_predicted < v->cand[PKVK_ROUTE_BUCKET].t_predicted)
+        best = PKVK_ROUTE_WORKQUEUE;
+    double margin = v->rows <= cal->margin_small_rows ? cal->margin_small : cal->margin_large;
+    double t_ref = v->cand[PKVK_ROUTE_REF_PAGED].t_predicted;
+    return t_ref >= margin * v->cand[best].t_predicted ? best : PKVK_ROUTE_REF_PAGED;
+}
+
+static pkvk_route choose_adaptive(const pkv_route_policy *self, const pkv_calib *cal,
+                                  const pkv_step_view *v) {
+    return pkv_policy_adaptive(cal, v);
+}
+
+/* On the model backend the oracle's "measured" times are the predictions, so it is
+ * the cost model's own optimum, with no gates or margins. */
+static pkvk_route choose_oracle(const pkv_route_policy *self, const pkv_calib *cal,
+                                const pkv_step_view *v) {
+    pkvk_route best = PKVK_ROUTE_REF_PAGED;
+    for (int r = 0; r < PKVK_ROUTE_COUNT; r++)
+        if ((v->valid >> r & 1) && v->cand[r].t_predicted < v->cand[best].t_predicted)
+            best = (pkvk_route)r;
+    return best;
+}
+
+int pkv_policy_init(pkv_route_policy *p, const char *name) {
+    for (int r = 0; r < PKVK_ROUTE_COUNT; r++)
+        if (strcmp(name, pkvk_route_name((pkvk_route)r)) == 0) {
+            *p = (pkv_route_policy){pkv_policy_names[r], 1u << r, (pkvk_route)r, choose_fixed};
+            return 0;
+        }
+    uint32_t pkv3 = 1u << PKVK_ROUTE_REF_PAGED | 1u << PKVK_ROUTE_BUCKET |
+                    1u << PKVK_ROUTE_WORKQUEUE;
+    if (strcmp(name, "adaptive") == 0) {
+        *p = (pkv_route_policy){"adaptive", pkv3, PKVK_ROUTE_REF_PAGED, choose_adaptive};
+        return 0;
+    }
+    if (strcmp(name, "oracle") == 0) {
+        *p = (pkv_route_policy){"oracle", (1u << PKVK_ROUTE_COUNT) - 1, PKVK_ROUTE_REF_PAGED,
+                                choose_oracle};
+        return 0;
+    }
+    return -1;
+}

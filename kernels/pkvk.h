@@ -1,0 +1,186 @@
+/* pkvk: paged decode-attention kernels behind a C API.
+ *
+ * Layout (the PersistentKV study's): K and V caches are FP16
+ * [n_pages][hkv][page_size][d]; Q and O are FP16 [n_rows][hq][d]; each row has a
+ * block table row (logical page -> physical page) and a true length seq_lens[i].
+ * A CTA computes all G = hq/hkv query heads that share one KV head.
+ *
+ * Plan and run are split: the host builds a pkvk_plan (integer offsets only), the
+ * device side only launches. No CUDA type appears here; without CUDA the device
+ * entry points return PKVK_ERR_NO_DEVICE and pkvk_device_count() is 0.
+ */
+#ifndef PKVK_H
+#define PKVK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum { PKVK_TILE = 32 }; /* tokens per tile streamed by one CTA iteration */
+
+typedef enum pkvk_status {
+    PKVK_OK = 0,
+    PKVK_ERR_NO_DEVICE = 1,   /* built without CUDA, or no usable GPU */
+    PKVK_ERR_CUDA = 2,        /* a CUDA call failed: pkvk_last_error() says which */
+    PKVK_ERR_OUT_OF_MEMORY = 3,
+    PKVK_ERR_UNSUPPORTED = 4, /* shape not compiled (head dim, group size) */
+    PKVK_ERR_INVALID = 5,     /* bad argument: plan too large for its workspace, ... */
+} pkvk_status;
+
+/* The route a plan is for. Enum order is the order routes are listed everywhere. */
+typedef enum pkvk_route {
+    PKVK_ROUTE_REF_PAGED = 0, /* one CTA per (row, kvh), no split */
+    PKVK_ROUTE_BUCKET,        /* rows grouped by route length; split + merge per bucket */
+    PKVK_ROUTE_WORKQUEUE,     /* one launch over compact tasks, one segmented merge */
+    PKVK_ROUTE_FUSED,         /* workqueue whose last split merges in-kernel */
+    PKVK_ROUTE_COUNT
+} pkvk_route;
+
+const char *pkvk_route_name(pkvk_route r);
+
+typedef struct pkvk_shape {
+    int hq;        /* query heads */
+    int hkv;       /* KV heads; hq % hkv == 0 */
+    int d;         /* head dimension */
+    int page_size; /* tokens per page */
+} pkvk_shape;
+
+/* One unit of workqueue work: tokens [t_begin, t_end) of one (row, kvh). */
+typedef struct pkvk_task {
+    int32_t row, kvh, split;
+    int32_t t_begin, t_end; /* tokens; never empty */
+} pkvk_task;
+
+/* Rows [row_begin, row_end) of plan->bucket_rows share one launch with `splits`. */
+typedef struct pkvk_bucket {
+    int32_t row_begin, row_end;
+    int32_t splits;
+    int32_t route_len; /* tokens: the length the bucket was formed on */
+} pkvk_bucket;
+
+/* A flat plan. Arrays are allocated once by pkvk_plan_init (the caller's workspace)
+ * and refilled by the pkvk_plan_* emitters without allocating. */
+typedef struct pkvk_plan {
+    pkvk_route route;
+    int32_t n_rows;
+    int32_t *split_offsets; /* [n_rows + 1] partial-state slots of row i */
+    int32_t n_slots;        /* split_offsets[n_rows] */
+    pkvk_task *tasks;       /* [n_tasks] WORKQUEUE / FUSED */
+    int32_t n_tasks;
+    int32_t *bucket_rows; /* [n_rows] row ids grouped by bucket (BUCKET) */
+    pkvk_bucket *buckets; /* [n_buckets] (BUCKET) */
+    int32_t n_buckets;
+    int32_t cap_rows, cap_tasks; /* capacities given to pkvk_plan_init */
+} pkvk_plan;
+
+int pkvk_plan_init(pkvk_plan *p, int32_t cap_rows, int32_t cap_tasks);
+void pkvk_plan_free(pkvk_plan *p);
+
+/* Tiles of a row of `len` tokens. */
+static inline int32_t pkvk_tiles(int32_t len) {
+    return (len + PKVK_TILE - 1) / PKVK_TILE;
+}
+
+/* Token range of split s of S over a row of true length len: tiles are dealt in
+ * contiguous runs of ceil(tiles/S); a split past the last tile is empty (begin ==
+ * end == len). */
+void pkvk_split_range(int32_t len, int32_t S, int32_t s, int32_t *t_begin, int32_t *t_end);
+
+/* Emitters: fill `p` for n_rows rows with true lengths seq_lens. Return PKVK_OK or
+ * PKVK_ERR_INVALID when the plan would exceed the capacities. */
+int pkvk_plan_ref(pkvk_plan *p, const int32_t *seq_lens, int32_t n_rows);
+/* splits[i]: requested splits of row i (>= 1); only non-empty splits get a slot and
+ * hkv tasks each, so a row's slot count may be lower than requested. */
+int pkvk_plan_workqueue(pkvk_plan *p, pkvk_route route, const pkvk_shape *s,
+                        const int32_t *seq_lens, const int32_t *splits, int32_t n_rows);
+/* route_lens[i]: row i's bucket key (tokens); bucket_splits(route_len) per bucket is
+ * given as splits_of_len, evaluated once per distinct length. Rows keep their
+ * order inside a bucket; buckets come in decreasing route length. Empty splits keep
+ * their slot (the kernel writes the neutral state there). */
+int pkvk_plan_bucket(pkvk_plan *p, const int32_t *seq_lens, const int32_t *route_lens,
+                     int32_t n_rows, int32_t (*splits_of_len)(int32_t route_len, int32_t rows,
+                                                              void *ctx),
+                     void *ctx);
+
+/* ---- host-side batch description (host or device pointers) --------------------- */
+typedef struct pkvk_batch {
+    pkvk_shape shape;
+    int32_t n_rows;
+    const uint16_t *q;            /* fp16 [n_rows][hq][d] */
+    uint16_t *o;                  /* fp16 [n_rows][hq][d] (device runs) */
+    const uint16_t *k_cache;      /* fp16 [n_pages][hkv][page_size][d] */
+    const uint16_t *v_cache;      /* fp16, as k_cache */
+    const int32_t *block_table;   /* [n_rows][bt_stride] physical page ids */
+    int32_t bt_stride;            /* entries per block-table row */
+    const int32_t *seq_lens;      /* [n_rows] tokens */
+    float sm_scale;               /* softmax scale, usually 1/sqrt(d) */
+} pkvk_batch;
+
+/* ---- fp16 ------------------------------------------------------------------ */
+uint16_t pkvk_f2h(float f); /* round to nearest even */
+float pkvk_h2f(uint16_t h);
+
+/* ---- CPU reference and mirror (host pointers) ------------------------------------ */
+/* Plain FP32 attention: o [n_rows][hq][d]. */
+void pkvk_cpu_reference(const pkvk_batch *b, float *o);
+/* The same algorithm the GPU runs, in plain C: each split's online-softmax partial
+ * state over its token range, then the segmented merge. part: workspace of
+ * pkvk_partial_floats(shape, plan->n_slots) floats. o as above. */
+int pkvk_cpu_run(const pkvk_batch *b, const pkvk_plan *p, float *part, float *o);
+size_t pkvk_partial_floats(const pkvk_shape *s, int32_t n_slots);
+
+/* ---- device ------------------------------------------------------------------- */
+const char *pkvk_last_error(void);
+int pkvk_device_count(void); /* 0 without CUDA or without a usable GPU */
+
+typedef struct pkvk_device_info {
+    char name[128];
+    int sm_count;
+    int cc_major, cc_minor;
+    size_t mem_free, mem_total; /* bytes */
+    size_t l2_bytes;
+    int driver_version;
+} pkvk_device_info;
+int pkvk_device_info_get(pkvk_device_info *out);
+
+int pkvk_malloc(void **p, size_t bytes);
+void pkvk_free(void *p);
+int pkvk_h2d(void *dst, const void *src, size_t bytes);
+int pkvk_d2h(void *dst, const void *src, size_t bytes);
+int pkvk_memset(void *dst, int value, size_t bytes);
+int pkvk_sync(void);
+
+/* Device workspace for one batch shape limit: partial states, fused-merge
+ * counters and the device copy of a plan. */
+typedef struct pkvk_workspace pkvk_workspace;
+int pkvk_workspace_create(pkvk_workspace **ws, const pkvk_shape *s, int32_t cap_rows,
+                          int32_t cap_slots, int32_t cap_tasks);
+void pkvk_workspace_destroy(pkvk_workspace *ws);
+/* Copy the plan's arrays to the device (outside the timed region in benchmarks). */
+int pkvk_plan_upload(pkvk_workspace *ws, const pkvk_plan *p);
+/* Launch the uploaded plan on a device batch. Asynchronous; checks launch errors.
+ * *launches receives the number of kernel launches made. */
+int pkvk_launch(pkvk_workspace *ws, const pkvk_batch *b, const pkvk_plan *p, int *launches);
+/* FP32 GPU reference into o32 (device, float [n_rows][hq][d]). */
+int pkvk_gpu_reference(const pkvk_batch *b, float *o32);
+
+/* Event timer on the kernels' stream: milliseconds between start and stop. */
+int pkvk_timer_start(void);
+int pkvk_timer_stop(float *ms);
+/* Evict the L2 by writing a buffer twice its size. */
+int pkvk_flush_l2(void);
+
+typedef struct pkvk_ceilings {
+    double copy_gbps;   /* device-to-device copy, bytes read + written per second / 1e9 */
+    double read_gbps;   /* read-only streaming kernel */
+    double launch_us;   /* back-to-back empty kernel launch */
+} pkvk_ceilings;
+int pkvk_measure_ceilings(pkvk_ceilings *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,183 @@
+/* CPU side of the kernel layer: a plain FP32 reference, and a mirror of the GPU
+ * algorithm (per-split online softmax over 32-token tiles, then the exact merge)
+ * that runs any plan, so that scheduling logic is tested where there is no GPU. */
+#include "pkvk.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const uint16_t *kv_row(const pkvk_batch *b, const uint16_t *cache, int32_t row, int kvh,
+                              int32_t t) {
+    const pkvk_shape *s = &b->shape;
+    int32_t page = b->block_table[(size_t)row * b->bt_stride + t / s->page_size];
+    return cache + (((size_t)page * s->hkv + kvh) * s->page_size + t % s->page_size) * s->d;
+}
+
+static float dot_qk(const float *q, const uint16_t *k, int d) {
+    float acc = 0.f;
+    for (int j = 0; j < d; j++) acc += q[j] * pkvk_h2f(k[j]);
+    return acc;
+}
+
+void pkvk_cpu_reference(const pkvk_batch *b, float *o) {
+    const pkvk_shape *s = &b->shape;
+    int G = s->hq / s->hkv, d = s->d;
+    int32_t max_len = 0;
+    for (int32_t i = 0; i < b->n_rows; i++)
+        if (b->seq_lens[i] > max_len) max_len = b->seq_lens[i];
+    double *p = malloc(sizeof(double) * (size_t)(max_len > 0 ? max_len : 1));
+    double *acc = malloc(sizeof(double) * (size_t)d);
+    float *q = malloc(sizeof(float) * (size_t)d);
+    for (int32_t i = 0; i < b->n_rows; i++) {
+        for (int h = 0; h < s->hq; h++) {
+            int kvh = h / G;
+            for (int j = 0; j < d; j++) q[j] = pkvk_h2f(b->q[((size_t)i * s->hq + h) * d + j]);
+            double m = -INFINITY, l = 0;
+            for (int32_t t = 0; t < b->seq_lens[i]; t++) {
+                p[t] = (double)dot_qk(q, kv_row(b, b->k_cache, i, kvh, t), d) * b->sm_scale;
+                if (p[t] > m) m = p[t];
+            }
+            memset(acc, 0, sizeof(double) * (size_t)d);
+            for (int32_t t = 0; t < b->seq_lens[i]; t++) {
+                double w = exp(p[t] - m);
+                const uint16_t *v = kv_row(b, b->v_cache, i, kvh, t);
+                l += w;
+                for (int j = 0; j < d; j++) acc[j] += w * pkvk_h2f(v[j]);
+            }
+            float *out = o + ((size_t)i * s->hq + h) * d;
+            for (int j = 0; j < d; j++) out[j] = (float)(acc[j] / l);
+        }
+    }
+    free(p);
+    free(acc);
+    free(q);
+}
+
+size_t pkvk_partial_floats(const pkvk_shape *s, int32_t n_slots) {
+    return (size_t)n_slots * (size_t)s->hq * ((size_t)s->d + 2);
+}
+
+/* One online-softmax state (m, l, acc[d]) per query head, stored as acc[0..d-1],
+ * m at acc[d], l at acc[d+1].
+ * init: the neutral state m = -inf, l = 0, acc = 0 (what an empty split writes).
+ * update: fold in one tile of scores; exp(m_old - m_new) is 0 when m_old = -inf.
+ * merge: combine two states; a neutral operand contributes exp(-inf) = 0. */
+static void state_init(float *st, int d) {
+    memset(st, 0, sizeof(float) * (size_t)d);
+    st[d] = -INFINITY;
+    st[d + 1] = 0.f;
+}
+
+static void state_merge(float *dst, const float *src, int d) {
+    float m = fmaxf(dst[d], src[d]);
+    if (m == -INFINITY) return; /* both neutral */
+    float cd = expf(dst[d] - m), cs = expf(src[d] - m);
+    for (int j = 0; j < d; j++) dst[j] = dst[j] * cd + src[j] * cs;
+    dst[d] = m;
+    dst[d + 1] = dst[d + 1] * cd + src[d + 1] * cs;
+}
+
+/* Attend tokens [t_begin, t_end) of (row, kvh) for its G query heads, tile by tile,
+ * writing G states of d+2 floats to st. */
+static void attend_range(const pkvk_batch *b, int32_t row, int kvh, int32_t t_begin,
+                         int32_t t_end, float *st) {
+    const pkvk_shape *s = &b->shape;
+    int G = s->hq / s->hkv, d = s->d;
+    float q[512], sc[PKVK_TILE];
+    for (int g = 0; g < G; g++) {
+        float *x = st + (size_t)g * (d + 2);
+        state_init(x, d);
+        const uint16_t *qh = b->q + ((size_t)row * s->hq + kvh * G + g) * d;
+        for (int j = 0; j < d; j++) q[j] = pkvk_h2f(qh[j]);
+        for (int32_t t0 = t_begin; t0 < t_end; t0 += PKVK_TILE) {
+            int n = t_end - t0 < PKVK_TILE ? t_end - t0 : PKVK_TILE;
+            float m_new = x[d];
+            for (int t = 0; t < n; t++) {
+                sc[t] = dot_qk(q, kv_row(b, b->k_cache, row, kvh, t0 + t), d) * b->sm_scale;
+                m_new = fmaxf(m_new, sc[t]);
+            }
+            float c = expf(x[d] - m_new);
+            for (int j = 0; j < d; j++) x[j] *= c;
+            x[d + 1] *= c;
+            for (int t = 0; t < n; t++) {
+                float w = expf(sc[t] - m_new);
+                const uint16_t *v = kv_row(b, b->v_cache, row, kvh, t0 + t);
+                x[d + 1] += w;
+                for (int j = 0; j < d; j++) x[j] += w * pkvk_h2f(v[j]);
+            }
+            x[d] = m_new;
+        }
+    }
+}
+
+static float *slot_state(const pkvk_shape *s, float *part, int32_t slot, int kvh) {
+    int G = s->hq / s->hkv;
+    return part + ((size_t)slot * s->hkv + kvh) * (size_t)G * (s->d + 2);
+}
+
+static void write_out(const pkvk_shape *s, const float *st, int32_t row, int kvh, float *o) {
+    int G = s->hq / s->hkv, d = s->d;
+    for (int g = 0; g < G; g++) {
+        const float *x = st + (size_t)g * (d + 2);
+        float *out = o + ((size_t)row * s->hq + kvh * G + g) * d;
+        for (int j = 0; j < d; j++) out[j] = x[j] / x[d + 1];
+    }
+}
+
+/* Segmented merge of row `row`'s slots into o. */
+static void merge_row(const pkvk_shape *s, float *part, const pkvk_plan *p, int32_t row,
+                      float *o) {
+    int G = s->hq / s->hkv, d = s->d;
+    for (int kvh = 0; kvh < s->hkv; kvh++) {
+        float *acc = slot_state(s, part, p->split_offsets[row], kvh);
+        for (int32_t sl = p->split_offsets[row] + 1; sl < p->split_offsets[row + 1]; sl++) {
+            const float *src = slot_state(s, part, sl, kvh);
+            for (int g = 0; g < G; g++)
+                state_merge(acc + (size_t)g * (d + 2), src + (size_t)g * (d + 2), d);
+        }
+        write_out(s, acc, row, kvh, o);
+    }
+}
+
+int pkvk_cpu_run(const pkvk_batch *b, const pkvk_plan *p, float *part, float *o) {
+    const pkvk_shape *s = &b->shape;
+    if (s->d > 512 || s->hq % s->hkv) return PKVK_ERR_UNSUPPORTED;
+    switch (p->route) {
+    case PKVK_ROUTE_REF_PAGED:
+        for (int32_t i = 0; i < p->n_rows; i++)
+            for (int kvh = 0; kvh < s->hkv; kvh++) {
+                float *st = slot_state(s, part, p->split_offsets[i], kvh);
+                attend_range(b, i, kvh, 0, b->seq_lens[i], st);
+                write_out(s, st, i, kvh, o);
+            }
+        return PKVK_OK;
+    case PKVK_ROUTE_BUCKET:
+        for (int32_t bk = 0; bk < p->n_buckets; bk++) {
+            const pkvk_bucket *B = &p->buckets[bk];
+            for (int32_t k = B->row_begin; k < B->row_end; k++) {
+                int32_t row = p->bucket_rows[k];
+                for (int32_t sp = 0; sp < B->splits; sp++) {
+                    int32_t tb, te;
+                    pkvk_split_range(b->seq_lens[row], B->splits, sp, &tb, &te);
+                    for (int kvh = 0; kvh < s->hkv; kvh++)
+                        attend_range(b, row, kvh, tb, te,
+                                     slot_state(s, part, p->split_offsets[row] + sp, kvh));
+                }
+            }
+        }
+        break;
+    case PKVK_ROUTE_WORKQUEUE:
+    case PKVK_ROUTE_FUSED:
+        for (int32_t t = 0; t < p->n_tasks; t++) {
+            const pkvk_task *T = &p->tasks[t];
+            attend_range(b, T->row, T->kvh, T->t_begin, T->t_end,
+                         slot_state(s, part, p->split_offsets[T->row] + T->split, T->kvh));
+        }
+        break;
+    default:
+        return PKVK_ERR_INVALID;
+    }
+    for (int32_t i = 0; i < p->n_rows; i++) merge_row(s, part, p, i, o);
+    return PKVK_OK;
+}

@@ -1,0 +1,57 @@
+/* Device entry points of a build without CUDA: every one reports that no device
+ * exists, so callers take their CPU or model paths. */
+#include "pkvk.h"
+
+const char *pkvk_last_error(void) {
+    return "pkvsim was built without CUDA (configure with nvcc on PATH, or -DPKV_CUDA=ON)";
+}
+int pkvk_device_count(void) {
+    return 0;
+}
+int pkvk_device_info_get(pkvk_device_info *out) {
+    return PKVK_ERR_NO_DEVICE;
+}
+int pkvk_malloc(void **p, size_t bytes) {
+    *p = 0;
+    return PKVK_ERR_NO_DEVICE;
+}
+void pkvk_free(void *p) {}
+int pkvk_h2d(void *dst, const void *src, size_t bytes) {
+    return PKVK_ERR_NO_DEVICE;
+}
+int pkvk_d2h(void *dst, const void *src, size_t bytes) {
+    return PKVK_ERR_NO_DEVICE;
+}
+int pkvk_memset(void *dst, int value, size_t bytes) {
+    return PKVK_ERR_NO_DEVICE;
+}
+int pkvk_sync(void) {
+    return PKVK_ERR_NO_DEVICE;
+}
+int pkvk_workspace_create(pkvk_workspace **ws, const pkvk_shape *s, int32_t cap_rows,
+                          int32_t cap_slots, int32_t cap_tasks) {
+    *ws = 0;
+    return PKVK_ERR_NO_DEVICE;
+}
+void pkvk_workspace_destroy(pkvk_workspace *ws) {}
+int pkvk_plan_upload(pkvk_workspace *ws, const pkvk_plan *p) {
+    return PKVK_ERR_NO_DEVICE;
+}
+int pkvk_launch(pkvk_workspace *ws, const pkvk_batch *b, const pkvk_plan *p, int *launches) {
+    return PKVK_ERR_NO_DEVICE;
+}
+int pkvk_gpu_reference(const pkvk_batch *b, float *o32) {
+    return PKVK_ERR_NO_DEVICE;
+}
+int pkvk_timer_start(void) {
+    return PKVK_ERR_NO_DEVICE;
+}
+int pkvk_timer_stop(float *ms) {
+    return PKVK_ERR_NO_DEVICE;
+}
+int pkvk_flush_l2(void) {
+    return PKVK_ERR_NO_DEVICE;
+}
+int pkvk_measure_ceilings(pkvk_ceilings *c) {
+    return PKVK_ERR_NO_DEVICE;
+}

@@ -1,0 +1,150 @@
+/* Host planners' mechanism: split ranges, workqueue task emission, length buckets.
+ * The policy (how many splits) is the engine's; this file only lays the plan out. */
+#include "pkvk.h"
+
+#include <stdlib.h>
+
+const char *pkvk_route_name(pkvk_route r) {
+    static const char *const names[PKVK_ROUTE_COUNT] = {"ref_paged", "pkv_bucket",
+                                                        "pkv_workqueue", "pkv_fused"};
+    return (unsigned)r < PKVK_ROUTE_COUNT ? names[r] : "unknown";
+}
+
+int pkvk_plan_init(pkvk_plan *p, int32_t cap_rows, int32_t cap_tasks) {
+    *p = (pkvk_plan){0};
+    if (cap_rows < 1 || cap_tasks < 1) return PKVK_ERR_INVALID;
+    p->split_offsets = malloc(sizeof(int32_t) * ((size_t)cap_rows + 1));
+    p->bucket_rows = malloc(sizeof(int32_t) * (size_t)cap_rows);
+    p->buckets = malloc(sizeof(pkvk_bucket) * (size_t)cap_rows);
+    p->tasks = malloc(sizeof(pkvk_task) * (size_t)cap_tasks);
+    if (!p->split_offsets || !p->bucket_rows || !p->buckets || !p->tasks) {
+        pkvk_plan_free(p);
+        return PKVK_ERR_OUT_OF_MEMORY;
+    }
+    p->cap_rows = cap_rows;
+    p->cap_tasks = cap_tasks;
+    return PKVK_OK;
+}
+
+void pkvk_plan_free(pkvk_plan *p) {
+    free(p->split_offsets);
+    free(p->bucket_rows);
+    free(p->buckets);
+    free(p->tasks);
+    *p = (pkvk_plan){0};
+}
+
+void pkvk_split_range(int32_t len, int32_t S, int32_t s, int32_t *t_begin, int32_t *t_end) {
+    int32_t tiles = pkvk_tiles(len);
+    int32_t tps = (tiles + S - 1) / S;
+    int64_t tb = (int64_t)s * tps, te = tb + tps;
+    if (te > tiles) te = tiles;
+    if (tb >= tiles) {
+        *t_begin = *t_end = len;
+        return;
+    }
+    *t_begin = (int32_t)(tb * PKVK_TILE);
+    *t_end = te * PKVK_TILE < len ? (int32_t)(te * PKVK_TILE) : len;
+}
+
+static int check_rows(const pkvk_plan *p, const int32_t *seq_lens, int32_t n_rows) {
+    if (n_rows < 0 || n_rows > p->cap_rows) return PKVK_ERR_INVALID;
+    for (int32_t i = 0; i < n_rows; i++)
+        if (seq_lens[i] < 1) return PKVK_ERR_INVALID;
+    return PKVK_OK;
+}
+
+int pkvk_plan_ref(pkvk_plan *p, const int32_t *seq_lens, int32_t n_rows) {
+    int rc = check_rows(p, seq_lens, n_rows);
+    if (rc) return rc;
+    p->route = PKVK_ROUTE_REF_PAGED;
+    p->n_rows = n_rows;
+    for (int32_t i = 0; i <= n_rows; i++) p->split_offsets[i] = i;
+    p->n_slots = n_rows;
+    p->n_tasks = 0;
+    p->n_buckets = 0;
+    return PKVK_OK;
+}
+
+/* Effective split count: a request for S splits over `tiles` tiles gives runs of
+ * ceil(tiles/S) tiles, and only ceil(tiles/run) of those runs are non-empty. */
+static int32_t effective_splits(int32_t len, int32_t S) {
+    int32_t tiles = pkvk_tiles(len);
+    if (S < 1) S = 1;
+    if (S > tiles) S = tiles;
+    int32_t tps = (tiles + S - 1) / S;
+    return (tiles + tps - 1) / tps;
+}
+
+int pkvk_plan_workqueue(pkvk_plan *p, pkvk_route route, const pkvk_shape *s,
+                        const int32_t *seq_lens, const int32_t *splits, int32_t n_rows) {
+    int rc = check_rows(p, seq_lens, n_rows);
+    if (rc) return rc;
+    if (route != PKVK_ROUTE_WORKQUEUE && route != PKVK_ROUTE_FUSED) return PKVK_ERR_INVALID;
+    p->route = route;
+    p->n_rows = n_rows;
+    p->n_buckets = 0;
+    int32_t slot = 0, nt = 0;
+    for (int32_t i = 0; i < n_rows; i++) {
+        int32_t S = effective_splits(seq_lens[i], splits[i]);
+        p->split_offsets[i] = slot;
+        if ((int64_t)nt + (int64_t)S * s->hkv > p->cap_tasks) return PKVK_ERR_INVALID;
+        for (int32_t sp = 0; sp < S; sp++) {
+            int32_t tb, te;
+            /* S here is already effective, so every range is non-empty. */
+            pkvk_split_range(seq_lens[i], S, sp, &tb, &te);
+            for (int32_t h = 0; h < s->hkv; h++)
+                p->tasks[nt++] = (pkvk_task){i, h, sp, tb, te};
+        }
+        slot += S;
+    }
+    p->split_offsets[n_rows] = slot;
+    p->n_slots = slot;
+    p->n_tasks = nt;
+    return PKVK_OK;
+}
+
+int pkvk_plan_bucket(pkvk_plan *p, const int32_t *seq_lens, const int32_t *route_lens,
+                     int32_t n_rows,
+                     int32_t (*splits_of_len)(int32_t route_len, int32_t rows, void *ctx),
+                     void *ctx) {
+    int rc = check_rows(p, seq_lens, n_rows);
+    if (rc) return rc;
+    p->route = PKVK_ROUTE_BUCKET;
+    p->n_rows = n_rows;
+    p->n_tasks = 0;
+    /* Stable insertion sort of row ids by route length, longest first: batches are a
+     * few hundred rows at most, and this needs no scratch memory. */
+    int32_t *r = p->bucket_rows;
+    for (int32_t i = 0; i < n_rows; i++) {
+        int32_t j = i;
+        while (j > 0 && route_lens[r[j - 1]] < route_lens[i]) {
+            r[j] = r[j - 1];
+            j--;
+        }
+        r[j] = i;
+    }
+    int32_t nb = 0;
+    for (int32_t i = 0; i < n_rows;) {
+        int32_t j = i;
+        while (j < n_rows && route_lens[r[j]] == route_lens[r[i]]) j++;
+        int32_t S = splits_of_len(route_lens[r[i]], j - i, ctx);
+        p->buckets[nb++] = (pkvk_bucket){i, j, S < 1 ? 1 : S, route_lens[r[i]]};
+        i = j;
+    }
+    p->n_buckets = nb;
+    /* Slots are laid out in row order so the merge finds row i's range directly. */
+    int32_t slot = 0;
+    for (int32_t i = 0; i < n_rows; i++) p->split_offsets[i] = 0;
+    for (int32_t b = 0; b < nb; b++)
+        for (int32_t k = p->buckets[b].row_begin; k < p->buckets[b].row_end; k++)
+            p->split_offsets[r[k]] = p->buckets[b].splits; /* count, prefix-summed below */
+    for (int32_t i = 0; i < n_rows; i++) {
+        int32_t c = p->split_offsets[i];
+        p->split_offsets[i] = slot;
+        slot += c;
+    }
+    p->split_offsets[n_rows] = slot;
+    p->n_slots = slot;
+    return PKVK_OK;
+}

@@ -1,0 +1,50 @@
+/* Experiment files: parsed with cJSON, validated with errors that name the JSON
+ * path, resolved to defaults. experiments/README.md documents every key. */
+#ifndef PKV_CONFIG_H
+#define PKV_CONFIG_H
+
+#include "engine.h"
+#include "workload.h"
+
+typedef enum pkv_backend_kind {
+    PKV_BACKEND_AUTO = 0,
+    PKV_BACKEND_MODEL,
+    PKV_BACKEND_CPU,
+    PKV_BACKEND_CUDA,
+} pkv_backend_kind;
+extern const char *const pkv_backend_names[];
+
+typedef struct pkv_config {
+    char *text;     /* the experiment file verbatim (owned) */
+    char *resolved; /* resolved values as JSON (owned) */
+    char file[1024];
+    char name[128];
+    pkvk_shape shape;
+    pkv_workload_spec workload;
+    int32_t max_active;
+    int32_t kv_pages;
+    double prefill_base_s;      /* seconds per prefill batch */
+    double prefill_per_token_s; /* seconds per prompt token */
+    char policy[32];
+    pkv_bucket_mode bucket_mode;
+    char calibration[1024];
+    cJSON *calib_overrides; /* owned; may be NULL */
+    int64_t max_steps;      /* 0: no limit */
+    double max_time;        /* seconds of simulated time; 0: no limit */
+    int64_t warmup_steps;
+    uint64_t seed;
+    char output[1024];
+    pkv_backend_kind backend;
+    int clock; /* -1 auto, else pkv_clock_source */
+    int64_t check_every, check_first;
+} pkv_config;
+
+int pkv_config_load(pkv_config *c, const char *path, pkv_err *e);
+/* Parse experiment text (takes ownership of the malloc'ed text); `path` names it in
+ * errors and anchors its relative paths. */
+int pkv_config_parse(pkv_config *c, char *text, const char *path, pkv_err *e);
+void pkv_config_free(pkv_config *c);
+/* Rebuild c->resolved after command-line overrides. */
+int pkv_config_resolve(pkv_config *c);
+
+#endif

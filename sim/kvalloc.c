@@ -1,0 +1,49 @@
+#include "kvalloc.h"
+#include "pkv_assert.h"
+
+#include <stdlib.h>
+#include <gsl/gsl_randist.h>
+
+int pkv_kvalloc_init(pkv_kvalloc *a, int32_t n_pages, gsl_rng *place) {
+    *a = (pkv_kvalloc){0};
+    a->free_list = malloc(sizeof(int32_t) * (size_t)n_pages);
+    a->owner = malloc(sizeof(int64_t) * (size_t)n_pages);
+    if (!a->free_list || !a->owner) {
+        pkv_kvalloc_free(a);
+        return -1;
+    }
+    /* Stack order: page 0 on top, so an unshuffled pool hands out 0, 1, 2, ... */
+    for (int32_t i = 0; i < n_pages; i++) {
+        a->free_list[i] = n_pages - 1 - i;
+        a->owner[i] = -1;
+    }
+    if (place) gsl_ran_shuffle(place, a->free_list, (size_t)n_pages, sizeof(int32_t));
+    a->n_pages = a->n_free = n_pages;
+    return 0;
+}
+
+void pkv_kvalloc_free(pkv_kvalloc *a) {
+    free(a->free_list);
+    free(a->owner);
+    *a = (pkv_kvalloc){0};
+}
+
+int pkv_kvalloc_take(pkv_kvalloc *a, int32_t n, int64_t owner, int32_t *out) {
+    if (n > a->n_free) return -1;
+    for (int32_t i = 0; i < n; i++) {
+        int32_t p = a->free_list[--a->n_free];
+        PKV_ASSERT(a->owner[p] == -1);
+        a->owner[p] = owner;
+        out[i] = p;
+    }
+    return 0;
+}
+
+void pkv_kvalloc_give(pkv_kvalloc *a, const int32_t *pages, int32_t n, int64_t owner) {
+    for (int32_t i = 0; i < n; i++) {
+        int32_t p = pages[i];
+        PKV_ASSERT(p >= 0 && p < a->n_pages && a->owner[p] == owner);
+        a->owner[p] = -1;
+        a->free_list[a->n_free++] = p;
+    }
+}

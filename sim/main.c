@@ -1,0 +1,259 @@
+/* pkvsim: the command-line program. Only main() decides to exit. */
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "kbench.h"
+#include "runner.h"
+
+static volatile sig_atomic_t g_stop = 0;
+
+static void on_sigint(int sig) {
+    g_stop = 1;
+    signal(sig, SIG_DFL); /* a second Ctrl-C stops at once */
+}
+
+static void usage(FILE *f) {
+    fputs("usage: pkvsim COMMAND [OPTIONS]\n"
+          "\n"
+          "A discrete-event simulator of LLM decode serving whose decode steps run paged\n"
+          "decode-attention kernels (or their cost model), recording every step to HDF5.\n"
+          "\n"
+          "commands:\n"
+          "  run EXPERIMENT.json   simulate an experiment and write its HDF5 dataset\n"
+          "      -o, --output FILE       output file (default: the experiment's run.output,\n"
+          "                              else NAME.h5 in the current folder)\n"
+          "      -b, --backend NAME      auto | model | cpu | cuda (default: run.backend, auto)\n"
+          "                              auto = cuda where a GPU is usable, else model\n"
+          "      -s, --seed N            experiment seed (default: run.seed, 1)\n"
+          "      -q, --quiet             no progress line and no summary\n"
+          "  bench sim [--out FILE] [--steps N]\n"
+          "                        simulated decode steps per second on the model backend,\n"
+          "                        recording on, at 8 and 64 active requests\n"
+          "  bench kernels [--cases SPEC] [--splits LIST] [--reps N] [--out FILE]\n"
+          "                        isolated-kernel benchmark on the GPU (see --help there)\n"
+          "\n"
+          "  -h, --help            this text\n"
+          "  -V, --version         version and build\n"
+          "\n"
+          "Experiment files are documented in experiments/README.md. Output: h5dump -H FILE,\n"
+          "or h5py in Python (README.md shows how).\n",
+          f);
+}
+
+static int parse_u64(const char *s, uint64_t *out) {
+    char *end;
+    if (!s || !*s || *s == '-') return -1;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end) return -1;
+    *out = v;
+    return 0;
+}
+
+static void join_args(char *buf, size_t n, int argc, char **argv) {
+    buf[0] = 0;
+    for (int i = 0; i < argc; i++) {
+        strncat(buf, argv[i], n - strlen(buf) - 1);
+        if (i + 1 < argc) strncat(buf, " ", n - strlen(buf) - 1);
+    }
+}
+
+static int cmd_run(int argc, char **argv) {
+    static const struct option opts[] = {{"output", required_argument, 0, 'o'},
+                                         {"backend", required_argument, 0, 'b'},
+                                         {"seed", required_argument, 0, 's'},
+                                         {"quiet", no_argument, 0, 'q'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *output = NULL, *backend = NULL, *seed = NULL;
+    int quiet = 0, c;
+    char cmdline[4096];
+    join_args(cmdline, sizeof cmdline, argc, argv);
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "o:b:s:qh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'o': output = optarg; break;
+        case 'b': backend = optarg; break;
+        case 's': seed = optarg; break;
+        case 'q': quiet = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: fputs("pkvsim run: see pkvsim --help\n", stderr); return 2;
+        }
+    }
+    if (optind + 1 != argc) {
+        fputs("pkvsim run: expected exactly one EXPERIMENT.json (see pkvsim --help)\n", stderr);
+        return 2;
+    }
+    pkv_config cfg;
+    pkv_err e;
+    if (pkv_config_load(&cfg, argv[optind], &e)) {
+        fprintf(stderr, "pkvsim: %s\n", e.msg);
+        return 1;
+    }
+    int rc = 1;
+    if (seed && parse_u64(seed, &cfg.seed)) {
+        fprintf(stderr, "pkvsim: --seed: \"%s\" is not a non-negative integer\n", seed);
+        goto out;
+    }
+    if (backend) {
+        int k = -1;
+        for (int i = 0; pkv_backend_names[i]; i++)
+            if (strcmp(pkv_backend_names[i], backend) == 0) k = i;
+        if (k < 0) {
+            fprintf(stderr, "pkvsim: --backend: \"%s\" is not one of auto, model, cpu, cuda\n",
+                    backend);
+            goto out;
+        }
+        cfg.backend = (pkv_backend_kind)k;
+    }
+    if (output) snprintf(cfg.output, sizeof cfg.output, "%s", output);
+    if (pkv_config_resolve(&cfg)) {
+        fputs("pkvsim: out of memory\n", stderr);
+        goto out;
+    }
+    struct sigaction sa = {0};
+    sa.sa_handler = on_sigint;
+    sigaction(SIGINT, &sa, NULL);
+    pkv_run_opts ro = {.quiet = quiet || !isatty(2), .record = 1, .stop = &g_stop,
+                       .command_line = cmdline};
+    pkv_summary sum;
+    if (!quiet)
+        fprintf(stderr, "pkvsim: %s on the %s backend, route %s, seed %llu\n", cfg.name,
+                pkv_backend_names[pkv_backend_resolve(cfg.backend)], cfg.policy,
+                (unsigned long long)cfg.seed);
+    if (pkv_run_experiment(&cfg, &ro, &sum, &e)) {
+        fprintf(stderr, "pkvsim: %s\n", e.msg);
+        goto out;
+    }
+    if (!quiet) {
+        printf("%s -> %s\n", cfg.name, cfg.output);
+        pkv_summary_print(&sum, stdout);
+    }
+    rc = sum.interrupted ? 130 : 0;
+out:
+    pkv_config_free(&cfg);
+    return rc;
+}
+
+/* ---- bench sim ---------------------------------------------------------------- */
+static double wall_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int cmd_bench_sim(int argc, char **argv) {
+    static const struct option opts[] = {{"out", required_argument, 0, 'o'},
+                                         {"steps", required_argument, 0, 'n'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *out = "bench_sim.txt";
+    uint64_t steps = 200000;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "o:n:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'o': out = optarg; break;
+        case 'n':
+            if (parse_u64(optarg, &steps) || steps == 0) {
+                fprintf(stderr, "pkvsim bench sim: --steps: \"%s\" is not a positive integer\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'h':
+            puts("usage: pkvsim bench sim [--out FILE] [--steps N]\n"
+                 "Runs closed-loop experiments of 8 and 64 active requests (prompt 2048,\n"
+                 "decode long enough to never finish) for N decode steps (default 200000) on\n"
+                 "the model backend with adaptive routing and HDF5 recording on, and reports\n"
+                 "steps per second of host time. The table goes to stdout and to FILE\n"
+                 "(default bench_sim.txt).");
+            return 0;
+        default: return 2;
+        }
+    }
+    FILE *f = fopen(out, "w");
+    if (!f) {
+        fprintf(stderr, "pkvsim bench sim: cannot write %s\n", out);
+        return 1;
+    }
+    const char *hdr = "| active | steps | host s | steps/s | decode tokens/s (simulated) |\n"
+                      "|---|---|---|---|---|\n";
+    fputs(hdr, stdout);
+    fputs(hdr, f);
+    int rc = 0;
+    const int actives[2] = {8, 64};
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        char *text = malloc(2048);
+        char tmp[64];
+        snprintf(tmp, sizeof tmp, "/tmp/pkvsim-bench-%d.h5", (int)getpid());
+        snprintf(text, 2048,
+                 "{\"name\": \"bench-sim-%d\", \"workload\": {\"arrival\": {\"process\": "
+                 "\"closed\", \"concurrency\": %d}, \"prompt\": {\"dist\": \"fixed\", \"value\": "
+                 "2048}, \"decode\": {\"dist\": \"fixed\", \"value\": %llu}, \"max_context\": "
+                 "%llu}, \"serving\": {\"max_active\": %d, \"kv_pages\": %llu}, \"route\": "
+                 "{\"policy\": \"adaptive\"}, \"run\": {\"max_steps\": %llu, \"output\": \"%s\"}}",
+                 actives[k], actives[k], (unsigned long long)steps + 10,
+                 (unsigned long long)steps + 2100, actives[k],
+                 (unsigned long long)(actives[k] * ((steps + 2100) / 16 + 2)),
+                 (unsigned long long)steps, tmp);
+        pkv_config cfg;
+        pkv_err e;
+        pkv_summary sum;
+        if (pkv_config_parse(&cfg, text, "bench-sim.json", &e)) {
+            fprintf(stderr, "pkvsim: %s\n", e.msg);
+            rc = 1;
+            break;
+        }
+        pkv_run_opts ro = {.quiet = 1, .record = 1, .command_line = "pkvsim bench sim"};
+        double t0 = wall_s();
+        if (pkv_run_experiment(&cfg, &ro, &sum, &e)) {
+            fprintf(stderr, "pkvsim: %s\n", e.msg);
+            rc = 1;
+        } else {
+            double dt = wall_s() - t0;
+            char row[256];
+            snprintf(row, sizeof row, "| %d | %llu | %.3f | %.0f | %.0f |\n", actives[k],
+                     (unsigned long long)sum.steps, dt, sum.steps / dt, sum.decode_tok_s);
+            fputs(row, stdout);
+            fputs(row, f);
+        }
+        remove(tmp);
+        pkv_config_free(&cfg);
+    }
+    fclose(f);
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help") || !strcmp(cmd, "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(cmd, "-V") || !strcmp(cmd, "--version")) {
+        printf("pkvsim %s (CUDA kernels: %s)\n", PKV_VERSION,
+#ifdef PKV_HAVE_CUDA
+               "built"
+#else
+               "not built"
+#endif
+        );
+        return 0;
+    }
+    if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench") && argc >= 3 && !strcmp(argv[2], "sim"))
+        return cmd_bench_sim(argc - 2, argv + 2);
+    if (!strcmp(cmd, "bench") && argc >= 3 && !strcmp(argv[2], "kernels"))
+        return pkv_bench_kernels_main(argc - 2, argv + 2);
+    fprintf(stderr, "pkvsim: unknown command \"%s\" (see pkvsim --help)\n", cmd);
+    return 2;
+}

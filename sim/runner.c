@@ -1,0 +1,98 @@
+#include "runner.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+pkv_backend_kind pkv_backend_resolve(pkv_backend_kind k) {
+    /* The cuda backend (real kernels in the loop) is not part of this build yet, so
+     * `auto` is the model backend on every machine. */
+    return k == PKV_BACKEND_AUTO ? PKV_BACKEND_MODEL : k;
+}
+
+static pkv_backend *make_backend(const pkv_config *cfg, pkv_backend_kind k, pkv_err *e) {
+    switch (k) {
+    case PKV_BACKEND_CPU:
+        return pkv_backend_cpu_create(&cfg->shape, cfg->kv_pages, cfg->max_active, cfg->seed, e);
+    case PKV_BACKEND_CUDA:
+        pkv_fail(e, "--backend cuda: running the real kernels inside the simulation is not "
+                    "available in this version; use --backend model or --backend cpu");
+        return NULL;
+    default: {
+        pkv_backend *b = pkv_backend_model_create();
+        if (!b) pkv_fail(e, "out of memory");
+        return b;
+    }
+    }
+}
+
+int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary *out, pkv_err *e) {
+    pkv_calib cal;
+    if (pkv_calib_load(&cal, cfg->calibration, e)) return -1;
+    if (cfg->calib_overrides && pkv_calib_apply(&cal, cfg->calib_overrides, "route.overrides", e)) {
+        pkv_err sub = *e;
+        pkv_fail(e, "%s: %s", cfg->file, sub.msg);
+        pkv_calib_free(&cal);
+        return -1;
+    }
+    pkv_backend_kind bk = pkv_backend_resolve(cfg->backend);
+    int clock = cfg->clock >= 0 ? cfg->clock
+                : bk == PKV_BACKEND_CUDA ? PKV_CLOCK_WALL
+                                         : PKV_CLOCK_PREDICTED;
+    if (bk == PKV_BACKEND_MODEL && clock != PKV_CLOCK_PREDICTED) {
+        pkv_calib_free(&cal);
+        return pkv_fail(e, "%s: run.clock: the model backend measures nothing; use \"predicted\"",
+                        cfg->file);
+    }
+    pkv_backend *be = make_backend(cfg, bk, e);
+    if (!be) {
+        pkv_calib_free(&cal);
+        return -1;
+    }
+    pkv_engine eng;
+    pkv_h5rec *rec = NULL;
+    pkv_sim sim = {0};
+    int sim_ok = 0, rc = -1;
+    if (pkv_engine_init(&eng, &cfg->shape, &cal, cfg->policy, cfg->bucket_mode, cfg->max_active,
+                        be, (pkv_clock_source)clock, e)) {
+        pkv_calib_free(&cal);
+        return -1;
+    }
+    eng.check_every = cfg->check_every;
+    eng.check_first = cfg->check_first;
+    if (o->record) {
+        pkv_provenance pv = {o->command_line ? o->command_line : "", be->name, "none", cfg->seed};
+        if (pkv_h5rec_open(&rec, cfg->output, e) ||
+            pkv_h5rec_config(rec, cfg->text, cfg->resolved, e) ||
+            pkv_h5rec_calibration(rec, &cal, e) || pkv_h5rec_provenance(rec, &pv, e))
+            goto done;
+    }
+    if (pkv_sim_init(&sim, cfg, &eng, rec, e)) goto done;
+    sim_ok = 1;
+    sim.stop = o->stop;
+    sim.progress = !o->quiet;
+    if (pkv_sim_run(&sim, e)) goto done;
+    if (rec) {
+        pkv_request_rec *tab = pkv_sim_request_table(&sim);
+        if (!tab) {
+            pkv_fail(e, "out of memory");
+            goto done;
+        }
+        int w = pkv_h5rec_requests(rec, tab, sim.n_req, e) || pkv_h5rec_summary(rec, &sim.summary, e);
+        free(tab);
+        if (w) goto done;
+    }
+    *out = sim.summary;
+    rc = 0;
+done:
+    if (rec) {
+        pkv_err ce;
+        if (pkv_h5rec_close(rec, rc == 0, &ce) && rc == 0) {
+            *e = ce;
+            rc = -1;
+        }
+    }
+    if (sim_ok) pkv_sim_free(&sim);
+    pkv_engine_free(&eng);
+    pkv_calib_free(&cal);
+    return rc;
+}

@@ -1,0 +1,347 @@
+#include "sim.h"
+#include "pkv_assert.h"
+#include "rng.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int32_t pages_for(const pkv_sim *s, int64_t tokens) {
+    return (int32_t)((tokens + s->cfg->shape.page_size - 1) / s->cfg->shape.page_size);
+}
+
+static int64_t stored_tokens(const pkv_sim_request *r) {
+    return (int64_t)r->rec.prompt_len + r->rec.generated;
+}
+
+int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, pkv_h5rec *out, pkv_err *e) {
+    *s = (pkv_sim){.cfg = cfg, .eng = eng, .out = out};
+    pkv_summary_init(&s->summary);
+    pkv_heap_init(&s->heap);
+    s->bt_stride = pages_for(s, cfg->workload.max_context);
+    int32_t ma = cfg->max_active;
+    s->wait_cap = 1024;
+    s->wait = malloc(sizeof(int64_t) * s->wait_cap);
+    s->prefill = malloc(sizeof(int64_t) * (size_t)ma);
+    s->run = malloc(sizeof(int64_t) * (size_t)ma);
+    s->seq_lens = malloc(sizeof(int32_t) * (size_t)ma);
+    s->block_table = malloc(sizeof(int32_t) * (size_t)ma * (size_t)s->bt_stride);
+    s->r_pages = pkv_stream_create(cfg->seed, PKV_STREAM_PAGES);
+    if (!s->wait || !s->prefill || !s->run || !s->seq_lens || !s->block_table || !s->r_pages ||
+        pkv_kvalloc_init(&s->alloc, cfg->kv_pages, s->r_pages)) {
+        pkv_sim_free(s);
+        return pkv_fail(e, "out of memory setting up the simulation (%d KV pages)", cfg->kv_pages);
+    }
+    if (pkv_workload_init(&s->wl, &cfg->workload, cfg->seed)) {
+        pkv_sim_free(s);
+        return pkv_fail(e, "cannot set up the workload's random streams");
+    }
+    return 0;
+}
+
+void pkv_sim_free(pkv_sim *s) {
+    for (size_t i = 0; i < s->n_req; i++) free(s->req[i].pages);
+    free(s->req);
+    free(s->wait);
+    free(s->prefill);
+    free(s->run);
+    free(s->seq_lens);
+    free(s->block_table);
+    pkv_kvalloc_free(&s->alloc);
+    if (s->r_pages) gsl_rng_free(s->r_pages);
+    pkv_workload_free(&s->wl);
+    pkv_heap_free(&s->heap);
+    s->req = NULL;
+    s->n_req = 0;
+}
+
+/* ---- waiting queue -------------------------------------------------------------- */
+static int wait_grow(pkv_sim *s) {
+    if (s->wait_n < s->wait_cap) return 0;
+    int64_t *w = malloc(sizeof(int64_t) * s->wait_cap * 2);
+    if (!w) return -1;
+    for (size_t i = 0; i < s->wait_n; i++) w[i] = s->wait[(s->wait_head + i) % s->wait_cap];
+    free(s->wait);
+    s->wait = w;
+    s->wait_head = 0;
+    s->wait_cap *= 2;
+    return 0;
+}
+
+static int wait_push_back(pkv_sim *s, int64_t r) {
+    if (wait_grow(s)) return -1;
+    s->wait[(s->wait_head + s->wait_n++) % s->wait_cap] = r;
+    return 0;
+}
+
+static int wait_push_front(pkv_sim *s, int64_t r) {
+    if (wait_grow(s)) return -1;
+    s->wait_head = (s->wait_head + s->wait_cap - 1) % s->wait_cap;
+    s->wait[s->wait_head] = r;
+    s->wait_n++;
+    return 0;
+}
+
+/* ---- requests --------------------------------------------------------------------- */
+static int64_t new_request(pkv_sim *s, const pkv_request_draw *d, double t) {
+    if (s->n_req == s->cap_req) {
+        size_t cap = s->cap_req ? s->cap_req * 2 : 1024;
+        pkv_sim_request *r = realloc(s->req, cap * sizeof *r);
+        if (!r) return -1;
+        s->req = r;
+        s->cap_req = cap;
+    }
+    int64_t id = (int64_t)s->n_req++;
+    s->req[id] = (pkv_sim_request){
+        .rec = {.id = id,
+                .t_arrival = t,
+                .t_admitted = NAN,
+                .t_first_token = NAN,
+                .t_finish = NAN,
+                .prompt_len = d->prompt_len,
+                .decode_len = d->decode_len,
+                .state = PKV_REQ_WAITING}};
+    return id;
+}
+
+/* Remove batch row i: the last row moves into its place. */
+static void run_remove(pkv_sim *s, int32_t i) {
+    int32_t last = --s->n_run;
+    if (i != last) {
+        s->run[i] = s->run[last];
+        s->seq_lens[i] = s->seq_lens[last];
+        const pkv_sim_request *m = &s->req[s->run[i]];
+        memcpy(s->block_table + (size_t)i * s->bt_stride,
+               s->block_table + (size_t)last * s->bt_stride, sizeof(int32_t) * (size_t)m->n_pages);
+    }
+}
+
+static void release_pages(pkv_sim *s, pkv_sim_request *r) {
+    pkv_kvalloc_give(&s->alloc, r->pages, r->n_pages, r->rec.id);
+    free(r->pages);
+    r->pages = NULL;
+    r->n_pages = r->cap_pages = 0;
+}
+
+/* Evict the most recently admitted running request; it recomputes later. */
+static int preempt_latest(pkv_sim *s) {
+    int32_t v = 0;
+    for (int32_t i = 1; i < s->n_run; i++)
+        if (s->req[s->run[i]].admit_seq > s->req[s->run[v]].admit_seq) v = i;
+    pkv_sim_request *r = &s->req[s->run[v]];
+    run_remove(s, v);
+    release_pages(s, r);
+    r->rec.state = PKV_REQ_WAITING;
+    r->rec.preemptions++;
+    return wait_push_front(s, r->rec.id);
+}
+
+/* ---- scheduling ----------------------------------------------------------------- */
+static int admit(pkv_sim *s) {
+    while (s->wait_n > 0 && s->n_run + s->n_prefill < s->cfg->max_active) {
+        pkv_sim_request *r = &s->req[s->wait[s->wait_head]];
+        int32_t need = pages_for(s, stored_tokens(r));
+        if (need > s->alloc.n_free) break; /* FCFS: the head waits, nobody overtakes */
+        r->cap_pages = pages_for(s, (int64_t)r->rec.prompt_len + r->rec.decode_len);
+        r->pages = malloc(sizeof(int32_t) * (size_t)r->cap_pages);
+        if (!r->pages) return -1;
+        PKV_ASSERT(pkv_kvalloc_take(&s->alloc, need, r->rec.id, r->pages) == 0);
+        r->n_pages = need;
+        if (isnan(r->rec.t_admitted)) r->rec.t_admitted = s->t_now;
+        r->admit_seq = s->admit_counter++;
+        r->rec.state = PKV_REQ_PREFILL;
+        s->prefill[s->n_prefill++] = r->rec.id;
+        s->wait_head = (s->wait_head + 1) % s->wait_cap;
+        s->wait_n--;
+    }
+    return 0;
+}
+
+/* Before a step every row appends one token; rows at a page boundary need a page.
+ * When the pool cannot cover them, preempt the latest admitted until it can. */
+static int grow_pages(pkv_sim *s) {
+    for (;;) {
+        int32_t demand = 0;
+        for (int32_t i = 0; i < s->n_run; i++) {
+            const pkv_sim_request *r = &s->req[s->run[i]];
+            demand += pages_for(s, stored_tokens(r) + 1) > r->n_pages;
+        }
+        if (demand <= s->alloc.n_free) break;
+        if (preempt_latest(s)) return -1;
+    }
+    for (int32_t i = 0; i < s->n_run; i++) {
+        pkv_sim_request *r = &s->req[s->run[i]];
+        if (pages_for(s, stored_tokens(r) + 1) > r->n_pages) {
+            PKV_ASSERT(r->n_pages < r->cap_pages);
+            int32_t *slot = &r->pages[r->n_pages];
+            PKV_ASSERT(pkv_kvalloc_take(&s->alloc, 1, r->rec.id, slot) == 0);
+            s->block_table[(size_t)i * s->bt_stride + r->n_pages] = *slot;
+            r->n_pages++;
+        }
+        s->seq_lens[i] = (int32_t)(stored_tokens(r) + 1);
+    }
+    return 0;
+}
+
+static int start_step(pkv_sim *s, pkv_err *e) {
+    if (grow_pages(s)) return pkv_fail(e, "out of memory");
+    if (s->n_run == 0) return 0; /* everything was preempted; admission retries */
+    pkv_step_rec rec = {.index = s->steps, .t_sim = s->t_now,
+                        .warmup = (int64_t)s->steps < s->cfg->warmup_steps};
+    pkv_batch_view v = {s->n_run, s->seq_lens, s->block_table, s->bt_stride};
+    double adv;
+    if (pkv_engine_step(s->eng, &v, &rec, &adv, e)) return -1;
+    s->steps++;
+    pkv_summary_add_step(&s->summary, &rec, adv);
+    if (s->out && pkv_h5rec_step(s->out, &rec, e)) return -1;
+    s->busy = 1;
+    return pkv_heap_push(&s->heap, s->t_now + adv, PKV_EVENT_STEP_DONE, 0)
+               ? pkv_fail(e, "out of memory")
+               : 0;
+}
+
+static int try_schedule(pkv_sim *s, pkv_err *e) {
+    if (s->busy) return 0;
+    if (admit(s)) return pkv_fail(e, "out of memory");
+    if (s->n_prefill > 0) {
+        int64_t tokens = 0;
+        for (int32_t i = 0; i < s->n_prefill; i++) tokens += stored_tokens(&s->req[s->prefill[i]]);
+        double t = s->cfg->prefill_base_s + s->cfg->prefill_per_token_s * (double)tokens;
+        s->busy = 1;
+        return pkv_heap_push(&s->heap, s->t_now + t, PKV_EVENT_PREFILL_DONE, 0)
+                   ? pkv_fail(e, "out of memory")
+                   : 0;
+    }
+    if (s->n_run > 0 && (s->cfg->max_steps == 0 || (int64_t)s->steps < s->cfg->max_steps)) {
+        if (start_step(s, e)) return -1;
+        /* A step whose rows were all preempted did not start: admit again. */
+        if (!s->busy && s->wait_n > 0) return try_schedule(s, e);
+    }
+    return 0;
+}
+
+/* ---- events ------------------------------------------------------------------------ */
+static int schedule_arrival(pkv_sim *s, double t_now) {
+    if (pkv_workload_next(&s->wl, t_now, &s->next_draw)) return 0; /* exhausted */
+    return pkv_heap_push(&s->heap, s->next_draw.t_arrival, PKV_EVENT_ARRIVAL, 0);
+}
+
+static int on_step_done(pkv_sim *s) {
+    s->busy = 0;
+    for (int32_t i = 0; i < s->n_run;) {
+        pkv_sim_request *r = &s->req[s->run[i]];
+        r->rec.generated++;
+        if (isnan(r->rec.t_first_token)) r->rec.t_first_token = s->t_now;
+        if (r->rec.generated >= r->rec.decode_len) {
+            r->rec.state = PKV_REQ_FINISHED;
+            run_remove(s, i); /* row i now holds another request: do not advance */
+            if (pkv_heap_push(&s->heap, s->t_now, PKV_EVENT_FINISH, r->rec.id)) return -1;
+        } else {
+            i++;
+        }
+    }
+    return 0;
+}
+
+static int handle(pkv_sim *s, const pkv_event *ev) {
+    switch (ev->kind) {
+    case PKV_EVENT_ARRIVAL: {
+        int64_t id = new_request(s, &s->next_draw, ev->t);
+        if (id < 0 || wait_push_back(s, id)) return -1;
+        return s->cfg->workload.arrival.kind == PKV_ARRIVAL_CLOSED ? 0
+                                                                   : schedule_arrival(s, ev->t);
+    }
+    case PKV_EVENT_PREFILL_DONE:
+        s->busy = 0;
+        for (int32_t k = 0; k < s->n_prefill; k++) {
+            pkv_sim_request *r = &s->req[s->prefill[k]];
+            int32_t i = s->n_run++;
+            s->run[i] = r->rec.id;
+            memcpy(s->block_table + (size_t)i * s->bt_stride, r->pages,
+                   sizeof(int32_t) * (size_t)r->n_pages);
+            r->rec.state = PKV_REQ_RUNNING;
+        }
+        s->n_prefill = 0;
+        return 0;
+    case PKV_EVENT_STEP_DONE:
+        return on_step_done(s);
+    case PKV_EVENT_FINISH: {
+        pkv_sim_request *r = &s->req[ev->arg];
+        r->rec.t_finish = ev->t;
+        release_pages(s, r);
+        if (s->cfg->workload.arrival.kind == PKV_ARRIVAL_CLOSED) {
+            pkv_request_draw d;
+            if (pkv_workload_next(&s->wl, ev->t, &d) == 0) {
+                s->next_draw = d;
+                return pkv_heap_push(&s->heap, ev->t, PKV_EVENT_ARRIVAL, 0);
+            }
+        }
+        return 0;
+    }
+    }
+    return 0;
+}
+
+static double wall_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void progress_line(const pkv_sim *s, int final) {
+    fprintf(stderr, "\r  step %llu  t=%.4g s  running %d  waiting %zu  requests %zu%s",
+            (unsigned long long)s->steps, s->t_now, s->n_run, s->wait_n, s->n_req,
+            final ? "\n" : "   ");
+}
+
+int pkv_sim_run(pkv_sim *s, pkv_err *e) {
+    const pkv_arrival_spec *a = &s->cfg->workload.arrival;
+    if (a->kind == PKV_ARRIVAL_CLOSED) {
+        /* Each closed-loop arrival carries its own draw: queue them one at a time. */
+        for (int64_t i = 0; i < a->concurrency; i++) {
+            pkv_request_draw d;
+            if (pkv_workload_next(&s->wl, 0.0, &d)) break;
+            int64_t id = new_request(s, &d, 0.0);
+            if (id < 0 || wait_push_back(s, id)) return pkv_fail(e, "out of memory");
+        }
+    } else if (schedule_arrival(s, 0.0)) {
+        return pkv_fail(e, "out of memory");
+    }
+    double t_progress = wall_now();
+    pkv_event ev;
+    if (try_schedule(s, e)) return -1;
+    for (;;) {
+        if (s->stop && *s->stop) {
+            s->summary.interrupted = 1;
+            break;
+        }
+        if (s->cfg->max_steps > 0 && (int64_t)s->steps >= s->cfg->max_steps && !s->busy) break;
+        if (pkv_heap_pop(&s->heap, &ev)) break; /* nothing left to happen */
+        if (s->cfg->max_time > 0 && ev.t > s->cfg->max_time) break;
+        s->t_now = ev.t;
+        if (handle(s, &ev)) return pkv_fail(e, "out of memory");
+        /* The scheduler runs only once every event of this instant is handled. */
+        const pkv_event *next = pkv_heap_top(&s->heap);
+        if (next && next->t == s->t_now) continue;
+        if (try_schedule(s, e)) return -1;
+        if (s->progress && (s->steps & 1023) == 0 && wall_now() - t_progress > 0.5) {
+            t_progress = wall_now();
+            progress_line(s, 0);
+        }
+    }
+    if (s->progress) progress_line(s, 1);
+    pkv_request_rec *tab = pkv_sim_request_table(s);
+    if (!tab) return pkv_fail(e, "out of memory");
+    int rc = pkv_summary_finish(&s->summary, tab, s->n_req, s->t_now);
+    free(tab);
+    return rc ? pkv_fail(e, "out of memory") : 0;
+}
+
+pkv_request_rec *pkv_sim_request_table(const pkv_sim *s) {
+    pkv_request_rec *t = malloc(sizeof *t * (s->n_req ? s->n_req : 1));
+    if (t)
+        for (size_t i = 0; i < s->n_req; i++) t[i] = s->req[i].rec;
+    return t;
+}

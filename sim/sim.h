@@ -1,0 +1,64 @@
+/* The discrete-event serving simulation: arrivals -> FCFS admission under the
+ * active-request and KV-page budgets -> prefill -> continuous-batching decode steps
+ * -> finish, with preemption (recompute) when the page pool runs dry.
+ *
+ * The GPU is one serial server: it runs either a prefill batch (time from the affine
+ * prefill model) or a decode step over every running request (time from the engine).
+ * The scheduler acts only after every event of the current instant is handled. */
+#ifndef PKV_SIM_H
+#define PKV_SIM_H
+
+#include <signal.h>
+
+#include "config.h"
+#include "h5rec.h"
+#include "heap.h"
+#include "kvalloc.h"
+
+typedef struct pkv_sim_request {
+    pkv_request_rec rec;
+    int32_t *pages; /* [cap_pages] physical pages while admitted, else NULL */
+    int32_t n_pages, cap_pages;
+    int64_t admit_seq; /* order of the latest admission (preemption picks the largest) */
+} pkv_sim_request;
+
+typedef struct pkv_sim {
+    const pkv_config *cfg;
+    pkv_engine *eng;
+    pkv_h5rec *out; /* may be NULL: nothing recorded */
+    pkv_workload wl;
+    pkv_kvalloc alloc;
+    gsl_rng *r_pages;
+    pkv_heap heap;
+    pkv_sim_request *req; /* [n_req] every request that has arrived */
+    size_t n_req, cap_req;
+    pkv_request_draw next_draw; /* open loop: the drawn request whose arrival is queued */
+    /* waiting queue: ring buffer of request indices (preempted ones go to the front) */
+    int64_t *wait;
+    size_t wait_head, wait_n, wait_cap;
+    /* prefill batch in flight */
+    int64_t *prefill;
+    int32_t n_prefill;
+    /* running batch, dense: row i is request run[i] */
+    int64_t *run;
+    int32_t n_run;
+    int32_t *seq_lens;    /* [max_active] */
+    int32_t *block_table; /* [max_active][bt_stride] */
+    int32_t bt_stride;
+    int busy;
+    int64_t admit_counter;
+    double t_now;
+    uint64_t steps;
+    pkv_summary summary;
+    volatile sig_atomic_t *stop; /* set asynchronously (SIGINT): finish the step and stop */
+    int progress;                /* print a progress line on stderr */
+} pkv_sim;
+
+int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, pkv_h5rec *out, pkv_err *e);
+/* Run to the end (or to *stop); fills s->summary. */
+int pkv_sim_run(pkv_sim *s, pkv_err *e);
+/* The request table as /requests rows (caller frees). */
+pkv_request_rec *pkv_sim_request_table(const pkv_sim *s);
+void pkv_sim_free(pkv_sim *s);
+
+#endif

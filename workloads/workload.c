@@ -1,0 +1,45 @@
+#include "workload.h"
+#include "rng.h"
+
+int pkv_workload_init(pkv_workload *w, const pkv_workload_spec *spec, uint64_t seed) {
+    *w = (pkv_workload){.spec = *spec};
+    if (pkv_arrival_prepare(&w->spec.arrival)) return -1;
+    w->r_arrival = pkv_stream_create(seed, PKV_STREAM_ARRIVALS);
+    w->r_prompt = pkv_stream_create(seed, PKV_STREAM_PROMPT);
+    w->r_decode = pkv_stream_create(seed, PKV_STREAM_DECODE);
+    if (!w->r_arrival || !w->r_prompt || !w->r_decode) {
+        pkv_workload_free(w);
+        return -1;
+    }
+    return 0;
+}
+
+void pkv_workload_free(pkv_workload *w) {
+    if (w->r_arrival) gsl_rng_free(w->r_arrival);
+    if (w->r_prompt) gsl_rng_free(w->r_prompt);
+    if (w->r_decode) gsl_rng_free(w->r_decode);
+    w->r_arrival = w->r_prompt = w->r_decode = NULL;
+}
+
+int pkv_workload_next(pkv_workload *w, double t_now, pkv_request_draw *out) {
+    const pkv_workload_spec *s = &w->spec;
+    if (s->num_requests > 0 && w->drawn >= s->num_requests) return 1;
+    if (s->arrival.kind == PKV_ARRIVAL_CLOSED) {
+        out->t_arrival = t_now;
+    } else {
+        /* The first request arrives after one gap, like every later one. */
+        w->t_last += pkv_arrival_gap(&s->arrival, w->r_arrival);
+        out->t_arrival = w->t_last;
+    }
+    int64_t p = pkv_length_draw(&s->prompt, w->r_prompt, w->drawn);
+    int64_t d = pkv_length_draw(&s->decode, w->r_decode, w->drawn);
+    /* Clamp: prompt to [1, max_context - 1], then decode to fit what is left. */
+    if (p < 1) p = 1;
+    if (p > s->max_context - 1) p = s->max_context - 1;
+    if (d < 1) d = 1;
+    if (p + d > s->max_context) d = s->max_context - p;
+    out->prompt_len = (int32_t)p;
+    out->decode_len = (int32_t)d;
+    w->drawn++;
+    return 0;
+}

@@ -1,0 +1,34 @@
+/* A request stream: an arrival process and independent prompt and decode length
+ * distributions, each on its own random stream. */
+#ifndef PKV_WORKLOAD_H
+#define PKV_WORKLOAD_H
+
+#include "arrival.h"
+#include "lengths.h"
+
+typedef struct pkv_workload_spec {
+    pkv_arrival_spec arrival;
+    pkv_length_spec prompt, decode;
+    int64_t num_requests; /* requests to generate; 0 = unbounded (run limits stop it) */
+    int64_t max_context;  /* tokens: prompt + decode of any request is clamped to this */
+} pkv_workload_spec;
+
+typedef struct pkv_request_draw {
+    double t_arrival; /* seconds */
+    int32_t prompt_len, decode_len;
+} pkv_request_draw;
+
+typedef struct pkv_workload {
+    pkv_workload_spec spec;
+    gsl_rng *r_arrival, *r_prompt, *r_decode;
+    double t_last; /* seconds: last open-loop arrival */
+    int64_t drawn;
+} pkv_workload;
+
+int pkv_workload_init(pkv_workload *w, const pkv_workload_spec *spec, uint64_t seed);
+void pkv_workload_free(pkv_workload *w);
+/* Next request: for open-loop kinds its arrival follows the previous one; for the
+ * closed loop t_arrival is t_now. Returns 1 when num_requests are exhausted. */
+int pkv_workload_next(pkv_workload *w, double t_now, pkv_request_draw *out);
+
+#endif
