@@ -248,8 +248,10 @@ int pkv_h5rec_requests(pkv_h5rec *r, const pkv_request_rec *q, size_t n, pkv_err
     hid_t t = (hid_t)pkv_h5_request_type();
     hid_t d = make_table(r->file, "requests", t, 1, 1, REQ_CHUNK);
     herr_t rc = d < 0 ? -1 : n ? append(d, t, 0, n, 1, 1, q) : 0;
-    if (rc >= 0) rc = attr_str(d, "units", "t_*: seconds of simulated time; NaN: not reached; "
-                                           "state: 0 waiting, 1 prefill, 2 running, 3 finished");
+    if (rc >= 0)
+        rc = attr_str(d, "units",
+                      "t_*: seconds of simulated time; NaN: not reached; "
+                      "state: 0 waiting, 1 prefill, 2 running, 3 finished");
     if (d >= 0) H5Dclose(d);
     H5Tclose(t);
     return rc < 0 ? h5fail(r, e, "/requests") : 0;
@@ -258,9 +260,9 @@ int pkv_h5rec_requests(pkv_h5rec *r, const pkv_request_rec *q, size_t n, pkv_err
 int pkv_h5rec_summary(pkv_h5rec *r, const pkv_summary *s, pkv_err *e) {
     hid_t g = H5Gcreate2(r->file, "summary", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     herr_t rc = g < 0 ? -1 : 0;
-#define U(name) \
+#define U(name)                                                                                    \
     if (rc >= 0) rc = attr_u64(g, #name, s->name)
-#define D(name) \
+#define D(name)                                                                                    \
     if (rc >= 0) rc = attr_f64(g, #name, s->name)
     U(steps);
     U(steps_measured);

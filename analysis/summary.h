@@ -24,11 +24,11 @@ typedef enum pkv_request_state {
 } pkv_request_state;
 
 typedef struct pkv_summary {
-    uint64_t steps;          /* all decode steps */
-    uint64_t steps_measured; /* after warm-up */
-    uint64_t decode_tokens;  /* after warm-up */
-    double t_measure_begin;  /* seconds: start of the first measured step */
-    double t_end;            /* seconds: simulated time at the end of the run */
+    uint64_t steps;                             /* all decode steps */
+    uint64_t steps_measured;                    /* after warm-up */
+    uint64_t decode_tokens;                     /* after warm-up */
+    double t_measure_begin;                     /* seconds: start of the first measured step */
+    double t_end;                               /* seconds: simulated time at the end of the run */
     double step_time_sum, wall_sum, device_sum; /* seconds over measured steps */
     uint64_t wall_n, device_n;                  /* steps that measured them */
     double decode_tok_s;        /* decode tokens / simulated seconds after warm-up */

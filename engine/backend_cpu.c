@@ -55,10 +55,11 @@ static int cpu_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan *
         for (size_t j = 0; j < (size_t)s->hq * s->d; j++)
             b->q[(size_t)i * s->hq * s->d + j] = rand_half(b->rng);
     }
-    pkvk_batch batch = {*s,         v->n_rows, b->q,          NULL,        b->k, b->v,
-                        v->block_table, v->bt_stride, v->seq_lens, 1.0f / sqrtf((float)s->d)};
+    pkvk_batch batch = {*s,   v->n_rows,      b->q,         NULL,        b->k,
+                        b->v, v->block_table, v->bt_stride, v->seq_lens, 1.0f / sqrtf((float)s->d)};
     int rc = pkvk_cpu_run(&batch, plan, b->part, b->o);
-    if (rc) return pkv_fail(e, "cpu backend: %s failed (status %d)", pkvk_route_name(plan->route), rc);
+    if (rc)
+        return pkv_fail(e, "cpu backend: %s failed (status %d)", pkvk_route_name(plan->route), rc);
     rec->t_wall = now_s() - t0;
     if (check) {
         pkvk_cpu_reference(&batch, b->o_ref);

@@ -4,10 +4,24 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const calib_keys[] = {
-    "gpu_name", "driver", "date", "placeholder", "note", "beta_gbps", "launch_us", "c_min",
-    "sm_count", "gqa_group", "min_context_tokens", "margin_small_rows", "margin_small",
-    "margin_large", "min_split_tiles", "target_ctas_per_sm", "fit", NULL};
+static const char *const calib_keys[] = {"gpu_name",
+                                         "driver",
+                                         "date",
+                                         "placeholder",
+                                         "note",
+                                         "beta_gbps",
+                                         "launch_us",
+                                         "c_min",
+                                         "sm_count",
+                                         "gqa_group",
+                                         "min_context_tokens",
+                                         "margin_small_rows",
+                                         "margin_small",
+                                         "margin_large",
+                                         "min_split_tiles",
+                                         "target_ctas_per_sm",
+                                         "fit",
+                                         NULL};
 
 static int copy_str(const cJSON *o, const char *path, const char *key, char *dst, size_t n,
                     pkv_err *e) {
@@ -33,10 +47,8 @@ int pkv_calib_apply(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e) 
         pkv_json_int(o, path, "gqa_group", g, 1, 64, &g, e) ||
         pkv_json_int(o, path, "min_context_tokens", mc, 0, INT64_MAX / 2, &mc, e) ||
         pkv_json_int(o, path, "margin_small_rows", msr, 0, 1 << 20, &msr, e) ||
-        pkv_json_num(o, path, "margin_small", c->margin_small, 0, true, 100, &c->margin_small,
-                     e) ||
-        pkv_json_num(o, path, "margin_large", c->margin_large, 0, true, 100, &c->margin_large,
-                     e) ||
+        pkv_json_num(o, path, "margin_small", c->margin_small, 0, true, 100, &c->margin_small, e) ||
+        pkv_json_num(o, path, "margin_large", c->margin_large, 0, true, 100, &c->margin_large, e) ||
         pkv_json_int(o, path, "min_split_tiles", mst, 1, 1 << 20, &mst, e) ||
         pkv_json_num(o, path, "target_ctas_per_sm", c->target_ctas_per_sm, 0, true, 1e4,
                      &c->target_ctas_per_sm, e))

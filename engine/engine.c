@@ -3,9 +3,9 @@
 #include <math.h>
 #include <stdlib.h>
 
-int pkv_engine_init(pkv_engine *eng, const pkvk_shape *s, const pkv_calib *cal,
-                    const char *policy, pkv_bucket_mode mode, int32_t cap_rows,
-                    pkv_backend *backend, pkv_clock_source clock, pkv_err *e) {
+int pkv_engine_init(pkv_engine *eng, const pkvk_shape *s, const pkv_calib *cal, const char *policy,
+                    pkv_bucket_mode mode, int32_t cap_rows, pkv_backend *backend,
+                    pkv_clock_source clock, pkv_err *e) {
     *eng = (pkv_engine){.shape = *s,
                         .cal = cal,
                         .backend = backend,
@@ -32,8 +32,8 @@ void pkv_engine_free(pkv_engine *eng) {
     eng->backend = NULL;
 }
 
-int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
-                    double *advance, pkv_err *e) {
+int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec, double *advance,
+                    pkv_err *e) {
     pkv_step_view sv = {.rows = v->n_rows, .gqa_group = eng->shape.hq / eng->shape.hkv};
     for (int32_t i = 0; i < v->n_rows; i++) sv.context_tokens += v->seq_lens[i];
     for (int r = 0; r < PKVK_ROUTE_COUNT; r++) {

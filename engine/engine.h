@@ -22,9 +22,9 @@ typedef struct pkv_step_rec {
     uint64_t ctas;
     double cta_work_per_sm;
     uint64_t kv_bytes, merge_bytes;
-    double t_predicted; /* seconds: cost model of the chosen route */
-    double t_device;    /* seconds: measured device time (NaN where not measured) */
-    double t_wall;      /* seconds: measured host wall time of the step (NaN likewise) */
+    double t_predicted;       /* seconds: cost model of the chosen route */
+    double t_device;          /* seconds: measured device time (NaN where not measured) */
+    double t_wall;            /* seconds: measured host wall time of the step (NaN likewise) */
     double max_err, mean_err; /* against the reference route, NaN where unchecked */
     double t_route[PKVK_ROUTE_COUNT]; /* seconds: each candidate's prediction, NaN if not planned */
 } pkv_step_rec;
@@ -66,14 +66,14 @@ typedef struct pkv_engine {
 } pkv_engine;
 
 /* Takes ownership of backend. */
-int pkv_engine_init(pkv_engine *eng, const pkvk_shape *s, const pkv_calib *cal,
-                    const char *policy, pkv_bucket_mode mode, int32_t cap_rows,
-                    pkv_backend *backend, pkv_clock_source clock, pkv_err *e);
+int pkv_engine_init(pkv_engine *eng, const pkvk_shape *s, const pkv_calib *cal, const char *policy,
+                    pkv_bucket_mode mode, int32_t cap_rows, pkv_backend *backend,
+                    pkv_clock_source clock, pkv_err *e);
 void pkv_engine_free(pkv_engine *eng);
 /* Run one step; rec->index and rec->t_sim are the caller's. *advance: seconds by
  * which the step moves the simulated clock. A check beyond tolerance is an error. */
-int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
-                    double *advance, pkv_err *e);
+int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec, double *advance,
+                    pkv_err *e);
 
 /* The model backend: nothing is measured; step time comes from the cost model. */
 pkv_backend *pkv_backend_model_create(void);

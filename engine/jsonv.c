@@ -124,8 +124,7 @@ int pkv_json_str(const cJSON *o, const char *path, const char *key, const char *
     return 0;
 }
 
-int pkv_json_sub(const cJSON *o, const char *path, const char *key, const cJSON **out,
-                 pkv_err *e) {
+int pkv_json_sub(const cJSON *o, const char *path, const char *key, const cJSON **out, pkv_err *e) {
     const cJSON *v = member(o, key);
     *out = NULL;
     if (!v) return 0;

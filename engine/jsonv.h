@@ -33,8 +33,7 @@ int pkv_json_bool(const cJSON *o, const char *path, const char *key, bool def, b
 int pkv_json_str(const cJSON *o, const char *path, const char *key, const char *def,
                  const char *const *choices, const char **out, int *idx, pkv_err *e);
 /* A member that must be an object when present; *out is NULL when absent. */
-int pkv_json_sub(const cJSON *o, const char *path, const char *key, const cJSON **out,
-                 pkv_err *e);
+int pkv_json_sub(const cJSON *o, const char *path, const char *key, const cJSON **out, pkv_err *e);
 
 /* Read a whole file into a NUL-terminated buffer (caller frees). */
 char *pkv_read_file(const char *path, size_t *len, pkv_err *e);

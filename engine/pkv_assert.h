@@ -5,12 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define PKV_ASSERT(cond)                                                                        \
-    do {                                                                                        \
-        if (!(cond)) {                                                                          \
-            fprintf(stderr, "pkvsim: internal error: %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-            abort();                                                                            \
-        }                                                                                       \
+#define PKV_ASSERT(cond)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "pkvsim: internal error: %s:%d: %s\n", __FILE__, __LINE__, #cond);     \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
 #endif

@@ -7,8 +7,8 @@ static int32_t target_ctas(const pkv_planner *pl) {
     return (int32_t)ceil(pl->cal->target_ctas_per_sm * pl->cal->sm_count);
 }
 
-int pkv_planner_init(pkv_planner *pl, const pkvk_shape *s, const pkv_calib *cal,
-                     int32_t cap_rows, pkv_bucket_mode mode) {
+int pkv_planner_init(pkv_planner *pl, const pkvk_shape *s, const pkv_calib *cal, int32_t cap_rows,
+                     pkv_bucket_mode mode) {
     *pl = (pkv_planner){.shape = *s, .cal = cal, .bucket_mode = mode, .cap_rows = cap_rows};
     pl->splits = malloc(sizeof(int32_t) * (size_t)cap_rows);
     pl->route_lens = malloc(sizeof(int32_t) * (size_t)cap_rows);

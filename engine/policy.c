@@ -2,8 +2,8 @@
 
 #include <string.h>
 
-const char *const pkv_policy_names[] = {"ref_paged", "pkv_bucket", "pkv_workqueue", "pkv_fused",
-                                        "adaptive",  "oracle",     NULL};
+const char *const pkv_policy_names[] = {
+    "ref_paged", "pkv_bucket", "pkv_workqueue", "pkv_fused", "adaptive", "oracle", NULL};
 
 static pkvk_route choose_fixed(const pkv_route_policy *self, const pkv_calib *cal,
                                const pkv_step_view *v) {
@@ -43,8 +43,8 @@ int pkv_policy_init(pkv_route_policy *p, const char *name) {
             *p = (pkv_route_policy){pkv_policy_names[r], 1u << r, (pkvk_route)r, choose_fixed};
             return 0;
         }
-    uint32_t pkv3 = 1u << PKVK_ROUTE_REF_PAGED | 1u << PKVK_ROUTE_BUCKET |
-                    1u << PKVK_ROUTE_WORKQUEUE;
+    uint32_t pkv3 =
+        1u << PKVK_ROUTE_REF_PAGED | 1u << PKVK_ROUTE_BUCKET | 1u << PKVK_ROUTE_WORKQUEUE;
     if (strcmp(name, "adaptive") == 0) {
         *p = (pkv_route_policy){"adaptive", pkv3, PKVK_ROUTE_REF_PAGED, choose_adaptive};
         return 0;

@@ -23,8 +23,8 @@ enum { PKVK_TILE = 32 }; /* tokens per tile streamed by one CTA iteration */
 
 typedef enum pkvk_status {
     PKVK_OK = 0,
-    PKVK_ERR_NO_DEVICE = 1,   /* built without CUDA, or no usable GPU */
-    PKVK_ERR_CUDA = 2,        /* a CUDA call failed: pkvk_last_error() says which */
+    PKVK_ERR_NO_DEVICE = 1, /* built without CUDA, or no usable GPU */
+    PKVK_ERR_CUDA = 2,      /* a CUDA call failed: pkvk_last_error() says which */
     PKVK_ERR_OUT_OF_MEMORY = 3,
     PKVK_ERR_UNSUPPORTED = 4, /* shape not compiled (head dim, group size) */
     PKVK_ERR_INVALID = 5,     /* bad argument: plan too large for its workspace, ... */
@@ -101,22 +101,22 @@ int pkvk_plan_workqueue(pkvk_plan *p, pkvk_route route, const pkvk_shape *s,
  * order inside a bucket; buckets come in decreasing route length. Empty splits keep
  * their slot (the kernel writes the neutral state there). */
 int pkvk_plan_bucket(pkvk_plan *p, const int32_t *seq_lens, const int32_t *route_lens,
-                     int32_t n_rows, int32_t (*splits_of_len)(int32_t route_len, int32_t rows,
-                                                              void *ctx),
+                     int32_t n_rows,
+                     int32_t (*splits_of_len)(int32_t route_len, int32_t rows, void *ctx),
                      void *ctx);
 
 /* ---- host-side batch description (host or device pointers) --------------------- */
 typedef struct pkvk_batch {
     pkvk_shape shape;
     int32_t n_rows;
-    const uint16_t *q;            /* fp16 [n_rows][hq][d] */
-    uint16_t *o;                  /* fp16 [n_rows][hq][d] (device runs) */
-    const uint16_t *k_cache;      /* fp16 [n_pages][hkv][page_size][d] */
-    const uint16_t *v_cache;      /* fp16, as k_cache */
-    const int32_t *block_table;   /* [n_rows][bt_stride] physical page ids */
-    int32_t bt_stride;            /* entries per block-table row */
-    const int32_t *seq_lens;      /* [n_rows] tokens */
-    float sm_scale;               /* softmax scale, usually 1/sqrt(d) */
+    const uint16_t *q;          /* fp16 [n_rows][hq][d] */
+    uint16_t *o;                /* fp16 [n_rows][hq][d] (device runs) */
+    const uint16_t *k_cache;    /* fp16 [n_pages][hkv][page_size][d] */
+    const uint16_t *v_cache;    /* fp16, as k_cache */
+    const int32_t *block_table; /* [n_rows][bt_stride] physical page ids */
+    int32_t bt_stride;          /* entries per block-table row */
+    const int32_t *seq_lens;    /* [n_rows] tokens */
+    float sm_scale;             /* softmax scale, usually 1/sqrt(d) */
 } pkvk_batch;
 
 /* ---- fp16 ------------------------------------------------------------------ */
@@ -174,9 +174,9 @@ int pkvk_timer_stop(float *ms);
 int pkvk_flush_l2(void);
 
 typedef struct pkvk_ceilings {
-    double copy_gbps;   /* device-to-device copy, bytes read + written per second / 1e9 */
-    double read_gbps;   /* read-only streaming kernel */
-    double launch_us;   /* back-to-back empty kernel launch */
+    double copy_gbps; /* device-to-device copy, bytes read + written per second / 1e9 */
+    double read_gbps; /* read-only streaming kernel */
+    double launch_us; /* back-to-back empty kernel launch */
 } pkvk_ceilings;
 int pkvk_measure_ceilings(pkvk_ceilings *c);
 

@@ -80,8 +80,8 @@ static void state_merge(float *dst, const float *src, int d) {
 
 /* Attend tokens [t_begin, t_end) of (row, kvh) for its G query heads, tile by tile,
  * writing G states of d+2 floats to st. */
-static void attend_range(const pkvk_batch *b, int32_t row, int kvh, int32_t t_begin,
-                         int32_t t_end, float *st) {
+static void attend_range(const pkvk_batch *b, int32_t row, int kvh, int32_t t_begin, int32_t t_end,
+                         float *st) {
     const pkvk_shape *s = &b->shape;
     int G = s->hq / s->hkv, d = s->d;
     float q[512], sc[PKVK_TILE];
@@ -126,8 +126,7 @@ static void write_out(const pkvk_shape *s, const float *st, int32_t row, int kvh
 }
 
 /* Segmented merge of row `row`'s slots into o. */
-static void merge_row(const pkvk_shape *s, float *part, const pkvk_plan *p, int32_t row,
-                      float *o) {
+static void merge_row(const pkvk_shape *s, float *part, const pkvk_plan *p, int32_t row, float *o) {
     int G = s->hq / s->hkv, d = s->d;
     for (int kvh = 0; kvh < s->hkv; kvh++) {
         float *acc = slot_state(s, part, p->split_offsets[row], kvh);

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 
 const char *pkvk_route_name(pkvk_route r) {
-    static const char *const names[PKVK_ROUTE_COUNT] = {"ref_paged", "pkv_bucket",
-                                                        "pkv_workqueue", "pkv_fused"};
+    static const char *const names[PKVK_ROUTE_COUNT] = {"ref_paged", "pkv_bucket", "pkv_workqueue",
+                                                        "pkv_fused"};
     return (unsigned)r < PKVK_ROUTE_COUNT ? names[r] : "unknown";
 }
 
@@ -93,8 +93,7 @@ int pkvk_plan_workqueue(pkvk_plan *p, pkvk_route route, const pkvk_shape *s,
             int32_t tb, te;
             /* S here is already effective, so every range is non-empty. */
             pkvk_split_range(seq_lens[i], S, sp, &tb, &te);
-            for (int32_t h = 0; h < s->hkv; h++)
-                p->tasks[nt++] = (pkvk_task){i, h, sp, tb, te};
+            for (int32_t h = 0; h < s->hkv; h++) p->tasks[nt++] = (pkvk_task){i, h, sp, tb, te};
         }
         slot += S;
     }

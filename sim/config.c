@@ -9,9 +9,9 @@ const char *const pkv_backend_names[] = {"auto", "model", "cpu", "cuda", NULL};
 static const char *const clock_names[] = {"predicted", "wall", "device", "auto", NULL};
 static const char *const bucket_names[] = {"exact", "pow2", NULL};
 
-#define TRY(x)                                                                                  \
-    do {                                                                                        \
-        if (x) return -1;                                                                       \
+#define TRY(x)                                                                                     \
+    do {                                                                                           \
+        if (x) return -1;                                                                          \
     } while (0)
 
 static int parse_model(pkv_config *c, const cJSON *o, pkv_err *e) {
@@ -25,9 +25,11 @@ static int parse_model(pkv_config *c, const cJSON *o, pkv_err *e) {
     TRY(pkv_json_int(o, "model", "page_size", 16, 1, 1024, &ps, e));
     static const char *const dtypes[] = {"fp16", NULL};
     TRY(pkv_json_str(o, "model", "dtype", "fp16", dtypes, &dtype, NULL, e));
-    if (hq % hkv) return pkv_fail(e, "model.hq: %lld is not a multiple of model.hkv (%lld)",
-                                  (long long)hq, (long long)hkv);
-    if (d % 8) return pkv_fail(e, "model.head_dim: must be a multiple of 8 (got %lld)", (long long)d);
+    if (hq % hkv)
+        return pkv_fail(e, "model.hq: %lld is not a multiple of model.hkv (%lld)", (long long)hq,
+                        (long long)hkv);
+    if (d % 8)
+        return pkv_fail(e, "model.head_dim: must be a multiple of 8 (got %lld)", (long long)d);
     c->shape = (pkvk_shape){(int)hq, (int)hkv, (int)d, (int)ps};
     return 0;
 }
@@ -59,8 +61,8 @@ static int parse_arrival(pkv_arrival_spec *a, const cJSON *o, pkv_err *e) {
 
 static int parse_length(pkv_length_spec *l, const cJSON *o, const char *P, int64_t def,
                         pkv_err *e) {
-    static const char *const keys[] = {"dist",  "value", "min",    "max",    "values", "short",
-                                       "long",  "p_long", "median", "sigma", NULL};
+    static const char *const keys[] = {"dist", "value",  "min",    "max",   "values", "short",
+                                       "long", "p_long", "median", "sigma", NULL};
     const char *name;
     int kind;
     *l = (pkv_length_spec){.kind = PKV_LENGTH_FIXED, .value = def};
@@ -106,8 +108,8 @@ static int parse_length(pkv_length_spec *l, const cJSON *o, const char *P, int64
 }
 
 static int parse_workload(pkv_config *c, const cJSON *o, pkv_err *e) {
-    static const char *const keys[] = {"arrival", "prompt", "decode", "num_requests",
-                                       "max_context", NULL};
+    static const char *const keys[] = {"arrival",      "prompt",      "decode",
+                                       "num_requests", "max_context", NULL};
     const cJSON *a, *p, *d;
     if (!o) return pkv_fail(e, "workload: is required");
     TRY(pkv_json_object(o, "workload", keys, e));
@@ -182,9 +184,9 @@ static int parse_route(pkv_config *c, const cJSON *o, pkv_err *e) {
 }
 
 static int parse_run(pkv_config *c, const cJSON *o, pkv_err *e) {
-    static const char *const keys[] = {"max_steps",   "max_time_s",  "warmup_steps",
-                                       "seed",        "output",      "backend",
-                                       "clock",       "check_every", "check_first", NULL};
+    static const char *const keys[] = {"max_steps",   "max_time_s", "warmup_steps", "seed",
+                                       "output",      "backend",    "clock",        "check_every",
+                                       "check_first", NULL};
     const char *out, *be, *ck;
     int bei, cki;
     int64_t seed;
@@ -319,8 +321,8 @@ int pkv_config_parse(pkv_config *c, char *text, const char *path, pkv_err *e) {
         pkv_config_free(c);
         return -1;
     }
-    static const char *const keys[] = {"name",  "description", "model", "workload",
-                                       "serving", "route",     "run",   NULL};
+    static const char *const keys[] = {"name",    "description", "model", "workload",
+                                       "serving", "route",       "run",   NULL};
     const cJSON *m, *w, *s, *r, *u;
     const char *name;
     pkv_err sub;

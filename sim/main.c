@@ -63,12 +63,10 @@ static void join_args(char *buf, size_t n, int argc, char **argv) {
 }
 
 static int cmd_run(int argc, char **argv) {
-    static const struct option opts[] = {{"output", required_argument, 0, 'o'},
-                                         {"backend", required_argument, 0, 'b'},
-                                         {"seed", required_argument, 0, 's'},
-                                         {"quiet", no_argument, 0, 'q'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
+    static const struct option opts[] = {
+        {"output", required_argument, 0, 'o'}, {"backend", required_argument, 0, 'b'},
+        {"seed", required_argument, 0, 's'},   {"quiet", no_argument, 0, 'q'},
+        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     const char *output = NULL, *backend = NULL, *seed = NULL;
     int quiet = 0, c;
     char cmdline[4096];
@@ -76,12 +74,24 @@ static int cmd_run(int argc, char **argv) {
     optind = 1;
     while ((c = getopt_long(argc, argv, "o:b:s:qh", opts, NULL)) != -1) {
         switch (c) {
-        case 'o': output = optarg; break;
-        case 'b': backend = optarg; break;
-        case 's': seed = optarg; break;
-        case 'q': quiet = 1; break;
-        case 'h': usage(stdout); return 0;
-        default: fputs("pkvsim run: see pkvsim --help\n", stderr); return 2;
+        case 'o':
+            output = optarg;
+            break;
+        case 'b':
+            backend = optarg;
+            break;
+        case 's':
+            seed = optarg;
+            break;
+        case 'q':
+            quiet = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            return 0;
+        default:
+            fputs("pkvsim run: see pkvsim --help\n", stderr);
+            return 2;
         }
     }
     if (optind + 1 != argc) {
@@ -118,8 +128,8 @@ static int cmd_run(int argc, char **argv) {
     struct sigaction sa = {0};
     sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
-    pkv_run_opts ro = {.quiet = quiet || !isatty(2), .record = 1, .stop = &g_stop,
-                       .command_line = cmdline};
+    pkv_run_opts ro = {
+        .quiet = quiet || !isatty(2), .record = 1, .stop = &g_stop, .command_line = cmdline};
     pkv_summary sum;
     if (!quiet)
         fprintf(stderr, "pkvsim: %s on the %s backend, route %s, seed %llu\n", cfg.name,
@@ -157,7 +167,9 @@ static int cmd_bench_sim(int argc, char **argv) {
     optind = 1;
     while ((c = getopt_long(argc, argv, "o:n:h", opts, NULL)) != -1) {
         switch (c) {
-        case 'o': out = optarg; break;
+        case 'o':
+            out = optarg;
+            break;
         case 'n':
             if (parse_u64(optarg, &steps) || steps == 0) {
                 fprintf(stderr, "pkvsim bench sim: --steps: \"%s\" is not a positive integer\n",
@@ -173,7 +185,8 @@ static int cmd_bench_sim(int argc, char **argv) {
                  "steps per second of host time. The table goes to stdout and to FILE\n"
                  "(default bench_sim.txt).");
             return 0;
-        default: return 2;
+        default:
+            return 2;
         }
     }
     FILE *f = fopen(out, "w");

@@ -35,7 +35,7 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
         return -1;
     }
     pkv_backend_kind bk = pkv_backend_resolve(cfg->backend);
-    int clock = cfg->clock >= 0 ? cfg->clock
+    int clock = cfg->clock >= 0          ? cfg->clock
                 : bk == PKV_BACKEND_CUDA ? PKV_CLOCK_WALL
                                          : PKV_CLOCK_PREDICTED;
     if (bk == PKV_BACKEND_MODEL && clock != PKV_CLOCK_PREDICTED) {
@@ -52,8 +52,8 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
     pkv_h5rec *rec = NULL;
     pkv_sim sim = {0};
     int sim_ok = 0, rc = -1;
-    if (pkv_engine_init(&eng, &cfg->shape, &cal, cfg->policy, cfg->bucket_mode, cfg->max_active,
-                        be, (pkv_clock_source)clock, e)) {
+    if (pkv_engine_init(&eng, &cfg->shape, &cal, cfg->policy, cfg->bucket_mode, cfg->max_active, be,
+                        (pkv_clock_source)clock, e)) {
         pkv_calib_free(&cal);
         return -1;
     }
@@ -77,9 +77,18 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
             pkv_fail(e, "out of memory");
             goto done;
         }
-        int w = pkv_h5rec_requests(rec, tab, sim.n_req, e) || pkv_h5rec_summary(rec, &sim.summary, e);
+        int w =
+            pkv_h5rec_requests(rec, tab, sim.n_req, e) || pkv_h5rec_summary(rec, &sim.summary, e);
         free(tab);
         if (w) goto done;
+    }
+    if (o->requests) {
+        *o->requests = pkv_sim_request_table(&sim);
+        *o->n_requests = sim.n_req;
+        if (!*o->requests) {
+            pkv_fail(e, "out of memory");
+            goto done;
+        }
     }
     *out = sim.summary;
     rc = 0;

@@ -9,6 +9,9 @@ typedef struct pkv_run_opts {
     int record;                  /* write the HDF5 file (cfg->output) */
     volatile sig_atomic_t *stop; /* may be NULL */
     const char *command_line;    /* for /provenance */
+    /* When non-NULL: receives the /requests table (caller frees) and its length. */
+    pkv_request_rec **requests;
+    size_t *n_requests;
 } pkv_run_opts;
 
 /* The backend `auto` resolves to on this machine. */

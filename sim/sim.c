@@ -94,15 +94,14 @@ static int64_t new_request(pkv_sim *s, const pkv_request_draw *d, double t) {
         s->cap_req = cap;
     }
     int64_t id = (int64_t)s->n_req++;
-    s->req[id] = (pkv_sim_request){
-        .rec = {.id = id,
-                .t_arrival = t,
-                .t_admitted = NAN,
-                .t_first_token = NAN,
-                .t_finish = NAN,
-                .prompt_len = d->prompt_len,
-                .decode_len = d->decode_len,
-                .state = PKV_REQ_WAITING}};
+    s->req[id] = (pkv_sim_request){.rec = {.id = id,
+                                           .t_arrival = t,
+                                           .t_admitted = NAN,
+                                           .t_first_token = NAN,
+                                           .t_finish = NAN,
+                                           .prompt_len = d->prompt_len,
+                                           .decode_len = d->decode_len,
+                                           .state = PKV_REQ_WAITING}};
     return id;
 }
 
@@ -188,8 +187,8 @@ static int grow_pages(pkv_sim *s) {
 static int start_step(pkv_sim *s, pkv_err *e) {
     if (grow_pages(s)) return pkv_fail(e, "out of memory");
     if (s->n_run == 0) return 0; /* everything was preempted; admission retries */
-    pkv_step_rec rec = {.index = s->steps, .t_sim = s->t_now,
-                        .warmup = (int64_t)s->steps < s->cfg->warmup_steps};
+    pkv_step_rec rec = {
+        .index = s->steps, .t_sim = s->t_now, .warmup = (int64_t)s->steps < s->cfg->warmup_steps};
     pkv_batch_view v = {s->n_run, s->seq_lens, s->block_table, s->bt_stride};
     double adv;
     if (pkv_engine_step(s->eng, &v, &rec, &adv, e)) return -1;
@@ -250,8 +249,7 @@ static int handle(pkv_sim *s, const pkv_event *ev) {
     case PKV_EVENT_ARRIVAL: {
         int64_t id = new_request(s, &s->next_draw, ev->t);
         if (id < 0 || wait_push_back(s, id)) return -1;
-        return s->cfg->workload.arrival.kind == PKV_ARRIVAL_CLOSED ? 0
-                                                                   : schedule_arrival(s, ev->t);
+        return s->cfg->workload.arrival.kind == PKV_ARRIVAL_CLOSED ? 0 : schedule_arrival(s, ev->t);
     }
     case PKV_EVENT_PREFILL_DONE:
         s->busy = 0;

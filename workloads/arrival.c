@@ -6,8 +6,8 @@
 #include <gsl/gsl_roots.h>
 #include <gsl/gsl_sf_gamma.h>
 
-const char *const pkv_arrival_names[] = {"poisson", "gamma", "weibull", "deterministic", "closed",
-                                         NULL};
+const char *const pkv_arrival_names[] = {"poisson",       "gamma",  "weibull",
+                                         "deterministic", "closed", NULL};
 
 /* Weibull with shape k has CV^2 = Gamma(1+2/k)/Gamma(1+1/k)^2 - 1, decreasing in k. */
 static double weibull_cv_gap(double k, void *cv) {
@@ -25,8 +25,8 @@ static int weibull_shape(double cv, double *k) {
     int status = GSL_CONTINUE;
     for (int it = 0; it < 200 && status == GSL_CONTINUE; it++) {
         gsl_root_fsolver_iterate(s);
-        status = gsl_root_test_interval(gsl_root_fsolver_x_lower(s), gsl_root_fsolver_x_upper(s),
-                                        0, 1e-12);
+        status = gsl_root_test_interval(gsl_root_fsolver_x_lower(s), gsl_root_fsolver_x_upper(s), 0,
+                                        1e-12);
     }
     *k = gsl_root_fsolver_root(s);
     gsl_root_fsolver_free(s);

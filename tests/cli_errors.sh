@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Every class of bad input exits non-zero with a message naming the problem and
+# leaves no output file behind. Usage: cli_errors.sh PKVSIM SOURCE_DIR
+set -u
+pkvsim=$1; src=$2
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+pass=0; fail=0
+cal="$src/experiments/calibration/default.json"
+
+good() { # a valid experiment with one JSON fragment merged over it by python
+  python3 - "$1" "$cal" "$tmp/out.h5" <<'PY'
+import json, sys
+frag, cal, out = sys.argv[1], sys.argv[2], sys.argv[3]
+e = {"model": {"hq": 32, "hkv": 8, "head_dim": 128, "page_size": 16},
+     "workload": {"arrival": {"process": "poisson", "rate": 50},
+                  "prompt": {"dist": "fixed", "value": 1000},
+                  "decode": {"dist": "fixed", "value": 10}, "num_requests": 5},
+     "route": {"policy": "adaptive", "calibration": cal},
+     "run": {"output": out}}
+def merge(a, b):
+    for k, v in b.items():
+        if v is None: a.pop(k, None)
+        elif isinstance(v, dict) and isinstance(a.get(k), dict): merge(a[k], v)
+        else: a[k] = v
+merge(e, json.loads(frag))
+print(json.dumps(e))
+PY
+}
+
+expect_fail() { # NAME EXPECTED-TEXT COMMAND...
+  local name=$1 want=$2; shift 2
+  rm -f "$tmp"/out.h5*
+  "$@" >"$tmp/stdout" 2>"$tmp/stderr"; local rc=$?
+  if [ $rc -ne 0 ] && grep -qF -- "$want" "$tmp/stderr" && ! ls "$tmp"/out.h5* >/dev/null 2>&1; then
+    pass=$((pass+1))
+  else
+    fail=$((fail+1))
+    echo "FAIL $name: exit $rc, wanted message containing '$want', got: $(cat "$tmp/stderr")"
+    ls "$tmp"/out.h5* 2>/dev/null && echo "  (and an output file was left behind)"
+  fi
+}
+
+case_json() { # NAME FRAGMENT EXPECTED
+  good "$2" > "$tmp/e.json"
+  expect_fail "$1" "$3" "$pkvsim" run -q "$tmp/e.json"
+}
+
+# sanity: the base experiment runs and writes its file
+good '{}' > "$tmp/e.json"
+if "$pkvsim" run -q "$tmp/e.json" && [ -f "$tmp/out.h5" ]; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL base run"; fi
+
+expect_fail missing-file "cannot open" "$pkvsim" run -q "$tmp/nope.json"
+printf '{"model": {"hq": 32,,}}' > "$tmp/bad.json"
+expect_fail invalid-json "bad.json:1:" "$pkvsim" run -q "$tmp/bad.json"
+case_json unknown-key '{"model": {"heads": 4}}' "model.heads: unknown key"
+case_json unknown-top '{"extra": 1}' "extra: unknown key"
+case_json wrong-type '{"workload": {"arrival": {"rate": "fast"}}}' "workload.arrival.rate: must be a number"
+case_json out-of-range '{"workload": {"arrival": {"rate": 0}}}' "workload.arrival.rate: must be > 0"
+case_json negative-length '{"workload": {"prompt": {"dist": "fixed", "value": -5}}}' "workload.prompt.value"
+case_json bad-enum '{"route": {"policy": "fastest"}}' "route.policy: \"fastest\" is not one of"
+case_json gqa '{"model": {"hq": 30}}' "model.hq: 30 is not a multiple"
+case_json pool '{"serving": {"kv_pages": 10}}' "serving.kv_pages"
+case_json unbounded '{"workload": {"num_requests": 0}}' "nothing ends this run"
+case_json calib-missing '{"route": {"calibration": "/nonexistent/cal.json"}}' "/nonexistent/cal.json: cannot open"
+case_json calib-override '{"route": {"overrides": {"beta_gbps": -1}}}' "route.overrides.beta_gbps: must be > 0"
+printf '{"beta_gbps": "x"}' > "$tmp/cal.json"
+case_json calib-corrupt "{\"route\": {\"calibration\": \"$tmp/cal.json\"}}" "cal.json: beta_gbps: must be a number"
+good '{}' > "$tmp/e.json"
+expect_fail unwritable "cannot create the output file" "$pkvsim" run -q -o /nonexistent-dir/out.h5 "$tmp/e.json"
+expect_fail bad-seed "--seed" "$pkvsim" run -q --seed -3 "$tmp/e.json"
+expect_fail bad-backend "--backend" "$pkvsim" run -q --backend tpu "$tmp/e.json"
+expect_fail no-args "EXPERIMENT.json" "$pkvsim" run
+expect_fail unknown-command "unknown command" "$pkvsim" frobnicate
+# --help and --version answer
+if "$pkvsim" --help | grep -q "run EXPERIMENT.json" && "$pkvsim" --version | grep -q "pkvsim"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL help/version"; fi
+
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]

@@ -1,0 +1,167 @@
+/* GPU kernels against references on fresh random inputs (label gpu; exits 77,
+ * skipped, where no GPU is usable). Every route, G in {1,2,4,8}, page sizes
+ * 1/8/16/32, lengths 1..33 and long rows, 50% holes, split counts above the tile
+ * count (empty splits), outputs poisoned with NaN before each run. Small shapes
+ * are checked against the CPU FP32 reference, large ones against the GPU FP32
+ * reference (itself checked against the CPU on the small ones). */
+#include "check.h"
+#include "cost.h"
+#include "planner.h"
+#include "pkvk.h"
+#include "testbatch.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct dev_batch {
+    pkvk_batch b; /* device pointers */
+    void *q, *o, *k, *v, *bt, *lens;
+    float *o32;
+} dev_batch;
+
+static int upload(const host_batch *h, dev_batch *d) {
+    const pkvk_batch *hb = &h->b;
+    size_t bt_bytes = sizeof(int32_t) * (size_t)hb->n_rows * hb->bt_stride;
+    int rc = pkvk_malloc(&d->q, h->q_elems * 2) || pkvk_malloc(&d->o, h->q_elems * 2) ||
+             pkvk_malloc(&d->k, h->kv_elems * 2) || pkvk_malloc(&d->v, h->kv_elems * 2) ||
+             pkvk_malloc(&d->bt, bt_bytes) || pkvk_malloc(&d->lens, sizeof(int32_t) * hb->n_rows) ||
+             pkvk_malloc((void **)&d->o32, h->q_elems * 4) ||
+             pkvk_h2d(d->q, h->q, h->q_elems * 2) || pkvk_h2d(d->k, h->k, h->kv_elems * 2) ||
+             pkvk_h2d(d->v, h->v, h->kv_elems * 2) || pkvk_h2d(d->bt, h->bt, bt_bytes) ||
+             pkvk_h2d(d->lens, h->lens, sizeof(int32_t) * hb->n_rows);
+    d->b = *hb;
+    d->b.q = d->q, d->b.o = d->o, d->b.k_cache = d->k, d->b.v_cache = d->v;
+    d->b.block_table = d->bt, d->b.seq_lens = d->lens;
+    return rc;
+}
+
+static void release(dev_batch *d) {
+    pkvk_free(d->q), pkvk_free(d->o), pkvk_free(d->k), pkvk_free(d->v);
+    pkvk_free(d->bt), pkvk_free(d->lens), pkvk_free(d->o32);
+}
+
+/* Run a plan with the output poisoned; o receives it as floats. */
+static int run_plan(pkvk_workspace *ws, dev_batch *d, const pkvk_plan *p, size_t n, float *o,
+                    uint16_t *tmp) {
+    int launches;
+    if (pkvk_memset(d->o, 0xff, n * 2) || pkvk_plan_upload(ws, p) ||
+        pkvk_launch(ws, &d->b, p, &launches) || pkvk_sync() || pkvk_d2h(tmp, d->o, n * 2))
+        return -1;
+    for (size_t j = 0; j < n; j++) o[j] = pkvk_h2f(tmp[j]);
+    return 0;
+}
+
+static int32_t fixed_splits(int32_t route_len, int32_t rows, void *ctx) {
+    return *(int32_t *)ctx;
+}
+
+int main(void) {
+    if (pkvk_device_count() == 0) {
+        printf("no GPU (%s): skipped\n", pkvk_last_error());
+        return SKIP_CODE;
+    }
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 77);
+    const int Gs[4] = {1, 2, 4, 8}, pss[4] = {1, 8, 16, 32};
+    /* Small shapes: every route and split count against the CPU reference. */
+    for (int gi = 0; gi < 4; gi++)
+        for (int pi = 0; pi < 4; pi++) {
+            pkvk_shape s = {2 * Gs[gi], 2, 128, pss[pi]};
+            int32_t lens[10] = {1, 15, 16, 17, 31, 33, 1029, 2000};
+            lens[8] = 1 + (int32_t)gsl_rng_uniform_int(r, 4000);
+            lens[9] = 1 + (int32_t)gsl_rng_uniform_int(r, 64);
+            int n = 10;
+            host_batch h;
+            make_batch(&h, r, s, lens, n, 0.5);
+            dev_batch d = {0};
+            CHECK(upload(&h, &d) == 0, "upload: %s", pkvk_last_error());
+            float *ref = malloc(h.q_elems * 4), *o = malloc(h.q_elems * 4),
+                  *g32 = malloc(h.q_elems * 4);
+            uint16_t *tmp = malloc(h.q_elems * 2);
+            pkvk_cpu_reference(&h.b, ref);
+            /* The GPU FP32 reference agrees with the CPU one. */
+            CHECK(pkvk_gpu_reference(&d.b, d.o32) == 0 && pkvk_d2h(g32, d.o32, h.q_elems * 4) == 0,
+                  "gpu reference: %s", pkvk_last_error());
+            double mx, mean;
+            compare_out(g32, ref, h.q_elems, &mx, &mean);
+            CHECK(mx < 1e-4, "GPU FP32 reference vs CPU: max|e| %.3g", mx);
+            pkvk_plan p;
+            pkvk_workspace *ws;
+            CHECK(pkvk_plan_init(&p, n, 4096) == 0, "plan");
+            CHECK(pkvk_workspace_create(&ws, &s, n, 4096, 4096) == 0, "workspace: %s",
+                  pkvk_last_error());
+            for (int route = 0; route < PKVK_ROUTE_COUNT; route++) {
+                const int32_t counts[3] = {1, 3, 80}; /* 80 splits > 63 tiles: empty splits */
+                for (int sc = 0; sc < 3; sc++) {
+                    int32_t S = counts[sc], splits[10];
+                    for (int i = 0; i < n; i++) splits[i] = S;
+                    if (route == PKVK_ROUTE_REF_PAGED && sc) continue;
+                    int rc = route == PKVK_ROUTE_REF_PAGED ? pkvk_plan_ref(&p, lens, n)
+                             : route == PKVK_ROUTE_BUCKET
+                                 ? pkvk_plan_bucket(&p, lens, lens, n, fixed_splits, &S)
+                                 : pkvk_plan_workqueue(&p, (pkvk_route)route, &s, lens, splits, n);
+                    CHECK(rc == 0, "plan");
+                    /* The fused route runs twice: its counters must reset themselves. */
+                    for (int rep = 0; rep < (route == PKVK_ROUTE_FUSED ? 2 : 1); rep++) {
+                        CHECK(run_plan(ws, &d, &p, h.q_elems, o, tmp) == 0, "run: %s",
+                              pkvk_last_error());
+                        compare_out(o, ref, h.q_elems, &mx, &mean);
+                        CHECK(mx < 2e-3 && mean < 3e-4,
+                              "G=%d ps=%d %s S=%d rep %d: max|e| %.3g mean|e| %.3g (NaN: an "
+                              "output was not written)",
+                              Gs[gi], pss[pi], pkvk_route_name((pkvk_route)route), S, rep, mx,
+                              mean);
+                    }
+                }
+            }
+            pkvk_workspace_destroy(ws);
+            pkvk_plan_free(&p);
+            free(ref), free(o), free(g32), free(tmp);
+            release(&d);
+            free_batch(&h);
+        }
+
+    /* Long rows with the engine's planner (the study's shape), against the GPU FP32
+     * reference: B=3 at 100K, 32K and 5 tokens. */
+    pkvk_shape s = {32, 8, 128, 16};
+    int32_t lens[3] = {100000, 32768, 5};
+    host_batch h;
+    make_batch(&h, r, s, lens, 3, 0.5);
+    dev_batch d = {0};
+    CHECK(upload(&h, &d) == 0, "upload: %s", pkvk_last_error());
+    float *ref = malloc(h.q_elems * 4), *o = malloc(h.q_elems * 4);
+    uint16_t *tmp = malloc(h.q_elems * 2);
+    CHECK(pkvk_gpu_reference(&d.b, d.o32) == 0 && pkvk_d2h(ref, d.o32, h.q_elems * 4) == 0,
+          "reference: %s", pkvk_last_error());
+    pkv_calib cal = {.beta = 4.5e12,
+                     .lambda = 4e-6,
+                     .c_min = 2,
+                     .sm_count = 132,
+                     .gqa_group = 4,
+                     .min_split_tiles = 4,
+                     .target_ctas_per_sm = 4};
+    pkv_planner pl;
+    pkvk_workspace *ws;
+    CHECK(pkv_planner_init(&pl, &s, &cal, 3, PKV_BUCKET_MODE_EXACT) == 0, "planner");
+    CHECK(pkvk_workspace_create(&ws, &s, 3, pl.plans[0].cap_tasks, pl.plans[0].cap_tasks) == 0,
+          "workspace: %s", pkvk_last_error());
+    for (int route = 0; route < PKVK_ROUTE_COUNT; route++) {
+        CHECK(pkv_planner_build(&pl, (pkvk_route)route, lens, 3) == 0, "plan");
+        CHECK(run_plan(ws, &d, &pl.plans[route], h.q_elems, o, tmp) == 0, "run: %s",
+              pkvk_last_error());
+        double mx, mean;
+        compare_out(o, ref, h.q_elems, &mx, &mean);
+        CHECK(mx < 2e-3 && mean < 3e-4, "long %s: max|e| %.3g mean|e| %.3g",
+              pkvk_route_name((pkvk_route)route), mx, mean);
+        printf("long rows, %-14s max|e| %.3g mean|e| %.3g\n", pkvk_route_name((pkvk_route)route),
+               mx, mean);
+    }
+    pkvk_workspace_destroy(ws);
+    pkv_planner_free(&pl);
+    free(ref), free(o), free(tmp);
+    release(&d);
+    free_batch(&h);
+    gsl_rng_free(r);
+    CHECK_DONE();
+}

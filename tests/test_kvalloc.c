@@ -1,0 +1,62 @@
+/* Allocator properties over long random admit/grow/finish/preempt sequences: no page
+ * is owned twice, none leaks, the budget is never exceeded, all-or-nothing takes. */
+#include "check.h"
+#include "kvalloc.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <gsl/gsl_rng.h>
+
+enum { POOL = 500, OWNERS = 40, MAXP = 200 };
+
+int main(void) {
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 11);
+    pkv_kvalloc a;
+    CHECK(pkv_kvalloc_init(&a, POOL, r) == 0, "init");
+    int32_t pages[OWNERS][MAXP];
+    int32_t n[OWNERS] = {0};
+    int64_t ops = 0, refused = 0;
+    for (int step = 0; step < 200000; step++) {
+        int o = (int)gsl_rng_uniform_int(r, OWNERS);
+        int op = (int)gsl_rng_uniform_int(r, 4);
+        if (op == 0 && n[o] == 0) { /* admit with a prompt's pages */
+            int32_t want = 1 + (int32_t)gsl_rng_uniform_int(r, 60);
+            int32_t before = a.n_free;
+            if (pkv_kvalloc_take(&a, want, o, pages[o]) == 0) {
+                n[o] = want;
+            } else {
+                refused++;
+                CHECK(a.n_free == before, "a refused take changed the pool");
+            }
+        } else if (op == 1 && n[o] > 0 && n[o] < MAXP) { /* grow by one page */
+            if (pkv_kvalloc_take(&a, 1, o, &pages[o][n[o]]) == 0) n[o]++;
+        } else if (op >= 2 && n[o] > 0) { /* finish or preempt: give everything back */
+            pkv_kvalloc_give(&a, pages[o], n[o], o);
+            n[o] = 0;
+        }
+        ops++;
+        if (step % 997 == 0) {
+            /* Ownership table agrees with what the owners hold; nothing twice. */
+            int owned = 0;
+            static int seen[POOL];
+            memset(seen, 0, sizeof seen);
+            for (int k = 0; k < OWNERS; k++)
+                for (int j = 0; j < n[k]; j++) {
+                    CHECK(seen[pages[k][j]] == 0, "page %d held twice", pages[k][j]);
+                    seen[pages[k][j]] = 1;
+                    CHECK(a.owner[pages[k][j]] == k, "owner table wrong for page %d", pages[k][j]);
+                    owned++;
+                }
+            CHECK(owned + a.n_free == POOL, "leak: %d owned + %d free != %d", owned, a.n_free,
+                  POOL);
+            CHECK(a.n_free >= 0 && a.n_free <= POOL, "budget exceeded");
+        }
+    }
+    for (int k = 0; k < OWNERS; k++) pkv_kvalloc_give(&a, pages[k], n[k], k);
+    CHECK(a.n_free == POOL, "pages leaked at the end: %d free of %d", a.n_free, POOL);
+    CHECK(refused > 0, "the sequence never ran the pool dry (test too weak)");
+    pkv_kvalloc_free(&a);
+    gsl_rng_free(r);
+    CHECK_DONE();
+}

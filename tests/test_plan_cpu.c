@@ -1,0 +1,145 @@
+/* The kernels' CPU mirror and planners, in CI: every route's plan, run through the
+ * CPU mirror of the split/merge algorithm, matches the FP32 reference on fresh
+ * random inputs (odd lengths, page sizes 1..32, holes, G in 1..8, empty splits);
+ * workqueue tasks cover every token exactly once; bucket plans launch once per
+ * distinct route length. */
+#include "check.h"
+#include "cost.h"
+#include "planner.h"
+#include "pkvk.h"
+#include "testbatch.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <gsl/gsl_rng.h>
+
+static int32_t fixed_splits(int32_t route_len, int32_t rows, void *ctx) {
+    return *(int32_t *)ctx;
+}
+
+/* Tasks cover each (row, kvh) token range exactly once, none empty, slots compact. */
+static void check_tasks(const pkvk_plan *p, const pkvk_shape *s, const int32_t *lens, int n) {
+    for (int i = 0; i < n; i++) {
+        for (int h = 0; h < s->hkv; h++) {
+            int32_t covered = 0, expect_begin = 0;
+            for (int32_t t = 0; t < p->n_tasks; t++) {
+                const pkvk_task *T = &p->tasks[t];
+                if (T->row != i || T->kvh != h) continue;
+                CHECK(T->t_end > T->t_begin, "empty task");
+                CHECK(T->t_begin == expect_begin, "gap or overlap at token %d of row %d",
+                      T->t_begin, i);
+                CHECK(T->split >= 0 && T->split < p->split_offsets[i + 1] - p->split_offsets[i],
+                      "task split %d outside row %d's slots", T->split, i);
+                expect_begin = T->t_end;
+                covered += T->t_end - T->t_begin;
+            }
+            CHECK(covered == lens[i], "row %d kvh %d: %d of %d tokens covered", i, h, covered,
+                  lens[i]);
+        }
+        CHECK(p->split_offsets[i + 1] > p->split_offsets[i], "row %d has no slot", i);
+    }
+    CHECK(p->split_offsets[n] == p->n_slots, "n_slots");
+}
+
+int main(void) {
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 2024);
+    const int Gs[4] = {1, 2, 4, 8}, pss[4] = {1, 8, 16, 32};
+    const int32_t odd[] = {1, 15, 16, 17, 31, 33, 500, 1029};
+    int cases = 0;
+    for (int gi = 0; gi < 4; gi++) {
+        for (int pi = 0; pi < 4; pi++) {
+            pkvk_shape s = {2 * Gs[gi], 2, 64, pss[pi]};
+            /* A batch mixing very short and long rows, plus random lengths. */
+            int32_t lens[10];
+            int n = 10;
+            memcpy(lens, odd, sizeof odd);
+            lens[8] = 1 + (int32_t)gsl_rng_uniform_int(r, 3000);
+            lens[9] = 1 + (int32_t)gsl_rng_uniform_int(r, 100);
+            host_batch h;
+            make_batch(&h, r, s, lens, n, 0.5);
+            size_t on = (size_t)n * s.hq * s.d;
+            float *ref = malloc(on * 4), *o = malloc(on * 4);
+            pkvk_cpu_reference(&h.b, ref);
+            pkvk_plan p;
+            CHECK(pkvk_plan_init(&p, n, 4096) == 0, "plan init");
+            float *part = malloc(pkvk_partial_floats(&s, 4096) * 4);
+            for (int route = 0; route < PKVK_ROUTE_COUNT; route++) {
+                /* Split counts 1, 3 and 64 (more splits than tiles: empty splits). */
+                const int32_t split_counts[3] = {1, 3, 64};
+                for (int sc = 0; sc < 3; sc++) {
+                    int32_t S = split_counts[sc], splits[10];
+                    for (int i = 0; i < n; i++) splits[i] = S;
+                    int rc;
+                    if (route == PKVK_ROUTE_REF_PAGED) {
+                        if (sc) continue;
+                        rc = pkvk_plan_ref(&p, lens, n);
+                    } else if (route == PKVK_ROUTE_BUCKET) {
+                        rc = pkvk_plan_bucket(&p, lens, lens, n, fixed_splits, &S);
+                    } else {
+                        rc = pkvk_plan_workqueue(&p, (pkvk_route)route, &s, lens, splits, n);
+                        if (rc == 0) check_tasks(&p, &s, lens, n);
+                    }
+                    CHECK(rc == 0, "plan route %d", route);
+                    for (size_t j = 0; j < on; j++) o[j] = NAN; /* poison */
+                    CHECK(pkvk_cpu_run(&h.b, &p, part, o) == 0, "run");
+                    double mx, mean;
+                    compare_out(o, ref, on, &mx, &mean);
+                    CHECK(mx < 2e-3 && mean < 3e-4,
+                          "G=%d ps=%d route %s S=%d: max|e| %.3g mean|e| %.3g", Gs[gi], pss[pi],
+                          pkvk_route_name((pkvk_route)route), S, mx, mean);
+                    cases++;
+                }
+            }
+            free(part);
+            pkvk_plan_free(&p);
+            free(ref), free(o);
+            free_batch(&h);
+        }
+    }
+    CHECK(cases == 16 * 10, "%d cases ran", cases);
+
+    /* Planner properties over random batches: task coverage, and one bucket (one
+     * split launch) per distinct route length. */
+    pkv_calib cal = {.beta = 4.5e12,
+                     .lambda = 4e-6,
+                     .c_min = 2,
+                     .sm_count = 132,
+                     .gqa_group = 4,
+                     .min_split_tiles = 4,
+                     .target_ctas_per_sm = 4};
+    pkvk_shape s = {32, 8, 128, 16};
+    pkv_planner pl;
+    CHECK(pkv_planner_init(&pl, &s, &cal, 256, PKV_BUCKET_MODE_EXACT) == 0, "planner");
+    for (int trial = 0; trial < 500; trial++) {
+        int n = 1 + (int)gsl_rng_uniform_int(r, 256);
+        int32_t lens[256];
+        for (int i = 0; i < n; i++)
+            lens[i] = 1 + (int32_t)gsl_rng_uniform_int(r, trial % 2 ? 131072 : 2000);
+        CHECK(pkv_planner_build(&pl, PKVK_ROUTE_WORKQUEUE, lens, n) == 0, "wq plan");
+        check_tasks(&pl.plans[PKVK_ROUTE_WORKQUEUE], &s, lens, n);
+        CHECK(pkv_planner_build(&pl, PKVK_ROUTE_BUCKET, lens, n) == 0, "bucket plan");
+        int distinct = 0;
+        for (int i = 0; i < n; i++) {
+            int32_t key = pkvk_tiles(lens[i]);
+            int seen = 0;
+            for (int j = 0; j < i && !seen; j++) seen = pkvk_tiles(lens[j]) == key;
+            distinct += !seen;
+        }
+        const pkvk_plan *bp = &pl.plans[PKVK_ROUTE_BUCKET];
+        pkv_counters c;
+        pkv_cost_counters(&cal, &s, bp, lens, &c);
+        CHECK(bp->n_buckets == distinct, "%d buckets for %d distinct lengths", bp->n_buckets,
+              distinct);
+        CHECK(c.launches - c.merge_launches == distinct, "split launches %d != %d",
+              c.launches - c.merge_launches, distinct);
+        int rows = 0;
+        for (int b = 0; b < bp->n_buckets; b++)
+            rows += bp->buckets[b].row_end - bp->buckets[b].row_begin;
+        CHECK(rows == n, "bucket rows %d of %d", rows, n);
+    }
+    pkv_planner_free(&pl);
+    gsl_rng_free(r);
+    CHECK_DONE();
+}

@@ -1,0 +1,194 @@
+/* End to end on the model backend: determinism, conservation, preemption, the
+ * HDF5 file read back field by field, interruption, common random numbers. */
+#include "check.h"
+#include "runner.h"
+
+#include <hdf5.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *EXP =
+    "{\"name\": \"t\", \"model\": {\"hq\": 32, \"hkv\": 8, \"head_dim\": 128, \"page_size\": 16},"
+    " \"workload\": {\"arrival\": {\"process\": \"poisson\", \"rate\": 400},"
+    "   \"prompt\": {\"dist\": \"uniform\", \"min\": 100, \"max\": 30000},"
+    "   \"decode\": {\"dist\": \"uniform\", \"min\": 1, \"max\": 300},"
+    "   \"num_requests\": 300, \"max_context\": 40000},"
+    " \"serving\": {\"max_active\": 12, \"kv_pages\": %d},"
+    " \"route\": {\"policy\": \"%s\", \"calibration\": \"%s\"},"
+    " \"run\": {\"seed\": %d, \"output\": \"%s\"}}";
+
+typedef struct run_result {
+    pkv_summary sum;
+    pkv_request_rec *req;
+    size_t n_req;
+} run_result;
+
+static int run(int pages, const char *policy, int seed, const char *out, run_result *res,
+               volatile sig_atomic_t *stop) {
+    char *text = malloc(4096);
+    snprintf(text, 4096, EXP, pages, policy, PKV_SOURCE_DIR "/experiments/calibration/default.json",
+             seed, out);
+    pkv_config cfg;
+    pkv_err e;
+    if (pkv_config_parse(&cfg, text, "test.json", &e)) {
+        fprintf(stderr, "%s\n", e.msg);
+        return -1;
+    }
+    pkv_run_opts o = {
+        .quiet = 1, .record = 1, .stop = stop, .requests = &res->req, .n_requests = &res->n_req};
+    int rc = pkv_run_experiment(&cfg, &o, &res->sum, &e);
+    if (rc) fprintf(stderr, "%s\n", e.msg);
+    pkv_config_free(&cfg);
+    return rc;
+}
+
+/* Read a whole 1-D compound dataset in the given memory type. */
+static void *read_table(hid_t f, const char *name, hid_t type, size_t elem, hsize_t *n) {
+    hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+    if (d < 0) return NULL;
+    hid_t s = H5Dget_space(d);
+    H5Sget_simple_extent_dims(s, n, NULL);
+    void *buf = calloc(*n ? *n : 1, elem);
+    H5Dread(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf);
+    H5Sclose(s);
+    H5Dclose(d);
+    return buf;
+}
+
+static double attr_f64(hid_t f, const char *obj, const char *name) {
+    double v = NAN;
+    hid_t a = H5Aopen_by_name(f, obj, name, H5P_DEFAULT, H5P_DEFAULT);
+    if (a >= 0) {
+        H5Aread(a, H5T_NATIVE_DOUBLE, &v);
+        H5Aclose(a);
+    }
+    return v;
+}
+
+static int file_tables(const char *path, pkv_step_rec **steps, hsize_t *ns, pkv_request_rec **req,
+                       hsize_t *nr) {
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) return -1;
+    hid_t st = (hid_t)pkv_h5_step_type(), rt = (hid_t)pkv_h5_request_type();
+    *steps = read_table(f, "steps", st, sizeof(pkv_step_rec), ns);
+    *req = read_table(f, "requests", rt, sizeof(pkv_request_rec), nr);
+    H5Tclose(st);
+    H5Tclose(rt);
+    H5Fclose(f);
+    return *steps && *req ? 0 : -1;
+}
+
+int main(void) {
+    char a[64], b[64], c[64];
+    snprintf(a, sizeof a, "/tmp/pkv-test-a-%d.h5", (int)getpid());
+    snprintf(b, sizeof b, "/tmp/pkv-test-b-%d.h5", (int)getpid());
+    snprintf(c, sizeof c, "/tmp/pkv-test-c-%d.h5", (int)getpid());
+    run_result r1 = {0}, r2 = {0}, r3 = {0}, r4 = {0};
+
+    /* A small pool (6000 pages of 16 tokens) forces preemptions. */
+    CHECK(run(6000, "adaptive", 5, a, &r1, NULL) == 0, "run 1");
+    CHECK(run(6000, "adaptive", 5, b, &r2, NULL) == 0, "run 2 (same seed)");
+    CHECK(r1.sum.preemptions > 0, "no preemption happened: the test pool is too large");
+
+    /* Conservation: all 300 arrived and finished; tokens = sum of decode lengths. */
+    uint64_t tokens = 0;
+    size_t finished = 0;
+    for (size_t i = 0; i < r1.n_req; i++) {
+        if (r1.req[i].state == PKV_REQ_FINISHED) {
+            finished++;
+            tokens += (uint64_t)r1.req[i].decode_len;
+            CHECK(r1.req[i].generated == r1.req[i].decode_len, "request %zu", i);
+            CHECK(r1.req[i].t_arrival <= r1.req[i].t_admitted &&
+                      r1.req[i].t_admitted < r1.req[i].t_first_token &&
+                      r1.req[i].t_first_token <= r1.req[i].t_finish,
+                  "request %zu times out of order", i);
+        }
+    }
+    CHECK(r1.n_req == 300 && finished == 300, "%zu arrived, %zu finished", r1.n_req, finished);
+    CHECK(tokens == r1.sum.decode_tokens, "tokens %llu != decode tokens %llu",
+          (unsigned long long)tokens, (unsigned long long)r1.sum.decode_tokens);
+
+    /* Determinism: same seed -> byte-identical tables; different seed -> different. */
+    pkv_step_rec *s1, *s2, *s3;
+    pkv_request_rec *q1, *q2, *q3;
+    hsize_t ns1, ns2, ns3, nq1, nq2, nq3;
+    CHECK(file_tables(a, &s1, &ns1, &q1, &nq1) == 0, "read %s", a);
+    CHECK(file_tables(b, &s2, &ns2, &q2, &nq2) == 0, "read %s", b);
+    CHECK(ns1 == ns2 && memcmp(s1, s2, ns1 * sizeof *s1) == 0, "/steps differ for one seed");
+    CHECK(nq1 == nq2 && memcmp(q1, q2, nq1 * sizeof *q1) == 0, "/requests differ for one seed");
+    CHECK(run(6000, "adaptive", 6, c, &r3, NULL) == 0, "run 3 (other seed)");
+    CHECK(file_tables(c, &s3, &ns3, &q3, &nq3) == 0, "read %s", c);
+    CHECK(nq3 != nq1 || memcmp(q1, q3, nq1 * sizeof *q1) != 0,
+          "another seed gave the same requests");
+
+    /* Read back field by field against what the run returned. */
+    CHECK(ns1 == r1.sum.steps, "%llu step rows, summary says %llu", (unsigned long long)ns1,
+          (unsigned long long)r1.sum.steps);
+    CHECK(nq1 == r1.n_req, "request rows");
+    for (size_t i = 0; i < nq1 && i < r1.n_req; i++) {
+        const pkv_request_rec *x = &q1[i], *y = &r1.req[i];
+        CHECK(x->id == y->id && x->prompt_len == y->prompt_len && x->decode_len == y->decode_len &&
+                  x->generated == y->generated && x->preemptions == y->preemptions &&
+                  x->state == y->state && x->t_arrival == y->t_arrival &&
+                  x->t_first_token == y->t_first_token && x->t_finish == y->t_finish,
+              "request %zu differs in the file", i);
+    }
+    uint64_t file_tokens = 0;
+    for (hsize_t i = 0; i < ns1; i++) {
+        const pkv_step_rec *x = &s1[i];
+        file_tokens += x->rows;
+        CHECK(x->index == i, "step index %llu at row %llu", (unsigned long long)x->index,
+              (unsigned long long)i);
+        CHECK(i == 0 || x->t_sim >= s1[i - 1].t_sim, "time goes backwards at step %llu",
+              (unsigned long long)i);
+        CHECK(x->kv_bytes == x->context_tokens * 8 * 128 * 4, "kv bytes at step %llu",
+              (unsigned long long)i);
+        CHECK(x->route < PKVK_ROUTE_COUNT && x->launches >= 1 && x->rows >= 1 && x->rows <= 12,
+              "step %llu fields", (unsigned long long)i);
+        CHECK(x->t_predicted > 0, "predicted time at step %llu", (unsigned long long)i);
+        CHECK(isnan(x->t_device) && isnan(x->t_wall), "model backend recorded a measurement");
+    }
+    CHECK(file_tokens == r1.sum.decode_tokens, "file tokens %llu", (unsigned long long)file_tokens);
+    hid_t f = H5Fopen(a, H5F_ACC_RDONLY, H5P_DEFAULT);
+    CHECK(f >= 0, "open");
+    CHECK(attr_f64(f, "summary", "decode_tok_s") == r1.sum.decode_tok_s, "summary tok/s");
+    CHECK(attr_f64(f, "summary", "ttft_p99") == r1.sum.ttft_p99, "summary ttft");
+    CHECK(H5Lexists(f, "config/experiment", H5P_DEFAULT) > 0 &&
+              H5Lexists(f, "config/resolved", H5P_DEFAULT) > 0 &&
+              H5Lexists(f, "routes", H5P_DEFAULT) > 0,
+          "groups missing");
+    H5Fclose(f);
+
+    /* Common random numbers: another route policy sees the same requests. */
+    run_result r5 = {0};
+    CHECK(run(6000, "ref_paged", 5, c, &r5, NULL) == 0, "run 5");
+    int same = r5.n_req == r1.n_req;
+    for (size_t i = 0; same && i < r1.n_req; i++)
+        same = r5.req[i].t_arrival == r1.req[i].t_arrival &&
+               r5.req[i].prompt_len == r1.req[i].prompt_len &&
+               r5.req[i].decode_len == r1.req[i].decode_len;
+    CHECK(same, "a route change changed the request stream");
+
+    /* Interrupted: a valid file marked so. */
+    volatile sig_atomic_t stop = 1;
+    CHECK(run(6000, "adaptive", 5, c, &r4, &stop) == 0, "interrupted run");
+    CHECK(r4.sum.interrupted == 1, "not marked interrupted");
+    f = H5Fopen(c, H5F_ACC_RDONLY, H5P_DEFAULT);
+    CHECK(f >= 0, "interrupted run left no valid file");
+    if (f >= 0) {
+        hid_t at = H5Aopen_by_name(f, "provenance", "interrupted", H5P_DEFAULT, H5P_DEFAULT);
+        uint64_t v = 0;
+        H5Aread(at, H5T_NATIVE_UINT64, &v);
+        H5Aclose(at);
+        CHECK(v == 1, "provenance.interrupted = %llu", (unsigned long long)v);
+        H5Fclose(f);
+    }
+    unlink(a);
+    unlink(b);
+    unlink(c);
+    free(s1), free(s2), free(s3), free(q1), free(q2), free(q3);
+    free(r1.req), free(r2.req), free(r3.req), free(r4.req), free(r5.req);
+    CHECK_DONE();
+}

@@ -1,0 +1,23 @@
+/* Random paged batches for kernel tests: Gaussian Q/K/V from GSL, block tables
+ * over a shuffled page universe with a given fraction of holes. */
+#ifndef PKV_TESTBATCH_H
+#define PKV_TESTBATCH_H
+
+#include <gsl/gsl_rng.h>
+
+#include "pkvk.h"
+
+typedef struct host_batch {
+    pkvk_batch b; /* host pointers */
+    uint16_t *q, *k, *v;
+    int32_t *bt, *lens;
+    int32_t n_pages; /* page universe */
+    size_t kv_elems, q_elems;
+} host_batch;
+
+void make_batch(host_batch *h, gsl_rng *r, pkvk_shape s, const int32_t *lens, int n, double holes);
+void free_batch(host_batch *h);
+/* max and mean of |o - ref| over n; NaN in o makes max NaN (a failed check). */
+void compare_out(const float *o, const float *ref, size_t n, double *mx, double *mean);
+
+#endif
