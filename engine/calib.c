@@ -63,9 +63,9 @@ int pkv_calib_apply(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e) 
     return 0;
 }
 
-int pkv_calib_load(pkv_calib *c, const char *path, pkv_err *e) {
-    /* Defaults: the study's gates and margins; bandwidth and launch cost of an
-     * H200-class GPU. A file that omits them inherits these. */
+void pkv_calib_defaults(pkv_calib *c) {
+    /* The study's gates and margins; bandwidth and launch cost of an H200-class
+     * GPU. A file that omits a key inherits its default. */
     *c = (pkv_calib){.beta = 4.5e12,
                      .lambda = 4e-6,
                      .c_min = 2.0,
@@ -76,8 +76,13 @@ int pkv_calib_load(pkv_calib *c, const char *path, pkv_err *e) {
                      .margin_small = 1.50,
                      .margin_large = 1.05,
                      .min_split_tiles = 4,
-                     .target_ctas_per_sm = 4.0};
+                     .target_ctas_per_sm = 4.0,
+                     .placeholder = true};
     snprintf(c->gpu_name, sizeof c->gpu_name, "unknown");
+}
+
+int pkv_calib_load(pkv_calib *c, const char *path, pkv_err *e) {
+    pkv_calib_defaults(c);
     c->json = pkv_read_file(path, NULL, e);
     if (!c->json) return -1;
     cJSON *root = pkv_json_parse(c->json, path, e);

@@ -23,6 +23,8 @@ typedef struct pkv_calib {
     char *json;                /* the file verbatim (owned) */
 } pkv_calib;
 
+/* Built-in defaults (placeholders), as used for keys a file omits. */
+void pkv_calib_defaults(pkv_calib *c);
 /* Load and validate; errors name the file and JSON path. */
 int pkv_calib_load(pkv_calib *c, const char *path, pkv_err *e);
 /* Apply the keys of `o` (a calibration object, or an experiment's overrides) on top

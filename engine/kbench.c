@@ -1,12 +1,385 @@
+/* pkvsim bench kernels: each route on isolated decode steps, timed with the L2
+ * flushed before every call (plan upload excluded, merge included), against the
+ * ceilings measured in the same run. */
 #include "kbench.h"
-#include "pkvk.h"
+#include "cost.h"
+#include "planner.h"
+#include "rng.h"
 
+#include <getopt.h>
+#include <stdarg.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_float.h>
+
+enum { MAX_ROWS = 256, MAX_CASES = 32, MAX_SWEEP = 16 };
+
+typedef struct bench_case {
+    char name[32];
+    int32_t lens[MAX_ROWS];
+    int n;
+} bench_case;
+
+static const char *DEFAULT_CASES =
+    "b1-8k:8K;b1-32k:32K;b1-64k:64K;b1-128k:128K;b4-32k:32Kx4;b8-32k:32Kx8;"
+    "b8-bimodal:64K,8K,8K,8K,64K,8K,8K,8K;"
+    "b8-uniform:8K,16K,24K,32K,40K,48K,56K,64K;b32-4k:4Kx32;b64-4k:4Kx64";
+
+/* "name:LEN[,LEN...]" separated by ';'; LEN is N, NK (x1024), with an optional xR. */
+static int parse_cases(const char *spec, bench_case *c, int *n_cases) {
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%s", spec);
+    *n_cases = 0;
+    for (char *save = NULL, *tok = strtok_r(buf, ";", &save); tok;
+         tok = strtok_r(NULL, ";", &save)) {
+        if (*n_cases == MAX_CASES) return -1;
+        bench_case *bc = &c[(*n_cases)++];
+        char *colon = strchr(tok, ':');
+        if (!colon || colon == tok) return -1;
+        *colon = 0;
+        snprintf(bc->name, sizeof bc->name, "%s", tok);
+        bc->n = 0;
+        for (char *s2 = NULL, *l = strtok_r(colon + 1, ",", &s2); l; l = strtok_r(NULL, ",", &s2)) {
+            char *end;
+            long v = strtol(l, &end, 10);
+            if (*end == 'K' || *end == 'k') v *= 1024, end++;
+            long rep = 1;
+            if (*end == 'x') rep = strtol(end + 1, &end, 10);
+            if (*end || v < 1 || v > (1L << 24) || rep < 1 || bc->n + rep > MAX_ROWS) return -1;
+            for (long r = 0; r < rep; r++) bc->lens[bc->n++] = (int32_t)v;
+        }
+        if (bc->n == 0) return -1;
+    }
+    return *n_cases ? 0 : -1;
+}
+
+static int32_t fixed_splits(int32_t route_len, int32_t rows, void *ctx) {
+    return *(int32_t *)ctx;
+}
+
+typedef struct bench_out {
+    FILE *f;
+} bench_out;
+
+static void emit(bench_out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void emit(bench_out *o, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    va_start(ap, fmt);
+    if (o->f) vfprintf(o->f, fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+}
+
+typedef struct dev_case {
+    pkvk_batch b;
+    void *q, *o, *k, *v, *bt, *lens;
+    float *ref;
+    size_t q_elems;
+} dev_case;
+
+static void dev_case_free(dev_case *d) {
+    pkvk_free(d->q), pkvk_free(d->o), pkvk_free(d->k), pkvk_free(d->v);
+    pkvk_free(d->bt), pkvk_free(d->lens), pkvk_free(d->ref);
+}
+
+/* Device batch for a case: block tables over a shuffled universe with `holes` of
+ * its pages unused; K and V tiled from 8 MiB blocks of GSL Gaussian halves. */
+static int dev_case_make(dev_case *d, const bench_case *bc, const pkvk_shape *s, double holes,
+                         gsl_rng *r, char *err, size_t errn) {
+    memset(d, 0, sizeof *d);
+    int32_t stride = 0, total = 0;
+    for (int i = 0; i < bc->n; i++) {
+        int32_t p = (bc->lens[i] + s->page_size - 1) / s->page_size;
+        if (p > stride) stride = p;
+        total += p;
+    }
+    int32_t universe = (int32_t)ceil(total / (1 - holes)) + 1;
+    int32_t *perm = malloc(sizeof(int32_t) * universe), *bt = calloc((size_t)bc->n * stride, 4);
+    const size_t blk = 4u << 20; /* halves */
+    uint16_t *rnd = malloc(blk * 2);
+    size_t page_elems = (size_t)s->hkv * s->page_size * s->d, kv = (size_t)universe * page_elems;
+    d->q_elems = (size_t)bc->n * s->hq * s->d;
+    uint16_t *q = malloc(d->q_elems * 2);
+    int rc = !perm || !bt || !rnd || !q;
+    if (!rc) {
+        for (int32_t i = 0; i < universe; i++) perm[i] = i;
+        gsl_ran_shuffle(r, perm, universe, sizeof(int32_t));
+        int32_t next = 0;
+        for (int i = 0; i < bc->n; i++)
+            for (int32_t p = 0; p < (bc->lens[i] + s->page_size - 1) / s->page_size; p++)
+                bt[(size_t)i * stride + p] = perm[next++];
+        for (size_t j = 0; j < d->q_elems; j++) q[j] = pkvk_f2h((float)gsl_ran_gaussian(r, 1));
+        rc = pkvk_malloc(&d->k, kv * 2) || pkvk_malloc(&d->v, kv * 2) ||
+             pkvk_malloc(&d->q, d->q_elems * 2) || pkvk_malloc(&d->o, d->q_elems * 2) ||
+             pkvk_malloc((void **)&d->ref, d->q_elems * 4) ||
+             pkvk_malloc(&d->bt, (size_t)bc->n * stride * 4) ||
+             pkvk_malloc(&d->lens, (size_t)bc->n * 4);
+        if (rc) snprintf(err, errn, "case %.31s: %.400s", bc->name, pkvk_last_error());
+    }
+    for (int which = 0; which < 2 && !rc; which++) {
+        uint16_t *dst = which ? d->v : d->k;
+        for (size_t j = 0; j < blk; j++) rnd[j] = pkvk_f2h((float)gsl_ran_gaussian(r, 1));
+        for (size_t off = 0; off < kv && !rc; off += blk)
+            rc = pkvk_h2d(dst + off, rnd, 2 * (kv - off < blk ? kv - off : blk));
+    }
+    if (!rc)
+        rc = pkvk_h2d(d->q, q, d->q_elems * 2) || pkvk_h2d(d->bt, bt, (size_t)bc->n * stride * 4) ||
+             pkvk_h2d(d->lens, bc->lens, (size_t)bc->n * 4);
+    d->b = (pkvk_batch){*s,   bc->n, d->q,   d->o,    d->k,
+                        d->v, d->bt, stride, d->lens, 1.0f / sqrtf((float)s->d)};
+    if (!rc) rc = pkvk_gpu_reference(&d->b, d->ref);
+    if (rc && !*err) snprintf(err, errn, "case %.31s: %.400s", bc->name, pkvk_last_error());
+    free(perm), free(bt), free(rnd), free(q);
+    return rc;
+}
+
+/* Time one plan: median of reps calls, each after an L2 flush. */
+static int time_plan(pkvk_workspace *ws, dev_case *d, const pkvk_plan *p, int reps, float *med_ms,
+                     int *launches, double *mx, double *mean) {
+    float *t = malloc(sizeof(float) * reps);
+    int rc = t ? pkvk_plan_upload(ws, p) : PKVK_ERR_OUT_OF_MEMORY;
+    for (int w = 0; w < 3 && !rc; w++) rc = pkvk_launch(ws, &d->b, p, launches);
+    if (!rc) rc = pkvk_memset(d->o, 0xff, d->q_elems * 2); /* poison: NaN halves */
+    for (int i = 0; i < reps && !rc; i++) {
+        rc = pkvk_flush_l2();
+        if (!rc) rc = pkvk_timer_start();
+        if (!rc) rc = pkvk_launch(ws, &d->b, p, launches);
+        if (!rc) rc = pkvk_timer_stop(&t[i]);
+    }
+    if (!rc) {
+        gsl_sort_float(t, 1, reps);
+        *med_ms = (float)gsl_stats_float_median_from_sorted_data(t, 1, reps);
+        uint16_t *o = malloc(d->q_elems * 2);
+        float *ref = malloc(d->q_elems * 4);
+        rc = !o || !ref
+                 ? PKVK_ERR_OUT_OF_MEMORY
+                 : pkvk_d2h(o, d->o, d->q_elems * 2) || pkvk_d2h(ref, d->ref, d->q_elems * 4);
+        if (!rc) {
+            double sum = 0;
+            *mx = 0;
+            for (size_t j = 0; j < d->q_elems; j++) {
+                double e = fabs((double)pkvk_h2f(o[j]) - ref[j]);
+                if (!(e <= *mx)) *mx = e;
+                sum += e;
+            }
+            *mean = sum / d->q_elems;
+        }
+        free(o), free(ref);
+    }
+    free(t);
+    return rc;
+}
+
+static void usage(void) {
+    printf("usage: pkvsim bench kernels [--cases SPEC] [--splits LIST] [--reps N]\n"
+           "                            [--holes F] [--calibration FILE] [--out FILE]\n"
+           "Times every route (ref_paged, pkv_bucket, pkv_workqueue, pkv_fused) on isolated\n"
+           "decode steps of shape Hq=32 Hkv=8 d=128 page 16, median of N calls (default 30)\n"
+           "with the L2 flushed before each, plan upload excluded, merge included; reports\n"
+           "KV GB/s against the read ceiling measured in the same run, launches, CTAs,\n"
+           "merge bytes and the error against the FP32 GPU reference.\n"
+           "  --cases SPEC   name:LEN[,LEN...] cases separated by ';'; LEN like 8K, 32Kx4\n"
+           "                 (default: %s)\n"
+           "  --splits LIST  also run pkv_bucket and pkv_workqueue at these split counts\n"
+           "  --holes F      fraction of the page universe left unused (default 0.5)\n"
+           "  --calibration  planner constants (default: built-in placeholders)\n"
+           "  --out FILE     also write the table to FILE (default bench_kernels.txt)\n",
+           DEFAULT_CASES);
+}
 
 int pkv_bench_kernels_main(int argc, char **argv) {
-    if (pkvk_device_count() == 0) {
-        fprintf(stderr, "pkvsim bench kernels: no usable GPU: %s\n", pkvk_last_error());
+    static const struct option opts[] = {
+        {"cases", required_argument, 0, 'c'}, {"splits", required_argument, 0, 's'},
+        {"reps", required_argument, 0, 'r'},  {"holes", required_argument, 0, 'H'},
+        {"out", required_argument, 0, 'o'},   {"calibration", required_argument, 0, 'C'},
+        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
+    const char *cases = DEFAULT_CASES, *out = "bench_kernels.txt", *calfile = NULL;
+    int reps = 30, n_sweep = 0, ch;
+    int32_t sweep[MAX_SWEEP];
+    double holes = 0.5;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "c:s:r:H:o:C:h", opts, NULL)) != -1) {
+        char *end;
+        switch (ch) {
+        case 'c':
+            cases = optarg;
+            break;
+        case 'o':
+            out = optarg;
+            break;
+        case 'C':
+            calfile = optarg;
+            break;
+        case 'r':
+            reps = (int)strtol(optarg, &end, 10);
+            if (*end || reps < 1 || reps > 10000) {
+                fprintf(stderr, "pkvsim bench kernels: --reps: \"%s\" is not in 1..10000\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 'H':
+            holes = strtod(optarg, &end);
+            if (*end || !(holes >= 0 && holes < 0.95)) {
+                fprintf(stderr, "pkvsim bench kernels: --holes: \"%s\" is not in [0, 0.95)\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case 's': {
+            char buf[256];
+            snprintf(buf, sizeof buf, "%s", optarg);
+            for (char *sv = NULL, *t = strtok_r(buf, ",", &sv); t; t = strtok_r(NULL, ",", &sv)) {
+                long v = strtol(t, &end, 10);
+                if (*end || v < 1 || v > 4096 || n_sweep == MAX_SWEEP) {
+                    fprintf(stderr, "pkvsim bench kernels: --splits: bad list \"%s\"\n", optarg);
+                    return 2;
+                }
+                sweep[n_sweep++] = (int32_t)v;
+            }
+            break;
+        }
+        case 'h':
+            usage();
+            return 0;
+        default:
+            return 2;
+        }
+    }
+    static bench_case bc[MAX_CASES];
+    int n_cases;
+    if (parse_cases(cases, bc, &n_cases)) {
+        fprintf(stderr, "pkvsim bench kernels: --cases: cannot parse \"%s\" (see --help)\n", cases);
+        return 2;
+    }
+    pkv_calib cal;
+    pkv_err e;
+    if (calfile ? pkv_calib_load(&cal, calfile, &e) : (pkv_calib_defaults(&cal), 0)) {
+        fprintf(stderr, "pkvsim bench kernels: %s\n", e.msg);
         return 1;
     }
-    return 1;
+    pkvk_device_info dev;
+    if (pkvk_device_count() == 0 || pkvk_device_info_get(&dev)) {
+        fprintf(stderr, "pkvsim bench kernels: no usable GPU: %s\n", pkvk_last_error());
+        pkv_calib_free(&cal);
+        return 1;
+    }
+    bench_out bo = {fopen(out, "w")};
+    if (!bo.f) {
+        fprintf(stderr, "pkvsim bench kernels: cannot write %s\n", out);
+        pkv_calib_free(&cal);
+        return 1;
+    }
+    pkvk_ceilings ceil_;
+    if (pkvk_measure_ceilings(&ceil_)) {
+        fprintf(stderr, "pkvsim bench kernels: measuring ceilings: %s\n", pkvk_last_error());
+        fclose(bo.f);
+        pkv_calib_free(&cal);
+        return 1;
+    }
+    char when[32];
+    time_t now = time(NULL);
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", gmtime(&now));
+    emit(&bo, "# pkvsim bench kernels, %s, %s (%d SMs), %s\n", when, dev.name, dev.sm_count,
+         PKV_GIT_REV);
+    emit(&bo,
+         "# ceilings: D2D copy %.0f GB/s (read+write), read-only stream %.0f GB/s, "
+         "empty launch %.2f us; median of %d calls, L2 flushed, holes %.2f\n",
+         ceil_.copy_gbps, ceil_.read_gbps, ceil_.launch_us, reps, holes);
+    emit(&bo, "| case | route | splits | time us | KV GB/s | %% of read | launches | CTAs | "
+              "merge KB | max err | mean err |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+    pkvk_shape s = {32, 8, 128, 16};
+    gsl_rng *r = pkv_stream_create(1, PKV_STREAM_TENSORS);
+    int rc = 0;
+    for (int ci = 0; ci < n_cases && rc == 0; ci++) {
+        dev_case d;
+        char err[512] = "";
+        pkv_planner pl;
+        pkvk_workspace *ws = NULL;
+        if (dev_case_make(&d, &bc[ci], &s, holes, r, err, sizeof err) ||
+            pkv_planner_init(&pl, &s, &cal, bc[ci].n, PKV_BUCKET_MODE_EXACT)) {
+            fprintf(stderr, "pkvsim bench kernels: %s\n", *err ? err : "out of memory");
+            dev_case_free(&d);
+            rc = 1;
+            break;
+        }
+        /* Slots and tasks of any plan here are bounded by the largest sweep count. */
+        int32_t most = 4096;
+        for (int k = 0; k < n_sweep; k++)
+            if (sweep[k] > most) most = sweep[k];
+        int32_t cap = bc[ci].n * most + pl.plans[0].cap_tasks;
+        pkvk_plan fixed;
+        if (pkvk_workspace_create(&ws, &s, bc[ci].n, cap, cap * s.hkv) ||
+            pkvk_plan_init(&fixed, bc[ci].n, cap * s.hkv)) {
+            fprintf(stderr, "pkvsim bench kernels: workspace: %s\n", pkvk_last_error());
+            rc = 1;
+        }
+        int64_t tokens = 0;
+        for (int i = 0; i < bc[ci].n; i++) tokens += bc[ci].lens[i];
+        double kv_bytes = (double)tokens * s.hkv * s.d * 4;
+        /* Runs: each route at its planner's choice, then the sweep. */
+        for (int run = 0; run < PKVK_ROUTE_COUNT + 2 * n_sweep && rc == 0; run++) {
+            const pkvk_plan *p;
+            char splits[16] = "auto";
+            if (run < PKVK_ROUTE_COUNT) {
+                rc = pkv_planner_build(&pl, (pkvk_route)run, bc[ci].lens, bc[ci].n);
+                p = &pl.plans[run];
+            } else {
+                int k = (run - PKVK_ROUTE_COUNT) / 2;
+                int32_t S = sweep[k], per_row[MAX_ROWS];
+                for (int i = 0; i < bc[ci].n; i++) per_row[i] = S;
+                snprintf(splits, sizeof splits, "%d", S);
+                rc = (run - PKVK_ROUTE_COUNT) % 2 == 0
+                         ? pkvk_plan_bucket(&fixed, bc[ci].lens, bc[ci].lens, bc[ci].n,
+                                            fixed_splits, &S)
+                         : pkvk_plan_workqueue(&fixed, PKVK_ROUTE_WORKQUEUE, &s, bc[ci].lens,
+                                               per_row, bc[ci].n);
+                p = &fixed;
+            }
+            if (rc) {
+                fprintf(stderr, "pkvsim bench kernels: planning failed (status %d)\n", rc);
+                break;
+            }
+            pkv_counters c;
+            pkv_cost_counters(&cal, &s, p, bc[ci].lens, &c);
+            if (strcmp(splits, "auto") == 0) snprintf(splits, sizeof splits, "%d", c.max_splits);
+            float ms = 0;
+            int launches = 0;
+            double mx = 0, mean = 0;
+            rc = time_plan(ws, &d, p, reps, &ms, &launches, &mx, &mean);
+            if (rc) {
+                fprintf(stderr, "pkvsim bench kernels: %s %s: %s\n", bc[ci].name,
+                        pkvk_route_name(p->route), pkvk_last_error());
+                break;
+            }
+            double gbps = kv_bytes / (ms * 1e-3) / 1e9;
+            emit(&bo,
+                 "| %s | %s | %s%s | %.1f | %.0f | %.1f%% | %d | %lld | %.0f | %.2e | %.2e |\n",
+                 bc[ci].name, pkvk_route_name(p->route), splits, run < PKVK_ROUTE_COUNT ? "" : "*",
+                 ms * 1e3, gbps, 100 * gbps / ceil_.read_gbps, launches, (long long)c.ctas,
+                 c.merge_bytes / 1024.0, mx, mean);
+            if (!(mx < 2e-3 && mean < 3e-4)) {
+                fprintf(stderr, "pkvsim bench kernels: %s %s: error beyond tolerance\n",
+                        bc[ci].name, pkvk_route_name(p->route));
+                rc = 1;
+            }
+        }
+        pkvk_plan_free(&fixed);
+        pkvk_workspace_destroy(ws);
+        pkv_planner_free(&pl);
+        dev_case_free(&d);
+    }
+    emit(&bo, "# splits marked * are forced by --splits; FlashInfer routes: not built\n");
+    gsl_rng_free(r);
+    fclose(bo.f);
+    pkv_calib_free(&cal);
+    return rc;
 }

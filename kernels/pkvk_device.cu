@@ -31,8 +31,10 @@ extern "C" const char *pkvk_last_error(void) {
 
 extern "C" int pkvk_device_count(void) {
     int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess) {
         cudaGetLastError();
+        snprintf(g_err, sizeof g_err, "no usable CUDA device: %s", cudaGetErrorString(e));
         return 0;
     }
     return n;
