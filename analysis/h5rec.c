@@ -203,7 +203,9 @@ int pkv_h5rec_calibration(pkv_h5rec *r, const pkv_calib *c, pkv_err *e) {
     if (rc >= 0) rc = attr_u64(g, "margin_small_rows", (uint64_t)c->margin_small_rows);
     if (rc >= 0) rc = attr_f64(g, "margin_large", c->margin_large);
     if (rc >= 0) rc = attr_u64(g, "min_split_tiles", (uint64_t)c->min_split_tiles);
-    if (rc >= 0) rc = attr_f64(g, "target_ctas_per_sm", c->target_ctas_per_sm);
+    if (rc >= 0) rc = attr_u64(g, "resident_ctas_per_sm", (uint64_t)c->resident_ctas_per_sm);
+    if (rc >= 0) rc = attr_u64(g, "wave_tiles_max", (uint64_t)c->wave_tiles_max);
+    if (rc >= 0) rc = attr_u64(g, "chunk_tiles", (uint64_t)c->chunk_tiles);
     if (g >= 0) H5Gclose(g);
     return rc < 0 ? h5fail(r, e, "/calibration") : 0;
 }

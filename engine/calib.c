@@ -19,7 +19,9 @@ static const char *const calib_keys[] = {"gpu_name",
                                          "margin_small",
                                          "margin_large",
                                          "min_split_tiles",
-                                         "target_ctas_per_sm",
+                                         "resident_ctas_per_sm",
+                                         "wave_tiles_max",
+                                         "chunk_tiles",
                                          "fit",
                                          NULL};
 
@@ -35,7 +37,8 @@ int pkv_calib_apply(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e) 
     if (pkv_json_object(o, path, calib_keys, e)) return -1;
     double beta_gbps = c->beta / 1e9, launch_us = c->lambda * 1e6;
     int64_t sm = c->sm_count, g = c->gqa_group, mc = c->min_context, msr = c->margin_small_rows,
-            mst = c->min_split_tiles;
+            mst = c->min_split_tiles, res = c->resident_ctas_per_sm, wtm = c->wave_tiles_max,
+            cht = c->chunk_tiles;
     if (copy_str(o, path, "gpu_name", c->gpu_name, sizeof c->gpu_name, e) ||
         copy_str(o, path, "driver", c->driver, sizeof c->driver, e) ||
         copy_str(o, path, "date", c->date, sizeof c->date, e) ||
@@ -50,8 +53,9 @@ int pkv_calib_apply(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e) 
         pkv_json_num(o, path, "margin_small", c->margin_small, 0, true, 100, &c->margin_small, e) ||
         pkv_json_num(o, path, "margin_large", c->margin_large, 0, true, 100, &c->margin_large, e) ||
         pkv_json_int(o, path, "min_split_tiles", mst, 1, 1 << 20, &mst, e) ||
-        pkv_json_num(o, path, "target_ctas_per_sm", c->target_ctas_per_sm, 0, true, 1e4,
-                     &c->target_ctas_per_sm, e))
+        pkv_json_int(o, path, "resident_ctas_per_sm", res, 1, 64, &res, e) ||
+        pkv_json_int(o, path, "wave_tiles_max", wtm, 1, 1 << 20, &wtm, e) ||
+        pkv_json_int(o, path, "chunk_tiles", cht, 1, 1 << 20, &cht, e))
         return -1;
     c->beta = beta_gbps * 1e9;
     c->lambda = launch_us * 1e-6;
@@ -60,6 +64,9 @@ int pkv_calib_apply(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e) 
     c->min_context = mc;
     c->margin_small_rows = (int)msr;
     c->min_split_tiles = (int)mst;
+    c->resident_ctas_per_sm = (int)res;
+    c->wave_tiles_max = (int)wtm;
+    c->chunk_tiles = (int)cht;
     return 0;
 }
 
@@ -76,7 +83,9 @@ void pkv_calib_defaults(pkv_calib *c) {
                      .margin_small = 1.50,
                      .margin_large = 1.05,
                      .min_split_tiles = 4,
-                     .target_ctas_per_sm = 4.0,
+                     .resident_ctas_per_sm = 2,
+                     .wave_tiles_max = 128,
+                     .chunk_tiles = 64,
                      .placeholder = true};
     snprintf(c->gpu_name, sizeof c->gpu_name, "unknown");
 }

@@ -8,19 +8,21 @@ typedef struct pkv_calib {
     char gpu_name[128]; /* GPU model the constants were measured on */
     char driver[64];
     char date[32];
-    bool placeholder;          /* true: not measured, values are guesses */
-    double beta;               /* bytes/second: streaming read bandwidth */
-    double lambda;             /* seconds per kernel launch */
-    double c_min;              /* decode CTAs per SM needed to saturate bandwidth */
-    int sm_count;              /* multiprocessors */
-    int gqa_group;             /* G the PersistentKV routes are calibrated for */
-    int64_t min_context;       /* tokens: PersistentKV gate on a step's context */
-    int margin_small_rows;     /* steps with at most this many rows use margin_small */
-    double margin_small;       /* promotion margin for B4-like steps */
-    double margin_large;       /* promotion margin for B8-like (larger) steps */
-    int min_split_tiles;       /* smallest split the planners make, in 32-token tiles */
-    double target_ctas_per_sm; /* planners split until this many CTAs per SM */
-    char *json;                /* the file verbatim (owned) */
+    bool placeholder;         /* true: not measured, values are guesses */
+    double beta;              /* bytes/second: streaming read bandwidth */
+    double lambda;            /* seconds per kernel launch */
+    double c_min;             /* decode CTAs per SM needed to saturate bandwidth */
+    int sm_count;             /* multiprocessors */
+    int gqa_group;            /* G the PersistentKV routes are calibrated for */
+    int64_t min_context;      /* tokens: PersistentKV gate on a step's context */
+    int margin_small_rows;    /* steps with at most this many rows use margin_small */
+    double margin_small;      /* promotion margin for B4-like steps */
+    double margin_large;      /* promotion margin for B8-like (larger) steps */
+    int min_split_tiles;      /* smallest split the planners make, in 32-token tiles */
+    int resident_ctas_per_sm; /* decode CTAs resident on one SM: a wave is this x sm_count */
+    int wave_tiles_max;       /* tiles per CTA up to which a step is planned as one wave */
+    int chunk_tiles;          /* tiles per CTA for steps larger than one wave */
+    char *json;               /* the file verbatim (owned) */
 } pkv_calib;
 
 /* Built-in defaults (placeholders), as used for keys a file omits. */

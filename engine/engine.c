@@ -4,7 +4,7 @@
 #include <stdlib.h>
 
 int pkv_engine_init(pkv_engine *eng, const pkvk_shape *s, const pkv_calib *cal, const char *policy,
-                    pkv_bucket_mode mode, int32_t cap_rows, pkv_backend *backend,
+                    pkv_bucket_mode mode, int32_t cap_rows, int32_t max_len, pkv_backend *backend,
                     pkv_clock_source clock, pkv_err *e) {
     *eng = (pkv_engine){.shape = *s,
                         .cal = cal,
@@ -18,7 +18,7 @@ int pkv_engine_init(pkv_engine *eng, const pkvk_shape *s, const pkv_calib *cal, 
         eng->backend = NULL;
         return pkv_fail(e, "unknown route policy \"%s\"", policy);
     }
-    if (pkv_planner_init(&eng->planner, s, cal, cap_rows, mode)) {
+    if (pkv_planner_init(&eng->planner, s, cal, cap_rows, max_len, mode)) {
         backend->destroy(backend);
         eng->backend = NULL;
         return pkv_fail(e, "out of memory for the planner (%d rows)", cap_rows);

@@ -65,9 +65,9 @@ typedef struct pkv_engine {
     double tol_max, tol_mean;
 } pkv_engine;
 
-/* Takes ownership of backend. */
+/* Takes ownership of backend. cap_rows, max_len: the largest step (rows, tokens). */
 int pkv_engine_init(pkv_engine *eng, const pkvk_shape *s, const pkv_calib *cal, const char *policy,
-                    pkv_bucket_mode mode, int32_t cap_rows, pkv_backend *backend,
+                    pkv_bucket_mode mode, int32_t cap_rows, int32_t max_len, pkv_backend *backend,
                     pkv_clock_source clock, pkv_err *e);
 void pkv_engine_free(pkv_engine *eng);
 /* Run one step; rec->index and rec->t_sim are the caller's. *advance: seconds by

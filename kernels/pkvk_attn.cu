@@ -2,14 +2,13 @@
 // the segmented merge, and the ref_paged baseline, all from one CTA body.
 //
 // A CTA owns one (row, KV head, token range) and computes all G query heads that
-// share the KV head. Its 128 threads form GROUPS token groups of D/8 lanes; a lane
-// holds 8 dimensions of q for each of the G heads. Each 32-token tile is streamed
-// through a STAGES-deep cp.async pipeline into shared memory; every thread copies
-// exactly the 16-byte chunks it later reads itself, so the pipeline needs no
-// barrier, only cp.async.wait_group. Each token group keeps its own exact online
-// softmax state (m, l, acc) in FP32; the GROUPS states are merged once at the end.
-// Scores are kept in the log2 domain (q pre-scaled by sm_scale * log2 e) so that
-// every exponential is one exp2f.
+// share the KV head, on tensor cores: the G heads are the rows of m16n8k16 MMAs
+// (rows G..15 are zero), S = Q K^T and O += P V per 16 tokens. Each of the 4 warps
+// streams its own 16 tokens of every 64-token tile through a 3-stage cp.async
+// pipeline into an XOR-swizzled shared-memory layout read by ldmatrix, and keeps
+// its own exact online-softmax state (m, l, O) in FP32 (P is rounded to FP16 for
+// the PV product); the warps' states are merged once at the end. Scores are kept
+// in the log2 domain (scaled by sm_scale * log2 e) so every exponential is exp2f.
 #include <cuda_fp16.h>
 #include <stdint.h>
 
@@ -17,8 +16,10 @@
 
 namespace {
 
-constexpr int THREADS = 128;
-constexpr int STAGES = 4;
+constexpr int WARPS = 4, THREADS = 32 * WARPS;
+constexpr int WTOK = 16;            // tokens per warp per tile
+constexpr int CTILE = WARPS * WTOK; // tokens per CTA iteration
+constexpr int STAGES = 3;           // cp.async pipeline depth, per warp
 
 enum Mode { MODE_REF = 0, MODE_BUCKET = 1, MODE_TASKS = 2, MODE_FUSED = 3 };
 
@@ -44,10 +45,6 @@ __device__ __forceinline__ float neg_inf() {
     return __int_as_float(0xff800000);
 }
 
-__device__ __forceinline__ void cp_async16(void *dst, const void *src) {
-    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(src));
-}
 __device__ __forceinline__ void cp_async_commit() {
     asm volatile("cp.async.commit_group;\n" ::);
 }
@@ -55,42 +52,106 @@ template <int N> __device__ __forceinline__ void cp_async_wait() {
     asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-__device__ __forceinline__ void unpack8(const uint4 &u, float *f) {
-    const __half2 *h = reinterpret_cast<const __half2 *>(&u);
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        float2 x = __half22float2(h[i]);
-        f[2 * i] = x.x;
-        f[2 * i + 1] = x.y;
-    }
+// Copy 16 bytes, or write 16 zero bytes when !valid (src is not read then).
+__device__ __forceinline__ void cp_async16_zfill(void *dst, const void *src, bool valid) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src),
+                 "r"(valid ? 16 : 0));
 }
 
-// Merge n partial states (m, l, acc[d]) of one query head into O[d]. A neutral
-// state (m = -inf) contributes nothing; LOAD_CG reads through L2 only, for states
-// other CTAs of the same launch wrote (the fused route).
-template <bool LOAD_CG>
-__device__ __forceinline__ float merge_states(const float *ml, const float *acc, int n,
-                                              int stride_ml, int stride_acc) {
-    float M = neg_inf();
-    for (int s = 0; s < n; s++)
-        M = fmaxf(M, LOAD_CG ? __ldcg(ml + s * stride_ml) : ml[s * stride_ml]);
-    float L = 0.f, a = 0.f;
-    for (int s = 0; s < n; s++) {
-        float m = LOAD_CG ? __ldcg(ml + s * stride_ml) : ml[s * stride_ml];
-        if (m == neg_inf()) continue;
-        float w = exp2f(m - M);
-        L += w * (LOAD_CG ? __ldcg(ml + s * stride_ml + 1) : ml[s * stride_ml + 1]);
-        a += w * (LOAD_CG ? __ldcg(acc + (size_t)s * stride_acc) : acc[(size_t)s * stride_acc]);
+// Token row t, 16-byte chunk c: XOR-swizzled so that the 8 rows an ldmatrix reads
+// at one chunk index land in 8 different bank groups.
+template <int CH> __device__ __forceinline__ int swz_(int t, int c) {
+    return t * CH + (c ^ (t & 7));
+}
+#define swz(t, c) swz_<CH>((t), (c))
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t *b, const void *p) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
+                 : "r"(s));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t *b, const void *p) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
+                 : "r"(s));
+}
+
+// d += A B for one m16n8k16 tile; A rows 8..15 are zero (a1 = a3 = 0), so only
+// rows 0..7 (the G query heads) carry data.
+__device__ __forceinline__ void mma16816(float *d, uint32_t a0, uint32_t a2, uint32_t b0,
+                                         uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&h);
+}
+
+// Merge n partial states (m, l, acc[d]) of one query head into out[d], with the D
+// threads of a block (thread = dimension). The n (m, l) pairs are first read in
+// parallel into shared memory (sh: 2 * MERGE_SLOTS floats) and turned into weights
+// w_s = exp2(m_s - M) / L once; then each thread's n loads of acc are independent,
+// so they overlap instead of queuing one L2 round trip per slot. A neutral state
+// (m = -inf) gets weight 0. LOAD_CG reads through L2 only, for states that other CTAs
+// of the same launch wrote (the fused route).
+constexpr int MERGE_SLOTS = 512;
+
+template <bool LOAD_CG> __device__ __forceinline__ float ld(const float *x) {
+    return LOAD_CG ? __ldcg(x) : *x;
+}
+
+template <int D, bool LOAD_CG>
+__device__ void merge_head(const float *ml, const float *acc, int n, int stride_ml, int stride_acc,
+                           float *sh, __half *out) {
+    const int tid = threadIdx.x;
+    if (n > MERGE_SLOTS) { // more splits than the buffer holds: serial but exact
+        float M = neg_inf(), L = 0.f, a = 0.f;
+        for (int s = 0; s < n; s++) M = fmaxf(M, ld<LOAD_CG>(ml + (size_t)s * stride_ml));
+        for (int s = 0; s < n; s++) {
+            float m = ld<LOAD_CG>(ml + (size_t)s * stride_ml);
+            if (m == neg_inf()) continue;
+            float c = exp2f(m - M);
+            L += c * ld<LOAD_CG>(ml + (size_t)s * stride_ml + 1);
+            a += c * ld<LOAD_CG>(acc + (size_t)s * stride_acc + tid);
+        }
+        out[tid] = __float2half(a / L);
+        return;
     }
-    return a / L;
+    float *w = sh, *ls = sh + MERGE_SLOTS;
+    for (int s = tid; s < n; s += D) {
+        w[s] = ld<LOAD_CG>(ml + (size_t)s * stride_ml);
+        ls[s] = ld<LOAD_CG>(ml + (size_t)s * stride_ml + 1);
+    }
+    __syncthreads();
+    if (tid < 32) { // warp 0: M and L over the slots, then the weights
+        float M = neg_inf();
+        for (int s = tid; s < n; s += 32) M = fmaxf(M, w[s]);
+        for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
+        float L = 0.f;
+        for (int s = tid; s < n; s += 32)
+            if (w[s] != neg_inf()) L += exp2f(w[s] - M) * ls[s];
+        for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o);
+        __syncwarp();
+        for (int s = tid; s < n; s += 32) w[s] = w[s] == neg_inf() ? 0.f : exp2f(w[s] - M) / L;
+    }
+    __syncthreads();
+    float a = 0.f;
+#pragma unroll 8
+    for (int s = 0; s < n; s++) a += w[s] * ld<LOAD_CG>(acc + (size_t)s * stride_acc + tid);
+    out[tid] = __float2half(a);
+    __syncthreads(); // sh may be reused by the caller's next head
 }
 
 template <int D, int G, int MODE>
 __global__ void __launch_bounds__(THREADS) attn_kernel(const Params p) {
-    constexpr int LANES = D / 8;            // threads per token group
-    constexpr int GROUPS = THREADS / LANES; // token groups per CTA
-    constexpr int TOK = PKVK_TILE / GROUPS; // tokens per group per tile
-    static_assert(LANES <= 32 && (32 % LANES) == 0 && PKVK_TILE % GROUPS == 0, "shape");
+    static_assert(D % 16 == 0 && G <= 8, "MMA rows hold at most 8 query heads");
 
     int row, kvh, split, tb, te;
     if (MODE == MODE_REF) {
@@ -122,44 +183,50 @@ __global__ void __launch_bounds__(THREADS) attn_kernel(const Params p) {
         return;
     }
 
-    extern __shared__ uint4 smem[]; // [STAGES][2 (K, V)][PKVK_TILE][LANES]
-    const int lane = tid % LANES, grp = tid / LANES;
+    extern __shared__ uint4 smem[]; // [STAGES][WARPS][K, V][WTOK][D / 8], swizzled
+    constexpr int CH = D / 8;       // 16-byte chunks per token row
+    const int warp = tid / 32, lane = tid % 32;
+    const int r = lane / 4;        // the MMA row (query head) this lane holds
+    const int cq = (lane % 4) * 2; // its column pair in a fragment
 
-    float q[G][8];
+    // Q as MMA A fragments, one per 16 dimensions: rows >= G are zero.
+    uint32_t qa[D / 16][2];
+    const __half *qrow = p.q + ((size_t)row * p.hq + kvh * G + (r < G ? r : 0)) * D + cq;
 #pragma unroll
-    for (int g = 0; g < G; g++) {
-        uint4 u = *reinterpret_cast<const uint4 *>(p.q + ((size_t)row * p.hq + kvh * G + g) * D +
-                                                   lane * 8);
-        unpack8(u, q[g]);
-#pragma unroll
-        for (int i = 0; i < 8; i++) q[g][i] *= p.scale_log2;
+    for (int kk = 0; kk < D / 16; kk++) {
+        qa[kk][0] = r < G ? *reinterpret_cast<const uint32_t *>(qrow + kk * 16) : 0u;
+        qa[kk][1] = r < G ? *reinterpret_cast<const uint32_t *>(qrow + kk * 16 + 8) : 0u;
     }
-    float m[G], l[G], acc[G][8];
+    float m = neg_inf(), l = 0.f; // state of row r over this warp's tokens
+    float o[D / 8][4];            // O fragments: rows r (and r + 8, unused), 8 dims each
 #pragma unroll
-    for (int g = 0; g < G; g++) {
-        m[g] = neg_inf(), l[g] = 0.f;
-#pragma unroll
-        for (int i = 0; i < 8; i++) acc[g][i] = 0.f;
-    }
+    for (int n = 0; n < D / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
 
-    const int n_tiles = (te - tb + PKVK_TILE - 1) / PKVK_TILE;
+    const int n_iter = (te - tb + CTILE - 1) / CTILE;
     const int32_t *bt_row = p.bt + (size_t)row * p.bt_stride;
-    const size_t page_stride = (size_t)p.hkv * p.ps * D,
-                 head_off = (size_t)kvh * p.ps * D + lane * 8;
+    const size_t page_stride = (size_t)p.hkv * p.ps * D, head_off = (size_t)kvh * p.ps * D;
+    uint4 *wbase = smem + (size_t)warp * 2 * WTOK * CH;
+    constexpr size_t STAGE = (size_t)WARPS * 2 * WTOK * CH; // uint4 per stage
 
+    // Each warp streams its own 16 tokens of every 64-token tile. One copy instruction
+    // moves two whole token rows (16 lanes x 16 bytes each), so every warp request is
+    // two fully used 256-byte segments. Tokens past te are zero-filled so that P = 0
+    // never meets stale (possibly NaN) V data in the MMA.
     auto issue = [&](int it) {
-        if (it < n_tiles) {
-            uint4 *st = smem + (size_t)(it % STAGES) * 2 * PKVK_TILE * LANES;
+        if (it < n_iter) {
+            uint4 *st = wbase + (size_t)(it % STAGES) * STAGE;
+            const int c = lane % CH;
 #pragma unroll
-            for (int j = 0; j < TOK; j++) {
-                int tt = j * GROUPS + grp, t = tb + it * PKVK_TILE + tt;
-                if (t < te) {
+            for (int j = 0; j < WTOK * CH / 32; j++) {
+                int tl = j * (32 / CH) + lane / CH, t = tb + it * CTILE + warp * WTOK + tl;
+                bool valid = t < te;
+                size_t off = 0;
+                if (valid) {
                     int pi = p.ps_shift >= 0 ? t >> p.ps_shift : t / p.ps;
-                    int in = t - pi * p.ps;
-                    size_t off = (size_t)bt_row[pi] * page_stride + head_off + (size_t)in * D;
-                    cp_async16(st + tt * LANES + lane, p.k + off);
-                    cp_async16(st + (PKVK_TILE + tt) * LANES + lane, p.v + off);
+                    off = (size_t)bt_row[pi] * page_stride + head_off + (size_t)(t - pi * p.ps) * D;
                 }
+                cp_async16_zfill(st + swz(tl, c), p.k + off + c * 8, valid);
+                cp_async16_zfill(st + WTOK * CH + swz(tl, c), p.v + off + c * 8, valid);
             }
         }
         cp_async_commit(); // empty groups keep the wait count uniform
@@ -168,111 +235,109 @@ __global__ void __launch_bounds__(THREADS) attn_kernel(const Params p) {
 #pragma unroll
     for (int s = 0; s < STAGES - 1; s++) issue(s);
 
-    for (int it = 0; it < n_tiles; it++) {
+    for (int it = 0; it < n_iter; it++) {
         issue(it + STAGES - 1);
         cp_async_wait<STAGES - 1>();
-        const uint4 *st = smem + (size_t)(it % STAGES) * 2 * PKVK_TILE * LANES;
-        float s[G][TOK];
+        __syncwarp(); // the lanes' copies are visible to the whole warp
+        const uint4 *ks = wbase + (size_t)(it % STAGES) * STAGE, *vs = ks + WTOK * CH;
+
+        // S = Q K^T for 16 tokens: two n8 tiles.
+        float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
-        for (int j = 0; j < TOK; j++) {
-            int tt = j * GROUPS + grp;
-            bool valid = tb + it * PKVK_TILE + tt < te;
-            float kf[8];
-            unpack8(st[tt * LANES + lane], kf);
-#pragma unroll
-            for (int g = 0; g < G; g++) {
-                float d = 0.f;
-#pragma unroll
-                for (int i = 0; i < 8; i++) d = fmaf(q[g][i], kf[i], d);
-#pragma unroll
-                for (int off = LANES / 2; off > 0; off >>= 1)
-                    d += __shfl_xor_sync(0xffffffffu, d, off);
-                s[g][j] = valid ? d : neg_inf();
-            }
+        for (int kk = 0; kk < D / 16; kk++) {
+            uint32_t b[4];
+            int mi = lane / 8, t = (mi / 2) * 8 + lane % 8;
+            ldmatrix_x4(b, ks + swz(t, kk * 2 + mi % 2));
+            mma16816(sc[0], qa[kk][0], qa[kk][1], b[0], b[1]);
+            mma16816(sc[1], qa[kk][0], qa[kk][1], b[2], b[3]);
         }
+        // Online softmax of row r over the 16 tokens (4 here, 12 in the quad).
+        int t0 = tb + it * CTILE + warp * WTOK + cq;
+        float mx = neg_inf();
 #pragma unroll
-        for (int g = 0; g < G; g++) {
-            float mx = s[g][0];
+        for (int n = 0; n < 2; n++)
 #pragma unroll
-            for (int j = 1; j < TOK; j++) mx = fmaxf(mx, s[g][j]);
-            float m_new = fmaxf(m[g], mx);
-            if (m_new == neg_inf()) { // this group has seen no valid token yet
-#pragma unroll
-                for (int j = 0; j < TOK; j++) s[g][j] = 0.f;
-                continue;
+            for (int j = 0; j < 2; j++) {
+                sc[n][j] = t0 + n * 8 + j < te ? sc[n][j] * p.scale_log2 : neg_inf();
+                mx = fmaxf(mx, sc[n][j]);
             }
-            float c = exp2f(m[g] - m_new); // 0 when m[g] = -inf
-            l[g] *= c;
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        float m_new = fmaxf(m, mx), c = 1.f;
+        if (m_new != neg_inf()) {
+            c = exp2f(m - m_new); // 0 when m = -inf
 #pragma unroll
-            for (int i = 0; i < 8; i++) acc[g][i] *= c;
-            m[g] = m_new;
+            for (int n = 0; n < 2; n++)
 #pragma unroll
-            for (int j = 0; j < TOK; j++) {
-                s[g][j] = exp2f(s[g][j] - m_new);
-                l[g] += s[g][j];
-            }
+                for (int j = 0; j < 2; j++) sc[n][j] = exp2f(sc[n][j] - m_new);
+            m = m_new;
+        } else { // no valid token seen yet by this warp
+#pragma unroll
+            for (int n = 0; n < 2; n++) sc[n][0] = sc[n][1] = 0.f;
         }
+        l = l * c + sc[0][0] + sc[0][1] + sc[1][0] + sc[1][1];
 #pragma unroll
-        for (int j = 0; j < TOK; j++) {
-            int tt = j * GROUPS + grp;
-            if (tb + it * PKVK_TILE + tt >= te) continue; // its V chunk was never copied
-            float vf[8];
-            unpack8(st[(PKVK_TILE + tt) * LANES + lane], vf);
+        for (int n = 0; n < D / 8; n++) o[n][0] *= c, o[n][1] *= c;
+
+        // O += P V: P's C fragments are the A fragment of a 16x16 product.
+        uint32_t pa0 = pack_half2(sc[0][0], sc[0][1]), pa1 = pack_half2(sc[1][0], sc[1][1]);
 #pragma unroll
-            for (int g = 0; g < G; g++)
-#pragma unroll
-                for (int i = 0; i < 8; i++) acc[g][i] = fmaf(s[g][j], vf[i], acc[g][i]);
+        for (int nd = 0; nd < D / 16; nd++) {
+            uint32_t b[4];
+            int mi = lane / 8, t = (mi % 2) * 8 + lane % 8;
+            ldmatrix_x4_trans(b, vs + swz(t, nd * 2 + mi / 2));
+            mma16816(o[2 * nd], pa0, pa1, b[0], b[1]);
+            mma16816(o[2 * nd + 1], pa0, pa1, b[2], b[3]);
         }
+        __syncwarp(); // all lanes are done with this stage before it is refilled
     }
     cp_async_wait<0>();
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
     __syncthreads(); // the pipeline buffers become the reduction buffer
 
-    // Merge the GROUPS states: red_ml[grp][g] = (m, l), red_acc[grp][g][D].
+    // Merge the WARPS states: red_ml[warp][g] = (m, l), fin[g] = (M, L), red_acc[warp][g][D].
     float *red_ml = reinterpret_cast<float *>(smem);
-    float *red_acc = red_ml + 2 * GROUPS * G;
-    if (lane == 0)
-#pragma unroll
-        for (int g = 0; g < G; g++) {
-            red_ml[(grp * G + g) * 2] = m[g];
-            red_ml[(grp * G + g) * 2 + 1] = l[g];
-        }
+    float *fin = red_ml + 2 * WARPS * G;
+    float *red_acc = fin + 2 * G;
+    if (lane % 4 == 0 && r < G) {
+        red_ml[(warp * G + r) * 2] = m;
+        red_ml[(warp * G + r) * 2 + 1] = l;
+    }
     __syncthreads();
-    float M[G], L[G];
-#pragma unroll
-    for (int g = 0; g < G; g++) {
-        M[g] = neg_inf();
-        for (int k = 0; k < GROUPS; k++) M[g] = fmaxf(M[g], red_ml[(k * G + g) * 2]);
-        L[g] = 0.f;
-        for (int k = 0; k < GROUPS; k++) {
-            float mk = red_ml[(k * G + g) * 2];
-            if (mk != neg_inf()) L[g] += exp2f(mk - M[g]) * red_ml[(k * G + g) * 2 + 1];
+    if (tid < G) {
+        float M = neg_inf(), L = 0.f;
+        for (int w = 0; w < WARPS; w++) M = fmaxf(M, red_ml[(w * G + tid) * 2]);
+        for (int w = 0; w < WARPS; w++) {
+            float mw = red_ml[(w * G + tid) * 2];
+            if (mw != neg_inf()) L += exp2f(mw - M) * red_ml[(w * G + tid) * 2 + 1];
         }
-        float c = m[g] == neg_inf() ? 0.f : exp2f(m[g] - M[g]);
+        fin[tid * 2] = M, fin[tid * 2 + 1] = L;
+    }
+    __syncthreads();
+    if (r < G) {
+        float c = m == neg_inf() ? 0.f : exp2f(m - fin[r * 2]);
 #pragma unroll
-        for (int i = 0; i < 8; i++) red_acc[(grp * G + g) * D + lane * 8 + i] = acc[g][i] * c;
+        for (int n = 0; n < D / 8; n++) {
+            red_acc[(warp * G + r) * D + n * 8 + cq] = o[n][0] * c;
+            red_acc[(warp * G + r) * D + n * 8 + cq + 1] = o[n][1] * c;
+        }
     }
     __syncthreads();
     for (int idx = tid; idx < G * D; idx += THREADS) {
         int g = idx / D, d = idx % D;
         float a = 0.f;
-        for (int k = 0; k < GROUPS; k++) a += red_acc[(k * G + g) * D + d];
-        float Lg = 0.f;
 #pragma unroll
-        for (int gg = 0; gg < G; gg++)
-            if (gg == g) Lg = L[gg]; // constant-index select keeps L in registers
+        for (int w = 0; w < WARPS; w++) a += red_acc[(w * G + g) * D + d];
         if (direct)
-            p.o[((size_t)row * p.hq + kvh * G + g) * D + d] = __float2half(a / Lg);
+            p.o[((size_t)row * p.hq + kvh * G + g) * D + d] = __float2half(a / fin[g * 2 + 1]);
         else
             p.part_acc[(sidx + g) * D + d] = a;
     }
     if (direct) return;
     if (tid < G) {
-        float Mg = 0.f, Lg = 0.f;
-#pragma unroll
-        for (int gg = 0; gg < G; gg++)
-            if (gg == tid) Mg = M[gg], Lg = L[gg];
-        p.part_ml[(sidx + tid) * 2] = Mg;
-        p.part_ml[(sidx + tid) * 2 + 1] = Lg;
+        p.part_ml[(sidx + tid) * 2] = fin[tid * 2];
+        p.part_ml[(sidx + tid) * 2 + 1] = fin[tid * 2 + 1];
     }
     if (MODE != MODE_FUSED) return;
 
@@ -288,36 +353,34 @@ __global__ void __launch_bounds__(THREADS) attn_kernel(const Params p) {
     __syncthreads();
     if (!s_last) return;
     __threadfence();
+    static_assert(THREADS == D, "the in-kernel merge uses one thread per dimension");
     const size_t base = ((size_t)slot0 * p.hkv + kvh) * G;
-    for (int idx = tid; idx < G * D; idx += THREADS) {
-        int g = idx / D, d = idx % D;
-        float out = merge_states<true>(p.part_ml + (base + g) * 2, p.part_acc + (base + g) * D + d,
-                                       nslots, p.hkv * G * 2, p.hkv * G * D);
-        p.o[((size_t)row * p.hq + kvh * G + g) * D + d] = __float2half(out);
-    }
+    for (int g = 0; g < G; g++)
+        merge_head<D, true>(p.part_ml + (base + g) * 2, p.part_acc + (base + g) * D, nslots,
+                            p.hkv * G * 2, p.hkv * G * D, reinterpret_cast<float *>(smem),
+                            p.o + ((size_t)row * p.hq + kvh * G + g) * D);
 }
 
 // Segmented merge: block (row, query head), one thread per dimension. Rows with a
 // single slot were written directly by their split and are skipped.
 template <int D> __global__ void __launch_bounds__(D) merge_kernel(const Params p, int G) {
+    __shared__ float sh[2 * MERGE_SLOTS];
     int row = p.bucket_rows ? p.bucket_rows[p.row_begin + blockIdx.x] : blockIdx.x;
     int h = blockIdx.y, kvh = h / G, g = h % G;
     int s0 = p.split_offsets[row], n = p.split_offsets[row + 1] - s0;
     if (n <= 1) return;
     size_t base = ((size_t)s0 * p.hkv + kvh) * G + g;
-    float out = merge_states<false>(p.part_ml + base * 2, p.part_acc + base * D + threadIdx.x, n,
-                                    p.hkv * G * 2, p.hkv * G * D);
-    p.o[((size_t)row * p.hq + h) * D + threadIdx.x] = __float2half(out);
+    merge_head<D, false>(p.part_ml + base * 2, p.part_acc + base * D, n, p.hkv * G * 2,
+                         p.hkv * G * D, sh, p.o + ((size_t)row * p.hq + h) * D);
 }
 
 constexpr size_t smem_bytes(int D) {
-    return (size_t)STAGES * 2 * PKVK_TILE * D * sizeof(__half);
+    return (size_t)STAGES * WARPS * 2 * WTOK * D * sizeof(__half);
 }
 
 template <int D, int G, int MODE> int launch_attn(dim3 grid, const Params &p) {
-    constexpr int GROUPS = THREADS / (D / 8);
-    static_assert((2 * GROUPS * G + GROUPS * G * D) * sizeof(float) <= smem_bytes(D),
-                  "the group reduction fits in the pipeline's shared memory");
+    static_assert((2 * WARPS * G + 2 * G + WARPS * G * D) * sizeof(float) <= smem_bytes(D),
+                  "the warp reduction fits in the pipeline's shared memory");
     static bool configured = false; // raise the dynamic shared memory limit once
     if (!configured) {
         PKVK_CK(cudaFuncSetAttribute(attn_kernel<D, G, MODE>,

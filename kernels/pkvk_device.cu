@@ -105,17 +105,26 @@ extern "C" int pkvk_timer_stop(float *ms) {
     return PKVK_OK;
 }
 
+__global__ void read_kernel(const uint4 *__restrict__ src, size_t n, unsigned *sink);
+
+// Flushing by reading (not writing) a buffer twice the L2 leaves only clean lines
+// behind, so the timed kernel that follows pays no write-backs.
 static void *g_flush;
 static size_t g_flush_bytes;
+static int g_sms;
 extern "C" int pkvk_flush_l2(void) {
     if (!g_flush) {
         cudaDeviceProp prop;
         PKVK_CK(cudaGetDeviceProperties(&prop, 0));
         g_flush_bytes = 2 * (size_t)prop.l2CacheSize;
-        int rc = pkvk_malloc(&g_flush, g_flush_bytes);
+        int rc = pkvk_malloc(&g_flush, g_flush_bytes + 16);
         if (rc) return rc;
+        PKVK_CK(cudaMemset(g_flush, 0, g_flush_bytes + 16));
+        g_sms = prop.multiProcessorCount;
     }
-    PKVK_CK(cudaMemsetAsync(g_flush, 0, g_flush_bytes));
+    read_kernel<<<g_sms * 4, 512>>>((const uint4 *)g_flush, g_flush_bytes / 16,
+                                    (unsigned *)((char *)g_flush + g_flush_bytes));
+    PKVK_CK_LAUNCH();
     return PKVK_OK;
 }
 

@@ -122,6 +122,41 @@ int main(void) {
             free_batch(&h);
         }
 
+    /* More splits than the merge's shared buffer (512): 625 slots in one row take
+     * the serial merge path, for every split route. */
+    {
+        pkvk_shape s = {8, 2, 128, 16};
+        int32_t lens[2] = {40000, 3000}, S = 700, splits[2] = {700, 700};
+        host_batch h;
+        make_batch(&h, r, s, lens, 2, 0.5);
+        dev_batch d = {0};
+        CHECK(upload(&h, &d) == 0, "upload: %s", pkvk_last_error());
+        float *ref = malloc(h.q_elems * 4), *o = malloc(h.q_elems * 4);
+        uint16_t *tmp = malloc(h.q_elems * 2);
+        pkvk_cpu_reference(&h.b, ref);
+        pkvk_plan p;
+        pkvk_workspace *ws;
+        CHECK(pkvk_plan_init(&p, 2, 4096) == 0, "plan");
+        CHECK(pkvk_workspace_create(&ws, &s, 2, 4096, 4096) == 0, "workspace");
+        for (int route = PKVK_ROUTE_BUCKET; route < PKVK_ROUTE_COUNT; route++) {
+            int rc = route == PKVK_ROUTE_BUCKET
+                         ? pkvk_plan_bucket(&p, lens, lens, 2, fixed_splits, &S)
+                         : pkvk_plan_workqueue(&p, (pkvk_route)route, &s, lens, splits, 2);
+            CHECK(rc == 0 && p.split_offsets[1] - p.split_offsets[0] > 512, "plan %d", route);
+            CHECK(run_plan(ws, &d, &p, h.q_elems, o, tmp) == 0, "run: %s", pkvk_last_error());
+            double mx, mean;
+            compare_out(o, ref, h.q_elems, &mx, &mean);
+            CHECK(mx < 2e-3 && mean < 3e-4, "%d-slot %s: max|e| %.3g mean|e| %.3g",
+                  p.split_offsets[1] - p.split_offsets[0], pkvk_route_name((pkvk_route)route), mx,
+                  mean);
+        }
+        pkvk_workspace_destroy(ws);
+        pkvk_plan_free(&p);
+        free(ref), free(o), free(tmp);
+        release(&d);
+        free_batch(&h);
+    }
+
     /* Long rows with the engine's planner (the study's shape), against the GPU FP32
      * reference: B=3 at 100K, 32K and 5 tokens. */
     pkvk_shape s = {32, 8, 128, 16};
@@ -134,16 +169,11 @@ int main(void) {
     uint16_t *tmp = malloc(h.q_elems * 2);
     CHECK(pkvk_gpu_reference(&d.b, d.o32) == 0 && pkvk_d2h(ref, d.o32, h.q_elems * 4) == 0,
           "reference: %s", pkvk_last_error());
-    pkv_calib cal = {.beta = 4.5e12,
-                     .lambda = 4e-6,
-                     .c_min = 2,
-                     .sm_count = 132,
-                     .gqa_group = 4,
-                     .min_split_tiles = 4,
-                     .target_ctas_per_sm = 4};
+    pkv_calib cal;
+    pkv_calib_defaults(&cal); /* H200-like: 132 SMs, waves of 264 CTAs */
     pkv_planner pl;
     pkvk_workspace *ws;
-    CHECK(pkv_planner_init(&pl, &s, &cal, 3, PKV_BUCKET_MODE_EXACT) == 0, "planner");
+    CHECK(pkv_planner_init(&pl, &s, &cal, 3, 100000, PKV_BUCKET_MODE_EXACT) == 0, "planner");
     CHECK(pkvk_workspace_create(&ws, &s, 3, pl.plans[0].cap_tasks, pl.plans[0].cap_tasks) == 0,
           "workspace: %s", pkvk_last_error());
     for (int route = 0; route < PKVK_ROUTE_COUNT; route++) {

@@ -102,16 +102,11 @@ int main(void) {
 
     /* Planner properties over random batches: task coverage, and one bucket (one
      * split launch) per distinct route length. */
-    pkv_calib cal = {.beta = 4.5e12,
-                     .lambda = 4e-6,
-                     .c_min = 2,
-                     .sm_count = 132,
-                     .gqa_group = 4,
-                     .min_split_tiles = 4,
-                     .target_ctas_per_sm = 4};
+    pkv_calib cal;
+    pkv_calib_defaults(&cal); /* H200-like: 132 SMs, waves of 264 CTAs */
     pkvk_shape s = {32, 8, 128, 16};
     pkv_planner pl;
-    CHECK(pkv_planner_init(&pl, &s, &cal, 256, PKV_BUCKET_MODE_EXACT) == 0, "planner");
+    CHECK(pkv_planner_init(&pl, &s, &cal, 256, 131072, PKV_BUCKET_MODE_EXACT) == 0, "planner");
     for (int trial = 0; trial < 500; trial++) {
         int n = 1 + (int)gsl_rng_uniform_int(r, 256);
         int32_t lens[256];
