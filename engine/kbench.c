@@ -4,6 +4,7 @@
 #include "kbench.h"
 #include "cost.h"
 #include "planner.h"
+#include "pagetable.h"
 #include "rng.h"
 
 #include <getopt.h>
@@ -90,32 +91,25 @@ static void dev_case_free(dev_case *d) {
     pkvk_free(d->bt), pkvk_free(d->lens), pkvk_free(d->ref);
 }
 
-/* Device batch for a case: block tables over a shuffled universe with `holes` of
- * its pages unused; K and V tiled from 8 MiB blocks of GSL Gaussian halves. */
+/* Device batch for a case: block tables from the study's generator with `holes` of
+ * the page universe unused; K and V tiled from 8 MiB blocks of GSL Gaussian halves. */
 static int dev_case_make(dev_case *d, const bench_case *bc, const pkvk_shape *s, double holes,
                          gsl_rng *r, char *err, size_t errn) {
     memset(d, 0, sizeof *d);
-    int32_t stride = 0, total = 0;
-    for (int i = 0; i < bc->n; i++) {
-        int32_t p = (bc->lens[i] + s->page_size - 1) / s->page_size;
-        if (p > stride) stride = p;
-        total += p;
+    pkv_pagetable pt;
+    if (pkv_pagetable_generate(&pt, bc->lens, bc->n, s->page_size, 0, holes, r)) {
+        snprintf(err, errn, "case %.31s: out of memory for its page table", bc->name);
+        return -1;
     }
-    int32_t universe = (int32_t)ceil(total / (1 - holes)) + 1;
-    int32_t *perm = malloc(sizeof(int32_t) * universe), *bt = calloc((size_t)bc->n * stride, 4);
+    int32_t stride = pt.stride, *bt = pt.table;
+    int64_t universe = pt.universe;
     const size_t blk = 4u << 20; /* halves */
     uint16_t *rnd = malloc(blk * 2);
     size_t page_elems = (size_t)s->hkv * s->page_size * s->d, kv = (size_t)universe * page_elems;
     d->q_elems = (size_t)bc->n * s->hq * s->d;
     uint16_t *q = malloc(d->q_elems * 2);
-    int rc = !perm || !bt || !rnd || !q;
+    int rc = !rnd || !q;
     if (!rc) {
-        for (int32_t i = 0; i < universe; i++) perm[i] = i;
-        gsl_ran_shuffle(r, perm, universe, sizeof(int32_t));
-        int32_t next = 0;
-        for (int i = 0; i < bc->n; i++)
-            for (int32_t p = 0; p < (bc->lens[i] + s->page_size - 1) / s->page_size; p++)
-                bt[(size_t)i * stride + p] = perm[next++];
         for (size_t j = 0; j < d->q_elems; j++) q[j] = pkvk_f2h((float)gsl_ran_gaussian(r, 1));
         rc = pkvk_malloc(&d->k, kv * 2) || pkvk_malloc(&d->v, kv * 2) ||
              pkvk_malloc(&d->q, d->q_elems * 2) || pkvk_malloc(&d->o, d->q_elems * 2) ||
@@ -137,7 +131,8 @@ static int dev_case_make(dev_case *d, const bench_case *bc, const pkvk_shape *s,
                         d->v, d->bt, stride, d->lens, 1.0f / sqrtf((float)s->d)};
     if (!rc) rc = pkvk_gpu_reference(&d->b, d->ref);
     if (rc && !*err) snprintf(err, errn, "case %.31s: %.400s", bc->name, pkvk_last_error());
-    free(perm), free(bt), free(rnd), free(q);
+    pkv_pagetable_free(&pt);
+    free(rnd), free(q);
     return rc;
 }
 

@@ -21,6 +21,8 @@ typedef struct pkv_config {
     char name[128];
     pkvk_shape shape;
     pkv_workload_spec workload;
+    pkv_trace_spec trace_spec; /* workload.trace, when given */
+    pkv_trace trace;           /* its rows (owned); workload.trace points here */
     int32_t max_active;
     int32_t kv_pages;
     double prefill_base_s;      /* seconds per prefill batch */

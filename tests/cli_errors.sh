@@ -65,6 +65,10 @@ case_json calib-missing '{"route": {"calibration": "/nonexistent/cal.json"}}' "/
 case_json calib-override '{"route": {"overrides": {"beta_gbps": -1}}}' "route.overrides.beta_gbps: must be > 0"
 printf '{"beta_gbps": "x"}' > "$tmp/cal.json"
 case_json calib-corrupt "{\"route\": {\"calibration\": \"$tmp/cal.json\"}}" "cal.json: beta_gbps: must be a number"
+printf 'TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.0,12,4\n2023-11-16 18:17:04.0,12,x\n' > "$tmp/bad.csv"
+case_json bad-trace-row "{\"workload\": {\"trace\": {\"path\": \"$tmp/bad.csv\"}, \"arrival\": null, \"prompt\": null, \"decode\": null}}" 'bad.csv:3: field "GeneratedTokens": not a number'
+case_json bad-trace-key "{\"workload\": {\"trace\": {\"path\": \"$tmp/bad.csv\", \"colums\": \"azure\"}, \"arrival\": null, \"prompt\": null, \"decode\": null}}" "workload.trace.colums: unknown key"
+case_json bad-preset '{"workload": {"preset": "spiky"}}' 'workload.preset: "spiky" is not one of'
 good '{}' > "$tmp/e.json"
 expect_fail unwritable "cannot create the output file" "$pkvsim" run -q -o /nonexistent-dir/out.h5 "$tmp/e.json"
 expect_fail bad-seed "--seed" "$pkvsim" run -q --seed -3 "$tmp/e.json"

@@ -4,11 +4,13 @@
  * requested rate and CV within 3% over 200,000 gaps (Weibull CV at cv <= 2); streams are
  * independent. */
 #include "check.h"
+#include "pagetable.h"
 #include "rng.h"
 #include "workload.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <gsl/gsl_cdf.h>
 #include <gsl/gsl_sort.h>
 #include <gsl/gsl_statistics_double.h>
@@ -121,6 +123,135 @@ int main(void) {
               pkv_length_draw(&cy, r, 7) == 65536,
           "cycle order");
     gsl_rng_free(r);
+
+    r = pkv_stream_create(5, PKV_STREAM_DECODE);
+    /* Zipf over [1000, 1019], s = 1.5: chi-square against v^-s / H, 19 dof. */
+    pkv_length_spec zf = {.kind = PKV_LENGTH_ZIPF, .min = 1000, .max = 1019, .s = 1.5};
+    CHECK(pkv_length_prepare(&zf) == 0, "zipf table");
+    long zc[20] = {0};
+    for (size_t i = 0; i < N; i++) {
+        int64_t v = pkv_length_draw(&zf, r, (int64_t)i);
+        if (v >= 1000 && v <= 1019) zc[v - 1000]++;
+    }
+    double H = 0;
+    for (int k = 0; k < 20; k++) H += pow(1000 + k, -1.5);
+    double zchi = 0;
+    long ztot = 0;
+    for (int k = 0; k < 20; k++) {
+        double ek = N * pow(1000 + k, -1.5) / H;
+        zchi += (zc[k] - ek) * (zc[k] - ek) / ek;
+        ztot += zc[k];
+    }
+    CHECK(ztot == N, "zipf out of range");
+    CHECK(zchi < gsl_cdf_chisq_Pinv(0.999, 19), "zipf chi2 %.4g", zchi);
+    pkv_length_free(&zf);
+
+    /* Empirical: draws land on the listed values with their frequencies (chi-square,
+     * values 10 (x1), 20 (x3)). */
+    pkv_length_spec em = {.kind = PKV_LENGTH_EMPIRICAL, .n_emp = 4};
+    em.values_emp = malloc(4 * sizeof(int32_t));
+    em.values_emp[0] = 10, em.values_emp[1] = em.values_emp[2] = em.values_emp[3] = 20;
+    long e10 = 0, e20 = 0;
+    for (size_t i = 0; i < N; i++) {
+        int64_t v = pkv_length_draw(&em, r, (int64_t)i);
+        e10 += v == 10, e20 += v == 20;
+    }
+    double ech = (e10 - N / 4.0) * (e10 - N / 4.0) / (N / 4.0) +
+                 (e20 - 3 * N / 4.0) * (e20 - 3 * N / 4.0) / (3 * N / 4.0);
+    CHECK(e10 + e20 == N && ech < gsl_cdf_chisq_Pinv(0.999, 1), "empirical chi2 %.4g", ech);
+    pkv_length_free(&em);
+    gsl_rng_free(r);
+
+    /* Piecewise rate (a ramp 2 -> 20 req/s over 50 s, then 5, period 100 s): by the
+     * time-rescaling theorem the gaps of Lambda(t_i) are Exp(1); KS test. */
+    pkv_arrival_spec pw = {.kind = PKV_ARRIVAL_PIECEWISE,
+                           .n_points = 3,
+                           .period_s = 100,
+                           .t_s = {0, 50, 60},
+                           .rates = {2, 20, 5}};
+    CHECK(pkv_arrival_prepare(&pw) == 0, "piecewise prepare");
+    pkv_arrival_state st = {.t_switch = -1};
+    gsl_rng *ra = pkv_stream_create(9, PKV_STREAM_ARRIVALS);
+    double t = 0, L_prev = 0;
+    for (size_t i = 0; i < N; i++) {
+        t = pkv_arrival_next(&pw, &st, t, ra);
+        double L = pkv_arrival_cumulative(&pw, t);
+        x[i] = L - L_prev;
+        L_prev = L;
+    }
+    p[0] = 1.0;
+    d = ks_stat(x, N, cdf_exp, p);
+    CHECK(d < crit, "piecewise (time-rescaled) KS D=%.4g", d);
+    CHECK(fabs(pkv_arrival_cumulative(&pw, 100) -
+               (2 * 0 + 0.5 * (2 + 20) * 50 + 0.5 * (20 + 5) * 10 + 5 * 40)) < 1e-9,
+          "piecewise integral over one period");
+
+    /* MMPP (on 40 req/s for 2 s on average, off 2 req/s for 8 s): the long-run rate is
+     * (40*2 + 2*8) / 10 = 9.6 req/s, and counts in 200 s windows have the asymptotic
+     * index of dispersion 1 + 2 (l1-l2)^2 r1 r2 / ((r1+r2)^2 (l1 r2 + l2 r1)). */
+    pkv_arrival_spec mm = {
+        .kind = PKV_ARRIVAL_MMPP, .rate_on = 40, .rate_off = 2, .mean_on_s = 2, .mean_off_s = 8};
+    CHECK(pkv_arrival_prepare(&mm) == 0, "mmpp prepare");
+    st = (pkv_arrival_state){.t_switch = -1};
+    enum { WIN = 2000 };
+    static double counts[WIN];
+    t = 0;
+    size_t arrivals = 0;
+    for (;;) {
+        t = pkv_arrival_next(&mm, &st, t, ra);
+        if (t >= 200.0 * WIN) break;
+        counts[(size_t)(t / 200.0)]++;
+        arrivals++;
+    }
+    double rate = arrivals / (200.0 * WIN);
+    double r1 = 1 / 2.0, r2 = 1 / 8.0, l1 = 40, l2 = 2;
+    double idc =
+        1 + 2 * (l1 - l2) * (l1 - l2) * r1 * r2 / ((r1 + r2) * (r1 + r2) * (l1 * r2 + l2 * r1));
+    double cm = gsl_stats_mean(counts, 1, WIN), cv2 = gsl_stats_variance(counts, 1, WIN) / cm;
+    CHECK(fabs(rate - 9.6) / 9.6 < 0.02, "mmpp rate %.4g", rate);
+    CHECK(fabs(cv2 - idc) / idc < 0.15, "mmpp index of dispersion %.4g, analytic %.4g", cv2, idc);
+    gsl_rng_free(ra);
+
+    /* Page tables: universe size, disjoint slices inside it, order, determinism. */
+    int32_t lens[5] = {1, 16, 17, 1000, 333};
+    pkv_pagetable pt1, pt2;
+    gsl_rng *g1 = pkv_stream_create(4, PKV_STREAM_PAGES),
+            *g2 = pkv_stream_create(4, PKV_STREAM_PAGES);
+    CHECK(pkv_pagetable_generate(&pt1, lens, 5, 16, 0, 0.5, g1) == 0, "pagetable");
+    CHECK(pkv_pagetable_generate(&pt2, lens, 5, 16, 0, 0.5, g2) == 0, "pagetable again");
+    CHECK(pt1.reserved == 1 + 1 + 2 + 63 + 21 && pt1.universe == 2 * pt1.reserved,
+          "reserved %lld universe %lld", (long long)pt1.reserved, (long long)pt1.universe);
+    CHECK(pt1.stride == 63, "stride");
+    static char used[1024];
+    memset(used, 0, sizeof used);
+    int disjoint = 1, inside = 1;
+    for (int i = 0; i < 5; i++)
+        for (int j = 0; j < pt1.pages[i]; j++) {
+            int32_t pg = pt1.table[i * pt1.stride + j];
+            if (pg < 0 || pg >= pt1.universe)
+                inside = 0;
+            else if (used[pg]++)
+                disjoint = 0;
+        }
+    CHECK(inside && disjoint, "slices outside the universe or overlapping");
+    CHECK(memcmp(pt1.table, pt2.table, sizeof(int32_t) * 5 * pt1.stride) == 0,
+          "same seed, different tables");
+    pkv_pagetable pb;
+    CHECK(pkv_pagetable_generate(&pb, lens, 5, 16, 1024, 0.0, g1) == 0 && pb.reserved == 5 * 64 &&
+              pb.universe == pb.reserved,
+          "bucket_len rounds every reservation to 1024 tokens");
+    pkv_pagetable_free(&pt1), pkv_pagetable_free(&pt2), pkv_pagetable_free(&pb);
+    gsl_rng_free(g1), gsl_rng_free(g2);
+
+    /* Every kind has its name (experiment files select kinds by these). */
+    CHECK(!strcmp(pkv_arrival_names[PKV_ARRIVAL_PIECEWISE], "piecewise") &&
+              !strcmp(pkv_arrival_names[PKV_ARRIVAL_MMPP], "mmpp") &&
+              pkv_arrival_names[PKV_ARRIVAL_PIECEWISE + 1] == NULL,
+          "arrival names out of step with the enum");
+    CHECK(!strcmp(pkv_length_names[PKV_LENGTH_EMPIRICAL], "empirical") &&
+              !strcmp(pkv_length_names[PKV_LENGTH_ZIPF], "zipf") &&
+              pkv_length_names[PKV_LENGTH_EMPIRICAL + 1] == NULL,
+          "length names out of step with the enum");
 
     /* Streams: distinct names give distinct seeds; the same pair gives the same. */
     CHECK(pkv_stream_seed(1, PKV_STREAM_ARRIVALS) != pkv_stream_seed(1, PKV_STREAM_PROMPT),

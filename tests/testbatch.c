@@ -4,26 +4,16 @@
 #include <stdlib.h>
 #include <gsl/gsl_randist.h>
 
+#include "pagetable.h"
+
 void make_batch(host_batch *h, gsl_rng *r, pkvk_shape s, const int32_t *lens, int n, double holes) {
-    int32_t stride = 0, total = 0;
-    for (int i = 0; i < n; i++) {
-        int32_t p = (lens[i] + s.page_size - 1) / s.page_size;
-        if (p > stride) stride = p;
-        total += p;
-    }
-    int32_t universe = (int32_t)ceil(total / (1 - holes)) + 1;
-    int32_t *perm = malloc(sizeof(int32_t) * universe);
-    for (int32_t i = 0; i < universe; i++) perm[i] = i;
-    gsl_ran_shuffle(r, perm, universe, sizeof(int32_t));
-    h->bt = calloc((size_t)n * stride, sizeof(int32_t));
+    pkv_pagetable pt;
+    if (pkv_pagetable_generate(&pt, lens, n, s.page_size, 0, holes, r)) abort();
+    int32_t stride = pt.stride, universe = (int32_t)pt.universe;
+    h->bt = pt.table; /* taken over; unused entries are -1 and never read */
+    free(pt.pages);
     h->lens = malloc(sizeof(int32_t) * n);
-    int32_t next = 0;
-    for (int i = 0; i < n; i++) {
-        h->lens[i] = lens[i];
-        for (int32_t p = 0; p < (lens[i] + s.page_size - 1) / s.page_size; p++)
-            h->bt[(size_t)i * stride + p] = perm[next++];
-    }
-    free(perm);
+    for (int i = 0; i < n; i++) h->lens[i] = lens[i];
     h->kv_elems = (size_t)universe * s.hkv * s.page_size * s.d;
     h->q_elems = (size_t)n * s.hq * s.d;
     h->k = malloc(h->kv_elems * 2);

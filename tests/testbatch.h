@@ -1,5 +1,5 @@
 /* Random paged batches for kernel tests: Gaussian Q/K/V from GSL, block tables
- * over a shuffled page universe with a given fraction of holes. */
+ * from the study's generator (pagetable.h) with a given fraction of holes. */
 #ifndef PKV_TESTBATCH_H
 #define PKV_TESTBATCH_H
 

@@ -6,8 +6,8 @@
 #include <gsl/gsl_roots.h>
 #include <gsl/gsl_sf_gamma.h>
 
-const char *const pkv_arrival_names[] = {"poisson",       "gamma",  "weibull",
-                                         "deterministic", "closed", NULL};
+const char *const pkv_arrival_names[] = {"poisson", "gamma", "weibull",   "deterministic",
+                                         "closed",  "mmpp",  "piecewise", NULL};
 
 /* Weibull with shape k has CV^2 = Gamma(1+2/k)/Gamma(1+1/k)^2 - 1, decreasing in k. */
 static double weibull_cv_gap(double k, void *cv) {
@@ -44,6 +44,13 @@ int pkv_arrival_prepare(pkv_arrival_spec *a) {
         if (weibull_shape(a->cv, &a->shape)) return -1;
         a->scale = mean / exp(gsl_sf_lngamma(1 + 1 / a->shape));
         return 0;
+    case PKV_ARRIVAL_PIECEWISE:
+        a->rate_max = 0;
+        for (int i = 0; i < a->n_points; i++)
+            if (a->rates[i] > a->rate_max) a->rate_max = a->rates[i];
+        return a->n_points > 0 && a->rate_max > 0 ? 0 : -1;
+    case PKV_ARRIVAL_MMPP:
+        return a->rate_on > 0 || a->rate_off > 0 ? 0 : -1;
     default:
         return 0;
     }
@@ -61,5 +68,61 @@ double pkv_arrival_gap(const pkv_arrival_spec *a, gsl_rng *r) {
         return 1.0 / a->rate;
     default:
         return 0;
+    }
+}
+
+double pkv_arrival_rate_at(const pkv_arrival_spec *a, double t) {
+    if (a->period_s > 0) t = fmod(t, a->period_s);
+    if (t <= a->t_s[0]) return a->rates[0];
+    for (int i = 1; i < a->n_points; i++)
+        if (t < a->t_s[i]) {
+            double f = (t - a->t_s[i - 1]) / (a->t_s[i] - a->t_s[i - 1]);
+            return a->rates[i - 1] + f * (a->rates[i] - a->rates[i - 1]);
+        }
+    return a->rates[a->n_points - 1];
+}
+
+/* Integral of the rate over [0, t] for t within one period (trapezoids). */
+static double cumulative_once(const pkv_arrival_spec *a, double t) {
+    double sum = a->rates[0] * fmin(t, a->t_s[0]);
+    for (int i = 1; i < a->n_points && t > a->t_s[i - 1]; i++) {
+        double hi = fmin(t, a->t_s[i]);
+        sum += 0.5 * (a->rates[i - 1] + pkv_arrival_rate_at(a, hi)) * (hi - a->t_s[i - 1]);
+    }
+    if (t > a->t_s[a->n_points - 1])
+        sum += a->rates[a->n_points - 1] * (t - a->t_s[a->n_points - 1]);
+    return sum;
+}
+
+double pkv_arrival_cumulative(const pkv_arrival_spec *a, double t) {
+    if (a->period_s <= 0) return cumulative_once(a, t);
+    double periods = floor(t / a->period_s);
+    return periods * cumulative_once(a, a->period_s) +
+           cumulative_once(a, t - periods * a->period_s);
+}
+
+double pkv_arrival_next(const pkv_arrival_spec *a, pkv_arrival_state *st, double t, gsl_rng *r) {
+    switch (a->kind) {
+    case PKV_ARRIVAL_MMPP: {
+        if (st->t_switch < 0) { /* start in the stationary state distribution */
+            st->on = gsl_rng_uniform(r) < a->mean_on_s / (a->mean_on_s + a->mean_off_s);
+            st->t_switch = t + gsl_ran_exponential(r, st->on ? a->mean_on_s : a->mean_off_s);
+        }
+        for (;;) { /* both clocks are memoryless: redraw the gap after each switch */
+            double rate = st->on ? a->rate_on : a->rate_off;
+            double gap = rate > 0 ? gsl_ran_exponential(r, 1.0 / rate) : INFINITY;
+            if (t + gap < st->t_switch) return t + gap;
+            t = st->t_switch;
+            st->on = !st->on;
+            st->t_switch = t + gsl_ran_exponential(r, st->on ? a->mean_on_s : a->mean_off_s);
+        }
+    }
+    case PKV_ARRIVAL_PIECEWISE: /* thinning (Lewis and Shedler) under rate_max */
+        for (;;) {
+            t += gsl_ran_exponential(r, 1.0 / a->rate_max);
+            if (gsl_rng_uniform(r) * a->rate_max <= pkv_arrival_rate_at(a, t)) return t;
+        }
+    default:
+        return t + pkv_arrival_gap(a, r);
     }
 }

@@ -1,4 +1,5 @@
-/* Arrival processes: inter-arrival times drawn from GSL distributions. */
+/* Arrival processes. Renewal processes draw gaps from GSL distributions; the
+ * Markov-modulated and piecewise-rate processes keep a little state. */
 #ifndef PKV_ARRIVAL_H
 #define PKV_ARRIVAL_H
 
@@ -11,22 +12,44 @@ typedef enum pkv_arrival_kind {
     PKV_ARRIVAL_WEIBULL,       /* Weibull renewal: mean gap 1/rate, cv */
     PKV_ARRIVAL_DETERMINISTIC, /* gaps exactly 1/rate */
     PKV_ARRIVAL_CLOSED,        /* `concurrency` requests always in the system */
+    PKV_ARRIVAL_MMPP,          /* two-state Markov-modulated Poisson (on/off bursts) */
+    PKV_ARRIVAL_PIECEWISE,     /* Poisson with a piecewise-linear rate over time */
 } pkv_arrival_kind;
 
 extern const char *const pkv_arrival_names[]; /* indexed by pkv_arrival_kind, NULL-ended */
 
+enum { PKV_ARRIVAL_MAX_POINTS = 64 };
+
 typedef struct pkv_arrival_spec {
     pkv_arrival_kind kind;
-    double rate;         /* requests/second (open loop) */
+    double rate;         /* requests/second (open-loop renewal kinds) */
     double cv;           /* gap coefficient of variation (gamma, weibull) */
     int64_t concurrency; /* closed loop */
-    /* derived at init */
+    /* mmpp: Poisson at rate_on / rate_off; sojourns exponential with these means */
+    double rate_on, rate_off, mean_on_s, mean_off_s;
+    /* piecewise: rate(t) linear between points (t_s[i], rates[i]), constant after
+     * the last point, or repeating with period_s > 0 (a diurnal cycle) */
+    double t_s[PKV_ARRIVAL_MAX_POINTS], rates[PKV_ARRIVAL_MAX_POINTS];
+    int n_points;
+    double period_s;
+    /* derived by pkv_arrival_prepare */
     double shape, scale; /* gamma: k, theta; weibull: b (shape), a (scale) */
+    double rate_max;     /* piecewise: thinning bound */
 } pkv_arrival_spec;
 
-/* Derive distribution parameters; returns -1 when the cv cannot be reached. */
+typedef struct pkv_arrival_state {
+    int on;          /* mmpp: current state */
+    double t_switch; /* mmpp: time of the next state change; < 0 before the first draw */
+} pkv_arrival_state;
+
+/* Derive distribution parameters; returns -1 when they cannot be reached. */
 int pkv_arrival_prepare(pkv_arrival_spec *a);
-/* Seconds until the next arrival (open-loop kinds). */
+/* Seconds until the next arrival of a renewal kind (poisson ... deterministic). */
 double pkv_arrival_gap(const pkv_arrival_spec *a, gsl_rng *r);
+/* The next arrival time after t (open-loop kinds). st starts zeroed with t_switch < 0. */
+double pkv_arrival_next(const pkv_arrival_spec *a, pkv_arrival_state *st, double t, gsl_rng *r);
+/* piecewise: the rate at t and its integral over [0, t] (for tests and reports). */
+double pkv_arrival_rate_at(const pkv_arrival_spec *a, double t);
+double pkv_arrival_cumulative(const pkv_arrival_spec *a, double t);
 
 #endif

@@ -1,9 +1,30 @@
 #include "lengths.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <gsl/gsl_randist.h>
 
-const char *const pkv_length_names[] = {"fixed", "uniform", "cycle", "bimodal", "lognormal", NULL};
+const char *const pkv_length_names[] = {"fixed",     "uniform", "cycle",     "bimodal",
+                                        "lognormal", "zipf",    "empirical", NULL};
+
+int pkv_length_prepare(pkv_length_spec *s) {
+    if (s->kind != PKV_LENGTH_ZIPF || s->zipf) return 0;
+    size_t n = (size_t)(s->max - s->min + 1);
+    double *w = malloc(sizeof(double) * n);
+    if (!w) return -1;
+    for (size_t i = 0; i < n; i++) w[i] = pow((double)(s->min + (int64_t)i), -s->s);
+    s->zipf = gsl_ran_discrete_preproc(n, w); /* Walker's alias method */
+    free(w);
+    return s->zipf ? 0 : -1;
+}
+
+void pkv_length_free(pkv_length_spec *s) {
+    if (s->zipf) gsl_ran_discrete_free(s->zipf);
+    free(s->values_emp);
+    s->zipf = NULL;
+    s->values_emp = NULL;
+    s->n_emp = 0;
+}
 
 int64_t pkv_length_draw(const pkv_length_spec *s, gsl_rng *r, int64_t counter) {
     switch (s->kind) {
@@ -19,6 +40,10 @@ int64_t pkv_length_draw(const pkv_length_spec *s, gsl_rng *r, int64_t counter) {
         double x = round(gsl_ran_lognormal(r, log(s->median), s->sigma));
         return x < 1 ? 1 : x > 1e9 ? 1000000000 : (int64_t)x;
     }
+    case PKV_LENGTH_ZIPF:
+        return s->min + (int64_t)gsl_ran_discrete(r, s->zipf);
+    case PKV_LENGTH_EMPIRICAL:
+        return s->values_emp[gsl_rng_uniform_int(r, (unsigned long)s->n_emp)];
     }
     return 1;
 }
@@ -37,6 +62,14 @@ int64_t pkv_length_max(const pkv_length_spec *s) {
     }
     case PKV_LENGTH_BIMODAL:
         return s->long_len > s->short_len ? s->long_len : s->short_len;
+    case PKV_LENGTH_ZIPF:
+        return s->max;
+    case PKV_LENGTH_EMPIRICAL: {
+        int64_t m = 0;
+        for (size_t i = 0; i < s->n_emp; i++)
+            if (s->values_emp[i] > m) m = s->values_emp[i];
+        return m;
+    }
     default:
         return -1;
     }

@@ -2,7 +2,7 @@
 #include "rng.h"
 
 int pkv_workload_init(pkv_workload *w, const pkv_workload_spec *spec, uint64_t seed) {
-    *w = (pkv_workload){.spec = *spec};
+    *w = (pkv_workload){.spec = *spec, .st = {.t_switch = -1}};
     if (pkv_arrival_prepare(&w->spec.arrival)) return -1;
     w->r_arrival = pkv_stream_create(seed, PKV_STREAM_ARRIVALS);
     w->r_prompt = pkv_stream_create(seed, PKV_STREAM_PROMPT);
@@ -24,15 +24,24 @@ void pkv_workload_free(pkv_workload *w) {
 int pkv_workload_next(pkv_workload *w, double t_now, pkv_request_draw *out) {
     const pkv_workload_spec *s = &w->spec;
     if (s->num_requests > 0 && w->drawn >= s->num_requests) return 1;
+    if (s->trace && (size_t)w->drawn >= s->trace->n) return 1;
     if (s->arrival.kind == PKV_ARRIVAL_CLOSED) {
         out->t_arrival = t_now;
+    } else if (s->trace && s->trace_times) {
+        out->t_arrival = s->trace->t[w->drawn];
     } else {
         /* The first request arrives after one gap, like every later one. */
-        w->t_last += pkv_arrival_gap(&s->arrival, w->r_arrival);
+        w->t_last = pkv_arrival_next(&s->arrival, &w->st, w->t_last, w->r_arrival);
         out->t_arrival = w->t_last;
     }
-    int64_t p = pkv_length_draw(&s->prompt, w->r_prompt, w->drawn);
-    int64_t d = pkv_length_draw(&s->decode, w->r_decode, w->drawn);
+    int64_t p, d;
+    if (s->trace) {
+        p = s->trace->prompt[w->drawn];
+        d = s->trace->decode[w->drawn];
+    } else {
+        p = pkv_length_draw(&s->prompt, w->r_prompt, w->drawn);
+        d = pkv_length_draw(&s->decode, w->r_decode, w->drawn);
+    }
     /* Clamp: prompt to [1, max_context - 1], then decode to fit what is left. */
     if (p < 1) p = 1;
     if (p > s->max_context - 1) p = s->max_context - 1;

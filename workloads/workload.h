@@ -5,12 +5,18 @@
 
 #include "arrival.h"
 #include "lengths.h"
+#include "trace.h"
 
 typedef struct pkv_workload_spec {
     pkv_arrival_spec arrival;
     pkv_length_spec prompt, decode;
     int64_t num_requests; /* requests to generate; 0 = unbounded (run limits stop it) */
     int64_t max_context;  /* tokens: prompt + decode of any request is clamped to this */
+    /* Replay: requests come from the trace in order (borrowed; NULL = synthetic).
+     * trace_times: 1 keeps the trace's (scaled) timestamps, 0 takes arrival times
+     * from the arrival process instead. */
+    const pkv_trace *trace;
+    int trace_times;
 } pkv_workload_spec;
 
 typedef struct pkv_request_draw {
@@ -21,6 +27,7 @@ typedef struct pkv_request_draw {
 typedef struct pkv_workload {
     pkv_workload_spec spec;
     gsl_rng *r_arrival, *r_prompt, *r_decode;
+    pkv_arrival_state st;
     double t_last; /* seconds: last open-loop arrival */
     int64_t drawn;
 } pkv_workload;

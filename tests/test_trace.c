@@ -1,0 +1,180 @@
+/* Trace readers: the two shared real traces load with the right row counts and
+ * first and last values; every malformed-input class gives its documented error
+ * with the line number; the skip policy counts; options (window, first N, scales,
+ * tick spreading) and the other formats (vidur, study, JSON array) work. */
+#include "check.h"
+#include "trace.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char dir[64];
+
+static const char *write_tmp(const char *name, const char *text) {
+    static char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+/* Load `text` as a CSV with the azure mapping; return 0 and the trace, or -1 and e. */
+static int load_text(const char *name, const char *text, const char *cols, int skip, pkv_trace *tr,
+                     pkv_err *e) {
+    pkv_trace_spec s;
+    pkv_trace_spec_default(&s);
+    snprintf(s.path, sizeof s.path, "%s", write_tmp(name, text));
+    pkv_trace_columns_builtin(cols, &s.cols);
+    s.time_optional = strcmp(cols, "study") == 0;
+    s.step_s = 0.5;
+    s.skip_bad = skip;
+    return pkv_trace_load(tr, &s, e);
+}
+
+static void expect_error(const char *name, const char *text, const char *want) {
+    pkv_trace tr;
+    pkv_err e = {""};
+    int rc = load_text(name, text, "azure", 0, &tr, &e);
+    CHECK(rc == -1 && strstr(e.msg, want),
+          "%s: wanted an error containing \"%s\", got rc %d \"%s\"", name, want, rc, e.msg);
+    if (rc == 0) pkv_trace_free(&tr);
+}
+
+int main(void) {
+    snprintf(dir, sizeof dir, "/tmp/pkv-trace-%d", (int)getpid());
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s", dir);
+    CHECK(system(cmd) == 0, "mkdir");
+
+    /* The shared traces. */
+    const char *azure = PKV_SHARED_DIR "/data/traces/azure2023_code.csv";
+    const char *moon = PKV_SHARED_DIR "/data/traces/mooncake2025_synthetic.jsonl";
+    if (access(azure, R_OK) || access(moon, R_OK)) {
+        printf("shared traces not found under %s: skipped\n", PKV_SHARED_DIR);
+        return SKIP_CODE;
+    }
+    pkv_trace_spec s;
+    pkv_trace tr;
+    pkv_err e;
+    pkv_trace_spec_default(&s);
+    snprintf(s.path, sizeof s.path, "%s", azure);
+    CHECK(pkv_trace_load(&tr, &s, &e) == 0, "azure: %s", e.msg);
+    CHECK(tr.n == 8819 && tr.skipped == 0, "azure rows %zu", tr.n);
+    CHECK(tr.t[0] == 0 && tr.prompt[0] == 4808 && tr.decode[0] == 10, "azure first row");
+    CHECK(fabs(tr.t[1] - 0.052) < 1e-6 && tr.prompt[1] == 3180, "azure second row: %.9f", tr.t[1]);
+    /* last: 2023-11-16 19:14:19.9280160 - 18:17:03.9799600 = 3435.948056 s */
+    CHECK(fabs(tr.t[tr.n - 1] - 3435.948056) < 1e-5 && tr.prompt[tr.n - 1] == 549 &&
+              tr.decode[tr.n - 1] == 173,
+          "azure last row: %.6f %d %d", tr.t[tr.n - 1], tr.prompt[tr.n - 1], tr.decode[tr.n - 1]);
+    pkv_trace_free(&tr);
+
+    pkv_trace_spec_default(&s);
+    pkv_trace_columns_builtin("mooncake", &s.cols);
+    snprintf(s.path, sizeof s.path, "%s", moon);
+    CHECK(pkv_trace_load(&tr, &s, &e) == 0, "mooncake: %s", e.msg);
+    CHECK(tr.n == 3993, "mooncake rows %zu", tr.n);
+    CHECK(tr.t[0] == 0 && tr.prompt[0] == 40160 && tr.decode[0] == 6, "mooncake first row");
+    CHECK(fabs(tr.t[tr.n - 1] - 1022.025) < 1e-9 && tr.prompt[tr.n - 1] == 18440 &&
+              tr.decode[tr.n - 1] == 83,
+          "mooncake last row");
+    pkv_trace_free(&tr);
+
+    /* Options on the mooncake trace: window, first N, scales, tick spreading. */
+    s.window_begin = 100, s.window_end = 200, s.first_n = 50, s.rate_scale = 2, s.time_scale = 1;
+    CHECK(pkv_trace_load(&tr, &s, &e) == 0, "window: %s", e.msg);
+    CHECK(tr.n == 50 && tr.t[0] == 0, "window/first_n: %zu rows", tr.n);
+    pkv_trace_free(&tr);
+    pkv_trace_spec_default(&s);
+    pkv_trace_columns_builtin("mooncake", &s.cols);
+    snprintf(s.path, sizeof s.path, "%s", moon);
+    s.spread_tick_s = 1e-3; /* the first rows share timestamp 0: spread over 1 ms */
+    CHECK(pkv_trace_load(&tr, &s, &e) == 0, "spread: %s", e.msg);
+    CHECK(tr.t[0] == 0 && tr.t[1] > 0 && tr.t[1] < 1e-3, "tick spread: t[1] = %g", tr.t[1]);
+    for (size_t i = 1; i < tr.n; i++)
+        if (tr.t[i] < tr.t[i - 1]) {
+            CHECK(0, "spread times go backwards at %zu", i);
+            break;
+        }
+    pkv_trace_free(&tr);
+
+    /* Malformed inputs: each class, with its line number. */
+    const char *H = "TIMESTAMP,ContextTokens,GeneratedTokens\n";
+    char buf[512];
+    expect_error("empty.csv", "", "empty file");
+    expect_error("nocol.csv", "TIMESTAMP,ContextTokens\n2023-11-16 18:17:03.0,5\n",
+                 ":1: missing column \"GeneratedTokens\"");
+    snprintf(buf, sizeof buf, "%s2023-11-16 18:17:03.0,12,4\n2023-11-16 18:17:04.0,1x2,4\n", H);
+    expect_error("nonnum.csv", buf, ":3: field \"ContextTokens\": not a number");
+    snprintf(buf, sizeof buf, "%s2023-11-16 18:17:03.0,12,-4\n", H);
+    expect_error("neg.csv", buf, ":2: field \"GeneratedTokens\": negative length");
+    snprintf(buf, sizeof buf, "%s2023-11-16 18:17:03.0,12,4\n2023-11-16 18:17:02.0,12,4\n", H);
+    expect_error("back.csv", buf, ":3: field \"TIMESTAMP\": timestamp goes backwards");
+    snprintf(buf, sizeof buf, "%s2023-11-16 18:17:03.0,12,4\n2023-11-16 18:17:04.0,12", H);
+    expect_error("trunc.csv", buf, ":3: truncated line");
+    snprintf(buf, sizeof buf, "%s2023-11-16 25:17:03.0,12,4\n", H);
+    expect_error("date.csv", buf, ":2: field \"TIMESTAMP\": not a datetime");
+    expect_error("header-only.csv", H, "no rows left");
+    /* JSON Lines: a truncated last line, a missing field. */
+    pkv_trace_spec_default(&s);
+    pkv_trace_columns_builtin("mooncake", &s.cols);
+    snprintf(s.path, sizeof s.path, "%s",
+             write_tmp("bad.jsonl",
+                       "{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 2}\n"
+                       "{\"timestamp\": 3, \"input_length\": 5}\n"));
+    CHECK(pkv_trace_load(&tr, &s, &e) == -1 &&
+              strstr(e.msg, ":2: field \"output_length\": missing"),
+          "jsonl missing field: %s", e.msg);
+    snprintf(s.path, sizeof s.path, "%s",
+             write_tmp("trunc.jsonl",
+                       "{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 2}\n"
+                       "{\"timestamp\": 3, \"input_len"));
+    CHECK(pkv_trace_load(&tr, &s, &e) == -1 && strstr(e.msg, ":2: invalid JSON object (truncated"),
+          "jsonl truncated: %s", e.msg);
+
+    /* Skip policy: bad rows are skipped and counted. */
+    snprintf(buf, sizeof buf,
+             "%s2023-11-16 18:17:03.0,12,4\nx,1,1\n2023-11-16 18:17:05.0,-1,4\n"
+             "2023-11-16 18:17:06.5,7,3\n",
+             H);
+    CHECK(load_text("skip.csv", buf, "azure", 1, &tr, &e) == 0 && tr.n == 2 && tr.skipped == 2 &&
+              tr.t[1] == 3.5 && tr.prompt[1] == 7,
+          "skip policy: rc n=%zu skipped=%zu", tr.n, tr.skipped);
+    pkv_trace_free(&tr);
+
+    /* The other built-in mappings and the JSON array format. */
+    CHECK(load_text("vidur.csv",
+                    "arrived_at,num_prefill_tokens,num_decode_tokens\n0.5,100,7\n2.25,"
+                    "300,9\n",
+                    "vidur", 0, &tr, &e) == 0 &&
+              tr.n == 2 && tr.t[1] == 1.75 && tr.prompt[1] == 300 && tr.decode[1] == 9,
+          "vidur: %s", e.msg);
+    pkv_trace_free(&tr);
+    CHECK(load_text("study.csv", "prompt_len,decode_len\n8192,256\n65536,128\n", "study", 0, &tr,
+                    &e) == 0 &&
+              tr.n == 2 && tr.t[1] == 0 && tr.prompt[1] == 65536,
+          "study without arrival_step: %s", e.msg);
+    pkv_trace_free(&tr);
+    CHECK(load_text("study2.csv", "prompt_len,decode_len,arrival_step\n8192,256,0\n100,1,4\n",
+                    "study", 0, &tr, &e) == 0 &&
+              tr.n == 2 && tr.t[1] == 2.0,
+          "study with arrival_step (0.5 s per step): %s", e.msg);
+    pkv_trace_free(&tr);
+    pkv_trace_spec_default(&s);
+    pkv_trace_columns_builtin("mooncake", &s.cols);
+    snprintf(s.path, sizeof s.path, "%s",
+             write_tmp("arr.json",
+                       "[{\"timestamp\": 10, \"input_length\": 5, \"output_length\": 2},"
+                       " {\"timestamp\": 1010, \"input_length\": 6, \"output_length\": "
+                       "3}]"));
+    CHECK(pkv_trace_load(&tr, &s, &e) == 0 && tr.n == 2 && tr.t[1] == 1.0 && tr.decode[1] == 3,
+          "json array: %s", e.msg);
+    pkv_trace_free(&tr);
+
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0, "cleanup");
+    CHECK_DONE();
+}
