@@ -1,3 +1,4 @@
+#include "pkv_gitrev.h"
 #include "h5rec.h"
 
 #include <hdf5.h>

@@ -1,6 +1,7 @@
 /* pkvsim bench kernels: each route on isolated decode steps, timed with the L2
  * flushed before every call (plan upload excluded, merge included), against the
  * ceilings measured in the same run. */
+#include "pkv_gitrev.h"
 #include "kbench.h"
 #include "cost.h"
 #include "planner.h"

@@ -333,14 +333,16 @@ static int parse_workload(pkv_config *c, const cJSON *o, pkv_err *e) {
 static int parse_serving(pkv_config *c, const cJSON *o, pkv_err *e) {
     static const char *const keys[] = {"max_active", "kv_pages", "admission", "prefill", NULL};
     static const char *const pkeys[] = {"base_us", "per_token_us", NULL};
-    static const char *const admissions[] = {"fcfs", NULL};
+
     const char *adm;
     int64_t ma, kp;
     const cJSON *pf;
     if (o) TRY(pkv_json_object(o, "serving", keys, e));
     TRY(pkv_json_int(o, "serving", "max_active", 64, 1, 4096, &ma, e));
     TRY(pkv_json_int(o, "serving", "kv_pages", 65536, 1, INT32_MAX, &kp, e));
-    TRY(pkv_json_str(o, "serving", "admission", "fcfs", admissions, &adm, NULL, e));
+    int ai;
+    TRY(pkv_json_str(o, "serving", "admission", "fcfs", pkv_admission_names, &adm, &ai, e));
+    c->admission = pkv_admission_get(ai);
     TRY(pkv_json_sub(o, "serving", "prefill", &pf, e));
     if (pf) TRY(pkv_json_object(pf, "serving.prefill", pkeys, e));
     double base_us, tok_us;
@@ -507,7 +509,7 @@ int pkv_config_resolve(pkv_config *c) {
     cJSON *sv = cJSON_AddObjectToObject(r, "serving");
     cJSON_AddNumberToObject(sv, "max_active", c->max_active);
     cJSON_AddNumberToObject(sv, "kv_pages", c->kv_pages);
-    cJSON_AddStringToObject(sv, "admission", "fcfs");
+    cJSON_AddStringToObject(sv, "admission", c->admission->name);
     cJSON *pf = cJSON_AddObjectToObject(sv, "prefill");
     cJSON_AddNumberToObject(pf, "base_us", c->prefill_base_s * 1e6);
     cJSON_AddNumberToObject(pf, "per_token_us", c->prefill_per_token_s * 1e6);

@@ -3,6 +3,7 @@
 #ifndef PKV_CONFIG_H
 #define PKV_CONFIG_H
 
+#include "admission.h"
 #include "engine.h"
 #include "workload.h"
 
@@ -25,6 +26,7 @@ typedef struct pkv_config {
     pkv_trace trace;           /* its rows (owned); workload.trace points here */
     int32_t max_active;
     int32_t kv_pages;
+    const pkv_admission_policy *admission;
     double prefill_base_s;      /* seconds per prefill batch */
     double prefill_per_token_s; /* seconds per prompt token */
     char policy[32];

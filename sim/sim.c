@@ -138,11 +138,28 @@ static int preempt_latest(pkv_sim *s) {
 }
 
 /* ---- scheduling ----------------------------------------------------------------- */
+static int32_t waiting_pages(const void *ctx, size_t i) {
+    const pkv_sim *s = ctx;
+    return pages_for(s, stored_tokens(&s->req[s->wait[(s->wait_head + i) % s->wait_cap]]));
+}
+
+/* Remove the i-th waiting request (0 = head), keeping the others in order. */
+static int64_t wait_take(pkv_sim *s, size_t i) {
+    int64_t id = s->wait[(s->wait_head + i) % s->wait_cap];
+    for (size_t k = i; k > 0; k--)
+        s->wait[(s->wait_head + k) % s->wait_cap] = s->wait[(s->wait_head + k - 1) % s->wait_cap];
+    s->wait_head = (s->wait_head + 1) % s->wait_cap;
+    s->wait_n--;
+    return id;
+}
+
 static int admit(pkv_sim *s) {
     while (s->wait_n > 0 && s->n_run + s->n_prefill < s->cfg->max_active) {
-        pkv_sim_request *r = &s->req[s->wait[s->wait_head]];
+        pkv_admission_view v = {s->wait_n, s->alloc.n_free, waiting_pages, s};
+        int64_t pick = s->cfg->admission->pick(&v);
+        if (pick < 0) break;
+        pkv_sim_request *r = &s->req[wait_take(s, (size_t)pick)];
         int32_t need = pages_for(s, stored_tokens(r));
-        if (need > s->alloc.n_free) break; /* FCFS: the head waits, nobody overtakes */
         r->cap_pages = pages_for(s, (int64_t)r->rec.prompt_len + r->rec.decode_len);
         r->pages = malloc(sizeof(int32_t) * (size_t)r->cap_pages);
         if (!r->pages) return -1;
@@ -152,8 +169,6 @@ static int admit(pkv_sim *s) {
         r->admit_seq = s->admit_counter++;
         r->rec.state = PKV_REQ_PREFILL;
         s->prefill[s->n_prefill++] = r->rec.id;
-        s->wait_head = (s->wait_head + 1) % s->wait_cap;
-        s->wait_n--;
     }
     return 0;
 }

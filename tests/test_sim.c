@@ -15,7 +15,7 @@ static const char *EXP =
     "   \"prompt\": {\"dist\": \"uniform\", \"min\": 100, \"max\": 30000},"
     "   \"decode\": {\"dist\": \"uniform\", \"min\": 1, \"max\": 300},"
     "   \"num_requests\": 300, \"max_context\": 40000},"
-    " \"serving\": {\"max_active\": 12, \"kv_pages\": %d},"
+    " \"serving\": {\"max_active\": 12, \"kv_pages\": %d, \"admission\": \"%s\"},"
     " \"route\": {\"policy\": \"%s\", \"calibration\": \"%s\"},"
     " \"run\": {\"seed\": %d, \"output\": \"%s\"}}";
 
@@ -25,11 +25,13 @@ typedef struct run_result {
     size_t n_req;
 } run_result;
 
+static const char *admission = "fcfs";
+
 static int run(int pages, const char *policy, int seed, const char *out, run_result *res,
                volatile sig_atomic_t *stop) {
     char *text = malloc(4096);
-    snprintf(text, 4096, EXP, pages, policy, PKV_SOURCE_DIR "/experiments/calibration/default.json",
-             seed, out);
+    snprintf(text, 4096, EXP, pages, admission, policy,
+             PKV_SOURCE_DIR "/experiments/calibration/default.json", seed, out);
     pkv_config cfg;
     pkv_err e;
     if (pkv_config_parse(&cfg, text, "test.json", &e)) {
@@ -170,6 +172,26 @@ int main(void) {
                r5.req[i].prompt_len == r1.req[i].prompt_len &&
                r5.req[i].decode_len == r1.req[i].decode_len;
     CHECK(same, "a route change changed the request stream");
+
+    /* FCFS admits in arrival order (first admissions never overtake); first_fit lets
+     * requests that fit overtake a head that does not, and still finishes everyone. */
+    int in_order = 1;
+    for (size_t i = 1; i < r1.n_req; i++)
+        if (r1.req[i].t_admitted < r1.req[i - 1].t_admitted) in_order = 0;
+    CHECK(in_order, "fcfs admitted out of arrival order");
+    admission = "first_fit";
+    run_result r6 = {0};
+    CHECK(run(6000, "adaptive", 5, c, &r6, NULL) == 0, "first_fit run");
+    int overtook = 0;
+    size_t done6 = 0;
+    for (size_t i = 0; i < r6.n_req; i++) {
+        done6 += r6.req[i].state == PKV_REQ_FINISHED;
+        if (i > 0 && r6.req[i].t_admitted < r6.req[i - 1].t_admitted) overtook = 1;
+    }
+    CHECK(overtook, "first_fit never let a request overtake (test too weak)");
+    CHECK(done6 == 300, "first_fit finished %zu of 300", done6);
+    free(r6.req);
+    admission = "fcfs";
 
     /* Interrupted: a valid file marked so. */
     volatile sig_atomic_t stop = 1;

@@ -1,0 +1,20 @@
+#include "admission.h"
+
+const char *const pkv_admission_names[] = {"fcfs", "first_fit", NULL};
+
+static int64_t pick_fcfs(const pkv_admission_view *v) {
+    return v->n_waiting > 0 && v->pages_needed(v->ctx, 0) <= v->free_pages ? 0 : -1;
+}
+
+/* Bounded look-ahead keeps a long queue from costing O(queue) per admission. */
+static int64_t pick_first_fit(const pkv_admission_view *v) {
+    for (size_t i = 0; i < v->n_waiting && i < 64; i++)
+        if (v->pages_needed(v->ctx, i) <= v->free_pages) return (int64_t)i;
+    return -1;
+}
+
+static const pkv_admission_policy policies[] = {{"fcfs", pick_fcfs}, {"first_fit", pick_first_fit}};
+
+const pkv_admission_policy *pkv_admission_get(int index) {
+    return index >= 0 && index < (int)(sizeof policies / sizeof policies[0]) ? &policies[index] : 0;
+}
