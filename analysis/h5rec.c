@@ -11,10 +11,11 @@
 enum { STEP_CHUNK = 4096, REQ_CHUNK = 4096 };
 
 struct pkv_h5rec {
-    hid_t file, steps, routes, step_type;
+    hid_t file, steps, routes, routes_measured, step_type;
     char path[1024], tmp[1100];
     pkv_step_rec buf[STEP_CHUNK];
     double rbuf[STEP_CHUNK][PKVK_ROUTE_COUNT];
+    double mbuf[STEP_CHUNK][PKVK_ROUTE_COUNT];
     size_t nbuf;
     hsize_t nsteps; /* rows written to the file */
 };
@@ -163,12 +164,19 @@ int pkv_h5rec_open(pkv_h5rec **out, const char *path, pkv_err *e) {
     r->step_type = (hid_t)pkv_h5_step_type();
     r->steps = make_table(r->file, "steps", r->step_type, 1, 1, STEP_CHUNK);
     r->routes = make_table(r->file, "routes", H5T_NATIVE_DOUBLE, 2, PKVK_ROUTE_COUNT, STEP_CHUNK);
+    r->routes_measured =
+        make_table(r->file, "routes_measured", H5T_NATIVE_DOUBLE, 2, PKVK_ROUTE_COUNT, STEP_CHUNK);
     char names[256] = "";
     for (int i = 0; i < PKVK_ROUTE_COUNT; i++) {
         strcat(names, pkvk_route_name((pkvk_route)i));
         if (i + 1 < PKVK_ROUTE_COUNT) strcat(names, ",");
     }
-    if (r->steps < 0 || r->routes < 0 || attr_str(r->routes, "columns", names) < 0 ||
+    if (r->steps < 0 || r->routes < 0 || r->routes_measured < 0 ||
+        attr_str(r->routes, "columns", names) < 0 ||
+        attr_str(r->routes_measured, "columns", names) < 0 ||
+        attr_str(r->routes_measured, "units",
+                 "seconds (device time of each route, measured by the oracle on a GPU; NaN "
+                 "otherwise)") < 0 ||
         attr_str(r->routes, "units", "seconds (cost-model prediction; NaN: not planned)") < 0 ||
         attr_str(r->steps, "units",
                  "t_*: seconds; kv_bytes, merge_bytes: bytes; NaN: not measured") < 0) {
@@ -234,7 +242,10 @@ int pkv_h5rec_provenance(pkv_h5rec *r, const pkv_provenance *p, pkv_err *e) {
 static int flush_steps(pkv_h5rec *r, pkv_err *e) {
     if (r->nbuf == 0) return 0;
     if (append(r->steps, r->step_type, r->nsteps, r->nbuf, 1, 1, r->buf) < 0 ||
-        append(r->routes, H5T_NATIVE_DOUBLE, r->nsteps, r->nbuf, 2, PKVK_ROUTE_COUNT, r->rbuf) < 0)
+        append(r->routes, H5T_NATIVE_DOUBLE, r->nsteps, r->nbuf, 2, PKVK_ROUTE_COUNT, r->rbuf) <
+            0 ||
+        append(r->routes_measured, H5T_NATIVE_DOUBLE, r->nsteps, r->nbuf, 2, PKVK_ROUTE_COUNT,
+               r->mbuf) < 0)
         return h5fail(r, e, "/steps");
     r->nsteps += r->nbuf;
     r->nbuf = 0;
@@ -244,6 +255,7 @@ static int flush_steps(pkv_h5rec *r, pkv_err *e) {
 int pkv_h5rec_step(pkv_h5rec *r, const pkv_step_rec *s, pkv_err *e) {
     r->buf[r->nbuf] = *s;
     memcpy(r->rbuf[r->nbuf], s->t_route, sizeof s->t_route);
+    memcpy(r->mbuf[r->nbuf], s->t_route_measured, sizeof s->t_route_measured);
     return ++r->nbuf == STEP_CHUNK ? flush_steps(r, e) : 0;
 }
 
@@ -277,6 +289,7 @@ int pkv_h5rec_summary(pkv_h5rec *r, const pkv_summary *s, pkv_err *e) {
     D(decode_tok_s_wall);
     D(decode_tok_s_device);
     D(mean_rows);
+    D(host_overhead_s);
     D(t_end);
     D(ttft_p50);
     D(ttft_p90);
@@ -306,6 +319,7 @@ int pkv_h5rec_close(pkv_h5rec *r, int commit, pkv_err *e) {
     if (commit) rc = flush_steps(r, e);
     if (r->steps >= 0) H5Dclose(r->steps);
     if (r->routes >= 0) H5Dclose(r->routes);
+    if (r->routes_measured >= 0) H5Dclose(r->routes_measured);
     H5Tclose(r->step_type);
     if (H5Fclose(r->file) < 0 && commit && rc == 0) rc = h5fail(r, e, "the file");
     if (commit && rc == 0 && rename(r->tmp, r->path) != 0)

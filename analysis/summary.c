@@ -72,6 +72,9 @@ int pkv_summary_finish(pkv_summary *s, const pkv_request_rec *req, size_t n, dou
                                  ? s->decode_tokens / s->device_sum
                                  : NAN;
     s->mean_rows = s->steps_measured ? s->decode_tokens / (double)s->steps_measured : NAN;
+    s->host_overhead_s = s->wall_n && s->wall_n == s->device_n
+                             ? (s->wall_sum - s->device_sum) / (double)s->wall_n
+                             : NAN;
     return 0;
 }
 
@@ -87,6 +90,9 @@ void pkv_summary_print(const pkv_summary *s, FILE *f) {
         fprintf(f, ", %.1f (wall)", s->decode_tok_s_wall);
     if (s->decode_tok_s_device == s->decode_tok_s_device)
         fprintf(f, ", %.1f (device)", s->decode_tok_s_device);
+    if (s->host_overhead_s == s->host_overhead_s)
+        fprintf(f, "\n  host         %.2f us per step (wall minus device time)",
+                s->host_overhead_s * 1e6);
     fprintf(f, "\n  TTFT         p50 %.4g s  p90 %.4g s  p99 %.4g s\n", s->ttft_p50, s->ttft_p90,
             s->ttft_p99);
     fprintf(f, "  TPOT         p50 %.4g s  p90 %.4g s  p99 %.4g s\n", s->tpot_p50, s->tpot_p90,

@@ -35,6 +35,7 @@ typedef struct pkv_summary {
     double decode_tok_s_wall;   /* decode tokens / sum of measured wall times */
     double decode_tok_s_device; /* decode tokens / sum of measured device times */
     double mean_rows;
+    double host_overhead_s;              /* mean wall minus device time per measured step */
     double ttft_p50, ttft_p90, ttft_p99; /* seconds */
     double tpot_p50, tpot_p90, tpot_p99; /* seconds per output token after the first */
     uint64_t arrived, finished, preemptions;

@@ -29,19 +29,10 @@ static uint16_t rand_half(gsl_rng *r) {
     return pkvk_f2h((float)(2.0 * gsl_rng_uniform(r) - 1.0));
 }
 
-static int cpu_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan *plan, int check,
-                   pkv_step_rec *rec, pkv_err *e) {
+/* The step's new token: K/V appended at position len-1 of every row, fresh Q. */
+static int cpu_prepare(pkv_backend *base, const pkv_batch_view *v, pkv_err *e) {
     cpu_backend *b = (cpu_backend *)base;
     const pkvk_shape *s = &b->shape;
-    double t0 = now_s();
-    size_t need = pkvk_partial_floats(s, plan->n_slots);
-    if (need > b->part_cap) {
-        float *p = realloc(b->part, need * sizeof(float));
-        if (!p) return pkv_fail(e, "cpu backend: out of memory for %zu partial floats", need);
-        b->part = p;
-        b->part_cap = need;
-    }
-    /* The step's new token: K/V appended at position len-1 of every row, fresh Q. */
     for (int32_t i = 0; i < v->n_rows; i++) {
         int32_t t = v->seq_lens[i] - 1;
         int32_t page = v->block_table[(size_t)i * v->bt_stride + t / s->page_size];
@@ -55,12 +46,27 @@ static int cpu_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan *
         for (size_t j = 0; j < (size_t)s->hq * s->d; j++)
             b->q[(size_t)i * s->hq * s->d + j] = rand_half(b->rng);
     }
+    return 0;
+}
+
+static int cpu_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan *plan, int check,
+                   pkv_step_rec *rec, pkv_err *e) {
+    cpu_backend *b = (cpu_backend *)base;
+    const pkvk_shape *s = &b->shape;
+    double t0 = now_s();
+    size_t need = pkvk_partial_floats(s, plan->n_slots);
+    if (need > b->part_cap) {
+        float *p = realloc(b->part, need * sizeof(float));
+        if (!p) return pkv_fail(e, "cpu backend: out of memory for %zu partial floats", need);
+        b->part = p;
+        b->part_cap = need;
+    }
     pkvk_batch batch = {*s,   v->n_rows,      b->q,         NULL,        b->k,
                         b->v, v->block_table, v->bt_stride, v->seq_lens, 1.0f / sqrtf((float)s->d)};
     int rc = pkvk_cpu_run(&batch, plan, b->part, b->o);
     if (rc)
         return pkv_fail(e, "cpu backend: %s failed (status %d)", pkvk_route_name(plan->route), rc);
-    rec->t_wall = now_s() - t0;
+    rec->t_device = now_s() - t0; /* the attention work's time, on the CPU */
     if (check) {
         pkvk_cpu_reference(&batch, b->o_ref);
         size_t n = (size_t)v->n_rows * s->hq * s->d;
@@ -101,7 +107,7 @@ pkv_backend *pkv_backend_cpu_create(const pkvk_shape *s, int32_t n_pages, int32_
     }
     cpu_backend *b = calloc(1, sizeof *b);
     if (!b) return NULL;
-    b->base = (pkv_backend){"cpu", cpu_run, cpu_destroy};
+    b->base = (pkv_backend){"cpu", 1, cpu_prepare, cpu_run, cpu_destroy};
     b->shape = *s;
     size_t qn = (size_t)cap_rows * s->hq * s->d;
     b->k = malloc(pool * 2);

@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <time.h>
 
 int pkv_engine_init(pkv_engine *eng, const pkvk_shape *s, const pkv_calib *cal, const char *policy,
                     pkv_bucket_mode mode, int32_t cap_rows, int32_t max_len, pkv_backend *backend,
@@ -14,12 +15,12 @@ int pkv_engine_init(pkv_engine *eng, const pkvk_shape *s, const pkv_calib *cal, 
                         .tol_max = 2e-3,
                         .tol_mean = 3e-4};
     if (pkv_policy_init(&eng->policy, policy)) {
-        backend->destroy(backend);
+        if (backend) backend->destroy(backend);
         eng->backend = NULL;
         return pkv_fail(e, "unknown route policy \"%s\"", policy);
     }
     if (pkv_planner_init(&eng->planner, s, cal, cap_rows, max_len, mode)) {
-        backend->destroy(backend);
+        if (backend) backend->destroy(backend);
         eng->backend = NULL;
         return pkv_fail(e, "out of memory for the planner (%d rows)", cap_rows);
     }
@@ -32,8 +33,15 @@ void pkv_engine_free(pkv_engine *eng) {
     eng->backend = NULL;
 }
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
 int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec, double *advance,
                     pkv_err *e) {
+    double t0 = eng->backend->measures ? now_s() : 0;
     pkv_step_view sv = {.rows = v->n_rows, .gqa_group = eng->shape.hq / eng->shape.hkv};
     for (int32_t i = 0; i < v->n_rows; i++) sv.context_tokens += v->seq_lens[i];
     for (int r = 0; r < PKVK_ROUTE_COUNT; r++) {
@@ -47,7 +55,24 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
         sv.valid |= 1u << r;
         rec->t_route[r] = sv.cand[r].t_predicted;
     }
-    pkvk_route r = eng->policy.choose(&eng->policy, eng->cal, &sv);
+    for (int k = 0; k < PKVK_ROUTE_COUNT; k++) rec->t_route_measured[k] = NAN;
+    int check = eng->check_every > 0 && ((int64_t)rec->index < eng->check_first ||
+                                         (int64_t)rec->index % eng->check_every == 0);
+    if (eng->backend->prepare(eng->backend, v, e)) return -1;
+    pkvk_route r;
+    if (eng->policy.measured_oracle && eng->backend->measures) {
+        /* The oracle on a measuring backend: run every candidate, keep the fastest. */
+        r = PKVK_ROUTE_REF_PAGED;
+        for (int k = 0; k < PKVK_ROUTE_COUNT; k++) {
+            if (!(sv.valid >> k & 1)) continue;
+            if (eng->backend->run(eng->backend, v, &eng->planner.plans[k], check, rec, e))
+                return -1;
+            rec->t_route_measured[k] = rec->t_device;
+            if (rec->t_device < rec->t_route_measured[r]) r = (pkvk_route)k;
+        }
+    } else {
+        r = eng->policy.choose(&eng->policy, eng->cal, &sv);
+    }
     const pkv_counters *c = &sv.cand[r];
     rec->rows = (uint32_t)v->n_rows;
     rec->context_tokens = (uint64_t)sv.context_tokens;
@@ -61,10 +86,13 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
     rec->kv_bytes = (uint64_t)c->kv_bytes;
     rec->merge_bytes = (uint64_t)c->merge_bytes;
     rec->t_predicted = c->t_predicted;
-    rec->t_device = rec->t_wall = rec->max_err = rec->mean_err = NAN;
-    int check = eng->check_every > 0 && ((int64_t)rec->index < eng->check_first ||
-                                         (int64_t)rec->index % eng->check_every == 0);
-    if (eng->backend->run(eng->backend, v, &eng->planner.plans[r], check, rec, e)) return -1;
+    if (eng->policy.measured_oracle && eng->backend->measures) {
+        rec->t_device = rec->t_route_measured[r];
+    } else {
+        rec->t_device = rec->max_err = rec->mean_err = NAN;
+        if (eng->backend->run(eng->backend, v, &eng->planner.plans[r], check, rec, e)) return -1;
+    }
+    rec->t_wall = eng->backend->measures ? now_s() - t0 : NAN;
     if (check && (rec->max_err >= eng->tol_max || rec->mean_err >= eng->tol_mean))
         return pkv_fail(e,
                         "step %llu: route %s disagrees with the reference: max|e| %.3g (limit "
@@ -81,6 +109,10 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
     return 0;
 }
 
+static int model_prepare(pkv_backend *b, const pkv_batch_view *v, pkv_err *e) {
+    return 0;
+}
+
 static int model_run(pkv_backend *b, const pkv_batch_view *v, const pkvk_plan *plan, int check,
                      pkv_step_rec *rec, pkv_err *e) {
     return 0; /* the engine already filled the predicted time and counters */
@@ -92,6 +124,6 @@ static void model_destroy(pkv_backend *b) {
 
 pkv_backend *pkv_backend_model_create(void) {
     pkv_backend *b = malloc(sizeof *b);
-    if (b) *b = (pkv_backend){"model", model_run, model_destroy};
+    if (b) *b = (pkv_backend){"model", 0, model_prepare, model_run, model_destroy};
     return b;
 }

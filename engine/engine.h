@@ -27,6 +27,8 @@ typedef struct pkv_step_rec {
     double t_wall;            /* seconds: measured host wall time of the step (NaN likewise) */
     double max_err, mean_err; /* against the reference route, NaN where unchecked */
     double t_route[PKVK_ROUTE_COUNT]; /* seconds: each candidate's prediction, NaN if not planned */
+    double
+        t_route_measured[PKVK_ROUTE_COUNT]; /* seconds: oracle's measured device times, else NaN */
 } pkv_step_rec;
 
 /* The rows of one step, in batch order; host memory. */
@@ -35,13 +37,23 @@ typedef struct pkv_batch_view {
     const int32_t *seq_lens;    /* [n_rows] tokens, the appended token included */
     const int32_t *block_table; /* [n_rows][bt_stride] */
     int32_t bt_stride;
+    /* Rows whose block-table entries changed since the last step, and from which
+     * entry on (a device copy needs only these). */
+    const int32_t *dirty_rows; /* [n_dirty]; entries may name rows >= n_rows: ignore */
+    int32_t n_dirty;
+    const int32_t *dirty_from; /* [row]: first changed entry of a dirty row */
 } pkv_batch_view;
 
 typedef struct pkv_backend pkv_backend;
-/* A backend runs a planned step. It fills rec->t_device, t_wall, max_err,
- * mean_err (NaN where it cannot measure). check: compare with the reference route. */
+/* A backend runs a step in two parts: prepare (once per step: metadata updates and
+ * the append of every row's new token) and run (one route's kernels for the planned
+ * step; the oracle runs several). run fills rec->t_device, max_err and mean_err
+ * (NaN where it cannot measure). check: compare with the reference. measures:
+ * whether the engine should record the step's host wall time. */
 struct pkv_backend {
     const char *name;
+    int measures;
+    int (*prepare)(pkv_backend *b, const pkv_batch_view *v, pkv_err *e);
     int (*run)(pkv_backend *b, const pkv_batch_view *v, const pkvk_plan *plan, int check,
                pkv_step_rec *rec, pkv_err *e);
     void (*destroy)(pkv_backend *b);
@@ -65,7 +77,7 @@ typedef struct pkv_engine {
     double tol_max, tol_mean;
 } pkv_engine;
 
-/* Takes ownership of backend. cap_rows, max_len: the largest step (rows, tokens). */
+/* Takes ownership of backend (which may be NULL and set later in eng->backend). cap_rows, max_len: the largest step (rows, tokens). */
 int pkv_engine_init(pkv_engine *eng, const pkvk_shape *s, const pkv_calib *cal, const char *policy,
                     pkv_bucket_mode mode, int32_t cap_rows, int32_t max_len, pkv_backend *backend,
                     pkv_clock_source clock, pkv_err *e);
@@ -81,5 +93,10 @@ pkv_backend *pkv_backend_model_create(void);
  * filled from the tensor stream; for small shapes. */
 pkv_backend *pkv_backend_cpu_create(const pkvk_shape *s, int32_t n_pages, int32_t cap_rows,
                                     uint64_t seed, pkv_err *e);
+/* The cuda backend: the real kernels on a GPU KV pool of n_pages pages. Fails with
+ * a message naming the bytes needed and free when the pool does not fit. */
+pkv_backend *pkv_backend_cuda_create(const pkvk_shape *s, int32_t n_pages, int32_t cap_rows,
+                                     int32_t bt_stride, int32_t cap_slots, int32_t cap_tasks,
+                                     uint64_t seed, pkv_err *e);
 
 #endif

@@ -40,17 +40,17 @@ static pkvk_route choose_oracle(const pkv_route_policy *self, const pkv_calib *c
 int pkv_policy_init(pkv_route_policy *p, const char *name) {
     for (int r = 0; r < PKVK_ROUTE_COUNT; r++)
         if (strcmp(name, pkvk_route_name((pkvk_route)r)) == 0) {
-            *p = (pkv_route_policy){pkv_policy_names[r], 1u << r, (pkvk_route)r, choose_fixed};
+            *p = (pkv_route_policy){pkv_policy_names[r], 1u << r, (pkvk_route)r, 0, choose_fixed};
             return 0;
         }
     uint32_t pkv3 =
         1u << PKVK_ROUTE_REF_PAGED | 1u << PKVK_ROUTE_BUCKET | 1u << PKVK_ROUTE_WORKQUEUE;
     if (strcmp(name, "adaptive") == 0) {
-        *p = (pkv_route_policy){"adaptive", pkv3, PKVK_ROUTE_REF_PAGED, choose_adaptive};
+        *p = (pkv_route_policy){"adaptive", pkv3, PKVK_ROUTE_REF_PAGED, 0, choose_adaptive};
         return 0;
     }
     if (strcmp(name, "oracle") == 0) {
-        *p = (pkv_route_policy){"oracle", (1u << PKVK_ROUTE_COUNT) - 1, PKVK_ROUTE_REF_PAGED,
+        *p = (pkv_route_policy){"oracle", (1u << PKVK_ROUTE_COUNT) - 1, PKVK_ROUTE_REF_PAGED, 1,
                                 choose_oracle};
         return 0;
     }

@@ -18,6 +18,7 @@ typedef struct pkv_route_policy {
     const char *name;
     uint32_t candidates; /* bit r: plan and predict route r each step */
     pkvk_route fixed;    /* the route of a fixed policy */
+    int measured_oracle; /* the oracle: on a measuring backend, run all and keep the fastest */
     pkvk_route (*choose)(const struct pkv_route_policy *self, const pkv_calib *cal,
                          const pkv_step_view *v);
 } pkv_route_policy;

@@ -164,12 +164,37 @@ int pkvk_plan_upload(pkvk_workspace *ws, const pkvk_plan *p);
 /* Launch the uploaded plan on a device batch. Asynchronous; checks launch errors.
  * *launches receives the number of kernel launches made. */
 int pkvk_launch(pkvk_workspace *ws, const pkvk_batch *b, const pkvk_plan *p, int *launches);
+/* Pinned host memory (for asynchronous uploads) and an asynchronous copy on the
+ * kernels' stream. */
+int pkvk_host_alloc(void **p, size_t bytes);
+void pkvk_host_free(void *p);
+int pkvk_h2d_async(void *dst, const void *src, size_t bytes);
+
+/* One decode step's prologue, in one launch, on device arrays:
+ *  - seq_lens[i] = stage[i] for i < n_rows;
+ *  - block_table[row * bt_stride + idx] = page for each of the n_updates triples
+ *    (row, idx, page) that follow the lengths in stage;
+ *  - every row appends its new token (position seq_lens[i] - 1): K and V of each KV
+ *    head copied from row (first_src + i) % src_rows of src_k / src_v
+ *    ([src_rows][hkv][d] fp16, prepared random content), and Q of the step copied
+ *    likewise from src_q ([src_rows][hq][d]) into q.
+ * stage: device, n_rows + 3 * n_updates int32. */
+int pkvk_step_prologue(const pkvk_shape *s, int32_t n_rows, const int32_t *stage,
+                       int32_t n_updates, int32_t *seq_lens, int32_t *block_table,
+                       int32_t bt_stride, uint16_t *k_cache, uint16_t *v_cache, uint16_t *q,
+                       const uint16_t *src_k, const uint16_t *src_v, const uint16_t *src_q,
+                       int32_t src_rows, int64_t first_src);
+
 /* FP32 GPU reference into o32 (device, float [n_rows][hq][d]). */
 int pkvk_gpu_reference(const pkvk_batch *b, float *o32);
 
 /* Event timer on the kernels' stream: milliseconds between start and stop. */
 int pkvk_timer_start(void);
 int pkvk_timer_stop(float *ms);
+/* Events for intervals inside a step: record mark k (0..7) on the stream now;
+ * pkvk_mark_elapsed waits for mark b and returns ms between marks a and b. */
+int pkvk_mark(int k);
+int pkvk_mark_elapsed(int a, int b, float *ms);
 /* Evict the L2 by writing a buffer twice its size. */
 int pkvk_flush_l2(void);
 

@@ -89,6 +89,34 @@ extern "C" int pkvk_sync(void) {
     return PKVK_OK;
 }
 
+extern "C" int pkvk_host_alloc(void **p, size_t bytes) {
+    *p = nullptr;
+    PKVK_CK(cudaMallocHost(p, bytes ? bytes : 16));
+    return PKVK_OK;
+}
+extern "C" void pkvk_host_free(void *p) {
+    if (p) cudaFreeHost(p);
+}
+extern "C" int pkvk_h2d_async(void *dst, const void *src, size_t n) {
+    PKVK_CK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice));
+    return PKVK_OK;
+}
+
+static cudaEvent_t g_marks[8];
+extern "C" int pkvk_mark(int k) {
+    if (k < 0 || k >= 8) return pkvk_fail_msg(PKVK_ERR_INVALID, "mark index out of range");
+    if (!g_marks[k]) PKVK_CK(cudaEventCreate(&g_marks[k]));
+    PKVK_CK(cudaEventRecord(g_marks[k]));
+    return PKVK_OK;
+}
+extern "C" int pkvk_mark_elapsed(int a, int b, float *ms) {
+    if (a < 0 || a >= 8 || b < 0 || b >= 8 || !g_marks[a] || !g_marks[b])
+        return pkvk_fail_msg(PKVK_ERR_INVALID, "mark not recorded");
+    PKVK_CK(cudaEventSynchronize(g_marks[b]));
+    PKVK_CK(cudaEventElapsedTime(ms, g_marks[a], g_marks[b]));
+    return PKVK_OK;
+}
+
 static cudaEvent_t g_ev[2];
 extern "C" int pkvk_timer_start(void) {
     if (!g_ev[0]) {

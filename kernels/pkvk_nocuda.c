@@ -55,3 +55,24 @@ int pkvk_flush_l2(void) {
 int pkvk_measure_ceilings(pkvk_ceilings *c) {
     return PKVK_ERR_NO_DEVICE;
 }
+int pkvk_host_alloc(void **p, size_t bytes) {
+    *p = 0;
+    return PKVK_ERR_NO_DEVICE;
+}
+void pkvk_host_free(void *p) {}
+int pkvk_h2d_async(void *dst, const void *src, size_t bytes) {
+    return PKVK_ERR_NO_DEVICE;
+}
+int pkvk_mark(int k) {
+    return PKVK_ERR_NO_DEVICE;
+}
+int pkvk_mark_elapsed(int a, int b, float *ms) {
+    return PKVK_ERR_NO_DEVICE;
+}
+int pkvk_step_prologue(const pkvk_shape *s, int32_t n_rows, const int32_t *stage,
+                       int32_t n_updates, int32_t *seq_lens, int32_t *block_table,
+                       int32_t bt_stride, uint16_t *k_cache, uint16_t *v_cache, uint16_t *q,
+                       const uint16_t *src_k, const uint16_t *src_v, const uint16_t *src_q,
+                       int32_t src_rows, int64_t first_src) {
+    return PKVK_ERR_NO_DEVICE;
+}

@@ -37,6 +37,8 @@ static void usage(FILE *f) {
           "      -b, --backend NAME      auto | model | cpu | cuda (default: run.backend, auto)\n"
           "                              auto = cuda where a GPU is usable, else model\n"
           "      -s, --seed N            experiment seed (default: run.seed, 1)\n"
+          "      -r, --route NAME        route policy (default: route.policy): ref_paged,\n"
+          "                              pkv_bucket, pkv_workqueue, pkv_fused, adaptive, oracle\n"
           "      -q, --quiet             no progress line and no summary\n"
           "  workload EXPERIMENT.json [--csv OUT] [--seed N]\n"
           "                        the request stream an experiment would generate, and its\n"
@@ -75,16 +77,19 @@ static void join_args(char *buf, size_t n, int argc, char **argv) {
 }
 
 static int cmd_run(int argc, char **argv) {
-    static const struct option opts[] = {
-        {"output", required_argument, 0, 'o'}, {"backend", required_argument, 0, 'b'},
-        {"seed", required_argument, 0, 's'},   {"quiet", no_argument, 0, 'q'},
-        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
-    const char *output = NULL, *backend = NULL, *seed = NULL;
+    static const struct option opts[] = {{"output", required_argument, 0, 'o'},
+                                         {"backend", required_argument, 0, 'b'},
+                                         {"seed", required_argument, 0, 's'},
+                                         {"route", required_argument, 0, 'r'},
+                                         {"quiet", no_argument, 0, 'q'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *output = NULL, *backend = NULL, *seed = NULL, *route = NULL;
     int quiet = 0, c;
     char cmdline[4096];
     join_args(cmdline, sizeof cmdline, argc, argv);
     optind = 1;
-    while ((c = getopt_long(argc, argv, "o:b:s:qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "o:b:s:r:qh", opts, NULL)) != -1) {
         switch (c) {
         case 'o':
             output = optarg;
@@ -94,6 +99,9 @@ static int cmd_run(int argc, char **argv) {
             break;
         case 's':
             seed = optarg;
+            break;
+        case 'r':
+            route = optarg;
             break;
         case 'q':
             quiet = 1;
@@ -133,6 +141,17 @@ static int cmd_run(int argc, char **argv) {
         cfg.backend = (pkv_backend_kind)k;
     }
     if (output) snprintf(cfg.output, sizeof cfg.output, "%s", output);
+    if (route) {
+        pkv_route_policy probe;
+        if (pkv_policy_init(&probe, route)) {
+            fprintf(stderr,
+                    "pkvsim: --route: \"%s\" is not a route or policy (ref_paged, pkv_bucket, "
+                    "pkv_workqueue, pkv_fused, adaptive, oracle)\n",
+                    route);
+            goto out;
+        }
+        snprintf(cfg.policy, sizeof cfg.policy, "%s", route);
+    }
     if (pkv_config_resolve(&cfg)) {
         fputs("pkvsim: out of memory\n", stderr);
         goto out;

@@ -4,19 +4,21 @@
 #include <stdlib.h>
 
 pkv_backend_kind pkv_backend_resolve(pkv_backend_kind k) {
-    /* The cuda backend (real kernels in the loop) is not part of this build yet, so
-     * `auto` is the model backend on every machine. */
-    return k == PKV_BACKEND_AUTO ? PKV_BACKEND_MODEL : k;
+    if (k != PKV_BACKEND_AUTO) return k;
+    return pkvk_device_count() > 0 ? PKV_BACKEND_CUDA : PKV_BACKEND_MODEL;
 }
 
-static pkv_backend *make_backend(const pkv_config *cfg, pkv_backend_kind k, pkv_err *e) {
+/* The cuda backend is made after the engine, whose planner bounds the plans. */
+static pkv_backend *make_backend(const pkv_config *cfg, pkv_backend_kind k, const pkv_engine *eng,
+                                 int32_t bt_stride, pkv_err *e) {
     switch (k) {
     case PKV_BACKEND_CPU:
         return pkv_backend_cpu_create(&cfg->shape, cfg->kv_pages, cfg->max_active, cfg->seed, e);
-    case PKV_BACKEND_CUDA:
-        pkv_fail(e, "--backend cuda: running the real kernels inside the simulation is not "
-                    "available in this version; use --backend model or --backend cpu");
-        return NULL;
+    case PKV_BACKEND_CUDA: {
+        int32_t cap = eng->planner.plans[0].cap_tasks;
+        return pkv_backend_cuda_create(&cfg->shape, cfg->kv_pages, cfg->max_active, bt_stride, cap,
+                                       cap, cfg->seed, e);
+    }
     default: {
         pkv_backend *b = pkv_backend_model_create();
         if (!b) pkv_fail(e, "out of memory");
@@ -43,24 +45,25 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
         return pkv_fail(e, "%s: run.clock: the model backend measures nothing; use \"predicted\"",
                         cfg->file);
     }
-    pkv_backend *be = make_backend(cfg, bk, e);
-    if (!be) {
-        pkv_calib_free(&cal);
-        return -1;
-    }
     pkv_engine eng;
     pkv_h5rec *rec = NULL;
     pkv_sim sim = {0};
     int sim_ok = 0, rc = -1;
     if (pkv_engine_init(&eng, &cfg->shape, &cal, cfg->policy, cfg->bucket_mode, cfg->max_active,
-                        (int32_t)cfg->workload.max_context, be, (pkv_clock_source)clock, e)) {
+                        (int32_t)cfg->workload.max_context, NULL, (pkv_clock_source)clock, e)) {
         pkv_calib_free(&cal);
         return -1;
     }
+    int32_t bt_stride =
+        (int32_t)((cfg->workload.max_context + cfg->shape.page_size - 1) / cfg->shape.page_size);
+    pkv_backend *be = eng.backend = make_backend(cfg, bk, &eng, bt_stride, e);
+    if (!be) goto done;
+    pkvk_device_info dev = {.name = "none"};
+    if (bk == PKV_BACKEND_CUDA) pkvk_device_info_get(&dev);
     eng.check_every = cfg->check_every;
     eng.check_first = cfg->check_first;
     if (o->record) {
-        pkv_provenance pv = {o->command_line ? o->command_line : "", be->name, "none", cfg->seed};
+        pkv_provenance pv = {o->command_line ? o->command_line : "", be->name, dev.name, cfg->seed};
         if (pkv_h5rec_open(&rec, cfg->output, e) ||
             pkv_h5rec_config(rec, cfg->text, cfg->resolved, e) ||
             pkv_h5rec_calibration(rec, &cal, e) || pkv_h5rec_provenance(rec, &pv, e))

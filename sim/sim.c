@@ -3,6 +3,7 @@
 #include "rng.h"
 
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,9 +29,13 @@ int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, pkv_h5rec *
     s->run = malloc(sizeof(int64_t) * (size_t)ma);
     s->seq_lens = malloc(sizeof(int32_t) * (size_t)ma);
     s->block_table = malloc(sizeof(int32_t) * (size_t)ma * (size_t)s->bt_stride);
+    s->dirty_rows = malloc(sizeof(int32_t) * (size_t)ma);
+    s->dirty_from = malloc(sizeof(int32_t) * (size_t)ma);
+    if (s->dirty_from)
+        for (int32_t i = 0; i < ma; i++) s->dirty_from[i] = INT32_MAX;
     s->r_pages = pkv_stream_create(cfg->seed, PKV_STREAM_PAGES);
-    if (!s->wait || !s->prefill || !s->run || !s->seq_lens || !s->block_table || !s->r_pages ||
-        pkv_kvalloc_init(&s->alloc, cfg->kv_pages, s->r_pages)) {
+    if (!s->wait || !s->prefill || !s->run || !s->seq_lens || !s->block_table || !s->dirty_rows ||
+        !s->dirty_from || !s->r_pages || pkv_kvalloc_init(&s->alloc, cfg->kv_pages, s->r_pages)) {
         pkv_sim_free(s);
         return pkv_fail(e, "out of memory setting up the simulation (%d KV pages)", cfg->kv_pages);
     }
@@ -49,6 +54,8 @@ void pkv_sim_free(pkv_sim *s) {
     free(s->run);
     free(s->seq_lens);
     free(s->block_table);
+    free(s->dirty_rows);
+    free(s->dirty_from);
     pkv_kvalloc_free(&s->alloc);
     if (s->r_pages) gsl_rng_free(s->r_pages);
     pkv_workload_free(&s->wl);
@@ -105,6 +112,12 @@ static int64_t new_request(pkv_sim *s, const pkv_request_draw *d, double t) {
     return id;
 }
 
+/* Block-table entries of row i from `from` on changed (a device copy re-uploads them). */
+static void mark_dirty(pkv_sim *s, int32_t i, int32_t from) {
+    if (s->dirty_from[i] == INT32_MAX) s->dirty_rows[s->n_dirty++] = i;
+    if (from < s->dirty_from[i]) s->dirty_from[i] = from;
+}
+
 /* Remove batch row i: the last row moves into its place. */
 static void run_remove(pkv_sim *s, int32_t i) {
     int32_t last = --s->n_run;
@@ -114,6 +127,7 @@ static void run_remove(pkv_sim *s, int32_t i) {
         const pkv_sim_request *m = &s->req[s->run[i]];
         memcpy(s->block_table + (size_t)i * s->bt_stride,
                s->block_table + (size_t)last * s->bt_stride, sizeof(int32_t) * (size_t)m->n_pages);
+        mark_dirty(s, i, 0);
     }
 }
 
@@ -192,6 +206,7 @@ static int grow_pages(pkv_sim *s) {
             int32_t *slot = &r->pages[r->n_pages];
             PKV_ASSERT(pkv_kvalloc_take(&s->alloc, 1, r->rec.id, slot) == 0);
             s->block_table[(size_t)i * s->bt_stride + r->n_pages] = *slot;
+            mark_dirty(s, i, r->n_pages);
             r->n_pages++;
         }
         s->seq_lens[i] = (int32_t)(stored_tokens(r) + 1);
@@ -204,9 +219,12 @@ static int start_step(pkv_sim *s, pkv_err *e) {
     if (s->n_run == 0) return 0; /* everything was preempted; admission retries */
     pkv_step_rec rec = {
         .index = s->steps, .t_sim = s->t_now, .warmup = (int64_t)s->steps < s->cfg->warmup_steps};
-    pkv_batch_view v = {s->n_run, s->seq_lens, s->block_table, s->bt_stride};
+    pkv_batch_view v = {s->n_run,      s->seq_lens, s->block_table, s->bt_stride,
+                        s->dirty_rows, s->n_dirty,  s->dirty_from};
     double adv;
     if (pkv_engine_step(s->eng, &v, &rec, &adv, e)) return -1;
+    for (int32_t k = 0; k < s->n_dirty; k++) s->dirty_from[s->dirty_rows[k]] = INT32_MAX;
+    s->n_dirty = 0;
     s->steps++;
     pkv_summary_add_step(&s->summary, &rec, adv);
     if (s->out && pkv_h5rec_step(s->out, &rec, e)) return -1;
@@ -274,6 +292,7 @@ static int handle(pkv_sim *s, const pkv_event *ev) {
             s->run[i] = r->rec.id;
             memcpy(s->block_table + (size_t)i * s->bt_stride, r->pages,
                    sizeof(int32_t) * (size_t)r->n_pages);
+            mark_dirty(s, i, 0);
             r->rec.state = PKV_REQ_RUNNING;
         }
         s->n_prefill = 0;

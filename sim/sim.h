@@ -45,6 +45,9 @@ typedef struct pkv_sim {
     int32_t *seq_lens;    /* [max_active] */
     int32_t *block_table; /* [max_active][bt_stride] */
     int32_t bt_stride;
+    int32_t *dirty_rows; /* [max_active] rows whose table changed since the last step */
+    int32_t n_dirty;
+    int32_t *dirty_from; /* [max_active] first changed entry; INT32_MAX when clean */
     int busy;
     int64_t admit_counter;
     double t_now;

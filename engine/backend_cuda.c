@@ -1,0 +1,187 @@
+/* The cuda backend: the real kernels at every simulated decode step.
+ *
+ * The KV pool lives on the GPU, sized from the experiment, filled once with
+ * Gaussian halves from the tensor stream. Block tables and lengths are kept on the
+ * device and updated incrementally: each step packs the lengths and only the
+ * block-table entries the simulator marked dirty into one pinned buffer, uploads it
+ * with one asynchronous copy, and one prologue kernel applies it and appends every
+ * row's new K/V token (and the step's Q) from prepared random rows. Then the route
+ * runs; its device time is taken with events around the route's kernels. */
+#include "engine.h"
+#include "rng.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <gsl/gsl_randist.h>
+
+enum { SRC_ROWS = 4096 }; /* prepared random token rows, cycled through */
+
+typedef struct cuda_backend {
+    pkv_backend base;
+    pkvk_shape shape;
+    int32_t cap_rows, bt_stride, n_rows;
+    uint16_t *k, *v;            /* device pools [n_pages][hkv][ps][d] */
+    uint16_t *q, *o;            /* device [cap_rows][hq][d] */
+    float *o_ref;               /* device [cap_rows][hq][d], FP32 reference */
+    uint16_t *src_k, *src_v;    /* device [SRC_ROWS][hkv][d] */
+    uint16_t *src_q;            /* device [SRC_ROWS][hq][d] */
+    int32_t *bt, *lens;         /* device [cap_rows][bt_stride], [cap_rows] */
+    int32_t *stage_h, *stage_d; /* pinned host / device: lengths, then (row, idx, page) */
+    size_t stage_cap;           /* int32 */
+    int64_t next_src;
+    pkvk_workspace *ws;
+    uint16_t *o_host;
+    float *ref_host;
+} cuda_backend;
+
+static int fail_dev(pkv_err *e, const char *what) {
+    return pkv_fail(e, "cuda backend: %s: %s", what, pkvk_last_error());
+}
+
+static int cuda_prepare(pkv_backend *base, const pkv_batch_view *v, pkv_err *e) {
+    cuda_backend *b = (cuda_backend *)base;
+    int32_t ps = b->shape.page_size, *st = b->stage_h, n_up = 0;
+    if (v->n_rows > b->cap_rows)
+        return pkv_fail(e, "cuda backend: %d rows > %d", v->n_rows, b->cap_rows);
+    memcpy(st, v->seq_lens, sizeof(int32_t) * (size_t)v->n_rows);
+    int32_t *up = st + v->n_rows;
+    for (int32_t k = 0; k < v->n_dirty; k++) {
+        int32_t r = v->dirty_rows[k];
+        if (r >= v->n_rows) continue; /* the row left the batch */
+        int32_t pages = (v->seq_lens[r] + ps - 1) / ps;
+        for (int32_t j = v->dirty_from[r]; j < pages; j++) {
+            if ((size_t)(v->n_rows + 3 * (n_up + 1)) > b->stage_cap)
+                return pkv_fail(e, "cuda backend: staging buffer too small");
+            up[3 * n_up] = r, up[3 * n_up + 1] = j;
+            up[3 * n_up + 2] = v->block_table[(size_t)r * v->bt_stride + j];
+            n_up++;
+        }
+    }
+    size_t bytes = sizeof(int32_t) * ((size_t)v->n_rows + 3 * (size_t)n_up);
+    if (pkvk_h2d_async(b->stage_d, st, bytes) ||
+        pkvk_step_prologue(&b->shape, v->n_rows, b->stage_d, n_up, b->lens, b->bt, b->bt_stride,
+                           b->k, b->v, b->q, b->src_k, b->src_v, b->src_q, SRC_ROWS, b->next_src))
+        return fail_dev(e, "step prologue");
+    b->next_src += v->n_rows;
+    b->n_rows = v->n_rows;
+    return 0;
+}
+
+static int cuda_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan *plan, int check,
+                    pkv_step_rec *rec, pkv_err *e) {
+    cuda_backend *b = (cuda_backend *)base;
+    const pkvk_shape *s = &b->shape;
+    pkvk_batch batch = {*s,   v->n_rows, b->q,         b->o,    b->k,
+                        b->v, b->bt,     b->bt_stride, b->lens, 1.0f / sqrtf((float)s->d)};
+    int launches;
+    float ms;
+    /* The plan upload is part of the step (and of its wall time), not of the
+     * attention's device time. */
+    if (pkvk_plan_upload(b->ws, plan)) return fail_dev(e, "plan upload");
+    if (pkvk_mark(0) || pkvk_launch(b->ws, &batch, plan, &launches) || pkvk_mark(1) ||
+        pkvk_mark_elapsed(0, 1, &ms))
+        return fail_dev(e, pkvk_route_name(plan->route));
+    rec->t_device = ms * 1e-3;
+    if (check) {
+        size_t n = (size_t)v->n_rows * s->hq * s->d;
+        if (pkvk_gpu_reference(&batch, b->o_ref) || pkvk_d2h(b->o_host, b->o, n * 2) ||
+            pkvk_d2h(b->ref_host, b->o_ref, n * 4))
+            return fail_dev(e, "reference check");
+        double mx = 0, sum = 0;
+        for (size_t j = 0; j < n; j++) {
+            double d = fabs((double)pkvk_h2f(b->o_host[j]) - b->ref_host[j]);
+            if (!(d <= mx)) mx = d; /* NaN (an unwritten output) propagates */
+            sum += d;
+        }
+        rec->max_err = mx;
+        rec->mean_err = n ? sum / n : 0;
+    }
+    return 0;
+}
+
+static void cuda_destroy(pkv_backend *base) {
+    cuda_backend *b = (cuda_backend *)base;
+    void *dev[] = {b->k,     b->v,     b->q,  b->o,    b->o_ref,  b->src_k,
+                   b->src_v, b->src_q, b->bt, b->lens, b->stage_d};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) pkvk_free(dev[i]);
+    pkvk_host_free(b->stage_h);
+    pkvk_workspace_destroy(b->ws);
+    free(b->o_host);
+    free(b->ref_host);
+    free(b);
+}
+
+/* Fill n halves of device memory by tiling a block of GSL Gaussian draws. */
+static int fill_random(uint16_t *dst, size_t n, gsl_rng *r, uint16_t *blk, size_t blk_n) {
+    for (size_t j = 0; j < blk_n; j++) blk[j] = pkvk_f2h((float)gsl_ran_gaussian(r, 1.0));
+    for (size_t off = 0; off < n; off += blk_n)
+        if (pkvk_h2d(dst + off, blk, 2 * (n - off < blk_n ? n - off : blk_n))) return -1;
+    return 0;
+}
+
+pkv_backend *pkv_backend_cuda_create(const pkvk_shape *s, int32_t n_pages, int32_t cap_rows,
+                                     int32_t bt_stride, int32_t cap_slots, int32_t cap_tasks,
+                                     uint64_t seed, pkv_err *e) {
+    pkvk_device_info dev;
+    if (pkvk_device_count() == 0 || pkvk_device_info_get(&dev)) {
+        pkv_fail(e, "--backend cuda: no usable GPU: %s", pkvk_last_error());
+        return NULL;
+    }
+    size_t pool = (size_t)n_pages * s->hkv * s->page_size * s->d * 2; /* bytes, K or V */
+    size_t rows = (size_t)cap_rows * s->hq * s->d;
+    size_t need = 2 * pool + rows * 8 + (size_t)SRC_ROWS * (2 * s->hkv + s->hq) * s->d * 2 +
+                  (size_t)cap_rows * bt_stride * 16 + (size_t)cap_slots * s->hq * (s->d + 2) * 4;
+    if (need + (256u << 20) > dev.mem_free) {
+        pkv_fail(e,
+                 "--backend cuda: the KV pool of %d pages needs %.2f GiB on the GPU (%.2f GiB "
+                 "with buffers) but %s has %.2f GiB free; lower serving.kv_pages",
+                 n_pages, 2.0 * pool / (1 << 30), need / (double)(1 << 30), dev.name,
+                 dev.mem_free / (double)(1 << 30));
+        return NULL;
+    }
+    cuda_backend *b = calloc(1, sizeof *b);
+    if (!b) return NULL;
+    b->base = (pkv_backend){"cuda", 1, cuda_prepare, cuda_run, cuda_destroy};
+    b->shape = *s;
+    b->cap_rows = cap_rows;
+    b->bt_stride = bt_stride;
+    b->stage_cap = (size_t)cap_rows + 3 * (size_t)cap_rows * bt_stride;
+    size_t src_kv = (size_t)SRC_ROWS * s->hkv * s->d, src_q = (size_t)SRC_ROWS * s->hq * s->d;
+    const size_t blk_n = 4u << 20;
+    uint16_t *blk = malloc(blk_n * 2);
+    gsl_rng *r = pkv_stream_create(seed, PKV_STREAM_TENSORS);
+    b->o_host = malloc(rows * 2);
+    b->ref_host = malloc(rows * 4);
+    int rc = !blk || !r || !b->o_host || !b->ref_host;
+    if (!rc)
+        rc = pkvk_malloc((void **)&b->k, pool) || pkvk_malloc((void **)&b->v, pool) ||
+             pkvk_malloc((void **)&b->q, rows * 2) || pkvk_malloc((void **)&b->o, rows * 2) ||
+             pkvk_malloc((void **)&b->o_ref, rows * 4) ||
+             pkvk_malloc((void **)&b->src_k, src_kv * 2) ||
+             pkvk_malloc((void **)&b->src_v, src_kv * 2) ||
+             pkvk_malloc((void **)&b->src_q, src_q * 2) ||
+             pkvk_malloc((void **)&b->bt, (size_t)cap_rows * bt_stride * 4) ||
+             pkvk_malloc((void **)&b->lens, (size_t)cap_rows * 4) ||
+             pkvk_malloc((void **)&b->stage_d, b->stage_cap * 4) ||
+             pkvk_host_alloc((void **)&b->stage_h, b->stage_cap * 4) ||
+             pkvk_workspace_create(&b->ws, s, cap_rows, cap_slots, cap_tasks) ||
+             pkvk_memset(b->bt, 0, (size_t)cap_rows * bt_stride * 4);
+    /* Prefill content: random pages (reused pages keep stale values, as in a server);
+     * the step's new tokens and queries come from prepared random rows. */
+    if (!rc)
+        rc = fill_random(b->k, pool / 2, r, blk, blk_n) ||
+             fill_random(b->v, pool / 2, r, blk, blk_n) ||
+             fill_random(b->src_k, src_kv, r, blk, blk_n) ||
+             fill_random(b->src_v, src_kv, r, blk, blk_n) ||
+             fill_random(b->src_q, src_q, r, blk, blk_n);
+    free(blk);
+    if (r) gsl_rng_free(r);
+    if (rc) {
+        fail_dev(e, "setting up the GPU pool");
+        cuda_destroy(&b->base);
+        return NULL;
+    }
+    return &b->base;
+}

@@ -1,0 +1,100 @@
+/* The cuda backend in the loop (label gpu; exits 77 without a GPU): every route and
+ * policy runs a small experiment with every step checked against the FP32 GPU
+ * reference; the model backend's counters equal the cuda backend's for the same
+ * steps; a pool that does not fit is a clear error that leaves no file. */
+#include "check.h"
+#include "runner.h"
+
+#include <hdf5.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static const char *EXP =
+    "{\"model\": {\"hq\": 32, \"hkv\": 8, \"head_dim\": 128, \"page_size\": 16},"
+    " \"workload\": {\"arrival\": {\"process\": \"closed\", \"concurrency\": 6},"
+    "   \"prompt\": {\"dist\": \"uniform\", \"min\": 100, \"max\": 40000},"
+    "   \"decode\": {\"dist\": \"uniform\", \"min\": 1, \"max\": 40},"
+    "   \"num_requests\": 16, \"max_context\": 41000},"
+    " \"serving\": {\"max_active\": 6, \"kv_pages\": %d},"
+    " \"route\": {\"policy\": \"%s\", \"calibration\": \"%s\"},"
+    " \"run\": {\"backend\": \"%s\", \"clock\": \"predicted\", \"check_every\": 1,"
+    "   \"output\": \"%s\"}}";
+
+static int run(const char *backend, const char *policy, int pages, const char *out, pkv_err *e) {
+    char *text = malloc(4096);
+    snprintf(text, 4096, EXP, pages, policy, PKV_SOURCE_DIR "/experiments/calibration/default.json",
+             backend, out);
+    pkv_config cfg;
+    if (pkv_config_parse(&cfg, text, "test.json", e)) return -1;
+    pkv_summary sum;
+    pkv_run_opts o = {.quiet = 1, .record = 1};
+    int rc = pkv_run_experiment(&cfg, &o, &sum, e);
+    pkv_config_free(&cfg);
+    return rc;
+}
+
+static pkv_step_rec *read_steps(const char *path, hsize_t *n) {
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) return NULL;
+    hid_t d = H5Dopen2(f, "steps", H5P_DEFAULT), s = H5Dget_space(d);
+    hid_t t = (hid_t)pkv_h5_step_type();
+    H5Sget_simple_extent_dims(s, n, NULL);
+    pkv_step_rec *x = calloc(*n ? *n : 1, sizeof *x);
+    H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, x);
+    H5Tclose(t), H5Sclose(s), H5Dclose(d), H5Fclose(f);
+    return x;
+}
+
+int main(void) {
+    if (pkvk_device_count() == 0) {
+        printf("no GPU (%s): skipped\n", pkvk_last_error());
+        return SKIP_CODE;
+    }
+    char a[64], b[64];
+    snprintf(a, sizeof a, "/tmp/pkv-cuda-a-%d.h5", (int)getpid());
+    snprintf(b, sizeof b, "/tmp/pkv-cuda-b-%d.h5", (int)getpid());
+    pkv_err e;
+    const char *policies[] = {"ref_paged", "pkv_bucket", "pkv_workqueue", "pkv_fused",
+                              "adaptive",  "oracle"};
+    for (int k = 0; k < 6; k++) {
+        int rc = run("cuda", policies[k], 30000, a, &e);
+        CHECK(rc == 0, "%s: %s", policies[k], e.msg);
+        if (rc) continue;
+        hsize_t n;
+        pkv_step_rec *s = read_steps(a, &n);
+        int timed = 1, checked = 1;
+        for (hsize_t i = 0; i < n; i++) {
+            timed &= s[i].t_device > 0 && s[i].t_wall >= s[i].t_device;
+            checked &= s[i].max_err < 2e-3 && s[i].mean_err < 3e-4;
+        }
+        CHECK(n > 100 && timed, "%s: %llu steps, device/wall times missing", policies[k],
+              (unsigned long long)n);
+        CHECK(checked, "%s: a step was not checked or failed its check", policies[k]);
+        printf("%-14s %llu steps checked against the FP32 reference\n", policies[k],
+               (unsigned long long)n);
+        /* The model backend plans the same steps with the same counters. */
+        if (!strcmp(policies[k], "adaptive") || !strcmp(policies[k], "pkv_workqueue")) {
+            CHECK(run("model", policies[k], 30000, b, &e) == 0, "model: %s", e.msg);
+            hsize_t m;
+            pkv_step_rec *t = read_steps(b, &m);
+            int same = m == n;
+            for (hsize_t i = 0; same && i < n; i++)
+                same = s[i].rows == t[i].rows && s[i].context_tokens == t[i].context_tokens &&
+                       s[i].route == t[i].route && s[i].launches == t[i].launches &&
+                       s[i].ctas == t[i].ctas && s[i].kv_bytes == t[i].kv_bytes &&
+                       s[i].merge_bytes == t[i].merge_bytes && s[i].splits == t[i].splits;
+            CHECK(same, "%s: model and cuda counters differ", policies[k]);
+            free(t);
+        }
+        free(s);
+    }
+    /* 10^7 pages of 64 KiB do not fit: an error naming bytes, and no file. */
+    unlink(a);
+    CHECK(run("cuda", "adaptive", 10000000, a, &e) == -1 && strstr(e.msg, "GiB free"),
+          "out of memory: %s", e.msg);
+    CHECK(access(a, F_OK) != 0, "a file was left behind");
+    unlink(b);
+    CHECK_DONE();
+}
