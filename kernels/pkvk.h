@@ -73,7 +73,8 @@ typedef struct pkvk_plan {
     int32_t *bucket_rows; /* [n_rows] row ids grouped by bucket (BUCKET) */
     pkvk_bucket *buckets; /* [n_buckets] (BUCKET) */
     int32_t n_buckets;
-    int32_t cap_rows, cap_tasks; /* capacities given to pkvk_plan_init */
+        int32_t cap_rows, cap_tasks; /* capacities given to pkvk_plan_init */
+    int pinned;                  /* arrays in pinned host memory (a GPU was present) */
 } pkvk_plan;
 
 int pkvk_plan_init(pkvk_plan *p, int32_t cap_rows, int32_t cap_tasks);

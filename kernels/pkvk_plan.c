@@ -10,13 +10,28 @@ const char *pkvk_route_name(pkvk_route r) {
     return (unsigned)r < PKVK_ROUTE_COUNT ? names[r] : "unknown";
 }
 
+/* Arrays that are uploaded every step live in pinned memory where a GPU exists, so
+ * the copies are truly asynchronous; elsewhere in ordinary memory. */
+static void *plan_alloc(const pkvk_plan *p, size_t bytes) {
+    void *x = NULL;
+    if (p->pinned) return pkvk_host_alloc(&x, bytes) ? NULL : x;
+    return malloc(bytes);
+}
+
+static void plan_release(const pkvk_plan *p, void *x) {
+    if (p->pinned)
+        pkvk_host_free(x);
+    else
+        free(x);
+}
+
 int pkvk_plan_init(pkvk_plan *p, int32_t cap_rows, int32_t cap_tasks) {
-    *p = (pkvk_plan){0};
+    *p = (pkvk_plan){.pinned = pkvk_device_count() > 0};
     if (cap_rows < 1 || cap_tasks < 1) return PKVK_ERR_INVALID;
-    p->split_offsets = malloc(sizeof(int32_t) * ((size_t)cap_rows + 1));
-    p->bucket_rows = malloc(sizeof(int32_t) * (size_t)cap_rows);
+    p->split_offsets = plan_alloc(p, sizeof(int32_t) * ((size_t)cap_rows + 1));
+    p->bucket_rows = plan_alloc(p, sizeof(int32_t) * (size_t)cap_rows);
     p->buckets = malloc(sizeof(pkvk_bucket) * (size_t)cap_rows);
-    p->tasks = malloc(sizeof(pkvk_task) * (size_t)cap_tasks);
+    p->tasks = plan_alloc(p, sizeof(pkvk_task) * (size_t)cap_tasks);
     if (!p->split_offsets || !p->bucket_rows || !p->buckets || !p->tasks) {
         pkvk_plan_free(p);
         return PKVK_ERR_OUT_OF_MEMORY;
@@ -27,10 +42,10 @@ int pkvk_plan_init(pkvk_plan *p, int32_t cap_rows, int32_t cap_tasks) {
 }
 
 void pkvk_plan_free(pkvk_plan *p) {
-    free(p->split_offsets);
-    free(p->bucket_rows);
+    plan_release(p, p->split_offsets);
+    plan_release(p, p->bucket_rows);
     free(p->buckets);
-    free(p->tasks);
+    plan_release(p, p->tasks);
     *p = (pkvk_plan){0};
 }
 

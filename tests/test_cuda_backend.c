@@ -69,7 +69,7 @@ int main(void) {
             timed &= s[i].t_device > 0 && s[i].t_wall >= s[i].t_device;
             checked &= s[i].max_err < 2e-3 && s[i].mean_err < 3e-4;
         }
-        CHECK(n > 100 && timed, "%s: %llu steps, device/wall times missing", policies[k],
+                CHECK(n > 40 && timed, "%s: %llu steps, device/wall times missing", policies[k],
               (unsigned long long)n);
         CHECK(checked, "%s: a step was not checked or failed its check", policies[k]);
         printf("%-14s %llu steps checked against the FP32 reference\n", policies[k],
