@@ -215,6 +215,11 @@ int pkv_h5rec_calibration(pkv_h5rec *r, const pkv_calib *c, pkv_err *e) {
     if (rc >= 0) rc = attr_u64(g, "resident_ctas_per_sm", (uint64_t)c->resident_ctas_per_sm);
     if (rc >= 0) rc = attr_u64(g, "wave_tiles_max", (uint64_t)c->wave_tiles_max);
     if (rc >= 0) rc = attr_u64(g, "chunk_tiles", (uint64_t)c->chunk_tiles);
+    for (int k = 0; k < PKVK_ROUTE_COUNT && rc >= 0; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "route_scale_%s", pkvk_route_name((pkvk_route)k));
+        rc = attr_f64(g, name, c->route_scale[k]);
+    }
     if (g >= 0) H5Gclose(g);
     return rc < 0 ? h5fail(r, e, "/calibration") : 0;
 }

@@ -22,6 +22,7 @@ static const char *const calib_keys[] = {"gpu_name",
                                          "resident_ctas_per_sm",
                                          "wave_tiles_max",
                                          "chunk_tiles",
+                                         "route_scale",
                                          "fit",
                                          NULL};
 
@@ -57,6 +58,20 @@ int pkv_calib_apply(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e) 
         pkv_json_int(o, path, "wave_tiles_max", wtm, 1, 1 << 20, &wtm, e) ||
         pkv_json_int(o, path, "chunk_tiles", cht, 1, 1 << 20, &cht, e))
         return -1;
+    const cJSON *rs;
+    char rp[128];
+    pkv_json_path(rp, sizeof rp, path, "route_scale");
+    if (pkv_json_sub(o, path, "route_scale", &rs, e)) return -1;
+    if (rs) {
+        const char *names[PKVK_ROUTE_COUNT + 1];
+        for (int r = 0; r < PKVK_ROUTE_COUNT; r++) names[r] = pkvk_route_name((pkvk_route)r);
+        names[PKVK_ROUTE_COUNT] = NULL;
+        if (pkv_json_object(rs, rp, names, e)) return -1;
+        for (int r = 0; r < PKVK_ROUTE_COUNT; r++)
+            if (pkv_json_num(rs, rp, names[r], c->route_scale[r], 0, true, 1e3, &c->route_scale[r],
+                             e))
+                return -1;
+    }
     c->beta = beta_gbps * 1e9;
     c->lambda = launch_us * 1e-6;
     c->sm_count = (int)sm;
@@ -88,6 +103,7 @@ void pkv_calib_defaults(pkv_calib *c) {
                      .chunk_tiles = 64,
                      .placeholder = true};
     snprintf(c->gpu_name, sizeof c->gpu_name, "unknown");
+    for (int r = 0; r < PKVK_ROUTE_COUNT; r++) c->route_scale[r] = 1.0;
 }
 
 int pkv_calib_load(pkv_calib *c, const char *path, pkv_err *e) {

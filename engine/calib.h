@@ -3,6 +3,7 @@
 #define PKV_CALIB_H
 
 #include "jsonv.h"
+#include "pkvk.h"
 
 typedef struct pkv_calib {
     char gpu_name[128]; /* GPU model the constants were measured on */
@@ -22,7 +23,8 @@ typedef struct pkv_calib {
     int resident_ctas_per_sm; /* decode CTAs resident on one SM: a wave is this x sm_count */
     int wave_tiles_max;       /* tiles per CTA up to which a step is planned as one wave */
     int chunk_tiles;          /* tiles per CTA for steps larger than one wave */
-    char *json;               /* the file verbatim (owned) */
+    double route_scale[PKVK_ROUTE_COUNT]; /* fitted factor on each route's modelled time */
+    char *json;                           /* the file verbatim (owned) */
 } pkv_calib;
 
 /* Built-in defaults (placeholders), as used for keys a file omits. */

@@ -40,6 +40,7 @@ void pkv_cost_counters(const pkv_calib *c, const pkvk_shape *s, const pkvk_plan 
     double under = out->cta_work_per_sm > 0 && out->cta_work_per_sm < c->c_min
                        ? c->c_min / out->cta_work_per_sm
                        : 1.0;
-    out->t_predicted = (double)out->kv_bytes / c->beta * under + out->launches * c->lambda +
-                       (double)out->merge_bytes / c->beta;
+    out->t_predicted = ((double)out->kv_bytes / c->beta * under + out->launches * c->lambda +
+                        (double)out->merge_bytes / c->beta) *
+                       c->route_scale[p->route < PKVK_ROUTE_COUNT ? p->route : 0];
 }

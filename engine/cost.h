@@ -1,6 +1,7 @@
 /* Per-step counters of a plan and the cost model of DESIGN.md:
- *   T_r = KVBytes/beta * max(1, C_min/C_r) + L_r * lambda + MergeBytes_r/beta
- * with C_r the decode CTAs per SM and L_r the launches. */
+ *   T_r = s_r * (KVBytes/beta * max(1, C_min/C_r) + L_r * lambda + MergeBytes_r/beta)
+ * with C_r the decode CTAs per SM, L_r the launches and s_r the route's fitted scale
+ * (calibration route_scale, 1 by default). */
 #ifndef PKV_COST_H
 #define PKV_COST_H
 

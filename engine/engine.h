@@ -77,7 +77,8 @@ typedef struct pkv_engine {
     double tol_max, tol_mean;
 } pkv_engine;
 
-/* Takes ownership of backend (which may be NULL and set later in eng->backend). cap_rows, max_len: the largest step (rows, tokens). */
+/* Takes ownership of backend (which may be NULL and set later in eng->backend). cap_rows, max_len:
+ * the largest step (rows, tokens). */
 int pkv_engine_init(pkv_engine *eng, const pkvk_shape *s, const pkv_calib *cal, const char *policy,
                     pkv_bucket_mode mode, int32_t cap_rows, int32_t max_len, pkv_backend *backend,
                     pkv_clock_source clock, pkv_err *e);

@@ -3,6 +3,7 @@
  * ceilings measured in the same run. */
 #include "pkv_gitrev.h"
 #include "kbench.h"
+#include "kcase.h"
 #include "cost.h"
 #include "planner.h"
 #include "pagetable.h"
@@ -78,100 +79,6 @@ static void emit(bench_out *o, const char *fmt, ...) {
     if (o->f) vfprintf(o->f, fmt, ap);
     va_end(ap);
     fflush(stdout);
-}
-
-typedef struct dev_case {
-    pkvk_batch b;
-    void *q, *o, *k, *v, *bt, *lens;
-    float *ref;
-    size_t q_elems;
-} dev_case;
-
-static void dev_case_free(dev_case *d) {
-    pkvk_free(d->q), pkvk_free(d->o), pkvk_free(d->k), pkvk_free(d->v);
-    pkvk_free(d->bt), pkvk_free(d->lens), pkvk_free(d->ref);
-}
-
-/* Device batch for a case: block tables from the study's generator with `holes` of
- * the page universe unused; K and V tiled from 8 MiB blocks of GSL Gaussian halves. */
-static int dev_case_make(dev_case *d, const bench_case *bc, const pkvk_shape *s, double holes,
-                         gsl_rng *r, char *err, size_t errn) {
-    memset(d, 0, sizeof *d);
-    pkv_pagetable pt;
-    if (pkv_pagetable_generate(&pt, bc->lens, bc->n, s->page_size, 0, holes, r)) {
-        snprintf(err, errn, "case %.31s: out of memory for its page table", bc->name);
-        return -1;
-    }
-    int32_t stride = pt.stride, *bt = pt.table;
-    int64_t universe = pt.universe;
-    const size_t blk = 4u << 20; /* halves */
-    uint16_t *rnd = malloc(blk * 2);
-    size_t page_elems = (size_t)s->hkv * s->page_size * s->d, kv = (size_t)universe * page_elems;
-    d->q_elems = (size_t)bc->n * s->hq * s->d;
-    uint16_t *q = malloc(d->q_elems * 2);
-    int rc = !rnd || !q;
-    if (!rc) {
-        for (size_t j = 0; j < d->q_elems; j++) q[j] = pkvk_f2h((float)gsl_ran_gaussian(r, 1));
-        rc = pkvk_malloc(&d->k, kv * 2) || pkvk_malloc(&d->v, kv * 2) ||
-             pkvk_malloc(&d->q, d->q_elems * 2) || pkvk_malloc(&d->o, d->q_elems * 2) ||
-             pkvk_malloc((void **)&d->ref, d->q_elems * 4) ||
-             pkvk_malloc(&d->bt, (size_t)bc->n * stride * 4) ||
-             pkvk_malloc(&d->lens, (size_t)bc->n * 4);
-        if (rc) snprintf(err, errn, "case %.31s: %.400s", bc->name, pkvk_last_error());
-    }
-    for (int which = 0; which < 2 && !rc; which++) {
-        uint16_t *dst = which ? d->v : d->k;
-        for (size_t j = 0; j < blk; j++) rnd[j] = pkvk_f2h((float)gsl_ran_gaussian(r, 1));
-        for (size_t off = 0; off < kv && !rc; off += blk)
-            rc = pkvk_h2d(dst + off, rnd, 2 * (kv - off < blk ? kv - off : blk));
-    }
-    if (!rc)
-        rc = pkvk_h2d(d->q, q, d->q_elems * 2) || pkvk_h2d(d->bt, bt, (size_t)bc->n * stride * 4) ||
-             pkvk_h2d(d->lens, bc->lens, (size_t)bc->n * 4);
-    d->b = (pkvk_batch){*s,   bc->n, d->q,   d->o,    d->k,
-                        d->v, d->bt, stride, d->lens, 1.0f / sqrtf((float)s->d)};
-    if (!rc) rc = pkvk_gpu_reference(&d->b, d->ref);
-    if (rc && !*err) snprintf(err, errn, "case %.31s: %.400s", bc->name, pkvk_last_error());
-    pkv_pagetable_free(&pt);
-    free(rnd), free(q);
-    return rc;
-}
-
-/* Time one plan: median of reps calls, each after an L2 flush. */
-static int time_plan(pkvk_workspace *ws, dev_case *d, const pkvk_plan *p, int reps, float *med_ms,
-                     int *launches, double *mx, double *mean) {
-    float *t = malloc(sizeof(float) * reps);
-    int rc = t ? pkvk_plan_upload(ws, p) : PKVK_ERR_OUT_OF_MEMORY;
-    for (int w = 0; w < 3 && !rc; w++) rc = pkvk_launch(ws, &d->b, p, launches);
-    if (!rc) rc = pkvk_memset(d->o, 0xff, d->q_elems * 2); /* poison: NaN halves */
-    for (int i = 0; i < reps && !rc; i++) {
-        rc = pkvk_flush_l2();
-        if (!rc) rc = pkvk_timer_start();
-        if (!rc) rc = pkvk_launch(ws, &d->b, p, launches);
-        if (!rc) rc = pkvk_timer_stop(&t[i]);
-    }
-    if (!rc) {
-        gsl_sort_float(t, 1, reps);
-        *med_ms = (float)gsl_stats_float_median_from_sorted_data(t, 1, reps);
-        uint16_t *o = malloc(d->q_elems * 2);
-        float *ref = malloc(d->q_elems * 4);
-        rc = !o || !ref
-                 ? PKVK_ERR_OUT_OF_MEMORY
-                 : pkvk_d2h(o, d->o, d->q_elems * 2) || pkvk_d2h(ref, d->ref, d->q_elems * 4);
-        if (!rc) {
-            double sum = 0;
-            *mx = 0;
-            for (size_t j = 0; j < d->q_elems; j++) {
-                double e = fabs((double)pkvk_h2f(o[j]) - ref[j]);
-                if (!(e <= *mx)) *mx = e;
-                sum += e;
-            }
-            *mean = sum / d->q_elems;
-        }
-        free(o), free(ref);
-    }
-    free(t);
-    return rc;
 }
 
 static void usage(void) {
@@ -296,17 +203,17 @@ int pkv_bench_kernels_main(int argc, char **argv) {
     gsl_rng *r = pkv_stream_create(1, PKV_STREAM_TENSORS);
     int rc = 0;
     for (int ci = 0; ci < n_cases && rc == 0; ci++) {
-        dev_case d;
+        pkv_kcase d;
         char err[512] = "";
         pkv_planner pl;
         pkvk_workspace *ws = NULL;
         int32_t max_len = 0;
         for (int i = 0; i < bc[ci].n; i++)
             if (bc[ci].lens[i] > max_len) max_len = bc[ci].lens[i];
-        if (dev_case_make(&d, &bc[ci], &s, holes, r, err, sizeof err) ||
+        if (pkv_kcase_make(&d, bc[ci].name, bc[ci].lens, bc[ci].n, &s, holes, r, err, sizeof err) ||
             pkv_planner_init(&pl, &s, &cal, bc[ci].n, max_len, PKV_BUCKET_MODE_EXACT)) {
             fprintf(stderr, "pkvsim bench kernels: %s\n", *err ? err : "out of memory");
-            dev_case_free(&d);
+            pkv_kcase_free(&d);
             rc = 1;
             break;
         }
@@ -353,7 +260,7 @@ int pkv_bench_kernels_main(int argc, char **argv) {
             float ms = 0;
             int launches = 0;
             double mx = 0, mean = 0;
-            rc = time_plan(ws, &d, p, reps, &ms, &launches, &mx, &mean);
+            rc = pkv_kcase_time(ws, &d, p, reps, &ms, &launches, &mx, &mean);
             if (rc) {
                 fprintf(stderr, "pkvsim bench kernels: %s %s: %s\n", bc[ci].name,
                         pkvk_route_name(p->route), pkvk_last_error());
@@ -374,7 +281,7 @@ int pkv_bench_kernels_main(int argc, char **argv) {
         pkvk_plan_free(&fixed);
         pkvk_workspace_destroy(ws);
         pkv_planner_free(&pl);
-        dev_case_free(&d);
+        pkv_kcase_free(&d);
     }
     emit(&bo, "# splits marked * are forced by --splits; FlashInfer routes: not built\n");
     gsl_rng_free(r);

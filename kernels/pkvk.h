@@ -73,7 +73,7 @@ typedef struct pkvk_plan {
     int32_t *bucket_rows; /* [n_rows] row ids grouped by bucket (BUCKET) */
     pkvk_bucket *buckets; /* [n_buckets] (BUCKET) */
     int32_t n_buckets;
-        int32_t cap_rows, cap_tasks; /* capacities given to pkvk_plan_init */
+    int32_t cap_rows, cap_tasks; /* capacities given to pkvk_plan_init */
     int pinned;                  /* arrays in pinned host memory (a GPU was present) */
 } pkvk_plan;
 
@@ -180,11 +180,14 @@ int pkvk_h2d_async(void *dst, const void *src, size_t bytes);
  *    ([src_rows][hkv][d] fp16, prepared random content), and Q of the step copied
  *    likewise from src_q ([src_rows][hq][d]) into q.
  * stage: device, n_rows + 3 * n_updates int32. */
-int pkvk_step_prologue(const pkvk_shape *s, int32_t n_rows, const int32_t *stage,
-                       int32_t n_updates, int32_t *seq_lens, int32_t *block_table,
-                       int32_t bt_stride, uint16_t *k_cache, uint16_t *v_cache, uint16_t *q,
-                       const uint16_t *src_k, const uint16_t *src_v, const uint16_t *src_q,
-                       int32_t src_rows, int64_t first_src);
+int pkvk_step_prologue(const pkvk_shape *s, int32_t n_rows, const int32_t *stage, int32_t n_updates,
+                       int32_t *seq_lens, int32_t *block_table, int32_t bt_stride,
+                       uint16_t *k_cache, uint16_t *v_cache, uint16_t *q, const uint16_t *src_k,
+                       const uint16_t *src_v, const uint16_t *src_q, int32_t src_rows,
+                       int64_t first_src);
+
+/* Resident attention CTAs per SM for head dim d and group size G (occupancy). */
+int pkvk_occupancy(int d, int G, int *ctas_per_sm);
 
 /* FP32 GPU reference into o32 (device, float [n_rows][hq][d]). */
 int pkvk_gpu_reference(const pkvk_batch *b, float *o32);

@@ -539,3 +539,18 @@ extern "C" int pkvk_launch(pkvk_workspace *w, const pkvk_batch *b, const pkvk_pl
     }
     return rc;
 }
+
+extern "C" int pkvk_occupancy(int d, int G, int *ctas_per_sm) {
+    if (d != 128) return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "head dimension must be 128");
+    const void *k = G == 1   ? (const void *)attn_kernel<128, 1, MODE_TASKS>
+                    : G == 2 ? (const void *)attn_kernel<128, 2, MODE_TASKS>
+                    : G == 4 ? (const void *)attn_kernel<128, 4, MODE_TASKS>
+                    : G == 8 ? (const void *)attn_kernel<128, 8, MODE_TASKS>
+                             : nullptr;
+    if (!k) return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "GQA group size must be 1, 2, 4 or 8");
+    PKVK_CK(
+        cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_bytes(128)));
+    PKVK_CK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, k, THREADS, smem_bytes(128)));
+    return PKVK_OK;
+}

@@ -69,10 +69,14 @@ int pkvk_mark(int k) {
 int pkvk_mark_elapsed(int a, int b, float *ms) {
     return PKVK_ERR_NO_DEVICE;
 }
-int pkvk_step_prologue(const pkvk_shape *s, int32_t n_rows, const int32_t *stage,
-                       int32_t n_updates, int32_t *seq_lens, int32_t *block_table,
-                       int32_t bt_stride, uint16_t *k_cache, uint16_t *v_cache, uint16_t *q,
-                       const uint16_t *src_k, const uint16_t *src_v, const uint16_t *src_q,
-                       int32_t src_rows, int64_t first_src) {
+int pkvk_step_prologue(const pkvk_shape *s, int32_t n_rows, const int32_t *stage, int32_t n_updates,
+                       int32_t *seq_lens, int32_t *block_table, int32_t bt_stride,
+                       uint16_t *k_cache, uint16_t *v_cache, uint16_t *q, const uint16_t *src_k,
+                       const uint16_t *src_v, const uint16_t *src_q, int32_t src_rows,
+                       int64_t first_src) {
+    return PKVK_ERR_NO_DEVICE;
+}
+int pkvk_occupancy(int d, int G, int *ctas_per_sm) {
+    *ctas_per_sm = 0;
     return PKVK_ERR_NO_DEVICE;
 }

@@ -9,11 +9,11 @@ namespace {
 
 // Blocks [0, n_rows): row i's lengths, new K/V token and Q; blocks past that: the
 // block-table updates, 128 per block.
-__global__ void prologue_kernel(int32_t n_rows, const int32_t *__restrict__ stage, int32_t n_updates,
-                                int32_t *seq_lens, int32_t *bt, int32_t bt_stride, uint4 *k,
-                                uint4 *v, uint4 *q, const uint4 *src_k, const uint4 *src_v,
-                                const uint4 *src_q, int32_t src_rows, int64_t first_src, int hkv,
-                                int hq, int ps, int d) {
+__global__ void prologue_kernel(int32_t n_rows, const int32_t *__restrict__ stage,
+                                int32_t n_updates, int32_t *seq_lens, int32_t *bt,
+                                int32_t bt_stride, uint4 *k, uint4 *v, uint4 *q, const uint4 *src_k,
+                                const uint4 *src_v, const uint4 *src_q, int32_t src_rows,
+                                int64_t first_src, int hkv, int hq, int ps, int d) {
     const int b = blockIdx.x, tid = threadIdx.x;
     if (b >= n_rows) {
         int u = (b - n_rows) * blockDim.x + tid;
@@ -53,13 +53,13 @@ extern "C" int pkvk_step_prologue(const pkvk_shape *s, int32_t n_rows, const int
                                   uint16_t *q, const uint16_t *src_k, const uint16_t *src_v,
                                   const uint16_t *src_q, int32_t src_rows, int64_t first_src) {
     if (n_rows == 0 && n_updates == 0) return PKVK_OK;
-    if (s->d % 8) return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "head dimension must be a multiple of 8");
+    if (s->d % 8)
+        return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "head dimension must be a multiple of 8");
     int blocks = n_rows + (n_updates + 127) / 128;
-    prologue_kernel<<<blocks, 128>>>(n_rows, stage, n_updates, seq_lens, block_table, bt_stride,
-                                     (uint4 *)k_cache, (uint4 *)v_cache, (uint4 *)q,
-                                     (const uint4 *)src_k, (const uint4 *)src_v,
-                                     (const uint4 *)src_q, src_rows, first_src, s->hkv, s->hq,
-                                     s->page_size, s->d);
+    prologue_kernel<<<blocks, 128>>>(
+        n_rows, stage, n_updates, seq_lens, block_table, bt_stride, (uint4 *)k_cache,
+        (uint4 *)v_cache, (uint4 *)q, (const uint4 *)src_k, (const uint4 *)src_v,
+        (const uint4 *)src_q, src_rows, first_src, s->hkv, s->hq, s->page_size, s->d);
     PKVK_CK_LAUNCH();
     return PKVK_OK;
 }

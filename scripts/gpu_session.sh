@@ -2,7 +2,8 @@
 # One GPU session: the GPU tests, the kernel benchmark, and the in-the-loop runs of
 # the study's B=1 bucketed and B=8 bimodal experiments under every route, on the
 # cuda backend (clock: wall). Run on the GPU machine from the repository root with
-# the bundled programs in .bundle/; writes logs, tables and HDF5 summaries under $1.
+# the bundled programs in .bundle/; writes logs and tables under $1. With
+# CALIBRATE=1 it first runs `pkvsim calibrate` and uses that file for the runs.
 set -uo pipefail
 out=${1:?usage: gpu_session.sh OUTDIR [skip-bench]}
 mkdir -p "$out"
@@ -10,10 +11,16 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu
 .bundle/run test_kernels_gpu 2>&1 | tail -3 | tee "$out/test_kernels_gpu.log"
 .bundle/run test_cuda_backend 2>&1 | tail -9 | tee "$out/test_cuda_backend.log"
 [ "${2:-}" = skip-bench ] || .bundle/run pkvsim bench kernels --out "$out/bench_kernels.txt" > /dev/null 2>&1
+cal=()
+if [ "${CALIBRATE:-0}" = 1 ]; then
+  .bundle/run pkvsim calibrate -o "$out/calibration.json" > "$out/calibrate.log" 2>&1
+  tail -8 "$out/calibrate.log"
+  cal=(--calibration "$out/calibration.json")
+fi
 for exp in bucketed_b1 bimodal_b8; do
   for route in ref_paged pkv_bucket pkv_workqueue pkv_fused adaptive oracle; do
     echo "== $exp $route"
-    .bundle/run pkvsim run experiments/$exp.json --backend cuda --route "$route" \
+    .bundle/run pkvsim run experiments/$exp.json --backend cuda --route "$route" "${cal[@]}" \
       -o "$out/run.h5" 2>&1 | grep -E "decode|host|routes|steps|pkvsim:"
   done
 done 2>&1 | tee "$out/loop.log"

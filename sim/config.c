@@ -358,7 +358,8 @@ static int parse_serving(pkv_config *c, const cJSON *o, pkv_err *e) {
 }
 
 static int parse_route(pkv_config *c, const cJSON *o, pkv_err *e) {
-    static const char *const keys[] = {"policy", "buckets", "calibration", "overrides", NULL};
+    static const char *const keys[] = {"policy",    "buckets",         "calibration",
+                                       "overrides", "allow_other_gpu", NULL};
     const char *pol, *bm;
     int bmi;
     const cJSON *ov;
@@ -373,6 +374,7 @@ static int parse_route(pkv_config *c, const cJSON *o, pkv_err *e) {
         snprintf(c->calibration, sizeof c->calibration, "%s",
                  PKV_SOURCE_DIR "/experiments/calibration/default.json");
     TRY(pkv_json_sub(o, "route", "overrides", &ov, e));
+    TRY(pkv_json_bool(o, "route", "allow_other_gpu", false, &c->allow_other_gpu, e));
     snprintf(c->policy, sizeof c->policy, "%s", pol);
     c->bucket_mode = (pkv_bucket_mode)bmi;
     c->calib_overrides = ov ? cJSON_Duplicate(ov, 1) : NULL;
@@ -517,6 +519,7 @@ int pkv_config_resolve(pkv_config *c) {
     cJSON_AddStringToObject(rt, "policy", c->policy);
     cJSON_AddStringToObject(rt, "buckets", bucket_names[c->bucket_mode]);
     cJSON_AddStringToObject(rt, "calibration", c->calibration);
+    cJSON_AddBoolToObject(rt, "allow_other_gpu", c->allow_other_gpu);
     if (c->calib_overrides)
         cJSON_AddItemToObject(rt, "overrides", cJSON_Duplicate(c->calib_overrides, 1));
     cJSON *rn = cJSON_AddObjectToObject(r, "run");

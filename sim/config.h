@@ -33,6 +33,7 @@ typedef struct pkv_config {
     pkv_bucket_mode bucket_mode;
     char calibration[1024];
     cJSON *calib_overrides; /* owned; may be NULL */
+    bool allow_other_gpu;   /* accept a calibration made on another GPU model */
     int64_t max_steps;      /* 0: no limit */
     double max_time;        /* seconds of simulated time; 0: no limit */
     int64_t warmup_steps;

@@ -13,6 +13,7 @@
 
 #include <gsl/gsl_randist.h>
 
+#include "calibrate.h"
 #include "kbench.h"
 #include "rng.h"
 #include "runner.h"
@@ -37,12 +38,16 @@ static void usage(FILE *f) {
           "      -b, --backend NAME      auto | model | cpu | cuda (default: run.backend, auto)\n"
           "                              auto = cuda where a GPU is usable, else model\n"
           "      -s, --seed N            experiment seed (default: run.seed, 1)\n"
+          "      -c, --calibration FILE  calibration file (default: route.calibration)\n"
           "      -r, --route NAME        route policy (default: route.policy): ref_paged,\n"
           "                              pkv_bucket, pkv_workqueue, pkv_fused, adaptive, oracle\n"
           "      -q, --quiet             no progress line and no summary\n"
           "  workload EXPERIMENT.json [--csv OUT] [--seed N]\n"
           "                        the request stream an experiment would generate, and its\n"
           "                        statistics (count, duration, rate, gap CV, percentiles)\n"
+          "  calibrate [-o FILE] [--reps N]\n"
+          "                        measure beta, lambda, occupancy on the GPU and fit C_min\n"
+          "                        and per-route scales; writes a calibration file\n"
           "  bench sim [--out FILE] [--steps N]\n"
           "                        simulated decode steps per second on the model backend,\n"
           "                        recording on, at 8 and 64 active requests\n"
@@ -81,15 +86,16 @@ static int cmd_run(int argc, char **argv) {
                                          {"backend", required_argument, 0, 'b'},
                                          {"seed", required_argument, 0, 's'},
                                          {"route", required_argument, 0, 'r'},
+                                         {"calibration", required_argument, 0, 'c'},
                                          {"quiet", no_argument, 0, 'q'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *output = NULL, *backend = NULL, *seed = NULL, *route = NULL;
+    const char *output = NULL, *backend = NULL, *seed = NULL, *route = NULL, *calib = NULL;
     int quiet = 0, c;
     char cmdline[4096];
     join_args(cmdline, sizeof cmdline, argc, argv);
     optind = 1;
-    while ((c = getopt_long(argc, argv, "o:b:s:r:qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "o:b:s:r:c:qh", opts, NULL)) != -1) {
         switch (c) {
         case 'o':
             output = optarg;
@@ -102,6 +108,9 @@ static int cmd_run(int argc, char **argv) {
             break;
         case 'r':
             route = optarg;
+            break;
+        case 'c':
+            calib = optarg;
             break;
         case 'q':
             quiet = 1;
@@ -141,6 +150,7 @@ static int cmd_run(int argc, char **argv) {
         cfg.backend = (pkv_backend_kind)k;
     }
     if (output) snprintf(cfg.output, sizeof cfg.output, "%s", output);
+    if (calib) snprintf(cfg.calibration, sizeof cfg.calibration, "%s", calib);
     if (route) {
         pkv_route_policy probe;
         if (pkv_policy_init(&probe, route)) {
@@ -539,6 +549,7 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "workload")) return cmd_workload(argc - 1, argv + 1);
+    if (!strcmp(cmd, "calibrate")) return pkv_calibrate_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench") && argc >= 3 && !strcmp(argv[2], "sim"))
         return cmd_bench_sim(argc - 2, argv + 2);
     if (!strcmp(cmd, "bench") && argc >= 3 && !strcmp(argv[2], "traces"))

@@ -2,6 +2,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 pkv_backend_kind pkv_backend_resolve(pkv_backend_kind k) {
     if (k != PKV_BACKEND_AUTO) return k;
@@ -60,6 +61,14 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
     if (!be) goto done;
     pkvk_device_info dev = {.name = "none"};
     if (bk == PKV_BACKEND_CUDA) pkvk_device_info_get(&dev);
+    if (bk == PKV_BACKEND_CUDA && strcmp(cal.gpu_name, dev.name) != 0 && !cfg->allow_other_gpu) {
+        pkv_fail(e,
+                 "%s: the calibration %s was made on \"%s\", but this GPU is \"%s\": run "
+                 "`pkvsim calibrate -o FILE` here and name it in route.calibration, or set "
+                 "route.allow_other_gpu to true",
+                 cfg->file, cfg->calibration, cal.gpu_name, dev.name);
+        goto done;
+    }
     eng.check_every = cfg->check_every;
     eng.check_first = cfg->check_first;
     if (o->record) {

@@ -56,8 +56,8 @@ int main(void) {
     snprintf(a, sizeof a, "/tmp/pkv-cuda-a-%d.h5", (int)getpid());
     snprintf(b, sizeof b, "/tmp/pkv-cuda-b-%d.h5", (int)getpid());
     pkv_err e;
-    const char *policies[] = {"ref_paged", "pkv_bucket", "pkv_workqueue", "pkv_fused",
-                              "adaptive",  "oracle"};
+    const char *policies[] = {"ref_paged", "pkv_bucket", "pkv_workqueue",
+                              "pkv_fused", "adaptive",   "oracle"};
     for (int k = 0; k < 6; k++) {
         int rc = run("cuda", policies[k], 30000, a, &e);
         CHECK(rc == 0, "%s: %s", policies[k], e.msg);
@@ -69,7 +69,7 @@ int main(void) {
             timed &= s[i].t_device > 0 && s[i].t_wall >= s[i].t_device;
             checked &= s[i].max_err < 2e-3 && s[i].mean_err < 3e-4;
         }
-                CHECK(n > 40 && timed, "%s: %llu steps, device/wall times missing", policies[k],
+        CHECK(n > 40 && timed, "%s: %llu steps, device/wall times missing", policies[k],
               (unsigned long long)n);
         CHECK(checked, "%s: a step was not checked or failed its check", policies[k]);
         printf("%-14s %llu steps checked against the FP32 reference\n", policies[k],
@@ -90,6 +90,37 @@ int main(void) {
         }
         free(s);
     }
+    /* A calibration made on another GPU model is refused, unless allowed. */
+    char cal[64];
+    snprintf(cal, sizeof cal, "/tmp/pkv-cal-%d.json", (int)getpid());
+    FILE *f = fopen(cal, "w");
+    fputs("{\"gpu_name\": \"Some Other GPU\", \"placeholder\": false}", f);
+    fclose(f);
+    for (int allow = 0; allow < 2; allow++) {
+        char *text = malloc(4096);
+        snprintf(text, 4096,
+                 "{\"workload\": {\"arrival\": {\"process\": \"closed\", \"concurrency\": 2}, "
+                 "\"prompt\": {\"dist\": \"fixed\", \"value\": 5000}, \"decode\": {\"dist\": "
+                 "\"fixed\", \"value\": 4}, \"num_requests\": 4}, \"route\": {\"calibration\": "
+                 "\"%s\", \"allow_other_gpu\": %s}, \"run\": {\"backend\": \"cuda\", "
+                 "\"output\": \"%s\"}}",
+                 cal, allow ? "true" : "false", a);
+        pkv_config cfg;
+        pkv_summary sum;
+        pkv_run_opts o = {.quiet = 1, .record = 1};
+        unlink(a);
+        CHECK(pkv_config_parse(&cfg, text, "mismatch.json", &e) == 0, "parse: %s", e.msg);
+        int rc = pkv_run_experiment(&cfg, &o, &sum, &e);
+        if (allow)
+            CHECK(rc == 0 && access(a, F_OK) == 0, "allowed mismatch did not run: %s", e.msg);
+        else
+            CHECK(rc == -1 && strstr(e.msg, "was made on \"Some Other GPU\"") &&
+                      access(a, F_OK) != 0,
+                  "mismatch not refused (or a file left behind): %s", e.msg);
+        pkv_config_free(&cfg);
+    }
+    unlink(cal);
+
     /* 10^7 pages of 64 KiB do not fit: an error naming bytes, and no file. */
     unlink(a);
     CHECK(run("cuda", "adaptive", 10000000, a, &e) == -1 && strstr(e.msg, "GiB free"),

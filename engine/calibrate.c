@@ -1,0 +1,292 @@
+/* pkvsim calibrate: measure the cost model's constants on the present GPU.
+ *
+ * beta and lambda are the read-only streaming bandwidth and the back-to-back launch
+ * time measured in the run; resident_ctas_per_sm is the attention kernel's
+ * occupancy. Then a sweep of isolated decode steps (batch sizes x lengths x routes x
+ * split counts) is timed, C_min is fitted by minimising the squared relative error
+ * of the model over all points (GSL Brent minimiser), and each route's scale by
+ * weighted least squares through the origin (gsl_fit_wmul) on that route's points.
+ * The file records the fit's residuals. Gates and margins keep their defaults. */
+#include "calibrate.h"
+#include "cost.h"
+#include "kcase.h"
+#include "pkv_gitrev.h"
+#include "planner.h"
+#include "rng.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_fit.h>
+#include <gsl/gsl_min.h>
+
+enum { MAX_POINTS = 512 };
+
+typedef struct point {
+    int route;
+    pkv_counters c; /* counters of the plan (model terms) */
+    double t;       /* seconds measured */
+} point;
+
+typedef struct fit_ctx {
+    const point *p;
+    int n;
+    pkv_calib cal; /* trial constants */
+} fit_ctx;
+
+static double model_time(const pkv_calib *c, const pkv_counters *k) {
+    double under = k->cta_work_per_sm > 0 && k->cta_work_per_sm < c->c_min
+                       ? c->c_min / k->cta_work_per_sm
+                       : 1.0;
+    return (double)k->kv_bytes / c->beta * under + k->launches * c->lambda +
+           (double)k->merge_bytes / c->beta;
+}
+
+static double sq_rel_error(double c_min, void *vctx) {
+    fit_ctx *f = vctx;
+    f->cal.c_min = c_min;
+    double sum = 0;
+    for (int i = 0; i < f->n; i++) {
+        double r = (model_time(&f->cal, &f->p[i].c) - f->p[i].t) / f->p[i].t;
+        sum += r * r;
+    }
+    return sum;
+}
+
+/* C_min: a grid finds the basin, Brent's method the minimum inside it. */
+static double fit_c_min(fit_ctx *f) {
+    double best = 0.25, fb = sq_rel_error(best, f);
+    for (double c = 0.25; c <= 32; c *= 1.25) {
+        double v = sq_rel_error(c, f);
+        if (v < fb) fb = v, best = c;
+    }
+    double lo = best / 1.25, hi = best * 1.25;
+    if (!(sq_rel_error(lo, f) > fb && sq_rel_error(hi, f) > fb)) return best; /* at an edge */
+    gsl_function fn = {sq_rel_error, f};
+    gsl_min_fminimizer *m = gsl_min_fminimizer_alloc(gsl_min_fminimizer_brent);
+    if (!m) return best;
+    gsl_min_fminimizer_set(m, &fn, best, lo, hi);
+    for (int it = 0; it < 100; it++) {
+        gsl_min_fminimizer_iterate(m);
+        if (gsl_min_test_interval(gsl_min_fminimizer_x_lower(m), gsl_min_fminimizer_x_upper(m),
+                                  1e-4, 0) == GSL_SUCCESS)
+            break;
+    }
+    best = gsl_min_fminimizer_x_minimum(m);
+    gsl_min_fminimizer_free(m);
+    return best;
+}
+
+static int32_t fixed_splits(int32_t route_len, int32_t rows, void *ctx) {
+    return *(int32_t *)ctx;
+}
+
+static void usage(void) {
+    puts("usage: pkvsim calibrate [-o FILE] [--reps N]\n"
+         "Measures on the present GPU the read bandwidth (beta), the launch overhead (lambda),\n"
+         "the SM count and the attention kernel's occupancy, times a sweep of isolated decode\n"
+         "steps (B = 1..32, 2K..32K tokens, every route, forced split counts), fits C_min and\n"
+         "a scale per route with GSL least squares, and writes a calibration file (default\n"
+         "calibration.json) with the GPU's name, driver, date and the fit's residuals.\n"
+         "Experiments use it with route.calibration; the route policy refuses a file made on\n"
+         "another GPU model unless route.allow_other_gpu is true.");
+}
+
+int pkv_calibrate_main(int argc, char **argv) {
+    static const struct option opts[] = {{"output", required_argument, 0, 'o'},
+                                         {"reps", required_argument, 0, 'r'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *out = "calibration.json";
+    int reps = 10, ch;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "o:r:h", opts, NULL)) != -1) {
+        char *end;
+        switch (ch) {
+        case 'o':
+            out = optarg;
+            break;
+        case 'r':
+            reps = (int)strtol(optarg, &end, 10);
+            if (*end || reps < 1 || reps > 1000) {
+                fprintf(stderr, "pkvsim calibrate: --reps: \"%s\" is not in 1..1000\n", optarg);
+                return 2;
+            }
+            break;
+        case 'h':
+            usage();
+            return 0;
+        default:
+            return 2;
+        }
+    }
+    pkvk_device_info dev;
+    pkvk_ceilings ceil_;
+    int resident = 0;
+    if (pkvk_device_count() == 0 || pkvk_device_info_get(&dev) || pkvk_measure_ceilings(&ceil_) ||
+        pkvk_occupancy(128, 4, &resident)) {
+        fprintf(stderr, "pkvsim calibrate: needs a usable GPU: %s\n", pkvk_last_error());
+        return 1;
+    }
+    pkv_calib cal;
+    pkv_calib_defaults(&cal);
+    cal.beta = ceil_.read_gbps * 1e9;
+    cal.lambda = ceil_.launch_us * 1e-6;
+    cal.sm_count = dev.sm_count;
+    cal.resident_ctas_per_sm = resident;
+    printf("%s, %d SMs: read %.0f GB/s, launch %.2f us, %d attention CTAs per SM\n", dev.name,
+           dev.sm_count, ceil_.read_gbps, ceil_.launch_us, resident);
+
+    static point pts[MAX_POINTS];
+    int n = 0, rc = 0;
+    const int Bs[] = {1, 2, 4, 8, 16, 32};
+    const int32_t Ls[] = {2048, 8192, 32768};
+    const int32_t forced[] = {4, 16, 64};
+    pkvk_shape s = {32, 8, 128, 16};
+    gsl_rng *r = pkv_stream_create(7, PKV_STREAM_TENSORS);
+    printf("| B | len | route | splits | time us | model us |\n|---|---|---|---|---|---|\n");
+    for (size_t bi = 0; bi < sizeof Bs / sizeof Bs[0] && !rc; bi++)
+        for (size_t li = 0; li < sizeof Ls / sizeof Ls[0] && !rc; li++) {
+            int B = Bs[bi];
+            int32_t L = Ls[li], lens[32];
+            if ((int64_t)B * L > 262144) continue;            /* keep the sweep to a few GB */
+            for (int i = 0; i < B; i++) lens[i] = L - 37 * i; /* distinct true lengths */
+            pkv_kcase kc;
+            pkv_planner pl;
+            pkvk_plan fixed;
+            pkvk_workspace *ws = NULL;
+            char err[512] = "", name[32];
+            snprintf(name, sizeof name, "B%d-%d", B, L);
+            if (pkv_kcase_make(&kc, name, lens, B, &s, 0.5, r, err, sizeof err) ||
+                pkv_planner_init(&pl, &s, &cal, B, L, PKV_BUCKET_MODE_EXACT) ||
+                pkvk_plan_init(&fixed, B, 64 * B * s.hkv + 64) ||
+                pkvk_workspace_create(&ws, &s, B, pl.plans[0].cap_tasks + 64 * B,
+                                      pl.plans[0].cap_tasks + 64 * B * s.hkv)) {
+                fprintf(stderr, "pkvsim calibrate: %s\n", *err ? err : pkvk_last_error());
+                rc = 1;
+                pkv_kcase_free(&kc);
+                break;
+            }
+            for (int run = 0; run < PKVK_ROUTE_COUNT + 6 && !rc && n < MAX_POINTS; run++) {
+                const pkvk_plan *p;
+                if (run < PKVK_ROUTE_COUNT) {
+                    rc = pkv_planner_build(&pl, (pkvk_route)run, lens, B);
+                    p = &pl.plans[run];
+                } else {
+                    int32_t S = forced[(run - PKVK_ROUTE_COUNT) / 2], per[32];
+                    for (int i = 0; i < B; i++) per[i] = S;
+                    rc = (run - PKVK_ROUTE_COUNT) % 2
+                             ? pkvk_plan_workqueue(&fixed, PKVK_ROUTE_WORKQUEUE, &s, lens, per, B)
+                             : pkvk_plan_bucket(&fixed, lens, lens, B, fixed_splits, &S);
+                    p = &fixed;
+                }
+                float ms;
+                int launches;
+                double mx, mean;
+                if (!rc) rc = pkv_kcase_time(ws, &kc, p, reps, &ms, &launches, &mx, &mean);
+                if (rc) {
+                    fprintf(stderr, "pkvsim calibrate: %s: %s\n", name, pkvk_last_error());
+                    break;
+                }
+                point *pt = &pts[n++];
+                pt->route = p->route;
+                pkv_cost_counters(&cal, &s, p, lens, &pt->c);
+                pt->t = ms * 1e-3;
+                printf("| %d | %d | %s | %d | %.1f | %.1f |\n", B, L, pkvk_route_name(p->route),
+                       pt->c.max_splits, pt->t * 1e6, model_time(&cal, &pt->c) * 1e6);
+            }
+            pkvk_workspace_destroy(ws);
+            pkvk_plan_free(&fixed);
+            pkv_planner_free(&pl);
+            pkv_kcase_free(&kc);
+        }
+    gsl_rng_free(r);
+    if (rc || n < 8) {
+        fprintf(stderr, "pkvsim calibrate: the sweep did not complete\n");
+        return 1;
+    }
+    fit_ctx f = {pts, n, cal};
+    cal.c_min = fit_c_min(&f);
+    f.cal.c_min = cal.c_min;
+    double rms_all = sqrt(sq_rel_error(cal.c_min, &f) / n);
+    cJSON *root = cJSON_CreateObject(), *fit = cJSON_CreateObject(), *rf = cJSON_CreateObject();
+    cJSON *rs = cJSON_CreateObject();
+    printf("fit over %d points: C_min %.3f, rms relative error %.3f before route scales\n", n,
+           cal.c_min, rms_all);
+    for (int k = 0; k < PKVK_ROUTE_COUNT; k++) {
+        double x[MAX_POINTS], w[MAX_POINTS], y[MAX_POINTS], c1, cov, sumsq;
+        int m = 0;
+        for (int i = 0; i < n; i++)
+            if (pts[i].route == k) {
+                x[m] = model_time(&cal, &pts[i].c);
+                y[m] = pts[i].t;
+                w[m] = 1.0 / (pts[i].t * pts[i].t);
+                m++;
+            }
+        if (m == 0 || gsl_fit_wmul(x, 1, w, 1, y, 1, (size_t)m, &c1, &cov, &sumsq)) continue;
+        cal.route_scale[k] = c1;
+        double sse = 0;
+        for (int i = 0; i < m; i++)
+            sse += ((c1 * x[i] - y[i]) / y[i]) * ((c1 * x[i] - y[i]) / y[i]);
+        cJSON *o = cJSON_AddObjectToObject(rf, pkvk_route_name((pkvk_route)k));
+        cJSON_AddNumberToObject(o, "points", m);
+        cJSON_AddNumberToObject(o, "scale", c1);
+        cJSON_AddNumberToObject(o, "rms_rel_error", sqrt(sse / m));
+        cJSON_AddNumberToObject(rs, pkvk_route_name((pkvk_route)k), c1);
+        printf("  %-14s scale %.3f, rms relative error %.3f over %d points\n",
+               pkvk_route_name((pkvk_route)k), c1, sqrt(sse / m), m);
+    }
+    char when[32], driver[64];
+    time_t now = time(NULL);
+    strftime(when, sizeof when, "%Y-%m-%d", gmtime(&now));
+    snprintf(driver, sizeof driver, "CUDA driver API %d.%d", dev.driver_version / 1000,
+             dev.driver_version % 1000 / 10);
+    cJSON_AddStringToObject(root, "gpu_name", dev.name);
+    cJSON_AddStringToObject(root, "driver", driver);
+    cJSON_AddStringToObject(root, "date", when);
+    cJSON_AddBoolToObject(root, "placeholder", 0);
+    cJSON_AddStringToObject(root, "note",
+                            "Measured by pkvsim calibrate: beta, launch_us, sm_count and "
+                            "resident_ctas_per_sm measured; c_min and route_scale fitted; gates, "
+                            "margins and split constants are the defaults.");
+    cJSON_AddNumberToObject(root, "beta_gbps", cal.beta / 1e9);
+    cJSON_AddNumberToObject(root, "launch_us", cal.lambda * 1e6);
+    cJSON_AddNumberToObject(root, "c_min", cal.c_min);
+    cJSON_AddNumberToObject(root, "sm_count", cal.sm_count);
+    cJSON_AddNumberToObject(root, "resident_ctas_per_sm", cal.resident_ctas_per_sm);
+    cJSON_AddNumberToObject(root, "gqa_group", cal.gqa_group);
+    cJSON_AddNumberToObject(root, "min_context_tokens", 4096);
+    cJSON_AddNumberToObject(root, "margin_small_rows", cal.margin_small_rows);
+    cJSON_AddNumberToObject(root, "margin_small", cal.margin_small);
+    cJSON_AddNumberToObject(root, "margin_large", cal.margin_large);
+    cJSON_AddNumberToObject(root, "min_split_tiles", cal.min_split_tiles);
+    cJSON_AddNumberToObject(root, "wave_tiles_max", cal.wave_tiles_max);
+    cJSON_AddNumberToObject(root, "chunk_tiles", cal.chunk_tiles);
+    cJSON_AddItemToObject(root, "route_scale", rs);
+    cJSON_AddNumberToObject(fit, "points", n);
+    cJSON_AddNumberToObject(fit, "rms_rel_error_before_scales", rms_all);
+    cJSON_AddNumberToObject(fit, "reps", reps);
+    cJSON_AddStringToObject(fit, "pkvsim_revision", PKV_GIT_REV);
+    cJSON_AddItemToObject(fit, "routes", rf);
+    cJSON_AddItemToObject(root, "fit", fit);
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", out, (int)getpid());
+    FILE *fo = text ? fopen(tmp, "w") : NULL;
+    int bad = !fo || fputs(text, fo) < 0 || fputc('\n', fo) < 0;
+    if (fo) bad |= fclose(fo) != 0;
+    free(text);
+    if (bad || rename(tmp, out) != 0) {
+        remove(tmp);
+        fprintf(stderr, "pkvsim calibrate: cannot write %s\n", out);
+        return 1;
+    }
+    printf("wrote %s\n", out);
+    return 0;
+}

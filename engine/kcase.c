@@ -1,0 +1,96 @@
+#include "kcase.h"
+#include "pagetable.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_float.h>
+
+void pkv_kcase_free(pkv_kcase *d) {
+    pkvk_free(d->q), pkvk_free(d->o), pkvk_free(d->k), pkvk_free(d->v);
+    pkvk_free(d->bt), pkvk_free(d->lens), pkvk_free(d->ref);
+}
+
+/* Device batch for a case: block tables from the study's generator with `holes` of
+ * the page universe unused; K and V tiled from 8 MiB blocks of GSL Gaussian halves. */
+int pkv_kcase_make(pkv_kcase *d, const char *name, const int32_t *lens, int n, const pkvk_shape *s,
+                   double holes, gsl_rng *r, char *err, size_t errn) {
+    memset(d, 0, sizeof *d);
+    pkv_pagetable pt;
+    if (pkv_pagetable_generate(&pt, lens, n, s->page_size, 0, holes, r)) {
+        snprintf(err, errn, "case %.31s: out of memory for its page table", name);
+        return -1;
+    }
+    int32_t stride = pt.stride, *bt = pt.table;
+    int64_t universe = pt.universe;
+    const size_t blk = 4u << 20; /* halves */
+    uint16_t *rnd = malloc(blk * 2);
+    size_t page_elems = (size_t)s->hkv * s->page_size * s->d, kv = (size_t)universe * page_elems;
+    d->q_elems = (size_t)n * s->hq * s->d;
+    uint16_t *q = malloc(d->q_elems * 2);
+    int rc = !rnd || !q;
+    if (!rc) {
+        for (size_t j = 0; j < d->q_elems; j++) q[j] = pkvk_f2h((float)gsl_ran_gaussian(r, 1));
+        rc = pkvk_malloc(&d->k, kv * 2) || pkvk_malloc(&d->v, kv * 2) ||
+             pkvk_malloc(&d->q, d->q_elems * 2) || pkvk_malloc(&d->o, d->q_elems * 2) ||
+             pkvk_malloc((void **)&d->ref, d->q_elems * 4) ||
+             pkvk_malloc(&d->bt, (size_t)n * stride * 4) || pkvk_malloc(&d->lens, (size_t)n * 4);
+        if (rc) snprintf(err, errn, "case %.31s: %.400s", name, pkvk_last_error());
+    }
+    for (int which = 0; which < 2 && !rc; which++) {
+        uint16_t *dst = which ? d->v : d->k;
+        for (size_t j = 0; j < blk; j++) rnd[j] = pkvk_f2h((float)gsl_ran_gaussian(r, 1));
+        for (size_t off = 0; off < kv && !rc; off += blk)
+            rc = pkvk_h2d(dst + off, rnd, 2 * (kv - off < blk ? kv - off : blk));
+    }
+    if (!rc)
+        rc = pkvk_h2d(d->q, q, d->q_elems * 2) || pkvk_h2d(d->bt, bt, (size_t)n * stride * 4) ||
+             pkvk_h2d(d->lens, lens, (size_t)n * 4);
+    d->b = (pkvk_batch){*s,   n,     d->q,   d->o,    d->k,
+                        d->v, d->bt, stride, d->lens, 1.0f / sqrtf((float)s->d)};
+    if (!rc) rc = pkvk_gpu_reference(&d->b, d->ref);
+    if (rc && !*err) snprintf(err, errn, "case %.31s: %.400s", name, pkvk_last_error());
+    pkv_pagetable_free(&pt);
+    free(rnd), free(q);
+    return rc;
+}
+
+/* Time one plan: median of reps calls, each after an L2 flush. */
+int pkv_kcase_time(pkvk_workspace *ws, pkv_kcase *d, const pkvk_plan *p, int reps, float *med_ms,
+                   int *launches, double *mx, double *mean) {
+    float *t = malloc(sizeof(float) * reps);
+    int rc = t ? pkvk_plan_upload(ws, p) : PKVK_ERR_OUT_OF_MEMORY;
+    for (int w = 0; w < 3 && !rc; w++) rc = pkvk_launch(ws, &d->b, p, launches);
+    if (!rc) rc = pkvk_memset(d->o, 0xff, d->q_elems * 2); /* poison: NaN halves */
+    for (int i = 0; i < reps && !rc; i++) {
+        rc = pkvk_flush_l2();
+        if (!rc) rc = pkvk_timer_start();
+        if (!rc) rc = pkvk_launch(ws, &d->b, p, launches);
+        if (!rc) rc = pkvk_timer_stop(&t[i]);
+    }
+    if (!rc) {
+        gsl_sort_float(t, 1, reps);
+        *med_ms = (float)gsl_stats_float_median_from_sorted_data(t, 1, reps);
+        uint16_t *o = malloc(d->q_elems * 2);
+        float *ref = malloc(d->q_elems * 4);
+        rc = !o || !ref
+                 ? PKVK_ERR_OUT_OF_MEMORY
+                 : pkvk_d2h(o, d->o, d->q_elems * 2) || pkvk_d2h(ref, d->ref, d->q_elems * 4);
+        if (!rc) {
+            double sum = 0;
+            *mx = 0;
+            for (size_t j = 0; j < d->q_elems; j++) {
+                double e = fabs((double)pkvk_h2f(o[j]) - ref[j]);
+                if (!(e <= *mx)) *mx = e;
+                sum += e;
+            }
+            *mean = sum / d->q_elems;
+        }
+        free(o), free(ref);
+    }
+    free(t);
+    return rc;
+}

@@ -1,0 +1,29 @@
+/* One isolated decode step on the GPU for benchmarks and calibration: a random
+ * batch (block tables from the study's generator) with its FP32 reference output,
+ * and the timing of a plan on it with the L2 flushed before every call. */
+#ifndef PKV_KCASE_H
+#define PKV_KCASE_H
+
+#include <stddef.h>
+#include <gsl/gsl_rng.h>
+
+#include "pkvk.h"
+
+typedef struct pkv_kcase {
+    pkvk_batch b; /* device pointers */
+    void *q, *o, *k, *v, *bt, *lens;
+    float *ref; /* device FP32 reference output */
+    size_t q_elems;
+} pkv_kcase;
+
+/* lens: n rows' lengths; holes: fraction of the page universe left unused. On error
+ * err names the case. */
+int pkv_kcase_make(pkv_kcase *d, const char *name, const int32_t *lens, int n, const pkvk_shape *s,
+                   double holes, gsl_rng *r, char *err, size_t errn);
+void pkv_kcase_free(pkv_kcase *d);
+/* Upload the plan, warm up, then the median of `reps` calls (ms) with the L2
+ * flushed before each; errors against the reference of the last call. */
+int pkv_kcase_time(pkvk_workspace *ws, pkv_kcase *d, const pkvk_plan *p, int reps, float *med_ms,
+                   int *launches, double *mx, double *mean);
+
+#endif
