@@ -69,15 +69,8 @@ static int cpu_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan *
     rec->t_device = now_s() - t0; /* the attention work's time, on the CPU */
     if (check) {
         pkvk_cpu_reference(&batch, b->o_ref);
-        size_t n = (size_t)v->n_rows * s->hq * s->d;
-        double mx = 0, sum = 0;
-        for (size_t j = 0; j < n; j++) {
-            double d = fabs((double)b->o[j] - b->o_ref[j]);
-            if (!(d <= mx)) mx = d; /* NaN propagates */
-            sum += d;
-        }
-        rec->max_err = mx;
-        rec->mean_err = n ? sum / n : 0;
+        pkvk_compare(b->o, NULL, b->o_ref, (size_t)v->n_rows * s->hq * s->d, &rec->max_err,
+                     &rec->mean_err);
     }
     return 0;
 }

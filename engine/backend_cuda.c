@@ -89,14 +89,7 @@ static int cuda_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan 
         if (pkvk_gpu_reference(&batch, b->o_ref) || pkvk_d2h(b->o_host, b->o, n * 2) ||
             pkvk_d2h(b->ref_host, b->o_ref, n * 4))
             return fail_dev(e, "reference check");
-        double mx = 0, sum = 0;
-        for (size_t j = 0; j < n; j++) {
-            double d = fabs((double)pkvk_h2f(b->o_host[j]) - b->ref_host[j]);
-            if (!(d <= mx)) mx = d; /* NaN (an unwritten output) propagates */
-            sum += d;
-        }
-        rec->max_err = mx;
-        rec->mean_err = n ? sum / n : 0;
+        pkvk_compare(NULL, b->o_host, b->ref_host, n, &rec->max_err, &rec->mean_err);
     }
     return 0;
 }

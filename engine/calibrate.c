@@ -4,7 +4,7 @@
  * time measured in the run; resident_ctas_per_sm is the attention kernel's
  * occupancy. Then a sweep of isolated decode steps (batch sizes x lengths x routes x
  * split counts) is timed, C_min is fitted by minimising the squared relative error
-  * of the model over all points (GSL Brent minimiser: the forced split counts are
+ * of the model over all points (GSL Brent minimiser: the forced split counts are
  * what vary the CTAs per SM), and each route's scale by weighted least squares
  * through the origin (gsl_fit_wmul) on the planner's own plans of that route, the
  * ones the route policy compares.
@@ -196,7 +196,7 @@ int pkv_calibrate_main(int argc, char **argv) {
                     fprintf(stderr, "pkvsim calibrate: %s: %s\n", name, pkvk_last_error());
                     break;
                 }
-                                point *pt = &pts[n++];
+                point *pt = &pts[n++];
                 pt->route = p->route;
                 pt->planned = run < PKVK_ROUTE_COUNT;
                 pkv_cost_counters(&cal, &s, p, lens, &pt->c);
@@ -226,7 +226,7 @@ int pkv_calibrate_main(int argc, char **argv) {
         double x[MAX_POINTS], w[MAX_POINTS], y[MAX_POINTS], c1, cov, sumsq;
         int m = 0;
         for (int i = 0; i < n; i++)
-                        if (pts[i].route == k && pts[i].planned) {
+            if (pts[i].route == k && pts[i].planned) {
                 x[m] = model_time(&cal, &pts[i].c);
                 y[m] = pts[i].t;
                 w[m] = 1.0 / (pts[i].t * pts[i].t);

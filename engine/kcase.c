@@ -79,16 +79,7 @@ int pkv_kcase_time(pkvk_workspace *ws, pkv_kcase *d, const pkvk_plan *p, int rep
         rc = !o || !ref
                  ? PKVK_ERR_OUT_OF_MEMORY
                  : pkvk_d2h(o, d->o, d->q_elems * 2) || pkvk_d2h(ref, d->ref, d->q_elems * 4);
-        if (!rc) {
-            double sum = 0;
-            *mx = 0;
-            for (size_t j = 0; j < d->q_elems; j++) {
-                double e = fabs((double)pkvk_h2f(o[j]) - ref[j]);
-                if (!(e <= *mx)) *mx = e;
-                sum += e;
-            }
-            *mean = sum / d->q_elems;
-        }
+        if (!rc) pkvk_compare(NULL, o, ref, d->q_elems, mx, mean);
         free(o), free(ref);
     }
     free(t);

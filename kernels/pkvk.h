@@ -132,6 +132,10 @@ void pkvk_cpu_reference(const pkvk_batch *b, float *o);
  * pkvk_partial_floats(shape, plan->n_slots) floats. o as above. */
 int pkvk_cpu_run(const pkvk_batch *b, const pkvk_plan *p, float *part, float *o);
 size_t pkvk_partial_floats(const pkvk_shape *s, int32_t n_slots);
+/* Max and mean of |o - ref| over n elements, o given as floats (o32) or as fp16
+ * (o16; pass NULL for the other). A NaN in o (an unwritten output) makes max NaN. */
+void pkvk_compare(const float *o32, const uint16_t *o16, const float *ref, size_t n,
+                  double *max_err, double *mean_err);
 
 /* ---- device ------------------------------------------------------------------- */
 const char *pkvk_last_error(void);

@@ -342,39 +342,51 @@ static double wall_s(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int cmd_bench_sim(int argc, char **argv) {
-    static const struct option opts[] = {{"out", required_argument, 0, 'o'},
-                                         {"steps", required_argument, 0, 'n'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    const char *out = "bench_sim.txt";
-    uint64_t steps = 200000;
+/* The bench commands share their options: --out FILE and a positive count.
+ * Returns -1 to go on, or the exit code (--help, bad input). */
+static int bench_options(int argc, char **argv, const char *cmd, const char *count_opt,
+                         const char *help, const char **out, uint64_t *count) {
+    const struct option opts[] = {{"out", required_argument, 0, 'o'},
+                                  {count_opt, required_argument, 0, 'n'},
+                                  {"help", no_argument, 0, 'h'},
+                                  {0, 0, 0, 0}};
     int c;
     optind = 1;
     while ((c = getopt_long(argc, argv, "o:n:h", opts, NULL)) != -1) {
         switch (c) {
         case 'o':
-            out = optarg;
+            *out = optarg;
             break;
         case 'n':
-            if (parse_u64(optarg, &steps) || steps == 0) {
-                fprintf(stderr, "pkvsim bench sim: --steps: \"%s\" is not a positive integer\n",
-                        optarg);
+            if (parse_u64(optarg, count) || *count == 0) {
+                fprintf(stderr, "pkvsim bench %s: --%s: \"%s\" is not a positive integer\n", cmd,
+                        count_opt, optarg);
                 return 2;
             }
             break;
         case 'h':
-            puts("usage: pkvsim bench sim [--out FILE] [--steps N]\n"
-                 "Runs closed-loop experiments of 8 and 64 active requests (prompt 2048,\n"
-                 "decode long enough to never finish) for N decode steps (default 200000) on\n"
-                 "the model backend with adaptive routing and HDF5 recording on, and reports\n"
-                 "steps per second of host time. The table goes to stdout and to FILE\n"
-                 "(default bench_sim.txt).");
+            puts(help);
             return 0;
         default:
             return 2;
         }
     }
+    return -1;
+}
+
+static int cmd_bench_sim(int argc, char **argv) {
+    const char *out = "bench_sim.txt";
+    uint64_t steps = 200000;
+    int rc0 =
+        bench_options(argc, argv, "sim", "steps",
+                      "usage: pkvsim bench sim [--out FILE] [--steps N]\n"
+                      "Runs closed-loop experiments of 8 and 64 active requests (prompt 2048,\n"
+                      "decode long enough to never finish) for N decode steps (default 200000) on\n"
+                      "the model backend with adaptive routing and HDF5 recording on, and reports\n"
+                      "steps per second of host time. The table goes to stdout and to FILE\n"
+                      "(default bench_sim.txt).",
+                      &out, &steps);
+    if (rc0 >= 0) return rc0;
     FILE *f = fopen(out, "w");
     if (!f) {
         fprintf(stderr, "pkvsim bench sim: cannot write %s\n", out);
@@ -430,37 +442,17 @@ static int cmd_bench_sim(int argc, char **argv) {
 
 /* ---- bench traces ------------------------------------------------------------- */
 static int cmd_bench_traces(int argc, char **argv) {
-    static const struct option opts[] = {{"out", required_argument, 0, 'o'},
-                                         {"rows", required_argument, 0, 'n'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
     const char *out = "bench_traces.txt";
     uint64_t rows = 1000000;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "o:n:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'o':
-            out = optarg;
-            break;
-        case 'n':
-            if (parse_u64(optarg, &rows) || rows == 0) {
-                fprintf(stderr, "pkvsim bench traces: --rows: \"%s\" is not a positive integer\n",
-                        optarg);
-                return 2;
-            }
-            break;
-        case 'h':
-            puts("usage: pkvsim bench traces [--rows N] [--out FILE]\n"
-                 "Writes an N-row CSV trace (default 1,000,000) in each built-in CSV format\n"
-                 "(azure with datetimes, vidur with seconds) from GSL draws, then times\n"
-                 "reading it back (median of 5 reads) and reports rows per second. The table\n"
-                 "goes to stdout and FILE (default bench_traces.txt).");
-            return 0;
-        default:
-            return 2;
-        }
-    }
+    int rc0 =
+        bench_options(argc, argv, "traces", "rows",
+                      "usage: pkvsim bench traces [--rows N] [--out FILE]\n"
+                      "Writes an N-row CSV trace (default 1,000,000) in each built-in CSV format\n"
+                      "(azure with datetimes, vidur with seconds) from GSL draws, then times\n"
+                      "reading it back (median of 5 reads) and reports rows per second. The table\n"
+                      "goes to stdout and FILE (default bench_traces.txt).",
+                      &out, &rows);
+    if (rc0 >= 0) return rc0;
     FILE *res = fopen(out, "w");
     if (!res) {
         fprintf(stderr, "pkvsim bench traces: cannot write %s\n", out);

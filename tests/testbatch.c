@@ -32,14 +32,3 @@ void make_batch(host_batch *h, gsl_rng *r, pkvk_shape s, const int32_t *lens, in
 void free_batch(host_batch *h) {
     free(h->q), free(h->k), free(h->v), free(h->bt), free(h->lens);
 }
-
-void compare_out(const float *o, const float *ref, size_t n, double *mx, double *mean) {
-    *mx = 0;
-    double sum = 0;
-    for (size_t j = 0; j < n; j++) {
-        double d = fabs((double)o[j] - ref[j]);
-        if (!(d <= *mx)) *mx = d;
-        sum += d;
-    }
-    *mean = n ? sum / n : 0;
-}
