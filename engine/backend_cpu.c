@@ -2,10 +2,11 @@
  * KV pool. It exists to check the whole loop (allocator -> block tables -> plan ->
  * attention) on machines without a GPU; its wall times are CPU times. */
 #include "engine.h"
-#include "rng.h"
+#include "tensors.h"
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 enum { CPU_POOL_LIMIT_MIB = 2048 };
@@ -16,7 +17,8 @@ typedef struct cpu_backend {
     uint16_t *k, *v, *q; /* pools [n_pages][hkv][ps][d]; q [cap_rows][hq][d] */
     float *o, *o_ref, *part;
     size_t part_cap; /* floats */
-    gsl_rng *rng;
+    pkv_tensors t;
+    int64_t next_src; /* prepared row of the next appended token */
 } cpu_backend;
 
 static double now_s(void) {
@@ -25,27 +27,24 @@ static double now_s(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static uint16_t rand_half(gsl_rng *r) {
-    return pkvk_f2h((float)(2.0 * gsl_rng_uniform(r) - 1.0));
-}
-
-/* The step's new token: K/V appended at position len-1 of every row, fresh Q. */
+/* The step's new token: K/V appended at position len-1 of every row, and the step's
+ * Q, from the prepared rows (tensors.h), as the cuda backend's prologue does. */
 static int cpu_prepare(pkv_backend *base, const pkv_batch_view *v, pkv_err *e) {
     cpu_backend *b = (cpu_backend *)base;
     const pkvk_shape *s = &b->shape;
     for (int32_t i = 0; i < v->n_rows; i++) {
         int32_t t = v->seq_lens[i] - 1;
         int32_t page = v->block_table[(size_t)i * v->bt_stride + t / s->page_size];
+        size_t src = (size_t)((b->next_src + i) % PKV_TENSOR_SRC_ROWS);
         for (int h = 0; h < s->hkv; h++) {
             size_t off = (((size_t)page * s->hkv + h) * s->page_size + t % s->page_size) * s->d;
-            for (int j = 0; j < s->d; j++) {
-                b->k[off + j] = rand_half(b->rng);
-                b->v[off + j] = rand_half(b->rng);
-            }
+            memcpy(b->k + off, b->t.src_k + (src * s->hkv + h) * s->d, 2 * (size_t)s->d);
+            memcpy(b->v + off, b->t.src_v + (src * s->hkv + h) * s->d, 2 * (size_t)s->d);
         }
-        for (size_t j = 0; j < (size_t)s->hq * s->d; j++)
-            b->q[(size_t)i * s->hq * s->d + j] = rand_half(b->rng);
+        memcpy(b->q + (size_t)i * s->hq * s->d, b->t.src_q + src * s->hq * s->d,
+               2 * (size_t)s->hq * s->d);
     }
+    b->next_src += v->n_rows;
     return 0;
 }
 
@@ -69,8 +68,11 @@ static int cpu_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan *
     rec->t_device = now_s() - t0; /* the attention work's time, on the CPU */
     if (check) {
         pkvk_cpu_reference(&batch, b->o_ref);
-        pkvk_compare(b->o, NULL, b->o_ref, (size_t)v->n_rows * s->hq * s->d, &rec->max_err,
-                     &rec->mean_err);
+        size_t n = (size_t)v->n_rows * s->hq * s->d;
+        pkvk_compare(b->o, NULL, b->o_ref, n, &rec->max_err, &rec->mean_err);
+        double l1 = 0;
+        for (size_t j = 0; j < n; j++) l1 += fabs(b->o[j]);
+        rec->out_mean_abs = n ? l1 / n : 0;
     }
     return 0;
 }
@@ -83,7 +85,7 @@ static void cpu_destroy(pkv_backend *base) {
     free(b->o);
     free(b->o_ref);
     free(b->part);
-    if (b->rng) gsl_rng_free(b->rng);
+    pkv_tensors_free(&b->t);
     free(b);
 }
 
@@ -108,17 +110,16 @@ pkv_backend *pkv_backend_cpu_create(const pkvk_shape *s, int32_t n_pages, int32_
     b->q = malloc(qn * 2);
     b->o = malloc(qn * 4);
     b->o_ref = malloc(qn * 4);
-    b->rng = pkv_stream_create(seed, PKV_STREAM_TENSORS);
-    if (!b->k || !b->v || !b->q || !b->o || !b->o_ref || !b->rng) {
+    if (!b->k || !b->v || !b->q || !b->o || !b->o_ref || pkv_tensors_make(&b->t, s, seed)) {
         cpu_destroy(&b->base);
         pkv_fail(e, "cpu backend: out of host memory for a %zu MiB KV pool", pool * 4 >> 20);
         return NULL;
     }
-    /* Prefill content: random pages; reused pages keep stale values, which is fine
-     * for timing and checking (the reference reads the same memory). */
+    /* Prefill content: the pool tiled from the shared blocks; reused pages keep stale
+     * values, as in a server (the reference reads the same memory). */
     for (size_t j = 0; j < pool; j++) {
-        b->k[j] = rand_half(b->rng);
-        b->v[j] = rand_half(b->rng);
+        b->k[j] = b->t.blk_k[j % PKV_TENSOR_BLOCK];
+        b->v[j] = b->t.blk_v[j % PKV_TENSOR_BLOCK];
     }
     return &b->base;
 }

@@ -8,15 +8,14 @@
  * row's new K/V token (and the step's Q) from prepared random rows. Then the route
  * runs; its device time is taken with events around the route's kernels. */
 #include "engine.h"
-#include "rng.h"
+#include "tensors.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <gsl/gsl_randist.h>
 
-enum { SRC_ROWS = 4096 }; /* prepared random token rows, cycled through */
+enum { SRC_ROWS = PKV_TENSOR_SRC_ROWS }; /* prepared random token rows, cycled through */
 
 typedef struct cuda_backend {
     pkv_backend base;
@@ -90,6 +89,9 @@ static int cuda_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan 
             pkvk_d2h(b->ref_host, b->o_ref, n * 4))
             return fail_dev(e, "reference check");
         pkvk_compare(NULL, b->o_host, b->ref_host, n, &rec->max_err, &rec->mean_err);
+        double l1 = 0;
+        for (size_t j = 0; j < n; j++) l1 += fabs(pkvk_h2f(b->o_host[j]));
+        rec->out_mean_abs = n ? l1 / n : 0;
     }
     return 0;
 }
@@ -106,9 +108,8 @@ static void cuda_destroy(pkv_backend *base) {
     free(b);
 }
 
-/* Fill n halves of device memory by tiling a block of GSL Gaussian draws. */
-static int fill_random(uint16_t *dst, size_t n, gsl_rng *r, uint16_t *blk, size_t blk_n) {
-    for (size_t j = 0; j < blk_n; j++) blk[j] = pkvk_f2h((float)gsl_ran_gaussian(r, 1.0));
+/* Fill n halves of device memory by tiling a block of blk_n halves. */
+static int fill_tiled(uint16_t *dst, size_t n, const uint16_t *blk, size_t blk_n) {
     for (size_t off = 0; off < n; off += blk_n)
         if (pkvk_h2d(dst + off, blk, 2 * (n - off < blk_n ? n - off : blk_n))) return -1;
     return 0;
@@ -141,36 +142,32 @@ pkv_backend *pkv_backend_cuda_create(const pkvk_shape *s, int32_t n_pages, int32
     b->cap_rows = cap_rows;
     b->bt_stride = bt_stride;
     b->stage_cap = (size_t)cap_rows + 3 * (size_t)cap_rows * bt_stride;
-    size_t src_kv = (size_t)SRC_ROWS * s->hkv * s->d, src_q = (size_t)SRC_ROWS * s->hq * s->d;
-    const size_t blk_n = 4u << 20;
-    uint16_t *blk = malloc(blk_n * 2);
-    gsl_rng *r = pkv_stream_create(seed, PKV_STREAM_TENSORS);
+    pkv_tensors t;
     b->o_host = malloc(rows * 2);
     b->ref_host = malloc(rows * 4);
-    int rc = !blk || !r || !b->o_host || !b->ref_host;
+    int rc = !b->o_host || !b->ref_host || pkv_tensors_make(&t, s, seed);
     if (!rc)
         rc = pkvk_malloc((void **)&b->k, pool) || pkvk_malloc((void **)&b->v, pool) ||
              pkvk_malloc((void **)&b->q, rows * 2) || pkvk_malloc((void **)&b->o, rows * 2) ||
              pkvk_malloc((void **)&b->o_ref, rows * 4) ||
-             pkvk_malloc((void **)&b->src_k, src_kv * 2) ||
-             pkvk_malloc((void **)&b->src_v, src_kv * 2) ||
-             pkvk_malloc((void **)&b->src_q, src_q * 2) ||
+             pkvk_malloc((void **)&b->src_k, t.src_kv * 2) ||
+             pkvk_malloc((void **)&b->src_v, t.src_kv * 2) ||
+             pkvk_malloc((void **)&b->src_q, t.src_q_n * 2) ||
              pkvk_malloc((void **)&b->bt, (size_t)cap_rows * bt_stride * 4) ||
              pkvk_malloc((void **)&b->lens, (size_t)cap_rows * 4) ||
              pkvk_malloc((void **)&b->stage_d, b->stage_cap * 4) ||
              pkvk_host_alloc((void **)&b->stage_h, b->stage_cap * 4) ||
              pkvk_workspace_create(&b->ws, s, cap_rows, cap_slots, cap_tasks) ||
              pkvk_memset(b->bt, 0, (size_t)cap_rows * bt_stride * 4);
-    /* Prefill content: random pages (reused pages keep stale values, as in a server);
-     * the step's new tokens and queries come from prepared random rows. */
+    /* Prefill content: the pool tiled from the shared blocks (reused pages keep stale
+     * values, as in a server); new tokens and queries from the prepared rows. */
     if (!rc)
-        rc = fill_random(b->k, pool / 2, r, blk, blk_n) ||
-             fill_random(b->v, pool / 2, r, blk, blk_n) ||
-             fill_random(b->src_k, src_kv, r, blk, blk_n) ||
-             fill_random(b->src_v, src_kv, r, blk, blk_n) ||
-             fill_random(b->src_q, src_q, r, blk, blk_n);
-    free(blk);
-    if (r) gsl_rng_free(r);
+        rc = fill_tiled(b->k, pool / 2, t.blk_k, PKV_TENSOR_BLOCK) ||
+             fill_tiled(b->v, pool / 2, t.blk_v, PKV_TENSOR_BLOCK) ||
+             pkvk_h2d(b->src_k, t.src_k, t.src_kv * 2) ||
+             pkvk_h2d(b->src_v, t.src_v, t.src_kv * 2) ||
+             pkvk_h2d(b->src_q, t.src_q, t.src_q_n * 2);
+    pkv_tensors_free(&t);
     if (rc) {
         fail_dev(e, "setting up the GPU pool");
         cuda_destroy(&b->base);

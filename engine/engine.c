@@ -59,6 +59,7 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
     int check = eng->check_every > 0 && ((int64_t)rec->index < eng->check_first ||
                                          (int64_t)rec->index % eng->check_every == 0);
     if (eng->backend->prepare(eng->backend, v, e)) return -1;
+    rec->t_device = rec->max_err = rec->mean_err = rec->out_mean_abs = NAN;
     pkvk_route r;
     if (eng->policy.measured_oracle && eng->backend->measures) {
         /* The oracle on a measuring backend: run every candidate, keep the fastest. */
@@ -89,7 +90,6 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
     if (eng->policy.measured_oracle && eng->backend->measures) {
         rec->t_device = rec->t_route_measured[r];
     } else {
-        rec->t_device = rec->max_err = rec->mean_err = NAN;
         if (eng->backend->run(eng->backend, v, &eng->planner.plans[r], check, rec, e)) return -1;
     }
     rec->t_wall = eng->backend->measures ? now_s() - t0 : NAN;

@@ -26,6 +26,7 @@ typedef struct pkv_step_rec {
     double t_device;          /* seconds: measured device time (NaN where not measured) */
     double t_wall;            /* seconds: measured host wall time of the step (NaN likewise) */
     double max_err, mean_err; /* against the reference route, NaN where unchecked */
+    double out_mean_abs;      /* mean |O| of the step's output where checked, else NaN */
     double t_route[PKVK_ROUTE_COUNT]; /* seconds: each candidate's prediction, NaN if not planned */
     double
         t_route_measured[PKVK_ROUTE_COUNT]; /* seconds: oracle's measured device times, else NaN */

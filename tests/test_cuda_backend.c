@@ -90,6 +90,51 @@ int main(void) {
         }
         free(s);
     }
+    /* The cuda and cpu backends see the same tensors (tensors.h): on the same
+     * experiment their outputs agree step by step (mean |O| of every step, each
+     * step also checked against its own FP32 reference). */
+    {
+        const char *X =
+            "{\"model\": {\"hq\": 8, \"hkv\": 2, \"head_dim\": 128, \"page_size\": 16},"
+            " \"workload\": {\"arrival\": {\"process\": \"closed\", \"concurrency\": 3},"
+            " \"prompt\": {\"dist\": \"uniform\", \"min\": 1, \"max\": 3000},"
+            " \"decode\": {\"dist\": \"uniform\", \"min\": 1, \"max\": 12},"
+            " \"num_requests\": 8, \"max_context\": 3100},"
+            " \"serving\": {\"max_active\": 3, \"kv_pages\": 2000},"
+            " \"route\": {\"policy\": \"adaptive\", \"calibration\": \"%s\","
+            " \"overrides\": {\"min_context_tokens\": 0}},"
+            " \"run\": {\"backend\": \"%s\", \"clock\": \"predicted\", \"check_every\": 1,"
+            " \"output\": \"%s\"}}";
+        const char *backends[2] = {"cpu", "cuda"}, *files[2] = {a, b};
+        for (int k = 0; k < 2; k++) {
+            char *text = malloc(4096);
+            snprintf(text, 4096, X, PKV_SOURCE_DIR "/experiments/calibration/default.json",
+                     backends[k], files[k]);
+            pkv_config cfg;
+            pkv_summary sum;
+            pkv_run_opts o = {.quiet = 1, .record = 1};
+            CHECK(pkv_config_parse(&cfg, text, "same.json", &e) == 0, "parse: %s", e.msg);
+            CHECK(pkv_run_experiment(&cfg, &o, &sum, &e) == 0, "%s: %s", backends[k], e.msg);
+            pkv_config_free(&cfg);
+        }
+        hsize_t nc, ng;
+        pkv_step_rec *sc = read_steps(a, &nc), *sg = read_steps(b, &ng);
+        int same = nc == ng && nc > 10;
+        double worst = 0;
+        for (hsize_t i = 0; same && i < nc; i++) {
+            double d = fabs(sc[i].out_mean_abs - sg[i].out_mean_abs) / sc[i].out_mean_abs;
+            if (!(d <= worst)) worst = d;
+            same = sc[i].route == sg[i].route && sc[i].context_tokens == sg[i].context_tokens;
+        }
+        CHECK(same && worst < 1e-3,
+              "cpu and cuda outputs differ: %llu vs %llu steps, worst "
+              "relative difference of mean |O| %.3g",
+              (unsigned long long)nc, (unsigned long long)ng, worst);
+        printf("cpu vs cuda: %llu steps, worst relative difference of mean |O| %.2e\n",
+               (unsigned long long)nc, worst);
+        free(sc), free(sg);
+    }
+
     /* A calibration made on another GPU model is refused, unless allowed. */
     char cal[64];
     snprintf(cal, sizeof cal, "/tmp/pkv-cal-%d.json", (int)getpid());

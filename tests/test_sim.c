@@ -207,6 +207,43 @@ int main(void) {
         CHECK(v == 1, "provenance.interrupted = %llu", (unsigned long long)v);
         H5Fclose(f);
     }
+    /* The cpu backend: every step of a small experiment runs the CPU mirror of its
+     * route and is checked against the FP32 reference (the run stops on a miss). */
+    const char *policies[3] = {"adaptive", "pkv_workqueue", "pkv_bucket"};
+    for (int k = 0; k < 3; k++) {
+        char *text = malloc(4096);
+        snprintf(text, 4096,
+                 "{\"model\": {\"hq\": 8, \"hkv\": 2, \"head_dim\": 64, \"page_size\": 8},"
+                 " \"workload\": {\"arrival\": {\"process\": \"closed\", \"concurrency\": 3},"
+                 " \"prompt\": {\"dist\": \"uniform\", \"min\": 1, \"max\": 2000},"
+                 " \"decode\": {\"dist\": \"uniform\", \"min\": 1, \"max\": 9},"
+                 " \"num_requests\": 8, \"max_context\": 2100},"
+                 " \"serving\": {\"max_active\": 3, \"kv_pages\": 2000},"
+                 " \"route\": {\"policy\": \"%s\", \"calibration\": \"%s\","
+                 " \"overrides\": {\"gqa_group\": 4, \"min_context_tokens\": 0}},"
+                 " \"run\": {\"backend\": \"cpu\", \"check_every\": 1, \"output\": \"%s\"}}",
+                 policies[k], PKV_SOURCE_DIR "/experiments/calibration/default.json", c);
+        pkv_config cfg;
+        pkv_err e;
+        pkv_summary sum;
+        pkv_run_opts o = {.quiet = 1, .record = 1};
+        CHECK(pkv_config_parse(&cfg, text, "cpu.json", &e) == 0, "cpu parse: %s", e.msg);
+        CHECK(pkv_run_experiment(&cfg, &o, &sum, &e) == 0, "cpu backend %s: %s", policies[k],
+              e.msg);
+        pkv_config_free(&cfg);
+        pkv_step_rec *cs;
+        pkv_request_rec *cq;
+        hsize_t ncs, ncq;
+        CHECK(file_tables(c, &cs, &ncs, &cq, &ncq) == 0, "read cpu run");
+        int ok = ncs > 10;
+        for (hsize_t i = 0; i < ncs; i++)
+            ok &= cs[i].max_err < 2e-3 && cs[i].mean_err < 3e-4 && cs[i].out_mean_abs > 0 &&
+                  cs[i].t_device > 0 && cs[i].t_wall >= cs[i].t_device;
+        CHECK(ok, "cpu backend %s: %llu steps, a step unchecked or out of tolerance", policies[k],
+              (unsigned long long)ncs);
+        free(cs), free(cq);
+    }
+
     unlink(a);
     unlink(b);
     unlink(c);

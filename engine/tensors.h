@@ -1,0 +1,25 @@
+/* Tensor contents shared by the cpu and cuda backends, so that both compute on the
+ * same numbers: the KV pool is tiled from two blocks of Gaussian halves (K, V), and
+ * the new token of row i at a step comes from prepared row (first + i) % SRC_ROWS of
+ * src_k / src_v ([rows][hkv][d]) and its query from src_q ([rows][hq][d]). All drawn
+ * from the experiment's tensor stream (GSL), in this order. */
+#ifndef PKV_TENSORS_H
+#define PKV_TENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pkvk.h"
+
+enum { PKV_TENSOR_BLOCK = 1 << 22, PKV_TENSOR_SRC_ROWS = 4096 };
+
+typedef struct pkv_tensors {
+    uint16_t *blk_k, *blk_v;         /* [PKV_TENSOR_BLOCK] pool tiles */
+    uint16_t *src_k, *src_v, *src_q; /* prepared token rows */
+    size_t src_kv, src_q_n;          /* halves in src_k (= src_v), src_q */
+} pkv_tensors;
+
+int pkv_tensors_make(pkv_tensors *t, const pkvk_shape *s, uint64_t seed);
+void pkv_tensors_free(pkv_tensors *t);
+
+#endif
