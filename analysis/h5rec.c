@@ -50,8 +50,9 @@ int64_t pkv_h5_step_type(void) {
     F(t_device, H5T_NATIVE_DOUBLE);
     F(t_wall, H5T_NATIVE_DOUBLE);
     F(max_err, H5T_NATIVE_DOUBLE);
-        F(mean_err, H5T_NATIVE_DOUBLE);
+    F(mean_err, H5T_NATIVE_DOUBLE);
     F(out_mean_abs, H5T_NATIVE_DOUBLE);
+    F(t_mlp, H5T_NATIVE_DOUBLE);
 #undef F
     H5Tclose(re);
     return t;

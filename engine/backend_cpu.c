@@ -102,7 +102,7 @@ pkv_backend *pkv_backend_cpu_create(const pkvk_shape *s, int32_t n_pages, int32_
     }
     cpu_backend *b = calloc(1, sizeof *b);
     if (!b) return NULL;
-    b->base = (pkv_backend){"cpu", 1, cpu_prepare, cpu_run, cpu_destroy};
+    b->base = (pkv_backend){"cpu", 1, cpu_prepare, cpu_run, NULL, cpu_destroy};
     b->shape = *s;
     size_t qn = (size_t)cap_rows * s->hq * s->d;
     b->k = malloc(pool * 2);

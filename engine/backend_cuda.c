@@ -31,6 +31,7 @@ typedef struct cuda_backend {
     size_t stage_cap;           /* int32 */
     int64_t next_src;
     pkvk_workspace *ws;
+    pkvk_mlp *mlp; /* NULL: no MLP tail */
     uint16_t *o_host;
     float *ref_host;
 } cuda_backend;
@@ -96,6 +97,19 @@ static int cuda_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan 
     return 0;
 }
 
+/* The MLP tail on the attention output (rows x hq*d), timed with events. */
+static int cuda_finish(pkv_backend *base, const pkv_batch_view *v, pkv_step_rec *rec, pkv_err *e) {
+    cuda_backend *b = (cuda_backend *)base;
+    if (!b->mlp) return 0;
+    const uint16_t *z;
+    float ms;
+    if (pkvk_mark(2) || pkvk_mlp_run(b->mlp, v->n_rows, b->o, &z) || pkvk_mark(3) ||
+        pkvk_mark_elapsed(2, 3, &ms))
+        return fail_dev(e, "MLP tail");
+    rec->t_mlp = ms * 1e-3;
+    return 0;
+}
+
 static void cuda_destroy(pkv_backend *base) {
     cuda_backend *b = (cuda_backend *)base;
     void *dev[] = {b->k,     b->v,     b->q,  b->o,    b->o_ref,  b->src_k,
@@ -103,6 +117,7 @@ static void cuda_destroy(pkv_backend *base) {
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) pkvk_free(dev[i]);
     pkvk_host_free(b->stage_h);
     pkvk_workspace_destroy(b->ws);
+    pkvk_mlp_destroy(b->mlp);
     free(b->o_host);
     free(b->ref_host);
     free(b);
@@ -117,7 +132,7 @@ static int fill_tiled(uint16_t *dst, size_t n, const uint16_t *blk, size_t blk_n
 
 pkv_backend *pkv_backend_cuda_create(const pkvk_shape *s, int32_t n_pages, int32_t cap_rows,
                                      int32_t bt_stride, int32_t cap_slots, int32_t cap_tasks,
-                                     uint64_t seed, pkv_err *e) {
+                                     int32_t mlp_inter, uint64_t seed, pkv_err *e) {
     pkvk_device_info dev;
     if (pkvk_device_count() == 0 || pkvk_device_info_get(&dev)) {
         pkv_fail(e, "--backend cuda: no usable GPU: %s", pkvk_last_error());
@@ -126,7 +141,8 @@ pkv_backend *pkv_backend_cuda_create(const pkvk_shape *s, int32_t n_pages, int32
     size_t pool = (size_t)n_pages * s->hkv * s->page_size * s->d * 2; /* bytes, K or V */
     size_t rows = (size_t)cap_rows * s->hq * s->d;
     size_t need = 2 * pool + rows * 8 + (size_t)SRC_ROWS * (2 * s->hkv + s->hq) * s->d * 2 +
-                  (size_t)cap_rows * bt_stride * 16 + (size_t)cap_slots * s->hq * (s->d + 2) * 4;
+                  (size_t)cap_rows * bt_stride * 16 + (size_t)cap_slots * s->hq * (s->d + 2) * 4 +
+                  (size_t)mlp_inter * s->hq * s->d * 6 + (size_t)cap_rows * mlp_inter * 6;
     if (need + (256u << 20) > dev.mem_free) {
         pkv_fail(e,
                  "--backend cuda: the KV pool of %d pages needs %.2f GiB on the GPU (%.2f GiB "
@@ -137,7 +153,7 @@ pkv_backend *pkv_backend_cuda_create(const pkvk_shape *s, int32_t n_pages, int32
     }
     cuda_backend *b = calloc(1, sizeof *b);
     if (!b) return NULL;
-    b->base = (pkv_backend){"cuda", 1, cuda_prepare, cuda_run, cuda_destroy};
+    b->base = (pkv_backend){"cuda", 1, cuda_prepare, cuda_run, cuda_finish, cuda_destroy};
     b->shape = *s;
     b->cap_rows = cap_rows;
     b->bt_stride = bt_stride;
@@ -167,6 +183,8 @@ pkv_backend *pkv_backend_cuda_create(const pkvk_shape *s, int32_t n_pages, int32
              pkvk_h2d(b->src_k, t.src_k, t.src_kv * 2) ||
              pkvk_h2d(b->src_v, t.src_v, t.src_kv * 2) ||
              pkvk_h2d(b->src_q, t.src_q, t.src_q_n * 2);
+    if (!rc && mlp_inter > 0)
+        rc = pkvk_mlp_create(&b->mlp, s->hq * s->d, mlp_inter, cap_rows, t.blk_v, PKV_TENSOR_BLOCK);
     pkv_tensors_free(&t);
     if (rc) {
         fail_dev(e, "setting up the GPU pool");

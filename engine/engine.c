@@ -92,6 +92,11 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
     } else {
         if (eng->backend->run(eng->backend, v, &eng->planner.plans[r], check, rec, e)) return -1;
     }
+    rec->t_mlp = NAN;
+    if (eng->backend->finish && eng->backend->finish(eng->backend, v, rec, e)) return -1;
+    /* The MLP tail reads its weights once per step: memory bound at decode sizes. */
+    if (eng->mlp_bytes > 0)
+        rec->t_predicted += eng->mlp_bytes / eng->cal->beta + 3 * eng->cal->lambda;
     rec->t_wall = eng->backend->measures ? now_s() - t0 : NAN;
     if (eng->policy.measured_oracle && eng->backend->measures)
         /* The oracle's step is the one its best route would have made: leave out the
@@ -105,9 +110,10 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
                         "%.3g), mean|e| %.3g (limit %.3g)",
                         (unsigned long long)rec->index, pkvk_route_name(r), rec->max_err,
                         eng->tol_max, rec->mean_err, eng->tol_mean);
-    *advance = eng->clock == PKV_CLOCK_WALL     ? rec->t_wall
-               : eng->clock == PKV_CLOCK_DEVICE ? rec->t_device
-                                                : rec->t_predicted;
+    *advance = eng->clock == PKV_CLOCK_WALL ? rec->t_wall
+               : eng->clock == PKV_CLOCK_DEVICE
+                   ? rec->t_device + (rec->t_mlp == rec->t_mlp ? rec->t_mlp : 0)
+                   : rec->t_predicted;
     if (!(*advance >= 0))
         return pkv_fail(e, "step %llu: the %s backend measured no %s time",
                         (unsigned long long)rec->index, eng->backend->name,
@@ -130,6 +136,6 @@ static void model_destroy(pkv_backend *b) {
 
 pkv_backend *pkv_backend_model_create(void) {
     pkv_backend *b = malloc(sizeof *b);
-    if (b) *b = (pkv_backend){"model", 0, model_prepare, model_run, model_destroy};
+    if (b) *b = (pkv_backend){"model", 0, model_prepare, model_run, NULL, model_destroy};
     return b;
 }

@@ -27,6 +27,7 @@ typedef struct pkv_step_rec {
     double t_wall;            /* seconds: measured host wall time of the step (NaN likewise) */
     double max_err, mean_err; /* against the reference route, NaN where unchecked */
     double out_mean_abs;      /* mean |O| of the step's output where checked, else NaN */
+    double t_mlp;             /* seconds: measured device time of the MLP tail, else NaN */
     double t_route[PKVK_ROUTE_COUNT]; /* seconds: each candidate's prediction, NaN if not planned */
     double
         t_route_measured[PKVK_ROUTE_COUNT]; /* seconds: oracle's measured device times, else NaN */
@@ -57,6 +58,8 @@ struct pkv_backend {
     int (*prepare)(pkv_backend *b, const pkv_batch_view *v, pkv_err *e);
     int (*run)(pkv_backend *b, const pkv_batch_view *v, const pkvk_plan *plan, int check,
                pkv_step_rec *rec, pkv_err *e);
+    /* After the chosen route: the model-level tail (MLP), filling rec->t_mlp. NULL: none. */
+    int (*finish)(pkv_backend *b, const pkv_batch_view *v, pkv_step_rec *rec, pkv_err *e);
     void (*destroy)(pkv_backend *b);
 };
 
@@ -76,6 +79,7 @@ typedef struct pkv_engine {
     int64_t check_every; /* compare every N steps (0 = never); steps < check_first always */
     int64_t check_first;
     double tol_max, tol_mean;
+    double mlp_bytes; /* bytes of MLP weights read per step (0: no MLP tail) */
 } pkv_engine;
 
 /* Takes ownership of backend (which may be NULL and set later in eng->backend). cap_rows, max_len:
@@ -97,8 +101,9 @@ pkv_backend *pkv_backend_cpu_create(const pkvk_shape *s, int32_t n_pages, int32_
                                     uint64_t seed, pkv_err *e);
 /* The cuda backend: the real kernels on a GPU KV pool of n_pages pages. Fails with
  * a message naming the bytes needed and free when the pool does not fit. */
+/* mlp_inter > 0 adds the gated MLP tail (hidden = hq * d) after attention. */
 pkv_backend *pkv_backend_cuda_create(const pkvk_shape *s, int32_t n_pages, int32_t cap_rows,
                                      int32_t bt_stride, int32_t cap_slots, int32_t cap_tasks,
-                                     uint64_t seed, pkv_err *e);
+                                     int32_t mlp_inter, uint64_t seed, pkv_err *e);
 
 #endif

@@ -190,6 +190,17 @@ int pkvk_step_prologue(const pkvk_shape *s, int32_t n_rows, const int32_t *stage
                        const uint16_t *src_v, const uint16_t *src_q, int32_t src_rows,
                        int64_t first_src);
 
+/* Gated MLP tail (a model-level proxy after attention): Y = X [W_gate | W_up],
+ * A = silu(Y_gate) * Y_up, Z = A W_down, FP16 with FP32 accumulation (cuBLAS).
+ * X: device [rows][hidden]; weights [hidden][2 * inter] and [inter][hidden], tiled
+ * from w (w_n halves of prepared random content). */
+typedef struct pkvk_mlp pkvk_mlp;
+int pkvk_mlp_create(pkvk_mlp **m, int hidden, int inter, int cap_rows, const uint16_t *w,
+                    size_t w_n);
+/* Asynchronous; *out receives the device output Z [rows][hidden]. */
+int pkvk_mlp_run(pkvk_mlp *m, int rows, const uint16_t *x, const uint16_t **out);
+void pkvk_mlp_destroy(pkvk_mlp *m);
+
 /* Resident attention CTAs per SM for head dim d and group size G (occupancy). */
 int pkvk_occupancy(int d, int G, int *ctas_per_sm);
 

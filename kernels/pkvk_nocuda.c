@@ -80,3 +80,12 @@ int pkvk_occupancy(int d, int G, int *ctas_per_sm) {
     *ctas_per_sm = 0;
     return PKVK_ERR_NO_DEVICE;
 }
+int pkvk_mlp_create(pkvk_mlp **m, int hidden, int inter, int cap_rows, const uint16_t *w,
+                    size_t w_n) {
+    *m = 0;
+    return PKVK_ERR_NO_DEVICE;
+}
+int pkvk_mlp_run(pkvk_mlp *m, int rows, const uint16_t *x, const uint16_t **out) {
+    return PKVK_ERR_NO_DEVICE;
+}
+void pkvk_mlp_destroy(pkvk_mlp *m) {}

@@ -15,7 +15,8 @@ static const char *const bucket_names[] = {"exact", "pow2", NULL};
     } while (0)
 
 static int parse_model(pkv_config *c, const cJSON *o, pkv_err *e) {
-    static const char *const keys[] = {"hq", "hkv", "head_dim", "page_size", "dtype", NULL};
+    static const char *const keys[] = {
+        "hq", "hkv", "head_dim", "page_size", "dtype", "mlp_intermediate", NULL};
     int64_t hq, hkv, d, ps;
     const char *dtype;
     if (o) TRY(pkv_json_object(o, "model", keys, e));
@@ -25,6 +26,7 @@ static int parse_model(pkv_config *c, const cJSON *o, pkv_err *e) {
     TRY(pkv_json_int(o, "model", "page_size", 16, 1, 1024, &ps, e));
     static const char *const dtypes[] = {"fp16", NULL};
     TRY(pkv_json_str(o, "model", "dtype", "fp16", dtypes, &dtype, NULL, e));
+    TRY(pkv_json_int(o, "model", "mlp_intermediate", 0, 0, 1 << 20, &c->mlp_inter, e));
     if (hq % hkv)
         return pkv_fail(e, "model.hq: %lld is not a multiple of model.hkv (%lld)", (long long)hq,
                         (long long)hkv);
@@ -435,6 +437,7 @@ int pkv_config_resolve(pkv_config *c) {
     cJSON_AddNumberToObject(m, "head_dim", c->shape.d);
     cJSON_AddNumberToObject(m, "page_size", c->shape.page_size);
     cJSON_AddStringToObject(m, "dtype", "fp16");
+    cJSON_AddNumberToObject(m, "mlp_intermediate", (double)c->mlp_inter);
     const pkv_workload_spec *w = &c->workload;
     cJSON *wl = cJSON_AddObjectToObject(r, "workload");
     cJSON *a = cJSON_AddObjectToObject(wl, "arrival");

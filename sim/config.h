@@ -21,6 +21,7 @@ typedef struct pkv_config {
     char file[1024];
     char name[128];
     pkvk_shape shape;
+    int64_t mlp_inter; /* gated MLP tail width after attention (0: none) */
     pkv_workload_spec workload;
     pkv_trace_spec trace_spec; /* workload.trace, when given */
     pkv_trace trace;           /* its rows (owned); workload.trace points here */

@@ -18,7 +18,7 @@ static pkv_backend *make_backend(const pkv_config *cfg, pkv_backend_kind k, cons
     case PKV_BACKEND_CUDA: {
         int32_t cap = eng->planner.plans[0].cap_tasks;
         return pkv_backend_cuda_create(&cfg->shape, cfg->kv_pages, cfg->max_active, bt_stride, cap,
-                                       cap, cfg->seed, e);
+                                       cap, (int32_t)cfg->mlp_inter, cfg->seed, e);
     }
     default: {
         pkv_backend *b = pkv_backend_model_create();
@@ -70,6 +70,7 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
         goto done;
     }
     eng.check_every = cfg->check_every;
+    eng.mlp_bytes = 3.0 * (double)cfg->mlp_inter * cfg->shape.hq * cfg->shape.d * 2;
     eng.check_first = cfg->check_first;
     if (o->record) {
         pkv_provenance pv = {o->command_line ? o->command_line : "", be->name, dev.name, cfg->seed};

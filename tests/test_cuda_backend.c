@@ -135,6 +135,37 @@ int main(void) {
         free(sc), free(sg);
     }
 
+    /* The MLP tail (Llama widths: hidden 4096, intermediate 11008) runs and is timed
+     * every step. */
+    {
+        char *text = malloc(4096);
+        snprintf(text, 4096,
+                 "{\"model\": {\"mlp_intermediate\": 11008}, \"workload\": {\"arrival\": "
+                 "{\"process\": \"closed\", \"concurrency\": 4}, \"prompt\": {\"dist\": \"fixed\", "
+                 "\"value\": 3000}, \"decode\": {\"dist\": \"fixed\", \"value\": 20}, "
+                 "\"num_requests\": 8}, \"route\": {\"calibration\": \"%s\"}, \"run\": "
+                 "{\"backend\": \"cuda\", \"output\": \"%s\"}}",
+                 PKV_SOURCE_DIR "/experiments/calibration/default.json", a);
+        pkv_config cfg;
+        pkv_summary sum;
+        pkv_run_opts o = {.quiet = 1, .record = 1};
+        CHECK(pkv_config_parse(&cfg, text, "mlp.json", &e) == 0, "parse: %s", e.msg);
+        CHECK(pkv_run_experiment(&cfg, &o, &sum, &e) == 0, "mlp run: %s", e.msg);
+        pkv_config_free(&cfg);
+        hsize_t n;
+        pkv_step_rec *s = read_steps(a, &n);
+        int timed = n > 10;
+        double mean = 0;
+        for (hsize_t i = 0; i < n; i++) {
+            timed &= s[i].t_mlp > 0 && s[i].t_wall > s[i].t_device + s[i].t_mlp;
+            mean += s[i].t_mlp / n;
+        }
+        CHECK(timed, "MLP tail not timed on every step");
+        printf("mlp tail: %llu steps, mean %.1f us per step at 4 rows\n", (unsigned long long)n,
+               mean * 1e6);
+        free(s);
+    }
+
     /* A calibration made on another GPU model is refused, unless allowed. */
     char cal[64];
     snprintf(cal, sizeof cal, "/tmp/pkv-cal-%d.json", (int)getpid());

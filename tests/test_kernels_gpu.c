@@ -13,6 +13,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <gsl/gsl_randist.h>
 
 typedef struct dev_batch {
     pkvk_batch b; /* device pointers */
@@ -155,6 +156,46 @@ int main(void) {
         free(ref), free(o), free(tmp);
         release(&d);
         free_batch(&h);
+    }
+
+    /* The MLP tail against a CPU FP32 reference: hidden 256, intermediate 512, 5 rows,
+     * weights tiled from a block whose length is not a multiple of either width. */
+    {
+        enum { HID = 256, INTER = 512, ROWS = 5, WN = 100003 };
+        uint16_t *w = malloc(WN * 2), *x = malloc(ROWS * HID * 2), *z = malloc(ROWS * HID * 2);
+        for (int j = 0; j < WN; j++) w[j] = pkvk_f2h((float)(gsl_ran_gaussian(r, 1.0) / 16));
+        for (int j = 0; j < ROWS * HID; j++) x[j] = pkvk_f2h((float)gsl_ran_gaussian(r, 1.0));
+        pkvk_mlp *m;
+        void *dx;
+        const uint16_t *dz;
+        CHECK(pkvk_mlp_create(&m, HID, INTER, ROWS, w, WN) == 0 &&
+                  pkvk_malloc(&dx, ROWS * HID * 2) == 0 && pkvk_h2d(dx, x, ROWS * HID * 2) == 0 &&
+                  pkvk_mlp_run(m, ROWS, dx, &dz) == 0 && pkvk_sync() == 0 &&
+                  pkvk_d2h(z, dz, ROWS * HID * 2) == 0,
+              "mlp: %s", pkvk_last_error());
+        double num = 0, den = 0;
+        static double y[2 * INTER], a[INTER];
+        for (int rr = 0; rr < ROWS; rr++) {
+            for (int j = 0; j < 2 * INTER; j++) {
+                y[j] = 0;
+                for (int h = 0; h < HID; h++)
+                    y[j] +=
+                        pkvk_h2f(x[rr * HID + h]) * pkvk_h2f(w[((size_t)h * 2 * INTER + j) % WN]);
+            }
+            for (int j = 0; j < INTER; j++) a[j] = y[j] / (1 + exp(-y[j])) * y[INTER + j];
+            for (int h = 0; h < HID; h++) {
+                double ref = 0;
+                for (int j = 0; j < INTER; j++)
+                    ref += a[j] * pkvk_h2f(w[((size_t)j * HID + h) % WN]);
+                double d = pkvk_h2f(z[rr * HID + h]) - ref;
+                num += d * d, den += ref * ref;
+            }
+        }
+        CHECK(sqrt(num / den) < 5e-3, "MLP relative error %.3g", sqrt(num / den));
+        printf("mlp tail: relative error %.2e against the CPU FP32 reference\n", sqrt(num / den));
+        pkvk_mlp_destroy(m);
+        pkvk_free(dx);
+        free(w), free(x), free(z);
     }
 
     /* Long rows with the engine's planner (the study's shape), against the GPU FP32
