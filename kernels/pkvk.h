@@ -201,6 +201,17 @@ int pkvk_mlp_create(pkvk_mlp **m, int hidden, int inter, int cap_rows, const uin
 int pkvk_mlp_run(pkvk_mlp *m, int rows, const uint16_t *x, const uint16_t **out);
 void pkvk_mlp_destroy(pkvk_mlp *m);
 
+/* CUDA graph replay (an ablation): capture what the kernel layer enqueues between
+ * begin and end into a graph; end updates the executable graph in place when the
+ * topology allows (*reused = 1) or instantiates a new one; launch replays it. On an
+ * error between begin and end, call pkvk_graph_abort. */
+typedef struct pkvk_graph pkvk_graph;
+int pkvk_graph_begin(void);
+int pkvk_graph_end(pkvk_graph **g, int *reused);
+int pkvk_graph_launch(pkvk_graph *g);
+void pkvk_graph_abort(void);
+void pkvk_graph_destroy(pkvk_graph *g);
+
 /* Resident attention CTAs per SM for head dim d and group size G (occupancy). */
 int pkvk_occupancy(int d, int G, int *ctas_per_sm);
 

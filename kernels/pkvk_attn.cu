@@ -388,7 +388,7 @@ template <int D, int G, int MODE> int launch_attn(dim3 grid, const Params &p) {
                                      (int)smem_bytes(D)));
         configured = true;
     }
-    attn_kernel<D, G, MODE><<<grid, THREADS, smem_bytes(D)>>>(p);
+    attn_kernel<D, G, MODE><<<grid, THREADS, smem_bytes(D), pkvk_stream()>>>(p);
     PKVK_CK_LAUNCH();
     return PKVK_OK;
 }
@@ -415,7 +415,7 @@ template <int MODE> int launch_mode(int D, int G, dim3 grid, const Params &p) {
 
 int launch_merge(const Params &p, int G, int D, unsigned rows) {
     if (D != 128) return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "head dimension must be 128");
-    merge_kernel<128><<<dim3(rows, p.hq), 128>>>(p, G);
+    merge_kernel<128><<<dim3(rows, p.hq), 128, 0, pkvk_stream()>>>(p, G);
     PKVK_CK_LAUNCH();
     return PKVK_OK;
 }
@@ -468,13 +468,13 @@ extern "C" int pkvk_plan_upload(pkvk_workspace *w, const pkvk_plan *p) {
     if (p->n_rows > w->cap_rows || p->n_slots > w->cap_slots || p->n_tasks > w->cap_tasks)
         return pkvk_fail_msg(PKVK_ERR_INVALID, "plan larger than its workspace");
     PKVK_CK(cudaMemcpyAsync(w->split_offsets, p->split_offsets, sizeof(int32_t) * (p->n_rows + 1),
-                            cudaMemcpyHostToDevice));
+                            cudaMemcpyHostToDevice, pkvk_stream()));
     if (p->route == PKVK_ROUTE_BUCKET)
         PKVK_CK(cudaMemcpyAsync(w->bucket_rows, p->bucket_rows, sizeof(int32_t) * p->n_rows,
-                                cudaMemcpyHostToDevice));
+                                cudaMemcpyHostToDevice, pkvk_stream()));
     if (p->n_tasks)
         PKVK_CK(cudaMemcpyAsync(w->tasks, p->tasks, sizeof(pkvk_task) * p->n_tasks,
-                                cudaMemcpyHostToDevice));
+                                cudaMemcpyHostToDevice, pkvk_stream()));
     return PKVK_OK;
 }
 

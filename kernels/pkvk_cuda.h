@@ -11,6 +11,11 @@
 int pkvk_fail_cuda(cudaError_t e, const char *what, const char *file, int line);
 int pkvk_fail_msg(int status, const char *msg);
 
+/* The stream every kernel-layer operation is enqueued on: a blocking stream (it
+ * synchronises with the legacy default stream, so the synchronous copies stay
+ * ordered) that can be captured into a CUDA graph. */
+cudaStream_t pkvk_stream(void);
+
 #define PKVK_CK(call)                                                                              \
     do {                                                                                           \
         cudaError_t e_ = (call);                                                                   \

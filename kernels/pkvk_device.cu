@@ -12,6 +12,12 @@
 
 static char g_err[512] = "no error";
 
+cudaStream_t pkvk_stream(void) {
+    static cudaStream_t s;
+    if (!s && cudaStreamCreateWithFlags(&s, cudaStreamDefault) != cudaSuccess) s = 0;
+    return s;
+}
+
 int pkvk_fail_msg(int status, const char *msg) {
     snprintf(g_err, sizeof g_err, "%s", msg);
     return status;
@@ -98,7 +104,7 @@ extern "C" void pkvk_host_free(void *p) {
     if (p) cudaFreeHost(p);
 }
 extern "C" int pkvk_h2d_async(void *dst, const void *src, size_t n) {
-    PKVK_CK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice));
+    PKVK_CK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, pkvk_stream()));
     return PKVK_OK;
 }
 
@@ -106,7 +112,7 @@ static cudaEvent_t g_marks[8];
 extern "C" int pkvk_mark(int k) {
     if (k < 0 || k >= 8) return pkvk_fail_msg(PKVK_ERR_INVALID, "mark index out of range");
     if (!g_marks[k]) PKVK_CK(cudaEventCreate(&g_marks[k]));
-    PKVK_CK(cudaEventRecord(g_marks[k]));
+    PKVK_CK(cudaEventRecord(g_marks[k], pkvk_stream()));
     return PKVK_OK;
 }
 extern "C" int pkvk_mark_elapsed(int a, int b, float *ms) {
@@ -123,11 +129,11 @@ extern "C" int pkvk_timer_start(void) {
         PKVK_CK(cudaEventCreate(&g_ev[0]));
         PKVK_CK(cudaEventCreate(&g_ev[1]));
     }
-    PKVK_CK(cudaEventRecord(g_ev[0]));
+    PKVK_CK(cudaEventRecord(g_ev[0], pkvk_stream()));
     return PKVK_OK;
 }
 extern "C" int pkvk_timer_stop(float *ms) {
-    PKVK_CK(cudaEventRecord(g_ev[1]));
+    PKVK_CK(cudaEventRecord(g_ev[1], pkvk_stream()));
     PKVK_CK(cudaEventSynchronize(g_ev[1]));
     PKVK_CK(cudaEventElapsedTime(ms, g_ev[0], g_ev[1]));
     return PKVK_OK;
@@ -150,8 +156,8 @@ extern "C" int pkvk_flush_l2(void) {
         PKVK_CK(cudaMemset(g_flush, 0, g_flush_bytes + 16));
         g_sms = prop.multiProcessorCount;
     }
-    read_kernel<<<g_sms * 4, 512>>>((const uint4 *)g_flush, g_flush_bytes / 16,
-                                    (unsigned *)((char *)g_flush + g_flush_bytes));
+    read_kernel<<<g_sms * 4, 512, 0, pkvk_stream()>>>(
+        (const uint4 *)g_flush, g_flush_bytes / 16, (unsigned *)((char *)g_flush + g_flush_bytes));
     PKVK_CK_LAUNCH();
     return PKVK_OK;
 }
@@ -204,7 +210,7 @@ extern "C" int pkvk_measure_ceilings(pkvk_ceilings *c) {
         rc = median_ms(
             11,
             [&] {
-                PKVK_CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice));
+                PKVK_CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, pkvk_stream()));
                 return (int)PKVK_OK;
             },
             &ms);
@@ -213,7 +219,7 @@ extern "C" int pkvk_measure_ceilings(pkvk_ceilings *c) {
         rc = median_ms(
             11,
             [&] {
-                read_kernel<<<sms * 8, 512>>>((const uint4 *)a, bytes / 16, sink);
+                read_kernel<<<sms * 8, 512, 0, pkvk_stream()>>>((const uint4 *)a, bytes / 16, sink);
                 PKVK_CK_LAUNCH();
                 return (int)PKVK_OK;
             },
@@ -221,10 +227,10 @@ extern "C" int pkvk_measure_ceilings(pkvk_ceilings *c) {
     if (!rc) c->read_gbps = bytes / (ms * 1e-3) / 1e9;
     if (!rc) {
         const int n = 2000;
-        empty_kernel<<<1, 32>>>();
+        empty_kernel<<<1, 32, 0, pkvk_stream()>>>();
         rc = pkvk_timer_start();
         for (int i = 0; i < n && !rc; i++) {
-            empty_kernel<<<1, 32>>>();
+            empty_kernel<<<1, 32, 0, pkvk_stream()>>>();
             if (cudaGetLastError() != cudaSuccess)
                 rc = pkvk_fail_msg(PKVK_ERR_CUDA, "empty launch");
         }
@@ -301,13 +307,72 @@ extern "C" int pkvk_gpu_reference(const pkvk_batch *b, float *o32) {
     rc = pkvk_malloc((void **)&scores, (size_t)b->n_rows * s.hq * max_len * sizeof(float));
     if (rc) return rc;
     const int threads = 256;
-    reference_kernel<<<dim3(b->n_rows, s.hq), threads, (s.d + threads) * sizeof(float)>>>(
-        (const __half *)b->q, (const __half *)b->k_cache, (const __half *)b->v_cache,
-        b->block_table, b->bt_stride, b->seq_lens, s.hq, s.hkv, s.page_size, s.d, b->sm_scale,
-        scores, max_len, o32);
+    reference_kernel<<<dim3(b->n_rows, s.hq), threads, (s.d + threads) * sizeof(float),
+                       pkvk_stream()>>>((const __half *)b->q, (const __half *)b->k_cache,
+                                        (const __half *)b->v_cache, b->block_table, b->bt_stride,
+                                        b->seq_lens, s.hq, s.hkv, s.page_size, s.d, b->sm_scale,
+                                        scores, max_len, o32);
     cudaError_t e = cudaGetLastError();
     if (e == cudaSuccess) e = cudaDeviceSynchronize();
     pkvk_free(scores);
     if (e != cudaSuccess) return pkvk_fail_cuda(e, "reference_kernel", __FILE__, __LINE__);
     return PKVK_OK;
+}
+
+// ---- graph replay ------------------------------------------------------------------
+struct pkvk_graph {
+    cudaGraphExec_t exec;
+};
+
+extern "C" int pkvk_graph_begin(void) {
+    // Relaxed: attribute calls made on first use of a kernel stay legal while capturing.
+    PKVK_CK(cudaStreamBeginCapture(pkvk_stream(), cudaStreamCaptureModeRelaxed));
+    return PKVK_OK;
+}
+
+extern "C" int pkvk_graph_end(pkvk_graph **g, int *reused) {
+    cudaGraph_t graph;
+    PKVK_CK(cudaStreamEndCapture(pkvk_stream(), &graph));
+    *reused = 0;
+    if (!*g && !(*g = (pkvk_graph *)calloc(1, sizeof **g))) {
+        cudaGraphDestroy(graph);
+        return pkvk_fail_msg(PKVK_ERR_OUT_OF_MEMORY, "graph");
+    }
+    pkvk_graph *G = *g;
+    if (G->exec) {
+        cudaGraphExecUpdateResultInfo info;
+        if (cudaGraphExecUpdate(G->exec, graph, &info) == cudaSuccess) {
+            *reused = 1;
+        } else { // another topology (route, bucket count): instantiate afresh
+            cudaGetLastError();
+            cudaGraphExecDestroy(G->exec);
+            G->exec = nullptr;
+        }
+    }
+    cudaError_t e = G->exec ? cudaSuccess : cudaGraphInstantiate(&G->exec, graph, 0);
+    cudaGraphDestroy(graph);
+    if (e != cudaSuccess) return pkvk_fail_cuda(e, "cudaGraphInstantiate", __FILE__, __LINE__);
+    return PKVK_OK;
+}
+
+extern "C" int pkvk_graph_launch(pkvk_graph *g) {
+    PKVK_CK(cudaGraphLaunch(g->exec, pkvk_stream()));
+    return PKVK_OK;
+}
+
+extern "C" void pkvk_graph_abort(void) {
+    cudaStreamCaptureStatus st;
+    if (cudaStreamIsCapturing(pkvk_stream(), &st) == cudaSuccess &&
+        st != cudaStreamCaptureStatusNone) {
+        cudaGraph_t graph = nullptr;
+        cudaStreamEndCapture(pkvk_stream(), &graph);
+        if (graph) cudaGraphDestroy(graph);
+    }
+    cudaGetLastError();
+}
+
+extern "C" void pkvk_graph_destroy(pkvk_graph *g) {
+    if (!g) return;
+    if (g->exec) cudaGraphExecDestroy(g->exec);
+    free(g);
 }

@@ -26,18 +26,20 @@ __global__ void silu_mul_kernel(const __half *__restrict__ y, __half *__restrict
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x) {
         size_t r = i / inter, j = i % inter;
-        float g = __half2float(y[r * 2 * inter + j]), u = __half2float(y[r * 2 * inter + inter + j]);
+        float g = __half2float(y[r * 2 * inter + j]),
+              u = __half2float(y[r * 2 * inter + inter + j]);
         a[i] = __float2half(g / (1.f + __expf(-g)) * u);
     }
 }
 
 // C (n x m, row-major) = A (n x k, row-major) B (k x m, row-major): in cuBLAS's
 // column-major terms C^T = B^T A^T, so B goes first.
-static int gemm(cublasHandle_t h, int n, int m, int k, const __half *A, const __half *B, __half *C) {
+static int gemm(cublasHandle_t h, int n, int m, int k, const __half *A, const __half *B,
+                __half *C) {
     const float one = 1.f, zero = 0.f;
     cublasStatus_t s =
-        cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, B, CUDA_R_16F, m, A, CUDA_R_16F,
-                     k, &zero, C, CUDA_R_16F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, B, CUDA_R_16F, m, A, CUDA_R_16F, k,
+                     &zero, C, CUDA_R_16F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     return s == CUBLAS_STATUS_SUCCESS ? PKVK_OK : cublas_fail(s, "cublasGemmEx");
 }
 
@@ -58,6 +60,7 @@ extern "C" int pkvk_mlp_create(pkvk_mlp **out, int hidden, int inter, int cap_ro
         rc = pkvk_h2d(m->w_down + off, w, 2 * (nd - off < w_n ? nd - off : w_n));
     if (!rc) {
         cublasStatus_t s = cublasCreate(&m->h);
+        if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetStream(m->h, pkvk_stream());
         if (s != CUBLAS_STATUS_SUCCESS) rc = cublas_fail(s, "cublasCreate");
     }
     if (rc) {
@@ -73,7 +76,7 @@ extern "C" int pkvk_mlp_run(pkvk_mlp *m, int rows, const uint16_t *x, const uint
     if (rows == 0) return PKVK_OK;
     int rc = gemm(m->h, rows, 2 * m->inter, m->hidden, (const __half *)x, m->w_gu, m->y);
     if (rc) return rc;
-    silu_mul_kernel<<<264, 256>>>(m->y, m->a, rows, m->inter);
+    silu_mul_kernel<<<264, 256, 0, pkvk_stream()>>>(m->y, m->a, rows, m->inter);
     PKVK_CK_LAUNCH();
     rc = gemm(m->h, rows, m->hidden, m->inter, m->a, m->w_down, m->z);
     if (!rc) *out = (const uint16_t *)m->z;

@@ -89,3 +89,14 @@ int pkvk_mlp_run(pkvk_mlp *m, int rows, const uint16_t *x, const uint16_t **out)
     return PKVK_ERR_NO_DEVICE;
 }
 void pkvk_mlp_destroy(pkvk_mlp *m) {}
+int pkvk_graph_begin(void) {
+    return PKVK_ERR_NO_DEVICE;
+}
+int pkvk_graph_end(pkvk_graph **g, int *reused) {
+    return PKVK_ERR_NO_DEVICE;
+}
+int pkvk_graph_launch(pkvk_graph *g) {
+    return PKVK_ERR_NO_DEVICE;
+}
+void pkvk_graph_abort(void) {}
+void pkvk_graph_destroy(pkvk_graph *g) {}

@@ -56,7 +56,7 @@ extern "C" int pkvk_step_prologue(const pkvk_shape *s, int32_t n_rows, const int
     if (s->d % 8)
         return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "head dimension must be a multiple of 8");
     int blocks = n_rows + (n_updates + 127) / 128;
-    prologue_kernel<<<blocks, 128>>>(
+    prologue_kernel<<<blocks, 128, 0, pkvk_stream()>>>(
         n_rows, stage, n_updates, seq_lens, block_table, bt_stride, (uint4 *)k_cache,
         (uint4 *)v_cache, (uint4 *)q, (const uint4 *)src_k, (const uint4 *)src_v,
         (const uint4 *)src_q, src_rows, first_src, s->hkv, s->hq, s->page_size, s->d);

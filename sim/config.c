@@ -384,9 +384,9 @@ static int parse_route(pkv_config *c, const cJSON *o, pkv_err *e) {
 }
 
 static int parse_run(pkv_config *c, const cJSON *o, pkv_err *e) {
-    static const char *const keys[] = {"max_steps",   "max_time_s", "warmup_steps", "seed",
-                                       "output",      "backend",    "clock",        "check_every",
-                                       "check_first", NULL};
+    static const char *const keys[] = {
+        "max_steps", "max_time_s",  "warmup_steps", "seed",       "output", "backend",
+        "clock",     "check_every", "check_first",  "cuda_graph", NULL};
     const char *out, *be, *ck;
     int bei, cki;
     int64_t seed;
@@ -400,6 +400,7 @@ static int parse_run(pkv_config *c, const cJSON *o, pkv_err *e) {
     TRY(pkv_json_str(o, "run", "clock", "auto", clock_names, &ck, &cki, e));
     TRY(pkv_json_int(o, "run", "check_every", 0, 0, INT64_MAX / 2, &c->check_every, e));
     TRY(pkv_json_int(o, "run", "check_first", 0, 0, INT64_MAX / 2, &c->check_first, e));
+    TRY(pkv_json_bool(o, "run", "cuda_graph", false, &c->cuda_graph, e));
     c->seed = (uint64_t)seed;
     c->backend = (pkv_backend_kind)bei;
     c->clock = cki == 3 ? -1 : cki;
@@ -414,6 +415,9 @@ static int parse_run(pkv_config *c, const cJSON *o, pkv_err *e) {
  * something must end the run. */
 static int check_consistency(const pkv_config *c, pkv_err *e) {
     const pkv_workload_spec *w = &c->workload;
+    if (c->cuda_graph && strcmp(c->policy, "oracle") == 0)
+        return pkv_fail(e, "run.cuda_graph: the oracle times every route separately; use a fixed "
+                           "route or adaptive with graph replay");
     if (!w->trace && w->num_requests == 0 && c->max_steps == 0 && c->max_time == 0)
         return pkv_fail(e, "run: nothing ends this run: set workload.num_requests, "
                            "run.max_steps or run.max_time_s");
@@ -535,6 +539,7 @@ int pkv_config_resolve(pkv_config *c) {
     cJSON_AddStringToObject(rn, "clock", c->clock < 0 ? "auto" : clock_names[c->clock]);
     cJSON_AddNumberToObject(rn, "check_every", (double)c->check_every);
     cJSON_AddNumberToObject(rn, "check_first", (double)c->check_first);
+    cJSON_AddBoolToObject(rn, "cuda_graph", c->cuda_graph);
     free(c->resolved);
     c->resolved = cJSON_Print(r);
     cJSON_Delete(r);

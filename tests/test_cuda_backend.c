@@ -20,12 +20,14 @@ static const char *EXP =
     " \"serving\": {\"max_active\": 6, \"kv_pages\": %d},"
     " \"route\": {\"policy\": \"%s\", \"calibration\": \"%s\"},"
     " \"run\": {\"backend\": \"%s\", \"clock\": \"predicted\", \"check_every\": 1,"
-    "   \"output\": \"%s\"}}";
+    "   \"output\": \"%s\", \"cuda_graph\": %s}}";
+
+static const char *graph = "false";
 
 static int run(const char *backend, const char *policy, int pages, const char *out, pkv_err *e) {
     char *text = malloc(4096);
     snprintf(text, 4096, EXP, pages, policy, PKV_SOURCE_DIR "/experiments/calibration/default.json",
-             backend, out);
+             backend, out, graph);
     pkv_config cfg;
     if (pkv_config_parse(&cfg, text, "test.json", e)) return -1;
     pkv_summary sum;
@@ -196,6 +198,23 @@ int main(void) {
         pkv_config_free(&cfg);
     }
     unlink(cal);
+
+    /* CUDA graph replay (ablation): the same steps, every one checked. */
+    graph = "true";
+    const char *gpol[2] = {"adaptive", "pkv_bucket"};
+    for (int k = 0; k < 2; k++) {
+        int rc = run("cuda", gpol[k], 30000, a, &e);
+        CHECK(rc == 0, "graph %s: %s", gpol[k], e.msg);
+        if (rc) continue;
+        hsize_t n;
+        pkv_step_rec *s = read_steps(a, &n);
+        int ok = n > 40;
+        for (hsize_t i = 0; i < n; i++) ok &= s[i].max_err < 2e-3 && s[i].t_device > 0;
+        CHECK(ok, "graph %s: a step failed its check", gpol[k]);
+        printf("graph replay %-10s %llu steps checked\n", gpol[k], (unsigned long long)n);
+        free(s);
+    }
+    graph = "false";
 
     /* 10^7 pages of 64 KiB do not fit: an error naming bytes, and no file. */
     unlink(a);
