@@ -1,6 +1,7 @@
 #include "config.h"
 
 #include <libgen.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -333,7 +334,10 @@ static int parse_workload(pkv_config *c, const cJSON *o, pkv_err *e) {
 }
 
 static int parse_serving(pkv_config *c, const cJSON *o, pkv_err *e) {
-    static const char *const keys[] = {"max_active", "kv_pages", "admission", "prefill", NULL};
+    static const char *const keys[] = {"max_active", "kv_pages",    "admission",
+                                       "prefill",    "page_tables", NULL};
+    static const char *const tkeys[] = {"mode", "hole_fraction", "bucket_len", NULL};
+    static const char *const modes[] = {"allocator", "generator", NULL};
     static const char *const pkeys[] = {"base_us", "per_token_us", NULL};
 
     const char *adm;
@@ -352,6 +356,20 @@ static int parse_serving(pkv_config *c, const cJSON *o, pkv_err *e) {
      * defaults are of the order of a 7B model's prefill on one H200 (placeholders). */
     TRY(pkv_json_num(pf, "serving.prefill", "base_us", 2000, 0, false, 1e9, &base_us, e));
     TRY(pkv_json_num(pf, "serving.prefill", "per_token_us", 0.1, 0, false, 1e6, &tok_us, e));
+    const cJSON *pt;
+    const char *mode;
+    int mi;
+    int64_t bl;
+    TRY(pkv_json_sub(o, "serving", "page_tables", &pt, e));
+    if (pt) TRY(pkv_json_object(pt, "serving.page_tables", tkeys, e));
+    TRY(pkv_json_str(pt, "serving.page_tables", "mode", "allocator", modes, &mode, &mi, e));
+    TRY(pkv_json_num(pt, "serving.page_tables", "hole_fraction", 0, 0, false, 0.95,
+                     &c->hole_fraction, e));
+    TRY(pkv_json_int(pt, "serving.page_tables", "bucket_len", 0, 0, 1 << 24, &bl, e));
+    if (bl > 0 && mi == 0)
+        return pkv_fail(e, "serving.page_tables.bucket_len: only with mode \"generator\"");
+    c->reserve_full = mi == 1;
+    c->bucket_len = bl;
     c->max_active = (int32_t)ma;
     c->kv_pages = (int32_t)kp;
     c->prefill_base_s = base_us * 1e-6;
@@ -424,12 +442,16 @@ static int check_consistency(const pkv_config *c, pkv_err *e) {
     int64_t pm = w->trace ? -1 : pkv_length_max(&w->prompt);
     int64_t dm = w->trace ? -1 : pkv_length_max(&w->decode);
     int64_t longest = pm < 0 || dm < 0 || pm + dm > w->max_context ? w->max_context : pm + dm;
+    if (c->bucket_len > 0) longest = (longest + c->bucket_len - 1) / c->bucket_len * c->bucket_len;
     int64_t pages = (longest + c->shape.page_size - 1) / c->shape.page_size;
-    if (pages > c->kv_pages)
+    int64_t usable = c->kv_pages - (int64_t)(c->hole_fraction * c->kv_pages);
+    if (pages > usable)
         return pkv_fail(e,
-                        "serving.kv_pages: %d pages of %d tokens cannot hold one request of "
-                        "%lld tokens (the workload's longest); raise kv_pages to at least %lld",
-                        c->kv_pages, c->shape.page_size, (long long)longest, (long long)pages);
+                        "serving.kv_pages: %lld usable pages of %d tokens (%d, less %.0f%% holes) "
+                        "cannot hold one request of %lld tokens (the workload's longest); raise "
+                        "kv_pages to at least %lld",
+                        (long long)usable, c->shape.page_size, c->kv_pages, 100 * c->hole_fraction,
+                        (long long)longest, (long long)ceil(pages / (1 - c->hole_fraction)));
     return 0;
 }
 
@@ -519,6 +541,10 @@ int pkv_config_resolve(pkv_config *c) {
     cJSON_AddNumberToObject(sv, "max_active", c->max_active);
     cJSON_AddNumberToObject(sv, "kv_pages", c->kv_pages);
     cJSON_AddStringToObject(sv, "admission", c->admission->name);
+    cJSON *ptab = cJSON_AddObjectToObject(sv, "page_tables");
+    cJSON_AddStringToObject(ptab, "mode", c->reserve_full ? "generator" : "allocator");
+    cJSON_AddNumberToObject(ptab, "hole_fraction", c->hole_fraction);
+    cJSON_AddNumberToObject(ptab, "bucket_len", (double)c->bucket_len);
     cJSON *pf = cJSON_AddObjectToObject(sv, "prefill");
     cJSON_AddNumberToObject(pf, "base_us", c->prefill_base_s * 1e6);
     cJSON_AddNumberToObject(pf, "per_token_us", c->prefill_per_token_s * 1e6);

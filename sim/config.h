@@ -28,7 +28,10 @@ typedef struct pkv_config {
     int32_t max_active;
     int32_t kv_pages;
     const pkv_admission_policy *admission;
-    double prefill_base_s;      /* seconds per prefill batch */
+    double hole_fraction;  /* fraction of the pool's page ids never handed out */
+    bool reserve_full;     /* page_tables mode "generator": reserve whole lengths at admission */
+    int64_t bucket_len;    /* tokens: reservations rounded up to this (generator), 0: pages */
+    double prefill_base_s; /* seconds per prefill batch */
     double prefill_per_token_s; /* seconds per prompt token */
     char policy[32];
     pkv_bucket_mode bucket_mode;

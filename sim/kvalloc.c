@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <gsl/gsl_randist.h>
 
-int pkv_kvalloc_init(pkv_kvalloc *a, int32_t n_pages, gsl_rng *place) {
+int pkv_kvalloc_init(pkv_kvalloc *a, int32_t n_pages, double holes, gsl_rng *place) {
     *a = (pkv_kvalloc){0};
     a->free_list = malloc(sizeof(int32_t) * (size_t)n_pages);
     a->owner = malloc(sizeof(int64_t) * (size_t)n_pages);
@@ -18,7 +18,12 @@ int pkv_kvalloc_init(pkv_kvalloc *a, int32_t n_pages, gsl_rng *place) {
         a->owner[i] = -1;
     }
     if (place) gsl_ran_shuffle(place, a->free_list, (size_t)n_pages, sizeof(int32_t));
-    a->n_pages = a->n_free = n_pages;
+    a->n_pages = n_pages;
+    /* Holes: the bottom of the stack is never reached, so that fraction of the
+     * physical ids is never handed out. */
+    int32_t unused = (int32_t)(holes * n_pages);
+    for (int32_t i = 0; i < n_pages - unused; i++) a->free_list[i] = a->free_list[i + unused];
+    a->n_usable = a->n_free = n_pages - unused;
     return 0;
 }
 

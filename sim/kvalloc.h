@@ -8,15 +8,18 @@
 #include <gsl/gsl_rng.h>
 
 typedef struct pkv_kvalloc {
-    int32_t n_pages;
+    int32_t n_pages;  /* physical page ids 0 .. n_pages-1 */
+    int32_t n_usable; /* ids that can ever be handed out (the rest are holes) */
     int32_t n_free;
     int32_t *free_list; /* [n_pages] stack; top at n_free - 1 */
     int64_t *owner;     /* [n_pages] owner id, -1 when free */
 } pkv_kvalloc;
 
 /* place: when non-NULL, the initial free list is shuffled with it, so that even a
- * fresh pool hands out physical pages in no particular order. */
-int pkv_kvalloc_init(pkv_kvalloc *a, int32_t n_pages, gsl_rng *place);
+ * fresh pool hands out physical pages in no particular order (consecutive takes are
+ * consecutive slices of a seeded permutation, as in the study's generator). holes:
+ * the fraction of the ids that are never handed out. */
+int pkv_kvalloc_init(pkv_kvalloc *a, int32_t n_pages, double holes, gsl_rng *place);
 void pkv_kvalloc_free(pkv_kvalloc *a);
 /* Take n pages for `owner` into out[0..n); all or nothing: returns -1 (and takes
  * none) when fewer than n are free. */

@@ -17,6 +17,12 @@ static int64_t stored_tokens(const pkv_sim_request *r) {
     return (int64_t)r->rec.prompt_len + r->rec.generated;
 }
 
+/* Tokens a request may ever hold, rounded up to the bucket length when one is set. */
+static int64_t reserved_tokens(const pkv_sim *s, const pkv_sim_request *r) {
+    int64_t len = (int64_t)r->rec.prompt_len + r->rec.decode_len, b = s->cfg->bucket_len;
+    return b > 0 ? (len + b - 1) / b * b : len;
+}
+
 int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, pkv_h5rec *out, pkv_err *e) {
     *s = (pkv_sim){.cfg = cfg, .eng = eng, .out = out};
     pkv_summary_init(&s->summary);
@@ -35,7 +41,8 @@ int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, pkv_h5rec *
         for (int32_t i = 0; i < ma; i++) s->dirty_from[i] = INT32_MAX;
     s->r_pages = pkv_stream_create(cfg->seed, PKV_STREAM_PAGES);
     if (!s->wait || !s->prefill || !s->run || !s->seq_lens || !s->block_table || !s->dirty_rows ||
-        !s->dirty_from || !s->r_pages || pkv_kvalloc_init(&s->alloc, cfg->kv_pages, s->r_pages)) {
+        !s->dirty_from || !s->r_pages ||
+        pkv_kvalloc_init(&s->alloc, cfg->kv_pages, cfg->hole_fraction, s->r_pages)) {
         pkv_sim_free(s);
         return pkv_fail(e, "out of memory setting up the simulation (%d KV pages)", cfg->kv_pages);
     }
@@ -154,7 +161,8 @@ static int preempt_latest(pkv_sim *s) {
 /* ---- scheduling ----------------------------------------------------------------- */
 static int32_t waiting_pages(const void *ctx, size_t i) {
     const pkv_sim *s = ctx;
-    return pages_for(s, stored_tokens(&s->req[s->wait[(s->wait_head + i) % s->wait_cap]]));
+    const pkv_sim_request *r = &s->req[s->wait[(s->wait_head + i) % s->wait_cap]];
+    return pages_for(s, s->cfg->reserve_full ? reserved_tokens(s, r) : stored_tokens(r));
 }
 
 /* Remove the i-th waiting request (0 = head), keeping the others in order. */
@@ -173,8 +181,10 @@ static int admit(pkv_sim *s) {
         int64_t pick = s->cfg->admission->pick(&v);
         if (pick < 0) break;
         pkv_sim_request *r = &s->req[wait_take(s, (size_t)pick)];
-        int32_t need = pages_for(s, stored_tokens(r));
-        r->cap_pages = pages_for(s, (int64_t)r->rec.prompt_len + r->rec.decode_len);
+        r->cap_pages = pages_for(s, reserved_tokens(s, r));
+        /* The study's generator reserves the whole (rounded) length at admission; the
+         * live allocator takes the prompt's pages and grows page by page. */
+        int32_t need = s->cfg->reserve_full ? r->cap_pages : pages_for(s, stored_tokens(r));
         r->pages = malloc(sizeof(int32_t) * (size_t)r->cap_pages);
         if (!r->pages) return -1;
         PKV_ASSERT(pkv_kvalloc_take(&s->alloc, need, r->rec.id, r->pages) == 0);

@@ -13,7 +13,7 @@ int main(void) {
     gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
     gsl_rng_set(r, 11);
     pkv_kvalloc a;
-    CHECK(pkv_kvalloc_init(&a, POOL, r) == 0, "init");
+    CHECK(pkv_kvalloc_init(&a, POOL, 0.0, r) == 0, "init");
     int32_t pages[OWNERS][MAXP];
     int32_t n[OWNERS] = {0};
     int64_t ops = 0, refused = 0;
@@ -56,6 +56,25 @@ int main(void) {
     for (int k = 0; k < OWNERS; k++) pkv_kvalloc_give(&a, pages[k], n[k], k);
     CHECK(a.n_free == POOL, "pages leaked at the end: %d free of %d", a.n_free, POOL);
     CHECK(refused > 0, "the sequence never ran the pool dry (test too weak)");
+    pkv_kvalloc_free(&a);
+
+    /* Holes: with 30% holes only 350 ids are ever handed out, always the same ones,
+     * and a fresh pool's consecutive takes are consecutive slices of its permutation. */
+    CHECK(pkv_kvalloc_init(&a, POOL, 0.3, r) == 0 && a.n_free == 350 && a.n_usable == 350,
+          "holes: %d free", a.n_free);
+    static int ever[POOL];
+    int32_t got[60];
+    for (int round = 0; round < 2000; round++) {
+        int32_t k = 1 + (int32_t)gsl_rng_uniform_int(r, 60);
+        if (pkv_kvalloc_take(&a, k, 1, got) == 0) {
+            for (int j = 0; j < k; j++) ever[got[j]] = 1;
+            pkv_kvalloc_give(&a, got, k, 1);
+        }
+    }
+    int distinct = 0;
+    for (int i = 0; i < POOL; i++) distinct += ever[i];
+    CHECK(distinct <= 350 && distinct > 300, "%d distinct ids handed out with 350 usable",
+          distinct);
     pkv_kvalloc_free(&a);
     gsl_rng_free(r);
     CHECK_DONE();
