@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
 enum { POOL = 500, OWNERS = 40, MAXP = 200 };
@@ -63,18 +64,22 @@ int main(void) {
     CHECK(pkv_kvalloc_init(&a, POOL, 0.3, r) == 0 && a.n_free == 350 && a.n_usable == 350,
           "holes: %d free", a.n_free);
     static int ever[POOL];
-    int32_t got[60];
-    for (int round = 0; round < 2000; round++) {
-        int32_t k = 1 + (int32_t)gsl_rng_uniform_int(r, 60);
-        if (pkv_kvalloc_take(&a, k, 1, got) == 0) {
-            for (int j = 0; j < k; j++) ever[got[j]] = 1;
-            pkv_kvalloc_give(&a, got, k, 1);
-        }
+    static int32_t held[POOL];
+    for (int round = 0; round < 50; round++) {
+        int32_t n_held = 0, k;
+        /* Fill to dry in random-sized takes, then give back in shuffled order. */
+        while ((k = 1 + (int32_t)gsl_rng_uniform_int(r, 20)),
+               pkv_kvalloc_take(&a, k, 1, held + n_held) == 0)
+            n_held += k;
+        CHECK(a.n_free < 20 && n_held + a.n_free == 350, "round %d: %d held, %d free", round,
+              n_held, a.n_free);
+        for (int j = 0; j < n_held; j++) ever[held[j]] = 1;
+        gsl_ran_shuffle(r, held, (size_t)n_held, sizeof(int32_t));
+        pkv_kvalloc_give(&a, held, n_held, 1);
     }
     int distinct = 0;
     for (int i = 0; i < POOL; i++) distinct += ever[i];
-    CHECK(distinct <= 350 && distinct > 300, "%d distinct ids handed out with 350 usable",
-          distinct);
+    CHECK(distinct == 350, "%d distinct ids handed out with 350 usable", distinct);
     pkv_kvalloc_free(&a);
     gsl_rng_free(r);
     CHECK_DONE();
