@@ -73,6 +73,28 @@ static int parse_u64(const char *s, uint64_t *out) {
     return 0;
 }
 
+/* The one EXPERIMENT.json argument left after the options, loaded, with --seed
+ * applied. Returns 0, or the exit code (the message is printed). */
+static int load_experiment(int argc, char **argv, const char *cmd, const char *seed,
+                           pkv_config *cfg) {
+    if (optind + 1 != argc) {
+        fprintf(stderr, "pkvsim %s: expected exactly one EXPERIMENT.json (see pkvsim --help)\n",
+                cmd);
+        return 2;
+    }
+    pkv_err e;
+    if (pkv_config_load(cfg, argv[optind], &e)) {
+        fprintf(stderr, "pkvsim: %s\n", e.msg);
+        return 1;
+    }
+    if (seed && parse_u64(seed, &cfg->seed)) {
+        fprintf(stderr, "pkvsim: --seed: \"%s\" is not a non-negative integer\n", seed);
+        pkv_config_free(cfg);
+        return 1;
+    }
+    return 0;
+}
+
 static void join_args(char *buf, size_t n, int argc, char **argv) {
     buf[0] = 0;
     for (int i = 0; i < argc; i++) {
@@ -123,21 +145,11 @@ static int cmd_run(int argc, char **argv) {
             return 2;
         }
     }
-    if (optind + 1 != argc) {
-        fputs("pkvsim run: expected exactly one EXPERIMENT.json (see pkvsim --help)\n", stderr);
-        return 2;
-    }
     pkv_config cfg;
     pkv_err e;
-    if (pkv_config_load(&cfg, argv[optind], &e)) {
-        fprintf(stderr, "pkvsim: %s\n", e.msg);
-        return 1;
-    }
-    int rc = 1;
-    if (seed && parse_u64(seed, &cfg.seed)) {
-        fprintf(stderr, "pkvsim: --seed: \"%s\" is not a non-negative integer\n", seed);
-        goto out;
-    }
+    int rc = load_experiment(argc, argv, "run", seed, &cfg);
+    if (rc) return rc;
+    rc = 1;
     if (backend) {
         int k = -1;
         for (int i = 0; pkv_backend_names[i]; i++)
@@ -227,25 +239,14 @@ static int cmd_workload(int argc, char **argv) {
             return 2;
         }
     }
-    if (optind + 1 != argc) {
-        fputs("pkvsim workload: expected exactly one EXPERIMENT.json (see --help)\n", stderr);
-        return 2;
-    }
     pkv_config cfg;
-    pkv_err e;
-    if (pkv_config_load(&cfg, argv[optind], &e)) {
-        fprintf(stderr, "pkvsim: %s\n", e.msg);
-        return 1;
-    }
-    int rc = 1;
+    int rc = load_experiment(argc, argv, "workload", seed, &cfg);
+    if (rc) return rc;
+    rc = 1;
     pkv_workload w = {0};
     double *t = NULL, *p = NULL, *d = NULL, *gap = NULL;
     FILE *out = NULL;
     char tmp[1100] = "";
-    if (seed && parse_u64(seed, &cfg.seed)) {
-        fprintf(stderr, "pkvsim: --seed: \"%s\" is not a non-negative integer\n", seed);
-        goto done;
-    }
     const pkv_workload_spec *ws = &cfg.workload;
     int closed = ws->arrival.kind == PKV_ARRIVAL_CLOSED;
     size_t cap = ws->trace ? ws->trace->n : ws->num_requests > 0 ? (size_t)ws->num_requests : 0;
