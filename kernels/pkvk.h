@@ -75,6 +75,8 @@ typedef struct pkvk_plan {
     int32_t n_buckets;
     int32_t cap_rows, cap_tasks; /* capacities given to pkvk_plan_init */
     int pinned;                  /* arrays in pinned host memory (a GPU was present) */
+    int counts_only;             /* workqueue: count the tasks, do not write the list
+                                    (enough for the cost model; nothing can launch it) */
 } pkvk_plan;
 
 int pkvk_plan_init(pkvk_plan *p, int32_t cap_rows, int32_t cap_tasks);

@@ -467,6 +467,8 @@ extern "C" void pkvk_workspace_destroy(pkvk_workspace *w) {
 extern "C" int pkvk_plan_upload(pkvk_workspace *w, const pkvk_plan *p) {
     if (p->n_rows > w->cap_rows || p->n_slots > w->cap_slots || p->n_tasks > w->cap_tasks)
         return pkvk_fail_msg(PKVK_ERR_INVALID, "plan larger than its workspace");
+    if (p->counts_only && p->n_tasks)
+        return pkvk_fail_msg(PKVK_ERR_INVALID, "a counts-only plan cannot be launched");
     PKVK_CK(cudaMemcpyAsync(w->split_offsets, p->split_offsets, sizeof(int32_t) * (p->n_rows + 1),
                             cudaMemcpyHostToDevice, pkvk_stream()));
     if (p->route == PKVK_ROUTE_BUCKET)

@@ -103,6 +103,11 @@ int pkvk_plan_workqueue(pkvk_plan *p, pkvk_route route, const pkvk_shape *s,
     for (int32_t i = 0; i < n_rows; i++) {
         int32_t S = effective_splits(seq_lens[i], splits[i]);
         p->split_offsets[i] = slot;
+        slot += S;
+        if (p->counts_only) {
+            nt += S * s->hkv;
+            continue;
+        }
         if ((int64_t)nt + (int64_t)S * s->hkv > p->cap_tasks) return PKVK_ERR_INVALID;
         for (int32_t sp = 0; sp < S; sp++) {
             int32_t tb, te;
@@ -110,7 +115,6 @@ int pkvk_plan_workqueue(pkvk_plan *p, pkvk_route route, const pkvk_shape *s,
             pkvk_split_range(seq_lens[i], S, sp, &tb, &te);
             for (int32_t h = 0; h < s->hkv; h++) p->tasks[nt++] = (pkvk_task){i, h, sp, tb, te};
         }
-        slot += S;
     }
     p->split_offsets[n_rows] = slot;
     p->n_slots = slot;

@@ -114,6 +114,14 @@ int main(void) {
             lens[i] = 1 + (int32_t)gsl_rng_uniform_int(r, trial % 2 ? 131072 : 2000);
         CHECK(pkv_planner_build(&pl, PKVK_ROUTE_WORKQUEUE, lens, n) == 0, "wq plan");
         check_tasks(&pl.plans[PKVK_ROUTE_WORKQUEUE], &s, lens, n);
+        /* The model backend's counts-only plans have the same counters. */
+        pkv_counters full, counted;
+        pkv_cost_counters(&cal, &s, &pl.plans[PKVK_ROUTE_WORKQUEUE], lens, &full);
+        pl.plans[PKVK_ROUTE_WORKQUEUE].counts_only = 1;
+        CHECK(pkv_planner_build(&pl, PKVK_ROUTE_WORKQUEUE, lens, n) == 0, "counts-only plan");
+        pkv_cost_counters(&cal, &s, &pl.plans[PKVK_ROUTE_WORKQUEUE], lens, &counted);
+        pl.plans[PKVK_ROUTE_WORKQUEUE].counts_only = 0;
+        CHECK(memcmp(&full, &counted, sizeof full) == 0, "counts-only plan counters differ");
         CHECK(pkv_planner_build(&pl, PKVK_ROUTE_BUCKET, lens, n) == 0, "bucket plan");
         int distinct = 0;
         for (int i = 0; i < n; i++) {
