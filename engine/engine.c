@@ -56,8 +56,10 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
         rec->t_route[r] = sv.cand[r].t_predicted;
     }
     for (int k = 0; k < PKVK_ROUTE_COUNT; k++) rec->t_route_measured[k] = NAN;
-    int check = eng->check_every > 0 && ((int64_t)rec->index < eng->check_first ||
-                                         (int64_t)rec->index % eng->check_every == 0);
+    /* Only a backend that computes outputs (cpu, cuda) can be checked. */
+    int check =
+        eng->backend->measures && eng->check_every > 0 &&
+        ((int64_t)rec->index < eng->check_first || (int64_t)rec->index % eng->check_every == 0);
     if (eng->backend->prepare(eng->backend, v, e)) return -1;
     rec->t_device = rec->max_err = rec->mean_err = rec->out_mean_abs = NAN;
     /* The oracle on a measuring backend runs every candidate and keeps the fastest. */

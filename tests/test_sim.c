@@ -193,6 +193,24 @@ int main(void) {
     free(r6.req);
     admission = "fcfs";
 
+    /* run.check_every on the model backend, which computes no outputs, checks nothing
+     * and must not fail the run. */
+    {
+        char *text = malloc(4096);
+        snprintf(text, 4096,
+                 "{\"workload\": {\"arrival\": {\"process\": \"closed\", \"concurrency\": 2},"
+                 " \"num_requests\": 4}, \"route\": {\"calibration\": \"%s\"},"
+                 " \"run\": {\"backend\": \"model\", \"check_every\": 1, \"output\": \"%s\"}}",
+                 PKV_SOURCE_DIR "/experiments/calibration/default.json", c);
+        pkv_config cfg;
+        pkv_err e;
+        pkv_summary sum;
+        pkv_run_opts o = {.quiet = 1, .record = 1};
+        CHECK(pkv_config_parse(&cfg, text, "m.json", &e) == 0, "parse: %s", e.msg);
+        CHECK(pkv_run_experiment(&cfg, &o, &sum, &e) == 0, "model with check_every: %s", e.msg);
+        pkv_config_free(&cfg);
+    }
+
     /* The study's page-table generator instead of the live allocator: whole lengths
      * reserved at admission (rounded to 4096 tokens) in a pool with 50% holes, so
      * nothing ever needs preempting, and every request still finishes. */
