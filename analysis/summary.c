@@ -20,7 +20,7 @@ void pkv_summary_add_step(pkv_summary *s, const pkv_step_rec *r, double advance)
         s->wall_sum += r->t_wall;
         s->wall_n++;
     }
-        if (r->t_device == r->t_device) {
+    if (r->t_device == r->t_device) {
         /* The step's device work: attention, and the MLP tail where there is one. */
         s->device_sum += r->t_device + (r->t_mlp == r->t_mlp ? r->t_mlp : 0);
         s->device_n++;

@@ -33,7 +33,7 @@ typedef struct pkv_summary {
     uint64_t wall_n, device_n;                  /* steps that measured them */
     double decode_tok_s;        /* decode tokens / simulated seconds after warm-up */
     double decode_tok_s_wall;   /* decode tokens / sum of measured wall times */
-        double decode_tok_s_device; /* decode tokens / sum of measured device times (attention + MLP) */
+    double decode_tok_s_device; /* decode tokens / sum of measured device times (attention + MLP) */
     double mean_rows;
     double host_overhead_s;              /* mean wall minus device time per measured step */
     double ttft_p50, ttft_p90, ttft_p99; /* seconds */
