@@ -312,6 +312,7 @@ static int handle(pkv_sim *s, const pkv_event *ev) {
     case PKV_EVENT_FINISH: {
         pkv_sim_request *r = &s->req[ev->arg];
         r->rec.t_finish = ev->t;
+        s->n_finished++;
         release_pages(s, r);
         if (s->cfg->workload.arrival.kind == PKV_ARRIVAL_CLOSED) {
             pkv_request_draw d;
@@ -332,9 +333,23 @@ static double wall_now(void) {
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+/* The share of the run done, by whichever bound ends it first (-1: unbounded). */
+static double progress_done(const pkv_sim *s) {
+    const pkv_config *c = s->cfg;
+    double f = -1;
+    if (c->max_steps > 0) f = fmax(f, (double)s->steps / c->max_steps);
+    if (c->max_time > 0) f = fmax(f, s->t_now / c->max_time);
+    int64_t n = c->workload.trace ? (int64_t)c->workload.trace->n : c->workload.num_requests;
+    if (n > 0) f = fmax(f, (double)s->n_finished / n);
+    return f;
+}
+
 static void progress_line(const pkv_sim *s, int final) {
-    fprintf(stderr, "\r  step %llu  t=%.4g s  running %d  waiting %zu  requests %zu%s",
-            (unsigned long long)s->steps, s->t_now, s->n_run, s->wait_n, s->n_req,
+    double f = progress_done(s);
+    char pct[16] = "";
+    if (f >= 0) snprintf(pct, sizeof pct, "%5.1f%%  ", 100 * fmin(f, 1));
+    fprintf(stderr, "\r  %sstep %llu  t=%.4g s  running %d  waiting %zu  finished %zu/%zu%s", pct,
+            (unsigned long long)s->steps, s->t_now, s->n_run, s->wait_n, s->n_finished, s->n_req,
             final ? "\n" : "   ");
 }
 

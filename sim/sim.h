@@ -32,6 +32,7 @@ typedef struct pkv_sim {
     pkv_heap heap;
     pkv_sim_request *req; /* [n_req] every request that has arrived */
     size_t n_req, cap_req;
+    size_t n_finished;          /* requests finished so far */
     pkv_request_draw next_draw; /* open loop: the drawn request whose arrival is queued */
     /* waiting queue: ring buffer of request indices (preempted ones go to the front) */
     int64_t *wait;
