@@ -189,6 +189,13 @@ int main(void) {
         if (i > 0 && r6.req[i].t_admitted < r6.req[i - 1].t_admitted) overtook = 1;
     }
     CHECK(overtook, "first_fit never let a request overtake (test too weak)");
+    /* Common random numbers across admission policies: the same requests arrive. */
+    int same_stream = r6.n_req == r1.n_req;
+    for (size_t i = 0; same_stream && i < r1.n_req; i++)
+        same_stream = r6.req[i].t_arrival == r1.req[i].t_arrival &&
+                      r6.req[i].prompt_len == r1.req[i].prompt_len &&
+                      r6.req[i].decode_len == r1.req[i].decode_len;
+    CHECK(same_stream, "an admission change changed the request stream");
     CHECK(done6 == 300, "first_fit finished %zu of 300", done6);
     free(r6.req);
     admission = "fcfs";
