@@ -457,6 +457,7 @@ static int check_consistency(const pkv_config *c, pkv_err *e) {
 
 int pkv_config_resolve(pkv_config *c) {
     cJSON *r = cJSON_CreateObject();
+    cJSON_AddStringToObject(r, "name", c->name);
     cJSON *m = cJSON_AddObjectToObject(r, "model");
     cJSON_AddNumberToObject(m, "hq", c->shape.hq);
     cJSON_AddNumberToObject(m, "hkv", c->shape.hkv);

@@ -15,6 +15,7 @@
 
 #include "calibrate.h"
 #include "kbench.h"
+#include "report.h"
 #include "rng.h"
 #include "runner.h"
 
@@ -45,6 +46,9 @@ static void usage(FILE *f) {
           "  workload EXPERIMENT.json [--csv OUT] [--seed N]\n"
           "                        the request stream an experiment would generate, and its\n"
           "                        statistics (count, duration, rate, gap CV, percentiles)\n"
+          "  report FILE.h5... [--baseline POLICY] [--csv OUT]\n"
+          "                        mean +/- sd over runs (seeds) per experiment, policy and\n"
+          "                        backend, with throughput ratios to a baseline policy\n"
           "  calibrate [-o FILE] [--reps N]\n"
           "                        measure beta, lambda, occupancy on the GPU and fit C_min\n"
           "                        and per-route scales; writes a calibration file\n"
@@ -543,6 +547,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "workload")) return cmd_workload(argc - 1, argv + 1);
     if (!strcmp(cmd, "calibrate")) return pkv_calibrate_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "report")) return pkv_report_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench") && argc >= 3 && !strcmp(argv[2], "sim"))
         return cmd_bench_sim(argc - 2, argv + 2);
     if (!strcmp(cmd, "bench") && argc >= 3 && !strcmp(argv[2], "traces"))

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# pkvsim report: per-group mean and sample sd over seeds, and ratios to the baseline,
+# equal an independent computation (Python, from h5dump of each file's /summary); a
+# file that is not a pkvsim output is a clear error. Usage: report.sh PKVSIM SOURCE_DIR
+set -u
+pkvsim=$1; src=$2
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+cat > "$tmp/e.json" <<JSON
+{"name": "rep", "workload": {"arrival": {"process": "poisson", "rate": 150},
+  "prompt": {"dist": "uniform", "min": 500, "max": 30000}, "decode": {"dist": "uniform", "min": 8, "max": 64},
+  "num_requests": 60, "max_context": 40000},
+ "serving": {"max_active": 8, "kv_pages": 30000},
+ "route": {"calibration": "$src/experiments/calibration/default.json"}}
+JSON
+for pol in ref_paged pkv_workqueue; do for s in 1 2 3; do
+  "$pkvsim" run -q "$tmp/e.json" --route $pol --seed $s -o "$tmp/$pol-$s.h5" || { echo "FAIL run"; exit 1; }
+done; done
+"$pkvsim" report "$tmp"/*.h5 --csv "$tmp/r.csv" > "$tmp/table.md" || { echo "FAIL report"; exit 1; }
+for f in "$tmp"/*-?.h5; do
+  echo "$(basename "$f") $(h5dump -a /summary/decode_tok_s "$f" | grep -o '(0): [-0-9.e+]*' | cut -d' ' -f2)"
+done > "$tmp/values.txt"
+python3 - "$tmp" <<'PY'
+import csv, statistics, sys
+tmp = sys.argv[1]
+vals = {}
+for line in open(f"{tmp}/values.txt"):
+    name, v = line.split()
+    vals.setdefault(name.rsplit("-", 1)[0], []).append(float(v))
+rows = {r["policy"]: r for r in csv.DictReader(open(f"{tmp}/r.csv"))}
+passes = fails = 0
+def check(what, ok):
+    global passes, fails
+    if ok: passes += 1
+    else: fails += 1; print("FAIL", what)
+for pol, xs in vals.items():
+    r = rows[pol]
+    m, sd = statistics.mean(xs), statistics.stdev(xs)
+    check(f"{pol} runs", int(r["runs"]) == 3)
+    check(f"{pol} mean {r['decode_tok_s_mean']} vs {m}", abs(float(r["decode_tok_s_mean"]) - m) <= 1e-6 * m)
+    check(f"{pol} sd {r['decode_tok_s_sd']} vs {sd}", abs(float(r["decode_tok_s_sd"]) - sd) <= 1e-5 * sd)
+ratio = statistics.mean(vals["pkv_workqueue"]) / statistics.mean(vals["ref_paged"])
+check("ratio", abs(float(rows["pkv_workqueue"]["ratio_vs_baseline"]) - ratio) <= 1e-6 * ratio)
+check("baseline ratio 1", abs(float(rows["ref_paged"]["ratio_vs_baseline"]) - 1) < 1e-12)
+check("table rows", sum(1 for l in open(f"{tmp}/table.md") if l.startswith("| rep")) == 2)
+print(f"{passes} passed, {fails} failed")
+sys.exit(1 if fails else 0)
+PY
+rc=$?
+echo "not hdf5" > "$tmp/bad.h5"
+if "$pkvsim" report "$tmp/bad.h5" 2> "$tmp/err" >/dev/null || ! grep -q "bad.h5: not a readable HDF5 file" "$tmp/err"; then
+  echo "FAIL bad file: $(cat "$tmp/err")"; exit 1
+fi
+exit $rc
