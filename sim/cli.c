@@ -1,0 +1,54 @@
+/* Helpers shared by the pkvsim commands. */
+#include <getopt.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+int pkv_cli_parse_u64(const char *s, uint64_t *out) {
+    char *end;
+    if (!s || !*s || *s == '-') return -1;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (*end) return -1;
+    *out = v;
+    return 0;
+}
+
+/* The one EXPERIMENT.json argument left after the options, loaded, with --seed
+ * applied. Returns 0, or the exit code (the message is printed). */
+int pkv_cli_load_experiment(int argc, char **argv, const char *cmd, const char *seed,
+                            pkv_config *cfg) {
+    if (optind + 1 != argc) {
+        fprintf(stderr, "pkvsim %s: expected exactly one EXPERIMENT.json (see pkvsim --help)\n",
+                cmd);
+        return 2;
+    }
+    pkv_err e;
+    if (pkv_config_load(cfg, argv[optind], &e)) {
+        fprintf(stderr, "pkvsim: %s\n", e.msg);
+        return 1;
+    }
+    if (seed && pkv_cli_parse_u64(seed, &cfg->seed)) {
+        fprintf(stderr, "pkvsim: --seed: \"%s\" is not a non-negative integer\n", seed);
+        pkv_config_free(cfg);
+        return 1;
+    }
+    return 0;
+}
+
+void pkv_cli_join_args(char *buf, size_t n, int argc, char **argv) {
+    buf[0] = 0;
+    for (int i = 0; i < argc; i++) {
+        strncat(buf, argv[i], n - strlen(buf) - 1);
+        if (i + 1 < argc) strncat(buf, " ", n - strlen(buf) - 1);
+    }
+}
+
+double pkv_cli_wall_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec + ts.tv_nsec * 1e-9;
+}

@@ -1,0 +1,23 @@
+/* The pkvsim command-line program's pieces (sim/main.c dispatches). */
+#ifndef PKV_CLI_H
+#define PKV_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+/* A non-negative decimal integer; -1 on anything else. */
+int pkv_cli_parse_u64(const char *s, uint64_t *out);
+/* The one EXPERIMENT.json argument left after the options (optind), loaded, with
+ * --seed applied. Returns 0, or the exit code (the message is printed). */
+int pkv_cli_load_experiment(int argc, char **argv, const char *cmd, const char *seed,
+                            pkv_config *cfg);
+void pkv_cli_join_args(char *buf, size_t n, int argc, char **argv);
+double pkv_cli_wall_s(void); /* seconds, monotonic */
+
+int pkv_cmd_workload(int argc, char **argv);
+int pkv_cmd_bench_sim(int argc, char **argv);
+int pkv_cmd_bench_traces(int argc, char **argv);
+
+#endif
