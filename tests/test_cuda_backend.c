@@ -3,7 +3,7 @@
  * reference; the model backend's counters equal the cuda backend's for the same
  * steps; a pool that does not fit is a clear error that leaves no file. */
 #include "check.h"
-#include "runner.h"
+#include "testrun.h"
 
 #include <hdf5.h>
 #include <math.h>
@@ -109,15 +109,8 @@ int main(void) {
             " \"output\": \"%s\"}}";
         const char *backends[2] = {"cpu", "cuda"}, *files[2] = {a, b};
         for (int k = 0; k < 2; k++) {
-            char *text = malloc(4096);
-            snprintf(text, 4096, X, PKV_SOURCE_DIR "/experiments/calibration/default.json",
-                     backends[k], files[k]);
-            pkv_config cfg;
-            pkv_summary sum;
-            pkv_run_opts o = {.quiet = 1, .record = 1};
-            CHECK(pkv_config_parse(&cfg, text, "same.json", &e) == 0, "parse: %s", e.msg);
-            CHECK(pkv_run_experiment(&cfg, &o, &sum, &e) == 0, "%s: %s", backends[k], e.msg);
-            pkv_config_free(&cfg);
+            CHECK(test_run_json(NULL, NULL, &e, X, TEST_CALIBRATION, backends[k], files[k]) == 0,
+                  "%s: %s", backends[k], e.msg);
         }
         hsize_t nc, ng;
         pkv_step_rec *sc = read_steps(a, &nc), *sg = read_steps(b, &ng);
@@ -140,20 +133,16 @@ int main(void) {
     /* The MLP tail (Llama widths: hidden 4096, intermediate 11008) runs and is timed
      * every step. */
     {
-        char *text = malloc(4096);
-        snprintf(text, 4096,
-                 "{\"model\": {\"mlp_intermediate\": 11008}, \"workload\": {\"arrival\": "
-                 "{\"process\": \"closed\", \"concurrency\": 4}, \"prompt\": {\"dist\": \"fixed\", "
-                 "\"value\": 3000}, \"decode\": {\"dist\": \"fixed\", \"value\": 20}, "
-                 "\"num_requests\": 8}, \"route\": {\"calibration\": \"%s\"}, \"run\": "
-                 "{\"backend\": \"cuda\", \"output\": \"%s\"}}",
-                 PKV_SOURCE_DIR "/experiments/calibration/default.json", a);
-        pkv_config cfg;
-        pkv_summary sum;
-        pkv_run_opts o = {.quiet = 1, .record = 1};
-        CHECK(pkv_config_parse(&cfg, text, "mlp.json", &e) == 0, "parse: %s", e.msg);
-        CHECK(pkv_run_experiment(&cfg, &o, &sum, &e) == 0, "mlp run: %s", e.msg);
-        pkv_config_free(&cfg);
+        CHECK(
+            test_run_json(
+                NULL, NULL, &e,
+                "{\"model\": {\"mlp_intermediate\": 11008}, \"workload\": {\"arrival\": "
+                "{\"process\": \"closed\", \"concurrency\": 4}, \"prompt\": {\"dist\": \"fixed\", "
+                "\"value\": 3000}, \"decode\": {\"dist\": \"fixed\", \"value\": 20}, "
+                "\"num_requests\": 8}, \"route\": {\"calibration\": \"%s\"}, \"run\": "
+                "{\"backend\": \"cuda\", \"output\": \"%s\"}}",
+                TEST_CALIBRATION, a) == 0,
+            "mlp run: %s", e.msg);
         hsize_t n;
         pkv_step_rec *s = read_steps(a, &n);
         int timed = n > 10;
@@ -175,27 +164,21 @@ int main(void) {
     fputs("{\"gpu_name\": \"Some Other GPU\", \"placeholder\": false}", f);
     fclose(f);
     for (int allow = 0; allow < 2; allow++) {
-        char *text = malloc(4096);
-        snprintf(text, 4096,
-                 "{\"workload\": {\"arrival\": {\"process\": \"closed\", \"concurrency\": 2}, "
-                 "\"prompt\": {\"dist\": \"fixed\", \"value\": 5000}, \"decode\": {\"dist\": "
-                 "\"fixed\", \"value\": 4}, \"num_requests\": 4}, \"route\": {\"calibration\": "
-                 "\"%s\", \"allow_other_gpu\": %s}, \"run\": {\"backend\": \"cuda\", "
-                 "\"output\": \"%s\"}}",
-                 cal, allow ? "true" : "false", a);
-        pkv_config cfg;
-        pkv_summary sum;
-        pkv_run_opts o = {.quiet = 1, .record = 1};
         unlink(a);
-        CHECK(pkv_config_parse(&cfg, text, "mismatch.json", &e) == 0, "parse: %s", e.msg);
-        int rc = pkv_run_experiment(&cfg, &o, &sum, &e);
+        int rc = test_run_json(
+            NULL, NULL, &e,
+            "{\"workload\": {\"arrival\": {\"process\": \"closed\", \"concurrency\": 2}, "
+            "\"prompt\": {\"dist\": \"fixed\", \"value\": 5000}, \"decode\": {\"dist\": "
+            "\"fixed\", \"value\": 4}, \"num_requests\": 4}, \"route\": {\"calibration\": "
+            "\"%s\", \"allow_other_gpu\": %s}, \"run\": {\"backend\": \"cuda\", "
+            "\"output\": \"%s\"}}",
+            cal, allow ? "true" : "false", a);
         if (allow)
             CHECK(rc == 0 && access(a, F_OK) == 0, "allowed mismatch did not run: %s", e.msg);
         else
             CHECK(rc == -1 && strstr(e.msg, "was made on \"Some Other GPU\"") &&
                       access(a, F_OK) != 0,
                   "mismatch not refused (or a file left behind): %s", e.msg);
-        pkv_config_free(&cfg);
     }
     unlink(cal);
 

@@ -1,7 +1,7 @@
 /* End to end on the model backend: determinism, conservation, preemption, the
  * HDF5 file read back field by field, interruption, common random numbers. */
 #include "check.h"
-#include "runner.h"
+#include "testrun.h"
 
 #include <hdf5.h>
 #include <math.h>
@@ -203,46 +203,40 @@ int main(void) {
     /* run.check_every on the model backend, which computes no outputs, checks nothing
      * and must not fail the run. */
     {
-        char *text = malloc(4096);
-        snprintf(text, 4096,
-                 "{\"workload\": {\"arrival\": {\"process\": \"closed\", \"concurrency\": 2},"
-                 " \"num_requests\": 4}, \"route\": {\"calibration\": \"%s\"},"
-                 " \"run\": {\"backend\": \"model\", \"check_every\": 1, \"output\": \"%s\"}}",
-                 PKV_SOURCE_DIR "/experiments/calibration/default.json", c);
-        pkv_config cfg;
         pkv_err e;
-        pkv_summary sum;
-        pkv_run_opts o = {.quiet = 1, .record = 1};
-        CHECK(pkv_config_parse(&cfg, text, "m.json", &e) == 0, "parse: %s", e.msg);
-        CHECK(pkv_run_experiment(&cfg, &o, &sum, &e) == 0, "model with check_every: %s", e.msg);
-        pkv_config_free(&cfg);
+        CHECK(test_run_json(
+                  NULL, NULL, &e,
+                  "{\"workload\": {\"arrival\": {\"process\": \"closed\", \"concurrency\": 2},"
+                  " \"num_requests\": 4}, \"route\": {\"calibration\": \"%s\"},"
+                  " \"run\": {\"backend\": \"model\", \"check_every\": 1, \"output\": \"%s\"}}",
+                  TEST_CALIBRATION, c) == 0,
+              "model with check_every: %s", e.msg);
     }
 
     /* The study's page-table generator instead of the live allocator: whole lengths
      * reserved at admission (rounded to 4096 tokens) in a pool with 50% holes, so
      * nothing ever needs preempting, and every request still finishes. */
     {
-        char *text = malloc(4096);
-        snprintf(text, 4096,
-                 "{\"workload\": {\"arrival\": {\"process\": \"poisson\", \"rate\": 400},"
-                 " \"prompt\": {\"dist\": \"uniform\", \"min\": 100, \"max\": 30000},"
-                 " \"decode\": {\"dist\": \"uniform\", \"min\": 1, \"max\": 300},"
-                 " \"num_requests\": 300, \"max_context\": 40000},"
-                 " \"serving\": {\"max_active\": 12, \"kv_pages\": 12000, \"page_tables\":"
-                 " {\"mode\": \"generator\", \"hole_fraction\": 0.5, \"bucket_len\": 4096}},"
-                 " \"route\": {\"calibration\": \"%s\"}, \"run\": {\"output\": \"%s\"}}",
-                 PKV_SOURCE_DIR "/experiments/calibration/default.json", c);
-        pkv_config cfg;
         pkv_err e;
         pkv_summary sum;
-        pkv_run_opts o = {.quiet = 1, .record = 1};
-        CHECK(pkv_config_parse(&cfg, text, "gen.json", &e) == 0, "generator parse: %s", e.msg);
-        CHECK(pkv_run_experiment(&cfg, &o, &sum, &e) == 0, "generator run: %s", e.msg);
+        char *resolved = NULL;
+        CHECK(test_run_json(
+                  &sum, &resolved, &e,
+                  "{\"workload\": {\"arrival\": {\"process\": \"poisson\", \"rate\": 400},"
+                  " \"prompt\": {\"dist\": \"uniform\", \"min\": 100, \"max\": 30000},"
+                  " \"decode\": {\"dist\": \"uniform\", \"min\": 1, \"max\": 300},"
+                  " \"num_requests\": 300, \"max_context\": 40000},"
+                  " \"serving\": {\"max_active\": 12, \"kv_pages\": 12000, \"page_tables\":"
+                  " {\"mode\": \"generator\", \"hole_fraction\": 0.5, \"bucket_len\": 4096}},"
+                  " \"route\": {\"calibration\": \"%s\"}, \"run\": {\"output\": \"%s\"}}",
+                  TEST_CALIBRATION, c) == 0,
+              "generator run: %s", e.msg);
         CHECK(sum.preemptions == 0 && sum.finished == 300,
               "generator mode: %llu preemptions, %llu finished",
               (unsigned long long)sum.preemptions, (unsigned long long)sum.finished);
-        CHECK(strstr(cfg.resolved, "\"generator\"") != NULL, "resolved config lacks the mode");
-        pkv_config_free(&cfg);
+        CHECK(resolved && strstr(resolved, "\"generator\"") != NULL,
+              "resolved config lacks the mode");
+        free(resolved);
     }
 
     /* Interrupted: a valid file marked so. */
@@ -263,26 +257,20 @@ int main(void) {
      * route and is checked against the FP32 reference (the run stops on a miss). */
     const char *policies[3] = {"adaptive", "pkv_workqueue", "pkv_bucket"};
     for (int k = 0; k < 3; k++) {
-        char *text = malloc(4096);
-        snprintf(text, 4096,
-                 "{\"model\": {\"hq\": 8, \"hkv\": 2, \"head_dim\": 64, \"page_size\": 8},"
-                 " \"workload\": {\"arrival\": {\"process\": \"closed\", \"concurrency\": 3},"
-                 " \"prompt\": {\"dist\": \"uniform\", \"min\": 1, \"max\": 2000},"
-                 " \"decode\": {\"dist\": \"uniform\", \"min\": 1, \"max\": 9},"
-                 " \"num_requests\": 8, \"max_context\": 2100},"
-                 " \"serving\": {\"max_active\": 3, \"kv_pages\": 2000},"
-                 " \"route\": {\"policy\": \"%s\", \"calibration\": \"%s\","
-                 " \"overrides\": {\"gqa_group\": 4, \"min_context_tokens\": 0}},"
-                 " \"run\": {\"backend\": \"cpu\", \"check_every\": 1, \"output\": \"%s\"}}",
-                 policies[k], PKV_SOURCE_DIR "/experiments/calibration/default.json", c);
-        pkv_config cfg;
         pkv_err e;
-        pkv_summary sum;
-        pkv_run_opts o = {.quiet = 1, .record = 1};
-        CHECK(pkv_config_parse(&cfg, text, "cpu.json", &e) == 0, "cpu parse: %s", e.msg);
-        CHECK(pkv_run_experiment(&cfg, &o, &sum, &e) == 0, "cpu backend %s: %s", policies[k],
-              e.msg);
-        pkv_config_free(&cfg);
+        CHECK(test_run_json(
+                  NULL, NULL, &e,
+                  "{\"model\": {\"hq\": 8, \"hkv\": 2, \"head_dim\": 64, \"page_size\": 8},"
+                  " \"workload\": {\"arrival\": {\"process\": \"closed\", \"concurrency\": 3},"
+                  " \"prompt\": {\"dist\": \"uniform\", \"min\": 1, \"max\": 2000},"
+                  " \"decode\": {\"dist\": \"uniform\", \"min\": 1, \"max\": 9},"
+                  " \"num_requests\": 8, \"max_context\": 2100},"
+                  " \"serving\": {\"max_active\": 3, \"kv_pages\": 2000},"
+                  " \"route\": {\"policy\": \"%s\", \"calibration\": \"%s\","
+                  " \"overrides\": {\"gqa_group\": 4, \"min_context_tokens\": 0}},"
+                  " \"run\": {\"backend\": \"cpu\", \"check_every\": 1, \"output\": \"%s\"}}",
+                  policies[k], TEST_CALIBRATION, c) == 0,
+              "cpu backend %s: %s", policies[k], e.msg);
         pkv_step_rec *cs;
         pkv_request_rec *cq;
         hsize_t ncs, ncq;
