@@ -4,7 +4,7 @@ mutated traces must give exit code 0 or 1 (never a crash or a sanitizer report) 
 leave no temporary output file. Usage: fuzz_inputs.py PKVSIM SOURCE_DIR [N]"""
 import json, os, random, subprocess, sys, tempfile
 
-pkvsim, src = sys.argv[1], sys.argv[2]
+pkvsim, src = os.path.abspath(sys.argv[1]), os.path.abspath(sys.argv[2])
 n = int(sys.argv[3]) if len(sys.argv) > 3 else 150
 rng = random.Random(20261129)
 tmp = tempfile.mkdtemp()
@@ -90,12 +90,20 @@ for i in range(n):
         f.write(text)
     for args in (["run", "-q", f"{tmp}/e.json"], ["workload", f"{tmp}/e.json"]):
         try:
-            r = subprocess.run([pkvsim] + args, capture_output=True, text=True, timeout=60)
+            # in the scratch folder: a mutated run.output may name any relative file
+            r = subprocess.run([pkvsim] + args, capture_output=True, text=True, timeout=60,
+                               cwd=tmp)
         except subprocess.TimeoutExpired:
             print(f"FAIL case {i} {args[0]}: timed out on {text[:300]}")
             fails += 1
             continue
         leftovers = [x for x in os.listdir(tmp) if ".tmp." in x]
+        for x in os.listdir(tmp):  # outputs under mutated names: not needed
+            if x not in ("e.json", "t.csv") and ".tmp." not in x:
+                try:
+                    os.remove(os.path.join(tmp, x))
+                except IsADirectoryError:
+                    pass
         bad = (r.returncode not in (0, 1) or "Sanitizer" in r.stderr or "runtime error" in r.stderr
                or leftovers)
         if r.returncode == 1 and "pkvsim" not in r.stderr:
