@@ -20,7 +20,7 @@ enum { SRC_ROWS = PKV_TENSOR_SRC_ROWS }; /* prepared random token rows, cycled t
 typedef struct cuda_backend {
     pkv_backend base;
     pkvk_shape shape;
-    int32_t cap_rows, bt_stride, n_rows;
+    int32_t cap_rows, bt_stride;
     uint16_t *k, *v;            /* device pools [n_pages][hkv][ps][d] */
     uint16_t *q, *o;            /* device [cap_rows][hq][d] */
     float *o_ref;               /* device [cap_rows][hq][d], FP32 reference */
@@ -71,7 +71,6 @@ static int cuda_prepare(pkv_backend *base, const pkv_batch_view *v, pkv_err *e) 
         return fail_dev(e, "step prologue");
     }
     b->next_src += v->n_rows;
-    b->n_rows = v->n_rows;
     return 0;
 }
 
