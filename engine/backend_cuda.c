@@ -82,6 +82,7 @@ static int cuda_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan 
                         b->v, b->bt,     b->bt_stride, b->lens, 1.0f / sqrtf((float)s->d)};
     int launches;
     float ms;
+    const int fi = plan->route == PKVK_ROUTE_FLASHINFER || plan->route == PKVK_ROUTE_FLASHINFER_TC;
     /* The plan upload is part of the step (and of its wall time), not of the
      * attention's device time. */
     if (b->use_graph) {
@@ -89,6 +90,11 @@ static int cuda_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan 
          * kernels, captured since prepare, run as one graph; its device time covers
          * all of them. */
         int reused = 0;
+        if (fi) {
+            pkvk_graph_abort();
+            return pkv_fail(e, "run.cuda_graph: the FlashInfer routes cannot be captured (their "
+                               "planner may allocate); run them without it");
+        }
         if (pkvk_plan_upload(b->ws, plan) || pkvk_launch(b->ws, &batch, plan, &launches)) {
             pkvk_graph_abort();
             return fail_dev(e, pkvk_route_name(plan->route));
@@ -100,6 +106,9 @@ static int cuda_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan 
         b->graph_reused += reused;
     } else {
         if (pkvk_plan_upload(b->ws, plan)) return fail_dev(e, "plan upload");
+        /* FlashInfer's page list, like the prologue, is the step's metadata: outside
+         * the attention's device time. */
+        if (fi && pkvk_pack_csr(b->ws, &batch)) return fail_dev(e, "FlashInfer page list");
         if (pkvk_mark(0) || pkvk_launch(b->ws, &batch, plan, &launches) || pkvk_mark(1) ||
             pkvk_mark_elapsed(0, 1, &ms))
             return fail_dev(e, pkvk_route_name(plan->route));

@@ -23,6 +23,7 @@ typedef struct pkv_calib {
     int resident_ctas_per_sm; /* decode CTAs resident on one SM: a wave is this x sm_count */
     int wave_tiles_max;       /* tiles per CTA up to which a step is planned as one wave */
     int chunk_tiles;          /* tiles per CTA for steps larger than one wave */
+    int flashinfer_decode_ctas_per_sm;    /* FlashInfer's decode occupancy (its planner's grid) */
     double route_scale[PKVK_ROUTE_COUNT]; /* fitted factor on each route's modelled time */
     char *json;                           /* the file verbatim (owned) */
 } pkv_calib;
@@ -35,5 +36,9 @@ int pkv_calib_load(pkv_calib *c, const char *path, pkv_err *e);
  * of the current values; unknown keys and bad values are errors naming `path`. */
 int pkv_calib_apply(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e);
 void pkv_calib_free(pkv_calib *c);
+
+/* Where the FlashInfer routes are built and a GPU is present, take their planner's
+ * decode occupancy from the GPU (their plans must match FlashInfer's own). */
+void pkv_calib_flashinfer_occupancy(pkv_calib *c, const pkvk_shape *s);
 
 #endif

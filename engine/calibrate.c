@@ -151,6 +151,7 @@ int pkv_calibrate_main(int argc, char **argv) {
     const int32_t Ls[] = {2048, 8192, 32768};
     const int32_t forced[] = {4, 16, 64};
     pkvk_shape s = {32, 8, 128, 16};
+    pkv_calib_flashinfer_occupancy(&cal, &s);
     gsl_rng *r = pkv_stream_create(7, PKV_STREAM_TENSORS);
     printf("| B | len | route | splits | time us | model us |\n|---|---|---|---|---|---|\n");
     for (size_t bi = 0; bi < sizeof Bs / sizeof Bs[0] && !rc; bi++)
@@ -177,6 +178,9 @@ int pkv_calibrate_main(int argc, char **argv) {
             }
             for (int run = 0; run < PKVK_ROUTE_COUNT + 6 && !rc && n < MAX_POINTS; run++) {
                 const pkvk_plan *p;
+                if (run >= PKVK_ROUTE_FLASHINFER && run < PKVK_ROUTE_COUNT &&
+                    !pkvk_flashinfer_built())
+                    continue;
                 if (run < PKVK_ROUTE_COUNT) {
                     rc = pkv_planner_build(&pl, (pkvk_route)run, lens, B);
                     p = &pl.plans[run];
@@ -271,6 +275,8 @@ int pkv_calibrate_main(int argc, char **argv) {
     cJSON_AddNumberToObject(root, "min_split_tiles", cal.min_split_tiles);
     cJSON_AddNumberToObject(root, "wave_tiles_max", cal.wave_tiles_max);
     cJSON_AddNumberToObject(root, "chunk_tiles", cal.chunk_tiles);
+    cJSON_AddNumberToObject(root, "flashinfer_decode_ctas_per_sm",
+                            cal.flashinfer_decode_ctas_per_sm);
     cJSON_AddItemToObject(root, "route_scale", rs);
     cJSON_AddNumberToObject(fit, "points", n);
     cJSON_AddNumberToObject(fit, "rms_rel_error_before_scales", rms_all);

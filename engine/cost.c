@@ -26,6 +26,16 @@ void pkv_cost_counters(const pkv_calib *c, const pkvk_shape *s, const pkvk_plan 
             out->merge_launches += B->splits > 1;
         }
         break;
+    case PKVK_ROUTE_FLASHINFER:
+    case PKVK_ROUTE_FLASHINFER_TC:
+        /* One CTA per (chunk, KV head); once split, every row's state goes through
+         * FlashInfer's merge, single-chunk rows too. */
+        out->ctas = (int64_t)p->n_slots * s->hkv;
+        out->merge_launches = p->n_slots > p->n_rows;
+        if (out->merge_launches)
+            out->merge_bytes = (int64_t)p->n_slots * s->hq * (s->d + 2) * 4 * 2;
+        out->launches = (p->n_rows > 0) + out->merge_launches;
+        break;
     case PKVK_ROUTE_WORKQUEUE:
     case PKVK_ROUTE_FUSED:
         out->ctas = p->n_tasks;

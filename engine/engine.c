@@ -44,9 +44,16 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
     double t0 = eng->backend->measures ? now_s() : 0;
     pkv_step_view sv = {.rows = v->n_rows, .gqa_group = eng->shape.hq / eng->shape.hkv};
     for (int32_t i = 0; i < v->n_rows; i++) sv.context_tokens += v->seq_lens[i];
+    /* The oracle on a measuring backend runs every candidate and keeps the fastest. */
+    const int measured_oracle = eng->policy.measured_oracle && eng->backend->measures;
+    /* A policy that launches one of several candidates plans them by their counts
+     * only (no task lists), then lays out the chosen one in full. */
+    const int lazy = eng->backend->measures && !measured_oracle &&
+                     (eng->policy.candidates & (eng->policy.candidates - 1)) != 0;
     for (int r = 0; r < PKVK_ROUTE_COUNT; r++) {
         rec->t_route[r] = NAN;
         if (!(eng->policy.candidates >> r & 1)) continue;
+        if (eng->backend->measures) eng->planner.plans[r].counts_only = lazy;
         int rc = pkv_planner_build(&eng->planner, (pkvk_route)r, v->seq_lens, v->n_rows);
         if (rc)
             return pkv_fail(e, "step %llu: planning %s failed (status %d)",
@@ -62,8 +69,6 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
         ((int64_t)rec->index < eng->check_first || (int64_t)rec->index % eng->check_every == 0);
     if (eng->backend->prepare(eng->backend, v, e)) return -1;
     rec->t_device = rec->max_err = rec->mean_err = rec->out_mean_abs = NAN;
-    /* The oracle on a measuring backend runs every candidate and keeps the fastest. */
-    const int measured_oracle = eng->policy.measured_oracle && eng->backend->measures;
     pkvk_route r;
     if (measured_oracle) {
         r = PKVK_ROUTE_REF_PAGED;
@@ -76,6 +81,14 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
         }
     } else {
         r = eng->policy.choose(&eng->policy, eng->cal, &sv);
+        /* Only the workqueue routes write task lists. */
+        if (lazy && (r == PKVK_ROUTE_WORKQUEUE || r == PKVK_ROUTE_FUSED)) {
+            eng->planner.plans[r].counts_only = 0;
+            int rc = pkv_planner_build(&eng->planner, r, v->seq_lens, v->n_rows);
+            if (rc)
+                return pkv_fail(e, "step %llu: planning %s failed (status %d)",
+                                (unsigned long long)rec->index, pkvk_route_name(r), rc);
+        }
     }
     const pkv_counters *c = &sv.cand[r];
     rec->rows = (uint32_t)v->n_rows;

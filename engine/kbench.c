@@ -84,11 +84,13 @@ static void emit(bench_out *o, const char *fmt, ...) {
 static void usage(void) {
     printf("usage: pkvsim bench kernels [--cases SPEC] [--splits LIST] [--reps N]\n"
            "                            [--holes F] [--calibration FILE] [--out FILE]\n"
-           "Times every route (ref_paged, pkv_bucket, pkv_workqueue, pkv_fused) on isolated\n"
-           "decode steps of shape Hq=32 Hkv=8 d=128 page 16, median of N calls (default 30)\n"
-           "with the L2 flushed before each, plan upload excluded, merge included; reports\n"
-           "KV GB/s against the read ceiling measured in the same run, launches, CTAs,\n"
-           "merge bytes and the error against the FP32 GPU reference.\n"
+           "Times every route (ref_paged, pkv_bucket, pkv_workqueue, pkv_fused, and flashinfer,\n"
+           "flashinfer_tc where built) on isolated decode steps of shape Hq=32 Hkv=8 d=128\n"
+           "page 16, median of N calls (default 30) with the L2 flushed before each, plan\n"
+           "upload excluded, merge included; reports KV GB/s against the read ceiling\n"
+           "measured in the same run, launches, CTAs, merge bytes and the error against the\n"
+           "FP32 GPU reference. With FlashInfer built, a last table compares each case's\n"
+           "fastest PersistentKV route with the faster of FlashInfer's two paths.\n"
            "  --cases SPEC   name:LEN[,LEN...] cases separated by ';'; LEN like 8K, 32Kx4\n"
            "                 (default: %s)\n"
            "  --splits LIST  also run pkv_bucket and pkv_workqueue at these split counts\n"
@@ -200,8 +202,13 @@ int pkv_bench_kernels_main(int argc, char **argv) {
     emit(&bo, "| case | route | splits | time us | KV GB/s | %% of read | launches | CTAs | "
               "merge KB | max err | mean err |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
     pkvk_shape s = {32, 8, 128, 16};
+    pkv_calib_flashinfer_occupancy(&cal, &s);
     gsl_rng *r = pkv_stream_create(1, PKV_STREAM_TENSORS);
     int rc = 0;
+    /* Per case, the fastest route of each family at its own split choice. */
+    enum { OWN_PKV, OWN_ANY, FI_ANY, FAMILIES };
+    double best[MAX_CASES][FAMILIES];
+    pkvk_route best_r[MAX_CASES][FAMILIES];
     for (int ci = 0; ci < n_cases && rc == 0; ci++) {
         pkv_kcase d;
         char err[512] = "";
@@ -232,9 +239,12 @@ int pkv_bench_kernels_main(int argc, char **argv) {
         for (int i = 0; i < bc[ci].n; i++) tokens += bc[ci].lens[i];
         double kv_bytes = (double)tokens * s.hkv * s.d * 4;
         /* Runs: each route at its planner's choice, then the sweep. */
+        for (int f = 0; f < FAMILIES; f++) best[ci][f] = INFINITY;
         for (int run = 0; run < PKVK_ROUTE_COUNT + 2 * n_sweep && rc == 0; run++) {
             const pkvk_plan *p;
             char splits[16] = "auto";
+            if (run >= PKVK_ROUTE_FLASHINFER && run < PKVK_ROUTE_COUNT && !pkvk_flashinfer_built())
+                continue;
             if (run < PKVK_ROUTE_COUNT) {
                 rc = pkv_planner_build(&pl, (pkvk_route)run, bc[ci].lens, bc[ci].n);
                 p = &pl.plans[run];
@@ -267,6 +277,12 @@ int pkv_bench_kernels_main(int argc, char **argv) {
                 break;
             }
             double gbps = kv_bytes / (ms * 1e-3) / 1e9;
+            if (run < PKVK_ROUTE_COUNT) {
+                int fi = run >= PKVK_ROUTE_FLASHINFER, pkv = !fi && run != PKVK_ROUTE_REF_PAGED;
+                for (int f = 0; f < FAMILIES; f++)
+                    if ((f == FI_ANY ? fi : f == OWN_PKV ? pkv : !fi) && ms < best[ci][f])
+                        best[ci][f] = ms, best_r[ci][f] = (pkvk_route)run;
+            }
             emit(&bo,
                  "| %s | %s | %s%s | %.1f | %.0f | %.1f%% | %d | %lld | %.0f | %.2e | %.2e |\n",
                  bc[ci].name, pkvk_route_name(p->route), splits, run < PKVK_ROUTE_COUNT ? "" : "*",
@@ -283,7 +299,19 @@ int pkv_bench_kernels_main(int argc, char **argv) {
         pkv_planner_free(&pl);
         pkv_kcase_free(&d);
     }
-    emit(&bo, "# splits marked * are forced by --splits; FlashInfer routes: not built\n");
+    emit(&bo, "# splits marked * are forced by --splits; FlashInfer routes: %s\n",
+         pkvk_flashinfer_built() ? "flashinfer-python 0.7.4 headers" : "not built");
+    if (rc == 0 && pkvk_flashinfer_built()) {
+        /* The study's claim is always against the faster of FlashInfer's two paths. */
+        emit(&bo, "\n| case | faster FlashInfer | us | best PersistentKV | us | speedup | best "
+                  "pkvsim route | us | speedup |\n|---|---|---|---|---|---|---|---|---|\n");
+        for (int ci = 0; ci < n_cases; ci++)
+            emit(&bo, "| %s | %s | %.1f | %s | %.1f | %.3fx | %s | %.1f | %.3fx |\n", bc[ci].name,
+                 pkvk_route_name(best_r[ci][FI_ANY]), best[ci][FI_ANY] * 1e3,
+                 pkvk_route_name(best_r[ci][OWN_PKV]), best[ci][OWN_PKV] * 1e3,
+                 best[ci][FI_ANY] / best[ci][OWN_PKV], pkvk_route_name(best_r[ci][OWN_ANY]),
+                 best[ci][OWN_ANY] * 1e3, best[ci][FI_ANY] / best[ci][OWN_ANY]);
+    }
     gsl_rng_free(r);
     fclose(bo.f);
     pkv_calib_free(&cal);

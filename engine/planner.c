@@ -85,6 +85,10 @@ int pkv_planner_build(pkv_planner *pl, pkvk_route r, const int32_t *seq_lens, in
             pl->splits[i] = splits_for(pl->cal, pkvk_tiles(seq_lens[i]), total);
         return pkvk_plan_workqueue(p, r, &pl->shape, seq_lens, pl->splits, n_rows);
     }
+    case PKVK_ROUTE_FLASHINFER:
+    case PKVK_ROUTE_FLASHINFER_TC:
+        return pkvk_plan_flashinfer(p, r, &pl->shape, seq_lens, n_rows, pl->cal->sm_count,
+                                    pl->cal->flashinfer_decode_ctas_per_sm);
     default:
         return PKVK_ERR_INVALID;
     }

@@ -2,8 +2,9 @@
 
 #include <string.h>
 
-const char *const pkv_policy_names[] = {
-    "ref_paged", "pkv_bucket", "pkv_workqueue", "pkv_fused", "adaptive", "oracle", NULL};
+const char *const pkv_policy_names[] = {"ref_paged", "pkv_bucket", "pkv_workqueue",
+                                        "pkv_fused", "flashinfer", "flashinfer_tc",
+                                        "adaptive",  "oracle",     NULL};
 
 static pkvk_route choose_fixed(const pkv_route_policy *self, const pkv_calib *cal,
                                const pkv_step_view *v) {
@@ -50,8 +51,10 @@ int pkv_policy_init(pkv_route_policy *p, const char *name) {
         return 0;
     }
     if (strcmp(name, "oracle") == 0) {
-        *p = (pkv_route_policy){"oracle", (1u << PKVK_ROUTE_COUNT) - 1, PKVK_ROUTE_REF_PAGED, 1,
-                                choose_oracle};
+        /* Every route this build can run: FlashInfer's where it is built. */
+        uint32_t all = pkvk_flashinfer_built() ? (1u << PKVK_ROUTE_COUNT) - 1
+                                               : (1u << PKVK_ROUTE_FLASHINFER) - 1;
+        *p = (pkv_route_policy){"oracle", all, PKVK_ROUTE_REF_PAGED, 1, choose_oracle};
         return 0;
     }
     return -1;

@@ -36,6 +36,10 @@ typedef enum pkvk_route {
     PKVK_ROUTE_BUCKET,        /* rows grouped by route length; split + merge per bucket */
     PKVK_ROUTE_WORKQUEUE,     /* one launch over compact tasks, one segmented merge */
     PKVK_ROUTE_FUSED,         /* workqueue whose last split merges in-kernel */
+    /* FlashInfer's paged decode paths (optional build, pkvk_flashinfer_built()): */
+    PKVK_ROUTE_FLASHINFER,    /* CUDA-core batch decode, planned by DecodePlan */
+    PKVK_ROUTE_FLASHINFER_TC, /* tensor cores: batch prefill kernel, one query token per
+                                 row, planned by PrefillPlan, merged when split */
     PKVK_ROUTE_COUNT
 } pkvk_route;
 
@@ -73,6 +77,9 @@ typedef struct pkvk_plan {
     int32_t *bucket_rows; /* [n_rows] row ids grouped by bucket (BUCKET) */
     pkvk_bucket *buckets; /* [n_buckets] (BUCKET) */
     int32_t n_buckets;
+    int32_t *lens;        /* [n_rows] true lengths (FLASHINFER*: its planner runs at upload) */
+    int32_t chunk_tokens; /* FLASHINFER*: KV chunk; row i's chunk c is tokens
+                             [c * chunk_tokens, min((c + 1) * chunk_tokens, len)) */
     int32_t cap_rows, cap_tasks; /* capacities given to pkvk_plan_init */
     int pinned;                  /* arrays in pinned host memory (a GPU was present) */
     int counts_only;             /* workqueue: count the tasks, do not write the list
@@ -107,6 +114,16 @@ int pkvk_plan_bucket(pkvk_plan *p, const int32_t *seq_lens, const int32_t *route
                      int32_t n_rows,
                      int32_t (*splits_of_len)(int32_t route_len, int32_t rows, void *ctx),
                      void *ctx);
+
+/* FlashInfer's planners mirrored in C (flashinfer-python 0.7.4, scheduler.cuh), so
+ * that every backend, the model one included, counts the CTAs and partial states the
+ * FlashInfer routes run: split_offsets[i] are row i's KV chunks. DecodePlan bounds
+ * its grid by its kernel's occupancy (decode_ctas_per_sm, from
+ * pkvk_flashinfer_occupancy on a GPU); PrefillPlan by 2 CTAs per SM. The upload runs
+ * FlashInfer's own planner and refuses a partition that differs from this one. */
+int pkvk_plan_flashinfer(pkvk_plan *p, pkvk_route route, const pkvk_shape *s,
+                         const int32_t *seq_lens, int32_t n_rows, int32_t sm_count,
+                         int32_t decode_ctas_per_sm);
 
 /* ---- host-side batch description (host or device pointers) --------------------- */
 typedef struct pkvk_batch {
@@ -171,6 +188,13 @@ int pkvk_plan_upload(pkvk_workspace *ws, const pkvk_plan *p);
 /* Launch the uploaded plan on a device batch. Asynchronous; checks launch errors.
  * *launches receives the number of kernel launches made. */
 int pkvk_launch(pkvk_workspace *ws, const pkvk_batch *b, const pkvk_plan *p, int *launches);
+/* The FlashInfer routes: 1 when compiled in (CMake -DPKV_FLASHINFER_DIR=...).
+ * Before launching a FlashInfer plan, pack its CSR page list from the batch's block
+ * table (one launch; again whenever the block table or lengths change). */
+int pkvk_flashinfer_built(void);
+int pkvk_pack_csr(pkvk_workspace *ws, const pkvk_batch *b);
+/* Resident CTAs per SM of FlashInfer's CUDA-core decode kernel for this shape. */
+int pkvk_flashinfer_occupancy(const pkvk_shape *s, int *decode_ctas_per_sm);
 /* Pinned host memory (for asynchronous uploads) and an asynchronous copy on the
  * kernels' stream. */
 int pkvk_host_alloc(void **p, size_t bytes);

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "pkvk_cuda.h"
+#include "pkvk_fi.h"
 
 namespace {
 
@@ -429,7 +430,12 @@ struct pkvk_workspace {
     int *counters;
     int32_t *split_offsets, *bucket_rows;
     pkvk_task *tasks;
+    pkvk_fi *fi; // FlashInfer's state, made at the first FlashInfer plan
 };
+
+static bool is_flashinfer(pkvk_route r) {
+    return r == PKVK_ROUTE_FLASHINFER || r == PKVK_ROUTE_FLASHINFER_TC;
+}
 
 extern "C" int pkvk_workspace_create(pkvk_workspace **out, const pkvk_shape *s, int32_t cap_rows,
                                      int32_t cap_slots, int32_t cap_tasks) {
@@ -461,6 +467,7 @@ extern "C" void pkvk_workspace_destroy(pkvk_workspace *w) {
     pkvk_free(w->split_offsets);
     pkvk_free(w->bucket_rows);
     pkvk_free(w->tasks);
+    pkvk_fi_destroy(w->fi);
     free(w);
 }
 
@@ -469,6 +476,10 @@ extern "C" int pkvk_plan_upload(pkvk_workspace *w, const pkvk_plan *p) {
         return pkvk_fail_msg(PKVK_ERR_INVALID, "plan larger than its workspace");
     if (p->counts_only && p->n_tasks)
         return pkvk_fail_msg(PKVK_ERR_INVALID, "a counts-only plan cannot be launched");
+    if (is_flashinfer(p->route)) {
+        int rc = w->fi ? PKVK_OK : pkvk_fi_create(&w->fi, &w->shape, w->cap_rows);
+        return rc ? rc : pkvk_fi_upload(w->fi, p);
+    }
     PKVK_CK(cudaMemcpyAsync(w->split_offsets, p->split_offsets, sizeof(int32_t) * (p->n_rows + 1),
                             cudaMemcpyHostToDevice, pkvk_stream()));
     if (p->route == PKVK_ROUTE_BUCKET)
@@ -487,6 +498,10 @@ extern "C" int pkvk_launch(pkvk_workspace *w, const pkvk_batch *b, const pkvk_pl
     if (s.hq % s.hkv || s.hq != w->shape.hq || s.hkv != w->shape.hkv || s.d != w->shape.d)
         return pkvk_fail_msg(PKVK_ERR_INVALID, "batch shape differs from the workspace's");
     if (plan->n_rows == 0) return PKVK_OK;
+    if (is_flashinfer(plan->route)) {
+        if (!w->fi) return pkvk_fail_msg(PKVK_ERR_INVALID, "FlashInfer plan not uploaded");
+        return pkvk_fi_launch(w->fi, b, plan, launches);
+    }
     int G = s.hq / s.hkv, shift = -1;
     for (int k = 0; k < 31; k++)
         if ((1 << k) == s.page_size) shift = k;
@@ -540,6 +555,11 @@ extern "C" int pkvk_launch(pkvk_workspace *w, const pkvk_batch *b, const pkvk_pl
         rc = pkvk_fail_msg(PKVK_ERR_INVALID, "unknown route");
     }
     return rc;
+}
+
+extern "C" int pkvk_pack_csr(pkvk_workspace *w, const pkvk_batch *b) {
+    if (!w->fi) return pkvk_fail_msg(PKVK_ERR_INVALID, "FlashInfer plan not uploaded");
+    return pkvk_fi_pack_csr(w->fi, b);
 }
 
 extern "C" int pkvk_occupancy(int d, int G, int *ctas_per_sm) {

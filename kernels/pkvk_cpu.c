@@ -166,6 +166,17 @@ int pkvk_cpu_run(const pkvk_batch *b, const pkvk_plan *p, float *part, float *o)
             }
         }
         break;
+    case PKVK_ROUTE_FLASHINFER:
+    case PKVK_ROUTE_FLASHINFER_TC:
+        for (int32_t i = 0; i < p->n_rows; i++)
+            for (int32_t c = 0; c < p->split_offsets[i + 1] - p->split_offsets[i]; c++) {
+                int64_t tb = (int64_t)c * p->chunk_tokens, te = tb + p->chunk_tokens;
+                if (te > b->seq_lens[i]) te = b->seq_lens[i];
+                for (int kvh = 0; kvh < s->hkv; kvh++)
+                    attend_range(b, i, kvh, (int32_t)tb, (int32_t)te,
+                                 slot_state(s, part, p->split_offsets[i] + c, kvh));
+            }
+        break;
     case PKVK_ROUTE_WORKQUEUE:
     case PKVK_ROUTE_FUSED:
         for (int32_t t = 0; t < p->n_tasks; t++) {

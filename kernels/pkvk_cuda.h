@@ -9,7 +9,7 @@
 /* Record "what failed at file:line: CUDA's message" for pkvk_last_error() and map
  * the CUDA error to a pkvk_status. */
 int pkvk_fail_cuda(cudaError_t e, const char *what, const char *file, int line);
-int pkvk_fail_msg(int status, const char *msg);
+extern "C" int pkvk_fail_msg(int status, const char *msg);
 
 /* The stream every kernel-layer operation is enqueued on: a blocking stream (it
  * synchronises with the legacy default stream, so the synchronous copies stay

@@ -18,7 +18,7 @@ cudaStream_t pkvk_stream(void) {
     return s;
 }
 
-int pkvk_fail_msg(int status, const char *msg) {
+extern "C" int pkvk_fail_msg(int status, const char *msg) {
     snprintf(g_err, sizeof g_err, "%s", msg);
     return status;
 }

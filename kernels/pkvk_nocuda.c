@@ -1,7 +1,11 @@
 /* Device entry points of a build without CUDA: every one reports that no device
  * exists, so callers take their CPU or model paths. */
 #include "pkvk.h"
+#include "pkvk_fi.h"
 
+int pkvk_fail_msg(int status, const char *msg) {
+    return status; /* pkvk_last_error() already says the build has no CUDA */
+}
 const char *pkvk_last_error(void) {
     return "pkvsim was built without CUDA (configure with nvcc on PATH, or -DPKV_CUDA=ON)";
 }
@@ -100,3 +104,6 @@ int pkvk_graph_launch(pkvk_graph *g) {
 }
 void pkvk_graph_abort(void) {}
 void pkvk_graph_destroy(pkvk_graph *g) {}
+int pkvk_pack_csr(pkvk_workspace *ws, const pkvk_batch *b) {
+    return PKVK_ERR_NO_DEVICE;
+}

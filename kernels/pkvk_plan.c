@@ -6,7 +6,7 @@
 
 const char *pkvk_route_name(pkvk_route r) {
     static const char *const names[PKVK_ROUTE_COUNT] = {"ref_paged", "pkv_bucket", "pkv_workqueue",
-                                                        "pkv_fused"};
+                                                        "pkv_fused", "flashinfer", "flashinfer_tc"};
     return (unsigned)r < PKVK_ROUTE_COUNT ? names[r] : "unknown";
 }
 
@@ -32,7 +32,8 @@ int pkvk_plan_init(pkvk_plan *p, int32_t cap_rows, int32_t cap_tasks) {
     p->bucket_rows = plan_alloc(p, sizeof(int32_t) * (size_t)cap_rows);
     p->buckets = malloc(sizeof(pkvk_bucket) * (size_t)cap_rows);
     p->tasks = plan_alloc(p, sizeof(pkvk_task) * (size_t)cap_tasks);
-    if (!p->split_offsets || !p->bucket_rows || !p->buckets || !p->tasks) {
+    p->lens = malloc(sizeof(int32_t) * (size_t)cap_rows);
+    if (!p->split_offsets || !p->bucket_rows || !p->buckets || !p->tasks || !p->lens) {
         pkvk_plan_free(p);
         return PKVK_ERR_OUT_OF_MEMORY;
     }
@@ -46,6 +47,7 @@ void pkvk_plan_free(pkvk_plan *p) {
     plan_release(p, p->bucket_rows);
     free(p->buckets);
     plan_release(p, p->tasks);
+    free(p->lens);
     *p = (pkvk_plan){0};
 }
 
@@ -164,5 +166,68 @@ int pkvk_plan_bucket(pkvk_plan *p, const int32_t *seq_lens, const int32_t *route
     }
     p->split_offsets[n_rows] = slot;
     p->n_slots = slot;
+    return PKVK_OK;
+}
+
+/* Chunk (pages) FlashInfer's binary searches settle on: the smallest chunk >= lo whose
+ * work units (sum over rows of ceil(max(pages, 1) / chunk), times `per_unit`) fit
+ * `budget`, searched up to hi. */
+static int64_t fi_chunk(const int32_t *lens, int32_t n, int32_t ps, int64_t lo, int64_t hi,
+                        int64_t per_unit, int64_t budget) {
+    while (lo < hi) {
+        int64_t mid = (lo + hi) / 2, units = 0;
+        for (int32_t i = 0; i < n; i++) {
+            int64_t pages = (lens[i] + ps - 1) / ps;
+            units += ((pages > 1 ? pages : 1) + mid - 1) / mid;
+        }
+        if (units * per_unit > budget)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+int pkvk_plan_flashinfer(pkvk_plan *p, pkvk_route route, const pkvk_shape *s,
+                         const int32_t *seq_lens, int32_t n_rows, int32_t sm_count,
+                         int32_t decode_ctas_per_sm) {
+    int rc = check_rows(p, seq_lens, n_rows);
+    if (rc) return rc;
+    if (route != PKVK_ROUTE_FLASHINFER && route != PKVK_ROUTE_FLASHINFER_TC)
+        return PKVK_ERR_INVALID;
+    const int32_t ps = s->page_size;
+    int64_t max_pages = 1;
+    for (int32_t i = 0; i < n_rows; i++) {
+        int64_t pages = (seq_lens[i] + ps - 1) / ps;
+        if (pages > max_pages) max_pages = pages;
+    }
+    const int64_t min_chunk = ps < 128 ? 128 / ps : 1;
+    int64_t chunk;
+    if (route == PKVK_ROUTE_FLASHINFER) {
+        /* DecodePlan: no split once the rows alone fill the grid; else the smallest
+         * chunk whose CTAs (chunks x KV heads) fit one grid. */
+        int64_t grid = (int64_t)decode_ctas_per_sm * sm_count;
+        chunk = (int64_t)n_rows * s->hkv >= grid
+                    ? max_pages
+                    : fi_chunk(seq_lens, n_rows, ps, min_chunk, max_pages, s->hkv, grid);
+    } else {
+        /* PrefillPlan at one query token per row: one query tile per row (G <= 16),
+         * 2 CTAs per SM, the budget counted in rows (it divides the grid by the KV
+         * heads). */
+        int64_t budget = 2 * (int64_t)sm_count / s->hkv;
+        chunk = fi_chunk(seq_lens, n_rows, ps, min_chunk, max_pages, 1, budget);
+    }
+    p->route = route;
+    p->n_rows = n_rows;
+    p->chunk_tokens = (int32_t)(chunk * ps < INT32_MAX ? chunk * ps : INT32_MAX);
+    p->split_offsets[0] = 0;
+    for (int32_t i = 0; i < n_rows; i++) {
+        int64_t pages = (seq_lens[i] + ps - 1) / ps;
+        p->split_offsets[i + 1] = p->split_offsets[i] + (int32_t)((pages + chunk - 1) / chunk);
+        p->lens[i] = seq_lens[i];
+    }
+    p->n_slots = p->split_offsets[n_rows];
+    p->n_tasks = 0;
+    p->n_buckets = 0;
     return PKVK_OK;
 }

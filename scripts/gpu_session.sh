@@ -18,7 +18,7 @@ if [ "${CALIBRATE:-0}" = 1 ]; then
   cal=(--calibration "$out/calibration.json")
 fi
 for exp in bucketed_b1 bimodal_b8; do
-  for route in ref_paged pkv_bucket pkv_workqueue pkv_fused adaptive oracle; do
+  for route in ref_paged flashinfer flashinfer_tc pkv_bucket pkv_workqueue pkv_fused adaptive oracle; do
     echo "== $exp $route"
     .bundle/run pkvsim run experiments/$exp.json --backend cuda --route "$route" "${cal[@]}" \
       -o "$out/run.h5" 2>&1 | grep -E "decode|host|routes|steps|pkvsim:"

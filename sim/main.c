@@ -34,7 +34,8 @@ static void usage(FILE *f) {
           "      -s, --seed N            experiment seed (default: run.seed, 1)\n"
           "      -c, --calibration FILE  calibration file (default: route.calibration)\n"
           "      -r, --route NAME        route policy (default: route.policy): ref_paged,\n"
-          "                              pkv_bucket, pkv_workqueue, pkv_fused, adaptive, oracle\n"
+          "                              pkv_bucket, pkv_workqueue, pkv_fused, flashinfer,\n"
+          "                              flashinfer_tc (where built), adaptive, oracle\n"
           "      -q, --quiet             no progress line and no summary\n"
           "  workload EXPERIMENT.json [--csv OUT] [--seed N]\n"
           "                        the request stream an experiment would generate, and its\n"
@@ -126,7 +127,7 @@ static int cmd_run(int argc, char **argv) {
         if (pkv_policy_init(&probe, route)) {
             fprintf(stderr,
                     "pkvsim: --route: \"%s\" is not a route or policy (ref_paged, pkv_bucket, "
-                    "pkv_workqueue, pkv_fused, adaptive, oracle)\n",
+                    "pkv_workqueue, pkv_fused, flashinfer, flashinfer_tc, adaptive, oracle)\n",
                     route);
             goto out;
         }

@@ -63,7 +63,10 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
     if (!be->measures)
         for (int r = 0; r < PKVK_ROUTE_COUNT; r++) eng.planner.plans[r].counts_only = 1;
     pkvk_device_info dev = {.name = "none"};
-    if (bk == PKV_BACKEND_CUDA) pkvk_device_info_get(&dev);
+    if (bk == PKV_BACKEND_CUDA) {
+        pkvk_device_info_get(&dev);
+        pkv_calib_flashinfer_occupancy(&cal, &cfg->shape);
+    }
     if (bk == PKV_BACKEND_CUDA && strcmp(cal.gpu_name, dev.name) != 0 && !cfg->allow_other_gpu) {
         pkv_fail(e,
                  "%s: the calibration %s was made on \"%s\", but this GPU is \"%s\": run "

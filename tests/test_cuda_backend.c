@@ -58,9 +58,10 @@ int main(void) {
     snprintf(a, sizeof a, "/tmp/pkv-cuda-a-%d.h5", (int)getpid());
     snprintf(b, sizeof b, "/tmp/pkv-cuda-b-%d.h5", (int)getpid());
     pkv_err e;
-    const char *policies[] = {"ref_paged", "pkv_bucket", "pkv_workqueue",
-                              "pkv_fused", "adaptive",   "oracle"};
-    for (int k = 0; k < 6; k++) {
+    const char *policies[] = {"ref_paged", "pkv_bucket", "pkv_workqueue", "pkv_fused",
+                              "adaptive",  "oracle",     "flashinfer",    "flashinfer_tc"};
+    for (int k = 0; k < 8; k++) {
+        if (!strncmp(policies[k], "flashinfer", 10) && !pkvk_flashinfer_built()) continue;
         int rc = run("cuda", policies[k], 30000, a, &e);
         CHECK(rc == 0, "%s: %s", policies[k], e.msg);
         if (rc) continue;
@@ -77,7 +78,8 @@ int main(void) {
         printf("%-14s %llu steps checked against the FP32 reference\n", policies[k],
                (unsigned long long)n);
         /* The model backend plans the same steps with the same counters. */
-        if (!strcmp(policies[k], "adaptive") || !strcmp(policies[k], "pkv_workqueue")) {
+        if (!strcmp(policies[k], "adaptive") || !strcmp(policies[k], "pkv_workqueue") ||
+            !strcmp(policies[k], "flashinfer_tc")) {
             CHECK(run("model", policies[k], 30000, b, &e) == 0, "model: %s", e.msg);
             hsize_t m;
             pkv_step_rec *t = read_steps(b, &m);

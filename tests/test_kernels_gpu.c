@@ -3,7 +3,9 @@
  * 1/8/16/32, lengths 1..33 and long rows, 50% holes, split counts above the tile
  * count (empty splits), outputs poisoned with NaN before each run. Small shapes
  * are checked against the CPU FP32 reference, large ones against the GPU FP32
- * reference (itself checked against the CPU on the small ones). */
+ * reference (itself checked against the CPU on the small ones). The FlashInfer
+ * routes, where built, run the same shapes under FlashInfer's own planners, whose
+ * partitions must equal pkvsim's mirror of them. */
 #include "check.h"
 #include "cost.h"
 #include "planner.h"
@@ -43,11 +45,16 @@ static void release(dev_batch *d) {
 }
 
 /* Run a plan with the output poisoned; o receives it as floats. */
+static int is_fi(int route) {
+    return route == PKVK_ROUTE_FLASHINFER || route == PKVK_ROUTE_FLASHINFER_TC;
+}
+
 static int run_plan(pkvk_workspace *ws, dev_batch *d, const pkvk_plan *p, size_t n, float *o,
                     uint16_t *tmp) {
     int launches;
     if (pkvk_memset(d->o, 0xff, n * 2) || pkvk_plan_upload(ws, p) ||
-        pkvk_launch(ws, &d->b, p, &launches) || pkvk_sync() || pkvk_d2h(tmp, d->o, n * 2))
+        (is_fi(p->route) && pkvk_pack_csr(ws, &d->b)) || pkvk_launch(ws, &d->b, p, &launches) ||
+        pkvk_sync() || pkvk_d2h(tmp, d->o, n * 2))
         return -1;
     for (size_t j = 0; j < n; j++) o[j] = pkvk_h2f(tmp[j]);
     return 0;
@@ -64,6 +71,10 @@ int main(void) {
     }
     gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
     gsl_rng_set(r, 77);
+    const int fi_built = pkvk_flashinfer_built();
+    pkvk_device_info dev;
+    CHECK(pkvk_device_info_get(&dev) == 0, "device info");
+    printf("FlashInfer routes: %s\n", fi_built ? "built" : "not built (skipped)");
     const int Gs[4] = {1, 2, 4, 8}, pss[4] = {1, 8, 16, 32};
     /* Small shapes: every route and split count against the CPU reference. */
     for (int gi = 0; gi < 4; gi++)
@@ -92,15 +103,24 @@ int main(void) {
             CHECK(pkvk_plan_init(&p, n, 4096) == 0, "plan");
             CHECK(pkvk_workspace_create(&ws, &s, n, 4096, 4096) == 0, "workspace: %s",
                   pkvk_last_error());
+            int fi_occ = 0;
+            if (fi_built)
+                CHECK(pkvk_flashinfer_occupancy(&s, &fi_occ) == 0 && fi_occ > 0,
+                      "FlashInfer occupancy: %s", pkvk_last_error());
             for (int route = 0; route < PKVK_ROUTE_COUNT; route++) {
                 const int32_t counts[3] = {1, 3, 80}; /* 80 splits > 63 tiles: empty splits */
+                if (is_fi(route) && !fi_built) continue;
                 for (int sc = 0; sc < 3; sc++) {
                     int32_t S = counts[sc], splits[10];
                     for (int i = 0; i < n; i++) splits[i] = S;
-                    if (route == PKVK_ROUTE_REF_PAGED && sc) continue;
+                    /* ref_paged has no splits; FlashInfer's planners choose their own. */
+                    if ((route == PKVK_ROUTE_REF_PAGED || is_fi(route)) && sc) continue;
                     int rc = route == PKVK_ROUTE_REF_PAGED ? pkvk_plan_ref(&p, lens, n)
                              : route == PKVK_ROUTE_BUCKET
                                  ? pkvk_plan_bucket(&p, lens, lens, n, fixed_splits, &S)
+                             : is_fi(route)
+                                 ? pkvk_plan_flashinfer(&p, (pkvk_route)route, &s, lens, n,
+                                                        dev.sm_count, fi_occ)
                                  : pkvk_plan_workqueue(&p, (pkvk_route)route, &s, lens, splits, n);
                     CHECK(rc == 0, "plan");
                     /* The fused route runs twice: its counters must reset themselves. */
@@ -139,7 +159,7 @@ int main(void) {
         pkvk_workspace *ws;
         CHECK(pkvk_plan_init(&p, 2, 4096) == 0, "plan");
         CHECK(pkvk_workspace_create(&ws, &s, 2, 4096, 4096) == 0, "workspace");
-        for (int route = PKVK_ROUTE_BUCKET; route < PKVK_ROUTE_COUNT; route++) {
+        for (int route = PKVK_ROUTE_BUCKET; route < PKVK_ROUTE_FLASHINFER; route++) {
             int rc = route == PKVK_ROUTE_BUCKET
                          ? pkvk_plan_bucket(&p, lens, lens, 2, fixed_splits, &S)
                          : pkvk_plan_workqueue(&p, (pkvk_route)route, &s, lens, splits, 2);
@@ -212,12 +232,15 @@ int main(void) {
           "reference: %s", pkvk_last_error());
     pkv_calib cal;
     pkv_calib_defaults(&cal); /* H200-like: 132 SMs, waves of 264 CTAs */
+    cal.sm_count = dev.sm_count;
+    pkv_calib_flashinfer_occupancy(&cal, &s);
     pkv_planner pl;
     pkvk_workspace *ws;
     CHECK(pkv_planner_init(&pl, &s, &cal, 3, 100000, PKV_BUCKET_MODE_EXACT) == 0, "planner");
     CHECK(pkvk_workspace_create(&ws, &s, 3, pl.plans[0].cap_tasks, pl.plans[0].cap_tasks) == 0,
           "workspace: %s", pkvk_last_error());
     for (int route = 0; route < PKVK_ROUTE_COUNT; route++) {
+        if (is_fi(route) && !fi_built) continue;
         CHECK(pkv_planner_build(&pl, (pkvk_route)route, lens, 3) == 0, "plan");
         CHECK(run_plan(ws, &d, &pl.plans[route], h.q_elems, o, tmp) == 0, "run: %s",
               pkvk_last_error());
@@ -227,6 +250,14 @@ int main(void) {
               pkvk_route_name((pkvk_route)route), mx, mean);
         printf("long rows, %-14s max|e| %.3g mean|e| %.3g\n", pkvk_route_name((pkvk_route)route),
                mx, mean);
+    }
+    if (fi_built) {
+        /* A partition FlashInfer's planner would not make is refused at upload. */
+        pkvk_plan *fp = &pl.plans[PKVK_ROUTE_FLASHINFER_TC];
+        CHECK(pkv_planner_build(&pl, PKVK_ROUTE_FLASHINFER_TC, lens, 3) == 0, "plan");
+        fp->split_offsets[1]++;
+        CHECK(pkvk_plan_upload(ws, fp) == PKVK_ERR_INVALID, "a wrong mirror was accepted");
+        printf("mirror mismatch refused: %s\n", pkvk_last_error());
     }
     pkvk_workspace_destroy(ws);
     pkv_planner_free(&pl);

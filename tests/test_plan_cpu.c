@@ -42,6 +42,39 @@ static void check_tasks(const pkvk_plan *p, const pkvk_shape *s, const int32_t *
     CHECK(p->split_offsets[n] == p->n_slots, "n_slots");
 }
 
+/* FlashInfer's partition, as its planners define it: every row in non-empty chunks of
+ * chunk_tokens (whole pages, at least 128 tokens' worth) covering it; the chunk is the
+ * smallest whose work fits the grid (DecodePlan: 8 CTAs/SM x SMs over chunks x KV
+ * heads; PrefillPlan: 2 x SMs / KV heads chunks), or the whole longest row. */
+static int64_t fi_units(const int32_t *lens, int n, int32_t ps, int64_t chunk_pages) {
+    int64_t u = 0;
+    for (int i = 0; i < n; i++) u += ((lens[i] + ps - 1) / ps + chunk_pages - 1) / chunk_pages;
+    return u;
+}
+
+static void check_flashinfer(const pkvk_plan *p, const pkvk_shape *s, const int32_t *lens, int n,
+                             int sms) {
+    int32_t ps = s->page_size, ch = p->chunk_tokens, max_len = 0;
+    CHECK(ch > 0 && ch % ps == 0, "chunk %d is not whole pages of %d", ch, ps);
+    for (int i = 0; i < n; i++) {
+        int32_t k = p->split_offsets[i + 1] - p->split_offsets[i];
+        CHECK(k >= 1 && (int64_t)(k - 1) * ch < lens[i] && (int64_t)k * ch >= lens[i],
+              "row %d (%d tokens): %d chunks of %d", i, lens[i], k, ch);
+        if (lens[i] > max_len) max_len = lens[i];
+    }
+    CHECK(p->split_offsets[n] == p->n_slots, "n_slots");
+    int64_t pages = ch / ps, min_pages = ps < 128 ? 128 / ps : 1;
+    int64_t budget = p->route == PKVK_ROUTE_FLASHINFER ? 8LL * sms : 2LL * sms / s->hkv;
+    int64_t per = p->route == PKVK_ROUTE_FLASHINFER ? s->hkv : 1;
+    int whole = (int64_t)pages * ps >= max_len;
+    int decode_full = p->route == PKVK_ROUTE_FLASHINFER && (int64_t)n * s->hkv >= budget;
+    if (decode_full) CHECK(p->n_slots == n, "decode over a full grid split a row");
+    if (!whole) CHECK(fi_units(lens, n, ps, pages) * per <= budget, "chunks overflow the grid");
+    if (pages > min_pages && !decode_full)
+        CHECK(fi_units(lens, n, ps, pages - 1) * per > budget, "chunk %d pages is not the smallest",
+              (int)pages);
+}
+
 int main(void) {
     gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
     gsl_rng_set(r, 2024);
@@ -77,6 +110,12 @@ int main(void) {
                         rc = pkvk_plan_ref(&p, lens, n);
                     } else if (route == PKVK_ROUTE_BUCKET) {
                         rc = pkvk_plan_bucket(&p, lens, lens, n, fixed_splits, &S);
+                    } else if (route >= PKVK_ROUTE_FLASHINFER) {
+                        /* FlashInfer's planners choose the chunks; the grid they fill
+                         * varies instead: few SMs split long rows, many split all. */
+                        const int32_t sms[3] = {1, 8, 132};
+                        rc = pkvk_plan_flashinfer(&p, (pkvk_route)route, &s, lens, n, sms[sc], 8);
+                        if (rc == 0) check_flashinfer(&p, &s, lens, n, sms[sc]);
                     } else {
                         rc = pkvk_plan_workqueue(&p, (pkvk_route)route, &s, lens, splits, n);
                         if (rc == 0) check_tasks(&p, &s, lens, n);
@@ -98,7 +137,7 @@ int main(void) {
             free_batch(&h);
         }
     }
-    CHECK(cases == 16 * 10, "%d cases ran", cases);
+    CHECK(cases == 16 * (1 + 3 * (PKVK_ROUTE_COUNT - 1)), "%d cases ran", cases);
 
     /* Planner properties over random batches: task coverage, and one bucket (one
      * split launch) per distinct route length. */

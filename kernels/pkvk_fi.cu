@@ -1,0 +1,343 @@
+// The FlashInfer routes: FlashInfer's two paged decode paths run on pkvsim's cache,
+// each planned by FlashInfer's own host planner, as its decode wrapper does.
+//  - flashinfer:    BatchDecodeWithPagedKVCache (CUDA cores), planned by DecodePlan;
+//  - flashinfer_tc: the wrapper's use_tensor_cores=True path, the batch prefill kernel
+//                   over the paged cache with one query token per row, planned by
+//                   PrefillPlan (fixed uniform query length 1), merged when split.
+// The cache is used in place: FlashInfer's HND layout [page][head][token][d] is
+// pkvsim's. Only the page list differs (CSR instead of a strided block table); one
+// small kernel packs it from the block table.
+#include <cuda_fp16.h>
+
+#include <flashinfer/attention/decode.cuh>
+#include <flashinfer/attention/default_decode_params.cuh>
+#include <flashinfer/attention/default_prefill_params.cuh>
+#include <flashinfer/attention/prefill.cuh>
+#include <flashinfer/attention/scheduler.cuh>
+#include <flashinfer/attention/variants.cuh>
+#include <flashinfer/page.cuh>
+
+#include <exception>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pkvk_cuda.h"
+#include "pkvk_fi.h"
+
+namespace fi = flashinfer;
+
+namespace {
+
+constexpr uint32_t kHeadDim = 128;
+constexpr auto kPos = fi::PosEncodingMode::kNone;
+using DecParams = fi::BatchDecodeParams<half, half, half, int32_t>;
+using PreParams = fi::BatchPrefillPagedParams<half, half, half, int32_t>;
+// What the decode wrapper builds by default: no custom mask, no sliding window, no
+// soft cap, no ALiBi.
+using Variant = fi::DefaultAttention<false, false, false, false>;
+
+// FlashInfer's wrapper defaults: 128 MiB of float workspace, 8 MiB of int workspace.
+constexpr size_t kFloatBytes = 128u << 20, kIntBytes = 8u << 20;
+
+// Rows [0, n): indptr[i] = pages before row i (lengths summed by each block: B is
+// small), indices from the block-table row, last-page length.
+__global__ void pack_csr_kernel(const int32_t *__restrict__ seq_lens,
+                                const int32_t *__restrict__ bt, int32_t bt_stride, int32_t n,
+                                int32_t ps, int32_t *indptr, int32_t *indices, int32_t *last) {
+    const int row = blockIdx.x;
+    __shared__ int32_t base;
+    if (threadIdx.x == 0) {
+        int32_t b = 0;
+        for (int i = 0; i < row; i++) b += (seq_lens[i] + ps - 1) / ps;
+        base = b;
+        indptr[row] = b;
+        int32_t len = seq_lens[row];
+        last[row] = len - (len - 1) / ps * ps;
+        if (row == n - 1) indptr[n] = b + (len + ps - 1) / ps;
+    }
+    __syncthreads();
+    int32_t pages = (seq_lens[row] + ps - 1) / ps;
+    for (int32_t j = threadIdx.x; j < pages; j += blockDim.x)
+        indices[base + j] = bt[(size_t)row * bt_stride + j];
+}
+
+} // namespace
+
+struct pkvk_fi {
+    pkvk_shape shape;
+    int32_t cap_rows;
+    void *float_ws, *int_ws, *int_host; // FlashInfer's workspaces (device, device, pinned)
+    int32_t *indptr_h, *qo_indptr_h;    // pinned, [cap_rows + 1]
+    int32_t *indptr_d, *last_d, *qo_indptr_d, *indices_d;
+    size_t cap_indices;
+    pkvk_route planned;
+    int32_t n_rows;
+    fi::DecodePlanInfo dinfo;
+    fi::PrefillPlanInfo pinfo;
+};
+
+// FlashInfer reports errors by throwing; nothing may cross the C API.
+template <typename F> static int guarded(const char *what, F &&f) {
+    try {
+        cudaError_t e = f();
+        if (e != cudaSuccess) return pkvk_fail_cuda(e, what, __FILE__, __LINE__);
+        return PKVK_OK;
+    } catch (const std::exception &ex) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s: FlashInfer: %s", what, ex.what());
+        return pkvk_fail_msg(PKVK_ERR_INVALID, msg);
+    }
+}
+
+static int check_shape(const pkvk_shape *s) {
+    int G = s->hkv > 0 ? s->hq / s->hkv : 0;
+    if (s->d != (int)kHeadDim)
+        return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "FlashInfer routes: head dimension must be 128");
+    if (G != 1 && G != 2 && G != 4 && G != 8)
+        return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED,
+                             "FlashInfer routes: GQA group size must be 1, 2, 4 or 8");
+    return PKVK_OK;
+}
+
+template <uint32_t G> static auto decode_estimator() {
+    return fi::BatchDecodeWithPagedKVCacheWorkEstimationDispatched<G, kHeadDim, kPos, Variant,
+                                                                   DecParams>;
+}
+
+extern "C" int pkvk_flashinfer_built(void) {
+    return 1;
+}
+
+extern "C" int pkvk_flashinfer_occupancy(const pkvk_shape *s, int *ctas_per_sm) {
+    int rc = check_shape(s);
+    if (rc) return rc;
+    // The same estimate DecodePlan makes: its grid bound is blocks/SM x SMs.
+    int32_t indptr[2] = {0, 1};
+    bool split;
+    uint32_t grid = 0, pages, nb, gdy;
+    int G = s->hq / s->hkv, sms = 0, dev = 0;
+    rc = guarded("FlashInfer decode occupancy", [&] {
+        switch (G) {
+        case 1:
+            return decode_estimator<1>()(split, grid, pages, nb, gdy, 1, indptr, s->hq,
+                                         s->page_size, false, pkvk_stream());
+        case 2:
+            return decode_estimator<2>()(split, grid, pages, nb, gdy, 1, indptr, s->hq,
+                                         s->page_size, false, pkvk_stream());
+        case 4:
+            return decode_estimator<4>()(split, grid, pages, nb, gdy, 1, indptr, s->hq,
+                                         s->page_size, false, pkvk_stream());
+        default:
+            return decode_estimator<8>()(split, grid, pages, nb, gdy, 1, indptr, s->hq,
+                                         s->page_size, false, pkvk_stream());
+        }
+    });
+    if (rc) return rc;
+    PKVK_CK(cudaGetDevice(&dev));
+    PKVK_CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    *ctas_per_sm = (int)grid / sms;
+    return PKVK_OK;
+}
+
+extern "C" int pkvk_fi_create(pkvk_fi **out, const pkvk_shape *s, int32_t cap_rows) {
+    *out = nullptr;
+    int rc = check_shape(s);
+    if (rc) return rc;
+    pkvk_fi *f = new (std::nothrow) pkvk_fi();
+    if (!f) return PKVK_ERR_OUT_OF_MEMORY;
+    f->shape = *s;
+    f->cap_rows = cap_rows;
+    f->planned = PKVK_ROUTE_COUNT;
+    size_t ip = ((size_t)cap_rows + 1) * sizeof(int32_t);
+    rc = pkvk_malloc(&f->float_ws, kFloatBytes);
+    if (!rc) rc = pkvk_malloc(&f->int_ws, kIntBytes);
+    if (!rc) rc = pkvk_host_alloc(&f->int_host, kIntBytes);
+    if (!rc) rc = pkvk_host_alloc((void **)&f->indptr_h, ip);
+    if (!rc) rc = pkvk_host_alloc((void **)&f->qo_indptr_h, ip);
+    if (!rc) rc = pkvk_malloc((void **)&f->indptr_d, ip);
+    if (!rc) rc = pkvk_malloc((void **)&f->qo_indptr_d, ip);
+    if (!rc) rc = pkvk_malloc((void **)&f->last_d, ip);
+    if (!rc) {
+        // One query token per row: qo_indptr is 0, 1, ..., cap_rows for every plan.
+        for (int32_t i = 0; i <= cap_rows; i++) f->qo_indptr_h[i] = i;
+        rc = pkvk_h2d(f->qo_indptr_d, f->qo_indptr_h, ip);
+    }
+    if (rc) {
+        pkvk_fi_destroy(f);
+        return rc;
+    }
+    *out = f;
+    return PKVK_OK;
+}
+
+extern "C" void pkvk_fi_destroy(pkvk_fi *f) {
+    if (!f) return;
+    pkvk_free(f->float_ws);
+    pkvk_free(f->int_ws);
+    pkvk_host_free(f->int_host);
+    pkvk_host_free(f->indptr_h);
+    pkvk_host_free(f->qo_indptr_h);
+    pkvk_free(f->indptr_d);
+    pkvk_free(f->qo_indptr_d);
+    pkvk_free(f->last_d);
+    pkvk_free(f->indices_d);
+    delete f;
+}
+
+template <uint32_t G> static cudaError_t decode_plan(pkvk_fi *f, uint32_t n) {
+    return fi::DecodePlan<kHeadDim, kPos, Variant, DecParams>(
+        f->float_ws, kFloatBytes, f->int_ws, f->int_host, kIntBytes, f->dinfo, f->indptr_h, n,
+        f->shape.hq, f->shape.page_size, /*enable_cuda_graph=*/false, pkvk_stream(),
+        decode_estimator<G>());
+}
+
+extern "C" int pkvk_fi_upload(pkvk_fi *f, const pkvk_plan *p) {
+    const pkvk_shape &s = f->shape;
+    const uint32_t n = (uint32_t)p->n_rows;
+    if (p->n_rows > f->cap_rows)
+        return pkvk_fail_msg(PKVK_ERR_INVALID, "plan larger than its workspace");
+    f->indptr_h[0] = 0;
+    for (uint32_t i = 0; i < n; i++)
+        f->indptr_h[i + 1] = f->indptr_h[i] + (p->lens[i] + s.page_size - 1) / s.page_size;
+    f->n_rows = p->n_rows;
+    f->planned = PKVK_ROUTE_COUNT;
+    if (n == 0) return PKVK_OK;
+    int G = s.hq / s.hkv, rc;
+    const int32_t *o_indptr; // FlashInfer's partial-output offsets per row, on the host
+    if (p->route == PKVK_ROUTE_FLASHINFER) {
+        rc = guarded("FlashInfer DecodePlan", [&] {
+            switch (G) {
+            case 1:
+                return decode_plan<1>(f, n);
+            case 2:
+                return decode_plan<2>(f, n);
+            case 4:
+                return decode_plan<4>(f, n);
+            default:
+                return decode_plan<8>(f, n);
+            }
+        });
+        o_indptr = fi::GetPtrFromBaseOffset<int32_t>(f->int_host, f->dinfo.o_indptr_offset);
+    } else if (p->route == PKVK_ROUTE_FLASHINFER_TC) {
+        rc = guarded("FlashInfer PrefillPlan", [&] {
+            return fi::PrefillPlan<int32_t>(
+                f->float_ws, kFloatBytes, f->int_ws, f->int_host, kIntBytes, f->pinfo,
+                f->qo_indptr_h, f->indptr_h, /*total_num_rows=*/n, n, s.hq, s.hkv, kHeadDim,
+                kHeadDim, s.page_size, /*enable_cuda_graph=*/false, /*sizeof_dtype_o=*/2,
+                /*window_left=*/-1, /*fixed_split_size=*/-1, /*disable_split_kv=*/false,
+                /*num_colocated_ctas=*/0, /*uniform_q_len=*/1, /*fixed_uniform_q_len=*/true,
+                pkvk_stream());
+        });
+        if (!rc && f->pinfo.cta_tile_q != 16)
+            return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED,
+                                 "FlashInfer PrefillPlan chose a query tile other than 16");
+        o_indptr = fi::GetPtrFromBaseOffset<int32_t>(f->int_host, f->pinfo.o_indptr_offset);
+    } else {
+        return pkvk_fail_msg(PKVK_ERR_INVALID, "not a FlashInfer route");
+    }
+    if (rc) return rc;
+    // The counters every backend records come from the plan's mirror of these
+    // planners: refuse to run a partition the mirror did not predict.
+    for (uint32_t i = 0; i <= n; i++)
+        if (o_indptr[i] != p->split_offsets[i]) {
+            char msg[256];
+            snprintf(msg, sizeof msg,
+                     "%s: FlashInfer planned partial-output offset %d for row %u, pkvsim's mirror "
+                     "of its planner %d",
+                     pkvk_route_name(p->route), o_indptr[i], i, p->split_offsets[i]);
+            return pkvk_fail_msg(PKVK_ERR_INVALID, msg);
+        }
+    f->planned = p->route;
+    return PKVK_OK;
+}
+
+extern "C" int pkvk_fi_pack_csr(pkvk_fi *f, const pkvk_batch *b) {
+    if (b->n_rows == 0) return PKVK_OK;
+    if (b->n_rows != f->n_rows)
+        return pkvk_fail_msg(PKVK_ERR_INVALID, "CSR pack: batch differs from the uploaded plan");
+    size_t pages = (size_t)f->indptr_h[b->n_rows];
+    if (pages > f->cap_indices) { // grows rarely: to the largest step seen, doubled
+        size_t cap = pages * 2;
+        PKVK_CK(cudaStreamSynchronize(pkvk_stream()));
+        pkvk_free(f->indices_d);
+        f->indices_d = nullptr;
+        f->cap_indices = 0;
+        int rc = pkvk_malloc((void **)&f->indices_d, cap * sizeof(int32_t));
+        if (rc) return rc;
+        f->cap_indices = cap;
+    }
+    pack_csr_kernel<<<b->n_rows, 128, 0, pkvk_stream()>>>(b->seq_lens, b->block_table, b->bt_stride,
+                                                          b->n_rows, b->shape.page_size,
+                                                          f->indptr_d, f->indices_d, f->last_d);
+    PKVK_CK_LAUNCH();
+    return PKVK_OK;
+}
+
+extern "C" int pkvk_fi_launch(pkvk_fi *f, const pkvk_batch *b, const pkvk_plan *p, int *launches) {
+    const pkvk_shape &s = b->shape;
+    *launches = 0;
+    if (p->n_rows == 0) return PKVK_OK;
+    if (f->planned != p->route || f->n_rows != p->n_rows || !f->indices_d)
+        return pkvk_fail_msg(PKVK_ERR_INVALID,
+                             "FlashInfer route: upload the plan and pack the page list first");
+    fi::paged_kv_t<half, int32_t> kv(s.hkv, s.page_size, kHeadDim, p->n_rows, fi::QKVLayout::kHND,
+                                     (half *)b->k_cache, (half *)b->v_cache, f->indices_d,
+                                     f->indptr_d, f->last_d);
+    const int32_t q_stride_n = s.hq * s.d, q_stride_h = s.d;
+    int rc;
+    if (p->route == PKVK_ROUTE_FLASHINFER) {
+        DecParams q((half *)b->q, nullptr, kv, (half *)b->o, nullptr, nullptr, s.hq, q_stride_n,
+                    q_stride_h, /*window_left=*/-1, /*logits_soft_cap=*/0.f, b->sm_scale,
+                    /*rope_scale=*/1.f, /*rope_theta=*/1e4f);
+        const fi::DecodePlanInfo &pi = f->dinfo;
+        q.request_indices = fi::GetPtrFromBaseOffset<int32_t>(f->int_ws, pi.request_indices_offset);
+        q.kv_tile_indices = fi::GetPtrFromBaseOffset<int32_t>(f->int_ws, pi.kv_tile_indices_offset);
+        q.o_indptr = fi::GetPtrFromBaseOffset<int32_t>(f->int_ws, pi.o_indptr_offset);
+        q.kv_chunk_size_ptr =
+            fi::GetPtrFromBaseOffset<int32_t>(f->int_ws, pi.kv_chunk_size_ptr_offset);
+        q.padded_batch_size = (uint32_t)pi.padded_batch_size;
+        half *tmp_v = nullptr;
+        float *tmp_s = nullptr;
+        if (pi.split_kv) {
+            tmp_v = fi::GetPtrFromBaseOffset<half>(f->float_ws, pi.v_offset);
+            tmp_s = fi::GetPtrFromBaseOffset<float>(f->float_ws, pi.s_offset);
+        }
+        rc = guarded("FlashInfer batch decode", [&] {
+            return fi::BatchDecodeWithPagedKVCacheDispatched<kHeadDim, kPos, Variant>(
+                q, tmp_v, tmp_s, /*enable_pdl=*/false, pkvk_stream());
+        });
+        *launches = rc ? 0 : 1 + (int)pi.split_kv;
+    } else {
+        PreParams q((half *)b->q, kv, nullptr, f->qo_indptr_d, nullptr, nullptr, (half *)b->o,
+                    nullptr, nullptr, s.hq, q_stride_n, q_stride_h, /*window_left=*/-1,
+                    /*logits_soft_cap=*/0.f, b->sm_scale, /*rope_scale=*/1.f,
+                    /*rope_theta=*/1e4f);
+        const fi::PrefillPlanInfo &pi = f->pinfo;
+        q.request_indices = fi::GetPtrFromBaseOffset<int32_t>(f->int_ws, pi.request_indices_offset);
+        q.qo_tile_indices = fi::GetPtrFromBaseOffset<int32_t>(f->int_ws, pi.qo_tile_indices_offset);
+        q.kv_tile_indices = fi::GetPtrFromBaseOffset<int32_t>(f->int_ws, pi.kv_tile_indices_offset);
+        q.o_indptr = fi::GetPtrFromBaseOffset<int32_t>(f->int_ws, pi.o_indptr_offset);
+        q.kv_chunk_size_ptr =
+            fi::GetPtrFromBaseOffset<int32_t>(f->int_ws, pi.kv_chunk_size_ptr_offset);
+        q.padded_batch_size = (uint32_t)pi.padded_batch_size;
+        q.max_total_num_rows = (uint32_t)pi.total_num_rows;
+        half *tmp_v = nullptr;
+        float *tmp_s = nullptr;
+        if (pi.split_kv) {
+            q.merge_indptr = fi::GetPtrFromBaseOffset<int32_t>(f->int_ws, pi.merge_indptr_offset);
+            tmp_v = fi::GetPtrFromBaseOffset<half>(f->float_ws, pi.v_offset);
+            tmp_s = fi::GetPtrFromBaseOffset<float>(f->float_ws, pi.s_offset);
+        }
+        rc = guarded("FlashInfer batch prefill (tensor-core decode)", [&] {
+            return fi::BatchPrefillWithPagedKVCacheDispatched<
+                /*SAME_KV_STRIDES=*/true, /*CTA_TILE_Q=*/16, kHeadDim, kHeadDim, kPos,
+                /*USE_FP16_QK_REDUCTION=*/false, fi::MaskMode::kNone,
+                /*USE_TOKEN_HEAD_SF=*/false, Variant>(q, tmp_v, tmp_s, /*enable_pdl=*/false,
+                                                      pkvk_stream());
+        });
+        *launches = rc ? 0 : 1 + (int)pi.split_kv;
+    }
+    if (rc) return rc;
+    PKVK_CK_LAUNCH();
+    return PKVK_OK;
+}
