@@ -53,6 +53,7 @@ int64_t pkv_h5_step_type(void) {
     F(mean_err, H5T_NATIVE_DOUBLE);
     F(out_mean_abs, H5T_NATIVE_DOUBLE);
     F(t_mlp, H5T_NATIVE_DOUBLE);
+    F(t_meta, H5T_NATIVE_DOUBLE);
 #undef F
     H5Tclose(re);
     return t;
@@ -215,8 +216,9 @@ int pkv_h5rec_calibration(pkv_h5rec *r, const pkv_calib *c, pkv_err *e) {
     if (rc >= 0) rc = attr_f64(g, "margin_large", c->margin_large);
     if (rc >= 0) rc = attr_u64(g, "min_split_tiles", (uint64_t)c->min_split_tiles);
     if (rc >= 0) rc = attr_u64(g, "resident_ctas_per_sm", (uint64_t)c->resident_ctas_per_sm);
-    if (rc >= 0) rc = attr_u64(g, "wave_tiles_max", (uint64_t)c->wave_tiles_max);
-    if (rc >= 0) rc = attr_u64(g, "chunk_tiles", (uint64_t)c->chunk_tiles);
+    if (rc >= 0)
+        rc = attr_u64(g, "flashinfer_decode_ctas_per_sm",
+                      (uint64_t)c->flashinfer_decode_ctas_per_sm);
     for (int k = 0; k < PKVK_ROUTE_COUNT && rc >= 0; k++) {
         char name[64];
         snprintf(name, sizeof name, "route_scale_%s", pkvk_route_name((pkvk_route)k));

@@ -25,6 +25,10 @@ void pkv_summary_add_step(pkv_summary *s, const pkv_step_rec *r, double advance)
         s->device_sum += r->t_device + (r->t_mlp == r->t_mlp ? r->t_mlp : 0);
         s->device_n++;
     }
+    if (r->t_meta == r->t_meta) {
+        s->meta_sum += r->t_meta;
+        s->meta_n++;
+    }
     if (r->route < PKVK_ROUTE_COUNT) s->route_steps[r->route]++;
 }
 
@@ -91,9 +95,15 @@ void pkv_summary_print(const pkv_summary *s, FILE *f) {
         fprintf(f, ", %.1f (wall)", s->decode_tok_s_wall);
     if (s->decode_tok_s_device == s->decode_tok_s_device)
         fprintf(f, ", %.1f (device)", s->decode_tok_s_device);
-    if (s->host_overhead_s == s->host_overhead_s)
+    if (s->host_overhead_s == s->host_overhead_s) {
         fprintf(f, "\n  host         %.2f us per step (wall minus device time)",
                 s->host_overhead_s * 1e6);
+        if (s->meta_n > 0)
+            fprintf(f,
+                    ",\n               of which %.2f us on the device before attention (uploads, "
+                    "K/V append; %llu steps sampled)",
+                    s->meta_sum / s->meta_n * 1e6, (unsigned long long)s->meta_n);
+    }
     fprintf(f, "\n  TTFT         p50 %.4g s  p90 %.4g s  p99 %.4g s\n", s->ttft_p50, s->ttft_p90,
             s->ttft_p99);
     fprintf(f, "  TPOT         p50 %.4g s  p90 %.4g s  p99 %.4g s\n", s->tpot_p50, s->tpot_p90,

@@ -31,6 +31,8 @@ typedef struct pkv_summary {
     double t_end;                               /* seconds: simulated time at the end of the run */
     double step_time_sum, wall_sum, device_sum; /* seconds over measured steps */
     uint64_t wall_n, device_n;                  /* steps that measured them */
+    double meta_sum;                            /* seconds: device metadata work before attention */
+    uint64_t meta_n;
     double decode_tok_s;        /* decode tokens / simulated seconds after warm-up */
     double decode_tok_s_wall;   /* decode tokens / sum of measured wall times */
     double decode_tok_s_device; /* decode tokens / sum of measured device times (attention + MLP) */

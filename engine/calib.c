@@ -20,8 +20,6 @@ static const char *const calib_keys[] = {"gpu_name",
                                          "margin_large",
                                          "min_split_tiles",
                                          "resident_ctas_per_sm",
-                                         "wave_tiles_max",
-                                         "chunk_tiles",
                                          "flashinfer_decode_ctas_per_sm",
                                          "route_scale",
                                          "fit",
@@ -39,8 +37,8 @@ int pkv_calib_apply(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e) 
     if (pkv_json_object(o, path, calib_keys, e)) return -1;
     double beta_gbps = c->beta / 1e9, launch_us = c->lambda * 1e6;
     int64_t sm = c->sm_count, g = c->gqa_group, mc = c->min_context, msr = c->margin_small_rows,
-            mst = c->min_split_tiles, res = c->resident_ctas_per_sm, wtm = c->wave_tiles_max,
-            cht = c->chunk_tiles, fdc = c->flashinfer_decode_ctas_per_sm;
+            mst = c->min_split_tiles, res = c->resident_ctas_per_sm,
+            fdc = c->flashinfer_decode_ctas_per_sm;
     if (copy_str(o, path, "gpu_name", c->gpu_name, sizeof c->gpu_name, e) ||
         copy_str(o, path, "driver", c->driver, sizeof c->driver, e) ||
         copy_str(o, path, "date", c->date, sizeof c->date, e) ||
@@ -56,8 +54,6 @@ int pkv_calib_apply(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e) 
         pkv_json_num(o, path, "margin_large", c->margin_large, 0, true, 100, &c->margin_large, e) ||
         pkv_json_int(o, path, "min_split_tiles", mst, 1, 1 << 20, &mst, e) ||
         pkv_json_int(o, path, "resident_ctas_per_sm", res, 1, 64, &res, e) ||
-        pkv_json_int(o, path, "wave_tiles_max", wtm, 1, 1 << 20, &wtm, e) ||
-        pkv_json_int(o, path, "chunk_tiles", cht, 1, 1 << 20, &cht, e) ||
         pkv_json_int(o, path, "flashinfer_decode_ctas_per_sm", fdc, 1, 64, &fdc, e))
         return -1;
     const cJSON *rs;
@@ -82,8 +78,6 @@ int pkv_calib_apply(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e) 
     c->margin_small_rows = (int)msr;
     c->min_split_tiles = (int)mst;
     c->resident_ctas_per_sm = (int)res;
-    c->wave_tiles_max = (int)wtm;
-    c->chunk_tiles = (int)cht;
     c->flashinfer_decode_ctas_per_sm = (int)fdc;
     return 0;
 }
@@ -102,8 +96,6 @@ void pkv_calib_defaults(pkv_calib *c) {
                      .margin_large = 1.05,
                      .min_split_tiles = 4,
                      .resident_ctas_per_sm = 2,
-                     .wave_tiles_max = 128,
-                     .chunk_tiles = 64,
                      .flashinfer_decode_ctas_per_sm = 8,
                      .placeholder = true};
     snprintf(c->gpu_name, sizeof c->gpu_name, "unknown");

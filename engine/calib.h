@@ -21,8 +21,6 @@ typedef struct pkv_calib {
     double margin_large;      /* promotion margin for B8-like (larger) steps */
     int min_split_tiles;      /* smallest split the planners make, in 32-token tiles */
     int resident_ctas_per_sm; /* decode CTAs resident on one SM: a wave is this x sm_count */
-    int wave_tiles_max;       /* tiles per CTA up to which a step is planned as one wave */
-    int chunk_tiles;          /* tiles per CTA for steps larger than one wave */
     int flashinfer_decode_ctas_per_sm;    /* FlashInfer's decode occupancy (its planner's grid) */
     double route_scale[PKVK_ROUTE_COUNT]; /* fitted factor on each route's modelled time */
     char *json;                           /* the file verbatim (owned) */

@@ -167,7 +167,7 @@ int pkv_calibrate_main(int argc, char **argv) {
             char err[512] = "", name[32];
             snprintf(name, sizeof name, "B%d-%d", B, L);
             if (pkv_kcase_make(&kc, name, lens, B, &s, 0.5, r, err, sizeof err) ||
-                pkv_planner_init(&pl, &s, &cal, B, L, PKV_BUCKET_MODE_EXACT) ||
+                pkv_planner_init(&pl, &s, &cal, B, PKV_BUCKET_MODE_EXACT) ||
                 pkvk_plan_init(&fixed, B, 64 * B * s.hkv + 64) ||
                 pkvk_workspace_create(&ws, &s, B, pl.plans[0].cap_tasks + 64 * B,
                                       pl.plans[0].cap_tasks + 64 * B * s.hkv)) {
@@ -273,8 +273,6 @@ int pkv_calibrate_main(int argc, char **argv) {
     cJSON_AddNumberToObject(root, "margin_small", cal.margin_small);
     cJSON_AddNumberToObject(root, "margin_large", cal.margin_large);
     cJSON_AddNumberToObject(root, "min_split_tiles", cal.min_split_tiles);
-    cJSON_AddNumberToObject(root, "wave_tiles_max", cal.wave_tiles_max);
-    cJSON_AddNumberToObject(root, "chunk_tiles", cal.chunk_tiles);
     cJSON_AddNumberToObject(root, "flashinfer_decode_ctas_per_sm",
                             cal.flashinfer_decode_ctas_per_sm);
     cJSON_AddItemToObject(root, "route_scale", rs);

@@ -5,7 +5,7 @@
 #include <time.h>
 
 int pkv_engine_init(pkv_engine *eng, const pkvk_shape *s, const pkv_calib *cal, const char *policy,
-                    pkv_bucket_mode mode, int32_t cap_rows, int32_t max_len, pkv_backend *backend,
+                    pkv_bucket_mode mode, int32_t cap_rows, pkv_backend *backend,
                     pkv_clock_source clock, pkv_err *e) {
     *eng = (pkv_engine){.shape = *s,
                         .cal = cal,
@@ -19,7 +19,7 @@ int pkv_engine_init(pkv_engine *eng, const pkvk_shape *s, const pkv_calib *cal, 
         eng->backend = NULL;
         return pkv_fail(e, "unknown route policy \"%s\"", policy);
     }
-    if (pkv_planner_init(&eng->planner, s, cal, cap_rows, max_len, mode)) {
+    if (pkv_planner_init(&eng->planner, s, cal, cap_rows, mode)) {
         if (backend) backend->destroy(backend);
         eng->backend = NULL;
         return pkv_fail(e, "out of memory for the planner (%d rows)", cap_rows);
@@ -67,6 +67,7 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
     int check =
         eng->backend->measures && eng->check_every > 0 &&
         ((int64_t)rec->index < eng->check_first || (int64_t)rec->index % eng->check_every == 0);
+    rec->t_meta = NAN;
     if (eng->backend->prepare(eng->backend, v, e)) return -1;
     rec->t_device = rec->max_err = rec->mean_err = rec->out_mean_abs = NAN;
     pkvk_route r;

@@ -28,6 +28,9 @@ typedef struct pkv_step_rec {
     double max_err, mean_err; /* against the reference route, NaN where unchecked */
     double out_mean_abs;      /* mean |O| of the step's output where checked, else NaN */
     double t_mlp;             /* seconds: measured device time of the MLP tail, else NaN */
+    double t_meta;            /* seconds: device time of the step's metadata work before attention
+                                 (length and block-table upload, K/V append, plan upload), measured
+                                 on every 17th step of the cuda backend, else NaN */
     double t_route[PKVK_ROUTE_COUNT]; /* seconds: each candidate's prediction, NaN if not planned */
     double
         t_route_measured[PKVK_ROUTE_COUNT]; /* seconds: oracle's measured device times, else NaN */
@@ -82,10 +85,10 @@ typedef struct pkv_engine {
     double mlp_bytes; /* bytes of MLP weights read per step (0: no MLP tail) */
 } pkv_engine;
 
-/* Takes ownership of backend (which may be NULL and set later in eng->backend). cap_rows, max_len:
- * the largest step (rows, tokens). */
+/* Takes ownership of backend (which may be NULL and set later in eng->backend). cap_rows:
+ * the most rows of a step. */
 int pkv_engine_init(pkv_engine *eng, const pkvk_shape *s, const pkv_calib *cal, const char *policy,
-                    pkv_bucket_mode mode, int32_t cap_rows, int32_t max_len, pkv_backend *backend,
+                    pkv_bucket_mode mode, int32_t cap_rows, pkv_backend *backend,
                     pkv_clock_source clock, pkv_err *e);
 void pkv_engine_free(pkv_engine *eng);
 /* Run one step; rec->index and rec->t_sim are the caller's. *advance: seconds by

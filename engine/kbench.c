@@ -214,11 +214,8 @@ int pkv_bench_kernels_main(int argc, char **argv) {
         char err[512] = "";
         pkv_planner pl;
         pkvk_workspace *ws = NULL;
-        int32_t max_len = 0;
-        for (int i = 0; i < bc[ci].n; i++)
-            if (bc[ci].lens[i] > max_len) max_len = bc[ci].lens[i];
         if (pkv_kcase_make(&d, bc[ci].name, bc[ci].lens, bc[ci].n, &s, holes, r, err, sizeof err) ||
-            pkv_planner_init(&pl, &s, &cal, bc[ci].n, max_len, PKV_BUCKET_MODE_EXACT)) {
+            pkv_planner_init(&pl, &s, &cal, bc[ci].n, PKV_BUCKET_MODE_EXACT)) {
             fprintf(stderr, "pkvsim bench kernels: %s\n", *err ? err : "out of memory");
             pkv_kcase_free(&d);
             rc = 1;

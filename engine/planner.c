@@ -3,37 +3,63 @@
 #include <stdlib.h>
 
 /* Split policy. The kernels keep resident_ctas_per_sm CTAs on each SM, so a wave is
- * W = resident x sm_count CTAs. A step whose work fits one wave at no more than
- * wave_tiles_max tiles per CTA is split to fill exactly one wave (each row gets its
- * share of W); a larger step is cut into chunk_tiles-tile CTAs, many full waves.
- * Splits never go below min_split_tiles tiles. Measured on the H200 (bench/RESULTS.md):
- * 2.2 waves ran at 74% of the read ceiling where 3.9 waves of the same step ran at 91%. */
-static int32_t wave_ctas(const pkv_calib *c) {
-    return c->resident_ctas_per_sm * c->sm_count;
+ * W = resident x sm_count CTAs. A step's rows are cut into chunks of one size c
+ * (tiles), each chunk one CTA per KV head:
+ *  - when the rows alone fit one wave, c is the smallest chunk whose CTAs still fit
+ *    it: one wave whose longest CTA is as short as it can be;
+ *  - otherwise c is the wave's mean load (total tiles / W), so that no CTA outlasts
+ *    it: rows shorter than that are not split at all.
+ * Chunks never go below min_split_tiles. Measured on the H200 (bench/RESULTS.md):
+ * per-row shares of a wave rounded down left B=8 8K..64K at 59% of the read
+ * ceiling, because one row's CTAs ran 1.7x longer than the rest; equal chunks over
+ * one wave reach 90%+, as FlashInfer's planner does. */
+static int64_t wave_ctas(const pkv_calib *c) {
+    return (int64_t)c->resident_ctas_per_sm * c->sm_count;
 }
 
-/* Splits of a row of `tiles` tiles in a step of `total` tiles (over all rows and KV
- * heads) planned in launches of `hkv` CTAs per split. */
-static int32_t splits_for(const pkv_calib *c, int64_t tiles, int64_t total) {
-    int64_t W = wave_ctas(c), S;
-    if (total <= W * c->wave_tiles_max)
-        S = tiles * W / total; /* this row's share of one wave */
-    else
-        S = (tiles + c->chunk_tiles - 1) / c->chunk_tiles;
-    int64_t most = tiles / c->min_split_tiles;
-    if (S > most) S = most;
-    return S < 1 ? 1 : (int32_t)S;
+static int64_t ceil_div64(int64_t a, int64_t b) {
+    return (a + b - 1) / b;
+}
+
+/* CTAs of rows with `tiles[i]` tiles (or n rows of `same` tiles when tiles is NULL)
+ * cut into chunks of c tiles. */
+static int64_t ctas_at(const int32_t *tiles, int32_t same, int32_t n, int hkv, int64_t c) {
+    if (!tiles) return (int64_t)n * ceil_div64(same, c) * hkv;
+    int64_t k = 0;
+    for (int32_t i = 0; i < n; i++) k += ceil_div64(tiles[i], c);
+    return k * hkv;
+}
+
+static int64_t chunk_tiles(const pkv_planner *pl, const int32_t *tiles, int32_t same, int32_t n) {
+    const pkv_calib *c = pl->cal;
+    int64_t W = wave_ctas(c), most = same, total = 0, lo = c->min_split_tiles;
+    for (int32_t i = 0; tiles && i < n; i++) {
+        if (tiles[i] > most) most = tiles[i];
+        total += tiles[i];
+    }
+    if (!tiles) total = (int64_t)same * n;
+    total *= pl->shape.hkv;
+    if ((int64_t)n * pl->shape.hkv > W)
+        return ceil_div64(total, W) > lo ? ceil_div64(total, W) : lo;
+    int64_t hi = most > lo ? most : lo;
+    while (lo < hi) {
+        int64_t mid = (lo + hi) / 2;
+        if (ctas_at(tiles, same, n, pl->shape.hkv, mid) > W)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
 }
 
 int pkv_planner_init(pkv_planner *pl, const pkvk_shape *s, const pkv_calib *cal, int32_t cap_rows,
-                     int32_t max_len, pkv_bucket_mode mode) {
+                     pkv_bucket_mode mode) {
     *pl = (pkv_planner){.shape = *s, .cal = cal, .bucket_mode = mode, .cap_rows = cap_rows};
     pl->splits = malloc(sizeof(int32_t) * (size_t)cap_rows);
     pl->route_lens = malloc(sizeof(int32_t) * (size_t)cap_rows);
-    /* Task bound: one wave, or every row cut into chunks (plus one partial chunk). */
-    int64_t per_row = pkvk_tiles(max_len) / cal->chunk_tiles + 1;
-    int64_t cap = (int64_t)cap_rows * s->hkv * per_row;
-    if (cap < wave_ctas(cal)) cap = wave_ctas(cal);
+    /* Task bound: one wave, or (past one wave) chunks of at least the mean load, at
+     * most one partial chunk per row. */
+    int64_t cap = 2 * wave_ctas(cal) + (int64_t)cap_rows * s->hkv;
     int32_t cap_tasks = (int32_t)(cap + 64);
     int rc = pl->splits && pl->route_lens ? PKVK_OK : PKVK_ERR_OUT_OF_MEMORY;
     for (int r = 0; r < PKVK_ROUTE_COUNT && rc == PKVK_OK; r++)
@@ -51,9 +77,8 @@ void pkv_planner_free(pkv_planner *pl) {
 
 /* Each bucket is its own launch, so it is planned as a step of its own. */
 static int32_t bucket_splits(int32_t route_len, int32_t rows, void *ctx) {
-    const pkv_planner *pl = ctx;
-    int64_t tiles = pkvk_tiles(route_len);
-    return splits_for(pl->cal, tiles, tiles * rows * pl->shape.hkv);
+    int32_t tiles = pkvk_tiles(route_len);
+    return (int32_t)ceil_div64(tiles, chunk_tiles(ctx, NULL, tiles, rows));
 }
 
 static int32_t route_len(pkv_bucket_mode mode, int32_t len) {
@@ -78,12 +103,13 @@ int pkv_planner_build(pkv_planner *pl, pkvk_route r, const int32_t *seq_lens, in
         return pkvk_plan_bucket(p, seq_lens, pl->route_lens, n_rows, bucket_splits, pl);
     case PKVK_ROUTE_WORKQUEUE:
     case PKVK_ROUTE_FUSED: {
-        int64_t total = 0;
-        for (int32_t i = 0; i < n_rows; i++) total += pkvk_tiles(seq_lens[i]);
-        total *= pl->shape.hkv;
+        for (int32_t i = 0; i < n_rows; i++) pl->route_lens[i] = pkvk_tiles(seq_lens[i]);
+        int64_t c = chunk_tiles(pl, pl->route_lens, 0, n_rows);
         for (int32_t i = 0; i < n_rows; i++)
-            pl->splits[i] = splits_for(pl->cal, pkvk_tiles(seq_lens[i]), total);
-        return pkvk_plan_workqueue(p, r, &pl->shape, seq_lens, pl->splits, n_rows);
+            pl->splits[i] = (int32_t)ceil_div64(pl->route_lens[i], c);
+        int rc = pkvk_plan_workqueue(p, r, &pl->shape, seq_lens, pl->splits, n_rows);
+        if (rc || p->counts_only || pl->cal->resident_ctas_per_sm != 2) return rc;
+        return pkvk_plan_fold_wave(p, &pl->shape, pl->cal->sm_count);
     }
     case PKVK_ROUTE_FLASHINFER:
     case PKVK_ROUTE_FLASHINFER_TC:

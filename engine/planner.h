@@ -23,9 +23,9 @@ typedef struct pkv_planner {
     pkvk_plan plans[PKVK_ROUTE_COUNT];
 } pkv_planner;
 
-/* cap_rows: most rows of a step; max_len: longest row (tokens), bounds the tasks. */
+/* cap_rows: most rows of a step. */
 int pkv_planner_init(pkv_planner *pl, const pkvk_shape *s, const pkv_calib *cal, int32_t cap_rows,
-                     int32_t max_len, pkv_bucket_mode mode);
+                     pkv_bucket_mode mode);
 void pkv_planner_free(pkv_planner *pl);
 /* Build plans[r] for the rows' true lengths. Returns a pkvk_status. */
 int pkv_planner_build(pkv_planner *pl, pkvk_route r, const int32_t *seq_lens, int32_t n_rows);

@@ -73,6 +73,8 @@ typedef struct pkvk_plan {
     int32_t *split_offsets; /* [n_rows + 1] partial-state slots of row i */
     int32_t n_slots;        /* split_offsets[n_rows] */
     pkvk_task *tasks;       /* [n_tasks] WORKQUEUE / FUSED */
+    pkvk_task *scratch;     /* [cap_tasks] host scratch for reordering */
+    int32_t *order;         /* [cap_rows] host scratch */
     int32_t n_tasks;
     int32_t *bucket_rows; /* [n_rows] row ids grouped by bucket (BUCKET) */
     pkvk_bucket *buckets; /* [n_buckets] (BUCKET) */
@@ -106,6 +108,12 @@ int pkvk_plan_ref(pkvk_plan *p, const int32_t *seq_lens, int32_t n_rows);
  * hkv tasks each, so a row's slot count may be lower than requested. */
 int pkvk_plan_workqueue(pkvk_plan *p, pkvk_route route, const pkvk_shape *s,
                         const int32_t *seq_lens, const int32_t *splits, int32_t n_rows);
+/* Reorder a workqueue plan's tasks for a step that fits one wave of 2 CTAs per SM on
+ * `sms` SMs: longest first, the first `sms` of them reversed. The block scheduler
+ * gives each SM one of the first `sms` CTAs, then a second from the rest in the same
+ * order, so each SM pairs a long task with a short one. A plan with more tasks than
+ * that keeps its order. Returns PKVK_OK (PKVK_ERR_INVALID for a counts-only plan). */
+int pkvk_plan_fold_wave(pkvk_plan *p, const pkvk_shape *s, int32_t sms);
 /* route_lens[i]: row i's bucket key (tokens); bucket_splits(route_len) per bucket is
  * given as splits_of_len, evaluated once per distinct length. Rows keep their
  * order inside a bucket; buckets come in decreasing route length. Empty splits keep

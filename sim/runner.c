@@ -51,7 +51,7 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
     pkv_sim sim = {0};
     int sim_ok = 0, rc = -1;
     if (pkv_engine_init(&eng, &cfg->shape, &cal, cfg->policy, cfg->bucket_mode, cfg->max_active,
-                        (int32_t)cfg->workload.max_context, NULL, (pkv_clock_source)clock, e)) {
+                        NULL, (pkv_clock_source)clock, e)) {
         pkv_calib_free(&cal);
         return -1;
     }

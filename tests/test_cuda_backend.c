@@ -67,12 +67,19 @@ int main(void) {
         if (rc) continue;
         hsize_t n;
         pkv_step_rec *s = read_steps(a, &n);
-        int timed = 1, checked = 1;
+        int timed = 1, checked = 1, metas = 0;
         for (hsize_t i = 0; i < n; i++) {
             timed &= s[i].t_device > 0 && s[i].t_wall >= s[i].t_device;
+            /* Where sampled, the metadata work and the attention are disjoint
+             * intervals of the wall. */
+            if (s[i].t_meta == s[i].t_meta) {
+                timed &= s[i].t_meta > 0 && s[i].t_wall >= s[i].t_device + s[i].t_meta;
+                metas++;
+            }
             checked &= s[i].max_err < 2e-3 && s[i].mean_err < 3e-4;
         }
-        CHECK(n > 40 && timed, "%s: %llu steps, device/wall times missing", policies[k],
+        CHECK(n > 40 && timed && metas >= 1 && metas <= (int)((n + 16) / 17),
+              "%s: %llu steps, device/wall/metadata times missing", policies[k],
               (unsigned long long)n);
         CHECK(checked, "%s: a step was not checked or failed its check", policies[k]);
         printf("%-14s %llu steps checked against the FP32 reference\n", policies[k],

@@ -236,7 +236,7 @@ int main(void) {
     pkv_calib_flashinfer_occupancy(&cal, &s);
     pkv_planner pl;
     pkvk_workspace *ws;
-    CHECK(pkv_planner_init(&pl, &s, &cal, 3, 100000, PKV_BUCKET_MODE_EXACT) == 0, "planner");
+    CHECK(pkv_planner_init(&pl, &s, &cal, 3, PKV_BUCKET_MODE_EXACT) == 0, "planner");
     CHECK(pkvk_workspace_create(&ws, &s, 3, pl.plans[0].cap_tasks, pl.plans[0].cap_tasks) == 0,
           "workspace: %s", pkvk_last_error());
     for (int route = 0; route < PKVK_ROUTE_COUNT; route++) {

@@ -18,28 +18,36 @@ static int32_t fixed_splits(int32_t route_len, int32_t rows, void *ctx) {
     return *(int32_t *)ctx;
 }
 
-/* Tasks cover each (row, kvh) token range exactly once, none empty, slots compact. */
+/* Tasks cover each (row, kvh) token range exactly once, none empty, slots compact;
+ * in any order (the planner may reorder them). */
 static void check_tasks(const pkvk_plan *p, const pkvk_shape *s, const int32_t *lens, int n) {
-    for (int i = 0; i < n; i++) {
-        for (int h = 0; h < s->hkv; h++) {
-            int32_t covered = 0, expect_begin = 0;
-            for (int32_t t = 0; t < p->n_tasks; t++) {
-                const pkvk_task *T = &p->tasks[t];
-                if (T->row != i || T->kvh != h) continue;
-                CHECK(T->t_end > T->t_begin, "empty task");
-                CHECK(T->t_begin == expect_begin, "gap or overlap at token %d of row %d",
-                      T->t_begin, i);
-                CHECK(T->split >= 0 && T->split < p->split_offsets[i + 1] - p->split_offsets[i],
-                      "task split %d outside row %d's slots", T->split, i);
-                expect_begin = T->t_end;
-                covered += T->t_end - T->t_begin;
-            }
-            CHECK(covered == lens[i], "row %d kvh %d: %d of %d tokens covered", i, h, covered,
-                  lens[i]);
-        }
-        CHECK(p->split_offsets[i + 1] > p->split_offsets[i], "row %d has no slot", i);
-    }
     CHECK(p->split_offsets[n] == p->n_slots, "n_slots");
+    CHECK(p->n_tasks == p->n_slots * s->hkv, "%d tasks for %d slots", p->n_tasks, p->n_slots);
+    char *seen = calloc((size_t)p->n_slots * s->hkv + 1, 1);
+    for (int32_t t = 0; t < p->n_tasks; t++) {
+        const pkvk_task *T = &p->tasks[t];
+        CHECK(T->row >= 0 && T->row < n && T->kvh >= 0 && T->kvh < s->hkv, "task %d", t);
+        int32_t S = p->split_offsets[T->row + 1] - p->split_offsets[T->row], tb, te;
+        CHECK(T->split >= 0 && T->split < S, "task split %d outside row %d's slots", T->split,
+              T->row);
+        pkvk_split_range(lens[T->row], S, T->split, &tb, &te);
+        CHECK(T->t_begin == tb && T->t_end == te && te > tb, "task %d: [%d, %d) for [%d, %d)", t,
+              T->t_begin, T->t_end, tb, te);
+        size_t k = (size_t)(p->split_offsets[T->row] + T->split) * s->hkv + T->kvh;
+        CHECK(!seen[k], "row %d kvh %d split %d twice", T->row, T->kvh, T->split);
+        seen[k] = 1;
+    }
+    free(seen);
+    for (int i = 0; i < n; i++) {
+        int32_t S = p->split_offsets[i + 1] - p->split_offsets[i], prev = 0, tb, te;
+        CHECK(S >= 1, "row %d has no slot", i);
+        for (int32_t sp = 0; sp < S; sp++) {
+            pkvk_split_range(lens[i], S, sp, &tb, &te);
+            CHECK(tb == prev && te > tb, "row %d split %d: gap, overlap or empty", i, sp);
+            prev = te;
+        }
+        CHECK(prev == lens[i], "row %d: %d of %d tokens covered", i, prev, lens[i]);
+    }
 }
 
 /* FlashInfer's partition, as its planners define it: every row in non-empty chunks of
@@ -139,20 +147,55 @@ int main(void) {
     }
     CHECK(cases == 16 * (1 + 3 * (PKVK_ROUTE_COUNT - 1)), "%d cases ran", cases);
 
-    /* Planner properties over random batches: task coverage, and one bucket (one
-     * split launch) per distinct route length. */
+    /* Planner properties over random batches: task coverage, the wave rule, and one
+     * bucket (one split launch) per distinct route length. */
     pkv_calib cal;
     pkv_calib_defaults(&cal); /* H200-like: 132 SMs, waves of 264 CTAs */
     pkvk_shape s = {32, 8, 128, 16};
     pkv_planner pl;
-    CHECK(pkv_planner_init(&pl, &s, &cal, 256, 131072, PKV_BUCKET_MODE_EXACT) == 0, "planner");
+    CHECK(pkv_planner_init(&pl, &s, &cal, 256, PKV_BUCKET_MODE_EXACT) == 0, "planner");
     for (int trial = 0; trial < 500; trial++) {
-        int n = 1 + (int)gsl_rng_uniform_int(r, 256);
+        int n = 1 + (int)gsl_rng_uniform_int(r, trial % 3 ? 256 : 33);
         int32_t lens[256];
         for (int i = 0; i < n; i++)
             lens[i] = 1 + (int32_t)gsl_rng_uniform_int(r, trial % 2 ? 131072 : 2000);
         CHECK(pkv_planner_build(&pl, PKVK_ROUTE_WORKQUEUE, lens, n) == 0, "wq plan");
         check_tasks(&pl.plans[PKVK_ROUTE_WORKQUEUE], &s, lens, n);
+        {
+            /* Rows that fit one wave make one wave whose longest task could not be
+             * shorter; past a wave no task is longer than the mean load. */
+            const pkvk_plan *wq = &pl.plans[PKVK_ROUTE_WORKQUEUE];
+            int64_t W = (int64_t)cal.resident_ctas_per_sm * cal.sm_count, total = 0, longest = 0;
+            for (int32_t t = 0; t < wq->n_tasks; t++) {
+                int64_t k = pkvk_tiles(wq->tasks[t].t_end) - wq->tasks[t].t_begin / PKVK_TILE;
+                if (k > longest) longest = k;
+            }
+            for (int i = 0; i < n; i++) total += pkvk_tiles(lens[i]) * s.hkv;
+            if ((int64_t)n * s.hkv <= W) {
+                CHECK(wq->n_tasks <= W, "%d tasks over a wave of %lld", wq->n_tasks, (long long)W);
+                /* Folded: the first SM-count tasks in non-decreasing length, the rest
+                 * non-increasing (up to a row's shorter last split). */
+                int32_t first = wq->n_tasks < cal.sm_count ? wq->n_tasks : cal.sm_count;
+                for (int32_t t = 1; t < wq->n_tasks; t++) {
+                    int32_t a = wq->tasks[t - 1].t_end - wq->tasks[t - 1].t_begin;
+                    int32_t b = wq->tasks[t].t_end - wq->tasks[t].t_begin;
+                    int last = wq->tasks[t].t_end == lens[wq->tasks[t].row] ||
+                               wq->tasks[t - 1].t_end == lens[wq->tasks[t - 1].row];
+                    if (t < first) CHECK(a <= b || last, "fold: task %d before %d", t - 1, t);
+                    if (t > first) CHECK(a >= b || last, "fold: task %d before %d", t - 1, t);
+                }
+                int64_t shorter = 0;
+                for (int i = 0; longest > cal.min_split_tiles && i < n; i++)
+                    shorter += (pkvk_tiles(lens[i]) + longest - 2) / (longest - 1) * s.hkv;
+                CHECK(longest <= cal.min_split_tiles || shorter > W,
+                      "tasks of %lld tiles would also fit the wave", (long long)(longest - 1));
+            } else {
+                int64_t mean = (total + W - 1) / W;
+                CHECK(longest <= (mean > cal.min_split_tiles ? mean : cal.min_split_tiles),
+                      "a task of %lld tiles past the mean load %lld", (long long)longest,
+                      (long long)mean);
+            }
+        }
         /* The model backend's counts-only plans have the same counters. */
         pkv_counters full, counted;
         pkv_cost_counters(&cal, &s, &pl.plans[PKVK_ROUTE_WORKQUEUE], lens, &full);
