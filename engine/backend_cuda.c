@@ -24,19 +24,21 @@ typedef struct cuda_backend {
     pkv_backend base;
     pkvk_shape shape;
     int32_t cap_rows, bt_stride;
-    uint16_t *k, *v;            /* device pools [n_pages][hkv][ps][d] */
-    uint16_t *q, *o;            /* device [cap_rows][hq][d] */
-    float *o_ref;               /* device [cap_rows][hq][d], FP32 reference */
-    uint16_t *src_k, *src_v;    /* device [SRC_ROWS][hkv][d] */
-    uint16_t *src_q;            /* device [SRC_ROWS][hq][d] */
-    int32_t *bt, *lens;         /* device [cap_rows][bt_stride], [cap_rows] */
-    int32_t *stage_h, *stage_d; /* pinned host / device: lengths, then (row, idx, page) */
-    size_t stage_cap;           /* int32 */
+    uint16_t *k, *v;         /* device pools [n_pages][hkv][ps][d] */
+    uint16_t *q, *o;         /* device [cap_rows][hq][d] */
+    float *o_ref;            /* device [cap_rows][hq][d], FP32 reference */
+    uint16_t *src_k, *src_v; /* device [SRC_ROWS][hkv][d] */
+    uint16_t *src_q;         /* device [SRC_ROWS][hq][d] */
+    int32_t *bt, *lens;      /* device [cap_rows][bt_stride], [cap_rows] */
+    int32_t *stage_h;        /* the step's lengths, then (row, idx, page) block-table updates */
+    size_t stage_cap;        /* int32 */
+    int32_t stage_n, stage_updates;
+    int stage_pending; /* prepared, not yet uploaded with the step's first plan */
     int64_t next_src;
     pkvk_workspace *ws;
     pkvk_mlp *mlp;    /* NULL: no MLP tail */
     int use_graph;    /* capture each step's work into a CUDA graph and replay it */
-    int meta_pending; /* the step's metadata work started at mark 2, not yet timed */
+    int meta_pending; /* the step's metadata work started at mark 4, not yet timed */
     int64_t steps;
     pkvk_graph *graph;
     int64_t graph_steps, graph_reused;
@@ -54,31 +56,42 @@ static int cuda_prepare(pkv_backend *base, const pkv_batch_view *v, pkv_err *e) 
     if (v->n_rows > b->cap_rows)
         return pkv_fail(e, "cuda backend: %d rows > %d", v->n_rows, b->cap_rows);
     memcpy(st, v->seq_lens, sizeof(int32_t) * (size_t)v->n_rows);
-    int32_t *up = st + v->n_rows;
+    for (int32_t i = 0; i < v->n_rows; i++)
+        st[v->n_rows + i] = v->block_table[(size_t)i * v->bt_stride + (v->seq_lens[i] - 1) / ps];
+    int32_t *up = st + 2 * v->n_rows;
     for (int32_t k = 0; k < v->n_dirty; k++) {
         int32_t r = v->dirty_rows[k];
         if (r >= v->n_rows) continue; /* the row left the batch */
         int32_t pages = (v->seq_lens[r] + ps - 1) / ps;
         for (int32_t j = v->dirty_from[r]; j < pages; j++) {
-            if ((size_t)(v->n_rows + 3 * (n_up + 1)) > b->stage_cap)
+            if ((size_t)(2 * v->n_rows + 3 * (n_up + 1)) > b->stage_cap)
                 return pkv_fail(e, "cuda backend: staging buffer too small");
             up[3 * n_up] = r, up[3 * n_up + 1] = j;
             up[3 * n_up + 2] = v->block_table[(size_t)r * v->bt_stride + j];
             n_up++;
         }
     }
-    size_t bytes = sizeof(int32_t) * ((size_t)v->n_rows + 3 * (size_t)n_up);
-    if (b->use_graph && pkvk_graph_begin()) return fail_dev(e, "graph capture");
-    /* Timing the metadata costs an event pair: every META_EVERY-th step only. */
-    b->meta_pending = !b->use_graph && b->steps++ % META_EVERY == 0;
-    if (b->meta_pending && pkvk_mark(2)) return fail_dev(e, "event");
-    if (pkvk_h2d_async(b->stage_d, st, bytes) ||
-        pkvk_step_prologue(&b->shape, v->n_rows, b->stage_d, n_up, b->lens, b->bt, b->bt_stride,
-                           b->k, b->v, b->q, b->src_k, b->src_v, b->src_q, SRC_ROWS, b->next_src)) {
-        if (b->use_graph) pkvk_graph_abort();
+    /* The stage goes to the device with the first plan of the step, in one copy,
+     * and the prologue runs right after it (cuda_run). */
+    b->stage_n = v->n_rows, b->stage_updates = n_up;
+    b->stage_pending = 1;
+    return 0;
+}
+
+/* Upload the plan (with the step's stage on the step's first run) and run the
+ * prologue: lengths, block-table updates and the K/V append. */
+static int upload_step(cuda_backend *b, const pkvk_plan *plan, pkv_err *e) {
+    if (!b->stage_pending) return pkvk_plan_upload(b->ws, plan) ? fail_dev(e, "plan upload") : 0;
+    size_t bytes = sizeof(int32_t) * (2 * (size_t)b->stage_n + 3 * (size_t)b->stage_updates);
+    const void *stage_d;
+    if (pkvk_plan_upload_with(b->ws, plan, b->stage_h, bytes, &stage_d))
+        return fail_dev(e, "plan upload");
+    if (pkvk_step_prologue(&b->shape, b->stage_n, (const int32_t *)stage_d, b->stage_updates,
+                           b->lens, b->bt, b->bt_stride, b->k, b->v, b->q, b->src_k, b->src_v,
+                           b->src_q, SRC_ROWS, b->next_src))
         return fail_dev(e, "step prologue");
-    }
-    b->next_src += v->n_rows;
+    b->next_src += b->stage_n;
+    b->stage_pending = 0;
     return 0;
 }
 
@@ -98,12 +111,15 @@ static int cuda_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan 
          * kernels, captured since prepare, run as one graph; its device time covers
          * all of them. */
         int reused = 0;
-        if (fi) {
-            pkvk_graph_abort();
+        if (fi)
             return pkv_fail(e, "run.cuda_graph: the FlashInfer routes cannot be captured (their "
                                "planner may allocate); run them without it");
+        if (pkvk_graph_begin()) return fail_dev(e, "graph capture");
+        if (upload_step(b, plan, e)) {
+            pkvk_graph_abort();
+            return -1;
         }
-        if (pkvk_plan_upload(b->ws, plan) || pkvk_launch(b->ws, &batch, plan, &launches)) {
+        if (pkvk_launch(b->ws, &batch, plan, &launches)) {
             pkvk_graph_abort();
             return fail_dev(e, pkvk_route_name(plan->route));
         }
@@ -113,7 +129,10 @@ static int cuda_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan 
         b->graph_steps++;
         b->graph_reused += reused;
     } else {
-        if (pkvk_plan_upload(b->ws, plan)) return fail_dev(e, "plan upload");
+        /* Timing the metadata costs an event pair: every META_EVERY-th step only. */
+        b->meta_pending = b->stage_pending && b->steps++ % META_EVERY == 0;
+        if (b->meta_pending && pkvk_mark(4)) return fail_dev(e, "event");
+        if (upload_step(b, plan, e)) return -1;
         /* FlashInfer's page list, like the prologue, is the step's metadata: outside
          * the attention's device time. */
         if (fi && pkvk_pack_csr(b->ws, &batch)) return fail_dev(e, "FlashInfer page list");
@@ -123,7 +142,7 @@ static int cuda_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan 
     }
     rec->t_device = ms * 1e-3;
     if (b->meta_pending) { /* the first route run after prepare */
-        if (pkvk_mark_elapsed(2, 0, &ms)) return fail_dev(e, "event");
+        if (pkvk_mark_elapsed(4, 0, &ms)) return fail_dev(e, "event");
         rec->t_meta = ms * 1e-3;
         b->meta_pending = 0;
     }
@@ -155,10 +174,9 @@ static int cuda_finish(pkv_backend *base, const pkv_batch_view *v, pkv_step_rec 
 
 static void cuda_destroy(pkv_backend *base) {
     cuda_backend *b = (cuda_backend *)base;
-    void *dev[] = {b->k,     b->v,     b->q,  b->o,    b->o_ref,  b->src_k,
-                   b->src_v, b->src_q, b->bt, b->lens, b->stage_d};
+    void *dev[] = {b->k, b->v, b->q, b->o, b->o_ref, b->src_k, b->src_v, b->src_q, b->bt, b->lens};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) pkvk_free(dev[i]);
-    pkvk_host_free(b->stage_h);
+    free(b->stage_h);
     pkvk_workspace_destroy(b->ws);
     pkvk_mlp_destroy(b->mlp);
     pkvk_graph_destroy(b->graph);
@@ -208,7 +226,7 @@ pkv_backend *pkv_backend_cuda_create(const pkvk_shape *s, int32_t n_pages, int32
     b->use_graph = use_graph;
     b->cap_rows = cap_rows;
     b->bt_stride = bt_stride;
-    b->stage_cap = (size_t)cap_rows + 3 * (size_t)cap_rows * bt_stride;
+    b->stage_cap = 2 * (size_t)cap_rows + 3 * (size_t)cap_rows * bt_stride;
     pkv_tensors t;
     b->o_host = malloc(rows * 2);
     b->ref_host = malloc(rows * 4);
@@ -222,9 +240,9 @@ pkv_backend *pkv_backend_cuda_create(const pkvk_shape *s, int32_t n_pages, int32
              pkvk_malloc((void **)&b->src_q, t.src_q_n * 2) ||
              pkvk_malloc((void **)&b->bt, (size_t)cap_rows * bt_stride * 4) ||
              pkvk_malloc((void **)&b->lens, (size_t)cap_rows * 4) ||
-             pkvk_malloc((void **)&b->stage_d, b->stage_cap * 4) ||
-             pkvk_host_alloc((void **)&b->stage_h, b->stage_cap * 4) ||
+             !(b->stage_h = malloc(b->stage_cap * 4)) ||
              pkvk_workspace_create(&b->ws, s, cap_rows, cap_slots, cap_tasks) ||
+             pkvk_workspace_reserve(b->ws, b->stage_cap * 4) ||
              pkvk_memset(b->bt, 0, (size_t)cap_rows * bt_stride * 4);
     /* Prefill content: the pool tiled from the shared blocks (reused pages keep stale
      * values, as in a server); new tokens and queries from the prepared rows. */

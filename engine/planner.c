@@ -107,9 +107,7 @@ int pkv_planner_build(pkv_planner *pl, pkvk_route r, const int32_t *seq_lens, in
         int64_t c = chunk_tiles(pl, pl->route_lens, 0, n_rows);
         for (int32_t i = 0; i < n_rows; i++)
             pl->splits[i] = (int32_t)ceil_div64(pl->route_lens[i], c);
-        int rc = pkvk_plan_workqueue(p, r, &pl->shape, seq_lens, pl->splits, n_rows);
-        if (rc || p->counts_only || pl->cal->resident_ctas_per_sm != 2) return rc;
-        return pkvk_plan_fold_wave(p, &pl->shape, pl->cal->sm_count);
+        return pkvk_plan_workqueue(p, r, &pl->shape, seq_lens, pl->splits, n_rows);
     }
     case PKVK_ROUTE_FLASHINFER:
     case PKVK_ROUTE_FLASHINFER_TC:

@@ -73,8 +73,6 @@ typedef struct pkvk_plan {
     int32_t *split_offsets; /* [n_rows + 1] partial-state slots of row i */
     int32_t n_slots;        /* split_offsets[n_rows] */
     pkvk_task *tasks;       /* [n_tasks] WORKQUEUE / FUSED */
-    pkvk_task *scratch;     /* [cap_tasks] host scratch for reordering */
-    int32_t *order;         /* [cap_rows] host scratch */
     int32_t n_tasks;
     int32_t *bucket_rows; /* [n_rows] row ids grouped by bucket (BUCKET) */
     pkvk_bucket *buckets; /* [n_buckets] (BUCKET) */
@@ -108,12 +106,6 @@ int pkvk_plan_ref(pkvk_plan *p, const int32_t *seq_lens, int32_t n_rows);
  * hkv tasks each, so a row's slot count may be lower than requested. */
 int pkvk_plan_workqueue(pkvk_plan *p, pkvk_route route, const pkvk_shape *s,
                         const int32_t *seq_lens, const int32_t *splits, int32_t n_rows);
-/* Reorder a workqueue plan's tasks for a step that fits one wave of 2 CTAs per SM on
- * `sms` SMs: longest first, the first `sms` of them reversed. The block scheduler
- * gives each SM one of the first `sms` CTAs, then a second from the rest in the same
- * order, so each SM pairs a long task with a short one. A plan with more tasks than
- * that keeps its order. Returns PKVK_OK (PKVK_ERR_INVALID for a counts-only plan). */
-int pkvk_plan_fold_wave(pkvk_plan *p, const pkvk_shape *s, int32_t sms);
 /* route_lens[i]: row i's bucket key (tokens); bucket_splits(route_len) per bucket is
  * given as splits_of_len, evaluated once per distinct length. Rows keep their
  * order inside a bucket; buckets come in decreasing route length. Empty splits keep
@@ -193,6 +185,15 @@ int pkvk_workspace_create(pkvk_workspace **ws, const pkvk_shape *s, int32_t cap_
 void pkvk_workspace_destroy(pkvk_workspace *ws);
 /* Copy the plan's arrays to the device (outside the timed region in benchmarks). */
 int pkvk_plan_upload(pkvk_workspace *ws, const pkvk_plan *p);
+/* The same, with `extra` (the caller's step metadata, extra_bytes) in the same single
+ * host-to-device copy; *extra_dev receives its device copy, valid until the next
+ * upload. The arrays are packed into pinned staging first (extra may be any host
+ * memory). */
+int pkvk_plan_upload_with(pkvk_workspace *ws, const pkvk_plan *p, const void *extra,
+                          size_t extra_bytes, const void **extra_dev);
+/* Make room for plans with up to extra_bytes of extra, so that no upload allocates
+ * (none may while a CUDA graph is being captured). */
+int pkvk_workspace_reserve(pkvk_workspace *ws, size_t extra_bytes);
 /* Launch the uploaded plan on a device batch. Asynchronous; checks launch errors.
  * *launches receives the number of kernel launches made. */
 int pkvk_launch(pkvk_workspace *ws, const pkvk_batch *b, const pkvk_plan *p, int *launches);
@@ -209,15 +210,16 @@ int pkvk_host_alloc(void **p, size_t bytes);
 void pkvk_host_free(void *p);
 int pkvk_h2d_async(void *dst, const void *src, size_t bytes);
 
-/* One decode step's prologue, in one launch, on device arrays:
+/* One decode step's prologue, in one launch, on device arrays. stage (device,
+ * 2 * n_rows + 3 * n_updates int32) holds the rows' lengths, then the page each
+ * row's new token lands in, then (row, idx, page) block-table updates:
  *  - seq_lens[i] = stage[i] for i < n_rows;
- *  - block_table[row * bt_stride + idx] = page for each of the n_updates triples
- *    (row, idx, page) that follow the lengths in stage;
- *  - every row appends its new token (position seq_lens[i] - 1): K and V of each KV
- *    head copied from row (first_src + i) % src_rows of src_k / src_v
- *    ([src_rows][hkv][d] fp16, prepared random content), and Q of the step copied
- *    likewise from src_q ([src_rows][hq][d]) into q.
- * stage: device, n_rows + 3 * n_updates int32. */
+ *  - block_table[row * bt_stride + idx] = page for each update;
+ *  - every row appends its new token (position seq_lens[i] - 1, into page
+ *    stage[n_rows + i]): K and V of each KV head copied from row
+ *    (first_src + i) % src_rows of src_k / src_v ([src_rows][hkv][d] fp16, prepared
+ *    random content), and Q of the step copied likewise from src_q
+ *    ([src_rows][hq][d]) into q. */
 int pkvk_step_prologue(const pkvk_shape *s, int32_t n_rows, const int32_t *stage, int32_t n_updates,
                        int32_t *seq_lens, int32_t *block_table, int32_t bt_stride,
                        uint16_t *k_cache, uint16_t *v_cache, uint16_t *q, const uint16_t *src_k,

@@ -11,6 +11,7 @@
 // in the log2 domain (scaled by sm_scale * log2 e) so every exponential is exp2f.
 #include <cuda_fp16.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "pkvk_cuda.h"
 #include "pkvk_fi.h"
@@ -428,10 +429,41 @@ struct pkvk_workspace {
     int32_t cap_rows, cap_slots, cap_tasks;
     float *part_acc, *part_ml;
     int *counters;
+    // The uploaded plan: one device arena filled by one copy from pinned staging;
+    // the array pointers point into it.
+    char *arena, *staging;
+    size_t arena_bytes;
     int32_t *split_offsets, *bucket_rows;
     pkvk_task *tasks;
     pkvk_fi *fi; // FlashInfer's state, made at the first FlashInfer plan
 };
+
+static size_t align16(size_t n) {
+    return (n + 15) & ~(size_t)15;
+}
+
+// Arena bytes of the largest plan the workspace takes.
+static size_t plan_bytes(const pkvk_workspace *w) {
+    return align16(((size_t)w->cap_rows + 1) * sizeof(int32_t)) +
+           align16((size_t)w->cap_rows * sizeof(int32_t)) +
+           align16((size_t)w->cap_tasks * sizeof(pkvk_task));
+}
+
+// Room for `bytes` in the arena and its staging; grows (rarely) by doubling.
+static int reserve_arena(pkvk_workspace *w, size_t bytes) {
+    if (bytes <= w->arena_bytes) return PKVK_OK;
+    size_t cap = w->arena_bytes ? w->arena_bytes : 4096;
+    while (cap < bytes) cap *= 2;
+    PKVK_CK(cudaStreamSynchronize(pkvk_stream())); // the old arena may still be in use
+    pkvk_free(w->arena);
+    pkvk_host_free(w->staging);
+    w->arena = w->staging = nullptr;
+    w->arena_bytes = 0;
+    int rc = pkvk_malloc((void **)&w->arena, cap);
+    if (!rc) rc = pkvk_host_alloc((void **)&w->staging, cap);
+    if (!rc) w->arena_bytes = cap;
+    return rc;
+}
 
 static bool is_flashinfer(pkvk_route r) {
     return r == PKVK_ROUTE_FLASHINFER || r == PKVK_ROUTE_FLASHINFER_TC;
@@ -448,9 +480,7 @@ extern "C" int pkvk_workspace_create(pkvk_workspace **out, const pkvk_shape *s, 
     if (!rc) rc = pkvk_malloc((void **)&w->part_ml, states * 2 * sizeof(float));
     if (!rc) rc = pkvk_malloc((void **)&w->counters, (size_t)cap_rows * s->hkv * sizeof(int));
     if (!rc) rc = pkvk_memset(w->counters, 0, (size_t)cap_rows * s->hkv * sizeof(int));
-    if (!rc) rc = pkvk_malloc((void **)&w->split_offsets, ((size_t)cap_rows + 1) * sizeof(int32_t));
-    if (!rc) rc = pkvk_malloc((void **)&w->bucket_rows, (size_t)cap_rows * sizeof(int32_t));
-    if (!rc) rc = pkvk_malloc((void **)&w->tasks, (size_t)cap_tasks * sizeof(pkvk_task));
+    if (!rc) rc = reserve_arena(w, plan_bytes(w) + 4096);
     if (rc) {
         pkvk_workspace_destroy(w);
         return rc;
@@ -464,31 +494,47 @@ extern "C" void pkvk_workspace_destroy(pkvk_workspace *w) {
     pkvk_free(w->part_acc);
     pkvk_free(w->part_ml);
     pkvk_free(w->counters);
-    pkvk_free(w->split_offsets);
-    pkvk_free(w->bucket_rows);
-    pkvk_free(w->tasks);
+    pkvk_free(w->arena);
+    pkvk_host_free(w->staging);
     pkvk_fi_destroy(w->fi);
     free(w);
 }
 
-extern "C" int pkvk_plan_upload(pkvk_workspace *w, const pkvk_plan *p) {
+extern "C" int pkvk_plan_upload_with(pkvk_workspace *w, const pkvk_plan *p, const void *extra,
+                                     size_t extra_bytes, const void **extra_dev) {
     if (p->n_rows > w->cap_rows || p->n_slots > w->cap_slots || p->n_tasks > w->cap_tasks)
         return pkvk_fail_msg(PKVK_ERR_INVALID, "plan larger than its workspace");
     if (p->counts_only && p->n_tasks)
         return pkvk_fail_msg(PKVK_ERR_INVALID, "a counts-only plan cannot be launched");
-    if (is_flashinfer(p->route)) {
-        int rc = w->fi ? PKVK_OK : pkvk_fi_create(&w->fi, &w->shape, w->cap_rows);
-        return rc ? rc : pkvk_fi_upload(w->fi, p);
+    const bool fi = is_flashinfer(p->route);
+    const size_t so = align16(extra_bytes), br = so + align16(sizeof(int32_t) * (p->n_rows + 1));
+    const size_t nbr = p->route == PKVK_ROUTE_BUCKET ? sizeof(int32_t) * p->n_rows : 0;
+    const size_t tk = br + align16(nbr), end = fi ? so : tk + sizeof(pkvk_task) * p->n_tasks;
+    int rc = reserve_arena(w, end);
+    if (rc) return rc;
+    if (extra_bytes) memcpy(w->staging, extra, extra_bytes);
+    if (!fi) {
+        memcpy(w->staging + so, p->split_offsets, sizeof(int32_t) * (p->n_rows + 1));
+        if (nbr) memcpy(w->staging + br, p->bucket_rows, nbr);
+        if (p->n_tasks) memcpy(w->staging + tk, p->tasks, sizeof(pkvk_task) * p->n_tasks);
+        w->split_offsets = (int32_t *)(w->arena + so);
+        w->bucket_rows = (int32_t *)(w->arena + br);
+        w->tasks = (pkvk_task *)(w->arena + tk);
     }
-    PKVK_CK(cudaMemcpyAsync(w->split_offsets, p->split_offsets, sizeof(int32_t) * (p->n_rows + 1),
-                            cudaMemcpyHostToDevice, pkvk_stream()));
-    if (p->route == PKVK_ROUTE_BUCKET)
-        PKVK_CK(cudaMemcpyAsync(w->bucket_rows, p->bucket_rows, sizeof(int32_t) * p->n_rows,
-                                cudaMemcpyHostToDevice, pkvk_stream()));
-    if (p->n_tasks)
-        PKVK_CK(cudaMemcpyAsync(w->tasks, p->tasks, sizeof(pkvk_task) * p->n_tasks,
-                                cudaMemcpyHostToDevice, pkvk_stream()));
-    return PKVK_OK;
+    if (end)
+        PKVK_CK(cudaMemcpyAsync(w->arena, w->staging, end, cudaMemcpyHostToDevice, pkvk_stream()));
+    if (extra_dev) *extra_dev = w->arena;
+    if (!fi) return PKVK_OK;
+    rc = w->fi ? PKVK_OK : pkvk_fi_create(&w->fi, &w->shape, w->cap_rows);
+    return rc ? rc : pkvk_fi_upload(w->fi, p);
+}
+
+extern "C" int pkvk_workspace_reserve(pkvk_workspace *w, size_t extra_bytes) {
+    return reserve_arena(w, plan_bytes(w) + align16(extra_bytes));
+}
+
+extern "C" int pkvk_plan_upload(pkvk_workspace *w, const pkvk_plan *p) {
+    return pkvk_plan_upload_with(w, p, nullptr, 0, nullptr);
 }
 
 extern "C" int pkvk_launch(pkvk_workspace *w, const pkvk_batch *b, const pkvk_plan *plan,

@@ -41,6 +41,13 @@ void pkvk_workspace_destroy(pkvk_workspace *ws) {}
 int pkvk_plan_upload(pkvk_workspace *ws, const pkvk_plan *p) {
     return PKVK_ERR_NO_DEVICE;
 }
+int pkvk_plan_upload_with(pkvk_workspace *ws, const pkvk_plan *p, const void *extra,
+                          size_t extra_bytes, const void **extra_dev) {
+    return PKVK_ERR_NO_DEVICE;
+}
+int pkvk_workspace_reserve(pkvk_workspace *ws, size_t extra_bytes) {
+    return PKVK_ERR_NO_DEVICE;
+}
 int pkvk_launch(pkvk_workspace *ws, const pkvk_batch *b, const pkvk_plan *p, int *launches) {
     return PKVK_ERR_NO_DEVICE;
 }

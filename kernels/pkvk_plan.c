@@ -33,10 +33,7 @@ int pkvk_plan_init(pkvk_plan *p, int32_t cap_rows, int32_t cap_tasks) {
     p->buckets = malloc(sizeof(pkvk_bucket) * (size_t)cap_rows);
     p->tasks = plan_alloc(p, sizeof(pkvk_task) * (size_t)cap_tasks);
     p->lens = malloc(sizeof(int32_t) * (size_t)cap_rows);
-    p->scratch = malloc(sizeof(pkvk_task) * (size_t)cap_tasks);
-    p->order = malloc(sizeof(int32_t) * (size_t)cap_rows);
-    if (!p->split_offsets || !p->bucket_rows || !p->buckets || !p->tasks || !p->lens ||
-        !p->scratch || !p->order) {
+    if (!p->split_offsets || !p->bucket_rows || !p->buckets || !p->tasks || !p->lens) {
         pkvk_plan_free(p);
         return PKVK_ERR_OUT_OF_MEMORY;
     }
@@ -51,8 +48,6 @@ void pkvk_plan_free(pkvk_plan *p) {
     free(p->buckets);
     plan_release(p, p->tasks);
     free(p->lens);
-    free(p->scratch);
-    free(p->order);
     *p = (pkvk_plan){0};
 }
 
@@ -171,35 +166,6 @@ int pkvk_plan_bucket(pkvk_plan *p, const int32_t *seq_lens, const int32_t *route
     }
     p->split_offsets[n_rows] = slot;
     p->n_slots = slot;
-    return PKVK_OK;
-}
-
-int pkvk_plan_fold_wave(pkvk_plan *p, const pkvk_shape *s, int32_t sms) {
-    if (p->route != PKVK_ROUTE_WORKQUEUE && p->route != PKVK_ROUTE_FUSED) return PKVK_ERR_INVALID;
-    if (p->counts_only && p->n_tasks) return PKVK_ERR_INVALID;
-    if (sms < 1 || p->n_tasks > 2 * sms) return PKVK_OK;
-    /* Rows by their tasks' length, longest first (insertion sort: a step that fits one
-     * wave has at most 2 * sms / hkv rows). A row's tasks are contiguous, from task
-     * hkv * split_offsets[i], its first split the longest. */
-    int32_t n = p->n_rows, *ord = p->order;
-    for (int32_t i = 0; i < n; i++) {
-        const pkvk_task *t = &p->tasks[(size_t)s->hkv * p->split_offsets[i]];
-        int32_t len = t->t_end - t->t_begin, k = i;
-        for (; k > 0; k--) {
-            const pkvk_task *u = &p->tasks[(size_t)s->hkv * p->split_offsets[ord[k - 1]]];
-            if (u->t_end - u->t_begin >= len) break;
-            ord[k] = ord[k - 1];
-        }
-        ord[k] = i;
-    }
-    int32_t m = 0;
-    for (int32_t k = 0; k < n; k++) {
-        int32_t i = ord[k], b = s->hkv * p->split_offsets[i], e = s->hkv * p->split_offsets[i + 1];
-        for (int32_t j = b; j < e; j++) p->scratch[m++] = p->tasks[j];
-    }
-    int32_t first = p->n_tasks < sms ? p->n_tasks : sms;
-    for (int32_t j = 0; j < first; j++) p->tasks[j] = p->scratch[first - 1 - j];
-    for (int32_t j = first; j < p->n_tasks; j++) p->tasks[j] = p->scratch[j];
     return PKVK_OK;
 }
 

@@ -18,21 +18,16 @@ __global__ void prologue_kernel(int32_t n_rows, const int32_t *__restrict__ stag
     if (b >= n_rows) {
         int u = (b - n_rows) * blockDim.x + tid;
         if (u < n_updates) {
-            const int32_t *t = stage + n_rows + 3 * u;
+            const int32_t *t = stage + 2 * n_rows + 3 * u;
             bt[(size_t)t[0] * bt_stride + t[1]] = t[2];
         }
         return;
     }
     int32_t len = stage[b];
     if (tid == 0) seq_lens[b] = len;
-    // The updates of this step may include the page this token lands in: read the
-    // page from the stage when it is there, else from the table.
-    int32_t pos = len - 1, pi = pos / ps, page = -1;
-    for (int u = 0; u < n_updates; u++) {
-        const int32_t *t = stage + n_rows + 3 * u;
-        if (t[0] == b && t[1] == pi) page = t[2];
-    }
-    if (page < 0) page = bt[(size_t)b * bt_stride + pi];
+    // The page comes with the stage: the table's entry may be one of this step's
+    // updates, written by another block.
+    int32_t pos = len - 1, page = stage[n_rows + b];
     const int chunks = d / 8; // 16-byte chunks per head row
     size_t src = (size_t)((first_src + b) % src_rows);
     for (int c = tid; c < hkv * chunks; c += blockDim.x) {

@@ -8,8 +8,8 @@ set -uo pipefail
 out=${1:?usage: gpu_session.sh OUTDIR [skip-bench]}
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
-.bundle/run test_kernels_gpu 2>&1 | tail -3 | tee "$out/test_kernels_gpu.log"
-.bundle/run test_cuda_backend 2>&1 | tail -9 | tee "$out/test_cuda_backend.log"
+.bundle/run test_kernels_gpu > "$out/test_kernels_gpu.log" 2>&1; tail -3 "$out/test_kernels_gpu.log"
+.bundle/run test_cuda_backend > "$out/test_cuda_backend.log" 2>&1; tail -12 "$out/test_cuda_backend.log"
 [ "${2:-}" = skip-bench ] || .bundle/run pkvsim bench kernels --out "$out/bench_kernels.txt" > /dev/null 2>&1
 cal=()
 if [ "${CALIBRATE:-0}" = 1 ]; then
@@ -21,7 +21,10 @@ for exp in bucketed_b1 bimodal_b8; do
   for route in ref_paged flashinfer flashinfer_tc pkv_bucket pkv_workqueue pkv_fused adaptive oracle; do
     echo "== $exp $route"
     .bundle/run pkvsim run experiments/$exp.json --backend cuda --route "$route" "${cal[@]}" \
-      -o "$out/run.h5" 2>&1 | grep -E "decode|host|routes|steps|pkvsim:"
+      -o "$out/run.h5" 2>&1 | grep -E "decode|host|of which|routes|steps|pkvsim:"
   done
 done 2>&1 | tee "$out/loop.log"
+echo "== bimodal_b8_graph adaptive" | tee -a "$out/loop.log"
+.bundle/run pkvsim run experiments/bimodal_b8_graph.json --backend cuda "${cal[@]}" -o "$out/run.h5" \
+  2>&1 | grep -E "decode|host|of which|routes|graphs|pkvsim:" | tee -a "$out/loop.log"
 rm -f "$out/run.h5"

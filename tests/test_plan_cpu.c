@@ -18,8 +18,8 @@ static int32_t fixed_splits(int32_t route_len, int32_t rows, void *ctx) {
     return *(int32_t *)ctx;
 }
 
-/* Tasks cover each (row, kvh) token range exactly once, none empty, slots compact;
- * in any order (the planner may reorder them). */
+/* Tasks cover each (row, kvh) token range exactly once, none empty, slots compact,
+ * whatever their order. */
 static void check_tasks(const pkvk_plan *p, const pkvk_shape *s, const int32_t *lens, int n) {
     CHECK(p->split_offsets[n] == p->n_slots, "n_slots");
     CHECK(p->n_tasks == p->n_slots * s->hkv, "%d tasks for %d slots", p->n_tasks, p->n_slots);
@@ -173,17 +173,6 @@ int main(void) {
             for (int i = 0; i < n; i++) total += pkvk_tiles(lens[i]) * s.hkv;
             if ((int64_t)n * s.hkv <= W) {
                 CHECK(wq->n_tasks <= W, "%d tasks over a wave of %lld", wq->n_tasks, (long long)W);
-                /* Folded: the first SM-count tasks in non-decreasing length, the rest
-                 * non-increasing (up to a row's shorter last split). */
-                int32_t first = wq->n_tasks < cal.sm_count ? wq->n_tasks : cal.sm_count;
-                for (int32_t t = 1; t < wq->n_tasks; t++) {
-                    int32_t a = wq->tasks[t - 1].t_end - wq->tasks[t - 1].t_begin;
-                    int32_t b = wq->tasks[t].t_end - wq->tasks[t].t_begin;
-                    int last = wq->tasks[t].t_end == lens[wq->tasks[t].row] ||
-                               wq->tasks[t - 1].t_end == lens[wq->tasks[t - 1].row];
-                    if (t < first) CHECK(a <= b || last, "fold: task %d before %d", t - 1, t);
-                    if (t > first) CHECK(a >= b || last, "fold: task %d before %d", t - 1, t);
-                }
                 int64_t shorter = 0;
                 for (int i = 0; longest > cal.min_split_tiles && i < n; i++)
                     shorter += (pkvk_tiles(lens[i]) + longest - 2) / (longest - 1) * s.hkv;
