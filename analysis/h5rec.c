@@ -219,6 +219,7 @@ int pkv_h5rec_calibration(pkv_h5rec *r, const pkv_calib *c, pkv_err *e) {
     if (rc >= 0)
         rc = attr_u64(g, "flashinfer_decode_ctas_per_sm",
                       (uint64_t)c->flashinfer_decode_ctas_per_sm);
+    if (rc >= 0) rc = attr_f64(g, "wave_balance_min", c->wave_balance_min);
     for (int k = 0; k < PKVK_ROUTE_COUNT && rc >= 0; k++) {
         char name[64];
         snprintf(name, sizeof name, "route_scale_%s", pkvk_route_name((pkvk_route)k));

@@ -21,6 +21,7 @@ static const char *const calib_keys[] = {"gpu_name",
                                          "min_split_tiles",
                                          "resident_ctas_per_sm",
                                          "flashinfer_decode_ctas_per_sm",
+                                         "wave_balance_min",
                                          "route_scale",
                                          "fit",
                                          NULL};
@@ -52,6 +53,8 @@ int pkv_calib_apply(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e) 
         pkv_json_int(o, path, "margin_small_rows", msr, 0, 1 << 20, &msr, e) ||
         pkv_json_num(o, path, "margin_small", c->margin_small, 0, true, 100, &c->margin_small, e) ||
         pkv_json_num(o, path, "margin_large", c->margin_large, 0, true, 100, &c->margin_large, e) ||
+        pkv_json_num(o, path, "wave_balance_min", c->wave_balance_min, 0, true, 1,
+                     &c->wave_balance_min, e) ||
         pkv_json_int(o, path, "min_split_tiles", mst, 1, 1 << 20, &mst, e) ||
         pkv_json_int(o, path, "resident_ctas_per_sm", res, 1, 64, &res, e) ||
         pkv_json_int(o, path, "flashinfer_decode_ctas_per_sm", fdc, 1, 64, &fdc, e))
@@ -97,6 +100,7 @@ void pkv_calib_defaults(pkv_calib *c) {
                      .min_split_tiles = 4,
                      .resident_ctas_per_sm = 2,
                      .flashinfer_decode_ctas_per_sm = 8,
+                     .wave_balance_min = 0.95,
                      .placeholder = true};
     snprintf(c->gpu_name, sizeof c->gpu_name, "unknown");
     for (int r = 0; r < PKVK_ROUTE_COUNT; r++) c->route_scale[r] = 1.0;

@@ -21,7 +21,8 @@ typedef struct pkv_calib {
     double margin_large;      /* promotion margin for B8-like (larger) steps */
     int min_split_tiles;      /* smallest split the planners make, in 32-token tiles */
     int resident_ctas_per_sm; /* decode CTAs resident on one SM: a wave is this x sm_count */
-    int flashinfer_decode_ctas_per_sm;    /* FlashInfer's decode occupancy (its planner's grid) */
+    int flashinfer_decode_ctas_per_sm; /* FlashInfer's decode occupancy (its planner's grid) */
+    double wave_balance_min; /* a one-wave plan less balanced than this goes over two waves */
     double route_scale[PKVK_ROUTE_COUNT]; /* fitted factor on each route's modelled time */
     char *json;                           /* the file verbatim (owned) */
 } pkv_calib;

@@ -275,6 +275,7 @@ int pkv_calibrate_main(int argc, char **argv) {
     cJSON_AddNumberToObject(root, "min_split_tiles", cal.min_split_tiles);
     cJSON_AddNumberToObject(root, "flashinfer_decode_ctas_per_sm",
                             cal.flashinfer_decode_ctas_per_sm);
+    cJSON_AddNumberToObject(root, "wave_balance_min", cal.wave_balance_min);
     cJSON_AddItemToObject(root, "route_scale", rs);
     cJSON_AddNumberToObject(fit, "points", n);
     cJSON_AddNumberToObject(fit, "rms_rel_error_before_scales", rms_all);

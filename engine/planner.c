@@ -6,13 +6,16 @@
  * W = resident x sm_count CTAs. A step's rows are cut into chunks of one size c
  * (tiles), each chunk one CTA per KV head:
  *  - when the rows alone fit one wave, c is the smallest chunk whose CTAs still fit
- *    it: one wave whose longest CTA is as short as it can be;
+ *    it: one wave whose longest CTA is as short as it can be; unless that wave's CTAs
+ *    are unequal (mean below wave_balance_min of the longest), then the smallest
+ *    chunk that fits two waves;
  *  - otherwise c is the wave's mean load (total tiles / W), so that no CTA outlasts
  *    it: rows shorter than that are not split at all.
  * Chunks never go below min_split_tiles. Measured on the H200 (bench/RESULTS.md):
  * per-row shares of a wave rounded down left B=8 8K..64K at 59% of the read
  * ceiling, because one row's CTAs ran 1.7x longer than the rest; equal chunks over
- * one wave reach 90%+, as FlashInfer's planner does. */
+ * one wave reach 90%+, as FlashInfer's planner does. Unequal rows (B=8 bimodal:
+ * CTAs of 6.5K and 4K tokens in one wave, 81.9%) ran at 90.1% over two waves. */
 static int64_t wave_ctas(const pkv_calib *c) {
     return (int64_t)c->resident_ctas_per_sm * c->sm_count;
 }
@@ -30,26 +33,48 @@ static int64_t ctas_at(const int32_t *tiles, int32_t same, int32_t n, int hkv, i
     return k * hkv;
 }
 
+/* The smallest chunk (>= lo) whose CTAs fit `budget`. */
+static int64_t fit_chunk(const int32_t *tiles, int32_t same, int32_t n, int hkv, int64_t lo,
+                         int64_t most, int64_t budget) {
+    int64_t hi = most > lo ? most : lo;
+    while (lo < hi) {
+        int64_t mid = (lo + hi) / 2;
+        if (ctas_at(tiles, same, n, hkv, mid) > budget)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Mean over longest CTA of rows cut at chunk c (a row of t tiles in ceil(t / c)
+ * equal runs). */
+static double balance_at(const int32_t *tiles, int32_t n, int64_t c) {
+    int64_t total = 0, ctas = 0, longest = 0;
+    for (int32_t i = 0; i < n; i++) {
+        int64_t k = ceil_div64(tiles[i], c), run = ceil_div64(tiles[i], k);
+        total += tiles[i], ctas += k;
+        if (run > longest) longest = run;
+    }
+    return longest ? (double)total / ctas / longest : 1.0;
+}
+
 static int64_t chunk_tiles(const pkv_planner *pl, const int32_t *tiles, int32_t same, int32_t n) {
     const pkv_calib *c = pl->cal;
+    const int hkv = pl->shape.hkv;
     int64_t W = wave_ctas(c), most = same, total = 0, lo = c->min_split_tiles;
     for (int32_t i = 0; tiles && i < n; i++) {
         if (tiles[i] > most) most = tiles[i];
         total += tiles[i];
     }
     if (!tiles) total = (int64_t)same * n;
-    total *= pl->shape.hkv;
-    if ((int64_t)n * pl->shape.hkv > W)
-        return ceil_div64(total, W) > lo ? ceil_div64(total, W) : lo;
-    int64_t hi = most > lo ? most : lo;
-    while (lo < hi) {
-        int64_t mid = (lo + hi) / 2;
-        if (ctas_at(tiles, same, n, pl->shape.hkv, mid) > W)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    total *= hkv;
+    if ((int64_t)n * hkv > W) return ceil_div64(total, W) > lo ? ceil_div64(total, W) : lo;
+    int64_t one = fit_chunk(tiles, same, n, hkv, lo, most, W);
+    /* Unequal CTAs in one wave leave SMs idle while the longest finish: plan two
+     * waves of shorter chunks instead, which the block scheduler balances. */
+    if (!tiles || balance_at(tiles, n, one) >= c->wave_balance_min) return one;
+    return fit_chunk(tiles, same, n, hkv, lo, most, 2 * W);
 }
 
 int pkv_planner_init(pkv_planner *pl, const pkvk_shape *s, const pkv_calib *cal, int32_t cap_rows,

@@ -162,8 +162,9 @@ int main(void) {
         CHECK(pkv_planner_build(&pl, PKVK_ROUTE_WORKQUEUE, lens, n) == 0, "wq plan");
         check_tasks(&pl.plans[PKVK_ROUTE_WORKQUEUE], &s, lens, n);
         {
-            /* Rows that fit one wave make one wave whose longest task could not be
-             * shorter; past a wave no task is longer than the mean load. */
+            /* Rows that fit one wave make one wave (two when its CTAs would be
+             * unequal) whose longest task could not be shorter; past a wave no task
+             * is longer than the mean load. */
             const pkvk_plan *wq = &pl.plans[PKVK_ROUTE_WORKQUEUE];
             int64_t W = (int64_t)cal.resident_ctas_per_sm * cal.sm_count, total = 0, longest = 0;
             for (int32_t t = 0; t < wq->n_tasks; t++) {
@@ -172,12 +173,34 @@ int main(void) {
             }
             for (int i = 0; i < n; i++) total += pkvk_tiles(lens[i]) * s.hkv;
             if ((int64_t)n * s.hkv <= W) {
-                CHECK(wq->n_tasks <= W, "%d tasks over a wave of %lld", wq->n_tasks, (long long)W);
+                int64_t budget = wq->n_tasks > W ? 2 * W : W;
+                CHECK(wq->n_tasks <= 2 * W, "%d tasks over two waves of %lld", wq->n_tasks,
+                      (long long)W);
                 int64_t shorter = 0;
                 for (int i = 0; longest > cal.min_split_tiles && i < n; i++)
                     shorter += (pkvk_tiles(lens[i]) + longest - 2) / (longest - 1) * s.hkv;
-                CHECK(longest <= cal.min_split_tiles || shorter > W,
-                      "tasks of %lld tiles would also fit the wave", (long long)(longest - 1));
+                CHECK(longest <= cal.min_split_tiles || shorter > budget,
+                      "tasks of %lld tiles would also fit %lld CTAs", (long long)(longest - 1),
+                      (long long)budget);
+                if (budget > W) {
+                    /* Two waves only where the one-wave split is unbalanced: its
+                     * smallest fitting chunk, found by scanning, gives a mean CTA
+                     * below wave_balance_min of the longest. */
+                    int64_t c1 = cal.min_split_tiles, k, runs, run_max;
+                    for (;; c1++) {
+                        k = 0;
+                        for (int i = 0; i < n; i++) k += (pkvk_tiles(lens[i]) + c1 - 1) / c1;
+                        if (k * s.hkv <= W) break;
+                    }
+                    runs = run_max = 0;
+                    for (int i = 0; i < n; i++) {
+                        int64_t t = pkvk_tiles(lens[i]), S = (t + c1 - 1) / c1;
+                        runs += S;
+                        if ((t + S - 1) / S > run_max) run_max = (t + S - 1) / S;
+                    }
+                    CHECK((double)(total / s.hkv) / runs / run_max < cal.wave_balance_min,
+                          "two waves for a balanced one-wave split");
+                }
             } else {
                 int64_t mean = (total + W - 1) / W;
                 CHECK(longest <= (mean > cal.min_split_tiles ? mean : cal.min_split_tiles),
@@ -212,6 +235,22 @@ int main(void) {
         for (int b = 0; b < bp->n_buckets; b++)
             rows += bp->buckets[b].row_end - bp->buckets[b].row_begin;
         CHECK(rows == n, "bucket rows %d of %d", rows, n);
+    }
+    {
+        /* The study's cases on an H200-like calibration: equal rows make one wave of
+         * equal CTAs; B=8 bimodal (CTAs of 6.5K and 4K tokens in one wave) goes over
+         * two waves. */
+        const int32_t b1[1] = {32768}, b8[8] = {32768, 32768, 32768, 32768,
+                                               32768, 32768, 32768, 32768};
+        const int32_t bi[8] = {65536, 8192, 8192, 8192, 65536, 8192, 8192, 8192};
+        const pkvk_plan *wq = &pl.plans[PKVK_ROUTE_WORKQUEUE];
+        CHECK(pkv_planner_build(&pl, PKVK_ROUTE_WORKQUEUE, b1, 1) == 0 && wq->n_tasks == 256,
+              "B=1 32K: %d tasks", wq->n_tasks);
+        CHECK(pkv_planner_build(&pl, PKVK_ROUTE_WORKQUEUE, b8, 8) == 0 && wq->n_tasks == 256,
+              "B=8 32K: %d tasks", wq->n_tasks);
+        CHECK(pkv_planner_build(&pl, PKVK_ROUTE_WORKQUEUE, bi, 8) == 0 && wq->n_tasks > 264 &&
+                  wq->n_tasks <= 528,
+              "B=8 bimodal: %d tasks", wq->n_tasks);
     }
     pkv_planner_free(&pl);
     gsl_rng_free(r);
