@@ -21,6 +21,27 @@ typedef struct cpu_backend {
     int64_t next_src; /* prepared row of the next appended token */
 } cpu_backend;
 
+static size_t page_elems(const pkvk_shape *s) {
+    return (size_t)s->hkv * s->page_size * s->d;
+}
+
+/* The listed pages (all of the first n when pages is NULL) get the pool's tiles. */
+static void fill_pages(cpu_backend *b, const int32_t *pages, int32_t n) {
+    size_t pe = page_elems(&b->shape);
+    for (int32_t i = 0; i < n; i++)
+        for (size_t j = (size_t)(pages ? pages[i] : i) * pe, end = j + pe; j < end; j++) {
+            b->k[j] = b->t.blk_k[j % PKV_TENSOR_BLOCK];
+            b->v[j] = b->t.blk_v[j % PKV_TENSOR_BLOCK];
+        }
+}
+
+static int cpu_prefill(pkv_backend *base, const int32_t *pages, int32_t n_pages, double *t_device,
+                       pkv_err *e) {
+    fill_pages((cpu_backend *)base, pages, n_pages);
+    *t_device = NAN;
+    return 0;
+}
+
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -102,7 +123,12 @@ pkv_backend *pkv_backend_cpu_create(const pkvk_shape *s, int32_t n_pages, int32_
     }
     cpu_backend *b = calloc(1, sizeof *b);
     if (!b) return NULL;
-    b->base = (pkv_backend){"cpu", 1, cpu_prepare, cpu_run, NULL, cpu_destroy};
+    b->base = (pkv_backend){.name = "cpu",
+                            .measures = 1,
+                            .prepare = cpu_prepare,
+                            .run = cpu_run,
+                            .prefill = cpu_prefill,
+                            .destroy = cpu_destroy};
     b->shape = *s;
     size_t qn = (size_t)cap_rows * s->hq * s->d;
     b->k = malloc(pool * 2);
@@ -115,11 +141,9 @@ pkv_backend *pkv_backend_cpu_create(const pkvk_shape *s, int32_t n_pages, int32_
         pkv_fail(e, "cpu backend: out of host memory for a %zu MiB KV pool", pool * 4 >> 20);
         return NULL;
     }
-    /* Prefill content: the pool tiled from the shared blocks; reused pages keep stale
-     * values, as in a server (the reference reads the same memory). */
-    for (size_t j = 0; j < pool; j++) {
-        b->k[j] = b->t.blk_k[j % PKV_TENSOR_BLOCK];
-        b->v[j] = b->t.blk_v[j % PKV_TENSOR_BLOCK];
-    }
+    /* The pool starts tiled from the shared blocks; prefill writes a prompt's pages
+     * with the same tiles, and a page freed and taken again by a decode step keeps
+     * stale values, as in a server (the reference reads the same memory). */
+    fill_pages(b, NULL, (int32_t)(pool / page_elems(s)));
     return &b->base;
 }

@@ -44,6 +44,9 @@ typedef struct cuda_backend {
     int64_t graph_steps, graph_reused;
     uint16_t *o_host;
     float *ref_host;
+    uint16_t *blk_k, *blk_v; /* device [PKV_TENSOR_BLOCK]: the pool's tiles, for prefill */
+    int32_t n_pages;
+    int32_t *pages_h, *pages_d; /* pinned host / device [n_pages]: a prefill's page list */
 } cuda_backend;
 
 static int fail_dev(pkv_err *e, const char *what) {
@@ -159,6 +162,24 @@ static int cuda_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan 
     return 0;
 }
 
+/* Prefill's K/V write: the listed pages get the pool's tiles, timed with events. */
+static int cuda_prefill(pkv_backend *base, const int32_t *pages, int32_t n_pages, double *t_device,
+                        pkv_err *e) {
+    cuda_backend *b = (cuda_backend *)base;
+    float ms;
+    if (n_pages > b->n_pages)
+        return pkv_fail(e, "cuda backend: a prefill of %d pages in a pool of %d", n_pages,
+                        b->n_pages);
+    if (pages) memcpy(b->pages_h, pages, sizeof(int32_t) * (size_t)n_pages);
+    if (pkvk_h2d_async(b->pages_d, b->pages_h, sizeof(int32_t) * (size_t)n_pages) || pkvk_mark(5) ||
+        pkvk_fill_pages(&b->shape, b->k, b->v, b->pages_d, n_pages, b->blk_k, b->blk_v,
+                        PKV_TENSOR_BLOCK) ||
+        pkvk_mark(6) || pkvk_mark_elapsed(5, 6, &ms))
+        return fail_dev(e, "prefill K/V write");
+    *t_device = ms * 1e-3;
+    return 0;
+}
+
 /* The MLP tail on the attention output (rows x hq*d), timed with events. */
 static int cuda_finish(pkv_backend *base, const pkv_batch_view *v, pkv_step_rec *rec, pkv_err *e) {
     cuda_backend *b = (cuda_backend *)base;
@@ -174,8 +195,10 @@ static int cuda_finish(pkv_backend *base, const pkv_batch_view *v, pkv_step_rec 
 
 static void cuda_destroy(pkv_backend *base) {
     cuda_backend *b = (cuda_backend *)base;
-    void *dev[] = {b->k, b->v, b->q, b->o, b->o_ref, b->src_k, b->src_v, b->src_q, b->bt, b->lens};
+    void *dev[] = {b->k,     b->v,  b->q,    b->o,     b->o_ref, b->src_k,  b->src_v,
+                   b->src_q, b->bt, b->lens, b->blk_k, b->blk_v, b->pages_d};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) pkvk_free(dev[i]);
+    pkvk_host_free(b->pages_h);
     free(b->stage_h);
     pkvk_workspace_destroy(b->ws);
     pkvk_mlp_destroy(b->mlp);
@@ -191,13 +214,6 @@ static void cuda_destroy(pkv_backend *base) {
     free(b);
 }
 
-/* Fill n halves of device memory by tiling a block of blk_n halves. */
-static int fill_tiled(uint16_t *dst, size_t n, const uint16_t *blk, size_t blk_n) {
-    for (size_t off = 0; off < n; off += blk_n)
-        if (pkvk_h2d(dst + off, blk, 2 * (n - off < blk_n ? n - off : blk_n))) return -1;
-    return 0;
-}
-
 pkv_backend *pkv_backend_cuda_create(const pkvk_shape *s, int32_t n_pages, int32_t cap_rows,
                                      int32_t bt_stride, int32_t cap_slots, int32_t cap_tasks,
                                      int32_t mlp_inter, int use_graph, uint64_t seed, pkv_err *e) {
@@ -210,7 +226,8 @@ pkv_backend *pkv_backend_cuda_create(const pkvk_shape *s, int32_t n_pages, int32
     size_t rows = (size_t)cap_rows * s->hq * s->d;
     size_t need = 2 * pool + rows * 8 + (size_t)SRC_ROWS * (2 * s->hkv + s->hq) * s->d * 2 +
                   (size_t)cap_rows * bt_stride * 16 + (size_t)cap_slots * s->hq * (s->d + 2) * 4 +
-                  (size_t)mlp_inter * s->hq * s->d * 6 + (size_t)cap_rows * mlp_inter * 6;
+                  (size_t)mlp_inter * s->hq * s->d * 6 + (size_t)cap_rows * mlp_inter * 6 +
+                  (size_t)PKV_TENSOR_BLOCK * 4 + (size_t)n_pages * 4;
     if (need + (256u << 20) > dev.mem_free) {
         pkv_fail(e,
                  "--backend cuda: the KV pool of %d pages needs %.2f GiB on the GPU (%.2f GiB "
@@ -221,7 +238,14 @@ pkv_backend *pkv_backend_cuda_create(const pkvk_shape *s, int32_t n_pages, int32
     }
     cuda_backend *b = calloc(1, sizeof *b);
     if (!b) return NULL;
-    b->base = (pkv_backend){"cuda", 1, cuda_prepare, cuda_run, cuda_finish, cuda_destroy};
+    b->base = (pkv_backend){.name = "cuda",
+                            .measures = 1,
+                            .prepare = cuda_prepare,
+                            .run = cuda_run,
+                            .finish = cuda_finish,
+                            .prefill = cuda_prefill,
+                            .destroy = cuda_destroy};
+    b->n_pages = n_pages;
     b->shape = *s;
     b->use_graph = use_graph;
     b->cap_rows = cap_rows;
@@ -243,13 +267,23 @@ pkv_backend *pkv_backend_cuda_create(const pkvk_shape *s, int32_t n_pages, int32
              !(b->stage_h = malloc(b->stage_cap * 4)) ||
              pkvk_workspace_create(&b->ws, s, cap_rows, cap_slots, cap_tasks) ||
              pkvk_workspace_reserve(b->ws, b->stage_cap * 4) ||
-             pkvk_memset(b->bt, 0, (size_t)cap_rows * bt_stride * 4);
-    /* Prefill content: the pool tiled from the shared blocks (reused pages keep stale
-     * values, as in a server); new tokens and queries from the prepared rows. */
+             pkvk_memset(b->bt, 0, (size_t)cap_rows * bt_stride * 4) ||
+             pkvk_malloc((void **)&b->blk_k, (size_t)PKV_TENSOR_BLOCK * 2) ||
+             pkvk_malloc((void **)&b->blk_v, (size_t)PKV_TENSOR_BLOCK * 2) ||
+             pkvk_malloc((void **)&b->pages_d, (size_t)n_pages * 4) ||
+             pkvk_host_alloc((void **)&b->pages_h, (size_t)n_pages * 4);
+    /* The pool starts tiled from the shared blocks (prefill writes a prompt's pages
+     * with the same tiles; a page taken again by a decode step keeps stale values, as
+     * in a server); new tokens and queries come from the prepared rows. */
+    double t_fill;
+    if (!rc) {
+        for (int32_t i = 0; i < n_pages; i++) b->pages_h[i] = i;
+        rc = pkvk_h2d(b->blk_k, t.blk_k, (size_t)PKV_TENSOR_BLOCK * 2) ||
+             pkvk_h2d(b->blk_v, t.blk_v, (size_t)PKV_TENSOR_BLOCK * 2) ||
+             cuda_prefill(&b->base, NULL, n_pages, &t_fill, e);
+    }
     if (!rc)
-        rc = fill_tiled(b->k, pool / 2, t.blk_k, PKV_TENSOR_BLOCK) ||
-             fill_tiled(b->v, pool / 2, t.blk_v, PKV_TENSOR_BLOCK) ||
-             pkvk_h2d(b->src_k, t.src_k, t.src_kv * 2) ||
+        rc = pkvk_h2d(b->src_k, t.src_k, t.src_kv * 2) ||
              pkvk_h2d(b->src_v, t.src_v, t.src_kv * 2) ||
              pkvk_h2d(b->src_q, t.src_q, t.src_q_n * 2);
     if (!rc && mlp_inter > 0)

@@ -139,6 +139,16 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
     return 0;
 }
 
+int pkv_engine_prefill(pkv_engine *eng, const int32_t *pages, int32_t n_pages, double *t_wall,
+                       double *t_device, pkv_err *e) {
+    *t_wall = *t_device = NAN;
+    if (!eng->backend->prefill) return 0;
+    double t0 = now_s();
+    if (eng->backend->prefill(eng->backend, pages, n_pages, t_device, e)) return -1;
+    *t_wall = now_s() - t0;
+    return 0;
+}
+
 static int model_prepare(pkv_backend *b, const pkv_batch_view *v, pkv_err *e) {
     return 0;
 }
@@ -154,6 +164,11 @@ static void model_destroy(pkv_backend *b) {
 
 pkv_backend *pkv_backend_model_create(void) {
     pkv_backend *b = malloc(sizeof *b);
-    if (b) *b = (pkv_backend){"model", 0, model_prepare, model_run, NULL, model_destroy};
+    if (b)
+        *b = (pkv_backend){.name = "model",
+                           .measures = 0,
+                           .prepare = model_prepare,
+                           .run = model_run,
+                           .destroy = model_destroy};
     return b;
 }

@@ -63,6 +63,10 @@ struct pkv_backend {
                pkv_step_rec *rec, pkv_err *e);
     /* After the chosen route: the model-level tail (MLP), filling rec->t_mlp. NULL: none. */
     int (*finish)(pkv_backend *b, const pkv_batch_view *v, pkv_step_rec *rec, pkv_err *e);
+    /* A prefill batch: write the prompts' K/V pages (n_pages ids); *t_device receives
+     * the write's device time (NaN where not measured). NULL: nothing to write. */
+    int (*prefill)(pkv_backend *b, const int32_t *pages, int32_t n_pages, double *t_device,
+                   pkv_err *e);
     void (*destroy)(pkv_backend *b);
 };
 
@@ -95,6 +99,12 @@ void pkv_engine_free(pkv_engine *eng);
  * which the step moves the simulated clock. A check beyond tolerance is an error. */
 int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec, double *advance,
                     pkv_err *e);
+
+/* A prefill batch's K/V write on the backend (pages: n_pages page ids of its prompts):
+ * *t_wall and *t_device receive its host wall time and device time, NaN where the
+ * backend writes or measures nothing. */
+int pkv_engine_prefill(pkv_engine *eng, const int32_t *pages, int32_t n_pages, double *t_wall,
+                       double *t_device, pkv_err *e);
 
 /* The model backend: nothing is measured; step time comes from the cost model. */
 pkv_backend *pkv_backend_model_create(void);

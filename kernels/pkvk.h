@@ -226,6 +226,12 @@ int pkvk_step_prologue(const pkvk_shape *s, int32_t n_rows, const int32_t *stage
                        const uint16_t *src_v, const uint16_t *src_q, int32_t src_rows,
                        int64_t first_src);
 
+/* Prefill's K/V write: every listed page (pages: device, n_pages ids) of both caches
+ * gets the content the pool was filled with, element e of a cache being blk[e %
+ * blk_n] (blk_k / blk_v: device, blk_n a multiple of 8), in one launch. */
+int pkvk_fill_pages(const pkvk_shape *s, uint16_t *k_cache, uint16_t *v_cache, const int32_t *pages,
+                    int32_t n_pages, const uint16_t *blk_k, const uint16_t *blk_v, size_t blk_n);
+
 /* Gated MLP tail (a model-level proxy after attention): Y = X [W_gate | W_up],
  * A = silu(Y_gate) * Y_up, Z = A W_down, FP16 with FP32 accumulation (cuBLAS).
  * X: device [rows][hidden]; weights [hidden][2 * inter] and [inter][hidden], tiled

@@ -111,6 +111,10 @@ int pkvk_graph_launch(pkvk_graph *g) {
 }
 void pkvk_graph_abort(void) {}
 void pkvk_graph_destroy(pkvk_graph *g) {}
+int pkvk_fill_pages(const pkvk_shape *s, uint16_t *k_cache, uint16_t *v_cache, const int32_t *pages,
+                    int32_t n_pages, const uint16_t *blk_k, const uint16_t *blk_v, size_t blk_n) {
+    return PKVK_ERR_NO_DEVICE;
+}
 int pkvk_pack_csr(pkvk_workspace *ws, const pkvk_batch *b) {
     return PKVK_ERR_NO_DEVICE;
 }

@@ -40,7 +40,33 @@ __global__ void prologue_kernel(int32_t n_rows, const int32_t *__restrict__ stag
         q[(size_t)b * hq * chunks + c] = src_q[src * hq * chunks + c];
 }
 
+// One block per listed page: the page's K and V rows, 16 bytes per thread and step.
+__global__ void fill_pages_kernel(const int32_t *__restrict__ pages, size_t page_chunks, uint4 *k,
+                                  uint4 *v, const uint4 *__restrict__ blk_k,
+                                  const uint4 *__restrict__ blk_v, size_t blk_chunks) {
+    const size_t base = (size_t)pages[blockIdx.x] * page_chunks;
+    for (size_t j = threadIdx.x; j < page_chunks; j += blockDim.x) {
+        size_t b = (base + j) % blk_chunks;
+        k[base + j] = blk_k[b];
+        v[base + j] = blk_v[b];
+    }
+}
+
 } // namespace
+
+extern "C" int pkvk_fill_pages(const pkvk_shape *s, uint16_t *k_cache, uint16_t *v_cache,
+                               const int32_t *pages, int32_t n_pages, const uint16_t *blk_k,
+                               const uint16_t *blk_v, size_t blk_n) {
+    if (n_pages == 0) return PKVK_OK;
+    if (s->d % 8 || blk_n % 8)
+        return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "fill: sizes must be multiples of 8 halves");
+    size_t page_chunks = (size_t)s->hkv * s->page_size * s->d / 8;
+    fill_pages_kernel<<<n_pages, 256, 0, pkvk_stream()>>>(pages, page_chunks, (uint4 *)k_cache,
+                                                          (uint4 *)v_cache, (const uint4 *)blk_k,
+                                                          (const uint4 *)blk_v, blk_n / 8);
+    PKVK_CK_LAUNCH();
+    return PKVK_OK;
+}
 
 extern "C" int pkvk_step_prologue(const pkvk_shape *s, int32_t n_rows, const int32_t *stage,
                                   int32_t n_updates, int32_t *seq_lens, int32_t *block_table,

@@ -38,7 +38,7 @@ static int parse_serving(pkv_config *c, const cJSON *o, pkv_err *e) {
                                        "prefill",    "page_tables", NULL};
     static const char *const tkeys[] = {"mode", "hole_fraction", "bucket_len", NULL};
     static const char *const modes[] = {"allocator", "generator", NULL};
-    static const char *const pkeys[] = {"base_us", "per_token_us", NULL};
+    static const char *const pkeys[] = {"base_us", "per_token_us", "measure", NULL};
 
     const char *adm;
     int64_t ma, kp;
@@ -56,6 +56,7 @@ static int parse_serving(pkv_config *c, const cJSON *o, pkv_err *e) {
      * defaults are of the order of a 7B model's prefill on one H200 (placeholders). */
     TRY(pkv_json_num(pf, "serving.prefill", "base_us", 2000, 0, false, 1e9, &base_us, e));
     TRY(pkv_json_num(pf, "serving.prefill", "per_token_us", 0.1, 0, false, 1e6, &tok_us, e));
+    TRY(pkv_json_bool(pf, "serving.prefill", "measure", false, &c->prefill_measure, e));
     const cJSON *pt;
     const char *mode;
     int mi;
@@ -177,6 +178,7 @@ int pkv_config_resolve(pkv_config *c) {
     cJSON *pf = cJSON_AddObjectToObject(sv, "prefill");
     cJSON_AddNumberToObject(pf, "base_us", c->prefill_base_s * 1e6);
     cJSON_AddNumberToObject(pf, "per_token_us", c->prefill_per_token_s * 1e6);
+    cJSON_AddBoolToObject(pf, "measure", c->prefill_measure);
     cJSON *rt = cJSON_AddObjectToObject(r, "route");
     cJSON_AddStringToObject(rt, "policy", c->policy);
     cJSON_AddStringToObject(rt, "buckets", bucket_names[c->bucket_mode]);

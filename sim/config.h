@@ -33,6 +33,7 @@ typedef struct pkv_config {
     int64_t bucket_len;    /* tokens: reservations rounded up to this (generator), 0: pages */
     double prefill_base_s; /* seconds per prefill batch */
     double prefill_per_token_s; /* seconds per prompt token */
+    bool prefill_measure;       /* prefill time = the measured K/V write (cuda backend) */
     char policy[32];
     pkv_bucket_mode bucket_mode;
     char calibration[1024];

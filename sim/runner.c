@@ -46,6 +46,19 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
         return pkv_fail(e, "%s: run.clock: the model backend measures nothing; use \"predicted\"",
                         cfg->file);
     }
+    if (cfg->prefill_measure && (bk != PKV_BACKEND_CUDA || clock == PKV_CLOCK_PREDICTED)) {
+        pkv_calib_free(&cal);
+        return pkv_fail(e,
+                        "%s: serving.prefill.measure: only the cuda backend measures the prefill's "
+                        "K/V write, on a wall or device clock (here: the %s backend, clock %s)",
+                        cfg->file,
+                        bk == PKV_BACKEND_CUDA  ? "cuda"
+                        : bk == PKV_BACKEND_CPU ? "cpu"
+                                                : "model",
+                        clock == PKV_CLOCK_WALL     ? "wall"
+                        : clock == PKV_CLOCK_DEVICE ? "device"
+                                                    : "predicted");
+    }
     pkv_engine eng;
     pkv_h5rec *rec = NULL;
     pkv_sim sim = {0};

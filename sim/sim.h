@@ -30,7 +30,8 @@ typedef struct pkv_sim {
     pkv_kvalloc alloc;
     gsl_rng *r_pages;
     pkv_heap heap;
-    pkv_sim_request *req; /* [n_req] every request that has arrived */
+    int32_t *prefill_pages; /* [kv_pages] scratch: the page list of a prefill batch */
+    pkv_sim_request *req;   /* [n_req] every request that has arrived */
     size_t n_req, cap_req;
     size_t n_finished;          /* requests finished so far */
     pkv_request_draw next_draw; /* open loop: the drawn request whose arrival is queued */

@@ -240,8 +240,8 @@ int main(void) {
         /* The study's cases on an H200-like calibration: equal rows make one wave of
          * equal CTAs; B=8 bimodal (CTAs of 6.5K and 4K tokens in one wave) goes over
          * two waves. */
-        const int32_t b1[1] = {32768}, b8[8] = {32768, 32768, 32768, 32768,
-                                               32768, 32768, 32768, 32768};
+        const int32_t b1[1] = {32768},
+                      b8[8] = {32768, 32768, 32768, 32768, 32768, 32768, 32768, 32768};
         const int32_t bi[8] = {65536, 8192, 8192, 8192, 65536, 8192, 8192, 8192};
         const pkvk_plan *wq = &pl.plans[PKVK_ROUTE_WORKQUEUE];
         CHECK(pkv_planner_build(&pl, PKVK_ROUTE_WORKQUEUE, b1, 1) == 0 && wq->n_tasks == 256,

@@ -213,6 +213,22 @@ int main(void) {
               "model with check_every: %s", e.msg);
     }
 
+    /* Measured prefill needs a backend that measures it: elsewhere a clear error
+     * naming the key, and no output file. */
+    {
+        pkv_err e;
+        unlink(c);
+        CHECK(test_run_json(
+                  NULL, NULL, &e,
+                  "{\"workload\": {\"arrival\": {\"process\": \"closed\", \"concurrency\": 2},"
+                  " \"num_requests\": 4}, \"serving\": {\"prefill\":"
+                  " {\"measure\": true}}, \"route\": {\"calibration\": \"%s\"},"
+                  " \"run\": {\"backend\": \"model\", \"output\": \"%s\"}}",
+                  TEST_CALIBRATION, c) == -1 &&
+                  strstr(e.msg, "serving.prefill.measure") && access(c, F_OK) != 0,
+              "measured prefill on the model backend: %s", e.msg);
+    }
+
     /* The study's page-table generator instead of the live allocator: whole lengths
      * reserved at admission (rounded to 4096 tokens) in a pool with 50% holes, so
      * nothing ever needs preempting, and every request still finishes. */
