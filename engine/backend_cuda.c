@@ -30,7 +30,7 @@ typedef struct cuda_backend {
     uint16_t *src_k, *src_v; /* device [SRC_ROWS][hkv][d] */
     uint16_t *src_q;         /* device [SRC_ROWS][hq][d] */
     int32_t *bt, *lens;      /* device [cap_rows][bt_stride], [cap_rows] */
-    int32_t *stage_h;        /* the step's lengths, then (row, idx, page) block-table updates */
+    int32_t *stage_h;        /* the step's lengths, append pages, (row, idx, page) table updates */
     size_t stage_cap;        /* int32 */
     int32_t stage_n, stage_updates;
     int stage_pending; /* prepared, not yet uploaded with the step's first plan */
@@ -110,8 +110,8 @@ static int cuda_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan 
     /* The plan upload is part of the step (and of its wall time), not of the
      * attention's device time. */
     if (b->use_graph) {
-        /* Graph replay: the step's metadata upload, append, plan upload and route
-         * kernels, captured since prepare, run as one graph; its device time covers
+        /* Graph replay: the step's upload (metadata and plan), the prologue and the
+         * route's kernels are captured and run as one graph; its device time covers
          * all of them. */
         int reused = 0;
         if (fi)
