@@ -106,7 +106,7 @@ static int cuda_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan 
                         b->v, b->bt,     b->bt_stride, b->lens, 1.0f / sqrtf((float)s->d)};
     int launches;
     float ms;
-    const int fi = plan->route == PKVK_ROUTE_FLASHINFER || plan->route == PKVK_ROUTE_FLASHINFER_TC;
+    const int fi = pkvk_route_is_flashinfer(plan->route);
     /* The plan upload is part of the step (and of its wall time), not of the
      * attention's device time. */
     if (b->use_graph) {

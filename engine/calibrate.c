@@ -178,9 +178,7 @@ int pkv_calibrate_main(int argc, char **argv) {
             }
             for (int run = 0; run < PKVK_ROUTE_COUNT + 6 && !rc && n < MAX_POINTS; run++) {
                 const pkvk_plan *p;
-                if (run >= PKVK_ROUTE_FLASHINFER && run < PKVK_ROUTE_COUNT &&
-                    !pkvk_flashinfer_built())
-                    continue;
+                if (run < PKVK_ROUTE_COUNT && !pkvk_route_built((pkvk_route)run)) continue;
                 if (run < PKVK_ROUTE_COUNT) {
                     rc = pkv_planner_build(&pl, (pkvk_route)run, lens, B);
                     p = &pl.plans[run];

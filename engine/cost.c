@@ -11,6 +11,9 @@ void pkv_cost_counters(const pkv_calib *c, const pkvk_shape *s, const pkvk_plan 
         if (n > 1) multi_slots += n;
     }
     out->kv_bytes = tokens * s->hkv * s->d * 2 /* K and V */ * 2 /* fp16 */;
+    /* Once FlashInfer splits, every row's state goes through its merge, single-chunk
+     * rows too. */
+    if (pkvk_route_is_flashinfer(p->route) && multi_slots) multi_slots = p->n_slots;
     /* A split writes G states of d + 2 floats per KV head, and the merge reads them. */
     out->merge_bytes = multi_slots * s->hq * (s->d + 2) * 4 * 2;
     switch (p->route) {
@@ -28,12 +31,9 @@ void pkv_cost_counters(const pkv_calib *c, const pkvk_shape *s, const pkvk_plan 
         break;
     case PKVK_ROUTE_FLASHINFER:
     case PKVK_ROUTE_FLASHINFER_TC:
-        /* One CTA per (chunk, KV head); once split, every row's state goes through
-         * FlashInfer's merge, single-chunk rows too. */
+        /* One CTA per (chunk, KV head). */
         out->ctas = (int64_t)p->n_slots * s->hkv;
-        out->merge_launches = p->n_slots > p->n_rows;
-        if (out->merge_launches)
-            out->merge_bytes = (int64_t)p->n_slots * s->hq * (s->d + 2) * 4 * 2;
+        out->merge_launches = multi_slots > 0;
         out->launches = (p->n_rows > 0) + out->merge_launches;
         break;
     case PKVK_ROUTE_WORKQUEUE:

@@ -46,14 +46,15 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
     for (int32_t i = 0; i < v->n_rows; i++) sv.context_tokens += v->seq_lens[i];
     /* The oracle on a measuring backend runs every candidate and keeps the fastest. */
     const int measured_oracle = eng->policy.measured_oracle && eng->backend->measures;
-    /* A policy that launches one of several candidates plans them by their counts
-     * only (no task lists), then lays out the chosen one in full. */
+    /* A backend that launches nothing, or a policy that launches one of several
+     * candidates, plans them by their counts only (no task lists); the chosen one is
+     * then laid out in full. */
     const int lazy = eng->backend->measures && !measured_oracle &&
                      (eng->policy.candidates & (eng->policy.candidates - 1)) != 0;
     for (int r = 0; r < PKVK_ROUTE_COUNT; r++) {
         rec->t_route[r] = NAN;
         if (!(eng->policy.candidates >> r & 1)) continue;
-        if (eng->backend->measures) eng->planner.plans[r].counts_only = lazy;
+        eng->planner.plans[r].counts_only = lazy || !eng->backend->measures;
         int rc = pkv_planner_build(&eng->planner, (pkvk_route)r, v->seq_lens, v->n_rows);
         if (rc)
             return pkv_fail(e, "step %llu: planning %s failed (status %d)",

@@ -240,8 +240,7 @@ int pkv_bench_kernels_main(int argc, char **argv) {
         for (int run = 0; run < PKVK_ROUTE_COUNT + 2 * n_sweep && rc == 0; run++) {
             const pkvk_plan *p;
             char splits[16] = "auto";
-            if (run >= PKVK_ROUTE_FLASHINFER && run < PKVK_ROUTE_COUNT && !pkvk_flashinfer_built())
-                continue;
+            if (run < PKVK_ROUTE_COUNT && !pkvk_route_built((pkvk_route)run)) continue;
             if (run < PKVK_ROUTE_COUNT) {
                 rc = pkv_planner_build(&pl, (pkvk_route)run, bc[ci].lens, bc[ci].n);
                 p = &pl.plans[run];
@@ -275,7 +274,8 @@ int pkv_bench_kernels_main(int argc, char **argv) {
             }
             double gbps = kv_bytes / (ms * 1e-3) / 1e9;
             if (run < PKVK_ROUTE_COUNT) {
-                int fi = run >= PKVK_ROUTE_FLASHINFER, pkv = !fi && run != PKVK_ROUTE_REF_PAGED;
+                int fi = pkvk_route_is_flashinfer((pkvk_route)run);
+                int pkv = !fi && run != PKVK_ROUTE_REF_PAGED;
                 for (int f = 0; f < FAMILIES; f++)
                     if ((f == FI_ANY ? fi : f == OWN_PKV ? pkv : !fi) && ms < best[ci][f])
                         best[ci][f] = ms, best_r[ci][f] = (pkvk_route)run;

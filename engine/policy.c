@@ -52,8 +52,9 @@ int pkv_policy_init(pkv_route_policy *p, const char *name) {
     }
     if (strcmp(name, "oracle") == 0) {
         /* Every route this build can run: FlashInfer's where it is built. */
-        uint32_t all = pkvk_flashinfer_built() ? (1u << PKVK_ROUTE_COUNT) - 1
-                                               : (1u << PKVK_ROUTE_FLASHINFER) - 1;
+        uint32_t all = 0;
+        for (int r = 0; r < PKVK_ROUTE_COUNT; r++)
+            all |= (uint32_t)pkvk_route_built((pkvk_route)r) << r;
         *p = (pkv_route_policy){"oracle", all, PKVK_ROUTE_REF_PAGED, 1, choose_oracle};
         return 0;
     }

@@ -45,6 +45,12 @@ typedef enum pkvk_route {
 
 const char *pkvk_route_name(pkvk_route r);
 
+static inline int pkvk_route_is_flashinfer(pkvk_route r) {
+    return r == PKVK_ROUTE_FLASHINFER || r == PKVK_ROUTE_FLASHINFER_TC;
+}
+/* 1 when this build can launch route r (FlashInfer's only where they are built). */
+int pkvk_route_built(pkvk_route r);
+
 typedef struct pkvk_shape {
     int hq;        /* query heads */
     int hkv;       /* KV heads; hq % hkv == 0 */

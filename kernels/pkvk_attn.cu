@@ -465,10 +465,6 @@ static int reserve_arena(pkvk_workspace *w, size_t bytes) {
     return rc;
 }
 
-static bool is_flashinfer(pkvk_route r) {
-    return r == PKVK_ROUTE_FLASHINFER || r == PKVK_ROUTE_FLASHINFER_TC;
-}
-
 extern "C" int pkvk_workspace_create(pkvk_workspace **out, const pkvk_shape *s, int32_t cap_rows,
                                      int32_t cap_slots, int32_t cap_tasks) {
     *out = nullptr;
@@ -506,7 +502,7 @@ extern "C" int pkvk_plan_upload_with(pkvk_workspace *w, const pkvk_plan *p, cons
         return pkvk_fail_msg(PKVK_ERR_INVALID, "plan larger than its workspace");
     if (p->counts_only && p->n_tasks)
         return pkvk_fail_msg(PKVK_ERR_INVALID, "a counts-only plan cannot be launched");
-    const bool fi = is_flashinfer(p->route);
+    const bool fi = pkvk_route_is_flashinfer(p->route);
     const size_t so = align16(extra_bytes), br = so + align16(sizeof(int32_t) * (p->n_rows + 1));
     const size_t nbr = p->route == PKVK_ROUTE_BUCKET ? sizeof(int32_t) * p->n_rows : 0;
     const size_t tk = br + align16(nbr), end = fi ? so : tk + sizeof(pkvk_task) * p->n_tasks;
@@ -544,7 +540,7 @@ extern "C" int pkvk_launch(pkvk_workspace *w, const pkvk_batch *b, const pkvk_pl
     if (s.hq % s.hkv || s.hq != w->shape.hq || s.hkv != w->shape.hkv || s.d != w->shape.d)
         return pkvk_fail_msg(PKVK_ERR_INVALID, "batch shape differs from the workspace's");
     if (plan->n_rows == 0) return PKVK_OK;
-    if (is_flashinfer(plan->route)) {
+    if (pkvk_route_is_flashinfer(plan->route)) {
         if (!w->fi) return pkvk_fail_msg(PKVK_ERR_INVALID, "FlashInfer plan not uploaded");
         return pkvk_fi_launch(w->fi, b, plan, launches);
     }

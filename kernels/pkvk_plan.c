@@ -10,6 +10,11 @@ const char *pkvk_route_name(pkvk_route r) {
     return (unsigned)r < PKVK_ROUTE_COUNT ? names[r] : "unknown";
 }
 
+int pkvk_route_built(pkvk_route r) {
+    return (unsigned)r < PKVK_ROUTE_COUNT &&
+           (!pkvk_route_is_flashinfer(r) || pkvk_flashinfer_built());
+}
+
 /* Arrays that are uploaded every step live in pinned memory where a GPU exists, so
  * the copies are truly asynchronous; elsewhere in ordinary memory. */
 static void *plan_alloc(const pkvk_plan *p, size_t bytes) {
@@ -193,8 +198,7 @@ int pkvk_plan_flashinfer(pkvk_plan *p, pkvk_route route, const pkvk_shape *s,
                          int32_t decode_ctas_per_sm) {
     int rc = check_rows(p, seq_lens, n_rows);
     if (rc) return rc;
-    if (route != PKVK_ROUTE_FLASHINFER && route != PKVK_ROUTE_FLASHINFER_TC)
-        return PKVK_ERR_INVALID;
+    if (!pkvk_route_is_flashinfer(route)) return PKVK_ERR_INVALID;
     const int32_t ps = s->page_size;
     int64_t max_pages = 1;
     for (int32_t i = 0; i < n_rows; i++) {

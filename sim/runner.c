@@ -72,9 +72,6 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
         (int32_t)((cfg->workload.max_context + cfg->shape.page_size - 1) / cfg->shape.page_size);
     pkv_backend *be = eng.backend = make_backend(cfg, bk, &eng, bt_stride, e);
     if (!be) goto done;
-    /* The model backend runs no kernels: its workqueue plans need only their counts. */
-    if (!be->measures)
-        for (int r = 0; r < PKVK_ROUTE_COUNT; r++) eng.planner.plans[r].counts_only = 1;
     pkvk_device_info dev = {.name = "none"};
     if (bk == PKV_BACKEND_CUDA) {
         pkvk_device_info_get(&dev);

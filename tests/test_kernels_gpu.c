@@ -45,16 +45,12 @@ static void release(dev_batch *d) {
 }
 
 /* Run a plan with the output poisoned; o receives it as floats. */
-static int is_fi(int route) {
-    return route == PKVK_ROUTE_FLASHINFER || route == PKVK_ROUTE_FLASHINFER_TC;
-}
-
 static int run_plan(pkvk_workspace *ws, dev_batch *d, const pkvk_plan *p, size_t n, float *o,
                     uint16_t *tmp) {
     int launches;
     if (pkvk_memset(d->o, 0xff, n * 2) || pkvk_plan_upload(ws, p) ||
-        (is_fi(p->route) && pkvk_pack_csr(ws, &d->b)) || pkvk_launch(ws, &d->b, p, &launches) ||
-        pkvk_sync() || pkvk_d2h(tmp, d->o, n * 2))
+        (pkvk_route_is_flashinfer(p->route) && pkvk_pack_csr(ws, &d->b)) ||
+        pkvk_launch(ws, &d->b, p, &launches) || pkvk_sync() || pkvk_d2h(tmp, d->o, n * 2))
         return -1;
     for (size_t j = 0; j < n; j++) o[j] = pkvk_h2f(tmp[j]);
     return 0;
@@ -109,16 +105,19 @@ int main(void) {
                       "FlashInfer occupancy: %s", pkvk_last_error());
             for (int route = 0; route < PKVK_ROUTE_COUNT; route++) {
                 const int32_t counts[3] = {1, 3, 80}; /* 80 splits > 63 tiles: empty splits */
-                if (is_fi(route) && !fi_built) continue;
+                if (!pkvk_route_built((pkvk_route)route)) continue;
                 for (int sc = 0; sc < 3; sc++) {
                     int32_t S = counts[sc], splits[10];
                     for (int i = 0; i < n; i++) splits[i] = S;
                     /* ref_paged has no splits; FlashInfer's planners choose their own. */
-                    if ((route == PKVK_ROUTE_REF_PAGED || is_fi(route)) && sc) continue;
+                    if ((route == PKVK_ROUTE_REF_PAGED ||
+                         pkvk_route_is_flashinfer((pkvk_route)route)) &&
+                        sc)
+                        continue;
                     int rc = route == PKVK_ROUTE_REF_PAGED ? pkvk_plan_ref(&p, lens, n)
                              : route == PKVK_ROUTE_BUCKET
                                  ? pkvk_plan_bucket(&p, lens, lens, n, fixed_splits, &S)
-                             : is_fi(route)
+                             : pkvk_route_is_flashinfer((pkvk_route)route)
                                  ? pkvk_plan_flashinfer(&p, (pkvk_route)route, &s, lens, n,
                                                         dev.sm_count, fi_occ)
                                  : pkvk_plan_workqueue(&p, (pkvk_route)route, &s, lens, splits, n);
@@ -240,7 +239,7 @@ int main(void) {
     CHECK(pkvk_workspace_create(&ws, &s, 3, pl.plans[0].cap_tasks, pl.plans[0].cap_tasks) == 0,
           "workspace: %s", pkvk_last_error());
     for (int route = 0; route < PKVK_ROUTE_COUNT; route++) {
-        if (is_fi(route) && !fi_built) continue;
+        if (!pkvk_route_built((pkvk_route)route)) continue;
         CHECK(pkv_planner_build(&pl, (pkvk_route)route, lens, 3) == 0, "plan");
         CHECK(run_plan(ws, &d, &pl.plans[route], h.q_elems, o, tmp) == 0, "run: %s",
               pkvk_last_error());
