@@ -3,10 +3,11 @@
  * The KV pool lives on the GPU, sized from the experiment, filled once with
  * Gaussian halves from the tensor stream. Block tables and lengths are kept on the
  * device and updated incrementally: each step packs the lengths and only the
- * block-table entries the simulator marked dirty into one pinned buffer, uploads it
- * with one asynchronous copy, and one prologue kernel applies it and appends every
- * row's new K/V token (and the step's Q) from prepared random rows. Then the route
- * runs; its device time is taken with events around the route's kernels. */
+ * block-table entries the simulator marked dirty, with the route's plan, into the
+ * parameters of one prologue launch (or, where they do not fit, one asynchronous
+ * copy before it); the prologue applies them and appends every row's new K/V token
+ * (and the step's Q) from prepared random rows. Then the route runs; its device time
+ * is taken with events around the route's kernels. */
 #include "engine.h"
 #include "tensors.h"
 
@@ -36,9 +37,11 @@ typedef struct cuda_backend {
     int stage_pending; /* prepared, not yet uploaded with the step's first plan */
     int64_t next_src;
     pkvk_workspace *ws;
-    pkvk_mlp *mlp;    /* NULL: no MLP tail */
-    int use_graph;    /* capture each step's work into a CUDA graph and replay it */
-    int meta_pending; /* the step's metadata work started at mark 4, not yet timed */
+    pkvk_mlp *mlp; /* NULL: no MLP tail */
+    int use_graph; /* capture each step's work into a CUDA graph and replay it */
+    pkvk_upload_mode upload;
+    int64_t uploads, upload_copies; /* plan uploads; those that went by copy */
+    int meta_pending;               /* the step's metadata work started at mark 4, not yet timed */
     int64_t steps;
     pkvk_graph *graph;
     int64_t graph_steps, graph_reused;
@@ -74,26 +77,35 @@ static int cuda_prepare(pkv_backend *base, const pkv_batch_view *v, pkv_err *e) 
             n_up++;
         }
     }
-    /* The stage goes to the device with the first plan of the step, in one copy,
-     * and the prologue runs right after it (cuda_run). */
+    /* The stage goes to the device with the first plan of the step (cuda_run). */
     b->stage_n = v->n_rows, b->stage_updates = n_up;
     b->stage_pending = 1;
     return 0;
 }
 
-/* Upload the plan (with the step's stage on the step's first run) and run the
- * prologue: lengths, block-table updates and the K/V append. */
+/* Upload the plan, with the step's stage and its prologue (lengths, block-table
+ * updates, the K/V append) on the step's first run. */
 static int upload_step(cuda_backend *b, const pkvk_plan *plan, pkv_err *e) {
-    if (!b->stage_pending) return pkvk_plan_upload(b->ws, plan) ? fail_dev(e, "plan upload") : 0;
-    size_t bytes = sizeof(int32_t) * (2 * (size_t)b->stage_n + 3 * (size_t)b->stage_updates);
-    const void *stage_d;
-    if (pkvk_plan_upload_with(b->ws, plan, b->stage_h, bytes, &stage_d))
-        return fail_dev(e, "plan upload");
-    if (pkvk_step_prologue(&b->shape, b->stage_n, (const int32_t *)stage_d, b->stage_updates,
-                           b->lens, b->bt, b->bt_stride, b->k, b->v, b->q, b->src_k, b->src_v,
-                           b->src_q, SRC_ROWS, b->next_src))
-        return fail_dev(e, "step prologue");
-    b->next_src += b->stage_n;
+    pkvk_step st = {.n_rows = b->stage_n,
+                    .n_updates = b->stage_updates,
+                    .stage = b->stage_h,
+                    .seq_lens = b->lens,
+                    .block_table = b->bt,
+                    .bt_stride = b->bt_stride,
+                    .k_cache = b->k,
+                    .v_cache = b->v,
+                    .q = b->q,
+                    .src_k = b->src_k,
+                    .src_v = b->src_v,
+                    .src_q = b->src_q,
+                    .src_rows = SRC_ROWS,
+                    .first_src = b->next_src};
+    int copies;
+    if (pkvk_step_upload(b->ws, plan, b->stage_pending ? &st : NULL, b->upload, &copies))
+        return fail_dev(e, "step metadata upload");
+    b->uploads++;
+    b->upload_copies += copies;
+    if (b->stage_pending) b->next_src += b->stage_n;
     b->stage_pending = 0;
     return 0;
 }
@@ -209,6 +221,11 @@ static void cuda_destroy(pkv_backend *base) {
                 "instantiations\n",
                 (long long)b->graph_steps, (long long)b->graph_reused,
                 (long long)(b->graph_steps - b->graph_reused));
+    if (b->upload == PKVK_UPLOAD_PARAMS && b->upload_copies)
+        fprintf(stderr,
+                "pkvsim: %lld of %lld plan uploads exceeded the launch's parameters and were "
+                "copied\n",
+                (long long)b->upload_copies, (long long)b->uploads);
     free(b->o_host);
     free(b->ref_host);
     free(b);
@@ -216,7 +233,8 @@ static void cuda_destroy(pkv_backend *base) {
 
 pkv_backend *pkv_backend_cuda_create(const pkvk_shape *s, int32_t n_pages, int32_t cap_rows,
                                      int32_t bt_stride, int32_t cap_slots, int32_t cap_tasks,
-                                     int32_t mlp_inter, int use_graph, uint64_t seed, pkv_err *e) {
+                                     int32_t mlp_inter, int use_graph, pkvk_upload_mode upload,
+                                     uint64_t seed, pkv_err *e) {
     pkvk_device_info dev;
     if (pkvk_device_count() == 0 || pkvk_device_info_get(&dev)) {
         pkv_fail(e, "--backend cuda: no usable GPU: %s", pkvk_last_error());
@@ -248,6 +266,7 @@ pkv_backend *pkv_backend_cuda_create(const pkvk_shape *s, int32_t n_pages, int32
     b->n_pages = n_pages;
     b->shape = *s;
     b->use_graph = use_graph;
+    b->upload = upload;
     b->cap_rows = cap_rows;
     b->bt_stride = bt_stride;
     b->stage_cap = 2 * (size_t)cap_rows + 3 * (size_t)cap_rows * bt_stride;

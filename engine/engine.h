@@ -115,9 +115,11 @@ pkv_backend *pkv_backend_cpu_create(const pkvk_shape *s, int32_t n_pages, int32_
 /* The cuda backend: the real kernels on a GPU KV pool of n_pages pages. Fails with
  * a message naming the bytes needed and free when the pool does not fit. */
 /* mlp_inter > 0 adds the gated MLP tail (hidden = hq * d) after attention;
- * use_graph replays each step's work as a CUDA graph (an ablation). */
+ * use_graph replays each step's work as a CUDA graph (an ablation); upload says how
+ * each step's metadata reaches the device (pkvk_step_upload). */
 pkv_backend *pkv_backend_cuda_create(const pkvk_shape *s, int32_t n_pages, int32_t cap_rows,
                                      int32_t bt_stride, int32_t cap_slots, int32_t cap_tasks,
-                                     int32_t mlp_inter, int use_graph, uint64_t seed, pkv_err *e);
+                                     int32_t mlp_inter, int use_graph, pkvk_upload_mode upload,
+                                     uint64_t seed, pkv_err *e);
 
 #endif

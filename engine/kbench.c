@@ -89,8 +89,11 @@ static void usage(void) {
            "page 16, median of N calls (default 30) with the L2 flushed before each, plan\n"
            "upload excluded, merge included; reports KV GB/s against the read ceiling\n"
            "measured in the same run, launches, CTAs, merge bytes and the error against the\n"
-           "FP32 GPU reference. With FlashInfer built, a last table compares each case's\n"
-           "fastest PersistentKV route with the faster of FlashInfer's two paths.\n"
+           "FP32 GPU reference. A second table sets each case's fastest PersistentKV route\n"
+           "against the read-only streaming kernel over the same bytes (one launch, L2\n"
+           "flushed); with FlashInfer built, a last one compares it with the faster of\n"
+           "FlashInfer's two paths. The header also gives the launch floor from an idle\n"
+           "GPU: one launch and its wait, and the least host overhead of a two-launch step.\n"
            "  --cases SPEC   name:LEN[,LEN...] cases separated by ';'; LEN like 8K, 32Kx4\n"
            "                 (default: %s)\n"
            "  --splits LIST  also run pkv_bucket and pkv_workqueue at these split counts\n"
@@ -199,6 +202,10 @@ int pkv_bench_kernels_main(int argc, char **argv) {
          "# ceilings: D2D copy %.0f GB/s (read+write), read-only stream %.0f GB/s, "
          "empty launch %.2f us; median of %d calls, L2 flushed, holes %.2f\n",
          ceil_.copy_gbps, ceil_.read_gbps, ceil_.launch_us, reps, holes);
+    emit(&bo,
+         "# from an idle GPU: one empty launch and its wait %.2f us of host wall; least host "
+         "overhead of a two-launch step (append, attention) %.2f us\n",
+         ceil_.idle_launch_us, ceil_.step_floor_us);
     emit(&bo, "| case | route | splits | time us | KV GB/s | %% of read | launches | CTAs | "
               "merge KB | max err | mean err |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
     pkvk_shape s = {32, 8, 128, 16};
@@ -207,7 +214,7 @@ int pkv_bench_kernels_main(int argc, char **argv) {
     int rc = 0;
     /* Per case, the fastest route of each family at its own split choice. */
     enum { OWN_PKV, OWN_ANY, FI_ANY, FAMILIES };
-    double best[MAX_CASES][FAMILIES];
+    double best[MAX_CASES][FAMILIES], stream_ms[MAX_CASES], case_bytes[MAX_CASES];
     pkvk_route best_r[MAX_CASES][FAMILIES];
     for (int ci = 0; ci < n_cases && rc == 0; ci++) {
         pkv_kcase d;
@@ -235,6 +242,15 @@ int pkv_bench_kernels_main(int argc, char **argv) {
         int64_t tokens = 0;
         for (int i = 0; i < bc[ci].n; i++) tokens += bc[ci].lens[i];
         double kv_bytes = (double)tokens * s.hkv * s.d * 4;
+        /* The streaming kernel over as many bytes: what one launch can reach at this
+         * size, its own ramp and launch included. */
+        float sms = 0;
+        if (rc == 0 && pkvk_time_read((size_t)kv_bytes, reps, &sms)) {
+            fprintf(stderr, "pkvsim bench kernels: %s: read stream: %s\n", bc[ci].name,
+                    pkvk_last_error());
+            rc = 1;
+        }
+        stream_ms[ci] = sms, case_bytes[ci] = kv_bytes;
         /* Runs: each route at its planner's choice, then the sweep. */
         for (int f = 0; f < FAMILIES; f++) best[ci][f] = INFINITY;
         for (int run = 0; run < PKVK_ROUTE_COUNT + 2 * n_sweep && rc == 0; run++) {
@@ -298,6 +314,20 @@ int pkv_bench_kernels_main(int argc, char **argv) {
     }
     emit(&bo, "# splits marked * are forced by --splits; FlashInfer routes: %s\n",
          pkvk_flashinfer_built() ? "flashinfer-python 0.7.4 headers" : "not built");
+    if (rc == 0) {
+        /* The share of the read ceiling a single streaming launch itself reaches over
+         * each case's bytes bounds what any one-step kernel can reach there. */
+        emit(&bo, "\n| case | KV MB | read stream at this size us | %% of read ceiling | best "
+                  "PersistentKV us | %% of read ceiling | %% of the stream at this size "
+                  "|\n|---|---|---|---|---|---|---|\n");
+        for (int ci = 0; ci < n_cases; ci++) {
+            double ceil_ms = case_bytes[ci] / (ceil_.read_gbps * 1e9) * 1e3;
+            emit(&bo, "| %s | %.1f | %.1f | %.1f%% | %.1f | %.1f%% | %.1f%% |\n", bc[ci].name,
+                 case_bytes[ci] / 1e6, stream_ms[ci] * 1e3, 100 * ceil_ms / stream_ms[ci],
+                 best[ci][OWN_PKV] * 1e3, 100 * ceil_ms / best[ci][OWN_PKV],
+                 100 * stream_ms[ci] / best[ci][OWN_PKV]);
+        }
+    }
     if (rc == 0 && pkvk_flashinfer_built()) {
         /* The study's claim is always against the faster of FlashInfer's two paths. */
         emit(&bo, "\n| case | faster FlashInfer | us | best PersistentKV | us | speedup | best "

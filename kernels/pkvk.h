@@ -109,7 +109,10 @@ void pkvk_split_range(int32_t len, int32_t S, int32_t s, int32_t *t_begin, int32
  * PKVK_ERR_INVALID when the plan would exceed the capacities. */
 int pkvk_plan_ref(pkvk_plan *p, const int32_t *seq_lens, int32_t n_rows);
 /* splits[i]: requested splits of row i (>= 1); only non-empty splits get a slot and
- * hkv tasks each, so a row's slot count may be lower than requested. */
+ * hkv tasks each, so a row's slot count may be lower than requested. A split's hkv
+ * tasks are consecutive, KV heads 0..hkv-1 in order, and differ in nothing else: the
+ * device keeps one entry per split (the upload refuses a list whose length or first
+ * and last KV heads break this). */
 int pkvk_plan_workqueue(pkvk_plan *p, pkvk_route route, const pkvk_shape *s,
                         const int32_t *seq_lens, const int32_t *splits, int32_t n_rows);
 /* route_lens[i]: row i's bucket key (tokens); bucket_splits(route_len) per bucket is
@@ -191,14 +194,8 @@ int pkvk_workspace_create(pkvk_workspace **ws, const pkvk_shape *s, int32_t cap_
 void pkvk_workspace_destroy(pkvk_workspace *ws);
 /* Copy the plan's arrays to the device (outside the timed region in benchmarks). */
 int pkvk_plan_upload(pkvk_workspace *ws, const pkvk_plan *p);
-/* The same, with `extra` (the caller's step metadata, extra_bytes) in the same single
- * host-to-device copy; *extra_dev receives its device copy, valid until the next
- * upload. The arrays are packed into pinned staging first (extra may be any host
- * memory). */
-int pkvk_plan_upload_with(pkvk_workspace *ws, const pkvk_plan *p, const void *extra,
-                          size_t extra_bytes, const void **extra_dev);
-/* Make room for plans with up to extra_bytes of extra, so that no upload allocates
- * (none may while a CUDA graph is being captured). */
+/* Make room for plans with up to extra_bytes of step metadata, so that no upload
+ * allocates (none may while a CUDA graph is being captured). */
 int pkvk_workspace_reserve(pkvk_workspace *ws, size_t extra_bytes);
 /* Launch the uploaded plan on a device batch. Asynchronous; checks launch errors.
  * *launches receives the number of kernel launches made. */
@@ -216,9 +213,10 @@ int pkvk_host_alloc(void **p, size_t bytes);
 void pkvk_host_free(void *p);
 int pkvk_h2d_async(void *dst, const void *src, size_t bytes);
 
-/* One decode step's prologue, in one launch, on device arrays. stage (device,
- * 2 * n_rows + 3 * n_updates int32) holds the rows' lengths, then the page each
- * row's new token lands in, then (row, idx, page) block-table updates:
+/* One decode step's prologue, as a serving engine runs it before attention, on
+ * device arrays. stage (host, 2 * n_rows + 3 * n_updates int32) holds the rows'
+ * lengths, then the page each row's new token lands in, then (row, idx, page)
+ * block-table updates:
  *  - seq_lens[i] = stage[i] for i < n_rows;
  *  - block_table[row * bt_stride + idx] = page for each update;
  *  - every row appends its new token (position seq_lens[i] - 1, into page
@@ -226,11 +224,33 @@ int pkvk_h2d_async(void *dst, const void *src, size_t bytes);
  *    (first_src + i) % src_rows of src_k / src_v ([src_rows][hkv][d] fp16, prepared
  *    random content), and Q of the step copied likewise from src_q
  *    ([src_rows][hq][d]) into q. */
-int pkvk_step_prologue(const pkvk_shape *s, int32_t n_rows, const int32_t *stage, int32_t n_updates,
-                       int32_t *seq_lens, int32_t *block_table, int32_t bt_stride,
-                       uint16_t *k_cache, uint16_t *v_cache, uint16_t *q, const uint16_t *src_k,
-                       const uint16_t *src_v, const uint16_t *src_q, int32_t src_rows,
-                       int64_t first_src);
+typedef struct pkvk_step {
+    int32_t n_rows, n_updates;
+    const int32_t *stage; /* host */
+    int32_t *seq_lens, *block_table;
+    int32_t bt_stride;
+    uint16_t *k_cache, *v_cache, *q;
+    const uint16_t *src_k, *src_v, *src_q;
+    int32_t src_rows;
+    int64_t first_src;
+} pkvk_step;
+
+/* How a step's metadata reaches the device (pkvk_step_upload). */
+typedef enum pkvk_upload_mode {
+    PKVK_UPLOAD_PARAMS = 0, /* in the prologue launch's parameters when it fits (32 KB),
+                               else as COPY */
+    PKVK_UPLOAD_COPY = 1,   /* one host-to-device copy, then the prologue launch */
+} pkvk_upload_mode;
+
+/* Upload plan p for pkvk_launch together with the step's prologue (step may be NULL:
+ * the plan alone, no prologue). With PKVK_UPLOAD_PARAMS and metadata (stage and the
+ * plan's arrays) that fit, this is one kernel launch whose parameters carry them: it
+ * applies the stage and writes the plan's arrays into the workspace. Otherwise one
+ * copy and one launch. *copies (may be NULL) receives the host-to-device copies made
+ * (0 or 1). Asynchronous; a FlashInfer plan is also made here (its planner copies
+ * on its own). */
+int pkvk_step_upload(pkvk_workspace *ws, const pkvk_plan *p, const pkvk_step *step,
+                     pkvk_upload_mode mode, int *copies);
 
 /* Prefill's K/V write: every listed page (pages: device, n_pages ids) of both caches
  * gets the content the pool was filled with, element e of a cache being blk[e %
@@ -280,8 +300,17 @@ typedef struct pkvk_ceilings {
     double copy_gbps; /* device-to-device copy, bytes read + written per second / 1e9 */
     double read_gbps; /* read-only streaming kernel */
     double launch_us; /* back-to-back empty kernel launch */
+    /* From an idle GPU (the host busy for 20 us before each): */
+    double idle_launch_us; /* host wall of one empty launch and the wait for it */
+    double step_floor_us;  /* the least host overhead of a step shaped like the cuda
+                              backend's: event, a one-block kernel, event, an empty
+                              kernel, event, wait; wall minus the time between the
+                              last two events */
 } pkvk_ceilings;
 int pkvk_measure_ceilings(pkvk_ceilings *c);
+/* The read-only streaming kernel over `bytes` contiguous bytes, L2 flushed: median
+ * of reps calls, in ms. */
+int pkvk_time_read(size_t bytes, int reps, float *ms);
 
 #ifdef __cplusplus
 }

@@ -25,6 +25,12 @@ constexpr int STAGES = 3;           // cp.async pipeline depth, per warp
 
 enum Mode { MODE_REF = 0, MODE_BUCKET = 1, MODE_TASKS = 2, MODE_FUSED = 3 };
 
+// A workqueue task group on the device: the plan's hkv tasks of one (row, split),
+// which differ only in their KV head, kept once.
+struct Span {
+    int32_t row, split, t_begin, t_end;
+};
+
 struct Params {
     const __half *q;
     __half *o;
@@ -37,10 +43,10 @@ struct Params {
     const int32_t *split_offsets;
     const int32_t *bucket_rows;
     int32_t row_begin, splits;
-    const pkvk_task *tasks;
-    float *part_acc; // [slot][hkv][G][D]
-    float *part_ml;  // [slot][hkv][G][2]: m (log2 domain), l
-    int *counters;   // [n_rows * hkv] fused completion counters, left at 0
+    const Span *spans; // WORKQUEUE / FUSED: CTA x runs span x / hkv for KV head x % hkv
+    float *part_acc;   // [slot][hkv][G][D]
+    float *part_ml;    // [slot][hkv][G][2]: m (log2 domain), l
+    int *counters;     // [n_rows * hkv] fused completion counters, left at 0
 };
 
 __device__ __forceinline__ float neg_inf() {
@@ -96,59 +102,76 @@ __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
     return *reinterpret_cast<uint32_t *>(&h);
 }
 
-// Merge n partial states (m, l, acc[d]) of one query head into out[d], with the D
-// threads of a block (thread = dimension). The n (m, l) pairs are first read in
-// parallel into shared memory (sh: 2 * MERGE_SLOTS floats) and turned into weights
-// w_s = exp2(m_s - M) / L once; then each thread's n loads of acc are independent,
-// so they overlap instead of queuing one L2 round trip per slot. A neutral state
-// (m = -inf) gets weight 0. LOAD_CG reads through L2 only, for states that other CTAs
-// of the same launch wrote (the fused route).
+// Merge n partial states (m, l, acc[d]) of each of NG query heads into out[g * D + d],
+// with the D threads of a block (thread = dimension). Head g's state s is at
+// ml[s * stride_ml + 2 * g] and acc[s * stride_acc + g * D]. The NG * n (m, l) pairs
+// are first read in parallel into shared memory (sh: sh_floats) and turned into
+// weights w = exp2(m - M) / L once, one warp per head; then each thread's NG * n loads
+// of acc are independent, so they overlap instead of queuing one L2 round trip per
+// slot or per head. A neutral state (m = -inf) gets weight 0. LOAD_CG reads through
+// L2 only, for states that other CTAs of the same launch wrote (the fused route).
 constexpr int MERGE_SLOTS = 512;
 
 template <bool LOAD_CG> __device__ __forceinline__ float ld(const float *x) {
     return LOAD_CG ? __ldcg(x) : *x;
 }
 
-template <int D, bool LOAD_CG>
-__device__ void merge_head(const float *ml, const float *acc, int n, int stride_ml, int stride_acc,
-                           float *sh, __half *out) {
+template <int D, int NG, bool LOAD_CG>
+__device__ void merge_states(const float *ml, const float *acc, int n, int stride_ml,
+                             int stride_acc, float *sh, int sh_floats, __half *out) {
     const int tid = threadIdx.x;
-    if (n > MERGE_SLOTS) { // more splits than the buffer holds: serial but exact
-        float M = neg_inf(), L = 0.f, a = 0.f;
-        for (int s = 0; s < n; s++) M = fmaxf(M, ld<LOAD_CG>(ml + (size_t)s * stride_ml));
-        for (int s = 0; s < n; s++) {
-            float m = ld<LOAD_CG>(ml + (size_t)s * stride_ml);
-            if (m == neg_inf()) continue;
-            float c = exp2f(m - M);
-            L += c * ld<LOAD_CG>(ml + (size_t)s * stride_ml + 1);
-            a += c * ld<LOAD_CG>(acc + (size_t)s * stride_acc + tid);
+    if (2 * NG * n > sh_floats) { // more states than the buffer holds: serial but exact
+        for (int g = 0; g < NG; g++) {
+            float M = neg_inf(), L = 0.f, a = 0.f;
+            for (int s = 0; s < n; s++)
+                M = fmaxf(M, ld<LOAD_CG>(ml + (size_t)s * stride_ml + 2 * g));
+            for (int s = 0; s < n; s++) {
+                float m = ld<LOAD_CG>(ml + (size_t)s * stride_ml + 2 * g);
+                if (m == neg_inf()) continue;
+                float c = exp2f(m - M);
+                L += c * ld<LOAD_CG>(ml + (size_t)s * stride_ml + 2 * g + 1);
+                a += c * ld<LOAD_CG>(acc + (size_t)s * stride_acc + g * D + tid);
+            }
+            out[g * D + tid] = __float2half(a / L);
         }
-        out[tid] = __float2half(a / L);
         return;
     }
-    float *w = sh, *ls = sh + MERGE_SLOTS;
-    for (int s = tid; s < n; s += D) {
-        w[s] = ld<LOAD_CG>(ml + (size_t)s * stride_ml);
-        ls[s] = ld<LOAD_CG>(ml + (size_t)s * stride_ml + 1);
+    float *w = sh, *ls = sh + NG * n; // [NG][n] each
+    for (int i = tid; i < NG * n; i += D) {
+        int s = i / NG, g = i % NG; // consecutive threads read consecutive pairs
+        w[g * n + s] = ld<LOAD_CG>(ml + (size_t)s * stride_ml + 2 * g);
+        ls[g * n + s] = ld<LOAD_CG>(ml + (size_t)s * stride_ml + 2 * g + 1);
     }
     __syncthreads();
-    if (tid < 32) { // warp 0: M and L over the slots, then the weights
+    const int warp = tid / 32, lane = tid % 32;
+    for (int g = warp; g < NG; g += D / 32) { // M and L over the slots, then the weights
+        float *wg = w + g * n, *lg = ls + g * n;
         float M = neg_inf();
-        for (int s = tid; s < n; s += 32) M = fmaxf(M, w[s]);
+        for (int s = lane; s < n; s += 32) M = fmaxf(M, wg[s]);
         for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
         float L = 0.f;
-        for (int s = tid; s < n; s += 32)
-            if (w[s] != neg_inf()) L += exp2f(w[s] - M) * ls[s];
+        for (int s = lane; s < n; s += 32)
+            if (wg[s] != neg_inf()) L += exp2f(wg[s] - M) * lg[s];
         for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o);
         __syncwarp();
-        for (int s = tid; s < n; s += 32) w[s] = w[s] == neg_inf() ? 0.f : exp2f(w[s] - M) / L;
+        for (int s = lane; s < n; s += 32) wg[s] = wg[s] == neg_inf() ? 0.f : exp2f(wg[s] - M) / L;
     }
     __syncthreads();
-    float a = 0.f;
+    float a[NG];
+#pragma unroll
+    for (int g = 0; g < NG; g++) a[g] = 0.f;
 #pragma unroll 8
-    for (int s = 0; s < n; s++) a += w[s] * ld<LOAD_CG>(acc + (size_t)s * stride_acc + tid);
-    out[tid] = __float2half(a);
-    __syncthreads(); // sh may be reused by the caller's next head
+    for (int s = 0; s < n; s++)
+#pragma unroll
+        for (int g = 0; g < NG; g++)
+            a[g] += w[g * n + s] * ld<LOAD_CG>(acc + (size_t)s * stride_acc + g * D + tid);
+#pragma unroll
+    for (int g = 0; g < NG; g++) out[g * D + tid] = __float2half(a[g]);
+    __syncthreads(); // sh may be reused by the caller
+}
+
+__host__ __device__ constexpr size_t smem_bytes(int D) {
+    return (size_t)STAGES * WARPS * 2 * WTOK * D * sizeof(__half);
 }
 
 template <int D, int G, int MODE>
@@ -167,8 +190,8 @@ __global__ void __launch_bounds__(THREADS) attn_kernel(const Params p) {
         te = min(min(t0 + tps, tiles) * PKVK_TILE, len);
         if (tb > len) tb = len;
     } else {
-        pkvk_task t = p.tasks[blockIdx.x];
-        row = t.row, kvh = t.kvh, split = t.split, tb = t.t_begin, te = t.t_end;
+        const Span t = p.spans[blockIdx.x / p.hkv];
+        row = t.row, kvh = blockIdx.x % p.hkv, split = t.split, tb = t.t_begin, te = t.t_end;
     }
     const int slot0 = MODE == MODE_REF ? 0 : p.split_offsets[row];
     const int nslots = MODE == MODE_REF ? 1 : p.split_offsets[row + 1] - slot0;
@@ -357,10 +380,11 @@ __global__ void __launch_bounds__(THREADS) attn_kernel(const Params p) {
     __threadfence();
     static_assert(THREADS == D, "the in-kernel merge uses one thread per dimension");
     const size_t base = ((size_t)slot0 * p.hkv + kvh) * G;
-    for (int g = 0; g < G; g++)
-        merge_head<D, true>(p.part_ml + (base + g) * 2, p.part_acc + (base + g) * D, nslots,
-                            p.hkv * G * 2, p.hkv * G * D, reinterpret_cast<float *>(smem),
-                            p.o + ((size_t)row * p.hq + kvh * G + g) * D);
+    // All G heads at once: one chain of L2 round trips for the CTA, not one per head.
+    merge_states<D, G, true>(p.part_ml + base * 2, p.part_acc + base * D, nslots, p.hkv * G * 2,
+                             p.hkv * G * D, reinterpret_cast<float *>(smem),
+                             (int)(smem_bytes(D) / sizeof(float)),
+                             p.o + ((size_t)row * p.hq + kvh * G) * D);
 }
 
 // Segmented merge: block (row, query head), one thread per dimension. Rows with a
@@ -372,12 +396,9 @@ template <int D> __global__ void __launch_bounds__(D) merge_kernel(const Params 
     int s0 = p.split_offsets[row], n = p.split_offsets[row + 1] - s0;
     if (n <= 1) return;
     size_t base = ((size_t)s0 * p.hkv + kvh) * G + g;
-    merge_head<D, false>(p.part_ml + base * 2, p.part_acc + base * D, n, p.hkv * G * 2,
-                         p.hkv * G * D, sh, p.o + ((size_t)row * p.hq + h) * D);
-}
-
-constexpr size_t smem_bytes(int D) {
-    return (size_t)STAGES * WARPS * 2 * WTOK * D * sizeof(__half);
+    merge_states<D, 1, false>(p.part_ml + base * 2, p.part_acc + base * D, n, p.hkv * G * 2,
+                              p.hkv * G * D, sh, 2 * MERGE_SLOTS,
+                              p.o + ((size_t)row * p.hq + h) * D);
 }
 
 template <int D, int G, int MODE> int launch_attn(dim3 grid, const Params &p) {
@@ -434,7 +455,7 @@ struct pkvk_workspace {
     char *arena, *staging;
     size_t arena_bytes;
     int32_t *split_offsets, *bucket_rows;
-    pkvk_task *tasks;
+    Span *spans;
     pkvk_fi *fi; // FlashInfer's state, made at the first FlashInfer plan
 };
 
@@ -446,13 +467,15 @@ static size_t align16(size_t n) {
 static size_t plan_bytes(const pkvk_workspace *w) {
     return align16(((size_t)w->cap_rows + 1) * sizeof(int32_t)) +
            align16((size_t)w->cap_rows * sizeof(int32_t)) +
-           align16((size_t)w->cap_tasks * sizeof(pkvk_task));
+           align16((size_t)w->cap_tasks * sizeof(Span));
 }
 
-// Room for `bytes` in the arena and its staging; grows (rarely) by doubling.
+// Room for `bytes` in the arena and its staging; grows (rarely) by doubling. The
+// staging holds at least the largest metadata a launch carries (pkvk_step_upload
+// passes it as one kernel parameter of up to PKVK_PARAM_BYTES).
 static int reserve_arena(pkvk_workspace *w, size_t bytes) {
     if (bytes <= w->arena_bytes) return PKVK_OK;
-    size_t cap = w->arena_bytes ? w->arena_bytes : 4096;
+    size_t cap = w->arena_bytes ? w->arena_bytes : PKVK_PARAM_BYTES;
     while (cap < bytes) cap *= 2;
     PKVK_CK(cudaStreamSynchronize(pkvk_stream())); // the old arena may still be in use
     pkvk_free(w->arena);
@@ -476,7 +499,7 @@ extern "C" int pkvk_workspace_create(pkvk_workspace **out, const pkvk_shape *s, 
     if (!rc) rc = pkvk_malloc((void **)&w->part_ml, states * 2 * sizeof(float));
     if (!rc) rc = pkvk_malloc((void **)&w->counters, (size_t)cap_rows * s->hkv * sizeof(int));
     if (!rc) rc = pkvk_memset(w->counters, 0, (size_t)cap_rows * s->hkv * sizeof(int));
-    if (!rc) rc = reserve_arena(w, plan_bytes(w) + 4096);
+    if (!rc) rc = reserve_arena(w, plan_bytes(w));
     if (rc) {
         pkvk_workspace_destroy(w);
         return rc;
@@ -496,8 +519,8 @@ extern "C" void pkvk_workspace_destroy(pkvk_workspace *w) {
     free(w);
 }
 
-extern "C" int pkvk_plan_upload_with(pkvk_workspace *w, const pkvk_plan *p, const void *extra,
-                                     size_t extra_bytes, const void **extra_dev) {
+int pkvk_plan_pack(pkvk_workspace *w, const pkvk_plan *p, const void *extra, size_t extra_bytes,
+                   pkvk_packed *out) {
     if (p->n_rows > w->cap_rows || p->n_slots > w->cap_slots || p->n_tasks > w->cap_tasks)
         return pkvk_fail_msg(PKVK_ERR_INVALID, "plan larger than its workspace");
     if (p->counts_only && p->n_tasks)
@@ -505,24 +528,35 @@ extern "C" int pkvk_plan_upload_with(pkvk_workspace *w, const pkvk_plan *p, cons
     const bool fi = pkvk_route_is_flashinfer(p->route);
     const size_t so = align16(extra_bytes), br = so + align16(sizeof(int32_t) * (p->n_rows + 1));
     const size_t nbr = p->route == PKVK_ROUTE_BUCKET ? sizeof(int32_t) * p->n_rows : 0;
-    const size_t tk = br + align16(nbr), end = fi ? so : tk + sizeof(pkvk_task) * p->n_tasks;
+    // The tasks come in groups of hkv (pkvk_plan_workqueue): one span per group.
+    const int32_t hkv = w->shape.hkv, n_spans = p->n_tasks / hkv;
+    if (p->n_tasks % hkv ||
+        (n_spans && (p->tasks[0].kvh != 0 || p->tasks[p->n_tasks - 1].kvh != hkv - 1)))
+        return pkvk_fail_msg(PKVK_ERR_INVALID, "workqueue tasks not in groups of the KV heads");
+    const size_t tk = br + align16(nbr), end = fi ? so : tk + sizeof(Span) * n_spans;
     int rc = reserve_arena(w, end);
     if (rc) return rc;
     if (extra_bytes) memcpy(w->staging, extra, extra_bytes);
     if (!fi) {
         memcpy(w->staging + so, p->split_offsets, sizeof(int32_t) * (p->n_rows + 1));
         if (nbr) memcpy(w->staging + br, p->bucket_rows, nbr);
-        if (p->n_tasks) memcpy(w->staging + tk, p->tasks, sizeof(pkvk_task) * p->n_tasks);
+        Span *sp = (Span *)(w->staging + tk);
+        for (int32_t g = 0; g < n_spans; g++) {
+            const pkvk_task &t = p->tasks[(size_t)g * hkv];
+            sp[g] = Span{t.row, t.split, t.t_begin, t.t_end};
+        }
         w->split_offsets = (int32_t *)(w->arena + so);
         w->bucket_rows = (int32_t *)(w->arena + br);
-        w->tasks = (pkvk_task *)(w->arena + tk);
+        w->spans = (Span *)(w->arena + tk);
     }
-    if (end)
-        PKVK_CK(cudaMemcpyAsync(w->arena, w->staging, end, cudaMemcpyHostToDevice, pkvk_stream()));
-    if (extra_dev) *extra_dev = w->arena;
+    *out = pkvk_packed{w->staging, w->arena, so, end};
     if (!fi) return PKVK_OK;
     rc = w->fi ? PKVK_OK : pkvk_fi_create(&w->fi, &w->shape, w->cap_rows);
     return rc ? rc : pkvk_fi_upload(w->fi, p);
+}
+
+const pkvk_shape *pkvk_workspace_shape(const pkvk_workspace *w) {
+    return &w->shape;
 }
 
 extern "C" int pkvk_workspace_reserve(pkvk_workspace *w, size_t extra_bytes) {
@@ -530,7 +564,11 @@ extern "C" int pkvk_workspace_reserve(pkvk_workspace *w, size_t extra_bytes) {
 }
 
 extern "C" int pkvk_plan_upload(pkvk_workspace *w, const pkvk_plan *p) {
-    return pkvk_plan_upload_with(w, p, nullptr, 0, nullptr);
+    pkvk_packed pk;
+    int rc = pkvk_plan_pack(w, p, nullptr, 0, &pk);
+    if (rc || !pk.bytes) return rc;
+    PKVK_CK(cudaMemcpyAsync(pk.dev, pk.host, pk.bytes, cudaMemcpyHostToDevice, pkvk_stream()));
+    return PKVK_OK;
 }
 
 extern "C" int pkvk_launch(pkvk_workspace *w, const pkvk_batch *b, const pkvk_plan *plan,
@@ -558,7 +596,7 @@ extern "C" int pkvk_launch(pkvk_workspace *w, const pkvk_batch *b, const pkvk_pl
     p.hq = s.hq, p.hkv = s.hkv, p.ps = s.page_size, p.ps_shift = shift;
     p.scale_log2 = b->sm_scale * 1.4426950408889634f;
     p.split_offsets = w->split_offsets;
-    p.tasks = w->tasks;
+    p.spans = w->spans;
     p.part_acc = w->part_acc, p.part_ml = w->part_ml, p.counters = w->counters;
     int rc = PKVK_OK;
     switch (plan->route) {

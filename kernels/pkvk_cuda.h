@@ -16,6 +16,24 @@ extern "C" int pkvk_fail_msg(int status, const char *msg);
  * ordered) that can be captured into a CUDA graph. */
 cudaStream_t pkvk_stream(void);
 
+/* A plan laid out for its device arena: host[0, bytes) (pinned staging) holds the
+ * caller's extra bytes, then from plan_begin the plan's arrays, exactly as they must
+ * land at dev (the workspace's arena; the workspace already points its arrays there).
+ * FlashInfer's plan is made and uploaded by the pack itself (nothing past
+ * plan_begin). Valid until the next pack. */
+struct pkvk_packed {
+    const char *host;
+    char *dev;
+    size_t plan_begin, bytes;
+};
+int pkvk_plan_pack(pkvk_workspace *w, const pkvk_plan *p, const void *extra, size_t extra_bytes,
+                   pkvk_packed *out);
+const pkvk_shape *pkvk_workspace_shape(const pkvk_workspace *w);
+
+/* The largest metadata one launch carries in its parameters (CUDA 12.1+ allows
+ * 32764 bytes of parameters; the rest of the prologue's take the difference). */
+enum { PKVK_PARAM_BYTES = 32256 };
+
 #define PKVK_CK(call)                                                                              \
     do {                                                                                           \
         cudaError_t e_ = (call);                                                                   \

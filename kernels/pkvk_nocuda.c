@@ -41,10 +41,6 @@ void pkvk_workspace_destroy(pkvk_workspace *ws) {}
 int pkvk_plan_upload(pkvk_workspace *ws, const pkvk_plan *p) {
     return PKVK_ERR_NO_DEVICE;
 }
-int pkvk_plan_upload_with(pkvk_workspace *ws, const pkvk_plan *p, const void *extra,
-                          size_t extra_bytes, const void **extra_dev) {
-    return PKVK_ERR_NO_DEVICE;
-}
 int pkvk_workspace_reserve(pkvk_workspace *ws, size_t extra_bytes) {
     return PKVK_ERR_NO_DEVICE;
 }
@@ -61,6 +57,9 @@ int pkvk_timer_stop(float *ms) {
     return PKVK_ERR_NO_DEVICE;
 }
 int pkvk_flush_l2(void) {
+    return PKVK_ERR_NO_DEVICE;
+}
+int pkvk_time_read(size_t bytes, int reps, float *ms) {
     return PKVK_ERR_NO_DEVICE;
 }
 int pkvk_measure_ceilings(pkvk_ceilings *c) {
@@ -80,11 +79,9 @@ int pkvk_mark(int k) {
 int pkvk_mark_elapsed(int a, int b, float *ms) {
     return PKVK_ERR_NO_DEVICE;
 }
-int pkvk_step_prologue(const pkvk_shape *s, int32_t n_rows, const int32_t *stage, int32_t n_updates,
-                       int32_t *seq_lens, int32_t *block_table, int32_t bt_stride,
-                       uint16_t *k_cache, uint16_t *v_cache, uint16_t *q, const uint16_t *src_k,
-                       const uint16_t *src_v, const uint16_t *src_q, int32_t src_rows,
-                       int64_t first_src) {
+int pkvk_step_upload(pkvk_workspace *ws, const pkvk_plan *p, const pkvk_step *step,
+                     pkvk_upload_mode mode, int *copies) {
+    if (copies) *copies = 0;
     return PKVK_ERR_NO_DEVICE;
 }
 int pkvk_occupancy(int d, int G, int *ctas_per_sm) {

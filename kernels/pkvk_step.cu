@@ -7,37 +7,81 @@
 
 namespace {
 
-// Blocks [0, n_rows): row i's lengths, new K/V token and Q; blocks past that: the
-// block-table updates, 128 per block.
-__global__ void prologue_kernel(int32_t n_rows, const int32_t *__restrict__ stage,
-                                int32_t n_updates, int32_t *seq_lens, int32_t *bt,
-                                int32_t bt_stride, uint4 *k, uint4 *v, uint4 *q, const uint4 *src_k,
-                                const uint4 *src_v, const uint4 *src_q, int32_t src_rows,
-                                int64_t first_src, int hkv, int hq, int ps, int d) {
+// What the prologue needs besides the stage, in 16-byte units for the caches.
+struct StepArgs {
+    int32_t n_rows, n_updates, update_blocks;
+    int32_t *seq_lens, *bt;
+    int32_t bt_stride;
+    uint4 *k, *v, *q;
+    const uint4 *src_k, *src_v, *src_q;
+    int32_t src_rows;
+    int64_t first_src;
+    int hkv, hq, ps, chunks; // chunks: 16-byte chunks per head row
+    // Parameter path: words [copy_begin, copy_end) of the parameters go to arena.
+    uint32_t *arena;
+    int32_t copy_begin, copy_end;
+};
+
+constexpr int PRO_THREADS = 128;
+
+// Block b of the prologue. Blocks [0, n_rows): row b's length, new K/V token and Q;
+// the next update_blocks: the block-table updates, PRO_THREADS per block; past those
+// (parameter path only): the plan's words, PRO_THREADS per block, so that each warp
+// reads 128 contiguous bytes of the parameters.
+__device__ void prologue_block(const StepArgs &a, const int32_t *stage, const uint32_t *words) {
     const int b = blockIdx.x, tid = threadIdx.x;
-    if (b >= n_rows) {
-        int u = (b - n_rows) * blockDim.x + tid;
-        if (u < n_updates) {
-            const int32_t *t = stage + 2 * n_rows + 3 * u;
-            bt[(size_t)t[0] * bt_stride + t[1]] = t[2];
+    if (b >= a.n_rows + a.update_blocks) {
+        int i = a.copy_begin + (b - a.n_rows - a.update_blocks) * PRO_THREADS + tid;
+        if (i < a.copy_end) a.arena[i] = words[i];
+        return;
+    }
+    if (b >= a.n_rows) {
+        int u = (b - a.n_rows) * PRO_THREADS + tid;
+        if (u < a.n_updates) {
+            const int32_t *t = stage + 2 * a.n_rows + 3 * u;
+            a.bt[(size_t)t[0] * a.bt_stride + t[1]] = t[2];
         }
         return;
     }
     int32_t len = stage[b];
-    if (tid == 0) seq_lens[b] = len;
+    if (tid == 0) a.seq_lens[b] = len;
     // The page comes with the stage: the table's entry may be one of this step's
     // updates, written by another block.
-    int32_t pos = len - 1, page = stage[n_rows + b];
-    const int chunks = d / 8; // 16-byte chunks per head row
-    size_t src = (size_t)((first_src + b) % src_rows);
-    for (int c = tid; c < hkv * chunks; c += blockDim.x) {
-        int h = c / chunks, j = c % chunks;
-        size_t dst = (((size_t)page * hkv + h) * ps + pos % ps) * chunks + j;
-        k[dst] = src_k[(src * hkv + h) * chunks + j];
-        v[dst] = src_v[(src * hkv + h) * chunks + j];
+    int32_t pos = len - 1, page = stage[a.n_rows + b];
+    size_t src = (size_t)((a.first_src + b) % a.src_rows);
+    for (int c = tid; c < a.hkv * a.chunks; c += PRO_THREADS) {
+        int h = c / a.chunks, j = c % a.chunks;
+        size_t dst = (((size_t)page * a.hkv + h) * a.ps + pos % a.ps) * a.chunks + j;
+        a.k[dst] = a.src_k[(src * a.hkv + h) * a.chunks + j];
+        a.v[dst] = a.src_v[(src * a.hkv + h) * a.chunks + j];
     }
-    for (int c = tid; c < hq * chunks; c += blockDim.x)
-        q[(size_t)b * hq * chunks + c] = src_q[src * hq * chunks + c];
+    for (int c = tid; c < a.hq * a.chunks; c += PRO_THREADS)
+        a.q[(size_t)b * a.hq * a.chunks + c] = a.src_q[src * a.hq * a.chunks + c];
+}
+
+// Copy path: the stage was copied to the device.
+__global__ void __launch_bounds__(PRO_THREADS)
+    prologue_kernel(const StepArgs a, const int32_t *__restrict__ stage) {
+    prologue_block(a, stage, nullptr);
+}
+
+// Parameter path: the stage and the plan's arrays are this launch's parameters
+// (read in place through the __grid_constant__ blob's address).
+template <int N> struct Blob { uint4 x[N / 16]; };
+template <int N>
+__global__ void __launch_bounds__(PRO_THREADS)
+    prologue_param_kernel(const StepArgs a, const __grid_constant__ Blob<N> blob) {
+    prologue_block(a, reinterpret_cast<const int32_t *>(&blob),
+                   reinterpret_cast<const uint32_t *>(&blob));
+}
+
+template <int N> int launch_param(int blocks, const StepArgs &a, const char *host) {
+    static_assert(N % 16 == 0 && N <= PKVK_PARAM_BYTES, "blob within the parameter limit");
+    // The blob is read from the caller's pinned staging (at least PKVK_PARAM_BYTES).
+    void *args[] = {(void *)&a, (void *)host};
+    PKVK_CK(cudaLaunchKernel((const void *)prologue_param_kernel<N>, dim3(blocks),
+                             dim3(PRO_THREADS), args, 0, pkvk_stream()));
+    return PKVK_OK;
 }
 
 // One block per listed page: the page's K and V rows, 16 bytes per thread and step.
@@ -68,19 +112,49 @@ extern "C" int pkvk_fill_pages(const pkvk_shape *s, uint16_t *k_cache, uint16_t 
     return PKVK_OK;
 }
 
-extern "C" int pkvk_step_prologue(const pkvk_shape *s, int32_t n_rows, const int32_t *stage,
-                                  int32_t n_updates, int32_t *seq_lens, int32_t *block_table,
-                                  int32_t bt_stride, uint16_t *k_cache, uint16_t *v_cache,
-                                  uint16_t *q, const uint16_t *src_k, const uint16_t *src_v,
-                                  const uint16_t *src_q, int32_t src_rows, int64_t first_src) {
-    if (n_rows == 0 && n_updates == 0) return PKVK_OK;
-    if (s->d % 8)
-        return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "head dimension must be a multiple of 8");
-    int blocks = n_rows + (n_updates + 127) / 128;
-    prologue_kernel<<<blocks, 128, 0, pkvk_stream()>>>(
-        n_rows, stage, n_updates, seq_lens, block_table, bt_stride, (uint4 *)k_cache,
-        (uint4 *)v_cache, (uint4 *)q, (const uint4 *)src_k, (const uint4 *)src_v,
-        (const uint4 *)src_q, src_rows, first_src, s->hkv, s->hq, s->page_size, s->d);
+extern "C" int pkvk_step_upload(pkvk_workspace *ws, const pkvk_plan *p, const pkvk_step *st,
+                                pkvk_upload_mode mode, int *copies) {
+    const int32_t n_rows = st ? st->n_rows : 0, n_updates = st ? st->n_updates : 0;
+    const size_t stage_bytes = sizeof(int32_t) * (2 * (size_t)n_rows + 3 * (size_t)n_updates);
+    if (copies) *copies = 0;
+    pkvk_packed pk;
+    int rc = pkvk_plan_pack(ws, p, st ? st->stage : nullptr, stage_bytes, &pk);
+    if (rc) return rc;
+    StepArgs a = {};
+    a.n_rows = n_rows, a.n_updates = n_updates;
+    a.update_blocks = (n_updates + PRO_THREADS - 1) / PRO_THREADS;
+    if (st) {
+        const pkvk_shape *s = pkvk_workspace_shape(ws);
+        if (s->d % 8)
+            return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "head dimension must be a multiple of 8");
+        a.seq_lens = st->seq_lens, a.bt = st->block_table, a.bt_stride = st->bt_stride;
+        a.k = (uint4 *)st->k_cache, a.v = (uint4 *)st->v_cache, a.q = (uint4 *)st->q;
+        a.src_k = (const uint4 *)st->src_k, a.src_v = (const uint4 *)st->src_v;
+        a.src_q = (const uint4 *)st->src_q, a.src_rows = st->src_rows;
+        a.first_src = st->first_src;
+        a.hkv = s->hkv, a.hq = s->hq, a.ps = s->page_size, a.chunks = s->d / 8;
+    }
+    if (mode == PKVK_UPLOAD_PARAMS && pk.bytes <= PKVK_PARAM_BYTES) {
+        a.arena = (uint32_t *)pk.dev;
+        a.copy_begin = (int32_t)(pk.plan_begin / 4), a.copy_end = (int32_t)(pk.bytes / 4);
+        int words = a.copy_end - a.copy_begin;
+        int blocks = n_rows + a.update_blocks + (words + PRO_THREADS - 1) / PRO_THREADS;
+        if (blocks == 0) return PKVK_OK;
+        // A launch's cost grows with its parameters' size: the smallest blob that fits.
+        rc = pk.bytes <= 1024    ? launch_param<1024>(blocks, a, pk.host)
+             : pk.bytes <= 2048  ? launch_param<2048>(blocks, a, pk.host)
+             : pk.bytes <= 4096  ? launch_param<4096>(blocks, a, pk.host)
+             : pk.bytes <= 12288 ? launch_param<12288>(blocks, a, pk.host)
+                                 : launch_param<PKVK_PARAM_BYTES>(blocks, a, pk.host);
+        return rc;
+    }
+    if (pk.bytes) {
+        PKVK_CK(cudaMemcpyAsync(pk.dev, pk.host, pk.bytes, cudaMemcpyHostToDevice, pkvk_stream()));
+        if (copies) *copies = 1;
+    }
+    int blocks = n_rows + a.update_blocks;
+    if (blocks == 0) return PKVK_OK;
+    prologue_kernel<<<blocks, PRO_THREADS, 0, pkvk_stream()>>>(a, (const int32_t *)pk.dev);
     PKVK_CK_LAUNCH();
     return PKVK_OK;
 }

@@ -27,4 +27,20 @@ done 2>&1 | tee "$out/loop.log"
 echo "== bimodal_b8_graph adaptive" | tee -a "$out/loop.log"
 .bundle/run pkvsim run experiments/bimodal_b8_graph.json --backend cuda "${cal[@]}" -o "$out/run.h5" \
   2>&1 | grep -E "decode|host|of which|routes|graphs|pkvsim:" | tee -a "$out/loop.log"
+# The step's metadata in the prologue launch's parameters (the default) against one
+# copy before it (run.metadata_upload: copy): B=8 bimodal, three routes, twice each,
+# interleaved.
+sed -e 's/"run": {/"run": {"metadata_upload": "copy", /' \
+  -e "s#\"calibration/h200.json\"#\"$PWD/experiments/calibration/h200.json\"#" \
+  experiments/bimodal_b8.json > "$out/bimodal_b8_copy.json"
+for rep in 1 2; do
+  for exp in experiments/bimodal_b8.json "$out/bimodal_b8_copy.json"; do
+    for route in ref_paged pkv_workqueue adaptive; do
+      echo "== $rep $(basename "$exp" .json) $route"
+      .bundle/run pkvsim run "$exp" --backend cuda --route "$route" "${cal[@]}" -o "$out/run.h5" \
+        2>&1 | grep -E "decode|host|of which|pkvsim:"
+    done
+  done
+done 2>&1 | tee "$out/upload_ab.log"
 rm -f "$out/run.h5"
+echo "gpu_session: ${SECONDS} s"

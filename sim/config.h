@@ -47,7 +47,8 @@ typedef struct pkv_config {
     pkv_backend_kind backend;
     int clock; /* -1 auto, else pkv_clock_source */
     int64_t check_every, check_first;
-    bool cuda_graph; /* cuda backend: replay each step as a CUDA graph (ablation) */
+    bool cuda_graph;     /* cuda backend: replay each step as a CUDA graph (ablation) */
+    int metadata_upload; /* cuda backend: a pkvk_upload_mode (params, or copy as ablation) */
 } pkv_config;
 
 int pkv_config_load(pkv_config *c, const char *path, pkv_err *e);

@@ -18,7 +18,8 @@ static pkv_backend *make_backend(const pkv_config *cfg, pkv_backend_kind k, cons
     case PKV_BACKEND_CUDA: {
         int32_t cap = eng->planner.plans[0].cap_tasks;
         return pkv_backend_cuda_create(&cfg->shape, cfg->kv_pages, cfg->max_active, bt_stride, cap,
-                                       cap, (int32_t)cfg->mlp_inter, cfg->cuda_graph, cfg->seed, e);
+                                       cap, (int32_t)cfg->mlp_inter, cfg->cuda_graph,
+                                       (pkvk_upload_mode)cfg->metadata_upload, cfg->seed, e);
     }
     default: {
         pkv_backend *b = pkv_backend_model_create();

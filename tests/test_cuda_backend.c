@@ -20,14 +20,14 @@ static const char *EXP =
     " \"serving\": {\"max_active\": 6, \"kv_pages\": %d},"
     " \"route\": {\"policy\": \"%s\", \"calibration\": \"%s\"},"
     " \"run\": {\"backend\": \"%s\", \"clock\": \"predicted\", \"check_every\": 1,"
-    "   \"output\": \"%s\", \"cuda_graph\": %s}}";
+    "   \"output\": \"%s\", \"cuda_graph\": %s, \"metadata_upload\": \"%s\"}}";
 
-static const char *graph = "false";
+static const char *graph = "false", *upload = "params";
 
 static int run(const char *backend, const char *policy, int pages, const char *out, pkv_err *e) {
     char *text = malloc(4096);
     snprintf(text, 4096, EXP, pages, policy, PKV_SOURCE_DIR "/experiments/calibration/default.json",
-             backend, out, graph);
+             backend, out, graph, upload);
     pkv_config cfg;
     if (pkv_config_parse(&cfg, text, "test.json", e)) return -1;
     pkv_summary sum;
@@ -247,6 +247,21 @@ int main(void) {
         free(s);
     }
     graph = "false";
+
+    /* The step's metadata by copy (ablation): the same steps, every one checked. */
+    upload = "copy";
+    {
+        int rc = run("cuda", "adaptive", 30000, a, &e);
+        CHECK(rc == 0, "copy upload: %s", e.msg);
+        hsize_t n;
+        pkv_step_rec *s = rc ? NULL : read_steps(a, &n);
+        int ok = s && n > 40;
+        for (hsize_t i = 0; ok && i < n; i++) ok &= s[i].max_err < 2e-3 && s[i].t_device > 0;
+        CHECK(ok, "copy upload: a step failed its check");
+        printf("metadata by copy: %llu steps checked\n", s ? (unsigned long long)n : 0ull);
+        free(s);
+    }
+    upload = "params";
 
     /* 10^7 pages of 64 KiB do not fit: an error naming bytes, and no file. */
     unlink(a);

@@ -44,12 +44,26 @@ static void release(dev_batch *d) {
     pkvk_free(d->bt), pkvk_free(d->lens), pkvk_free(d->o32);
 }
 
-/* Run a plan with the output poisoned; o receives it as floats. */
+/* Plan uploads by mode and path: [0] in the launch's parameters, [1] parameters
+ * asked but too large (copied), [2] copy asked. */
+static int uploads[3];
+
+/* Run a plan with the output poisoned; o receives it as floats. how % 3 says how the
+ * plan goes up: 0 pkvk_plan_upload, 1 pkvk_step_upload by launch parameters, 2 by
+ * its copy. */
 static int run_plan(pkvk_workspace *ws, dev_batch *d, const pkvk_plan *p, size_t n, float *o,
-                    uint16_t *tmp) {
-    int launches;
-    if (pkvk_memset(d->o, 0xff, n * 2) || pkvk_plan_upload(ws, p) ||
-        (pkvk_route_is_flashinfer(p->route) && pkvk_pack_csr(ws, &d->b)) ||
+                    uint16_t *tmp, int how) {
+    int launches, copies = 0, rc = pkvk_memset(d->o, 0xff, n * 2);
+    pkvk_upload_mode mode = how % 3 == 1 ? PKVK_UPLOAD_PARAMS : PKVK_UPLOAD_COPY;
+    if (!rc && how % 3 == 0)
+        rc = pkvk_plan_upload(ws, p);
+    else if (!rc) {
+        rc = pkvk_step_upload(ws, p, NULL, mode, &copies);
+        uploads[mode == PKVK_UPLOAD_PARAMS ? copies : 2]++;
+        /* A copy is made exactly when asked for (FlashInfer's planner copies its own). */
+        if (mode == PKVK_UPLOAD_COPY && copies != !pkvk_route_is_flashinfer(p->route)) rc = -1;
+    }
+    if (rc || (pkvk_route_is_flashinfer(p->route) && pkvk_pack_csr(ws, &d->b)) ||
         pkvk_launch(ws, &d->b, p, &launches) || pkvk_sync() || pkvk_d2h(tmp, d->o, n * 2))
         return -1;
     for (size_t j = 0; j < n; j++) o[j] = pkvk_h2f(tmp[j]);
@@ -72,6 +86,7 @@ int main(void) {
     CHECK(pkvk_device_info_get(&dev) == 0, "device info");
     printf("FlashInfer routes: %s\n", fi_built ? "built" : "not built (skipped)");
     const int Gs[4] = {1, 2, 4, 8}, pss[4] = {1, 8, 16, 32};
+    int turn = 0; /* cycles the plans' ways up (run_plan) */
     /* Small shapes: every route and split count against the CPU reference. */
     for (int gi = 0; gi < 4; gi++)
         for (int pi = 0; pi < 4; pi++) {
@@ -124,7 +139,7 @@ int main(void) {
                     CHECK(rc == 0, "plan");
                     /* The fused route runs twice: its counters must reset themselves. */
                     for (int rep = 0; rep < (route == PKVK_ROUTE_FUSED ? 2 : 1); rep++) {
-                        CHECK(run_plan(ws, &d, &p, h.q_elems, o, tmp) == 0, "run: %s",
+                        CHECK(run_plan(ws, &d, &p, h.q_elems, o, tmp, turn++) == 0, "run: %s",
                               pkvk_last_error());
                         pkvk_compare(o, NULL, ref, h.q_elems, &mx, &mean);
                         CHECK(mx < 2e-3 && mean < 3e-4,
@@ -142,11 +157,13 @@ int main(void) {
             free_batch(&h);
         }
 
-    /* More splits than the merge's shared buffer (512): 625 slots in one row take
-     * the serial merge path, for every split route. */
+    /* More states than the merges' shared buffers hold (512 slots per head in the
+     * merge kernel, 12288 floats in the fused one): 1250 slots of G = 8 heads in a
+     * row take the serial merge path, for every split route and every way up; the
+     * workqueue plans (2500 splits) are too large for a launch's parameters. */
     {
-        pkvk_shape s = {8, 2, 128, 16};
-        int32_t lens[2] = {40000, 3000}, S = 700, splits[2] = {700, 700};
+        pkvk_shape s = {16, 2, 128, 16};
+        int32_t lens[2] = {40000, 39990}, S = 1300, splits[2] = {1300, 1300};
         host_batch h;
         make_batch(&h, r, s, lens, 2, 0.5);
         dev_batch d = {0};
@@ -156,19 +173,22 @@ int main(void) {
         pkvk_cpu_reference(&h.b, ref);
         pkvk_plan p;
         pkvk_workspace *ws;
-        CHECK(pkvk_plan_init(&p, 2, 4096) == 0, "plan");
-        CHECK(pkvk_workspace_create(&ws, &s, 2, 4096, 4096) == 0, "workspace");
+        CHECK(pkvk_plan_init(&p, 2, 8192) == 0, "plan");
+        CHECK(pkvk_workspace_create(&ws, &s, 2, 4096, 8192) == 0, "workspace");
         for (int route = PKVK_ROUTE_BUCKET; route < PKVK_ROUTE_FLASHINFER; route++) {
             int rc = route == PKVK_ROUTE_BUCKET
                          ? pkvk_plan_bucket(&p, lens, lens, 2, fixed_splits, &S)
                          : pkvk_plan_workqueue(&p, (pkvk_route)route, &s, lens, splits, 2);
             CHECK(rc == 0 && p.split_offsets[1] - p.split_offsets[0] > 512, "plan %d", route);
-            CHECK(run_plan(ws, &d, &p, h.q_elems, o, tmp) == 0, "run: %s", pkvk_last_error());
-            double mx, mean;
-            pkvk_compare(o, NULL, ref, h.q_elems, &mx, &mean);
-            CHECK(mx < 2e-3 && mean < 3e-4, "%d-slot %s: max|e| %.3g mean|e| %.3g",
-                  p.split_offsets[1] - p.split_offsets[0], pkvk_route_name((pkvk_route)route), mx,
-                  mean);
+            for (int how = 0; how < 3; how++) {
+                CHECK(run_plan(ws, &d, &p, h.q_elems, o, tmp, how) == 0, "run: %s",
+                      pkvk_last_error());
+                double mx, mean;
+                pkvk_compare(o, NULL, ref, h.q_elems, &mx, &mean);
+                CHECK(mx < 2e-3 && mean < 3e-4, "%d-slot %s, upload %d: max|e| %.3g mean|e| %.3g",
+                      p.split_offsets[1] - p.split_offsets[0], pkvk_route_name((pkvk_route)route),
+                      how, mx, mean);
+            }
         }
         pkvk_workspace_destroy(ws);
         pkvk_plan_free(&p);
@@ -241,7 +261,7 @@ int main(void) {
     for (int route = 0; route < PKVK_ROUTE_COUNT; route++) {
         if (!pkvk_route_built((pkvk_route)route)) continue;
         CHECK(pkv_planner_build(&pl, (pkvk_route)route, lens, 3) == 0, "plan");
-        CHECK(run_plan(ws, &d, &pl.plans[route], h.q_elems, o, tmp) == 0, "run: %s",
+        CHECK(run_plan(ws, &d, &pl.plans[route], h.q_elems, o, tmp, turn++) == 0, "run: %s",
               pkvk_last_error());
         double mx, mean;
         pkvk_compare(o, NULL, ref, h.q_elems, &mx, &mean);
@@ -258,6 +278,19 @@ int main(void) {
         CHECK(pkvk_plan_upload(ws, fp) == PKVK_ERR_INVALID, "a wrong mirror was accepted");
         printf("mirror mismatch refused: %s\n", pkvk_last_error());
     }
+    /* A workqueue list not in groups of the KV heads is refused at upload. */
+    {
+        pkvk_plan *wp = &pl.plans[PKVK_ROUTE_WORKQUEUE];
+        CHECK(pkv_planner_build(&pl, PKVK_ROUTE_WORKQUEUE, lens, 3) == 0, "plan");
+        wp->tasks[0].kvh = 1;
+        CHECK(pkvk_plan_upload(ws, wp) == PKVK_ERR_INVALID,
+              "a task list out of groups was accepted");
+    }
+    CHECK(uploads[0] > 10 && uploads[1] > 0 && uploads[2] > 10,
+          "upload paths not all taken: %d in parameters, %d too large, %d copied", uploads[0],
+          uploads[1], uploads[2]);
+    printf("plan uploads: %d in launch parameters, %d too large for them, %d copied\n", uploads[0],
+           uploads[1], uploads[2]);
     pkvk_workspace_destroy(ws);
     pkv_planner_free(&pl);
     free(ref), free(o), free(tmp);

@@ -19,14 +19,18 @@ static int32_t fixed_splits(int32_t route_len, int32_t rows, void *ctx) {
 }
 
 /* Tasks cover each (row, kvh) token range exactly once, none empty, slots compact,
- * whatever their order. */
+ * and each split's hkv tasks are consecutive, KV heads in order (the device keeps
+ * one entry per split). */
 static void check_tasks(const pkvk_plan *p, const pkvk_shape *s, const int32_t *lens, int n) {
     CHECK(p->split_offsets[n] == p->n_slots, "n_slots");
     CHECK(p->n_tasks == p->n_slots * s->hkv, "%d tasks for %d slots", p->n_tasks, p->n_slots);
     char *seen = calloc((size_t)p->n_slots * s->hkv + 1, 1);
     for (int32_t t = 0; t < p->n_tasks; t++) {
-        const pkvk_task *T = &p->tasks[t];
-        CHECK(T->row >= 0 && T->row < n && T->kvh >= 0 && T->kvh < s->hkv, "task %d", t);
+        const pkvk_task *T = &p->tasks[t], *L = &p->tasks[t - t % s->hkv];
+        CHECK(T->row >= 0 && T->row < n && T->kvh == t % s->hkv, "task %d", t);
+        CHECK(T->row == L->row && T->split == L->split && T->t_begin == L->t_begin &&
+                  T->t_end == L->t_end,
+              "task %d differs from its group's first in more than the KV head", t);
         int32_t S = p->split_offsets[T->row + 1] - p->split_offsets[T->row], tb, te;
         CHECK(T->split >= 0 && T->split < S, "task split %d outside row %d's slots", T->split,
               T->row);
