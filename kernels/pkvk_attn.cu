@@ -9,6 +9,7 @@
 // its own exact online-softmax state (m, l, O) in FP32 (P is rounded to FP16 for
 // the PV product); the warps' states are merged once at the end. Scores are kept
 // in the log2 domain (scaled by sm_scale * log2 e) so every exponential is exp2f.
+#include <cuda/atomic>
 #include <cuda_fp16.h>
 #include <stdint.h>
 #include <string.h>
@@ -178,6 +179,11 @@ template <int D, int G, int MODE>
 __global__ void __launch_bounds__(THREADS) attn_kernel(const Params p) {
     static_assert(D % 16 == 0 && G <= 8, "MMA rows hold at most 8 query heads");
 
+    // A merge launched after this kernel (launch_merge) may be scheduled now: its
+    // blocks wait for this grid's completion (griddepcontrol.wait) while resident.
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;");
+#endif
     int row, kvh, split, tb, te;
     if (MODE == MODE_REF) {
         row = blockIdx.x, kvh = blockIdx.y, split = 0, tb = 0, te = p.seq_lens[row];
@@ -366,18 +372,19 @@ __global__ void __launch_bounds__(THREADS) attn_kernel(const Params p) {
     }
     if (MODE != MODE_FUSED) return;
 
-    // Fused: the last CTA of this (row, kvh) to finish merges all its splits.
+    // Fused: the last CTA of this (row, kvh) to finish merges all its splits. The
+    // barrier orders every thread's partial-state writes before thread 0's release
+    // (the counter's add, acquire-release at GPU scope), and the last CTA's acquire
+    // before its reads, which go through L2.
     __shared__ int s_last;
-    __threadfence(); // publish this CTA's partial state before counting it
     __syncthreads();
     if (tid == 0) {
-        int *ctr = p.counters + (size_t)row * p.hkv + kvh;
-        s_last = atomicAdd(ctr, 1) == nslots - 1;
-        if (s_last) *ctr = 0; // ready for the next launch
+        cuda::atomic_ref<int, cuda::thread_scope_device> ctr(p.counters[(size_t)row * p.hkv + kvh]);
+        s_last = ctr.fetch_add(1, cuda::memory_order_acq_rel) == nslots - 1;
+        if (s_last) ctr.store(0, cuda::memory_order_relaxed); // ready for the next launch
     }
     __syncthreads();
     if (!s_last) return;
-    __threadfence();
     static_assert(THREADS == D, "the in-kernel merge uses one thread per dimension");
     const size_t base = ((size_t)slot0 * p.hkv + kvh) * G;
     // All G heads at once: one chain of L2 round trips for the CTA, not one per head.
@@ -390,6 +397,12 @@ __global__ void __launch_bounds__(THREADS) attn_kernel(const Params p) {
 // Segmented merge: block (row, query head), one thread per dimension. Rows with a
 // single slot were written directly by their split and are skipped.
 template <int D> __global__ void __launch_bounds__(D) merge_kernel(const Params p, int G) {
+    // Launched as a programmatic dependent of the split kernel (launch_merge): its
+    // blocks may be resident before that kernel ends, and wait here until it has
+    // completed and its writes are visible.
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
     __shared__ float sh[2 * MERGE_SLOTS];
     int row = p.bucket_rows ? p.bucket_rows[p.row_begin + blockIdx.x] : blockIdx.x;
     int h = blockIdx.y, kvh = h / G, g = h % G;
@@ -438,8 +451,18 @@ template <int MODE> int launch_mode(int D, int G, dim3 grid, const Params &p) {
 
 int launch_merge(const Params &p, int G, int D, unsigned rows) {
     if (D != 128) return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "head dimension must be 128");
-    merge_kernel<128><<<dim3(rows, p.hq), 128, 0, pkvk_stream()>>>(p, G);
-    PKVK_CK_LAUNCH();
+    // Programmatic dependent launch: the merge's launch overlaps the split kernel's
+    // run instead of following its end.
+    cudaLaunchAttribute attr = {};
+    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(rows, p.hq);
+    cfg.blockDim = dim3(128);
+    cfg.stream = pkvk_stream();
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    PKVK_CK(cudaLaunchKernelEx(&cfg, merge_kernel<128>, p, G));
     return PKVK_OK;
 }
 
