@@ -31,7 +31,7 @@ int pkvk_plan_pack(pkvk_workspace *w, const pkvk_plan *p, const void *extra, siz
 const pkvk_shape *pkvk_workspace_shape(const pkvk_workspace *w);
 
 /* The largest metadata one launch carries in its parameters (CUDA 12.1+ allows
- * 32764 bytes of parameters; the rest of the prologue's take the difference). */
+ * 32764 bytes of parameters in all; the prologue's other parameters fit in the rest). */
 enum { PKVK_PARAM_BYTES = 32256 };
 
 #define PKVK_CK(call)                                                                              \

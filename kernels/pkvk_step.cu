@@ -7,15 +7,11 @@
 
 namespace {
 
-// What the prologue needs besides the stage, in 16-byte units for the caches.
+// What the prologue needs besides the stage: the caller's step (its host stage
+// pointer unused here) and the shape.
 struct StepArgs {
-    int32_t n_rows, n_updates, update_blocks;
-    int32_t *seq_lens, *bt;
-    int32_t bt_stride;
-    uint4 *k, *v, *q;
-    const uint4 *src_k, *src_v, *src_q;
-    int32_t src_rows;
-    int64_t first_src;
+    pkvk_step st;
+    int32_t update_blocks;
     int hkv, hq, ps, chunks; // chunks: 16-byte chunks per head row
     // Parameter path: words [copy_begin, copy_end) of the parameters go to arena.
     uint32_t *arena;
@@ -30,33 +26,37 @@ constexpr int PRO_THREADS = 128;
 // reads 128 contiguous bytes of the parameters.
 __device__ void prologue_block(const StepArgs &a, const int32_t *stage, const uint32_t *words) {
     const int b = blockIdx.x, tid = threadIdx.x;
-    if (b >= a.n_rows + a.update_blocks) {
-        int i = a.copy_begin + (b - a.n_rows - a.update_blocks) * PRO_THREADS + tid;
+    const pkvk_step &st = a.st;
+    if (b >= st.n_rows + a.update_blocks) {
+        int i = a.copy_begin + (b - st.n_rows - a.update_blocks) * PRO_THREADS + tid;
         if (i < a.copy_end) a.arena[i] = words[i];
         return;
     }
-    if (b >= a.n_rows) {
-        int u = (b - a.n_rows) * PRO_THREADS + tid;
-        if (u < a.n_updates) {
-            const int32_t *t = stage + 2 * a.n_rows + 3 * u;
-            a.bt[(size_t)t[0] * a.bt_stride + t[1]] = t[2];
+    if (b >= st.n_rows) {
+        int u = (b - st.n_rows) * PRO_THREADS + tid;
+        if (u < st.n_updates) {
+            const int32_t *t = stage + 2 * st.n_rows + 3 * u;
+            st.block_table[(size_t)t[0] * st.bt_stride + t[1]] = t[2];
         }
         return;
     }
     int32_t len = stage[b];
-    if (tid == 0) a.seq_lens[b] = len;
+    if (tid == 0) st.seq_lens[b] = len;
     // The page comes with the stage: the table's entry may be one of this step's
     // updates, written by another block.
-    int32_t pos = len - 1, page = stage[a.n_rows + b];
-    size_t src = (size_t)((a.first_src + b) % a.src_rows);
+    int32_t pos = len - 1, page = stage[st.n_rows + b];
+    size_t src = (size_t)((st.first_src + b) % st.src_rows);
+    uint4 *k = (uint4 *)st.k_cache, *v = (uint4 *)st.v_cache, *q = (uint4 *)st.q;
+    const uint4 *sk = (const uint4 *)st.src_k, *sv = (const uint4 *)st.src_v;
+    const uint4 *sq = (const uint4 *)st.src_q;
     for (int c = tid; c < a.hkv * a.chunks; c += PRO_THREADS) {
         int h = c / a.chunks, j = c % a.chunks;
         size_t dst = (((size_t)page * a.hkv + h) * a.ps + pos % a.ps) * a.chunks + j;
-        a.k[dst] = a.src_k[(src * a.hkv + h) * a.chunks + j];
-        a.v[dst] = a.src_v[(src * a.hkv + h) * a.chunks + j];
+        k[dst] = sk[(src * a.hkv + h) * a.chunks + j];
+        v[dst] = sv[(src * a.hkv + h) * a.chunks + j];
     }
     for (int c = tid; c < a.hq * a.chunks; c += PRO_THREADS)
-        a.q[(size_t)b * a.hq * a.chunks + c] = a.src_q[src * a.hq * a.chunks + c];
+        q[(size_t)b * a.hq * a.chunks + c] = sq[src * a.hq * a.chunks + c];
 }
 
 // Copy path: the stage was copied to the device.
@@ -121,17 +121,12 @@ extern "C" int pkvk_step_upload(pkvk_workspace *ws, const pkvk_plan *p, const pk
     int rc = pkvk_plan_pack(ws, p, st ? st->stage : nullptr, stage_bytes, &pk);
     if (rc) return rc;
     StepArgs a = {};
-    a.n_rows = n_rows, a.n_updates = n_updates;
     a.update_blocks = (n_updates + PRO_THREADS - 1) / PRO_THREADS;
     if (st) {
         const pkvk_shape *s = pkvk_workspace_shape(ws);
         if (s->d % 8)
             return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "head dimension must be a multiple of 8");
-        a.seq_lens = st->seq_lens, a.bt = st->block_table, a.bt_stride = st->bt_stride;
-        a.k = (uint4 *)st->k_cache, a.v = (uint4 *)st->v_cache, a.q = (uint4 *)st->q;
-        a.src_k = (const uint4 *)st->src_k, a.src_v = (const uint4 *)st->src_v;
-        a.src_q = (const uint4 *)st->src_q, a.src_rows = st->src_rows;
-        a.first_src = st->first_src;
+        a.st = *st;
         a.hkv = s->hkv, a.hq = s->hq, a.ps = s->page_size, a.chunks = s->d / 8;
     }
     if (mode == PKVK_UPLOAD_PARAMS && pk.bytes <= PKVK_PARAM_BYTES) {
@@ -141,12 +136,11 @@ extern "C" int pkvk_step_upload(pkvk_workspace *ws, const pkvk_plan *p, const pk
         int blocks = n_rows + a.update_blocks + (words + PRO_THREADS - 1) / PRO_THREADS;
         if (blocks == 0) return PKVK_OK;
         // A launch's cost grows with its parameters' size: the smallest blob that fits.
-        rc = pk.bytes <= 1024    ? launch_param<1024>(blocks, a, pk.host)
-             : pk.bytes <= 2048  ? launch_param<2048>(blocks, a, pk.host)
-             : pk.bytes <= 4096  ? launch_param<4096>(blocks, a, pk.host)
-             : pk.bytes <= 12288 ? launch_param<12288>(blocks, a, pk.host)
-                                 : launch_param<PKVK_PARAM_BYTES>(blocks, a, pk.host);
-        return rc;
+        return pk.bytes <= 1024    ? launch_param<1024>(blocks, a, pk.host)
+               : pk.bytes <= 2048  ? launch_param<2048>(blocks, a, pk.host)
+               : pk.bytes <= 4096  ? launch_param<4096>(blocks, a, pk.host)
+               : pk.bytes <= 12288 ? launch_param<12288>(blocks, a, pk.host)
+                                   : launch_param<PKVK_PARAM_BYTES>(blocks, a, pk.host);
     }
     if (pk.bytes) {
         PKVK_CK(cudaMemcpyAsync(pk.dev, pk.host, pk.bytes, cudaMemcpyHostToDevice, pkvk_stream()));
