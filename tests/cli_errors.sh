@@ -69,6 +69,7 @@ printf 'TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.0,12,4\n202
 case_json bad-trace-row "{\"workload\": {\"trace\": {\"path\": \"$tmp/bad.csv\"}, \"arrival\": null, \"prompt\": null, \"decode\": null}}" 'bad.csv:3: field "GeneratedTokens": not a number'
 case_json bad-trace-key "{\"workload\": {\"trace\": {\"path\": \"$tmp/bad.csv\", \"colums\": \"azure\"}, \"arrival\": null, \"prompt\": null, \"decode\": null}}" "workload.trace.colums: unknown key"
 case_json bad-preset '{"workload": {"preset": "spiky"}}' 'workload.preset: "spiky" is not one of'
+case_json bad-upload '{"run": {"metadata_upload": "mapped"}}' 'run.metadata_upload: "mapped" is not one of'
 good '{}' > "$tmp/e.json"
 expect_fail unwritable "cannot create the output file" "$pkvsim" run -q -o /nonexistent-dir/out.h5 "$tmp/e.json"
 expect_fail bad-seed "--seed" "$pkvsim" run -q --seed -3 "$tmp/e.json"
