@@ -184,21 +184,25 @@ static double host_us() {
         .count();
 }
 
-// The launch floor from an idle GPU: before each of reps trials the host spins for
-// 20 us (as the simulator works between steps), so the GPU has drained its queue.
+// The host busy for 20 us, as the simulator works between steps: the GPU drains its
+// queue meanwhile.
+static void host_busy() {
+    for (double t = host_us(); host_us() - t < 20;) {
+    }
+}
+
+// The launch floor from an idle GPU: the host is busy before each of reps trials.
 static int idle_floor(unsigned *sink, int reps, pkvk_ceilings *c) {
     std::vector<double> idle, step;
     cudaStream_t st = pkvk_stream();
     for (int r = 0; r < reps + 20; r++) {
-        for (double t = host_us(); host_us() - t < 20;) {
-        }
+        host_busy();
         double t0 = host_us();
         empty_kernel<<<1, 32, 0, st>>>();
         PKVK_CK_LAUNCH();
         PKVK_CK(cudaStreamSynchronize(st));
         double t1 = host_us();
-        for (double t = host_us(); host_us() - t < 20;) {
-        }
+        host_busy();
         float ms;
         double t2 = host_us();
         int rc = pkvk_mark(5);
