@@ -587,11 +587,7 @@ extern "C" int pkvk_workspace_reserve(pkvk_workspace *w, size_t extra_bytes) {
 }
 
 extern "C" int pkvk_plan_upload(pkvk_workspace *w, const pkvk_plan *p) {
-    pkvk_packed pk;
-    int rc = pkvk_plan_pack(w, p, nullptr, 0, &pk);
-    if (rc || !pk.bytes) return rc;
-    PKVK_CK(cudaMemcpyAsync(pk.dev, pk.host, pk.bytes, cudaMemcpyHostToDevice, pkvk_stream()));
-    return PKVK_OK;
+    return pkvk_step_upload(w, p, nullptr, PKVK_UPLOAD_COPY, nullptr);
 }
 
 extern "C" int pkvk_launch(pkvk_workspace *w, const pkvk_batch *b, const pkvk_plan *plan,

@@ -273,6 +273,20 @@ extern "C" int pkvk_fi_pack_csr(pkvk_fi *f, const pkvk_batch *b) {
     return PKVK_OK;
 }
 
+// The arrays both of FlashInfer's plans share, from their places in the workspaces,
+// and the split's temporary outputs (null when the plan does not split).
+template <class Info, class Params>
+static void set_plan_arrays(const pkvk_fi *f, const Info &pi, Params &q, half **tmp_v,
+                            float **tmp_s) {
+    q.request_indices = fi::GetPtrFromBaseOffset<int32_t>(f->int_ws, pi.request_indices_offset);
+    q.kv_tile_indices = fi::GetPtrFromBaseOffset<int32_t>(f->int_ws, pi.kv_tile_indices_offset);
+    q.o_indptr = fi::GetPtrFromBaseOffset<int32_t>(f->int_ws, pi.o_indptr_offset);
+    q.kv_chunk_size_ptr = fi::GetPtrFromBaseOffset<int32_t>(f->int_ws, pi.kv_chunk_size_ptr_offset);
+    q.padded_batch_size = (uint32_t)pi.padded_batch_size;
+    *tmp_v = pi.split_kv ? fi::GetPtrFromBaseOffset<half>(f->float_ws, pi.v_offset) : nullptr;
+    *tmp_s = pi.split_kv ? fi::GetPtrFromBaseOffset<float>(f->float_ws, pi.s_offset) : nullptr;
+}
+
 extern "C" int pkvk_fi_launch(pkvk_fi *f, const pkvk_batch *b, const pkvk_plan *p, int *launches) {
     const pkvk_shape &s = b->shape;
     *launches = 0;
@@ -290,18 +304,9 @@ extern "C" int pkvk_fi_launch(pkvk_fi *f, const pkvk_batch *b, const pkvk_plan *
                     q_stride_h, /*window_left=*/-1, /*logits_soft_cap=*/0.f, b->sm_scale,
                     /*rope_scale=*/1.f, /*rope_theta=*/1e4f);
         const fi::DecodePlanInfo &pi = f->dinfo;
-        q.request_indices = fi::GetPtrFromBaseOffset<int32_t>(f->int_ws, pi.request_indices_offset);
-        q.kv_tile_indices = fi::GetPtrFromBaseOffset<int32_t>(f->int_ws, pi.kv_tile_indices_offset);
-        q.o_indptr = fi::GetPtrFromBaseOffset<int32_t>(f->int_ws, pi.o_indptr_offset);
-        q.kv_chunk_size_ptr =
-            fi::GetPtrFromBaseOffset<int32_t>(f->int_ws, pi.kv_chunk_size_ptr_offset);
-        q.padded_batch_size = (uint32_t)pi.padded_batch_size;
-        half *tmp_v = nullptr;
-        float *tmp_s = nullptr;
-        if (pi.split_kv) {
-            tmp_v = fi::GetPtrFromBaseOffset<half>(f->float_ws, pi.v_offset);
-            tmp_s = fi::GetPtrFromBaseOffset<float>(f->float_ws, pi.s_offset);
-        }
+        half *tmp_v;
+        float *tmp_s;
+        set_plan_arrays(f, pi, q, &tmp_v, &tmp_s);
         rc = guarded("FlashInfer batch decode", [&] {
             return fi::BatchDecodeWithPagedKVCacheDispatched<kHeadDim, kPos, Variant>(
                 q, tmp_v, tmp_s, /*enable_pdl=*/false, pkvk_stream());
@@ -313,21 +318,13 @@ extern "C" int pkvk_fi_launch(pkvk_fi *f, const pkvk_batch *b, const pkvk_plan *
                     /*logits_soft_cap=*/0.f, b->sm_scale, /*rope_scale=*/1.f,
                     /*rope_theta=*/1e4f);
         const fi::PrefillPlanInfo &pi = f->pinfo;
-        q.request_indices = fi::GetPtrFromBaseOffset<int32_t>(f->int_ws, pi.request_indices_offset);
+        half *tmp_v;
+        float *tmp_s;
+        set_plan_arrays(f, pi, q, &tmp_v, &tmp_s);
         q.qo_tile_indices = fi::GetPtrFromBaseOffset<int32_t>(f->int_ws, pi.qo_tile_indices_offset);
-        q.kv_tile_indices = fi::GetPtrFromBaseOffset<int32_t>(f->int_ws, pi.kv_tile_indices_offset);
-        q.o_indptr = fi::GetPtrFromBaseOffset<int32_t>(f->int_ws, pi.o_indptr_offset);
-        q.kv_chunk_size_ptr =
-            fi::GetPtrFromBaseOffset<int32_t>(f->int_ws, pi.kv_chunk_size_ptr_offset);
-        q.padded_batch_size = (uint32_t)pi.padded_batch_size;
         q.max_total_num_rows = (uint32_t)pi.total_num_rows;
-        half *tmp_v = nullptr;
-        float *tmp_s = nullptr;
-        if (pi.split_kv) {
+        if (pi.split_kv)
             q.merge_indptr = fi::GetPtrFromBaseOffset<int32_t>(f->int_ws, pi.merge_indptr_offset);
-            tmp_v = fi::GetPtrFromBaseOffset<half>(f->float_ws, pi.v_offset);
-            tmp_s = fi::GetPtrFromBaseOffset<float>(f->float_ws, pi.s_offset);
-        }
         rc = guarded("FlashInfer batch prefill (tensor-core decode)", [&] {
             return fi::BatchPrefillWithPagedKVCacheDispatched<
                 /*SAME_KV_STRIDES=*/true, /*CTA_TILE_Q=*/16, kHeadDim, kHeadDim, kPos,
