@@ -1,90 +1,87 @@
 #include "pkv_gitrev.h"
 #include "h5rec.h"
+#include "h5types.h"
 
 #include <hdf5.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-enum { STEP_CHUNK = 4096, REQ_CHUNK = 4096 };
+const char *const pkv_record_level_names[] = {"full", "steps", "requests", "summary", NULL};
+
+enum { MAX_COLS = 32 };
+
+/* A table stored by column: one 1-D dataset per enabled column in group g, rows
+ * buffered per column a chunk at a time. */
+typedef struct col_table {
+    hid_t g;
+    const pkv_column *cols;
+    int n_cols;
+    hid_t d[MAX_COLS]; /* -1: column left out */
+    hid_t t[MAX_COLS];
+    char *buf[MAX_COLS]; /* [PKV_H5_CHUNK_ROWS] values */
+    size_t n;            /* rows buffered */
+    hsize_t written;     /* rows in the file */
+} col_table;
+
+/* A 2-D table of doubles [rows][PKV_ROUTE_COUNT] (per-candidate route times). */
+typedef struct route_table {
+    hid_t d;
+    double *buf; /* [PKV_H5_CHUNK_ROWS][PKV_ROUTE_COUNT] */
+    size_t n;
+    hsize_t written;
+} route_table;
 
 struct pkv_h5rec {
-    hid_t file, steps, routes, routes_measured, step_type;
+    hid_t file;
     char path[1024], tmp[1100];
-    pkv_step_rec buf[STEP_CHUNK];
-    double rbuf[STEP_CHUNK][PKVK_ROUTE_COUNT];
-    double mbuf[STEP_CHUNK][PKVK_ROUTE_COUNT];
-    size_t nbuf;
-    hsize_t nsteps; /* rows written to the file */
+    pkv_h5rec_opts o;
+    col_table steps, requests;
+    route_table routes, routes_measured;
 };
 
-static hid_t route_enum(void) {
-    hid_t t = H5Tenum_create(H5T_NATIVE_UINT8);
-    for (int r = 0; r < PKVK_ROUTE_COUNT; r++) {
-        uint8_t v = (uint8_t)r;
-        H5Tenum_insert(t, pkvk_route_name((pkvk_route)r), &v);
+hid_t pkv_h5_col_type(pkv_col_kind k) {
+    switch (k) {
+    case PKV_COL_U8:
+        return H5Tcopy(H5T_NATIVE_UINT8);
+    case PKV_COL_U32:
+        return H5Tcopy(H5T_NATIVE_UINT32);
+    case PKV_COL_I32:
+        return H5Tcopy(H5T_NATIVE_INT32);
+    case PKV_COL_U64:
+        return H5Tcopy(H5T_NATIVE_UINT64);
+    case PKV_COL_I64:
+        return H5Tcopy(H5T_NATIVE_INT64);
+    case PKV_COL_F64:
+        return H5Tcopy(H5T_NATIVE_DOUBLE);
+    case PKV_COL_ROUTE:
+    case PKV_COL_STATE: {
+        hid_t t = H5Tenum_create(H5T_NATIVE_UINT8);
+        int n = k == PKV_COL_ROUTE ? PKV_ROUTE_COUNT : PKV_REQ_STATE_COUNT;
+        for (int i = 0; i < n; i++) {
+            uint8_t v = (uint8_t)i;
+            H5Tenum_insert(t,
+                           k == PKV_COL_ROUTE ? pkv_route_name((pkv_route)i)
+                                              : pkv_request_state_name((pkv_request_state)i),
+                           &v);
+        }
+        return t;
     }
-    return t;
-}
-
-int64_t pkv_h5_step_type(void) {
-    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(pkv_step_rec)), re = route_enum();
-#define F(name, type) H5Tinsert(t, #name, HOFFSET(pkv_step_rec, name), type)
-    F(index, H5T_NATIVE_UINT64);
-    F(t_sim, H5T_NATIVE_DOUBLE);
-    F(rows, H5T_NATIVE_UINT32);
-    F(context_tokens, H5T_NATIVE_UINT64);
-    F(route, re);
-    F(warmup, H5T_NATIVE_UINT8);
-    F(splits, H5T_NATIVE_UINT32);
-    F(launches, H5T_NATIVE_UINT32);
-    F(merge_launches, H5T_NATIVE_UINT32);
-    F(tasks, H5T_NATIVE_UINT32);
-    F(ctas, H5T_NATIVE_UINT64);
-    F(cta_work_per_sm, H5T_NATIVE_DOUBLE);
-    F(kv_bytes, H5T_NATIVE_UINT64);
-    F(merge_bytes, H5T_NATIVE_UINT64);
-    F(t_predicted, H5T_NATIVE_DOUBLE);
-    F(t_device, H5T_NATIVE_DOUBLE);
-    F(t_wall, H5T_NATIVE_DOUBLE);
-    F(max_err, H5T_NATIVE_DOUBLE);
-    F(mean_err, H5T_NATIVE_DOUBLE);
-    F(out_mean_abs, H5T_NATIVE_DOUBLE);
-    F(t_mlp, H5T_NATIVE_DOUBLE);
-    F(t_meta, H5T_NATIVE_DOUBLE);
-#undef F
-    H5Tclose(re);
-    return t;
-}
-
-int64_t pkv_h5_request_type(void) {
-    hid_t t = H5Tcreate(H5T_COMPOUND, sizeof(pkv_request_rec));
-#define F(name, type) H5Tinsert(t, #name, HOFFSET(pkv_request_rec, name), type)
-    F(id, H5T_NATIVE_INT64);
-    F(t_arrival, H5T_NATIVE_DOUBLE);
-    F(t_admitted, H5T_NATIVE_DOUBLE);
-    F(t_first_token, H5T_NATIVE_DOUBLE);
-    F(t_finish, H5T_NATIVE_DOUBLE);
-    F(prompt_len, H5T_NATIVE_INT32);
-    F(decode_len, H5T_NATIVE_INT32);
-    F(generated, H5T_NATIVE_INT32);
-    F(preemptions, H5T_NATIVE_INT32);
-    F(state, H5T_NATIVE_UINT8);
-#undef F
-    return t;
+    }
+    return -1;
 }
 
 /* A chunked, shuffled and deflated dataset of `rank` dims, the first unlimited. */
-static hid_t make_table(hid_t loc, const char *name, hid_t type, int rank, hsize_t cols,
-                        hsize_t chunk) {
-    hsize_t dims[2] = {0, cols}, maxd[2] = {H5S_UNLIMITED, cols}, ch[2] = {chunk, cols};
+static hid_t make_dataset(hid_t loc, const char *name, hid_t type, int rank, hsize_t cols) {
+    hsize_t dims[2] = {0, cols}, maxd[2] = {H5S_UNLIMITED, cols}, ch[2] = {PKV_H5_CHUNK_ROWS, cols};
     hid_t space = H5Screate_simple(rank, dims, maxd);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     H5Pset_chunk(dcpl, rank, ch);
     H5Pset_shuffle(dcpl);
-    H5Pset_deflate(dcpl, 4);
+    H5Pset_deflate(dcpl, PKV_H5_DEFLATE);
     hid_t d = H5Dcreate2(loc, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     H5Pclose(dcpl);
     H5Sclose(space);
@@ -148,14 +145,144 @@ static herr_t text_dataset(hid_t loc, const char *name, const char *v) {
     return rc;
 }
 
+static herr_t write_attrs(hid_t g, const pkv_attr *a, int n) {
+    herr_t rc = 0;
+    for (int i = 0; i < n && rc >= 0; i++) {
+        switch (a[i].kind) {
+        case PKV_ATTR_F64:
+            rc = attr_f64(g, a[i].name, a[i].f64);
+            break;
+        case PKV_ATTR_U64:
+            rc = attr_u64(g, a[i].name, a[i].u64);
+            break;
+        case PKV_ATTR_STR:
+            rc = attr_str(g, a[i].name, a[i].str ? a[i].str : "");
+            break;
+        }
+    }
+    return rc;
+}
+
 static int h5fail(pkv_h5rec *r, pkv_err *e, const char *what) {
     return pkv_fail(e, "%s: HDF5 error while writing %s", r->path, what);
 }
 
-int pkv_h5rec_open(pkv_h5rec **out, const char *path, pkv_err *e) {
+/* The group and one dataset per kept column; measured columns only when `measured`. */
+static int table_open(col_table *t, hid_t file, const char *name, const pkv_column *cols,
+                      int n_cols, bool measured) {
+    *t = (col_table){.cols = cols, .n_cols = n_cols};
+    for (int c = 0; c < MAX_COLS; c++) t->d[c] = t->t[c] = -1;
+    t->g = H5Gcreate2(file, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (t->g < 0) return -1;
+    char left_out[512] = "", units[2048] = "";
+    for (int c = 0; c < n_cols; c++) {
+        if (cols[c].measured && !measured) {
+            if (*left_out) strcat(left_out, ",");
+            strcat(left_out, cols[c].name);
+            continue;
+        }
+        t->t[c] = pkv_h5_col_type(cols[c].kind);
+        t->d[c] = make_dataset(t->g, cols[c].name, t->t[c], 1, 1);
+        t->buf[c] = malloc(pkv_col_size(cols[c].kind) * PKV_H5_CHUNK_ROWS);
+        if (t->d[c] < 0 || !t->buf[c] || attr_str(t->d[c], "units", cols[c].unit) < 0) return -1;
+        snprintf(units + strlen(units), sizeof units - strlen(units), "%s%s", *units ? "," : "",
+                 cols[c].name);
+    }
+    if (attr_str(t->g, "columns", units) < 0 || attr_str(t->g, "columns_left_out", left_out) < 0)
+        return -1;
+    return 0;
+}
+
+static int table_flush(col_table *t) {
+    if (t->n == 0) return 0;
+    for (int c = 0; c < t->n_cols; c++)
+        if (t->d[c] >= 0 && append(t->d[c], t->t[c], t->written, t->n, 1, 1, t->buf[c]) < 0)
+            return -1;
+    t->written += t->n;
+    t->n = 0;
+    return 0;
+}
+
+/* Copy one record's kept columns into the buffers; flush a full chunk. */
+static int table_add(col_table *t, const void *rec) {
+    const char *p = rec;
+    size_t n = t->n;
+    for (int c = 0; c < t->n_cols; c++) {
+        if (!t->buf[c]) continue;
+        const pkv_column *col = &t->cols[c];
+        switch (pkv_col_size(col->kind)) {
+        case 8:
+            memcpy(t->buf[c] + n * 8, p + col->offset, 8);
+            break;
+        case 4:
+            memcpy(t->buf[c] + n * 4, p + col->offset, 4);
+            break;
+        default:
+            t->buf[c][n] = p[col->offset];
+            break;
+        }
+    }
+    return ++t->n == PKV_H5_CHUNK_ROWS ? table_flush(t) : 0;
+}
+
+static void table_close(col_table *t) {
+    for (int c = 0; c < t->n_cols; c++) {
+        if (t->d[c] >= 0) H5Dclose(t->d[c]);
+        if (t->t[c] >= 0) H5Tclose(t->t[c]);
+        free(t->buf[c]);
+    }
+    if (t->g > 0) H5Gclose(t->g);
+    t->g = 0;
+}
+
+static int routes_open(route_table *t, hid_t file, const char *name, const char *units) {
+    char names[256] = "";
+    for (int i = 0; i < PKV_ROUTE_COUNT; i++) {
+        strcat(names, pkv_route_name((pkv_route)i));
+        if (i + 1 < PKV_ROUTE_COUNT) strcat(names, ",");
+    }
+    t->d = make_dataset(file, name, H5T_NATIVE_DOUBLE, 2, PKV_ROUTE_COUNT);
+    t->buf = malloc(sizeof(double) * PKV_ROUTE_COUNT * PKV_H5_CHUNK_ROWS);
+    if (t->d < 0 || !t->buf || attr_str(t->d, "columns", names) < 0 ||
+        attr_str(t->d, "units", units) < 0)
+        return -1;
+    return 0;
+}
+
+static int routes_flush(route_table *t) {
+    if (t->n == 0 || t->d <= 0) return 0;
+    if (append(t->d, H5T_NATIVE_DOUBLE, t->written, t->n, 2, PKV_ROUTE_COUNT, t->buf) < 0)
+        return -1;
+    t->written += t->n;
+    t->n = 0;
+    return 0;
+}
+
+static int routes_add(route_table *t, const double *v) {
+    if (!t->buf) return 0;
+    memcpy(t->buf + t->n * PKV_ROUTE_COUNT, v, sizeof(double) * PKV_ROUTE_COUNT);
+    return ++t->n == PKV_H5_CHUNK_ROWS ? routes_flush(t) : 0;
+}
+
+static void routes_close(route_table *t) {
+    if (t->d > 0) H5Dclose(t->d);
+    free(t->buf);
+    t->d = 0;
+    t->buf = NULL;
+}
+
+static void close_tables(pkv_h5rec *r) {
+    table_close(&r->steps);
+    table_close(&r->requests);
+    routes_close(&r->routes);
+    routes_close(&r->routes_measured);
+}
+
+int pkv_h5rec_open(pkv_h5rec **out, const char *path, const pkv_h5rec_opts *o, pkv_err *e) {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* errors are reported by us, with the path */
     pkv_h5rec *r = calloc(1, sizeof *r);
     if (!r) return pkv_fail(e, "out of memory");
+    r->o = *o;
     snprintf(r->path, sizeof r->path, "%s", path);
     snprintf(r->tmp, sizeof r->tmp, "%s.tmp.%ld", path, (long)getpid());
     r->file = H5Fcreate(r->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
@@ -164,27 +291,23 @@ int pkv_h5rec_open(pkv_h5rec **out, const char *path, pkv_err *e) {
         return pkv_fail(e, "%s: cannot create the output file (is its folder there and writable?)",
                         path);
     }
-    r->step_type = (hid_t)pkv_h5_step_type();
-    r->steps = make_table(r->file, "steps", r->step_type, 1, 1, STEP_CHUNK);
-    r->routes = make_table(r->file, "routes", H5T_NATIVE_DOUBLE, 2, PKVK_ROUTE_COUNT, STEP_CHUNK);
-    r->routes_measured =
-        make_table(r->file, "routes_measured", H5T_NATIVE_DOUBLE, 2, PKVK_ROUTE_COUNT, STEP_CHUNK);
-    char names[256] = "";
-    for (int i = 0; i < PKVK_ROUTE_COUNT; i++) {
-        strcat(names, pkvk_route_name((pkvk_route)i));
-        if (i + 1 < PKVK_ROUTE_COUNT) strcat(names, ",");
+    int rc = 0;
+    if (o->level <= PKV_RECORD_STEPS)
+        rc = table_open(&r->steps, r->file, "steps", pkv_step_columns, pkv_step_column_count,
+                        o->measured);
+    if (!rc && o->level == PKV_RECORD_FULL) {
+        rc = routes_open(&r->routes, r->file, "routes",
+                         "seconds (cost-model prediction; NaN: not planned)");
+        if (!rc && o->routes_measured)
+            rc = routes_open(&r->routes_measured, r->file, "routes_measured",
+                             "seconds (device time of each route, measured by the oracle)");
     }
-    if (r->steps < 0 || r->routes < 0 || r->routes_measured < 0 ||
-        attr_str(r->routes, "columns", names) < 0 ||
-        attr_str(r->routes_measured, "columns", names) < 0 ||
-        attr_str(r->routes_measured, "units",
-                 "seconds (device time of each route, measured by the oracle on a GPU; NaN "
-                 "otherwise)") < 0 ||
-        attr_str(r->routes, "units", "seconds (cost-model prediction; NaN: not planned)") < 0 ||
-        attr_str(r->steps, "units",
-                 "t_*: seconds; kv_bytes, merge_bytes: bytes; NaN: not measured") < 0) {
+    if (!rc && o->level <= PKV_RECORD_REQUESTS)
+        rc = table_open(&r->requests, r->file, "requests", pkv_request_columns,
+                        pkv_request_column_count, true);
+    if (rc) {
         pkv_h5rec_close(r, 0, e);
-        return pkv_fail(e, "%s: cannot create the step tables", path);
+        return pkv_fail(e, "%s: cannot create the tables (out of memory or disk?)", path);
     }
     *out = r;
     return 0;
@@ -199,34 +322,14 @@ int pkv_h5rec_config(pkv_h5rec *r, const char *verbatim, const char *resolved, p
     return rc < 0 ? h5fail(r, e, "/config") : 0;
 }
 
-int pkv_h5rec_calibration(pkv_h5rec *r, const pkv_calib *c, pkv_err *e) {
-    hid_t g = H5Gcreate2(r->file, "calibration", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+int pkv_h5rec_group(pkv_h5rec *r, const char *name, const char *file_text, const pkv_attr *a, int n,
+                    pkv_err *e) {
+    hid_t g = H5Gcreate2(r->file, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     herr_t rc = g < 0 ? -1 : 0;
-    if (rc >= 0) rc = text_dataset(g, "file", c->json ? c->json : "");
-    if (rc >= 0) rc = attr_str(g, "gpu_name", c->gpu_name);
-    if (rc >= 0) rc = attr_u64(g, "placeholder", c->placeholder);
-    if (rc >= 0) rc = attr_f64(g, "beta_bytes_per_s", c->beta);
-    if (rc >= 0) rc = attr_f64(g, "lambda_s", c->lambda);
-    if (rc >= 0) rc = attr_f64(g, "c_min", c->c_min);
-    if (rc >= 0) rc = attr_u64(g, "sm_count", (uint64_t)c->sm_count);
-    if (rc >= 0) rc = attr_u64(g, "gqa_group", (uint64_t)c->gqa_group);
-    if (rc >= 0) rc = attr_u64(g, "min_context_tokens", (uint64_t)c->min_context);
-    if (rc >= 0) rc = attr_f64(g, "margin_small", c->margin_small);
-    if (rc >= 0) rc = attr_u64(g, "margin_small_rows", (uint64_t)c->margin_small_rows);
-    if (rc >= 0) rc = attr_f64(g, "margin_large", c->margin_large);
-    if (rc >= 0) rc = attr_u64(g, "min_split_tiles", (uint64_t)c->min_split_tiles);
-    if (rc >= 0) rc = attr_u64(g, "resident_ctas_per_sm", (uint64_t)c->resident_ctas_per_sm);
-    if (rc >= 0)
-        rc = attr_u64(g, "flashinfer_decode_ctas_per_sm",
-                      (uint64_t)c->flashinfer_decode_ctas_per_sm);
-    if (rc >= 0) rc = attr_f64(g, "wave_balance_min", c->wave_balance_min);
-    for (int k = 0; k < PKVK_ROUTE_COUNT && rc >= 0; k++) {
-        char name[64];
-        snprintf(name, sizeof name, "route_scale_%s", pkvk_route_name((pkvk_route)k));
-        rc = attr_f64(g, name, c->route_scale[k]);
-    }
+    if (rc >= 0) rc = text_dataset(g, "file", file_text ? file_text : "");
+    if (rc >= 0) rc = write_attrs(g, a, n);
     if (g >= 0) H5Gclose(g);
-    return rc < 0 ? h5fail(r, e, "/calibration") : 0;
+    return rc < 0 ? h5fail(r, e, name) : 0;
 }
 
 int pkv_h5rec_provenance(pkv_h5rec *r, const pkv_provenance *p, pkv_err *e) {
@@ -245,41 +348,22 @@ int pkv_h5rec_provenance(pkv_h5rec *r, const pkv_provenance *p, pkv_err *e) {
     if (rc >= 0) rc = attr_str(g, "start_time", when);
     if (rc >= 0) rc = attr_u64(g, "seed", p->seed);
     if (rc >= 0) rc = attr_u64(g, "interrupted", 0);
+    if (rc >= 0) rc = write_attrs(g, p->extra, p->n_extra);
     if (g >= 0) H5Gclose(g);
     return rc < 0 ? h5fail(r, e, "/provenance") : 0;
 }
 
-static int flush_steps(pkv_h5rec *r, pkv_err *e) {
-    if (r->nbuf == 0) return 0;
-    if (append(r->steps, r->step_type, r->nsteps, r->nbuf, 1, 1, r->buf) < 0 ||
-        append(r->routes, H5T_NATIVE_DOUBLE, r->nsteps, r->nbuf, 2, PKVK_ROUTE_COUNT, r->rbuf) <
-            0 ||
-        append(r->routes_measured, H5T_NATIVE_DOUBLE, r->nsteps, r->nbuf, 2, PKVK_ROUTE_COUNT,
-               r->mbuf) < 0)
+int pkv_h5rec_step(pkv_h5rec *r, const pkv_step_rec *s, pkv_err *e) {
+    if (r->o.level > PKV_RECORD_STEPS) return 0;
+    if (table_add(&r->steps, s) || routes_add(&r->routes, s->t_route) ||
+        routes_add(&r->routes_measured, s->t_route_measured))
         return h5fail(r, e, "/steps");
-    r->nsteps += r->nbuf;
-    r->nbuf = 0;
     return 0;
 }
 
-int pkv_h5rec_step(pkv_h5rec *r, const pkv_step_rec *s, pkv_err *e) {
-    r->buf[r->nbuf] = *s;
-    memcpy(r->rbuf[r->nbuf], s->t_route, sizeof s->t_route);
-    memcpy(r->mbuf[r->nbuf], s->t_route_measured, sizeof s->t_route_measured);
-    return ++r->nbuf == STEP_CHUNK ? flush_steps(r, e) : 0;
-}
-
-int pkv_h5rec_requests(pkv_h5rec *r, const pkv_request_rec *q, size_t n, pkv_err *e) {
-    hid_t t = (hid_t)pkv_h5_request_type();
-    hid_t d = make_table(r->file, "requests", t, 1, 1, REQ_CHUNK);
-    herr_t rc = d < 0 ? -1 : n ? append(d, t, 0, n, 1, 1, q) : 0;
-    if (rc >= 0)
-        rc = attr_str(d, "units",
-                      "t_*: seconds of simulated time; NaN: not reached; "
-                      "state: 0 waiting, 1 prefill, 2 running, 3 finished");
-    if (d >= 0) H5Dclose(d);
-    H5Tclose(t);
-    return rc < 0 ? h5fail(r, e, "/requests") : 0;
+int pkv_h5rec_request(pkv_h5rec *r, const pkv_request_rec *q, pkv_err *e) {
+    if (r->o.level > PKV_RECORD_REQUESTS) return 0;
+    return table_add(&r->requests, q) ? h5fail(r, e, "/requests") : 0;
 }
 
 int pkv_h5rec_summary(pkv_h5rec *r, const pkv_summary *s, pkv_err *e) {
@@ -309,9 +393,9 @@ int pkv_h5rec_summary(pkv_h5rec *r, const pkv_summary *s, pkv_err *e) {
     D(tpot_p99);
 #undef U
 #undef D
-    for (int i = 0; i < PKVK_ROUTE_COUNT && rc >= 0; i++) {
+    for (int i = 0; i < PKV_ROUTE_COUNT && rc >= 0; i++) {
         char name[64];
-        snprintf(name, sizeof name, "steps_%s", pkvk_route_name((pkvk_route)i));
+        snprintf(name, sizeof name, "steps_%s", pkv_route_name((pkv_route)i));
         rc = attr_u64(g, name, s->route_steps[i]);
     }
     if (rc >= 0) rc = attr_u64(g, "interrupted", (uint64_t)s->interrupted);
@@ -326,11 +410,10 @@ int pkv_h5rec_summary(pkv_h5rec *r, const pkv_summary *s, pkv_err *e) {
 
 int pkv_h5rec_close(pkv_h5rec *r, int commit, pkv_err *e) {
     int rc = 0;
-    if (commit) rc = flush_steps(r, e);
-    if (r->steps >= 0) H5Dclose(r->steps);
-    if (r->routes >= 0) H5Dclose(r->routes);
-    if (r->routes_measured >= 0) H5Dclose(r->routes_measured);
-    H5Tclose(r->step_type);
+    if (commit && (table_flush(&r->steps) || routes_flush(&r->routes) ||
+                   routes_flush(&r->routes_measured) || table_flush(&r->requests)))
+        rc = h5fail(r, e, "the tables");
+    close_tables(r);
     if (H5Fclose(r->file) < 0 && commit && rc == 0) rc = h5fail(r, e, "the file");
     if (commit && rc == 0 && rename(r->tmp, r->path) != 0)
         rc = pkv_fail(e, "%s: cannot move the finished file into place", r->path);

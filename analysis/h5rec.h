@@ -1,34 +1,71 @@
 /* HDF5 recorder: one self-describing file per run. The file is written under a
  * temporary name and renamed only by pkv_h5rec_close(commit = 1), so an interrupted
- * or failed run leaves either a complete file or none. */
+ * or failed run leaves either a complete file or none.
+ *
+ * Tables are stored by column: /steps and /requests are groups holding one 1-D
+ * dataset per column of the record schema (base/pkv_record.h), each of a plain
+ * numeric type (no padding, nothing hidden), chunked, shuffled and deflated, so that
+ * a reader reads one column without decompressing the others. Route and request
+ * state columns are HDF5 enums of their names. Rows are buffered a chunk at a time
+ * and written as whole chunks. */
 #ifndef PKV_H5REC_H
 #define PKV_H5REC_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "pkv_attr.h"
+#include "pkv_err.h"
+#include "pkv_record.h"
 #include "summary.h"
 
 typedef struct pkv_h5rec pkv_h5rec;
+
+/* What a run records (run.record). */
+typedef enum pkv_record_level {
+    PKV_RECORD_FULL = 0, /* /steps, /routes (and /routes_measured), /requests */
+    PKV_RECORD_STEPS,    /* /steps and /requests, no per-candidate route tables */
+    PKV_RECORD_REQUESTS, /* /requests only */
+    PKV_RECORD_SUMMARY,  /* neither: /summary, /config, /calibration, /provenance */
+} pkv_record_level;
+extern const char *const pkv_record_level_names[];
+
+typedef struct pkv_h5rec_opts {
+    pkv_record_level level;
+    bool measured;        /* the backend measures: keep the measured columns */
+    bool routes_measured; /* write /routes_measured (an oracle on a measuring backend) */
+} pkv_h5rec_opts;
+
+/* Rows per chunk and deflate level, chosen by measurement (bench/RESULTS.md). */
+enum { PKV_H5_CHUNK_ROWS = 65536, PKV_H5_DEFLATE = 1 };
 
 typedef struct pkv_provenance {
     const char *command_line;
     const char *backend;
     const char *gpu; /* GPU name, or "none" */
     uint64_t seed;
+    const pkv_attr *extra; /* further attributes (may be NULL) */
+    int n_extra;
 } pkv_provenance;
 
 /* Create <path>.tmp.<pid>; fails (naming the path) when it cannot be created. */
-int pkv_h5rec_open(pkv_h5rec **r, const char *path, pkv_err *e);
+int pkv_h5rec_open(pkv_h5rec **r, const char *path, const pkv_h5rec_opts *o, pkv_err *e);
 int pkv_h5rec_config(pkv_h5rec *r, const char *verbatim, const char *resolved, pkv_err *e);
-int pkv_h5rec_calibration(pkv_h5rec *r, const pkv_calib *c, pkv_err *e);
+/* A group `name` with the text dataset `file` and the attributes. */
+int pkv_h5rec_group(pkv_h5rec *r, const char *name, const char *file_text, const pkv_attr *a, int n,
+                    pkv_err *e);
 int pkv_h5rec_provenance(pkv_h5rec *r, const pkv_provenance *p, pkv_err *e);
-/* Buffered append of one /steps row and its /routes predictions. */
+/* Buffered append of one /steps row and its /routes predictions (per the level). */
 int pkv_h5rec_step(pkv_h5rec *r, const pkv_step_rec *s, pkv_err *e);
-int pkv_h5rec_requests(pkv_h5rec *r, const pkv_request_rec *q, size_t n, pkv_err *e);
+/* Buffered append of one /requests row (per the level). */
+int pkv_h5rec_request(pkv_h5rec *r, const pkv_request_rec *q, pkv_err *e);
 int pkv_h5rec_summary(pkv_h5rec *r, const pkv_summary *s, pkv_err *e);
 /* commit: flush, close and rename into place; otherwise close and delete. */
 int pkv_h5rec_close(pkv_h5rec *r, int commit, pkv_err *e);
 
-/* The HDF5 compound types, shared with readers (tests). Caller closes them. */
-int64_t pkv_h5_step_type(void);
-int64_t pkv_h5_request_type(void);
+/* Reading back (tests, tools): every row of /steps or /requests into a new array
+ * (caller frees); columns a file leaves out read as NaN (or 0 for integers). */
+int pkv_h5_read_steps(const char *path, pkv_step_rec **out, size_t *n, pkv_err *e);
+int pkv_h5_read_requests(const char *path, pkv_request_rec **out, size_t *n, pkv_err *e);
 
 #endif

@@ -10,12 +10,17 @@ datasets pkvsim writes (README.md, "Reading the output"); changes nothing.
 import argparse
 import sys
 
+import os
+
 import h5py
 import matplotlib
 
 matplotlib.use("Agg")  # files only, no display
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pkvh5  # noqa: E402
 
 
 def main():
@@ -26,22 +31,21 @@ def main():
     out = a.output or a.run.rsplit(".", 1)[0] + ".png"
     try:
         f = h5py.File(a.run, "r")
-        steps, req = f["steps"][:], f["requests"][:]
+        steps, req = pkvh5.table(f, "steps"), pkvh5.table(f, "requests")
         summ = dict(f["summary"].attrs)
         prov = dict(f["provenance"].attrs)
     except (OSError, KeyError) as e:
         sys.exit(f"plot_run.py: {a.run}: not a complete pkvsim output ({e})")
-    if len(steps) == 0:
+    if len(steps["index"]) == 0:
         sys.exit(f"plot_run.py: {a.run}: the run has no decode steps")
-    names = h5py.check_enum_dtype(f["steps"].dtype["route"])
-    route_of = {v: k for k, v in names.items()}
+    route_of = pkvh5.enum_names(f, "steps", "route")
 
     fig, ax = plt.subplots(2, 2, figsize=(13, 8))
     t = steps["t_sim"]
     a0 = ax[0, 0]
     a0.plot(t, steps["t_predicted"] * 1e6, ".", ms=1.5, label="predicted")
     for col, lab in (("t_device", "device"), ("t_wall", "wall")):
-        if np.isfinite(steps[col]).any():
+        if col in steps and np.isfinite(steps[col]).any():
             a0.plot(t, steps[col] * 1e6, ".", ms=1.5, label=lab)
     a0.set(xlabel="simulated time (s)", ylabel="step time (µs)", yscale="log",
            title="decode step time")

@@ -1,7 +1,6 @@
 #include "report.h"
 #include "jsonv.h"
 
-#include <getopt.h>
 #include <hdf5.h>
 #include <math.h>
 #include <stdio.h>
@@ -114,69 +113,23 @@ static void group_stats(const run *runs, int n, const run *a, int k, double *mea
     *sd = m > 1 ? gsl_stats_sd_m(x, 1, (size_t)m, *mean) : NAN;
 }
 
-static void usage(void) {
-    puts("usage: pkvsim report FILE.h5... [--baseline POLICY] [--csv OUT.csv]\n"
-         "Groups the runs by experiment name, route policy and backend and prints, per\n"
-         "group, the mean +/- sample standard deviation over its runs (seeds) of decode\n"
-         "tokens/s (simulated clock, wall, device), TTFT p50/p99, TPOT p50 and host\n"
-         "overhead per step, with the simulated-clock throughput as a ratio to the\n"
-         "baseline policy's group of the same experiment and backend (default ref_paged).\n"
-         "Interrupted runs are reported but flagged.");
-}
-
-int pkv_report_main(int argc, char **argv) {
-    static const struct option opts[] = {{"baseline", required_argument, 0, 'b'},
-                                         {"csv", required_argument, 0, 'c'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    const char *baseline = "ref_paged", *csv = NULL;
-    int ch;
-    optind = 1;
-    while ((ch = getopt_long(argc, argv, "b:c:h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'b':
-            baseline = optarg;
-            break;
-        case 'c':
-            csv = optarg;
-            break;
-        case 'h':
-            usage();
-            return 0;
-        default:
-            return 2;
-        }
-    }
-    int n = argc - optind;
-    if (n < 1) {
-        fputs("pkvsim report: give one or more pkvsim output files (see --help)\n", stderr);
-        return 2;
-    }
-    if (n > MAX_RUNS) {
-        fprintf(stderr, "pkvsim report: at most %d files\n", MAX_RUNS);
-        return 2;
-    }
+int pkv_report_write(const char *const *paths, int n, const char *baseline, FILE *table, FILE *csv,
+                     pkv_err *e) {
+    if (n > MAX_RUNS) return pkv_fail(e, "at most %d files", MAX_RUNS);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     run *runs = calloc((size_t)n, sizeof *runs);
-    if (!runs) return 1;
-    pkv_err e;
+    if (!runs) return pkv_fail(e, "out of memory");
     for (int i = 0; i < n; i++)
-        if (load_run(argv[optind + i], &runs[i], &e)) {
-            fprintf(stderr, "pkvsim report: %s\n", e.msg);
+        if (load_run(paths[i], &runs[i], e)) {
             free(runs);
-            return 1;
+            return -1;
         }
-    FILE *out = csv ? fopen(csv, "w") : NULL;
-    if (csv && !out) {
-        fprintf(stderr, "pkvsim report: cannot write %s\n", csv);
-        free(runs);
-        return 1;
-    }
-    printf("| experiment | policy | backend | runs |");
-    for (int k = 0; k < N_VALUES; k++) printf(" %s |", value_heads[k]);
-    printf(" vs %s |\n|---|---|---|---|", baseline);
-    for (int k = 0; k <= N_VALUES; k++) printf("---|");
-    putchar('\n');
+    FILE *out = csv;
+    fprintf(table, "| experiment | policy | backend | runs |");
+    for (int k = 0; k < N_VALUES; k++) fprintf(table, " %s |", value_heads[k]);
+    fprintf(table, " vs %s |\n|---|---|---|---|", baseline);
+    for (int k = 0; k <= N_VALUES; k++) fprintf(table, "---|");
+    fputc('\n', table);
     if (out) {
         fputs("experiment,policy,backend,runs,interrupted", out);
         for (int k = 0; k < N_VALUES; k++)
@@ -201,22 +154,22 @@ int pkv_report_main(int argc, char **argv) {
         int bc;
         group_stats(runs, n, &base, 0, &bm, &bsd, &bc);
         double ratio = bc && bm > 0 ? mean[0] / bm : NAN;
-        printf("| %s%s | %s | %s | %d |", runs[i].name, interrupted ? " (interrupted)" : "",
-               runs[i].policy, runs[i].backend, count);
+        fprintf(table, "| %s%s | %s | %s | %d |", runs[i].name, interrupted ? " (interrupted)" : "",
+                runs[i].policy, runs[i].backend, count);
         for (int k = 0; k < N_VALUES; k++) {
             if (mean[k] != mean[k])
-                printf(" — |");
+                fprintf(table, " — |");
             else if (fabs(mean[k] * value_scale[k]) >= 1000) /* throughputs: whole numbers */
-                printf(sd[k] == sd[k] ? " %.0f ± %.0f |" : " %.0f |", mean[k] * value_scale[k],
-                       sd[k] * value_scale[k]);
+                fprintf(table, sd[k] == sd[k] ? " %.0f ± %.0f |" : " %.0f |",
+                        mean[k] * value_scale[k], sd[k] * value_scale[k]);
             else
-                printf(sd[k] == sd[k] ? " %.4g ± %.2g |" : " %.4g |", mean[k] * value_scale[k],
-                       sd[k] * value_scale[k]);
+                fprintf(table, sd[k] == sd[k] ? " %.4g ± %.2g |" : " %.4g |",
+                        mean[k] * value_scale[k], sd[k] * value_scale[k]);
         }
         if (ratio == ratio)
-            printf(" %.3fx |\n", ratio);
+            fprintf(table, " %.3fx |\n", ratio);
         else
-            printf(" — |\n");
+            fprintf(table, " — |\n");
         if (out) {
             fprintf(out, "%s,%s,%s,%d,%d", runs[i].name, runs[i].policy, runs[i].backend, count,
                     interrupted);
@@ -224,11 +177,6 @@ int pkv_report_main(int argc, char **argv) {
             fprintf(out, ",%.9g\n", ratio);
         }
     }
-    int bad = out && (ferror(out) | fclose(out));
     free(runs);
-    if (bad) {
-        fprintf(stderr, "pkvsim report: cannot write %s\n", csv);
-        return 1;
-    }
     return 0;
 }

@@ -3,8 +3,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <gsl/gsl_sort.h>
-#include <gsl/gsl_statistics_double.h>
+#include <gsl/gsl_sort_float.h>
+#include <gsl/gsl_statistics_float.h>
 
 void pkv_summary_init(pkv_summary *s) {
     *s = (pkv_summary){.t_measure_begin = NAN};
@@ -16,58 +16,71 @@ void pkv_summary_add_step(pkv_summary *s, const pkv_step_rec *r, double advance)
     if (s->steps_measured++ == 0) s->t_measure_begin = r->t_sim;
     s->decode_tokens += r->rows;
     s->step_time_sum += advance;
-    if (r->t_wall == r->t_wall) {
+    if (!isnan(r->t_wall)) {
         s->wall_sum += r->t_wall;
         s->wall_n++;
     }
-    if (r->t_device == r->t_device) {
+    if (!isnan(r->t_device)) {
         /* The step's device work: attention, and the MLP tail where there is one. */
-        s->device_sum += r->t_device + (r->t_mlp == r->t_mlp ? r->t_mlp : 0);
+        s->device_sum += r->t_device + (isnan(r->t_mlp) ? 0 : r->t_mlp);
         s->device_n++;
     }
-    if (r->t_meta == r->t_meta) {
+    if (!isnan(r->t_meta)) {
         s->meta_sum += r->t_meta;
         s->meta_n++;
     }
-    if (r->route < PKVK_ROUTE_COUNT) s->route_steps[r->route]++;
+    if (r->route < PKV_ROUTE_COUNT) s->route_steps[r->route]++;
 }
 
-static void percentiles(double *x, size_t n, double *p50, double *p90, double *p99) {
+static void percentiles(float *x, size_t n, double *p50, double *p90, double *p99) {
     if (n == 0) {
         *p50 = *p90 = *p99 = NAN;
         return;
     }
-    gsl_sort(x, 1, n);
-    *p50 = gsl_stats_quantile_from_sorted_data(x, 1, n, 0.50);
-    *p90 = gsl_stats_quantile_from_sorted_data(x, 1, n, 0.90);
-    *p99 = gsl_stats_quantile_from_sorted_data(x, 1, n, 0.99);
+    gsl_sort_float(x, 1, n);
+    *p50 = gsl_stats_float_quantile_from_sorted_data(x, 1, n, 0.50);
+    *p90 = gsl_stats_float_quantile_from_sorted_data(x, 1, n, 0.90);
+    *p99 = gsl_stats_float_quantile_from_sorted_data(x, 1, n, 0.99);
 }
 
-int pkv_summary_finish(pkv_summary *s, const pkv_request_rec *req, size_t n, double t_end) {
-    double *ttft = malloc(sizeof(double) * (n ? n : 1));
-    double *tpot = malloc(sizeof(double) * (n ? n : 1));
-    if (!ttft || !tpot) {
-        free(ttft);
-        free(tpot);
+static int push(float **a, size_t *n, size_t *cap, double v) {
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 4096;
+        float *p = realloc(*a, c * sizeof *p);
+        if (!p) return -1;
+        *a = p;
+        *cap = c;
+    }
+    (*a)[(*n)++] = (float)v;
+    return 0;
+}
+
+int pkv_summary_add_request(pkv_summary *s, const pkv_request_rec *r) {
+    s->arrived++;
+    s->preemptions += (uint64_t)r->preemptions;
+    if (!isnan(r->t_first_token) &&
+        push(&s->ttft, &s->n_ttft, &s->cap_ttft, r->t_first_token - r->t_arrival))
         return -1;
+    if (r->state == PKV_REQ_FINISHED) {
+        s->finished++;
+        if (r->decode_len > 1 && push(&s->tpot, &s->n_tpot, &s->cap_tpot,
+                                      (r->t_finish - r->t_first_token) / (r->decode_len - 1)))
+            return -1;
     }
-    size_t nt = 0, np = 0;
-    s->arrived = n;
-    s->finished = s->preemptions = 0;
-    for (size_t i = 0; i < n; i++) {
-        const pkv_request_rec *r = &req[i];
-        s->preemptions += (uint64_t)r->preemptions;
-        if (r->t_first_token == r->t_first_token) ttft[nt++] = r->t_first_token - r->t_arrival;
-        if (r->state == PKV_REQ_FINISHED) {
-            s->finished++;
-            if (r->decode_len > 1)
-                tpot[np++] = (r->t_finish - r->t_first_token) / (r->decode_len - 1);
-        }
-    }
-    percentiles(ttft, nt, &s->ttft_p50, &s->ttft_p90, &s->ttft_p99);
-    percentiles(tpot, np, &s->tpot_p50, &s->tpot_p90, &s->tpot_p99);
-    free(ttft);
-    free(tpot);
+    return 0;
+}
+
+void pkv_summary_free(pkv_summary *s) {
+    free(s->ttft);
+    free(s->tpot);
+    s->ttft = s->tpot = NULL;
+    s->n_ttft = s->n_tpot = s->cap_ttft = s->cap_tpot = 0;
+}
+
+int pkv_summary_finish(pkv_summary *s, double t_end) {
+    percentiles(s->ttft, s->n_ttft, &s->ttft_p50, &s->ttft_p90, &s->ttft_p99);
+    percentiles(s->tpot, s->n_tpot, &s->tpot_p50, &s->tpot_p90, &s->tpot_p99);
+    pkv_summary_free(s);
     s->t_end = t_end;
     double span = t_end - s->t_measure_begin;
     s->decode_tok_s = s->steps_measured && span > 0 ? s->decode_tokens / span : NAN;
@@ -109,9 +122,9 @@ void pkv_summary_print(const pkv_summary *s, FILE *f) {
     fprintf(f, "  TPOT         p50 %.4g s  p90 %.4g s  p99 %.4g s\n", s->tpot_p50, s->tpot_p90,
             s->tpot_p99);
     fprintf(f, "  routes      ");
-    for (int r = 0; r < PKVK_ROUTE_COUNT; r++)
+    for (int r = 0; r < PKV_ROUTE_COUNT; r++)
         if (s->route_steps[r])
-            fprintf(f, " %s %llu", pkvk_route_name((pkvk_route)r),
+            fprintf(f, " %s %llu", pkv_route_name((pkv_route)r),
                     (unsigned long long)s->route_steps[r]);
     fprintf(f, "%s\n", s->interrupted ? "\n  (interrupted: the run stopped early)" : "");
 }

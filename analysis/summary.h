@@ -4,24 +4,7 @@
 
 #include <stdio.h>
 
-#include "engine.h"
-
-/* One row of /requests. Times in seconds of simulated time; NaN when not reached. */
-typedef struct pkv_request_rec {
-    int64_t id;
-    double t_arrival, t_admitted, t_first_token, t_finish;
-    int32_t prompt_len, decode_len;
-    int32_t generated;   /* decode tokens produced so far */
-    int32_t preemptions; /* times evicted and recomputed */
-    uint8_t state;       /* pkv_request_state */
-} pkv_request_rec;
-
-typedef enum pkv_request_state {
-    PKV_REQ_WAITING = 0,
-    PKV_REQ_PREFILL,
-    PKV_REQ_RUNNING,
-    PKV_REQ_FINISHED,
-} pkv_request_state;
+#include "pkv_record.h"
 
 typedef struct pkv_summary {
     uint64_t steps;                             /* all decode steps */
@@ -41,14 +24,21 @@ typedef struct pkv_summary {
     double ttft_p50, ttft_p90, ttft_p99; /* seconds */
     double tpot_p50, tpot_p90, tpot_p99; /* seconds per output token after the first */
     uint64_t arrived, finished, preemptions;
-    uint64_t route_steps[PKVK_ROUTE_COUNT]; /* measured steps per route */
+    uint64_t route_steps[PKV_ROUTE_COUNT]; /* measured steps per route */
     int interrupted;
+    /* Per-request latencies for the percentiles, kept until finish: floats (4 bytes a
+     * value, 7 significant digits), so that 10M requests take 80 MB. */
+    float *ttft, *tpot;
+    size_t n_ttft, n_tpot, cap_ttft, cap_tpot;
 } pkv_summary;
 
 void pkv_summary_init(pkv_summary *s);
 void pkv_summary_add_step(pkv_summary *s, const pkv_step_rec *r, double advance);
-/* Fill the latency percentiles and throughput; returns -1 on allocation failure. */
-int pkv_summary_finish(pkv_summary *s, const pkv_request_rec *req, size_t n, double t_end);
+/* A request that left the run (finished, or still in it at the end). -1: out of memory. */
+int pkv_summary_add_request(pkv_summary *s, const pkv_request_rec *r);
+/* Fill the latency percentiles and throughput and free the latency arrays. */
+int pkv_summary_finish(pkv_summary *s, double t_end);
+void pkv_summary_free(pkv_summary *s);
 void pkv_summary_print(const pkv_summary *s, FILE *f);
 
 #endif

@@ -85,7 +85,7 @@ static int cpu_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan *
                         b->v, v->block_table, v->bt_stride, v->seq_lens, 1.0f / sqrtf((float)s->d)};
     int rc = pkvk_cpu_run(&batch, plan, b->part, b->o);
     if (rc)
-        return pkv_fail(e, "cpu backend: %s failed (status %d)", pkvk_route_name(plan->route), rc);
+        return pkv_fail(e, "cpu backend: %s failed (status %d)", pkv_route_name(plan->route), rc);
     rec->t_device = now_s() - t0; /* the attention work's time, on the CPU */
     if (check) {
         pkvk_cpu_reference(&batch, b->o_ref);

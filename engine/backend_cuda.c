@@ -118,7 +118,7 @@ static int cuda_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan 
                         b->v, b->bt,     b->bt_stride, b->lens, 1.0f / sqrtf((float)s->d)};
     int launches;
     float ms;
-    const int fi = pkvk_route_is_flashinfer(plan->route);
+    const int fi = pkv_route_is_flashinfer(plan->route);
     /* The plan upload is part of the step (and of its wall time), not of the
      * attention's device time. */
     if (b->use_graph) {
@@ -136,7 +136,7 @@ static int cuda_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan 
         }
         if (pkvk_launch(b->ws, &batch, plan, &launches)) {
             pkvk_graph_abort();
-            return fail_dev(e, pkvk_route_name(plan->route));
+            return fail_dev(e, pkv_route_name(plan->route));
         }
         if (pkvk_graph_end(&b->graph, &reused) || pkvk_mark(0) || pkvk_graph_launch(b->graph) ||
             pkvk_mark(1) || pkvk_mark_elapsed(0, 1, &ms))
@@ -153,7 +153,7 @@ static int cuda_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan 
         if (fi && pkvk_pack_csr(b->ws, &batch)) return fail_dev(e, "FlashInfer page list");
         if (pkvk_mark(0) || pkvk_launch(b->ws, &batch, plan, &launches) || pkvk_mark(1) ||
             pkvk_mark_elapsed(0, 1, &ms))
-            return fail_dev(e, pkvk_route_name(plan->route));
+            return fail_dev(e, pkv_route_name(plan->route));
     }
     rec->t_device = ms * 1e-3;
     if (b->meta_pending) { /* the first route run after prepare */
@@ -270,46 +270,51 @@ pkv_backend *pkv_backend_cuda_create(const pkvk_shape *s, int32_t n_pages, int32
     b->cap_rows = cap_rows;
     b->bt_stride = bt_stride;
     b->stage_cap = 2 * (size_t)cap_rows + 3 * (size_t)cap_rows * bt_stride;
-    pkv_tensors t;
+    pkv_tensors t = {0};
     b->o_host = malloc(rows * 2);
     b->ref_host = malloc(rows * 4);
-    int rc = !b->o_host || !b->ref_host || pkv_tensors_make(&t, s, seed);
-    if (!rc)
-        rc = pkvk_malloc((void **)&b->k, pool) || pkvk_malloc((void **)&b->v, pool) ||
-             pkvk_malloc((void **)&b->q, rows * 2) || pkvk_malloc((void **)&b->o, rows * 2) ||
-             pkvk_malloc((void **)&b->o_ref, rows * 4) ||
-             pkvk_malloc((void **)&b->src_k, t.src_kv * 2) ||
-             pkvk_malloc((void **)&b->src_v, t.src_kv * 2) ||
-             pkvk_malloc((void **)&b->src_q, t.src_q_n * 2) ||
-             pkvk_malloc((void **)&b->bt, (size_t)cap_rows * bt_stride * 4) ||
-             pkvk_malloc((void **)&b->lens, (size_t)cap_rows * 4) ||
-             !(b->stage_h = malloc(b->stage_cap * 4)) ||
-             pkvk_workspace_create(&b->ws, s, cap_rows, cap_slots, cap_tasks) ||
-             pkvk_workspace_reserve(b->ws, b->stage_cap * 4) ||
-             pkvk_memset(b->bt, 0, (size_t)cap_rows * bt_stride * 4) ||
-             pkvk_malloc((void **)&b->blk_k, (size_t)PKV_TENSOR_BLOCK * 2) ||
-             pkvk_malloc((void **)&b->blk_v, (size_t)PKV_TENSOR_BLOCK * 2) ||
-             pkvk_malloc((void **)&b->pages_d, (size_t)n_pages * 4) ||
-             pkvk_host_alloc((void **)&b->pages_h, (size_t)n_pages * 4);
+    int rc = !b->o_host || !b->ref_host ? PKVK_ERR_OUT_OF_MEMORY : PKVK_OK;
+    if (!rc && pkv_tensors_make(&t, s, seed)) rc = PKVK_ERR_OUT_OF_MEMORY;
+    if (!rc) rc = pkvk_malloc((void **)&b->k, pool);
+    if (!rc) rc = pkvk_malloc((void **)&b->v, pool);
+    if (!rc) rc = pkvk_malloc((void **)&b->q, rows * 2);
+    if (!rc) rc = pkvk_malloc((void **)&b->o, rows * 2);
+    if (!rc) rc = pkvk_malloc((void **)&b->o_ref, rows * 4);
+    if (!rc) rc = pkvk_malloc((void **)&b->src_k, t.src_kv * 2);
+    if (!rc) rc = pkvk_malloc((void **)&b->src_v, t.src_kv * 2);
+    if (!rc) rc = pkvk_malloc((void **)&b->src_q, t.src_q_n * 2);
+    if (!rc) rc = pkvk_malloc((void **)&b->bt, (size_t)cap_rows * bt_stride * 4);
+    if (!rc) rc = pkvk_malloc((void **)&b->lens, (size_t)cap_rows * 4);
+    if (!rc && !(b->stage_h = malloc(b->stage_cap * 4))) rc = PKVK_ERR_OUT_OF_MEMORY;
+    if (!rc) rc = pkvk_workspace_create(&b->ws, s, cap_rows, cap_slots, cap_tasks);
+    if (!rc) rc = pkvk_workspace_reserve(b->ws, b->stage_cap * 4);
+    if (!rc) rc = pkvk_memset(b->bt, 0, (size_t)cap_rows * bt_stride * 4);
+    if (!rc) rc = pkvk_malloc((void **)&b->blk_k, (size_t)PKV_TENSOR_BLOCK * 2);
+    if (!rc) rc = pkvk_malloc((void **)&b->blk_v, (size_t)PKV_TENSOR_BLOCK * 2);
+    if (!rc) rc = pkvk_malloc((void **)&b->pages_d, (size_t)n_pages * 4);
+    if (!rc) rc = pkvk_host_alloc((void **)&b->pages_h, (size_t)n_pages * 4);
     /* The pool starts tiled from the shared blocks (prefill writes a prompt's pages
      * with the same tiles; a page taken again by a decode step keeps stale values, as
      * in a server); new tokens and queries come from the prepared rows. */
     double t_fill;
     if (!rc) {
         for (int32_t i = 0; i < n_pages; i++) b->pages_h[i] = i;
-        rc = pkvk_h2d(b->blk_k, t.blk_k, (size_t)PKV_TENSOR_BLOCK * 2) ||
-             pkvk_h2d(b->blk_v, t.blk_v, (size_t)PKV_TENSOR_BLOCK * 2) ||
-             cuda_prefill(&b->base, NULL, n_pages, &t_fill, e);
+        if (!rc) rc = pkvk_h2d(b->blk_k, t.blk_k, (size_t)PKV_TENSOR_BLOCK * 2);
+        if (!rc) rc = pkvk_h2d(b->blk_v, t.blk_v, (size_t)PKV_TENSOR_BLOCK * 2);
+        if (!rc) rc = cuda_prefill(&b->base, NULL, n_pages, &t_fill, e);
     }
-    if (!rc)
-        rc = pkvk_h2d(b->src_k, t.src_k, t.src_kv * 2) ||
-             pkvk_h2d(b->src_v, t.src_v, t.src_kv * 2) ||
-             pkvk_h2d(b->src_q, t.src_q, t.src_q_n * 2);
+    if (!rc) rc = pkvk_h2d(b->src_k, t.src_k, t.src_kv * 2);
+    if (!rc) rc = pkvk_h2d(b->src_v, t.src_v, t.src_kv * 2);
+    if (!rc) rc = pkvk_h2d(b->src_q, t.src_q, t.src_q_n * 2);
     if (!rc && mlp_inter > 0)
         rc = pkvk_mlp_create(&b->mlp, s->hq * s->d, mlp_inter, cap_rows, t.blk_v, PKV_TENSOR_BLOCK);
     pkv_tensors_free(&t);
     if (rc) {
-        fail_dev(e, "setting up the GPU pool");
+        if (rc == PKVK_ERR_OUT_OF_MEMORY)
+            pkv_fail(e, "--backend cuda: out of memory setting up the GPU pool (%s)",
+                     pkvk_last_error());
+        else
+            fail_dev(e, "setting up the GPU pool");
         cuda_destroy(&b->base);
         return NULL;
     }

@@ -64,11 +64,11 @@ int pkv_calib_apply(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e) 
     pkv_json_path(rp, sizeof rp, path, "route_scale");
     if (pkv_json_sub(o, path, "route_scale", &rs, e)) return -1;
     if (rs) {
-        const char *names[PKVK_ROUTE_COUNT + 1];
-        for (int r = 0; r < PKVK_ROUTE_COUNT; r++) names[r] = pkvk_route_name((pkvk_route)r);
-        names[PKVK_ROUTE_COUNT] = NULL;
+        const char *names[PKV_ROUTE_COUNT + 1];
+        for (int r = 0; r < PKV_ROUTE_COUNT; r++) names[r] = pkv_route_name((pkv_route)r);
+        names[PKV_ROUTE_COUNT] = NULL;
         if (pkv_json_object(rs, rp, names, e)) return -1;
-        for (int r = 0; r < PKVK_ROUTE_COUNT; r++)
+        for (int r = 0; r < PKV_ROUTE_COUNT; r++)
             if (pkv_json_num(rs, rp, names[r], c->route_scale[r], 0, true, 1e3, &c->route_scale[r],
                              e))
                 return -1;
@@ -103,7 +103,7 @@ void pkv_calib_defaults(pkv_calib *c) {
                      .wave_balance_min = 0.95,
                      .placeholder = true};
     snprintf(c->gpu_name, sizeof c->gpu_name, "unknown");
-    for (int r = 0; r < PKVK_ROUTE_COUNT; r++) c->route_scale[r] = 1.0;
+    for (int r = 0; r < PKV_ROUTE_COUNT; r++) c->route_scale[r] = 1.0;
 }
 
 void pkv_calib_flashinfer_occupancy(pkv_calib *c, const pkvk_shape *s) {
@@ -135,4 +135,40 @@ fail:
 void pkv_calib_free(pkv_calib *c) {
     free(c->json);
     c->json = NULL;
+}
+
+int pkv_calib_attrs(const pkv_calib *c, pkv_attr *a, int cap) {
+    int n = 0;
+#define F(key, v)                                                                                  \
+    a[n++] = (pkv_attr) {                                                                          \
+        .name = key, .kind = PKV_ATTR_F64, .f64 = (v)                                              \
+    }
+#define U(key, v)                                                                                  \
+    a[n++] = (pkv_attr) {                                                                          \
+        .name = key, .kind = PKV_ATTR_U64, .u64 = (uint64_t)(v)                                    \
+    }
+    if (cap < PKV_CALIB_ATTRS) return -1;
+    a[n++] = (pkv_attr){.name = "gpu_name", .kind = PKV_ATTR_STR, .str = c->gpu_name};
+    U("placeholder", c->placeholder);
+    F("beta_bytes_per_s", c->beta);
+    F("lambda_s", c->lambda);
+    F("c_min", c->c_min);
+    U("sm_count", c->sm_count);
+    U("gqa_group", c->gqa_group);
+    U("min_context_tokens", c->min_context);
+    F("margin_small", c->margin_small);
+    U("margin_small_rows", c->margin_small_rows);
+    F("margin_large", c->margin_large);
+    U("min_split_tiles", c->min_split_tiles);
+    U("resident_ctas_per_sm", c->resident_ctas_per_sm);
+    U("flashinfer_decode_ctas_per_sm", c->flashinfer_decode_ctas_per_sm);
+    F("wave_balance_min", c->wave_balance_min);
+    for (int k = 0; k < PKV_ROUTE_COUNT; k++) {
+        snprintf(a[n].name, sizeof a[n].name, "route_scale_%s", pkv_route_name((pkv_route)k));
+        a[n].kind = PKV_ATTR_F64;
+        a[n++].f64 = c->route_scale[k];
+    }
+#undef F
+#undef U
+    return n;
 }

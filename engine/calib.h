@@ -3,6 +3,7 @@
 #define PKV_CALIB_H
 
 #include "jsonv.h"
+#include "pkv_attr.h"
 #include "pkvk.h"
 
 typedef struct pkv_calib {
@@ -23,8 +24,8 @@ typedef struct pkv_calib {
     int resident_ctas_per_sm; /* decode CTAs resident on one SM: a wave is this x sm_count */
     int flashinfer_decode_ctas_per_sm; /* FlashInfer's decode occupancy (its planner's grid) */
     double wave_balance_min; /* a one-wave plan less balanced than this goes over two waves */
-    double route_scale[PKVK_ROUTE_COUNT]; /* fitted factor on each route's modelled time */
-    char *json;                           /* the file verbatim (owned) */
+    double route_scale[PKV_ROUTE_COUNT]; /* fitted factor on each route's modelled time */
+    char *json;                          /* the file verbatim (owned) */
 } pkv_calib;
 
 /* Built-in defaults (placeholders), as used for keys a file omits. */
@@ -39,5 +40,10 @@ void pkv_calib_free(pkv_calib *c);
 /* Where the FlashInfer routes are built and a GPU is present, take their planner's
  * decode occupancy from the GPU (their plans must match FlashInfer's own). */
 void pkv_calib_flashinfer_occupancy(pkv_calib *c, const pkvk_shape *s);
+
+/* The constants as named attributes for the recorder's /calibration: fills up to
+ * cap entries (at least PKV_CALIB_ATTRS) and returns how many, -1 when cap is short. */
+enum { PKV_CALIB_ATTRS = 15 + PKV_ROUTE_COUNT };
+int pkv_calib_attrs(const pkv_calib *c, pkv_attr *a, int cap);
 
 #endif

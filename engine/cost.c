@@ -13,15 +13,15 @@ void pkv_cost_counters(const pkv_calib *c, const pkvk_shape *s, const pkvk_plan 
     out->kv_bytes = tokens * s->hkv * s->d * 2 /* K and V */ * 2 /* fp16 */;
     /* Once FlashInfer splits, every row's state goes through its merge, single-chunk
      * rows too. */
-    if (pkvk_route_is_flashinfer(p->route) && multi_slots) multi_slots = p->n_slots;
+    if (pkv_route_is_flashinfer(p->route) && multi_slots) multi_slots = p->n_slots;
     /* A split writes G states of d + 2 floats per KV head, and the merge reads them. */
     out->merge_bytes = multi_slots * s->hq * (s->d + 2) * 4 * 2;
     switch (p->route) {
-    case PKVK_ROUTE_REF_PAGED:
+    case PKV_ROUTE_REF_PAGED:
         out->launches = p->n_rows > 0;
         out->ctas = (int64_t)p->n_rows * s->hkv;
         break;
-    case PKVK_ROUTE_BUCKET:
+    case PKV_ROUTE_BUCKET:
         for (int32_t b = 0; b < p->n_buckets; b++) {
             const pkvk_bucket *B = &p->buckets[b];
             out->ctas += (int64_t)(B->row_end - B->row_begin) * s->hkv * B->splits;
@@ -29,18 +29,18 @@ void pkv_cost_counters(const pkv_calib *c, const pkvk_shape *s, const pkvk_plan 
             out->merge_launches += B->splits > 1;
         }
         break;
-    case PKVK_ROUTE_FLASHINFER:
-    case PKVK_ROUTE_FLASHINFER_TC:
+    case PKV_ROUTE_FLASHINFER:
+    case PKV_ROUTE_FLASHINFER_TC:
         /* One CTA per (chunk, KV head). */
         out->ctas = (int64_t)p->n_slots * s->hkv;
         out->merge_launches = multi_slots > 0;
         out->launches = (p->n_rows > 0) + out->merge_launches;
         break;
-    case PKVK_ROUTE_WORKQUEUE:
-    case PKVK_ROUTE_FUSED:
+    case PKV_ROUTE_WORKQUEUE:
+    case PKV_ROUTE_FUSED:
         out->ctas = p->n_tasks;
         out->tasks = p->n_tasks;
-        out->merge_launches = p->route == PKVK_ROUTE_WORKQUEUE && multi_slots > 0;
+        out->merge_launches = p->route == PKV_ROUTE_WORKQUEUE && multi_slots > 0;
         out->launches = (p->n_tasks > 0) + out->merge_launches;
         break;
     default:
@@ -52,5 +52,5 @@ void pkv_cost_counters(const pkv_calib *c, const pkvk_shape *s, const pkvk_plan 
                        : 1.0;
     out->t_predicted = ((double)out->kv_bytes / c->beta * under + out->launches * c->lambda +
                         (double)out->merge_bytes / c->beta) *
-                       c->route_scale[p->route < PKVK_ROUTE_COUNT ? p->route : 0];
+                       c->route_scale[p->route < PKV_ROUTE_COUNT ? p->route : 0];
 }

@@ -1,28 +1,56 @@
 #include "engine.h"
 
+#include "pkv_clock.h"
+#include "pkv_tol.h"
+
 #include <math.h>
 #include <stdlib.h>
-#include <time.h>
 
-int pkv_engine_init(pkv_engine *eng, const pkvk_shape *s, const pkv_calib *cal, const char *policy,
-                    pkv_bucket_mode mode, int32_t cap_rows, pkv_backend *backend,
+const char *const pkv_backend_names[] = {"auto", "model", "cpu", "cuda", NULL};
+
+pkv_backend_kind pkv_backend_resolve(pkv_backend_kind k) {
+    if (k != PKV_BACKEND_AUTO) return k;
+    return pkvk_device_count() > 0 ? PKV_BACKEND_CUDA : PKV_BACKEND_MODEL;
+}
+
+/* The cuda backend is made after the planner, whose task bound sizes its workspace. */
+static pkv_backend *make_backend(pkv_engine *eng, const pkv_backend_spec *b, int32_t cap_rows,
+                                 pkv_err *e) {
+    pkv_backend *be = NULL;
+    switch (eng->backend_kind) {
+    case PKV_BACKEND_CPU:
+        return pkv_backend_cpu_create(&eng->shape, b->kv_pages, cap_rows, b->seed, e);
+    case PKV_BACKEND_CUDA: {
+        int32_t cap = eng->planner.plans[0].cap_tasks;
+        return pkv_backend_cuda_create(
+            &eng->shape, b->kv_pages, cap_rows, b->bt_stride, cap, cap, b->mlp_inter, b->cuda_graph,
+            b->metadata_copy ? PKVK_UPLOAD_COPY : PKVK_UPLOAD_PARAMS, b->seed, e);
+    }
+    default:
+        be = pkv_backend_model_create();
+        if (!be) pkv_fail(e, "out of memory");
+        return be;
+    }
+}
+
+int pkv_engine_init(pkv_engine *eng, const pkvk_shape *s, pkv_calib *cal, const char *policy,
+                    pkv_bucket_mode mode, int32_t cap_rows, const pkv_backend_spec *b,
                     pkv_clock_source clock, pkv_err *e) {
     *eng = (pkv_engine){.shape = *s,
                         .cal = cal,
-                        .backend = backend,
-                        .clock = clock,
-                        .check_every = 0,
-                        .tol_max = 2e-3,
-                        .tol_mean = 3e-4};
-    if (pkv_policy_init(&eng->policy, policy)) {
-        if (backend) backend->destroy(backend);
-        eng->backend = NULL;
+                        .backend_kind = pkv_backend_resolve(b ? b->kind : PKV_BACKEND_MODEL),
+                        .clock = clock};
+    if (pkv_policy_init(&eng->policy, policy))
         return pkv_fail(e, "unknown route policy \"%s\"", policy);
-    }
-    if (pkv_planner_init(&eng->planner, s, cal, cap_rows, mode)) {
-        if (backend) backend->destroy(backend);
-        eng->backend = NULL;
+    if (eng->backend_kind == PKV_BACKEND_CUDA) pkv_calib_flashinfer_occupancy(cal, s);
+    if (pkv_planner_init(&eng->planner, s, cal, cap_rows, mode))
         return pkv_fail(e, "out of memory for the planner (%d rows)", cap_rows);
+    if (!b) return 0;
+    eng->mlp_bytes = 3.0 * (double)b->mlp_inter * s->hq * s->d * 2;
+    eng->backend = make_backend(eng, b, cap_rows, e);
+    if (!eng->backend) {
+        pkv_planner_free(&eng->planner);
+        return -1;
     }
     return 0;
 }
@@ -33,15 +61,9 @@ void pkv_engine_free(pkv_engine *eng) {
     eng->backend = NULL;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec, double *advance,
                     pkv_err *e) {
-    double t0 = eng->backend->measures ? now_s() : 0;
+    double t0 = eng->backend->measures ? pkv_clock_now() : 0;
     pkv_step_view sv = {.rows = v->n_rows, .gqa_group = eng->shape.hq / eng->shape.hkv};
     for (int32_t i = 0; i < v->n_rows; i++) sv.context_tokens += v->seq_lens[i];
     /* The oracle on a measuring backend runs every candidate and keeps the fastest. */
@@ -51,19 +73,19 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
      * then laid out in full. */
     const int lazy = eng->backend->measures && !measured_oracle &&
                      (eng->policy.candidates & (eng->policy.candidates - 1)) != 0;
-    for (int r = 0; r < PKVK_ROUTE_COUNT; r++) {
+    for (int r = 0; r < PKV_ROUTE_COUNT; r++) {
         rec->t_route[r] = NAN;
         if (!(eng->policy.candidates >> r & 1)) continue;
         eng->planner.plans[r].counts_only = lazy || !eng->backend->measures;
-        int rc = pkv_planner_build(&eng->planner, (pkvk_route)r, v->seq_lens, v->n_rows);
+        int rc = pkv_planner_build(&eng->planner, (pkv_route)r, v->seq_lens, v->n_rows);
         if (rc)
             return pkv_fail(e, "step %llu: planning %s failed (status %d)",
-                            (unsigned long long)rec->index, pkvk_route_name((pkvk_route)r), rc);
+                            (unsigned long long)rec->index, pkv_route_name((pkv_route)r), rc);
         pkv_cost_counters(eng->cal, &eng->shape, &eng->planner.plans[r], v->seq_lens, &sv.cand[r]);
         sv.valid |= 1u << r;
         rec->t_route[r] = sv.cand[r].t_predicted;
     }
-    for (int k = 0; k < PKVK_ROUTE_COUNT; k++) rec->t_route_measured[k] = NAN;
+    for (int k = 0; k < PKV_ROUTE_COUNT; k++) rec->t_route_measured[k] = NAN;
     /* Only a backend that computes outputs (cpu, cuda) can be checked. */
     int check =
         eng->backend->measures && eng->check_every > 0 &&
@@ -71,25 +93,24 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
     rec->t_meta = NAN;
     if (eng->backend->prepare(eng->backend, v, e)) return -1;
     rec->t_device = rec->max_err = rec->mean_err = rec->out_mean_abs = NAN;
-    pkvk_route r;
+    pkv_route r;
     if (measured_oracle) {
-        r = PKVK_ROUTE_REF_PAGED;
-        for (int k = 0; k < PKVK_ROUTE_COUNT; k++) {
+        r = PKV_ROUTE_REF_PAGED;
+        for (int k = 0; k < PKV_ROUTE_COUNT; k++) {
             if (!(sv.valid >> k & 1)) continue;
             if (eng->backend->run(eng->backend, v, &eng->planner.plans[k], check, rec, e))
                 return -1;
             rec->t_route_measured[k] = rec->t_device;
-            if (rec->t_device < rec->t_route_measured[r]) r = (pkvk_route)k;
+            if (rec->t_device < rec->t_route_measured[r]) r = (pkv_route)k;
         }
     } else {
         r = eng->policy.choose(&eng->policy, eng->cal, &sv);
-        /* Only the workqueue routes write task lists. */
-        if (lazy && (r == PKVK_ROUTE_WORKQUEUE || r == PKVK_ROUTE_FUSED)) {
-            eng->planner.plans[r].counts_only = 0;
-            int rc = pkv_planner_build(&eng->planner, r, v->seq_lens, v->n_rows);
+        /* Only the workqueue routes write task lists: the chosen one's, from its plan. */
+        if (lazy && pkv_route_is_workqueue(r)) {
+            int rc = pkvk_plan_write_tasks(&eng->planner.plans[r], &eng->shape, v->seq_lens);
             if (rc)
-                return pkv_fail(e, "step %llu: planning %s failed (status %d)",
-                                (unsigned long long)rec->index, pkvk_route_name(r), rc);
+                return pkv_fail(e, "step %llu: laying out %s failed (status %d)",
+                                (unsigned long long)rec->index, pkv_route_name(r), rc);
         }
     }
     const pkv_counters *c = &sv.cand[r];
@@ -115,23 +136,22 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
     /* The MLP tail reads its weights once per step: memory bound at decode sizes. */
     if (eng->mlp_bytes > 0)
         rec->t_predicted += eng->mlp_bytes / eng->cal->beta + 3 * eng->cal->lambda;
-    rec->t_wall = eng->backend->measures ? now_s() - t0 : NAN;
+    rec->t_wall = eng->backend->measures ? pkv_clock_now() - t0 : NAN;
     if (measured_oracle)
         /* The oracle's step is the one its best route would have made: leave out the
          * device time of the candidates it ran only to compare. */
-        for (int k = 0; k < PKVK_ROUTE_COUNT; k++)
-            if (k != (int)r && rec->t_route_measured[k] == rec->t_route_measured[k])
+        for (int k = 0; k < PKV_ROUTE_COUNT; k++)
+            if (k != (int)r && !isnan(rec->t_route_measured[k]))
                 rec->t_wall -= rec->t_route_measured[k];
-    /* Written as "not below" so that a NaN (an output never written) fails too. */
-    if (check && !(rec->max_err < eng->tol_max && rec->mean_err < eng->tol_mean))
+    if (check && !pkv_tol_ok(rec->max_err, rec->mean_err))
         return pkv_fail(e,
                         "step %llu: route %s disagrees with the reference: max|e| %.3g (limit "
                         "%.3g), mean|e| %.3g (limit %.3g)",
-                        (unsigned long long)rec->index, pkvk_route_name(r), rec->max_err,
-                        eng->tol_max, rec->mean_err, eng->tol_mean);
+                        (unsigned long long)rec->index, pkv_route_name(r), rec->max_err,
+                        PKV_TOL_MAX, rec->mean_err, PKV_TOL_MEAN);
     *advance = eng->clock == PKV_CLOCK_WALL ? rec->t_wall
                : eng->clock == PKV_CLOCK_DEVICE
-                   ? rec->t_device + (rec->t_mlp == rec->t_mlp ? rec->t_mlp : 0)
+                   ? rec->t_device + (isnan(rec->t_mlp) ? 0 : rec->t_mlp)
                    : rec->t_predicted;
     if (!(*advance >= 0))
         return pkv_fail(e, "step %llu: the %s backend measured no %s time",
@@ -140,13 +160,14 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
     return 0;
 }
 
-int pkv_engine_prefill(pkv_engine *eng, const int32_t *pages, int32_t n_pages, double *t_wall,
-                       double *t_device, pkv_err *e) {
-    *t_wall = *t_device = NAN;
+int pkv_engine_prefill(pkv_engine *eng, const int32_t *pages, int32_t n_pages, double *t_measured,
+                       pkv_err *e) {
+    *t_measured = NAN;
     if (!eng->backend->prefill) return 0;
-    double t0 = now_s();
-    if (eng->backend->prefill(eng->backend, pages, n_pages, t_device, e)) return -1;
-    *t_wall = now_s() - t0;
+    double t0 = pkv_clock_now(), t_device;
+    if (eng->backend->prefill(eng->backend, pages, n_pages, &t_device, e)) return -1;
+    if (eng->clock == PKV_CLOCK_WALL) *t_measured = pkv_clock_now() - t0;
+    if (eng->clock == PKV_CLOCK_DEVICE) *t_measured = t_device;
     return 0;
 }
 

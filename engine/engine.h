@@ -5,36 +5,10 @@
 #define PKV_ENGINE_H
 
 #include "calib.h"
+#include "pkv_record.h"
 #include "cost.h"
 #include "planner.h"
 #include "policy.h"
-
-/* One row of /steps. */
-typedef struct pkv_step_rec {
-    uint64_t index;
-    double t_sim;            /* seconds: simulated time at step start */
-    uint32_t rows;           /* active requests in the step */
-    uint64_t context_tokens; /* sum of the rows' lengths */
-    uint8_t route;           /* pkvk_route */
-    uint8_t warmup;          /* 1 for warm-up steps (left out of the summary) */
-    uint32_t splits;         /* largest split count of a row */
-    uint32_t launches, merge_launches, tasks;
-    uint64_t ctas;
-    double cta_work_per_sm;
-    uint64_t kv_bytes, merge_bytes;
-    double t_predicted;       /* seconds: cost model of the chosen route */
-    double t_device;          /* seconds: measured device time (NaN where not measured) */
-    double t_wall;            /* seconds: measured host wall time of the step (NaN likewise) */
-    double max_err, mean_err; /* against the reference route, NaN where unchecked */
-    double out_mean_abs;      /* mean |O| of the step's output where checked, else NaN */
-    double t_mlp;             /* seconds: measured device time of the MLP tail, else NaN */
-    double t_meta;            /* seconds: device time of the step's metadata work before attention
-                                 (length and block-table upload, K/V append, plan upload), measured
-                                 on every 17th step of the cuda backend, else NaN */
-    double t_route[PKVK_ROUTE_COUNT]; /* seconds: each candidate's prediction, NaN if not planned */
-    double
-        t_route_measured[PKVK_ROUTE_COUNT]; /* seconds: oracle's measured device times, else NaN */
-} pkv_step_rec;
 
 /* The rows of one step, in batch order; host memory. */
 typedef struct pkv_batch_view {
@@ -76,23 +50,47 @@ typedef enum pkv_clock_source {
     PKV_CLOCK_DEVICE,        /* device time of the attention work */
 } pkv_clock_source;
 
+/* Which backend runs the steps. */
+typedef enum pkv_backend_kind {
+    PKV_BACKEND_AUTO = 0, /* cuda where a GPU is usable, else model */
+    PKV_BACKEND_MODEL,
+    PKV_BACKEND_CPU,
+    PKV_BACKEND_CUDA,
+} pkv_backend_kind;
+extern const char *const pkv_backend_names[]; /* "auto", "model", "cpu", "cuda", NULL */
+/* The backend `auto` resolves to on this machine. */
+pkv_backend_kind pkv_backend_resolve(pkv_backend_kind k);
+
+/* What the engine makes its backend from. */
+typedef struct pkv_backend_spec {
+    pkv_backend_kind kind; /* AUTO is resolved here */
+    int32_t kv_pages;      /* pages of the KV pool */
+    int32_t bt_stride;     /* block-table entries per row */
+    int32_t mlp_inter;     /* gated MLP tail width (0: none); cuda only */
+    bool cuda_graph;       /* replay each step as a CUDA graph (an ablation) */
+    bool metadata_copy;    /* step metadata by one copy instead of launch parameters */
+    uint64_t seed;         /* tensor contents */
+} pkv_backend_spec;
+
 typedef struct pkv_engine {
     pkvk_shape shape;
     const pkv_calib *cal;
     pkv_route_policy policy;
     pkv_planner planner;
     pkv_backend *backend; /* owned */
+    pkv_backend_kind backend_kind;
     pkv_clock_source clock;
     int64_t check_every; /* compare every N steps (0 = never); steps < check_first always */
     int64_t check_first;
-    double tol_max, tol_mean;
     double mlp_bytes; /* bytes of MLP weights read per step (0: no MLP tail) */
 } pkv_engine;
 
-/* Takes ownership of backend (which may be NULL and set later in eng->backend). cap_rows:
- * the most rows of a step. */
-int pkv_engine_init(pkv_engine *eng, const pkvk_shape *s, const pkv_calib *cal, const char *policy,
-                    pkv_bucket_mode mode, int32_t cap_rows, pkv_backend *backend,
+/* Plan for steps of at most cap_rows rows and make the backend `b` (b NULL: a model
+ * backend; tests may set eng->backend afterwards). On the cuda backend the
+ * calibration's FlashInfer occupancy is taken from the GPU (their plans must match
+ * FlashInfer's own planner). */
+int pkv_engine_init(pkv_engine *eng, const pkvk_shape *s, pkv_calib *cal, const char *policy,
+                    pkv_bucket_mode mode, int32_t cap_rows, const pkv_backend_spec *b,
                     pkv_clock_source clock, pkv_err *e);
 void pkv_engine_free(pkv_engine *eng);
 /* Run one step; rec->index and rec->t_sim are the caller's. *advance: seconds by
@@ -101,10 +99,10 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
                     pkv_err *e);
 
 /* A prefill batch's K/V write on the backend (pages: n_pages page ids of its prompts):
- * *t_wall and *t_device receive its host wall time and device time, NaN where the
- * backend writes or measures nothing. */
-int pkv_engine_prefill(pkv_engine *eng, const int32_t *pages, int32_t n_pages, double *t_wall,
-                       double *t_device, pkv_err *e);
+ * *t_measured receives its time under the engine's clock (wall or device), NaN where
+ * the backend writes or measures nothing or the clock is the cost model's. */
+int pkv_engine_prefill(pkv_engine *eng, const int32_t *pages, int32_t n_pages, double *t_measured,
+                       pkv_err *e);
 
 /* The model backend: nothing is measured; step time comes from the cost model. */
 pkv_backend *pkv_backend_model_create(void);

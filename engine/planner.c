@@ -87,7 +87,7 @@ int pkv_planner_init(pkv_planner *pl, const pkvk_shape *s, const pkv_calib *cal,
     int64_t cap = 2 * wave_ctas(cal) + (int64_t)cap_rows * s->hkv;
     int32_t cap_tasks = (int32_t)(cap + 64);
     int rc = pl->splits && pl->route_lens ? PKVK_OK : PKVK_ERR_OUT_OF_MEMORY;
-    for (int r = 0; r < PKVK_ROUTE_COUNT && rc == PKVK_OK; r++)
+    for (int r = 0; r < PKV_ROUTE_COUNT && rc == PKVK_OK; r++)
         rc = pkvk_plan_init(&pl->plans[r], cap_rows, cap_tasks);
     if (rc) pkv_planner_free(pl);
     return rc;
@@ -96,7 +96,7 @@ int pkv_planner_init(pkv_planner *pl, const pkvk_shape *s, const pkv_calib *cal,
 void pkv_planner_free(pkv_planner *pl) {
     free(pl->splits);
     free(pl->route_lens);
-    for (int r = 0; r < PKVK_ROUTE_COUNT; r++) pkvk_plan_free(&pl->plans[r]);
+    for (int r = 0; r < PKV_ROUTE_COUNT; r++) pkvk_plan_free(&pl->plans[r]);
     pl->splits = pl->route_lens = NULL;
 }
 
@@ -116,26 +116,26 @@ static int32_t route_len(pkv_bucket_mode mode, int32_t len) {
     return tiles * PKVK_TILE;
 }
 
-int pkv_planner_build(pkv_planner *pl, pkvk_route r, const int32_t *seq_lens, int32_t n_rows) {
+int pkv_planner_build(pkv_planner *pl, pkv_route r, const int32_t *seq_lens, int32_t n_rows) {
     pkvk_plan *p = &pl->plans[r];
     if (n_rows > pl->cap_rows) return PKVK_ERR_INVALID;
     switch (r) {
-    case PKVK_ROUTE_REF_PAGED:
+    case PKV_ROUTE_REF_PAGED:
         return pkvk_plan_ref(p, seq_lens, n_rows);
-    case PKVK_ROUTE_BUCKET:
+    case PKV_ROUTE_BUCKET:
         for (int32_t i = 0; i < n_rows; i++)
             pl->route_lens[i] = route_len(pl->bucket_mode, seq_lens[i]);
         return pkvk_plan_bucket(p, seq_lens, pl->route_lens, n_rows, bucket_splits, pl);
-    case PKVK_ROUTE_WORKQUEUE:
-    case PKVK_ROUTE_FUSED: {
+    case PKV_ROUTE_WORKQUEUE:
+    case PKV_ROUTE_FUSED: {
         for (int32_t i = 0; i < n_rows; i++) pl->route_lens[i] = pkvk_tiles(seq_lens[i]);
         int64_t c = chunk_tiles(pl, pl->route_lens, 0, n_rows);
         for (int32_t i = 0; i < n_rows; i++)
             pl->splits[i] = (int32_t)ceil_div64(pl->route_lens[i], c);
         return pkvk_plan_workqueue(p, r, &pl->shape, seq_lens, pl->splits, n_rows);
     }
-    case PKVK_ROUTE_FLASHINFER:
-    case PKVK_ROUTE_FLASHINFER_TC:
+    case PKV_ROUTE_FLASHINFER:
+    case PKV_ROUTE_FLASHINFER_TC:
         return pkvk_plan_flashinfer(p, r, &pl->shape, seq_lens, n_rows, pl->cal->sm_count,
                                     pl->cal->flashinfer_decode_ctas_per_sm);
     default:

@@ -20,7 +20,7 @@ typedef struct pkv_planner {
     int32_t *splits;     /* [cap_rows] scratch */
     int32_t *route_lens; /* [cap_rows] scratch */
     int32_t bucket_rows; /* rows of the step being planned (for the bucket callback) */
-    pkvk_plan plans[PKVK_ROUTE_COUNT];
+    pkvk_plan plans[PKV_ROUTE_COUNT];
 } pkv_planner;
 
 /* cap_rows: most rows of a step. */
@@ -28,6 +28,6 @@ int pkv_planner_init(pkv_planner *pl, const pkvk_shape *s, const pkv_calib *cal,
                      pkv_bucket_mode mode);
 void pkv_planner_free(pkv_planner *pl);
 /* Build plans[r] for the rows' true lengths. Returns a pkvk_status. */
-int pkv_planner_build(pkv_planner *pl, pkvk_route r, const int32_t *seq_lens, int32_t n_rows);
+int pkv_planner_build(pkv_planner *pl, pkv_route r, const int32_t *seq_lens, int32_t n_rows);
 
 #endif

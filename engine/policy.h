@@ -11,16 +11,16 @@ typedef struct pkv_step_view {
     int64_t context_tokens;
     int gqa_group;
     uint32_t valid; /* bit r: candidates[r] was planned */
-    pkv_counters cand[PKVK_ROUTE_COUNT];
+    pkv_counters cand[PKV_ROUTE_COUNT];
 } pkv_step_view;
 
 typedef struct pkv_route_policy {
     const char *name;
     uint32_t candidates; /* bit r: plan and predict route r each step */
-    pkvk_route fixed;    /* the route of a fixed policy */
+    pkv_route fixed;     /* the route of a fixed policy */
     int measured_oracle; /* the oracle: on a measuring backend, run all and keep the fastest */
-    pkvk_route (*choose)(const struct pkv_route_policy *self, const pkv_calib *cal,
-                         const pkv_step_view *v);
+    pkv_route (*choose)(const struct pkv_route_policy *self, const pkv_calib *cal,
+                        const pkv_step_view *v);
 } pkv_route_policy;
 
 /* Names accepted in experiment files: the routes, "adaptive" and "oracle". */
@@ -32,6 +32,6 @@ int pkv_policy_init(pkv_route_policy *p, const char *name);
  * the calibrated G and its context reaches min_context; then the cheaper of bucket
  * and workqueue is promoted over ref_paged when ref's predicted time is at least
  * margin times it (margin_small for steps of at most margin_small_rows rows). */
-pkvk_route pkv_policy_adaptive(const pkv_calib *cal, const pkv_step_view *v);
+pkv_route pkv_policy_adaptive(const pkv_calib *cal, const pkv_step_view *v);
 
 #endif

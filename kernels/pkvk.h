@@ -15,11 +15,15 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pkv_route.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-enum { PKVK_TILE = 32 }; /* tokens per tile streamed by one CTA iteration */
+/* Tokens per planning tile: split boundaries fall on multiples of it (a CTA then
+ * streams its range 64 tokens per iteration, kernels/pkvk_attn.cu). */
+enum { PKVK_TILE = 32 };
 
 typedef enum pkvk_status {
     PKVK_OK = 0,
@@ -30,26 +34,8 @@ typedef enum pkvk_status {
     PKVK_ERR_INVALID = 5,     /* bad argument: plan too large for its workspace, ... */
 } pkvk_status;
 
-/* The route a plan is for. Enum order is the order routes are listed everywhere. */
-typedef enum pkvk_route {
-    PKVK_ROUTE_REF_PAGED = 0, /* one CTA per (row, kvh), no split */
-    PKVK_ROUTE_BUCKET,        /* rows grouped by route length; split + merge per bucket */
-    PKVK_ROUTE_WORKQUEUE,     /* one launch over compact tasks, one segmented merge */
-    PKVK_ROUTE_FUSED,         /* workqueue whose last split merges in-kernel */
-    /* FlashInfer's paged decode paths (optional build, pkvk_flashinfer_built()): */
-    PKVK_ROUTE_FLASHINFER,    /* CUDA-core batch decode, planned by DecodePlan */
-    PKVK_ROUTE_FLASHINFER_TC, /* tensor cores: batch prefill kernel, one query token per
-                                 row, planned by PrefillPlan, merged when split */
-    PKVK_ROUTE_COUNT
-} pkvk_route;
-
-const char *pkvk_route_name(pkvk_route r);
-
-static inline int pkvk_route_is_flashinfer(pkvk_route r) {
-    return r == PKVK_ROUTE_FLASHINFER || r == PKVK_ROUTE_FLASHINFER_TC;
-}
 /* 1 when this build can launch route r (FlashInfer's only where they are built). */
-int pkvk_route_built(pkvk_route r);
+int pkvk_route_built(pkv_route r);
 
 typedef struct pkvk_shape {
     int hq;        /* query heads */
@@ -74,7 +60,7 @@ typedef struct pkvk_bucket {
 /* A flat plan. Arrays are allocated once by pkvk_plan_init (the caller's workspace)
  * and refilled by the pkvk_plan_* emitters without allocating. */
 typedef struct pkvk_plan {
-    pkvk_route route;
+    pkv_route route;
     int32_t n_rows;
     int32_t *split_offsets; /* [n_rows + 1] partial-state slots of row i */
     int32_t n_slots;        /* split_offsets[n_rows] */
@@ -90,6 +76,7 @@ typedef struct pkvk_plan {
     int pinned;                  /* arrays in pinned host memory (a GPU was present) */
     int counts_only;             /* workqueue: count the tasks, do not write the list
                                     (enough for the cost model; nothing can launch it) */
+    int tasks_written;           /* workqueue: the task list matches the counts */
 } pkvk_plan;
 
 int pkvk_plan_init(pkvk_plan *p, int32_t cap_rows, int32_t cap_tasks);
@@ -113,12 +100,15 @@ int pkvk_plan_ref(pkvk_plan *p, const int32_t *seq_lens, int32_t n_rows);
  * tasks are consecutive, KV heads 0..hkv-1 in order, and differ in nothing else: the
  * device keeps one entry per split (the upload refuses a list whose length or first
  * and last KV heads break this). */
-int pkvk_plan_workqueue(pkvk_plan *p, pkvk_route route, const pkvk_shape *s,
-                        const int32_t *seq_lens, const int32_t *splits, int32_t n_rows);
+int pkvk_plan_workqueue(pkvk_plan *p, pkv_route route, const pkvk_shape *s, const int32_t *seq_lens,
+                        const int32_t *splits, int32_t n_rows);
 /* route_lens[i]: row i's bucket key (tokens); bucket_splits(route_len) per bucket is
  * given as splits_of_len, evaluated once per distinct length. Rows keep their
  * order inside a bucket; buckets come in decreasing route length. Empty splits keep
  * their slot (the kernel writes the neutral state there). */
+/* Write the task list of a workqueue plan made counts-only (its split_offsets say
+ * each row's splits): the chosen route of a step is laid out without planning again. */
+int pkvk_plan_write_tasks(pkvk_plan *p, const pkvk_shape *s, const int32_t *seq_lens);
 int pkvk_plan_bucket(pkvk_plan *p, const int32_t *seq_lens, const int32_t *route_lens,
                      int32_t n_rows,
                      int32_t (*splits_of_len)(int32_t route_len, int32_t rows, void *ctx),
@@ -130,7 +120,7 @@ int pkvk_plan_bucket(pkvk_plan *p, const int32_t *seq_lens, const int32_t *route
  * its grid by its kernel's occupancy (decode_ctas_per_sm, from
  * pkvk_flashinfer_occupancy on a GPU); PrefillPlan by 2 CTAs per SM. The upload runs
  * FlashInfer's own planner and refuses a partition that differs from this one. */
-int pkvk_plan_flashinfer(pkvk_plan *p, pkvk_route route, const pkvk_shape *s,
+int pkvk_plan_flashinfer(pkvk_plan *p, pkv_route route, const pkvk_shape *s,
                          const int32_t *seq_lens, int32_t n_rows, int32_t sm_count,
                          int32_t decode_ctas_per_sm);
 

@@ -546,11 +546,11 @@ int pkvk_plan_pack(pkvk_workspace *w, const pkvk_plan *p, const void *extra, siz
                    pkvk_packed *out) {
     if (p->n_rows > w->cap_rows || p->n_slots > w->cap_slots || p->n_tasks > w->cap_tasks)
         return pkvk_fail_msg(PKVK_ERR_INVALID, "plan larger than its workspace");
-    if (p->counts_only && p->n_tasks)
+    if (pkv_route_is_workqueue(p->route) && p->n_tasks && !p->tasks_written)
         return pkvk_fail_msg(PKVK_ERR_INVALID, "a counts-only plan cannot be launched");
-    const bool fi = pkvk_route_is_flashinfer(p->route);
+    const bool fi = pkv_route_is_flashinfer(p->route);
     const size_t so = align16(extra_bytes), br = so + align16(sizeof(int32_t) * (p->n_rows + 1));
-    const size_t nbr = p->route == PKVK_ROUTE_BUCKET ? sizeof(int32_t) * p->n_rows : 0;
+    const size_t nbr = p->route == PKV_ROUTE_BUCKET ? sizeof(int32_t) * p->n_rows : 0;
     // The tasks come in groups of hkv (pkvk_plan_workqueue): one span per group.
     const int32_t hkv = w->shape.hkv, n_spans = p->n_tasks / hkv;
     if (p->n_tasks % hkv ||
@@ -597,7 +597,7 @@ extern "C" int pkvk_launch(pkvk_workspace *w, const pkvk_batch *b, const pkvk_pl
     if (s.hq % s.hkv || s.hq != w->shape.hq || s.hkv != w->shape.hkv || s.d != w->shape.d)
         return pkvk_fail_msg(PKVK_ERR_INVALID, "batch shape differs from the workspace's");
     if (plan->n_rows == 0) return PKVK_OK;
-    if (pkvk_route_is_flashinfer(plan->route)) {
+    if (pkv_route_is_flashinfer(plan->route)) {
         if (!w->fi) return pkvk_fail_msg(PKVK_ERR_INVALID, "FlashInfer plan not uploaded");
         return pkvk_fi_launch(w->fi, b, plan, launches);
     }
@@ -619,11 +619,11 @@ extern "C" int pkvk_launch(pkvk_workspace *w, const pkvk_batch *b, const pkvk_pl
     p.part_acc = w->part_acc, p.part_ml = w->part_ml, p.counters = w->counters;
     int rc = PKVK_OK;
     switch (plan->route) {
-    case PKVK_ROUTE_REF_PAGED:
+    case PKV_ROUTE_REF_PAGED:
         rc = launch_mode<MODE_REF>(s.d, G, dim3(plan->n_rows, s.hkv), p);
         *launches += rc == PKVK_OK;
         break;
-    case PKVK_ROUTE_BUCKET:
+    case PKV_ROUTE_BUCKET:
         p.bucket_rows = w->bucket_rows;
         for (int k = 0; k < plan->n_buckets && rc == PKVK_OK; k++) {
             const pkvk_bucket &B = plan->buckets[k];
@@ -637,9 +637,9 @@ extern "C" int pkvk_launch(pkvk_workspace *w, const pkvk_batch *b, const pkvk_pl
             }
         }
         break;
-    case PKVK_ROUTE_WORKQUEUE:
-    case PKVK_ROUTE_FUSED: {
-        bool fused = plan->route == PKVK_ROUTE_FUSED;
+    case PKV_ROUTE_WORKQUEUE:
+    case PKV_ROUTE_FUSED: {
+        bool fused = plan->route == PKV_ROUTE_FUSED;
         rc = fused ? launch_mode<MODE_FUSED>(s.d, G, dim3(plan->n_tasks), p)
                    : launch_mode<MODE_TASKS>(s.d, G, dim3(plan->n_tasks), p);
         *launches += rc == PKVK_OK;

@@ -143,7 +143,7 @@ int pkvk_cpu_run(const pkvk_batch *b, const pkvk_plan *p, float *part, float *o)
     const pkvk_shape *s = &b->shape;
     if (s->d > 512 || s->hq % s->hkv) return PKVK_ERR_UNSUPPORTED;
     switch (p->route) {
-    case PKVK_ROUTE_REF_PAGED:
+    case PKV_ROUTE_REF_PAGED:
         for (int32_t i = 0; i < p->n_rows; i++)
             for (int kvh = 0; kvh < s->hkv; kvh++) {
                 float *st = slot_state(s, part, p->split_offsets[i], kvh);
@@ -151,7 +151,7 @@ int pkvk_cpu_run(const pkvk_batch *b, const pkvk_plan *p, float *part, float *o)
                 write_out(s, st, i, kvh, o);
             }
         return PKVK_OK;
-    case PKVK_ROUTE_BUCKET:
+    case PKV_ROUTE_BUCKET:
         for (int32_t bk = 0; bk < p->n_buckets; bk++) {
             const pkvk_bucket *B = &p->buckets[bk];
             for (int32_t k = B->row_begin; k < B->row_end; k++) {
@@ -166,8 +166,8 @@ int pkvk_cpu_run(const pkvk_batch *b, const pkvk_plan *p, float *part, float *o)
             }
         }
         break;
-    case PKVK_ROUTE_FLASHINFER:
-    case PKVK_ROUTE_FLASHINFER_TC:
+    case PKV_ROUTE_FLASHINFER:
+    case PKV_ROUTE_FLASHINFER_TC:
         for (int32_t i = 0; i < p->n_rows; i++)
             for (int32_t c = 0; c < p->split_offsets[i + 1] - p->split_offsets[i]; c++) {
                 int64_t tb = (int64_t)c * p->chunk_tokens, te = tb + p->chunk_tokens;
@@ -177,8 +177,9 @@ int pkvk_cpu_run(const pkvk_batch *b, const pkvk_plan *p, float *part, float *o)
                                  slot_state(s, part, p->split_offsets[i] + c, kvh));
             }
         break;
-    case PKVK_ROUTE_WORKQUEUE:
-    case PKVK_ROUTE_FUSED:
+    case PKV_ROUTE_WORKQUEUE:
+    case PKV_ROUTE_FUSED:
+        if (p->n_tasks && !p->tasks_written) return PKVK_ERR_INVALID; /* counts only */
         for (int32_t t = 0; t < p->n_tasks; t++) {
             const pkvk_task *T = &p->tasks[t];
             attend_range(b, T->row, T->kvh, T->t_begin, T->t_end,

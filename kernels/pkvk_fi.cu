@@ -70,7 +70,7 @@ struct pkvk_fi {
     int32_t *indptr_h, *qo_indptr_h;    // pinned, [cap_rows + 1]
     int32_t *indptr_d, *last_d, *qo_indptr_d, *indices_d;
     size_t cap_indices;
-    pkvk_route planned;
+    pkv_route planned;
     int32_t n_rows;
     fi::DecodePlanInfo dinfo;
     fi::PrefillPlanInfo pinfo;
@@ -147,7 +147,7 @@ extern "C" int pkvk_fi_create(pkvk_fi **out, const pkvk_shape *s, int32_t cap_ro
     if (!f) return PKVK_ERR_OUT_OF_MEMORY;
     f->shape = *s;
     f->cap_rows = cap_rows;
-    f->planned = PKVK_ROUTE_COUNT;
+    f->planned = PKV_ROUTE_COUNT;
     size_t ip = ((size_t)cap_rows + 1) * sizeof(int32_t);
     rc = pkvk_malloc(&f->float_ws, kFloatBytes);
     if (!rc) rc = pkvk_malloc(&f->int_ws, kIntBytes);
@@ -200,11 +200,11 @@ extern "C" int pkvk_fi_upload(pkvk_fi *f, const pkvk_plan *p) {
     for (uint32_t i = 0; i < n; i++)
         f->indptr_h[i + 1] = f->indptr_h[i] + (p->lens[i] + s.page_size - 1) / s.page_size;
     f->n_rows = p->n_rows;
-    f->planned = PKVK_ROUTE_COUNT;
+    f->planned = PKV_ROUTE_COUNT;
     if (n == 0) return PKVK_OK;
     int G = s.hq / s.hkv, rc;
     const int32_t *o_indptr; // FlashInfer's partial-output offsets per row, on the host
-    if (p->route == PKVK_ROUTE_FLASHINFER) {
+    if (p->route == PKV_ROUTE_FLASHINFER) {
         rc = guarded("FlashInfer DecodePlan", [&] {
             switch (G) {
             case 1:
@@ -218,7 +218,7 @@ extern "C" int pkvk_fi_upload(pkvk_fi *f, const pkvk_plan *p) {
             }
         });
         o_indptr = fi::GetPtrFromBaseOffset<int32_t>(f->int_host, f->dinfo.o_indptr_offset);
-    } else if (p->route == PKVK_ROUTE_FLASHINFER_TC) {
+    } else if (p->route == PKV_ROUTE_FLASHINFER_TC) {
         rc = guarded("FlashInfer PrefillPlan", [&] {
             return fi::PrefillPlan<int32_t>(
                 f->float_ws, kFloatBytes, f->int_ws, f->int_host, kIntBytes, f->pinfo,
@@ -244,7 +244,7 @@ extern "C" int pkvk_fi_upload(pkvk_fi *f, const pkvk_plan *p) {
             snprintf(msg, sizeof msg,
                      "%s: FlashInfer planned partial-output offset %d for row %u, pkvsim's mirror "
                      "of its planner %d",
-                     pkvk_route_name(p->route), o_indptr[i], i, p->split_offsets[i]);
+                     pkv_route_name(p->route), o_indptr[i], i, p->split_offsets[i]);
             return pkvk_fail_msg(PKVK_ERR_INVALID, msg);
         }
     f->planned = p->route;
@@ -299,7 +299,7 @@ extern "C" int pkvk_fi_launch(pkvk_fi *f, const pkvk_batch *b, const pkvk_plan *
                                      f->indptr_d, f->last_d);
     const int32_t q_stride_n = s.hq * s.d, q_stride_h = s.d;
     int rc;
-    if (p->route == PKVK_ROUTE_FLASHINFER) {
+    if (p->route == PKV_ROUTE_FLASHINFER) {
         DecParams q((half *)b->q, nullptr, kv, (half *)b->o, nullptr, nullptr, s.hq, q_stride_n,
                     q_stride_h, /*window_left=*/-1, /*logits_soft_cap=*/0.f, b->sm_scale,
                     /*rope_scale=*/1.f, /*rope_theta=*/1e4f);

@@ -50,10 +50,12 @@ extern "C" int pkvk_mlp_create(pkvk_mlp **out, int hidden, int inter, int cap_ro
     if (!m) return PKVK_ERR_OUT_OF_MEMORY;
     m->hidden = hidden, m->inter = inter, m->cap_rows = cap_rows;
     size_t ngu = (size_t)hidden * 2 * inter, nd = (size_t)inter * hidden;
-    int rc = pkvk_malloc((void **)&m->w_gu, ngu * 2) || pkvk_malloc((void **)&m->w_down, nd * 2) ||
-             pkvk_malloc((void **)&m->y, (size_t)cap_rows * 2 * inter * 2) ||
-             pkvk_malloc((void **)&m->a, (size_t)cap_rows * inter * 2) ||
-             pkvk_malloc((void **)&m->z, (size_t)cap_rows * hidden * 2);
+    int rc = PKVK_OK;
+    if (!rc) rc = pkvk_malloc((void **)&m->w_gu, ngu * 2);
+    if (!rc) rc = pkvk_malloc((void **)&m->w_down, nd * 2);
+    if (!rc) rc = pkvk_malloc((void **)&m->y, (size_t)cap_rows * 2 * inter * 2);
+    if (!rc) rc = pkvk_malloc((void **)&m->a, (size_t)cap_rows * inter * 2);
+    if (!rc) rc = pkvk_malloc((void **)&m->z, (size_t)cap_rows * hidden * 2);
     for (size_t off = 0; !rc && off < ngu; off += w_n)
         rc = pkvk_h2d(m->w_gu + off, w, 2 * (ngu - off < w_n ? ngu - off : w_n));
     for (size_t off = 0; !rc && off < nd; off += w_n)

@@ -4,15 +4,9 @@
 
 #include <stdlib.h>
 
-const char *pkvk_route_name(pkvk_route r) {
-    static const char *const names[PKVK_ROUTE_COUNT] = {"ref_paged", "pkv_bucket", "pkv_workqueue",
-                                                        "pkv_fused", "flashinfer", "flashinfer_tc"};
-    return (unsigned)r < PKVK_ROUTE_COUNT ? names[r] : "unknown";
-}
-
-int pkvk_route_built(pkvk_route r) {
-    return (unsigned)r < PKVK_ROUTE_COUNT &&
-           (!pkvk_route_is_flashinfer(r) || pkvk_flashinfer_built());
+int pkvk_route_built(pkv_route r) {
+    return (unsigned)r < PKV_ROUTE_COUNT &&
+           (!pkv_route_is_flashinfer(r) || pkvk_flashinfer_built());
 }
 
 /* Arrays that are uploaded every step live in pinned memory where a GPU exists, so
@@ -79,7 +73,7 @@ static int check_rows(const pkvk_plan *p, const int32_t *seq_lens, int32_t n_row
 int pkvk_plan_ref(pkvk_plan *p, const int32_t *seq_lens, int32_t n_rows) {
     int rc = check_rows(p, seq_lens, n_rows);
     if (rc) return rc;
-    p->route = PKVK_ROUTE_REF_PAGED;
+    p->route = PKV_ROUTE_REF_PAGED;
     p->n_rows = n_rows;
     for (int32_t i = 0; i <= n_rows; i++) p->split_offsets[i] = i;
     p->n_slots = n_rows;
@@ -98,34 +92,40 @@ static int32_t effective_splits(int32_t len, int32_t S) {
     return (tiles + tps - 1) / tps;
 }
 
-int pkvk_plan_workqueue(pkvk_plan *p, pkvk_route route, const pkvk_shape *s,
-                        const int32_t *seq_lens, const int32_t *splits, int32_t n_rows) {
+int pkvk_plan_workqueue(pkvk_plan *p, pkv_route route, const pkvk_shape *s, const int32_t *seq_lens,
+                        const int32_t *splits, int32_t n_rows) {
     int rc = check_rows(p, seq_lens, n_rows);
     if (rc) return rc;
-    if (route != PKVK_ROUTE_WORKQUEUE && route != PKVK_ROUTE_FUSED) return PKVK_ERR_INVALID;
+    if (!pkv_route_is_workqueue(route)) return PKVK_ERR_INVALID;
     p->route = route;
     p->n_rows = n_rows;
     p->n_buckets = 0;
-    int32_t slot = 0, nt = 0;
+    int32_t slot = 0;
     for (int32_t i = 0; i < n_rows; i++) {
-        int32_t S = effective_splits(seq_lens[i], splits[i]);
         p->split_offsets[i] = slot;
-        slot += S;
-        if (p->counts_only) {
-            nt += S * s->hkv;
-            continue;
-        }
-        if ((int64_t)nt + (int64_t)S * s->hkv > p->cap_tasks) return PKVK_ERR_INVALID;
+        slot += effective_splits(seq_lens[i], splits[i]);
+    }
+    p->split_offsets[n_rows] = slot;
+    p->n_slots = slot;
+    p->n_tasks = slot * s->hkv;
+    p->tasks_written = 0;
+    return p->counts_only ? PKVK_OK : pkvk_plan_write_tasks(p, s, seq_lens);
+}
+
+int pkvk_plan_write_tasks(pkvk_plan *p, const pkvk_shape *s, const int32_t *seq_lens) {
+    if (!pkv_route_is_workqueue(p->route)) return PKVK_ERR_INVALID;
+    if (p->n_tasks > p->cap_tasks) return PKVK_ERR_INVALID;
+    int32_t nt = 0;
+    for (int32_t i = 0; i < p->n_rows; i++) {
+        int32_t S = p->split_offsets[i + 1] - p->split_offsets[i];
         for (int32_t sp = 0; sp < S; sp++) {
             int32_t tb, te;
-            /* S here is already effective, so every range is non-empty. */
+            /* S is already effective, so every range is non-empty. */
             pkvk_split_range(seq_lens[i], S, sp, &tb, &te);
             for (int32_t h = 0; h < s->hkv; h++) p->tasks[nt++] = (pkvk_task){i, h, sp, tb, te};
         }
     }
-    p->split_offsets[n_rows] = slot;
-    p->n_slots = slot;
-    p->n_tasks = nt;
+    p->tasks_written = 1;
     return PKVK_OK;
 }
 
@@ -135,7 +135,7 @@ int pkvk_plan_bucket(pkvk_plan *p, const int32_t *seq_lens, const int32_t *route
                      void *ctx) {
     int rc = check_rows(p, seq_lens, n_rows);
     if (rc) return rc;
-    p->route = PKVK_ROUTE_BUCKET;
+    p->route = PKV_ROUTE_BUCKET;
     p->n_rows = n_rows;
     p->n_tasks = 0;
     /* Stable insertion sort of row ids by route length, longest first: batches are a
@@ -193,12 +193,12 @@ static int64_t fi_chunk(const int32_t *lens, int32_t n, int32_t ps, int64_t lo, 
     return lo;
 }
 
-int pkvk_plan_flashinfer(pkvk_plan *p, pkvk_route route, const pkvk_shape *s,
+int pkvk_plan_flashinfer(pkvk_plan *p, pkv_route route, const pkvk_shape *s,
                          const int32_t *seq_lens, int32_t n_rows, int32_t sm_count,
                          int32_t decode_ctas_per_sm) {
     int rc = check_rows(p, seq_lens, n_rows);
     if (rc) return rc;
-    if (!pkvk_route_is_flashinfer(route)) return PKVK_ERR_INVALID;
+    if (!pkv_route_is_flashinfer(route)) return PKVK_ERR_INVALID;
     const int32_t ps = s->page_size;
     int64_t max_pages = 1;
     for (int32_t i = 0; i < n_rows; i++) {
@@ -207,7 +207,7 @@ int pkvk_plan_flashinfer(pkvk_plan *p, pkvk_route route, const pkvk_shape *s,
     }
     const int64_t min_chunk = ps < 128 ? 128 / ps : 1;
     int64_t chunk;
-    if (route == PKVK_ROUTE_FLASHINFER) {
+    if (route == PKV_ROUTE_FLASHINFER) {
         /* DecodePlan: no split once the rows alone fill the grid; else the smallest
          * chunk whose CTAs (chunks x KV heads) fit one grid. */
         int64_t grid = (int64_t)decode_ctas_per_sm * sm_count;

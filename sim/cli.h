@@ -19,5 +19,6 @@ double pkv_cli_wall_s(void); /* seconds, monotonic */
 int pkv_cmd_workload(int argc, char **argv);
 int pkv_cmd_bench_sim(int argc, char **argv);
 int pkv_cmd_bench_traces(int argc, char **argv);
+int pkv_cmd_report(int argc, char **argv);
 
 #endif

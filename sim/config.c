@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *const pkv_backend_names[] = {"auto", "model", "cpu", "cuda", NULL};
 static const char *const clock_names[] = {"predicted", "wall", "device", "auto", NULL};
 static const char *const bucket_names[] = {"exact", "pow2", NULL};
 
@@ -105,10 +104,11 @@ static int parse_route(pkv_config *c, const cJSON *o, pkv_err *e) {
 static int parse_run(pkv_config *c, const cJSON *o, pkv_err *e) {
     static const char *const keys[] = {
         "max_steps", "max_time_s",  "warmup_steps", "seed",       "output",          "backend",
-        "clock",     "check_every", "check_first",  "cuda_graph", "metadata_upload", NULL};
+        "clock",     "check_every", "check_first",  "cuda_graph", "metadata_upload", "record",
+        NULL};
     static const char *const upload_names[] = {"params", "copy", NULL};
-    const char *out, *be, *ck, *up;
-    int bei, cki;
+    const char *out, *be, *ck, *up, *rl;
+    int bei, cki, upi, rli;
     int64_t seed;
     if (o) TRY(pkv_json_object(o, "run", keys, e));
     TRY(pkv_json_int(o, "run", "max_steps", 0, 0, INT64_MAX / 2, &c->max_steps, e));
@@ -121,8 +121,10 @@ static int parse_run(pkv_config *c, const cJSON *o, pkv_err *e) {
     TRY(pkv_json_int(o, "run", "check_every", 0, 0, INT64_MAX / 2, &c->check_every, e));
     TRY(pkv_json_int(o, "run", "check_first", 0, 0, INT64_MAX / 2, &c->check_first, e));
     TRY(pkv_json_bool(o, "run", "cuda_graph", false, &c->cuda_graph, e));
-    TRY(pkv_json_str(o, "run", "metadata_upload", "params", upload_names, &up, &c->metadata_upload,
-                     e));
+    TRY(pkv_json_str(o, "run", "metadata_upload", "params", upload_names, &up, &upi, e));
+    TRY(pkv_json_str(o, "run", "record", "full", pkv_record_level_names, &rl, &rli, e));
+    c->metadata_copy = upi == 1;
+    c->record = (pkv_record_level)rli;
     c->seed = (uint64_t)seed;
     c->backend = (pkv_backend_kind)bei;
     c->clock = cki == 3 ? -1 : cki;
@@ -200,7 +202,8 @@ int pkv_config_resolve(pkv_config *c) {
     cJSON_AddNumberToObject(rn, "check_every", (double)c->check_every);
     cJSON_AddNumberToObject(rn, "check_first", (double)c->check_first);
     cJSON_AddBoolToObject(rn, "cuda_graph", c->cuda_graph);
-    cJSON_AddStringToObject(rn, "metadata_upload", c->metadata_upload ? "copy" : "params");
+    cJSON_AddStringToObject(rn, "metadata_upload", c->metadata_copy ? "copy" : "params");
+    cJSON_AddStringToObject(rn, "record", pkv_record_level_names[c->record]);
     free(c->resolved);
     c->resolved = cJSON_Print(r);
     cJSON_Delete(r);

@@ -5,15 +5,8 @@
 
 #include "admission.h"
 #include "engine.h"
+#include "h5rec.h"
 #include "workload.h"
-
-typedef enum pkv_backend_kind {
-    PKV_BACKEND_AUTO = 0,
-    PKV_BACKEND_MODEL,
-    PKV_BACKEND_CPU,
-    PKV_BACKEND_CUDA,
-} pkv_backend_kind;
-extern const char *const pkv_backend_names[];
 
 typedef struct pkv_config {
     char *text;     /* the experiment file verbatim (owned) */
@@ -47,8 +40,9 @@ typedef struct pkv_config {
     pkv_backend_kind backend;
     int clock; /* -1 auto, else pkv_clock_source */
     int64_t check_every, check_first;
-    bool cuda_graph;     /* cuda backend: replay each step as a CUDA graph (ablation) */
-    int metadata_upload; /* cuda backend: a pkvk_upload_mode (params, or copy as ablation) */
+    bool cuda_graph;    /* cuda backend: replay each step as a CUDA graph (ablation) */
+    bool metadata_copy; /* cuda backend: step metadata by a copy (ablation), not launch params */
+    pkv_record_level record; /* run.record: what the output file holds */
 } pkv_config;
 
 int pkv_config_load(pkv_config *c, const char *path, pkv_err *e);

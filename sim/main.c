@@ -6,10 +6,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "calibrate.h"
+#include "cmd_calibrate.h"
 #include "cli.h"
-#include "kbench.h"
-#include "report.h"
+#include "cmd_kbench.h"
 #include "runner.h"
 
 static volatile sig_atomic_t g_stop = 0;
@@ -184,7 +183,7 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "workload")) return pkv_cmd_workload(argc - 1, argv + 1);
     if (!strcmp(cmd, "calibrate")) return pkv_calibrate_main(argc - 1, argv + 1);
-    if (!strcmp(cmd, "report")) return pkv_report_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "report")) return pkv_cmd_report(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench") && argc >= 3 && !strcmp(argv[2], "sim"))
         return pkv_cmd_bench_sim(argc - 2, argv + 2);
     if (!strcmp(cmd, "bench") && argc >= 3 && !strcmp(argv[2], "traces"))

@@ -4,31 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-pkv_backend_kind pkv_backend_resolve(pkv_backend_kind k) {
-    if (k != PKV_BACKEND_AUTO) return k;
-    return pkvk_device_count() > 0 ? PKV_BACKEND_CUDA : PKV_BACKEND_MODEL;
-}
-
-/* The cuda backend is made after the engine, whose planner bounds the plans. */
-static pkv_backend *make_backend(const pkv_config *cfg, pkv_backend_kind k, const pkv_engine *eng,
-                                 int32_t bt_stride, pkv_err *e) {
-    switch (k) {
-    case PKV_BACKEND_CPU:
-        return pkv_backend_cpu_create(&cfg->shape, cfg->kv_pages, cfg->max_active, cfg->seed, e);
-    case PKV_BACKEND_CUDA: {
-        int32_t cap = eng->planner.plans[0].cap_tasks;
-        return pkv_backend_cuda_create(&cfg->shape, cfg->kv_pages, cfg->max_active, bt_stride, cap,
-                                       cap, (int32_t)cfg->mlp_inter, cfg->cuda_graph,
-                                       (pkvk_upload_mode)cfg->metadata_upload, cfg->seed, e);
-    }
-    default: {
-        pkv_backend *b = pkv_backend_model_create();
-        if (!b) pkv_fail(e, "out of memory");
-        return b;
-    }
-    }
-}
-
 int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary *out, pkv_err *e) {
     pkv_calib cal;
     if (pkv_calib_load(&cal, cfg->calibration, e)) return -1;
@@ -64,20 +39,23 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
     pkv_h5rec *rec = NULL;
     pkv_sim sim = {0};
     int sim_ok = 0, rc = -1;
+    pkv_backend_spec bs = {
+        .kind = bk,
+        .kv_pages = cfg->kv_pages,
+        .bt_stride = pkv_sim_bt_stride(cfg),
+        .mlp_inter = (int32_t)cfg->mlp_inter,
+        .cuda_graph = cfg->cuda_graph,
+        .metadata_copy = cfg->metadata_copy,
+        .seed = cfg->seed,
+    };
     if (pkv_engine_init(&eng, &cfg->shape, &cal, cfg->policy, cfg->bucket_mode, cfg->max_active,
-                        NULL, (pkv_clock_source)clock, e)) {
+                        &bs, (pkv_clock_source)clock, e)) {
         pkv_calib_free(&cal);
         return -1;
     }
-    int32_t bt_stride =
-        (int32_t)((cfg->workload.max_context + cfg->shape.page_size - 1) / cfg->shape.page_size);
-    pkv_backend *be = eng.backend = make_backend(cfg, bk, &eng, bt_stride, e);
-    if (!be) goto done;
+    pkv_backend *be = eng.backend;
     pkvk_device_info dev = {.name = "none"};
-    if (bk == PKV_BACKEND_CUDA) {
-        pkvk_device_info_get(&dev);
-        pkv_calib_flashinfer_occupancy(&cal, &cfg->shape);
-    }
+    if (bk == PKV_BACKEND_CUDA) pkvk_device_info_get(&dev);
     if (bk == PKV_BACKEND_CUDA && strcmp(cal.gpu_name, dev.name) != 0 && !cfg->allow_other_gpu) {
         pkv_fail(e,
                  "%s: the calibration %s was made on \"%s\", but this GPU is \"%s\": run "
@@ -87,13 +65,19 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
         goto done;
     }
     eng.check_every = cfg->check_every;
-    eng.mlp_bytes = 3.0 * (double)cfg->mlp_inter * cfg->shape.hq * cfg->shape.d * 2;
     eng.check_first = cfg->check_first;
     if (o->record) {
-        pkv_provenance pv = {o->command_line ? o->command_line : "", be->name, dev.name, cfg->seed};
-        if (pkv_h5rec_open(&rec, cfg->output, e) ||
+        pkv_provenance pv = {
+            o->command_line ? o->command_line : "", be->name, dev.name, cfg->seed, NULL, 0};
+        pkv_h5rec_opts ro = {.level = cfg->record,
+                             .measured = be->measures,
+                             .routes_measured = be->measures && eng.policy.measured_oracle};
+        pkv_attr ca[PKV_CALIB_ATTRS];
+        int nca = pkv_calib_attrs(&cal, ca, PKV_CALIB_ATTRS);
+        if (pkv_h5rec_open(&rec, cfg->output, &ro, e) ||
             pkv_h5rec_config(rec, cfg->text, cfg->resolved, e) ||
-            pkv_h5rec_calibration(rec, &cal, e) || pkv_h5rec_provenance(rec, &pv, e))
+            pkv_h5rec_group(rec, "calibration", cal.json, ca, nca, e) ||
+            pkv_h5rec_provenance(rec, &pv, e))
             goto done;
     }
     if (pkv_sim_init(&sim, cfg, &eng, rec, e)) goto done;
@@ -101,25 +85,7 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
     sim.stop = o->stop;
     sim.progress = !o->quiet;
     if (pkv_sim_run(&sim, e)) goto done;
-    if (rec) {
-        pkv_request_rec *tab = pkv_sim_request_table(&sim);
-        if (!tab) {
-            pkv_fail(e, "out of memory");
-            goto done;
-        }
-        int w =
-            pkv_h5rec_requests(rec, tab, sim.n_req, e) || pkv_h5rec_summary(rec, &sim.summary, e);
-        free(tab);
-        if (w) goto done;
-    }
-    if (o->requests) {
-        *o->requests = pkv_sim_request_table(&sim);
-        *o->n_requests = sim.n_req;
-        if (!*o->requests) {
-            pkv_fail(e, "out of memory");
-            goto done;
-        }
-    }
+    if (rec && pkv_h5rec_summary(rec, &sim.summary, e)) goto done;
     *out = sim.summary;
     rc = 0;
 done:

@@ -1,5 +1,6 @@
 #include "sim.h"
 #include "pkv_assert.h"
+#include "pkv_clock.h"
 #include "rng.h"
 
 #include <math.h>
@@ -7,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 static int32_t pages_for(const pkv_sim *s, int64_t tokens) {
     return (int32_t)((tokens + s->cfg->shape.page_size - 1) / s->cfg->shape.page_size);
@@ -27,7 +27,7 @@ int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, pkv_h5rec *
     *s = (pkv_sim){.cfg = cfg, .eng = eng, .out = out};
     pkv_summary_init(&s->summary);
     pkv_heap_init(&s->heap);
-    s->bt_stride = pages_for(s, cfg->workload.max_context);
+    s->bt_stride = pkv_sim_bt_stride(cfg);
     int32_t ma = cfg->max_active;
     s->wait_cap = 1024;
     s->wait = malloc(sizeof(int64_t) * s->wait_cap);
@@ -54,9 +54,14 @@ int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, pkv_h5rec *
     return 0;
 }
 
+int32_t pkv_sim_bt_stride(const pkv_config *cfg) {
+    return (int32_t)((cfg->workload.max_context + cfg->shape.page_size - 1) / cfg->shape.page_size);
+}
+
 void pkv_sim_free(pkv_sim *s) {
-    for (size_t i = 0; i < s->n_req; i++) free(s->req[i].pages);
+    for (size_t i = 0; i < s->n_slots; i++) free(s->req[i].pages);
     free(s->req);
+    free(s->free_slots);
     free(s->wait);
     free(s->prefill);
     free(s->prefill_pages);
@@ -69,8 +74,10 @@ void pkv_sim_free(pkv_sim *s) {
     if (s->r_pages) gsl_rng_free(s->r_pages);
     pkv_workload_free(&s->wl);
     pkv_heap_free(&s->heap);
+    pkv_summary_free(&s->summary);
     s->req = NULL;
-    s->n_req = 0;
+    s->free_slots = NULL;
+    s->n_slots = s->n_free_slots = 0;
 }
 
 /* ---- waiting queue -------------------------------------------------------------- */
@@ -101,24 +108,48 @@ static int wait_push_front(pkv_sim *s, int64_t r) {
 }
 
 /* ---- requests --------------------------------------------------------------------- */
+/* A request lives in a slot from its arrival to its finish; a finished request's row
+ * goes to the recorder and the summary, and its slot is taken by a later arrival, so
+ * memory follows the requests in the system, not the run's length. Slot indices are
+ * what the queues and events hold; rec.id numbers requests in arrival order. */
 static int64_t new_request(pkv_sim *s, const pkv_request_draw *d, double t) {
-    if (s->n_req == s->cap_req) {
-        size_t cap = s->cap_req ? s->cap_req * 2 : 1024;
-        pkv_sim_request *r = realloc(s->req, cap * sizeof *r);
-        if (!r) return -1;
-        s->req = r;
-        s->cap_req = cap;
+    int64_t slot;
+    if (s->n_free_slots > 0) {
+        slot = s->free_slots[--s->n_free_slots];
+    } else {
+        if (s->n_slots == s->cap_slots) {
+            size_t cap = s->cap_slots ? s->cap_slots * 2 : 1024;
+            pkv_sim_request *r = realloc(s->req, cap * sizeof *r);
+            if (!r) return -1;
+            s->req = r;
+            int64_t *f = realloc(s->free_slots, cap * sizeof *f);
+            if (!f) return -1;
+            s->free_slots = f;
+            s->cap_slots = cap;
+        }
+        slot = (int64_t)s->n_slots++;
     }
-    int64_t id = (int64_t)s->n_req++;
-    s->req[id] = (pkv_sim_request){.rec = {.id = id,
-                                           .t_arrival = t,
-                                           .t_admitted = NAN,
-                                           .t_first_token = NAN,
-                                           .t_finish = NAN,
-                                           .prompt_len = d->prompt_len,
-                                           .decode_len = d->decode_len,
-                                           .state = PKV_REQ_WAITING}};
-    return id;
+    s->req[slot] = (pkv_sim_request){.rec = {.id = (int64_t)s->n_arrived++,
+                                             .t_arrival = t,
+                                             .t_admitted = NAN,
+                                             .t_first_token = NAN,
+                                             .t_finish = NAN,
+                                             .prompt_len = d->prompt_len,
+                                             .decode_len = d->decode_len,
+                                             .state = PKV_REQ_WAITING},
+                                     .live = true};
+    return slot;
+}
+
+/* A request leaves the simulation (finished, or still in it at the end): its row is
+ * recorded and counted, its slot freed. */
+static int retire_request(pkv_sim *s, int64_t slot, pkv_err *e) {
+    pkv_sim_request *r = &s->req[slot];
+    if (pkv_summary_add_request(&s->summary, &r->rec)) return pkv_fail(e, "out of memory");
+    if (s->out && pkv_h5rec_request(s->out, &r->rec, e)) return -1;
+    r->live = false;
+    s->free_slots[s->n_free_slots++] = slot;
+    return 0;
 }
 
 /* Block-table entries of row i from `from` on changed (a device copy re-uploads them). */
@@ -152,12 +183,13 @@ static int preempt_latest(pkv_sim *s) {
     int32_t v = 0;
     for (int32_t i = 1; i < s->n_run; i++)
         if (s->req[s->run[i]].admit_seq > s->req[s->run[v]].admit_seq) v = i;
-    pkv_sim_request *r = &s->req[s->run[v]];
+    int64_t slot = s->run[v];
+    pkv_sim_request *r = &s->req[slot];
     run_remove(s, v);
     release_pages(s, r);
     r->rec.state = PKV_REQ_WAITING;
     r->rec.preemptions++;
-    return wait_push_front(s, r->rec.id);
+    return wait_push_front(s, slot);
 }
 
 /* ---- scheduling ----------------------------------------------------------------- */
@@ -182,19 +214,21 @@ static int admit(pkv_sim *s) {
         pkv_admission_view v = {s->wait_n, s->alloc.n_free, waiting_pages, s};
         int64_t pick = s->cfg->admission->pick(&v);
         if (pick < 0) break;
-        pkv_sim_request *r = &s->req[wait_take(s, (size_t)pick)];
+        int64_t slot = wait_take(s, (size_t)pick);
+        pkv_sim_request *r = &s->req[slot];
         r->cap_pages = pages_for(s, reserved_tokens(s, r));
         /* The study's generator reserves the whole (rounded) length at admission; the
          * live allocator takes the prompt's pages and grows page by page. */
         int32_t need = s->cfg->reserve_full ? r->cap_pages : pages_for(s, stored_tokens(r));
         r->pages = malloc(sizeof(int32_t) * (size_t)r->cap_pages);
         if (!r->pages) return -1;
-        PKV_ASSERT(pkv_kvalloc_take(&s->alloc, need, r->rec.id, r->pages) == 0);
+        int took = pkv_kvalloc_take(&s->alloc, need, r->rec.id, r->pages);
+        PKV_ASSERT(took == 0); /* the admission policy checked the free pages */
         r->n_pages = need;
         if (isnan(r->rec.t_admitted)) r->rec.t_admitted = s->t_now;
         r->admit_seq = s->admit_counter++;
         r->rec.state = PKV_REQ_PREFILL;
-        s->prefill[s->n_prefill++] = r->rec.id;
+        s->prefill[s->n_prefill++] = slot;
     }
     return 0;
 }
@@ -216,7 +250,8 @@ static int grow_pages(pkv_sim *s) {
         if (pages_for(s, stored_tokens(r) + 1) > r->n_pages) {
             PKV_ASSERT(r->n_pages < r->cap_pages);
             int32_t *slot = &r->pages[r->n_pages];
-            PKV_ASSERT(pkv_kvalloc_take(&s->alloc, 1, r->rec.id, slot) == 0);
+            int took = pkv_kvalloc_take(&s->alloc, 1, r->rec.id, slot);
+            PKV_ASSERT(took == 0); /* demand was covered above */
             s->block_table[(size_t)i * s->bt_stride + r->n_pages] = *slot;
             mark_dirty(s, i, r->n_pages);
             r->n_pages++;
@@ -261,10 +296,11 @@ static int try_schedule(pkv_sim *s, pkv_err *e) {
             for (int32_t j = 0; j < used && j < r->n_pages; j++)
                 s->prefill_pages[n++] = r->pages[j];
         }
-        double t_wall, t_dev;
-        if (pkv_engine_prefill(s->eng, s->prefill_pages, n, &t_wall, &t_dev, e)) return -1;
-        double t = s->cfg->prefill_base_s + s->cfg->prefill_per_token_s * (double)tokens;
-        if (s->cfg->prefill_measure) t = s->eng->clock == PKV_CLOCK_DEVICE ? t_dev : t_wall;
+        double t_measured;
+        if (pkv_engine_prefill(s->eng, s->prefill_pages, n, &t_measured, e)) return -1;
+        double t = s->cfg->prefill_measure
+                       ? t_measured
+                       : s->cfg->prefill_base_s + s->cfg->prefill_per_token_s * (double)tokens;
         s->busy = 1;
         return pkv_heap_push(&s->heap, s->t_now + t, PKV_EVENT_PREFILL_DONE, 0)
                    ? pkv_fail(e, "out of memory")
@@ -291,9 +327,10 @@ static int on_step_done(pkv_sim *s) {
         r->rec.generated++;
         if (isnan(r->rec.t_first_token)) r->rec.t_first_token = s->t_now;
         if (r->rec.generated >= r->rec.decode_len) {
+            int64_t slot = s->run[i];
             r->rec.state = PKV_REQ_FINISHED;
             run_remove(s, i); /* row i now holds another request: do not advance */
-            if (pkv_heap_push(&s->heap, s->t_now, PKV_EVENT_FINISH, r->rec.id)) return -1;
+            if (pkv_heap_push(&s->heap, s->t_now, PKV_EVENT_FINISH, slot)) return -1;
         } else {
             i++;
         }
@@ -301,19 +338,21 @@ static int on_step_done(pkv_sim *s) {
     return 0;
 }
 
-static int handle(pkv_sim *s, const pkv_event *ev) {
+static int handle(pkv_sim *s, const pkv_event *ev, pkv_err *e) {
     switch (ev->kind) {
     case PKV_EVENT_ARRIVAL: {
-        int64_t id = new_request(s, &s->next_draw, ev->t);
-        if (id < 0 || wait_push_back(s, id)) return -1;
-        return s->cfg->workload.arrival.kind == PKV_ARRIVAL_CLOSED ? 0 : schedule_arrival(s, ev->t);
+        int64_t slot = new_request(s, &s->next_draw, ev->t);
+        if (slot < 0 || wait_push_back(s, slot) ||
+            (s->cfg->workload.arrival.kind != PKV_ARRIVAL_CLOSED && schedule_arrival(s, ev->t)))
+            return pkv_fail(e, "out of memory");
+        return 0;
     }
     case PKV_EVENT_PREFILL_DONE:
         s->busy = 0;
         for (int32_t k = 0; k < s->n_prefill; k++) {
             pkv_sim_request *r = &s->req[s->prefill[k]];
             int32_t i = s->n_run++;
-            s->run[i] = r->rec.id;
+            s->run[i] = s->prefill[k];
             memcpy(s->block_table + (size_t)i * s->bt_stride, r->pages,
                    sizeof(int32_t) * (size_t)r->n_pages);
             mark_dirty(s, i, 0);
@@ -322,29 +361,26 @@ static int handle(pkv_sim *s, const pkv_event *ev) {
         s->n_prefill = 0;
         return 0;
     case PKV_EVENT_STEP_DONE:
-        return on_step_done(s);
+        return on_step_done(s) ? pkv_fail(e, "out of memory") : 0;
     case PKV_EVENT_FINISH: {
         pkv_sim_request *r = &s->req[ev->arg];
         r->rec.t_finish = ev->t;
         s->n_finished++;
         release_pages(s, r);
+        if (retire_request(s, ev->arg, e)) return -1;
         if (s->cfg->workload.arrival.kind == PKV_ARRIVAL_CLOSED) {
             pkv_request_draw d;
             if (pkv_workload_next(&s->wl, ev->t, &d) == 0) {
                 s->next_draw = d;
-                return pkv_heap_push(&s->heap, ev->t, PKV_EVENT_ARRIVAL, 0);
+                return pkv_heap_push(&s->heap, ev->t, PKV_EVENT_ARRIVAL, 0)
+                           ? pkv_fail(e, "out of memory")
+                           : 0;
             }
         }
         return 0;
     }
     }
     return 0;
-}
-
-static double wall_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
 /* The share of the run done, by whichever bound ends it first (-1: unbounded). */
@@ -363,8 +399,8 @@ static void progress_line(const pkv_sim *s, int final) {
     char pct[16] = "";
     if (f >= 0) snprintf(pct, sizeof pct, "%5.1f%%  ", 100 * fmin(f, 1));
     fprintf(stderr, "\r  %sstep %llu  t=%.4g s  running %d  waiting %zu  finished %zu/%zu%s", pct,
-            (unsigned long long)s->steps, s->t_now, s->n_run, s->wait_n, s->n_finished, s->n_req,
-            final ? "\n" : "   ");
+            (unsigned long long)s->steps, s->t_now, s->n_run, s->wait_n, s->n_finished,
+            s->n_arrived, final ? "\n" : "   ");
 }
 
 int pkv_sim_run(pkv_sim *s, pkv_err *e) {
@@ -380,7 +416,7 @@ int pkv_sim_run(pkv_sim *s, pkv_err *e) {
     } else if (schedule_arrival(s, 0.0)) {
         return pkv_fail(e, "out of memory");
     }
-    double t_progress = wall_now();
+    double t_progress = pkv_clock_now();
     pkv_event ev;
     if (try_schedule(s, e)) return -1;
     for (;;) {
@@ -392,27 +428,19 @@ int pkv_sim_run(pkv_sim *s, pkv_err *e) {
         if (pkv_heap_pop(&s->heap, &ev)) break; /* nothing left to happen */
         if (s->cfg->max_time > 0 && ev.t > s->cfg->max_time) break;
         s->t_now = ev.t;
-        if (handle(s, &ev)) return pkv_fail(e, "out of memory");
+        if (handle(s, &ev, e)) return -1;
         /* The scheduler runs only once every event of this instant is handled. */
         const pkv_event *next = pkv_heap_top(&s->heap);
         if (next && next->t == s->t_now) continue;
         if (try_schedule(s, e)) return -1;
-        if (s->progress && (s->steps & 1023) == 0 && wall_now() - t_progress > 0.5) {
-            t_progress = wall_now();
+        if (s->progress && (s->steps & 1023) == 0 && pkv_clock_now() - t_progress > 0.5) {
+            t_progress = pkv_clock_now();
             progress_line(s, 0);
         }
     }
     if (s->progress) progress_line(s, 1);
-    pkv_request_rec *tab = pkv_sim_request_table(s);
-    if (!tab) return pkv_fail(e, "out of memory");
-    int rc = pkv_summary_finish(&s->summary, tab, s->n_req, s->t_now);
-    free(tab);
-    return rc ? pkv_fail(e, "out of memory") : 0;
-}
-
-pkv_request_rec *pkv_sim_request_table(const pkv_sim *s) {
-    pkv_request_rec *t = malloc(sizeof *t * (s->n_req ? s->n_req : 1));
-    if (t)
-        for (size_t i = 0; i < s->n_req; i++) t[i] = s->req[i].rec;
-    return t;
+    /* Requests still in the system are recorded as they stand. */
+    for (size_t i = 0; i < s->n_slots; i++)
+        if (s->req[i].live && retire_request(s, (int64_t)i, e)) return -1;
+    return pkv_summary_finish(&s->summary, s->t_now) ? pkv_fail(e, "out of memory") : 0;
 }

@@ -20,6 +20,7 @@ typedef struct pkv_sim_request {
     int32_t *pages; /* [cap_pages] physical pages while admitted, else NULL */
     int32_t n_pages, cap_pages;
     int64_t admit_seq; /* order of the latest admission (preemption picks the largest) */
+    bool live;         /* the slot holds a request still in the simulation */
 } pkv_sim_request;
 
 typedef struct pkv_sim {
@@ -31,8 +32,11 @@ typedef struct pkv_sim {
     gsl_rng *r_pages;
     pkv_heap heap;
     int32_t *prefill_pages; /* [kv_pages] scratch: the page list of a prefill batch */
-    pkv_sim_request *req;   /* [n_req] every request that has arrived */
-    size_t n_req, cap_req;
+    pkv_sim_request *req;   /* [n_slots] requests in the system (and free slots) */
+    size_t n_slots, cap_slots;
+    int64_t *free_slots; /* [cap_slots] slots to reuse */
+    size_t n_free_slots;
+    size_t n_arrived;           /* requests arrived so far */
     size_t n_finished;          /* requests finished so far */
     pkv_request_draw next_draw; /* open loop: the drawn request whose arrival is queued */
     /* waiting queue: ring buffer of request indices (preempted ones go to the front) */
@@ -60,10 +64,11 @@ typedef struct pkv_sim {
 } pkv_sim;
 
 int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, pkv_h5rec *out, pkv_err *e);
-/* Run to the end (or to *stop); fills s->summary. */
+/* Run to the end (or to *stop); fills s->summary. Finished requests are recorded as
+ * they finish, those still in the system at the end after them. */
 int pkv_sim_run(pkv_sim *s, pkv_err *e);
-/* The request table as /requests rows (caller frees). */
-pkv_request_rec *pkv_sim_request_table(const pkv_sim *s);
+/* Block-table entries per row: the experiment's longest request in pages. */
+int32_t pkv_sim_bt_stride(const pkv_config *cfg);
 void pkv_sim_free(pkv_sim *s);
 
 #endif

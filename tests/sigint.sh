@@ -23,6 +23,6 @@ check "exit code 130 (got $rc)" '[ $rc -eq 130 ]'
 check "output file written" '[ -f "$tmp/out.h5" ]'
 check "no temporary file left" '! ls "$tmp"/out.h5.tmp.* >/dev/null 2>&1'
 check "file marked interrupted" 'h5dump -a /provenance/interrupted "$tmp/out.h5" 2>/dev/null | grep -q "(0): 1"'
-check "steps recorded" '[ "$(h5dump -H -d /steps "$tmp/out.h5" | grep -o "DATASPACE  SIMPLE { ( [0-9]*" | grep -o "[0-9]*$")" -gt 1000 ]'
+check "steps recorded" '[ "$(h5dump -H -d /steps/index "$tmp/out.h5" | grep -o "DATASPACE  SIMPLE { ( [0-9]*" | grep -o "[0-9]*$")" -gt 1000 ]'
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

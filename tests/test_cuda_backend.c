@@ -38,14 +38,14 @@ static int run(const char *backend, const char *policy, int pages, const char *o
 }
 
 static pkv_step_rec *read_steps(const char *path, hsize_t *n) {
-    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0) return NULL;
-    hid_t d = H5Dopen2(f, "steps", H5P_DEFAULT), s = H5Dget_space(d);
-    hid_t t = (hid_t)pkv_h5_step_type();
-    H5Sget_simple_extent_dims(s, n, NULL);
-    pkv_step_rec *x = calloc(*n ? *n : 1, sizeof *x);
-    H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, x);
-    H5Tclose(t), H5Sclose(s), H5Dclose(d), H5Fclose(f);
+    pkv_step_rec *x;
+    size_t m;
+    pkv_err e;
+    if (pkv_h5_read_steps(path, &x, &m, &e)) {
+        fprintf(stderr, "%s\n", e.msg);
+        return NULL;
+    }
+    *n = m;
     return x;
 }
 
@@ -65,7 +65,7 @@ int main(void) {
         int rc = run("cuda", policies[k], 30000, a, &e);
         CHECK(rc == 0, "%s: %s", policies[k], e.msg);
         if (rc) continue;
-        hsize_t n;
+        hsize_t n = 0;
         pkv_step_rec *s = read_steps(a, &n);
         int timed = 1, checked = 1, metas = 0;
         for (hsize_t i = 0; i < n; i++) {
@@ -120,12 +120,13 @@ int main(void) {
         pkv_request_rec *rq = NULL;
         size_t nr = 0;
         pkv_summary sum;
-        pkv_run_opts o = {.quiet = 1, .record = 1, .requests = &rq, .n_requests = &nr};
+        pkv_run_opts o = {.quiet = 1, .record = 1};
         int rc = pkv_config_parse(&cfg, text, "prefill.json", &e);
         if (rc == 0) {
             rc = pkv_run_experiment(&cfg, &o, &sum, &e);
             pkv_config_free(&cfg);
         }
+        if (rc == 0) rc = pkv_h5_read_requests(a, &rq, &nr, &e);
         CHECK(rc == 0 && nr == 6, "prefill measure %d: %s", m, rc ? e.msg : "requests missing");
         double lo = INFINITY, hi = 0;
         for (size_t i = 0; i < nr; i++) {
@@ -161,7 +162,7 @@ int main(void) {
             CHECK(test_run_json(NULL, NULL, &e, X, TEST_CALIBRATION, backends[k], files[k]) == 0,
                   "%s: %s", backends[k], e.msg);
         }
-        hsize_t nc, ng;
+        hsize_t nc = 0, ng = 0;
         pkv_step_rec *sc = read_steps(a, &nc), *sg = read_steps(b, &ng);
         int same = nc == ng && nc > 10;
         double worst = 0;
@@ -192,7 +193,7 @@ int main(void) {
                 "{\"backend\": \"cuda\", \"output\": \"%s\"}}",
                 TEST_CALIBRATION, a) == 0,
             "mlp run: %s", e.msg);
-        hsize_t n;
+        hsize_t n = 0;
         pkv_step_rec *s = read_steps(a, &n);
         int timed = n > 10;
         double mean = 0;
@@ -238,7 +239,7 @@ int main(void) {
         int rc = run("cuda", gpol[k], 30000, a, &e);
         CHECK(rc == 0, "graph %s: %s", gpol[k], e.msg);
         if (rc) continue;
-        hsize_t n;
+        hsize_t n = 0;
         pkv_step_rec *s = read_steps(a, &n);
         int ok = n > 40;
         for (hsize_t i = 0; i < n; i++) ok &= s[i].max_err < 2e-3 && s[i].t_device > 0;
@@ -253,7 +254,7 @@ int main(void) {
     {
         int rc = run("cuda", "adaptive", 30000, a, &e);
         CHECK(rc == 0, "copy upload: %s", e.msg);
-        hsize_t n;
+        hsize_t n = 0;
         pkv_step_rec *s = rc ? NULL : read_steps(a, &n);
         int ok = s && n > 40;
         for (hsize_t i = 0; ok && i < n; i++) ok &= s[i].max_err < 2e-3 && s[i].t_device > 0;

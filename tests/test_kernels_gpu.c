@@ -61,9 +61,9 @@ static int run_plan(pkvk_workspace *ws, dev_batch *d, const pkvk_plan *p, size_t
         rc = pkvk_step_upload(ws, p, NULL, mode, &copies);
         uploads[mode == PKVK_UPLOAD_PARAMS ? copies : 2]++;
         /* A copy is made exactly when asked for (FlashInfer's planner copies its own). */
-        if (mode == PKVK_UPLOAD_COPY && copies != !pkvk_route_is_flashinfer(p->route)) rc = -1;
+        if (mode == PKVK_UPLOAD_COPY && copies != !pkv_route_is_flashinfer(p->route)) rc = -1;
     }
-    if (rc || (pkvk_route_is_flashinfer(p->route) && pkvk_pack_csr(ws, &d->b)) ||
+    if (rc || (pkv_route_is_flashinfer(p->route) && pkvk_pack_csr(ws, &d->b)) ||
         pkvk_launch(ws, &d->b, p, &launches) || pkvk_sync() || pkvk_d2h(tmp, d->o, n * 2))
         return -1;
     for (size_t j = 0; j < n; j++) o[j] = pkvk_h2f(tmp[j]);
@@ -118,34 +118,34 @@ int main(void) {
             if (fi_built)
                 CHECK(pkvk_flashinfer_occupancy(&s, &fi_occ) == 0 && fi_occ > 0,
                       "FlashInfer occupancy: %s", pkvk_last_error());
-            for (int route = 0; route < PKVK_ROUTE_COUNT; route++) {
+            for (int route = 0; route < PKV_ROUTE_COUNT; route++) {
                 const int32_t counts[3] = {1, 3, 80}; /* 80 splits > 63 tiles: empty splits */
-                if (!pkvk_route_built((pkvk_route)route)) continue;
+                if (!pkvk_route_built((pkv_route)route)) continue;
                 for (int sc = 0; sc < 3; sc++) {
                     int32_t S = counts[sc], splits[10];
                     for (int i = 0; i < n; i++) splits[i] = S;
                     /* ref_paged has no splits; FlashInfer's planners choose their own. */
-                    if ((route == PKVK_ROUTE_REF_PAGED ||
-                         pkvk_route_is_flashinfer((pkvk_route)route)) &&
+                    if ((route == PKV_ROUTE_REF_PAGED ||
+                         pkv_route_is_flashinfer((pkv_route)route)) &&
                         sc)
                         continue;
-                    int rc = route == PKVK_ROUTE_REF_PAGED ? pkvk_plan_ref(&p, lens, n)
-                             : route == PKVK_ROUTE_BUCKET
+                    int rc = route == PKV_ROUTE_REF_PAGED ? pkvk_plan_ref(&p, lens, n)
+                             : route == PKV_ROUTE_BUCKET
                                  ? pkvk_plan_bucket(&p, lens, lens, n, fixed_splits, &S)
-                             : pkvk_route_is_flashinfer((pkvk_route)route)
-                                 ? pkvk_plan_flashinfer(&p, (pkvk_route)route, &s, lens, n,
+                             : pkv_route_is_flashinfer((pkv_route)route)
+                                 ? pkvk_plan_flashinfer(&p, (pkv_route)route, &s, lens, n,
                                                         dev.sm_count, fi_occ)
-                                 : pkvk_plan_workqueue(&p, (pkvk_route)route, &s, lens, splits, n);
+                                 : pkvk_plan_workqueue(&p, (pkv_route)route, &s, lens, splits, n);
                     CHECK(rc == 0, "plan");
                     /* The fused route runs twice: its counters must reset themselves. */
-                    for (int rep = 0; rep < (route == PKVK_ROUTE_FUSED ? 2 : 1); rep++) {
+                    for (int rep = 0; rep < (route == PKV_ROUTE_FUSED ? 2 : 1); rep++) {
                         CHECK(run_plan(ws, &d, &p, h.q_elems, o, tmp, turn++) == 0, "run: %s",
                               pkvk_last_error());
                         pkvk_compare(o, NULL, ref, h.q_elems, &mx, &mean);
                         CHECK(mx < 2e-3 && mean < 3e-4,
                               "G=%d ps=%d %s S=%d rep %d: max|e| %.3g mean|e| %.3g (NaN: an "
                               "output was not written)",
-                              Gs[gi], pss[pi], pkvk_route_name((pkvk_route)route), S, rep, mx,
+                              Gs[gi], pss[pi], pkv_route_name((pkv_route)route), S, rep, mx,
                               mean);
                     }
                 }
@@ -175,10 +175,10 @@ int main(void) {
         pkvk_workspace *ws;
         CHECK(pkvk_plan_init(&p, 2, 8192) == 0, "plan");
         CHECK(pkvk_workspace_create(&ws, &s, 2, 4096, 8192) == 0, "workspace");
-        for (int route = PKVK_ROUTE_BUCKET; route < PKVK_ROUTE_FLASHINFER; route++) {
-            int rc = route == PKVK_ROUTE_BUCKET
+        for (int route = PKV_ROUTE_BUCKET; route < PKV_ROUTE_FLASHINFER; route++) {
+            int rc = route == PKV_ROUTE_BUCKET
                          ? pkvk_plan_bucket(&p, lens, lens, 2, fixed_splits, &S)
-                         : pkvk_plan_workqueue(&p, (pkvk_route)route, &s, lens, splits, 2);
+                         : pkvk_plan_workqueue(&p, (pkv_route)route, &s, lens, splits, 2);
             CHECK(rc == 0 && p.split_offsets[1] - p.split_offsets[0] > 512, "plan %d", route);
             for (int how = 0; how < 3; how++) {
                 CHECK(run_plan(ws, &d, &p, h.q_elems, o, tmp, how) == 0, "run: %s",
@@ -186,7 +186,7 @@ int main(void) {
                 double mx, mean;
                 pkvk_compare(o, NULL, ref, h.q_elems, &mx, &mean);
                 CHECK(mx < 2e-3 && mean < 3e-4, "%d-slot %s, upload %d: max|e| %.3g mean|e| %.3g",
-                      p.split_offsets[1] - p.split_offsets[0], pkvk_route_name((pkvk_route)route),
+                      p.split_offsets[1] - p.split_offsets[0], pkv_route_name((pkv_route)route),
                       how, mx, mean);
             }
         }
@@ -258,30 +258,30 @@ int main(void) {
     CHECK(pkv_planner_init(&pl, &s, &cal, 3, PKV_BUCKET_MODE_EXACT) == 0, "planner");
     CHECK(pkvk_workspace_create(&ws, &s, 3, pl.plans[0].cap_tasks, pl.plans[0].cap_tasks) == 0,
           "workspace: %s", pkvk_last_error());
-    for (int route = 0; route < PKVK_ROUTE_COUNT; route++) {
-        if (!pkvk_route_built((pkvk_route)route)) continue;
-        CHECK(pkv_planner_build(&pl, (pkvk_route)route, lens, 3) == 0, "plan");
+    for (int route = 0; route < PKV_ROUTE_COUNT; route++) {
+        if (!pkvk_route_built((pkv_route)route)) continue;
+        CHECK(pkv_planner_build(&pl, (pkv_route)route, lens, 3) == 0, "plan");
         CHECK(run_plan(ws, &d, &pl.plans[route], h.q_elems, o, tmp, turn++) == 0, "run: %s",
               pkvk_last_error());
         double mx, mean;
         pkvk_compare(o, NULL, ref, h.q_elems, &mx, &mean);
         CHECK(mx < 2e-3 && mean < 3e-4, "long %s: max|e| %.3g mean|e| %.3g",
-              pkvk_route_name((pkvk_route)route), mx, mean);
-        printf("long rows, %-14s max|e| %.3g mean|e| %.3g\n", pkvk_route_name((pkvk_route)route),
+              pkv_route_name((pkv_route)route), mx, mean);
+        printf("long rows, %-14s max|e| %.3g mean|e| %.3g\n", pkv_route_name((pkv_route)route),
                mx, mean);
     }
     if (fi_built) {
         /* A partition FlashInfer's planner would not make is refused at upload. */
-        pkvk_plan *fp = &pl.plans[PKVK_ROUTE_FLASHINFER_TC];
-        CHECK(pkv_planner_build(&pl, PKVK_ROUTE_FLASHINFER_TC, lens, 3) == 0, "plan");
+        pkvk_plan *fp = &pl.plans[PKV_ROUTE_FLASHINFER_TC];
+        CHECK(pkv_planner_build(&pl, PKV_ROUTE_FLASHINFER_TC, lens, 3) == 0, "plan");
         fp->split_offsets[1]++;
         CHECK(pkvk_plan_upload(ws, fp) == PKVK_ERR_INVALID, "a wrong mirror was accepted");
         printf("mirror mismatch refused: %s\n", pkvk_last_error());
     }
     /* A workqueue list not in groups of the KV heads is refused at upload. */
     {
-        pkvk_plan *wp = &pl.plans[PKVK_ROUTE_WORKQUEUE];
-        CHECK(pkv_planner_build(&pl, PKVK_ROUTE_WORKQUEUE, lens, 3) == 0, "plan");
+        pkvk_plan *wp = &pl.plans[PKV_ROUTE_WORKQUEUE];
+        CHECK(pkv_planner_build(&pl, PKV_ROUTE_WORKQUEUE, lens, 3) == 0, "plan");
         wp->tasks[0].kvh = 1;
         CHECK(pkvk_plan_upload(ws, wp) == PKVK_ERR_INVALID,
               "a task list out of groups was accepted");

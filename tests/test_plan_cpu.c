@@ -76,10 +76,10 @@ static void check_flashinfer(const pkvk_plan *p, const pkvk_shape *s, const int3
     }
     CHECK(p->split_offsets[n] == p->n_slots, "n_slots");
     int64_t pages = ch / ps, min_pages = ps < 128 ? 128 / ps : 1;
-    int64_t budget = p->route == PKVK_ROUTE_FLASHINFER ? 8LL * sms : 2LL * sms / s->hkv;
-    int64_t per = p->route == PKVK_ROUTE_FLASHINFER ? s->hkv : 1;
+    int64_t budget = p->route == PKV_ROUTE_FLASHINFER ? 8LL * sms : 2LL * sms / s->hkv;
+    int64_t per = p->route == PKV_ROUTE_FLASHINFER ? s->hkv : 1;
     int whole = (int64_t)pages * ps >= max_len;
-    int decode_full = p->route == PKVK_ROUTE_FLASHINFER && (int64_t)n * s->hkv >= budget;
+    int decode_full = p->route == PKV_ROUTE_FLASHINFER && (int64_t)n * s->hkv >= budget;
     if (decode_full) CHECK(p->n_slots == n, "decode over a full grid split a row");
     if (!whole) CHECK(fi_units(lens, n, ps, pages) * per <= budget, "chunks overflow the grid");
     if (pages > min_pages && !decode_full)
@@ -110,26 +110,26 @@ int main(void) {
             pkvk_plan p;
             CHECK(pkvk_plan_init(&p, n, 4096) == 0, "plan init");
             float *part = malloc(pkvk_partial_floats(&s, 4096) * 4);
-            for (int route = 0; route < PKVK_ROUTE_COUNT; route++) {
+            for (int route = 0; route < PKV_ROUTE_COUNT; route++) {
                 /* Split counts 1, 3 and 64 (more splits than tiles: empty splits). */
                 const int32_t split_counts[3] = {1, 3, 64};
                 for (int sc = 0; sc < 3; sc++) {
                     int32_t S = split_counts[sc], splits[10];
                     for (int i = 0; i < n; i++) splits[i] = S;
                     int rc;
-                    if (route == PKVK_ROUTE_REF_PAGED) {
+                    if (route == PKV_ROUTE_REF_PAGED) {
                         if (sc) continue;
                         rc = pkvk_plan_ref(&p, lens, n);
-                    } else if (route == PKVK_ROUTE_BUCKET) {
+                    } else if (route == PKV_ROUTE_BUCKET) {
                         rc = pkvk_plan_bucket(&p, lens, lens, n, fixed_splits, &S);
-                    } else if (route >= PKVK_ROUTE_FLASHINFER) {
+                    } else if (route >= PKV_ROUTE_FLASHINFER) {
                         /* FlashInfer's planners choose the chunks; the grid they fill
                          * varies instead: few SMs split long rows, many split all. */
                         const int32_t sms[3] = {1, 8, 132};
-                        rc = pkvk_plan_flashinfer(&p, (pkvk_route)route, &s, lens, n, sms[sc], 8);
+                        rc = pkvk_plan_flashinfer(&p, (pkv_route)route, &s, lens, n, sms[sc], 8);
                         if (rc == 0) check_flashinfer(&p, &s, lens, n, sms[sc]);
                     } else {
-                        rc = pkvk_plan_workqueue(&p, (pkvk_route)route, &s, lens, splits, n);
+                        rc = pkvk_plan_workqueue(&p, (pkv_route)route, &s, lens, splits, n);
                         if (rc == 0) check_tasks(&p, &s, lens, n);
                     }
                     CHECK(rc == 0, "plan route %d", route);
@@ -139,7 +139,7 @@ int main(void) {
                     pkvk_compare(o, NULL, ref, on, &mx, &mean);
                     CHECK(mx < 2e-3 && mean < 3e-4,
                           "G=%d ps=%d route %s S=%d: max|e| %.3g mean|e| %.3g", Gs[gi], pss[pi],
-                          pkvk_route_name((pkvk_route)route), S, mx, mean);
+                          pkv_route_name((pkv_route)route), S, mx, mean);
                     cases++;
                 }
             }
@@ -149,7 +149,7 @@ int main(void) {
             free_batch(&h);
         }
     }
-    CHECK(cases == 16 * (1 + 3 * (PKVK_ROUTE_COUNT - 1)), "%d cases ran", cases);
+    CHECK(cases == 16 * (1 + 3 * (PKV_ROUTE_COUNT - 1)), "%d cases ran", cases);
 
     /* Planner properties over random batches: task coverage, the wave rule, and one
      * bucket (one split launch) per distinct route length. */
@@ -163,13 +163,13 @@ int main(void) {
         int32_t lens[256];
         for (int i = 0; i < n; i++)
             lens[i] = 1 + (int32_t)gsl_rng_uniform_int(r, trial % 2 ? 131072 : 2000);
-        CHECK(pkv_planner_build(&pl, PKVK_ROUTE_WORKQUEUE, lens, n) == 0, "wq plan");
-        check_tasks(&pl.plans[PKVK_ROUTE_WORKQUEUE], &s, lens, n);
+        CHECK(pkv_planner_build(&pl, PKV_ROUTE_WORKQUEUE, lens, n) == 0, "wq plan");
+        check_tasks(&pl.plans[PKV_ROUTE_WORKQUEUE], &s, lens, n);
         {
             /* Rows that fit one wave make one wave (two when its CTAs would be
              * unequal) whose longest task could not be shorter; past a wave no task
              * is longer than the mean load. */
-            const pkvk_plan *wq = &pl.plans[PKVK_ROUTE_WORKQUEUE];
+            const pkvk_plan *wq = &pl.plans[PKV_ROUTE_WORKQUEUE];
             int64_t W = (int64_t)cal.resident_ctas_per_sm * cal.sm_count, total = 0, longest = 0;
             for (int32_t t = 0; t < wq->n_tasks; t++) {
                 int64_t k = pkvk_tiles(wq->tasks[t].t_end) - wq->tasks[t].t_begin / PKVK_TILE;
@@ -214,13 +214,13 @@ int main(void) {
         }
         /* The model backend's counts-only plans have the same counters. */
         pkv_counters full, counted;
-        pkv_cost_counters(&cal, &s, &pl.plans[PKVK_ROUTE_WORKQUEUE], lens, &full);
-        pl.plans[PKVK_ROUTE_WORKQUEUE].counts_only = 1;
-        CHECK(pkv_planner_build(&pl, PKVK_ROUTE_WORKQUEUE, lens, n) == 0, "counts-only plan");
-        pkv_cost_counters(&cal, &s, &pl.plans[PKVK_ROUTE_WORKQUEUE], lens, &counted);
-        pl.plans[PKVK_ROUTE_WORKQUEUE].counts_only = 0;
+        pkv_cost_counters(&cal, &s, &pl.plans[PKV_ROUTE_WORKQUEUE], lens, &full);
+        pl.plans[PKV_ROUTE_WORKQUEUE].counts_only = 1;
+        CHECK(pkv_planner_build(&pl, PKV_ROUTE_WORKQUEUE, lens, n) == 0, "counts-only plan");
+        pkv_cost_counters(&cal, &s, &pl.plans[PKV_ROUTE_WORKQUEUE], lens, &counted);
+        pl.plans[PKV_ROUTE_WORKQUEUE].counts_only = 0;
         CHECK(memcmp(&full, &counted, sizeof full) == 0, "counts-only plan counters differ");
-        CHECK(pkv_planner_build(&pl, PKVK_ROUTE_BUCKET, lens, n) == 0, "bucket plan");
+        CHECK(pkv_planner_build(&pl, PKV_ROUTE_BUCKET, lens, n) == 0, "bucket plan");
         int distinct = 0;
         for (int i = 0; i < n; i++) {
             int32_t key = pkvk_tiles(lens[i]);
@@ -228,7 +228,7 @@ int main(void) {
             for (int j = 0; j < i && !seen; j++) seen = pkvk_tiles(lens[j]) == key;
             distinct += !seen;
         }
-        const pkvk_plan *bp = &pl.plans[PKVK_ROUTE_BUCKET];
+        const pkvk_plan *bp = &pl.plans[PKV_ROUTE_BUCKET];
         pkv_counters c;
         pkv_cost_counters(&cal, &s, bp, lens, &c);
         CHECK(bp->n_buckets == distinct, "%d buckets for %d distinct lengths", bp->n_buckets,
@@ -247,12 +247,12 @@ int main(void) {
         const int32_t b1[1] = {32768},
                       b8[8] = {32768, 32768, 32768, 32768, 32768, 32768, 32768, 32768};
         const int32_t bi[8] = {65536, 8192, 8192, 8192, 65536, 8192, 8192, 8192};
-        const pkvk_plan *wq = &pl.plans[PKVK_ROUTE_WORKQUEUE];
-        CHECK(pkv_planner_build(&pl, PKVK_ROUTE_WORKQUEUE, b1, 1) == 0 && wq->n_tasks == 256,
+        const pkvk_plan *wq = &pl.plans[PKV_ROUTE_WORKQUEUE];
+        CHECK(pkv_planner_build(&pl, PKV_ROUTE_WORKQUEUE, b1, 1) == 0 && wq->n_tasks == 256,
               "B=1 32K: %d tasks", wq->n_tasks);
-        CHECK(pkv_planner_build(&pl, PKVK_ROUTE_WORKQUEUE, b8, 8) == 0 && wq->n_tasks == 256,
+        CHECK(pkv_planner_build(&pl, PKV_ROUTE_WORKQUEUE, b8, 8) == 0 && wq->n_tasks == 256,
               "B=8 32K: %d tasks", wq->n_tasks);
-        CHECK(pkv_planner_build(&pl, PKVK_ROUTE_WORKQUEUE, bi, 8) == 0 && wq->n_tasks > 264 &&
+        CHECK(pkv_planner_build(&pl, PKV_ROUTE_WORKQUEUE, bi, 8) == 0 && wq->n_tasks > 264 &&
                   wq->n_tasks <= 528,
               "B=8 bimodal: %d tasks", wq->n_tasks);
     }

@@ -1,4 +1,5 @@
 #include "trace.h"
+#include "jsonv.h"
 
 #include <ctype.h>
 #include <math.h>

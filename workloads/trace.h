@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "jsonv.h"
+#include "pkv_err.h"
 
 typedef enum pkv_trace_format {
     PKV_TRACE_AUTO = 0, /* from the extension: .csv, .jsonl, .json */

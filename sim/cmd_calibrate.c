@@ -9,7 +9,7 @@
  * through the origin (gsl_fit_wmul) on the planner's own plans of that route, the
  * ones the route policy compares.
  * The file records the fit's residuals. Gates and margins keep their defaults. */
-#include "calibrate.h"
+#include "cmd_calibrate.h"
 #include "cost.h"
 #include "kcase.h"
 #include "pkv_gitrev.h"
@@ -176,17 +176,17 @@ int pkv_calibrate_main(int argc, char **argv) {
                 pkv_kcase_free(&kc);
                 break;
             }
-            for (int run = 0; run < PKVK_ROUTE_COUNT + 6 && !rc && n < MAX_POINTS; run++) {
+            for (int run = 0; run < PKV_ROUTE_COUNT + 6 && !rc && n < MAX_POINTS; run++) {
                 const pkvk_plan *p;
-                if (run < PKVK_ROUTE_COUNT && !pkvk_route_built((pkvk_route)run)) continue;
-                if (run < PKVK_ROUTE_COUNT) {
-                    rc = pkv_planner_build(&pl, (pkvk_route)run, lens, B);
+                if (run < PKV_ROUTE_COUNT && !pkvk_route_built((pkv_route)run)) continue;
+                if (run < PKV_ROUTE_COUNT) {
+                    rc = pkv_planner_build(&pl, (pkv_route)run, lens, B);
                     p = &pl.plans[run];
                 } else {
-                    int32_t S = forced[(run - PKVK_ROUTE_COUNT) / 2], per[32];
+                    int32_t S = forced[(run - PKV_ROUTE_COUNT) / 2], per[32];
                     for (int i = 0; i < B; i++) per[i] = S;
-                    rc = (run - PKVK_ROUTE_COUNT) % 2
-                             ? pkvk_plan_workqueue(&fixed, PKVK_ROUTE_WORKQUEUE, &s, lens, per, B)
+                    rc = (run - PKV_ROUTE_COUNT) % 2
+                             ? pkvk_plan_workqueue(&fixed, PKV_ROUTE_WORKQUEUE, &s, lens, per, B)
                              : pkvk_plan_bucket(&fixed, lens, lens, B, fixed_splits, &S);
                     p = &fixed;
                 }
@@ -200,10 +200,10 @@ int pkv_calibrate_main(int argc, char **argv) {
                 }
                 point *pt = &pts[n++];
                 pt->route = p->route;
-                pt->planned = run < PKVK_ROUTE_COUNT;
+                pt->planned = run < PKV_ROUTE_COUNT;
                 pkv_cost_counters(&cal, &s, p, lens, &pt->c);
                 pt->t = ms * 1e-3;
-                printf("| %d | %d | %s | %d | %.1f | %.1f |\n", B, L, pkvk_route_name(p->route),
+                printf("| %d | %d | %s | %d | %.1f | %.1f |\n", B, L, pkv_route_name(p->route),
                        pt->c.max_splits, pt->t * 1e6, model_time(&cal, &pt->c) * 1e6);
             }
             pkvk_workspace_destroy(ws);
@@ -224,7 +224,7 @@ int pkv_calibrate_main(int argc, char **argv) {
     cJSON *rs = cJSON_CreateObject();
     printf("fit over %d points: C_min %.3f, rms relative error %.3f before route scales\n", n,
            cal.c_min, rms_all);
-    for (int k = 0; k < PKVK_ROUTE_COUNT; k++) {
+    for (int k = 0; k < PKV_ROUTE_COUNT; k++) {
         double x[MAX_POINTS], w[MAX_POINTS], y[MAX_POINTS], c1, cov, sumsq;
         int m = 0;
         for (int i = 0; i < n; i++)
@@ -239,13 +239,13 @@ int pkv_calibrate_main(int argc, char **argv) {
         double sse = 0;
         for (int i = 0; i < m; i++)
             sse += ((c1 * x[i] - y[i]) / y[i]) * ((c1 * x[i] - y[i]) / y[i]);
-        cJSON *o = cJSON_AddObjectToObject(rf, pkvk_route_name((pkvk_route)k));
+        cJSON *o = cJSON_AddObjectToObject(rf, pkv_route_name((pkv_route)k));
         cJSON_AddNumberToObject(o, "points", m);
         cJSON_AddNumberToObject(o, "scale", c1);
         cJSON_AddNumberToObject(o, "rms_rel_error", sqrt(sse / m));
-        cJSON_AddNumberToObject(rs, pkvk_route_name((pkvk_route)k), c1);
+        cJSON_AddNumberToObject(rs, pkv_route_name((pkv_route)k), c1);
         printf("  %-14s scale %.3f, rms relative error %.3f over %d points\n",
-               pkvk_route_name((pkvk_route)k), c1, sqrt(sse / m), m);
+               pkv_route_name((pkv_route)k), c1, sqrt(sse / m), m);
     }
     char when[32], driver[64];
     time_t now = time(NULL);

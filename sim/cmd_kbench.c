@@ -2,7 +2,7 @@
  * flushed before every call (plan upload excluded, merge included), against the
  * ceilings measured in the same run. */
 #include "pkv_gitrev.h"
-#include "kbench.h"
+#include "cmd_kbench.h"
 #include "kcase.h"
 #include "cost.h"
 #include "planner.h"
@@ -215,7 +215,7 @@ int pkv_bench_kernels_main(int argc, char **argv) {
     /* Per case, the fastest route of each family at its own split choice. */
     enum { OWN_PKV, OWN_ANY, FI_ANY, FAMILIES };
     double best[MAX_CASES][FAMILIES], stream_ms[MAX_CASES], case_bytes[MAX_CASES];
-    pkvk_route best_r[MAX_CASES][FAMILIES];
+    pkv_route best_r[MAX_CASES][FAMILIES];
     for (int ci = 0; ci < n_cases && rc == 0; ci++) {
         pkv_kcase d;
         char err[512] = "";
@@ -253,22 +253,22 @@ int pkv_bench_kernels_main(int argc, char **argv) {
         stream_ms[ci] = sms, case_bytes[ci] = kv_bytes;
         /* Runs: each route at its planner's choice, then the sweep. */
         for (int f = 0; f < FAMILIES; f++) best[ci][f] = INFINITY;
-        for (int run = 0; run < PKVK_ROUTE_COUNT + 2 * n_sweep && rc == 0; run++) {
+        for (int run = 0; run < PKV_ROUTE_COUNT + 2 * n_sweep && rc == 0; run++) {
             const pkvk_plan *p;
             char splits[16] = "auto";
-            if (run < PKVK_ROUTE_COUNT && !pkvk_route_built((pkvk_route)run)) continue;
-            if (run < PKVK_ROUTE_COUNT) {
-                rc = pkv_planner_build(&pl, (pkvk_route)run, bc[ci].lens, bc[ci].n);
+            if (run < PKV_ROUTE_COUNT && !pkvk_route_built((pkv_route)run)) continue;
+            if (run < PKV_ROUTE_COUNT) {
+                rc = pkv_planner_build(&pl, (pkv_route)run, bc[ci].lens, bc[ci].n);
                 p = &pl.plans[run];
             } else {
-                int k = (run - PKVK_ROUTE_COUNT) / 2;
+                int k = (run - PKV_ROUTE_COUNT) / 2;
                 int32_t S = sweep[k], per_row[MAX_ROWS];
                 for (int i = 0; i < bc[ci].n; i++) per_row[i] = S;
                 snprintf(splits, sizeof splits, "%d", S);
-                rc = (run - PKVK_ROUTE_COUNT) % 2 == 0
+                rc = (run - PKV_ROUTE_COUNT) % 2 == 0
                          ? pkvk_plan_bucket(&fixed, bc[ci].lens, bc[ci].lens, bc[ci].n,
                                             fixed_splits, &S)
-                         : pkvk_plan_workqueue(&fixed, PKVK_ROUTE_WORKQUEUE, &s, bc[ci].lens,
+                         : pkvk_plan_workqueue(&fixed, PKV_ROUTE_WORKQUEUE, &s, bc[ci].lens,
                                                per_row, bc[ci].n);
                 p = &fixed;
             }
@@ -285,25 +285,25 @@ int pkv_bench_kernels_main(int argc, char **argv) {
             rc = pkv_kcase_time(ws, &d, p, reps, &ms, &launches, &mx, &mean);
             if (rc) {
                 fprintf(stderr, "pkvsim bench kernels: %s %s: %s\n", bc[ci].name,
-                        pkvk_route_name(p->route), pkvk_last_error());
+                        pkv_route_name(p->route), pkvk_last_error());
                 break;
             }
             double gbps = kv_bytes / (ms * 1e-3) / 1e9;
-            if (run < PKVK_ROUTE_COUNT) {
-                int fi = pkvk_route_is_flashinfer((pkvk_route)run);
-                int pkv = !fi && run != PKVK_ROUTE_REF_PAGED;
+            if (run < PKV_ROUTE_COUNT) {
+                int fi = pkv_route_is_flashinfer((pkv_route)run);
+                int pkv = !fi && run != PKV_ROUTE_REF_PAGED;
                 for (int f = 0; f < FAMILIES; f++)
                     if ((f == FI_ANY ? fi : f == OWN_PKV ? pkv : !fi) && ms < best[ci][f])
-                        best[ci][f] = ms, best_r[ci][f] = (pkvk_route)run;
+                        best[ci][f] = ms, best_r[ci][f] = (pkv_route)run;
             }
             emit(&bo,
                  "| %s | %s | %s%s | %.1f | %.0f | %.1f%% | %d | %lld | %.0f | %.2e | %.2e |\n",
-                 bc[ci].name, pkvk_route_name(p->route), splits, run < PKVK_ROUTE_COUNT ? "" : "*",
+                 bc[ci].name, pkv_route_name(p->route), splits, run < PKV_ROUTE_COUNT ? "" : "*",
                  ms * 1e3, gbps, 100 * gbps / ceil_.read_gbps, launches, (long long)c.ctas,
                  c.merge_bytes / 1024.0, mx, mean);
             if (!(mx < 2e-3 && mean < 3e-4)) {
                 fprintf(stderr, "pkvsim bench kernels: %s %s: error beyond tolerance\n",
-                        bc[ci].name, pkvk_route_name(p->route));
+                        bc[ci].name, pkv_route_name(p->route));
                 rc = 1;
             }
         }
@@ -334,9 +334,9 @@ int pkv_bench_kernels_main(int argc, char **argv) {
                   "pkvsim route | us | speedup |\n|---|---|---|---|---|---|---|---|---|\n");
         for (int ci = 0; ci < n_cases; ci++)
             emit(&bo, "| %s | %s | %.1f | %s | %.1f | %.3fx | %s | %.1f | %.3fx |\n", bc[ci].name,
-                 pkvk_route_name(best_r[ci][FI_ANY]), best[ci][FI_ANY] * 1e3,
-                 pkvk_route_name(best_r[ci][OWN_PKV]), best[ci][OWN_PKV] * 1e3,
-                 best[ci][FI_ANY] / best[ci][OWN_PKV], pkvk_route_name(best_r[ci][OWN_ANY]),
+                 pkv_route_name(best_r[ci][FI_ANY]), best[ci][FI_ANY] * 1e3,
+                 pkv_route_name(best_r[ci][OWN_PKV]), best[ci][OWN_PKV] * 1e3,
+                 best[ci][FI_ANY] / best[ci][OWN_PKV], pkv_route_name(best_r[ci][OWN_ANY]),
                  best[ci][OWN_ANY] * 1e3, best[ci][FI_ANY] / best[ci][OWN_ANY]);
     }
     gsl_rng_free(r);

@@ -7,12 +7,7 @@
 #include <stdint.h>
 #include <cjson/cJSON.h>
 
-/* An error message buffer passed down by callers; functions return 0 or -1. */
-typedef struct pkv_err {
-    char msg[1024];
-} pkv_err;
-
-int pkv_fail(pkv_err *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#include "pkv_err.h"
 
 /* Join a parent path and a key ("" + "model" = "model", "model" + "d" = "model.d"). */
 void pkv_json_path(char *out, size_t n, const char *parent, const char *key);

@@ -1,0 +1,87 @@
+/* Reading the column tables back (tests and tools). */
+#include "h5rec.h"
+#include "h5types.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Rows of the group's first kept column; -1 when the group is absent. */
+static int64_t table_rows(hid_t g, const pkv_column *cols, int n_cols) {
+    for (int c = 0; c < n_cols; c++) {
+        if (H5Lexists(g, cols[c].name, H5P_DEFAULT) <= 0) continue;
+        hid_t d = H5Dopen2(g, cols[c].name, H5P_DEFAULT), s = H5Dget_space(d);
+        hsize_t n = 0;
+        H5Sget_simple_extent_dims(s, &n, NULL);
+        H5Sclose(s);
+        H5Dclose(d);
+        return (int64_t)n;
+    }
+    return 0;
+}
+
+static int read_table(const char *path, const char *name, const pkv_column *cols, int n_cols,
+                      size_t rec_size, void **out, size_t *n, pkv_err *e) {
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) return pkv_fail(e, "%s: not a readable HDF5 file", path);
+    if (H5Lexists(f, name, H5P_DEFAULT) <= 0) {
+        H5Fclose(f);
+        return pkv_fail(e, "%s: no /%s (recorded at a lower run.record level?)", path, name);
+    }
+    hid_t g = H5Gopen2(f, name, H5P_DEFAULT);
+    int64_t rows = table_rows(g, cols, n_cols);
+    char *recs = calloc(rows ? (size_t)rows : 1, rec_size);
+    char *col = malloc((rows ? (size_t)rows : 1) * 8);
+    int rc = recs && col ? 0 : pkv_fail(e, "out of memory reading %s", path);
+    for (int c = 0; c < n_cols && rc == 0; c++) {
+        size_t sz = pkv_col_size(cols[c].kind);
+        if (H5Lexists(g, cols[c].name, H5P_DEFAULT) <= 0) {
+            /* Left out: NaN for a measurement, zero otherwise (calloc). */
+            if (cols[c].kind == PKV_COL_F64)
+                for (int64_t i = 0; i < rows; i++) {
+                    double nan = NAN;
+                    memcpy(recs + (size_t)i * rec_size + cols[c].offset, &nan, 8);
+                }
+            continue;
+        }
+        hid_t d = H5Dopen2(g, cols[c].name, H5P_DEFAULT), t = pkv_h5_col_type(cols[c].kind);
+        if (rows > 0 && H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, col) < 0)
+            rc = pkv_fail(e, "%s: cannot read /%s/%s", path, name, cols[c].name);
+        for (int64_t i = 0; i < rows && rc == 0; i++)
+            memcpy(recs + (size_t)i * rec_size + cols[c].offset, col + (size_t)i * sz, sz);
+        H5Tclose(t);
+        H5Dclose(d);
+    }
+    free(col);
+    H5Gclose(g);
+    H5Fclose(f);
+    if (rc) {
+        free(recs);
+        return -1;
+    }
+    *out = recs;
+    *n = (size_t)rows;
+    return 0;
+}
+
+int pkv_h5_read_steps(const char *path, pkv_step_rec **out, size_t *n, pkv_err *e) {
+    void *p;
+    if (read_table(path, "steps", pkv_step_columns, pkv_step_column_count, sizeof **out, &p, n, e))
+        return -1;
+    *out = p;
+    /* Per-candidate times live in /routes; the step rows alone leave them NaN. */
+    for (size_t i = 0; i < *n; i++)
+        for (int k = 0; k < PKV_ROUTE_COUNT; k++)
+            (*out)[i].t_route[k] = (*out)[i].t_route_measured[k] = NAN;
+    return 0;
+}
+
+int pkv_h5_read_requests(const char *path, pkv_request_rec **out, size_t *n, pkv_err *e) {
+    void *p;
+    if (read_table(path, "requests", pkv_request_columns, pkv_request_column_count, sizeof **out,
+                   &p, n, e))
+        return -1;
+    *out = p;
+    return 0;
+}

@@ -1,0 +1,107 @@
+/* The record schema: one row of /steps (written by the engine, recorded by the
+ * analysis layer) and one row of /requests (the simulator's), each declared once as a
+ * column table. The C structs, the HDF5 columns and their units all come from these
+ * tables, so a field added here is recorded and read back with nothing else to change.
+ *
+ * X(name, C type, column kind, measured, unit): `measured` columns are NaN unless a
+ * backend measures (cpu, cuda); the recorder leaves them out of runs that measure
+ * nothing and lists them in the group's `columns_left_out` attribute. */
+#ifndef PKV_RECORD_H
+#define PKV_RECORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pkv_route.h"
+
+typedef enum pkv_col_kind {
+    PKV_COL_U8 = 0,
+    PKV_COL_U32,
+    PKV_COL_I32,
+    PKV_COL_U64,
+    PKV_COL_I64,
+    PKV_COL_F64,
+    PKV_COL_ROUTE, /* uint8 holding a pkv_route: an enum of the route names on disk */
+    PKV_COL_STATE, /* uint8 holding a pkv_request_state: an enum of the state names */
+} pkv_col_kind;
+
+#define PKV_STEP_COLUMNS(X)                                                                        \
+    X(index, uint64_t, PKV_COL_U64, 0, "step number")                                              \
+    X(t_sim, double, PKV_COL_F64, 0, "seconds: simulated time at step start")                      \
+    X(rows, uint32_t, PKV_COL_U32, 0, "active requests in the step")                               \
+    X(context_tokens, uint64_t, PKV_COL_U64, 0, "tokens: sum of the rows' lengths")                \
+    X(route, uint8_t, PKV_COL_ROUTE, 0, "the route the step ran")                                  \
+    X(warmup, uint8_t, PKV_COL_U8, 0, "1 for warm-up steps (left out of the summary)")             \
+    X(splits, uint32_t, PKV_COL_U32, 0, "largest split count of a row")                            \
+    X(launches, uint32_t, PKV_COL_U32, 0, "kernel launches, merges included")                      \
+    X(merge_launches, uint32_t, PKV_COL_U32, 0, "merge kernel launches")                           \
+    X(tasks, uint32_t, PKV_COL_U32, 0, "workqueue tasks")                                          \
+    X(ctas, uint64_t, PKV_COL_U64, 0, "decode CTAs")                                               \
+    X(cta_work_per_sm, double, PKV_COL_F64, 0, "decode CTAs per SM")                               \
+    X(kv_bytes, uint64_t, PKV_COL_U64, 0, "bytes: K and V read")                                   \
+    X(merge_bytes, uint64_t, PKV_COL_U64, 0, "bytes: partial states written and read back")        \
+    X(t_predicted, double, PKV_COL_F64, 0, "seconds: cost model of the chosen route")              \
+    X(t_device, double, PKV_COL_F64, 1, "seconds: measured device time of the attention work")     \
+    X(t_wall, double, PKV_COL_F64, 1, "seconds: measured host wall time of the step")              \
+    X(max_err, double, PKV_COL_F64, 1, "max |e| against the reference (NaN: unchecked)")           \
+    X(mean_err, double, PKV_COL_F64, 1, "mean |e| against the reference (NaN: unchecked)")         \
+    X(out_mean_abs, double, PKV_COL_F64, 1, "mean |O| of the step's output where checked")         \
+    X(t_mlp, double, PKV_COL_F64, 1, "seconds: measured device time of the MLP tail")              \
+    X(t_meta, double, PKV_COL_F64, 1,                                                              \
+      "seconds: device time of the step's metadata work before attention (every 17th step)")
+
+#define PKV_REQUEST_COLUMNS(X)                                                                     \
+    X(id, int64_t, PKV_COL_I64, 0, "request number, in arrival order")                             \
+    X(t_arrival, double, PKV_COL_F64, 0, "seconds of simulated time")                              \
+    X(t_admitted, double, PKV_COL_F64, 0, "seconds; NaN: not reached")                             \
+    X(t_first_token, double, PKV_COL_F64, 0, "seconds; NaN: not reached")                          \
+    X(t_finish, double, PKV_COL_F64, 0, "seconds; NaN: not reached")                               \
+    X(prompt_len, int32_t, PKV_COL_I32, 0, "tokens")                                               \
+    X(decode_len, int32_t, PKV_COL_I32, 0, "tokens")                                               \
+    X(generated, int32_t, PKV_COL_I32, 0, "decode tokens produced")                                \
+    X(preemptions, int32_t, PKV_COL_I32, 0, "times evicted and recomputed")                        \
+    X(state, uint8_t, PKV_COL_STATE, 0, "waiting, prefill, running or finished")
+
+#define PKV_RECORD_FIELD_(name, ctype, kind, measured, unit) ctype name;
+
+/* One row of /steps, plus the per-candidate times that go to /routes and
+ * /routes_measured. */
+typedef struct pkv_step_rec {
+    PKV_STEP_COLUMNS(PKV_RECORD_FIELD_)
+    double t_route[PKV_ROUTE_COUNT];          /* seconds: predictions, NaN if not planned */
+    double t_route_measured[PKV_ROUTE_COUNT]; /* seconds: the oracle's measured device times */
+} pkv_step_rec;
+
+/* One row of /requests. */
+typedef struct pkv_request_rec {
+    PKV_REQUEST_COLUMNS(PKV_RECORD_FIELD_)
+} pkv_request_rec;
+
+typedef enum pkv_request_state {
+    PKV_REQ_WAITING = 0,
+    PKV_REQ_PREFILL,
+    PKV_REQ_RUNNING,
+    PKV_REQ_FINISHED,
+    PKV_REQ_STATE_COUNT
+} pkv_request_state;
+
+const char *pkv_request_state_name(pkv_request_state s);
+
+/* A column of a record table, for writers and readers. */
+typedef struct pkv_column {
+    const char *name;
+    size_t offset; /* bytes into the record struct */
+    pkv_col_kind kind;
+    int measured;
+    const char *unit;
+} pkv_column;
+
+extern const pkv_column pkv_step_columns[];
+extern const int pkv_step_column_count;
+extern const pkv_column pkv_request_columns[];
+extern const int pkv_request_column_count;
+
+/* Bytes of one value of a column kind. */
+size_t pkv_col_size(pkv_col_kind k);
+
+#endif

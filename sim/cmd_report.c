@@ -1,0 +1,59 @@
+/* pkvsim report: the command line of the report tables (analysis/report.c). */
+#include <getopt.h>
+#include <stdio.h>
+
+#include "cli.h"
+#include "report.h"
+
+static void usage(void) {
+    puts("usage: pkvsim report FILE.h5... [--baseline POLICY] [--csv OUT.csv]\n"
+         "Groups the runs by experiment name, route policy and backend and prints, per\n"
+         "group, the mean +/- sample standard deviation over its runs (seeds) of decode\n"
+         "tokens/s (simulated clock, wall, device), TTFT p50/p99, TPOT p50 and host\n"
+         "overhead per step, with the simulated-clock throughput as a ratio to the\n"
+         "baseline policy's group of the same experiment and backend (default ref_paged).\n"
+         "Interrupted runs are reported but flagged.");
+}
+
+int pkv_cmd_report(int argc, char **argv) {
+    static const struct option opts[] = {{"baseline", required_argument, 0, 'b'},
+                                         {"csv", required_argument, 0, 'c'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *baseline = "ref_paged", *csv = NULL;
+    int ch;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "b:c:h", opts, NULL)) != -1) {
+        switch (ch) {
+        case 'b':
+            baseline = optarg;
+            break;
+        case 'c':
+            csv = optarg;
+            break;
+        case 'h':
+            usage();
+            return 0;
+        default:
+            return 2;
+        }
+    }
+    int n = argc - optind;
+    if (n < 1) {
+        fputs("pkvsim report: give one or more pkvsim output files (see --help)\n", stderr);
+        return 2;
+    }
+    FILE *out = csv ? fopen(csv, "w") : NULL;
+    if (csv && !out) {
+        fprintf(stderr, "pkvsim report: cannot write %s\n", csv);
+        return 1;
+    }
+    pkv_err e;
+    int rc = pkv_report_write((const char *const *)argv + optind, n, baseline, stdout, out, &e);
+    if (rc) fprintf(stderr, "pkvsim report: %s\n", e.msg);
+    if (out && (ferror(out) | fclose(out)) && rc == 0) {
+        fprintf(stderr, "pkvsim report: cannot write %s\n", csv);
+        rc = -1;
+    }
+    return rc ? 1 : 0;
+}
