@@ -6,17 +6,21 @@
 
 #include <stdbool.h>
 
-typedef enum pkv_route {
-    PKV_ROUTE_REF_PAGED = 0, /* one CTA per (row, kvh), no split */
-    PKV_ROUTE_BUCKET,        /* rows grouped by route length; split + merge per bucket */
-    PKV_ROUTE_WORKQUEUE,     /* one launch over compact tasks, one segmented merge */
-    PKV_ROUTE_FUSED,         /* workqueue whose last split merges in-kernel */
-    /* FlashInfer's paged decode paths (optional build, pkvk_flashinfer_built()): */
-    PKV_ROUTE_FLASHINFER,    /* CUDA-core batch decode, planned by DecodePlan */
-    PKV_ROUTE_FLASHINFER_TC, /* tensor cores: batch prefill kernel, one query token per
-                                row, planned by PrefillPlan, merged when split */
-    PKV_ROUTE_COUNT
-} pkv_route;
+/* X(ENUM_SUFFIX, "name"): the one list of routes, in enum order. */
+#define PKV_ROUTES(X)                                                                              \
+    X(REF_PAGED, "ref_paged")         /* one CTA per (row, kvh), no split */                       \
+    X(BUCKET, "pkv_bucket")           /* rows grouped by route length; split + merge per bucket */ \
+    X(WORKQUEUE, "pkv_workqueue")     /* one launch over compact tasks, one segmented merge */     \
+    X(FUSED, "pkv_fused")             /* workqueue whose last split merges in-kernel */            \
+    X(FLASHINFER, "flashinfer")       /* FlashInfer's CUDA-core batch decode (DecodePlan) */       \
+    X(FLASHINFER_TC, "flashinfer_tc") /* FlashInfer's tensor cores: batch prefill kernel, one      \
+                                         query token per row (PrefillPlan), merged when split */
+
+#define PKV_ROUTE_ENUM_(e, name) PKV_ROUTE_##e,
+#define PKV_ROUTE_NAME_(e, name) name,
+
+/* FlashInfer's routes are an optional build (pkvk_flashinfer_built()). */
+typedef enum pkv_route { PKV_ROUTES(PKV_ROUTE_ENUM_) PKV_ROUTE_COUNT } pkv_route;
 
 /* "ref_paged", "pkv_bucket", ...; "unknown" outside the enum. */
 const char *pkv_route_name(pkv_route r);

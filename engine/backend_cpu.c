@@ -2,6 +2,7 @@
  * KV pool. It exists to check the whole loop (allocator -> block tables -> plan ->
  * attention) on machines without a GPU; its wall times are CPU times. */
 #include "engine.h"
+#include "pkv_clock.h"
 #include "tensors.h"
 
 #include <math.h>
@@ -42,11 +43,6 @@ static int cpu_prefill(pkv_backend *base, const int32_t *pages, int32_t n_pages,
     return 0;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 /* The step's new token: K/V appended at position len-1 of every row, and the step's
  * Q, from the prepared rows (tensors.h), as the cuda backend's prologue does. */
@@ -73,7 +69,7 @@ static int cpu_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan *
                    pkv_step_rec *rec, pkv_err *e) {
     cpu_backend *b = (cpu_backend *)base;
     const pkvk_shape *s = &b->shape;
-    double t0 = now_s();
+    double t0 = pkv_clock_now();
     size_t need = pkvk_partial_floats(s, plan->n_slots);
     if (need > b->part_cap) {
         float *p = realloc(b->part, need * sizeof(float));
@@ -86,7 +82,7 @@ static int cpu_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan *
     int rc = pkvk_cpu_run(&batch, plan, b->part, b->o);
     if (rc)
         return pkv_fail(e, "cpu backend: %s failed (status %d)", pkv_route_name(plan->route), rc);
-    rec->t_device = now_s() - t0; /* the attention work's time, on the CPU */
+    rec->t_device = pkv_clock_now() - t0; /* the attention work's time, on the CPU */
     if (check) {
         pkvk_cpu_reference(&batch, b->o_ref);
         size_t n = (size_t)v->n_rows * s->hq * s->d;

@@ -47,10 +47,14 @@ void pkv_cost_counters(const pkv_calib *c, const pkvk_shape *s, const pkvk_plan 
         break;
     }
     out->cta_work_per_sm = (double)out->ctas / c->sm_count;
-    double under = out->cta_work_per_sm > 0 && out->cta_work_per_sm < c->c_min
-                       ? c->c_min / out->cta_work_per_sm
+    out->t_predicted =
+        pkv_cost_time(c, out) * c->route_scale[p->route < PKV_ROUTE_COUNT ? p->route : 0];
+}
+
+double pkv_cost_time(const pkv_calib *c, const pkv_counters *k) {
+    double under = k->cta_work_per_sm > 0 && k->cta_work_per_sm < c->c_min
+                       ? c->c_min / k->cta_work_per_sm
                        : 1.0;
-    out->t_predicted = ((double)out->kv_bytes / c->beta * under + out->launches * c->lambda +
-                        (double)out->merge_bytes / c->beta) *
-                       c->route_scale[p->route < PKV_ROUTE_COUNT ? p->route : 0];
+    return (double)k->kv_bytes / c->beta * under + k->launches * c->lambda +
+           (double)k->merge_bytes / c->beta;
 }

@@ -20,6 +20,8 @@ typedef struct pkv_counters {
     double t_predicted;     /* seconds, cost model */
 } pkv_counters;
 
+/* The formula above without the route's scale s_r (what calibrate fits s_r against). */
+double pkv_cost_time(const pkv_calib *c, const pkv_counters *k);
 void pkv_cost_counters(const pkv_calib *c, const pkvk_shape *s, const pkvk_plan *p,
                        const int32_t *seq_lens, pkv_counters *out);
 

@@ -33,18 +33,22 @@ static int64_t ctas_at(const int32_t *tiles, int32_t same, int32_t n, int hkv, i
     return k * hkv;
 }
 
+typedef struct ctas_ctx {
+    const int32_t *tiles;
+    int32_t same, n;
+    int hkv;
+} ctas_ctx;
+
+static int64_t ctas_units(int64_t c, const void *vctx) {
+    const ctas_ctx *x = vctx;
+    return ctas_at(x->tiles, x->same, x->n, x->hkv, c);
+}
+
 /* The smallest chunk (>= lo) whose CTAs fit `budget`. */
 static int64_t fit_chunk(const int32_t *tiles, int32_t same, int32_t n, int hkv, int64_t lo,
                          int64_t most, int64_t budget) {
-    int64_t hi = most > lo ? most : lo;
-    while (lo < hi) {
-        int64_t mid = (lo + hi) / 2;
-        if (ctas_at(tiles, same, n, hkv, mid) > budget)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    ctas_ctx x = {tiles, same, n, hkv};
+    return pkvk_smallest_chunk(lo, most, budget, ctas_units, &x);
 }
 
 /* Mean over longest CTA of rows cut at chunk c (a row of t tiles in ceil(t / c)
@@ -70,7 +74,12 @@ static int64_t chunk_tiles(const pkv_planner *pl, const int32_t *tiles, int32_t 
     if (!tiles) total = (int64_t)same * n;
     total *= hkv;
     if ((int64_t)n * hkv > W) return ceil_div64(total, W) > lo ? ceil_div64(total, W) : lo;
-    int64_t one = fit_chunk(tiles, same, n, hkv, lo, most, W);
+    /* sum ceil(t_i / c) lies in [total / c, total / c + n] (KV heads counted), which
+     * brackets the answer: the search runs over that bracket only. */
+    int64_t lo1 = ceil_div64(total, W) > lo ? ceil_div64(total, W) : lo, hi1 = most;
+    if (W > (int64_t)n * hkv && ceil_div64(total, W - (int64_t)n * hkv) < hi1)
+        hi1 = ceil_div64(total, W - (int64_t)n * hkv);
+    int64_t one = fit_chunk(tiles, same, n, hkv, lo1, hi1, W);
     /* Unequal CTAs in one wave leave SMs idle while the longest finish: plan two
      * waves of shorter chunks instead, which the block scheduler balances. */
     if (!tiles || balance_at(tiles, n, one) >= c->wave_balance_min) return one;

@@ -19,7 +19,6 @@ typedef struct pkv_planner {
     int32_t cap_rows;
     int32_t *splits;     /* [cap_rows] scratch */
     int32_t *route_lens; /* [cap_rows] scratch */
-    int32_t bucket_rows; /* rows of the step being planned (for the bucket callback) */
     pkvk_plan plans[PKV_ROUTE_COUNT];
 } pkv_planner;
 

@@ -2,9 +2,7 @@
 
 #include <string.h>
 
-const char *const pkv_policy_names[] = {"ref_paged", "pkv_bucket", "pkv_workqueue",
-                                        "pkv_fused", "flashinfer", "flashinfer_tc",
-                                        "adaptive",  "oracle",     NULL};
+const char *const pkv_policy_names[] = {PKV_ROUTES(PKV_ROUTE_NAME_) "adaptive", "oracle", NULL};
 
 static pkv_route choose_fixed(const pkv_route_policy *self, const pkv_calib *cal,
                               const pkv_step_view *v) {
@@ -39,11 +37,11 @@ static pkv_route choose_oracle(const pkv_route_policy *self, const pkv_calib *ca
 }
 
 int pkv_policy_init(pkv_route_policy *p, const char *name) {
-    for (int r = 0; r < PKV_ROUTE_COUNT; r++)
-        if (strcmp(name, pkv_route_name((pkv_route)r)) == 0) {
-            *p = (pkv_route_policy){pkv_policy_names[r], 1u << r, (pkv_route)r, 0, choose_fixed};
-            return 0;
-        }
+    int r = pkv_route_parse(name);
+    if (r >= 0) {
+        *p = (pkv_route_policy){pkv_policy_names[r], 1u << r, (pkv_route)r, 0, choose_fixed};
+        return 0;
+    }
     uint32_t pkv3 = 1u << PKV_ROUTE_REF_PAGED | 1u << PKV_ROUTE_BUCKET | 1u << PKV_ROUTE_WORKQUEUE;
     if (strcmp(name, "adaptive") == 0) {
         *p = (pkv_route_policy){"adaptive", pkv3, PKV_ROUTE_REF_PAGED, 0, choose_adaptive};
@@ -52,8 +50,8 @@ int pkv_policy_init(pkv_route_policy *p, const char *name) {
     if (strcmp(name, "oracle") == 0) {
         /* Every route this build can run: FlashInfer's where it is built. */
         uint32_t all = 0;
-        for (int r = 0; r < PKV_ROUTE_COUNT; r++)
-            all |= (uint32_t)pkvk_route_built((pkv_route)r) << r;
+        for (int k = 0; k < PKV_ROUTE_COUNT; k++)
+            all |= (uint32_t)pkvk_route_built((pkv_route)k) << k;
         *p = (pkv_route_policy){"oracle", all, PKV_ROUTE_REF_PAGED, 1, choose_oracle};
         return 0;
     }

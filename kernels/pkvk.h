@@ -114,6 +114,22 @@ int pkvk_plan_bucket(pkvk_plan *p, const int32_t *seq_lens, const int32_t *route
                      int32_t (*splits_of_len)(int32_t route_len, int32_t rows, void *ctx),
                      void *ctx);
 
+/* The smallest chunk c in [lo, max(lo, hi)] whose units(c) fit budget, units being
+ * non-increasing in c (both the split planner and FlashInfer's use this search). */
+static inline int64_t pkvk_smallest_chunk(int64_t lo, int64_t hi, int64_t budget,
+                                          int64_t (*units)(int64_t chunk, const void *ctx),
+                                          const void *ctx) {
+    if (hi < lo) hi = lo;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (units(mid, ctx) > budget)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 /* FlashInfer's planners mirrored in C (flashinfer-python 0.7.4, scheduler.cuh), so
  * that every backend, the model one included, counts the CTAs and partial states the
  * FlashInfer routes run: split_offsets[i] are row i's KV chunks. DecodePlan bounds

@@ -2,6 +2,7 @@
  * The policy (how many splits) is the engine's; this file only lays the plan out. */
 #include "pkvk.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 
 int pkvk_route_built(pkv_route r) {
@@ -129,6 +130,40 @@ int pkvk_plan_write_tasks(pkvk_plan *p, const pkvk_shape *s, const int32_t *seq_
     return PKVK_OK;
 }
 
+typedef struct row_key {
+    int32_t len, row;
+} row_key;
+
+static bool key_before(row_key x, row_key y) {
+    return x.len > y.len || (x.len == y.len && x.row < y.row);
+}
+
+/* rows[0..n) = 0..n-1 ordered by key_before: insertion sort for short batches, else
+ * a bottom-up merge sort. scratch: 2n keys (the plan's bucket array, 16 bytes a row),
+ * so nothing is allocated. */
+static void sort_rows(int32_t *rows, const int32_t *lens, int32_t n, row_key *scratch) {
+    row_key *a = scratch, *b = scratch + n;
+    for (int32_t i = 0; i < n; i++) {
+        row_key k = {lens[i], i};
+        int32_t j = i;
+        if (n <= 32)
+            for (; j > 0 && key_before(k, a[j - 1]); j--) a[j] = a[j - 1];
+        a[j] = k;
+    }
+    for (int32_t w = n <= 32 ? n : 1; w < n; w *= 2) {
+        for (int32_t lo = 0; lo < n; lo += 2 * w) {
+            int32_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            int32_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) b[k++] = key_before(a[j], a[i]) ? a[j++] : a[i++];
+            while (i < mid) b[k++] = a[i++];
+            while (j < hi) b[k++] = a[j++];
+        }
+        row_key *t = a;
+        a = b, b = t;
+    }
+    for (int32_t i = 0; i < n; i++) rows[i] = a[i].row;
+}
+
 int pkvk_plan_bucket(pkvk_plan *p, const int32_t *seq_lens, const int32_t *route_lens,
                      int32_t n_rows,
                      int32_t (*splits_of_len)(int32_t route_len, int32_t rows, void *ctx),
@@ -138,17 +173,9 @@ int pkvk_plan_bucket(pkvk_plan *p, const int32_t *seq_lens, const int32_t *route
     p->route = PKV_ROUTE_BUCKET;
     p->n_rows = n_rows;
     p->n_tasks = 0;
-    /* Stable insertion sort of row ids by route length, longest first: batches are a
-     * few hundred rows at most, and this needs no scratch memory. */
+    /* Row ids by route length, longest first, ties in row order (stable). */
     int32_t *r = p->bucket_rows;
-    for (int32_t i = 0; i < n_rows; i++) {
-        int32_t j = i;
-        while (j > 0 && route_lens[r[j - 1]] < route_lens[i]) {
-            r[j] = r[j - 1];
-            j--;
-        }
-        r[j] = i;
-    }
+    sort_rows(r, route_lens, n_rows, (row_key *)p->buckets);
     int32_t nb = 0;
     for (int32_t i = 0; i < n_rows;) {
         int32_t j = i;
@@ -174,23 +201,29 @@ int pkvk_plan_bucket(pkvk_plan *p, const int32_t *seq_lens, const int32_t *route
     return PKVK_OK;
 }
 
-/* Chunk (pages) FlashInfer's binary searches settle on: the smallest chunk >= lo whose
- * work units (sum over rows of ceil(max(pages, 1) / chunk), times `per_unit`) fit
- * `budget`, searched up to hi. */
+/* FlashInfer's work units at a chunk of `chunk` pages: sum over rows of
+ * ceil(max(pages, 1) / chunk), times per_unit. */
+typedef struct fi_units_ctx {
+    const int32_t *lens;
+    int32_t n, ps;
+    int64_t per_unit;
+} fi_units_ctx;
+
+static int64_t fi_units(int64_t chunk, const void *vctx) {
+    const fi_units_ctx *c = vctx;
+    int64_t units = 0;
+    for (int32_t i = 0; i < c->n; i++) {
+        int64_t pages = (c->lens[i] + c->ps - 1) / c->ps;
+        units += ((pages > 1 ? pages : 1) + chunk - 1) / chunk;
+    }
+    return units * c->per_unit;
+}
+
+/* The chunk (pages) FlashInfer's binary searches settle on. */
 static int64_t fi_chunk(const int32_t *lens, int32_t n, int32_t ps, int64_t lo, int64_t hi,
                         int64_t per_unit, int64_t budget) {
-    while (lo < hi) {
-        int64_t mid = (lo + hi) / 2, units = 0;
-        for (int32_t i = 0; i < n; i++) {
-            int64_t pages = (lens[i] + ps - 1) / ps;
-            units += ((pages > 1 ? pages : 1) + mid - 1) / mid;
-        }
-        if (units * per_unit > budget)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    fi_units_ctx c = {lens, n, ps, per_unit};
+    return pkvk_smallest_chunk(lo, hi, budget, fi_units, &c);
 }
 
 int pkvk_plan_flashinfer(pkvk_plan *p, pkv_route route, const pkvk_shape *s,

@@ -47,8 +47,3 @@ void pkv_cli_join_args(char *buf, size_t n, int argc, char **argv) {
     }
 }
 
-double pkv_cli_wall_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}

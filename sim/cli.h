@@ -14,7 +14,6 @@ int pkv_cli_parse_u64(const char *s, uint64_t *out);
 int pkv_cli_load_experiment(int argc, char **argv, const char *cmd, const char *seed,
                             pkv_config *cfg);
 void pkv_cli_join_args(char *buf, size_t n, int argc, char **argv);
-double pkv_cli_wall_s(void); /* seconds, monotonic */
 
 int pkv_cmd_workload(int argc, char **argv);
 int pkv_cmd_bench_sim(int argc, char **argv);

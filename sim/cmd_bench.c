@@ -1,13 +1,21 @@
 /* pkvsim bench sim | bench traces: simulator and trace-reader speed. */
+#include <errno.h>
 #include <getopt.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_sort.h>
 
+#include "pkv_gitrev.h"
 #include "cli.h"
+#include "pkv_clock.h"
 #include "rng.h"
 #include "runner.h"
 
@@ -44,67 +52,180 @@ static int bench_options(int argc, char **argv, const char *cmd, const char *cou
     return -1;
 }
 
+/* One case of bench sim: its figures, measured in a child process so that peak RSS
+ * is the case's own. */
+typedef struct sim_case {
+    const char *loop;   /* "closed" or "open" */
+    int active;         /* rows: max_active (and closed-loop concurrency) */
+    const char *record; /* run.record */
+    uint64_t steps;     /* max_steps (0: run until num_requests finish) */
+    uint64_t requests;  /* num_requests (0: unbounded) */
+    double rate;        /* open loop: arrivals per simulated second */
+    int decode;         /* mean decode length (uniform over [d/2, 3d/2]) */
+} sim_case;
+
+typedef struct sim_result {
+    int ok;
+    uint64_t steps, finished;
+    double host_s, t_sim, rss_mb, file_bytes;
+    char err[1100];
+} sim_result;
+
+enum { BENCH_PROMPT = 512, BENCH_DECODE = 64 };
+
+static int bench_text(char *text, size_t n, const sim_case *c, const char *out) {
+    char arrival[160], reqs[64] = "";
+    if (!strcmp(c->loop, "closed"))
+        snprintf(arrival, sizeof arrival, "{\"process\": \"closed\", \"concurrency\": %d}",
+                 c->active);
+    else
+        snprintf(arrival, sizeof arrival, "{\"process\": \"poisson\", \"rate\": %.9g}", c->rate);
+    if (c->requests)
+        snprintf(reqs, sizeof reqs, ", \"num_requests\": %llu", (unsigned long long)c->requests);
+    return snprintf(
+        text, n,
+        "{\"name\": \"bench-sim\", \"workload\": {\"arrival\": %s, \"prompt\": {\"dist\": "
+        "\"fixed\", \"value\": %d}, \"decode\": {\"dist\": \"uniform\", \"min\": %d, \"max\": %d}"
+        "%s, \"max_context\": %d}, \"serving\": {\"max_active\": %d, \"kv_pages\": %d}, "
+        "\"route\": {\"policy\": \"adaptive\"}, \"run\": {\"max_steps\": %llu, \"record\": "
+        "\"%s\", \"output\": \"%s\"}}",
+        arrival, BENCH_PROMPT, c->decode / 2, c->decode * 3 / 2, reqs, BENCH_PROMPT + c->decode * 2,
+        c->active, c->active * ((BENCH_PROMPT + c->decode * 2) / 16 + 2),
+        (unsigned long long)c->steps,
+        c->record, out) >= (int)n;
+}
+
+static void bench_child(const sim_case *c, int fd) {
+    sim_result r = {0};
+    char out[64], *text = malloc(4096);
+    snprintf(out, sizeof out, "/tmp/pkvsim-bench-%d.h5", (int)getpid());
+    pkv_config cfg;
+    pkv_err e;
+    pkv_summary sum;
+    if (!text || bench_text(text, 4096, c, out)) {
+        snprintf(r.err, sizeof r.err, "experiment text too long");
+    } else if (pkv_config_parse(&cfg, text, "bench-sim.json", &e)) {
+        snprintf(r.err, sizeof r.err, "%s", e.msg);
+    } else {
+        pkv_run_opts ro = {.quiet = 1, .record = 1, .command_line = "pkvsim bench sim"};
+        double t0 = pkv_clock_now();
+        if (pkv_run_experiment(&cfg, &ro, &sum, &e)) {
+            snprintf(r.err, sizeof r.err, "%s", e.msg);
+        } else {
+            struct rusage ru;
+            struct stat st;
+            getrusage(RUSAGE_SELF, &ru);
+            r = (sim_result){.ok = 1,
+                             .steps = sum.steps,
+                             .finished = sum.finished,
+                             .host_s = pkv_clock_now() - t0,
+                             .t_sim = sum.t_end,
+                             .rss_mb = ru.ru_maxrss / 1024.0,
+                             .file_bytes = stat(out, &st) == 0 ? (double)st.st_size : NAN};
+        }
+        pkv_config_free(&cfg);
+    }
+    remove(out);
+    if (write(fd, &r, sizeof r) != (ssize_t)sizeof r) _exit(1);
+    _exit(0);
+}
+
+static sim_result bench_case(const sim_case *c) {
+    sim_result r = {0};
+    int fd[2];
+    if (pipe(fd)) {
+        snprintf(r.err, sizeof r.err, "pipe: %s", strerror(errno));
+        return r;
+    }
+    fflush(NULL);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fd[0]);
+        bench_child(c, fd[1]);
+    }
+    close(fd[1]);
+    if (pid < 0 || read(fd[0], &r, sizeof r) != (ssize_t)sizeof r)
+        snprintf(r.err, sizeof r.err, "the benchmark's child process failed");
+    close(fd[0]);
+    if (pid > 0) waitpid(pid, NULL, 0);
+    return r;
+}
+
 int pkv_cmd_bench_sim(int argc, char **argv) {
     const char *out = "bench_sim.txt";
     uint64_t steps = 200000;
-    int rc0 =
-        bench_options(argc, argv, "sim", "steps",
-                      "usage: pkvsim bench sim [--out FILE] [--steps N]\n"
-                      "Runs closed-loop experiments of 8 and 64 active requests (prompt 2048,\n"
-                      "decode long enough to never finish) for N decode steps (default 200000) on\n"
-                      "the model backend with adaptive routing and HDF5 recording on, and reports\n"
-                      "steps per second of host time. The table goes to stdout and to FILE\n"
-                      "(default bench_sim.txt).",
-                      &out, &steps);
+    int rc0 = bench_options(
+        argc, argv, "sim", "steps",
+        "usage: pkvsim bench sim [--out FILE] [--steps N]\n"
+        "Runs the simulator on the model backend with adaptive routing, prompts of 512 and\n"
+        "decodes of 32..96 tokens, at 8, 64, 256, 1024 and 4096 active rows, for N decode\n"
+        "steps (default 200000; at most 16e6/rows, at least 2000), in a closed\n"
+        "loop and in an open loop (Poisson arrivals at 1.05x the closed loop's measured\n"
+        "service rate, so prefills, finishes and a queue all happen), each with recording\n"
+        "`full` and `summary`; then one closed-loop run of 10,000,000 requests (8 rows,\n"
+        "decodes of 2..6) with `full` recording. Reports steps/s and requests/s of host\n"
+        "time, the case's peak RSS and bytes per step of the output file. The table goes to\n"
+        "stdout and to FILE (default bench_sim.txt).",
+        &out, &steps);
     if (rc0 >= 0) return rc0;
     FILE *f = fopen(out, "w");
     if (!f) {
         fprintf(stderr, "pkvsim bench sim: cannot write %s\n", out);
         return 1;
     }
-    const char *hdr = "| active | steps | host s | steps/s | decode tokens/s (simulated) |\n"
-                      "|---|---|---|---|---|\n";
-    fputs(hdr, stdout);
-    fputs(hdr, f);
+    char head[256];
+    snprintf(head, sizeof head, "pkvsim %s, revision %s, one core\n\n", PKV_VERSION, PKV_GIT_REV);
+    const char *hdr = "| loop | rows | record | steps | host s | steps/s | requests/s | us/step | "
+                      "peak RSS MB | bytes/step |\n|---|---|---|---|---|---|---|---|---|---|\n";
+    fputs(head, stdout), fputs(head, f);
+    fputs(hdr, stdout), fputs(hdr, f);
+    const int rows[] = {8, 64, 256, 1024, 4096};
+    const char *records[] = {"full", "summary"};
     int rc = 0;
-    const int actives[2] = {8, 64};
-    for (int k = 0; k < 2 && rc == 0; k++) {
-        char *text = malloc(2048);
-        char tmp[64];
-        snprintf(tmp, sizeof tmp, "/tmp/pkvsim-bench-%d.h5", (int)getpid());
-        snprintf(text, 2048,
-                 "{\"name\": \"bench-sim-%d\", \"workload\": {\"arrival\": {\"process\": "
-                 "\"closed\", \"concurrency\": %d}, \"prompt\": {\"dist\": \"fixed\", \"value\": "
-                 "2048}, \"decode\": {\"dist\": \"fixed\", \"value\": %llu}, \"max_context\": "
-                 "%llu}, \"serving\": {\"max_active\": %d, \"kv_pages\": %llu}, \"route\": "
-                 "{\"policy\": \"adaptive\"}, \"run\": {\"max_steps\": %llu, \"output\": \"%s\"}}",
-                 actives[k], actives[k], (unsigned long long)steps + 10,
-                 (unsigned long long)steps + 2100, actives[k],
-                 (unsigned long long)(actives[k] * ((steps + 2100) / 16 + 2)),
-                 (unsigned long long)steps, tmp);
-        pkv_config cfg;
-        pkv_err e;
-        pkv_summary sum;
-        if (pkv_config_parse(&cfg, text, "bench-sim.json", &e)) {
-            fprintf(stderr, "pkvsim: %s\n", e.msg);
-            rc = 1;
-            break;
+    for (int k = 0; k < 5 && rc == 0; k++) {
+        /* Fewer steps at more rows: about the same host time per case. */
+        uint64_t n = 16000000ull / rows[k] > 2000 ? 16000000ull / rows[k] : 2000;
+        if (n > steps) n = steps;
+        double rate = 0;
+        for (int loop = 0; loop < 2 && rc == 0; loop++) {
+            for (int m = 0; m < 2 && rc == 0; m++) {
+                sim_case c = {loop ? "open" : "closed", rows[k], records[m], n, 0, rate, BENCH_DECODE};
+                sim_result r = bench_case(&c);
+                if (!r.ok) {
+                    fprintf(stderr, "pkvsim bench sim: %s\n", r.err);
+                    rc = 1;
+                    break;
+                }
+                /* Open loop at a little over the closed loop's service rate. */
+                if (!loop && m == 0) rate = 1.05 * r.finished / r.t_sim;
+                char row[320];
+                snprintf(row, sizeof row,
+                         "| %s | %d | %s | %llu | %.3f | %.0f | %.0f | %.3f | %.1f | %.1f |\n",
+                         c.loop, rows[k], c.record, (unsigned long long)r.steps, r.host_s,
+                         r.steps / r.host_s, r.finished / r.host_s, 1e6 * r.host_s / r.steps,
+                         r.rss_mb, r.file_bytes / r.steps);
+                fputs(row, stdout), fputs(row, f);
+                fflush(stdout);
+            }
         }
-        pkv_run_opts ro = {.quiet = 1, .record = 1, .command_line = "pkvsim bench sim"};
-        double t0 = pkv_cli_wall_s();
-        if (pkv_run_experiment(&cfg, &ro, &sum, &e)) {
-            fprintf(stderr, "pkvsim: %s\n", e.msg);
+    }
+    if (rc == 0) {
+        /* Ten million requests through one run: memory must not grow with them. */
+        sim_case c = {"closed", 8, "full", 0, 10000000, 0, 4};
+        sim_result r = bench_case(&c);
+        if (!r.ok) {
+            fprintf(stderr, "pkvsim bench sim: %s\n", r.err);
             rc = 1;
         } else {
-            double dt = pkv_cli_wall_s() - t0;
-            char row[256];
-            snprintf(row, sizeof row, "| %d | %llu | %.3f | %.0f | %.0f |\n", actives[k],
-                     (unsigned long long)sum.steps, dt, sum.steps / dt, sum.decode_tok_s);
-            fputs(row, stdout);
-            fputs(row, f);
+            char row[320];
+            snprintf(row, sizeof row,
+                     "| closed, %llu requests | 8 | full | %llu | %.3f | %.0f | %.0f | %.3f | "
+                     "%.1f | %.1f |\n",
+                     (unsigned long long)r.finished, (unsigned long long)r.steps, r.host_s,
+                     r.steps / r.host_s, r.finished / r.host_s, 1e6 * r.host_s / r.steps,
+                     r.rss_mb, r.file_bytes / r.steps);
+            fputs(row, stdout), fputs(row, f);
         }
-        remove(tmp);
-        pkv_config_free(&cfg);
     }
     fclose(f);
     return rc;
@@ -164,13 +285,13 @@ int pkv_cmd_bench_traces(int argc, char **argv) {
         for (int k = 0; k < 5 && rc == 0; k++) {
             pkv_trace tr;
             pkv_err e;
-            double t0 = pkv_cli_wall_s();
+            double t0 = pkv_clock_now();
             if (pkv_trace_load(&tr, &sp, &e)) {
                 fprintf(stderr, "pkvsim: %s\n", e.msg);
                 rc = 1;
                 break;
             }
-            times[k] = pkv_cli_wall_s() - t0;
+            times[k] = pkv_clock_now() - t0;
             if (tr.n != rows) rc = 1;
             pkv_trace_free(&tr);
         }

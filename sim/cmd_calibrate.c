@@ -42,20 +42,12 @@ typedef struct fit_ctx {
     pkv_calib cal; /* trial constants */
 } fit_ctx;
 
-static double model_time(const pkv_calib *c, const pkv_counters *k) {
-    double under = k->cta_work_per_sm > 0 && k->cta_work_per_sm < c->c_min
-                       ? c->c_min / k->cta_work_per_sm
-                       : 1.0;
-    return (double)k->kv_bytes / c->beta * under + k->launches * c->lambda +
-           (double)k->merge_bytes / c->beta;
-}
-
 static double sq_rel_error(double c_min, void *vctx) {
     fit_ctx *f = vctx;
     f->cal.c_min = c_min;
     double sum = 0;
     for (int i = 0; i < f->n; i++) {
-        double r = (model_time(&f->cal, &f->p[i].c) - f->p[i].t) / f->p[i].t;
+        double r = (pkv_cost_time(&f->cal, &f->p[i].c) - f->p[i].t) / f->p[i].t;
         sum += r * r;
     }
     return sum;
@@ -204,7 +196,7 @@ int pkv_calibrate_main(int argc, char **argv) {
                 pkv_cost_counters(&cal, &s, p, lens, &pt->c);
                 pt->t = ms * 1e-3;
                 printf("| %d | %d | %s | %d | %.1f | %.1f |\n", B, L, pkv_route_name(p->route),
-                       pt->c.max_splits, pt->t * 1e6, model_time(&cal, &pt->c) * 1e6);
+                       pt->c.max_splits, pt->t * 1e6, pkv_cost_time(&cal, &pt->c) * 1e6);
             }
             pkvk_workspace_destroy(ws);
             pkvk_plan_free(&fixed);
@@ -229,7 +221,7 @@ int pkv_calibrate_main(int argc, char **argv) {
         int m = 0;
         for (int i = 0; i < n; i++)
             if (pts[i].route == k && pts[i].planned) {
-                x[m] = model_time(&cal, &pts[i].c);
+                x[m] = pkv_cost_time(&cal, &pts[i].c);
                 y[m] = pts[i].t;
                 w[m] = 1.0 / (pts[i].t * pts[i].t);
                 m++;

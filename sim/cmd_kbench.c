@@ -3,6 +3,7 @@
  * ceilings measured in the same run. */
 #include "pkv_gitrev.h"
 #include "cmd_kbench.h"
+#include "pkv_tol.h"
 #include "kcase.h"
 #include "cost.h"
 #include "planner.h"
@@ -301,7 +302,7 @@ int pkv_bench_kernels_main(int argc, char **argv) {
                  bc[ci].name, pkv_route_name(p->route), splits, run < PKV_ROUTE_COUNT ? "" : "*",
                  ms * 1e3, gbps, 100 * gbps / ceil_.read_gbps, launches, (long long)c.ctas,
                  c.merge_bytes / 1024.0, mx, mean);
-            if (!(mx < 2e-3 && mean < 3e-4)) {
+            if (!pkv_tol_ok(mx, mean)) {
                 fprintf(stderr, "pkvsim bench kernels: %s %s: error beyond tolerance\n",
                         bc[ci].name, pkv_route_name(p->route));
                 rc = 1;

@@ -4,6 +4,7 @@
  * workqueue tasks cover every token exactly once; bucket plans launch once per
  * distinct route length. */
 #include "check.h"
+#include "pkv_tol.h"
 #include "cost.h"
 #include "planner.h"
 #include "pkvk.h"
@@ -137,7 +138,7 @@ int main(void) {
                     CHECK(pkvk_cpu_run(&h.b, &p, part, o) == 0, "run");
                     double mx, mean;
                     pkvk_compare(o, NULL, ref, on, &mx, &mean);
-                    CHECK(mx < 2e-3 && mean < 3e-4,
+                    CHECK(pkv_tol_ok(mx, mean),
                           "G=%d ps=%d route %s S=%d: max|e| %.3g mean|e| %.3g", Gs[gi], pss[pi],
                           pkv_route_name((pkv_route)route), S, mx, mean);
                     cases++;
