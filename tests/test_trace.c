@@ -1,4 +1,4 @@
-/* Trace readers: the two shared real traces load with the right row counts and
+/* Trace readers: the two real traces shipped in experiments/traces/ load with the right row counts and
  * first and last values; every malformed-input class gives its documented error
  * with the line number; the skip policy counts; options (window, first N, scales,
  * tick spreading) and the other formats (vidur, study, JSON array) work. */
@@ -50,13 +50,9 @@ int main(void) {
     snprintf(cmd, sizeof cmd, "mkdir -p %s", dir);
     CHECK(system(cmd) == 0, "mkdir");
 
-    /* The shared traces. */
-    const char *azure = PKV_SHARED_DIR "/data/traces/azure2023_code.csv";
-    const char *moon = PKV_SHARED_DIR "/data/traces/mooncake2025_synthetic.jsonl";
-    if (access(azure, R_OK) || access(moon, R_OK)) {
-        printf("shared traces not found under %s: skipped\n", PKV_SHARED_DIR);
-        return SKIP_CODE;
-    }
+    /* The real traces. */
+    const char *azure = PKV_TRACE_DIR "/azure2023_code.csv";
+    const char *moon = PKV_TRACE_DIR "/mooncake2025_synthetic.jsonl";
     pkv_trace_spec s;
     pkv_trace tr;
     pkv_err e;

@@ -1,16 +1,15 @@
 #!/usr/bin/env bash
-# `pkvsim workload` on the two shared real traces reports the statistics that an
+# `pkvsim workload` on the two real traces (experiments/traces/) reports the statistics that an
 # independent computation (Python, from the raw files) gives: count, duration, rate,
-# inter-arrival CV and length percentiles. Usage: workload_stats.sh PKVSIM SHARED_DIR
+# inter-arrival CV and length percentiles. Usage: workload_stats.sh PKVSIM TRACE_DIR
 set -u
 pkvsim=$1; shared=$2
-[ -r "$shared/data/traces/azure2023_code.csv" ] || { echo "shared traces not found: skipped"; exit 77; }
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 cat > "$tmp/azure.json" <<JSON
-{"workload": {"trace": {"path": "$shared/data/traces/azure2023_code.csv"}}}
+{"workload": {"trace": {"path": "$shared/azure2023_code.csv"}}}
 JSON
 cat > "$tmp/mooncake.json" <<JSON
-{"workload": {"trace": {"path": "$shared/data/traces/mooncake2025_synthetic.jsonl"}, "max_context": 131072},
+{"workload": {"trace": {"path": "$shared/mooncake2025_synthetic.jsonl"}, "max_context": 131072},
  "serving": {"kv_pages": 8192}}
 JSON
 "$pkvsim" workload "$tmp/azure.json" > "$tmp/azure.out" || { echo "FAIL: pkvsim workload azure"; exit 1; }
@@ -21,7 +20,7 @@ shared, tmp = sys.argv[1], sys.argv[2]
 
 def azure():
     rows = []
-    with open(f"{shared}/data/traces/azure2023_code.csv") as f:
+    with open(f"{shared}/azure2023_code.csv") as f:
         next(f)
         for line in f:
             ts, p, d = line.strip().split(",")
@@ -38,7 +37,7 @@ def azure():
 
 def mooncake():
     rows = []
-    with open(f"{shared}/data/traces/mooncake2025_synthetic.jsonl") as f:
+    with open(f"{shared}/mooncake2025_synthetic.jsonl") as f:
         for line in f:
             o = json.loads(line)
             rows.append((o["timestamp"] / 1000.0, o["input_length"], o["output_length"]))
