@@ -6,6 +6,10 @@
 
 #include <stdbool.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* X(ENUM_SUFFIX, "name"): the one list of routes, in enum order. */
 #define PKV_ROUTES(X)                                                                              \
     X(REF_PAGED, "ref_paged")         /* one CTA per (row, kvh), no split */                       \
@@ -36,4 +40,7 @@ static inline bool pkv_route_is_workqueue(pkv_route r) {
     return r == PKV_ROUTE_WORKQUEUE || r == PKV_ROUTE_FUSED;
 }
 
+#ifdef __cplusplus
+}
+#endif
 #endif
