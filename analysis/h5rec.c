@@ -23,24 +23,19 @@ typedef struct col_table {
     hid_t d[MAX_COLS]; /* -1: column left out */
     hid_t t[MAX_COLS];
     char *buf[MAX_COLS]; /* [PKV_H5_CHUNK_ROWS] values */
+    size_t size[MAX_COLS]; /* bytes of one value */
     size_t n;            /* rows buffered */
     hsize_t written;     /* rows in the file */
 } col_table;
-
-/* A 2-D table of doubles [rows][PKV_ROUTE_COUNT] (per-candidate route times). */
-typedef struct route_table {
-    hid_t d;
-    double *buf; /* [PKV_H5_CHUNK_ROWS][PKV_ROUTE_COUNT] */
-    size_t n;
-    hsize_t written;
-} route_table;
 
 struct pkv_h5rec {
     hid_t file;
     char path[1024], tmp[1100];
     pkv_h5rec_opts o;
-    col_table steps, requests;
-    route_table routes, routes_measured;
+    col_table steps, requests, routes, routes_measured;
+    /* The per-candidate columns of /routes and /routes_measured: views of
+     * pkv_step_rec.t_route and t_route_measured. */
+    pkv_column route_cols[2][PKV_ROUTE_COUNT];
 };
 
 hid_t pkv_h5_col_type(pkv_col_kind k) {
@@ -181,6 +176,7 @@ static int table_open(col_table *t, hid_t file, const char *name, const pkv_colu
             strcat(left_out, cols[c].name);
             continue;
         }
+        t->size[c] = pkv_col_size(cols[c].kind);
         t->t[c] = pkv_h5_col_type(cols[c].kind);
         t->d[c] = make_dataset(t->g, cols[c].name, t->t[c], 1, 1);
         t->buf[c] = malloc(pkv_col_size(cols[c].kind) * PKV_H5_CHUNK_ROWS);
@@ -210,7 +206,7 @@ static int table_add(col_table *t, const void *rec) {
     for (int c = 0; c < t->n_cols; c++) {
         if (!t->buf[c]) continue;
         const pkv_column *col = &t->cols[c];
-        switch (pkv_col_size(col->kind)) {
+        switch (t->size[c]) {
         case 8:
             memcpy(t->buf[c] + n * 8, p + col->offset, 8);
             break;
@@ -235,47 +231,26 @@ static void table_close(col_table *t) {
     t->g = 0;
 }
 
-static int routes_open(route_table *t, hid_t file, const char *name, const char *units) {
-    char names[256] = "";
-    for (int i = 0; i < PKV_ROUTE_COUNT; i++) {
-        strcat(names, pkv_route_name((pkv_route)i));
-        if (i + 1 < PKV_ROUTE_COUNT) strcat(names, ",");
-    }
-    t->d = make_dataset(file, name, H5T_NATIVE_DOUBLE, 2, PKV_ROUTE_COUNT);
-    t->buf = malloc(sizeof(double) * PKV_ROUTE_COUNT * PKV_H5_CHUNK_ROWS);
-    if (t->d < 0 || !t->buf || attr_str(t->d, "columns", names) < 0 ||
-        attr_str(t->d, "units", units) < 0)
-        return -1;
-    return 0;
-}
-
-static int routes_flush(route_table *t) {
-    if (t->n == 0 || t->d <= 0) return 0;
-    if (append(t->d, H5T_NATIVE_DOUBLE, t->written, t->n, 2, PKV_ROUTE_COUNT, t->buf) < 0)
-        return -1;
-    t->written += t->n;
-    t->n = 0;
-    return 0;
-}
-
-static int routes_add(route_table *t, const double *v) {
-    if (!t->buf) return 0;
-    memcpy(t->buf + t->n * PKV_ROUTE_COUNT, v, sizeof(double) * PKV_ROUTE_COUNT);
-    return ++t->n == PKV_H5_CHUNK_ROWS ? routes_flush(t) : 0;
-}
-
-static void routes_close(route_table *t) {
-    if (t->d > 0) H5Dclose(t->d);
-    free(t->buf);
-    t->d = 0;
-    t->buf = NULL;
+/* The columns of route table k (0: predictions, 1: measured) for the routes in mask. */
+static int routes_columns(pkv_h5rec *r, int k, uint32_t mask) {
+    int n = 0;
+    for (int i = 0; i < PKV_ROUTE_COUNT; i++)
+        if (mask >> i & 1)
+            r->route_cols[k][n++] = (pkv_column){
+                pkv_route_name((pkv_route)i),
+                (k ? offsetof(pkv_step_rec, t_route_measured) : offsetof(pkv_step_rec, t_route)) +
+                    sizeof(double) * (size_t)i,
+                PKV_COL_F64, 0,
+                k ? "seconds: device time of the route, measured by the oracle"
+                  : "seconds: cost-model prediction of the route"};
+    return n;
 }
 
 static void close_tables(pkv_h5rec *r) {
     table_close(&r->steps);
     table_close(&r->requests);
-    routes_close(&r->routes);
-    routes_close(&r->routes_measured);
+    table_close(&r->routes);
+    table_close(&r->routes_measured);
 }
 
 int pkv_h5rec_open(pkv_h5rec **out, const char *path, const pkv_h5rec_opts *o, pkv_err *e) {
@@ -296,11 +271,11 @@ int pkv_h5rec_open(pkv_h5rec **out, const char *path, const pkv_h5rec_opts *o, p
         rc = table_open(&r->steps, r->file, "steps", pkv_step_columns, pkv_step_column_count,
                         o->measured);
     if (!rc && o->level == PKV_RECORD_FULL) {
-        rc = routes_open(&r->routes, r->file, "routes",
-                         "seconds (cost-model prediction; NaN: not planned)");
+        rc = table_open(&r->routes, r->file, "routes", r->route_cols[0],
+                        routes_columns(r, 0, o->candidates), true);
         if (!rc && o->routes_measured)
-            rc = routes_open(&r->routes_measured, r->file, "routes_measured",
-                             "seconds (device time of each route, measured by the oracle)");
+            rc = table_open(&r->routes_measured, r->file, "routes_measured", r->route_cols[1],
+                            routes_columns(r, 1, o->candidates), true);
     }
     if (!rc && o->level <= PKV_RECORD_REQUESTS)
         rc = table_open(&r->requests, r->file, "requests", pkv_request_columns,
@@ -355,8 +330,7 @@ int pkv_h5rec_provenance(pkv_h5rec *r, const pkv_provenance *p, pkv_err *e) {
 
 int pkv_h5rec_step(pkv_h5rec *r, const pkv_step_rec *s, pkv_err *e) {
     if (r->o.level > PKV_RECORD_STEPS) return 0;
-    if (table_add(&r->steps, s) || routes_add(&r->routes, s->t_route) ||
-        routes_add(&r->routes_measured, s->t_route_measured))
+    if (table_add(&r->steps, s) || table_add(&r->routes, s) || table_add(&r->routes_measured, s))
         return h5fail(r, e, "/steps");
     return 0;
 }
@@ -410,8 +384,8 @@ int pkv_h5rec_summary(pkv_h5rec *r, const pkv_summary *s, pkv_err *e) {
 
 int pkv_h5rec_close(pkv_h5rec *r, int commit, pkv_err *e) {
     int rc = 0;
-    if (commit && (table_flush(&r->steps) || routes_flush(&r->routes) ||
-                   routes_flush(&r->routes_measured) || table_flush(&r->requests)))
+    if (commit && (table_flush(&r->steps) || table_flush(&r->routes) ||
+                   table_flush(&r->routes_measured) || table_flush(&r->requests)))
         rc = h5fail(r, e, "the tables");
     close_tables(r);
     if (H5Fclose(r->file) < 0 && commit && rc == 0) rc = h5fail(r, e, "the file");

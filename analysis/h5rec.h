@@ -6,7 +6,8 @@
  * dataset per column of the record schema (base/pkv_record.h), each of a plain
  * numeric type (no padding, nothing hidden), chunked, shuffled and deflated, so that
  * a reader reads one column without decompressing the others. Route and request
- * state columns are HDF5 enums of their names. Rows are buffered a chunk at a time
+ * state columns are HDF5 enums of their names. /routes (and /routes_measured) hold
+ * one column per candidate route of the policy. Rows are buffered a chunk at a time
  * and written as whole chunks. */
 #ifndef PKV_H5REC_H
 #define PKV_H5REC_H
@@ -34,6 +35,7 @@ typedef struct pkv_h5rec_opts {
     pkv_record_level level;
     bool measured;        /* the backend measures: keep the measured columns */
     bool routes_measured; /* write /routes_measured (an oracle on a measuring backend) */
+    uint32_t candidates;  /* bit r: route r is planned each step (a column of /routes) */
 } pkv_h5rec_opts;
 
 /* Rows per chunk and deflate level, chosen by measurement (bench/RESULTS.md). */

@@ -1,5 +1,6 @@
 #include "planner.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 
 /* Split policy. The kernels keep resident_ctas_per_sm CTAs on each SM, so a wave is
@@ -28,8 +29,11 @@ static int64_t ceil_div64(int64_t a, int64_t b) {
  * cut into chunks of c tiles. */
 static int64_t ctas_at(const int32_t *tiles, int32_t same, int32_t n, int hkv, int64_t c) {
     if (!tiles) return (int64_t)n * ceil_div64(same, c) * hkv;
+    /* Tile counts and chunks fit 32 bits: 32-bit divisions are the cheaper ones, and
+     * this loop is most of a small step's planning. */
+    const uint32_t cc = c < INT32_MAX ? (uint32_t)c : INT32_MAX;
     int64_t k = 0;
-    for (int32_t i = 0; i < n; i++) k += ceil_div64(tiles[i], c);
+    for (int32_t i = 0; i < n; i++) k += ((uint32_t)tiles[i] + cc - 1) / cc;
     return k * hkv;
 }
 

@@ -71,7 +71,8 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
             o->command_line ? o->command_line : "", be->name, dev.name, cfg->seed, NULL, 0};
         pkv_h5rec_opts ro = {.level = cfg->record,
                              .measured = be->measures,
-                             .routes_measured = be->measures && eng.policy.measured_oracle};
+                             .routes_measured = be->measures && eng.policy.measured_oracle,
+                             .candidates = eng.policy.candidates};
         pkv_attr ca[PKV_CALIB_ATTRS];
         int nca = pkv_calib_attrs(&cal, ca, PKV_CALIB_ATTRS);
         if (pkv_h5rec_open(&rec, cfg->output, &ro, e) ||
