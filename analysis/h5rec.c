@@ -22,10 +22,10 @@ typedef struct col_table {
     int n_cols;
     hid_t d[MAX_COLS]; /* -1: column left out */
     hid_t t[MAX_COLS];
-    char *buf[MAX_COLS]; /* [PKV_H5_CHUNK_ROWS] values */
+    char *buf[MAX_COLS];   /* [PKV_H5_CHUNK_ROWS] values */
     size_t size[MAX_COLS]; /* bytes of one value */
-    size_t n;            /* rows buffered */
-    hsize_t written;     /* rows in the file */
+    size_t n;              /* rows buffered */
+    hsize_t written;       /* rows in the file */
 } col_table;
 
 struct pkv_h5rec {

@@ -17,7 +17,7 @@ typedef struct cpu_backend {
     pkvk_shape shape;
     uint16_t *k, *v, *q; /* pools [n_pages][hkv][ps][d]; q [cap_rows][hq][d] */
     float *o, *o_ref, *part;
-    size_t part_cap; /* floats */
+    size_t part_cap; /* floats: the planner's most partial states, sized at start */
     pkv_tensors t;
     int64_t next_src; /* prepared row of the next appended token */
 } cpu_backend;
@@ -42,7 +42,6 @@ static int cpu_prefill(pkv_backend *base, const int32_t *pages, int32_t n_pages,
     *t_device = NAN;
     return 0;
 }
-
 
 /* The step's new token: K/V appended at position len-1 of every row, and the step's
  * Q, from the prepared rows (tensors.h), as the cuda backend's prologue does. */
@@ -70,13 +69,9 @@ static int cpu_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan *
     cpu_backend *b = (cpu_backend *)base;
     const pkvk_shape *s = &b->shape;
     double t0 = pkv_clock_now();
-    size_t need = pkvk_partial_floats(s, plan->n_slots);
-    if (need > b->part_cap) {
-        float *p = realloc(b->part, need * sizeof(float));
-        if (!p) return pkv_fail(e, "cpu backend: out of memory for %zu partial floats", need);
-        b->part = p;
-        b->part_cap = need;
-    }
+    if (pkvk_partial_floats(s, plan->n_slots) > b->part_cap)
+        return pkv_fail(e, "cpu backend: a plan of %d partial states, sized for %zu", plan->n_slots,
+                        b->part_cap / pkvk_partial_floats(s, 1));
     pkvk_batch batch = {*s,   v->n_rows,      b->q,         NULL,        b->k,
                         b->v, v->block_table, v->bt_stride, v->seq_lens, 1.0f / sqrtf((float)s->d)};
     int rc = pkvk_cpu_run(&batch, plan, b->part, b->o);
@@ -84,7 +79,8 @@ static int cpu_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan *
         return pkv_fail(e, "cpu backend: %s failed (status %d)", pkv_route_name(plan->route), rc);
     rec->t_device = pkv_clock_now() - t0; /* the attention work's time, on the CPU */
     if (check) {
-        pkvk_cpu_reference(&batch, b->o_ref);
+        if (pkvk_cpu_reference(&batch, b->o_ref))
+            return pkv_fail(e, "cpu backend: the reference does not take head dimension %d", s->d);
         size_t n = (size_t)v->n_rows * s->hq * s->d;
         pkvk_compare(b->o, NULL, b->o_ref, n, &rec->max_err, &rec->mean_err);
         double l1 = 0;
@@ -107,7 +103,7 @@ static void cpu_destroy(pkv_backend *base) {
 }
 
 pkv_backend *pkv_backend_cpu_create(const pkvk_shape *s, int32_t n_pages, int32_t cap_rows,
-                                    uint64_t seed, pkv_err *e) {
+                                    int32_t cap_slots, uint64_t seed, pkv_err *e) {
     size_t pool = (size_t)n_pages * s->hkv * s->page_size * s->d;
     if (pool * 4 > (size_t)CPU_POOL_LIMIT_MIB << 20) {
         pkv_fail(e,
@@ -132,7 +128,10 @@ pkv_backend *pkv_backend_cpu_create(const pkvk_shape *s, int32_t n_pages, int32_
     b->q = malloc(qn * 2);
     b->o = malloc(qn * 4);
     b->o_ref = malloc(qn * 4);
-    if (!b->k || !b->v || !b->q || !b->o || !b->o_ref || pkv_tensors_make(&b->t, s, seed)) {
+    b->part_cap = pkvk_partial_floats(s, cap_slots);
+    b->part = malloc(b->part_cap * sizeof(float));
+    if (!b->k || !b->v || !b->q || !b->o || !b->o_ref || !b->part ||
+        pkv_tensors_make(&b->t, s, seed)) {
         cpu_destroy(&b->base);
         pkv_fail(e, "cpu backend: out of host memory for a %zu MiB KV pool", pool * 4 >> 20);
         return NULL;

@@ -288,6 +288,9 @@ pkv_backend *pkv_backend_cuda_create(const pkvk_shape *s, int32_t n_pages, int32
     if (!rc && !(b->stage_h = malloc(b->stage_cap * 4))) rc = PKVK_ERR_OUT_OF_MEMORY;
     if (!rc) rc = pkvk_workspace_create(&b->ws, s, cap_rows, cap_slots, cap_tasks);
     if (!rc) rc = pkvk_workspace_reserve(b->ws, b->stage_cap * 4);
+    /* FlashInfer's state and its page list for the largest step, made now: a step
+     * allocates nothing. */
+    if (!rc) rc = pkvk_workspace_flashinfer(b->ws, (size_t)cap_rows * bt_stride);
     if (!rc) rc = pkvk_memset(b->bt, 0, (size_t)cap_rows * bt_stride * 4);
     if (!rc) rc = pkvk_malloc((void **)&b->blk_k, (size_t)PKV_TENSOR_BLOCK * 2);
     if (!rc) rc = pkvk_malloc((void **)&b->blk_v, (size_t)PKV_TENSOR_BLOCK * 2);

@@ -19,7 +19,8 @@ static pkv_backend *make_backend(pkv_engine *eng, const pkv_backend_spec *b, int
     pkv_backend *be = NULL;
     switch (eng->backend_kind) {
     case PKV_BACKEND_CPU:
-        return pkv_backend_cpu_create(&eng->shape, b->kv_pages, cap_rows, b->seed, e);
+        return pkv_backend_cpu_create(&eng->shape, b->kv_pages, cap_rows,
+                                      eng->planner.plans[0].cap_tasks, b->seed, e);
     case PKV_BACKEND_CUDA: {
         int32_t cap = eng->planner.plans[0].cap_tasks;
         return pkv_backend_cuda_create(

@@ -159,8 +159,10 @@ uint16_t pkvk_f2h(float f); /* round to nearest even */
 float pkvk_h2f(uint16_t h);
 
 /* ---- CPU reference and mirror (host pointers) ------------------------------------ */
-/* Plain FP32 attention: o [n_rows][hq][d]. */
-void pkvk_cpu_reference(const pkvk_batch *b, float *o);
+/* Plain FP32 attention: o [n_rows][hq][d]. Allocates nothing; PKVK_ERR_UNSUPPORTED
+ * for a head dimension above PKVK_MAX_HEAD_DIM. */
+enum { PKVK_MAX_HEAD_DIM = 512 };
+int pkvk_cpu_reference(const pkvk_batch *b, float *o);
 /* The same algorithm the GPU runs, in plain C: each split's online-softmax partial
  * state over its token range, then the segmented merge. part: workspace of
  * pkvk_partial_floats(shape, plan->n_slots) floats. o as above. */
@@ -200,6 +202,10 @@ int pkvk_workspace_create(pkvk_workspace **ws, const pkvk_shape *s, int32_t cap_
 void pkvk_workspace_destroy(pkvk_workspace *ws);
 /* Copy the plan's arrays to the device (outside the timed region in benchmarks). */
 int pkvk_plan_upload(pkvk_workspace *ws, const pkvk_plan *p);
+/* Make FlashInfer's state now (its workspaces, 136 MiB) with room for cap_pages pages
+ * in its page list, where the routes are built; else nothing. Without it the state
+ * is made by the first FlashInfer plan. */
+int pkvk_workspace_flashinfer(pkvk_workspace *ws, size_t cap_pages);
 /* Make room for plans with up to extra_bytes of step metadata, so that no upload
  * allocates (none may while a CUDA graph is being captured). */
 int pkvk_workspace_reserve(pkvk_workspace *ws, size_t extra_bytes);
@@ -289,7 +295,8 @@ void pkvk_graph_destroy(pkvk_graph *g);
 /* Resident attention CTAs per SM for head dim d and group size G (occupancy). */
 int pkvk_occupancy(int d, int G, int *ctas_per_sm);
 
-/* FP32 GPU reference into o32 (device, float [n_rows][hq][d]). */
+/* FP32 GPU reference into o32 (device, float [n_rows][hq][d]): one launch on the
+ * kernels' stream, nothing allocated (head dim up to 256). */
 int pkvk_gpu_reference(const pkvk_batch *b, float *o32);
 
 /* Event timer on the kernels' stream: milliseconds between start and stop. */

@@ -479,7 +479,7 @@ struct pkvk_workspace {
     size_t arena_bytes;
     int32_t *split_offsets, *bucket_rows;
     Span *spans;
-    pkvk_fi *fi; // FlashInfer's state, made at the first FlashInfer plan
+    pkvk_fi *fi; // FlashInfer's state: by pkvk_workspace_flashinfer, else at the first plan
 };
 
 static size_t align16(size_t n) {
@@ -574,12 +574,19 @@ int pkvk_plan_pack(pkvk_workspace *w, const pkvk_plan *p, const void *extra, siz
     }
     *out = pkvk_packed{w->staging, w->arena, so, end};
     if (!fi) return PKVK_OK;
-    rc = w->fi ? PKVK_OK : pkvk_fi_create(&w->fi, &w->shape, w->cap_rows);
+    rc = w->fi ? PKVK_OK : pkvk_fi_create(&w->fi, &w->shape, w->cap_rows, 0);
     return rc ? rc : pkvk_fi_upload(w->fi, p);
 }
 
 const pkvk_shape *pkvk_workspace_shape(const pkvk_workspace *w) {
     return &w->shape;
+}
+
+extern "C" int pkvk_workspace_flashinfer(pkvk_workspace *w, size_t cap_pages) {
+    if (!pkvk_flashinfer_built() || w->fi) return PKVK_OK;
+    int rc = pkvk_fi_create(&w->fi, &w->shape, w->cap_rows, cap_pages);
+    // A shape FlashInfer's build lacks: its routes say so when a step asks for them.
+    return rc == PKVK_ERR_UNSUPPORTED ? PKVK_OK : rc;
 }
 
 extern "C" int pkvk_workspace_reserve(pkvk_workspace *w, size_t extra_bytes) {

@@ -20,27 +20,27 @@ static float dot_qk(const float *q, const uint16_t *k, int d) {
     return acc;
 }
 
-void pkvk_cpu_reference(const pkvk_batch *b, float *o) {
+/* Two exact passes per head (the maximum score, then the weights exp(s - max) and
+ * their sums), the scores computed in both: no buffer, so nothing is allocated. */
+int pkvk_cpu_reference(const pkvk_batch *b, float *o) {
     const pkvk_shape *s = &b->shape;
     int G = s->hq / s->hkv, d = s->d;
-    int32_t max_len = 0;
-    for (int32_t i = 0; i < b->n_rows; i++)
-        if (b->seq_lens[i] > max_len) max_len = b->seq_lens[i];
-    double *p = malloc(sizeof(double) * (size_t)(max_len > 0 ? max_len : 1));
-    double *acc = malloc(sizeof(double) * (size_t)d);
-    float *q = malloc(sizeof(float) * (size_t)d);
+    if (d > PKVK_MAX_HEAD_DIM) return PKVK_ERR_UNSUPPORTED;
+    double acc[PKVK_MAX_HEAD_DIM];
+    float q[PKVK_MAX_HEAD_DIM];
     for (int32_t i = 0; i < b->n_rows; i++) {
         for (int h = 0; h < s->hq; h++) {
             int kvh = h / G;
             for (int j = 0; j < d; j++) q[j] = pkvk_h2f(b->q[((size_t)i * s->hq + h) * d + j]);
             double m = -INFINITY, l = 0;
             for (int32_t t = 0; t < b->seq_lens[i]; t++) {
-                p[t] = (double)dot_qk(q, kv_row(b, b->k_cache, i, kvh, t), d) * b->sm_scale;
-                if (p[t] > m) m = p[t];
+                double p = (double)dot_qk(q, kv_row(b, b->k_cache, i, kvh, t), d) * b->sm_scale;
+                if (p > m) m = p;
             }
             memset(acc, 0, sizeof(double) * (size_t)d);
             for (int32_t t = 0; t < b->seq_lens[i]; t++) {
-                double w = exp(p[t] - m);
+                double p = (double)dot_qk(q, kv_row(b, b->k_cache, i, kvh, t), d) * b->sm_scale;
+                double w = exp(p - m);
                 const uint16_t *v = kv_row(b, b->v_cache, i, kvh, t);
                 l += w;
                 for (int j = 0; j < d; j++) acc[j] += w * pkvk_h2f(v[j]);
@@ -49,9 +49,7 @@ void pkvk_cpu_reference(const pkvk_batch *b, float *o) {
             for (int j = 0; j < d; j++) out[j] = (float)(acc[j] / l);
         }
     }
-    free(p);
-    free(acc);
-    free(q);
+    return PKVK_OK;
 }
 
 size_t pkvk_partial_floats(const pkvk_shape *s, int32_t n_slots) {
@@ -84,7 +82,7 @@ static void attend_range(const pkvk_batch *b, int32_t row, int kvh, int32_t t_be
                          float *st) {
     const pkvk_shape *s = &b->shape;
     int G = s->hq / s->hkv, d = s->d;
-    float q[512], sc[PKVK_TILE];
+    float q[PKVK_MAX_HEAD_DIM], sc[PKVK_TILE];
     for (int g = 0; g < G; g++) {
         float *x = st + (size_t)g * (d + 2);
         state_init(x, d);
@@ -141,7 +139,7 @@ static void merge_row(const pkvk_shape *s, float *part, const pkvk_plan *p, int3
 
 int pkvk_cpu_run(const pkvk_batch *b, const pkvk_plan *p, float *part, float *o) {
     const pkvk_shape *s = &b->shape;
-    if (s->d > 512 || s->hq % s->hkv) return PKVK_ERR_UNSUPPORTED;
+    if (s->d > PKVK_MAX_HEAD_DIM || s->hq % s->hkv) return PKVK_ERR_UNSUPPORTED;
     switch (p->route) {
     case PKV_ROUTE_REF_PAGED:
         for (int32_t i = 0; i < p->n_rows; i++)

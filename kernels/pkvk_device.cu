@@ -318,78 +318,78 @@ extern "C" int pkvk_measure_ceilings(pkvk_ceilings *c) {
 }
 
 // ---- FP32 reference ---------------------------------------------------------------
-// One block per (row, query head): scores for every token into a float scratch row,
-// a max and a sum reduction, then one thread per dimension sums p * v. Slow and plain.
+// One block per (row, query head), two exact passes and no scratch memory: the
+// maximum score over the row (a max reduction), then, blockDim tokens at a time, the
+// weights exp(s - max) into shared memory, summed, and one thread per dimension
+// accumulating w * v. The scores are computed in both passes. Slow and plain.
+constexpr int REF_THREADS = 256;
+
+__device__ float ref_score(const float *qs, const __half *k, const int32_t *bt, int32_t bt_stride,
+                           int row, int kvh, int hkv, int ps, int d, int t, float scale) {
+    int page = bt[(size_t)row * bt_stride + t / ps];
+    const __half *kr = k + (((size_t)page * hkv + kvh) * ps + t % ps) * d;
+    float s = 0;
+    for (int j = 0; j < d; j++) s += qs[j] * __half2float(kr[j]);
+    return s * scale;
+}
+
 __global__ void reference_kernel(const __half *q, const __half *k, const __half *v,
                                  const int32_t *bt, int32_t bt_stride, const int32_t *lens, int hq,
-                                 int hkv, int ps, int d, float scale, float *scores,
-                                 int32_t max_len, float *o) {
-    extern __shared__ float sh[]; // q[d], red[blockDim]
-    float *qs = sh, *red = sh + d;
+                                 int hkv, int ps, int d, float scale, float *o) {
+    extern __shared__ float sh[]; // q[d], red[REF_THREADS], w[REF_THREADS]
+    float *qs = sh, *red = sh + d, *w = red + REF_THREADS;
     int row = blockIdx.x, h = blockIdx.y, kvh = h / (hq / hkv), len = lens[row];
-    float *sc = scores + ((size_t)row * hq + h) * max_len;
     for (int j = threadIdx.x; j < d; j += blockDim.x)
         qs[j] = __half2float(q[((size_t)row * hq + h) * d + j]);
     __syncthreads();
     float mx = -INFINITY;
-    for (int t = threadIdx.x; t < len; t += blockDim.x) {
-        int page = bt[(size_t)row * bt_stride + t / ps];
-        const __half *kr = k + (((size_t)page * hkv + kvh) * ps + t % ps) * d;
-        float s = 0;
-        for (int j = 0; j < d; j++) s += qs[j] * __half2float(kr[j]);
-        sc[t] = s * scale;
-        mx = fmaxf(mx, sc[t]);
-    }
+    for (int t = threadIdx.x; t < len; t += blockDim.x)
+        mx = fmaxf(mx, ref_score(qs, k, bt, bt_stride, row, kvh, hkv, ps, d, t, scale));
     red[threadIdx.x] = mx;
     __syncthreads();
-    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
-        if (threadIdx.x < w) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + w]);
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) red[threadIdx.x] = fmaxf(red[threadIdx.x], red[threadIdx.x + s]);
         __syncthreads();
     }
     mx = red[0];
     __syncthreads();
-    float sum = 0;
-    for (int t = threadIdx.x; t < len; t += blockDim.x) {
-        sc[t] = expf(sc[t] - mx);
-        sum += sc[t];
+    float sum = 0, a = 0; // a: this thread's dimension (threadIdx.x < d)
+    for (int t0 = 0; t0 < len; t0 += blockDim.x) {
+        int t = t0 + threadIdx.x;
+        float x = t < len
+                      ? expf(ref_score(qs, k, bt, bt_stride, row, kvh, hkv, ps, d, t, scale) - mx)
+                      : 0.f;
+        w[threadIdx.x] = x;
+        sum += x;
+        __syncthreads();
+        int n = min((int)blockDim.x, len - t0);
+        if (threadIdx.x < d)
+            for (int i = 0; i < n; i++) {
+                int tt = t0 + i, page = bt[(size_t)row * bt_stride + tt / ps];
+                a += w[i] *
+                     __half2float(v[(((size_t)page * hkv + kvh) * ps + tt % ps) * d + threadIdx.x]);
+            }
+        __syncthreads();
     }
     red[threadIdx.x] = sum;
     __syncthreads();
-    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
-        if (threadIdx.x < w) red[threadIdx.x] += red[threadIdx.x + w];
+    for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+        if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
         __syncthreads();
     }
-    sum = red[0];
-    for (int j = threadIdx.x; j < d; j += blockDim.x) {
-        float a = 0;
-        for (int t = 0; t < len; t++) {
-            int page = bt[(size_t)row * bt_stride + t / ps];
-            a += sc[t] * __half2float(v[(((size_t)page * hkv + kvh) * ps + t % ps) * d + j]);
-        }
-        o[((size_t)row * hq + h) * d + j] = a / sum;
-    }
+    if (threadIdx.x < d) o[((size_t)row * hq + h) * d + threadIdx.x] = a / red[0];
 }
 
+// Enqueued on the kernels' stream: no allocation, no copy, no wait.
 extern "C" int pkvk_gpu_reference(const pkvk_batch *b, float *o32) {
     const pkvk_shape &s = b->shape;
-    std::vector<int32_t> lens(b->n_rows);
     if (b->n_rows == 0) return PKVK_OK;
-    int rc = pkvk_d2h(lens.data(), b->seq_lens, sizeof(int32_t) * b->n_rows);
-    if (rc) return rc;
-    int32_t max_len = *std::max_element(lens.begin(), lens.end());
-    float *scores;
-    rc = pkvk_malloc((void **)&scores, (size_t)b->n_rows * s.hq * max_len * sizeof(float));
-    if (rc) return rc;
-    const int threads = 256;
-    reference_kernel<<<dim3(b->n_rows, s.hq), threads, (s.d + threads) * sizeof(float),
-                       pkvk_stream()>>>((const __half *)b->q, (const __half *)b->k_cache,
-                                        (const __half *)b->v_cache, b->block_table, b->bt_stride,
-                                        b->seq_lens, s.hq, s.hkv, s.page_size, s.d, b->sm_scale,
-                                        scores, max_len, o32);
-    cudaError_t e = cudaGetLastError();
-    if (e == cudaSuccess) e = cudaDeviceSynchronize();
-    pkvk_free(scores);
-    if (e != cudaSuccess) return pkvk_fail_cuda(e, "reference_kernel", __FILE__, __LINE__);
+    if (s.d > REF_THREADS) return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "reference: head dim > 256");
+    reference_kernel<<<dim3(b->n_rows, s.hq), REF_THREADS, (s.d + 2 * REF_THREADS) * sizeof(float),
+                       pkvk_stream()>>>(
+        (const __half *)b->q, (const __half *)b->k_cache, (const __half *)b->v_cache,
+        b->block_table, b->bt_stride, b->seq_lens, s.hq, s.hkv, s.page_size, s.d, b->sm_scale, o32);
+    PKVK_CK_LAUNCH();
     return PKVK_OK;
 }
 

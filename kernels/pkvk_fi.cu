@@ -139,7 +139,8 @@ extern "C" int pkvk_flashinfer_occupancy(const pkvk_shape *s, int *ctas_per_sm) 
     return PKVK_OK;
 }
 
-extern "C" int pkvk_fi_create(pkvk_fi **out, const pkvk_shape *s, int32_t cap_rows) {
+extern "C" int pkvk_fi_create(pkvk_fi **out, const pkvk_shape *s, int32_t cap_rows,
+                              size_t cap_pages) {
     *out = nullptr;
     int rc = check_shape(s);
     if (rc) return rc;
@@ -157,6 +158,8 @@ extern "C" int pkvk_fi_create(pkvk_fi **out, const pkvk_shape *s, int32_t cap_ro
     if (!rc) rc = pkvk_malloc((void **)&f->indptr_d, ip);
     if (!rc) rc = pkvk_malloc((void **)&f->qo_indptr_d, ip);
     if (!rc) rc = pkvk_malloc((void **)&f->last_d, ip);
+    if (!rc && cap_pages) rc = pkvk_malloc((void **)&f->indices_d, cap_pages * sizeof(int32_t));
+    if (!rc) f->cap_indices = cap_pages;
     if (!rc) {
         // One query token per row: qo_indptr is 0, 1, ..., cap_rows for every plan.
         for (int32_t i = 0; i <= cap_rows; i++) f->qo_indptr_h[i] = i;

@@ -41,6 +41,9 @@ void pkvk_workspace_destroy(pkvk_workspace *ws) {}
 int pkvk_plan_upload(pkvk_workspace *ws, const pkvk_plan *p) {
     return PKVK_ERR_NO_DEVICE;
 }
+int pkvk_workspace_flashinfer(pkvk_workspace *ws, size_t cap_pages) {
+    return PKVK_ERR_NO_DEVICE;
+}
 int pkvk_workspace_reserve(pkvk_workspace *ws, size_t extra_bytes) {
     return PKVK_ERR_NO_DEVICE;
 }

@@ -103,7 +103,7 @@ int main(void) {
             float *ref = malloc(h.q_elems * 4), *o = malloc(h.q_elems * 4),
                   *g32 = malloc(h.q_elems * 4);
             uint16_t *tmp = malloc(h.q_elems * 2);
-            pkvk_cpu_reference(&h.b, ref);
+            CHECK(pkvk_cpu_reference(&h.b, ref) == PKVK_OK, "CPU reference");
             /* The GPU FP32 reference agrees with the CPU one. */
             CHECK(pkvk_gpu_reference(&d.b, d.o32) == 0 && pkvk_d2h(g32, d.o32, h.q_elems * 4) == 0,
                   "gpu reference: %s", pkvk_last_error());
@@ -171,7 +171,7 @@ int main(void) {
         CHECK(upload(&h, &d) == 0, "upload: %s", pkvk_last_error());
         float *ref = malloc(h.q_elems * 4), *o = malloc(h.q_elems * 4);
         uint16_t *tmp = malloc(h.q_elems * 2);
-        pkvk_cpu_reference(&h.b, ref);
+        CHECK(pkvk_cpu_reference(&h.b, ref) == PKVK_OK, "CPU reference");
         pkvk_plan p;
         pkvk_workspace *ws;
         CHECK(pkvk_plan_init(&p, 2, 8192) == 0, "plan");

@@ -107,7 +107,7 @@ int main(void) {
             make_batch(&h, r, s, lens, n, 0.5);
             size_t on = (size_t)n * s.hq * s.d;
             float *ref = malloc(on * 4), *o = malloc(on * 4);
-            pkvk_cpu_reference(&h.b, ref);
+            CHECK(pkvk_cpu_reference(&h.b, ref) == PKVK_OK, "CPU reference");
             pkvk_plan p;
             CHECK(pkvk_plan_init(&p, n, 4096) == 0, "plan init");
             float *part = malloc(pkvk_partial_floats(&s, 4096) * 4);

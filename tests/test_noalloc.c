@@ -1,0 +1,142 @@
+/* The step path allocates nothing: every route policy's steps on the model and cpu
+ * backends (and the cuda backend where a GPU is usable), after the first, make no
+ * host allocation (malloc, calloc, realloc, aligned allocations) and no device or
+ * pinned allocation (cudaMalloc and friends). The allocators are wrapped at link
+ * time (-Wl,--wrap), so every call from pkvsim's own code is counted. Steps go
+ * through the batch shapes a run makes: rows joining and leaving, lengths growing
+ * across page boundaries, block-table updates, every step checked against the
+ * reference on the backends that compute outputs. */
+#include "check.h"
+#include "engine.h"
+#include "testrun.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static volatile int counting;
+static long allocs;
+
+void *__real_malloc(size_t n);
+void *__real_calloc(size_t m, size_t n);
+void *__real_realloc(void *p, size_t n);
+int __real_posix_memalign(void **p, size_t a, size_t n);
+void *__wrap_malloc(size_t n);
+void *__wrap_calloc(size_t m, size_t n);
+void *__wrap_realloc(void *p, size_t n);
+int __wrap_posix_memalign(void **p, size_t a, size_t n);
+void *__wrap_malloc(size_t n) {
+    allocs += counting;
+    return __real_malloc(n);
+}
+void *__wrap_calloc(size_t m, size_t n) {
+    allocs += counting;
+    return __real_calloc(m, n);
+}
+void *__wrap_realloc(void *p, size_t n) {
+    allocs += counting;
+    return __real_realloc(p, n);
+}
+int __wrap_posix_memalign(void **p, size_t a, size_t n) {
+    allocs += counting;
+    return __real_posix_memalign(p, a, n);
+}
+#ifdef PKV_HAVE_CUDA
+/* The CUDA runtime's allocators, as the kernel layer calls them. */
+int __real_cudaMalloc(void **p, size_t n);
+int __real_cudaMallocHost(void **p, size_t n);
+int __real_cudaHostAlloc(void **p, size_t n, unsigned f);
+int __wrap_cudaMalloc(void **p, size_t n);
+int __wrap_cudaMallocHost(void **p, size_t n);
+int __wrap_cudaHostAlloc(void **p, size_t n, unsigned f);
+int __wrap_cudaMalloc(void **p, size_t n) {
+    allocs += counting;
+    return __real_cudaMalloc(p, n);
+}
+int __wrap_cudaMallocHost(void **p, size_t n) {
+    allocs += counting;
+    return __real_cudaMallocHost(p, n);
+}
+int __wrap_cudaHostAlloc(void **p, size_t n, unsigned f) {
+    allocs += counting;
+    return __real_cudaHostAlloc(p, n, f);
+}
+#endif
+
+enum { CAP_ROWS = 12, STEPS = 300 };
+
+/* Steps of a batch whose rows come and go and grow: row count cycles through 1..cap,
+ * each row's length grows by one a step from its own start, and a row crossing a
+ * page boundary gets a new table entry (a dirty row, as the allocator makes them). */
+static long steps_allocs(pkv_backend_kind kind, const pkvk_shape *s, const char *policy, int check,
+                         pkv_err *e) {
+    pkv_calib cal;
+    if (pkv_calib_load(&cal, TEST_CALIBRATION, e)) return -1;
+    cal.min_context = 0; /* let adaptive pick PersistentKV routes too */
+    const int32_t max_len = 3000, bt_stride = (max_len + s->page_size - 1) / s->page_size;
+    pkv_backend_spec bs = {
+        .kind = kind, .kv_pages = CAP_ROWS * bt_stride + 8, .bt_stride = bt_stride, .seed = 7};
+    pkv_engine eng;
+    if (pkv_engine_init(&eng, s, &cal, policy, PKV_BUCKET_MODE_EXACT, CAP_ROWS, &bs,
+                        kind == PKV_BACKEND_MODEL ? PKV_CLOCK_PREDICTED : PKV_CLOCK_WALL, e)) {
+        pkv_calib_free(&cal);
+        return -1;
+    }
+    eng.check_every = check;
+    static int32_t bt[CAP_ROWS * 375]; /* bt_stride is at most 375 (page size 8) */
+    int32_t lens[CAP_ROWS], dirty[CAP_ROWS], from[CAP_ROWS];
+    for (int32_t i = 0; i < CAP_ROWS * bt_stride; i++) bt[i] = i; /* each row its own pages */
+    for (int32_t i = 0; i < CAP_ROWS; i++) lens[i] = 100 + 211 * i;
+    long n = 0;
+    for (int step = 0; step < STEPS; step++) {
+        int32_t rows = 1 + (step / 7) % CAP_ROWS, nd = 0;
+        for (int32_t i = 0; i < rows; i++) {
+            lens[i] = lens[i] % (max_len - 1) + 1;
+            if (step == 0 || (lens[i] - 1) % s->page_size == 0) {
+                dirty[nd++] = i;
+                from[i] = step == 0 ? 0 : (lens[i] - 1) / s->page_size;
+            }
+        }
+        pkv_batch_view v = {rows, lens, bt, bt_stride, dirty, nd, from};
+        pkv_step_rec rec = {.index = (uint64_t)step};
+        double adv;
+        counting = step > 0;
+        allocs = 0;
+        int rc = pkv_engine_step(&eng, &v, &rec, &adv, e);
+        counting = 0;
+        if (rc) {
+            n = -1;
+            break;
+        }
+        n += allocs;
+    }
+    pkv_engine_free(&eng);
+    pkv_calib_free(&cal);
+    return n;
+}
+
+int main(void) {
+    static const char *const policies[] = {"adaptive",   "oracle",        "ref_paged",
+                                           "pkv_bucket", "pkv_workqueue", "pkv_fused",
+                                           "flashinfer", "flashinfer_tc"};
+    const pkvk_shape small = {8, 2, 64, 8}, study = {32, 8, 128, 16};
+    pkv_err e;
+    for (int k = 0; k < 8; k++) {
+        long a = steps_allocs(PKV_BACKEND_MODEL, &study, policies[k], 0, &e);
+        CHECK(a == 0, "model backend, %s: %ld allocations in steps (%s)", policies[k], a,
+              a < 0 ? e.msg : "");
+        a = steps_allocs(PKV_BACKEND_CPU, &small, policies[k], 1, &e);
+        CHECK(a == 0, "cpu backend, %s: %ld allocations in steps (%s)", policies[k], a,
+              a < 0 ? e.msg : "");
+    }
+    if (pkvk_device_count() > 0) {
+        for (int k = 0; k < 8; k++) {
+            if (!strncmp(policies[k], "flashinfer", 10) && !pkvk_flashinfer_built()) continue;
+            long a = steps_allocs(PKV_BACKEND_CUDA, &study, policies[k], 5, &e);
+            CHECK(a == 0, "cuda backend, %s: %ld allocations in steps (%s)", policies[k], a,
+                  a < 0 ? e.msg : "");
+        }
+    } else {
+        printf("no GPU: the cuda backend's steps were not counted\n");
+    }
+    CHECK_DONE();
+}
