@@ -44,9 +44,11 @@ typedef struct pkvk_shape {
     int page_size; /* tokens per page */
 } pkvk_shape;
 
-/* One unit of workqueue work: tokens [t_begin, t_end) of one (row, kvh). */
+/* One split of a workqueue plan: tokens [t_begin, t_end) of one row, worked by hkv
+ * CTAs, one per KV head (CTA c of the launch takes split c / hkv, KV head c % hkv).
+ * The layout is the device's: the upload copies the list as it is. */
 typedef struct pkvk_task {
-    int32_t row, kvh, split;
+    int32_t row, split;
     int32_t t_begin, t_end; /* tokens; never empty */
 } pkvk_task;
 
@@ -64,16 +66,15 @@ typedef struct pkvk_plan {
     int32_t n_rows;
     int32_t *split_offsets; /* [n_rows + 1] partial-state slots of row i */
     int32_t n_slots;        /* split_offsets[n_rows] */
-    pkvk_task *tasks;       /* [n_tasks] WORKQUEUE / FUSED */
-    int32_t n_tasks;
-    int32_t *bucket_rows; /* [n_rows] row ids grouped by bucket (BUCKET) */
-    pkvk_bucket *buckets; /* [n_buckets] (BUCKET) */
+    pkvk_task *tasks;       /* [n_slots] WORKQUEUE / FUSED: one entry per split */
+    int32_t n_tasks;        /* WORKQUEUE / FUSED: CTAs, n_slots * hkv */
+    int32_t *bucket_rows;   /* [n_rows] row ids grouped by bucket (BUCKET) */
+    pkvk_bucket *buckets;   /* [n_buckets] (BUCKET) */
     int32_t n_buckets;
     int32_t *lens;        /* [n_rows] true lengths (FLASHINFER*: its planner runs at upload) */
     int32_t chunk_tokens; /* FLASHINFER*: KV chunk; row i's chunk c is tokens
                              [c * chunk_tokens, min((c + 1) * chunk_tokens, len)) */
     int32_t cap_rows, cap_tasks; /* capacities given to pkvk_plan_init */
-    int pinned;                  /* arrays in pinned host memory (a GPU was present) */
     int counts_only;             /* workqueue: count the tasks, do not write the list
                                     (enough for the cost model; nothing can launch it) */
     int tasks_written;           /* workqueue: the task list matches the counts */
@@ -95,11 +96,9 @@ void pkvk_split_range(int32_t len, int32_t S, int32_t s, int32_t *t_begin, int32
 /* Emitters: fill `p` for n_rows rows with true lengths seq_lens. Return PKVK_OK or
  * PKVK_ERR_INVALID when the plan would exceed the capacities. */
 int pkvk_plan_ref(pkvk_plan *p, const int32_t *seq_lens, int32_t n_rows);
-/* splits[i]: requested splits of row i (>= 1); only non-empty splits get a slot and
- * hkv tasks each, so a row's slot count may be lower than requested. A split's hkv
- * tasks are consecutive, KV heads 0..hkv-1 in order, and differ in nothing else: the
- * device keeps one entry per split (the upload refuses a list whose length or first
- * and last KV heads break this). */
+/* splits[i]: requested splits of row i (>= 1); only non-empty splits get a slot (and
+ * a task entry worked by hkv CTAs), so a row's slot count may be lower than
+ * requested. Entries come in slot order. */
 int pkvk_plan_workqueue(pkvk_plan *p, pkv_route route, const pkvk_shape *s, const int32_t *seq_lens,
                         const int32_t *splits, int32_t n_rows);
 /* route_lens[i]: row i's bucket key (tokens); bucket_splits(route_len) per bucket is

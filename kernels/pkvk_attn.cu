@@ -26,8 +26,7 @@ constexpr int STAGES = 3;           // cp.async pipeline depth, per warp
 
 enum Mode { MODE_REF = 0, MODE_BUCKET = 1, MODE_TASKS = 2, MODE_FUSED = 3 };
 
-// A workqueue task group on the device: the plan's hkv tasks of one (row, split),
-// which differ only in their KV head, kept once.
+// A workqueue split on the device, worked by hkv CTAs: the plan's task entry as it is.
 struct Span {
     int32_t row, split, t_begin, t_end;
 };
@@ -551,11 +550,11 @@ int pkvk_plan_pack(pkvk_workspace *w, const pkvk_plan *p, const void *extra, siz
     const bool fi = pkv_route_is_flashinfer(p->route);
     const size_t so = align16(extra_bytes), br = so + align16(sizeof(int32_t) * (p->n_rows + 1));
     const size_t nbr = p->route == PKV_ROUTE_BUCKET ? sizeof(int32_t) * p->n_rows : 0;
-    // The tasks come in groups of hkv (pkvk_plan_workqueue): one span per group.
+    // One span per split entry of the plan, hkv CTAs each.
     const int32_t hkv = w->shape.hkv, n_spans = p->n_tasks / hkv;
-    if (p->n_tasks % hkv ||
-        (n_spans && (p->tasks[0].kvh != 0 || p->tasks[p->n_tasks - 1].kvh != hkv - 1)))
-        return pkvk_fail_msg(PKVK_ERR_INVALID, "workqueue tasks not in groups of the KV heads");
+    static_assert(sizeof(Span) == sizeof(pkvk_task), "a task entry is copied as a span");
+    if (pkv_route_is_workqueue(p->route) && (p->n_tasks % hkv || n_spans != p->n_slots))
+        return pkvk_fail_msg(PKVK_ERR_INVALID, "workqueue tasks are not hkv per split entry");
     const size_t tk = br + align16(nbr), end = fi ? so : tk + sizeof(Span) * n_spans;
     int rc = reserve_arena(w, end);
     if (rc) return rc;
@@ -563,11 +562,7 @@ int pkvk_plan_pack(pkvk_workspace *w, const pkvk_plan *p, const void *extra, siz
     if (!fi) {
         memcpy(w->staging + so, p->split_offsets, sizeof(int32_t) * (p->n_rows + 1));
         if (nbr) memcpy(w->staging + br, p->bucket_rows, nbr);
-        Span *sp = (Span *)(w->staging + tk);
-        for (int32_t g = 0; g < n_spans; g++) {
-            const pkvk_task &t = p->tasks[(size_t)g * hkv];
-            sp[g] = Span{t.row, t.split, t.t_begin, t.t_end};
-        }
+        if (n_spans) memcpy(w->staging + tk, p->tasks, sizeof(Span) * n_spans);
         w->split_offsets = (int32_t *)(w->arena + so);
         w->bucket_rows = (int32_t *)(w->arena + br);
         w->spans = (Span *)(w->arena + tk);

@@ -179,9 +179,10 @@ int pkvk_cpu_run(const pkvk_batch *b, const pkvk_plan *p, float *part, float *o)
     case PKV_ROUTE_FUSED:
         if (p->n_tasks && !p->tasks_written) return PKVK_ERR_INVALID; /* counts only */
         for (int32_t t = 0; t < p->n_tasks; t++) {
-            const pkvk_task *T = &p->tasks[t];
-            attend_range(b, T->row, T->kvh, T->t_begin, T->t_end,
-                         slot_state(s, part, p->split_offsets[T->row] + T->split, T->kvh));
+            const pkvk_task *T = &p->tasks[t / s->hkv];
+            int kvh = t % s->hkv;
+            attend_range(b, T->row, kvh, T->t_begin, T->t_end,
+                         slot_state(s, part, p->split_offsets[T->row] + T->split, kvh));
         }
         break;
     default:

@@ -10,28 +10,15 @@ int pkvk_route_built(pkv_route r) {
            (!pkv_route_is_flashinfer(r) || pkvk_flashinfer_built());
 }
 
-/* Arrays that are uploaded every step live in pinned memory where a GPU exists, so
- * the copies are truly asynchronous; elsewhere in ordinary memory. */
-static void *plan_alloc(const pkvk_plan *p, size_t bytes) {
-    void *x = NULL;
-    if (p->pinned) return pkvk_host_alloc(&x, bytes) ? NULL : x;
-    return malloc(bytes);
-}
-
-static void plan_release(const pkvk_plan *p, void *x) {
-    if (p->pinned)
-        pkvk_host_free(x);
-    else
-        free(x);
-}
-
 int pkvk_plan_init(pkvk_plan *p, int32_t cap_rows, int32_t cap_tasks) {
-    *p = (pkvk_plan){.pinned = pkvk_device_count() > 0};
+    /* Ordinary memory: the upload packs the arrays into the workspace's pinned
+     * staging (or a launch's parameters), so pinning them too would buy nothing. */
+    *p = (pkvk_plan){0};
     if (cap_rows < 1 || cap_tasks < 1) return PKVK_ERR_INVALID;
-    p->split_offsets = plan_alloc(p, sizeof(int32_t) * ((size_t)cap_rows + 1));
-    p->bucket_rows = plan_alloc(p, sizeof(int32_t) * (size_t)cap_rows);
+    p->split_offsets = malloc(sizeof(int32_t) * ((size_t)cap_rows + 1));
+    p->bucket_rows = malloc(sizeof(int32_t) * (size_t)cap_rows);
     p->buckets = malloc(sizeof(pkvk_bucket) * (size_t)cap_rows);
-    p->tasks = plan_alloc(p, sizeof(pkvk_task) * (size_t)cap_tasks);
+    p->tasks = malloc(sizeof(pkvk_task) * (size_t)cap_tasks);
     p->lens = malloc(sizeof(int32_t) * (size_t)cap_rows);
     if (!p->split_offsets || !p->bucket_rows || !p->buckets || !p->tasks || !p->lens) {
         pkvk_plan_free(p);
@@ -43,10 +30,10 @@ int pkvk_plan_init(pkvk_plan *p, int32_t cap_rows, int32_t cap_tasks) {
 }
 
 void pkvk_plan_free(pkvk_plan *p) {
-    plan_release(p, p->split_offsets);
-    plan_release(p, p->bucket_rows);
+    free(p->split_offsets);
+    free(p->bucket_rows);
     free(p->buckets);
-    plan_release(p, p->tasks);
+    free(p->tasks);
     free(p->lens);
     *p = (pkvk_plan){0};
 }
@@ -123,7 +110,7 @@ int pkvk_plan_write_tasks(pkvk_plan *p, const pkvk_shape *s, const int32_t *seq_
             int32_t tb, te;
             /* S is already effective, so every range is non-empty. */
             pkvk_split_range(seq_lens[i], S, sp, &tb, &te);
-            for (int32_t h = 0; h < s->hkv; h++) p->tasks[nt++] = (pkvk_task){i, h, sp, tb, te};
+            p->tasks[nt++] = (pkvk_task){i, sp, tb, te};
         }
     }
     p->tasks_written = 1;

@@ -146,8 +146,7 @@ int main(void) {
                         CHECK(pkv_tol_ok(mx, mean),
                               "G=%d ps=%d %s S=%d rep %d: max|e| %.3g mean|e| %.3g (NaN: an "
                               "output was not written)",
-                              Gs[gi], pss[pi], pkv_route_name((pkv_route)route), S, rep, mx,
-                              mean);
+                              Gs[gi], pss[pi], pkv_route_name((pkv_route)route), S, rep, mx, mean);
                     }
                 }
             }
@@ -268,8 +267,8 @@ int main(void) {
         pkvk_compare(o, NULL, ref, h.q_elems, &mx, &mean);
         CHECK(pkv_tol_ok(mx, mean), "long %s: max|e| %.3g mean|e| %.3g",
               pkv_route_name((pkv_route)route), mx, mean);
-        printf("long rows, %-14s max|e| %.3g mean|e| %.3g\n", pkv_route_name((pkv_route)route),
-               mx, mean);
+        printf("long rows, %-14s max|e| %.3g mean|e| %.3g\n", pkv_route_name((pkv_route)route), mx,
+               mean);
     }
     if (fi_built) {
         /* A partition FlashInfer's planner would not make is refused at upload. */
@@ -279,13 +278,14 @@ int main(void) {
         CHECK(pkvk_plan_upload(ws, fp) == PKVK_ERR_INVALID, "a wrong mirror was accepted");
         printf("mirror mismatch refused: %s\n", pkvk_last_error());
     }
-    /* A workqueue list not in groups of the KV heads is refused at upload. */
+    /* A workqueue plan whose CTA count is not hkv per split entry is refused. */
     {
         pkvk_plan *wp = &pl.plans[PKV_ROUTE_WORKQUEUE];
         CHECK(pkv_planner_build(&pl, PKV_ROUTE_WORKQUEUE, lens, 3) == 0, "plan");
-        wp->tasks[0].kvh = 1;
+        wp->n_tasks += 1;
         CHECK(pkvk_plan_upload(ws, wp) == PKVK_ERR_INVALID,
-              "a task list out of groups was accepted");
+              "a task count that is not hkv per split was accepted");
+        wp->n_tasks -= 1;
     }
     CHECK(uploads[0] > 10 && uploads[1] > 0 && uploads[2] > 10,
           "upload paths not all taken: %d in parameters, %d too large, %d copied", uploads[0],

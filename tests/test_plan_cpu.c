@@ -19,27 +19,24 @@ static int32_t fixed_splits(int32_t route_len, int32_t rows, void *ctx) {
     return *(int32_t *)ctx;
 }
 
-/* Tasks cover each (row, kvh) token range exactly once, none empty, slots compact,
- * and each split's hkv tasks are consecutive, KV heads in order (the device keeps
- * one entry per split). */
+/* Task entries (one per split, hkv CTAs each) cover each row's token range exactly
+ * once, none empty, in slot order, slots compact. */
 static void check_tasks(const pkvk_plan *p, const pkvk_shape *s, const int32_t *lens, int n) {
     CHECK(p->split_offsets[n] == p->n_slots, "n_slots");
     CHECK(p->n_tasks == p->n_slots * s->hkv, "%d tasks for %d slots", p->n_tasks, p->n_slots);
-    char *seen = calloc((size_t)p->n_slots * s->hkv + 1, 1);
-    for (int32_t t = 0; t < p->n_tasks; t++) {
-        const pkvk_task *T = &p->tasks[t], *L = &p->tasks[t - t % s->hkv];
-        CHECK(T->row >= 0 && T->row < n && T->kvh == t % s->hkv, "task %d", t);
-        CHECK(T->row == L->row && T->split == L->split && T->t_begin == L->t_begin &&
-                  T->t_end == L->t_end,
-              "task %d differs from its group's first in more than the KV head", t);
+    char *seen = calloc((size_t)p->n_slots + 1, 1);
+    for (int32_t t = 0; t < p->n_slots; t++) {
+        const pkvk_task *T = &p->tasks[t];
+        CHECK(T->row >= 0 && T->row < n, "task %d", t);
+        CHECK(p->split_offsets[T->row] + T->split == t, "task %d out of slot order", t);
         int32_t S = p->split_offsets[T->row + 1] - p->split_offsets[T->row], tb, te;
         CHECK(T->split >= 0 && T->split < S, "task split %d outside row %d's slots", T->split,
               T->row);
         pkvk_split_range(lens[T->row], S, T->split, &tb, &te);
         CHECK(T->t_begin == tb && T->t_end == te && te > tb, "task %d: [%d, %d) for [%d, %d)", t,
               T->t_begin, T->t_end, tb, te);
-        size_t k = (size_t)(p->split_offsets[T->row] + T->split) * s->hkv + T->kvh;
-        CHECK(!seen[k], "row %d kvh %d split %d twice", T->row, T->kvh, T->split);
+        size_t k = (size_t)(p->split_offsets[T->row] + T->split);
+        CHECK(!seen[k], "row %d split %d twice", T->row, T->split);
         seen[k] = 1;
     }
     free(seen);
@@ -172,7 +169,7 @@ int main(void) {
              * is longer than the mean load. */
             const pkvk_plan *wq = &pl.plans[PKV_ROUTE_WORKQUEUE];
             int64_t W = (int64_t)cal.resident_ctas_per_sm * cal.sm_count, total = 0, longest = 0;
-            for (int32_t t = 0; t < wq->n_tasks; t++) {
+            for (int32_t t = 0; t < wq->n_slots; t++) {
                 int64_t k = pkvk_tiles(wq->tasks[t].t_end) - wq->tasks[t].t_begin / PKVK_TILE;
                 if (k > longest) longest = k;
             }
