@@ -16,6 +16,7 @@
 
 #include "pkvk_cuda.h"
 #include "pkvk_fi.h"
+#include "pkvk_softmax.h"
 
 namespace {
 
@@ -127,8 +128,8 @@ __device__ void merge_states(const float *ml, const float *acc, int n, int strid
                 M = fmaxf(M, ld<LOAD_CG>(ml + (size_t)s * stride_ml + 2 * g));
             for (int s = 0; s < n; s++) {
                 float m = ld<LOAD_CG>(ml + (size_t)s * stride_ml + 2 * g);
-                if (m == neg_inf()) continue;
-                float c = exp2f(m - M);
+                if (m == neg_inf()) continue; // a neutral state: weight 0, acc not read
+                float c = pkvk_sm_weight(m, M);
                 L += c * ld<LOAD_CG>(ml + (size_t)s * stride_ml + 2 * g + 1);
                 a += c * ld<LOAD_CG>(acc + (size_t)s * stride_acc + g * D + tid);
             }
@@ -150,11 +151,12 @@ __device__ void merge_states(const float *ml, const float *acc, int n, int strid
         for (int s = lane; s < n; s += 32) M = fmaxf(M, wg[s]);
         for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
         float L = 0.f;
-        for (int s = lane; s < n; s += 32)
-            if (wg[s] != neg_inf()) L += exp2f(wg[s] - M) * lg[s];
+        for (int s = lane; s < n; s += 32) L += pkvk_sm_weight(wg[s], M) * lg[s];
         for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o);
         __syncwarp();
-        for (int s = lane; s < n; s += 32) wg[s] = wg[s] == neg_inf() ? 0.f : exp2f(wg[s] - M) / L;
+        // Neutral states weigh 0 even where L is 0 (tested before the division).
+        for (int s = lane; s < n; s += 32)
+            wg[s] = wg[s] == neg_inf() ? 0.f : pkvk_sm_weight(wg[s], M) / L;
     }
     __syncthreads();
     float a[NG];
@@ -293,14 +295,12 @@ __global__ void __launch_bounds__(THREADS) attn_kernel(const Params p) {
             }
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        float m_new = fmaxf(m, mx), c = 1.f;
-        if (m_new != neg_inf()) {
-            c = exp2f(m - m_new); // 0 when m = -inf
+        float c = pkvk_sm_fold(&m, mx);
+        if (m != neg_inf()) {
 #pragma unroll
             for (int n = 0; n < 2; n++)
 #pragma unroll
-                for (int j = 0; j < 2; j++) sc[n][j] = exp2f(sc[n][j] - m_new);
-            m = m_new;
+                for (int j = 0; j < 2; j++) sc[n][j] = exp2f(sc[n][j] - m);
         } else { // no valid token seen yet by this warp
 #pragma unroll
             for (int n = 0; n < 2; n++) sc[n][0] = sc[n][1] = 0.f;
@@ -340,13 +340,13 @@ __global__ void __launch_bounds__(THREADS) attn_kernel(const Params p) {
         for (int w = 0; w < WARPS; w++) M = fmaxf(M, red_ml[(w * G + tid) * 2]);
         for (int w = 0; w < WARPS; w++) {
             float mw = red_ml[(w * G + tid) * 2];
-            if (mw != neg_inf()) L += exp2f(mw - M) * red_ml[(w * G + tid) * 2 + 1];
+            L += pkvk_sm_weight(mw, M) * red_ml[(w * G + tid) * 2 + 1];
         }
         fin[tid * 2] = M, fin[tid * 2 + 1] = L;
     }
     __syncthreads();
     if (r < G) {
-        float c = m == neg_inf() ? 0.f : exp2f(m - fin[r * 2]);
+        float c = pkvk_sm_weight(m, fin[r * 2]);
 #pragma unroll
         for (int n = 0; n < D / 8; n++) {
             red_acc[(warp * G + r) * D + n * 8 + cq] = o[n][0] * c;

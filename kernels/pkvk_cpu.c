@@ -1,7 +1,9 @@
 /* CPU side of the kernel layer: a plain FP32 reference, and a mirror of the GPU
- * algorithm (per-split online softmax over 32-token tiles, then the exact merge)
+ * algorithm (per-split online softmax over 32-token tiles, then the exact merge, by
+ * the rules of pkvk_softmax.h)
  * that runs any plan, so that scheduling logic is tested where there is no GPU. */
 #include "pkvk.h"
+#include "pkvk_softmax.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -57,10 +59,8 @@ size_t pkvk_partial_floats(const pkvk_shape *s, int32_t n_slots) {
 }
 
 /* One online-softmax state (m, l, acc[d]) per query head, stored as acc[0..d-1],
- * m at acc[d], l at acc[d+1].
- * init: the neutral state m = -inf, l = 0, acc = 0 (what an empty split writes).
- * update: fold in one tile of scores; exp(m_old - m_new) is 0 when m_old = -inf.
- * merge: combine two states; a neutral operand contributes exp(-inf) = 0. */
+ * m at acc[d], l at acc[d+1]; the rules (log2 domain, neutral states, edge cases)
+ * are pkvk_softmax.h's, the ones the GPU kernels use. */
 static void state_init(float *st, int d) {
     memset(st, 0, sizeof(float) * (size_t)d);
     st[d] = -INFINITY;
@@ -68,11 +68,11 @@ static void state_init(float *st, int d) {
 }
 
 static void state_merge(float *dst, const float *src, int d) {
-    float m = fmaxf(dst[d], src[d]);
-    if (m == -INFINITY) return; /* both neutral */
-    float cd = expf(dst[d] - m), cs = expf(src[d] - m);
+    float M = fmaxf(dst[d], src[d]);
+    if (M == -INFINITY) return; /* both neutral */
+    float cd = pkvk_sm_weight(dst[d], M), cs = pkvk_sm_weight(src[d], M);
     for (int j = 0; j < d; j++) dst[j] = dst[j] * cd + src[j] * cs;
-    dst[d] = m;
+    dst[d] = M;
     dst[d + 1] = dst[d + 1] * cd + src[d + 1] * cs;
 }
 
@@ -82,6 +82,7 @@ static void attend_range(const pkvk_batch *b, int32_t row, int kvh, int32_t t_be
                          float *st) {
     const pkvk_shape *s = &b->shape;
     int G = s->hq / s->hkv, d = s->d;
+    const float scale = b->sm_scale * PKVK_LOG2E;
     float q[PKVK_MAX_HEAD_DIM], sc[PKVK_TILE];
     for (int g = 0; g < G; g++) {
         float *x = st + (size_t)g * (d + 2);
@@ -90,21 +91,20 @@ static void attend_range(const pkvk_batch *b, int32_t row, int kvh, int32_t t_be
         for (int j = 0; j < d; j++) q[j] = pkvk_h2f(qh[j]);
         for (int32_t t0 = t_begin; t0 < t_end; t0 += PKVK_TILE) {
             int n = t_end - t0 < PKVK_TILE ? t_end - t0 : PKVK_TILE;
-            float m_new = x[d];
+            float mx = -INFINITY;
             for (int t = 0; t < n; t++) {
-                sc[t] = dot_qk(q, kv_row(b, b->k_cache, row, kvh, t0 + t), d) * b->sm_scale;
-                m_new = fmaxf(m_new, sc[t]);
+                sc[t] = dot_qk(q, kv_row(b, b->k_cache, row, kvh, t0 + t), d) * scale;
+                mx = fmaxf(mx, sc[t]);
             }
-            float c = expf(x[d] - m_new);
+            float c = pkvk_sm_fold(&x[d], mx);
             for (int j = 0; j < d; j++) x[j] *= c;
             x[d + 1] *= c;
             for (int t = 0; t < n; t++) {
-                float w = expf(sc[t] - m_new);
+                float w = pkvk_sm_weight(sc[t], x[d]);
                 const uint16_t *v = kv_row(b, b->v_cache, row, kvh, t0 + t);
                 x[d + 1] += w;
                 for (int j = 0; j < d; j++) x[j] += w * pkvk_h2f(v[j]);
             }
-            x[d] = m_new;
         }
     }
 }
