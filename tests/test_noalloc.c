@@ -2,7 +2,9 @@
  * backends (and the cuda backend where a GPU is usable), after the first, make no
  * host allocation (malloc, calloc, realloc, aligned allocations) and no device or
  * pinned allocation (cudaMalloc and friends). The allocators are wrapped at link
- * time (-Wl,--wrap), so every call from pkvsim's own code is counted. Steps go
+ * time (-Wl,--wrap), so every call from pkvsim's own code (and the statically linked
+ * CUDA runtime's) is counted; the steps are counted on a second pass over the same
+ * sequence, after each kernel's first launch has loaded it. Steps go
  * through the batch shapes a run makes: rows joining and leaving, lengths growing
  * across page boundaries, block-table updates, every step checked against the
  * reference on the backends that compute outputs. */
@@ -10,11 +12,27 @@
 #include "engine.h"
 #include "testrun.h"
 
+#include <execinfo.h>
 #include <stdlib.h>
 #include <string.h>
 
 static volatile int counting;
-static long allocs;
+static long allocs, shown;
+
+/* A counted allocation: its call stack goes to stderr (addresses; addr2line -e
+ * test_noalloc names them), the first few times. */
+#define COUNT()                                                                                    \
+    do {                                                                                           \
+        if (counting) {                                                                            \
+            allocs++;                                                                              \
+            if (shown++ < 4) {                                                                     \
+                void *pcs[16];                                                                     \
+                counting = 0;                                                                      \
+                backtrace_symbols_fd(pcs, backtrace(pcs, 16), 2);                                  \
+                counting = 1;                                                                      \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
 
 void *__real_malloc(size_t n);
 void *__real_calloc(size_t m, size_t n);
@@ -25,19 +43,19 @@ void *__wrap_calloc(size_t m, size_t n);
 void *__wrap_realloc(void *p, size_t n);
 int __wrap_posix_memalign(void **p, size_t a, size_t n);
 void *__wrap_malloc(size_t n) {
-    allocs += counting;
+    COUNT();
     return __real_malloc(n);
 }
 void *__wrap_calloc(size_t m, size_t n) {
-    allocs += counting;
+    COUNT();
     return __real_calloc(m, n);
 }
 void *__wrap_realloc(void *p, size_t n) {
-    allocs += counting;
+    COUNT();
     return __real_realloc(p, n);
 }
 int __wrap_posix_memalign(void **p, size_t a, size_t n) {
-    allocs += counting;
+    COUNT();
     return __real_posix_memalign(p, a, n);
 }
 #ifdef PKV_HAVE_CUDA
@@ -49,15 +67,15 @@ int __wrap_cudaMalloc(void **p, size_t n);
 int __wrap_cudaMallocHost(void **p, size_t n);
 int __wrap_cudaHostAlloc(void **p, size_t n, unsigned f);
 int __wrap_cudaMalloc(void **p, size_t n) {
-    allocs += counting;
+    COUNT();
     return __real_cudaMalloc(p, n);
 }
 int __wrap_cudaMallocHost(void **p, size_t n) {
-    allocs += counting;
+    COUNT();
     return __real_cudaMallocHost(p, n);
 }
 int __wrap_cudaHostAlloc(void **p, size_t n, unsigned f) {
-    allocs += counting;
+    COUNT();
     return __real_cudaHostAlloc(p, n, f);
 }
 #endif
@@ -86,8 +104,10 @@ static long steps_allocs(pkv_backend_kind kind, const pkvk_shape *s, const char 
     int32_t lens[CAP_ROWS], dirty[CAP_ROWS], from[CAP_ROWS];
     for (int32_t i = 0; i < CAP_ROWS * bt_stride; i++) bt[i] = i; /* each row its own pages */
     for (int32_t i = 0; i < CAP_ROWS; i++) lens[i] = 100 + 211 * i;
+    /* Two passes over the same sequence, counted in the second: the CUDA runtime loads
+     * a kernel's module at its first launch (lazy loading), which allocates once. */
     long n = 0;
-    for (int step = 0; step < STEPS; step++) {
+    for (int step = 0; step < 2 * STEPS; step++) {
         int32_t rows = 1 + (step / 7) % CAP_ROWS, nd = 0;
         for (int32_t i = 0; i < rows; i++) {
             lens[i] = lens[i] % (max_len - 1) + 1;
@@ -99,7 +119,7 @@ static long steps_allocs(pkv_backend_kind kind, const pkvk_shape *s, const char 
         pkv_batch_view v = {rows, lens, bt, bt_stride, dirty, nd, from};
         pkv_step_rec rec = {.index = (uint64_t)step};
         double adv;
-        counting = step > 0;
+        counting = step >= STEPS;
         allocs = 0;
         int rc = pkv_engine_step(&eng, &v, &rec, &adv, e);
         counting = 0;
