@@ -1,0 +1,44 @@
+/* pkvk: measuring helpers for benchmarks, calibration and the cuda backend's step
+ * timing: event timers and marks, L2 flush, the measured ceilings. */
+#ifndef PKVK_BENCH_H
+#define PKVK_BENCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pkvk_core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Event timer on the kernels' stream: milliseconds between start and stop. */
+int pkvk_timer_start(void);
+int pkvk_timer_stop(float *ms);
+/* Events for intervals inside a step: record mark k (0..7) on the stream now;
+ * pkvk_mark_elapsed waits for mark b and returns ms between marks a and b. */
+int pkvk_mark(int k);
+int pkvk_mark_elapsed(int a, int b, float *ms);
+/* Evict the L2 by writing a buffer twice its size. */
+int pkvk_flush_l2(void);
+
+typedef struct pkvk_ceilings {
+    double copy_gbps; /* device-to-device copy, bytes read + written per second / 1e9 */
+    double read_gbps; /* read-only streaming kernel */
+    double launch_us; /* back-to-back empty kernel launch */
+    /* From an idle GPU (the host busy for 20 us before each): */
+    double idle_launch_us; /* host wall of one empty launch and the wait for it */
+    double step_floor_us;  /* the least host overhead of a step shaped like the cuda
+                              backend's: event, a one-block kernel, event, an empty
+                              kernel, event, wait; wall minus the time between the
+                              last two events */
+} pkvk_ceilings;
+int pkvk_measure_ceilings(pkvk_ceilings *c);
+/* The read-only streaming kernel over `bytes` contiguous bytes, L2 flushed: median
+ * of reps calls, in ms. */
+int pkvk_time_read(size_t bytes, int reps, float *ms);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,114 @@
+/* pkvk: plans (flat integer offsets the device only launches) and the host
+ * planners' mechanism: split ranges, workqueue tasks, length buckets, FlashInfer's
+ * planners mirrored in C. The policy (how many splits) is the engine's. */
+#ifndef PKVK_PLAN_H
+#define PKVK_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pkvk_core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One split of a workqueue plan: tokens [t_begin, t_end) of one row, worked by hkv
+ * CTAs, one per KV head (CTA c of the launch takes split c / hkv, KV head c % hkv).
+ * The layout is the device's: the upload copies the list as it is. */
+typedef struct pkvk_task {
+    int32_t row, split;
+    int32_t t_begin, t_end; /* tokens; never empty */
+} pkvk_task;
+
+/* Rows [row_begin, row_end) of plan->bucket_rows share one launch with `splits`. */
+typedef struct pkvk_bucket {
+    int32_t row_begin, row_end;
+    int32_t splits;
+    int32_t route_len; /* tokens: the length the bucket was formed on */
+} pkvk_bucket;
+
+/* A flat plan. Arrays are allocated once by pkvk_plan_init (the caller's workspace)
+ * and refilled by the pkvk_plan_* emitters without allocating. */
+typedef struct pkvk_plan {
+    pkv_route route;
+    int32_t n_rows;
+    int32_t *split_offsets; /* [n_rows + 1] partial-state slots of row i */
+    int32_t n_slots;        /* split_offsets[n_rows] */
+    pkvk_task *tasks;       /* [n_slots] WORKQUEUE / FUSED: one entry per split */
+    int32_t n_tasks;        /* WORKQUEUE / FUSED: CTAs, n_slots * hkv */
+    int32_t *bucket_rows;   /* [n_rows] row ids grouped by bucket (BUCKET) */
+    pkvk_bucket *buckets;   /* [n_buckets] (BUCKET) */
+    int32_t n_buckets;
+    int32_t *lens;        /* [n_rows] true lengths (FLASHINFER*: its planner runs at upload) */
+    int32_t chunk_tokens; /* FLASHINFER*: KV chunk; row i's chunk c is tokens
+                             [c * chunk_tokens, min((c + 1) * chunk_tokens, len)) */
+    int32_t cap_rows, cap_tasks; /* capacities given to pkvk_plan_init */
+    int counts_only;             /* workqueue: count the tasks, do not write the list
+                                    (enough for the cost model; nothing can launch it) */
+    int tasks_written;           /* workqueue: the task list matches the counts */
+} pkvk_plan;
+
+int pkvk_plan_init(pkvk_plan *p, int32_t cap_rows, int32_t cap_tasks);
+void pkvk_plan_free(pkvk_plan *p);
+
+/* Tiles of a row of `len` tokens. */
+static inline int32_t pkvk_tiles(int32_t len) {
+    return (len + PKVK_TILE - 1) / PKVK_TILE;
+}
+
+/* Token range of split s of S over a row of true length len: tiles are dealt in
+ * contiguous runs of ceil(tiles/S); a split past the last tile is empty (begin ==
+ * end == len). */
+void pkvk_split_range(int32_t len, int32_t S, int32_t s, int32_t *t_begin, int32_t *t_end);
+
+/* Emitters: fill `p` for n_rows rows with true lengths seq_lens. Return PKVK_OK or
+ * PKVK_ERR_INVALID when the plan would exceed the capacities. */
+int pkvk_plan_ref(pkvk_plan *p, const int32_t *seq_lens, int32_t n_rows);
+/* splits[i]: requested splits of row i (>= 1); only non-empty splits get a slot (and
+ * a task entry worked by hkv CTAs), so a row's slot count may be lower than
+ * requested. Entries come in slot order. */
+int pkvk_plan_workqueue(pkvk_plan *p, pkv_route route, const pkvk_shape *s, const int32_t *seq_lens,
+                        const int32_t *splits, int32_t n_rows);
+/* route_lens[i]: row i's bucket key (tokens); bucket_splits(route_len) per bucket is
+ * given as splits_of_len, evaluated once per distinct length. Rows keep their
+ * order inside a bucket; buckets come in decreasing route length. Empty splits keep
+ * their slot (the kernel writes the neutral state there). */
+/* Write the task list of a workqueue plan made counts-only (its split_offsets say
+ * each row's splits): the chosen route of a step is laid out without planning again. */
+int pkvk_plan_write_tasks(pkvk_plan *p, const pkvk_shape *s, const int32_t *seq_lens);
+int pkvk_plan_bucket(pkvk_plan *p, const int32_t *seq_lens, const int32_t *route_lens,
+                     int32_t n_rows,
+                     int32_t (*splits_of_len)(int32_t route_len, int32_t rows, void *ctx),
+                     void *ctx);
+
+/* The smallest chunk c in [lo, max(lo, hi)] whose units(c) fit budget, units being
+ * non-increasing in c (both the split planner and FlashInfer's use this search). */
+static inline int64_t pkvk_smallest_chunk(int64_t lo, int64_t hi, int64_t budget,
+                                          int64_t (*units)(int64_t chunk, const void *ctx),
+                                          const void *ctx) {
+    if (hi < lo) hi = lo;
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (units(mid, ctx) > budget)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* FlashInfer's planners mirrored in C (flashinfer-python 0.7.4, scheduler.cuh), so
+ * that every backend, the model one included, counts the CTAs and partial states the
+ * FlashInfer routes run: split_offsets[i] are row i's KV chunks. DecodePlan bounds
+ * its grid by its kernel's occupancy (decode_ctas_per_sm, from
+ * pkvk_flashinfer_occupancy on a GPU); PrefillPlan by 2 CTAs per SM. The upload runs
+ * FlashInfer's own planner and refuses a partition that differs from this one. */
+int pkvk_plan_flashinfer(pkvk_plan *p, pkv_route route, const pkvk_shape *s,
+                         const int32_t *seq_lens, int32_t n_rows, int32_t sm_count,
+                         int32_t decode_ctas_per_sm);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,38 @@
+/* pkvk: the references every route is checked against (CPU FP32, GPU FP32) and the
+ * CPU mirror of the GPU algorithm. */
+#ifndef PKVK_REF_H
+#define PKVK_REF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pkvk_core.h"
+#include "pkvk_plan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- CPU reference and mirror (host pointers) ------------------------------------ */
+/* Plain FP32 attention: o [n_rows][hq][d]. Allocates nothing; PKVK_ERR_UNSUPPORTED
+ * for a head dimension above PKVK_MAX_HEAD_DIM. */
+enum { PKVK_MAX_HEAD_DIM = 512 };
+int pkvk_cpu_reference(const pkvk_batch *b, float *o);
+/* The same algorithm the GPU runs, in plain C: each split's online-softmax partial
+ * state over its token range, then the segmented merge. part: workspace of
+ * pkvk_partial_floats(shape, plan->n_slots) floats. o as above. */
+int pkvk_cpu_run(const pkvk_batch *b, const pkvk_plan *p, float *part, float *o);
+size_t pkvk_partial_floats(const pkvk_shape *s, int32_t n_slots);
+/* Max and mean of |o - ref| over n elements, o given as floats (o32) or as fp16
+ * (o16; pass NULL for the other). A NaN in o (an unwritten output) makes max NaN. */
+void pkvk_compare(const float *o32, const uint16_t *o16, const float *ref, size_t n,
+                  double *max_err, double *mean_err);
+
+/* FP32 GPU reference into o32 (device, float [n_rows][hq][d]): one launch on the
+ * kernels' stream, nothing allocated (head dim up to 256). */
+int pkvk_gpu_reference(const pkvk_batch *b, float *o32);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,127 @@
+/* pkvk: running on the GPU: device memory, the workspace and its uploads, launches,
+ * the step's prologue, prefill's page write, the MLP tail, CUDA graph replay. */
+#ifndef PKVK_RUN_H
+#define PKVK_RUN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pkvk_core.h"
+#include "pkvk_plan.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+int pkvk_malloc(void **p, size_t bytes);
+void pkvk_free(void *p);
+int pkvk_h2d(void *dst, const void *src, size_t bytes);
+int pkvk_d2h(void *dst, const void *src, size_t bytes);
+int pkvk_memset(void *dst, int value, size_t bytes);
+int pkvk_sync(void);
+
+/* Device workspace for one batch shape limit: partial states, fused-merge
+ * counters and the device copy of a plan. */
+typedef struct pkvk_workspace pkvk_workspace;
+int pkvk_workspace_create(pkvk_workspace **ws, const pkvk_shape *s, int32_t cap_rows,
+                          int32_t cap_slots, int32_t cap_tasks);
+void pkvk_workspace_destroy(pkvk_workspace *ws);
+/* Copy the plan's arrays to the device (outside the timed region in benchmarks). */
+int pkvk_plan_upload(pkvk_workspace *ws, const pkvk_plan *p);
+/* Make FlashInfer's state now (its workspaces, 136 MiB) with room for cap_pages pages
+ * in its page list, where the routes are built; else nothing. Without it the state
+ * is made by the first FlashInfer plan. */
+int pkvk_workspace_flashinfer(pkvk_workspace *ws, size_t cap_pages);
+/* Make room for plans with up to extra_bytes of step metadata, so that no upload
+ * allocates (none may while a CUDA graph is being captured). */
+int pkvk_workspace_reserve(pkvk_workspace *ws, size_t extra_bytes);
+/* Launch the uploaded plan on a device batch. Asynchronous; checks launch errors.
+ * *launches receives the number of kernel launches made. */
+int pkvk_launch(pkvk_workspace *ws, const pkvk_batch *b, const pkvk_plan *p, int *launches);
+/* The FlashInfer routes: 1 when compiled in (CMake -DPKV_FLASHINFER_DIR=...).
+ * Before launching a FlashInfer plan, pack its CSR page list from the batch's block
+ * table (one launch; again whenever the block table or lengths change). */
+int pkvk_flashinfer_built(void);
+int pkvk_pack_csr(pkvk_workspace *ws, const pkvk_batch *b);
+/* Resident CTAs per SM of FlashInfer's CUDA-core decode kernel for this shape. */
+int pkvk_flashinfer_occupancy(const pkvk_shape *s, int *decode_ctas_per_sm);
+/* Pinned host memory (for asynchronous uploads) and an asynchronous copy on the
+ * kernels' stream. */
+int pkvk_host_alloc(void **p, size_t bytes);
+void pkvk_host_free(void *p);
+int pkvk_h2d_async(void *dst, const void *src, size_t bytes);
+
+/* One decode step's prologue, as a serving engine runs it before attention, on
+ * device arrays. stage (host, 2 * n_rows + 3 * n_updates int32) holds the rows'
+ * lengths, then the page each row's new token lands in, then (row, idx, page)
+ * block-table updates:
+ *  - seq_lens[i] = stage[i] for i < n_rows;
+ *  - block_table[row * bt_stride + idx] = page for each update;
+ *  - every row appends its new token (position seq_lens[i] - 1, into page
+ *    stage[n_rows + i]): K and V of each KV head copied from row
+ *    (first_src + i) % src_rows of src_k / src_v ([src_rows][hkv][d] fp16, prepared
+ *    random content), and Q of the step copied likewise from src_q
+ *    ([src_rows][hq][d]) into q. */
+typedef struct pkvk_step {
+    int32_t n_rows, n_updates;
+    const int32_t *stage; /* host */
+    int32_t *seq_lens, *block_table;
+    int32_t bt_stride;
+    uint16_t *k_cache, *v_cache, *q;
+    const uint16_t *src_k, *src_v, *src_q;
+    int32_t src_rows;
+    int64_t first_src;
+} pkvk_step;
+
+/* How a step's metadata reaches the device (pkvk_step_upload). */
+typedef enum pkvk_upload_mode {
+    PKVK_UPLOAD_PARAMS = 0, /* in the prologue launch's parameters when it fits (32 KB),
+                               else as COPY */
+    PKVK_UPLOAD_COPY = 1,   /* one host-to-device copy, then the prologue launch */
+} pkvk_upload_mode;
+
+/* Upload plan p for pkvk_launch together with the step's prologue (step may be NULL:
+ * the plan alone, no prologue). With PKVK_UPLOAD_PARAMS and metadata (stage and the
+ * plan's arrays) that fit, this is one kernel launch whose parameters carry them: it
+ * applies the stage and writes the plan's arrays into the workspace. Otherwise one
+ * copy and one launch. *copies (may be NULL) receives the host-to-device copies made
+ * (0 or 1). Asynchronous; a FlashInfer plan is also made here (its planner copies
+ * on its own). */
+int pkvk_step_upload(pkvk_workspace *ws, const pkvk_plan *p, const pkvk_step *step,
+                     pkvk_upload_mode mode, int *copies);
+
+/* Prefill's K/V write: every listed page (pages: device, n_pages ids) of both caches
+ * gets the content the pool was filled with, element e of a cache being blk[e %
+ * blk_n] (blk_k / blk_v: device, blk_n a multiple of 8), in one launch. */
+int pkvk_fill_pages(const pkvk_shape *s, uint16_t *k_cache, uint16_t *v_cache, const int32_t *pages,
+                    int32_t n_pages, const uint16_t *blk_k, const uint16_t *blk_v, size_t blk_n);
+
+/* Gated MLP tail (a model-level proxy after attention): Y = X [W_gate | W_up],
+ * A = silu(Y_gate) * Y_up, Z = A W_down, FP16 with FP32 accumulation (cuBLAS).
+ * X: device [rows][hidden]; weights [hidden][2 * inter] and [inter][hidden], tiled
+ * from w (w_n halves of prepared random content). */
+typedef struct pkvk_mlp pkvk_mlp;
+int pkvk_mlp_create(pkvk_mlp **m, int hidden, int inter, int cap_rows, const uint16_t *w,
+                    size_t w_n);
+/* Asynchronous; *out receives the device output Z [rows][hidden]. */
+int pkvk_mlp_run(pkvk_mlp *m, int rows, const uint16_t *x, const uint16_t **out);
+void pkvk_mlp_destroy(pkvk_mlp *m);
+
+/* CUDA graph replay (an ablation): capture what the kernel layer enqueues between
+ * begin and end into a graph; end updates the executable graph in place when the
+ * topology allows (*reused = 1) or instantiates a new one; launch replays it. On an
+ * error between begin and end, call pkvk_graph_abort. */
+typedef struct pkvk_graph pkvk_graph;
+int pkvk_graph_begin(void);
+int pkvk_graph_end(pkvk_graph **g, int *reused);
+int pkvk_graph_launch(pkvk_graph *g);
+void pkvk_graph_abort(void);
+void pkvk_graph_destroy(pkvk_graph *g);
+
+/* Resident attention CTAs per SM for head dim d and group size G (occupancy). */
+int pkvk_occupancy(int d, int G, int *ctas_per_sm);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
