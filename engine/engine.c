@@ -22,10 +22,15 @@ static pkv_backend *make_backend(pkv_engine *eng, const pkv_backend_spec *b, int
         return pkv_backend_cpu_create(&eng->shape, b->kv_pages, cap_rows,
                                       eng->planner.plans[0].cap_tasks, b->seed, e);
     case PKV_BACKEND_CUDA: {
+#ifdef PKV_HAVE_CUDA
         int32_t cap = eng->planner.plans[0].cap_tasks;
         return pkv_backend_cuda_create(
             &eng->shape, b->kv_pages, cap_rows, b->bt_stride, cap, cap, b->mlp_inter, b->cuda_graph,
             b->metadata_copy ? PKVK_UPLOAD_COPY : PKVK_UPLOAD_PARAMS, b->seed, e);
+#else
+        pkv_fail(e, "--backend cuda: %s", pkvk_last_error());
+        return NULL;
+#endif
     }
     default:
         be = pkv_backend_model_create();

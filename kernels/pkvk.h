@@ -6,8 +6,9 @@
  * A CTA computes all G = hq/hkv query heads that share one KV head.
  *
  * Plan and run are split: the host builds a pkvk_plan (integer offsets only), the
- * device side only launches. No CUDA type appears here; without CUDA the device
- * entry points return PKVK_ERR_NO_DEVICE and pkvk_device_count() is 0.
+ * device side only launches. No CUDA type appears here. Without CUDA only the
+ * host parts (plans, the CPU reference and mirror, fp16) and the device query are
+ * built: pkvk_device_count() is 0 and pkvk_last_error() says why.
  *
  * This header holds the shared types (status, shape, batch, fp16) and the device
  * query; each job has its own header, all included here:

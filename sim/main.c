@@ -182,14 +182,22 @@ int main(int argc, char **argv) {
     }
     if (!strcmp(cmd, "run")) return cmd_run(argc - 1, argv + 1);
     if (!strcmp(cmd, "workload")) return pkv_cmd_workload(argc - 1, argv + 1);
+#ifdef PKV_HAVE_CUDA
     if (!strcmp(cmd, "calibrate")) return pkv_calibrate_main(argc - 1, argv + 1);
+    if (!strcmp(cmd, "bench") && argc >= 3 && !strcmp(argv[2], "kernels"))
+        return pkv_bench_kernels_main(argc - 2, argv + 2);
+#else
+    if (!strcmp(cmd, "calibrate") ||
+        (!strcmp(cmd, "bench") && argc >= 3 && !strcmp(argv[2], "kernels"))) {
+        fprintf(stderr, "pkvsim %s: %s\n", cmd, pkvk_last_error());
+        return 1;
+    }
+#endif
     if (!strcmp(cmd, "report")) return pkv_cmd_report(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench") && argc >= 3 && !strcmp(argv[2], "sim"))
         return pkv_cmd_bench_sim(argc - 2, argv + 2);
     if (!strcmp(cmd, "bench") && argc >= 3 && !strcmp(argv[2], "traces"))
         return pkv_cmd_bench_traces(argc - 2, argv + 2);
-    if (!strcmp(cmd, "bench") && argc >= 3 && !strcmp(argv[2], "kernels"))
-        return pkv_bench_kernels_main(argc - 2, argv + 2);
     fprintf(stderr, "pkvsim: unknown command \"%s\" (see pkvsim --help)\n", cmd);
     return 2;
 }
