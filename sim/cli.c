@@ -8,6 +8,16 @@
 
 #include "cli.h"
 
+int pkv_cli_parse_count(const char *cmd, const char *opt, const char *s, int most, int *out) {
+    uint64_t v;
+    if (pkv_cli_parse_u64(s, &v) || v < 1 || v > (uint64_t)most) {
+        fprintf(stderr, "pkvsim %s: --%s: \"%s\" is not in 1..%d\n", cmd, opt, s, most);
+        return -1;
+    }
+    *out = (int)v;
+    return 0;
+}
+
 int pkv_cli_parse_u64(const char *s, uint64_t *out) {
     char *end;
     if (!s || !*s || *s == '-') return -1;
@@ -46,4 +56,3 @@ void pkv_cli_join_args(char *buf, size_t n, int argc, char **argv) {
         if (i + 1 < argc) strncat(buf, " ", n - strlen(buf) - 1);
     }
 }
-

@@ -9,6 +9,7 @@
  * through the origin (gsl_fit_wmul) on the planner's own plans of that route, the
  * ones the route policy compares.
  * The file records the fit's residuals. Gates and margins keep their defaults. */
+#include "cli.h"
 #include "cmd_calibrate.h"
 #include "cost.h"
 #include "kcase.h"
@@ -101,17 +102,12 @@ int pkv_calibrate_main(int argc, char **argv) {
     int reps = 10, ch;
     optind = 1;
     while ((ch = getopt_long(argc, argv, "o:r:h", opts, NULL)) != -1) {
-        char *end;
         switch (ch) {
         case 'o':
             out = optarg;
             break;
         case 'r':
-            reps = (int)strtol(optarg, &end, 10);
-            if (*end || reps < 1 || reps > 1000) {
-                fprintf(stderr, "pkvsim calibrate: --reps: \"%s\" is not in 1..1000\n", optarg);
-                return 2;
-            }
+            if (pkv_cli_parse_count("calibrate", "reps", optarg, 1000, &reps)) return 2;
             break;
         case 'h':
             usage();

@@ -2,6 +2,7 @@
  * flushed before every call (plan upload excluded, merge included), against the
  * ceilings measured in the same run. */
 #include "pkv_gitrev.h"
+#include "cli.h"
 #include "cmd_kbench.h"
 #include "pkv_tol.h"
 #include "kcase.h"
@@ -128,12 +129,7 @@ int pkv_bench_kernels_main(int argc, char **argv) {
             calfile = optarg;
             break;
         case 'r':
-            reps = (int)strtol(optarg, &end, 10);
-            if (*end || reps < 1 || reps > 10000) {
-                fprintf(stderr, "pkvsim bench kernels: --reps: \"%s\" is not in 1..10000\n",
-                        optarg);
-                return 2;
-            }
+            if (pkv_cli_parse_count("bench kernels", "reps", optarg, 10000, &reps)) return 2;
             break;
         case 'H':
             holes = strtod(optarg, &end);
