@@ -1,5 +1,6 @@
 #include "config.h"
-#include "config_internal.h"
+#include "config_workload.h"
+#include "jsonv.h"
 
 #include <libgen.h>
 #include <math.h>
@@ -171,7 +172,7 @@ int pkv_config_resolve(pkv_config *c) {
     cJSON_AddNumberToObject(m, "page_size", c->shape.page_size);
     cJSON_AddStringToObject(m, "dtype", "fp16");
     cJSON_AddNumberToObject(m, "mlp_intermediate", (double)c->mlp_inter);
-    pkv_config_resolve_workload(c, r);
+    pkv_config_resolve_workload(&c->workload, &c->trace_spec, r);
     cJSON *sv = cJSON_AddObjectToObject(r, "serving");
     cJSON_AddNumberToObject(sv, "max_active", c->max_active);
     cJSON_AddNumberToObject(sv, "kv_pages", c->kv_pages);
@@ -241,7 +242,8 @@ int pkv_config_parse(pkv_config *c, char *text, const char *path, pkv_err *e) {
         pkv_json_sub(root, "", "run", &u, &sub))
         goto out;
     snprintf(c->name, sizeof c->name, "%s", name);
-    if (parse_model(c, m, &sub) || pkv_config_parse_workload(c, w, &sub) ||
+    if (parse_model(c, m, &sub) ||
+        pkv_config_parse_workload(&c->workload, &c->trace_spec, &c->trace, c->file, w, &sub) ||
         parse_serving(c, s, &sub) || parse_route(c, r, &sub) || parse_run(c, u, &sub) ||
         check_consistency(c, &sub))
         goto out;

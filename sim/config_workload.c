@@ -1,7 +1,8 @@
 /* The workload section of experiment files: arrival processes, length
  * distributions, traces and the study's presets; parsed, validated with errors that
  * name the JSON path, and written back resolved. */
-#include "config_internal.h"
+#include "config_workload.h"
+#include "jsonv.h"
 
 #include <libgen.h>
 #include <stdio.h>
@@ -257,7 +258,8 @@ static int apply_preset(pkv_workload_spec *w, int preset) {
     }
 }
 
-int pkv_config_parse_workload(pkv_config *c, const cJSON *o, pkv_err *e) {
+int pkv_config_parse_workload(pkv_workload_spec *w, pkv_trace_spec *ts, pkv_trace *trace,
+                              const char *exp_file, const cJSON *o, pkv_err *e) {
     static const char *const keys[] = {"preset",       "arrival",     "prompt", "decode",
                                        "num_requests", "max_context", "trace",  NULL};
     const cJSON *a, *p, *d, *t;
@@ -269,7 +271,6 @@ int pkv_config_parse_workload(pkv_config *c, const cJSON *o, pkv_err *e) {
     TRY(pkv_json_sub(o, "workload", "prompt", &p, e));
     TRY(pkv_json_sub(o, "workload", "decode", &d, e));
     TRY(pkv_json_sub(o, "workload", "trace", &t, e));
-    pkv_workload_spec *w = &c->workload;
     if (cJSON_GetObjectItemCaseSensitive(o, "preset")) {
         TRY(pkv_json_str(o, "workload", "preset", NULL, preset_names, &preset, &pi, e));
         if (t) return pkv_fail(e, "workload.trace: cannot be combined with workload.preset");
@@ -279,11 +280,11 @@ int pkv_config_parse_workload(pkv_config *c, const cJSON *o, pkv_err *e) {
         if (p || d)
             return pkv_fail(e, "workload.%s: lengths come from workload.trace",
                             p ? "prompt" : "decode");
-        TRY(parse_trace(&c->trace_spec, t, "workload.trace", c->file, e));
-        if (pkv_trace_load(&c->trace, &c->trace_spec, e)) return -1;
-        pkv_trace *tr = &c->trace;
-        if (c->trace_spec.target_rate > 0 && tr->n > 1 && tr->t[tr->n - 1] > 0) {
-            double k = c->trace_spec.target_rate * tr->t[tr->n - 1] / (double)(tr->n - 1);
+        TRY(parse_trace(ts, t, "workload.trace", exp_file, e));
+        if (pkv_trace_load(trace, ts, e)) return -1;
+        pkv_trace *tr = trace;
+        if (ts->target_rate > 0 && tr->n > 1 && tr->t[tr->n - 1] > 0) {
+            double k = ts->target_rate * tr->t[tr->n - 1] / (double)(tr->n - 1);
             for (size_t i = 0; i < tr->n; i++) tr->t[i] /= k;
         }
         w->trace = tr;
@@ -295,23 +296,22 @@ int pkv_config_parse_workload(pkv_config *c, const cJSON *o, pkv_err *e) {
         return pkv_fail(e, "workload.arrival: is required");
     if (!t && (pi < 0 || p)) {
         pkv_length_free(&w->prompt);
-        TRY(parse_length(&w->prompt, p, "workload.prompt", 1024, c->file, e));
+        TRY(parse_length(&w->prompt, p, "workload.prompt", 1024, exp_file, e));
     }
-    if (!t && (pi < 0 || d)) TRY(parse_length(&w->decode, d, "workload.decode", 128, c->file, e));
+    if (!t && (pi < 0 || d)) TRY(parse_length(&w->decode, d, "workload.decode", 128, exp_file, e));
     TRY(pkv_json_int(o, "workload", "num_requests", pi < 0 ? 0 : 64, 0, INT64_MAX / 2,
                      &w->num_requests, e));
     TRY(pkv_json_int(o, "workload", "max_context", 131072, 2, 1 << 24, &w->max_context, e));
     return 0;
 }
 
-void pkv_config_resolve_workload(const pkv_config *c, cJSON *r) {
-    const pkv_workload_spec *w = &c->workload;
+void pkv_config_resolve_workload(const pkv_workload_spec *w, const pkv_trace_spec *ts, cJSON *r) {
     cJSON *wl = cJSON_AddObjectToObject(r, "workload");
     cJSON *a = cJSON_AddObjectToObject(wl, "arrival");
     const pkv_arrival_spec *ar = &w->arrival;
     if (w->trace) {
         cJSON *t = cJSON_AddObjectToObject(wl, "trace");
-        cJSON_AddStringToObject(t, "path", c->trace_spec.path);
+        cJSON_AddStringToObject(t, "path", ts->path);
         cJSON_AddNumberToObject(t, "rows", (double)w->trace->n);
         cJSON_AddNumberToObject(t, "skipped", (double)w->trace->skipped);
         cJSON_AddStringToObject(t, "timestamps", w->trace_times ? "kept" : "replaced");
