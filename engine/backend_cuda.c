@@ -21,6 +21,10 @@ enum { SRC_ROWS = PKV_TENSOR_SRC_ROWS }; /* prepared random token rows, cycled t
  * the steps where every row opens a new page. */
 enum { META_EVERY = 17 };
 
+/* The backend's own events: the attention's interval, the MLP tail's, the metadata
+ * work's start (it ends where attention starts) and the prefill write's. */
+enum { EV_ATT0, EV_ATT1, EV_MLP0, EV_MLP1, EV_META, EV_PRE0, EV_PRE1, EV_COUNT };
+
 typedef struct cuda_backend {
     pkv_backend base;
     pkvk_shape shape;
@@ -41,7 +45,9 @@ typedef struct cuda_backend {
     int use_graph; /* capture each step's work into a CUDA graph and replay it */
     pkvk_upload_mode upload;
     int64_t uploads, upload_copies; /* plan uploads; those that went by copy */
-    int meta_pending;               /* the step's metadata work started at mark 4, not yet timed */
+    int meta_pending;               /* the step's metadata work started at ev[EV_META], not yet
+                                       timed */
+    pkvk_event *ev[EV_COUNT];       /* the intervals this backend times, one event each end */
     int64_t steps;
     pkvk_graph *graph;
     int64_t graph_steps, graph_reused;
@@ -138,26 +144,28 @@ static int cuda_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan 
             pkvk_graph_abort();
             return fail_dev(e, pkv_route_name(plan->route));
         }
-        if (pkvk_graph_end(&b->graph, &reused) || pkvk_mark(0) || pkvk_graph_launch(b->graph) ||
-            pkvk_mark(1) || pkvk_mark_elapsed(0, 1, &ms))
+        if (pkvk_graph_end(&b->graph, &reused) || pkvk_event_record(b->ev[EV_ATT0]) ||
+            pkvk_graph_launch(b->graph) || pkvk_event_record(b->ev[EV_ATT1]) ||
+            pkvk_event_elapsed(b->ev[EV_ATT0], b->ev[EV_ATT1], &ms))
             return fail_dev(e, "graph replay");
         b->graph_steps++;
         b->graph_reused += reused;
     } else {
         /* Timing the metadata costs an event pair: every META_EVERY-th step only. */
         b->meta_pending = b->stage_pending && b->steps++ % META_EVERY == 0;
-        if (b->meta_pending && pkvk_mark(4)) return fail_dev(e, "event");
+        if (b->meta_pending && pkvk_event_record(b->ev[EV_META])) return fail_dev(e, "event");
         if (upload_step(b, plan, e)) return -1;
         /* FlashInfer's page list, like the prologue, is the step's metadata: outside
          * the attention's device time. */
         if (fi && pkvk_pack_csr(b->ws, &batch)) return fail_dev(e, "FlashInfer page list");
-        if (pkvk_mark(0) || pkvk_launch(b->ws, &batch, plan, &launches) || pkvk_mark(1) ||
-            pkvk_mark_elapsed(0, 1, &ms))
+        if (pkvk_event_record(b->ev[EV_ATT0]) || pkvk_launch(b->ws, &batch, plan, &launches) ||
+            pkvk_event_record(b->ev[EV_ATT1]) ||
+            pkvk_event_elapsed(b->ev[EV_ATT0], b->ev[EV_ATT1], &ms))
             return fail_dev(e, pkv_route_name(plan->route));
     }
     rec->t_device = ms * 1e-3;
     if (b->meta_pending) { /* the first route run after prepare */
-        if (pkvk_mark_elapsed(4, 0, &ms)) return fail_dev(e, "event");
+        if (pkvk_event_elapsed(b->ev[EV_META], b->ev[EV_ATT0], &ms)) return fail_dev(e, "event");
         rec->t_meta = ms * 1e-3;
         b->meta_pending = 0;
     }
@@ -183,10 +191,12 @@ static int cuda_prefill(pkv_backend *base, const int32_t *pages, int32_t n_pages
         return pkv_fail(e, "cuda backend: a prefill of %d pages in a pool of %d", n_pages,
                         b->n_pages);
     if (pages) memcpy(b->pages_h, pages, sizeof(int32_t) * (size_t)n_pages);
-    if (pkvk_h2d_async(b->pages_d, b->pages_h, sizeof(int32_t) * (size_t)n_pages) || pkvk_mark(5) ||
+    if (pkvk_h2d_async(b->pages_d, b->pages_h, sizeof(int32_t) * (size_t)n_pages) ||
+        pkvk_event_record(b->ev[EV_PRE0]) ||
         pkvk_fill_pages(&b->shape, b->k, b->v, b->pages_d, n_pages, b->blk_k, b->blk_v,
                         PKV_TENSOR_BLOCK) ||
-        pkvk_mark(6) || pkvk_mark_elapsed(5, 6, &ms))
+        pkvk_event_record(b->ev[EV_PRE1]) ||
+        pkvk_event_elapsed(b->ev[EV_PRE0], b->ev[EV_PRE1], &ms))
         return fail_dev(e, "prefill K/V write");
     *t_device = ms * 1e-3;
     return 0;
@@ -198,8 +208,9 @@ static int cuda_finish(pkv_backend *base, const pkv_batch_view *v, pkv_step_rec 
     if (!b->mlp) return 0;
     const uint16_t *z;
     float ms;
-    if (pkvk_mark(2) || pkvk_mlp_run(b->mlp, v->n_rows, b->o, &z) || pkvk_mark(3) ||
-        pkvk_mark_elapsed(2, 3, &ms))
+    if (pkvk_event_record(b->ev[EV_MLP0]) || pkvk_mlp_run(b->mlp, v->n_rows, b->o, &z) ||
+        pkvk_event_record(b->ev[EV_MLP1]) ||
+        pkvk_event_elapsed(b->ev[EV_MLP0], b->ev[EV_MLP1], &ms))
         return fail_dev(e, "MLP tail");
     rec->t_mlp = ms * 1e-3;
     return 0;
@@ -213,6 +224,7 @@ static void cuda_destroy(pkv_backend *base) {
     pkvk_host_free(b->pages_h);
     free(b->stage_h);
     pkvk_workspace_destroy(b->ws);
+    for (int k = 0; k < EV_COUNT; k++) pkvk_event_destroy(b->ev[k]);
     pkvk_mlp_destroy(b->mlp);
     pkvk_graph_destroy(b->graph);
     if (b->graph_steps)
@@ -296,6 +308,7 @@ pkv_backend *pkv_backend_cuda_create(const pkvk_shape *s, int32_t n_pages, int32
     if (!rc) rc = pkvk_malloc((void **)&b->blk_v, (size_t)PKV_TENSOR_BLOCK * 2);
     if (!rc) rc = pkvk_malloc((void **)&b->pages_d, (size_t)n_pages * 4);
     if (!rc) rc = pkvk_host_alloc((void **)&b->pages_h, (size_t)n_pages * 4);
+    for (int k = 0; k < EV_COUNT && !rc; k++) rc = pkvk_event_create(&b->ev[k]);
     /* The pool starts tiled from the shared blocks (prefill writes a prompt's pages
      * with the same tiles; a page taken again by a decode step keeps stale values, as
      * in a server); new tokens and queries come from the prepared rows. */

@@ -12,13 +12,14 @@
 extern "C" {
 #endif
 
-/* Event timer on the kernels' stream: milliseconds between start and stop. */
-int pkvk_timer_start(void);
-int pkvk_timer_stop(float *ms);
-/* Events for intervals inside a step: record mark k (0..7) on the stream now;
- * pkvk_mark_elapsed waits for mark b and returns ms between marks a and b. */
-int pkvk_mark(int k);
-int pkvk_mark_elapsed(int a, int b, float *ms);
+/* A CUDA event owned by its caller (the cuda backend keeps one per interval it
+ * times): record marks the kernels' stream now; elapsed waits for b and gives the
+ * milliseconds from a to b. */
+typedef struct pkvk_event pkvk_event;
+int pkvk_event_create(pkvk_event **ev);
+void pkvk_event_destroy(pkvk_event *ev);
+int pkvk_event_record(pkvk_event *ev);
+int pkvk_event_elapsed(pkvk_event *a, pkvk_event *b, float *ms);
 /* Evict the L2 by writing a buffer twice its size. */
 int pkvk_flush_l2(void);
 

@@ -109,36 +109,50 @@ extern "C" int pkvk_h2d_async(void *dst, const void *src, size_t n) {
     return PKVK_OK;
 }
 
-static cudaEvent_t g_marks[8];
-extern "C" int pkvk_mark(int k) {
-    if (k < 0 || k >= 8) return pkvk_fail_msg(PKVK_ERR_INVALID, "mark index out of range");
-    if (!g_marks[k]) PKVK_CK(cudaEventCreate(&g_marks[k]));
-    PKVK_CK(cudaEventRecord(g_marks[k], pkvk_stream()));
+// ---- events: each owned by its caller (no shared, index-picked events) ----------
+struct pkvk_event {
+    cudaEvent_t e;
+};
+extern "C" int pkvk_event_create(pkvk_event **out) {
+    *out = nullptr;
+    pkvk_event *ev = (pkvk_event *)calloc(1, sizeof *ev);
+    if (!ev) return PKVK_ERR_OUT_OF_MEMORY;
+    cudaError_t e = cudaEventCreate(&ev->e);
+    if (e != cudaSuccess) {
+        free(ev);
+        return pkvk_fail_cuda(e, "cudaEventCreate", __FILE__, __LINE__);
+    }
+    *out = ev;
     return PKVK_OK;
 }
-extern "C" int pkvk_mark_elapsed(int a, int b, float *ms) {
-    if (a < 0 || a >= 8 || b < 0 || b >= 8 || !g_marks[a] || !g_marks[b])
-        return pkvk_fail_msg(PKVK_ERR_INVALID, "mark not recorded");
-    PKVK_CK(cudaEventSynchronize(g_marks[b]));
-    PKVK_CK(cudaEventElapsedTime(ms, g_marks[a], g_marks[b]));
+extern "C" void pkvk_event_destroy(pkvk_event *ev) {
+    if (!ev) return;
+    cudaEventDestroy(ev->e);
+    free(ev);
+}
+extern "C" int pkvk_event_record(pkvk_event *ev) {
+    PKVK_CK(cudaEventRecord(ev->e, pkvk_stream()));
+    return PKVK_OK;
+}
+extern "C" int pkvk_event_elapsed(pkvk_event *a, pkvk_event *b, float *ms) {
+    PKVK_CK(cudaEventSynchronize(b->e));
+    PKVK_CK(cudaEventElapsedTime(ms, a->e, b->e));
     return PKVK_OK;
 }
 
-static cudaEvent_t g_ev[2];
-extern "C" int pkvk_timer_start(void) {
-    if (!g_ev[0]) {
-        PKVK_CK(cudaEventCreate(&g_ev[0]));
-        PKVK_CK(cudaEventCreate(&g_ev[1]));
+// A pair of events for the measurements below, made and released by each.
+struct event_pair {
+    pkvk_event *a = nullptr, *b = nullptr;
+    int rc = PKVK_OK;
+    event_pair() {
+        rc = pkvk_event_create(&a);
+        if (!rc) rc = pkvk_event_create(&b);
     }
-    PKVK_CK(cudaEventRecord(g_ev[0], pkvk_stream()));
-    return PKVK_OK;
-}
-extern "C" int pkvk_timer_stop(float *ms) {
-    PKVK_CK(cudaEventRecord(g_ev[1], pkvk_stream()));
-    PKVK_CK(cudaEventSynchronize(g_ev[1]));
-    PKVK_CK(cudaEventElapsedTime(ms, g_ev[0], g_ev[1]));
-    return PKVK_OK;
-}
+    ~event_pair() {
+        pkvk_event_destroy(a);
+        pkvk_event_destroy(b);
+    }
+};
 
 __global__ void read_kernel(const uint4 *__restrict__ src, size_t n, unsigned *sink);
 
@@ -195,6 +209,8 @@ static void host_busy() {
 static int idle_floor(unsigned *sink, int reps, pkvk_ceilings *c) {
     std::vector<double> idle, step;
     cudaStream_t st = pkvk_stream();
+    event_pair ev;
+    if (ev.rc) return ev.rc;
     for (int r = 0; r < reps + 20; r++) {
         host_busy();
         double t0 = host_us();
@@ -205,12 +221,13 @@ static int idle_floor(unsigned *sink, int reps, pkvk_ceilings *c) {
         host_busy();
         float ms;
         double t2 = host_us();
-        int rc = pkvk_mark(5);
+        // The step's shape: event, a one-block kernel, event, an empty kernel, event.
+        int rc = pkvk_event_record(ev.a);
         tiny_kernel<<<1, 32, 0, st>>>(sink);
-        if (!rc) rc = pkvk_mark(6);
+        if (!rc) rc = pkvk_event_record(ev.a);
         empty_kernel<<<1, 32, 0, st>>>();
-        if (!rc) rc = pkvk_mark(7);
-        if (!rc) rc = pkvk_mark_elapsed(6, 7, &ms);
+        if (!rc) rc = pkvk_event_record(ev.b);
+        if (!rc) rc = pkvk_event_elapsed(ev.a, ev.b, &ms);
         if (rc) return rc;
         PKVK_CK_LAUNCH();
         if (r >= 20) { // warm-up left out
@@ -227,12 +244,15 @@ static int idle_floor(unsigned *sink, int reps, pkvk_ceilings *c) {
 
 template <typename F> static int median_ms(int reps, F body, float *out) {
     std::vector<float> t;
+    event_pair ev;
+    if (ev.rc) return ev.rc;
     for (int r = 0; r < reps; r++) {
         float ms;
         int rc = pkvk_flush_l2();
-        if (!rc) rc = pkvk_timer_start();
+        if (!rc) rc = pkvk_event_record(ev.a);
         if (!rc) rc = body();
-        if (!rc) rc = pkvk_timer_stop(&ms);
+        if (!rc) rc = pkvk_event_record(ev.b);
+        if (!rc) rc = pkvk_event_elapsed(ev.a, ev.b, &ms);
         if (rc) return rc;
         t.push_back(ms);
     }
@@ -300,14 +320,17 @@ extern "C" int pkvk_measure_ceilings(pkvk_ceilings *c) {
     if (!rc) c->read_gbps = bytes / (ms * 1e-3) / 1e9;
     if (!rc) {
         const int n = 2000;
+        event_pair ev;
+        rc = ev.rc;
         empty_kernel<<<1, 32, 0, pkvk_stream()>>>();
-        rc = pkvk_timer_start();
+        if (!rc) rc = pkvk_event_record(ev.a);
         for (int i = 0; i < n && !rc; i++) {
             empty_kernel<<<1, 32, 0, pkvk_stream()>>>();
             if (cudaGetLastError() != cudaSuccess)
                 rc = pkvk_fail_msg(PKVK_ERR_CUDA, "empty launch");
         }
-        if (!rc) rc = pkvk_timer_stop(&ms);
+        if (!rc) rc = pkvk_event_record(ev.b);
+        if (!rc) rc = pkvk_event_elapsed(ev.a, ev.b, &ms);
         if (!rc) c->launch_us = ms * 1e3 / n;
     }
     if (!rc) rc = idle_floor(sink, 500, c);

@@ -31,13 +31,16 @@ int pkv_kcase_make(pkv_kcase *d, const char *name, const int32_t *lens, int n, c
     size_t page_elems = (size_t)s->hkv * s->page_size * s->d, kv = (size_t)universe * page_elems;
     d->q_elems = (size_t)n * s->hq * s->d;
     uint16_t *q = malloc(d->q_elems * 2);
-    int rc = !rnd || !q;
+    int rc = !rnd || !q ? PKVK_ERR_OUT_OF_MEMORY : PKVK_OK;
     if (!rc) {
         for (size_t j = 0; j < d->q_elems; j++) q[j] = pkvk_f2h((float)gsl_ran_gaussian(r, 1));
-        rc = pkvk_malloc(&d->k, kv * 2) || pkvk_malloc(&d->v, kv * 2) ||
-             pkvk_malloc(&d->q, d->q_elems * 2) || pkvk_malloc(&d->o, d->q_elems * 2) ||
-             pkvk_malloc((void **)&d->ref, d->q_elems * 4) ||
-             pkvk_malloc(&d->bt, (size_t)n * stride * 4) || pkvk_malloc(&d->lens, (size_t)n * 4);
+        if (!rc) rc = pkvk_malloc(&d->k, kv * 2);
+        if (!rc) rc = pkvk_malloc(&d->v, kv * 2);
+        if (!rc) rc = pkvk_malloc(&d->q, d->q_elems * 2);
+        if (!rc) rc = pkvk_malloc(&d->o, d->q_elems * 2);
+        if (!rc) rc = pkvk_malloc((void **)&d->ref, d->q_elems * 4);
+        if (!rc) rc = pkvk_malloc(&d->bt, (size_t)n * stride * 4);
+        if (!rc) rc = pkvk_malloc(&d->lens, (size_t)n * 4);
         if (rc) snprintf(err, errn, "case %.31s: %.400s", name, pkvk_last_error());
     }
     for (int which = 0; which < 2 && !rc; which++) {
@@ -62,28 +65,33 @@ int pkv_kcase_make(pkv_kcase *d, const char *name, const int32_t *lens, int n, c
 int pkv_kcase_time(pkvk_workspace *ws, pkv_kcase *d, const pkvk_plan *p, int reps, float *med_ms,
                    int *launches, double *mx, double *mean) {
     float *t = malloc(sizeof(float) * reps);
+    pkvk_event *e0 = NULL, *e1 = NULL;
     int rc = t ? pkvk_plan_upload(ws, p) : PKVK_ERR_OUT_OF_MEMORY;
+    if (!rc) rc = pkvk_event_create(&e0);
+    if (!rc) rc = pkvk_event_create(&e1);
     if (!rc && pkv_route_is_flashinfer(p->route))
         rc = pkvk_pack_csr(ws, &d->b); /* FlashInfer's page list: plan work, not timed */
     for (int w = 0; w < 3 && !rc; w++) rc = pkvk_launch(ws, &d->b, p, launches);
     if (!rc) rc = pkvk_memset(d->o, 0xff, d->q_elems * 2); /* poison: NaN halves */
     for (int i = 0; i < reps && !rc; i++) {
         rc = pkvk_flush_l2();
-        if (!rc) rc = pkvk_timer_start();
+        if (!rc) rc = pkvk_event_record(e0);
         if (!rc) rc = pkvk_launch(ws, &d->b, p, launches);
-        if (!rc) rc = pkvk_timer_stop(&t[i]);
+        if (!rc) rc = pkvk_event_record(e1);
+        if (!rc) rc = pkvk_event_elapsed(e0, e1, &t[i]);
     }
     if (!rc) {
         gsl_sort_float(t, 1, reps);
         *med_ms = (float)gsl_stats_float_median_from_sorted_data(t, 1, reps);
         uint16_t *o = malloc(d->q_elems * 2);
         float *ref = malloc(d->q_elems * 4);
-        rc = !o || !ref
-                 ? PKVK_ERR_OUT_OF_MEMORY
-                 : pkvk_d2h(o, d->o, d->q_elems * 2) || pkvk_d2h(ref, d->ref, d->q_elems * 4);
+        rc = !o || !ref ? PKVK_ERR_OUT_OF_MEMORY : pkvk_d2h(o, d->o, d->q_elems * 2);
+        if (!rc) rc = pkvk_d2h(ref, d->ref, d->q_elems * 4);
         if (!rc) pkvk_compare(NULL, o, ref, d->q_elems, mx, mean);
         free(o), free(ref);
     }
     free(t);
+    pkvk_event_destroy(e0);
+    pkvk_event_destroy(e1);
     return rc;
 }

@@ -27,13 +27,19 @@ typedef struct dev_batch {
 static int upload(const host_batch *h, dev_batch *d) {
     const pkvk_batch *hb = &h->b;
     size_t bt_bytes = sizeof(int32_t) * (size_t)hb->n_rows * hb->bt_stride;
-    int rc = pkvk_malloc(&d->q, h->q_elems * 2) || pkvk_malloc(&d->o, h->q_elems * 2) ||
-             pkvk_malloc(&d->k, h->kv_elems * 2) || pkvk_malloc(&d->v, h->kv_elems * 2) ||
-             pkvk_malloc(&d->bt, bt_bytes) || pkvk_malloc(&d->lens, sizeof(int32_t) * hb->n_rows) ||
-             pkvk_malloc((void **)&d->o32, h->q_elems * 4) ||
-             pkvk_h2d(d->q, h->q, h->q_elems * 2) || pkvk_h2d(d->k, h->k, h->kv_elems * 2) ||
-             pkvk_h2d(d->v, h->v, h->kv_elems * 2) || pkvk_h2d(d->bt, h->bt, bt_bytes) ||
-             pkvk_h2d(d->lens, h->lens, sizeof(int32_t) * hb->n_rows);
+    int rc = PKVK_OK;
+    if (!rc) rc = pkvk_malloc(&d->q, h->q_elems * 2);
+    if (!rc) rc = pkvk_malloc(&d->o, h->q_elems * 2);
+    if (!rc) rc = pkvk_malloc(&d->k, h->kv_elems * 2);
+    if (!rc) rc = pkvk_malloc(&d->v, h->kv_elems * 2);
+    if (!rc) rc = pkvk_malloc(&d->bt, bt_bytes);
+    if (!rc) rc = pkvk_malloc(&d->lens, sizeof(int32_t) * hb->n_rows);
+    if (!rc) rc = pkvk_malloc((void **)&d->o32, h->q_elems * 4);
+    if (!rc) rc = pkvk_h2d(d->q, h->q, h->q_elems * 2);
+    if (!rc) rc = pkvk_h2d(d->k, h->k, h->kv_elems * 2);
+    if (!rc) rc = pkvk_h2d(d->v, h->v, h->kv_elems * 2);
+    if (!rc) rc = pkvk_h2d(d->bt, h->bt, bt_bytes);
+    if (!rc) rc = pkvk_h2d(d->lens, h->lens, sizeof(int32_t) * hb->n_rows);
     d->b = *hb;
     d->b.q = d->q, d->b.o = d->o, d->b.k_cache = d->k, d->b.v_cache = d->v;
     d->b.block_table = d->bt, d->b.seq_lens = d->lens;
