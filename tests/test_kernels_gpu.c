@@ -92,6 +92,19 @@ int main(void) {
     pkvk_device_info dev;
     CHECK(pkvk_device_info_get(&dev) == 0, "device info");
     printf("FlashInfer routes: %s\n", fi_built ? "built" : "not built (skipped)");
+    /* An allocation past the GPU's memory comes back as out of memory (a status
+     * chained with || would turn it into 1, "no device"), from the MLP's and the
+     * workspace's constructors alike. */
+    {
+        pkvk_mlp *m = NULL;
+        pkvk_workspace *w = NULL;
+        const pkvk_shape big = {32, 8, 128, 16};
+        uint16_t wt[64] = {0};
+        int rm = pkvk_mlp_create(&m, 4096, 1 << 20, 1 << 16, wt, 64);
+        int rw = pkvk_workspace_create(&w, &big, 1 << 20, 1 << 30, 1 << 20);
+        CHECK(rm == PKVK_ERR_OUT_OF_MEMORY && !m, "oversized MLP: status %d", rm);
+        CHECK(rw == PKVK_ERR_OUT_OF_MEMORY && !w, "oversized workspace: status %d", rw);
+    }
     const int Gs[4] = {1, 2, 4, 8}, pss[4] = {1, 8, 16, 32};
     int turn = 0; /* cycles the plans' ways up (run_plan) */
     /* Small shapes: every route and split count against the CPU reference. */
