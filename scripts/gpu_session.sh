@@ -10,6 +10,7 @@ mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 .bundle/run test_kernels_gpu > "$out/test_kernels_gpu.log" 2>&1; tail -3 "$out/test_kernels_gpu.log"
 .bundle/run test_cuda_backend > "$out/test_cuda_backend.log" 2>&1; tail -12 "$out/test_cuda_backend.log"
+.bundle/run test_noalloc > "$out/test_noalloc.log" 2>&1; grep -v '^/' "$out/test_noalloc.log" | tail -9
 [ "${2:-}" = skip-bench ] || .bundle/run pkvsim bench kernels --out "$out/bench_kernels.txt" > /dev/null 2>&1
 cal=()
 if [ "${CALIBRATE:-0}" = 1 ]; then
