@@ -3,7 +3,6 @@
 #include "h5types.h"
 
 #include <hdf5.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,12 +68,12 @@ hid_t pkv_h5_col_type(pkv_col_kind k) {
     return -1;
 }
 
-/* A chunked, shuffled and deflated dataset of `rank` dims, the first unlimited. */
-static hid_t make_dataset(hid_t loc, const char *name, hid_t type, int rank, hsize_t cols) {
-    hsize_t dims[2] = {0, cols}, maxd[2] = {H5S_UNLIMITED, cols}, ch[2] = {PKV_H5_CHUNK_ROWS, cols};
-    hid_t space = H5Screate_simple(rank, dims, maxd);
+/* A chunked, shuffled and deflated 1-D dataset of unlimited length (one column). */
+static hid_t make_column(hid_t loc, const char *name, hid_t type) {
+    hsize_t dims = 0, maxd = H5S_UNLIMITED, ch = PKV_H5_CHUNK_ROWS;
+    hid_t space = H5Screate_simple(1, &dims, &maxd);
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-    H5Pset_chunk(dcpl, rank, ch);
+    H5Pset_chunk(dcpl, 1, &ch);
     H5Pset_shuffle(dcpl);
     H5Pset_deflate(dcpl, PKV_H5_DEFLATE);
     hid_t d = H5Dcreate2(loc, name, type, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
@@ -83,12 +82,12 @@ static hid_t make_dataset(hid_t loc, const char *name, hid_t type, int rank, hsi
     return d;
 }
 
-static herr_t append(hid_t d, hid_t type, hsize_t at, hsize_t n, int rank, hsize_t cols,
-                     const void *data) {
-    hsize_t size[2] = {at + n, cols}, start[2] = {at, 0}, count[2] = {n, cols};
-    if (H5Dset_extent(d, size) < 0) return -1;
-    hid_t fs = H5Dget_space(d), ms = H5Screate_simple(rank, count, NULL);
-    herr_t rc = H5Sselect_hyperslab(fs, H5S_SELECT_SET, start, NULL, count, NULL);
+/* Append n values at row `at` of a column. */
+static herr_t append(hid_t d, hid_t type, hsize_t at, hsize_t n, const void *data) {
+    hsize_t size = at + n;
+    if (H5Dset_extent(d, &size) < 0) return -1;
+    hid_t fs = H5Dget_space(d), ms = H5Screate_simple(1, &n, NULL);
+    herr_t rc = H5Sselect_hyperslab(fs, H5S_SELECT_SET, &at, NULL, &n, NULL);
     if (rc >= 0) rc = H5Dwrite(d, type, ms, fs, H5P_DEFAULT, data);
     H5Sclose(ms);
     H5Sclose(fs);
@@ -178,8 +177,8 @@ static int table_open(col_table *t, hid_t file, const char *name, const pkv_colu
         }
         t->size[c] = pkv_col_size(cols[c].kind);
         t->t[c] = pkv_h5_col_type(cols[c].kind);
-        t->d[c] = make_dataset(t->g, cols[c].name, t->t[c], 1, 1);
-        t->buf[c] = malloc(pkv_col_size(cols[c].kind) * PKV_H5_CHUNK_ROWS);
+        t->d[c] = make_column(t->g, cols[c].name, t->t[c]);
+        t->buf[c] = malloc(t->size[c] * PKV_H5_CHUNK_ROWS);
         if (t->d[c] < 0 || !t->buf[c] || attr_str(t->d[c], "units", cols[c].unit) < 0) return -1;
         snprintf(units + strlen(units), sizeof units - strlen(units), "%s%s", *units ? "," : "",
                  cols[c].name);
@@ -192,8 +191,7 @@ static int table_open(col_table *t, hid_t file, const char *name, const pkv_colu
 static int table_flush(col_table *t) {
     if (t->n == 0) return 0;
     for (int c = 0; c < t->n_cols; c++)
-        if (t->d[c] >= 0 && append(t->d[c], t->t[c], t->written, t->n, 1, 1, t->buf[c]) < 0)
-            return -1;
+        if (t->d[c] >= 0 && append(t->d[c], t->t[c], t->written, t->n, t->buf[c]) < 0) return -1;
     t->written += t->n;
     t->n = 0;
     return 0;
@@ -201,6 +199,7 @@ static int table_flush(col_table *t) {
 
 /* Copy one record's kept columns into the buffers; flush a full chunk. */
 static int table_add(col_table *t, const void *rec) {
+    if (t->n_cols == 0) return 0; /* a table this run does not record */
     const char *p = rec;
     size_t n = t->n;
     for (int c = 0; c < t->n_cols; c++) {
@@ -323,7 +322,6 @@ int pkv_h5rec_provenance(pkv_h5rec *r, const pkv_provenance *p, pkv_err *e) {
     if (rc >= 0) rc = attr_str(g, "start_time", when);
     if (rc >= 0) rc = attr_u64(g, "seed", p->seed);
     if (rc >= 0) rc = attr_u64(g, "interrupted", 0);
-    if (rc >= 0) rc = write_attrs(g, p->extra, p->n_extra);
     if (g >= 0) H5Gclose(g);
     return rc < 0 ? h5fail(r, e, "/provenance") : 0;
 }

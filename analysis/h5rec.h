@@ -46,8 +46,6 @@ typedef struct pkv_provenance {
     const char *backend;
     const char *gpu; /* GPU name, or "none" */
     uint64_t seed;
-    const pkv_attr *extra; /* further attributes (may be NULL) */
-    int n_extra;
 } pkv_provenance;
 
 /* Create <path>.tmp.<pid>; fails (naming the path) when it cannot be created. */

@@ -1,7 +1,7 @@
 /* The cpu backend: runs each step's plan through the kernels' CPU mirror on a host
  * KV pool. It exists to check the whole loop (allocator -> block tables -> plan ->
  * attention) on machines without a GPU; its wall times are CPU times. */
-#include "engine.h"
+#include "backends.h"
 #include "pkv_clock.h"
 #include "tensors.h"
 

@@ -8,7 +8,7 @@
  * copy before it); the prologue applies them and appends every row's new K/V token
  * (and the step's Q) from prepared random rows. Then the route runs; its device time
  * is taken with events around the route's kernels. */
-#include "engine.h"
+#include "backends.h"
 #include "tensors.h"
 
 #include <math.h>

@@ -1,4 +1,5 @@
 #include "engine.h"
+#include "backends.h"
 
 #include "pkv_clock.h"
 #include "pkv_tol.h"
@@ -14,10 +15,10 @@ pkv_backend_kind pkv_backend_resolve(pkv_backend_kind k) {
 }
 
 /* The cuda backend is made after the planner, whose task bound sizes its workspace. */
-static pkv_backend *make_backend(pkv_engine *eng, const pkv_backend_spec *b, int32_t cap_rows,
-                                 pkv_err *e) {
+static pkv_backend *make_backend(pkv_engine *eng, pkv_backend_kind kind, const pkv_backend_spec *b,
+                                 int32_t cap_rows, pkv_err *e) {
     pkv_backend *be = NULL;
-    switch (eng->backend_kind) {
+    switch (kind) {
     case PKV_BACKEND_CPU:
         return pkv_backend_cpu_create(&eng->shape, b->kv_pages, cap_rows,
                                       eng->planner.plans[0].cap_tasks, b->seed, e);
@@ -42,18 +43,16 @@ static pkv_backend *make_backend(pkv_engine *eng, const pkv_backend_spec *b, int
 int pkv_engine_init(pkv_engine *eng, const pkvk_shape *s, pkv_calib *cal, const char *policy,
                     pkv_bucket_mode mode, int32_t cap_rows, const pkv_backend_spec *b,
                     pkv_clock_source clock, pkv_err *e) {
-    *eng = (pkv_engine){.shape = *s,
-                        .cal = cal,
-                        .backend_kind = pkv_backend_resolve(b ? b->kind : PKV_BACKEND_MODEL),
-                        .clock = clock};
+    *eng = (pkv_engine){.shape = *s, .cal = cal, .clock = clock};
+    const pkv_backend_kind kind = pkv_backend_resolve(b ? b->kind : PKV_BACKEND_MODEL);
     if (pkv_policy_init(&eng->policy, policy))
         return pkv_fail(e, "unknown route policy \"%s\"", policy);
-    if (eng->backend_kind == PKV_BACKEND_CUDA) pkv_calib_flashinfer_occupancy(cal, s);
+    if (kind == PKV_BACKEND_CUDA) pkv_calib_flashinfer_occupancy(cal, s);
     if (pkv_planner_init(&eng->planner, s, cal, cap_rows, mode))
         return pkv_fail(e, "out of memory for the planner (%d rows)", cap_rows);
     if (!b) return 0;
     eng->mlp_bytes = 3.0 * (double)b->mlp_inter * s->hq * s->d * 2;
-    eng->backend = make_backend(eng, b, cap_rows, e);
+    eng->backend = make_backend(eng, kind, b, cap_rows, e);
     if (!eng->backend) {
         pkv_planner_free(&eng->planner);
         return -1;

@@ -78,7 +78,6 @@ typedef struct pkv_engine {
     pkv_route_policy policy;
     pkv_planner planner;
     pkv_backend *backend; /* owned */
-    pkv_backend_kind backend_kind;
     pkv_clock_source clock;
     int64_t check_every; /* compare every N steps (0 = never); steps < check_first always */
     int64_t check_first;
@@ -103,22 +102,5 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
  * the backend writes or measures nothing or the clock is the cost model's. */
 int pkv_engine_prefill(pkv_engine *eng, const int32_t *pages, int32_t n_pages, double *t_measured,
                        pkv_err *e);
-
-/* The model backend: nothing is measured; step time comes from the cost model. */
-pkv_backend *pkv_backend_model_create(void);
-/* The cpu backend: the kernels' CPU mirror on a host KV pool of n_pages pages
- * filled from the tensor stream; for small shapes. Plans of up to cap_slots partial
- * states; nothing is allocated after start. */
-pkv_backend *pkv_backend_cpu_create(const pkvk_shape *s, int32_t n_pages, int32_t cap_rows,
-                                    int32_t cap_slots, uint64_t seed, pkv_err *e);
-/* The cuda backend: the real kernels on a GPU KV pool of n_pages pages. Fails with
- * a message naming the bytes needed and free when the pool does not fit. */
-/* mlp_inter > 0 adds the gated MLP tail (hidden = hq * d) after attention;
- * use_graph replays each step's work as a CUDA graph (an ablation); upload says how
- * each step's metadata reaches the device (pkvk_step_upload). */
-pkv_backend *pkv_backend_cuda_create(const pkvk_shape *s, int32_t n_pages, int32_t cap_rows,
-                                     int32_t bt_stride, int32_t cap_slots, int32_t cap_tasks,
-                                     int32_t mlp_inter, int use_graph, pkvk_upload_mode upload,
-                                     uint64_t seed, pkv_err *e);
 
 #endif

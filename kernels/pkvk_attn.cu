@@ -27,10 +27,8 @@ constexpr int STAGES = 3;           // cp.async pipeline depth, per warp
 
 enum Mode { MODE_REF = 0, MODE_BUCKET = 1, MODE_TASKS = 2, MODE_FUSED = 3 };
 
-// A workqueue split on the device, worked by hkv CTAs: the plan's task entry as it is.
-struct Span {
-    int32_t row, split, t_begin, t_end;
-};
+// A workqueue split on the device, worked by hkv CTAs, is the plan's task entry as it
+// is (pkvk_task): the upload copies the list.
 
 struct Params {
     const __half *q;
@@ -44,10 +42,10 @@ struct Params {
     const int32_t *split_offsets;
     const int32_t *bucket_rows;
     int32_t row_begin, splits;
-    const Span *spans; // WORKQUEUE / FUSED: CTA x runs span x / hkv for KV head x % hkv
-    float *part_acc;   // [slot][hkv][G][D]
-    float *part_ml;    // [slot][hkv][G][2]: m (log2 domain), l
-    int *counters;     // [n_rows * hkv] fused completion counters, left at 0
+    const pkvk_task *spans; // WORKQUEUE / FUSED: CTA x runs span x / hkv for KV head x % hkv
+    float *part_acc;        // [slot][hkv][G][D]
+    float *part_ml;         // [slot][hkv][G][2]: m (log2 domain), l
+    int *counters;          // [n_rows * hkv] fused completion counters, left at 0
 };
 
 __device__ __forceinline__ float neg_inf() {
@@ -197,7 +195,7 @@ __global__ void __launch_bounds__(THREADS) attn_kernel(const Params p) {
         te = min(min(t0 + tps, tiles) * PKVK_TILE, len);
         if (tb > len) tb = len;
     } else {
-        const Span t = p.spans[blockIdx.x / p.hkv];
+        const pkvk_task t = p.spans[blockIdx.x / p.hkv];
         row = t.row, kvh = blockIdx.x % p.hkv, split = t.split, tb = t.t_begin, te = t.t_end;
     }
     const int slot0 = MODE == MODE_REF ? 0 : p.split_offsets[row];
@@ -477,7 +475,7 @@ struct pkvk_workspace {
     char *arena, *staging;
     size_t arena_bytes;
     int32_t *split_offsets, *bucket_rows;
-    Span *spans;
+    pkvk_task *spans;
     pkvk_fi *fi; // FlashInfer's state: by pkvk_workspace_flashinfer, else at the first plan
 };
 
@@ -489,7 +487,7 @@ static size_t align16(size_t n) {
 static size_t plan_bytes(const pkvk_workspace *w) {
     return align16(((size_t)w->cap_rows + 1) * sizeof(int32_t)) +
            align16((size_t)w->cap_rows * sizeof(int32_t)) +
-           align16((size_t)w->cap_tasks * sizeof(Span));
+           align16((size_t)w->cap_tasks * sizeof(pkvk_task));
 }
 
 // Room for `bytes` in the arena and its staging; grows (rarely) by doubling. The
@@ -552,20 +550,19 @@ int pkvk_plan_pack(pkvk_workspace *w, const pkvk_plan *p, const void *extra, siz
     const size_t nbr = p->route == PKV_ROUTE_BUCKET ? sizeof(int32_t) * p->n_rows : 0;
     // One span per split entry of the plan, hkv CTAs each.
     const int32_t hkv = w->shape.hkv, n_spans = p->n_tasks / hkv;
-    static_assert(sizeof(Span) == sizeof(pkvk_task), "a task entry is copied as a span");
     if (pkv_route_is_workqueue(p->route) && (p->n_tasks % hkv || n_spans != p->n_slots))
         return pkvk_fail_msg(PKVK_ERR_INVALID, "workqueue tasks are not hkv per split entry");
-    const size_t tk = br + align16(nbr), end = fi ? so : tk + sizeof(Span) * n_spans;
+    const size_t tk = br + align16(nbr), end = fi ? so : tk + sizeof(pkvk_task) * n_spans;
     int rc = reserve_arena(w, end);
     if (rc) return rc;
     if (extra_bytes) memcpy(w->staging, extra, extra_bytes);
     if (!fi) {
         memcpy(w->staging + so, p->split_offsets, sizeof(int32_t) * (p->n_rows + 1));
         if (nbr) memcpy(w->staging + br, p->bucket_rows, nbr);
-        if (n_spans) memcpy(w->staging + tk, p->tasks, sizeof(Span) * n_spans);
+        if (n_spans) memcpy(w->staging + tk, p->tasks, sizeof(pkvk_task) * n_spans);
         w->split_offsets = (int32_t *)(w->arena + so);
         w->bucket_rows = (int32_t *)(w->arena + br);
-        w->spans = (Span *)(w->arena + tk);
+        w->spans = (pkvk_task *)(w->arena + tk);
     }
     *out = pkvk_packed{w->staging, w->arena, so, end};
     if (!fi) return PKVK_OK;

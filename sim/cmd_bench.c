@@ -83,16 +83,17 @@ static int bench_text(char *text, size_t n, const sim_case *c, const char *out) 
     if (c->requests)
         snprintf(reqs, sizeof reqs, ", \"num_requests\": %llu", (unsigned long long)c->requests);
     return snprintf(
-        text, n,
-        "{\"name\": \"bench-sim\", \"workload\": {\"arrival\": %s, \"prompt\": {\"dist\": "
-        "\"fixed\", \"value\": %d}, \"decode\": {\"dist\": \"uniform\", \"min\": %d, \"max\": %d}"
-        "%s, \"max_context\": %d}, \"serving\": {\"max_active\": %d, \"kv_pages\": %d}, "
-        "\"route\": {\"policy\": \"adaptive\"}, \"run\": {\"max_steps\": %llu, \"record\": "
-        "\"%s\", \"output\": \"%s\"}}",
-        arrival, BENCH_PROMPT, c->decode / 2, c->decode * 3 / 2, reqs, BENCH_PROMPT + c->decode * 2,
-        c->active, c->active * ((BENCH_PROMPT + c->decode * 2) / 16 + 2),
-        (unsigned long long)c->steps,
-        c->record, out) >= (int)n;
+               text, n,
+               "{\"name\": \"bench-sim\", \"workload\": {\"arrival\": %s, \"prompt\": {\"dist\": "
+               "\"fixed\", \"value\": %d}, \"decode\": {\"dist\": \"uniform\", \"min\": %d, "
+               "\"max\": %d}"
+               "%s, \"max_context\": %d}, \"serving\": {\"max_active\": %d, \"kv_pages\": %d}, "
+               "\"route\": {\"policy\": \"adaptive\"}, \"run\": {\"max_steps\": %llu, \"record\": "
+               "\"%s\", \"output\": \"%s\"}}",
+               arrival, BENCH_PROMPT, c->decode / 2, c->decode * 3 / 2, reqs,
+               BENCH_PROMPT + c->decode * 2, c->active,
+               c->active * ((BENCH_PROMPT + c->decode * 2) / 16 + 2), (unsigned long long)c->steps,
+               c->record, out) >= (int)n;
 }
 
 static void bench_child(const sim_case *c, int fd) {
@@ -151,6 +152,23 @@ static sim_result bench_case(const sim_case *c) {
     return r;
 }
 
+/* Run one case and print its row (to stdout and f) under the loop's label. */
+static int bench_row(const sim_case *c, const char *label, FILE *f, sim_result *r) {
+    *r = bench_case(c);
+    if (!r->ok) {
+        fprintf(stderr, "pkvsim bench sim: %s\n", r->err);
+        return -1;
+    }
+    char row[320];
+    snprintf(row, sizeof row, "| %s | %d | %s | %llu | %.3f | %.0f | %.0f | %.3f | %.1f | %.1f |\n",
+             label, c->active, c->record, (unsigned long long)r->steps, r->host_s,
+             r->steps / r->host_s, r->finished / r->host_s, 1e6 * r->host_s / r->steps, r->rss_mb,
+             r->file_bytes / r->steps);
+    fputs(row, stdout), fputs(row, f);
+    fflush(stdout);
+    return 0;
+}
+
 int pkv_cmd_bench_sim(int argc, char **argv) {
     const char *out = "bench_sim.txt";
     uint64_t steps = 200000;
@@ -194,44 +212,23 @@ int pkv_cmd_bench_sim(int argc, char **argv) {
                  * prefill runs alone) stop after about the closed loop's count, so the
                  * queue, and memory, stay bounded. */
                 uint64_t reqs = loop ? n * rows[k] / BENCH_DECODE * 21 / 20 + rows[k] : 0;
-                sim_case c = {loop ? "open" : "closed", rows[k], records[m], n, reqs, rate,
-                              BENCH_DECODE};
-                sim_result r = bench_case(&c);
-                if (!r.ok) {
-                    fprintf(stderr, "pkvsim bench sim: %s\n", r.err);
+                sim_case c = {
+                    loop ? "open" : "closed", rows[k], records[m], n, reqs, rate, BENCH_DECODE};
+                sim_result r;
+                if (bench_row(&c, c.loop, f, &r)) {
                     rc = 1;
                     break;
                 }
                 /* Open loop at a little over the closed loop's service rate. */
                 if (!loop && m == 0) rate = 1.05 * r.finished / r.t_sim;
-                char row[320];
-                snprintf(row, sizeof row,
-                         "| %s | %d | %s | %llu | %.3f | %.0f | %.0f | %.3f | %.1f | %.1f |\n",
-                         c.loop, rows[k], c.record, (unsigned long long)r.steps, r.host_s,
-                         r.steps / r.host_s, r.finished / r.host_s, 1e6 * r.host_s / r.steps,
-                         r.rss_mb, r.file_bytes / r.steps);
-                fputs(row, stdout), fputs(row, f);
-                fflush(stdout);
             }
         }
     }
     if (rc == 0) {
         /* Ten million requests through one run: memory must not grow with them. */
         sim_case c = {"closed", 8, "full", 0, 10000000, 0, 4};
-        sim_result r = bench_case(&c);
-        if (!r.ok) {
-            fprintf(stderr, "pkvsim bench sim: %s\n", r.err);
-            rc = 1;
-        } else {
-            char row[320];
-            snprintf(row, sizeof row,
-                     "| closed, %llu requests | 8 | full | %llu | %.3f | %.0f | %.0f | %.3f | "
-                     "%.1f | %.1f |\n",
-                     (unsigned long long)r.finished, (unsigned long long)r.steps, r.host_s,
-                     r.steps / r.host_s, r.finished / r.host_s, 1e6 * r.host_s / r.steps,
-                     r.rss_mb, r.file_bytes / r.steps);
-            fputs(row, stdout), fputs(row, f);
-        }
+        sim_result r;
+        if (bench_row(&c, "closed, 10,000,000 requests", f, &r)) rc = 1;
     }
     fclose(f);
     return rc;

@@ -67,8 +67,7 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
     eng.check_every = cfg->check_every;
     eng.check_first = cfg->check_first;
     if (o->record) {
-        pkv_provenance pv = {
-            o->command_line ? o->command_line : "", be->name, dev.name, cfg->seed, NULL, 0};
+        pkv_provenance pv = {o->command_line ? o->command_line : "", be->name, dev.name, cfg->seed};
         pkv_h5rec_opts ro = {.level = cfg->record,
                              .measured = be->measures,
                              .routes_measured = be->measures && eng.policy.measured_oracle,

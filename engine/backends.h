@@ -1,0 +1,25 @@
+/* Internal to engine/: the backends' constructors, called by pkv_engine_init, which
+ * sizes them from its planner. */
+#ifndef PKV_BACKENDS_H
+#define PKV_BACKENDS_H
+
+#include "engine.h"
+
+/* The model backend: nothing is measured; step time comes from the cost model. */
+pkv_backend *pkv_backend_model_create(void);
+/* The cpu backend: the kernels' CPU mirror on a host KV pool of n_pages pages
+ * filled from the tensor stream; for small shapes. Plans of up to cap_slots partial
+ * states; nothing is allocated after start. */
+pkv_backend *pkv_backend_cpu_create(const pkvk_shape *s, int32_t n_pages, int32_t cap_rows,
+                                    int32_t cap_slots, uint64_t seed, pkv_err *e);
+/* The cuda backend: the real kernels on a GPU KV pool of n_pages pages. Fails with
+ * a message naming the bytes needed and free when the pool does not fit.
+ * mlp_inter > 0 adds the gated MLP tail (hidden = hq * d) after attention;
+ * use_graph replays each step's work as a CUDA graph (an ablation); upload says how
+ * each step's metadata reaches the device (pkvk_step_upload). */
+pkv_backend *pkv_backend_cuda_create(const pkvk_shape *s, int32_t n_pages, int32_t cap_rows,
+                                     int32_t bt_stride, int32_t cap_slots, int32_t cap_tasks,
+                                     int32_t mlp_inter, int use_graph, pkvk_upload_mode upload,
+                                     uint64_t seed, pkv_err *e);
+
+#endif
