@@ -3,6 +3,7 @@
 #define PKV_CALIB_H
 
 #include "jsonv.h"
+#include "pkv_keys.h"
 #include "pkv_attr.h"
 #include "pkvk.h"
 
@@ -28,6 +29,8 @@ typedef struct pkv_calib {
     char *json;                          /* the file verbatim (owned) */
 } pkv_calib;
 
+/* The rows of a calibration file's keys (base/pkv_keys.h). */
+pkv_keys pkv_calib_keys(void);
 /* Built-in defaults (placeholders), as used for keys a file omits. */
 void pkv_calib_defaults(pkv_calib *c);
 /* Load and validate; errors name the file and JSON path. */
@@ -41,9 +44,10 @@ void pkv_calib_free(pkv_calib *c);
  * decode occupancy from the GPU (their plans must match FlashInfer's own). */
 void pkv_calib_flashinfer_occupancy(pkv_calib *c, const pkvk_shape *s);
 
-/* The constants as named attributes for the recorder's /calibration: fills up to
- * cap entries (at least PKV_CALIB_ATTRS) and returns how many, -1 when cap is short. */
-enum { PKV_CALIB_ATTRS = 15 + PKV_ROUTE_COUNT };
+/* The constants as named attributes for the recorder's /calibration, in the file's
+ * units and names (route_scale_ROUTE for the scales): fills up to cap entries (at
+ * least PKV_CALIB_ATTRS) and returns how many, -1 when cap is short. */
+enum { PKV_CALIB_ATTRS = 24 + PKV_ROUTE_COUNT };
 int pkv_calib_attrs(const pkv_calib *c, pkv_attr *a, int cap);
 
 #endif

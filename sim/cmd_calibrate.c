@@ -244,29 +244,16 @@ int pkv_calibrate_main(int argc, char **argv) {
     strftime(when, sizeof when, "%Y-%m-%d", gmtime(&now));
     snprintf(driver, sizeof driver, "CUDA driver API %d.%d", dev.driver_version / 1000,
              dev.driver_version % 1000 / 10);
-    cJSON_AddStringToObject(root, "gpu_name", dev.name);
-    cJSON_AddStringToObject(root, "driver", driver);
-    cJSON_AddStringToObject(root, "date", when);
-    cJSON_AddBoolToObject(root, "placeholder", 0);
+    snprintf(cal.gpu_name, sizeof cal.gpu_name, "%s", dev.name);
+    snprintf(cal.driver, sizeof cal.driver, "%s", driver);
+    snprintf(cal.date, sizeof cal.date, "%s", when);
+    cal.placeholder = false;
+    pkv_keys_write(pkv_calib_keys(), "", &cal, root);
     cJSON_AddStringToObject(root, "note",
                             "Measured by pkvsim calibrate: beta, launch_us, sm_count and "
                             "resident_ctas_per_sm measured; c_min and route_scale fitted; "
                             "min_context_tokens set to 4096 (not fitted); the other gates, "
                             "margins and split constants are the defaults.");
-    cJSON_AddNumberToObject(root, "beta_gbps", cal.beta / 1e9);
-    cJSON_AddNumberToObject(root, "launch_us", cal.lambda * 1e6);
-    cJSON_AddNumberToObject(root, "c_min", cal.c_min);
-    cJSON_AddNumberToObject(root, "sm_count", cal.sm_count);
-    cJSON_AddNumberToObject(root, "resident_ctas_per_sm", cal.resident_ctas_per_sm);
-    cJSON_AddNumberToObject(root, "gqa_group", cal.gqa_group);
-    cJSON_AddNumberToObject(root, "min_context_tokens", (double)cal.min_context);
-    cJSON_AddNumberToObject(root, "margin_small_rows", cal.margin_small_rows);
-    cJSON_AddNumberToObject(root, "margin_small", cal.margin_small);
-    cJSON_AddNumberToObject(root, "margin_large", cal.margin_large);
-    cJSON_AddNumberToObject(root, "min_split_tiles", cal.min_split_tiles);
-    cJSON_AddNumberToObject(root, "flashinfer_decode_ctas_per_sm",
-                            cal.flashinfer_decode_ctas_per_sm);
-    cJSON_AddNumberToObject(root, "wave_balance_min", cal.wave_balance_min);
     cJSON_AddItemToObject(root, "route_scale", rs);
     cJSON_AddNumberToObject(fit, "points", n);
     cJSON_AddNumberToObject(fit, "rms_rel_error_before_scales", rms_all);

@@ -8,130 +8,46 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const clock_names[] = {"predicted", "wall", "device", "auto", NULL};
-static const char *const bucket_names[] = {"exact", "pow2", NULL};
+/* The sections of pkv_config whose rows are all scalars or sub-objects of it. */
+static const char *const config_objs[] = {
+    "model", "serving", "serving.prefill", "serving.page_tables", "route", "run"};
 
-static int parse_model(pkv_config *c, const cJSON *o, pkv_err *e) {
-    static const char *const keys[] = {
-        "hq", "hkv", "head_dim", "page_size", "dtype", "mlp_intermediate", NULL};
-    int64_t hq, hkv, d, ps;
-    const char *dtype;
-    if (o) TRY(pkv_json_object(o, "model", keys, e));
-    TRY(pkv_json_int(o, "model", "hq", 32, 1, 256, &hq, e));
-    TRY(pkv_json_int(o, "model", "hkv", 8, 1, 256, &hkv, e));
-    TRY(pkv_json_int(o, "model", "head_dim", 128, 8, 512, &d, e));
-    TRY(pkv_json_int(o, "model", "page_size", 16, 1, 1024, &ps, e));
-    static const char *const dtypes[] = {"fp16", NULL};
-    TRY(pkv_json_str(o, "model", "dtype", "fp16", dtypes, &dtype, NULL, e));
-    TRY(pkv_json_int(o, "model", "mlp_intermediate", 0, 0, 1 << 20, &c->mlp_inter, e));
-    if (hq % hkv)
-        return pkv_fail(e, "model.hq: %lld is not a multiple of model.hkv (%lld)", (long long)hq,
-                        (long long)hkv);
-    if (d % 8)
-        return pkv_fail(e, "model.head_dim: must be a multiple of 8 (got %lld)", (long long)d);
-    c->shape = (pkvk_shape){(int)hq, (int)hkv, (int)d, (int)ps};
-    return 0;
+static int parse_section(pkv_config *c, const cJSON *root, const char *obj, pkv_err *e) {
+    const cJSON *o = root;
+    char part[64];
+    for (const char *p = obj; o && *p;) { /* walk "serving.prefill" down the tree */
+        size_t n = strcspn(p, ".");
+        snprintf(part, sizeof part, "%.*s", (int)n, p);
+        const cJSON *sub;
+        char parent[64];
+        snprintf(parent, sizeof parent, "%.*s", (int)(p - obj > 0 ? p - obj - 1 : 0), obj);
+        TRY(pkv_json_sub(o, parent, part, &sub, e));
+        o = sub;
+        p += n + (p[n] == '.');
+    }
+    return pkv_keys_parse(pkv_config_keys(), obj, o, obj, c, false, e);
 }
 
-static int parse_serving(pkv_config *c, const cJSON *o, pkv_err *e) {
-    static const char *const keys[] = {"max_active", "kv_pages",    "admission",
-                                       "prefill",    "page_tables", NULL};
-    static const char *const tkeys[] = {"mode", "hole_fraction", "bucket_len", NULL};
-    static const char *const modes[] = {"allocator", "generator", NULL};
-    static const char *const pkeys[] = {"base_us", "per_token_us", "measure", NULL};
-
-    const char *adm;
-    int64_t ma, kp;
-    const cJSON *pf;
-    if (o) TRY(pkv_json_object(o, "serving", keys, e));
-    TRY(pkv_json_int(o, "serving", "max_active", 64, 1, 4096, &ma, e));
-    TRY(pkv_json_int(o, "serving", "kv_pages", 65536, 1, INT32_MAX, &kp, e));
-    int ai;
-    TRY(pkv_json_str(o, "serving", "admission", "fcfs", pkv_admission_names, &adm, &ai, e));
-    c->admission = pkv_admission_get(ai);
-    TRY(pkv_json_sub(o, "serving", "prefill", &pf, e));
-    if (pf) TRY(pkv_json_object(pf, "serving.prefill", pkeys, e));
-    double base_us, tok_us;
-    /* Affine prefill model: base + per_token * prompt tokens of the batch. The
-     * defaults are of the order of a 7B model's prefill on one H200 (placeholders). */
-    TRY(pkv_json_num(pf, "serving.prefill", "base_us", 2000, 0, false, 1e9, &base_us, e));
-    TRY(pkv_json_num(pf, "serving.prefill", "per_token_us", 0.1, 0, false, 1e6, &tok_us, e));
-    TRY(pkv_json_bool(pf, "serving.prefill", "measure", false, &c->prefill_measure, e));
-    const cJSON *pt;
-    const char *mode;
-    int mi;
-    int64_t bl;
-    TRY(pkv_json_sub(o, "serving", "page_tables", &pt, e));
-    if (pt) TRY(pkv_json_object(pt, "serving.page_tables", tkeys, e));
-    TRY(pkv_json_str(pt, "serving.page_tables", "mode", "allocator", modes, &mode, &mi, e));
-    TRY(pkv_json_num(pt, "serving.page_tables", "hole_fraction", 0, 0, false, 0.95,
-                     &c->hole_fraction, e));
-    TRY(pkv_json_int(pt, "serving.page_tables", "bucket_len", 0, 0, 1 << 24, &bl, e));
-    if (bl > 0 && mi == 0)
+/* What the rows cannot say: cross-key rules, paths, derived fields. */
+static int finish_sections(pkv_config *c, const cJSON *root, pkv_err *e) {
+    const pkvk_shape *s = &c->shape;
+    if (s->hq % s->hkv)
+        return pkv_fail(e, "model.hq: %d is not a multiple of model.hkv (%d)", s->hq, s->hkv);
+    if (s->d % 8) return pkv_fail(e, "model.head_dim: must be a multiple of 8 (got %d)", s->d);
+    if (c->bucket_len > 0 && c->page_tables != PKV_PAGE_TABLES_GENERATOR)
         return pkv_fail(e, "serving.page_tables.bucket_len: only with mode \"generator\"");
-    c->reserve_full = mi == 1;
-    c->bucket_len = bl;
-    c->max_active = (int32_t)ma;
-    c->kv_pages = (int32_t)kp;
-    c->prefill_base_s = base_us * 1e-6;
-    c->prefill_per_token_s = tok_us * 1e-6;
-    return 0;
-}
-
-static int parse_route(pkv_config *c, const cJSON *o, pkv_err *e) {
-    static const char *const keys[] = {"policy",    "buckets",         "calibration",
-                                       "overrides", "allow_other_gpu", NULL};
-    const char *pol, *bm;
-    int bmi;
+    c->admit = pkv_admission_get(c->admission);
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(root, "route");
+    const cJSON *cv = r ? cJSON_GetObjectItemCaseSensitive(r, "calibration") : NULL;
+    if (cv) { /* relative to the experiment file */
+        char given[sizeof c->calibration];
+        snprintf(given, sizeof given, "%s", c->calibration);
+        pkv_config_path(c->calibration, sizeof c->calibration, c->file, given);
+    }
     const cJSON *ov;
-    if (o) TRY(pkv_json_object(o, "route", keys, e));
-    TRY(pkv_json_str(o, "route", "policy", "adaptive", pkv_policy_names, &pol, NULL, e));
-    TRY(pkv_json_str(o, "route", "buckets", "exact", bucket_names, &bm, &bmi, e));
-    const cJSON *cv = o ? cJSON_GetObjectItemCaseSensitive(o, "calibration") : NULL;
-    if (cv && !cJSON_IsString(cv)) return pkv_fail(e, "route.calibration: must be a string");
-    if (cv)
-        pkv_config_path(c->calibration, sizeof c->calibration, c->file, cv->valuestring);
-    else
-        snprintf(c->calibration, sizeof c->calibration, "%s",
-                 PKV_SOURCE_DIR "/experiments/calibration/default.json");
-    TRY(pkv_json_sub(o, "route", "overrides", &ov, e));
-    TRY(pkv_json_bool(o, "route", "allow_other_gpu", false, &c->allow_other_gpu, e));
-    snprintf(c->policy, sizeof c->policy, "%s", pol);
-    c->bucket_mode = (pkv_bucket_mode)bmi;
+    TRY(pkv_json_sub(r, "route", "overrides", &ov, e));
     c->calib_overrides = ov ? cJSON_Duplicate(ov, 1) : NULL;
-    return 0;
-}
-
-static int parse_run(pkv_config *c, const cJSON *o, pkv_err *e) {
-    static const char *const keys[] = {
-        "max_steps", "max_time_s",  "warmup_steps", "seed",       "output",          "backend",
-        "clock",     "check_every", "check_first",  "cuda_graph", "metadata_upload", "record",
-        NULL};
-    static const char *const upload_names[] = {"params", "copy", NULL};
-    const char *out, *be, *ck, *up, *rl;
-    int bei, cki, upi, rli;
-    int64_t seed;
-    if (o) TRY(pkv_json_object(o, "run", keys, e));
-    TRY(pkv_json_int(o, "run", "max_steps", 0, 0, INT64_MAX / 2, &c->max_steps, e));
-    TRY(pkv_json_num(o, "run", "max_time_s", 0, 0, false, 1e12, &c->max_time, e));
-    TRY(pkv_json_int(o, "run", "warmup_steps", 0, 0, INT64_MAX / 2, &c->warmup_steps, e));
-    TRY(pkv_json_int(o, "run", "seed", 1, 0, INT64_MAX / 2, &seed, e));
-    TRY(pkv_json_str(o, "run", "output", "", NULL, &out, NULL, e));
-    TRY(pkv_json_str(o, "run", "backend", "auto", pkv_backend_names, &be, &bei, e));
-    TRY(pkv_json_str(o, "run", "clock", "auto", clock_names, &ck, &cki, e));
-    TRY(pkv_json_int(o, "run", "check_every", 0, 0, INT64_MAX / 2, &c->check_every, e));
-    TRY(pkv_json_int(o, "run", "check_first", 0, 0, INT64_MAX / 2, &c->check_first, e));
-    TRY(pkv_json_bool(o, "run", "cuda_graph", false, &c->cuda_graph, e));
-    TRY(pkv_json_str(o, "run", "metadata_upload", "params", upload_names, &up, &upi, e));
-    TRY(pkv_json_str(o, "run", "record", "full", pkv_record_level_names, &rl, &rli, e));
-    c->metadata_copy = upi == 1;
-    c->record = (pkv_record_level)rli;
-    c->seed = (uint64_t)seed;
-    c->backend = (pkv_backend_kind)bei;
-    c->clock = cki == 3 ? -1 : cki;
-    if (*out) /* an artifact: relative to the working folder, like -o */
-        snprintf(c->output, sizeof c->output, "%s", out);
-    else
+    if (!*c->output) /* run.output is an artifact: relative to the working folder, like -o */
         snprintf(c->output, sizeof c->output, "%s.h5", c->name);
     return 0;
 }
@@ -165,46 +81,22 @@ static int check_consistency(const pkv_config *c, pkv_err *e) {
 int pkv_config_resolve(pkv_config *c) {
     cJSON *r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "name", c->name);
-    cJSON *m = cJSON_AddObjectToObject(r, "model");
-    cJSON_AddNumberToObject(m, "hq", c->shape.hq);
-    cJSON_AddNumberToObject(m, "hkv", c->shape.hkv);
-    cJSON_AddNumberToObject(m, "head_dim", c->shape.d);
-    cJSON_AddNumberToObject(m, "page_size", c->shape.page_size);
-    cJSON_AddStringToObject(m, "dtype", "fp16");
-    cJSON_AddNumberToObject(m, "mlp_intermediate", (double)c->mlp_inter);
-    pkv_config_resolve_workload(&c->workload, &c->trace_spec, r);
-    cJSON *sv = cJSON_AddObjectToObject(r, "serving");
-    cJSON_AddNumberToObject(sv, "max_active", c->max_active);
-    cJSON_AddNumberToObject(sv, "kv_pages", c->kv_pages);
-    cJSON_AddStringToObject(sv, "admission", c->admission->name);
-    cJSON *ptab = cJSON_AddObjectToObject(sv, "page_tables");
-    cJSON_AddStringToObject(ptab, "mode", c->reserve_full ? "generator" : "allocator");
-    cJSON_AddNumberToObject(ptab, "hole_fraction", c->hole_fraction);
-    cJSON_AddNumberToObject(ptab, "bucket_len", (double)c->bucket_len);
-    cJSON *pf = cJSON_AddObjectToObject(sv, "prefill");
-    cJSON_AddNumberToObject(pf, "base_us", c->prefill_base_s * 1e6);
-    cJSON_AddNumberToObject(pf, "per_token_us", c->prefill_per_token_s * 1e6);
-    cJSON_AddBoolToObject(pf, "measure", c->prefill_measure);
-    cJSON *rt = cJSON_AddObjectToObject(r, "route");
-    cJSON_AddStringToObject(rt, "policy", c->policy);
-    cJSON_AddStringToObject(rt, "buckets", bucket_names[c->bucket_mode]);
-    cJSON_AddStringToObject(rt, "calibration", c->calibration);
-    cJSON_AddBoolToObject(rt, "allow_other_gpu", c->allow_other_gpu);
+    cJSON *sec[sizeof config_objs / sizeof *config_objs];
+    for (size_t i = 0; i < sizeof config_objs / sizeof *config_objs; i++) {
+        const char *obj = config_objs[i], *dot = strchr(obj, '.');
+        cJSON *parent = r;
+        if (dot) /* a sub-object of an earlier section */
+            for (size_t j = 0; j < i; j++)
+                if (strncmp(config_objs[j], obj, (size_t)(dot - obj)) == 0 &&
+                    !config_objs[j][dot - obj])
+                    parent = sec[j];
+        sec[i] = cJSON_AddObjectToObject(parent, dot ? dot + 1 : obj);
+        pkv_keys_write(pkv_config_keys(), obj, c, sec[i]);
+        if (i == 0) pkv_config_resolve_workload(&c->workload, &c->trace_spec, r);
+    }
     if (c->calib_overrides)
-        cJSON_AddItemToObject(rt, "overrides", cJSON_Duplicate(c->calib_overrides, 1));
-    cJSON *rn = cJSON_AddObjectToObject(r, "run");
-    cJSON_AddNumberToObject(rn, "max_steps", (double)c->max_steps);
-    cJSON_AddNumberToObject(rn, "max_time_s", c->max_time);
-    cJSON_AddNumberToObject(rn, "warmup_steps", (double)c->warmup_steps);
-    cJSON_AddNumberToObject(rn, "seed", (double)c->seed);
-    cJSON_AddStringToObject(rn, "output", c->output);
-    cJSON_AddStringToObject(rn, "backend", pkv_backend_names[c->backend]);
-    cJSON_AddStringToObject(rn, "clock", c->clock < 0 ? "auto" : clock_names[c->clock]);
-    cJSON_AddNumberToObject(rn, "check_every", (double)c->check_every);
-    cJSON_AddNumberToObject(rn, "check_first", (double)c->check_first);
-    cJSON_AddBoolToObject(rn, "cuda_graph", c->cuda_graph);
-    cJSON_AddStringToObject(rn, "metadata_upload", c->metadata_copy ? "copy" : "params");
-    cJSON_AddStringToObject(rn, "record", pkv_record_level_names[c->record]);
+        cJSON_AddItemToObject(cJSON_GetObjectItemCaseSensitive(r, "route"), "overrides",
+                              cJSON_Duplicate(c->calib_overrides, 1));
     free(c->resolved);
     c->resolved = cJSON_Print(r);
     cJSON_Delete(r);
@@ -224,10 +116,7 @@ int pkv_config_parse(pkv_config *c, char *text, const char *path, pkv_err *e) {
         pkv_config_free(c);
         return -1;
     }
-    static const char *const keys[] = {"name",    "description", "model", "workload",
-                                       "serving", "route",       "run",   NULL};
-    const cJSON *m, *w, *s, *r, *u;
-    const char *name;
+    const char *name, *desc;
     pkv_err sub;
     char base[1024];
     snprintf(base, sizeof base, "%s", path);
@@ -235,16 +124,17 @@ int pkv_config_parse(pkv_config *c, char *text, const char *path, pkv_err *e) {
     char *dot = strrchr(stem, '.');
     if (dot) *dot = 0;
     int rc = -1;
-    if (pkv_json_object(root, "", keys, &sub) ||
+    const cJSON *w;
+    if (pkv_keys_parse(pkv_config_keys(), "", root, "", c, false, &sub) ||
         pkv_json_str(root, "", "name", stem, NULL, &name, NULL, &sub) ||
-        pkv_json_sub(root, "", "model", &m, &sub) || pkv_json_sub(root, "", "workload", &w, &sub) ||
-        pkv_json_sub(root, "", "serving", &s, &sub) || pkv_json_sub(root, "", "route", &r, &sub) ||
-        pkv_json_sub(root, "", "run", &u, &sub))
+        pkv_json_str(root, "", "description", "", NULL, &desc, NULL, &sub) ||
+        pkv_json_sub(root, "", "workload", &w, &sub))
         goto out;
     snprintf(c->name, sizeof c->name, "%s", name);
-    if (parse_model(c, m, &sub) ||
+    for (size_t i = 0; i < sizeof config_objs / sizeof *config_objs; i++)
+        if (parse_section(c, root, config_objs[i], &sub)) goto out;
+    if (finish_sections(c, root, &sub) ||
         pkv_config_parse_workload(&c->workload, &c->trace_spec, &c->trace, c->file, w, &sub) ||
-        parse_serving(c, s, &sub) || parse_route(c, r, &sub) || parse_run(c, u, &sub) ||
         check_consistency(c, &sub))
         goto out;
     rc = pkv_config_resolve(c);

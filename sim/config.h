@@ -4,6 +4,7 @@
 #define PKV_CONFIG_H
 
 #include "admission.h"
+#include "config_keys.h"
 #include "engine.h"
 #include "h5rec.h"
 #include "workload.h"
@@ -14,21 +15,23 @@ typedef struct pkv_config {
     char file[1024];
     char name[128];
     pkvk_shape shape;
+    char dtype[8];
     int64_t mlp_inter; /* gated MLP tail width after attention (0: none) */
     pkv_workload_spec workload;
     pkv_trace_spec trace_spec; /* workload.trace, when given */
     pkv_trace trace;           /* its rows (owned); workload.trace points here */
     int32_t max_active;
     int32_t kv_pages;
-    const pkv_admission_policy *admission;
-    double hole_fraction;  /* fraction of the pool's page ids never handed out */
-    bool reserve_full;     /* page_tables mode "generator": reserve whole lengths at admission */
-    int64_t bucket_len;    /* tokens: reservations rounded up to this (generator), 0: pages */
-    double prefill_base_s; /* seconds per prefill batch */
+    int admission; /* index in pkv_admission_names */
+    const pkv_admission_policy *admit;
+    double hole_fraction;       /* fraction of the pool's page ids never handed out */
+    int page_tables;            /* pkv_page_table_modes: 1, generator, reserves whole lengths */
+    int64_t bucket_len;         /* tokens: reservations rounded up to this (generator), 0: pages */
+    double prefill_base_s;      /* seconds per prefill batch */
     double prefill_per_token_s; /* seconds per prompt token */
     bool prefill_measure;       /* prefill time = the measured K/V write (cuda backend) */
     char policy[32];
-    pkv_bucket_mode bucket_mode;
+    int bucket_mode; /* pkv_bucket_mode */
     char calibration[1024];
     cJSON *calib_overrides; /* owned; may be NULL */
     bool allow_other_gpu;   /* accept a calibration made on another GPU model */
@@ -37,12 +40,13 @@ typedef struct pkv_config {
     int64_t warmup_steps;
     uint64_t seed;
     char output[1024];
-    pkv_backend_kind backend;
-    int clock; /* -1 auto, else pkv_clock_source */
+    int backend; /* pkv_backend_kind */
+    int clock;   /* pkv_clock_names: a pkv_clock_source or PKV_CONFIG_CLOCK_AUTO */
     int64_t check_every, check_first;
-    bool cuda_graph;    /* cuda backend: replay each step as a CUDA graph (ablation) */
-    bool metadata_copy; /* cuda backend: step metadata by a copy (ablation), not launch params */
-    pkv_record_level record; /* run.record: what the output file holds */
+    bool cuda_graph;     /* cuda backend: replay each step as a CUDA graph (ablation) */
+    int metadata_upload; /* cuda backend: 1, step metadata by a copy (ablation), not launch
+                            params */
+    int record;          /* pkv_record_level, run.record: what the output file holds */
 } pkv_config;
 
 int pkv_config_load(pkv_config *c, const char *path, pkv_err *e);

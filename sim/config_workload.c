@@ -2,6 +2,7 @@
  * distributions, traces and the study's presets; parsed, validated with errors that
  * name the JSON path, and written back resolved. */
 #include "config_workload.h"
+#include "config_keys.h"
 #include "jsonv.h"
 
 #include <libgen.h>
@@ -21,30 +22,12 @@ void pkv_config_path(char *dst, size_t n, const char *exp_file, const char *p) {
 }
 
 static int parse_arrival(pkv_arrival_spec *a, const cJSON *o, pkv_err *e) {
-    static const char *const keys[] = {"process", "rate",     "cv",        "concurrency",
-                                       "rate_on", "rate_off", "mean_on_s", "mean_off_s",
-                                       "points",  "period_s", NULL};
     const char *P = "workload.arrival";
-    const char *name;
-    int kind;
     if (!o) return pkv_fail(e, "%s: is required", P);
-    TRY(pkv_json_object(o, P, keys, e));
-    TRY(pkv_json_str(o, P, "process", NULL, pkv_arrival_names, &name, &kind, e));
-    *a = (pkv_arrival_spec){.kind = (pkv_arrival_kind)kind};
-    if (a->kind == PKV_ARRIVAL_CLOSED) {
-        if (!cJSON_GetObjectItemCaseSensitive(o, "concurrency"))
-            return pkv_fail(e, "%s.concurrency: is required for the closed loop", P);
-        TRY(pkv_json_int(o, P, "concurrency", 1, 1, 1 << 20, &a->concurrency, e));
-        return 0;
-    }
-    if (a->kind == PKV_ARRIVAL_MMPP) {
-        TRY(pkv_json_num(o, P, "rate_on", 10, 0, false, 1e9, &a->rate_on, e));
-        TRY(pkv_json_num(o, P, "rate_off", 0, 0, false, 1e9, &a->rate_off, e));
-        TRY(pkv_json_num(o, P, "mean_on_s", 1, 0, true, 1e9, &a->mean_on_s, e));
-        TRY(pkv_json_num(o, P, "mean_off_s", 1, 0, true, 1e9, &a->mean_off_s, e));
-        if (pkv_arrival_prepare(a)) return pkv_fail(e, "%s: rate_on or rate_off must be > 0", P);
-        return 0;
-    }
+    *a = (pkv_arrival_spec){0};
+    TRY(pkv_keys_parse(pkv_config_keys(), P, o, P, a, false, e));
+    if (a->kind == PKV_ARRIVAL_MMPP && pkv_arrival_prepare(a))
+        return pkv_fail(e, "%s: rate_on or rate_off must be > 0", P);
     if (a->kind == PKV_ARRIVAL_PIECEWISE) {
         const cJSON *pts = cJSON_GetObjectItemCaseSensitive(o, "points");
         int n = cJSON_IsArray(pts) ? cJSON_GetArraySize(pts) : 0;
@@ -65,19 +48,12 @@ static int parse_arrival(pkv_arrival_spec *a, const cJSON *o, pkv_err *e) {
             a->rates[i] = r->valuedouble;
         }
         a->n_points = n;
-        TRY(pkv_json_num(o, P, "period_s", 0, 0, false, 1e12, &a->period_s, e));
         if (a->period_s > 0 && a->period_s < a->t_s[n - 1])
             return pkv_fail(e, "%s.period_s: must be 0 or at least the last point's time", P);
         if (pkv_arrival_prepare(a)) return pkv_fail(e, "%s.points: some rate must be > 0", P);
-        return 0;
     }
-    if (!cJSON_GetObjectItemCaseSensitive(o, "rate"))
-        return pkv_fail(e, "%s.rate: is required for process \"%s\"", P, name);
-    TRY(pkv_json_num(o, P, "rate", 1, 0, true, 1e9, &a->rate, e));
-    if (a->kind == PKV_ARRIVAL_GAMMA || a->kind == PKV_ARRIVAL_WEIBULL) {
-        TRY(pkv_json_num(o, P, "cv", 1, 0, true, 20, &a->cv, e));
-        if (pkv_arrival_prepare(a)) return pkv_fail(e, "%s.cv: %g cannot be reached", P, a->cv);
-    }
+    if ((a->kind == PKV_ARRIVAL_GAMMA || a->kind == PKV_ARRIVAL_WEIBULL) && pkv_arrival_prepare(a))
+        return pkv_fail(e, "%s.cv: %g cannot be reached", P, a->cv);
     return 0;
 }
 
@@ -86,26 +62,14 @@ static int parse_trace(pkv_trace_spec *t, const cJSON *o, const char *P, const c
 
 static int parse_length(pkv_length_spec *l, const cJSON *o, const char *P, int64_t def,
                         const char *exp_file, pkv_err *e) {
-    static const char *const keys[] = {"dist",  "value", "min",    "max",    "values",
-                                       "short", "long",  "p_long", "median", "sigma",
-                                       "s",     "trace", "field",  NULL};
-    const char *name;
-    int kind;
     *l = (pkv_length_spec){.kind = PKV_LENGTH_FIXED, .value = def};
     if (!o) return 0;
-    TRY(pkv_json_object(o, P, keys, e));
-    TRY(pkv_json_str(o, P, "dist", "fixed", pkv_length_names, &name, &kind, e));
-    l->kind = (pkv_length_kind)kind;
-    const int64_t MAXL = 1 << 24;
+    TRY(pkv_keys_parse(pkv_config_keys(), PKV_OBJ_LENGTH, o, P, l, false, e));
+    if ((l->kind == PKV_LENGTH_UNIFORM || l->kind == PKV_LENGTH_ZIPF) && l->max < l->min)
+        return pkv_fail(e, "%s.max: must be >= %s.min", P, P);
     switch (l->kind) {
-    case PKV_LENGTH_FIXED:
-        return pkv_json_int(o, P, "value", def, 1, MAXL, &l->value, e);
-    case PKV_LENGTH_UNIFORM:
-        TRY(pkv_json_int(o, P, "min", 1, 1, MAXL, &l->min, e));
-        TRY(pkv_json_int(o, P, "max", l->min, 1, MAXL, &l->max, e));
-        if (l->max < l->min) return pkv_fail(e, "%s.max: must be >= %s.min", P, P);
-        return 0;
     case PKV_LENGTH_CYCLE: {
+        const int64_t MAXL = 1 << 24;
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "values");
         int n = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : 0;
         if (n < 1 || n > PKV_LENGTH_MAX_VALUES)
@@ -122,18 +86,7 @@ static int parse_length(pkv_length_spec *l, const cJSON *o, const char *P, int64
         l->n_values = n;
         return 0;
     }
-    case PKV_LENGTH_BIMODAL:
-        TRY(pkv_json_int(o, P, "short", 8192, 1, MAXL, &l->short_len, e));
-        TRY(pkv_json_int(o, P, "long", 65536, 1, MAXL, &l->long_len, e));
-        return pkv_json_num(o, P, "p_long", 0.25, 0, false, 1, &l->p_long, e);
-    case PKV_LENGTH_LOGNORMAL:
-        TRY(pkv_json_num(o, P, "median", 1024, 0, true, (double)MAXL, &l->median, e));
-        return pkv_json_num(o, P, "sigma", 1, 0, true, 10, &l->sigma, e);
     case PKV_LENGTH_ZIPF:
-        TRY(pkv_json_int(o, P, "min", 1, 1, MAXL, &l->min, e));
-        TRY(pkv_json_int(o, P, "max", 65536, 1, MAXL, &l->max, e));
-        TRY(pkv_json_num(o, P, "s", 1.1, 0, true, 10, &l->s, e));
-        if (l->max < l->min) return pkv_fail(e, "%s.max: must be >= %s.min", P, P);
         if (l->max - l->min > (1 << 22))
             return pkv_fail(e, "%s: the range may span at most %d values", P, 1 << 22);
         return pkv_length_prepare(l) ? pkv_fail(e, "%s: out of memory", P) : 0;
@@ -160,30 +113,23 @@ static int parse_length(pkv_length_spec *l, const cJSON *o, const char *P, int64
         pkv_trace_free(&tr);
         return 0;
     }
+    default:
+        return 0;
     }
-    return 0;
 }
 
 static int parse_trace(pkv_trace_spec *t, const cJSON *o, const char *P, const char *exp_file,
                        pkv_err *e) {
-    static const char *const keys[] = {"path",       "format",        "columns", "time_scale",
-                                       "rate_scale", "target_rate",   "first_n", "window_s",
-                                       "on_bad_row", "spread_tick_s", "step_s",  NULL};
-    static const char *const bad[] = {"stop", "skip", NULL};
-    static const char *const ckeys[] = {"time", "prompt", "decode", "unit", NULL};
-    const char *path, *fmt, *onbad;
-    int fi, bi;
     pkv_trace_spec_default(t);
-    TRY(pkv_json_object(o, P, keys, e));
-    TRY(pkv_json_str(o, P, "path", NULL, NULL, &path, NULL, e));
-    pkv_config_path(t->path, sizeof t->path, exp_file, path);
-    TRY(pkv_json_str(o, P, "format", "auto", pkv_trace_format_names, &fmt, &fi, e));
-    t->format = (pkv_trace_format)fi;
+    TRY(pkv_keys_parse(pkv_config_keys(), PKV_OBJ_TRACE, o, P, t, false, e));
+    char given[sizeof t->path];
+    snprintf(given, sizeof given, "%s", t->path);
+    pkv_config_path(t->path, sizeof t->path, exp_file, given);
     const cJSON *cols = cJSON_GetObjectItemCaseSensitive(o, "columns");
     char cp[160];
     snprintf(cp, sizeof cp, "%s.columns", P);
     int jsonish = t->format == PKV_TRACE_JSONL || t->format == PKV_TRACE_JSON ||
-                  (t->format == PKV_TRACE_AUTO && strstr(path, ".json"));
+                  (t->format == PKV_TRACE_AUTO && strstr(given, ".json"));
     if (!cols || cJSON_IsString(cols)) {
         const char *name = cols ? cols->valuestring : jsonish ? "mooncake" : "azure";
         if (pkv_trace_columns_builtin(name, &t->cols))
@@ -193,26 +139,8 @@ static int parse_trace(pkv_trace_spec *t, const cJSON *o, const char *P, const c
                             cp, name);
         t->time_optional = strcmp(name, "study") == 0;
     } else {
-        const char *tc, *pc, *dc, *unit;
-        int ui;
-        TRY(pkv_json_object(cols, cp, ckeys, e));
-        TRY(pkv_json_str(cols, cp, "time", "", NULL, &tc, NULL, e));
-        TRY(pkv_json_str(cols, cp, "prompt", NULL, NULL, &pc, NULL, e));
-        TRY(pkv_json_str(cols, cp, "decode", NULL, NULL, &dc, NULL, e));
-        TRY(pkv_json_str(cols, cp, "unit", "s", pkv_time_unit_names, &unit, &ui, e));
-        snprintf(t->cols.time, sizeof t->cols.time, "%s", tc);
-        snprintf(t->cols.prompt, sizeof t->cols.prompt, "%s", pc);
-        snprintf(t->cols.decode, sizeof t->cols.decode, "%s", dc);
-        t->cols.unit = (pkv_time_unit)ui;
+        TRY(pkv_keys_parse(pkv_config_keys(), PKV_OBJ_COLUMNS, cols, cp, &t->cols, false, e));
     }
-    TRY(pkv_json_num(o, P, "step_s", 0.02, 0, false, 1e6, &t->step_s, e));
-    TRY(pkv_json_num(o, P, "time_scale", 1, 0, true, 1e9, &t->time_scale, e));
-    TRY(pkv_json_num(o, P, "rate_scale", 1, 0, true, 1e9, &t->rate_scale, e));
-    TRY(pkv_json_num(o, P, "target_rate", 0, 0, false, 1e9, &t->target_rate, e));
-    TRY(pkv_json_int(o, P, "first_n", 0, 0, INT64_MAX / 2, &t->first_n, e));
-    TRY(pkv_json_num(o, P, "spread_tick_s", 0, 0, false, 1e9, &t->spread_tick_s, e));
-    TRY(pkv_json_str(o, P, "on_bad_row", "stop", bad, &onbad, &bi, e));
-    t->skip_bad = bi == 1;
     const cJSON *win = cJSON_GetObjectItemCaseSensitive(o, "window_s");
     if (win) {
         const cJSON *a = cJSON_GetArrayItem(win, 0), *b = cJSON_GetArrayItem(win, 1);
@@ -228,13 +156,9 @@ static int parse_trace(pkv_trace_spec *t, const cJSON *o, const char *P, const c
 
 /* The study's trace families: defaults for the arrival process and the lengths,
  * which explicit keys of the experiment override. */
-static const char *const preset_names[] = {"bucketed", "homogeneous", "bimodal",
-                                           "uniform",  "zipf",        NULL};
-
 static int apply_preset(pkv_workload_spec *w, int preset) {
     w->arrival = (pkv_arrival_spec){.kind = PKV_ARRIVAL_CLOSED, .concurrency = preset == 0 ? 1 : 8};
     w->decode = (pkv_length_spec){.kind = PKV_LENGTH_FIXED, .value = 256};
-    w->num_requests = 64;
     pkv_length_spec *p = &w->prompt;
     switch (preset) {
     case 0: /* bucketed: the 8K/16K/32K/64K cycle, one request at a time */
@@ -260,19 +184,17 @@ static int apply_preset(pkv_workload_spec *w, int preset) {
 
 int pkv_config_parse_workload(pkv_workload_spec *w, pkv_trace_spec *ts, pkv_trace *trace,
                               const char *exp_file, const cJSON *o, pkv_err *e) {
-    static const char *const keys[] = {"preset",       "arrival",     "prompt", "decode",
-                                       "num_requests", "max_context", "trace",  NULL};
     const cJSON *a, *p, *d, *t;
     const char *preset;
     int pi = -1;
     if (!o) return pkv_fail(e, "workload: is required");
-    TRY(pkv_json_object(o, "workload", keys, e));
+    TRY(pkv_keys_check(pkv_config_keys(), "workload", o, "workload", e));
     TRY(pkv_json_sub(o, "workload", "arrival", &a, e));
     TRY(pkv_json_sub(o, "workload", "prompt", &p, e));
     TRY(pkv_json_sub(o, "workload", "decode", &d, e));
     TRY(pkv_json_sub(o, "workload", "trace", &t, e));
     if (cJSON_GetObjectItemCaseSensitive(o, "preset")) {
-        TRY(pkv_json_str(o, "workload", "preset", NULL, preset_names, &preset, &pi, e));
+        TRY(pkv_json_str(o, "workload", "preset", NULL, pkv_workload_presets, &preset, &pi, e));
         if (t) return pkv_fail(e, "workload.trace: cannot be combined with workload.preset");
         if (apply_preset(w, pi)) return pkv_fail(e, "workload.preset: out of memory");
     }
@@ -299,13 +221,12 @@ int pkv_config_parse_workload(pkv_workload_spec *w, pkv_trace_spec *ts, pkv_trac
         TRY(parse_length(&w->prompt, p, "workload.prompt", 1024, exp_file, e));
     }
     if (!t && (pi < 0 || d)) TRY(parse_length(&w->decode, d, "workload.decode", 128, exp_file, e));
-    TRY(pkv_json_int(o, "workload", "num_requests", pi < 0 ? 0 : 64, 0, INT64_MAX / 2,
-                     &w->num_requests, e));
-    TRY(pkv_json_int(o, "workload", "max_context", 131072, 2, 1 << 24, &w->max_context, e));
-    return 0;
+    w->num_requests = pi < 0 ? 0 : 64; /* the default; a preset's is its own */
+    return pkv_keys_parse(pkv_config_keys(), "workload", o, "workload", w, false, e);
 }
 
 void pkv_config_resolve_workload(const pkv_workload_spec *w, const pkv_trace_spec *ts, cJSON *r) {
+    pkv_keys k = pkv_config_keys();
     cJSON *wl = cJSON_AddObjectToObject(r, "workload");
     cJSON *a = cJSON_AddObjectToObject(wl, "arrival");
     const pkv_arrival_spec *ar = &w->arrival;
@@ -316,66 +237,31 @@ void pkv_config_resolve_workload(const pkv_workload_spec *w, const pkv_trace_spe
         cJSON_AddNumberToObject(t, "skipped", (double)w->trace->skipped);
         cJSON_AddStringToObject(t, "timestamps", w->trace_times ? "kept" : "replaced");
     }
-    cJSON_AddStringToObject(a, "process",
-                            w->trace && w->trace_times ? "trace" : pkv_arrival_names[ar->kind]);
-    if (ar->kind == PKV_ARRIVAL_CLOSED) {
-        cJSON_AddNumberToObject(a, "concurrency", (double)ar->concurrency);
-    } else if (ar->kind == PKV_ARRIVAL_MMPP) {
-        cJSON_AddNumberToObject(a, "rate_on", ar->rate_on);
-        cJSON_AddNumberToObject(a, "rate_off", ar->rate_off);
-        cJSON_AddNumberToObject(a, "mean_on_s", ar->mean_on_s);
-        cJSON_AddNumberToObject(a, "mean_off_s", ar->mean_off_s);
-    } else if (ar->kind == PKV_ARRIVAL_PIECEWISE) {
-        cJSON *pts = cJSON_AddArrayToObject(a, "points");
-        for (int i = 0; i < ar->n_points; i++) {
-            double pt[2] = {ar->t_s[i], ar->rates[i]};
-            cJSON_AddItemToArray(pts, cJSON_CreateDoubleArray(pt, 2));
+    if (w->trace && w->trace_times) { /* the trace's own timestamps */
+        cJSON_AddStringToObject(a, "process", "trace");
+    } else {
+        pkv_keys_write(k, "workload.arrival", ar, a);
+        if (ar->kind == PKV_ARRIVAL_PIECEWISE) {
+            cJSON *pts = cJSON_AddArrayToObject(a, "points");
+            for (int i = 0; i < ar->n_points; i++) {
+                double pt[2] = {ar->t_s[i], ar->rates[i]};
+                cJSON_AddItemToArray(pts, cJSON_CreateDoubleArray(pt, 2));
+            }
         }
-        cJSON_AddNumberToObject(a, "period_s", ar->period_s);
-    } else if (!(w->trace && w->trace_times)) {
-        cJSON_AddNumberToObject(a, "rate", ar->rate);
     }
-    if (ar->kind == PKV_ARRIVAL_GAMMA || ar->kind == PKV_ARRIVAL_WEIBULL)
-        cJSON_AddNumberToObject(a, "cv", ar->cv);
     const pkv_length_spec *ls[2] = {&w->prompt, &w->decode};
     const char *ln[2] = {"prompt", "decode"};
     for (int i = 0; i < 2 && !w->trace; i++) {
         cJSON *l = cJSON_AddObjectToObject(wl, ln[i]);
         const pkv_length_spec *s = ls[i];
-        cJSON_AddStringToObject(l, "dist", pkv_length_names[s->kind]);
-        switch (s->kind) {
-        case PKV_LENGTH_FIXED:
-            cJSON_AddNumberToObject(l, "value", (double)s->value);
-            break;
-        case PKV_LENGTH_UNIFORM:
-            cJSON_AddNumberToObject(l, "min", (double)s->min);
-            cJSON_AddNumberToObject(l, "max", (double)s->max);
-            break;
-        case PKV_LENGTH_CYCLE: {
+        pkv_keys_write(k, PKV_OBJ_LENGTH, s, l);
+        if (s->kind == PKV_LENGTH_CYCLE) {
             cJSON *v = cJSON_AddArrayToObject(l, "values");
             for (int j = 0; j < s->n_values; j++)
                 cJSON_AddItemToArray(v, cJSON_CreateNumber((double)s->values[j]));
-            break;
-        }
-        case PKV_LENGTH_BIMODAL:
-            cJSON_AddNumberToObject(l, "short", (double)s->short_len);
-            cJSON_AddNumberToObject(l, "long", (double)s->long_len);
-            cJSON_AddNumberToObject(l, "p_long", s->p_long);
-            break;
-        case PKV_LENGTH_LOGNORMAL:
-            cJSON_AddNumberToObject(l, "median", s->median);
-            cJSON_AddNumberToObject(l, "sigma", s->sigma);
-            break;
-        case PKV_LENGTH_ZIPF:
-            cJSON_AddNumberToObject(l, "min", (double)s->min);
-            cJSON_AddNumberToObject(l, "max", (double)s->max);
-            cJSON_AddNumberToObject(l, "s", s->s);
-            break;
-        case PKV_LENGTH_EMPIRICAL:
+        } else if (s->kind == PKV_LENGTH_EMPIRICAL) {
             cJSON_AddNumberToObject(l, "values", (double)s->n_emp);
-            break;
         }
     }
-    cJSON_AddNumberToObject(wl, "num_requests", (double)w->num_requests);
-    cJSON_AddNumberToObject(wl, "max_context", (double)w->max_context);
+    pkv_keys_write(k, "workload", w, wl);
 }

@@ -9,6 +9,8 @@
 #include "cmd_calibrate.h"
 #include "cli.h"
 #include "cmd_kbench.h"
+#include "calib.h"
+#include "config_keys.h"
 #include "runner.h"
 
 static volatile sig_atomic_t g_stop = 0;
@@ -39,6 +41,9 @@ static void usage(FILE *f) {
           "  workload EXPERIMENT.json [--csv OUT] [--seed N]\n"
           "                        the request stream an experiment would generate, and its\n"
           "                        statistics (count, duration, rate, gap CV, percentiles)\n"
+          "  keys [experiment | calibration]\n"
+          "                        every key of experiment (or calibration) files, its kind\n"
+          "                        and default, one per line (tab-separated)\n"
           "  report FILE.h5... [--baseline POLICY] [--csv OUT]\n"
           "                        mean +/- sd over runs (seeds) per experiment, policy and\n"
           "                        backend, with throughput ratios to a baseline policy\n"
@@ -117,7 +122,7 @@ static int cmd_run(int argc, char **argv) {
                     backend);
             goto out;
         }
-        cfg.backend = (pkv_backend_kind)k;
+        cfg.backend = k;
     }
     if (output) snprintf(cfg.output, sizeof cfg.output, "%s", output);
     if (calib) snprintf(cfg.calibration, sizeof cfg.calibration, "%s", calib);
@@ -160,6 +165,20 @@ out:
     return rc;
 }
 
+/* Every key the files take, with its kind and default, from the tables that parse them. */
+static int cmd_keys(int argc, char **argv) {
+    const char *which = argc > 1 ? argv[1] : "experiment";
+    if (argc > 2 || (strcmp(which, "experiment") && strcmp(which, "calibration"))) {
+        fprintf(stderr, "usage: pkvsim keys [experiment | calibration]\n");
+        return 2;
+    }
+    if (!strcmp(which, "experiment"))
+        pkv_keys_print(pkv_config_keys(), "", stdout);
+    else
+        pkv_keys_print(pkv_calib_keys(), "", stdout);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) {
         usage(stderr);
@@ -194,6 +213,7 @@ int main(int argc, char **argv) {
     }
 #endif
     if (!strcmp(cmd, "report")) return pkv_cmd_report(argc - 1, argv + 1);
+    if (!strcmp(cmd, "keys")) return cmd_keys(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench") && argc >= 3 && !strcmp(argv[2], "sim"))
         return pkv_cmd_bench_sim(argc - 2, argv + 2);
     if (!strcmp(cmd, "bench") && argc >= 3 && !strcmp(argv[2], "traces"))

@@ -13,10 +13,10 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
         pkv_calib_free(&cal);
         return -1;
     }
-    pkv_backend_kind bk = pkv_backend_resolve(cfg->backend);
-    int clock = cfg->clock >= 0          ? cfg->clock
-                : bk == PKV_BACKEND_CUDA ? PKV_CLOCK_WALL
-                                         : PKV_CLOCK_PREDICTED;
+    pkv_backend_kind bk = pkv_backend_resolve((pkv_backend_kind)cfg->backend);
+    int clock = cfg->clock != PKV_CONFIG_CLOCK_AUTO ? cfg->clock
+                : bk == PKV_BACKEND_CUDA            ? PKV_CLOCK_WALL
+                                                    : PKV_CLOCK_PREDICTED;
     if (bk == PKV_BACKEND_MODEL && clock != PKV_CLOCK_PREDICTED) {
         pkv_calib_free(&cal);
         return pkv_fail(e, "%s: run.clock: the model backend measures nothing; use \"predicted\"",
@@ -45,11 +45,11 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
         .bt_stride = pkv_sim_bt_stride(cfg),
         .mlp_inter = (int32_t)cfg->mlp_inter,
         .cuda_graph = cfg->cuda_graph,
-        .metadata_copy = cfg->metadata_copy,
+        .metadata_copy = cfg->metadata_upload == PKV_METADATA_COPY,
         .seed = cfg->seed,
     };
-    if (pkv_engine_init(&eng, &cfg->shape, &cal, cfg->policy, cfg->bucket_mode, cfg->max_active,
-                        &bs, (pkv_clock_source)clock, e)) {
+    if (pkv_engine_init(&eng, &cfg->shape, &cal, cfg->policy, (pkv_bucket_mode)cfg->bucket_mode,
+                        cfg->max_active, &bs, (pkv_clock_source)clock, e)) {
         pkv_calib_free(&cal);
         return -1;
     }
@@ -68,7 +68,7 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
     eng.check_first = cfg->check_first;
     if (o->record) {
         pkv_provenance pv = {o->command_line ? o->command_line : "", be->name, dev.name, cfg->seed};
-        pkv_h5rec_opts ro = {.level = cfg->record,
+        pkv_h5rec_opts ro = {.level = (pkv_record_level)cfg->record,
                              .measured = be->measures,
                              .routes_measured = be->measures && eng.policy.measured_oracle,
                              .candidates = eng.policy.candidates};

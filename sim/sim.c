@@ -196,7 +196,8 @@ static int preempt_latest(pkv_sim *s) {
 static int32_t waiting_pages(const void *ctx, size_t i) {
     const pkv_sim *s = ctx;
     const pkv_sim_request *r = &s->req[s->wait[(s->wait_head + i) % s->wait_cap]];
-    return pages_for(s, s->cfg->reserve_full ? reserved_tokens(s, r) : stored_tokens(r));
+    return pages_for(s, s->cfg->page_tables == PKV_PAGE_TABLES_GENERATOR ? reserved_tokens(s, r)
+                                                                         : stored_tokens(r));
 }
 
 /* Remove the i-th waiting request (0 = head), keeping the others in order. */
@@ -212,14 +213,16 @@ static int64_t wait_take(pkv_sim *s, size_t i) {
 static int admit(pkv_sim *s) {
     while (s->wait_n > 0 && s->n_run + s->n_prefill < s->cfg->max_active) {
         pkv_admission_view v = {s->wait_n, s->alloc.n_free, waiting_pages, s};
-        int64_t pick = s->cfg->admission->pick(&v);
+        int64_t pick = s->cfg->admit->pick(&v);
         if (pick < 0) break;
         int64_t slot = wait_take(s, (size_t)pick);
         pkv_sim_request *r = &s->req[slot];
         r->cap_pages = pages_for(s, reserved_tokens(s, r));
         /* The study's generator reserves the whole (rounded) length at admission; the
          * live allocator takes the prompt's pages and grows page by page. */
-        int32_t need = s->cfg->reserve_full ? r->cap_pages : pages_for(s, stored_tokens(r));
+        int32_t need = s->cfg->page_tables == PKV_PAGE_TABLES_GENERATOR
+                           ? r->cap_pages
+                           : pages_for(s, stored_tokens(r));
         r->pages = malloc(sizeof(int32_t) * (size_t)r->cap_pages);
         if (!r->pages) return -1;
         int took = pkv_kvalloc_take(&s->alloc, need, r->rec.id, r->pages);

@@ -1,0 +1,175 @@
+#include "config_keys.h"
+#include "config.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+const char *const pkv_clock_names[] = {"predicted", "wall", "device", "auto", NULL};
+const char *const pkv_page_table_modes[] = {"allocator", "generator", NULL};
+const char *const pkv_workload_presets[] = {"bucketed", "homogeneous", "bimodal",
+                                            "uniform",  "zipf",        NULL};
+static const char *const bucket_names[] = {"exact", "pow2", NULL};
+const char *const pkv_metadata_uploads[] = {"params", "copy", NULL};
+static const char *const dtypes[] = {"fp16", NULL};
+static const char *const bad_row[] = {"stop", "skip", NULL};
+
+#define BIG ((double)(INT64_MAX / 2))
+/* Rows by kind: object, key, struct, field, then what the kind needs. */
+#define I64(o, k, T, f, d, l, h, ...)                                                              \
+    {                                                                                              \
+        .obj = o, .name = k, .kind = PKV_KEY_I64, .off = offsetof(T, f), .def = d, .lo = l,        \
+        .hi = h, __VA_ARGS__                                                                       \
+    }
+#define INT(o, k, T, f, d, l, h, ...)                                                              \
+    {                                                                                              \
+        .obj = o, .name = k, .kind = PKV_KEY_INT, .off = offsetof(T, f), .def = d, .lo = l,        \
+        .hi = h, __VA_ARGS__                                                                       \
+    }
+#define NUM(o, k, T, f, d, l, h, ...)                                                              \
+    {                                                                                              \
+        .obj = o, .name = k, .kind = PKV_KEY_NUM, .off = offsetof(T, f), .def = d, .lo = l,        \
+        .hi = h, __VA_ARGS__                                                                       \
+    }
+#define BOOL(o, k, T, f, d)                                                                        \
+    { .obj = o, .name = k, .kind = PKV_KEY_BOOL, .off = offsetof(T, f), .def = d }
+#define ENUM(o, k, T, f, d, c, ...)                                                                \
+    {                                                                                              \
+        .obj = o, .name = k, .kind = PKV_KEY_ENUM, .off = offsetof(T, f), .def_s = d,              \
+        .choices = c, __VA_ARGS__                                                                  \
+    }
+#define STR(o, k, T, f, d, c, ...)                                                                 \
+    {                                                                                              \
+        .obj = o, .name = k, .kind = PKV_KEY_STR, .off = offsetof(T, f),                           \
+        .size = sizeof(((T *)0)->f), .def_s = d, .choices = c, __VA_ARGS__                         \
+    }
+#define OBJ(o, k)                                                                                  \
+    { .obj = o, .name = k, .kind = PKV_KEY_OBJ }
+#define CUSTOM(o, k, ...)                                                                          \
+    { .obj = o, .name = k, .kind = PKV_KEY_CUSTOM, __VA_ARGS__ }
+
+#define C     pkv_config
+#define A     pkv_arrival_spec
+#define L     pkv_length_spec
+#define T     pkv_trace_spec
+#define W     pkv_workload_spec
+#define OPEN  (PKV_WHEN(PKV_ARRIVAL_POISSON) | GW | PKV_WHEN(PKV_ARRIVAL_DETERMINISTIC))
+#define GW    (PKV_WHEN(PKV_ARRIVAL_GAMMA) | PKV_WHEN(PKV_ARRIVAL_WEIBULL))
+#define MMPP  PKV_WHEN(PKV_ARRIVAL_MMPP)
+#define PIECE PKV_WHEN(PKV_ARRIVAL_PIECEWISE)
+#define UNI   PKV_WHEN(PKV_LENGTH_UNIFORM)
+#define ZIPF  PKV_WHEN(PKV_LENGTH_ZIPF)
+#define BIMOD PKV_WHEN(PKV_LENGTH_BIMODAL)
+#define LOGN  PKV_WHEN(PKV_LENGTH_LOGNORMAL)
+#define MAXL  (1 << 24)
+
+static const pkv_key rows[] = {
+    CUSTOM("", "name"),
+    CUSTOM("", "description"),
+    OBJ("", "model"),
+    OBJ("", "workload"),
+    OBJ("", "serving"),
+    OBJ("", "route"),
+    OBJ("", "run"),
+
+    INT("model", "hq", C, shape.hq, 32, 1, 256),
+    INT("model", "hkv", C, shape.hkv, 8, 1, 256),
+    INT("model", "head_dim", C, shape.d, 128, 8, 512),
+    INT("model", "page_size", C, shape.page_size, 16, 1, 1024),
+    STR("model", "dtype", C, dtype, "fp16", dtypes),
+    I64("model", "mlp_intermediate", C, mlp_inter, 0, 0, 1 << 20),
+
+    /* The preset and the trace change the other rows' meaning: config_workload.c. */
+    CUSTOM("workload", "preset"),
+    OBJ("workload", "arrival"),
+    OBJ("workload", "prompt"),
+    OBJ("workload", "decode"),
+    OBJ("workload", "trace"),
+    I64("workload", "num_requests", W, num_requests, 0, 0, BIG, .keep = true),
+    I64("workload", "max_context", W, max_context, 131072, 2, MAXL),
+
+    ENUM("workload.arrival", "process", A, kind, NULL, pkv_arrival_names, .selects = true,
+         .required = true),
+    NUM("workload.arrival", "rate", A, rate, 1, 0, 1e9, .lo_open = true, .required = true,
+        .when = OPEN),
+    NUM("workload.arrival", "cv", A, cv, 1, 0, 20, .lo_open = true, .when = GW),
+    I64("workload.arrival", "concurrency", A, concurrency, 1, 1, 1 << 20, .required = true,
+        .when = PKV_WHEN(PKV_ARRIVAL_CLOSED)),
+    NUM("workload.arrival", "rate_on", A, rate_on, 10, 0, 1e9, .when = MMPP),
+    NUM("workload.arrival", "rate_off", A, rate_off, 0, 0, 1e9, .when = MMPP),
+    NUM("workload.arrival", "mean_on_s", A, mean_on_s, 1, 0, 1e9, .lo_open = true, .when = MMPP),
+    NUM("workload.arrival", "mean_off_s", A, mean_off_s, 1, 0, 1e9, .lo_open = true, .when = MMPP),
+    CUSTOM("workload.arrival", "points", .when = PIECE),
+    NUM("workload.arrival", "period_s", A, period_s, 0, 0, 1e12, .when = PIECE),
+
+    /* A length object's default value is its caller's (1024 prompt, 128 decode). */
+    ENUM(PKV_OBJ_LENGTH, "dist", L, kind, "fixed", pkv_length_names, .selects = true),
+    I64(PKV_OBJ_LENGTH, "value", L, value, 0, 1, MAXL, .keep = true,
+        .when = PKV_WHEN(PKV_LENGTH_FIXED)),
+    I64(PKV_OBJ_LENGTH, "min", L, min, 1, 1, MAXL, .when = UNI | ZIPF),
+    I64(PKV_OBJ_LENGTH, "max", L, max, 0, 1, MAXL, .def_key = "min", .when = UNI),
+    I64(PKV_OBJ_LENGTH, "max", L, max, 65536, 1, MAXL, .when = ZIPF),
+    CUSTOM(PKV_OBJ_LENGTH, "values", .when = PKV_WHEN(PKV_LENGTH_CYCLE)),
+    I64(PKV_OBJ_LENGTH, "short", L, short_len, 8192, 1, MAXL, .when = BIMOD),
+    I64(PKV_OBJ_LENGTH, "long", L, long_len, 65536, 1, MAXL, .when = BIMOD),
+    NUM(PKV_OBJ_LENGTH, "p_long", L, p_long, 0.25, 0, 1, .when = BIMOD),
+    NUM(PKV_OBJ_LENGTH, "median", L, median, 1024, 0, MAXL, .lo_open = true, .when = LOGN),
+    NUM(PKV_OBJ_LENGTH, "sigma", L, sigma, 1, 0, 10, .lo_open = true, .when = LOGN),
+    NUM(PKV_OBJ_LENGTH, "s", L, s, 1.1, 0, 10, .lo_open = true, .when = ZIPF),
+    CUSTOM(PKV_OBJ_LENGTH, "trace", .when = PKV_WHEN(PKV_LENGTH_EMPIRICAL)),
+    CUSTOM(PKV_OBJ_LENGTH, "field", .when = PKV_WHEN(PKV_LENGTH_EMPIRICAL)),
+
+    STR(PKV_OBJ_TRACE, "path", T, path, NULL, NULL, .required = true),
+    ENUM(PKV_OBJ_TRACE, "format", T, format, "auto", pkv_trace_format_names),
+    CUSTOM(PKV_OBJ_TRACE, "columns"),
+    NUM(PKV_OBJ_TRACE, "step_s", T, step_s, 0.02, 0, 1e6),
+    NUM(PKV_OBJ_TRACE, "time_scale", T, time_scale, 1, 0, 1e9, .lo_open = true),
+    NUM(PKV_OBJ_TRACE, "rate_scale", T, rate_scale, 1, 0, 1e9, .lo_open = true),
+    NUM(PKV_OBJ_TRACE, "target_rate", T, target_rate, 0, 0, 1e9),
+    I64(PKV_OBJ_TRACE, "first_n", T, first_n, 0, 0, BIG),
+    CUSTOM(PKV_OBJ_TRACE, "window_s"),
+    ENUM(PKV_OBJ_TRACE, "on_bad_row", T, skip_bad, "stop", bad_row),
+    NUM(PKV_OBJ_TRACE, "spread_tick_s", T, spread_tick_s, 0, 0, 1e9),
+
+    STR(PKV_OBJ_COLUMNS, "time", pkv_trace_columns, time, "", NULL),
+    STR(PKV_OBJ_COLUMNS, "prompt", pkv_trace_columns, prompt, NULL, NULL, .required = true),
+    STR(PKV_OBJ_COLUMNS, "decode", pkv_trace_columns, decode, NULL, NULL, .required = true),
+    ENUM(PKV_OBJ_COLUMNS, "unit", pkv_trace_columns, unit, "s", pkv_time_unit_names),
+
+    INT("serving", "max_active", C, max_active, 64, 1, 4096),
+    INT("serving", "kv_pages", C, kv_pages, 65536, 1, INT32_MAX),
+    ENUM("serving", "admission", C, admission, "fcfs", pkv_admission_names),
+    OBJ("serving", "prefill"),
+    OBJ("serving", "page_tables"),
+    /* Affine prefill model: base + per_token * prompt tokens of the batch. The
+     * defaults are of the order of a 7B model's prefill on one H200 (placeholders). */
+    NUM("serving.prefill", "base_us", C, prefill_base_s, 2000, 0, 1e9, .scale = 1e-6),
+    NUM("serving.prefill", "per_token_us", C, prefill_per_token_s, 0.1, 0, 1e6, .scale = 1e-6),
+    BOOL("serving.prefill", "measure", C, prefill_measure, false),
+    ENUM("serving.page_tables", "mode", C, page_tables, "allocator", pkv_page_table_modes),
+    NUM("serving.page_tables", "hole_fraction", C, hole_fraction, 0, 0, 0.95),
+    I64("serving.page_tables", "bucket_len", C, bucket_len, 0, 0, MAXL),
+
+    STR("route", "policy", C, policy, "adaptive", pkv_policy_names),
+    ENUM("route", "buckets", C, bucket_mode, "exact", bucket_names),
+    STR("route", "calibration", C, calibration,
+        PKV_SOURCE_DIR "/experiments/calibration/default.json", NULL),
+    CUSTOM("route", "overrides"),
+    BOOL("route", "allow_other_gpu", C, allow_other_gpu, false),
+
+    I64("run", "max_steps", C, max_steps, 0, 0, BIG),
+    NUM("run", "max_time_s", C, max_time, 0, 0, 1e12),
+    I64("run", "warmup_steps", C, warmup_steps, 0, 0, BIG),
+    I64("run", "seed", C, seed, 1, 0, BIG),
+    STR("run", "output", C, output, "", NULL),
+    ENUM("run", "backend", C, backend, "auto", pkv_backend_names),
+    ENUM("run", "clock", C, clock, "auto", pkv_clock_names),
+    I64("run", "check_every", C, check_every, 0, 0, BIG),
+    I64("run", "check_first", C, check_first, 0, 0, BIG),
+    BOOL("run", "cuda_graph", C, cuda_graph, false),
+    ENUM("run", "metadata_upload", C, metadata_upload, "params", pkv_metadata_uploads),
+    ENUM("run", "record", C, record, "full", pkv_record_level_names),
+};
+
+pkv_keys pkv_config_keys(void) {
+    return PKV_KEYS(rows);
+}

@@ -1,0 +1,24 @@
+/* Every key of an experiment file, declared once (sim/config_keys.c): the rows drive
+ * the unknown-key check, parsing, defaults and resolution in config.c and
+ * config_workload.c, and `pkvsim keys` lists them for the documentation check. */
+#ifndef PKV_CONFIG_KEYS_H
+#define PKV_CONFIG_KEYS_H
+
+#include "pkv_keys.h"
+
+/* The object names of the rows that serve several places. */
+#define PKV_OBJ_LENGTH  "(length)"  /* workload.prompt, workload.decode */
+#define PKV_OBJ_TRACE   "(trace)"   /* workload.trace, an empirical length's trace */
+#define PKV_OBJ_COLUMNS "(columns)" /* a trace's columns object */
+
+extern const char *const pkv_clock_names[]; /* run.clock: predicted, wall, device, auto */
+enum { PKV_CONFIG_CLOCK_AUTO = 3 };
+extern const char *const pkv_page_table_modes[]; /* allocator, generator */
+enum { PKV_PAGE_TABLES_GENERATOR = 1 };
+extern const char *const pkv_metadata_uploads[]; /* params, copy */
+enum { PKV_METADATA_COPY = 1 };
+extern const char *const pkv_workload_presets[];
+
+pkv_keys pkv_config_keys(void);
+
+#endif
