@@ -31,7 +31,7 @@ struct pkv_h5rec {
     hid_t file;
     char path[1024], tmp[1100];
     pkv_h5rec_opts o;
-    col_table steps, requests, routes, routes_measured;
+    col_table steps, requests, routes, routes_measured, prefills;
     /* The per-candidate columns of /routes and /routes_measured: views of
      * pkv_step_rec.t_route and t_route_measured. */
     pkv_column route_cols[2][PKV_ROUTE_COUNT];
@@ -250,6 +250,7 @@ static void close_tables(pkv_h5rec *r) {
     table_close(&r->requests);
     table_close(&r->routes);
     table_close(&r->routes_measured);
+    table_close(&r->prefills);
 }
 
 int pkv_h5rec_open(pkv_h5rec **out, const char *path, const pkv_h5rec_opts *o, pkv_err *e) {
@@ -276,6 +277,9 @@ int pkv_h5rec_open(pkv_h5rec **out, const char *path, const pkv_h5rec_opts *o, p
             rc = table_open(&r->routes_measured, r->file, "routes_measured", r->route_cols[1],
                             routes_columns(r, 1, o->candidates), true);
     }
+    if (!rc && o->level <= PKV_RECORD_STEPS)
+        rc = table_open(&r->prefills, r->file, "prefills", pkv_prefill_columns,
+                        pkv_prefill_column_count, o->measured);
     if (!rc && o->level <= PKV_RECORD_REQUESTS)
         rc = table_open(&r->requests, r->file, "requests", pkv_request_columns,
                         pkv_request_column_count, true);
@@ -333,6 +337,11 @@ int pkv_h5rec_step(pkv_h5rec *r, const pkv_step_rec *s, pkv_err *e) {
     return 0;
 }
 
+int pkv_h5rec_prefill(pkv_h5rec *r, const pkv_prefill_rec *p, pkv_err *e) {
+    if (r->o.level > PKV_RECORD_STEPS) return 0;
+    return table_add(&r->prefills, p) ? h5fail(r, e, "/prefills") : 0;
+}
+
 int pkv_h5rec_request(pkv_h5rec *r, const pkv_request_rec *q, pkv_err *e) {
     if (r->o.level > PKV_RECORD_REQUESTS) return 0;
     return table_add(&r->requests, q) ? h5fail(r, e, "/requests") : 0;
@@ -382,8 +391,9 @@ int pkv_h5rec_summary(pkv_h5rec *r, const pkv_summary *s, pkv_err *e) {
 
 int pkv_h5rec_close(pkv_h5rec *r, int commit, pkv_err *e) {
     int rc = 0;
-    if (commit && (table_flush(&r->steps) || table_flush(&r->routes) ||
-                   table_flush(&r->routes_measured) || table_flush(&r->requests)))
+    if (commit &&
+        (table_flush(&r->steps) || table_flush(&r->routes) || table_flush(&r->routes_measured) ||
+         table_flush(&r->requests) || table_flush(&r->prefills)))
         rc = h5fail(r, e, "the tables");
     close_tables(r);
     if (H5Fclose(r->file) < 0 && commit && rc == 0) rc = h5fail(r, e, "the file");

@@ -2,7 +2,7 @@
  * temporary name and renamed only by pkv_h5rec_close(commit = 1), so an interrupted
  * or failed run leaves either a complete file or none.
  *
- * Tables are stored by column: /steps and /requests are groups holding one 1-D
+ * Tables are stored by column: /steps, /prefills and /requests are groups holding one 1-D
  * dataset per column of the record schema (base/pkv_record.h), each of a plain
  * numeric type (no padding, nothing hidden), chunked, shuffled and deflated, so that
  * a reader reads one column without decompressing the others. Route and request
@@ -57,6 +57,8 @@ int pkv_h5rec_group(pkv_h5rec *r, const char *name, const char *file_text, const
 int pkv_h5rec_provenance(pkv_h5rec *r, const pkv_provenance *p, pkv_err *e);
 /* Buffered append of one /steps row and its /routes predictions (per the level). */
 int pkv_h5rec_step(pkv_h5rec *r, const pkv_step_rec *s, pkv_err *e);
+/* Buffered append of one /prefills row (levels full and steps). */
+int pkv_h5rec_prefill(pkv_h5rec *r, const pkv_prefill_rec *p, pkv_err *e);
 /* Buffered append of one /requests row (per the level). */
 int pkv_h5rec_request(pkv_h5rec *r, const pkv_request_rec *q, pkv_err *e);
 int pkv_h5rec_summary(pkv_h5rec *r, const pkv_summary *s, pkv_err *e);

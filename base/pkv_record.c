@@ -5,11 +5,18 @@
 #define REQ_COL_(name, ctype, kind, measured, unit)                                                \
     {#name, offsetof(pkv_request_rec, name), kind, measured, unit},
 
+#define PRE_COL_(name, ctype, kind, measured, unit)                                                \
+    {#name, offsetof(pkv_prefill_rec, name), kind, measured, unit},
+
 const pkv_column pkv_step_columns[] = {PKV_STEP_COLUMNS(STEP_COL_)};
 const int pkv_step_column_count = (int)(sizeof pkv_step_columns / sizeof pkv_step_columns[0]);
 const pkv_column pkv_request_columns[] = {PKV_REQUEST_COLUMNS(REQ_COL_)};
 const int pkv_request_column_count =
     (int)(sizeof pkv_request_columns / sizeof pkv_request_columns[0]);
+
+const pkv_column pkv_prefill_columns[] = {PKV_PREFILL_COLUMNS(PRE_COL_)};
+const int pkv_prefill_column_count =
+    (int)(sizeof pkv_prefill_columns / sizeof pkv_prefill_columns[0]);
 
 const char *pkv_request_state_name(pkv_request_state s) {
     static const char *const names[PKV_REQ_STATE_COUNT] = {"waiting", "prefill", "running",

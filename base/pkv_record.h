@@ -40,8 +40,13 @@ typedef enum pkv_col_kind {
     X(cta_work_per_sm, double, PKV_COL_F64, 0, "decode CTAs per SM")                               \
     X(kv_bytes, uint64_t, PKV_COL_U64, 0, "bytes: K and V read")                                   \
     X(merge_bytes, uint64_t, PKV_COL_U64, 0, "bytes: partial states written and read back")        \
-    X(t_predicted, double, PKV_COL_F64, 0, "seconds: cost model of the chosen route")              \
-    X(t_device, double, PKV_COL_F64, 1, "seconds: measured device time of the attention work")     \
+    X(t_predicted, double, PKV_COL_F64, 0, "seconds: cost model of the whole step")                \
+    X(t_dense_predicted, double, PKV_COL_F64, 0,                                                   \
+      "seconds: cost model of the step's dense part (0 for the study layer)")                      \
+    X(t_device, double, PKV_COL_F64, 1,                                                            \
+      "seconds: measured device time of the attention work, every layer")                          \
+    X(t_dense, double, PKV_COL_F64, 1,                                                             \
+      "seconds: measured device time of the dense part (norms, GEMMs, RoPE, head)")                \
     X(t_wall, double, PKV_COL_F64, 1, "seconds: measured host wall time of the step")              \
     X(max_err, double, PKV_COL_F64, 1, "max |e| against the reference (NaN: unchecked)")           \
     X(mean_err, double, PKV_COL_F64, 1, "mean |e| against the reference (NaN: unchecked)")         \
@@ -62,6 +67,16 @@ typedef enum pkv_col_kind {
     X(preemptions, int32_t, PKV_COL_I32, 0, "times evicted and recomputed")                        \
     X(state, uint8_t, PKV_COL_STATE, 0, "waiting, prefill, running or finished")
 
+#define PKV_PREFILL_COLUMNS(X)                                                                     \
+    X(index, uint64_t, PKV_COL_U64, 0, "prefill batch number")                                     \
+    X(t_sim, double, PKV_COL_F64, 0, "seconds: simulated time at the batch's start")               \
+    X(requests, uint32_t, PKV_COL_U32, 0, "prompts in the batch")                                  \
+    X(tokens, uint64_t, PKV_COL_U64, 0, "tokens: the prompts' lengths")                            \
+    X(t_predicted, double, PKV_COL_F64, 0, "seconds: cost model (NaN for the study layer)")        \
+    X(t_device, double, PKV_COL_F64, 1, "seconds: measured device time of the batch")              \
+    X(t_wall, double, PKV_COL_F64, 1, "seconds: measured host wall time of the batch")             \
+    X(t_advance, double, PKV_COL_F64, 0, "seconds: how far the batch moved the simulated clock")
+
 #define PKV_RECORD_FIELD_(name, ctype, kind, measured, unit) ctype name;
 
 /* One row of /steps, plus the per-candidate times that go to /routes and
@@ -76,6 +91,11 @@ typedef struct pkv_step_rec {
 typedef struct pkv_request_rec {
     PKV_REQUEST_COLUMNS(PKV_RECORD_FIELD_)
 } pkv_request_rec;
+
+/* One row of /prefills. */
+typedef struct pkv_prefill_rec {
+    PKV_PREFILL_COLUMNS(PKV_RECORD_FIELD_)
+} pkv_prefill_rec;
 
 typedef enum pkv_request_state {
     PKV_REQ_WAITING = 0,
@@ -100,6 +120,8 @@ extern const pkv_column pkv_step_columns[];
 extern const int pkv_step_column_count;
 extern const pkv_column pkv_request_columns[];
 extern const int pkv_request_column_count;
+extern const pkv_column pkv_prefill_columns[];
+extern const int pkv_prefill_column_count;
 
 /* Bytes of one value of a column kind. */
 size_t pkv_col_size(pkv_col_kind k);

@@ -36,9 +36,8 @@ static void fill_pages(cpu_backend *b, const int32_t *pages, int32_t n) {
         }
 }
 
-static int cpu_prefill(pkv_backend *base, const int32_t *pages, int32_t n_pages, double *t_device,
-                       pkv_err *e) {
-    fill_pages((cpu_backend *)base, pages, n_pages);
+static int cpu_prefill(pkv_backend *base, const pkv_prefill_view *p, double *t_device, pkv_err *e) {
+    fill_pages((cpu_backend *)base, p->pages, p->n_pages);
     *t_device = NAN;
     return 0;
 }

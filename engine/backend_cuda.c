@@ -7,7 +7,14 @@
  * parameters of one prologue launch (or, where they do not fit, one asynchronous
  * copy before it); the prologue applies them and appends every row's new K/V token
  * (and the step's Q) from prepared random rows. Then the route runs; its device time
- * is taken with events around the route's kernels. */
+ * is taken with events around the route's kernels.
+ *
+ * With a full model (engine/model.h) the KV pools are the model's, one per layer,
+ * and a step runs the whole forward: the embedding, then per layer the dense part
+ * before attention (norm, QKV, RoPE and the K/V append), the route on that layer's
+ * pools, the dense part after (output projection, norm, MLP), then the head. The
+ * step's one plan and metadata serve every layer. Events around each layer's
+ * attention give t_device (their sum); the step's interval less that is t_dense. */
 #include "backends.h"
 #include "tensors.h"
 
@@ -56,6 +63,9 @@ typedef struct cuda_backend {
     uint16_t *blk_k, *blk_v; /* device [PKV_TENSOR_BLOCK]: the pool's tiles, for prefill */
     int32_t n_pages;
     int32_t *pages_h, *pages_d; /* pinned host / device [n_pages]: a prefill's page list */
+    pkvk_model *model;          /* a full model's dense part and pools; NULL: the study layer */
+    int layers;
+    pkvk_event **att_ev; /* [2 * layers]: each layer's attention interval */
 } cuda_backend;
 
 static int fail_dev(pkv_err *e, const char *what) {
@@ -116,9 +126,62 @@ static int upload_step(cuda_backend *b, const pkvk_plan *plan, pkv_err *e) {
     return 0;
 }
 
+/* Compare the step's attention output with the FP32 GPU reference on the batch. */
+static int check_output(cuda_backend *b, const pkvk_batch *batch, pkv_step_rec *rec, pkv_err *e) {
+    const pkvk_shape *s = &b->shape;
+    size_t n = (size_t)batch->n_rows * s->hq * s->d;
+    if (pkvk_gpu_reference(batch, b->o_ref) || pkvk_d2h(b->o_host, b->o, n * 2) ||
+        pkvk_d2h(b->ref_host, b->o_ref, n * 4))
+        return fail_dev(e, "reference check");
+    pkvk_compare(NULL, b->o_host, b->ref_host, n, &rec->max_err, &rec->mean_err);
+    double l1 = 0;
+    for (size_t j = 0; j < n; j++) l1 += fabs(pkvk_h2f(b->o_host[j]));
+    rec->out_mean_abs = n ? l1 / n : 0;
+    return 0;
+}
+
+/* A full model's step (see the top of the file); check compares layer 0's attention. */
+static int run_model(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *plan, int check,
+                     pkv_step_rec *rec, pkv_err *e) {
+    const pkvk_shape *s = &b->shape;
+    const int rows = v->n_rows, fi = pkv_route_is_flashinfer(plan->route);
+    pkvk_batch batch = {*s,   rows,  b->q,         b->o,    NULL,
+                        NULL, b->bt, b->bt_stride, b->lens, 1.0f / sqrtf((float)s->d)};
+    int launches;
+    float ms;
+    if (upload_step(b, plan, e)) return -1;
+    if (fi && pkvk_pack_csr(b->ws, &batch)) return fail_dev(e, "FlashInfer page list");
+    if (pkvk_event_record(b->ev[EV_ATT0]) || pkvk_model_decode_begin(b->model, rows))
+        return fail_dev(e, "embedding");
+    for (int l = 0; l < b->layers; l++) {
+        batch.k_cache = pkvk_model_kv(b->model, l, 0);
+        batch.v_cache = pkvk_model_kv(b->model, l, 1);
+        if (pkvk_model_decode_pre(b->model, l, rows, b->lens, b->bt, b->bt_stride, b->q))
+            return fail_dev(e, "layer before attention");
+        if (pkvk_event_record(b->att_ev[2 * l]) || pkvk_launch(b->ws, &batch, plan, &launches) ||
+            pkvk_event_record(b->att_ev[2 * l + 1]))
+            return fail_dev(e, pkv_route_name(plan->route));
+        if (check && l == 0 && check_output(b, &batch, rec, e)) return -1;
+        if (pkvk_model_post(b->model, l, rows, b->o)) return fail_dev(e, "layer after attention");
+    }
+    if (pkvk_model_decode_head(b->model, rows) || pkvk_event_record(b->ev[EV_ATT1]) ||
+        pkvk_event_elapsed(b->ev[EV_ATT0], b->ev[EV_ATT1], &ms))
+        return fail_dev(e, "LM head");
+    double step = ms * 1e-3, att = 0;
+    for (int l = 0; l < b->layers; l++) {
+        if (pkvk_event_elapsed(b->att_ev[2 * l], b->att_ev[2 * l + 1], &ms))
+            return fail_dev(e, "event");
+        att += ms * 1e-3;
+    }
+    rec->t_device = att;
+    rec->t_dense = step - att;
+    return 0;
+}
+
 static int cuda_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan *plan, int check,
                     pkv_step_rec *rec, pkv_err *e) {
     cuda_backend *b = (cuda_backend *)base;
+    if (b->model) return run_model(b, v, plan, check, rec, e);
     const pkvk_shape *s = &b->shape;
     pkvk_batch batch = {*s,   v->n_rows, b->q,         b->o,    b->k,
                         b->v, b->bt,     b->bt_stride, b->lens, 1.0f / sqrtf((float)s->d)};
@@ -169,23 +232,25 @@ static int cuda_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan 
         rec->t_meta = ms * 1e-3;
         b->meta_pending = 0;
     }
-    if (check) {
-        size_t n = (size_t)v->n_rows * s->hq * s->d;
-        if (pkvk_gpu_reference(&batch, b->o_ref) || pkvk_d2h(b->o_host, b->o, n * 2) ||
-            pkvk_d2h(b->ref_host, b->o_ref, n * 4))
-            return fail_dev(e, "reference check");
-        pkvk_compare(NULL, b->o_host, b->ref_host, n, &rec->max_err, &rec->mean_err);
-        double l1 = 0;
-        for (size_t j = 0; j < n; j++) l1 += fabs(pkvk_h2f(b->o_host[j]));
-        rec->out_mean_abs = n ? l1 / n : 0;
-    }
+    return check ? check_output(b, &batch, rec, e) : 0;
+}
+
+/* A full model's prefill: its forward over the prompts (every layer's K/V pages
+ * written), timed with events. */
+static int prefill_model(cuda_backend *b, const pkv_prefill_view *p, double *t_device, pkv_err *e) {
+    float ms;
+    if (pkvk_event_record(b->ev[EV_PRE0]) ||
+        pkvk_model_prefill(b->model, p->n_req, p->lens, p->pages) ||
+        pkvk_event_record(b->ev[EV_PRE1]) ||
+        pkvk_event_elapsed(b->ev[EV_PRE0], b->ev[EV_PRE1], &ms))
+        return fail_dev(e, "prefill forward");
+    *t_device = ms * 1e-3;
     return 0;
 }
 
 /* Prefill's K/V write: the listed pages get the pool's tiles, timed with events. */
-static int cuda_prefill(pkv_backend *base, const int32_t *pages, int32_t n_pages, double *t_device,
-                        pkv_err *e) {
-    cuda_backend *b = (cuda_backend *)base;
+static int fill_prompt_pages(cuda_backend *b, const int32_t *pages, int32_t n_pages,
+                             double *t_device, pkv_err *e) {
     float ms;
     if (n_pages > b->n_pages)
         return pkv_fail(e, "cuda backend: a prefill of %d pages in a pool of %d", n_pages,
@@ -200,6 +265,13 @@ static int cuda_prefill(pkv_backend *base, const int32_t *pages, int32_t n_pages
         return fail_dev(e, "prefill K/V write");
     *t_device = ms * 1e-3;
     return 0;
+}
+
+static int cuda_prefill(pkv_backend *base, const pkv_prefill_view *p, double *t_device,
+                        pkv_err *e) {
+    cuda_backend *b = (cuda_backend *)base;
+    return b->model ? prefill_model(b, p, t_device, e)
+                    : fill_prompt_pages(b, p->pages, p->n_pages, t_device, e);
 }
 
 /* The MLP tail on the attention output (rows x hq*d), timed with events. */
@@ -218,9 +290,16 @@ static int cuda_finish(pkv_backend *base, const pkv_batch_view *v, pkv_step_rec 
 
 static void cuda_destroy(pkv_backend *base) {
     cuda_backend *b = (cuda_backend *)base;
-    void *dev[] = {b->k,     b->v,  b->q,    b->o,     b->o_ref, b->src_k,  b->src_v,
-                   b->src_q, b->bt, b->lens, b->blk_k, b->blk_v, b->pages_d};
+    if (!b->model) { /* else the pools are the model's */
+        pkvk_free(b->k);
+        pkvk_free(b->v);
+    }
+    void *dev[] = {b->q,  b->o,    b->o_ref, b->src_k, b->src_v,  b->src_q,
+                   b->bt, b->lens, b->blk_k, b->blk_v, b->pages_d};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) pkvk_free(dev[i]);
+    pkvk_model_destroy(b->model);
+    for (int k = 0; b->att_ev && k < 2 * b->layers; k++) pkvk_event_destroy(b->att_ev[k]);
+    free(b->att_ev);
     pkvk_host_free(b->pages_h);
     free(b->stage_h);
     pkvk_workspace_destroy(b->ws);
@@ -243,27 +322,70 @@ static void cuda_destroy(pkv_backend *base) {
     free(b);
 }
 
-pkv_backend *pkv_backend_cuda_create(const pkvk_shape *s, int32_t n_pages, int32_t cap_rows,
+/* A prefill chunk's tokens at most (the full model's activation rows). */
+enum { PREFILL_CHUNK = 8192 };
+
+static pkvk_model_shape model_shape(const pkv_model *m) {
+    pkvk_shape s = pkv_model_attn_shape(m);
+    return (pkvk_model_shape){m->layers,
+                              m->hidden,
+                              s.hq,
+                              s.hkv,
+                              s.d,
+                              m->inter / m->tp,
+                              m->vocab / m->tp,
+                              s.page_size,
+                              (float)m->rope_theta,
+                              (float)m->norm_eps};
+}
+
+pkv_backend *pkv_backend_cuda_create(const pkv_model *md, int32_t n_pages, int32_t cap_rows,
                                      int32_t bt_stride, int32_t cap_slots, int32_t cap_tasks,
-                                     int32_t mlp_inter, int use_graph, pkvk_upload_mode upload,
-                                     uint64_t seed, pkv_err *e) {
+                                     int use_graph, pkvk_upload_mode upload, uint64_t seed,
+                                     pkv_err *e) {
     pkvk_device_info dev;
     if (pkvk_device_count() == 0 || pkvk_device_info_get(&dev)) {
         pkv_fail(e, "--backend cuda: no usable GPU: %s", pkvk_last_error());
         return NULL;
     }
-    size_t pool = (size_t)n_pages * s->hkv * s->page_size * s->d * 2; /* bytes, K or V */
+    const pkvk_shape sh = pkv_model_attn_shape(md), *s = &sh;
+    const int dense = pkv_model_dense(md);
+    const int32_t mlp_inter = (int32_t)md->mlp_tail;
+    if (dense && use_graph) {
+        pkv_fail(e,
+                 "run.cuda_graph: graph replay of a full model's step is not built yet; run "
+                 "model %s without it",
+                 md->name);
+        return NULL;
+    }
+    const pkvk_model_shape ms = model_shape(md);
+    const int32_t cap_tokens = cap_rows > PREFILL_CHUNK ? cap_rows : PREFILL_CHUNK;
+    const int32_t max_prompt = bt_stride * s->page_size;
+    /* bytes: the pools (the study layer's K or V; a full model's every layer with its
+     * weights and activations) */
+    size_t pool = dense ? pkvk_model_bytes(&ms, cap_tokens, max_prompt, n_pages) / 2
+                        : (size_t)n_pages * s->hkv * s->page_size * s->d * 2;
     size_t rows = (size_t)cap_rows * s->hq * s->d;
     size_t need = 2 * pool + rows * 8 + (size_t)SRC_ROWS * (2 * s->hkv + s->hq) * s->d * 2 +
                   (size_t)cap_rows * bt_stride * 16 + (size_t)cap_slots * s->hq * (s->d + 2) * 4 +
                   (size_t)mlp_inter * s->hq * s->d * 6 + (size_t)cap_rows * mlp_inter * 6 +
                   (size_t)PKV_TENSOR_BLOCK * 4 + (size_t)n_pages * 4;
     if (need + (256u << 20) > dev.mem_free) {
-        pkv_fail(e,
-                 "--backend cuda: the KV pool of %d pages needs %.2f GiB on the GPU (%.2f GiB "
-                 "with buffers) but %s has %.2f GiB free; lower serving.kv_pages",
-                 n_pages, 2.0 * pool / (1 << 30), need / (double)(1 << 30), dev.name,
-                 dev.mem_free / (double)(1 << 30));
+        if (dense)
+            pkv_fail(e,
+                     "--backend cuda: model %s needs %.2f GiB on the GPU (%.2f GiB of weights, "
+                     "%.2f GiB for %d KV pages of %d layers, the rest activations and "
+                     "workspaces) but %s has %.2f GiB free; lower serving.kv_pages",
+                     md->name, need / (double)(1 << 30),
+                     pkv_model_weight_bytes(md) / (double)(1 << 30),
+                     n_pages * pkv_model_page_bytes(md) / (double)(1 << 30), n_pages, md->layers,
+                     dev.name, dev.mem_free / (double)(1 << 30));
+        else
+            pkv_fail(e,
+                     "--backend cuda: the KV pool of %d pages needs %.2f GiB on the GPU (%.2f GiB "
+                     "with buffers) but %s has %.2f GiB free; lower serving.kv_pages",
+                     n_pages, 2.0 * pool / (1 << 30), need / (double)(1 << 30), dev.name,
+                     dev.mem_free / (double)(1 << 30));
         return NULL;
     }
     cuda_backend *b = calloc(1, sizeof *b);
@@ -276,7 +398,7 @@ pkv_backend *pkv_backend_cuda_create(const pkvk_shape *s, int32_t n_pages, int32
                             .prefill = cuda_prefill,
                             .destroy = cuda_destroy};
     b->n_pages = n_pages;
-    b->shape = *s;
+    b->shape = sh;
     b->use_graph = use_graph;
     b->upload = upload;
     b->cap_rows = cap_rows;
@@ -287,8 +409,20 @@ pkv_backend *pkv_backend_cuda_create(const pkvk_shape *s, int32_t n_pages, int32
     b->ref_host = malloc(rows * 4);
     int rc = !b->o_host || !b->ref_host ? PKVK_ERR_OUT_OF_MEMORY : PKVK_OK;
     if (!rc && pkv_tensors_make(&t, s, seed)) rc = PKVK_ERR_OUT_OF_MEMORY;
-    if (!rc) rc = pkvk_malloc((void **)&b->k, pool);
-    if (!rc) rc = pkvk_malloc((void **)&b->v, pool);
+    if (!rc && dense) {
+        b->layers = md->layers;
+        rc = pkvk_model_create(&b->model, &ms, cap_tokens, max_prompt, n_pages, seed);
+        if (!rc) {
+            b->k = pkvk_model_kv(b->model, 0, 0); /* the prologue's append lands in layer 0 */
+            b->v = pkvk_model_kv(b->model, 0, 1);
+            b->att_ev = calloc(2 * (size_t)b->layers, sizeof *b->att_ev);
+            if (!b->att_ev) rc = PKVK_ERR_OUT_OF_MEMORY;
+        }
+        for (int k = 0; !rc && k < 2 * b->layers; k++) rc = pkvk_event_create(&b->att_ev[k]);
+    } else {
+        if (!rc) rc = pkvk_malloc((void **)&b->k, pool);
+        if (!rc) rc = pkvk_malloc((void **)&b->v, pool);
+    }
     if (!rc) rc = pkvk_malloc((void **)&b->q, rows * 2);
     if (!rc) rc = pkvk_malloc((void **)&b->o, rows * 2);
     if (!rc) rc = pkvk_malloc((void **)&b->o_ref, rows * 4);
@@ -317,7 +451,7 @@ pkv_backend *pkv_backend_cuda_create(const pkvk_shape *s, int32_t n_pages, int32
         for (int32_t i = 0; i < n_pages; i++) b->pages_h[i] = i;
         if (!rc) rc = pkvk_h2d(b->blk_k, t.blk_k, (size_t)PKV_TENSOR_BLOCK * 2);
         if (!rc) rc = pkvk_h2d(b->blk_v, t.blk_v, (size_t)PKV_TENSOR_BLOCK * 2);
-        if (!rc) rc = cuda_prefill(&b->base, NULL, n_pages, &t_fill, e);
+        if (!rc && !dense) rc = fill_prompt_pages(b, NULL, n_pages, &t_fill, e);
     }
     if (!rc) rc = pkvk_h2d(b->src_k, t.src_k, t.src_kv * 2);
     if (!rc) rc = pkvk_h2d(b->src_v, t.src_v, t.src_kv * 2);

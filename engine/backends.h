@@ -13,13 +13,14 @@ pkv_backend *pkv_backend_model_create(void);
 pkv_backend *pkv_backend_cpu_create(const pkvk_shape *s, int32_t n_pages, int32_t cap_rows,
                                     int32_t cap_slots, uint64_t seed, pkv_err *e);
 /* The cuda backend: the real kernels on a GPU KV pool of n_pages pages. Fails with
- * a message naming the bytes needed and free when the pool does not fit.
- * mlp_inter > 0 adds the gated MLP tail (hidden = hq * d) after attention;
+ * a message naming the bytes needed and free when the pool does not fit. A model
+ * with a dense part runs whole (one KV pool per layer); the study layer's
+ * mlp_tail > 0 adds the gated MLP tail (hidden = hq * d) after attention;
  * use_graph replays each step's work as a CUDA graph (an ablation); upload says how
  * each step's metadata reaches the device (pkvk_step_upload). */
-pkv_backend *pkv_backend_cuda_create(const pkvk_shape *s, int32_t n_pages, int32_t cap_rows,
+pkv_backend *pkv_backend_cuda_create(const pkv_model *m, int32_t n_pages, int32_t cap_rows,
                                      int32_t bt_stride, int32_t cap_slots, int32_t cap_tasks,
-                                     int32_t mlp_inter, int use_graph, pkvk_upload_mode upload,
-                                     uint64_t seed, pkv_err *e);
+                                     int use_graph, pkvk_upload_mode upload, uint64_t seed,
+                                     pkv_err *e);
 
 #endif

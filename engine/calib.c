@@ -40,6 +40,12 @@ static const pkv_key rows[] = {
     ROW("resident_ctas_per_sm", INT, resident_ctas_per_sm, 2, 1, 64),
     ROW("flashinfer_decode_ctas_per_sm", INT, flashinfer_decode_ctas_per_sm, 8, 1, 64),
     ROW("wave_balance_min", NUM, wave_balance_min, 0.95, 0, 1, .lo_open = true),
+    ROW("gemm_tflops", NUM, gemm_tflops, 700, 0, 1e5, .lo_open = true),
+    ROW("gemm_gbps", NUM, gemm_gbps, 4000, 0, 1e6, .lo_open = true),
+    ROW("gemm_us", NUM, gemm_us, 4, 0, 1e4),
+    ROW("small_kernel_us", NUM, small_kernel_us, 3, 0, 1e4),
+    ROW("allreduce_gbps", NUM, allreduce_gbps, 400, 0, 1e6, .lo_open = true),
+    ROW("allreduce_us", NUM, allreduce_us, 10, 0, 1e4),
     {.obj = "", .name = "route_scale", .kind = PKV_KEY_CUSTOM}, /* one factor per route */
     {.obj = "", .name = "fit", .kind = PKV_KEY_CUSTOM},         /* calibrate's fit record */
 };

@@ -26,7 +26,14 @@ typedef struct pkv_calib {
     int flashinfer_decode_ctas_per_sm; /* FlashInfer's decode occupancy (its planner's grid) */
     double wave_balance_min; /* a one-wave plan less balanced than this goes over two waves */
     double route_scale[PKV_ROUTE_COUNT]; /* fitted factor on each route's modelled time */
-    char *json;                          /* the file verbatim (owned) */
+    /* The served model's dense part (engine/model.h). */
+    double gemm_tflops;     /* FP16 GEMM throughput at large widths, TFLOP/s */
+    double gemm_gbps;       /* bytes a GEMM streams per second at decode widths, GB/s */
+    double gemm_us;         /* fixed cost of one GEMM, us */
+    double small_kernel_us; /* fixed cost of one norm, RoPE, SiLU or sampling kernel, us */
+    double allreduce_gbps;  /* tensor parallelism: all-reduce bus bandwidth (modelled) */
+    double allreduce_us;    /* tensor parallelism: all-reduce latency (modelled) */
+    char *json;             /* the file verbatim (owned) */
 } pkv_calib;
 
 /* The rows of a calibration file's keys (base/pkv_keys.h). */
@@ -47,7 +54,7 @@ void pkv_calib_flashinfer_occupancy(pkv_calib *c, const pkvk_shape *s);
 /* The constants as named attributes for the recorder's /calibration, in the file's
  * units and names (route_scale_ROUTE for the scales): fills up to cap entries (at
  * least PKV_CALIB_ATTRS) and returns how many, -1 when cap is short. */
-enum { PKV_CALIB_ATTRS = 24 + PKV_ROUTE_COUNT };
+enum { PKV_CALIB_ATTRS = 32 + PKV_ROUTE_COUNT };
 int pkv_calib_attrs(const pkv_calib *c, pkv_attr *a, int cap);
 
 #endif

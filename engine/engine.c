@@ -20,13 +20,20 @@ static pkv_backend *make_backend(pkv_engine *eng, pkv_backend_kind kind, const p
     pkv_backend *be = NULL;
     switch (kind) {
     case PKV_BACKEND_CPU:
+        if (pkv_model_dense(&eng->model)) {
+            pkv_fail(e,
+                     "--backend cpu: the cpu backend runs the study's attention layer only; run "
+                     "model %s on the cuda or the model backend",
+                     eng->model.name);
+            return NULL;
+        }
         return pkv_backend_cpu_create(&eng->shape, b->kv_pages, cap_rows,
                                       eng->planner.plans[0].cap_tasks, b->seed, e);
     case PKV_BACKEND_CUDA: {
 #ifdef PKV_HAVE_CUDA
         int32_t cap = eng->planner.plans[0].cap_tasks;
         return pkv_backend_cuda_create(
-            &eng->shape, b->kv_pages, cap_rows, b->bt_stride, cap, cap, b->mlp_inter, b->cuda_graph,
+            &eng->model, b->kv_pages, cap_rows, b->bt_stride, cap, cap, b->cuda_graph,
             b->metadata_copy ? PKVK_UPLOAD_COPY : PKVK_UPLOAD_PARAMS, b->seed, e);
 #else
         pkv_fail(e, "--backend cuda: %s", pkvk_last_error());
@@ -40,18 +47,35 @@ static pkv_backend *make_backend(pkv_engine *eng, pkv_backend_kind kind, const p
     }
 }
 
-int pkv_engine_init(pkv_engine *eng, const pkvk_shape *s, pkv_calib *cal, const char *policy,
+/* The shapes the GPU kernels run (kernels/pkvk_attn.cu, kernels/pkvk_model.cu). */
+static int cuda_supports(const pkv_model *m, pkv_err *e) {
+    pkvk_shape s = pkv_model_attn_shape(m);
+    int g = s.hq / s.hkv;
+    if (s.d == 128 && (g == 1 || g == 2 || g == 4 || g == 8) && s.page_size % 1 == 0) return 0;
+    return pkv_fail(e,
+                    "model %s: the GPU kernels run head_dim 128 with 1, 2, 4 or 8 query heads per "
+                    "KV head on one GPU; this model has head_dim %d and %d (hq %d, hkv %d, "
+                    "tensor_parallel %d); run it on the model backend (--backend model)",
+                    m->name, s.d, g, m->hq, m->hkv, m->tp);
+}
+
+int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const char *policy,
                     pkv_bucket_mode mode, int32_t cap_rows, const pkv_backend_spec *b,
                     pkv_clock_source clock, pkv_err *e) {
-    *eng = (pkv_engine){.shape = *s, .cal = cal, .clock = clock};
+    *eng = (pkv_engine){.model = *m, .shape = pkv_model_attn_shape(m), .cal = cal, .clock = clock};
+    const pkvk_shape *s = &eng->shape;
     const pkv_backend_kind kind = pkv_backend_resolve(b ? b->kind : PKV_BACKEND_MODEL);
     if (pkv_policy_init(&eng->policy, policy))
         return pkv_fail(e, "unknown route policy \"%s\"", policy);
+    if (kind == PKV_BACKEND_CUDA && cuda_supports(m, e)) return -1;
+    if (pkv_model_dense(m) && eng->policy.measured_oracle && kind != PKV_BACKEND_MODEL)
+        return pkv_fail(e, "route.policy \"oracle\": on a measuring backend it runs every "
+                           "candidate; with a full model use a fixed route or adaptive");
     if (kind == PKV_BACKEND_CUDA) pkv_calib_flashinfer_occupancy(cal, s);
     if (pkv_planner_init(&eng->planner, s, cal, cap_rows, mode))
         return pkv_fail(e, "out of memory for the planner (%d rows)", cap_rows);
     if (!b) return 0;
-    eng->mlp_bytes = 3.0 * (double)b->mlp_inter * s->hq * s->d * 2;
+    eng->mlp_bytes = 3.0 * (double)m->mlp_tail * s->hq * s->d * 2;
     eng->backend = make_backend(eng, kind, b, cap_rows, e);
     if (!eng->backend) {
         pkv_planner_free(&eng->planner);
@@ -97,7 +121,7 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
         ((int64_t)rec->index < eng->check_first || (int64_t)rec->index % eng->check_every == 0);
     rec->t_meta = NAN;
     if (eng->backend->prepare(eng->backend, v, e)) return -1;
-    rec->t_device = rec->max_err = rec->mean_err = rec->out_mean_abs = NAN;
+    rec->t_device = rec->t_dense = rec->max_err = rec->mean_err = rec->out_mean_abs = NAN;
     pkv_route r;
     if (measured_oracle) {
         r = PKV_ROUTE_REF_PAGED;
@@ -141,6 +165,14 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
     /* The MLP tail reads its weights once per step: memory bound at decode sizes. */
     if (eng->mlp_bytes > 0)
         rec->t_predicted += eng->mlp_bytes / eng->cal->beta + 3 * eng->cal->lambda;
+    /* A full model: the route runs in every layer, around the dense part. */
+    rec->t_dense_predicted = 0;
+    if (pkv_model_dense(&eng->model)) {
+        pkv_dense_cost dc;
+        pkv_model_dense_cost(&eng->model, eng->cal, v->n_rows, v->n_rows, &dc);
+        rec->t_dense_predicted = dc.t_predicted;
+        rec->t_predicted = eng->model.layers * rec->t_predicted + dc.t_predicted;
+    }
     rec->t_wall = eng->backend->measures ? pkv_clock_now() - t0 : NAN;
     if (measured_oracle)
         /* The oracle's step is the one its best route would have made: leave out the
@@ -156,7 +188,8 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
                         PKV_TOL_MAX, rec->mean_err, PKV_TOL_MEAN);
     *advance = eng->clock == PKV_CLOCK_WALL ? rec->t_wall
                : eng->clock == PKV_CLOCK_DEVICE
-                   ? rec->t_device + (isnan(rec->t_mlp) ? 0 : rec->t_mlp)
+                   ? rec->t_device + (isnan(rec->t_mlp) ? 0 : rec->t_mlp) +
+                         (isnan(rec->t_dense) ? 0 : rec->t_dense)
                    : rec->t_predicted;
     if (!(*advance >= 0))
         return pkv_fail(e, "step %llu: the %s backend measured no %s time",
@@ -165,14 +198,28 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
     return 0;
 }
 
-int pkv_engine_prefill(pkv_engine *eng, const int32_t *pages, int32_t n_pages, double *t_measured,
-                       pkv_err *e) {
+int pkv_engine_prefill(pkv_engine *eng, const pkv_prefill_view *p, pkv_prefill_rec *rec,
+                       double *t_measured, pkv_err *e) {
     *t_measured = NAN;
+    int64_t tokens = 0;
+    for (int32_t i = 0; i < p->n_req; i++) tokens += p->lens[i];
+    rec->index = (uint64_t)eng->prefills++;
+    rec->requests = (uint32_t)p->n_req;
+    rec->tokens = (uint64_t)tokens;
+    rec->t_predicted = rec->t_device = rec->t_wall = NAN;
+    if (pkv_model_dense(&eng->model)) {
+        pkv_dense_cost dc;
+        pkv_model_dense_cost(&eng->model, eng->cal, tokens, p->n_req, &dc);
+        rec->t_predicted =
+            dc.t_predicted + pkv_model_prefill_attn_time(&eng->model, eng->cal, p->lens, p->n_req);
+        if (eng->clock == PKV_CLOCK_PREDICTED) *t_measured = rec->t_predicted;
+    }
     if (!eng->backend->prefill) return 0;
-    double t0 = pkv_clock_now(), t_device;
-    if (eng->backend->prefill(eng->backend, pages, n_pages, &t_device, e)) return -1;
-    if (eng->clock == PKV_CLOCK_WALL) *t_measured = pkv_clock_now() - t0;
-    if (eng->clock == PKV_CLOCK_DEVICE) *t_measured = t_device;
+    double t0 = pkv_clock_now();
+    if (eng->backend->prefill(eng->backend, p, &rec->t_device, e)) return -1;
+    rec->t_wall = pkv_clock_now() - t0;
+    if (eng->clock == PKV_CLOCK_WALL) *t_measured = rec->t_wall;
+    if (eng->clock == PKV_CLOCK_DEVICE) *t_measured = rec->t_device;
     return 0;
 }
 

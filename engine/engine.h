@@ -7,6 +7,7 @@
 #include "calib.h"
 #include "pkv_record.h"
 #include "cost.h"
+#include "model.h"
 #include "planner.h"
 #include "policy.h"
 
@@ -23,6 +24,14 @@ typedef struct pkv_batch_view {
     const int32_t *dirty_from; /* [row]: first changed entry of a dirty row */
 } pkv_batch_view;
 
+/* A prefill batch; host memory. */
+typedef struct pkv_prefill_view {
+    int32_t n_req;
+    const int32_t *lens;  /* [n_req] prompt tokens */
+    const int32_t *pages; /* the requests' pages, in order: ceil(lens[i] / page_size) each */
+    int32_t n_pages;
+} pkv_prefill_view;
+
 typedef struct pkv_backend pkv_backend;
 /* A backend runs a step in two parts: prepare (once per step: metadata updates and
  * the append of every row's new token) and run (one route's kernels for the planned
@@ -37,10 +46,11 @@ struct pkv_backend {
                pkv_step_rec *rec, pkv_err *e);
     /* After the chosen route: the model-level tail (MLP), filling rec->t_mlp. NULL: none. */
     int (*finish)(pkv_backend *b, const pkv_batch_view *v, pkv_step_rec *rec, pkv_err *e);
-    /* A prefill batch: write the prompts' K/V pages (n_pages ids); *t_device receives
-     * the write's device time (NaN where not measured). NULL: nothing to write. */
-    int (*prefill)(pkv_backend *b, const int32_t *pages, int32_t n_pages, double *t_device,
-                   pkv_err *e);
+    /* A prefill batch: write the prompts' K/V pages (the batch's page ids in prompt
+     * order) and, for a model with a dense part, run its forward over the prompts;
+     * *t_device receives the device time (NaN where not measured). NULL: nothing to
+     * write. */
+    int (*prefill)(pkv_backend *b, const pkv_prefill_view *p, double *t_device, pkv_err *e);
     void (*destroy)(pkv_backend *b);
 };
 
@@ -66,14 +76,14 @@ typedef struct pkv_backend_spec {
     pkv_backend_kind kind; /* AUTO is resolved here */
     int32_t kv_pages;      /* pages of the KV pool */
     int32_t bt_stride;     /* block-table entries per row */
-    int32_t mlp_inter;     /* gated MLP tail width (0: none); cuda only */
     bool cuda_graph;       /* replay each step as a CUDA graph (an ablation) */
     bool metadata_copy;    /* step metadata by one copy instead of launch parameters */
     uint64_t seed;         /* tensor contents */
 } pkv_backend_spec;
 
 typedef struct pkv_engine {
-    pkvk_shape shape;
+    pkv_model model;
+    pkvk_shape shape; /* the attention shape one GPU runs */
     const pkv_calib *cal;
     pkv_route_policy policy;
     pkv_planner planner;
@@ -82,13 +92,14 @@ typedef struct pkv_engine {
     int64_t check_every; /* compare every N steps (0 = never); steps < check_first always */
     int64_t check_first;
     double mlp_bytes; /* bytes of MLP weights read per step (0: no MLP tail) */
+    int64_t prefills; /* prefill batches run */
 } pkv_engine;
 
 /* Plan for steps of at most cap_rows rows and make the backend `b` (b NULL: a model
  * backend; tests may set eng->backend afterwards). On the cuda backend the
  * calibration's FlashInfer occupancy is taken from the GPU (their plans must match
  * FlashInfer's own planner). */
-int pkv_engine_init(pkv_engine *eng, const pkvk_shape *s, pkv_calib *cal, const char *policy,
+int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const char *policy,
                     pkv_bucket_mode mode, int32_t cap_rows, const pkv_backend_spec *b,
                     pkv_clock_source clock, pkv_err *e);
 void pkv_engine_free(pkv_engine *eng);
@@ -97,10 +108,12 @@ void pkv_engine_free(pkv_engine *eng);
 int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec, double *advance,
                     pkv_err *e);
 
-/* A prefill batch's K/V write on the backend (pages: n_pages page ids of its prompts):
- * *t_measured receives its time under the engine's clock (wall or device), NaN where
- * the backend writes or measures nothing or the clock is the cost model's. */
-int pkv_engine_prefill(pkv_engine *eng, const int32_t *pages, int32_t n_pages, double *t_measured,
-                       pkv_err *e);
+/* A prefill batch on the backend: its K/V write and, for a model with a dense part,
+ * its forward. rec receives the batch's figures; *t_measured its time under the
+ * engine's clock: the cost model's (a dense model; NaN for the study layer, whose
+ * prefill time is the experiment's), or measured (wall or device, NaN where the
+ * backend measures nothing). */
+int pkv_engine_prefill(pkv_engine *eng, const pkv_prefill_view *p, pkv_prefill_rec *rec,
+                       double *t_measured, pkv_err *e);
 
 #endif

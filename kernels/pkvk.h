@@ -17,13 +17,16 @@
  *   pkvk_ref.h    the CPU reference and mirror, the FP32 GPU reference;
  *   pkvk_run.h    device memory, the workspace, uploads, launches, the step's
  *                 prologue, prefill's page write, the MLP tail, graph replay;
- *   pkvk_bench.h  timers, step marks, L2 flush, measured ceilings.
+ *   pkvk_bench.h  timers, step marks, L2 flush, measured ceilings;
+ *   pkvk_model.h  the dense part of a served model (norms, GEMMs, RoPE, the head) and
+ *                 its prefill, around the routes.
  */
 #ifndef PKVK_H
 #define PKVK_H
 
 #include "pkvk_bench.h"
 #include "pkvk_core.h"
+#include "pkvk_model.h"
 #include "pkvk_plan.h"
 #include "pkvk_ref.h"
 #include "pkvk_run.h"

@@ -30,6 +30,10 @@ int pkvk_plan_pack(pkvk_workspace *w, const pkvk_plan *p, const void *extra, siz
                    pkvk_packed *out);
 const pkvk_shape *pkvk_workspace_shape(const pkvk_workspace *w);
 
+/* a [rows][inter] = silu(y gate) * y up, y [rows][2 inter] FP16 (gate columns first),
+ * on the kernels' stream (pkvk_model.cu; the MLP tail uses it too). */
+int pkvk_silu_mul(const void *y, void *a, int rows, int inter);
+
 /* The largest metadata one launch carries in its parameters (CUDA 12.1+ allows
  * 32764 bytes of parameters in all; the prologue's other parameters fit in the rest). */
 enum { PKVK_PARAM_BYTES = 32256 };

@@ -20,18 +20,6 @@ static int cublas_fail(cublasStatus_t s, const char *what) {
                          msg);
 }
 
-__global__ void silu_mul_kernel(const __half *__restrict__ y, __half *__restrict__ a, int rows,
-                                int inter) {
-    size_t n = (size_t)rows * inter;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        size_t r = i / inter, j = i % inter;
-        float g = __half2float(y[r * 2 * inter + j]),
-              u = __half2float(y[r * 2 * inter + inter + j]);
-        a[i] = __float2half(g / (1.f + __expf(-g)) * u);
-    }
-}
-
 // C (n x m, row-major) = A (n x k, row-major) B (k x m, row-major): in cuBLAS's
 // column-major terms C^T = B^T A^T, so B goes first.
 static int gemm(cublasHandle_t h, int n, int m, int k, const __half *A, const __half *B,
@@ -78,9 +66,8 @@ extern "C" int pkvk_mlp_run(pkvk_mlp *m, int rows, const uint16_t *x, const uint
     if (rows == 0) return PKVK_OK;
     int rc = gemm(m->h, rows, 2 * m->inter, m->hidden, (const __half *)x, m->w_gu, m->y);
     if (rc) return rc;
-    silu_mul_kernel<<<264, 256, 0, pkvk_stream()>>>(m->y, m->a, rows, m->inter);
-    PKVK_CK_LAUNCH();
-    rc = gemm(m->h, rows, m->hidden, m->inter, m->a, m->w_down, m->z);
+    rc = pkvk_silu_mul(m->y, m->a, rows, m->inter);
+    if (!rc) rc = gemm(m->h, rows, m->hidden, m->inter, m->a, m->w_down, m->z);
     if (!rc) *out = (const uint16_t *)m->z;
     return rc;
 }

@@ -28,12 +28,73 @@ static int parse_section(pkv_config *c, const cJSON *root, const char *obj, pkv_
     return pkv_keys_parse(pkv_config_keys(), obj, o, obj, c, false, e);
 }
 
+/* The model: its rows' defaults (the study layer), then a preset's file, then the
+ * experiment's own keys. "model": "NAME" is {"preset": "NAME"}; a preset is a file
+ * of experiments/models/ by name, or a path (with a '/' or ending in .json) taken from
+ * the experiment file's folder. */
+static int parse_model(pkv_config *c, const cJSON *root, pkv_err *e) {
+    pkv_keys k = pkv_config_keys();
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model"), *own = m;
+    pkv_keys_defaults(k, "model", c);
+    const char *preset = NULL;
+    if (cJSON_IsString(m)) {
+        preset = m->valuestring, own = NULL;
+    } else if (m && !cJSON_IsObject(m)) {
+        return pkv_fail(e, "model: must be a preset name or an object");
+    } else if (m) {
+        TRY(pkv_keys_check(k, "model", m, "model", e));
+        TRY(pkv_json_str(m, "model", "preset", "", NULL, &preset, NULL, e));
+        if (!*preset) preset = NULL;
+        snprintf(c->model.name, sizeof c->model.name, "custom");
+    }
+    if (preset) {
+        char path[1024];
+        if (strchr(preset, '/') || strstr(preset, ".json"))
+            pkv_config_path(path, sizeof path, c->file, preset);
+        else
+            snprintf(path, sizeof path, "%s/experiments/models/%s.json", PKV_SOURCE_DIR, preset);
+        pkv_err sub;
+        char *text = pkv_read_file(path, NULL, &sub);
+        if (!text)
+            return pkv_fail(e, "model.preset: \"%s\": %s (presets: experiments/models/)", preset,
+                            sub.msg);
+        cJSON *p = pkv_json_parse(text, path, &sub);
+        snprintf(c->model.name, sizeof c->model.name, "%s", preset);
+        int rc = p ? pkv_keys_parse(k, "model", p, "", c, true, &sub) : -1;
+        cJSON_Delete(p);
+        free(text);
+        if (rc) return pkv_fail(e, "model.preset: %s: %s", path, sub.msg);
+    }
+    if (own) TRY(pkv_keys_parse(k, "model", own, "model", c, true, e));
+    const pkv_model *md = &c->model;
+    if (md->hq % md->hkv)
+        return pkv_fail(e, "model.hq: %d is not a multiple of model.hkv (%d)", md->hq, md->hkv);
+    if (md->head_dim % 8)
+        return pkv_fail(e, "model.head_dim: must be a multiple of 8 (got %d)", md->head_dim);
+    if (md->hq % md->tp || md->hkv % md->tp)
+        return pkv_fail(e, "model.tensor_parallel: %d does not divide hq (%d) and hkv (%d)", md->tp,
+                        md->hq, md->hkv);
+    if (pkv_model_dense(md)) {
+        if (md->inter <= 0 || md->vocab <= 0)
+            return pkv_fail(e, "model: a model with a hidden size needs intermediate and vocab");
+        if (md->inter % md->tp || md->vocab % md->tp)
+            return pkv_fail(e,
+                            "model.tensor_parallel: %d does not divide intermediate (%d) and "
+                            "vocab (%d)",
+                            md->tp, md->inter, md->vocab);
+        if (md->mlp_tail)
+            return pkv_fail(e, "model.mlp_intermediate: the study layer's MLP tail; a model with "
+                               "a hidden size has its own MLP (model.intermediate)");
+    } else if (md->layers != 1) {
+        return pkv_fail(e, "model.layers: a model without a hidden size is the study's single "
+                           "attention layer (layers 1)");
+    }
+    c->shape = pkv_model_attn_shape(md);
+    return 0;
+}
+
 /* What the rows cannot say: cross-key rules, paths, derived fields. */
 static int finish_sections(pkv_config *c, const cJSON *root, pkv_err *e) {
-    const pkvk_shape *s = &c->shape;
-    if (s->hq % s->hkv)
-        return pkv_fail(e, "model.hq: %d is not a multiple of model.hkv (%d)", s->hq, s->hkv);
-    if (s->d % 8) return pkv_fail(e, "model.head_dim: must be a multiple of 8 (got %d)", s->d);
     if (c->bucket_len > 0 && c->page_tables != PKV_PAGE_TABLES_GENERATOR)
         return pkv_fail(e, "serving.page_tables.bucket_len: only with mode \"generator\"");
     c->admit = pkv_admission_get(c->admission);
@@ -92,7 +153,19 @@ int pkv_config_resolve(pkv_config *c) {
                     parent = sec[j];
         sec[i] = cJSON_AddObjectToObject(parent, dot ? dot + 1 : obj);
         pkv_keys_write(pkv_config_keys(), obj, c, sec[i]);
-        if (i == 0) pkv_config_resolve_workload(&c->workload, &c->trace_spec, r);
+        if (i == 0) {
+            /* The model's figures (per GPU): what a step reads and computes. */
+            cJSON *f = cJSON_AddObjectToObject(sec[i], "figures");
+            pkv_dense_cost dc;
+            pkv_calib none;
+            pkv_calib_defaults(&none);
+            pkv_model_dense_cost(&c->model, &none, 1, 1, &dc);
+            cJSON_AddNumberToObject(f, "weight_bytes", pkv_model_weight_bytes(&c->model));
+            cJSON_AddNumberToObject(f, "kv_bytes_per_token",
+                                    pkv_model_page_bytes(&c->model) / c->model.page_size);
+            cJSON_AddNumberToObject(f, "dense_flops_per_token", dc.flops);
+            pkv_config_resolve_workload(&c->workload, &c->trace_spec, r);
+        }
     }
     if (c->calib_overrides)
         cJSON_AddItemToObject(cJSON_GetObjectItemCaseSensitive(r, "route"), "overrides",
@@ -125,13 +198,14 @@ int pkv_config_parse(pkv_config *c, char *text, const char *path, pkv_err *e) {
     if (dot) *dot = 0;
     int rc = -1;
     const cJSON *w;
-    if (pkv_keys_parse(pkv_config_keys(), "", root, "", c, false, &sub) ||
+    if (pkv_keys_check(pkv_config_keys(), "", root, "", &sub) ||
         pkv_json_str(root, "", "name", stem, NULL, &name, NULL, &sub) ||
         pkv_json_str(root, "", "description", "", NULL, &desc, NULL, &sub) ||
         pkv_json_sub(root, "", "workload", &w, &sub))
         goto out;
     snprintf(c->name, sizeof c->name, "%s", name);
-    for (size_t i = 0; i < sizeof config_objs / sizeof *config_objs; i++)
+    if (parse_model(c, root, &sub)) goto out;
+    for (size_t i = 1; i < sizeof config_objs / sizeof *config_objs; i++) /* after the model */
         if (parse_section(c, root, config_objs[i], &sub)) goto out;
     if (finish_sections(c, root, &sub) ||
         pkv_config_parse_workload(&c->workload, &c->trace_spec, &c->trace, c->file, w, &sub) ||

@@ -6,6 +6,7 @@
 #include "admission.h"
 #include "config_keys.h"
 #include "engine.h"
+#include "model.h"
 #include "h5rec.h"
 #include "workload.h"
 
@@ -14,9 +15,8 @@ typedef struct pkv_config {
     char *resolved; /* resolved values as JSON (owned) */
     char file[1024];
     char name[128];
-    pkvk_shape shape;
-    char dtype[8];
-    int64_t mlp_inter; /* gated MLP tail width after attention (0: none) */
+    pkv_model model;
+    pkvk_shape shape; /* the attention shape one GPU runs (from model) */
     pkv_workload_spec workload;
     pkv_trace_spec trace_spec; /* workload.trace, when given */
     pkv_trace trace;           /* its rows (owned); workload.trace points here */

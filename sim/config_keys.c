@@ -71,12 +71,24 @@ static const pkv_key rows[] = {
     OBJ("", "route"),
     OBJ("", "run"),
 
-    INT("model", "hq", C, shape.hq, 32, 1, 256),
-    INT("model", "hkv", C, shape.hkv, 8, 1, 256),
-    INT("model", "head_dim", C, shape.d, 128, 8, 512),
-    INT("model", "page_size", C, shape.page_size, 16, 1, 1024),
-    STR("model", "dtype", C, dtype, "fp16", dtypes),
-    I64("model", "mlp_intermediate", C, mlp_inter, 0, 0, 1 << 20),
+    /* A preset file of experiments/models/ holds these rows too; the defaults are the
+     * study's single attention layer (hidden 0: no dense part). */
+    CUSTOM("model", "preset"),
+    STR("model", "name", C, model.name, "study-layer", NULL),
+    STR("model", "source", C, model.source, "", NULL),
+    INT("model", "layers", C, model.layers, 1, 1, 1024),
+    INT("model", "hidden", C, model.hidden, 0, 0, 1 << 17),
+    INT("model", "hq", C, model.hq, 32, 1, 256),
+    INT("model", "hkv", C, model.hkv, 8, 1, 256),
+    INT("model", "head_dim", C, model.head_dim, 128, 8, 512),
+    INT("model", "intermediate", C, model.inter, 0, 0, 1 << 20),
+    INT("model", "vocab", C, model.vocab, 0, 0, 1 << 22),
+    INT("model", "tensor_parallel", C, model.tp, 1, 1, 64),
+    INT("model", "page_size", C, model.page_size, 16, 1, 1024),
+    STR("model", "dtype", C, model.dtype, "fp16", dtypes),
+    NUM("model", "rope_theta", C, model.rope_theta, 10000, 0, 1e12, .lo_open = true),
+    NUM("model", "norm_eps", C, model.norm_eps, 1e-5, 0, 1, .lo_open = true),
+    I64("model", "mlp_intermediate", C, model.mlp_tail, 0, 0, 1 << 20),
 
     /* The preset and the trace change the other rows' meaning: config_workload.c. */
     CUSTOM("workload", "preset"),

@@ -38,6 +38,8 @@ static void usage(FILE *f) {
           "                              pkv_bucket, pkv_workqueue, pkv_fused, flashinfer,\n"
           "                              flashinfer_tc (where built), adaptive, oracle\n"
           "      -q, --quiet             no progress line and no summary\n"
+          "      -n, --dry-run           print the resolved experiment (every key, the model's\n"
+          "                              bytes and FLOPs) and run nothing\n"
           "  workload EXPERIMENT.json [--csv OUT] [--seed N]\n"
           "                        the request stream an experiment would generate, and its\n"
           "                        statistics (count, duration, rate, gap CV, percentiles)\n"
@@ -55,6 +57,10 @@ static void usage(FILE *f) {
           "                        recording on, at 8 and 64 active requests\n"
           "  bench traces [--rows N] [--out FILE]\n"
           "                        trace reading speed (rows/s) on a generated CSV\n"
+          "  bench model [--model NAME] [--rows LIST] [--reps N] [--out FILE]\n"
+          "                        a served model's GEMMs alone on the GPU over token widths,\n"
+          "                        against the read ceiling and a 8192^3 GEMM; fits the\n"
+          "                        calibration's gemm_gbps, gemm_us, gemm_tflops\n"
           "  bench kernels [--cases SPEC] [--splits LIST] [--reps N] [--out FILE]\n"
           "                        isolated-kernel benchmark on the GPU (see --help there)\n"
           "\n"
@@ -73,14 +79,15 @@ static int cmd_run(int argc, char **argv) {
                                          {"route", required_argument, 0, 'r'},
                                          {"calibration", required_argument, 0, 'c'},
                                          {"quiet", no_argument, 0, 'q'},
+                                         {"dry-run", no_argument, 0, 'n'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *output = NULL, *backend = NULL, *seed = NULL, *route = NULL, *calib = NULL;
-    int quiet = 0, c;
+    int quiet = 0, dry = 0, c;
     char cmdline[4096];
     pkv_cli_join_args(cmdline, sizeof cmdline, argc, argv);
     optind = 1;
-    while ((c = getopt_long(argc, argv, "o:b:s:r:c:qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "o:b:s:r:c:qnh", opts, NULL)) != -1) {
         switch (c) {
         case 'o':
             output = optarg;
@@ -99,6 +106,9 @@ static int cmd_run(int argc, char **argv) {
             break;
         case 'q':
             quiet = 1;
+            break;
+        case 'n':
+            dry = 1;
             break;
         case 'h':
             usage(stdout);
@@ -139,6 +149,11 @@ static int cmd_run(int argc, char **argv) {
     }
     if (pkv_config_resolve(&cfg)) {
         fputs("pkvsim: out of memory\n", stderr);
+        goto out;
+    }
+    if (dry) { /* the resolved experiment, nothing run */
+        printf("%s\n", cfg.resolved);
+        rc = 0;
         goto out;
     }
     struct sigaction sa = {0};
@@ -205,9 +220,11 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "calibrate")) return pkv_calibrate_main(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench") && argc >= 3 && !strcmp(argv[2], "kernels"))
         return pkv_bench_kernels_main(argc - 2, argv + 2);
+    if (!strcmp(cmd, "bench") && argc >= 3 && !strcmp(argv[2], "model"))
+        return pkv_bench_model_main(argc - 2, argv + 2);
 #else
-    if (!strcmp(cmd, "calibrate") ||
-        (!strcmp(cmd, "bench") && argc >= 3 && !strcmp(argv[2], "kernels"))) {
+    if (!strcmp(cmd, "calibrate") || (!strcmp(cmd, "bench") && argc >= 3 &&
+                                      (!strcmp(argv[2], "kernels") || !strcmp(argv[2], "model")))) {
         fprintf(stderr, "pkvsim %s: %s\n", cmd, pkvk_last_error());
         return 1;
     }

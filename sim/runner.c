@@ -43,12 +43,11 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
         .kind = bk,
         .kv_pages = cfg->kv_pages,
         .bt_stride = pkv_sim_bt_stride(cfg),
-        .mlp_inter = (int32_t)cfg->mlp_inter,
         .cuda_graph = cfg->cuda_graph,
         .metadata_copy = cfg->metadata_upload == PKV_METADATA_COPY,
         .seed = cfg->seed,
     };
-    if (pkv_engine_init(&eng, &cfg->shape, &cal, cfg->policy, (pkv_bucket_mode)cfg->bucket_mode,
+    if (pkv_engine_init(&eng, &cfg->model, &cal, cfg->policy, (pkv_bucket_mode)cfg->bucket_mode,
                         cfg->max_active, &bs, (pkv_clock_source)clock, e)) {
         pkv_calib_free(&cal);
         return -1;

@@ -38,11 +38,12 @@ int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, pkv_h5rec *
     s->dirty_rows = malloc(sizeof(int32_t) * (size_t)ma);
     s->dirty_from = malloc(sizeof(int32_t) * (size_t)ma);
     s->prefill_pages = malloc(sizeof(int32_t) * (size_t)cfg->kv_pages);
+    s->prefill_lens = malloc(sizeof(int32_t) * (size_t)ma);
     if (s->dirty_from)
         for (int32_t i = 0; i < ma; i++) s->dirty_from[i] = INT32_MAX;
     s->r_pages = pkv_stream_create(cfg->seed, PKV_STREAM_PAGES);
     if (!s->wait || !s->prefill || !s->run || !s->seq_lens || !s->block_table || !s->dirty_rows ||
-        !s->dirty_from || !s->prefill_pages || !s->r_pages ||
+        !s->dirty_from || !s->prefill_pages || !s->prefill_lens || !s->r_pages ||
         pkv_kvalloc_init(&s->alloc, cfg->kv_pages, cfg->hole_fraction, s->r_pages)) {
         pkv_sim_free(s);
         return pkv_fail(e, "out of memory setting up the simulation (%d KV pages)", cfg->kv_pages);
@@ -65,6 +66,7 @@ void pkv_sim_free(pkv_sim *s) {
     free(s->wait);
     free(s->prefill);
     free(s->prefill_pages);
+    free(s->prefill_lens);
     free(s->run);
     free(s->seq_lens);
     free(s->block_table);
@@ -259,7 +261,9 @@ static int grow_pages(pkv_sim *s) {
             mark_dirty(s, i, r->n_pages);
             r->n_pages++;
         }
-        s->seq_lens[i] = (int32_t)(stored_tokens(r) + 1);
+        /* The step appends its input token: a full model's last sampled one (the
+         * prefill sampled the first), the study layer's next one. */
+        s->seq_lens[i] = (int32_t)(stored_tokens(r) + !pkv_model_dense(&s->cfg->model));
     }
     return 0;
 }
@@ -288,22 +292,28 @@ static int try_schedule(pkv_sim *s, pkv_err *e) {
     if (s->busy) return 0;
     if (admit(s)) return pkv_fail(e, "out of memory");
     if (s->n_prefill > 0) {
-        /* The backend writes the prompts' K/V pages; the batch takes the prefill
-         * model's time, or the write's measured time when the experiment asks. */
+        /* The backend writes the prompts' K/V pages (a full model runs its forward);
+         * the batch takes the engine's time for a full model, else the prefill
+         * model's, or the write's measured time when the experiment asks. */
         int64_t tokens = 0;
         int32_t n = 0;
         for (int32_t i = 0; i < s->n_prefill; i++) {
             const pkv_sim_request *r = &s->req[s->prefill[i]];
             int32_t used = pages_for(s, stored_tokens(r));
             tokens += stored_tokens(r);
+            s->prefill_lens[i] = (int32_t)stored_tokens(r);
             for (int32_t j = 0; j < used && j < r->n_pages; j++)
                 s->prefill_pages[n++] = r->pages[j];
         }
+        pkv_prefill_view pv = {s->n_prefill, s->prefill_lens, s->prefill_pages, n};
+        pkv_prefill_rec pr = {.t_sim = s->t_now};
         double t_measured;
-        if (pkv_engine_prefill(s->eng, s->prefill_pages, n, &t_measured, e)) return -1;
-        double t = s->cfg->prefill_measure
+        if (pkv_engine_prefill(s->eng, &pv, &pr, &t_measured, e)) return -1;
+        double t = pkv_model_dense(&s->cfg->model) || s->cfg->prefill_measure
                        ? t_measured
                        : s->cfg->prefill_base_s + s->cfg->prefill_per_token_s * (double)tokens;
+        pr.t_advance = t;
+        if (s->out && pkv_h5rec_prefill(s->out, &pr, e)) return -1;
         s->busy = 1;
         return pkv_heap_push(&s->heap, s->t_now + t, PKV_EVENT_PREFILL_DONE, 0)
                    ? pkv_fail(e, "out of memory")
@@ -354,6 +364,16 @@ static int handle(pkv_sim *s, const pkv_event *ev, pkv_err *e) {
         s->busy = 0;
         for (int32_t k = 0; k < s->n_prefill; k++) {
             pkv_sim_request *r = &s->req[s->prefill[k]];
+            if (pkv_model_dense(&s->cfg->model)) { /* the prefill sampled a token */
+                r->rec.generated++;
+                if (isnan(r->rec.t_first_token)) r->rec.t_first_token = ev->t;
+                if (r->rec.generated >= r->rec.decode_len) {
+                    r->rec.state = PKV_REQ_FINISHED;
+                    if (pkv_heap_push(&s->heap, ev->t, PKV_EVENT_FINISH, s->prefill[k]))
+                        return pkv_fail(e, "out of memory");
+                    continue;
+                }
+            }
             int32_t i = s->n_run++;
             s->run[i] = s->prefill[k];
             memcpy(s->block_table + (size_t)i * s->bt_stride, r->pages,

@@ -2,8 +2,13 @@
  * active-request and KV-page budgets -> prefill -> continuous-batching decode steps
  * -> finish, with preemption (recompute) when the page pool runs dry.
  *
- * The GPU is one serial server: it runs either a prefill batch (time from the affine
- * prefill model) or a decode step over every running request (time from the engine).
+ * The GPU is one serial server: it runs either a prefill batch or a decode step over
+ * every running request, each timed by the engine (a full model's prefill by its
+ * forward; the study layer's by the affine prefill model of serving.prefill).
+ * With a full model the prefill samples each request's first token, so TTFT is
+ * stamped when that prefill completes (as vLLM reports it) and the decode steps
+ * produce the other decode_len - 1 tokens; the study layer keeps the study's
+ * convention (TTFT at its first decode step, decode_len steps).
  * The scheduler acts only after every event of the current instant is handled. */
 #ifndef PKV_SIM_H
 #define PKV_SIM_H
@@ -32,6 +37,7 @@ typedef struct pkv_sim {
     gsl_rng *r_pages;
     pkv_heap heap;
     int32_t *prefill_pages; /* [kv_pages] scratch: the page list of a prefill batch */
+    int32_t *prefill_lens;  /* [max_active] scratch: its prompts' lengths */
     pkv_sim_request *req;   /* [n_slots] requests in the system (and free slots) */
     size_t n_slots, cap_slots;
     int64_t *free_slots; /* [cap_slots] slots to reuse */

@@ -46,7 +46,7 @@ def same_default(doc, want):
 
 fails = []
 # The experiment file's main table: full paths.
-main = text.split("## Length objects")[0]
+main = text.split("\n## ")[0]  # the main table, before the first section
 documented = {}
 for ks, cells in rows(main):
     parent = ""

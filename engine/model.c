@@ -1,0 +1,79 @@
+#include "model.h"
+
+pkvk_shape pkv_model_attn_shape(const pkv_model *m) {
+    return (pkvk_shape){m->hq / m->tp, m->hkv / m->tp, m->head_dim, m->page_size};
+}
+
+double pkv_gemm_time(const pkv_calib *c, double m, double k, double n) {
+    double flops = 2 * m * k * n, bytes = 2 * (k * n + m * k + m * n);
+    double tf = flops / (c->gemm_tflops * 1e12), tb = bytes / (c->gemm_gbps * 1e9);
+    return (tf > tb ? tf : tb) + c->gemm_us * 1e-6;
+}
+
+/* Per-GPU widths of one layer's four GEMMs (k, n) and the LM head's. */
+static void widths(const pkv_model *m, double kn[5][2]) {
+    const double tp = m->tp, d = m->head_dim, h = m->hidden;
+    kn[0][0] = h, kn[0][1] = (m->hq + 2.0 * m->hkv) / tp * d; /* QKV */
+    kn[1][0] = m->hq / tp * d, kn[1][1] = h;                  /* O */
+    kn[2][0] = h, kn[2][1] = 2.0 * m->inter / tp;             /* gate and up */
+    kn[3][0] = m->inter / tp, kn[3][1] = h;                   /* down */
+    kn[4][0] = h, kn[4][1] = m->vocab / tp;                   /* LM head */
+}
+
+/* Small kernels: per layer two RMSNorms, RoPE with the K/V append, SiLU-times-up;
+ * after the last layer the embedding gather, the final norm, the gather of the rows
+ * that sample and the argmax. */
+enum { SMALL_PER_LAYER = 4, SMALL_FINAL = 4 };
+
+void pkv_model_dense_cost(const pkv_model *m, const pkv_calib *c, int64_t tokens, int64_t heads,
+                          pkv_dense_cost *out) {
+    *out = (pkv_dense_cost){0};
+    if (!pkv_model_dense(m) || tokens <= 0) return;
+    double kn[5][2];
+    widths(m, kn);
+    for (int g = 0; g < 5; g++) {
+        double rows = g == 4 ? (double)heads : (double)tokens, times = g == 4 ? 1 : m->layers;
+        if (rows <= 0) continue;
+        out->flops += times * 2 * rows * kn[g][0] * kn[g][1];
+        out->weight_bytes += times * 2 * kn[g][0] * kn[g][1];
+        out->act_bytes += times * 2 * rows * (kn[g][0] + kn[g][1]);
+        out->t_gemm += times * pkv_gemm_time(c, rows, kn[g][0], kn[g][1]);
+        out->launches += (int32_t)times;
+    }
+    /* The small kernels stream their activations: a fixed cost plus bytes / beta. */
+    double row_bytes = 2.0 * m->hidden * (double)tokens;
+    out->t_small =
+        m->layers * (SMALL_PER_LAYER * c->small_kernel_us * 1e-6 + 6 * row_bytes / c->beta) +
+        SMALL_FINAL * c->small_kernel_us * 1e-6 + 3 * row_bytes / c->beta;
+    out->launches += m->layers * SMALL_PER_LAYER + SMALL_FINAL;
+    if (m->tp > 1)
+        out->t_allreduce = 2.0 * m->layers *
+                           (c->allreduce_us * 1e-6 +
+                            2.0 * (m->tp - 1) / m->tp * row_bytes / (c->allreduce_gbps * 1e9));
+    out->t_predicted = out->t_gemm + out->t_small + out->t_allreduce;
+}
+
+double pkv_model_prefill_attn_time(const pkv_model *m, const pkv_calib *c, const int32_t *lens,
+                                   int32_t n) {
+    double flops = 0;
+    const double hq = (double)m->hq / m->tp, d = m->head_dim;
+    for (int32_t i = 0; i < n; i++) {
+        double l = lens[i];
+        flops += 4.0 * hq * d * l * (l + 1) / 2; /* QK^T and PV over the causal triangle */
+    }
+    return m->layers * flops / (c->gemm_tflops * 1e12);
+}
+
+double pkv_model_weight_bytes(const pkv_model *m) {
+    if (!pkv_model_dense(m)) return 0;
+    double kn[5][2];
+    widths(m, kn);
+    double b = 2.0 * m->vocab / m->tp * m->hidden /* embedding */ + 2 * kn[4][0] * kn[4][1];
+    for (int g = 0; g < 4; g++) b += m->layers * 2 * kn[g][0] * kn[g][1];
+    return b + m->layers * 2.0 * 2 * m->hidden; /* the norms' weights */
+}
+
+double pkv_model_page_bytes(const pkv_model *m) {
+    pkvk_shape s = pkv_model_attn_shape(m);
+    return (m->layers > 0 ? m->layers : 1) * 2.0 /* K, V */ * s.hkv * s.page_size * s.d * 2;
+}

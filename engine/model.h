@@ -1,0 +1,58 @@
+/* The served model: its shape (a preset of experiments/models/ or the experiment's
+ * own keys) and the cost model of its dense part (norms, GEMMs, RoPE and K/V append,
+ * the LM head and sampling), per decode step and per prefill batch.
+ *
+ * A model with hidden = 0 is the study's single attention layer: no dense part, the
+ * step is that layer's attention alone (and the optional MLP tail, mlp_tail).
+ *
+ * Per GPU under tensor parallelism tp: query and KV heads, the MLP width and the
+ * vocabulary divide by tp; each layer adds two all-reduces of rows x hidden FP16
+ * values, modelled (one GPU runs) as
+ *   allreduce_us + 2 (tp - 1) / tp * bytes / allreduce_gbps
+ * from the calibration. */
+#ifndef PKV_MODEL_H
+#define PKV_MODEL_H
+
+#include "calib.h"
+#include "pkvk.h"
+
+typedef struct pkv_model {
+    char name[64];    /* the preset's name, or "custom" */
+    char source[512]; /* where the shape comes from (the model's published config) */
+    char dtype[8];
+    int layers, hidden, hq, hkv, head_dim, inter, vocab, tp, page_size;
+    double rope_theta, norm_eps;
+    int64_t mlp_tail; /* study layer only: the gated MLP tail's width (0: none) */
+} pkv_model;
+
+static inline int pkv_model_dense(const pkv_model *m) {
+    return m->hidden > 0;
+}
+/* The attention shape one GPU runs. */
+pkvk_shape pkv_model_attn_shape(const pkv_model *m);
+
+/* The dense part of one forward over `tokens` token rows (decode: one per row;
+ * prefill: the prompts' tokens), of which `heads` rows go through the LM head. */
+typedef struct pkv_dense_cost {
+    double flops;        /* GEMM FLOPs */
+    double weight_bytes; /* weights read (each once per forward) */
+    double act_bytes;    /* activations read and written by the GEMMs */
+    int32_t launches;    /* GEMMs and small kernels */
+    double t_gemm, t_small, t_allreduce;
+    double t_predicted; /* seconds: the sum */
+} pkv_dense_cost;
+
+/* One GEMM of m x k by k x n (FP16): max(FLOPs / gemm throughput, bytes / gemm
+ * bandwidth) + its fixed cost. */
+double pkv_gemm_time(const pkv_calib *c, double m, double k, double n);
+void pkv_model_dense_cost(const pkv_model *m, const pkv_calib *c, int64_t tokens, int64_t heads,
+                          pkv_dense_cost *out);
+/* Causal attention of a prefill over prompts of these lengths (one GPU, every layer):
+ * FLOPs of QK^T and PV over the causal triangle, over the gemm throughput. */
+double pkv_model_prefill_attn_time(const pkv_model *m, const pkv_calib *c, const int32_t *lens,
+                                   int32_t n);
+/* Bytes on the GPU: weights, and KV pool per page over all layers. */
+double pkv_model_weight_bytes(const pkv_model *m);
+double pkv_model_page_bytes(const pkv_model *m);
+
+#endif

@@ -1,0 +1,678 @@
+// The dense part of a served model (pkvk_model.h): weights drawn on the device,
+// cuBLAS GEMMs, the small kernels (norms, RoPE and K/V append, SiLU, sampling), and
+// the prefill's causal attention on tensor cores.
+#include <cublas_v2.h>
+#include <cuda_fp16.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "pkvk_cuda.h"
+#include "pkvk_model.h"
+
+// At most this many prompt pieces in one prefill chunk (they travel as launch
+// parameters); and the FP32 score block of the prefill attention, in floats.
+enum { MAX_SEGS = 64 };
+static const size_t SCORE_FLOATS = (size_t)64 << 20; // 256 MiB
+
+struct seg_t {
+    int t0;       // first row of the chunk
+    int len;      // rows
+    int q0;       // position of the first row in its prompt
+    int page_off; // the prompt's first page in the batch's page list
+    int req;      // prompt number in the batch
+    int last;     // 1: the piece ends its prompt (its last row samples)
+};
+struct segs_t {
+    int n;
+    seg_t s[MAX_SEGS];
+};
+
+struct pkvk_model {
+    pkvk_model_shape s;
+    int32_t cap_tokens, max_prompt, n_pages;
+    uint64_t seed;
+    cublasHandle_t h;
+    __half *w; // every weight, one allocation
+    size_t off[1024][PKVK_W_LAYER_COUNT], off_embed, off_norm, off_head, w_elems;
+    __half *kv;                       // [layers][2][pool]
+    size_t pool;                      // elements of one pool
+    __half *x, *xn, *qkv, *o, *y, *a; // [cap_tokens][...]
+    __half *logits;                   // [PKVK_MODEL_HEAD_ROWS][vocab]
+    int32_t *tok;                     // [cap_tokens]: each row's last sampled token
+    __half *qp, *op;                  // prefill: [hkv][cap_tokens][G][d]
+    __half *kc, *vc;                  // prefill: [hkv][max_prompt][d]
+    float *S;                         // prefill: scores
+    __half *P;                        // prefill: probabilities
+    int32_t *pages_h, *pages_d;       // prefill: the batch's pages (pinned host, device)
+    int last_rows;                    // rows of the last head
+};
+
+static int cublas_fail(cublasStatus_t st, const char *what) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "%s failed: cuBLAS status %d", what, (int)st);
+    return pkvk_fail_msg(st == CUBLAS_STATUS_ALLOC_FAILED ? PKVK_ERR_OUT_OF_MEMORY : PKVK_ERR_CUDA,
+                         msg);
+}
+
+// C (n x m, row-major, ldc) = A (n x k, row-major, lda) B (k x m, row-major, ldb)
+// (+ C with beta = 1): in cuBLAS's column-major terms C^T = B^T A^T.
+static int gemm(cublasHandle_t h, int n, int m, int k, const __half *A, int lda, const __half *B,
+                int ldb, __half *C, int ldc, float beta) {
+    const float one = 1.f;
+    cublasStatus_t st =
+        cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, B, CUDA_R_16F, ldb, A, CUDA_R_16F,
+                     lda, &beta, C, CUDA_R_16F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    return st == CUBLAS_STATUS_SUCCESS ? PKVK_OK : cublas_fail(st, "cublasGemmEx");
+}
+
+// ---- weights -----------------------------------------------------------------------
+__global__ void fill_weights(__half *w, size_t n, uint64_t seed, int l, int t, int fan_in) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        w[i] = __float2half(pkvk_model_weight(seed, l, t, i, fan_in));
+}
+
+static size_t tensor_elems(const pkvk_model_shape *s, int l, int t) {
+    const size_t h = s->hidden, d = s->d;
+    if (l < 0) return t == PKVK_W_NORM ? h : h * s->vocab;
+    switch (t) {
+    case PKVK_W_QKV:
+        return h * (s->hq + 2 * s->hkv) * d;
+    case PKVK_W_O:
+        return (size_t)s->hq * d * h;
+    case PKVK_W_GU:
+        return h * 2 * s->inter;
+    case PKVK_W_DOWN:
+        return (size_t)s->inter * h;
+    default:
+        return h; // the norms
+    }
+}
+
+// ---- small kernels -----------------------------------------------------------------
+__device__ float block_sum(float v, float *sh) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        v = threadIdx.x < (blockDim.x >> 5) ? sh[threadIdx.x] : 0.f;
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (threadIdx.x == 0) sh[0] = v;
+    }
+    __syncthreads();
+    float r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+// One block per row: y = x / rms(x) * w (FP32 inside).
+__global__ void rmsnorm_kernel(const __half *__restrict__ x, __half *__restrict__ y,
+                               const __half *__restrict__ w, int hidden, float eps) {
+    __shared__ float sh[32];
+    const __half *xr = x + (size_t)blockIdx.x * hidden;
+    __half *yr = y + (size_t)blockIdx.x * hidden;
+    float ss = 0.f;
+    for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
+        float v = __half2float(xr[i]);
+        ss += v * v;
+    }
+    float inv = rsqrtf(block_sum(ss, sh) / hidden + eps);
+    for (int i = threadIdx.x; i < hidden; i += blockDim.x)
+        yr[i] = __float2half(__half2float(xr[i]) * inv * __half2float(w[i]));
+}
+
+// One block per row: x[row] = embed[token]. tok != NULL: decode rows' tokens; else
+// the prefill chunk's prompt tokens.
+__global__ void embed_kernel(const __half *__restrict__ emb, __half *__restrict__ x,
+                             const int32_t *__restrict__ tok, segs_t segs, int hidden, int vocab) {
+    int r = blockIdx.x, t;
+    if (tok) {
+        t = tok[r] % vocab;
+        if (t < 0) t += vocab;
+    } else {
+        int k = 0;
+        while (k + 1 < segs.n && r >= segs.s[k + 1].t0) k++;
+        const seg_t &g = segs.s[k];
+        t = pkvk_prompt_token(g.req, g.q0 + r - g.t0, vocab);
+    }
+    const __half *e = emb + (size_t)t * hidden;
+    for (int i = threadIdx.x; i < hidden; i += blockDim.x) x[(size_t)r * hidden + i] = e[i];
+}
+
+// RoPE (rotate-half) of one head vector in place, at position pos.
+__device__ void rope(float *v, int d, int pos, float theta) {
+    for (int i = threadIdx.x; i < d / 2; i += blockDim.x) {
+        float f = powf(theta, -2.f * i / d) * pos, c, s;
+        sincosf(f, &s, &c);
+        float a = v[i], b = v[i + d / 2];
+        v[i] = a * c - b * s;
+        v[i + d / 2] = b * c + a * s;
+    }
+}
+
+// One block per (row, head of q, k and v): RoPE on q and k, then q to its place
+// (decode: [rows][hq][d]; prefill: [hkv][cap_tokens][G][d]) and k, v into the
+// layer's pages at the row's position.
+template <bool PREFILL>
+__global__ void
+rope_append_kernel(const __half *__restrict__ qkv, int hq, int hkv, int d, int ps, float theta,
+                   const int32_t *__restrict__ lens, const int32_t *__restrict__ bt, int bt_stride,
+                   const int32_t *__restrict__ pages, segs_t segs, int cap_tokens,
+                   __half *__restrict__ kpool, __half *__restrict__ vpool, __half *__restrict__ q) {
+    extern __shared__ float v[];
+    const int r = blockIdx.x, hd = blockIdx.y, W = (hq + 2 * hkv) * d;
+    int pos, page;
+    if (PREFILL) {
+        int k = 0;
+        while (k + 1 < segs.n && r >= segs.s[k + 1].t0) k++;
+        const seg_t &g = segs.s[k];
+        pos = g.q0 + r - g.t0;
+        page = pages[g.page_off + pos / ps];
+    } else {
+        pos = lens[r] - 1;
+        page = bt[(size_t)r * bt_stride + pos / ps];
+    }
+    const __half *src = qkv + (size_t)r * W + (size_t)hd * d;
+    for (int i = threadIdx.x; i < d; i += blockDim.x) v[i] = __half2float(src[i]);
+    __syncthreads();
+    if (hd < hq + hkv) rope(v, d, pos, theta);
+    __syncthreads();
+    __half *dst;
+    if (hd < hq) {
+        const int G = hq / hkv;
+        dst = PREFILL ? q + (((size_t)(hd / G) * cap_tokens + r) * G + hd % G) * d
+                      : q + ((size_t)r * hq + hd) * d;
+    } else {
+        const int kh = hd < hq + hkv ? hd - hq : hd - hq - hkv;
+        dst = (hd < hq + hkv ? kpool : vpool) + (((size_t)page * hkv + kh) * ps + pos % ps) * d;
+    }
+    for (int i = threadIdx.x; i < d; i += blockDim.x) dst[i] = __float2half(v[i]);
+}
+
+// One block per (token, KV head): the first n tokens of a prompt from its pages
+// into kc, vc [hkv][max_prompt][d].
+__global__ void gather_kv_kernel(const __half *__restrict__ kpool, const __half *__restrict__ vpool,
+                                 const int32_t *__restrict__ pages, int hkv, int d, int ps,
+                                 int max_prompt, __half *__restrict__ kc, __half *__restrict__ vc) {
+    const int t = blockIdx.x, h = blockIdx.y;
+    const size_t from = (((size_t)pages[t / ps] * hkv + h) * ps + t % ps) * d;
+    const size_t to = ((size_t)h * max_prompt + t) * d;
+    for (int i = threadIdx.x; i < d; i += blockDim.x) {
+        kc[to + i] = kpool[from + i];
+        vc[to + i] = vpool[from + i];
+    }
+}
+
+// One block per score row (KV head, query, group member): P = softmax over the keys
+// up to the query's position (the rest 0). Row r of a head is query r / G.
+__global__ void causal_softmax_kernel(const float *__restrict__ S, __half *__restrict__ P, int rows,
+                                      int cols, int first_pos, int G) {
+    __shared__ float sh[32];
+    const size_t row = blockIdx.x;
+    const int valid = min(cols, first_pos + (int)(row % rows) / G + 1);
+    const float *s = S + row * cols;
+    __half *p = P + row * cols;
+    float m = -INFINITY;
+    for (int i = threadIdx.x; i < valid; i += blockDim.x) m = fmaxf(m, s[i]);
+    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = m;
+    __syncthreads();
+    m = -INFINITY;
+    for (int i = 0; i < (int)(blockDim.x >> 5); i++) m = fmaxf(m, sh[i]);
+    __syncthreads();
+    float z = 0.f;
+    for (int i = threadIdx.x; i < valid; i += blockDim.x) z += __expf(s[i] - m);
+    const float inv = 1.f / block_sum(z, sh);
+    for (int i = threadIdx.x; i < cols; i += blockDim.x)
+        p[i] = __float2half(i < valid ? __expf(s[i] - m) * inv : 0.f);
+}
+
+// The prefill attention's output from [hkv][cap_tokens][G][d] to [T][hq][d].
+__global__ void unpermute_kernel(const __half *__restrict__ op, __half *__restrict__ o, int T,
+                                 int hkv, int G, int d, int cap_tokens) {
+    size_t n = (size_t)T * hkv * G * d;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        size_t e = i % d, j = i / d % G, h = i / d / G % hkv, t = i / d / G / hkv;
+        o[i] = op[(((size_t)h * cap_tokens + t) * G + j) * d + e];
+    }
+}
+
+__global__ void silu_mul_kernel(const __half *__restrict__ y, __half *__restrict__ a, int rows,
+                                int inter) {
+    size_t n = (size_t)rows * inter;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x) {
+        size_t r = i / inter, j = i % inter;
+        float g = __half2float(y[r * 2 * inter + j]),
+              u = __half2float(y[r * 2 * inter + inter + j]);
+        a[i] = __float2half(g / (1.f + __expf(-g)) * u);
+    }
+}
+
+int pkvk_silu_mul(const void *y, void *a, int rows, int inter) {
+    silu_mul_kernel<<<264, 256, 0, pkvk_stream()>>>((const __half *)y, (__half *)a, rows, inter);
+    PKVK_CK_LAUNCH();
+    return PKVK_OK;
+}
+
+// One block per row: tok[row] = argmax of its logits (the first of equal maxima).
+__global__ void argmax_kernel(const __half *__restrict__ logits, int vocab,
+                              int32_t *__restrict__ tok) {
+    __shared__ float sv[32];
+    __shared__ int si[32];
+    const __half *l = logits + (size_t)blockIdx.x * vocab;
+    float best = -INFINITY;
+    int bi = 0;
+    for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
+        float v = __half2float(l[i]);
+        if (v > best) best = v, bi = i;
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+        float ov = __shfl_xor_sync(0xffffffffu, best, o);
+        int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+        if (ov > best || (ov == best && oi < bi)) best = ov, bi = oi;
+    }
+    if ((threadIdx.x & 31) == 0) sv[threadIdx.x >> 5] = best, si[threadIdx.x >> 5] = bi;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int k = 1; k < (int)(blockDim.x >> 5); k++)
+            if (sv[k] > best || (sv[k] == best && si[k] < bi)) best = sv[k], bi = si[k];
+        tok[blockIdx.x] = bi;
+    }
+}
+
+// Rows of a prefill chunk that sample (each prompt's last token) into dst, in order.
+__global__ void gather_rows_kernel(const __half *__restrict__ x, __half *__restrict__ dst,
+                                   segs_t segs, int hidden) {
+    int k = -1, r = blockIdx.x;
+    for (int i = 0; i < segs.n; i++)
+        if (segs.s[i].last && r-- == 0) {
+            k = i;
+            break;
+        }
+    if (k < 0) return;
+    const __half *src = x + (size_t)(segs.s[k].t0 + segs.s[k].len - 1) * hidden;
+    for (int i = threadIdx.x; i < hidden; i += blockDim.x)
+        dst[(size_t)blockIdx.x * hidden + i] = src[i];
+}
+
+// ---- the model ---------------------------------------------------------------------
+static __half *W(pkvk_model *m, int l, int t) {
+    return m->w + (l < 0 ? (t == PKVK_W_EMBED  ? m->off_embed
+                            : t == PKVK_W_NORM ? m->off_norm
+                                               : m->off_head)
+                         : m->off[l][t]);
+}
+
+static size_t score_floats(const pkvk_model_shape *s, int32_t max_prompt) {
+    size_t need = (size_t)s->hq * max_prompt; // one query row of every head
+    return need > SCORE_FLOATS ? need : SCORE_FLOATS;
+}
+
+extern "C" size_t pkvk_model_bytes(const pkvk_model_shape *s, int32_t cap_tokens,
+                                   int32_t max_prompt, int32_t n_pages) {
+    size_t w = 2 * tensor_elems(s, -1, PKVK_W_EMBED) + tensor_elems(s, -1, PKVK_W_NORM);
+    for (int t = 0; t < PKVK_W_LAYER_COUNT; t++) w += (size_t)s->layers * tensor_elems(s, 0, t);
+    const size_t T = cap_tokens, qkvw = (size_t)(s->hq + 2 * s->hkv) * s->d;
+    size_t act = T * (2 * s->hidden + qkvw + (size_t)s->hq * s->d * 3 + 3 * (size_t)s->inter) +
+                 (size_t)PKVK_MODEL_HEAD_ROWS * s->vocab + 2 * (size_t)s->hkv * max_prompt * s->d;
+    size_t kv = (size_t)s->layers * 2 * n_pages * s->hkv * s->page_size * s->d;
+    size_t sf = score_floats(s, max_prompt);
+    return 2 * (w + act + kv) + sf * 6 + T * 4 + (size_t)n_pages * 4;
+}
+
+extern "C" int pkvk_model_create(pkvk_model **out, const pkvk_model_shape *s, int32_t cap_tokens,
+                                 int32_t max_prompt, int32_t n_pages, uint64_t seed) {
+    *out = nullptr;
+    if (s->layers < 1 || s->layers > 1024 || s->d > 512 || s->hq % s->hkv || s->hidden <= 0)
+        return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "model: unsupported shape");
+    pkvk_model *m = (pkvk_model *)calloc(1, sizeof *m);
+    if (!m) return PKVK_ERR_OUT_OF_MEMORY;
+    m->s = *s, m->cap_tokens = cap_tokens, m->max_prompt = max_prompt, m->n_pages = n_pages;
+    m->seed = seed;
+    size_t n = 0;
+    for (int l = 0; l < s->layers; l++)
+        for (int t = 0; t < PKVK_W_LAYER_COUNT; t++)
+            m->off[l][t] = n, n += (tensor_elems(s, l, t) + 7) / 8 * 8;
+    m->off_embed = n, n += tensor_elems(s, -1, PKVK_W_EMBED);
+    m->off_norm = n, n += (tensor_elems(s, -1, PKVK_W_NORM) + 7) / 8 * 8;
+    m->off_head = n, n += tensor_elems(s, -1, PKVK_W_HEAD);
+    m->w_elems = n;
+    m->pool = (size_t)n_pages * s->hkv * s->page_size * s->d;
+    const size_t T = cap_tokens, qkvw = (size_t)(s->hq + 2 * s->hkv) * s->d;
+    const size_t hd = (size_t)s->hq * s->d, sf = score_floats(s, max_prompt);
+    int rc = pkvk_malloc((void **)&m->w, n * 2);
+    if (!rc) rc = pkvk_malloc((void **)&m->kv, (size_t)s->layers * 2 * m->pool * 2);
+    if (!rc) rc = pkvk_malloc((void **)&m->x, T * s->hidden * 2);
+    if (!rc) rc = pkvk_malloc((void **)&m->xn, T * s->hidden * 2);
+    if (!rc) rc = pkvk_malloc((void **)&m->qkv, T * qkvw * 2);
+    if (!rc) rc = pkvk_malloc((void **)&m->o, T * hd * 2);
+    if (!rc) rc = pkvk_malloc((void **)&m->y, T * 2 * s->inter * 2);
+    if (!rc) rc = pkvk_malloc((void **)&m->a, T * s->inter * 2);
+    if (!rc) rc = pkvk_malloc((void **)&m->qp, T * hd * 2);
+    if (!rc) rc = pkvk_malloc((void **)&m->op, T * hd * 2);
+    if (!rc) rc = pkvk_malloc((void **)&m->kc, (size_t)s->hkv * max_prompt * s->d * 2);
+    if (!rc) rc = pkvk_malloc((void **)&m->vc, (size_t)s->hkv * max_prompt * s->d * 2);
+    if (!rc) rc = pkvk_malloc((void **)&m->S, sf * 4);
+    if (!rc) rc = pkvk_malloc((void **)&m->P, sf * 2);
+    if (!rc) rc = pkvk_malloc((void **)&m->logits, (size_t)PKVK_MODEL_HEAD_ROWS * s->vocab * 2);
+    if (!rc) rc = pkvk_malloc((void **)&m->tok, T * 4);
+    if (!rc) rc = pkvk_malloc((void **)&m->pages_d, (size_t)n_pages * 4);
+    if (!rc) rc = pkvk_host_alloc((void **)&m->pages_h, (size_t)n_pages * 4);
+    if (!rc) rc = pkvk_memset(m->tok, 0, T * 4);
+    if (!rc) rc = pkvk_memset(m->kv, 0, (size_t)s->layers * 2 * m->pool * 2);
+    for (int l = -1; l < s->layers && !rc; l++)
+        for (int t = 0; t < (l < 0 ? 3 : (int)PKVK_W_LAYER_COUNT) && !rc; t++) {
+            fill_weights<<<1024, 256, 0, pkvk_stream()>>>(W(m, l, t), tensor_elems(s, l, t), seed,
+                                                          l, t, pkvk_model_fan_in(s, l, t));
+            cudaError_t e = cudaGetLastError();
+            if (e != cudaSuccess) rc = pkvk_fail_cuda(e, "fill_weights", __FILE__, __LINE__);
+        }
+    if (!rc) {
+        cublasStatus_t st = cublasCreate(&m->h);
+        if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetStream(m->h, pkvk_stream());
+        if (st != CUBLAS_STATUS_SUCCESS) rc = cublas_fail(st, "cublasCreate");
+    }
+    if (!rc) rc = pkvk_sync();
+    if (rc) {
+        pkvk_model_destroy(m);
+        return rc;
+    }
+    *out = m;
+    return PKVK_OK;
+}
+
+extern "C" void pkvk_model_destroy(pkvk_model *m) {
+    if (!m) return;
+    if (m->h) cublasDestroy(m->h);
+    void *dev[] = {m->w,  m->kv, m->x,  m->xn, m->qkv, m->o,      m->y,   m->a,      m->qp,
+                   m->op, m->kc, m->vc, m->S,  m->P,   m->logits, m->tok, m->pages_d};
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) pkvk_free(dev[i]);
+    pkvk_host_free(m->pages_h);
+    free(m);
+}
+
+extern "C" uint16_t *pkvk_model_kv(pkvk_model *m, int l, int v) {
+    return (uint16_t *)(m->kv + ((size_t)l * 2 + v) * m->pool);
+}
+
+static int norm(pkvk_model *m, const __half *x, __half *y, const __half *w, int rows) {
+    if (rows <= 0) return PKVK_OK;
+    rmsnorm_kernel<<<rows, 256, 0, pkvk_stream()>>>(x, y, w, m->s.hidden, m->s.eps);
+    PKVK_CK_LAUNCH();
+    return PKVK_OK;
+}
+
+static int over(pkvk_model *m, int rows) {
+    return rows > m->cap_tokens ? pkvk_fail_msg(PKVK_ERR_INVALID, "model: rows over capacity") : 0;
+}
+
+extern "C" int pkvk_model_decode_begin(pkvk_model *m, int rows) {
+    if (over(m, rows)) return PKVK_ERR_INVALID;
+    if (rows == 0) return PKVK_OK;
+    segs_t none;
+    none.n = 0;
+    embed_kernel<<<rows, 128, 0, pkvk_stream()>>>(W(m, -1, PKVK_W_EMBED), m->x, m->tok, none,
+                                                  m->s.hidden, m->s.vocab);
+    PKVK_CK_LAUNCH();
+    return PKVK_OK;
+}
+
+// Norm and QKV of layer l over rows.
+static int pre_gemm(pkvk_model *m, int l, int rows) {
+    const pkvk_model_shape *s = &m->s;
+    const int qkvw = (s->hq + 2 * s->hkv) * s->d;
+    int rc = norm(m, m->x, m->xn, W(m, l, PKVK_W_LN1), rows);
+    return rc ? rc
+              : gemm(m->h, rows, qkvw, s->hidden, m->xn, s->hidden, W(m, l, PKVK_W_QKV), qkvw,
+                     m->qkv, qkvw, 0.f);
+}
+
+extern "C" int pkvk_model_decode_pre(pkvk_model *m, int l, int rows, const int32_t *lens,
+                                     const int32_t *bt, int bt_stride, uint16_t *q) {
+    const pkvk_model_shape *s = &m->s;
+    if (over(m, rows)) return PKVK_ERR_INVALID;
+    if (rows == 0) return PKVK_OK;
+    int rc = pre_gemm(m, l, rows);
+    if (rc) return rc;
+    segs_t none;
+    none.n = 0;
+    rope_append_kernel<false><<<dim3(rows, s->hq + 2 * s->hkv), 64, s->d * 4, pkvk_stream()>>>(
+        m->qkv, s->hq, s->hkv, s->d, s->page_size, s->rope_theta, lens, bt, bt_stride, nullptr,
+        none, m->cap_tokens, (__half *)pkvk_model_kv(m, l, 0), (__half *)pkvk_model_kv(m, l, 1),
+        (__half *)q);
+    PKVK_CK_LAUNCH();
+    return PKVK_OK;
+}
+
+extern "C" int pkvk_model_post(pkvk_model *m, int l, int rows, const uint16_t *o) {
+    const pkvk_model_shape *s = &m->s;
+    if (over(m, rows)) return PKVK_ERR_INVALID;
+    if (rows == 0) return PKVK_OK;
+    const int hd = s->hq * s->d, h = s->hidden;
+    int rc = gemm(m->h, rows, h, hd, (const __half *)o, hd, W(m, l, PKVK_W_O), h, m->x, h, 1.f);
+    if (!rc) rc = norm(m, m->x, m->xn, W(m, l, PKVK_W_LN2), rows);
+    if (!rc)
+        rc = gemm(m->h, rows, 2 * s->inter, h, m->xn, h, W(m, l, PKVK_W_GU), 2 * s->inter, m->y,
+                  2 * s->inter, 0.f);
+    if (!rc) rc = pkvk_silu_mul(m->y, m->a, rows, s->inter);
+    if (!rc)
+        rc = gemm(m->h, rows, h, s->inter, m->a, s->inter, W(m, l, PKVK_W_DOWN), h, m->x, h, 1.f);
+    return rc;
+}
+
+// Final norm over rows of src (already gathered), LM head and argmax into tok, in
+// groups of PKVK_MODEL_HEAD_ROWS.
+static int head(pkvk_model *m, const __half *src, int rows, int32_t *tok) {
+    const pkvk_model_shape *s = &m->s;
+    int rc = norm(m, src, m->xn, W(m, -1, PKVK_W_NORM), rows);
+    for (int r0 = 0; !rc && r0 < rows; r0 += PKVK_MODEL_HEAD_ROWS) {
+        int n = rows - r0 < PKVK_MODEL_HEAD_ROWS ? rows - r0 : PKVK_MODEL_HEAD_ROWS;
+        rc = gemm(m->h, n, s->vocab, s->hidden, m->xn + (size_t)r0 * s->hidden, s->hidden,
+                  W(m, -1, PKVK_W_HEAD), s->vocab, m->logits, s->vocab, 0.f);
+        if (rc) break;
+        argmax_kernel<<<n, 256, 0, pkvk_stream()>>>(m->logits, s->vocab, tok + r0);
+        PKVK_CK_LAUNCH();
+    }
+    m->last_rows = rows;
+    return rc;
+}
+
+extern "C" int pkvk_model_decode_head(pkvk_model *m, int rows) {
+    if (over(m, rows)) return PKVK_ERR_INVALID;
+    return rows ? head(m, m->x, rows, m->tok) : PKVK_OK;
+}
+
+// The causal attention of one prompt piece g of a chunk, layer l.
+static int prefill_attention(pkvk_model *m, int l, const seg_t &g) {
+    const pkvk_model_shape *s = &m->s;
+    const int G = s->hq / s->hkv, d = s->d, klen_max = g.q0 + g.len;
+    cudaStream_t st = pkvk_stream();
+    gather_kv_kernel<<<dim3(klen_max, s->hkv), 64, 0, st>>>(
+        (const __half *)pkvk_model_kv(m, l, 0), (const __half *)pkvk_model_kv(m, l, 1),
+        m->pages_d + g.page_off, s->hkv, d, s->page_size, m->max_prompt, m->kc, m->vc);
+    PKVK_CK_LAUNCH();
+    const size_t sf = score_floats(s, m->max_prompt);
+    int qc = (int)(sf / ((size_t)s->hq * klen_max));
+    if (qc > g.len) qc = g.len;
+    if (qc < 1) qc = 1;
+    const float scale = 1.f / sqrtf((float)d), one = 1.f, zero = 0.f;
+    const long long qstride = (long long)m->cap_tokens * G * d;
+    for (int b = 0; b < g.len; b += qc) {
+        const int nq = g.len - b < qc ? g.len - b : qc, R = nq * G;
+        const int klen = g.q0 + b + nq; // keys up to the block's last query
+        const __half *Q = m->qp + (size_t)(g.t0 + b) * G * d;
+        // S^T (klen x R, column-major) = K (klen x d) Q^T, per KV head.
+        cublasStatus_t cs = cublasGemmStridedBatchedEx(
+            m->h, CUBLAS_OP_T, CUBLAS_OP_N, klen, R, d, &scale, m->kc, CUDA_R_16F, d,
+            (long long)m->max_prompt * d, Q, CUDA_R_16F, d, qstride, &zero, m->S, CUDA_R_32F, klen,
+            (long long)R * klen, s->hkv, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        if (cs != CUBLAS_STATUS_SUCCESS) return cublas_fail(cs, "prefill QK^T");
+        causal_softmax_kernel<<<s->hkv * R, 256, 0, st>>>(m->S, m->P, R, klen, g.q0 + b, G);
+        PKVK_CK_LAUNCH();
+        // O^T (d x R) = V^T (d x klen) P^T (klen x R), per KV head.
+        cs = cublasGemmStridedBatchedEx(m->h, CUBLAS_OP_N, CUBLAS_OP_N, d, R, klen, &one, m->vc,
+                                        CUDA_R_16F, d, (long long)m->max_prompt * d, m->P,
+                                        CUDA_R_16F, klen, (long long)R * klen, &zero,
+                                        m->op + (size_t)(g.t0 + b) * G * d, CUDA_R_16F, d, qstride,
+                                        s->hkv, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        if (cs != CUBLAS_STATUS_SUCCESS) return cublas_fail(cs, "prefill PV");
+    }
+    return PKVK_OK;
+}
+
+// One chunk of a prefill: T rows in segs.
+static int prefill_chunk(pkvk_model *m, const segs_t &segs, int T, int heads) {
+    const pkvk_model_shape *s = &m->s;
+    cudaStream_t st = pkvk_stream();
+    embed_kernel<<<T, 128, 0, st>>>(W(m, -1, PKVK_W_EMBED), m->x, nullptr, segs, s->hidden,
+                                    s->vocab);
+    PKVK_CK_LAUNCH();
+    for (int l = 0; l < s->layers; l++) {
+        int rc = pre_gemm(m, l, T);
+        if (rc) return rc;
+        rope_append_kernel<true><<<dim3(T, s->hq + 2 * s->hkv), 64, s->d * 4, st>>>(
+            m->qkv, s->hq, s->hkv, s->d, s->page_size, s->rope_theta, nullptr, nullptr, 0,
+            m->pages_d, segs, m->cap_tokens, (__half *)pkvk_model_kv(m, l, 0),
+            (__half *)pkvk_model_kv(m, l, 1), m->qp);
+        PKVK_CK_LAUNCH();
+        for (int k = 0; k < segs.n; k++)
+            if ((rc = prefill_attention(m, l, segs.s[k]))) return rc;
+        unpermute_kernel<<<1024, 256, 0, st>>>(m->op, m->o, T, s->hkv, s->hq / s->hkv, s->d,
+                                               m->cap_tokens);
+        PKVK_CK_LAUNCH();
+        if ((rc = pkvk_model_post(m, l, T, (const uint16_t *)m->o))) return rc;
+    }
+    if (heads == 0) return PKVK_OK;
+    // The sampling rows, gathered into qkv (free now), through the head.
+    gather_rows_kernel<<<heads, 128, 0, st>>>(m->x, m->qkv, segs, s->hidden);
+    PKVK_CK_LAUNCH();
+    return head(m, m->qkv, heads, m->tok);
+}
+
+extern "C" int pkvk_model_prefill(pkvk_model *m, int n, const int32_t *lens, const int32_t *pages) {
+    const pkvk_model_shape *s = &m->s;
+    int32_t n_pages = 0;
+    for (int i = 0; i < n; i++) {
+        if (lens[i] < 1 || lens[i] > m->max_prompt)
+            return pkvk_fail_msg(PKVK_ERR_INVALID, "model prefill: prompt longer than max_prompt");
+        n_pages += (lens[i] + s->page_size - 1) / s->page_size;
+    }
+    if (n_pages > m->n_pages)
+        return pkvk_fail_msg(PKVK_ERR_INVALID, "model prefill: more pages than the pool");
+    // The previous prefill's copy of pages_h must be done before it is rewritten.
+    PKVK_CK(cudaStreamSynchronize(pkvk_stream()));
+    memcpy(m->pages_h, pages, (size_t)n_pages * 4);
+    int rc = pkvk_h2d_async(m->pages_d, m->pages_h, (size_t)n_pages * 4);
+    segs_t segs;
+    segs.n = 0;
+    int T = 0, heads = 0, page_off = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        for (int q0 = 0; q0 < lens[i] && !rc;) {
+            int len = lens[i] - q0;
+            if (len > m->cap_tokens - T) len = m->cap_tokens - T;
+            seg_t &g = segs.s[segs.n++];
+            g = seg_t{T, len, q0, page_off, i, q0 + len == lens[i]};
+            T += len, q0 += len, heads += g.last;
+            if (T == m->cap_tokens || segs.n == MAX_SEGS) {
+                rc = prefill_chunk(m, segs, T, heads);
+                segs.n = 0, T = 0, heads = 0;
+            }
+        }
+        page_off += (lens[i] + s->page_size - 1) / s->page_size;
+    }
+    if (!rc && segs.n) rc = prefill_chunk(m, segs, T, heads);
+    return rc;
+}
+
+extern "C" int pkvk_model_read(pkvk_model *m, int rows, uint16_t *logits, int32_t *tokens) {
+    PKVK_CK(cudaStreamSynchronize(pkvk_stream()));
+    int last = (rows - 1) % PKVK_MODEL_HEAD_ROWS + 1;
+    if (logits)
+        PKVK_CK(
+            cudaMemcpy(logits, m->logits, (size_t)last * m->s.vocab * 2, cudaMemcpyDeviceToHost));
+    if (tokens) PKVK_CK(cudaMemcpy(tokens, m->tok, (size_t)rows * 4, cudaMemcpyDeviceToHost));
+    return PKVK_OK;
+}
+
+static int median_ms(std::vector<float> &v, float *ms) {
+    std::sort(v.begin(), v.end());
+    *ms = v.empty() ? 0.f : v[v.size() / 2];
+    return PKVK_OK;
+}
+
+// Times reps calls of f (each after an L2 flush) with events; the median.
+template <class F> static int time_reps(int reps, F f, float *ms) {
+    pkvk_event *a = nullptr, *b = nullptr;
+    int rc = pkvk_event_create(&a);
+    if (!rc) rc = pkvk_event_create(&b);
+    std::vector<float> t;
+    for (int r = 0; r < reps + 2 && !rc; r++) {
+        float x;
+        rc = pkvk_flush_l2();
+        if (!rc) rc = pkvk_event_record(a);
+        if (!rc) rc = f();
+        if (!rc) rc = pkvk_event_record(b);
+        if (!rc) rc = pkvk_event_elapsed(a, b, &x);
+        if (!rc && r >= 2) t.push_back(x); // two warm-up calls
+    }
+    pkvk_event_destroy(a);
+    pkvk_event_destroy(b);
+    return rc ? rc : median_ms(t, ms);
+}
+
+extern "C" int pkvk_model_time_gemm(pkvk_model *m, int g, int rows, int reps, float *ms) {
+    const pkvk_model_shape *s = &m->s;
+    if (over(m, rows) || g < 0 || g > 4) return PKVK_ERR_INVALID;
+    const int qkvw = (s->hq + 2 * s->hkv) * s->d, hd = s->hq * s->d, h = s->hidden;
+    const int k[5] = {h, hd, h, s->inter, h}, n[5] = {qkvw, h, 2 * s->inter, h, s->vocab};
+    const __half *w[5] = {W(m, 0, PKVK_W_QKV), W(m, 0, PKVK_W_O), W(m, 0, PKVK_W_GU),
+                          W(m, 0, PKVK_W_DOWN), W(m, -1, PKVK_W_HEAD)};
+    if (g == 4 && rows > PKVK_MODEL_HEAD_ROWS) return PKVK_ERR_INVALID;
+    // Operands from the activation buffers (each large enough), output to y / logits.
+    __half *out = g == 4 ? m->logits : g == 0 ? m->qkv : g == 2 ? m->y : m->x;
+    const __half *in = g == 1 ? m->o : g == 3 ? m->a : m->xn;
+    return time_reps(
+        reps, [&] { return gemm(m->h, rows, n[g], k[g], in, k[g], w[g], n[g], out, n[g], 0.f); },
+        ms);
+}
+
+extern "C" int pkvk_time_square_gemm(int n, int reps, float *ms) {
+    __half *a = nullptr, *b = nullptr, *c = nullptr;
+    cublasHandle_t h = nullptr;
+    size_t bytes = (size_t)n * n * 2;
+    int rc = pkvk_malloc((void **)&a, bytes);
+    if (!rc) rc = pkvk_malloc((void **)&b, bytes);
+    if (!rc) rc = pkvk_malloc((void **)&c, bytes);
+    if (!rc) rc = pkvk_memset(a, 0x3c, bytes); // small positive halves
+    if (!rc) rc = pkvk_memset(b, 0x3c, bytes);
+    if (!rc) {
+        cublasStatus_t st = cublasCreate(&h);
+        if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetStream(h, pkvk_stream());
+        if (st != CUBLAS_STATUS_SUCCESS) rc = cublas_fail(st, "cublasCreate");
+    }
+    if (!rc)
+        rc = time_reps(
+            reps, [&] { return gemm(h, n, n, n, a, n, b, n, c, n, 0.f); }, ms);
+    if (h) cublasDestroy(h);
+    pkvk_free(a), pkvk_free(b), pkvk_free(c);
+    return rc;
+}
+
+extern "C" int pkvk_model_set_tokens(pkvk_model *m, int rows, const int32_t *tokens) {
+    if (over(m, rows)) return PKVK_ERR_INVALID;
+    PKVK_CK(cudaStreamSynchronize(pkvk_stream()));
+    PKVK_CK(cudaMemcpy(m->tok, tokens, (size_t)rows * 4, cudaMemcpyHostToDevice));
+    return PKVK_OK;
+}
+
+extern "C" int pkvk_model_read_hidden(pkvk_model *m, int rows, uint16_t *x) {
+    PKVK_CK(cudaStreamSynchronize(pkvk_stream()));
+    PKVK_CK(cudaMemcpy(x, m->x, (size_t)rows * m->s.hidden * 2, cudaMemcpyDeviceToHost));
+    return PKVK_OK;
+}

@@ -1,0 +1,144 @@
+/* pkvk: the dense part of a served model on the GPU, around the attention routes.
+ *
+ * Llama-style layers: RMSNorm, the QKV projection, RoPE (rotate-half, theta) with the
+ * K/V append into the layer's own pages, [attention: a route of pkvk_run.h, or the
+ * prefill attention here], the output projection onto the residual, RMSNorm, the
+ * gated MLP (gate and up in one GEMM, SiLU(gate) * up, down onto the residual); after
+ * the last layer the final RMSNorm, the LM head and greedy sampling (argmax). GEMMs
+ * are cuBLAS, FP16 in and out with FP32 accumulation; the small kernels compute in
+ * FP32. Weights are FP16 drawn on the device from pkvk_model_weight (below), so a
+ * CPU reference can rebuild every value; they stay resident.
+ *
+ * Layouts: activations are row-major [tokens][width]; weights are [in][out]
+ * row-major (y = x W); the QKV output row is [q heads | k heads | v heads], each head
+ * d wide; the K/V pools of every layer are the attention's
+ * [n_pages][hkv][page_size][d], one pool pair per layer.
+ *
+ * Prefill runs the same layers over the prompts' tokens, a chunk of at most
+ * cap_tokens tokens at a time (a chunk may hold parts of several prompts); its
+ * attention is causal over each prompt's own tokens, on tensor cores through cuBLAS:
+ * per query block, S = Q K^T over the keys up to the block's last position (FP32),
+ * a causal softmax into P (FP16), O = P V; the keys and values of earlier chunks
+ * are gathered from the pages. */
+#ifndef PKVK_MODEL_H
+#define PKVK_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pkvk_core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifdef __CUDACC__
+#define PKVK_HD __host__ __device__
+#else
+#define PKVK_HD
+#endif
+
+typedef struct pkvk_model_shape {
+    int layers, hidden;
+    int hq, hkv, d;   /* per GPU */
+    int inter, vocab; /* per GPU */
+    int page_size;
+    float rope_theta, eps;
+} pkvk_model_shape;
+
+/* The weight tensors of a layer, and of the model. */
+enum {
+    PKVK_W_LN1 = 0, /* [hidden] */
+    PKVK_W_QKV,     /* [hidden][(hq + 2 hkv) d] */
+    PKVK_W_O,       /* [hq d][hidden] */
+    PKVK_W_LN2,     /* [hidden] */
+    PKVK_W_GU,      /* [hidden][2 inter]: gate columns then up columns */
+    PKVK_W_DOWN,    /* [inter][hidden] */
+    PKVK_W_LAYER_COUNT,
+    /* model-level tensors, layer -1 */
+    PKVK_W_EMBED = 0, /* [vocab][hidden] */
+    PKVK_W_NORM = 1,  /* [hidden] */
+    PKVK_W_HEAD = 2,  /* [hidden][vocab] */
+};
+
+/* Element i of tensor t of layer l (l = -1: model-level): the norms' weights are
+ * 1 + u/8, the others u / sqrt(fan-in), with u uniform in [-1, 1) from a hash of
+ * (seed, l, t, i); the FP16 rounding of this value is what the GPU holds. */
+static inline PKVK_HD float pkvk_model_weight(uint64_t seed, int l, int t, uint64_t i, int fan_in) {
+    uint64_t x =
+        seed ^ ((uint64_t)(l + 1) << 56) ^ ((uint64_t)t << 48) ^ (i * 0x9E3779B97F4A7C15ull);
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    float u = (float)(x >> 40) * (1.0f / 8388608.0f) - 1.0f; /* 24 bits: [-1, 1) */
+    if (fan_in <= 0) return 1.0f + u * 0.125f;
+    float s = 1.0f;
+    for (float f = (float)fan_in; s * s * f > 1.0f;) s *= 0.5f; /* no sqrt in a header */
+    return u * s * 1.41421356f;
+}
+/* The fan-in of tensor t (0 for the norms). */
+static inline int pkvk_model_fan_in(const pkvk_model_shape *s, int l, int t) {
+    if (l < 0) return t == PKVK_W_HEAD ? s->hidden : t == PKVK_W_EMBED ? 1 : 0;
+    return t == PKVK_W_QKV || t == PKVK_W_GU ? s->hidden
+           : t == PKVK_W_O                   ? s->hq * s->d
+           : t == PKVK_W_DOWN                ? s->inter
+                                             : 0;
+}
+
+typedef struct pkvk_model pkvk_model;
+
+/* Device bytes the model takes: weights, n_pages pages per layer, activations for
+ * cap_tokens token rows (decode rows or a prefill chunk) and prompts of up to
+ * max_prompt tokens. */
+size_t pkvk_model_bytes(const pkvk_model_shape *s, int32_t cap_tokens, int32_t max_prompt,
+                        int32_t n_pages);
+int pkvk_model_create(pkvk_model **m, const pkvk_model_shape *s, int32_t cap_tokens,
+                      int32_t max_prompt, int32_t n_pages, uint64_t seed);
+void pkvk_model_destroy(pkvk_model *m);
+/* Layer l's K (v = 0) or V (v = 1) pool. */
+uint16_t *pkvk_model_kv(pkvk_model *m, int l, int v);
+
+/* Decode, in this order for a step of `rows` rows (device lens and block table as
+ * for the attention): begin (the embedding of each row's last sampled token), then
+ * for every layer pre (norm, QKV, RoPE at position lens[i] - 1, the K/V append into
+ * the layer's pages, Q into q [rows][hq][d]), the attention into o, post (output
+ * projection, residual, norm, MLP, residual); then head (final norm, LM head,
+ * argmax into the rows' next tokens). Asynchronous. */
+int pkvk_model_decode_begin(pkvk_model *m, int rows);
+int pkvk_model_decode_pre(pkvk_model *m, int l, int rows, const int32_t *lens,
+                          const int32_t *block_table, int bt_stride, uint16_t *q);
+int pkvk_model_post(pkvk_model *m, int l, int rows, const uint16_t *o);
+int pkvk_model_decode_head(pkvk_model *m, int rows);
+
+/* Prefill of n prompts (host: lens [n], pages: each prompt's ceil(len / page_size)
+ * page ids in order, all prompts' concatenated): every layer's K/V pages written, the
+ * first token of each prompt sampled. Asynchronous, allocation-free. */
+int pkvk_model_prefill(pkvk_model *m, int n, const int32_t *lens, const int32_t *pages);
+
+/* The last head's output (decode_head or prefill), to host: logits [rows][vocab]
+ * FP16 of the last group of at most PKVK_MODEL_HEAD_ROWS rows, and tokens of every
+ * row (NULL: skip). Synchronous (tests). */
+enum { PKVK_MODEL_HEAD_ROWS = 256 };
+int pkvk_model_read(pkvk_model *m, int rows, uint16_t *logits, int32_t *tokens);
+/* Bench: median device time (ms) over reps of GEMM g of one layer (0 QKV, 1 O,
+ * 2 gate and up, 3 down; 4 the LM head) at `rows` token rows, L2 flushed before each. */
+int pkvk_model_time_gemm(pkvk_model *m, int g, int rows, int reps, float *ms);
+/* Bench: median device time (ms) of one n x n x n FP16 GEMM (FP32 accumulation). */
+int pkvk_time_square_gemm(int n, int reps, float *ms);
+
+/* Set the rows' last sampled tokens (the next decode_begin's input; tests). */
+int pkvk_model_set_tokens(pkvk_model *m, int rows, const int32_t *tokens);
+/* The synthetic prompt token at position pos of prompt req of a prefill batch. */
+static inline PKVK_HD int pkvk_prompt_token(int req, int pos, int vocab) {
+    return (int)(((unsigned)pos * 7919u + (unsigned)req * 104729u + 17u) % (unsigned)vocab);
+}
+/* The residual stream x [rows][hidden], to host (tests). */
+int pkvk_model_read_hidden(pkvk_model *m, int rows, uint16_t *x);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

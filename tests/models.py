@@ -1,0 +1,150 @@
+#!/usr/bin/env python3
+"""The served models: every preset resolves to its published config's shape; a shape
+the GPU kernels do not run is refused on the cuda backend with a message and no
+output; a bad preset is an error naming model.preset; and the model backend's
+predictions of a full model's steps and prefills are reproduced here from the
+calibration's constants by an independent computation. Usage: models.py PKVSIM SRC"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import h5py
+import numpy as np
+
+pkvsim, src = sys.argv[1], sys.argv[2]
+tmp = tempfile.mkdtemp()
+fails = []
+
+# The published configs (config.json of each model on Hugging Face, as the presets cite).
+PUBLISHED = {
+    "llama-3.1-8b": dict(layers=32, hidden=4096, hq=32, hkv=8, head_dim=128,
+                         intermediate=14336, vocab=128256, rope_theta=500000, norm_eps=1e-5),
+    "llama-3.1-70b": dict(layers=80, hidden=8192, hq=64, hkv=8, head_dim=128,
+                          intermediate=28672, vocab=128256, rope_theta=500000, norm_eps=1e-5,
+                          tensor_parallel=8),
+    "mistral-7b": dict(layers=32, hidden=4096, hq=32, hkv=8, head_dim=128, intermediate=14336,
+                       vocab=32768, rope_theta=1e6, norm_eps=1e-5),
+    "qwen2.5-7b": dict(layers=28, hidden=3584, hq=28, hkv=4, head_dim=128, intermediate=18944,
+                       vocab=152064, rope_theta=1e6, norm_eps=1e-6),
+    "study-layer": dict(layers=1, hidden=0, hq=32, hkv=8, head_dim=128, page_size=16),
+}
+WORKLOAD = {"arrival": {"process": "poisson", "rate": 4}, "num_requests": 40,
+            "prompt": {"dist": "uniform", "min": 16, "max": 3000},
+            "decode": {"dist": "uniform", "min": 1, "max": 64}}
+
+
+def experiment(name, model, **run):
+    path = os.path.join(tmp, name + ".json")
+    with open(path, "w") as f:
+        json.dump({"model": model, "workload": WORKLOAD,
+                   "serving": {"max_active": 16, "kv_pages": 8192},
+                   "run": dict({"backend": "model"}, **run)}, f)
+    return path
+
+
+def pkv(*args):
+    return subprocess.run([pkvsim, *args], capture_output=True, text=True)
+
+
+for name, want in PUBLISHED.items():
+    r = pkv("run", "-n", experiment("p_" + name, name))
+    if r.returncode:
+        fails.append(f"preset {name}: {r.stderr.strip()}")
+        continue
+    got = json.loads(r.stdout)["model"]
+    for k, v in want.items():
+        if got.get(k) != v:
+            fails.append(f"preset {name}: {k} is {got.get(k)}, the published config says {v}")
+    if not got.get("source", "").startswith(("https://", "The PersistentKV")):
+        fails.append(f"preset {name}: no source cited")
+# No model section is the study layer, exactly.
+none = os.path.join(tmp, "none.json")
+with open(none, "w") as f:
+    json.dump({"workload": WORKLOAD, "run": {"backend": "model"}}, f)
+a = json.loads(pkv("run", "-n", none).stdout)["model"]
+b = json.loads(pkv("run", "-n", experiment("study", "study-layer")).stdout)["model"]
+if {k: v for k, v in a.items() if k != "source"} != {k: v for k, v in b.items() if k != "source"}:
+    fails.append(f"no model section resolves to {a}, not the study-layer preset {b}")
+
+# Unsupported on the GPU: refused with the shapes named, before any output.
+out = os.path.join(tmp, "qwen.h5")
+r = pkv("run", "-q", "-b", "cuda", "-o", out, experiment("qwen", "qwen2.5-7b"))
+if r.returncode == 0 or "head_dim 128 with 1, 2, 4 or 8" not in r.stderr or os.path.exists(out):
+    fails.append(f"qwen2.5-7b on cuda: rc {r.returncode}, {r.stderr.strip()!r}")
+r = pkv("run", "-n", experiment("bad", "no-such-model"))
+if r.returncode == 0 or "model.preset" not in r.stderr:
+    fails.append(f"an unknown preset: rc {r.returncode}, {r.stderr.strip()!r}")
+r = pkv("run", "-n", experiment("cpu", "llama-3.1-8b", backend="cpu"))
+if r.returncode:
+    fails.append(f"dry run with the cpu backend: {r.stderr.strip()}")
+r = pkv("run", "-q", "-o", os.path.join(tmp, "c.h5"), experiment("cpu", "llama-3.1-8b",
+                                                                    backend="cpu"))
+if r.returncode == 0 or "study's attention layer only" not in r.stderr:
+    fails.append(f"llama on the cpu backend: rc {r.returncode}, {r.stderr.strip()!r}")
+
+# The model backend's predictions, recomputed.
+cal = json.load(open(os.path.join(src, "experiments/calibration/default.json")))
+C = dict(beta_gbps=4500, gemm_tflops=700, gemm_gbps=4000, gemm_us=4, small_kernel_us=3,
+         allreduce_gbps=400, allreduce_us=10)
+C.update({k: v for k, v in cal.items() if k in C})
+for name in ("llama-3.1-8b", "llama-3.1-70b", "mistral-7b"):
+    m = PUBLISHED[name]
+    tp = m.get("tensor_parallel", 1)
+    h, d, L = m["hidden"], m["head_dim"], m["layers"]
+    gemms = [(h, (m["hq"] + 2 * m["hkv"]) // tp * d), (m["hq"] // tp * d, h),
+             (h, 2 * m["intermediate"] // tp), (m["intermediate"] // tp, h)]
+    head = (h, m["vocab"] // tp)
+
+    def gemm(rows, k, n):
+        return max(2 * rows * k * n / (C["gemm_tflops"] * 1e12),
+                   2 * (k * n + rows * k + rows * n) / (C["gemm_gbps"] * 1e9)) + C["gemm_us"] * 1e-6
+
+    def dense(tokens, heads):
+        t = L * sum(gemm(tokens, k, n) for k, n in gemms) + gemm(heads, *head)
+        row = 2 * h * tokens
+        t += L * (4 * C["small_kernel_us"] * 1e-6 + 6 * row / (C["beta_gbps"] * 1e9))
+        t += 4 * C["small_kernel_us"] * 1e-6 + 3 * row / (C["beta_gbps"] * 1e9)
+        if tp > 1:
+            t += 2 * L * (C["allreduce_us"] * 1e-6 +
+                          2 * (tp - 1) / tp * row / (C["allreduce_gbps"] * 1e9))
+        return t
+
+    out = os.path.join(tmp, name + ".h5")
+    r = pkv("run", "-q", "-o", out, experiment("m_" + name, name))
+    if r.returncode:
+        fails.append(f"{name} on the model backend: {r.stderr.strip()}")
+        continue
+    with h5py.File(out) as f:
+        s, p, q = f["steps"], f["prefills"], f["requests"]
+        rows = s["rows"][:]
+        want = np.array([dense(n, n) for n in rows])
+        err = np.max(np.abs(s["t_dense_predicted"][:] / want - 1))
+        if err > 1e-9:
+            fails.append(f"{name}: t_dense_predicted off the recomputation by {err:.2e}")
+        # A step's whole prediction: layers x the route's attention + the dense part.
+        att = (s["t_predicted"][:] - s["t_dense_predicted"][:]) / L
+        if np.any(att <= 0) or np.any(att > 1e-3):
+            fails.append(f"{name}: per-layer attention predictions outside (0, 1 ms]")
+        toks, reqs = p["tokens"][:], p["requests"][:]
+        hq = m["hq"] / tp
+        # prompts of each batch are not in /prefills: check single-prompt batches
+        one = reqs == 1
+        want_p = np.array([dense(t, 1) + L * 4 * hq * d * t * (t + 1) / 2 / (C["gemm_tflops"] * 1e12)
+                           for t in toks[one]])
+        err = np.max(np.abs(p["t_predicted"][:][one] / want_p - 1)) if one.any() else 0
+        if not one.any() or err > 1e-9:
+            fails.append(f"{name}: prefill predictions off the recomputation by {err}")
+        if not np.allclose(p["t_advance"][:], p["t_predicted"][:]):
+            fails.append(f"{name}: a prefill did not advance the clock by its prediction")
+        # vLLM's convention: the prefill samples the first token.
+        done = q["state"][:] == 3
+        if np.any(q["generated"][:][done] != q["decode_len"][:][done]):
+            fails.append(f"{name}: finished requests did not generate decode_len tokens")
+        print(f"{name}: {len(rows)} steps, mean {1e3 * s['t_predicted'][:].mean():.2f} ms, "
+              f"{len(toks)} prefills")
+
+for f in fails:
+    print("FAIL", f)
+sys.exit(1 if fails else 0)
