@@ -16,7 +16,11 @@
 // At most this many prompt pieces in one prefill chunk (they travel as launch
 // parameters); and the FP32 score block of the prefill attention, in floats.
 enum { MAX_SEGS = 64 };
-static const size_t SCORE_FLOATS = (size_t)64 << 20; // 256 MiB
+static const size_t SCORE_FLOATS = (size_t)128 << 20; // 512 MiB
+// Key counts are padded to this in the score GEMMs, so that every row of S and P
+// starts 16-byte aligned (cuBLAS's fast kernels need it); the padded keys get P = 0.
+enum { KEY_PAD = 64 };
+static int key_pad(int n) { return (n + KEY_PAD - 1) / KEY_PAD * KEY_PAD; }
 
 struct seg_t {
     int t0;       // first row of the chunk
@@ -34,6 +38,7 @@ struct segs_t {
 struct pkvk_model {
     pkvk_model_shape s;
     int32_t cap_tokens, max_prompt, n_pages;
+    int32_t kv_rows; // rows of kc and vc: max_prompt padded to KEY_PAD
     uint64_t seed;
     cublasHandle_t h;
     __half *w; // every weight, one allocation
@@ -44,7 +49,7 @@ struct pkvk_model {
     __half *logits;                   // [PKVK_MODEL_HEAD_ROWS][vocab]
     int32_t *tok;                     // [cap_tokens]: each row's last sampled token
     __half *qp, *op;                  // prefill: [hkv][cap_tokens][G][d]
-    __half *kc, *vc;                  // prefill: [hkv][max_prompt][d]
+    __half *kc, *vc;                  // prefill: [hkv][kv_rows][d]
     float *S;                         // prefill: scores
     __half *P;                        // prefill: probabilities
     int32_t *pages_h, *pages_d;       // prefill: the batch's pages (pinned host, device)
@@ -194,13 +199,13 @@ rope_append_kernel(const __half *__restrict__ qkv, int hq, int hkv, int d, int p
 }
 
 // One block per (token, KV head): the first n tokens of a prompt from its pages
-// into kc, vc [hkv][max_prompt][d].
+// into kc, vc [hkv][kv_rows][d].
 __global__ void gather_kv_kernel(const __half *__restrict__ kpool, const __half *__restrict__ vpool,
                                  const int32_t *__restrict__ pages, int hkv, int d, int ps,
-                                 int max_prompt, __half *__restrict__ kc, __half *__restrict__ vc) {
+                                 int kv_rows, __half *__restrict__ kc, __half *__restrict__ vc) {
     const int t = blockIdx.x, h = blockIdx.y;
     const size_t from = (((size_t)pages[t / ps] * hkv + h) * ps + t % ps) * d;
-    const size_t to = ((size_t)h * max_prompt + t) * d;
+    const size_t to = ((size_t)h * kv_rows + t) * d;
     for (int i = threadIdx.x; i < d; i += blockDim.x) {
         kc[to + i] = kpool[from + i];
         vc[to + i] = vpool[from + i];
@@ -310,7 +315,7 @@ static __half *W(pkvk_model *m, int l, int t) {
 }
 
 static size_t score_floats(const pkvk_model_shape *s, int32_t max_prompt) {
-    size_t need = (size_t)s->hq * max_prompt; // one query row of every head
+    size_t need = (size_t)s->hq * key_pad(max_prompt); // one query row of every head
     return need > SCORE_FLOATS ? need : SCORE_FLOATS;
 }
 
@@ -320,7 +325,8 @@ extern "C" size_t pkvk_model_bytes(const pkvk_model_shape *s, int32_t cap_tokens
     for (int t = 0; t < PKVK_W_LAYER_COUNT; t++) w += (size_t)s->layers * tensor_elems(s, 0, t);
     const size_t T = cap_tokens, qkvw = (size_t)(s->hq + 2 * s->hkv) * s->d;
     size_t act = T * (2 * s->hidden + qkvw + (size_t)s->hq * s->d * 3 + 3 * (size_t)s->inter) +
-                 (size_t)PKVK_MODEL_HEAD_ROWS * s->vocab + 2 * (size_t)s->hkv * max_prompt * s->d;
+                 (size_t)PKVK_MODEL_HEAD_ROWS * s->vocab +
+                 2 * (size_t)s->hkv * key_pad(max_prompt) * s->d;
     size_t kv = (size_t)s->layers * 2 * n_pages * s->hkv * s->page_size * s->d;
     size_t sf = score_floats(s, max_prompt);
     return 2 * (w + act + kv) + sf * 6 + T * 4 + (size_t)n_pages * 4;
@@ -356,8 +362,12 @@ extern "C" int pkvk_model_create(pkvk_model **out, const pkvk_model_shape *s, in
     if (!rc) rc = pkvk_malloc((void **)&m->a, T * s->inter * 2);
     if (!rc) rc = pkvk_malloc((void **)&m->qp, T * hd * 2);
     if (!rc) rc = pkvk_malloc((void **)&m->op, T * hd * 2);
-    if (!rc) rc = pkvk_malloc((void **)&m->kc, (size_t)s->hkv * max_prompt * s->d * 2);
-    if (!rc) rc = pkvk_malloc((void **)&m->vc, (size_t)s->hkv * max_prompt * s->d * 2);
+    m->kv_rows = key_pad(max_prompt);
+    const size_t kvc = (size_t)s->hkv * m->kv_rows * s->d * 2;
+    if (!rc) rc = pkvk_malloc((void **)&m->kc, kvc);
+    if (!rc) rc = pkvk_malloc((void **)&m->vc, kvc);
+    if (!rc) rc = pkvk_memset(m->kc, 0, kvc); /* the padded keys stay finite */
+    if (!rc) rc = pkvk_memset(m->vc, 0, kvc);
     if (!rc) rc = pkvk_malloc((void **)&m->S, sf * 4);
     if (!rc) rc = pkvk_malloc((void **)&m->P, sf * 2);
     if (!rc) rc = pkvk_malloc((void **)&m->logits, (size_t)PKVK_MODEL_HEAD_ROWS * s->vocab * 2);
@@ -476,7 +486,7 @@ static int head(pkvk_model *m, const __half *src, int rows, int32_t *tok) {
         rc = gemm(m->h, n, s->vocab, s->hidden, m->xn + (size_t)r0 * s->hidden, s->hidden,
                   W(m, -1, PKVK_W_HEAD), s->vocab, m->logits, s->vocab, 0.f);
         if (rc) break;
-        argmax_kernel<<<n, 256, 0, pkvk_stream()>>>(m->logits, s->vocab, tok + r0);
+        argmax_kernel<<<n, 1024, 0, pkvk_stream()>>>(m->logits, s->vocab, tok + r0);
         PKVK_CK_LAUNCH();
     }
     m->last_rows = rows;
@@ -495,29 +505,29 @@ static int prefill_attention(pkvk_model *m, int l, const seg_t &g) {
     cudaStream_t st = pkvk_stream();
     gather_kv_kernel<<<dim3(klen_max, s->hkv), 64, 0, st>>>(
         (const __half *)pkvk_model_kv(m, l, 0), (const __half *)pkvk_model_kv(m, l, 1),
-        m->pages_d + g.page_off, s->hkv, d, s->page_size, m->max_prompt, m->kc, m->vc);
+        m->pages_d + g.page_off, s->hkv, d, s->page_size, m->kv_rows, m->kc, m->vc);
     PKVK_CK_LAUNCH();
     const size_t sf = score_floats(s, m->max_prompt);
-    int qc = (int)(sf / ((size_t)s->hq * klen_max));
+    int qc = (int)(sf / ((size_t)s->hq * key_pad(klen_max)));
     if (qc > g.len) qc = g.len;
     if (qc < 1) qc = 1;
     const float scale = 1.f / sqrtf((float)d), one = 1.f, zero = 0.f;
     const long long qstride = (long long)m->cap_tokens * G * d;
     for (int b = 0; b < g.len; b += qc) {
         const int nq = g.len - b < qc ? g.len - b : qc, R = nq * G;
-        const int klen = g.q0 + b + nq; // keys up to the block's last query
+        const int klen = key_pad(g.q0 + b + nq); // keys up to the block's last query, padded
         const __half *Q = m->qp + (size_t)(g.t0 + b) * G * d;
         // S^T (klen x R, column-major) = K (klen x d) Q^T, per KV head.
         cublasStatus_t cs = cublasGemmStridedBatchedEx(
             m->h, CUBLAS_OP_T, CUBLAS_OP_N, klen, R, d, &scale, m->kc, CUDA_R_16F, d,
-            (long long)m->max_prompt * d, Q, CUDA_R_16F, d, qstride, &zero, m->S, CUDA_R_32F, klen,
+            (long long)m->kv_rows * d, Q, CUDA_R_16F, d, qstride, &zero, m->S, CUDA_R_32F, klen,
             (long long)R * klen, s->hkv, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
         if (cs != CUBLAS_STATUS_SUCCESS) return cublas_fail(cs, "prefill QK^T");
         causal_softmax_kernel<<<s->hkv * R, 256, 0, st>>>(m->S, m->P, R, klen, g.q0 + b, G);
         PKVK_CK_LAUNCH();
         // O^T (d x R) = V^T (d x klen) P^T (klen x R), per KV head.
         cs = cublasGemmStridedBatchedEx(m->h, CUBLAS_OP_N, CUBLAS_OP_N, d, R, klen, &one, m->vc,
-                                        CUDA_R_16F, d, (long long)m->max_prompt * d, m->P,
+                                        CUDA_R_16F, d, (long long)m->kv_rows * d, m->P,
                                         CUDA_R_16F, klen, (long long)R * klen, &zero,
                                         m->op + (size_t)(g.t0 + b) * G * d, CUDA_R_16F, d, qstride,
                                         s->hkv, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);

@@ -64,3 +64,6 @@ PY
   rm -f "$out"/study_*.h5
 fi
 echo "gpu_session_model: ${SECONDS} s"
+# Few files come back from the device: the logs and the runs' files in two archives.
+(cd "$out" && tar czf logs.tgz --remove-files -- *.log 2>/dev/null; \
+  ls *.h5 >/dev/null 2>&1 && tar cf runs.tar --remove-files -- *.h5)
