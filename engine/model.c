@@ -55,13 +55,14 @@ void pkv_model_dense_cost(const pkv_model *m, const pkv_calib *c, int64_t tokens
 
 double pkv_model_prefill_attn_time(const pkv_model *m, const pkv_calib *c, const int32_t *lens,
                                    int32_t n) {
-    double flops = 0;
+    double flops = 0, bytes = 0;
     const double hq = (double)m->hq / m->tp, d = m->head_dim;
     for (int32_t i = 0; i < n; i++) {
-        double l = lens[i];
-        flops += 4.0 * hq * d * l * (l + 1) / 2; /* QK^T and PV over the causal triangle */
+        double l = lens[i], scores = hq * l * (l + 1) / 2; /* the causal triangle */
+        flops += 4.0 * d * scores;                          /* QK^T and PV */
+        bytes += scores * (l <= PKVK_SOFTMAX_SMEM_KEYS ? 12 : 20);
     }
-    return m->layers * flops / (c->gemm_tflops * 1e12);
+    return m->layers * (flops / (c->gemm_tflops * 1e12) + bytes / c->beta);
 }
 
 double pkv_model_weight_bytes(const pkv_model *m) {

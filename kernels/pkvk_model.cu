@@ -213,13 +213,21 @@ __global__ void gather_kv_kernel(const __half *__restrict__ kpool, const __half 
 }
 
 // One block per score row (KV head, query, group member): P = softmax over the keys
-// up to the query's position (the rest 0). Row r of a head is query r / G.
+// up to the query's position (the rest 0). Row r of a head is query r / G. Rows of
+// up to PKVK_SOFTMAX_SMEM_KEYS keys are read once, into shared memory; longer ones
+// three times.
 __global__ void causal_softmax_kernel(const float *__restrict__ S, __half *__restrict__ P, int rows,
                                       int cols, int first_pos, int G) {
     __shared__ float sh[32];
+    extern __shared__ float row_s[];
     const size_t row = blockIdx.x;
     const int valid = min(cols, first_pos + (int)(row % rows) / G + 1);
     const float *s = S + row * cols;
+    if (cols <= PKVK_SOFTMAX_SMEM_KEYS) {
+        for (int i = threadIdx.x; i < valid; i += blockDim.x) row_s[i] = s[i];
+        __syncthreads();
+        s = row_s;
+    }
     __half *p = P + row * cols;
     float m = -INFINITY;
     for (int i = threadIdx.x; i < valid; i += blockDim.x) m = fmaxf(m, s[i]);
@@ -236,31 +244,30 @@ __global__ void causal_softmax_kernel(const float *__restrict__ S, __half *__res
         p[i] = __float2half(i < valid ? __expf(s[i] - m) * inv : 0.f);
 }
 
-// The prefill attention's output from [hkv][cap_tokens][G][d] to [T][hq][d].
-__global__ void unpermute_kernel(const __half *__restrict__ op, __half *__restrict__ o, int T,
-                                 int hkv, int G, int d, int cap_tokens) {
-    size_t n = (size_t)T * hkv * G * d;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        size_t e = i % d, j = i / d % G, h = i / d / G % hkv, t = i / d / G / hkv;
-        o[i] = op[(((size_t)h * cap_tokens + t) * G + j) * d + e];
-    }
+// The prefill attention's output from [hkv][cap_tokens][G][d] to [T][hq][d]: one
+// block per (token, query head).
+__global__ void unpermute_kernel(const __half *__restrict__ op, __half *__restrict__ o, int G,
+                                 int d, int cap_tokens) {
+    const int t = blockIdx.x, hd = blockIdx.y, h = hd / G, j = hd % G;
+    const __half *src = op + (((size_t)h * cap_tokens + t) * G + j) * d;
+    __half *dst = o + ((size_t)t * gridDim.y + hd) * d;
+    for (int e = threadIdx.x; e < d; e += blockDim.x) dst[e] = src[e];
 }
 
-__global__ void silu_mul_kernel(const __half *__restrict__ y, __half *__restrict__ a, int rows,
-                                int inter) {
-    size_t n = (size_t)rows * inter;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-         i += (size_t)gridDim.x * blockDim.x) {
-        size_t r = i / inter, j = i % inter;
-        float g = __half2float(y[r * 2 * inter + j]),
-              u = __half2float(y[r * 2 * inter + inter + j]);
-        a[i] = __float2half(g / (1.f + __expf(-g)) * u);
-    }
+// a[r][j] = silu(y[r][j]) * y[r][inter + j]: blocks of 256 columns of one row.
+__global__ void silu_mul_kernel(const __half *__restrict__ y, __half *__restrict__ a, int inter) {
+    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= inter) return;
+    const size_t r = blockIdx.y;
+    float g = __half2float(y[r * 2 * inter + j]), u = __half2float(y[r * 2 * inter + inter + j]);
+    a[r * inter + j] = __float2half(g / (1.f + __expf(-g)) * u);
 }
 
 int pkvk_silu_mul(const void *y, void *a, int rows, int inter) {
-    silu_mul_kernel<<<264, 256, 0, pkvk_stream()>>>((const __half *)y, (__half *)a, rows, inter);
+    if (rows <= 0) return PKVK_OK;
+    if (rows > 65535) return pkvk_fail_msg(PKVK_ERR_INVALID, "silu: more than 65535 rows");
+    silu_mul_kernel<<<dim3((inter + 255) / 256, rows), 256, 0, pkvk_stream()>>>(
+        (const __half *)y, (__half *)a, inter);
     PKVK_CK_LAUNCH();
     return PKVK_OK;
 }
@@ -523,7 +530,8 @@ static int prefill_attention(pkvk_model *m, int l, const seg_t &g) {
             (long long)m->kv_rows * d, Q, CUDA_R_16F, d, qstride, &zero, m->S, CUDA_R_32F, klen,
             (long long)R * klen, s->hkv, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
         if (cs != CUBLAS_STATUS_SUCCESS) return cublas_fail(cs, "prefill QK^T");
-        causal_softmax_kernel<<<s->hkv * R, 256, 0, st>>>(m->S, m->P, R, klen, g.q0 + b, G);
+        causal_softmax_kernel<<<s->hkv * R, 256, klen <= PKVK_SOFTMAX_SMEM_KEYS ? klen * 4 : 0, st>>>(
+            m->S, m->P, R, klen, g.q0 + b, G);
         PKVK_CK_LAUNCH();
         // O^T (d x R) = V^T (d x klen) P^T (klen x R), per KV head.
         cs = cublasGemmStridedBatchedEx(m->h, CUBLAS_OP_N, CUBLAS_OP_N, d, R, klen, &one, m->vc,
@@ -553,8 +561,8 @@ static int prefill_chunk(pkvk_model *m, const segs_t &segs, int T, int heads) {
         PKVK_CK_LAUNCH();
         for (int k = 0; k < segs.n; k++)
             if ((rc = prefill_attention(m, l, segs.s[k]))) return rc;
-        unpermute_kernel<<<1024, 256, 0, st>>>(m->op, m->o, T, s->hkv, s->hq / s->hkv, s->d,
-                                               m->cap_tokens);
+        unpermute_kernel<<<dim3(T, s->hq), 64, 0, st>>>(m->op, m->o, s->hq / s->hkv, s->d,
+                                                        m->cap_tokens);
         PKVK_CK_LAUNCH();
         if ((rc = pkvk_model_post(m, l, T, (const uint16_t *)m->o))) return rc;
     }

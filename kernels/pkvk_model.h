@@ -122,6 +122,10 @@ int pkvk_model_prefill(pkvk_model *m, int n, const int32_t *lens, const int32_t 
  * row (NULL: skip). Synchronous (tests). */
 enum { PKVK_MODEL_HEAD_ROWS = 256 };
 int pkvk_model_read(pkvk_model *m, int rows, uint16_t *logits, int32_t *tokens);
+/* The prefill softmax reads a row of scores once (into shared memory) when it has at
+ * most this many keys, else three times (the model backend's cost model uses it). */
+enum { PKVK_SOFTMAX_SMEM_KEYS = 8192 };
+
 /* Bench: median device time (ms) over reps of GEMM g of one layer (0 QKV, 1 O,
  * 2 gate and up, 3 down; 4 the LM head) at `rows` token rows, L2 flushed before each. */
 int pkvk_model_time_gemm(pkvk_model *m, int g, int rows, int reps, float *ms);

@@ -131,7 +131,10 @@ for name in ("llama-3.1-8b", "llama-3.1-70b", "mistral-7b"):
         hq = m["hq"] / tp
         # prompts of each batch are not in /prefills: check single-prompt batches
         one = reqs == 1
-        want_p = np.array([dense(t, 1) + L * 4 * hq * d * t * (t + 1) / 2 / (C["gemm_tflops"] * 1e12)
+        # The prefill attention: causal FLOPs at gemm_tflops, each score's bytes at beta.
+        want_p = np.array([dense(t, 1) + L * hq * t * (t + 1) / 2 *
+                           (4 * d / (C["gemm_tflops"] * 1e12) +
+                            (12 if t <= 8192 else 20) / (C["beta_gbps"] * 1e9))
                            for t in toks[one]])
         err = np.max(np.abs(p["t_predicted"][:][one] / want_p - 1)) if one.any() else 0
         if not one.any() or err > 1e-9:
