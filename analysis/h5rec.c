@@ -360,6 +360,12 @@ int pkv_h5rec_summary(pkv_h5rec *r, const pkv_summary *s, pkv_err *e) {
     U(arrived);
     U(finished);
     U(preemptions);
+    U(prefills);
+    U(prefill_tokens);
+    D(prefill_time_s);
+    D(model_weight_bytes);
+    D(model_dense_flops_per_token);
+    D(model_kv_bytes_per_token);
     D(decode_tok_s);
     D(decode_tok_s_wall);
     D(decode_tok_s_device);

@@ -22,7 +22,8 @@ void pkv_summary_add_step(pkv_summary *s, const pkv_step_rec *r, double advance)
     }
     if (!isnan(r->t_device)) {
         /* The step's device work: attention, and the MLP tail where there is one. */
-        s->device_sum += r->t_device + (isnan(r->t_mlp) ? 0 : r->t_mlp);
+        s->device_sum +=
+            r->t_device + (isnan(r->t_mlp) ? 0 : r->t_mlp) + (isnan(r->t_dense) ? 0 : r->t_dense);
         s->device_n++;
     }
     if (!isnan(r->t_meta)) {
@@ -53,6 +54,12 @@ static int push(float **a, size_t *n, size_t *cap, double v) {
     }
     (*a)[(*n)++] = (float)v;
     return 0;
+}
+
+void pkv_summary_add_prefill(pkv_summary *s, const pkv_prefill_rec *p) {
+    s->prefills++;
+    s->prefill_tokens += p->tokens;
+    s->prefill_time_s += p->t_advance;
 }
 
 int pkv_summary_add_request(pkv_summary *s, const pkv_request_rec *r) {
@@ -103,6 +110,11 @@ void pkv_summary_print(const pkv_summary *s, FILE *f) {
     fprintf(f, "  steps        %llu (%llu after warm-up), mean %.2f rows, %.6g s simulated\n",
             (unsigned long long)s->steps, (unsigned long long)s->steps_measured, s->mean_rows,
             s->t_end);
+    if (s->prefills)
+        fprintf(f, "  prefill      %llu batches, %llu tokens, %.6g s simulated (%.0f tokens/s)\n",
+                (unsigned long long)s->prefills, (unsigned long long)s->prefill_tokens,
+                s->prefill_time_s,
+                s->prefill_time_s > 0 ? s->prefill_tokens / s->prefill_time_s : 0.0);
     fprintf(f, "  decode       %.1f tokens/s (simulated clock)", s->decode_tok_s);
     if (s->decode_tok_s_wall == s->decode_tok_s_wall)
         fprintf(f, ", %.1f (wall)", s->decode_tok_s_wall);

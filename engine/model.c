@@ -59,7 +59,7 @@ double pkv_model_prefill_attn_time(const pkv_model *m, const pkv_calib *c, const
     const double hq = (double)m->hq / m->tp, d = m->head_dim;
     for (int32_t i = 0; i < n; i++) {
         double l = lens[i], scores = hq * l * (l + 1) / 2; /* the causal triangle */
-        flops += 4.0 * d * scores;                          /* QK^T and PV */
+        flops += 4.0 * d * scores;                         /* QK^T and PV */
         bytes += scores * (l <= PKVK_SOFTMAX_SMEM_KEYS ? 12 : 20);
     }
     return m->layers * (flops / (c->gemm_tflops * 1e12) + bytes / c->beta);

@@ -20,7 +20,9 @@ static const size_t SCORE_FLOATS = (size_t)128 << 20; // 512 MiB
 // Key counts are padded to this in the score GEMMs, so that every row of S and P
 // starts 16-byte aligned (cuBLAS's fast kernels need it); the padded keys get P = 0.
 enum { KEY_PAD = 64 };
-static int key_pad(int n) { return (n + KEY_PAD - 1) / KEY_PAD * KEY_PAD; }
+static int key_pad(int n) {
+    return (n + KEY_PAD - 1) / KEY_PAD * KEY_PAD;
+}
 
 struct seg_t {
     int t0;       // first row of the chunk
@@ -266,8 +268,8 @@ __global__ void silu_mul_kernel(const __half *__restrict__ y, __half *__restrict
 int pkvk_silu_mul(const void *y, void *a, int rows, int inter) {
     if (rows <= 0) return PKVK_OK;
     if (rows > 65535) return pkvk_fail_msg(PKVK_ERR_INVALID, "silu: more than 65535 rows");
-    silu_mul_kernel<<<dim3((inter + 255) / 256, rows), 256, 0, pkvk_stream()>>>(
-        (const __half *)y, (__half *)a, inter);
+    silu_mul_kernel<<<dim3((inter + 255) / 256, rows), 256, 0, pkvk_stream()>>>((const __half *)y,
+                                                                                (__half *)a, inter);
     PKVK_CK_LAUNCH();
     return PKVK_OK;
 }
@@ -530,13 +532,13 @@ static int prefill_attention(pkvk_model *m, int l, const seg_t &g) {
             (long long)m->kv_rows * d, Q, CUDA_R_16F, d, qstride, &zero, m->S, CUDA_R_32F, klen,
             (long long)R * klen, s->hkv, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
         if (cs != CUBLAS_STATUS_SUCCESS) return cublas_fail(cs, "prefill QK^T");
-        causal_softmax_kernel<<<s->hkv * R, 256, klen <= PKVK_SOFTMAX_SMEM_KEYS ? klen * 4 : 0, st>>>(
-            m->S, m->P, R, klen, g.q0 + b, G);
+        causal_softmax_kernel<<<s->hkv * R, 256, klen <= PKVK_SOFTMAX_SMEM_KEYS ? klen * 4 : 0,
+                                st>>>(m->S, m->P, R, klen, g.q0 + b, G);
         PKVK_CK_LAUNCH();
         // O^T (d x R) = V^T (d x klen) P^T (klen x R), per KV head.
         cs = cublasGemmStridedBatchedEx(m->h, CUBLAS_OP_N, CUBLAS_OP_N, d, R, klen, &one, m->vc,
-                                        CUDA_R_16F, d, (long long)m->kv_rows * d, m->P,
-                                        CUDA_R_16F, klen, (long long)R * klen, &zero,
+                                        CUDA_R_16F, d, (long long)m->kv_rows * d, m->P, CUDA_R_16F,
+                                        klen, (long long)R * klen, &zero,
                                         m->op + (size_t)(g.t0 + b) * G * d, CUDA_R_16F, d, qstride,
                                         s->hkv, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
         if (cs != CUBLAS_STATUS_SUCCESS) return cublas_fail(cs, "prefill PV");

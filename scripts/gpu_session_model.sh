@@ -12,7 +12,7 @@ mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 has() { [[ " $stages " == *" $1 "* ]]; }
 if has tests; then
-  for t in test_model_gpu test_noalloc test_cuda_backend test_kernels_gpu; do
+  for t in ${TESTS:-test_model_gpu test_noalloc test_cuda_backend test_kernels_gpu}; do
     .bundle/run $t > "$out/$t.log" 2>&1
     echo "$t rc=$? $(grep -v '^/' "$out/$t.log" | tail -1)"
   done
@@ -39,7 +39,7 @@ import json, sys
 src, dst, root = sys.argv[1:]
 e = json.load(open(src))
 e["model"] = "llama-3.1-8b"
-e["workload"]["num_requests"] = 4 if "bucketed" in src else 16
+e["workload"]["num_requests"] = 4 if "bucketed" in src else 8
 e["workload"]["max_context"] = 65536 + 512
 e["serving"]["kv_pages"] = 9000 if "bucketed" in src else 24000
 e["route"]["calibration"] = root + "/experiments/calibration/h200.json"

@@ -84,6 +84,14 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
     sim.stop = o->stop;
     sim.progress = !o->quiet;
     if (pkv_sim_run(&sim, e)) goto done;
+    if (pkv_model_dense(&cfg->model)) {
+        sim.summary.model_weight_bytes = pkv_model_weight_bytes(&cfg->model);
+        sim.summary.model_kv_bytes_per_token =
+            pkv_model_page_bytes(&cfg->model) / cfg->model.page_size;
+        pkv_dense_cost dc;
+        pkv_model_dense_cost(&cfg->model, &cal, 1, 1, &dc);
+        sim.summary.model_dense_flops_per_token = dc.flops;
+    }
     if (rec && pkv_h5rec_summary(rec, &sim.summary, e)) goto done;
     *out = sim.summary;
     rc = 0;

@@ -313,6 +313,7 @@ static int try_schedule(pkv_sim *s, pkv_err *e) {
                        ? t_measured
                        : s->cfg->prefill_base_s + s->cfg->prefill_per_token_s * (double)tokens;
         pr.t_advance = t;
+        pkv_summary_add_prefill(&s->summary, &pr);
         if (s->out && pkv_h5rec_prefill(s->out, &pr, e)) return -1;
         s->busy = 1;
         return pkv_heap_push(&s->heap, s->t_now + t, PKV_EVENT_PREFILL_DONE, 0)

@@ -141,6 +141,12 @@ for name in ("llama-3.1-8b", "llama-3.1-70b", "mistral-7b"):
             fails.append(f"{name}: prefill predictions off the recomputation by {err}")
         if not np.allclose(p["t_advance"][:], p["t_predicted"][:]):
             fails.append(f"{name}: a prefill did not advance the clock by its prediction")
+        sm = f["summary"].attrs
+        fig = json.loads(f["config/resolved"][()])["model"]["figures"]
+        if (sm["prefills"] != len(toks) or sm["prefill_tokens"] != toks.sum() or
+                sm["model_weight_bytes"] != fig["weight_bytes"] or
+                abs(sm["prefill_time_s"] / p["t_advance"][:].sum() - 1) > 1e-9):
+            fails.append(f"{name}: /summary's prefill and model figures disagree with the file")
         # vLLM's convention: the prefill samples the first token.
         done = q["state"][:] == 3
         if np.any(q["generated"][:][done] != q["decode_len"][:][done]):
