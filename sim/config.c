@@ -89,7 +89,6 @@ static int parse_model(pkv_config *c, const cJSON *root, pkv_err *e) {
         return pkv_fail(e, "model.layers: a model without a hidden size is the study's single "
                            "attention layer (layers 1)");
     }
-    c->shape = pkv_model_attn_shape(md);
     return 0;
 }
 
@@ -127,14 +126,14 @@ static int check_consistency(const pkv_config *c, pkv_err *e) {
     int64_t dm = w->trace ? -1 : pkv_length_max(&w->decode);
     int64_t longest = pm < 0 || dm < 0 || pm + dm > w->max_context ? w->max_context : pm + dm;
     if (c->bucket_len > 0) longest = (longest + c->bucket_len - 1) / c->bucket_len * c->bucket_len;
-    int64_t pages = (longest + c->shape.page_size - 1) / c->shape.page_size;
+    int64_t pages = (longest + c->model.page_size - 1) / c->model.page_size;
     int64_t usable = c->kv_pages - (int64_t)(c->hole_fraction * c->kv_pages);
     if (pages > usable)
         return pkv_fail(e,
                         "serving.kv_pages: %lld usable pages of %d tokens (%d, less %.0f%% holes) "
                         "cannot hold one request of %lld tokens (the workload's longest); raise "
                         "kv_pages to at least %lld",
-                        (long long)usable, c->shape.page_size, c->kv_pages, 100 * c->hole_fraction,
+                        (long long)usable, c->model.page_size, c->kv_pages, 100 * c->hole_fraction,
                         (long long)longest, (long long)ceil(pages / (1 - c->hole_fraction)));
     return 0;
 }

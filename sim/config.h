@@ -15,8 +15,7 @@ typedef struct pkv_config {
     char *resolved; /* resolved values as JSON (owned) */
     char file[1024];
     char name[128];
-    pkv_model model;
-    pkvk_shape shape; /* the attention shape one GPU runs (from model) */
+    pkv_model model; /* the served model (engine/model.h) */
     pkv_workload_spec workload;
     pkv_trace_spec trace_spec; /* workload.trace, when given */
     pkv_trace trace;           /* its rows (owned); workload.trace points here */

@@ -10,7 +10,7 @@
 #include <string.h>
 
 static int32_t pages_for(const pkv_sim *s, int64_t tokens) {
-    return (int32_t)((tokens + s->cfg->shape.page_size - 1) / s->cfg->shape.page_size);
+    return (int32_t)((tokens + s->cfg->model.page_size - 1) / s->cfg->model.page_size);
 }
 
 static int64_t stored_tokens(const pkv_sim_request *r) {
@@ -56,7 +56,7 @@ int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, pkv_h5rec *
 }
 
 int32_t pkv_sim_bt_stride(const pkv_config *cfg) {
-    return (int32_t)((cfg->workload.max_context + cfg->shape.page_size - 1) / cfg->shape.page_size);
+    return (int32_t)((cfg->workload.max_context + cfg->model.page_size - 1) / cfg->model.page_size);
 }
 
 void pkv_sim_free(pkv_sim *s) {
