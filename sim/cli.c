@@ -49,6 +49,42 @@ int pkv_cli_load_experiment(int argc, char **argv, const char *cmd, const char *
     return 0;
 }
 
+int pkv_cli_apply(pkv_config *cfg, const pkv_cli_overrides *o) {
+    if (o->seed && pkv_cli_parse_u64(o->seed, &cfg->seed)) {
+        fprintf(stderr, "pkvsim: --seed: \"%s\" is not a non-negative integer\n", o->seed);
+        return 1;
+    }
+    if (o->backend) {
+        int k = -1;
+        for (int i = 0; pkv_backend_names[i]; i++)
+            if (strcmp(pkv_backend_names[i], o->backend) == 0) k = i;
+        if (k < 0) {
+            fprintf(stderr, "pkvsim: --backend: \"%s\" is not one of auto, model, cpu, cuda\n",
+                    o->backend);
+            return 1;
+        }
+        cfg->backend = k;
+    }
+    if (o->output) snprintf(cfg->output, sizeof cfg->output, "%s", o->output);
+    if (o->calibration) snprintf(cfg->calibration, sizeof cfg->calibration, "%s", o->calibration);
+    if (o->route) {
+        pkv_route_policy probe;
+        if (pkv_policy_init(&probe, o->route)) {
+            fprintf(stderr,
+                    "pkvsim: --route: \"%s\" is not a route or policy (ref_paged, pkv_bucket, "
+                    "pkv_workqueue, pkv_fused, flashinfer, flashinfer_tc, adaptive, oracle)\n",
+                    o->route);
+            return 1;
+        }
+        snprintf(cfg->policy, sizeof cfg->policy, "%s", o->route);
+    }
+    if (pkv_config_resolve(cfg)) {
+        fputs("pkvsim: out of memory\n", stderr);
+        return 1;
+    }
+    return 0;
+}
+
 void pkv_cli_join_args(char *buf, size_t n, int argc, char **argv) {
     buf[0] = 0;
     for (int i = 0; i < argc; i++) {

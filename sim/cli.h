@@ -17,6 +17,14 @@ int pkv_cli_load_experiment(int argc, char **argv, const char *cmd, const char *
                             pkv_config *cfg);
 void pkv_cli_join_args(char *buf, size_t n, int argc, char **argv);
 
+/* The run command's options that override an experiment's keys (NULL: not given). */
+typedef struct pkv_cli_overrides {
+    const char *output, *backend, *seed, *route, *calibration;
+} pkv_cli_overrides;
+/* Apply them to a loaded experiment and resolve it again. Returns 0, or 1 with the
+ * message printed. */
+int pkv_cli_apply(pkv_config *cfg, const pkv_cli_overrides *o);
+
 int pkv_cmd_workload(int argc, char **argv);
 int pkv_cmd_bench_sim(int argc, char **argv);
 int pkv_cmd_bench_traces(int argc, char **argv);

@@ -70,6 +70,7 @@ static const pkv_key rows[] = {
     OBJ("", "serving"),
     OBJ("", "route"),
     OBJ("", "run"),
+    OBJ("", "sweep"),
 
     /* A preset file of experiments/models/ holds these rows too; the defaults are the
      * study's single attention layer (hidden 0: no dense part). */
@@ -180,6 +181,16 @@ static const pkv_key rows[] = {
     BOOL("run", "cuda_graph", C, cuda_graph, false),
     ENUM("run", "metadata_upload", C, metadata_upload, "params", pkv_metadata_uploads),
     ENUM("run", "record", C, record, "full", pkv_record_level_names),
+
+    /* The sweep section: sim/sweep.c reads it (these rows check and document it). */
+    CUSTOM("sweep", "mode"),
+    CUSTOM("sweep", "axes"),
+    CUSTOM(PKV_OBJ_AXIS, "path"),
+    CUSTOM(PKV_OBJ_AXIS, "values"),
+    CUSTOM(PKV_OBJ_AXIS, "range"),
+    CUSTOM(PKV_OBJ_RANGE, "from"),
+    CUSTOM(PKV_OBJ_RANGE, "to"),
+    CUSTOM(PKV_OBJ_RANGE, "step"),
 };
 
 pkv_keys pkv_config_keys(void) {

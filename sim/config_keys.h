@@ -10,6 +10,8 @@
 #define PKV_OBJ_LENGTH  "(length)"  /* workload.prompt, workload.decode */
 #define PKV_OBJ_TRACE   "(trace)"   /* workload.trace, an empirical length's trace */
 #define PKV_OBJ_COLUMNS "(columns)" /* a trace's columns object */
+#define PKV_OBJ_AXIS    "(axis)"    /* an axis of sweep.axes */
+#define PKV_OBJ_RANGE   "(range)"   /* an axis's range */
 
 extern const char *const pkv_clock_names[]; /* run.clock: predicted, wall, device, auto */
 enum { PKV_CONFIG_CLOCK_AUTO = 3 };

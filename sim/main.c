@@ -12,6 +12,7 @@
 #include "calib.h"
 #include "config_keys.h"
 #include "runner.h"
+#include "sweep.h"
 
 static volatile sig_atomic_t g_stop = 0;
 
@@ -39,7 +40,9 @@ static void usage(FILE *f) {
           "                              flashinfer_tc (where built), adaptive, oracle\n"
           "      -q, --quiet             no progress line and no summary\n"
           "      -n, --dry-run           print the resolved experiment (every key, the model's\n"
-          "                              bytes and FLOPs) and run nothing\n"
+          "                              bytes and FLOPs), or a sweep's points, and run nothing\n"
+          "                        an experiment with a `sweep` section runs every point into\n"
+          "                        one file (resumable; experiments/README.md, Sweeps)\n"
           "  workload EXPERIMENT.json [--csv OUT] [--seed N]\n"
           "                        the request stream an experiment would generate, and its\n"
           "                        statistics (count, duration, rate, gap CV, percentiles)\n"
@@ -118,46 +121,30 @@ static int cmd_run(int argc, char **argv) {
             return 2;
         }
     }
+    const pkv_cli_overrides ov = {output, backend, seed, route, calib};
+    if (optind + 1 != argc) {
+        fputs("pkvsim run: expected exactly one EXPERIMENT.json (see pkvsim --help)\n", stderr);
+        return 2;
+    }
+    struct sigaction sa = {0};
+    sa.sa_handler = on_sigint;
+    int sweep = pkv_sweep_present(argv[optind]);
+    if (sweep < 0) return 1; /* the message is printed */
+    if (sweep) {
+        if (!dry) sigaction(SIGINT, &sa, NULL);
+        return pkv_sweep_main(argv[optind], &ov, quiet, dry, &g_stop, cmdline);
+    }
     pkv_config cfg;
     pkv_err e;
-    int rc = pkv_cli_load_experiment(argc, argv, "run", seed, &cfg);
+    int rc = pkv_cli_load_experiment(argc, argv, "run", NULL, &cfg);
     if (rc) return rc;
     rc = 1;
-    if (backend) {
-        int k = -1;
-        for (int i = 0; pkv_backend_names[i]; i++)
-            if (strcmp(pkv_backend_names[i], backend) == 0) k = i;
-        if (k < 0) {
-            fprintf(stderr, "pkvsim: --backend: \"%s\" is not one of auto, model, cpu, cuda\n",
-                    backend);
-            goto out;
-        }
-        cfg.backend = k;
-    }
-    if (output) snprintf(cfg.output, sizeof cfg.output, "%s", output);
-    if (calib) snprintf(cfg.calibration, sizeof cfg.calibration, "%s", calib);
-    if (route) {
-        pkv_route_policy probe;
-        if (pkv_policy_init(&probe, route)) {
-            fprintf(stderr,
-                    "pkvsim: --route: \"%s\" is not a route or policy (ref_paged, pkv_bucket, "
-                    "pkv_workqueue, pkv_fused, flashinfer, flashinfer_tc, adaptive, oracle)\n",
-                    route);
-            goto out;
-        }
-        snprintf(cfg.policy, sizeof cfg.policy, "%s", route);
-    }
-    if (pkv_config_resolve(&cfg)) {
-        fputs("pkvsim: out of memory\n", stderr);
-        goto out;
-    }
+    if (pkv_cli_apply(&cfg, &ov)) goto out;
     if (dry) { /* the resolved experiment, nothing run */
         printf("%s\n", cfg.resolved);
         rc = 0;
         goto out;
     }
-    struct sigaction sa = {0};
-    sa.sa_handler = on_sigint;
     sigaction(SIGINT, &sa, NULL);
     pkv_run_opts ro = {
         .quiet = quiet || !isatty(2), .record = 1, .stop = &g_stop, .command_line = cmdline};

@@ -1,0 +1,438 @@
+#include "sweep.h"
+#include "calib.h"
+#include "config_keys.h"
+#include "h5sweep.h"
+#include "jsonv.h"
+#include "runner.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+enum { MAX_AXES = 8, MAX_POINTS = 100000 };
+
+#define TRY(x)                                                                                     \
+    do {                                                                                           \
+        if (x) return -1;                                                                          \
+    } while (0)
+
+typedef struct axis {
+    char path[128];
+    cJSON *values; /* array (owned) */
+    int n;
+} axis;
+
+typedef struct sweep {
+    char *text;  /* the file verbatim (owned) */
+    cJSON *base; /* the experiment without its sweep section (owned) */
+    int zip;
+    int n_axes;
+    axis axes[MAX_AXES];
+    size_t n_points;
+} sweep;
+
+static void sweep_free(sweep *s) {
+    free(s->text);
+    cJSON_Delete(s->base);
+    for (int a = 0; a < s->n_axes; a++) cJSON_Delete(s->axes[a].values);
+    *s = (sweep){0};
+}
+
+int pkv_sweep_present(const char *path) {
+    pkv_err e;
+    char *text = pkv_read_file(path, NULL, &e);
+    cJSON *root = text ? pkv_json_parse(text, path, &e) : NULL;
+    free(text);
+    if (!root) {
+        fprintf(stderr, "pkvsim: %s\n", e.msg);
+        return -1;
+    }
+    int has = cJSON_IsObject(root) && cJSON_GetObjectItemCaseSensitive(root, "sweep");
+    cJSON_Delete(root);
+    return has;
+}
+
+/* An axis may name any key of the experiment's tables (the rows that serve several
+ * places by where they stand) or a calibration key under route.overrides. */
+static int path_known(const char *path) {
+    static const struct {
+        const char *prefix, *obj;
+    } shared[] = {{"workload.prompt.trace.", PKV_OBJ_TRACE},
+                  {"workload.decode.trace.", PKV_OBJ_TRACE},
+                  {"workload.trace.columns.", PKV_OBJ_COLUMNS},
+                  {"workload.trace.", PKV_OBJ_TRACE},
+                  {"workload.prompt.", PKV_OBJ_LENGTH},
+                  {"workload.decode.", PKV_OBJ_LENGTH},
+                  {"route.overrides.", ""}};
+    const char *obj_s = NULL, *name = NULL;
+    char obj[128];
+    pkv_keys k = pkv_config_keys();
+    for (size_t i = 0; i < sizeof shared / sizeof shared[0] && !name; i++)
+        if (!strncmp(path, shared[i].prefix, strlen(shared[i].prefix))) {
+            obj_s = shared[i].obj;
+            name = path + strlen(shared[i].prefix);
+            if (!*obj_s) k = pkv_calib_keys(); /* route.overrides */
+        }
+    if (!name) {
+        const char *dot = strrchr(path, '.');
+        snprintf(obj, sizeof obj, "%.*s", dot ? (int)(dot - path) : 0, path);
+        obj_s = obj;
+        name = dot ? dot + 1 : path;
+    }
+    if (strchr(name, '.')) return 0;
+    for (int i = 0; i < k.n; i++)
+        if (!strcmp(k.rows[i].obj, obj_s) && !strcmp(k.rows[i].name, name)) return 1;
+    return 0;
+}
+
+/* The keys the run command's options set: an axis may not name them too. */
+static const char *option_for(const char *path, const pkv_cli_overrides *o) {
+    if (o->seed && !strcmp(path, "run.seed")) return "--seed";
+    if (o->backend && !strcmp(path, "run.backend")) return "--backend";
+    if (o->route && !strcmp(path, "route.policy")) return "--route";
+    if (o->calibration && !strcmp(path, "route.calibration")) return "--calibration";
+    if (!strcmp(path, "run.output")) return "the sweep's own point files";
+    return NULL;
+}
+
+static int parse_axis(axis *ax, const cJSON *o, const char *P, const pkv_cli_overrides *ov,
+                      pkv_err *e) {
+    const char *path;
+    TRY(pkv_keys_check(pkv_config_keys(), PKV_OBJ_AXIS, o, P, e));
+    TRY(pkv_json_str(o, P, "path", NULL, NULL, &path, NULL, e));
+    if (strlen(path) >= sizeof ax->path || !path_known(path))
+        return pkv_fail(e, "%s.path: \"%s\" is not a key of an experiment file (pkvsim keys)", P,
+                        path);
+    const char *opt = option_for(path, ov);
+    if (opt)
+        return pkv_fail(e, "%s.path: \"%s\" is set by %s; sweep it or set it, not both", P, path,
+                        opt);
+    snprintf(ax->path, sizeof ax->path, "%s", path);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "values");
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(o, "range");
+    if (!v == !r) return pkv_fail(e, "%s: give either values (a list) or range", P);
+    if (v) {
+        if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) < 1)
+            return pkv_fail(e, "%s.values: must be a non-empty list", P);
+        ax->values = cJSON_Duplicate(v, 1);
+    } else {
+        char rp[160];
+        snprintf(rp, sizeof rp, "%s.range", P);
+        double from, to, step;
+        TRY(pkv_keys_check(pkv_config_keys(), PKV_OBJ_RANGE, r, rp, e));
+        if (!cJSON_GetObjectItemCaseSensitive(r, "from") ||
+            !cJSON_GetObjectItemCaseSensitive(r, "to"))
+            return pkv_fail(e, "%s: needs from and to (and step, 1 by default)", rp);
+        TRY(pkv_json_num(r, rp, "from", 0, -1e300, false, 1e300, &from, e));
+        TRY(pkv_json_num(r, rp, "to", 0, -1e300, false, 1e300, &to, e));
+        TRY(pkv_json_num(r, rp, "step", 1, 0, true, 1e300, &step, e));
+        if (to < from) return pkv_fail(e, "%s.to: must be >= from", rp);
+        double n = floor((to - from) / step * (1 + 1e-12)) + 1;
+        if (n > MAX_POINTS) return pkv_fail(e, "%s: more than %d values", rp, MAX_POINTS);
+        ax->values = cJSON_CreateArray();
+        for (int i = 0; ax->values && i < (int)n; i++)
+            cJSON_AddItemToArray(ax->values, cJSON_CreateNumber(from + i * step));
+    }
+    if (!ax->values) return pkv_fail(e, "out of memory");
+    ax->n = cJSON_GetArraySize(ax->values);
+    return 0;
+}
+
+static int sweep_load(sweep *s, const char *path, const pkv_cli_overrides *ov, pkv_err *e) {
+    *s = (sweep){0};
+    pkv_err sub;
+    s->text = pkv_read_file(path, NULL, e);
+    if (!s->text) return -1;
+    s->base = pkv_json_parse(s->text, path, e);
+    if (!s->base) return -1;
+    cJSON *sw = cJSON_DetachItemFromObjectCaseSensitive(s->base, "sweep");
+    int rc = -1;
+    static const char *const modes[] = {"product", "zip", NULL};
+    const char *mode;
+    const cJSON *axes = cJSON_GetObjectItemCaseSensitive(sw, "axes");
+    if (pkv_keys_check(pkv_config_keys(), "sweep", sw, "sweep", &sub) ||
+        pkv_json_str(sw, "sweep", "mode", "product", modes, &mode, &s->zip, &sub))
+        goto out;
+    int n = cJSON_IsArray(axes) ? cJSON_GetArraySize(axes) : 0;
+    if (n < 1 || n > MAX_AXES) {
+        pkv_fail(&sub, "sweep.axes: must be a list of 1 to %d axes", MAX_AXES);
+        goto out;
+    }
+    s->n_points = 1;
+    for (int a = 0; a < n; a++) {
+        char P[32];
+        snprintf(P, sizeof P, "sweep.axes[%d]", a);
+        if (parse_axis(&s->axes[a], cJSON_GetArrayItem(axes, a), P, ov, &sub)) goto out;
+        s->n_axes = a + 1;
+        for (int b = 0; b < a; b++)
+            if (!strcmp(s->axes[b].path, s->axes[a].path)) {
+                pkv_fail(&sub, "%s.path: \"%s\" is swept twice", P, s->axes[a].path);
+                goto out;
+            }
+        if (s->zip && s->axes[a].n != s->axes[0].n) {
+            pkv_fail(&sub, "%s.values: %d values; mode zip needs as many as axis 0 (%d)", P,
+                     s->axes[a].n, s->axes[0].n);
+            goto out;
+        }
+        s->n_points = s->zip ? (size_t)s->axes[0].n : s->n_points * (size_t)s->axes[a].n;
+        if (s->n_points > MAX_POINTS) {
+            pkv_fail(&sub, "sweep: more than %d points", MAX_POINTS);
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    cJSON_Delete(sw);
+    if (rc) pkv_fail(e, "%s: %s", path, sub.msg);
+    return rc;
+}
+
+/* Point i's value of axis a (product: the last axis varies fastest). */
+static const cJSON *point_value(const sweep *s, size_t i, int a) {
+    if (s->zip) return cJSON_GetArrayItem(s->axes[a].values, (int)i);
+    size_t stride = 1;
+    for (int b = s->n_axes - 1; b > a; b--) stride *= (size_t)s->axes[b].n;
+    return cJSON_GetArrayItem(s->axes[a].values, (int)(i / stride % (size_t)s->axes[a].n));
+}
+
+/* Set `path` in root to a copy of v, making the objects on the way. */
+static int set_path(cJSON *root, const char *path, const cJSON *v, pkv_err *e) {
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", path);
+    cJSON *o = root;
+    for (char *p = buf, *dot; (dot = strchr(p, '.')); p = dot + 1) {
+        *dot = 0;
+        cJSON *next = cJSON_GetObjectItemCaseSensitive(o, p);
+        if (next && cJSON_IsString(next) && o == root && !strcmp(p, "model")) {
+            /* "model": "NAME" is {"preset": "NAME"} */
+            cJSON *obj = cJSON_CreateObject();
+            cJSON_AddStringToObject(obj, "preset", next->valuestring);
+            cJSON_ReplaceItemInObjectCaseSensitive(o, p, obj);
+            next = obj;
+        }
+        if (!next) next = cJSON_AddObjectToObject(o, p);
+        if (!cJSON_IsObject(next))
+            return pkv_fail(e, "sweep: %s: the experiment's \"%s\" is not an object", path, p);
+        o = next;
+    }
+    const char *last = strrchr(path, '.') ? strrchr(path, '.') + 1 : path;
+    cJSON *copy = cJSON_Duplicate(v, 1);
+    if (!copy) return pkv_fail(e, "out of memory");
+    if (cJSON_GetObjectItemCaseSensitive(o, last))
+        cJSON_ReplaceItemInObjectCaseSensitive(o, last, copy);
+    else
+        cJSON_AddItemToObject(o, last, copy);
+    return 0;
+}
+
+/* The JSON text of a value as the index holds it (a string without its quotes). */
+static char *value_text(const cJSON *v) {
+    return cJSON_IsString(v) ? strdup(v->valuestring) : cJSON_PrintUnformatted(v);
+}
+
+static void describe(const sweep *s, size_t i, char *buf, size_t n) {
+    buf[0] = 0;
+    for (int a = 0; a < s->n_axes; a++) {
+        char *t = value_text(point_value(s, i, a));
+        snprintf(buf + strlen(buf), n - strlen(buf), "%s%s=%s", a ? " " : "", s->axes[a].path,
+                 t ? t : "?");
+        free(t);
+    }
+}
+
+static int file_exists(const char *p) {
+    struct stat st;
+    return stat(p, &st) == 0;
+}
+
+/* Run point i into `file`; *status and err say how it went. Returns -1 only for an
+ * error that should stop the sweep (out of memory). */
+static int run_point(const sweep *s, size_t i, const char *sweep_path, const char *file,
+                     const pkv_cli_overrides *ov, volatile sig_atomic_t *stop,
+                     const char *command_line, const char **status, char *err, size_t n_err) {
+    pkv_err e;
+    cJSON *root = cJSON_Duplicate(s->base, 1);
+    if (!root) return -1;
+    int rc = 0;
+    for (int a = 0; a < s->n_axes && !rc; a++)
+        rc = set_path(root, s->axes[a].path, point_value(s, i, a), &e);
+    char *text = rc ? NULL : cJSON_Print(root);
+    cJSON_Delete(root);
+    *status = "failed";
+    if (rc) {
+        snprintf(err, n_err, "%.*s", (int)n_err - 1, e.msg);
+        return 0;
+    }
+    if (!text) return -1;
+    pkv_config cfg;
+    if (pkv_config_parse(&cfg, text, sweep_path, &e)) { /* takes the text */
+        snprintf(err, n_err, "%.*s", (int)n_err - 1, e.msg);
+        return 0;
+    }
+    pkv_cli_overrides o = *ov;
+    o.output = file;
+    if (pkv_cli_apply(&cfg, &o)) {
+        snprintf(err, n_err, "the run command's options do not apply (printed above)");
+        pkv_config_free(&cfg);
+        return 0;
+    }
+    pkv_run_opts ro = {.quiet = 1, .record = 1, .stop = stop, .command_line = command_line};
+    pkv_summary sum;
+    if (pkv_run_experiment(&cfg, &ro, &sum, &e)) {
+        snprintf(err, n_err, "%.*s", (int)n_err - 1, e.msg);
+    } else if (sum.interrupted) {
+        *status = "interrupted";
+        unlink(file); /* not a finished point */
+    } else {
+        *status = "done";
+        snprintf(err, n_err, "decode %.1f tokens/s, TTFT p50 %.4g s, TPOT p50 %.4g s",
+                 sum.decode_tok_s, sum.ttft_p50, sum.tpot_p50);
+    }
+    pkv_config_free(&cfg);
+    return 0;
+}
+
+int pkv_sweep_main(const char *path, const pkv_cli_overrides *ov, int quiet, int dry,
+                   volatile sig_atomic_t *stop, const char *command_line) {
+    sweep s;
+    pkv_err e;
+    if (sweep_load(&s, path, ov, &e)) {
+        fprintf(stderr, "pkvsim: %s\n", e.msg);
+        sweep_free(&s);
+        return 1;
+    }
+    /* The output: -o, else the base experiment's run.output or NAME.h5. */
+    char out[1024];
+    {
+        pkv_config base;
+        char *text = cJSON_Print(s.base);
+        if (!text || pkv_config_parse(&base, text, path, &e)) {
+            fprintf(stderr, "pkvsim: %s (the experiment without its sweep)\n",
+                    text ? e.msg : "out of memory");
+            sweep_free(&s);
+            return 1;
+        }
+        snprintf(out, sizeof out, "%s", ov->output ? ov->output : base.output);
+        pkv_config_free(&base);
+    }
+    if (dry) {
+        printf("point");
+        for (int a = 0; a < s.n_axes; a++) printf("\t%s", s.axes[a].path);
+        printf("\n");
+        for (size_t i = 0; i < s.n_points; i++) {
+            printf("%zu", i);
+            for (int a = 0; a < s.n_axes; a++) {
+                char *t = value_text(point_value(&s, i, a));
+                printf("\t%s", t ? t : "?");
+                free(t);
+            }
+            printf("\n");
+        }
+        sweep_free(&s);
+        return 0;
+    }
+    /* What an earlier run of the same sweep left: its file and its point files. */
+    char dir[1100];
+    snprintf(dir, sizeof dir, "%s.points", out);
+    char *old_exp = NULL, **old_status = NULL;
+    size_t old_n = 0;
+    int have_old = 0;
+    if (file_exists(out)) {
+        if (pkv_h5sweep_read(out, &old_exp, &old_n, &old_status, &e) ||
+            strcmp(old_exp, s.text) != 0 || old_n != s.n_points) {
+            fprintf(stderr, "pkvsim: %s: %s; it is left as it is: remove it or choose another -o\n",
+                    out, old_exp ? "holds another sweep" : e.msg);
+            pkv_h5sweep_free_read(old_exp, old_n, old_status);
+            sweep_free(&s);
+            return 1;
+        }
+        have_old = 1;
+    }
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "pkvsim: %s: cannot create the folder of point files: %s\n", dir,
+                strerror(errno));
+        pkv_h5sweep_free_read(old_exp, old_n, old_status);
+        sweep_free(&s);
+        return 1;
+    }
+    size_t n = s.n_points;
+    pkv_h5sweep_point *pts = calloc(n, sizeof *pts);
+    char(*files)[1200] = calloc(n, sizeof *files);
+    char(*errs)[1100] = calloc(n, sizeof *errs);
+    char **vals = calloc(n * (size_t)s.n_axes + 1, sizeof *vals);
+    char(*grp)[32] = calloc(n, sizeof *grp);
+    int rc = !pts || !files || !errs || !vals || !grp;
+    size_t done = 0, failed = 0, skipped = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        snprintf(files[i], sizeof files[i], "%s/%05zu.h5", dir, i);
+        for (int a = 0; a < s.n_axes; a++)
+            if (!(vals[i * s.n_axes + a] = value_text(point_value(&s, i, a)))) rc = 1;
+        pts[i] = (pkv_h5sweep_point){NULL, "/", "pending", ""};
+        if (file_exists(files[i])) {
+            pts[i].src_file = files[i], pts[i].status = "done";
+        } else if (have_old && !strcmp(old_status[i], "done")) {
+            pts[i].src_file = out, pts[i].status = "done";
+        }
+        skipped += pts[i].src_file != NULL;
+    }
+    if (!rc && !quiet && skipped)
+        fprintf(stderr, "pkvsim: %s: %zu of %zu points already finished; running the rest\n", out,
+                skipped, n);
+    for (size_t i = 0; i < n && !rc && !(stop && *stop); i++) {
+        if (pts[i].src_file) {
+            done++;
+            continue;
+        }
+        char what[512];
+        describe(&s, i, what, sizeof what);
+        if (!quiet) fprintf(stderr, "pkvsim: [%zu/%zu] %s\n", i + 1, n, what);
+        if (run_point(&s, i, path, files[i], ov, stop, command_line, &pts[i].status, errs[i],
+                      sizeof errs[i])) {
+            fputs("pkvsim: out of memory\n", stderr);
+            rc = 1;
+            break;
+        }
+        if (!strcmp(pts[i].status, "done")) {
+            pts[i].src_file = files[i];
+            done++;
+            if (!quiet) fprintf(stderr, "pkvsim:   %s\n", errs[i]);
+            errs[i][0] = 0;
+        } else if (!strcmp(pts[i].status, "failed")) {
+            failed++;
+            fprintf(stderr, "pkvsim:   point %zu failed: %s\n", i, errs[i]);
+        }
+        pts[i].error = errs[i];
+    }
+    /* The single file, from the finished points (those of the earlier file read from
+     * it while the new one is written under another name); then the point files go. */
+    if (!rc) {
+        const char *paths[MAX_AXES];
+        for (int a = 0; a < s.n_axes; a++) paths[a] = s.axes[a].path;
+        for (size_t i = 0; i < n; i++)
+            if (pts[i].src_file == out) {
+                snprintf(grp[i], sizeof grp[i], "/points/%05zu", i);
+                pts[i].src_group = grp[i];
+            }
+        if (pkv_h5sweep_write(out, s.text, s.zip ? "zip" : "product", s.n_axes, paths, n, pts,
+                              (const char *const *)vals, &e)) {
+            fprintf(stderr, "pkvsim: %s\n", e.msg);
+            rc = 1;
+        } else {
+            for (size_t i = 0; i < n; i++) unlink(files[i]);
+            rmdir(dir);
+            if (!quiet)
+                printf("%s -> %s: %zu points, %zu finished, %zu failed%s\n", path, out, n, done,
+                       failed, done + failed < n ? ", the rest not run (interrupted)" : "");
+        }
+    }
+    int interrupted = stop && *stop;
+    for (size_t i = 0; vals && i < n * (size_t)s.n_axes; i++) free(vals[i]);
+    free(vals), free(errs), free(files), free(pts), free(grp);
+    pkv_h5sweep_free_read(old_exp, old_n, old_status);
+    sweep_free(&s);
+    return rc ? 1 : interrupted ? 130 : failed ? 3 : 0;
+}

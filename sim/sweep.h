@@ -1,0 +1,31 @@
+/* Sweeps: an experiment file with a `sweep` section names axes by JSON path (any
+ * experiment key, or a calibration override under route.overrides) with lists or
+ * ranges of values, combined as a product or zipped. `pkvsim run` then runs every
+ * point and writes one HDF5 file: /points/NNNNN holds each point's run (the groups a
+ * single run writes), /sweep/index a table of the points' values, status, error and
+ * summary figures, /sweep/experiment the sweep file.
+ *
+ * Each finished point is first written whole (to a temporary name, then renamed) as
+ * OUT.points/NNNNN.h5; the single file is assembled from those and from the points of
+ * an earlier OUT itself (HDF5 object copy) under a temporary name and renamed into
+ * place, after which the point files are removed. So a killed job leaves a valid OUT
+ * (or none) and its finished points; running the same sweep again skips every point
+ * already finished, retries failed and interrupted ones, and assembles. A failed point
+ * is recorded with its error and the others still run. Ctrl-C stops the point at its
+ * step (the point is not kept), assembles what is finished and exits 130. */
+#ifndef PKV_SWEEP_H
+#define PKV_SWEEP_H
+
+#include <signal.h>
+
+#include "cli.h"
+
+/* 1: the file has a `sweep` section; 0: it has none; -1: it cannot be read (printed). */
+int pkv_sweep_present(const char *path);
+/* Run (or with dry, list) the sweep of experiment file `path`; the run command's
+ * options apply to every point (an axis may not name a key they set). Returns the
+ * exit code. */
+int pkv_sweep_main(const char *path, const pkv_cli_overrides *o, int quiet, int dry,
+                   volatile sig_atomic_t *stop, const char *command_line);
+
+#endif
