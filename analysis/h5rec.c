@@ -1,5 +1,6 @@
 #include "pkv_gitrev.h"
 #include "h5rec.h"
+#include "pkv_files.h"
 #include "h5types.h"
 
 #include <hdf5.h>
@@ -260,8 +261,11 @@ int pkv_h5rec_open(pkv_h5rec **out, const char *path, const pkv_h5rec_opts *o, p
     r->o = *o;
     snprintf(r->path, sizeof r->path, "%s", path);
     snprintf(r->tmp, sizeof r->tmp, "%s.tmp.%ld", path, (long)getpid());
+    pkv_remove_stale_tmp(path, stderr);
+    pkv_cleanup_add(r->tmp);
     r->file = H5Fcreate(r->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     if (r->file < 0) {
+        pkv_cleanup_drop(r->tmp);
         free(r);
         return pkv_fail(e, "%s: cannot create the output file (is its folder there and writable?)",
                         path);
@@ -406,6 +410,7 @@ int pkv_h5rec_close(pkv_h5rec *r, int commit, pkv_err *e) {
     if (commit && rc == 0 && rename(r->tmp, r->path) != 0)
         rc = pkv_fail(e, "%s: cannot move the finished file into place", r->path);
     if (!commit || rc != 0) unlink(r->tmp);
+    pkv_cleanup_drop(r->tmp);
     free(r);
     return rc;
 }

@@ -1,4 +1,5 @@
 #include "h5sweep.h"
+#include "pkv_files.h"
 
 #include <hdf5.h>
 #include <math.h>
@@ -93,8 +94,13 @@ int pkv_h5sweep_write(const char *path, const char *experiment, const char *mode
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     char tmp[1100];
     snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+    pkv_remove_stale_tmp(path, stderr);
+    pkv_cleanup_add(tmp);
     hid_t out = H5Fcreate(tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-    if (out < 0) return pkv_fail(e, "%s: cannot create the sweep file", path);
+    if (out < 0) {
+        pkv_cleanup_drop(tmp);
+        return pkv_fail(e, "%s: cannot create the sweep file", path);
+    }
     hid_t st = str_type();
     hid_t sw = H5Gcreate2(out, "sweep", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     hid_t pg = H5Gcreate2(out, "points", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
@@ -143,6 +149,7 @@ int pkv_h5sweep_write(const char *path, const char *experiment, const char *mode
     if (pg >= 0) H5Gclose(pg);
     H5Tclose(st);
     if (H5Fclose(out) < 0) rc = -1;
+    pkv_cleanup_drop(tmp);
     if (rc >= 0 && rename(tmp, path) != 0) {
         unlink(tmp);
         return pkv_fail(e, "%s: cannot move the sweep file into place", path);

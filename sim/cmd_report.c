@@ -1,8 +1,11 @@
 /* pkvsim report: the command line of the report tables (analysis/report.c). */
 #include <getopt.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "cli.h"
+#include "pkv_files.h"
 #include "report.h"
 
 static void usage(void) {
@@ -43,16 +46,34 @@ int pkv_cmd_report(int argc, char **argv) {
         fputs("pkvsim report: give one or more pkvsim output files (see --help)\n", stderr);
         return 2;
     }
-    FILE *out = csv ? fopen(csv, "w") : NULL;
-    if (csv && !out) {
-        fprintf(stderr, "pkvsim report: cannot write %s\n", csv);
-        return 1;
-    }
     pkv_err e;
+    char tmp[1100] = "";
+    FILE *out = NULL;
+    if (csv) { /* never one of the inputs; written under a temporary name */
+        const char **what = malloc(sizeof *what * (size_t)n);
+        for (int i = 0; what && i < n; i++) what[i] = "an input file";
+        int bad =
+            !what || pkv_output_ok(csv, (const char *const *)argv + optind, what, n, "--csv", &e);
+        free(what);
+        if (bad) {
+            fprintf(stderr, "pkvsim report: %s\n", what ? e.msg : "out of memory");
+            return 1;
+        }
+        snprintf(tmp, sizeof tmp, "%s.tmp.%d", csv, (int)getpid());
+        if (!(out = fopen(tmp, "w"))) {
+            fprintf(stderr, "pkvsim report: cannot write %s\n", csv);
+            return 1;
+        }
+    }
     int rc = pkv_report_write((const char *const *)argv + optind, n, baseline, stdout, out, &e);
     if (rc) fprintf(stderr, "pkvsim report: %s\n", e.msg);
     if (out && (ferror(out) | fclose(out)) && rc == 0) {
         fprintf(stderr, "pkvsim report: cannot write %s\n", csv);
+        rc = -1;
+    }
+    if (out && (rc || rename(tmp, csv) != 0)) {
+        if (!rc) fprintf(stderr, "pkvsim report: cannot write %s\n", csv);
+        unlink(tmp);
         rc = -1;
     }
     return rc ? 1 : 0;

@@ -8,6 +8,7 @@
 #include <gsl/gsl_statistics_double.h>
 
 #include "cli.h"
+#include "pkv_files.h"
 
 /* ---- workload ------------------------------------------------------------------ */
 static void print_lengths(FILE *f, const char *name, double *x, size_t n) {
@@ -70,6 +71,13 @@ int pkv_cmd_workload(int argc, char **argv) {
         goto done;
     }
     if (csv) {
+        const char *in[6], *what[6];
+        int n_in = pkv_config_inputs(&cfg, in, what);
+        pkv_err e;
+        if (pkv_output_ok(csv, in, what, n_in, "--csv", &e)) {
+            fprintf(stderr, "pkvsim workload: %s\n", e.msg);
+            goto done;
+        }
         snprintf(tmp, sizeof tmp, "%s.tmp.%d", csv, (int)getpid());
         out = fopen(tmp, "w");
         if (!out) {

@@ -58,6 +58,7 @@ static int parse_model(pkv_config *c, const cJSON *root, pkv_err *e) {
         if (!text)
             return pkv_fail(e, "model.preset: \"%s\": %s (presets: experiments/models/)", preset,
                             sub.msg);
+        snprintf(c->model_file, sizeof c->model_file, "%s", path);
         cJSON *p = pkv_json_parse(text, path, &sub);
         snprintf(c->model.name, sizeof c->model.name, "%s", preset);
         int rc = p ? pkv_keys_parse(k, "model", p, "", c, true, &sub) : -1;
@@ -136,6 +137,19 @@ static int check_consistency(const pkv_config *c, pkv_err *e) {
                         (long long)usable, c->model.page_size, c->kv_pages, 100 * c->hole_fraction,
                         (long long)longest, (long long)ceil(pages / (1 - c->hole_fraction)));
     return 0;
+}
+
+int pkv_config_inputs(const pkv_config *c, const char **paths, const char **what) {
+    int n = 0;
+    paths[n] = c->file, what[n++] = "the experiment file";
+    paths[n] = c->calibration, what[n++] = "the calibration file";
+    if (*c->model_file) paths[n] = c->model_file, what[n++] = "the model's preset file";
+    if (c->workload.trace) paths[n] = c->trace_spec.path, what[n++] = "the trace";
+    const pkv_length_spec *ls[2] = {&c->workload.prompt, &c->workload.decode};
+    for (int i = 0; i < 2; i++)
+        if (ls[i]->kind == PKV_LENGTH_EMPIRICAL)
+            paths[n] = ls[i]->trace_path, what[n++] = "a length distribution's trace";
+    return n;
 }
 
 int pkv_config_resolve(pkv_config *c) {

@@ -15,7 +15,8 @@ typedef struct pkv_config {
     char *resolved; /* resolved values as JSON (owned) */
     char file[1024];
     char name[128];
-    pkv_model model; /* the served model (engine/model.h) */
+    pkv_model model;       /* the served model (engine/model.h) */
+    char model_file[1024]; /* the preset file it came from, or "" */
     pkv_workload_spec workload;
     pkv_trace_spec trace_spec; /* workload.trace, when given */
     pkv_trace trace;           /* its rows (owned); workload.trace points here */
@@ -53,6 +54,9 @@ int pkv_config_load(pkv_config *c, const char *path, pkv_err *e);
  * errors and anchors its relative paths. */
 int pkv_config_parse(pkv_config *c, char *text, const char *path, pkv_err *e);
 void pkv_config_free(pkv_config *c);
+/* The files a run of c reads (the experiment, its preset, traces and calibration),
+ * each with what it is, for the output check; returns how many (at most 6). */
+int pkv_config_inputs(const pkv_config *c, const char **paths, const char **what);
 /* Rebuild c->resolved after command-line overrides. */
 int pkv_config_resolve(pkv_config *c);
 

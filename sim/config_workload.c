@@ -104,6 +104,7 @@ static int parse_length(pkv_length_spec *l, const cJSON *o, const char *P, int64
         pkv_trace tr;
         TRY(parse_trace(&ts, t, tp, exp_file, e));
         if (pkv_trace_load(&tr, &ts, e)) return -1;
+        snprintf(l->trace_path, sizeof l->trace_path, "%s", ts.path);
         l->values_emp = fi == 0 ? tr.prompt : tr.decode; /* taken over from the trace */
         l->n_emp = tr.n;
         if (fi == 0)

@@ -11,14 +11,28 @@
 #include "cmd_kbench.h"
 #include "calib.h"
 #include "config_keys.h"
+#include "pkv_files.h"
 #include "runner.h"
 #include "sweep.h"
 
 static volatile sig_atomic_t g_stop = 0;
 
-static void on_sigint(int sig) {
-    g_stop = 1;
-    signal(sig, SIG_DFL); /* a second Ctrl-C stops at once */
+/* SIGINT, SIGTERM, SIGHUP: the first finishes the step and writes a valid file marked
+ * interrupted; a second stops at once, removing the temporary file. */
+static void on_stop(int sig) {
+    if (g_stop) {
+        pkv_cleanup_now();
+        _exit(128 + sig);
+    }
+    g_stop = sig;
+}
+
+static void catch_stops(void) {
+    struct sigaction sa = {0};
+    sa.sa_handler = on_stop;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
 }
 
 static void usage(FILE *f) {
@@ -126,12 +140,10 @@ static int cmd_run(int argc, char **argv) {
         fputs("pkvsim run: expected exactly one EXPERIMENT.json (see pkvsim --help)\n", stderr);
         return 2;
     }
-    struct sigaction sa = {0};
-    sa.sa_handler = on_sigint;
     int sweep = pkv_sweep_present(argv[optind]);
     if (sweep < 0) return 1; /* the message is printed */
     if (sweep) {
-        if (!dry) sigaction(SIGINT, &sa, NULL);
+        if (!dry) catch_stops();
         return pkv_sweep_main(argv[optind], &ov, quiet, dry, &g_stop, cmdline);
     }
     pkv_config cfg;
@@ -145,7 +157,7 @@ static int cmd_run(int argc, char **argv) {
         rc = 0;
         goto out;
     }
-    sigaction(SIGINT, &sa, NULL);
+    catch_stops();
     pkv_run_opts ro = {
         .quiet = quiet || !isatty(2), .record = 1, .stop = &g_stop, .command_line = cmdline};
     pkv_summary sum;
@@ -161,7 +173,7 @@ static int cmd_run(int argc, char **argv) {
         printf("%s -> %s\n", cfg.name, cfg.output);
         pkv_summary_print(&sum, stdout);
     }
-    rc = sum.interrupted ? 130 : 0;
+    rc = sum.interrupted ? 128 + (int)g_stop : 0;
 out:
     pkv_config_free(&cfg);
     return rc;

@@ -1,10 +1,14 @@
 #include "runner.h"
+#include "pkv_files.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary *out, pkv_err *e) {
+    const char *in[6], *what[6];
+    int n_in = pkv_config_inputs(cfg, in, what);
+    if (o->record && pkv_output_ok(cfg->output, in, what, n_in, "output", e)) return -1;
     pkv_calib cal;
     if (pkv_calib_load(&cal, cfg->calibration, e)) return -1;
     if (cfg->calib_overrides && pkv_calib_apply(&cal, cfg->calib_overrides, "route.overrides", e)) {

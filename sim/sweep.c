@@ -3,6 +3,7 @@
 #include "config_keys.h"
 #include "h5sweep.h"
 #include "jsonv.h"
+#include "pkv_files.h"
 #include "runner.h"
 
 #include <errno.h>
@@ -317,7 +318,15 @@ int pkv_sweep_main(const char *path, const pkv_cli_overrides *ov, int quiet, int
             return 1;
         }
         snprintf(out, sizeof out, "%s", ov->output ? ov->output : base.output);
+        const char *in[6], *what[6];
+        int n_in = pkv_config_inputs(&base, in, what);
+        int bad = pkv_output_ok(out, in, what, n_in, "output", &e);
         pkv_config_free(&base);
+        if (bad) {
+            fprintf(stderr, "pkvsim: %s\n", e.msg);
+            sweep_free(&s);
+            return 1;
+        }
     }
     if (dry) {
         printf("point");
@@ -434,5 +443,5 @@ int pkv_sweep_main(const char *path, const pkv_cli_overrides *ov, int quiet, int
     free(vals), free(errs), free(files), free(pts), free(grp);
     pkv_h5sweep_free_read(old_exp, old_n, old_status);
     sweep_free(&s);
-    return rc ? 1 : interrupted ? 130 : failed ? 3 : 0;
+    return rc ? 1 : interrupted ? 128 + (int)*stop : failed ? 3 : 0;
 }

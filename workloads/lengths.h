@@ -31,6 +31,7 @@ typedef struct pkv_length_spec {
     double s;                 /* zipf exponent (min, max as for uniform) */
     gsl_ran_discrete_t *zipf; /* zipf: alias table over [min, max] (pkv_length_prepare) */
     int32_t *values_emp;      /* empirical: the lengths (owned) */
+    char trace_path[1024];    /* empirical: the trace they come from */
     size_t n_emp;
 } pkv_length_spec;
 

@@ -1,0 +1,83 @@
+#include "pkv_files.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int pkv_output_ok(const char *out, const char *const *inputs, const char *const *what, int n,
+                  const char *option, pkv_err *e) {
+    if (!out || !*out) return pkv_fail(e, "%s: no output file named", option);
+    struct stat so;
+    if (stat(out, &so) != 0) return 0; /* a new file */
+    if (!S_ISREG(so.st_mode))
+        return pkv_fail(e, "%s %s: not a regular file (a folder or a device); name a file", option,
+                        out);
+    for (int i = 0; i < n; i++) {
+        struct stat si;
+        if (inputs[i] && *inputs[i] && stat(inputs[i], &si) == 0 && si.st_dev == so.st_dev &&
+            si.st_ino == so.st_ino)
+            return pkv_fail(e,
+                            "%s %s: is %s (%s) of this run; it is left as it is: name another "
+                            "output",
+                            option, out, what[i], inputs[i]);
+    }
+    return 0;
+}
+
+int pkv_remove_stale_tmp(const char *out, FILE *report) {
+    char dir[1024];
+    const char *slash = strrchr(out, '/');
+    const char *base = slash ? slash + 1 : out;
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - out) : 1, slash ? out : ".");
+    if (slash == out) snprintf(dir, sizeof dir, "/");
+    char prefix[1100];
+    snprintf(prefix, sizeof prefix, "%s.tmp.", base);
+    size_t np = strlen(prefix);
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    for (struct dirent *de; (de = readdir(d));) {
+        if (strncmp(de->d_name, prefix, np) != 0) continue;
+        char *end;
+        long pid = strtol(de->d_name + np, &end, 10);
+        if (*end || pid <= 0 || pid == (long)getpid()) continue;
+        if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue; /* it runs (or is not ours) */
+        char p[2200];
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        if (unlink(p) == 0) {
+            n++;
+            if (report)
+                fprintf(report, "pkvsim: removed %s, left by process %ld, which no longer runs\n",
+                        p, pid);
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+enum { MAX_CLEANUP = 4 };
+static char cleanup[MAX_CLEANUP][1200];
+static volatile sig_atomic_t cleanup_used[MAX_CLEANUP];
+
+void pkv_cleanup_add(const char *path) {
+    for (int i = 0; i < MAX_CLEANUP; i++)
+        if (!cleanup_used[i]) {
+            snprintf(cleanup[i], sizeof cleanup[i], "%s", path);
+            cleanup_used[i] = 1;
+            return;
+        }
+}
+
+void pkv_cleanup_drop(const char *path) {
+    for (int i = 0; i < MAX_CLEANUP; i++)
+        if (cleanup_used[i] && !strcmp(cleanup[i], path)) cleanup_used[i] = 0;
+}
+
+void pkv_cleanup_now(void) {
+    for (int i = 0; i < MAX_CLEANUP; i++)
+        if (cleanup_used[i]) unlink(cleanup[i]);
+}

@@ -1,0 +1,26 @@
+/* Output files: never one of the run's inputs, never a device or a folder; their
+ * temporary files (OUT.tmp.PID) removed when a dead process left one, and by a
+ * second stop signal, which ends the program at once. */
+#ifndef PKV_FILES_H
+#define PKV_FILES_H
+
+#include <stdio.h>
+
+#include "pkv_err.h"
+
+/* `out` may be written: it is not one of the inputs (same device and inode, whatever
+ * the name) and, where it exists, a regular file. `what` names each input in the
+ * error ("the experiment file"). */
+int pkv_output_ok(const char *out, const char *const *inputs, const char *const *what, int n,
+                  const char *option, pkv_err *e);
+/* Remove out's temporary files (out.tmp.PID) whose process no longer runs, saying so
+ * on `report` (may be NULL). Returns how many. */
+int pkv_remove_stale_tmp(const char *out, FILE *report);
+
+/* Temporary files to remove if the program is stopped at once (up to 4). */
+void pkv_cleanup_add(const char *path);
+void pkv_cleanup_drop(const char *path);
+/* Async-signal-safe: unlink every registered file. */
+void pkv_cleanup_now(void);
+
+#endif
