@@ -370,6 +370,31 @@ int pkv_h5rec_summary(pkv_h5rec *r, const pkv_summary *s, pkv_err *e) {
     D(model_weight_bytes);
     D(model_dense_flops_per_token);
     D(model_kv_bytes_per_token);
+    U(completed);
+    U(good);
+    U(input_tokens);
+    U(output_tokens);
+    D(duration);
+    D(request_throughput);
+    D(request_goodput);
+    D(output_throughput);
+    D(total_token_throughput);
+    D(slo_attainment);
+    const pkv_latency *lat[4] = {&s->ttft, &s->tpot, &s->itl, &s->e2el};
+    const char *lname[4] = {"ttft", "tpot", "itl", "e2el"};
+    for (int i = 0; i < 4 && rc >= 0; i++) { /* seconds, as vLLM's figures (its are ms) */
+        char n[64];
+        const double v[3] = {lat[i]->mean, lat[i]->median, lat[i]->std};
+        const char *w[3] = {"mean", "median", "std"};
+        for (int j = 0; j < 3 && rc >= 0; j++) {
+            snprintf(n, sizeof n, "%s_%s", w[j], lname[i]);
+            rc = attr_f64(g, n, v[j]);
+        }
+        for (int k = 0; k < s->n_pcts && rc >= 0; k++) {
+            snprintf(n, sizeof n, "p%g_%s", s->pcts[k], lname[i]);
+            rc = attr_f64(g, n, lat[i]->pct[k]);
+        }
+    }
     D(decode_tok_s);
     D(decode_tok_s_wall);
     D(decode_tok_s_device);

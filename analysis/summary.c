@@ -6,8 +6,57 @@
 #include <gsl/gsl_sort_float.h>
 #include <gsl/gsl_statistics_float.h>
 
-void pkv_summary_init(pkv_summary *s) {
-    *s = (pkv_summary){.t_measure_begin = NAN};
+int pkv_summary_init(pkv_summary *s) {
+    *s = (pkv_summary){.t_measure_begin = NAN,
+                       .pcts = {50, 90, 99},
+                       .n_pcts = 3,
+                       .t_first_arrival = INFINITY,
+                       .t_last_finish = -INFINITY};
+    s->itl_hist = calloc(PKV_ITL_DECADES * PKV_ITL_BINS_PER_DECADE, sizeof *s->itl_hist);
+    return s->itl_hist ? 0 : -1;
+}
+
+enum { ITL_BINS = PKV_ITL_DECADES * PKV_ITL_BINS_PER_DECADE };
+static const double ITL_LO = 1e-7; /* seconds: the histogram's lower edge */
+
+void pkv_summary_add_itl(pkv_summary *s, double gap) {
+    if (!(gap >= 0) || !s->itl_hist) return;
+    double b = gap > ITL_LO ? log10(gap / ITL_LO) * PKV_ITL_BINS_PER_DECADE : 0;
+    int i = b >= ITL_BINS ? ITL_BINS - 1 : (int)b;
+    s->itl_hist[i]++;
+    s->itl.n++;
+    s->itl_sum += gap;
+    s->itl_sumsq += gap * gap;
+}
+
+/* The value at rank h (0-based, fractional) of the histogram: its bin's centre. */
+static double itl_at(const pkv_summary *s, double h) {
+    uint64_t want = (uint64_t)floor(h), seen = 0;
+    for (int i = 0; i < ITL_BINS; i++) {
+        seen += s->itl_hist[i];
+        if (seen > want) return ITL_LO * pow(10, (i + 0.5) / PKV_ITL_BINS_PER_DECADE);
+    }
+    return NAN;
+}
+
+/* The q-quantile of sorted x (NaN when empty). */
+static double quantile(const float *x, size_t n, double q) {
+    return n ? gsl_stats_float_quantile_from_sorted_data(x, 1, n, q) : NAN;
+}
+
+/* Mean, median, population std and the chosen percentiles of x (sorted here). */
+static void latency(float *x, size_t n, const double *pcts, int n_pcts, pkv_latency *out) {
+    *out = (pkv_latency){.mean = NAN, .median = NAN, .std = NAN, .n = n};
+    for (int k = 0; k < n_pcts; k++) out->pct[k] = NAN;
+    if (n == 0) return;
+    gsl_sort_float(x, 1, n);
+    double sum = 0, sq = 0;
+    for (size_t i = 0; i < n; i++) sum += x[i];
+    out->mean = sum / n;
+    for (size_t i = 0; i < n; i++) sq += (x[i] - out->mean) * (x[i] - out->mean);
+    out->std = sqrt(sq / n);
+    out->median = quantile(x, n, 0.5);
+    for (int k = 0; k < n_pcts; k++) out->pct[k] = quantile(x, n, pcts[k] / 100);
 }
 
 void pkv_summary_add_step(pkv_summary *s, const pkv_step_rec *r, double advance) {
@@ -33,17 +82,6 @@ void pkv_summary_add_step(pkv_summary *s, const pkv_step_rec *r, double advance)
     if (r->route < PKV_ROUTE_COUNT) s->route_steps[r->route]++;
 }
 
-static void percentiles(float *x, size_t n, double *p50, double *p90, double *p99) {
-    if (n == 0) {
-        *p50 = *p90 = *p99 = NAN;
-        return;
-    }
-    gsl_sort_float(x, 1, n);
-    *p50 = gsl_stats_float_quantile_from_sorted_data(x, 1, n, 0.50);
-    *p90 = gsl_stats_float_quantile_from_sorted_data(x, 1, n, 0.90);
-    *p99 = gsl_stats_float_quantile_from_sorted_data(x, 1, n, 0.99);
-}
-
 static int push(float **a, size_t *n, size_t *cap, double v) {
     if (*n == *cap) {
         size_t c = *cap ? *cap * 2 : 4096;
@@ -65,28 +103,65 @@ void pkv_summary_add_prefill(pkv_summary *s, const pkv_prefill_rec *p) {
 int pkv_summary_add_request(pkv_summary *s, const pkv_request_rec *r) {
     s->arrived++;
     s->preemptions += (uint64_t)r->preemptions;
-    if (!isnan(r->t_first_token) &&
-        push(&s->ttft, &s->n_ttft, &s->cap_ttft, r->t_first_token - r->t_arrival))
-        return -1;
-    if (r->state == PKV_REQ_FINISHED) {
-        s->finished++;
-        if (r->decode_len > 1 && push(&s->tpot, &s->n_tpot, &s->cap_tpot,
-                                      (r->t_finish - r->t_first_token) / (r->decode_len - 1)))
-            return -1;
-    }
+    if (r->t_arrival < s->t_first_arrival) s->t_first_arrival = r->t_arrival;
+    if (r->state != PKV_REQ_FINISHED) return 0;
+    s->finished++;
+    const double ttft = r->t_first_token - r->t_arrival, e2el = r->t_finish - r->t_arrival;
+    const double tpot = r->decode_len > 1 ? (e2el - ttft) / (r->decode_len - 1) : NAN;
+    if (push(&s->ttft_v, &s->n_ttft, &s->cap_ttft, ttft)) return -1;
+    if (!isnan(tpot) && push(&s->tpot_v, &s->n_tpot, &s->cap_tpot, tpot)) return -1;
+    if (push(&s->e2el_v, &s->n_e2el, &s->cap_e2el, e2el)) return -1;
+    s->completed++;
+    s->input_tokens += (uint64_t)r->prompt_len;
+    s->output_tokens += (uint64_t)r->generated;
+    if (r->t_finish > s->t_last_finish) s->t_last_finish = r->t_finish;
+    const pkv_slo *o = &s->slo; /* a TPOT SLO holds for one-token requests */
+    s->good += (o->ttft <= 0 || ttft <= o->ttft) &&
+               (o->tpot <= 0 || isnan(tpot) || tpot <= o->tpot) &&
+               (o->e2el <= 0 || e2el <= o->e2el);
     return 0;
 }
 
 void pkv_summary_free(pkv_summary *s) {
-    free(s->ttft);
-    free(s->tpot);
-    s->ttft = s->tpot = NULL;
-    s->n_ttft = s->n_tpot = s->cap_ttft = s->cap_tpot = 0;
+    free(s->ttft_v);
+    free(s->tpot_v);
+    free(s->e2el_v);
+    free(s->itl_hist);
+    s->ttft_v = s->tpot_v = s->e2el_v = NULL;
+    s->itl_hist = NULL;
+    s->n_ttft = s->n_tpot = s->n_e2el = s->cap_ttft = s->cap_tpot = s->cap_e2el = 0;
 }
 
 int pkv_summary_finish(pkv_summary *s, double t_end) {
-    percentiles(s->ttft, s->n_ttft, &s->ttft_p50, &s->ttft_p90, &s->ttft_p99);
-    percentiles(s->tpot, s->n_tpot, &s->tpot_p50, &s->tpot_p90, &s->tpot_p99);
+    /* vLLM's figures, over the finished requests. */
+    latency(s->ttft_v, s->n_ttft, s->pcts, s->n_pcts, &s->ttft);
+    latency(s->tpot_v, s->n_tpot, s->pcts, s->n_pcts, &s->tpot);
+    latency(s->e2el_v, s->n_e2el, s->pcts, s->n_pcts, &s->e2el);
+    /* (latency() sorted them) */
+    s->ttft_p50 = quantile(s->ttft_v, s->n_ttft, 0.5),
+    s->ttft_p90 = quantile(s->ttft_v, s->n_ttft, 0.9);
+    s->ttft_p99 = quantile(s->ttft_v, s->n_ttft, 0.99);
+    s->tpot_p50 = quantile(s->tpot_v, s->n_tpot, 0.5),
+    s->tpot_p90 = quantile(s->tpot_v, s->n_tpot, 0.9);
+    s->tpot_p99 = quantile(s->tpot_v, s->n_tpot, 0.99);
+    if (s->itl.n && s->itl_hist) {
+        const double n = (double)s->itl.n;
+        s->itl.mean = s->itl_sum / n;
+        double var = s->itl_sumsq / n - s->itl.mean * s->itl.mean;
+        s->itl.std = sqrt(var > 0 ? var : 0);
+        s->itl.median = itl_at(s, 0.5 * (n - 1));
+        for (int k = 0; k < s->n_pcts; k++) s->itl.pct[k] = itl_at(s, s->pcts[k] / 100 * (n - 1));
+    } else {
+        s->itl = (pkv_latency){.mean = NAN, .median = NAN, .std = NAN};
+        for (int k = 0; k < s->n_pcts; k++) s->itl.pct[k] = NAN;
+    }
+    s->duration = s->completed ? s->t_last_finish - s->t_first_arrival : NAN;
+    const double d = s->duration > 0 ? s->duration : NAN;
+    s->request_throughput = s->completed / d;
+    s->request_goodput = s->good / d;
+    s->output_throughput = s->output_tokens / d;
+    s->total_token_throughput = (s->input_tokens + s->output_tokens) / d;
+    s->slo_attainment = s->completed ? (double)s->good / s->completed : NAN;
     pkv_summary_free(s);
     s->t_end = t_end;
     double span = t_end - s->t_measure_begin;
@@ -133,10 +208,73 @@ void pkv_summary_print(const pkv_summary *s, FILE *f) {
             s->ttft_p99);
     fprintf(f, "  TPOT         p50 %.4g s  p90 %.4g s  p99 %.4g s\n", s->tpot_p50, s->tpot_p90,
             s->tpot_p99);
+    fprintf(f, "  ITL          mean %.4g s  median %.4g s  (%llu gaps)\n", s->itl.mean,
+            s->itl.median, (unsigned long long)s->itl.n);
+    fprintf(f, "  E2E          mean %.4g s  median %.4g s  (%llu finished in %.6g s: %.4g req/s)\n",
+            s->e2el.mean, s->e2el.median, (unsigned long long)s->completed, s->duration,
+            s->request_throughput);
+    if (s->slo.ttft > 0 || s->slo.tpot > 0 || s->slo.e2el > 0)
+        fprintf(f, "  goodput      %.4g req/s, %llu of %llu requests within the SLOs (%.1f%%)\n",
+                s->request_goodput, (unsigned long long)s->good, (unsigned long long)s->completed,
+                100 * s->slo_attainment);
     fprintf(f, "  routes      ");
     for (int r = 0; r < PKV_ROUTE_COUNT; r++)
         if (s->route_steps[r])
             fprintf(f, " %s %llu", pkv_route_name((pkv_route)r),
                     (unsigned long long)s->route_steps[r]);
     fprintf(f, "%s\n", s->interrupted ? "\n  (interrupted: the run stopped early)" : "");
+}
+
+/* A JSON number, or null for what a run has none of (NaN is not JSON). */
+static void jnum(FILE *f, const char *key, double v, int first) {
+    fprintf(f, first ? "\n  \"%s\": " : ",\n  \"%s\": ", key);
+    if (isfinite(v))
+        fprintf(f, "%.17g", v);
+    else
+        fputs("null", f);
+}
+
+static void json_latency(FILE *f, const pkv_summary *s, const char *name, const pkv_latency *l) {
+    char k[64];
+    const char *what[3] = {"mean", "median", "std"};
+    const double v[3] = {l->mean, l->median, l->std};
+    for (int i = 0; i < 3; i++) {
+        snprintf(k, sizeof k, "%s_%s_ms", what[i], name);
+        jnum(f, k, v[i] * 1e3, 0);
+    }
+    for (int i = 0; i < s->n_pcts; i++) {
+        snprintf(k, sizeof k, "p%g_%s_ms", s->pcts[i], name);
+        jnum(f, k, l->pct[i] * 1e3, 0);
+    }
+    fprintf(f, ",\n  \"percentiles_%s_ms\": [", name);
+    for (int i = 0; i < s->n_pcts; i++) {
+        fprintf(f, "%s[%g, ", i ? ", " : "", s->pcts[i]);
+        if (isfinite(l->pct[i]))
+            fprintf(f, "%.17g]", l->pct[i] * 1e3);
+        else
+            fputs("null]", f);
+    }
+    fputc(']', f);
+}
+
+int pkv_summary_json(const pkv_summary *s, FILE *f) {
+    fputc('{', f);
+    jnum(f, "duration", s->duration, 1);
+    jnum(f, "completed", (double)s->completed, 0);
+    jnum(f, "total_input_tokens", (double)s->input_tokens, 0);
+    jnum(f, "total_output_tokens", (double)s->output_tokens, 0);
+    jnum(f, "request_throughput", s->request_throughput, 0);
+    jnum(f, "request_goodput", s->request_goodput, 0);
+    jnum(f, "output_throughput", s->output_throughput, 0);
+    jnum(f, "total_token_throughput", s->total_token_throughput, 0);
+    jnum(f, "slo_attainment", s->slo_attainment, 0);
+    jnum(f, "slo_ttft_ms", s->slo.ttft > 0 ? s->slo.ttft * 1e3 : NAN, 0);
+    jnum(f, "slo_tpot_ms", s->slo.tpot > 0 ? s->slo.tpot * 1e3 : NAN, 0);
+    jnum(f, "slo_e2el_ms", s->slo.e2el > 0 ? s->slo.e2el * 1e3 : NAN, 0);
+    json_latency(f, s, "ttft", &s->ttft);
+    json_latency(f, s, "tpot", &s->tpot);
+    json_latency(f, s, "itl", &s->itl);
+    json_latency(f, s, "e2el", &s->e2el);
+    fputs("\n}\n", f);
+    return ferror(f) ? -1 : 0;
 }

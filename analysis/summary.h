@@ -6,6 +6,24 @@
 
 #include "pkv_record.h"
 
+/* Latency statistics as `vllm bench serve` reports them: mean, median, standard
+ * deviation (population) and the chosen percentiles (linear interpolation), seconds. */
+enum { PKV_MAX_PERCENTILES = 8 };
+typedef struct pkv_latency {
+    double mean, median, std, pct[PKV_MAX_PERCENTILES];
+    uint64_t n;
+} pkv_latency;
+
+/* SLOs for goodput (seconds; 0: not set): a finished request is good when it meets
+ * every one set. */
+typedef struct pkv_slo {
+    double ttft, tpot, e2el;
+} pkv_slo;
+
+/* Inter-token latencies: a histogram of 1000 bins a decade from 1e-7 s to 1e4 s
+ * (a percentile is its bin's centre: within 0.12%), and exact sums. */
+enum { PKV_ITL_DECADES = 11, PKV_ITL_BINS_PER_DECADE = 1000 };
+
 typedef struct pkv_summary {
     uint64_t steps;                             /* all decode steps */
     uint64_t steps_measured;                    /* after warm-up */
@@ -22,7 +40,7 @@ typedef struct pkv_summary {
                                    MLP tail, a full model's dense part) */
     double mean_rows;
     double host_overhead_s;              /* mean wall minus device time per measured step */
-    double ttft_p50, ttft_p90, ttft_p99; /* seconds */
+    double ttft_p50, ttft_p90, ttft_p99; /* seconds, over the finished requests */
     double tpot_p50, tpot_p90, tpot_p99; /* seconds per output token after the first */
     uint64_t arrived, finished, preemptions;
     uint64_t prefills, prefill_tokens; /* prefill batches and their prompt tokens */
@@ -31,13 +49,30 @@ typedef struct pkv_summary {
     double model_weight_bytes, model_dense_flops_per_token, model_kv_bytes_per_token;
     uint64_t route_steps[PKV_ROUTE_COUNT]; /* measured steps per route */
     int interrupted;
+    /* Serving metrics over the finished requests, vLLM's definitions: set pcts, n_pcts
+     * and slo before the run (pkv_summary_init sets 50, 90, 99 and no SLO). */
+    double pcts[PKV_MAX_PERCENTILES];
+    int n_pcts;
+    pkv_slo slo;
+    pkv_latency ttft, tpot, itl, e2el;
+    uint64_t completed, good, input_tokens, output_tokens;
+    double t_first_arrival, t_last_finish, duration; /* seconds; duration: first to last */
+    double request_throughput, request_goodput, output_throughput, total_token_throughput;
+    double slo_attainment; /* good / completed */
+    uint64_t *itl_hist;    /* [PKV_ITL_DECADES * PKV_ITL_BINS_PER_DECADE] */
+    double itl_sum, itl_sumsq;
     /* Per-request latencies for the percentiles, kept until finish: floats (4 bytes a
      * value, 7 significant digits), so that 10M requests take 80 MB. */
-    float *ttft, *tpot;
-    size_t n_ttft, n_tpot, cap_ttft, cap_tpot;
+    float *ttft_v, *tpot_v, *e2el_v;
+    size_t n_ttft, n_tpot, n_e2el, cap_ttft, cap_tpot, cap_e2el;
 } pkv_summary;
 
-void pkv_summary_init(pkv_summary *s);
+/* -1: out of memory. */
+int pkv_summary_init(pkv_summary *s);
+/* One inter-token latency (seconds): a token after a request's first. */
+void pkv_summary_add_itl(pkv_summary *s, double gap);
+/* The serving metrics as vLLM's result file holds them (its key names), JSON. */
+int pkv_summary_json(const pkv_summary *s, FILE *f);
 void pkv_summary_add_step(pkv_summary *s, const pkv_step_rec *r, double advance);
 /* A request that left the run (finished, or still in it at the end). -1: out of memory. */
 int pkv_summary_add_request(pkv_summary *s, const pkv_request_rec *r);

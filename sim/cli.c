@@ -78,6 +78,25 @@ int pkv_cli_apply(pkv_config *cfg, const pkv_cli_overrides *o) {
         }
         snprintf(cfg->policy, sizeof cfg->policy, "%s", o->route);
     }
+    for (const char *p = o->slo; p && *p;) {
+        char key[8];
+        double ms;
+        int used;
+        if (sscanf(p, "%7[a-z2]=%lf%n", key, &ms, &used) != 2 || !(ms >= 0 && ms <= 1e12) ||
+            (strcmp(key, "ttft") && strcmp(key, "tpot") && strcmp(key, "e2el")) ||
+            (p[used] && p[used] != ',')) {
+            fprintf(stderr,
+                    "pkvsim: --slo: \"%s\" is not ttft=MS,tpot=MS,e2el=MS (any of them, "
+                    "milliseconds >= 0)\n",
+                    o->slo);
+            return 1;
+        }
+        double *dst = !strcmp(key, "ttft")   ? &cfg->slo.ttft
+                      : !strcmp(key, "tpot") ? &cfg->slo.tpot
+                                             : &cfg->slo.e2el;
+        *dst = ms * 1e-3;
+        p += used + (p[used] == ',');
+    }
     if (pkv_config_resolve(cfg)) {
         fputs("pkvsim: out of memory\n", stderr);
         return 1;

@@ -20,6 +20,7 @@ void pkv_cli_join_args(char *buf, size_t n, int argc, char **argv);
 /* The run command's options that override an experiment's keys (NULL: not given). */
 typedef struct pkv_cli_overrides {
     const char *output, *backend, *seed, *route, *calibration;
+    const char *slo; /* "ttft=MS,tpot=MS,e2el=MS" (any of them) */
 } pkv_cli_overrides;
 /* Apply them to a loaded experiment and resolve it again. Returns 0, or 1 with the
  * message printed. */

@@ -10,7 +10,7 @@
 
 /* The sections of pkv_config whose rows are all scalars or sub-objects of it. */
 static const char *const config_objs[] = {
-    "model", "serving", "serving.prefill", "serving.page_tables", "route", "run"};
+    "model", "serving", "serving.prefill", "serving.page_tables", "route", "run", "slo"};
 
 static int parse_section(pkv_config *c, const cJSON *root, const char *obj, pkv_err *e) {
     const cJSON *o = root;
@@ -108,6 +108,24 @@ static int finish_sections(pkv_config *c, const cJSON *root, pkv_err *e) {
     const cJSON *ov;
     TRY(pkv_json_sub(r, "route", "overrides", &ov, e));
     c->calib_overrides = ov ? cJSON_Duplicate(ov, 1) : NULL;
+    const cJSON *run = cJSON_GetObjectItemCaseSensitive(root, "run");
+    const cJSON *pc = run ? cJSON_GetObjectItemCaseSensitive(run, "percentiles") : NULL;
+    static const double def_pcts[] = {50, 90, 99};
+    c->n_percentiles = 3;
+    memcpy(c->percentiles, def_pcts, sizeof def_pcts);
+    if (pc) {
+        int n = cJSON_IsArray(pc) ? cJSON_GetArraySize(pc) : 0;
+        if (n < 1 || n > PKV_MAX_PERCENTILES)
+            return pkv_fail(e, "run.percentiles: must be a list of 1 to %d numbers in (0, 100]",
+                            PKV_MAX_PERCENTILES);
+        for (int i = 0; i < n; i++) {
+            const cJSON *v = cJSON_GetArrayItem(pc, i);
+            if (!cJSON_IsNumber(v) || !(v->valuedouble > 0 && v->valuedouble <= 100))
+                return pkv_fail(e, "run.percentiles[%d]: must be a number in (0, 100]", i);
+            c->percentiles[i] = v->valuedouble;
+        }
+        c->n_percentiles = n;
+    }
     if (!*c->output) /* run.output is an artifact: relative to the working folder, like -o */
         snprintf(c->output, sizeof c->output, "%s.h5", c->name);
     return 0;
@@ -180,6 +198,8 @@ int pkv_config_resolve(pkv_config *c) {
             pkv_config_resolve_workload(&c->workload, &c->trace_spec, r);
         }
     }
+    cJSON_AddItemToObject(cJSON_GetObjectItemCaseSensitive(r, "run"), "percentiles",
+                          cJSON_CreateDoubleArray(c->percentiles, c->n_percentiles));
     if (c->calib_overrides)
         cJSON_AddItemToObject(cJSON_GetObjectItemCaseSensitive(r, "route"), "overrides",
                               cJSON_Duplicate(c->calib_overrides, 1));

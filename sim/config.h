@@ -47,6 +47,9 @@ typedef struct pkv_config {
     int metadata_upload; /* cuda backend: 1, step metadata by a copy (ablation), not launch
                             params */
     int record;          /* pkv_record_level, run.record: what the output file holds */
+    pkv_slo slo;         /* slo: seconds, 0 where not set */
+    double percentiles[PKV_MAX_PERCENTILES]; /* run.percentiles */
+    int n_percentiles;
 } pkv_config;
 
 int pkv_config_load(pkv_config *c, const char *path, pkv_err *e);

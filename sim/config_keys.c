@@ -71,6 +71,7 @@ static const pkv_key rows[] = {
     OBJ("", "route"),
     OBJ("", "run"),
     OBJ("", "sweep"),
+    OBJ("", "slo"),
 
     /* A preset file of experiments/models/ holds these rows too; the defaults are the
      * study's single attention layer (hidden 0: no dense part). */
@@ -181,6 +182,12 @@ static const pkv_key rows[] = {
     BOOL("run", "cuda_graph", C, cuda_graph, false),
     ENUM("run", "metadata_upload", C, metadata_upload, "params", pkv_metadata_uploads),
     ENUM("run", "record", C, record, "full", pkv_record_level_names),
+    CUSTOM("run", "percentiles"),
+
+    /* Goodput counts the finished requests that meet every SLO set (0: not set). */
+    NUM("slo", "ttft_ms", C, slo.ttft, 0, 0, 1e9, .scale = 1e-3),
+    NUM("slo", "tpot_ms", C, slo.tpot, 0, 0, 1e9, .scale = 1e-3),
+    NUM("slo", "e2el_ms", C, slo.e2el, 0, 0, 1e12, .scale = 1e-3),
 
     /* The sweep section: sim/sweep.c reads it (these rows check and document it). */
     CUSTOM("sweep", "mode"),

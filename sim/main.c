@@ -53,6 +53,10 @@ static void usage(FILE *f) {
           "                              pkv_bucket, pkv_workqueue, pkv_fused, flashinfer,\n"
           "                              flashinfer_tc (where built), adaptive, oracle\n"
           "      -q, --quiet             no progress line and no summary\n"
+          "          --slo ttft=MS,tpot=MS,e2el=MS   SLOs for goodput (default: the slo section)\n"
+          "          --json FILE         the serving metrics (TTFT, TPOT, ITL, E2E latency: mean,\n"
+          "                              median, std, percentiles; throughputs, goodput) with\n"
+          "                              the key names of vLLM's benchmark result files\n"
           "      -n, --dry-run           print the resolved experiment (every key, the model's\n"
           "                              bytes and FLOPs), or a sweep's points, and run nothing\n"
           "                        an experiment with a `sweep` section runs every point into\n"
@@ -89,6 +93,30 @@ static void usage(FILE *f) {
           f);
 }
 
+/* The run's serving metrics as vLLM's result file names them, under a temporary name;
+ * never over one of the run's inputs or its output. */
+static int write_json(const char *path, const pkv_config *cfg, const pkv_summary *sum) {
+    const char *in[7], *what[7];
+    int n = pkv_config_inputs(cfg, in, what);
+    in[n] = cfg->output, what[n++] = "the output file";
+    pkv_err e;
+    if (pkv_output_ok(path, in, what, n, "--json", &e)) {
+        fprintf(stderr, "pkvsim: %s\n", e.msg);
+        return -1;
+    }
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+    FILE *f = fopen(tmp, "w");
+    int bad = !f || pkv_summary_json(sum, f);
+    if (f) bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path) != 0) {
+        unlink(tmp);
+        fprintf(stderr, "pkvsim: --json %s: cannot write it\n", path);
+        return -1;
+    }
+    return 0;
+}
+
 static int cmd_run(int argc, char **argv) {
     static const struct option opts[] = {{"output", required_argument, 0, 'o'},
                                          {"backend", required_argument, 0, 'b'},
@@ -97,9 +125,12 @@ static int cmd_run(int argc, char **argv) {
                                          {"calibration", required_argument, 0, 'c'},
                                          {"quiet", no_argument, 0, 'q'},
                                          {"dry-run", no_argument, 0, 'n'},
+                                         {"slo", required_argument, 0, 'S'},
+                                         {"json", required_argument, 0, 'J'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *output = NULL, *backend = NULL, *seed = NULL, *route = NULL, *calib = NULL;
+    const char *output = NULL, *backend = NULL, *seed = NULL, *route = NULL, *calib = NULL,
+               *slo = NULL, *json = NULL;
     int quiet = 0, dry = 0, c;
     char cmdline[4096];
     pkv_cli_join_args(cmdline, sizeof cmdline, argc, argv);
@@ -127,6 +158,12 @@ static int cmd_run(int argc, char **argv) {
         case 'n':
             dry = 1;
             break;
+        case 'S':
+            slo = optarg;
+            break;
+        case 'J':
+            json = optarg;
+            break;
         case 'h':
             usage(stdout);
             return 0;
@@ -135,7 +172,7 @@ static int cmd_run(int argc, char **argv) {
             return 2;
         }
     }
-    const pkv_cli_overrides ov = {output, backend, seed, route, calib};
+    const pkv_cli_overrides ov = {output, backend, seed, route, calib, slo};
     if (optind + 1 != argc) {
         fputs("pkvsim run: expected exactly one EXPERIMENT.json (see pkvsim --help)\n", stderr);
         return 2;
@@ -143,6 +180,12 @@ static int cmd_run(int argc, char **argv) {
     int sweep = pkv_sweep_present(argv[optind]);
     if (sweep < 0) return 1; /* the message is printed */
     if (sweep) {
+        if (json) {
+            fputs("pkvsim run: --json is for one run; a sweep's /sweep/index holds each point's "
+                  "figures\n",
+                  stderr);
+            return 2;
+        }
         if (!dry) catch_stops();
         return pkv_sweep_main(argv[optind], &ov, quiet, dry, &g_stop, cmdline);
     }
@@ -173,6 +216,7 @@ static int cmd_run(int argc, char **argv) {
         printf("%s -> %s\n", cfg.name, cfg.output);
         pkv_summary_print(&sum, stdout);
     }
+    if (json && write_json(json, &cfg, &sum)) goto out;
     rc = sum.interrupted ? 128 + (int)g_stop : 0;
 out:
     pkv_config_free(&cfg);

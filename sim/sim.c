@@ -25,7 +25,10 @@ static int64_t reserved_tokens(const pkv_sim *s, const pkv_sim_request *r) {
 
 int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, pkv_h5rec *out, pkv_err *e) {
     *s = (pkv_sim){.cfg = cfg, .eng = eng, .out = out};
-    pkv_summary_init(&s->summary);
+    if (pkv_summary_init(&s->summary)) return pkv_fail(e, "out of memory");
+    s->summary.slo = cfg->slo;
+    s->summary.n_pcts = cfg->n_percentiles;
+    memcpy(s->summary.pcts, cfg->percentiles, sizeof s->summary.pcts);
     pkv_heap_init(&s->heap);
     s->bt_stride = pkv_sim_bt_stride(cfg);
     int32_t ma = cfg->max_active;
@@ -334,12 +337,21 @@ static int schedule_arrival(pkv_sim *s, double t_now) {
     return pkv_heap_push(&s->heap, s->next_draw.t_arrival, PKV_EVENT_ARRIVAL, 0);
 }
 
+/* A token of r came now: its first stamps TTFT, the others are inter-token latencies. */
+static void token_done(pkv_sim *s, pkv_sim_request *r) {
+    r->rec.generated++;
+    if (isnan(r->rec.t_first_token))
+        r->rec.t_first_token = s->t_now;
+    else
+        pkv_summary_add_itl(&s->summary, s->t_now - r->t_last_token);
+    r->t_last_token = s->t_now;
+}
+
 static int on_step_done(pkv_sim *s) {
     s->busy = 0;
     for (int32_t i = 0; i < s->n_run;) {
         pkv_sim_request *r = &s->req[s->run[i]];
-        r->rec.generated++;
-        if (isnan(r->rec.t_first_token)) r->rec.t_first_token = s->t_now;
+        token_done(s, r);
         if (r->rec.generated >= r->rec.decode_len) {
             int64_t slot = s->run[i];
             r->rec.state = PKV_REQ_FINISHED;
@@ -366,8 +378,7 @@ static int handle(pkv_sim *s, const pkv_event *ev, pkv_err *e) {
         for (int32_t k = 0; k < s->n_prefill; k++) {
             pkv_sim_request *r = &s->req[s->prefill[k]];
             if (pkv_model_dense(&s->cfg->model)) { /* the prefill sampled a token */
-                r->rec.generated++;
-                if (isnan(r->rec.t_first_token)) r->rec.t_first_token = ev->t;
+                token_done(s, r);
                 if (r->rec.generated >= r->rec.decode_len) {
                     r->rec.state = PKV_REQ_FINISHED;
                     if (pkv_heap_push(&s->heap, ev->t, PKV_EVENT_FINISH, s->prefill[k]))

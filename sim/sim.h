@@ -24,8 +24,9 @@ typedef struct pkv_sim_request {
     pkv_request_rec rec;
     int32_t *pages; /* [cap_pages] physical pages while admitted, else NULL */
     int32_t n_pages, cap_pages;
-    int64_t admit_seq; /* order of the latest admission (preemption picks the largest) */
-    bool live;         /* the slot holds a request still in the simulation */
+    int64_t admit_seq;   /* order of the latest admission (preemption picks the largest) */
+    double t_last_token; /* seconds: when its latest token came (for the inter-token latency) */
+    bool live;           /* the slot holds a request still in the simulation */
 } pkv_sim_request;
 
 typedef struct pkv_sim {
