@@ -189,6 +189,13 @@ static int cmd_run(int argc, char **argv) {
         if (!dry) catch_stops();
         return pkv_sweep_main(argv[optind], &ov, quiet, dry, &g_stop, cmdline);
     }
+    const char *ranks = getenv("OMPI_COMM_WORLD_SIZE");
+    if (ranks && atoi(ranks) > 1) {
+        fputs("pkvsim run: under mpirun only a sweep is spread over the ranks; every rank would "
+              "run this experiment\n",
+              stderr);
+        return 2;
+    }
     pkv_config cfg;
     pkv_err e;
     int rc = pkv_cli_load_experiment(argc, argv, "run", NULL, &cfg);

@@ -13,6 +13,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#ifdef PKV_HAVE_MPI
+#include <mpi.h>
+#endif
 
 enum { MAX_AXES = 8, MAX_POINTS = 100000 };
 
@@ -35,6 +38,96 @@ typedef struct sweep {
     axis axes[MAX_AXES];
     size_t n_points;
 } sweep;
+
+/* The processes of a sweep: one, or the ranks of an MPI job (mpirun), which take the
+ * next point from a counter on rank 0 (one-sided fetch-and-add), so that a slow point
+ * idles no other rank; rank 0 then assembles the file. */
+typedef struct ranks {
+    int rank, size;
+#ifdef PKV_HAVE_MPI
+    MPI_Win win;
+    long *counter;
+#endif
+    long next; /* one process: the next point */
+} ranks;
+
+static int under_mpirun(void) {
+    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
+}
+
+static int ranks_init(ranks *r) {
+    *r = (ranks){.rank = 0, .size = 1};
+#ifdef PKV_HAVE_MPI
+    if (!under_mpirun()) return 0;
+    if (MPI_Init(NULL, NULL) != MPI_SUCCESS) return -1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &r->rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &r->size);
+    if (MPI_Win_allocate(r->rank == 0 ? sizeof(long) : 0, sizeof(long), MPI_INFO_NULL,
+                         MPI_COMM_WORLD, &r->counter, &r->win) != MPI_SUCCESS)
+        return -1;
+    if (r->rank == 0) *r->counter = 0;
+    MPI_Barrier(MPI_COMM_WORLD);
+#else
+    if (under_mpirun()) {
+        fputs("pkvsim: this build has no MPI (Open MPI's headers were not found): every rank "
+              "would run the whole sweep\n",
+              stderr);
+        return -1;
+    }
+#endif
+    return 0;
+}
+
+static long next_point(ranks *r) {
+#ifdef PKV_HAVE_MPI
+    if (r->size > 1) {
+        long one = 1, got = 0;
+        MPI_Win_lock(MPI_LOCK_EXCLUSIVE, 0, 0, r->win);
+        MPI_Fetch_and_op(&one, &got, MPI_LONG, 0, 0, MPI_SUM, r->win);
+        MPI_Win_unlock(0, r->win);
+        return got;
+    }
+#endif
+    return r->next++;
+}
+
+/* Every rank's outcome of the points it ran, on rank 0: codes (0 not run here, 1 done,
+ * 2 failed, 3 interrupted) and the failed points' errors. */
+static int ranks_gather(ranks *r, int *codes, char (*errs)[1100], size_t n) {
+#ifdef PKV_HAVE_MPI
+    if (r->size > 1) {
+        int *all = r->rank == 0 ? malloc(sizeof *all * n) : NULL;
+        if (r->rank == 0 && !all) return -1;
+        MPI_Reduce(codes, all, (int)n, MPI_INT, MPI_MAX, 0, MPI_COMM_WORLD);
+        for (size_t i = 0; i < n; i++) { /* the errors of failed points, one message each */
+            int mine = codes[i] == 2, from = 0;
+            int who = mine ? r->rank : 0;
+            MPI_Allreduce(&who, &from, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+            if (r->rank == 0 && all[i] == 2 && from != 0)
+                MPI_Recv(errs[i], sizeof errs[i], MPI_CHAR, from, 0, MPI_COMM_WORLD,
+                         MPI_STATUS_IGNORE);
+            else if (mine && r->rank != 0)
+                MPI_Send(errs[i], (int)strlen(errs[i]) + 1, MPI_CHAR, 0, 0, MPI_COMM_WORLD);
+        }
+        if (r->rank == 0) memcpy(codes, all, sizeof *all * n);
+        free(all);
+    }
+#else
+    (void)r, (void)codes, (void)errs, (void)n;
+#endif
+    return 0;
+}
+
+static void ranks_end(ranks *r) {
+#ifdef PKV_HAVE_MPI
+    if (r->size > 1 || under_mpirun()) {
+        MPI_Win_free(&r->win);
+        MPI_Finalize();
+    }
+#else
+    (void)r;
+#endif
+}
 
 static void sweep_free(sweep *s) {
     free(s->text);
@@ -344,6 +437,14 @@ int pkv_sweep_main(const char *path, const pkv_cli_overrides *ov, int quiet, int
         sweep_free(&s);
         return 0;
     }
+    ranks rk;
+    if (ranks_init(&rk)) {
+        fputs("pkvsim: cannot start MPI\n", stderr);
+        sweep_free(&s);
+        return 1;
+    }
+    char rank_tag[32] = "";
+    if (rk.size > 1) snprintf(rank_tag, sizeof rank_tag, "rank %d: ", rk.rank);
     /* What an earlier run of the same sweep left: its file and its point files. */
     char dir[1100];
     snprintf(dir, sizeof dir, "%s.points", out);
@@ -357,6 +458,7 @@ int pkv_sweep_main(const char *path, const pkv_cli_overrides *ov, int quiet, int
                     out, old_exp ? "holds another sweep" : e.msg);
             pkv_h5sweep_free_read(old_exp, old_n, old_status);
             sweep_free(&s);
+            ranks_end(&rk);
             return 1;
         }
         have_old = 1;
@@ -366,6 +468,7 @@ int pkv_sweep_main(const char *path, const pkv_cli_overrides *ov, int quiet, int
                 strerror(errno));
         pkv_h5sweep_free_read(old_exp, old_n, old_status);
         sweep_free(&s);
+        ranks_end(&rk);
         return 1;
     }
     size_t n = s.n_points;
@@ -388,17 +491,16 @@ int pkv_sweep_main(const char *path, const pkv_cli_overrides *ov, int quiet, int
         }
         skipped += pts[i].src_file != NULL;
     }
-    if (!rc && !quiet && skipped)
+    if (!rc && !quiet && skipped && rk.rank == 0)
         fprintf(stderr, "pkvsim: %s: %zu of %zu points already finished; running the rest\n", out,
                 skipped, n);
-    for (size_t i = 0; i < n && !rc && !(stop && *stop); i++) {
-        if (pts[i].src_file) {
-            done++;
-            continue;
-        }
+    int *codes = calloc(n, sizeof *codes);
+    if (!codes) rc = 1;
+    for (long i; !rc && !(stop && *stop) && (i = next_point(&rk)) < (long)n;) {
+        if (pts[i].src_file) continue;
         char what[512];
-        describe(&s, i, what, sizeof what);
-        if (!quiet) fprintf(stderr, "pkvsim: [%zu/%zu] %s\n", i + 1, n, what);
+        describe(&s, (size_t)i, what, sizeof what);
+        if (!quiet) fprintf(stderr, "pkvsim: %s[%ld/%zu] %s\n", rank_tag, i + 1, n, what);
         if (run_point(&s, i, path, files[i], ov, stop, command_line, &pts[i].status, errs[i],
                       sizeof errs[i])) {
             fputs("pkvsim: out of memory\n", stderr);
@@ -406,19 +508,38 @@ int pkv_sweep_main(const char *path, const pkv_cli_overrides *ov, int quiet, int
             break;
         }
         if (!strcmp(pts[i].status, "done")) {
-            pts[i].src_file = files[i];
-            done++;
-            if (!quiet) fprintf(stderr, "pkvsim:   %s\n", errs[i]);
+            codes[i] = 1;
+            if (!quiet) fprintf(stderr, "pkvsim: %s  %s\n", rank_tag, errs[i]);
             errs[i][0] = 0;
         } else if (!strcmp(pts[i].status, "failed")) {
-            failed++;
-            fprintf(stderr, "pkvsim:   point %zu failed: %s\n", i, errs[i]);
+            codes[i] = 2;
+            fprintf(stderr, "pkvsim: %s  point %ld failed: %s\n", rank_tag, i, errs[i]);
+        } else {
+            codes[i] = 3;
         }
-        pts[i].error = errs[i];
     }
+    /* Every rank's points, on rank 0, which assembles; the others are done. */
+    int interrupted = stop && *stop;
+#ifdef PKV_HAVE_MPI
+    if (rk.size > 1) {
+        int any = interrupted || rc, all_any = 0;
+        MPI_Allreduce(&any, &all_any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        interrupted = all_any;
+    }
+#endif
+    if (!rc && codes && ranks_gather(&rk, codes, errs, n)) rc = 1;
+    for (size_t i = 0; codes && i < n; i++) {
+        static const char *const st[] = {NULL, "done", "failed", "interrupted"};
+        if (codes[i]) pts[i].status = st[codes[i]];
+        if (codes[i] == 1) pts[i].src_file = files[i];
+        pts[i].error = errs[i];
+        done += !strcmp(pts[i].status, "done");
+        failed += codes[i] == 2;
+    }
+    free(codes);
     /* The single file, from the finished points (those of the earlier file read from
      * it while the new one is written under another name); then the point files go. */
-    if (!rc) {
+    if (!rc && rk.rank == 0) {
         const char *paths[MAX_AXES];
         for (int a = 0; a < s.n_axes; a++) paths[a] = s.axes[a].path;
         for (size_t i = 0; i < n; i++)
@@ -438,10 +559,10 @@ int pkv_sweep_main(const char *path, const pkv_cli_overrides *ov, int quiet, int
                        failed, done + failed < n ? ", the rest not run (interrupted)" : "");
         }
     }
-    int interrupted = stop && *stop;
     for (size_t i = 0; vals && i < n * (size_t)s.n_axes; i++) free(vals[i]);
     free(vals), free(errs), free(files), free(pts), free(grp);
     pkv_h5sweep_free_read(old_exp, old_n, old_status);
     sweep_free(&s);
+    ranks_end(&rk);
     return rc ? 1 : interrupted ? 128 + (int)*stop : failed ? 3 : 0;
 }
