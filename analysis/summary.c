@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <gsl/gsl_sort_float.h>
 #include <gsl/gsl_statistics_float.h>
 
@@ -12,18 +13,27 @@ int pkv_summary_init(pkv_summary *s) {
                        .n_pcts = 3,
                        .t_first_arrival = INFINITY,
                        .t_last_finish = -INFINITY};
-    s->itl_hist = calloc(PKV_ITL_DECADES * PKV_ITL_BINS_PER_DECADE, sizeof *s->itl_hist);
+    s->itl_hist = calloc((size_t)PKV_ITL_OCTAVES << PKV_ITL_SUB_BITS, sizeof *s->itl_hist);
     return s->itl_hist ? 0 : -1;
 }
 
-enum { ITL_BINS = PKV_ITL_DECADES * PKV_ITL_BINS_PER_DECADE };
-static const double ITL_LO = 1e-7; /* seconds: the histogram's lower edge */
+enum { ITL_BINS = PKV_ITL_OCTAVES << PKV_ITL_SUB_BITS };
+
+/* A gap's bin: its binary exponent and the top PKV_ITL_SUB_BITS bits of its mantissa
+ * (no logarithm: a step of 4096 rows adds 4096 gaps). */
+static int itl_bin(double gap) {
+    uint64_t b;
+    memcpy(&b, &gap, sizeof b);
+    int exp = (int)((b >> 52) & 0x7ff) - 1023, sub = (int)((b >> (52 - PKV_ITL_SUB_BITS)) &
+                                                           ((1u << PKV_ITL_SUB_BITS) - 1));
+    if (gap <= 0 || exp < PKV_ITL_EXP_LO) return 0;
+    int i = ((exp - PKV_ITL_EXP_LO) << PKV_ITL_SUB_BITS) + sub;
+    return i < ITL_BINS ? i : ITL_BINS - 1;
+}
 
 void pkv_summary_add_itl(pkv_summary *s, double gap) {
     if (!(gap >= 0) || !s->itl_hist) return;
-    double b = gap > ITL_LO ? log10(gap / ITL_LO) * PKV_ITL_BINS_PER_DECADE : 0;
-    int i = b >= ITL_BINS ? ITL_BINS - 1 : (int)b;
-    s->itl_hist[i]++;
+    s->itl_hist[itl_bin(gap)]++;
     s->itl.n++;
     s->itl_sum += gap;
     s->itl_sumsq += gap * gap;
@@ -34,7 +44,9 @@ static double itl_at(const pkv_summary *s, double h) {
     uint64_t want = (uint64_t)floor(h), seen = 0;
     for (int i = 0; i < ITL_BINS; i++) {
         seen += s->itl_hist[i];
-        if (seen > want) return ITL_LO * pow(10, (i + 0.5) / PKV_ITL_BINS_PER_DECADE);
+        if (seen > want)
+            return ldexp(1 + ((i & ((1 << PKV_ITL_SUB_BITS) - 1)) + 0.5) / (1 << PKV_ITL_SUB_BITS),
+                         (i >> PKV_ITL_SUB_BITS) + PKV_ITL_EXP_LO);
     }
     return NAN;
 }

@@ -20,9 +20,10 @@ typedef struct pkv_slo {
     double ttft, tpot, e2el;
 } pkv_slo;
 
-/* Inter-token latencies: a histogram of 1000 bins a decade from 1e-7 s to 1e4 s
- * (a percentile is its bin's centre: within 0.12%), and exact sums. */
-enum { PKV_ITL_DECADES = 11, PKV_ITL_BINS_PER_DECADE = 1000 };
+/* Inter-token latencies: a histogram of 1024 bins for each power of two from 2^-24 s
+ * (60 ns) to 2^14 s, binned by the double's exponent and top mantissa bits (a
+ * percentile is its bin's centre: within 0.05%), and exact sums. */
+enum { PKV_ITL_EXP_LO = -24, PKV_ITL_OCTAVES = 38, PKV_ITL_SUB_BITS = 10 };
 
 typedef struct pkv_summary {
     uint64_t steps;                             /* all decode steps */
@@ -59,7 +60,7 @@ typedef struct pkv_summary {
     double t_first_arrival, t_last_finish, duration; /* seconds; duration: first to last */
     double request_throughput, request_goodput, output_throughput, total_token_throughput;
     double slo_attainment; /* good / completed */
-    uint64_t *itl_hist;    /* [PKV_ITL_DECADES * PKV_ITL_BINS_PER_DECADE] */
+    uint64_t *itl_hist;    /* [PKV_ITL_OCTAVES << PKV_ITL_SUB_BITS] */
     double itl_sum, itl_sumsq;
     /* Per-request latencies for the percentiles, kept until finish: floats (4 bytes a
      * value, 7 significant digits), so that 10M requests take 80 MB. */

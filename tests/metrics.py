@@ -2,7 +2,7 @@
 """Serving metrics (`pkvsim run --json`, vLLM's definitions) against an independent
 computation from the run's own /requests and /steps: counts, throughputs, TTFT, TPOT,
 E2E latency (mean, median, population std, chosen percentiles), ITL (its mean exactly;
-its median and percentiles within the histogram's 0.12% where a closed loop of one row
+its median and percentiles within the histogram's 0.05% where a closed loop of one row
 makes every gap a step's time), goodput under constructed SLOs. Usage: metrics.py PKVSIM SRC"""
 import json
 import os
@@ -105,8 +105,8 @@ if f:
     for p in (50, 90, 99):
         # the histogram's value is its bin's centre: within half a bin of the rank's value
         lo = np.sort(gaps)[int(np.floor(p / 100 * (len(gaps) - 1)))]
-        close(f"p{p}_itl_ms", m[f"p{p}_itl_ms"], 1e3 * lo, 1.2e-3)
-    close("median_itl_ms", m["median_itl_ms"], 1e3 * np.sort(gaps)[(len(gaps) - 1) // 2], 1.2e-3)
+        close(f"p{p}_itl_ms", m[f"p{p}_itl_ms"], 1e3 * lo, 6e-4)
+    close("median_itl_ms", m["median_itl_ms"], 1e3 * np.sort(gaps)[(len(gaps) - 1) // 2], 6e-4)
 
 for x in fails:
     print("FAIL", x)
