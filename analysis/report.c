@@ -8,7 +8,7 @@
 #include <string.h>
 #include <gsl/gsl_statistics_double.h>
 
-enum { MAX_RUNS = 4096, N_VALUES = 7 };
+enum { MAX_RUNS = 4096, N_VALUES = 7, MAX_COLS = 6 };
 
 /* The /summary attributes reported, in column order. */
 static const char *const value_names[N_VALUES] = {
@@ -21,9 +21,49 @@ static const double value_scale[N_VALUES] = {1, 1, 1, 1e3, 1e3, 1e6, 1e6};
 
 typedef struct run {
     char name[128], policy[32], backend[16];
+    char *key;   /* the resolved configuration less what the report shows apart (owned) */
+    cJSON *conf; /* the same, parsed (owned) */
     double v[N_VALUES];
     int interrupted;
 } run;
+
+/* What the grouping leaves out of the configuration: the label, the seed (runs over
+ * seeds are one group), the output name, and the policy and backend (columns). */
+static void strip(cJSON *root) {
+    static const char *const drop[][2] = {{"run", "seed"},      {"run", "output"},
+                                          {"run", "backend"},   {"route", "policy"},
+                                          {"model", "figures"}, {"run", "clock"}};
+    cJSON_DeleteItemFromObjectCaseSensitive(root, "name");
+    for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++)
+        cJSON_DeleteItemFromObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, drop[i][0]),
+                                                drop[i][1]);
+}
+
+/* The text of the value at a dotted path of o (NULL when absent; caller frees). */
+static char *value_at(const cJSON *o, const char *path) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *p = buf, *dot; o; p = dot + 1) {
+        dot = strchr(p, '.');
+        if (dot) *dot = 0;
+        o = cJSON_GetObjectItemCaseSensitive(o, p);
+        if (!dot) break;
+    }
+    if (!o) return NULL;
+    return cJSON_IsString(o) ? strdup(o->valuestring) : cJSON_PrintUnformatted(o);
+}
+
+/* Every leaf path of o under prefix, appended to paths (up to cap). */
+static void leaves(const cJSON *o, const char *prefix, char (*paths)[256], int *n, int cap) {
+    for (const cJSON *c = o->child; c && *n < cap; c = c->next) {
+        char p[256];
+        snprintf(p, sizeof p, "%s%s%s", prefix, *prefix ? "." : "", c->string);
+        if (cJSON_IsObject(c))
+            leaves(c, p, paths, n, cap);
+        else
+            snprintf(paths[(*n)++], sizeof paths[0], "%s", p);
+    }
+}
 
 static double attr_f64(hid_t f, const char *obj, const char *name) {
     double x = NAN;
@@ -64,41 +104,121 @@ static int read_text(hid_t f, const char *path, int attribute, const char *attr,
     return rc == 0 && *out ? 0 : -1;
 }
 
-static int load_run(const char *path, run *r, pkv_err *e) {
-    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0) return pkv_fail(e, "%s: not a readable HDF5 file", path);
+/* One run: a file's root, or a sweep's point (group "points/NNNNN"). */
+static int load_run(hid_t f, const char *path, const char *group, run *r, pkv_err *e) {
     char *resolved = NULL, *backend = NULL;
+    char cp[64], pp[64], sp[64];
+    snprintf(cp, sizeof cp, "%s%sconfig/resolved", group, *group ? "/" : "");
+    snprintf(pp, sizeof pp, "%s%sprovenance", group, *group ? "/" : "");
+    snprintf(sp, sizeof sp, "%s%ssummary", group, *group ? "/" : "");
     int rc = -1;
-    if (read_text(f, "config/resolved", 0, NULL, &resolved) ||
-        read_text(f, "provenance", 1, "backend", &backend) ||
-        H5Lexists(f, "summary", H5P_DEFAULT) <= 0) {
+    if (read_text(f, cp, 0, NULL, &resolved) || read_text(f, pp, 1, "backend", &backend) ||
+        H5Lexists(f, sp, H5P_DEFAULT) <= 0) {
         pkv_fail(e,
-                 "%s: not a complete pkvsim output (no /config/resolved, /provenance or "
+                 "%s%s%s: not a complete pkvsim output (no /config/resolved, /provenance or "
                  "/summary)",
-                 path);
+                 path, *group ? ":" : "", group);
         goto out;
     }
     cJSON *root = cJSON_Parse(resolved);
+    if (!root) {
+        pkv_fail(e, "%s: /config/resolved is not JSON", path);
+        goto out;
+    }
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(root, "name");
     const cJSON *route = cJSON_GetObjectItemCaseSensitive(root, "route");
     const cJSON *pol = route ? cJSON_GetObjectItemCaseSensitive(route, "policy") : NULL;
     snprintf(r->name, sizeof r->name, "%s", cJSON_IsString(name) ? name->valuestring : "?");
     snprintf(r->policy, sizeof r->policy, "%s", cJSON_IsString(pol) ? pol->valuestring : "?");
     snprintf(r->backend, sizeof r->backend, "%s", backend);
-    cJSON_Delete(root);
-    for (int k = 0; k < N_VALUES; k++) r->v[k] = attr_f64(f, "summary", value_names[k]);
-    r->interrupted = attr_f64(f, "summary", "interrupted") == 1;
-    rc = 0;
+    strip(root);
+    r->conf = root;
+    r->key = cJSON_PrintUnformatted(root);
+    for (int k = 0; k < N_VALUES; k++) r->v[k] = attr_f64(f, sp, value_names[k]);
+    r->interrupted = attr_f64(f, sp, "interrupted") == 1;
+    rc = r->key ? 0 : pkv_fail(e, "out of memory");
 out:
     free(resolved);
     free(backend);
+    return rc;
+}
+
+/* The runs of one file: itself, or each point of a sweep. */
+static int load_file(const char *path, run *runs, int *n, pkv_err *e) {
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) return pkv_fail(e, "%s: not a readable HDF5 file", path);
+    int rc = 0;
+    if (H5Lexists(f, "sweep", H5P_DEFAULT) > 0 && H5Lexists(f, "points", H5P_DEFAULT) > 0) {
+        hid_t g = H5Gopen2(f, "points", H5P_DEFAULT);
+        H5G_info_t info;
+        if (g < 0 || H5Gget_info(g, &info) < 0) rc = pkv_fail(e, "%s: unreadable /points", path);
+        for (hsize_t i = 0; !rc && i < info.nlinks; i++) {
+            char name[32], grp[64];
+            if (H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name,
+                                   H5P_DEFAULT) < 0)
+                rc = pkv_fail(e, "%s: unreadable /points", path);
+            else if (*n == MAX_RUNS)
+                rc = pkv_fail(e, "at most %d runs", MAX_RUNS);
+            snprintf(grp, sizeof grp, "points/%s", name);
+            if (!rc) rc = load_run(f, path, grp, &runs[(*n)++], e);
+        }
+        if (g >= 0) H5Gclose(g);
+    } else if (*n == MAX_RUNS) {
+        rc = pkv_fail(e, "at most %d runs", MAX_RUNS);
+    } else {
+        rc = load_run(f, path, "", &runs[(*n)++], e);
+    }
     H5Fclose(f);
     return rc;
 }
 
 static int same_group(const run *a, const run *b) {
-    return !strcmp(a->name, b->name) && !strcmp(a->policy, b->policy) &&
+    return !strcmp(a->key, b->key) && !strcmp(a->policy, b->policy) &&
            !strcmp(a->backend, b->backend);
+}
+
+/* The configuration paths whose values differ between runs: the table's columns. */
+static char cols[MAX_COLS][256];
+static int n_cols;
+
+static void find_columns(const run *runs, int n) {
+    static char paths[512][256];
+    n_cols = 0;
+    for (int i = 0; i < n && n_cols < MAX_COLS; i++) {
+        int np = 0;
+        leaves(runs[i].conf, "", paths, &np, 512);
+        for (int p = 0; p < np && n_cols < MAX_COLS; p++) {
+            int known = 0;
+            for (int c = 0; c < n_cols && !known; c++) known = !strcmp(cols[c], paths[p]);
+            char *v0 = value_at(runs[0].conf, paths[p]);
+            int differs = 0;
+            for (int j = 0; j < n && !differs && !known; j++) {
+                char *v = value_at(runs[j].conf, paths[p]);
+                differs = !v || !v0 || strcmp(v, v0);
+                free(v);
+            }
+            free(v0);
+            if (differs && !known) snprintf(cols[n_cols++], sizeof cols[0], "%.255s", paths[p]);
+        }
+    }
+}
+
+/* Groups in order of their columns' values (numbers as numbers), then policy. */
+static const run *sort_runs;
+static int cmp_runs(const void *pa, const void *pb) {
+    const run *a = &sort_runs[*(const int *)pa], *b = &sort_runs[*(const int *)pb];
+    int c = strcmp(a->name, b->name);
+    for (int k = 0; !c && k < n_cols; k++) {
+        char *x = value_at(a->conf, cols[k]), *y = value_at(b->conf, cols[k]);
+        char *ex, *ey;
+        double dx = x ? strtod(x, &ex) : 0, dy = y ? strtod(y, &ey) : 0;
+        if (x && y && *x && *y && !*ex && !*ey)
+            c = (dx > dy) - (dx < dy);
+        else
+            c = strcmp(x ? x : "", y ? y : "");
+        free(x), free(y);
+    }
+    return c ? c : strcmp(a->policy, b->policy);
 }
 
 /* mean and sample sd of value k over the runs of a's group; NaN values are skipped. */
@@ -115,30 +235,42 @@ static void group_stats(const run *runs, int n, const run *a, int k, double *mea
 
 int pkv_report_write(const char *const *paths, int n, const char *baseline, FILE *table, FILE *csv,
                      pkv_err *e) {
-    if (n > MAX_RUNS) return pkv_fail(e, "at most %d files", MAX_RUNS);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    run *runs = calloc((size_t)n, sizeof *runs);
-    if (!runs) return pkv_fail(e, "out of memory");
-    for (int i = 0; i < n; i++)
-        if (load_run(paths[i], &runs[i], e)) {
-            free(runs);
-            return -1;
-        }
+    run *runs = calloc(MAX_RUNS, sizeof *runs);
+    int *order = calloc(MAX_RUNS, sizeof *order);
+    if (!runs || !order) {
+        free(runs), free(order);
+        return pkv_fail(e, "out of memory");
+    }
+    int nr = 0, rc = 0;
+    for (int i = 0; i < n && !rc; i++) rc = load_file(paths[i], runs, &nr, e);
+    if (rc) goto done;
+    n = nr;
+    find_columns(runs, n);
+    for (int i = 0; i < n; i++) order[i] = i;
+    sort_runs = runs;
+    qsort(order, (size_t)n, sizeof *order, cmp_runs);
     FILE *out = csv;
-    fprintf(table, "| experiment | policy | backend | runs |");
+    fprintf(table, "| experiment |");
+    for (int c = 0; c < n_cols; c++) fprintf(table, " %s |", cols[c]);
+    fprintf(table, " policy | backend | runs |");
     for (int k = 0; k < N_VALUES; k++) fprintf(table, " %s |", value_heads[k]);
     fprintf(table, " vs %s |\n|---|---|---|---|", baseline);
+    for (int c = 0; c < n_cols; c++) fprintf(table, "---|");
     for (int k = 0; k <= N_VALUES; k++) fprintf(table, "---|");
     fputc('\n', table);
     if (out) {
-        fputs("experiment,policy,backend,runs,interrupted", out);
+        fputs("experiment", out);
+        for (int c = 0; c < n_cols; c++) fprintf(out, ",%s", cols[c]);
+        fputs(",policy,backend,runs,interrupted", out);
         for (int k = 0; k < N_VALUES; k++)
             fprintf(out, ",%s_mean,%s_sd", value_names[k], value_names[k]);
         fputs(",ratio_vs_baseline\n", out);
     }
-    for (int i = 0; i < n; i++) {
+    for (int oi = 0; oi < n; oi++) {
+        const int i = order[oi];
         int first = 1;
-        for (int j = 0; j < i && first; j++) first = !same_group(&runs[j], &runs[i]);
+        for (int oj = 0; oj < oi && first; oj++) first = !same_group(&runs[order[oj]], &runs[i]);
         if (!first) continue;
         int interrupted = 0, count = 0;
         for (int j = 0; j < n; j++)
@@ -154,8 +286,13 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, FILE
         int bc;
         group_stats(runs, n, &base, 0, &bm, &bsd, &bc);
         double ratio = bc && bm > 0 ? mean[0] / bm : NAN;
-        fprintf(table, "| %s%s | %s | %s | %d |", runs[i].name, interrupted ? " (interrupted)" : "",
-                runs[i].policy, runs[i].backend, count);
+        fprintf(table, "| %s%s |", runs[i].name, interrupted ? " (interrupted)" : "");
+        for (int c = 0; c < n_cols; c++) {
+            char *v = value_at(runs[i].conf, cols[c]);
+            fprintf(table, " %s |", v ? v : "—");
+            free(v);
+        }
+        fprintf(table, " %s | %s | %d |", runs[i].policy, runs[i].backend, count);
         for (int k = 0; k < N_VALUES; k++) {
             if (mean[k] != mean[k])
                 fprintf(table, " — |");
@@ -171,12 +308,22 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, FILE
         else
             fprintf(table, " — |\n");
         if (out) {
-            fprintf(out, "%s,%s,%s,%d,%d", runs[i].name, runs[i].policy, runs[i].backend, count,
-                    interrupted);
+            fprintf(out, "%s", runs[i].name);
+            for (int c = 0; c < n_cols; c++) {
+                char *v = value_at(runs[i].conf, cols[c]);
+                fprintf(out, ",\"%s\"", v ? v : "");
+                free(v);
+            }
+            fprintf(out, ",%s,%s,%d,%d", runs[i].policy, runs[i].backend, count, interrupted);
             for (int k = 0; k < N_VALUES; k++) fprintf(out, ",%.9g,%.9g", mean[k], sd[k]);
             fprintf(out, ",%.9g\n", ratio);
         }
     }
-    free(runs);
-    return 0;
+done:
+    for (int i = 0; i < nr; i++) {
+        free(runs[i].key);
+        cJSON_Delete(runs[i].conf);
+    }
+    free(runs), free(order);
+    return rc;
 }

@@ -1,7 +1,10 @@
-/* Report tables over runs. Runs are grouped by (experiment name, route policy,
- * backend); each group's summary values are given as mean +/- sample standard
- * deviation over its runs (seeds), with decode throughput as a ratio to the baseline
- * policy's group of the same experiment and backend. */
+/* Report tables over runs (output files, and the points of sweep files). Runs are
+ * grouped by their resolved configuration less the seed, the output name, the policy
+ * and the backend (never by name alone), and by policy and backend; the keys whose
+ * values differ between runs are columns, and groups come in the numeric order of
+ * them. Each group's summary values are given as mean +/- sample standard deviation
+ * over its runs (seeds), with decode throughput as a ratio to the baseline policy's
+ * group of the same configuration and backend. */
 #ifndef PKV_REPORT_H
 #define PKV_REPORT_H
 

@@ -46,6 +46,18 @@ print(f"{passes} passed, {fails} failed")
 sys.exit(1 if fails else 0)
 PY
 rc=$?
+# Runs of one name at three rates are three groups (never merged by name), in numeric
+# order of the rate; a sweep file's points are runs too.
+mkdir -p "$tmp/rates"
+for r in 100 20 5; do
+  sed "s/\"rate\": 150/\"rate\": $r/" "$tmp/e.json" > "$tmp/rates/e.json"
+  "$pkvsim" run -q "$tmp/rates/e.json" -o "$tmp/rates/r$r.h5" || { echo "FAIL run"; exit 1; }
+done
+"$pkvsim" report "$tmp"/rates/r*.h5 > "$tmp/rates.md" || { echo "FAIL report rates"; exit 1; }
+got=$(grep '^| rep' "$tmp/rates.md" | cut -d'|' -f3 | tr -d ' ' | tr '\n' ,)
+if [ "$got" != "5,20,100," ] || ! grep -q "workload.arrival.rate" "$tmp/rates.md"; then
+  echo "FAIL grouping by configuration: rates column $got"; cat "$tmp/rates.md"; exit 1
+fi
 echo "not hdf5" > "$tmp/bad.h5"
 if "$pkvsim" report "$tmp/bad.h5" 2> "$tmp/err" >/dev/null || ! grep -q "bad.h5: not a readable HDF5 file" "$tmp/err"; then
   echo "FAIL bad file: $(cat "$tmp/err")"; exit 1
