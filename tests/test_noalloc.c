@@ -140,7 +140,7 @@ int main(void) {
                                            "pkv_bucket", "pkv_workqueue", "pkv_fused",
                                            "flashinfer", "flashinfer_tc"};
     /* The study layer, a small layer for the cpu backend, and a small full model (two
-     * layers, its dense part and a prefill's GEMMs around the routes). */
+     * layers: its dense part around the routes in every decode step). */
     const pkv_model small = {.name = "small",
                              .layers = 1,
                              .hq = 8,
