@@ -65,6 +65,13 @@ int pkv_cli_apply(pkv_config *cfg, const pkv_cli_overrides *o) {
         }
         cfg->backend = k;
     }
+    const char *paths[2][2] = {{"--output", o->output}, {"--calibration", o->calibration}};
+    for (int i = 0; i < 2; i++)
+        if (paths[i][1] && (!*paths[i][1] || strlen(paths[i][1]) >= sizeof cfg->output)) {
+            fprintf(stderr, "pkvsim: %s: %s\n", paths[i][0],
+                    *paths[i][1] ? "longer than 1023 characters" : "names no file");
+            return 1;
+        }
     if (o->output) snprintf(cfg->output, sizeof cfg->output, "%s", o->output);
     if (o->calibration) snprintf(cfg->calibration, sizeof cfg->calibration, "%s", o->calibration);
     if (o->route) {

@@ -50,7 +50,7 @@ static int parse_model(pkv_config *c, const cJSON *root, pkv_err *e) {
     if (preset) {
         char path[1024];
         if (strchr(preset, '/') || strstr(preset, ".json"))
-            pkv_config_path(path, sizeof path, c->file, preset);
+            TRY(pkv_config_path(path, sizeof path, c->file, preset, "model.preset", e));
         else
             snprintf(path, sizeof path, "%s/experiments/models/%s.json", PKV_SOURCE_DIR, preset);
         pkv_err sub;
@@ -103,7 +103,8 @@ static int finish_sections(pkv_config *c, const cJSON *root, pkv_err *e) {
     if (cv) { /* relative to the experiment file */
         char given[sizeof c->calibration];
         snprintf(given, sizeof given, "%s", c->calibration);
-        pkv_config_path(c->calibration, sizeof c->calibration, c->file, given);
+        TRY(pkv_config_path(c->calibration, sizeof c->calibration, c->file, given,
+                            "route.calibration", e));
     }
     const cJSON *ov;
     TRY(pkv_json_sub(r, "route", "overrides", &ov, e));
@@ -236,6 +237,13 @@ int pkv_config_parse(pkv_config *c, char *text, const char *path, pkv_err *e) {
         pkv_json_str(root, "", "description", "", NULL, &desc, NULL, &sub) ||
         pkv_json_sub(root, "", "workload", &w, &sub))
         goto out;
+    if (!*name || strchr(name, '/') || strlen(name) >= sizeof c->name) {
+        pkv_fail(&sub,
+                 "name: \"%s\" must be 1 to %zu characters without '/' (it names the "
+                 "default output file)",
+                 name, sizeof c->name - 1);
+        goto out;
+    }
     snprintf(c->name, sizeof c->name, "%s", name);
     if (parse_model(c, root, &sub)) goto out;
     for (size_t i = 1; i < sizeof config_objs / sizeof *config_objs; i++) /* after the model */

@@ -11,14 +11,22 @@
 #include <string.h>
 
 /* A relative path in an experiment file is taken from the file's own folder. */
-void pkv_config_path(char *dst, size_t n, const char *exp_file, const char *p) {
+int pkv_config_path(char *dst, size_t n, const char *exp_file, const char *p, const char *key,
+                    pkv_err *e) {
+    int len;
     if (p[0] == '/') {
-        snprintf(dst, n, "%s", p);
-        return;
+        len = snprintf(dst, n, "%s", p);
+    } else {
+        char tmp[1024];
+        snprintf(tmp, sizeof tmp, "%s", exp_file);
+        len = snprintf(dst, n, "%s/%s", dirname(tmp), p);
     }
-    char tmp[1024];
-    snprintf(tmp, sizeof tmp, "%s", exp_file);
-    snprintf(dst, n, "%s/%s", dirname(tmp), p);
+    if (len < 0 || (size_t)len >= n)
+        return pkv_fail(e,
+                        "%s: the path \"%s\" is longer than %zu characters from the "
+                        "experiment's folder",
+                        key, p, n - 1);
+    return 0;
 }
 
 static int parse_arrival(pkv_arrival_spec *a, const cJSON *o, pkv_err *e) {
@@ -125,7 +133,7 @@ static int parse_trace(pkv_trace_spec *t, const cJSON *o, const char *P, const c
     TRY(pkv_keys_parse(pkv_config_keys(), PKV_OBJ_TRACE, o, P, t, false, e));
     char given[sizeof t->path];
     snprintf(given, sizeof given, "%s", t->path);
-    pkv_config_path(t->path, sizeof t->path, exp_file, given);
+    TRY(pkv_config_path(t->path, sizeof t->path, exp_file, given, P, e));
     const cJSON *cols = cJSON_GetObjectItemCaseSensitive(o, "columns");
     char cp[160];
     snprintf(cp, sizeof cp, "%s.columns", P);

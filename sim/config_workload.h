@@ -13,8 +13,10 @@
         if (x) return -1;                                                                          \
     } while (0)
 
-/* A relative path in an experiment file is taken from the file's own folder. */
-void pkv_config_path(char *dst, size_t n, const char *exp_file, const char *p);
+/* A relative path in an experiment file is taken from the file's own folder; a result
+ * that does not fit n is an error naming `key`, never a cut path. */
+int pkv_config_path(char *dst, size_t n, const char *exp_file, const char *p, const char *key,
+                    pkv_err *e);
 /* Parse and validate `workload` of experiment file exp_file (o may be NULL: an error,
  * it is required) into w; a trace is loaded into *trace (w->trace points there) as
  * *ts says. */

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Outputs never destroy inputs, and stop signals leave a valid file or none:
+"""Outputs never destroy inputs, paths are never cut, and stop signals leave a valid
+file or none:
 -o (or run.output, --csv) naming the experiment, its trace, its calibration, its
 model preset, an input .h5 (by another name too: a hard link) or a device is
 refused with the input left byte for byte; SIGTERM and SIGHUP finish the step like
@@ -75,6 +76,33 @@ r = pkv("run", "-q", exp)
 if r.returncode == 0 or digest(exp) != d:
     fails.append(f"run.output = the experiment: rc {r.returncode}, {r.stderr.strip()!r}")
 
+# Paths refused before the run, never cut: an empty -o, a name that is empty or has a
+# '/', an output or a trace path beyond the limit.
+paths = []
+for name, mutate, want in (
+        ("empty -o", None, "names no file"),
+        ("empty name", lambda e: e.update(name=""), "must be 1 to"),
+        ("name with /", lambda e: e.update(name="a/b"), "without '/'"),
+        ("long -o", None, "longer than"),
+        ("long trace path", lambda e: e["workload"]["trace"].update(path="x" * 1500), "longer than")):
+    with open(exp) as f:
+        e = json.load(f)
+    e["run"].pop("output", None)
+    if mutate:
+        mutate(e)
+    p = os.path.join(tmp, "paths.json")
+    with open(p, "w") as f:
+        json.dump(e, f)
+    args = ["run", "-q", p]
+    if name == "empty -o":
+        args[2:2] = ["-o", ""]
+    if name == "long -o":
+        args[2:2] = ["-o", os.path.join(tmp, "y" * 1100 + ".h5")]
+    r = pkv(*args)
+    paths.append(name)
+    if r.returncode == 0 or want not in r.stderr:
+        fails.append(f"{name}: rc {r.returncode}, {r.stderr.strip()!r}")
+
 # Signals on a long run.
 long_exp = os.path.join(tmp, "long.json")
 with open(long_exp, "w") as f:
@@ -122,5 +150,6 @@ if os.path.exists(stale) or "no longer runs" not in r.stderr:
 
 for f in fails:
     print("FAIL", f)
-print(f"{'FAILED' if fails else 'ok'}: {len(cases) + 6} output and signal checks")
+print(f"{'FAILED' if fails else 'ok'}: {len(cases) + len(paths) + 6} output, path and signal "
+      "checks")
 sys.exit(1 if fails else 0)
