@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <gsl/gsl_cdf.h>
 #include <gsl/gsl_statistics_double.h>
 
 enum { MAX_RUNS = 4096, N_VALUES = 7, MAX_COLS = 6 };
@@ -22,6 +23,7 @@ static const double value_scale[N_VALUES] = {1, 1, 1, 1e3, 1e3, 1e6, 1e6};
 typedef struct run {
     char name[128], policy[32], backend[16];
     char *key;   /* the resolved configuration less what the report shows apart (owned) */
+    double seed; /* run.seed: a group's runs pair with the baseline's by it */
     cJSON *conf; /* the same, parsed (owned) */
     double v[N_VALUES];
     int interrupted;
@@ -131,6 +133,9 @@ static int load_run(hid_t f, const char *path, const char *group, run *r, pkv_er
     snprintf(r->name, sizeof r->name, "%s", cJSON_IsString(name) ? name->valuestring : "?");
     snprintf(r->policy, sizeof r->policy, "%s", cJSON_IsString(pol) ? pol->valuestring : "?");
     snprintf(r->backend, sizeof r->backend, "%s", backend);
+    const cJSON *rn = cJSON_GetObjectItemCaseSensitive(root, "run");
+    const cJSON *sd = rn ? cJSON_GetObjectItemCaseSensitive(rn, "seed") : NULL;
+    r->seed = cJSON_IsNumber(sd) ? sd->valuedouble : NAN;
     strip(root);
     r->conf = root;
     r->key = cJSON_PrintUnformatted(root);
@@ -255,9 +260,10 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, FILE
     for (int c = 0; c < n_cols; c++) fprintf(table, " %s |", cols[c]);
     fprintf(table, " policy | backend | runs |");
     for (int k = 0; k < N_VALUES; k++) fprintf(table, " %s |", value_heads[k]);
-    fprintf(table, " vs %s |\n|---|---|---|---|", baseline);
+    fprintf(table, " vs %s | paired by seed, 95%% CI | TPOT p50 vs %s |\n|---|---|---|---|",
+            baseline, baseline);
     for (int c = 0; c < n_cols; c++) fprintf(table, "---|");
-    for (int k = 0; k <= N_VALUES; k++) fprintf(table, "---|");
+    for (int k = 0; k <= N_VALUES + 2; k++) fprintf(table, "---|");
     fputc('\n', table);
     if (out) {
         fputs("experiment", out);
@@ -265,7 +271,8 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, FILE
         fputs(",policy,backend,runs,interrupted", out);
         for (int k = 0; k < N_VALUES; k++)
             fprintf(out, ",%s_mean,%s_sd", value_names[k], value_names[k]);
-        fputs(",ratio_vs_baseline\n", out);
+        fputs(",ratio_vs_baseline,paired_ratio,paired_ci_lo,paired_ci_hi,pairs,tpot_p50_ratio\n",
+              out);
     }
     for (int oi = 0; oi < n; oi++) {
         const int i = order[oi];
@@ -286,6 +293,26 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, FILE
         int bc;
         group_stats(runs, n, &base, 0, &bm, &bsd, &bc);
         double ratio = bc && bm > 0 ? mean[0] / bm : NAN;
+        /* Paired by seed: each run's throughput over the baseline run of its seed. */
+        double pr[MAX_RUNS];
+        int np = 0;
+        for (int j = 0; j < n; j++) {
+            if (!same_group(&runs[j], &runs[i])) continue;
+            for (int k = 0; k < n; k++)
+                if (same_group(&runs[k], &base) && runs[k].seed == runs[j].seed &&
+                    runs[k].v[0] > 0 && runs[j].v[0] == runs[j].v[0]) {
+                    pr[np++] = runs[j].v[0] / runs[k].v[0];
+                    break;
+                }
+        }
+        double pm = np ? gsl_stats_mean(pr, 1, (size_t)np) : NAN, half = NAN;
+        if (np > 1)
+            half = gsl_cdf_tdist_Pinv(0.975, np - 1) * gsl_stats_sd_m(pr, 1, (size_t)np, pm) /
+                   sqrt((double)np);
+        double tm, tsd; /* the TPOT p50 of the baseline group (value 5) */
+        int tc;
+        group_stats(runs, n, &base, 5, &tm, &tsd, &tc);
+        double tpot_ratio = tc && tm > 0 ? mean[5] / tm : NAN;
         fprintf(table, "| %s%s |", runs[i].name, interrupted ? " (interrupted)" : "");
         for (int c = 0; c < n_cols; c++) {
             char *v = value_at(runs[i].conf, cols[c]);
@@ -304,7 +331,17 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, FILE
                         mean[k] * value_scale[k], sd[k] * value_scale[k]);
         }
         if (ratio == ratio)
-            fprintf(table, " %.3fx |\n", ratio);
+            fprintf(table, " %.3fx |", ratio);
+        else
+            fprintf(table, " — |");
+        if (half == half)
+            fprintf(table, " %.3fx [%.3f, %.3f] (%d) |", pm, pm - half, pm + half, np);
+        else if (pm == pm)
+            fprintf(table, " %.3fx (%d) |", pm, np);
+        else
+            fprintf(table, " — |");
+        if (tpot_ratio == tpot_ratio)
+            fprintf(table, " %.3fx |\n", tpot_ratio);
         else
             fprintf(table, " — |\n");
         if (out) {
@@ -316,7 +353,8 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, FILE
             }
             fprintf(out, ",%s,%s,%d,%d", runs[i].policy, runs[i].backend, count, interrupted);
             for (int k = 0; k < N_VALUES; k++) fprintf(out, ",%.9g,%.9g", mean[k], sd[k]);
-            fprintf(out, ",%.9g\n", ratio);
+            fprintf(out, ",%.9g,%.9g,%.9g,%.9g,%d,%.9g\n", ratio, pm, pm - half, pm + half, np,
+                    tpot_ratio);
         }
     }
 done:

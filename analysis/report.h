@@ -4,7 +4,9 @@
  * values differ between runs are columns, and groups come in the numeric order of
  * them. Each group's summary values are given as mean +/- sample standard deviation
  * over its runs (seeds), with decode throughput as a ratio to the baseline policy's
- * group of the same configuration and backend. */
+ * group of the same configuration and backend: of the means, and paired by seed (the
+ * mean of the runs' ratios to the baseline run of their seed, with a 95% Student t
+ * interval, GSL), and TPOT p50 as a ratio of the means. */
 #ifndef PKV_REPORT_H
 #define PKV_REPORT_H
 

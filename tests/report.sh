@@ -22,10 +22,12 @@ done > "$tmp/values.txt"
 python3 - "$tmp" <<'PY'
 import csv, statistics, sys
 tmp = sys.argv[1]
-vals = {}
+vals, by_seed = {}, {}
 for line in open(f"{tmp}/values.txt"):
     name, v = line.split()
-    vals.setdefault(name.rsplit("-", 1)[0], []).append(float(v))
+    pol, seed = name[:-3].rsplit("-", 1)
+    vals.setdefault(pol, []).append(float(v))
+    by_seed[(pol, seed)] = float(v)
 rows = {r["policy"]: r for r in csv.DictReader(open(f"{tmp}/r.csv"))}
 passes = fails = 0
 def check(what, ok):
@@ -41,6 +43,14 @@ for pol, xs in vals.items():
 ratio = statistics.mean(vals["pkv_workqueue"]) / statistics.mean(vals["ref_paged"])
 check("ratio", abs(float(rows["pkv_workqueue"]["ratio_vs_baseline"]) - ratio) <= 1e-6 * ratio)
 check("baseline ratio 1", abs(float(rows["ref_paged"]["ratio_vs_baseline"]) - 1) < 1e-12)
+# Paired by seed, with a 95% t interval (t(0.975, 2) = 4.302652729911275).
+pairs = [by_seed[("pkv_workqueue", s)] / by_seed[("ref_paged", s)] for s in ("1", "2", "3")]
+pm, half = statistics.mean(pairs), 4.302652729911275 * statistics.stdev(pairs) / 3 ** 0.5
+r = rows["pkv_workqueue"]
+check(f"paired ratio {r['paired_ratio']} vs {pm}", abs(float(r["paired_ratio"]) - pm) <= 1e-6 * pm)
+check(f"paired CI {r['paired_ci_lo']}..{r['paired_ci_hi']} vs {pm - half}..{pm + half}",
+      abs(float(r["paired_ci_lo"]) - (pm - half)) <= 1e-5 * pm and
+      abs(float(r["paired_ci_hi"]) - (pm + half)) <= 1e-5 * pm and int(r["pairs"]) == 3)
 check("table rows", sum(1 for l in open(f"{tmp}/table.md") if l.startswith("| rep")) == 2)
 print(f"{passes} passed, {fails} failed")
 sys.exit(1 if fails else 0)
