@@ -186,6 +186,20 @@ int main(void) {
                (2 * 0 + 0.5 * (2 + 20) * 50 + 0.5 * (20 + 5) * 10 + 5 * 40)) < 1e-9,
           "piecewise integral over one period");
 
+    /* A piecewise rate that ends at 0 for ever (50 req/s falling to 0 at 2 s, no period)
+     * ends the stream: about 50 arrivals, then none (it used to loop for ever). */
+    pkv_arrival_spec end0 = {
+        .kind = PKV_ARRIVAL_PIECEWISE, .n_points = 2, .t_s = {0, 2}, .rates = {50, 0}};
+    CHECK(pkv_arrival_prepare(&end0) == 0, "piecewise to 0 prepare");
+    pkv_arrival_state st0 = {.t_switch = -1};
+    int n_end0 = 0;
+    for (double t0 = 0; n_end0 < 10000; n_end0++) {
+        t0 = pkv_arrival_next(&end0, &st0, t0, ra);
+        if (!isfinite(t0)) break;
+        CHECK(t0 <= 2, "an arrival at %g s, after the rate reached 0", t0);
+    }
+    CHECK(n_end0 > 20 && n_end0 < 100, "a rate ending at 0: %d arrivals", n_end0);
+
     /* MMPP (on 40 req/s for 2 s on average, off 2 req/s for 8 s): the long-run rate is
      * (40*2 + 2*8) / 10 = 9.6 req/s, and counts in 200 s windows have the asymptotic
      * index of dispersion 1 + 2 (l1-l2)^2 r1 r2 / ((r1+r2)^2 (l1 r2 + l2 r1)). */

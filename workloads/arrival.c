@@ -119,6 +119,9 @@ double pkv_arrival_next(const pkv_arrival_spec *a, pkv_arrival_state *st, double
     }
     case PKV_ARRIVAL_PIECEWISE: /* thinning (Lewis and Shedler) under rate_max */
         for (;;) {
+            /* Past the last point of a rate that ends at 0 for ever: no more arrivals. */
+            if (a->period_s <= 0 && t >= a->t_s[a->n_points - 1] && a->rates[a->n_points - 1] <= 0)
+                return INFINITY;
             t += gsl_ran_exponential(r, 1.0 / a->rate_max);
             if (gsl_rng_uniform(r) * a->rate_max <= pkv_arrival_rate_at(a, t)) return t;
         }

@@ -46,7 +46,9 @@ typedef struct pkv_arrival_state {
 int pkv_arrival_prepare(pkv_arrival_spec *a);
 /* Seconds until the next arrival of a renewal kind (poisson ... deterministic). */
 double pkv_arrival_gap(const pkv_arrival_spec *a, gsl_rng *r);
-/* The next arrival time after t (open-loop kinds). st starts zeroed with t_switch < 0. */
+/* The next arrival time after t (open-loop kinds). st starts zeroed with t_switch < 0.
+ * INFINITY: the process has no further arrival (a piecewise rate that ends at 0 with
+ * no period). */
 double pkv_arrival_next(const pkv_arrival_spec *a, pkv_arrival_state *st, double t, gsl_rng *r);
 /* piecewise: the rate at t and its integral over [0, t] (for tests and reports). */
 double pkv_arrival_rate_at(const pkv_arrival_spec *a, double t);

@@ -1,4 +1,6 @@
 #include "workload.h"
+
+#include <math.h>
 #include "rng.h"
 
 int pkv_workload_init(pkv_workload *w, const pkv_workload_spec *spec, uint64_t seed) {
@@ -32,6 +34,7 @@ int pkv_workload_next(pkv_workload *w, double t_now, pkv_request_draw *out) {
     } else {
         /* The first request arrives after one gap, like every later one. */
         w->t_last = pkv_arrival_next(&s->arrival, &w->st, w->t_last, w->r_arrival);
+        if (!isfinite(w->t_last)) return 1; /* the process has no further arrival */
         out->t_arrival = w->t_last;
     }
     int64_t p, d;
