@@ -1,7 +1,7 @@
-/* Trace readers: the two real traces shipped in experiments/traces/ load with the right row counts and
- * first and last values; every malformed-input class gives its documented error
- * with the line number; the skip policy counts; options (window, first N, scales,
- * tick spreading) and the other formats (vidur, study, JSON array) work. */
+/* Trace readers: the two real traces shipped in experiments/traces/ load with the right row counts
+ * and first and last values; every malformed-input class gives its documented error with the line
+ * number; the skip policy counts; options (window, first N, scales, tick spreading) and the other
+ * formats (vidur, study, JSON array) work. */
 #include "check.h"
 #include "trace.h"
 
@@ -93,6 +93,25 @@ int main(void) {
     for (size_t i = 1; i < tr.n; i++)
         if (tr.t[i] < tr.t[i - 1]) {
             CHECK(0, "spread times go backwards at %zu", i);
+            break;
+        }
+    pkv_trace_free(&tr);
+
+    /* A tick wider than the gap to the next timestamp: the rows at 0 spread over the
+     * second before the row at 1 (not over 100 s, which reordered them). */
+    pkv_trace_spec_default(&s);
+    snprintf(s.path, sizeof s.path, "%s",
+             write_tmp("ticks.csv", "arrived_at,num_prefill_tokens,num_decode_tokens\n0,10,5\n0,"
+                                    "10,5\n0,10,5\n0,10,5\n1,10,5\n2,10,5\n"));
+    pkv_trace_columns_builtin("vidur", &s.cols);
+    s.spread_tick_s = 100;
+    CHECK(pkv_trace_load(&tr, &s, &e) == 0, "ticks: %s", e.msg);
+    CHECK(tr.n == 6 && tr.t[3] == 0.75 && tr.t[4] == 1 && tr.t[5] == 2,
+          "a tick wider than the gap: %g %g %g %g %g %g", tr.t[0], tr.t[1], tr.t[2], tr.t[3],
+          tr.t[4], tr.t[5]);
+    for (size_t i = 1; i < tr.n; i++)
+        if (tr.t[i] < tr.t[i - 1]) {
+            CHECK(0, "wide-tick spread reorders at %zu", i);
             break;
         }
     pkv_trace_free(&tr);

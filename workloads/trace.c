@@ -387,13 +387,16 @@ int pkv_trace_load(pkv_trace *tr, const pkv_trace_spec *sp, pkv_err *e) {
         rows_free(&c.r);
         return -1;
     }
-    /* Rows sharing a timestamp are spread evenly over the tick that follows it. */
+    /* Rows sharing a timestamp are spread evenly over the tick that follows it, or
+     * over the gap to the next timestamp where that is shorter: spreading never
+     * reorders arrivals. */
     if (sp->spread_tick_s > 0)
         for (size_t i = 0; i < c.r.n;) {
             size_t j = i;
             while (j < c.r.n && c.r.t[j] == c.r.t[i]) j++;
-            for (size_t k = i; k < j; k++)
-                c.r.t[k] += sp->spread_tick_s * (double)(k - i) / (j - i);
+            double width = sp->spread_tick_s;
+            if (j < c.r.n && c.r.t[j] - c.r.t[i] < width) width = c.r.t[j] - c.r.t[i];
+            for (size_t k = i; k < j; k++) c.r.t[k] += width * (double)(k - i) / (j - i);
             i = j;
         }
     double t0 = c.r.t[0];
