@@ -24,8 +24,8 @@ enum { ITL_BINS = PKV_ITL_OCTAVES << PKV_ITL_SUB_BITS };
 static int itl_bin(double gap) {
     uint64_t b;
     memcpy(&b, &gap, sizeof b);
-    int exp = (int)((b >> 52) & 0x7ff) - 1023, sub = (int)((b >> (52 - PKV_ITL_SUB_BITS)) &
-                                                           ((1u << PKV_ITL_SUB_BITS) - 1));
+    int exp = (int)((b >> 52) & 0x7ff) - 1023,
+        sub = (int)((b >> (52 - PKV_ITL_SUB_BITS)) & ((1u << PKV_ITL_SUB_BITS) - 1));
     if (gap <= 0 || exp < PKV_ITL_EXP_LO) return 0;
     int i = ((exp - PKV_ITL_EXP_LO) << PKV_ITL_SUB_BITS) + sub;
     return i < ITL_BINS ? i : ITL_BINS - 1;
@@ -150,11 +150,9 @@ int pkv_summary_finish(pkv_summary *s, double t_end) {
     latency(s->tpot_v, s->n_tpot, s->pcts, s->n_pcts, &s->tpot);
     latency(s->e2el_v, s->n_e2el, s->pcts, s->n_pcts, &s->e2el);
     /* (latency() sorted them) */
-    s->ttft_p50 = quantile(s->ttft_v, s->n_ttft, 0.5),
-    s->ttft_p90 = quantile(s->ttft_v, s->n_ttft, 0.9);
+    s->ttft_p50 = s->ttft.median, s->ttft_p90 = quantile(s->ttft_v, s->n_ttft, 0.9);
     s->ttft_p99 = quantile(s->ttft_v, s->n_ttft, 0.99);
-    s->tpot_p50 = quantile(s->tpot_v, s->n_tpot, 0.5),
-    s->tpot_p90 = quantile(s->tpot_v, s->n_tpot, 0.9);
+    s->tpot_p50 = s->tpot.median, s->tpot_p90 = quantile(s->tpot_v, s->n_tpot, 0.9);
     s->tpot_p99 = quantile(s->tpot_v, s->n_tpot, 0.99);
     if (s->itl.n && s->itl_hist) {
         const double n = (double)s->itl.n;

@@ -325,20 +325,6 @@ static void cuda_destroy(pkv_backend *base) {
 /* A prefill chunk's tokens at most (the full model's activation rows). */
 enum { PREFILL_CHUNK = 8192 };
 
-static pkvk_model_shape model_shape(const pkv_model *m) {
-    pkvk_shape s = pkv_model_attn_shape(m);
-    return (pkvk_model_shape){m->layers,
-                              m->hidden,
-                              s.hq,
-                              s.hkv,
-                              s.d,
-                              m->inter / m->tp,
-                              m->vocab / m->tp,
-                              s.page_size,
-                              (float)m->rope_theta,
-                              (float)m->norm_eps};
-}
-
 pkv_backend *pkv_backend_cuda_create(const pkv_model *md, int32_t n_pages, int32_t cap_rows,
                                      int32_t bt_stride, int32_t cap_slots, int32_t cap_tasks,
                                      int use_graph, pkvk_upload_mode upload, uint64_t seed,
@@ -358,15 +344,15 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, int32_t n_pages, int32
                  md->name);
         return NULL;
     }
-    const pkvk_model_shape ms = model_shape(md);
+    const pkvk_model_shape ms = pkv_model_gpu_shape(md);
     const int32_t cap_tokens = cap_rows > PREFILL_CHUNK ? cap_rows : PREFILL_CHUNK;
     const int32_t max_prompt = bt_stride * s->page_size;
-    /* bytes: the pools (the study layer's K or V; a full model's every layer with its
-     * weights and activations) */
-    size_t pool = dense ? pkvk_model_bytes(&ms, cap_tokens, max_prompt, n_pages) / 2
-                        : (size_t)n_pages * s->hkv * s->page_size * s->d * 2;
+    /* bytes: the study layer's K (or V) pool; a full model's pools of every layer with
+     * its weights and activations */
+    const size_t pool = (size_t)n_pages * s->hkv * s->page_size * s->d * 2;
+    const size_t pools = dense ? pkvk_model_bytes(&ms, cap_tokens, max_prompt, n_pages) : 2 * pool;
     size_t rows = (size_t)cap_rows * s->hq * s->d;
-    size_t need = 2 * pool + rows * 8 + (size_t)SRC_ROWS * (2 * s->hkv + s->hq) * s->d * 2 +
+    size_t need = pools + rows * 8 + (size_t)SRC_ROWS * (2 * s->hkv + s->hq) * s->d * 2 +
                   (size_t)cap_rows * bt_stride * 16 + (size_t)cap_slots * s->hq * (s->d + 2) * 4 +
                   (size_t)mlp_inter * s->hq * s->d * 6 + (size_t)cap_rows * mlp_inter * 6 +
                   (size_t)PKV_TENSOR_BLOCK * 4 + (size_t)n_pages * 4;

@@ -51,7 +51,7 @@ static pkv_backend *make_backend(pkv_engine *eng, pkv_backend_kind kind, const p
 static int cuda_supports(const pkv_model *m, pkv_err *e) {
     pkvk_shape s = pkv_model_attn_shape(m);
     int g = s.hq / s.hkv;
-    if (s.d == 128 && (g == 1 || g == 2 || g == 4 || g == 8) && s.page_size % 1 == 0) return 0;
+    if (s.d == 128 && (g == 1 || g == 2 || g == 4 || g == 8)) return 0;
     return pkv_fail(e,
                     "model %s: the GPU kernels run head_dim 128 with 1, 2, 4 or 8 query heads per "
                     "KV head on one GPU; this model has head_dim %d and %d (hq %d, hkv %d, "

@@ -4,6 +4,20 @@ pkvk_shape pkv_model_attn_shape(const pkv_model *m) {
     return (pkvk_shape){m->hq / m->tp, m->hkv / m->tp, m->head_dim, m->page_size};
 }
 
+pkvk_model_shape pkv_model_gpu_shape(const pkv_model *m) {
+    pkvk_shape s = pkv_model_attn_shape(m);
+    return (pkvk_model_shape){m->layers,
+                              m->hidden,
+                              s.hq,
+                              s.hkv,
+                              s.d,
+                              m->inter / m->tp,
+                              m->vocab / m->tp,
+                              s.page_size,
+                              (float)m->rope_theta,
+                              (float)m->norm_eps};
+}
+
 double pkv_gemm_time(const pkv_calib *c, double m, double k, double n) {
     double flops = 2 * m * k * n, bytes = 2 * (k * n + m * k + m * n);
     double tf = flops / (c->gemm_tflops * 1e12), tb = bytes / (c->gemm_gbps * 1e9);

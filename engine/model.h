@@ -28,8 +28,9 @@ typedef struct pkv_model {
 static inline int pkv_model_dense(const pkv_model *m) {
     return m->hidden > 0;
 }
-/* The attention shape one GPU runs. */
+/* The attention shape one GPU runs, and the dense part's (kernels/pkvk_model.h). */
 pkvk_shape pkv_model_attn_shape(const pkv_model *m);
+pkvk_model_shape pkv_model_gpu_shape(const pkv_model *m);
 
 /* The dense part of one forward over `tokens` token rows (decode: one per row;
  * prefill: the prompts' tokens), of which `heads` rows go through the LM head. */

@@ -93,8 +93,7 @@ int pkv_bench_model_main(int argc, char **argv) {
         return 2;
     }
     pkvk_shape as = pkv_model_attn_shape(md);
-    pkvk_model_shape s = {md->layers,         md->hidden,         as.hq, as.hkv, as.d,
-                          md->inter / md->tp, md->vocab / md->tp, 16,    10000,  1e-5f};
+    pkvk_model_shape s = pkv_model_gpu_shape(md);
     pkvk_model *m = NULL;
     pkvk_ceilings ceil;
     float sq_ms;

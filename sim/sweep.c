@@ -44,6 +44,7 @@ typedef struct sweep {
  * idles no other rank; rank 0 then assembles the file. */
 typedef struct ranks {
     int rank, size;
+    int mpi; /* MPI_Init was called (under mpirun, in a build with MPI) */
 #ifdef PKV_HAVE_MPI
     MPI_Win win;
     long *counter;
@@ -58,8 +59,10 @@ static int under_mpirun(void) {
 static int ranks_init(ranks *r) {
     *r = (ranks){.rank = 0, .size = 1};
 #ifdef PKV_HAVE_MPI
+    r->win = MPI_WIN_NULL;
     if (!under_mpirun()) return 0;
     if (MPI_Init(NULL, NULL) != MPI_SUCCESS) return -1;
+    r->mpi = 1;
     MPI_Comm_rank(MPI_COMM_WORLD, &r->rank);
     MPI_Comm_size(MPI_COMM_WORLD, &r->size);
     if (MPI_Win_allocate(r->rank == 0 ? sizeof(long) : 0, sizeof(long), MPI_INFO_NULL,
@@ -120,8 +123,8 @@ static int ranks_gather(ranks *r, int *codes, char (*errs)[1100], size_t n) {
 
 static void ranks_end(ranks *r) {
 #ifdef PKV_HAVE_MPI
-    if (r->size > 1 || under_mpirun()) {
-        MPI_Win_free(&r->win);
+    if (r->mpi) {
+        if (r->win != MPI_WIN_NULL) MPI_Win_free(&r->win);
         MPI_Finalize();
     }
 #else
