@@ -34,6 +34,7 @@ enum { EV_ATT0, EV_ATT1, EV_MLP0, EV_MLP1, EV_META, EV_PRE0, EV_PRE1, EV_COUNT }
 
 typedef struct cuda_backend {
     pkv_backend base;
+    pkvk_ctx *ctx; /* the GPU's stream and L2-flush buffer; everything below is made in it */
     pkvk_shape shape;
     int32_t cap_rows, bt_stride;
     uint16_t *k, *v;         /* device pools [n_pages][hkv][ps][d] */
@@ -130,7 +131,7 @@ static int upload_step(cuda_backend *b, const pkvk_plan *plan, pkv_err *e) {
 static int check_output(cuda_backend *b, const pkvk_batch *batch, pkv_step_rec *rec, pkv_err *e) {
     const pkvk_shape *s = &b->shape;
     size_t n = (size_t)batch->n_rows * s->hq * s->d;
-    if (pkvk_gpu_reference(batch, b->o_ref) || pkvk_d2h(b->o_host, b->o, n * 2) ||
+    if (pkvk_gpu_reference(b->ctx, batch, b->o_ref) || pkvk_d2h(b->o_host, b->o, n * 2) ||
         pkvk_d2h(b->ref_host, b->o_ref, n * 4))
         return fail_dev(e, "reference check");
     pkvk_compare(NULL, b->o_host, b->ref_host, n, &rec->max_err, &rec->mean_err);
@@ -198,16 +199,16 @@ static int cuda_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan 
         if (fi)
             return pkv_fail(e, "run.cuda_graph: the FlashInfer routes cannot be captured (their "
                                "planner may allocate); run them without it");
-        if (pkvk_graph_begin()) return fail_dev(e, "graph capture");
+        if (pkvk_graph_begin(b->ctx)) return fail_dev(e, "graph capture");
         if (upload_step(b, plan, e)) {
-            pkvk_graph_abort();
+            pkvk_graph_abort(b->ctx);
             return -1;
         }
         if (pkvk_launch(b->ws, &batch, plan, &launches)) {
-            pkvk_graph_abort();
+            pkvk_graph_abort(b->ctx);
             return fail_dev(e, pkv_route_name(plan->route));
         }
-        if (pkvk_graph_end(&b->graph, &reused) || pkvk_event_record(b->ev[EV_ATT0]) ||
+        if (pkvk_graph_end(b->ctx, &b->graph, &reused) || pkvk_event_record(b->ev[EV_ATT0]) ||
             pkvk_graph_launch(b->graph) || pkvk_event_record(b->ev[EV_ATT1]) ||
             pkvk_event_elapsed(b->ev[EV_ATT0], b->ev[EV_ATT1], &ms))
             return fail_dev(e, "graph replay");
@@ -256,9 +257,9 @@ static int fill_prompt_pages(cuda_backend *b, const int32_t *pages, int32_t n_pa
         return pkv_fail(e, "cuda backend: a prefill of %d pages in a pool of %d", n_pages,
                         b->n_pages);
     if (pages) memcpy(b->pages_h, pages, sizeof(int32_t) * (size_t)n_pages);
-    if (pkvk_h2d_async(b->pages_d, b->pages_h, sizeof(int32_t) * (size_t)n_pages) ||
+    if (pkvk_h2d_async(b->ctx, b->pages_d, b->pages_h, sizeof(int32_t) * (size_t)n_pages) ||
         pkvk_event_record(b->ev[EV_PRE0]) ||
-        pkvk_fill_pages(&b->shape, b->k, b->v, b->pages_d, n_pages, b->blk_k, b->blk_v,
+        pkvk_fill_pages(b->ctx, &b->shape, b->k, b->v, b->pages_d, n_pages, b->blk_k, b->blk_v,
                         PKV_TENSOR_BLOCK) ||
         pkvk_event_record(b->ev[EV_PRE1]) ||
         pkvk_event_elapsed(b->ev[EV_PRE0], b->ev[EV_PRE1], &ms))
@@ -317,6 +318,7 @@ static void cuda_destroy(pkv_backend *base) {
                 "pkvsim: %lld of %lld plan uploads exceeded the launch's parameters and were "
                 "copied\n",
                 (long long)b->upload_copies, (long long)b->uploads);
+    pkvk_ctx_destroy(b->ctx);
     free(b->o_host);
     free(b->ref_host);
     free(b);
@@ -327,11 +329,13 @@ enum { PREFILL_CHUNK = 8192 };
 
 pkv_backend *pkv_backend_cuda_create(const pkv_model *md, int32_t n_pages, int32_t cap_rows,
                                      int32_t bt_stride, int32_t cap_slots, int32_t cap_tasks,
-                                     int use_graph, pkvk_upload_mode upload, uint64_t seed,
-                                     pkv_err *e) {
+                                     int use_graph, pkvk_upload_mode upload, int device,
+                                     uint64_t seed, pkv_err *e) {
     pkvk_device_info dev;
-    if (pkvk_device_count() == 0 || pkvk_device_info_get(&dev)) {
+    pkvk_ctx *ctx = NULL;
+    if (pkvk_ctx_create(&ctx, device) || pkvk_device_info_get(&dev)) {
         pkv_fail(e, "--backend cuda: no usable GPU: %s", pkvk_last_error());
+        pkvk_ctx_destroy(ctx);
         return NULL;
     }
     const pkvk_shape sh = pkv_model_attn_shape(md), *s = &sh;
@@ -342,6 +346,7 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, int32_t n_pages, int32
                  "run.cuda_graph: graph replay of a full model's step is not built yet; run "
                  "model %s without it",
                  md->name);
+        pkvk_ctx_destroy(ctx);
         return NULL;
     }
     const pkvk_model_shape ms = pkv_model_gpu_shape(md);
@@ -372,10 +377,16 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, int32_t n_pages, int32
                      "with buffers) but %s has %.2f GiB free; lower serving.kv_pages",
                      n_pages, 2.0 * pool / (1 << 30), need / (double)(1 << 30), dev.name,
                      dev.mem_free / (double)(1 << 30));
+        pkvk_ctx_destroy(ctx);
         return NULL;
     }
     cuda_backend *b = calloc(1, sizeof *b);
-    if (!b) return NULL;
+    if (!b) {
+        pkvk_ctx_destroy(ctx);
+        pkv_fail(e, "out of memory");
+        return NULL;
+    }
+    b->ctx = ctx;
     b->base = (pkv_backend){.name = "cuda",
                             .measures = 1,
                             .prepare = cuda_prepare,
@@ -397,14 +408,14 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, int32_t n_pages, int32
     if (!rc && pkv_tensors_make(&t, s, seed)) rc = PKVK_ERR_OUT_OF_MEMORY;
     if (!rc && dense) {
         b->layers = md->layers;
-        rc = pkvk_model_create(&b->model, &ms, cap_tokens, max_prompt, n_pages, seed);
+        rc = pkvk_model_create(ctx, &b->model, &ms, cap_tokens, max_prompt, n_pages, seed);
         if (!rc) {
             b->k = pkvk_model_kv(b->model, 0, 0); /* the prologue's append lands in layer 0 */
             b->v = pkvk_model_kv(b->model, 0, 1);
             b->att_ev = calloc(2 * (size_t)b->layers, sizeof *b->att_ev);
             if (!b->att_ev) rc = PKVK_ERR_OUT_OF_MEMORY;
         }
-        for (int k = 0; !rc && k < 2 * b->layers; k++) rc = pkvk_event_create(&b->att_ev[k]);
+        for (int k = 0; !rc && k < 2 * b->layers; k++) rc = pkvk_event_create(ctx, &b->att_ev[k]);
     } else {
         if (!rc) rc = pkvk_malloc((void **)&b->k, pool);
         if (!rc) rc = pkvk_malloc((void **)&b->v, pool);
@@ -418,7 +429,7 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, int32_t n_pages, int32
     if (!rc) rc = pkvk_malloc((void **)&b->bt, (size_t)cap_rows * bt_stride * 4);
     if (!rc) rc = pkvk_malloc((void **)&b->lens, (size_t)cap_rows * 4);
     if (!rc && !(b->stage_h = malloc(b->stage_cap * 4))) rc = PKVK_ERR_OUT_OF_MEMORY;
-    if (!rc) rc = pkvk_workspace_create(&b->ws, s, cap_rows, cap_slots, cap_tasks);
+    if (!rc) rc = pkvk_workspace_create(ctx, &b->ws, s, cap_rows, cap_slots, cap_tasks);
     if (!rc) rc = pkvk_workspace_reserve(b->ws, b->stage_cap * 4);
     /* FlashInfer's state and its page list for the largest step, made now: a step
      * allocates nothing. */
@@ -428,7 +439,7 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, int32_t n_pages, int32
     if (!rc) rc = pkvk_malloc((void **)&b->blk_v, (size_t)PKV_TENSOR_BLOCK * 2);
     if (!rc) rc = pkvk_malloc((void **)&b->pages_d, (size_t)n_pages * 4);
     if (!rc) rc = pkvk_host_alloc((void **)&b->pages_h, (size_t)n_pages * 4);
-    for (int k = 0; k < EV_COUNT && !rc; k++) rc = pkvk_event_create(&b->ev[k]);
+    for (int k = 0; k < EV_COUNT && !rc; k++) rc = pkvk_event_create(ctx, &b->ev[k]);
     /* The pool starts tiled from the shared blocks (prefill writes a prompt's pages
      * with the same tiles; a page taken again by a decode step keeps stale values, as
      * in a server); new tokens and queries come from the prepared rows. */
@@ -443,7 +454,8 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, int32_t n_pages, int32
     if (!rc) rc = pkvk_h2d(b->src_v, t.src_v, t.src_kv * 2);
     if (!rc) rc = pkvk_h2d(b->src_q, t.src_q, t.src_q_n * 2);
     if (!rc && mlp_inter > 0)
-        rc = pkvk_mlp_create(&b->mlp, s->hq * s->d, mlp_inter, cap_rows, t.blk_v, PKV_TENSOR_BLOCK);
+        rc = pkvk_mlp_create(ctx, &b->mlp, s->hq * s->d, mlp_inter, cap_rows, t.blk_v,
+                             PKV_TENSOR_BLOCK);
     pkv_tensors_free(&t);
     if (rc) {
         if (rc == PKVK_ERR_OUT_OF_MEMORY)

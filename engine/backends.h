@@ -20,7 +20,7 @@ pkv_backend *pkv_backend_cpu_create(const pkvk_shape *s, int32_t n_pages, int32_
  * each step's metadata reaches the device (pkvk_step_upload). */
 pkv_backend *pkv_backend_cuda_create(const pkv_model *m, int32_t n_pages, int32_t cap_rows,
                                      int32_t bt_stride, int32_t cap_slots, int32_t cap_tasks,
-                                     int use_graph, pkvk_upload_mode upload, uint64_t seed,
-                                     pkv_err *e);
+                                     int use_graph, pkvk_upload_mode upload, int device,
+                                     uint64_t seed, pkv_err *e);
 
 #endif

@@ -34,7 +34,7 @@ static pkv_backend *make_backend(pkv_engine *eng, pkv_backend_kind kind, const p
         int32_t cap = eng->planner.plans[0].cap_tasks;
         return pkv_backend_cuda_create(
             &eng->model, b->kv_pages, cap_rows, b->bt_stride, cap, cap, b->cuda_graph,
-            b->metadata_copy ? PKVK_UPLOAD_COPY : PKVK_UPLOAD_PARAMS, b->seed, e);
+            b->metadata_copy ? PKVK_UPLOAD_COPY : PKVK_UPLOAD_PARAMS, b->device, b->seed, e);
 #else
         pkv_fail(e, "--backend cuda: %s", pkvk_last_error());
         return NULL;

@@ -78,6 +78,7 @@ typedef struct pkv_backend_spec {
     int32_t bt_stride;     /* block-table entries per row */
     bool cuda_graph;       /* replay each step as a CUDA graph (an ablation) */
     bool metadata_copy;    /* step metadata by one copy instead of launch parameters */
+    int device;            /* the GPU's ordinal (the cuda backend) */
     uint64_t seed;         /* tensor contents */
 } pkv_backend_spec;
 

@@ -411,42 +411,36 @@ template <int D> __global__ void __launch_bounds__(D) merge_kernel(const Params 
                               p.o + ((size_t)row * p.hq + h) * D);
 }
 
-template <int D, int G, int MODE> int launch_attn(dim3 grid, const Params &p) {
+template <int D, int G, int MODE> int launch_attn(cudaStream_t st, dim3 grid, const Params &p) {
     static_assert((2 * WARPS * G + 2 * G + WARPS * G * D) * sizeof(float) <= smem_bytes(D),
                   "the warp reduction fits in the pipeline's shared memory");
-    static bool configured = false; // raise the dynamic shared memory limit once
-    if (!configured) {
-        PKVK_CK(cudaFuncSetAttribute(attn_kernel<D, G, MODE>,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     (int)smem_bytes(D)));
-        configured = true;
-    }
-    attn_kernel<D, G, MODE><<<grid, THREADS, smem_bytes(D), pkvk_stream()>>>(p);
+    // The dynamic shared memory limit was raised by pkvk_attn_configure.
+    attn_kernel<D, G, MODE><<<grid, THREADS, smem_bytes(D), st>>>(p);
     PKVK_CK_LAUNCH();
     return PKVK_OK;
 }
 
-template <int D, int MODE> int launch_g(int G, dim3 grid, const Params &p) {
+template <int D, int MODE> int launch_g(cudaStream_t st, int G, dim3 grid, const Params &p) {
     switch (G) {
     case 1:
-        return launch_attn<D, 1, MODE>(grid, p);
+        return launch_attn<D, 1, MODE>(st, grid, p);
     case 2:
-        return launch_attn<D, 2, MODE>(grid, p);
+        return launch_attn<D, 2, MODE>(st, grid, p);
     case 4:
-        return launch_attn<D, 4, MODE>(grid, p);
+        return launch_attn<D, 4, MODE>(st, grid, p);
     case 8:
-        return launch_attn<D, 8, MODE>(grid, p);
+        return launch_attn<D, 8, MODE>(st, grid, p);
     default:
         return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "GQA group size must be 1, 2, 4 or 8");
     }
 }
 
-template <int MODE> int launch_mode(int D, int G, dim3 grid, const Params &p) {
-    if (D == 128) return launch_g<128, MODE>(G, grid, p);
+template <int MODE> int launch_mode(cudaStream_t st, int D, int G, dim3 grid, const Params &p) {
+    if (D == 128) return launch_g<128, MODE>(st, G, grid, p);
     return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "head dimension must be 128 on the GPU");
 }
 
-int launch_merge(const Params &p, int G, int D, unsigned rows) {
+int launch_merge(cudaStream_t st, const Params &p, int G, int D, unsigned rows) {
     if (D != 128) return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "head dimension must be 128");
     // Programmatic dependent launch: the merge's launch overlaps the split kernel's
     // run instead of following its end.
@@ -456,16 +450,35 @@ int launch_merge(const Params &p, int G, int D, unsigned rows) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(rows, p.hq);
     cfg.blockDim = dim3(128);
-    cfg.stream = pkvk_stream();
+    cfg.stream = st;
     cfg.attrs = &attr;
     cfg.numAttrs = 1;
     PKVK_CK(cudaLaunchKernelEx(&cfg, merge_kernel<128>, p, G));
     return PKVK_OK;
 }
 
+template <int D, int G> int configure_g() {
+    const void *ks[] = {
+        (const void *)attn_kernel<D, G, MODE_REF>, (const void *)attn_kernel<D, G, MODE_BUCKET>,
+        (const void *)attn_kernel<D, G, MODE_TASKS>, (const void *)attn_kernel<D, G, MODE_FUSED>};
+    for (const void *k : ks)
+        PKVK_CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     (int)smem_bytes(D)));
+    return PKVK_OK;
+}
+
 } // namespace
 
+int pkvk_attn_configure(void) {
+    int rc = configure_g<128, 1>();
+    if (!rc) rc = configure_g<128, 2>();
+    if (!rc) rc = configure_g<128, 4>();
+    if (!rc) rc = configure_g<128, 8>();
+    return rc;
+}
+
 struct pkvk_workspace {
+    const pkvk_ctx *ctx;
     pkvk_shape shape;
     int32_t cap_rows, cap_slots, cap_tasks;
     float *part_acc, *part_ml;
@@ -497,7 +510,7 @@ static int reserve_arena(pkvk_workspace *w, size_t bytes) {
     if (bytes <= w->arena_bytes) return PKVK_OK;
     size_t cap = w->arena_bytes ? w->arena_bytes : PKVK_PARAM_BYTES;
     while (cap < bytes) cap *= 2;
-    PKVK_CK(cudaStreamSynchronize(pkvk_stream())); // the old arena may still be in use
+    PKVK_CK(cudaStreamSynchronize(w->ctx->stream)); // the old arena may still be in use
     pkvk_free(w->arena);
     pkvk_host_free(w->staging);
     w->arena = w->staging = nullptr;
@@ -508,12 +521,12 @@ static int reserve_arena(pkvk_workspace *w, size_t bytes) {
     return rc;
 }
 
-extern "C" int pkvk_workspace_create(pkvk_workspace **out, const pkvk_shape *s, int32_t cap_rows,
-                                     int32_t cap_slots, int32_t cap_tasks) {
+extern "C" int pkvk_workspace_create(const pkvk_ctx *ctx, pkvk_workspace **out, const pkvk_shape *s,
+                                     int32_t cap_rows, int32_t cap_slots, int32_t cap_tasks) {
     *out = nullptr;
     pkvk_workspace *w = (pkvk_workspace *)calloc(1, sizeof *w);
     if (!w) return PKVK_ERR_OUT_OF_MEMORY;
-    *w = pkvk_workspace{*s, cap_rows, cap_slots, cap_tasks};
+    *w = pkvk_workspace{ctx, *s, cap_rows, cap_slots, cap_tasks};
     size_t states = (size_t)cap_slots * s->hq;
     int rc = pkvk_malloc((void **)&w->part_acc, states * s->d * sizeof(float));
     if (!rc) rc = pkvk_malloc((void **)&w->part_ml, states * 2 * sizeof(float));
@@ -566,17 +579,20 @@ int pkvk_plan_pack(pkvk_workspace *w, const pkvk_plan *p, const void *extra, siz
     }
     *out = pkvk_packed{w->staging, w->arena, so, end};
     if (!fi) return PKVK_OK;
-    rc = w->fi ? PKVK_OK : pkvk_fi_create(&w->fi, &w->shape, w->cap_rows, 0);
+    rc = w->fi ? PKVK_OK : pkvk_fi_create(w->ctx, &w->fi, &w->shape, w->cap_rows, 0);
     return rc ? rc : pkvk_fi_upload(w->fi, p);
 }
 
 const pkvk_shape *pkvk_workspace_shape(const pkvk_workspace *w) {
     return &w->shape;
 }
+const pkvk_ctx *pkvk_workspace_ctx(const pkvk_workspace *w) {
+    return w->ctx;
+}
 
 extern "C" int pkvk_workspace_flashinfer(pkvk_workspace *w, size_t cap_pages) {
     if (!pkvk_flashinfer_built() || w->fi) return PKVK_OK;
-    int rc = pkvk_fi_create(&w->fi, &w->shape, w->cap_rows, cap_pages);
+    int rc = pkvk_fi_create(w->ctx, &w->fi, &w->shape, w->cap_rows, cap_pages);
     // A shape FlashInfer's build lacks: its routes say so when a step asks for them.
     return rc == PKVK_ERR_UNSUPPORTED ? PKVK_OK : rc;
 }
@@ -616,10 +632,11 @@ extern "C" int pkvk_launch(pkvk_workspace *w, const pkvk_batch *b, const pkvk_pl
     p.split_offsets = w->split_offsets;
     p.spans = w->spans;
     p.part_acc = w->part_acc, p.part_ml = w->part_ml, p.counters = w->counters;
+    const cudaStream_t st = w->ctx->stream;
     int rc = PKVK_OK;
     switch (plan->route) {
     case PKV_ROUTE_REF_PAGED:
-        rc = launch_mode<MODE_REF>(s.d, G, dim3(plan->n_rows, s.hkv), p);
+        rc = launch_mode<MODE_REF>(st, s.d, G, dim3(plan->n_rows, s.hkv), p);
         *launches += rc == PKVK_OK;
         break;
     case PKV_ROUTE_BUCKET:
@@ -628,10 +645,10 @@ extern "C" int pkvk_launch(pkvk_workspace *w, const pkvk_batch *b, const pkvk_pl
             const pkvk_bucket &B = plan->buckets[k];
             p.row_begin = B.row_begin, p.splits = B.splits;
             unsigned rows = (unsigned)(B.row_end - B.row_begin);
-            rc = launch_mode<MODE_BUCKET>(s.d, G, dim3(rows, s.hkv, B.splits), p);
+            rc = launch_mode<MODE_BUCKET>(st, s.d, G, dim3(rows, s.hkv, B.splits), p);
             *launches += rc == PKVK_OK;
             if (rc == PKVK_OK && B.splits > 1) {
-                rc = launch_merge(p, G, s.d, rows);
+                rc = launch_merge(st, p, G, s.d, rows);
                 *launches += rc == PKVK_OK;
             }
         }
@@ -639,12 +656,12 @@ extern "C" int pkvk_launch(pkvk_workspace *w, const pkvk_batch *b, const pkvk_pl
     case PKV_ROUTE_WORKQUEUE:
     case PKV_ROUTE_FUSED: {
         bool fused = plan->route == PKV_ROUTE_FUSED;
-        rc = fused ? launch_mode<MODE_FUSED>(s.d, G, dim3(plan->n_tasks), p)
-                   : launch_mode<MODE_TASKS>(s.d, G, dim3(plan->n_tasks), p);
+        rc = fused ? launch_mode<MODE_FUSED>(st, s.d, G, dim3(plan->n_tasks), p)
+                   : launch_mode<MODE_TASKS>(st, s.d, G, dim3(plan->n_tasks), p);
         *launches += rc == PKVK_OK;
         bool multi = plan->n_slots > plan->n_rows; // some row has more than one split
         if (rc == PKVK_OK && !fused && multi) {
-            rc = launch_merge(p, G, s.d, (unsigned)plan->n_rows);
+            rc = launch_merge(st, p, G, s.d, (unsigned)plan->n_rows);
             *launches += rc == PKVK_OK;
         }
         break;
@@ -668,8 +685,8 @@ extern "C" int pkvk_occupancy(int d, int G, int *ctas_per_sm) {
                     : G == 8 ? (const void *)attn_kernel<128, 8, MODE_TASKS>
                              : nullptr;
     if (!k) return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "GQA group size must be 1, 2, 4 or 8");
-    PKVK_CK(
-        cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_bytes(128)));
+    int rc = pkvk_attn_configure(); // callable without a context (calibration, tests)
+    if (rc) return rc;
     PKVK_CK(
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, k, THREADS, smem_bytes(128)));
     return PKVK_OK;

@@ -13,15 +13,15 @@ extern "C" {
 #endif
 
 /* A CUDA event owned by its caller (the cuda backend keeps one per interval it
- * times): record marks the kernels' stream now; elapsed waits for b and gives the
+ * times): record marks its context's stream now; elapsed waits for b and gives the
  * milliseconds from a to b. */
 typedef struct pkvk_event pkvk_event;
-int pkvk_event_create(pkvk_event **ev);
+int pkvk_event_create(const pkvk_ctx *c, pkvk_event **ev);
 void pkvk_event_destroy(pkvk_event *ev);
 int pkvk_event_record(pkvk_event *ev);
 int pkvk_event_elapsed(pkvk_event *a, pkvk_event *b, float *ms);
-/* Evict the L2 by writing a buffer twice its size. */
-int pkvk_flush_l2(void);
+/* Evict the L2 by reading the context's buffer of twice its size. */
+int pkvk_flush_l2(const pkvk_ctx *c);
 
 typedef struct pkvk_ceilings {
     double copy_gbps; /* device-to-device copy, bytes read + written per second / 1e9 */
@@ -34,10 +34,10 @@ typedef struct pkvk_ceilings {
                               kernel, event, wait; wall minus the time between the
                               last two events */
 } pkvk_ceilings;
-int pkvk_measure_ceilings(pkvk_ceilings *c);
+int pkvk_measure_ceilings(const pkvk_ctx *ctx, pkvk_ceilings *c);
 /* The read-only streaming kernel over `bytes` contiguous bytes, L2 flushed: median
  * of reps calls, in ms. */
-int pkvk_time_read(size_t bytes, int reps, float *ms);
+int pkvk_time_read(const pkvk_ctx *c, size_t bytes, int reps, float *ms);
 
 #ifdef __cplusplus
 }

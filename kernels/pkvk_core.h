@@ -54,6 +54,8 @@ uint16_t pkvk_f2h(float f); /* round to nearest even */
 float pkvk_h2f(uint16_t h);
 
 /* ---- device ------------------------------------------------------------------- */
+/* What the last failing call of this thread failed on (errno-like: per thread, kept
+ * until the next failure). */
 const char *pkvk_last_error(void);
 int pkvk_device_count(void); /* 0 without CUDA or without a usable GPU */
 
@@ -66,6 +68,15 @@ typedef struct pkvk_device_info {
     int driver_version;
 } pkvk_device_info;
 int pkvk_device_info_get(pkvk_device_info *out);
+
+/* The kernel layer's context on one GPU: its stream and the L2-flush buffer. Made
+ * once at start (device: the ordinal, made current on the calling thread) and
+ * passed in: every object of the layer (workspace, model, MLP, event, graph) is made
+ * in a context and enqueues its work on that context's stream, and so does every
+ * operation that takes one. Objects must be destroyed before their context. */
+typedef struct pkvk_ctx pkvk_ctx;
+int pkvk_ctx_create(pkvk_ctx **c, int device);
+void pkvk_ctx_destroy(pkvk_ctx *c);
 
 #ifdef __cplusplus
 }

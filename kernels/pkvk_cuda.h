@@ -11,10 +11,18 @@
 int pkvk_fail_cuda(cudaError_t e, const char *what, const char *file, int line);
 extern "C" int pkvk_fail_msg(int status, const char *msg);
 
-/* The stream every kernel-layer operation is enqueued on: a blocking stream (it
- * synchronises with the legacy default stream, so the synchronous copies stay
- * ordered) that can be captured into a CUDA graph. */
-cudaStream_t pkvk_stream(void);
+/* The kernel layer's context (pkvk_core.h). stream: every operation of the layer made
+ * in this context is enqueued on it; a blocking stream (it synchronises with the
+ * legacy default stream, so the synchronous copies stay ordered) that can be captured
+ * into a CUDA graph. flush: the L2-flush buffer (flush_bytes, twice the L2) and its
+ * sink word, made at creation; sms: the device's multiprocessor count. */
+struct pkvk_ctx {
+    int device;
+    cudaStream_t stream;
+    void *flush;
+    size_t flush_bytes;
+    int sms;
+};
 
 /* A plan laid out for its device arena: host[0, bytes) (pinned staging) holds the
  * caller's extra bytes, then from plan_begin the plan's arrays, exactly as they must
@@ -30,9 +38,14 @@ int pkvk_plan_pack(pkvk_workspace *w, const pkvk_plan *p, const void *extra, siz
                    pkvk_packed *out);
 const pkvk_shape *pkvk_workspace_shape(const pkvk_workspace *w);
 
+/* Raise the dynamic shared memory limit of every attention kernel on the current
+ * device (pkvk_ctx_create does, for its device): no attribute call on a step. */
+int pkvk_attn_configure(void);
+const pkvk_ctx *pkvk_workspace_ctx(const pkvk_workspace *w);
+
 /* a [rows][inter] = silu(y gate) * y up, y [rows][2 inter] FP16 (gate columns first),
- * on the kernels' stream (pkvk_model.cu; the MLP tail uses it too). */
-int pkvk_silu_mul(const void *y, void *a, int rows, int inter);
+ * on stream st (pkvk_model.cu; the MLP tail uses it too). */
+int pkvk_silu_mul(cudaStream_t st, const void *y, void *a, int rows, int inter);
 
 /* The largest metadata one launch carries in its parameters (CUDA 12.1+ allows
  * 32764 bytes of parameters in all; the prologue's other parameters fit in the rest). */

@@ -11,13 +11,8 @@
 
 #include "pkvk_cuda.h"
 
-static char g_err[512] = "no error";
-
-cudaStream_t pkvk_stream(void) {
-    static cudaStream_t s;
-    if (!s && cudaStreamCreateWithFlags(&s, cudaStreamDefault) != cudaSuccess) s = 0;
-    return s;
-}
+// The last failure's message, per thread (pkvk_last_error).
+static thread_local char g_err[512] = "no error";
 
 extern "C" int pkvk_fail_msg(int status, const char *msg) {
     snprintf(g_err, sizeof g_err, "%s", msg);
@@ -50,7 +45,9 @@ extern "C" int pkvk_device_count(void) {
 extern "C" int pkvk_device_info_get(pkvk_device_info *out) {
     if (pkvk_device_count() == 0) return pkvk_fail_msg(PKVK_ERR_NO_DEVICE, "no CUDA device");
     cudaDeviceProp prop;
-    PKVK_CK(cudaGetDeviceProperties(&prop, 0));
+    int dev = 0;
+    PKVK_CK(cudaGetDevice(&dev));
+    PKVK_CK(cudaGetDeviceProperties(&prop, dev));
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "%s", prop.name);
     out->sm_count = prop.multiProcessorCount;
@@ -91,8 +88,8 @@ extern "C" int pkvk_memset(void *dst, int v, size_t n) {
     PKVK_CK(cudaMemset(dst, v, n));
     return PKVK_OK;
 }
-extern "C" int pkvk_sync(void) {
-    PKVK_CK(cudaDeviceSynchronize());
+extern "C" int pkvk_sync(const pkvk_ctx *c) {
+    PKVK_CK(cudaStreamSynchronize(c->stream));
     return PKVK_OK;
 }
 
@@ -104,16 +101,17 @@ extern "C" int pkvk_host_alloc(void **p, size_t bytes) {
 extern "C" void pkvk_host_free(void *p) {
     if (p) cudaFreeHost(p);
 }
-extern "C" int pkvk_h2d_async(void *dst, const void *src, size_t n) {
-    PKVK_CK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, pkvk_stream()));
+extern "C" int pkvk_h2d_async(const pkvk_ctx *c, void *dst, const void *src, size_t n) {
+    PKVK_CK(cudaMemcpyAsync(dst, src, n, cudaMemcpyHostToDevice, c->stream));
     return PKVK_OK;
 }
 
 // ---- events: each owned by its caller (no shared, index-picked events) ----------
 struct pkvk_event {
     cudaEvent_t e;
+    cudaStream_t stream;
 };
-extern "C" int pkvk_event_create(pkvk_event **out) {
+extern "C" int pkvk_event_create(const pkvk_ctx *c, pkvk_event **out) {
     *out = nullptr;
     pkvk_event *ev = (pkvk_event *)calloc(1, sizeof *ev);
     if (!ev) return PKVK_ERR_OUT_OF_MEMORY;
@@ -122,6 +120,7 @@ extern "C" int pkvk_event_create(pkvk_event **out) {
         free(ev);
         return pkvk_fail_cuda(e, "cudaEventCreate", __FILE__, __LINE__);
     }
+    ev->stream = c->stream;
     *out = ev;
     return PKVK_OK;
 }
@@ -131,7 +130,7 @@ extern "C" void pkvk_event_destroy(pkvk_event *ev) {
     free(ev);
 }
 extern "C" int pkvk_event_record(pkvk_event *ev) {
-    PKVK_CK(cudaEventRecord(ev->e, pkvk_stream()));
+    PKVK_CK(cudaEventRecord(ev->e, ev->stream));
     return PKVK_OK;
 }
 extern "C" int pkvk_event_elapsed(pkvk_event *a, pkvk_event *b, float *ms) {
@@ -144,9 +143,9 @@ extern "C" int pkvk_event_elapsed(pkvk_event *a, pkvk_event *b, float *ms) {
 struct event_pair {
     pkvk_event *a = nullptr, *b = nullptr;
     int rc = PKVK_OK;
-    event_pair() {
-        rc = pkvk_event_create(&a);
-        if (!rc) rc = pkvk_event_create(&b);
+    explicit event_pair(const pkvk_ctx *c) {
+        rc = pkvk_event_create(c, &a);
+        if (!rc) rc = pkvk_event_create(c, &b);
     }
     ~event_pair() {
         pkvk_event_destroy(a);
@@ -156,23 +155,55 @@ struct event_pair {
 
 __global__ void read_kernel(const uint4 *__restrict__ src, size_t n, unsigned *sink);
 
+extern "C" int pkvk_ctx_create(pkvk_ctx **out, int device) {
+    *out = nullptr;
+    int n = pkvk_device_count();
+    if (n == 0) return PKVK_ERR_NO_DEVICE; // pkvk_device_count said why
+    if (device < 0 || device >= n) {
+        snprintf(g_err, sizeof g_err, "CUDA device %d does not exist (%d visible)", device, n);
+        return PKVK_ERR_NO_DEVICE;
+    }
+    pkvk_ctx *c = (pkvk_ctx *)calloc(1, sizeof *c);
+    if (!c) return pkvk_fail_msg(PKVK_ERR_OUT_OF_MEMORY, "kernel context");
+    c->device = device;
+    cudaDeviceProp prop;
+    int rc = PKVK_OK;
+    cudaError_t e = cudaSetDevice(device);
+    if (e == cudaSuccess) e = cudaGetDeviceProperties(&prop, device);
+    if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->stream, cudaStreamDefault);
+    if (e != cudaSuccess) rc = pkvk_fail_cuda(e, "kernel context", __FILE__, __LINE__);
+    if (!rc) {
+        c->sms = prop.multiProcessorCount;
+        c->flush_bytes = 2 * (size_t)prop.l2CacheSize;
+        rc = pkvk_malloc(&c->flush, c->flush_bytes + 16);
+    }
+    if (!rc) rc = pkvk_memset(c->flush, 0, c->flush_bytes + 16);
+    if (!rc) rc = pkvk_attn_configure();
+    if (rc) {
+        pkvk_ctx_destroy(c);
+        return rc;
+    }
+    *out = c;
+    return PKVK_OK;
+}
+
+extern "C" void pkvk_ctx_destroy(pkvk_ctx *c) {
+    if (!c) return;
+    if (c->stream) {
+        cudaStreamSynchronize(c->stream);
+        cudaStreamDestroy(c->stream);
+    }
+    pkvk_free(c->flush);
+    free(c);
+}
+
+__global__ void read_kernel(const uint4 *__restrict__ src, size_t n, unsigned *sink);
+
 // Flushing by reading (not writing) a buffer twice the L2 leaves only clean lines
 // behind, so the timed kernel that follows pays no write-backs.
-static void *g_flush;
-static size_t g_flush_bytes;
-static int g_sms;
-extern "C" int pkvk_flush_l2(void) {
-    if (!g_flush) {
-        cudaDeviceProp prop;
-        PKVK_CK(cudaGetDeviceProperties(&prop, 0));
-        g_flush_bytes = 2 * (size_t)prop.l2CacheSize;
-        int rc = pkvk_malloc(&g_flush, g_flush_bytes + 16);
-        if (rc) return rc;
-        PKVK_CK(cudaMemset(g_flush, 0, g_flush_bytes + 16));
-        g_sms = prop.multiProcessorCount;
-    }
-    read_kernel<<<g_sms * 4, 512, 0, pkvk_stream()>>>(
-        (const uint4 *)g_flush, g_flush_bytes / 16, (unsigned *)((char *)g_flush + g_flush_bytes));
+extern "C" int pkvk_flush_l2(const pkvk_ctx *c) {
+    read_kernel<<<c->sms * 4, 512, 0, c->stream>>>((const uint4 *)c->flush, c->flush_bytes / 16,
+                                                   (unsigned *)((char *)c->flush + c->flush_bytes));
     PKVK_CK_LAUNCH();
     return PKVK_OK;
 }
@@ -206,10 +237,10 @@ static void host_busy() {
 }
 
 // The launch floor from an idle GPU: the host is busy before each of reps trials.
-static int idle_floor(unsigned *sink, int reps, pkvk_ceilings *c) {
+static int idle_floor(const pkvk_ctx *ctx, unsigned *sink, int reps, pkvk_ceilings *c) {
     std::vector<double> idle, step;
-    cudaStream_t st = pkvk_stream();
-    event_pair ev;
+    cudaStream_t st = ctx->stream;
+    event_pair ev(ctx);
     if (ev.rc) return ev.rc;
     for (int r = 0; r < reps + 20; r++) {
         host_busy();
@@ -242,13 +273,13 @@ static int idle_floor(unsigned *sink, int reps, pkvk_ceilings *c) {
     return PKVK_OK;
 }
 
-template <typename F> static int median_ms(int reps, F body, float *out) {
+template <typename F> static int median_ms(const pkvk_ctx *c, int reps, F body, float *out) {
     std::vector<float> t;
-    event_pair ev;
+    event_pair ev(c);
     if (ev.rc) return ev.rc;
     for (int r = 0; r < reps; r++) {
         float ms;
-        int rc = pkvk_flush_l2();
+        int rc = pkvk_flush_l2(c);
         if (!rc) rc = pkvk_event_record(ev.a);
         if (!rc) rc = body();
         if (!rc) rc = pkvk_event_record(ev.b);
@@ -261,20 +292,18 @@ template <typename F> static int median_ms(int reps, F body, float *out) {
     return PKVK_OK;
 }
 
-extern "C" int pkvk_time_read(size_t bytes, int reps, float *ms) {
+extern "C" int pkvk_time_read(const pkvk_ctx *c, size_t bytes, int reps, float *ms) {
     void *a;
     bytes &= ~(size_t)15;
     int rc = pkvk_malloc(&a, bytes + 16);
     if (rc) return rc;
-    int sms = 0;
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
     rc = pkvk_memset(a, 1, bytes + 16);
     if (!rc)
         rc = median_ms(
-            reps,
+            c, reps,
             [&] {
-                read_kernel<<<sms * 8, 512, 0, pkvk_stream()>>>((const uint4 *)a, bytes / 16,
-                                                                (unsigned *)((char *)a + bytes));
+                read_kernel<<<c->sms * 8, 512, 0, c->stream>>>((const uint4 *)a, bytes / 16,
+                                                               (unsigned *)((char *)a + bytes));
                 PKVK_CK_LAUNCH();
                 return (int)PKVK_OK;
             },
@@ -283,7 +312,7 @@ extern "C" int pkvk_time_read(size_t bytes, int reps, float *ms) {
     return rc;
 }
 
-extern "C" int pkvk_measure_ceilings(pkvk_ceilings *c) {
+extern "C" int pkvk_measure_ceilings(const pkvk_ctx *ctx, pkvk_ceilings *c) {
     const size_t bytes = (size_t)2 << 30; // 2 GiB, far past the L2
     void *a, *b;
     unsigned *sink;
@@ -297,22 +326,21 @@ extern "C" int pkvk_measure_ceilings(pkvk_ceilings *c) {
     rc = pkvk_malloc((void **)&sink, 4);
     if (!rc) rc = pkvk_memset(a, 1, bytes);
     float ms = 0;
-    int sms = 0;
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
+    const int sms = ctx->sms;
     if (!rc)
         rc = median_ms(
-            11,
+            ctx, 11,
             [&] {
-                PKVK_CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, pkvk_stream()));
+                PKVK_CK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, ctx->stream));
                 return (int)PKVK_OK;
             },
             &ms);
     if (!rc) c->copy_gbps = 2.0 * bytes / (ms * 1e-3) / 1e9;
     if (!rc)
         rc = median_ms(
-            11,
+            ctx, 11,
             [&] {
-                read_kernel<<<sms * 8, 512, 0, pkvk_stream()>>>((const uint4 *)a, bytes / 16, sink);
+                read_kernel<<<sms * 8, 512, 0, ctx->stream>>>((const uint4 *)a, bytes / 16, sink);
                 PKVK_CK_LAUNCH();
                 return (int)PKVK_OK;
             },
@@ -320,12 +348,12 @@ extern "C" int pkvk_measure_ceilings(pkvk_ceilings *c) {
     if (!rc) c->read_gbps = bytes / (ms * 1e-3) / 1e9;
     if (!rc) {
         const int n = 2000;
-        event_pair ev;
+        event_pair ev(ctx);
         rc = ev.rc;
-        empty_kernel<<<1, 32, 0, pkvk_stream()>>>();
+        empty_kernel<<<1, 32, 0, ctx->stream>>>();
         if (!rc) rc = pkvk_event_record(ev.a);
         for (int i = 0; i < n && !rc; i++) {
-            empty_kernel<<<1, 32, 0, pkvk_stream()>>>();
+            empty_kernel<<<1, 32, 0, ctx->stream>>>();
             if (cudaGetLastError() != cudaSuccess)
                 rc = pkvk_fail_msg(PKVK_ERR_CUDA, "empty launch");
         }
@@ -333,7 +361,7 @@ extern "C" int pkvk_measure_ceilings(pkvk_ceilings *c) {
         if (!rc) rc = pkvk_event_elapsed(ev.a, ev.b, &ms);
         if (!rc) c->launch_us = ms * 1e3 / n;
     }
-    if (!rc) rc = idle_floor(sink, 500, c);
+    if (!rc) rc = idle_floor(ctx, sink, 500, c);
     pkvk_free(a);
     pkvk_free(b);
     pkvk_free(sink);
@@ -403,15 +431,15 @@ __global__ void reference_kernel(const __half *q, const __half *k, const __half 
     if (threadIdx.x < d) o[((size_t)row * hq + h) * d + threadIdx.x] = a / red[0];
 }
 
-// Enqueued on the kernels' stream: no allocation, no copy, no wait.
-extern "C" int pkvk_gpu_reference(const pkvk_batch *b, float *o32) {
+// Enqueued on the context's stream: no allocation, no copy, no wait.
+extern "C" int pkvk_gpu_reference(const pkvk_ctx *c, const pkvk_batch *b, float *o32) {
     const pkvk_shape &s = b->shape;
     if (b->n_rows == 0) return PKVK_OK;
     if (s.d > REF_THREADS) return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "reference: head dim > 256");
     reference_kernel<<<dim3(b->n_rows, s.hq), REF_THREADS, (s.d + 2 * REF_THREADS) * sizeof(float),
-                       pkvk_stream()>>>(
-        (const __half *)b->q, (const __half *)b->k_cache, (const __half *)b->v_cache,
-        b->block_table, b->bt_stride, b->seq_lens, s.hq, s.hkv, s.page_size, s.d, b->sm_scale, o32);
+                       c->stream>>>((const __half *)b->q, (const __half *)b->k_cache,
+                                    (const __half *)b->v_cache, b->block_table, b->bt_stride,
+                                    b->seq_lens, s.hq, s.hkv, s.page_size, s.d, b->sm_scale, o32);
     PKVK_CK_LAUNCH();
     return PKVK_OK;
 }
@@ -419,23 +447,25 @@ extern "C" int pkvk_gpu_reference(const pkvk_batch *b, float *o32) {
 // ---- graph replay ------------------------------------------------------------------
 struct pkvk_graph {
     cudaGraphExec_t exec;
+    cudaStream_t stream;
 };
 
-extern "C" int pkvk_graph_begin(void) {
-    // Relaxed: attribute calls made on first use of a kernel stay legal while capturing.
-    PKVK_CK(cudaStreamBeginCapture(pkvk_stream(), cudaStreamCaptureModeRelaxed));
+extern "C" int pkvk_graph_begin(const pkvk_ctx *c) {
+    // Relaxed: a kernel first used inside the capture may still be loaded lazily.
+    PKVK_CK(cudaStreamBeginCapture(c->stream, cudaStreamCaptureModeRelaxed));
     return PKVK_OK;
 }
 
-extern "C" int pkvk_graph_end(pkvk_graph **g, int *reused) {
+extern "C" int pkvk_graph_end(const pkvk_ctx *c, pkvk_graph **g, int *reused) {
     cudaGraph_t graph;
-    PKVK_CK(cudaStreamEndCapture(pkvk_stream(), &graph));
+    PKVK_CK(cudaStreamEndCapture(c->stream, &graph));
     *reused = 0;
     if (!*g && !(*g = (pkvk_graph *)calloc(1, sizeof **g))) {
         cudaGraphDestroy(graph);
         return pkvk_fail_msg(PKVK_ERR_OUT_OF_MEMORY, "graph");
     }
     pkvk_graph *G = *g;
+    G->stream = c->stream;
     if (G->exec) {
         cudaGraphExecUpdateResultInfo info;
         if (cudaGraphExecUpdate(G->exec, graph, &info) == cudaSuccess) {
@@ -453,16 +483,15 @@ extern "C" int pkvk_graph_end(pkvk_graph **g, int *reused) {
 }
 
 extern "C" int pkvk_graph_launch(pkvk_graph *g) {
-    PKVK_CK(cudaGraphLaunch(g->exec, pkvk_stream()));
+    PKVK_CK(cudaGraphLaunch(g->exec, g->stream));
     return PKVK_OK;
 }
 
-extern "C" void pkvk_graph_abort(void) {
+extern "C" void pkvk_graph_abort(const pkvk_ctx *c) {
     cudaStreamCaptureStatus st;
-    if (cudaStreamIsCapturing(pkvk_stream(), &st) == cudaSuccess &&
-        st != cudaStreamCaptureStatusNone) {
+    if (cudaStreamIsCapturing(c->stream, &st) == cudaSuccess && st != cudaStreamCaptureStatusNone) {
         cudaGraph_t graph = nullptr;
-        cudaStreamEndCapture(pkvk_stream(), &graph);
+        cudaStreamEndCapture(c->stream, &graph);
         if (graph) cudaGraphDestroy(graph);
     }
     cudaGetLastError();

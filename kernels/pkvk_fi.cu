@@ -64,6 +64,7 @@ __global__ void pack_csr_kernel(const int32_t *__restrict__ seq_lens,
 } // namespace
 
 struct pkvk_fi {
+    cudaStream_t stream;
     pkvk_shape shape;
     int32_t cap_rows;
     void *float_ws, *int_ws, *int_host; // FlashInfer's workspaces (device, device, pinned)
@@ -120,16 +121,16 @@ extern "C" int pkvk_flashinfer_occupancy(const pkvk_shape *s, int *ctas_per_sm) 
         switch (G) {
         case 1:
             return decode_estimator<1>()(split, grid, pages, nb, gdy, 1, indptr, s->hq,
-                                         s->page_size, false, pkvk_stream());
+                                         s->page_size, false, /*stream=*/nullptr);
         case 2:
             return decode_estimator<2>()(split, grid, pages, nb, gdy, 1, indptr, s->hq,
-                                         s->page_size, false, pkvk_stream());
+                                         s->page_size, false, /*stream=*/nullptr);
         case 4:
             return decode_estimator<4>()(split, grid, pages, nb, gdy, 1, indptr, s->hq,
-                                         s->page_size, false, pkvk_stream());
+                                         s->page_size, false, /*stream=*/nullptr);
         default:
             return decode_estimator<8>()(split, grid, pages, nb, gdy, 1, indptr, s->hq,
-                                         s->page_size, false, pkvk_stream());
+                                         s->page_size, false, /*stream=*/nullptr);
         }
     });
     if (rc) return rc;
@@ -139,13 +140,14 @@ extern "C" int pkvk_flashinfer_occupancy(const pkvk_shape *s, int *ctas_per_sm) 
     return PKVK_OK;
 }
 
-extern "C" int pkvk_fi_create(pkvk_fi **out, const pkvk_shape *s, int32_t cap_rows,
-                              size_t cap_pages) {
+extern "C" int pkvk_fi_create(const pkvk_ctx *c, pkvk_fi **out, const pkvk_shape *s,
+                              int32_t cap_rows, size_t cap_pages) {
     *out = nullptr;
     int rc = check_shape(s);
     if (rc) return rc;
     pkvk_fi *f = new (std::nothrow) pkvk_fi();
     if (!f) return PKVK_ERR_OUT_OF_MEMORY;
+    f->stream = c->stream;
     f->shape = *s;
     f->cap_rows = cap_rows;
     f->planned = PKV_ROUTE_COUNT;
@@ -190,7 +192,7 @@ extern "C" void pkvk_fi_destroy(pkvk_fi *f) {
 template <uint32_t G> static cudaError_t decode_plan(pkvk_fi *f, uint32_t n) {
     return fi::DecodePlan<kHeadDim, kPos, Variant, DecParams>(
         f->float_ws, kFloatBytes, f->int_ws, f->int_host, kIntBytes, f->dinfo, f->indptr_h, n,
-        f->shape.hq, f->shape.page_size, /*enable_cuda_graph=*/false, pkvk_stream(),
+        f->shape.hq, f->shape.page_size, /*enable_cuda_graph=*/false, f->stream,
         decode_estimator<G>());
 }
 
@@ -229,7 +231,7 @@ extern "C" int pkvk_fi_upload(pkvk_fi *f, const pkvk_plan *p) {
                 kHeadDim, s.page_size, /*enable_cuda_graph=*/false, /*sizeof_dtype_o=*/2,
                 /*window_left=*/-1, /*fixed_split_size=*/-1, /*disable_split_kv=*/false,
                 /*num_colocated_ctas=*/0, /*uniform_q_len=*/1, /*fixed_uniform_q_len=*/true,
-                pkvk_stream());
+                f->stream);
         });
         if (!rc && f->pinfo.cta_tile_q != 16)
             return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED,
@@ -261,7 +263,7 @@ extern "C" int pkvk_fi_pack_csr(pkvk_fi *f, const pkvk_batch *b) {
     size_t pages = (size_t)f->indptr_h[b->n_rows];
     if (pages > f->cap_indices) { // grows rarely: to the largest step seen, doubled
         size_t cap = pages * 2;
-        PKVK_CK(cudaStreamSynchronize(pkvk_stream()));
+        PKVK_CK(cudaStreamSynchronize(f->stream));
         pkvk_free(f->indices_d);
         f->indices_d = nullptr;
         f->cap_indices = 0;
@@ -269,9 +271,9 @@ extern "C" int pkvk_fi_pack_csr(pkvk_fi *f, const pkvk_batch *b) {
         if (rc) return rc;
         f->cap_indices = cap;
     }
-    pack_csr_kernel<<<b->n_rows, 128, 0, pkvk_stream()>>>(b->seq_lens, b->block_table, b->bt_stride,
-                                                          b->n_rows, b->shape.page_size,
-                                                          f->indptr_d, f->indices_d, f->last_d);
+    pack_csr_kernel<<<b->n_rows, 128, 0, f->stream>>>(b->seq_lens, b->block_table, b->bt_stride,
+                                                      b->n_rows, b->shape.page_size, f->indptr_d,
+                                                      f->indices_d, f->last_d);
     PKVK_CK_LAUNCH();
     return PKVK_OK;
 }
@@ -312,7 +314,7 @@ extern "C" int pkvk_fi_launch(pkvk_fi *f, const pkvk_batch *b, const pkvk_plan *
         set_plan_arrays(f, pi, q, &tmp_v, &tmp_s);
         rc = guarded("FlashInfer batch decode", [&] {
             return fi::BatchDecodeWithPagedKVCacheDispatched<kHeadDim, kPos, Variant>(
-                q, tmp_v, tmp_s, /*enable_pdl=*/false, pkvk_stream());
+                q, tmp_v, tmp_s, /*enable_pdl=*/false, f->stream);
         });
         *launches = rc ? 0 : 1 + (int)pi.split_kv;
     } else {
@@ -333,7 +335,7 @@ extern "C" int pkvk_fi_launch(pkvk_fi *f, const pkvk_batch *b, const pkvk_plan *
                 /*SAME_KV_STRIDES=*/true, /*CTA_TILE_Q=*/16, kHeadDim, kHeadDim, kPos,
                 /*USE_FP16_QK_REDUCTION=*/false, fi::MaskMode::kNone,
                 /*USE_TOKEN_HEAD_SF=*/false, Variant>(q, tmp_v, tmp_s, /*enable_pdl=*/false,
-                                                      pkvk_stream());
+                                                      f->stream);
         });
         *launches = rc ? 0 : 1 + (int)pi.split_kv;
     }

@@ -17,7 +17,8 @@ int pkvk_fail_msg(int status, const char *msg);
 
 /* cap_pages: room in the CSR page list made now (a larger step grows it, waiting
  * for the stream). */
-int pkvk_fi_create(pkvk_fi **f, const pkvk_shape *s, int32_t cap_rows, size_t cap_pages);
+int pkvk_fi_create(const pkvk_ctx *c, pkvk_fi **f, const pkvk_shape *s, int32_t cap_rows,
+                   size_t cap_pages);
 void pkvk_fi_destroy(pkvk_fi *f);
 /* Run FlashInfer's own planner (DecodePlan or PrefillPlan) for the plan's rows and
  * upload its work lists; fails when its partition differs from the plan's mirror. */

@@ -13,7 +13,8 @@ int pkvk_flashinfer_occupancy(const pkvk_shape *s, int *ctas_per_sm) {
     *ctas_per_sm = 0;
     return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, not_built);
 }
-int pkvk_fi_create(pkvk_fi **f, const pkvk_shape *s, int32_t cap_rows, size_t cap_pages) {
+int pkvk_fi_create(const pkvk_ctx *c, pkvk_fi **f, const pkvk_shape *s, int32_t cap_rows,
+                   size_t cap_pages) {
     *f = 0;
     return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, not_built);
 }

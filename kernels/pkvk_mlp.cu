@@ -7,6 +7,7 @@
 #include "pkvk_cuda.h"
 
 struct pkvk_mlp {
+    cudaStream_t stream;
     cublasHandle_t h;
     int hidden, inter, cap_rows;
     __half *w_gu, *w_down; // [hidden][2 * inter], [inter][hidden] (row-major)
@@ -31,11 +32,12 @@ static int gemm(cublasHandle_t h, int n, int m, int k, const __half *A, const __
     return s == CUBLAS_STATUS_SUCCESS ? PKVK_OK : cublas_fail(s, "cublasGemmEx");
 }
 
-extern "C" int pkvk_mlp_create(pkvk_mlp **out, int hidden, int inter, int cap_rows,
-                               const uint16_t *w, size_t w_n) {
+extern "C" int pkvk_mlp_create(const pkvk_ctx *c, pkvk_mlp **out, int hidden, int inter,
+                               int cap_rows, const uint16_t *w, size_t w_n) {
     *out = nullptr;
     pkvk_mlp *m = (pkvk_mlp *)calloc(1, sizeof *m);
     if (!m) return PKVK_ERR_OUT_OF_MEMORY;
+    m->stream = c->stream;
     m->hidden = hidden, m->inter = inter, m->cap_rows = cap_rows;
     size_t ngu = (size_t)hidden * 2 * inter, nd = (size_t)inter * hidden;
     int rc = PKVK_OK;
@@ -50,7 +52,7 @@ extern "C" int pkvk_mlp_create(pkvk_mlp **out, int hidden, int inter, int cap_ro
         rc = pkvk_h2d(m->w_down + off, w, 2 * (nd - off < w_n ? nd - off : w_n));
     if (!rc) {
         cublasStatus_t s = cublasCreate(&m->h);
-        if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetStream(m->h, pkvk_stream());
+        if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetStream(m->h, m->stream);
         if (s != CUBLAS_STATUS_SUCCESS) rc = cublas_fail(s, "cublasCreate");
     }
     if (rc) {
@@ -66,7 +68,7 @@ extern "C" int pkvk_mlp_run(pkvk_mlp *m, int rows, const uint16_t *x, const uint
     if (rows == 0) return PKVK_OK;
     int rc = gemm(m->h, rows, 2 * m->inter, m->hidden, (const __half *)x, m->w_gu, m->y);
     if (rc) return rc;
-    rc = pkvk_silu_mul(m->y, m->a, rows, m->inter);
+    rc = pkvk_silu_mul(m->stream, m->y, m->a, rows, m->inter);
     if (!rc) rc = gemm(m->h, rows, m->hidden, m->inter, m->a, m->w_down, m->z);
     if (!rc) *out = (const uint16_t *)m->z;
     return rc;

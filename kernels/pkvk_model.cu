@@ -38,6 +38,7 @@ struct segs_t {
 };
 
 struct pkvk_model {
+    const pkvk_ctx *ctx;
     pkvk_model_shape s;
     int32_t cap_tokens, max_prompt, n_pages;
     int32_t kv_rows; // rows of kc and vc: max_prompt padded to KEY_PAD
@@ -265,11 +266,11 @@ __global__ void silu_mul_kernel(const __half *__restrict__ y, __half *__restrict
     a[r * inter + j] = __float2half(g / (1.f + __expf(-g)) * u);
 }
 
-int pkvk_silu_mul(const void *y, void *a, int rows, int inter) {
+int pkvk_silu_mul(cudaStream_t st, const void *y, void *a, int rows, int inter) {
     if (rows <= 0) return PKVK_OK;
     if (rows > 65535) return pkvk_fail_msg(PKVK_ERR_INVALID, "silu: more than 65535 rows");
-    silu_mul_kernel<<<dim3((inter + 255) / 256, rows), 256, 0, pkvk_stream()>>>((const __half *)y,
-                                                                                (__half *)a, inter);
+    silu_mul_kernel<<<dim3((inter + 255) / 256, rows), 256, 0, st>>>((const __half *)y, (__half *)a,
+                                                                     inter);
     PKVK_CK_LAUNCH();
     return PKVK_OK;
 }
@@ -341,13 +342,15 @@ extern "C" size_t pkvk_model_bytes(const pkvk_model_shape *s, int32_t cap_tokens
     return 2 * (w + act + kv) + sf * 6 + T * 4 + (size_t)n_pages * 4;
 }
 
-extern "C" int pkvk_model_create(pkvk_model **out, const pkvk_model_shape *s, int32_t cap_tokens,
-                                 int32_t max_prompt, int32_t n_pages, uint64_t seed) {
+extern "C" int pkvk_model_create(const pkvk_ctx *c, pkvk_model **out, const pkvk_model_shape *s,
+                                 int32_t cap_tokens, int32_t max_prompt, int32_t n_pages,
+                                 uint64_t seed) {
     *out = nullptr;
     if (s->layers < 1 || s->layers > 1024 || s->d > 512 || s->hq % s->hkv || s->hidden <= 0)
         return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "model: unsupported shape");
     pkvk_model *m = (pkvk_model *)calloc(1, sizeof *m);
     if (!m) return PKVK_ERR_OUT_OF_MEMORY;
+    m->ctx = c;
     m->s = *s, m->cap_tokens = cap_tokens, m->max_prompt = max_prompt, m->n_pages = n_pages;
     m->seed = seed;
     size_t n = 0;
@@ -387,17 +390,17 @@ extern "C" int pkvk_model_create(pkvk_model **out, const pkvk_model_shape *s, in
     if (!rc) rc = pkvk_memset(m->kv, 0, (size_t)s->layers * 2 * m->pool * 2);
     for (int l = -1; l < s->layers && !rc; l++)
         for (int t = 0; t < (l < 0 ? 3 : (int)PKVK_W_LAYER_COUNT) && !rc; t++) {
-            fill_weights<<<1024, 256, 0, pkvk_stream()>>>(W(m, l, t), tensor_elems(s, l, t), seed,
-                                                          l, t, pkvk_model_fan_in(s, l, t));
+            fill_weights<<<1024, 256, 0, m->ctx->stream>>>(W(m, l, t), tensor_elems(s, l, t), seed,
+                                                           l, t, pkvk_model_fan_in(s, l, t));
             cudaError_t e = cudaGetLastError();
             if (e != cudaSuccess) rc = pkvk_fail_cuda(e, "fill_weights", __FILE__, __LINE__);
         }
     if (!rc) {
         cublasStatus_t st = cublasCreate(&m->h);
-        if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetStream(m->h, pkvk_stream());
+        if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetStream(m->h, m->ctx->stream);
         if (st != CUBLAS_STATUS_SUCCESS) rc = cublas_fail(st, "cublasCreate");
     }
-    if (!rc) rc = pkvk_sync();
+    if (!rc) rc = pkvk_sync(c);
     if (rc) {
         pkvk_model_destroy(m);
         return rc;
@@ -422,7 +425,7 @@ extern "C" uint16_t *pkvk_model_kv(pkvk_model *m, int l, int v) {
 
 static int norm(pkvk_model *m, const __half *x, __half *y, const __half *w, int rows) {
     if (rows <= 0) return PKVK_OK;
-    rmsnorm_kernel<<<rows, 256, 0, pkvk_stream()>>>(x, y, w, m->s.hidden, m->s.eps);
+    rmsnorm_kernel<<<rows, 256, 0, m->ctx->stream>>>(x, y, w, m->s.hidden, m->s.eps);
     PKVK_CK_LAUNCH();
     return PKVK_OK;
 }
@@ -436,8 +439,8 @@ extern "C" int pkvk_model_decode_begin(pkvk_model *m, int rows) {
     if (rows == 0) return PKVK_OK;
     segs_t none;
     none.n = 0;
-    embed_kernel<<<rows, 128, 0, pkvk_stream()>>>(W(m, -1, PKVK_W_EMBED), m->x, m->tok, none,
-                                                  m->s.hidden, m->s.vocab);
+    embed_kernel<<<rows, 128, 0, m->ctx->stream>>>(W(m, -1, PKVK_W_EMBED), m->x, m->tok, none,
+                                                   m->s.hidden, m->s.vocab);
     PKVK_CK_LAUNCH();
     return PKVK_OK;
 }
@@ -461,7 +464,7 @@ extern "C" int pkvk_model_decode_pre(pkvk_model *m, int l, int rows, const int32
     if (rc) return rc;
     segs_t none;
     none.n = 0;
-    rope_append_kernel<false><<<dim3(rows, s->hq + 2 * s->hkv), 64, s->d * 4, pkvk_stream()>>>(
+    rope_append_kernel<false><<<dim3(rows, s->hq + 2 * s->hkv), 64, s->d * 4, m->ctx->stream>>>(
         m->qkv, s->hq, s->hkv, s->d, s->page_size, s->rope_theta, lens, bt, bt_stride, nullptr,
         none, m->cap_tokens, (__half *)pkvk_model_kv(m, l, 0), (__half *)pkvk_model_kv(m, l, 1),
         (__half *)q);
@@ -479,7 +482,7 @@ extern "C" int pkvk_model_post(pkvk_model *m, int l, int rows, const uint16_t *o
     if (!rc)
         rc = gemm(m->h, rows, 2 * s->inter, h, m->xn, h, W(m, l, PKVK_W_GU), 2 * s->inter, m->y,
                   2 * s->inter, 0.f);
-    if (!rc) rc = pkvk_silu_mul(m->y, m->a, rows, s->inter);
+    if (!rc) rc = pkvk_silu_mul(m->ctx->stream, m->y, m->a, rows, s->inter);
     if (!rc)
         rc = gemm(m->h, rows, h, s->inter, m->a, s->inter, W(m, l, PKVK_W_DOWN), h, m->x, h, 1.f);
     return rc;
@@ -495,7 +498,7 @@ static int head(pkvk_model *m, const __half *src, int rows, int32_t *tok) {
         rc = gemm(m->h, n, s->vocab, s->hidden, m->xn + (size_t)r0 * s->hidden, s->hidden,
                   W(m, -1, PKVK_W_HEAD), s->vocab, m->logits, s->vocab, 0.f);
         if (rc) break;
-        argmax_kernel<<<n, 1024, 0, pkvk_stream()>>>(m->logits, s->vocab, tok + r0);
+        argmax_kernel<<<n, 1024, 0, m->ctx->stream>>>(m->logits, s->vocab, tok + r0);
         PKVK_CK_LAUNCH();
     }
     m->last_rows = rows;
@@ -511,7 +514,7 @@ extern "C" int pkvk_model_decode_head(pkvk_model *m, int rows) {
 static int prefill_attention(pkvk_model *m, int l, const seg_t &g) {
     const pkvk_model_shape *s = &m->s;
     const int G = s->hq / s->hkv, d = s->d, klen_max = g.q0 + g.len;
-    cudaStream_t st = pkvk_stream();
+    cudaStream_t st = m->ctx->stream;
     gather_kv_kernel<<<dim3(klen_max, s->hkv), 64, 0, st>>>(
         (const __half *)pkvk_model_kv(m, l, 0), (const __half *)pkvk_model_kv(m, l, 1),
         m->pages_d + g.page_off, s->hkv, d, s->page_size, m->kv_rows, m->kc, m->vc);
@@ -549,7 +552,7 @@ static int prefill_attention(pkvk_model *m, int l, const seg_t &g) {
 // One chunk of a prefill: T rows in segs.
 static int prefill_chunk(pkvk_model *m, const segs_t &segs, int T, int heads) {
     const pkvk_model_shape *s = &m->s;
-    cudaStream_t st = pkvk_stream();
+    cudaStream_t st = m->ctx->stream;
     embed_kernel<<<T, 128, 0, st>>>(W(m, -1, PKVK_W_EMBED), m->x, nullptr, segs, s->hidden,
                                     s->vocab);
     PKVK_CK_LAUNCH();
@@ -586,9 +589,9 @@ extern "C" int pkvk_model_prefill(pkvk_model *m, int n, const int32_t *lens, con
     if (n_pages > m->n_pages)
         return pkvk_fail_msg(PKVK_ERR_INVALID, "model prefill: more pages than the pool");
     // The previous prefill's copy of pages_h must be done before it is rewritten.
-    PKVK_CK(cudaStreamSynchronize(pkvk_stream()));
+    PKVK_CK(cudaStreamSynchronize(m->ctx->stream));
     memcpy(m->pages_h, pages, (size_t)n_pages * 4);
-    int rc = pkvk_h2d_async(m->pages_d, m->pages_h, (size_t)n_pages * 4);
+    int rc = pkvk_h2d_async(m->ctx, m->pages_d, m->pages_h, (size_t)n_pages * 4);
     segs_t segs;
     segs.n = 0;
     int T = 0, heads = 0, page_off = 0;
@@ -611,7 +614,7 @@ extern "C" int pkvk_model_prefill(pkvk_model *m, int n, const int32_t *lens, con
 }
 
 extern "C" int pkvk_model_read(pkvk_model *m, int rows, uint16_t *logits, int32_t *tokens) {
-    PKVK_CK(cudaStreamSynchronize(pkvk_stream()));
+    PKVK_CK(cudaStreamSynchronize(m->ctx->stream));
     int last = (rows - 1) % PKVK_MODEL_HEAD_ROWS + 1;
     if (logits)
         PKVK_CK(
@@ -627,14 +630,14 @@ static int median_ms(std::vector<float> &v, float *ms) {
 }
 
 // Times reps calls of f (each after an L2 flush) with events; the median.
-template <class F> static int time_reps(int reps, F f, float *ms) {
+template <class F> static int time_reps(const pkvk_ctx *c, int reps, F f, float *ms) {
     pkvk_event *a = nullptr, *b = nullptr;
-    int rc = pkvk_event_create(&a);
-    if (!rc) rc = pkvk_event_create(&b);
+    int rc = pkvk_event_create(c, &a);
+    if (!rc) rc = pkvk_event_create(c, &b);
     std::vector<float> t;
     for (int r = 0; r < reps + 2 && !rc; r++) {
         float x;
-        rc = pkvk_flush_l2();
+        rc = pkvk_flush_l2(c);
         if (!rc) rc = pkvk_event_record(a);
         if (!rc) rc = f();
         if (!rc) rc = pkvk_event_record(b);
@@ -658,11 +661,11 @@ extern "C" int pkvk_model_time_gemm(pkvk_model *m, int g, int rows, int reps, fl
     __half *out = g == 4 ? m->logits : g == 0 ? m->qkv : g == 2 ? m->y : m->x;
     const __half *in = g == 1 ? m->o : g == 3 ? m->a : m->xn;
     return time_reps(
-        reps, [&] { return gemm(m->h, rows, n[g], k[g], in, k[g], w[g], n[g], out, n[g], 0.f); },
-        ms);
+        m->ctx, reps,
+        [&] { return gemm(m->h, rows, n[g], k[g], in, k[g], w[g], n[g], out, n[g], 0.f); }, ms);
 }
 
-extern "C" int pkvk_time_square_gemm(int n, int reps, float *ms) {
+extern "C" int pkvk_time_square_gemm(const pkvk_ctx *ctx, int n, int reps, float *ms) {
     __half *a = nullptr, *b = nullptr, *c = nullptr;
     cublasHandle_t h = nullptr;
     size_t bytes = (size_t)n * n * 2;
@@ -673,12 +676,12 @@ extern "C" int pkvk_time_square_gemm(int n, int reps, float *ms) {
     if (!rc) rc = pkvk_memset(b, 0x3c, bytes);
     if (!rc) {
         cublasStatus_t st = cublasCreate(&h);
-        if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetStream(h, pkvk_stream());
+        if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetStream(h, ctx->stream);
         if (st != CUBLAS_STATUS_SUCCESS) rc = cublas_fail(st, "cublasCreate");
     }
     if (!rc)
         rc = time_reps(
-            reps, [&] { return gemm(h, n, n, n, a, n, b, n, c, n, 0.f); }, ms);
+            ctx, reps, [&] { return gemm(h, n, n, n, a, n, b, n, c, n, 0.f); }, ms);
     if (h) cublasDestroy(h);
     pkvk_free(a), pkvk_free(b), pkvk_free(c);
     return rc;
@@ -686,13 +689,13 @@ extern "C" int pkvk_time_square_gemm(int n, int reps, float *ms) {
 
 extern "C" int pkvk_model_set_tokens(pkvk_model *m, int rows, const int32_t *tokens) {
     if (over(m, rows)) return PKVK_ERR_INVALID;
-    PKVK_CK(cudaStreamSynchronize(pkvk_stream()));
+    PKVK_CK(cudaStreamSynchronize(m->ctx->stream));
     PKVK_CK(cudaMemcpy(m->tok, tokens, (size_t)rows * 4, cudaMemcpyHostToDevice));
     return PKVK_OK;
 }
 
 extern "C" int pkvk_model_read_hidden(pkvk_model *m, int rows, uint16_t *x) {
-    PKVK_CK(cudaStreamSynchronize(pkvk_stream()));
+    PKVK_CK(cudaStreamSynchronize(m->ctx->stream));
     PKVK_CK(cudaMemcpy(x, m->x, (size_t)rows * m->s.hidden * 2, cudaMemcpyDeviceToHost));
     return PKVK_OK;
 }

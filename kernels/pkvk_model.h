@@ -94,8 +94,9 @@ typedef struct pkvk_model pkvk_model;
  * max_prompt tokens. */
 size_t pkvk_model_bytes(const pkvk_model_shape *s, int32_t cap_tokens, int32_t max_prompt,
                         int32_t n_pages);
-int pkvk_model_create(pkvk_model **m, const pkvk_model_shape *s, int32_t cap_tokens,
-                      int32_t max_prompt, int32_t n_pages, uint64_t seed);
+/* The model's work goes to the context's stream. */
+int pkvk_model_create(const pkvk_ctx *c, pkvk_model **m, const pkvk_model_shape *s,
+                      int32_t cap_tokens, int32_t max_prompt, int32_t n_pages, uint64_t seed);
 void pkvk_model_destroy(pkvk_model *m);
 /* Layer l's K (v = 0) or V (v = 1) pool. */
 uint16_t *pkvk_model_kv(pkvk_model *m, int l, int v);
@@ -130,7 +131,7 @@ enum { PKVK_SOFTMAX_SMEM_KEYS = 8192 };
  * 2 gate and up, 3 down; 4 the LM head) at `rows` token rows, L2 flushed before each. */
 int pkvk_model_time_gemm(pkvk_model *m, int g, int rows, int reps, float *ms);
 /* Bench: median device time (ms) of one n x n x n FP16 GEMM (FP32 accumulation). */
-int pkvk_time_square_gemm(int n, int reps, float *ms);
+int pkvk_time_square_gemm(const pkvk_ctx *c, int n, int reps, float *ms);
 
 /* Set the rows' last sampled tokens (the next decode_begin's input; tests). */
 int pkvk_model_set_tokens(pkvk_model *m, int rows, const int32_t *tokens);

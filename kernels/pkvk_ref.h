@@ -29,8 +29,8 @@ void pkvk_compare(const float *o32, const uint16_t *o16, const float *ref, size_
                   double *max_err, double *mean_err);
 
 /* FP32 GPU reference into o32 (device, float [n_rows][hq][d]): one launch on the
- * kernels' stream, nothing allocated (head dim up to 256). */
-int pkvk_gpu_reference(const pkvk_batch *b, float *o32);
+ * context's stream, nothing allocated (head dim up to 256). */
+int pkvk_gpu_reference(const pkvk_ctx *c, const pkvk_batch *b, float *o32);
 
 #ifdef __cplusplus
 }

@@ -18,13 +18,14 @@ void pkvk_free(void *p);
 int pkvk_h2d(void *dst, const void *src, size_t bytes);
 int pkvk_d2h(void *dst, const void *src, size_t bytes);
 int pkvk_memset(void *dst, int value, size_t bytes);
-int pkvk_sync(void);
+int pkvk_sync(const pkvk_ctx *c); /* waits for the context's stream */
 
 /* Device workspace for one batch shape limit: partial states, fused-merge
- * counters and the device copy of a plan. */
+ * counters, the device copy of a plan and FlashInfer's state; its uploads and
+ * launches go to the context's stream. */
 typedef struct pkvk_workspace pkvk_workspace;
-int pkvk_workspace_create(pkvk_workspace **ws, const pkvk_shape *s, int32_t cap_rows,
-                          int32_t cap_slots, int32_t cap_tasks);
+int pkvk_workspace_create(const pkvk_ctx *c, pkvk_workspace **ws, const pkvk_shape *s,
+                          int32_t cap_rows, int32_t cap_slots, int32_t cap_tasks);
 void pkvk_workspace_destroy(pkvk_workspace *ws);
 /* Copy the plan's arrays to the device (outside the timed region in benchmarks). */
 int pkvk_plan_upload(pkvk_workspace *ws, const pkvk_plan *p);
@@ -46,10 +47,10 @@ int pkvk_pack_csr(pkvk_workspace *ws, const pkvk_batch *b);
 /* Resident CTAs per SM of FlashInfer's CUDA-core decode kernel for this shape. */
 int pkvk_flashinfer_occupancy(const pkvk_shape *s, int *decode_ctas_per_sm);
 /* Pinned host memory (for asynchronous uploads) and an asynchronous copy on the
- * kernels' stream. */
+ * context's stream. */
 int pkvk_host_alloc(void **p, size_t bytes);
 void pkvk_host_free(void *p);
-int pkvk_h2d_async(void *dst, const void *src, size_t bytes);
+int pkvk_h2d_async(const pkvk_ctx *c, void *dst, const void *src, size_t bytes);
 
 /* One decode step's prologue, as a serving engine runs it before attention, on
  * device arrays. stage (host, 2 * n_rows + 3 * n_updates int32) holds the rows'
@@ -93,29 +94,30 @@ int pkvk_step_upload(pkvk_workspace *ws, const pkvk_plan *p, const pkvk_step *st
 /* Prefill's K/V write: every listed page (pages: device, n_pages ids) of both caches
  * gets the content the pool was filled with, element e of a cache being blk[e %
  * blk_n] (blk_k / blk_v: device, blk_n a multiple of 8), in one launch. */
-int pkvk_fill_pages(const pkvk_shape *s, uint16_t *k_cache, uint16_t *v_cache, const int32_t *pages,
-                    int32_t n_pages, const uint16_t *blk_k, const uint16_t *blk_v, size_t blk_n);
+int pkvk_fill_pages(const pkvk_ctx *c, const pkvk_shape *s, uint16_t *k_cache, uint16_t *v_cache,
+                    const int32_t *pages, int32_t n_pages, const uint16_t *blk_k,
+                    const uint16_t *blk_v, size_t blk_n);
 
 /* Gated MLP tail (a model-level proxy after attention): Y = X [W_gate | W_up],
  * A = silu(Y_gate) * Y_up, Z = A W_down, FP16 with FP32 accumulation (cuBLAS).
  * X: device [rows][hidden]; weights [hidden][2 * inter] and [inter][hidden], tiled
  * from w (w_n halves of prepared random content). */
 typedef struct pkvk_mlp pkvk_mlp;
-int pkvk_mlp_create(pkvk_mlp **m, int hidden, int inter, int cap_rows, const uint16_t *w,
-                    size_t w_n);
+int pkvk_mlp_create(const pkvk_ctx *c, pkvk_mlp **m, int hidden, int inter, int cap_rows,
+                    const uint16_t *w, size_t w_n);
 /* Asynchronous; *out receives the device output Z [rows][hidden]. */
 int pkvk_mlp_run(pkvk_mlp *m, int rows, const uint16_t *x, const uint16_t **out);
 void pkvk_mlp_destroy(pkvk_mlp *m);
 
-/* CUDA graph replay (an ablation): capture what the kernel layer enqueues between
- * begin and end into a graph; end updates the executable graph in place when the
- * topology allows (*reused = 1) or instantiates a new one; launch replays it. On an
- * error between begin and end, call pkvk_graph_abort. */
+/* CUDA graph replay (an ablation): capture what the kernel layer enqueues on the
+ * context's stream between begin and end into a graph; end updates the executable graph in place
+ * when the topology allows (*reused = 1) or instantiates a new one; launch replays it. On an error
+ * between begin and end, call pkvk_graph_abort. */
 typedef struct pkvk_graph pkvk_graph;
-int pkvk_graph_begin(void);
-int pkvk_graph_end(pkvk_graph **g, int *reused);
-int pkvk_graph_launch(pkvk_graph *g);
-void pkvk_graph_abort(void);
+int pkvk_graph_begin(const pkvk_ctx *c);
+int pkvk_graph_end(const pkvk_ctx *c, pkvk_graph **g, int *reused);
+int pkvk_graph_launch(pkvk_graph *g); /* on the stream it was captured from */
+void pkvk_graph_abort(const pkvk_ctx *c);
 void pkvk_graph_destroy(pkvk_graph *g);
 
 /* Resident attention CTAs per SM for head dim d and group size G (occupancy). */

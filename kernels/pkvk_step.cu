@@ -75,12 +75,13 @@ __global__ void __launch_bounds__(PRO_THREADS)
                    reinterpret_cast<const uint32_t *>(&blob));
 }
 
-template <int N> int launch_param(int blocks, const StepArgs &a, const char *host) {
+template <int N>
+int launch_param(cudaStream_t st, int blocks, const StepArgs &a, const char *host) {
     static_assert(N % 16 == 0 && N <= PKVK_PARAM_BYTES, "blob within the parameter limit");
     // The blob is read from the caller's pinned staging (at least PKVK_PARAM_BYTES).
     void *args[] = {(void *)&a, (void *)host};
     PKVK_CK(cudaLaunchKernel((const void *)prologue_param_kernel<N>, dim3(blocks),
-                             dim3(PRO_THREADS), args, 0, pkvk_stream()));
+                             dim3(PRO_THREADS), args, 0, st));
     return PKVK_OK;
 }
 
@@ -98,16 +99,16 @@ __global__ void fill_pages_kernel(const int32_t *__restrict__ pages, size_t page
 
 } // namespace
 
-extern "C" int pkvk_fill_pages(const pkvk_shape *s, uint16_t *k_cache, uint16_t *v_cache,
-                               const int32_t *pages, int32_t n_pages, const uint16_t *blk_k,
-                               const uint16_t *blk_v, size_t blk_n) {
+extern "C" int pkvk_fill_pages(const pkvk_ctx *c, const pkvk_shape *s, uint16_t *k_cache,
+                               uint16_t *v_cache, const int32_t *pages, int32_t n_pages,
+                               const uint16_t *blk_k, const uint16_t *blk_v, size_t blk_n) {
     if (n_pages == 0) return PKVK_OK;
     if (s->d % 8 || blk_n % 8)
         return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "fill: sizes must be multiples of 8 halves");
     size_t page_chunks = (size_t)s->hkv * s->page_size * s->d / 8;
-    fill_pages_kernel<<<n_pages, 256, 0, pkvk_stream()>>>(pages, page_chunks, (uint4 *)k_cache,
-                                                          (uint4 *)v_cache, (const uint4 *)blk_k,
-                                                          (const uint4 *)blk_v, blk_n / 8);
+    fill_pages_kernel<<<n_pages, 256, 0, c->stream>>>(pages, page_chunks, (uint4 *)k_cache,
+                                                      (uint4 *)v_cache, (const uint4 *)blk_k,
+                                                      (const uint4 *)blk_v, blk_n / 8);
     PKVK_CK_LAUNCH();
     return PKVK_OK;
 }
@@ -120,6 +121,7 @@ extern "C" int pkvk_step_upload(pkvk_workspace *ws, const pkvk_plan *p, const pk
     pkvk_packed pk;
     int rc = pkvk_plan_pack(ws, p, st ? st->stage : nullptr, stage_bytes, &pk);
     if (rc) return rc;
+    const cudaStream_t stream = pkvk_workspace_ctx(ws)->stream;
     StepArgs a = {};
     a.update_blocks = (n_updates + PRO_THREADS - 1) / PRO_THREADS;
     if (st) {
@@ -136,19 +138,19 @@ extern "C" int pkvk_step_upload(pkvk_workspace *ws, const pkvk_plan *p, const pk
         int blocks = n_rows + a.update_blocks + (words + PRO_THREADS - 1) / PRO_THREADS;
         if (blocks == 0) return PKVK_OK;
         // A launch's cost grows with its parameters' size: the smallest blob that fits.
-        return pk.bytes <= 1024    ? launch_param<1024>(blocks, a, pk.host)
-               : pk.bytes <= 2048  ? launch_param<2048>(blocks, a, pk.host)
-               : pk.bytes <= 4096  ? launch_param<4096>(blocks, a, pk.host)
-               : pk.bytes <= 12288 ? launch_param<12288>(blocks, a, pk.host)
-                                   : launch_param<PKVK_PARAM_BYTES>(blocks, a, pk.host);
+        return pk.bytes <= 1024    ? launch_param<1024>(stream, blocks, a, pk.host)
+               : pk.bytes <= 2048  ? launch_param<2048>(stream, blocks, a, pk.host)
+               : pk.bytes <= 4096  ? launch_param<4096>(stream, blocks, a, pk.host)
+               : pk.bytes <= 12288 ? launch_param<12288>(stream, blocks, a, pk.host)
+                                   : launch_param<PKVK_PARAM_BYTES>(stream, blocks, a, pk.host);
     }
     if (pk.bytes) {
-        PKVK_CK(cudaMemcpyAsync(pk.dev, pk.host, pk.bytes, cudaMemcpyHostToDevice, pkvk_stream()));
+        PKVK_CK(cudaMemcpyAsync(pk.dev, pk.host, pk.bytes, cudaMemcpyHostToDevice, stream));
         if (copies) *copies = 1;
     }
     int blocks = n_rows + a.update_blocks;
     if (blocks == 0) return PKVK_OK;
-    prologue_kernel<<<blocks, PRO_THREADS, 0, pkvk_stream()>>>(a, (const int32_t *)pk.dev);
+    prologue_kernel<<<blocks, PRO_THREADS, 0, stream>>>(a, (const int32_t *)pk.dev);
     PKVK_CK_LAUNCH();
     return PKVK_OK;
 }

@@ -97,11 +97,15 @@ int pkv_bench_model_main(int argc, char **argv) {
     pkvk_model *m = NULL;
     pkvk_ceilings ceil;
     float sq_ms;
-    int rc = pkvk_measure_ceilings(&ceil);
-    if (!rc) rc = pkvk_time_square_gemm(8192, reps, &sq_ms);
-    if (!rc) rc = pkvk_model_create(&m, &s, 8192, 16, 16, 1);
+    pkvk_ctx *ctx = NULL;
+    int rc = pkvk_ctx_create(&ctx, 0);
+    if (!rc) rc = pkvk_measure_ceilings(ctx, &ceil);
+    if (!rc) rc = pkvk_time_square_gemm(ctx, 8192, reps, &sq_ms);
+    if (!rc) rc = pkvk_model_create(ctx, &m, &s, 8192, 16, 16, 1);
     if (rc) {
         fprintf(stderr, "pkvsim bench model: %s\n", pkvk_last_error());
+        pkvk_model_destroy(m);
+        pkvk_ctx_destroy(ctx);
         pkv_config_free(&cfg);
         return 1;
     }
@@ -120,6 +124,7 @@ int pkv_bench_model_main(int argc, char **argv) {
     if (out && !fo) {
         fprintf(stderr, "pkvsim bench model: cannot write %s\n", out);
         pkvk_model_destroy(m);
+        pkvk_ctx_destroy(ctx);
         pkv_config_free(&cfg);
         return 1;
     }
@@ -172,6 +177,7 @@ int pkv_bench_model_main(int argc, char **argv) {
     if (rc) fprintf(stderr, "pkvsim bench model: %s\n", pkvk_last_error());
     if (fo && fclose(fo) != 0) rc = 1;
     pkvk_model_destroy(m);
+    pkvk_ctx_destroy(ctx);
     pkv_config_free(&cfg);
     return rc ? 1 : 0;
 }

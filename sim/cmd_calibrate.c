@@ -119,9 +119,11 @@ int pkv_calibrate_main(int argc, char **argv) {
     pkvk_device_info dev;
     pkvk_ceilings ceil_;
     int resident = 0;
-    if (pkvk_device_count() == 0 || pkvk_device_info_get(&dev) || pkvk_measure_ceilings(&ceil_) ||
-        pkvk_occupancy(128, 4, &resident)) {
+    pkvk_ctx *ctx = NULL;
+    if (pkvk_ctx_create(&ctx, 0) || pkvk_device_info_get(&dev) ||
+        pkvk_measure_ceilings(ctx, &ceil_) || pkvk_occupancy(128, 4, &resident)) {
         fprintf(stderr, "pkvsim calibrate: needs a usable GPU: %s\n", pkvk_last_error());
+        pkvk_ctx_destroy(ctx);
         return 1;
     }
     pkv_calib cal;
@@ -158,10 +160,10 @@ int pkv_calibrate_main(int argc, char **argv) {
             pkvk_workspace *ws = NULL;
             char err[512] = "", name[32];
             snprintf(name, sizeof name, "B%d-%d", B, L);
-            if (pkv_kcase_make(&kc, name, lens, B, &s, 0.5, r, err, sizeof err) ||
+            if (pkv_kcase_make(ctx, &kc, name, lens, B, &s, 0.5, r, err, sizeof err) ||
                 pkv_planner_init(&pl, &s, &cal, B, PKV_BUCKET_MODE_EXACT) ||
                 pkvk_plan_init(&fixed, B, 64 * B * s.hkv + 64) ||
-                pkvk_workspace_create(&ws, &s, B, pl.plans[0].cap_tasks + 64 * B,
+                pkvk_workspace_create(ctx, &ws, &s, B, pl.plans[0].cap_tasks + 64 * B,
                                       pl.plans[0].cap_tasks + 64 * B * s.hkv)) {
                 fprintf(stderr, "pkvsim calibrate: %s\n", *err ? err : pkvk_last_error());
                 rc = 1;
@@ -185,7 +187,7 @@ int pkv_calibrate_main(int argc, char **argv) {
                 float ms;
                 int launches;
                 double mx, mean;
-                if (!rc) rc = pkv_kcase_time(ws, &kc, p, reps, &ms, &launches, &mx, &mean);
+                if (!rc) rc = pkv_kcase_time(ctx, ws, &kc, p, reps, &ms, &launches, &mx, &mean);
                 if (rc) {
                     fprintf(stderr, "pkvsim calibrate: %s: %s\n", name, pkvk_last_error());
                     break;
@@ -204,6 +206,7 @@ int pkv_calibrate_main(int argc, char **argv) {
             pkv_kcase_free(&kc);
         }
     gsl_rng_free(r);
+    pkvk_ctx_destroy(ctx);
     if (rc || n < 8) {
         fprintf(stderr, "pkvsim calibrate: the sweep did not complete\n");
         return 1;

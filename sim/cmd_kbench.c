@@ -172,21 +172,25 @@ int pkv_bench_kernels_main(int argc, char **argv) {
         return 1;
     }
     pkvk_device_info dev;
-    if (pkvk_device_count() == 0 || pkvk_device_info_get(&dev)) {
+    pkvk_ctx *ctx = NULL;
+    if (pkvk_ctx_create(&ctx, 0) || pkvk_device_info_get(&dev)) {
         fprintf(stderr, "pkvsim bench kernels: no usable GPU: %s\n", pkvk_last_error());
+        pkvk_ctx_destroy(ctx);
         pkv_calib_free(&cal);
         return 1;
     }
     bench_out bo = {fopen(out, "w")};
     if (!bo.f) {
         fprintf(stderr, "pkvsim bench kernels: cannot write %s\n", out);
+        pkvk_ctx_destroy(ctx);
         pkv_calib_free(&cal);
         return 1;
     }
     pkvk_ceilings ceil_;
-    if (pkvk_measure_ceilings(&ceil_)) {
+    if (pkvk_measure_ceilings(ctx, &ceil_)) {
         fprintf(stderr, "pkvsim bench kernels: measuring ceilings: %s\n", pkvk_last_error());
         fclose(bo.f);
+        pkvk_ctx_destroy(ctx);
         pkv_calib_free(&cal);
         return 1;
     }
@@ -218,7 +222,8 @@ int pkv_bench_kernels_main(int argc, char **argv) {
         char err[512] = "";
         pkv_planner pl;
         pkvk_workspace *ws = NULL;
-        if (pkv_kcase_make(&d, bc[ci].name, bc[ci].lens, bc[ci].n, &s, holes, r, err, sizeof err) ||
+        if (pkv_kcase_make(ctx, &d, bc[ci].name, bc[ci].lens, bc[ci].n, &s, holes, r, err,
+                           sizeof err) ||
             pkv_planner_init(&pl, &s, &cal, bc[ci].n, PKV_BUCKET_MODE_EXACT)) {
             fprintf(stderr, "pkvsim bench kernels: %s\n", *err ? err : "out of memory");
             pkv_kcase_free(&d);
@@ -231,7 +236,7 @@ int pkv_bench_kernels_main(int argc, char **argv) {
             if (sweep[k] > most) most = sweep[k];
         int32_t cap = bc[ci].n * most + pl.plans[0].cap_tasks;
         pkvk_plan fixed;
-        if (pkvk_workspace_create(&ws, &s, bc[ci].n, cap, cap * s.hkv) ||
+        if (pkvk_workspace_create(ctx, &ws, &s, bc[ci].n, cap, cap * s.hkv) ||
             pkvk_plan_init(&fixed, bc[ci].n, cap * s.hkv)) {
             fprintf(stderr, "pkvsim bench kernels: workspace: %s\n", pkvk_last_error());
             rc = 1;
@@ -242,7 +247,7 @@ int pkv_bench_kernels_main(int argc, char **argv) {
         /* The streaming kernel over as many bytes: what one launch can reach at this
          * size, its own ramp and launch included. */
         float sms = 0;
-        if (rc == 0 && pkvk_time_read((size_t)kv_bytes, reps, &sms)) {
+        if (rc == 0 && pkvk_time_read(ctx, (size_t)kv_bytes, reps, &sms)) {
             fprintf(stderr, "pkvsim bench kernels: %s: read stream: %s\n", bc[ci].name,
                     pkvk_last_error());
             rc = 1;
@@ -279,7 +284,7 @@ int pkv_bench_kernels_main(int argc, char **argv) {
             float ms = 0;
             int launches = 0;
             double mx = 0, mean = 0;
-            rc = pkv_kcase_time(ws, &d, p, reps, &ms, &launches, &mx, &mean);
+            rc = pkv_kcase_time(ctx, ws, &d, p, reps, &ms, &launches, &mx, &mean);
             if (rc) {
                 fprintf(stderr, "pkvsim bench kernels: %s %s: %s\n", bc[ci].name,
                         pkv_route_name(p->route), pkvk_last_error());
@@ -338,6 +343,7 @@ int pkv_bench_kernels_main(int argc, char **argv) {
     }
     gsl_rng_free(r);
     fclose(bo.f);
+    pkvk_ctx_destroy(ctx);
     pkv_calib_free(&cal);
     return rc;
 }

@@ -16,8 +16,8 @@ void pkv_kcase_free(pkv_kcase *d) {
 
 /* Device batch for a case: block tables from the study's generator with `holes` of
  * the page universe unused; K and V tiled from 8 MiB blocks of GSL Gaussian halves. */
-int pkv_kcase_make(pkv_kcase *d, const char *name, const int32_t *lens, int n, const pkvk_shape *s,
-                   double holes, gsl_rng *r, char *err, size_t errn) {
+int pkv_kcase_make(const pkvk_ctx *c, pkv_kcase *d, const char *name, const int32_t *lens, int n,
+                   const pkvk_shape *s, double holes, gsl_rng *r, char *err, size_t errn) {
     memset(d, 0, sizeof *d);
     pkv_pagetable pt;
     if (pkv_pagetable_generate(&pt, lens, n, s->page_size, 0, holes, r)) {
@@ -54,7 +54,7 @@ int pkv_kcase_make(pkv_kcase *d, const char *name, const int32_t *lens, int n, c
              pkvk_h2d(d->lens, lens, (size_t)n * 4);
     d->b = (pkvk_batch){*s,   n,     d->q,   d->o,    d->k,
                         d->v, d->bt, stride, d->lens, 1.0f / sqrtf((float)s->d)};
-    if (!rc) rc = pkvk_gpu_reference(&d->b, d->ref);
+    if (!rc) rc = pkvk_gpu_reference(c, &d->b, d->ref);
     if (rc && !*err) snprintf(err, errn, "case %.31s: %.400s", name, pkvk_last_error());
     pkv_pagetable_free(&pt);
     free(rnd), free(q);
@@ -62,19 +62,19 @@ int pkv_kcase_make(pkv_kcase *d, const char *name, const int32_t *lens, int n, c
 }
 
 /* Time one plan: median of reps calls, each after an L2 flush. */
-int pkv_kcase_time(pkvk_workspace *ws, pkv_kcase *d, const pkvk_plan *p, int reps, float *med_ms,
-                   int *launches, double *mx, double *mean) {
+int pkv_kcase_time(const pkvk_ctx *c, pkvk_workspace *ws, pkv_kcase *d, const pkvk_plan *p,
+                   int reps, float *med_ms, int *launches, double *mx, double *mean) {
     float *t = malloc(sizeof(float) * reps);
     pkvk_event *e0 = NULL, *e1 = NULL;
     int rc = t ? pkvk_plan_upload(ws, p) : PKVK_ERR_OUT_OF_MEMORY;
-    if (!rc) rc = pkvk_event_create(&e0);
-    if (!rc) rc = pkvk_event_create(&e1);
+    if (!rc) rc = pkvk_event_create(c, &e0);
+    if (!rc) rc = pkvk_event_create(c, &e1);
     if (!rc && pkv_route_is_flashinfer(p->route))
         rc = pkvk_pack_csr(ws, &d->b); /* FlashInfer's page list: plan work, not timed */
     for (int w = 0; w < 3 && !rc; w++) rc = pkvk_launch(ws, &d->b, p, launches);
     if (!rc) rc = pkvk_memset(d->o, 0xff, d->q_elems * 2); /* poison: NaN halves */
     for (int i = 0; i < reps && !rc; i++) {
-        rc = pkvk_flush_l2();
+        rc = pkvk_flush_l2(c);
         if (!rc) rc = pkvk_event_record(e0);
         if (!rc) rc = pkvk_launch(ws, &d->b, p, launches);
         if (!rc) rc = pkvk_event_record(e1);

@@ -18,12 +18,12 @@ typedef struct pkv_kcase {
 
 /* lens: n rows' lengths; holes: fraction of the page universe left unused. On error
  * err names the case. */
-int pkv_kcase_make(pkv_kcase *d, const char *name, const int32_t *lens, int n, const pkvk_shape *s,
-                   double holes, gsl_rng *r, char *err, size_t errn);
+int pkv_kcase_make(const pkvk_ctx *c, pkv_kcase *d, const char *name, const int32_t *lens, int n,
+                   const pkvk_shape *s, double holes, gsl_rng *r, char *err, size_t errn);
 void pkv_kcase_free(pkv_kcase *d);
 /* Upload the plan, warm up, then the median of `reps` calls (ms) with the L2
  * flushed before each; errors against the reference of the last call. */
-int pkv_kcase_time(pkvk_workspace *ws, pkv_kcase *d, const pkvk_plan *p, int reps, float *med_ms,
-                   int *launches, double *mx, double *mean);
+int pkv_kcase_time(const pkvk_ctx *c, pkvk_workspace *ws, pkv_kcase *d, const pkvk_plan *p,
+                   int reps, float *med_ms, int *launches, double *mx, double *mean);
 
 #endif

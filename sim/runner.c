@@ -49,6 +49,7 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
         .bt_stride = pkv_sim_bt_stride(cfg),
         .cuda_graph = cfg->cuda_graph,
         .metadata_copy = cfg->metadata_upload == PKV_METADATA_COPY,
+        .device = o->gpu,
         .seed = cfg->seed,
     };
     if (pkv_engine_init(&eng, &cfg->model, &cal, cfg->policy, (pkv_bucket_mode)cfg->bucket_mode,

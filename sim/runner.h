@@ -9,6 +9,7 @@ typedef struct pkv_run_opts {
     int record;                  /* write the HDF5 file (cfg->output) */
     volatile sig_atomic_t *stop; /* may be NULL */
     const char *command_line;    /* for /provenance */
+    int gpu;                     /* the GPU's ordinal on the cuda backend */
 } pkv_run_opts;
 
 /* On failure nothing is left at cfg->output. */

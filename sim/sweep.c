@@ -44,6 +44,7 @@ typedef struct sweep {
  * idles no other rank; rank 0 then assembles the file. */
 typedef struct ranks {
     int rank, size;
+    int gpu; /* this rank's GPU: its rank on the host modulo the visible GPUs */
     int mpi; /* MPI_Init was called (under mpirun, in a build with MPI) */
 #ifdef PKV_HAVE_MPI
     MPI_Win win;
@@ -70,6 +71,9 @@ static int ranks_init(ranks *r) {
         return -1;
     if (r->rank == 0) *r->counter = 0;
     MPI_Barrier(MPI_COMM_WORLD);
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    int n_gpus = pkvk_device_count();
+    if (n_gpus > 0) r->gpu = (local ? atoi(local) : r->rank) % n_gpus;
 #else
     if (under_mpirun()) {
         fputs("pkvsim: this build has no MPI (Open MPI's headers were not found): every rank "
@@ -348,7 +352,7 @@ static int file_exists(const char *p) {
 
 /* Run point i into `file`; *status and err say how it went. Returns -1 only for an
  * error that should stop the sweep (out of memory). */
-static int run_point(const sweep *s, size_t i, const char *sweep_path, const char *file,
+static int run_point(const sweep *s, size_t i, int gpu, const char *sweep_path, const char *file,
                      const pkv_cli_overrides *ov, volatile sig_atomic_t *stop,
                      const char *command_line, const char **status, char *err, size_t n_err) {
     pkv_err e;
@@ -377,7 +381,8 @@ static int run_point(const sweep *s, size_t i, const char *sweep_path, const cha
         pkv_config_free(&cfg);
         return 0;
     }
-    pkv_run_opts ro = {.quiet = 1, .record = 1, .stop = stop, .command_line = command_line};
+    pkv_run_opts ro = {
+        .quiet = 1, .record = 1, .stop = stop, .command_line = command_line, .gpu = gpu};
     pkv_summary sum;
     if (pkv_run_experiment(&cfg, &ro, &sum, &e)) {
         snprintf(err, n_err, "%.*s", (int)n_err - 1, e.msg);
@@ -504,8 +509,8 @@ int pkv_sweep_main(const char *path, const pkv_cli_overrides *ov, int quiet, int
         char what[512];
         describe(&s, (size_t)i, what, sizeof what);
         if (!quiet) fprintf(stderr, "pkvsim: %s[%ld/%zu] %s\n", rank_tag, i + 1, n, what);
-        if (run_point(&s, i, path, files[i], ov, stop, command_line, &pts[i].status, errs[i],
-                      sizeof errs[i])) {
+        if (run_point(&s, i, rk.gpu, path, files[i], ov, stop, command_line, &pts[i].status,
+                      errs[i], sizeof errs[i])) {
             fputs("pkvsim: out of memory\n", stderr);
             rc = 1;
             break;

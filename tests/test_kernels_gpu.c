@@ -54,12 +54,13 @@ static void release(dev_batch *d) {
 /* Plan uploads by mode and path: [0] in the launch's parameters, [1] parameters
  * asked but too large (copied), [2] copy asked. */
 static int uploads[3];
+static pkvk_ctx *ctx; /* the kernels' context, made in main */
 
 /* Run a plan with the output poisoned; o receives it as floats. how % 3 says how the
  * plan goes up: 0 pkvk_plan_upload, 1 pkvk_step_upload by launch parameters, 2 by
  * its copy. */
-static int run_plan(pkvk_workspace *ws, dev_batch *d, const pkvk_plan *p, size_t n, float *o,
-                    uint16_t *tmp, int how) {
+static int run_plan(const pkvk_ctx *c, pkvk_workspace *ws, dev_batch *d, const pkvk_plan *p,
+                    size_t n, float *o, uint16_t *tmp, int how) {
     int launches, copies = 0, rc = pkvk_memset(d->o, 0xff, n * 2);
     pkvk_upload_mode mode = how % 3 == 1 ? PKVK_UPLOAD_PARAMS : PKVK_UPLOAD_COPY;
     if (!rc && how % 3 == 0)
@@ -71,14 +72,14 @@ static int run_plan(pkvk_workspace *ws, dev_batch *d, const pkvk_plan *p, size_t
         if (mode == PKVK_UPLOAD_COPY && copies != !pkv_route_is_flashinfer(p->route)) rc = -1;
     }
     if (rc || (pkv_route_is_flashinfer(p->route) && pkvk_pack_csr(ws, &d->b)) ||
-        pkvk_launch(ws, &d->b, p, &launches) || pkvk_sync() || pkvk_d2h(tmp, d->o, n * 2))
+        pkvk_launch(ws, &d->b, p, &launches) || pkvk_sync(c) || pkvk_d2h(tmp, d->o, n * 2))
         return -1;
     for (size_t j = 0; j < n; j++) o[j] = pkvk_h2f(tmp[j]);
     return 0;
 }
 
-static int32_t fixed_splits(int32_t route_len, int32_t rows, void *ctx) {
-    return *(int32_t *)ctx;
+static int32_t fixed_splits(int32_t route_len, int32_t rows, void *arg) {
+    return *(int32_t *)arg;
 }
 
 int main(void) {
@@ -86,6 +87,14 @@ int main(void) {
         printf("no GPU (%s): skipped\n", pkvk_last_error());
         return SKIP_CODE;
     }
+    /* A device past the visible ones is refused, naming it; then the context. */
+    {
+        pkvk_ctx *none = NULL;
+        int n = pkvk_device_count(), rc = pkvk_ctx_create(&none, n);
+        CHECK(rc == PKVK_ERR_NO_DEVICE && !none && strstr(pkvk_last_error(), "does not exist"),
+              "context on device %d of %d: status %d (%s)", n, n, rc, pkvk_last_error());
+    }
+    CHECK(pkvk_ctx_create(&ctx, 0) == 0, "context: %s", pkvk_last_error());
     gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
     gsl_rng_set(r, 77);
     const int fi_built = pkvk_flashinfer_built();
@@ -100,8 +109,8 @@ int main(void) {
         pkvk_workspace *w = NULL;
         const pkvk_shape big = {32, 8, 128, 16};
         uint16_t wt[64] = {0};
-        int rm = pkvk_mlp_create(&m, 4096, 1 << 20, 1 << 16, wt, 64);
-        int rw = pkvk_workspace_create(&w, &big, 1 << 20, 1 << 30, 1 << 20);
+        int rm = pkvk_mlp_create(ctx, &m, 4096, 1 << 20, 1 << 16, wt, 64);
+        int rw = pkvk_workspace_create(ctx, &w, &big, 1 << 20, 1 << 30, 1 << 20);
         CHECK(rm == PKVK_ERR_OUT_OF_MEMORY && !m, "oversized MLP: status %d", rm);
         CHECK(rw == PKVK_ERR_OUT_OF_MEMORY && !w, "oversized workspace: status %d", rw);
     }
@@ -124,7 +133,8 @@ int main(void) {
             uint16_t *tmp = malloc(h.q_elems * 2);
             CHECK(pkvk_cpu_reference(&h.b, ref) == PKVK_OK, "CPU reference");
             /* The GPU FP32 reference agrees with the CPU one. */
-            CHECK(pkvk_gpu_reference(&d.b, d.o32) == 0 && pkvk_d2h(g32, d.o32, h.q_elems * 4) == 0,
+            CHECK(pkvk_gpu_reference(ctx, &d.b, d.o32) == 0 &&
+                      pkvk_d2h(g32, d.o32, h.q_elems * 4) == 0,
                   "gpu reference: %s", pkvk_last_error());
             double mx, mean;
             pkvk_compare(g32, NULL, ref, h.q_elems, &mx, &mean);
@@ -132,7 +142,7 @@ int main(void) {
             pkvk_plan p;
             pkvk_workspace *ws;
             CHECK(pkvk_plan_init(&p, n, 4096) == 0, "plan");
-            CHECK(pkvk_workspace_create(&ws, &s, n, 4096, 4096) == 0, "workspace: %s",
+            CHECK(pkvk_workspace_create(ctx, &ws, &s, n, 4096, 4096) == 0, "workspace: %s",
                   pkvk_last_error());
             int fi_occ = 0;
             if (fi_built)
@@ -159,7 +169,7 @@ int main(void) {
                     CHECK(rc == 0, "plan");
                     /* The fused route runs twice: its counters must reset themselves. */
                     for (int rep = 0; rep < (route == PKV_ROUTE_FUSED ? 2 : 1); rep++) {
-                        CHECK(run_plan(ws, &d, &p, h.q_elems, o, tmp, turn++) == 0, "run: %s",
+                        CHECK(run_plan(ctx, ws, &d, &p, h.q_elems, o, tmp, turn++) == 0, "run: %s",
                               pkvk_last_error());
                         pkvk_compare(o, NULL, ref, h.q_elems, &mx, &mean);
                         CHECK(pkv_tol_ok(mx, mean),
@@ -193,14 +203,14 @@ int main(void) {
         pkvk_plan p;
         pkvk_workspace *ws;
         CHECK(pkvk_plan_init(&p, 2, 8192) == 0, "plan");
-        CHECK(pkvk_workspace_create(&ws, &s, 2, 4096, 8192) == 0, "workspace");
+        CHECK(pkvk_workspace_create(ctx, &ws, &s, 2, 4096, 8192) == 0, "workspace");
         for (int route = PKV_ROUTE_BUCKET; route < PKV_ROUTE_FLASHINFER; route++) {
             int rc = route == PKV_ROUTE_BUCKET
                          ? pkvk_plan_bucket(&p, lens, lens, 2, fixed_splits, &S)
                          : pkvk_plan_workqueue(&p, (pkv_route)route, &s, lens, splits, 2);
             CHECK(rc == 0 && p.split_offsets[1] - p.split_offsets[0] > 512, "plan %d", route);
             for (int how = 0; how < 3; how++) {
-                CHECK(run_plan(ws, &d, &p, h.q_elems, o, tmp, how) == 0, "run: %s",
+                CHECK(run_plan(ctx, ws, &d, &p, h.q_elems, o, tmp, how) == 0, "run: %s",
                       pkvk_last_error());
                 double mx, mean;
                 pkvk_compare(o, NULL, ref, h.q_elems, &mx, &mean);
@@ -226,9 +236,9 @@ int main(void) {
         pkvk_mlp *m;
         void *dx;
         const uint16_t *dz;
-        CHECK(pkvk_mlp_create(&m, HID, INTER, ROWS, w, WN) == 0 &&
+        CHECK(pkvk_mlp_create(ctx, &m, HID, INTER, ROWS, w, WN) == 0 &&
                   pkvk_malloc(&dx, ROWS * HID * 2) == 0 && pkvk_h2d(dx, x, ROWS * HID * 2) == 0 &&
-                  pkvk_mlp_run(m, ROWS, dx, &dz) == 0 && pkvk_sync() == 0 &&
+                  pkvk_mlp_run(m, ROWS, dx, &dz) == 0 && pkvk_sync(ctx) == 0 &&
                   pkvk_d2h(z, dz, ROWS * HID * 2) == 0,
               "mlp: %s", pkvk_last_error());
         double num = 0, den = 0;
@@ -266,7 +276,7 @@ int main(void) {
     CHECK(upload(&h, &d) == 0, "upload: %s", pkvk_last_error());
     float *ref = malloc(h.q_elems * 4), *o = malloc(h.q_elems * 4);
     uint16_t *tmp = malloc(h.q_elems * 2);
-    CHECK(pkvk_gpu_reference(&d.b, d.o32) == 0 && pkvk_d2h(ref, d.o32, h.q_elems * 4) == 0,
+    CHECK(pkvk_gpu_reference(ctx, &d.b, d.o32) == 0 && pkvk_d2h(ref, d.o32, h.q_elems * 4) == 0,
           "reference: %s", pkvk_last_error());
     pkv_calib cal;
     pkv_calib_defaults(&cal); /* H200-like: 132 SMs, waves of 264 CTAs */
@@ -275,12 +285,12 @@ int main(void) {
     pkv_planner pl;
     pkvk_workspace *ws;
     CHECK(pkv_planner_init(&pl, &s, &cal, 3, PKV_BUCKET_MODE_EXACT) == 0, "planner");
-    CHECK(pkvk_workspace_create(&ws, &s, 3, pl.plans[0].cap_tasks, pl.plans[0].cap_tasks) == 0,
+    CHECK(pkvk_workspace_create(ctx, &ws, &s, 3, pl.plans[0].cap_tasks, pl.plans[0].cap_tasks) == 0,
           "workspace: %s", pkvk_last_error());
     for (int route = 0; route < PKV_ROUTE_COUNT; route++) {
         if (!pkvk_route_built((pkv_route)route)) continue;
         CHECK(pkv_planner_build(&pl, (pkv_route)route, lens, 3) == 0, "plan");
-        CHECK(run_plan(ws, &d, &pl.plans[route], h.q_elems, o, tmp, turn++) == 0, "run: %s",
+        CHECK(run_plan(ctx, ws, &d, &pl.plans[route], h.q_elems, o, tmp, turn++) == 0, "run: %s",
               pkvk_last_error());
         double mx, mean;
         pkvk_compare(o, NULL, ref, h.q_elems, &mx, &mean);
@@ -288,6 +298,25 @@ int main(void) {
               pkv_route_name((pkv_route)route), mx, mean);
         printf("long rows, %-14s max|e| %.3g mean|e| %.3g\n", pkv_route_name((pkv_route)route), mx,
                mean);
+    }
+    /* A second context (its own stream, its own workspace) runs the same plan to the
+     * same output, bit for bit. */
+    {
+        pkvk_ctx *c2 = NULL;
+        pkvk_workspace *w2 = NULL;
+        float *o2 = malloc(h.q_elems * 4);
+        const pkvk_plan *wq = &pl.plans[PKV_ROUTE_WORKQUEUE];
+        CHECK(pkv_planner_build(&pl, PKV_ROUTE_WORKQUEUE, lens, 3) == 0, "plan");
+        CHECK(run_plan(ctx, ws, &d, wq, h.q_elems, o, tmp, 0) == 0, "run: %s", pkvk_last_error());
+        CHECK(pkvk_ctx_create(&c2, 0) == 0 &&
+                  pkvk_workspace_create(c2, &w2, &s, 3, pl.plans[0].cap_tasks,
+                                        pl.plans[0].cap_tasks) == 0,
+              "second context: %s", pkvk_last_error());
+        CHECK(run_plan(c2, w2, &d, wq, h.q_elems, o2, tmp, 1) == 0, "run: %s", pkvk_last_error());
+        CHECK(memcmp(o, o2, h.q_elems * 4) == 0, "a second context's output differs");
+        pkvk_workspace_destroy(w2);
+        pkvk_ctx_destroy(c2);
+        free(o2);
     }
     if (fi_built) {
         /* A partition FlashInfer's planner would not make is refused at upload. */
@@ -317,5 +346,6 @@ int main(void) {
     release(&d);
     free_batch(&h);
     gsl_rng_free(r);
+    pkvk_ctx_destroy(ctx);
     CHECK_DONE();
 }

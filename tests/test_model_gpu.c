@@ -114,6 +114,8 @@ int main(void) {
         printf("SKIP: no GPU (%s)\n", pkvk_last_error());
         return SKIP_CODE;
     }
+    pkvk_ctx *ctx = NULL;
+    CHECK(pkvk_ctx_create(&ctx, 0) == 0, "context: %s", pkvk_last_error());
     seed = (uint64_t)time(NULL) * 2654435761u;
     printf("seed %llu\n", (unsigned long long)seed);
     for (int l = 0; l < L; l++) {
@@ -129,7 +131,7 @@ int main(void) {
     wt[L][PKVK_W_HEAD] = weights(-1, PKVK_W_HEAD, (size_t)H * V);
 
     pkvk_model *m;
-    CHECK(pkvk_model_create(&m, &S, CAP_TOKENS, MAX_PROMPT, NPAGES, seed) == 0, "create: %s",
+    CHECK(pkvk_model_create(ctx, &m, &S, CAP_TOKENS, MAX_PROMPT, NPAGES, seed) == 0, "create: %s",
           pkvk_last_error());
     /* Pages: each prompt's in a shuffled order, with room for one decode token. */
     int32_t pages[NPAGES], bt[NREQ][MAX_PROMPT / PS + 1], n_pages = 0, perm[NPAGES];
@@ -194,7 +196,7 @@ int main(void) {
               pkvk_malloc((void **)&q, (size_t)NREQ * HQ * D * 2) == 0 &&
               pkvk_malloc((void **)&o, (size_t)NREQ * HQ * D * 2) == 0 &&
               pkvk_h2d(lens_d, seq, sizeof seq) == 0 && pkvk_h2d(bt_d, bt, sizeof bt) == 0 &&
-              pkvk_workspace_create(&ws, &as, NREQ, 64, 64) == 0 &&
+              pkvk_workspace_create(ctx, &ws, &as, NREQ, 64, 64) == 0 &&
               pkvk_plan_init(&plan, NREQ, 64) == 0 && pkvk_plan_ref(&plan, seq, NREQ) == 0 &&
               pkvk_plan_upload(ws, &plan) == 0,
           "decode setup: %s", pkvk_last_error());
@@ -236,6 +238,7 @@ int main(void) {
     pkvk_workspace_destroy(ws);
     pkvk_free(lens_d), pkvk_free(bt_d), pkvk_free(q), pkvk_free(o);
     pkvk_model_destroy(m);
+    pkvk_ctx_destroy(ctx);
     free(host);
     CHECK_DONE();
 }
