@@ -40,6 +40,11 @@ typedef enum pkv_col_kind {
     X(cta_work_per_sm, double, PKV_COL_F64, 0, "decode CTAs per SM")                               \
     X(kv_bytes, uint64_t, PKV_COL_U64, 0, "bytes: K and V read")                                   \
     X(merge_bytes, uint64_t, PKV_COL_U64, 0, "bytes: partial states written and read back")        \
+    X(max_cta_bytes, uint64_t, PKV_COL_U64, 0,                                                     \
+      "bytes: K and V of the longest range one CTA reads")                                         \
+    X(policy_why, uint8_t, PKV_COL_U8, 0,                                                          \
+      "adaptive's reasons, bits: 1 no gate for the step's G, 2 context below the gate, 4 "         \
+      "PersistentKV predicted faster but not by the margin, 8 PersistentKV promoted")              \
     X(t_predicted, double, PKV_COL_F64, 0, "seconds: cost model of the whole step")                \
     X(t_dense_predicted, double, PKV_COL_F64, 0,                                                   \
       "seconds: cost model of the step's dense part (0 for the study layer)")                      \
@@ -53,7 +58,9 @@ typedef enum pkv_col_kind {
     X(out_mean_abs, double, PKV_COL_F64, 1, "mean |O| of the step's output where checked")         \
     X(t_mlp, double, PKV_COL_F64, 1, "seconds: measured device time of the MLP tail")              \
     X(t_meta, double, PKV_COL_F64, 1,                                                              \
-      "seconds: device time of the step's metadata work before attention (every 17th step)")
+      "seconds: device time of the step's metadata work before attention (every 17th step)")       \
+    X(t_noise, double, PKV_COL_F64, 1,                                                             \
+      "relative: the oracle's half interquartile range over the median of its route's repeats")
 
 #define PKV_REQUEST_COLUMNS(X)                                                                     \
     X(id, int64_t, PKV_COL_I64, 0, "request number, in arrival order")                             \
@@ -84,7 +91,8 @@ typedef enum pkv_col_kind {
 typedef struct pkv_step_rec {
     PKV_STEP_COLUMNS(PKV_RECORD_FIELD_)
     double t_route[PKV_ROUTE_COUNT];          /* seconds: predictions, NaN if not planned */
-    double t_route_measured[PKV_ROUTE_COUNT]; /* seconds: the oracle's measured device times */
+    double t_route_measured[PKV_ROUTE_COUNT]; /* seconds: the oracle's measured device times
+                                                 (median of its repeats) */
 } pkv_step_rec;
 
 /* One row of /requests. */

@@ -47,8 +47,123 @@ static const pkv_key rows[] = {
     ROW("allreduce_gbps", NUM, allreduce_gbps, 400, 0, 1e6, .lo_open = true),
     ROW("allreduce_us", NUM, allreduce_us, 10, 0, 1e4),
     {.obj = "", .name = "route_scale", .kind = PKV_KEY_CUSTOM}, /* one factor per route */
+    {.obj = "", .name = "route_model", .kind = PKV_KEY_CUSTOM}, /* fitted constants per route */
+    {.obj = "", .name = "gates", .kind = PKV_KEY_CUSTOM},       /* the policy's gates per G */
     {.obj = "", .name = "fit", .kind = PKV_KEY_CUSTOM},         /* calibrate's fit record */
 };
+
+const char *const pkv_route_model_keys[PKV_ROUTE_MODEL_PARAMS] = {"cta_gbps", "cta_us", "launch_us",
+                                                                  "fixed_us", "merge_gbps"};
+
+/* route_model: {"ROUTE": {"cta_gbps": .., "cta_us": .., ...}, ...}: every constant of
+ * a named route must be given (a partly fitted model would predict nonsense). */
+static int apply_route_model(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e) {
+    const cJSON *rm;
+    char rp[128];
+    pkv_json_path(rp, sizeof rp, path, "route_model");
+    if (pkv_json_sub(o, path, "route_model", &rm, e)) return -1;
+    if (!rm) return 0;
+    const char *names[PKV_ROUTE_COUNT + 1];
+    for (int r = 0; r < PKV_ROUTE_COUNT; r++) names[r] = pkv_route_name((pkv_route)r);
+    names[PKV_ROUTE_COUNT] = NULL;
+    if (pkv_json_object(rm, rp, names, e)) return -1;
+    const char *keys[PKV_ROUTE_MODEL_PARAMS + 1];
+    for (int k = 0; k < PKV_ROUTE_MODEL_PARAMS; k++) keys[k] = pkv_route_model_keys[k];
+    keys[PKV_ROUTE_MODEL_PARAMS] = NULL;
+    for (int r = 0; r < PKV_ROUTE_COUNT; r++) {
+        const cJSON *m;
+        char mp[160];
+        if (pkv_json_sub(rm, rp, names[r], &m, e)) return -1;
+        if (!m) continue;
+        pkv_json_path(mp, sizeof mp, rp, names[r]);
+        if (pkv_json_object(m, mp, keys, e)) return -1;
+        pkv_route_model *d = &c->route_model[r];
+        for (int k = 0; k < PKV_ROUTE_MODEL_PARAMS; k++) {
+            if (!cJSON_GetObjectItemCaseSensitive(m, keys[k])) {
+                char kp[200];
+                pkv_json_path(kp, sizeof kp, mp, keys[k]);
+                return pkv_fail(e, "%s: missing (a route's model needs all of its constants)", kp);
+            }
+            if (pkv_json_num(m, mp, keys[k], 0, 0, false, 1e6, &d->v[k], e)) return -1;
+        }
+        d->set = true;
+    }
+    return 0;
+}
+
+static int group_index(int G) {
+    for (int k = 0; k < PKV_GATE_GROUPS; k++)
+        if (G == 1 << k) return k;
+    return -1;
+}
+
+/* gates: {"G": {"min_context_tokens": .., "margin_small": .., "margin_large": ..}}:
+ * replaces every gate (a G not named has none). */
+static int apply_gates(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e) {
+    const cJSON *g;
+    char gp[128];
+    pkv_json_path(gp, sizeof gp, path, "gates");
+    if (pkv_json_sub(o, path, "gates", &g, e)) return -1;
+    if (!g) return 0;
+    static const char *const keys[] = {"min_context_tokens", "margin_small", "margin_large", NULL};
+    pkv_gate gates[PKV_GATE_GROUPS] = {{0}};
+    const cJSON *it;
+    cJSON_ArrayForEach(it, g) {
+        char *end, ip[160];
+        long G = strtol(it->string, &end, 10);
+        pkv_json_path(ip, sizeof ip, gp, it->string);
+        int k = *end || end == it->string ? -1 : group_index((int)G);
+        if (k < 0)
+            return pkv_fail(e, "%s: a gate's key is a GQA group size: 1, 2, 4, 8, 16, 32 or 64",
+                            ip);
+        if (!cJSON_IsObject(it)) return pkv_fail(e, "%s: must be an object", ip);
+        if (pkv_json_object(it, ip, keys, e)) return -1;
+        int64_t mc;
+        pkv_gate *d = &gates[k];
+        d->on = true;
+        if (pkv_json_int(it, ip, "min_context_tokens", c->min_context, 0, INT64_MAX / 2, &mc, e) ||
+            pkv_json_num(it, ip, "margin_small", c->margin_small, 0, true, 100, &d->margin_small,
+                         e) ||
+            pkv_json_num(it, ip, "margin_large", c->margin_large, 0, true, 100, &d->margin_large,
+                         e))
+            return -1;
+        d->min_context = mc;
+    }
+    memcpy(c->gates, gates, sizeof gates);
+    c->gates_set = true;
+    return 0;
+}
+
+pkv_gate pkv_calib_gate(const pkv_calib *c, int G) {
+    int k = group_index(G);
+    if (k < 0) return (pkv_gate){0};
+    if (c->gates_set) return c->gates[k];
+    if (G != c->gqa_group) return (pkv_gate){0};
+    return (pkv_gate){true, c->min_context, c->margin_small, c->margin_large};
+}
+
+void pkv_calib_route_model_json(const pkv_calib *c, cJSON *root) {
+    if (c->gates_set) {
+        cJSON *g = cJSON_AddObjectToObject(root, "gates");
+        for (int k = 0; k < PKV_GATE_GROUPS; k++) {
+            if (!c->gates[k].on) continue;
+            char name[8];
+            snprintf(name, sizeof name, "%d", 1 << k);
+            cJSON *o = cJSON_AddObjectToObject(g, name);
+            cJSON_AddNumberToObject(o, "min_context_tokens", (double)c->gates[k].min_context);
+            cJSON_AddNumberToObject(o, "margin_small", c->gates[k].margin_small);
+            cJSON_AddNumberToObject(o, "margin_large", c->gates[k].margin_large);
+        }
+    }
+    cJSON *rm = NULL;
+    for (int r = 0; r < PKV_ROUTE_COUNT; r++) {
+        if (!c->route_model[r].set) continue;
+        if (!rm) rm = cJSON_AddObjectToObject(root, "route_model");
+        cJSON *m = cJSON_AddObjectToObject(rm, pkv_route_name((pkv_route)r));
+        for (int k = 0; k < PKV_ROUTE_MODEL_PARAMS; k++)
+            cJSON_AddNumberToObject(m, pkv_route_model_keys[k], c->route_model[r].v[k]);
+    }
+}
 
 pkv_keys pkv_calib_keys(void) {
     return PKV_KEYS(rows);
@@ -70,7 +185,7 @@ int pkv_calib_apply(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e) 
                              e))
                 return -1;
     }
-    return 0;
+    return apply_route_model(c, o, path, e) || apply_gates(c, o, path, e) ? -1 : 0;
 }
 
 void pkv_calib_defaults(pkv_calib *c) {
@@ -118,6 +233,13 @@ int pkv_calib_attrs(const pkv_calib *c, pkv_attr *a, int cap) {
         snprintf(a[n].name, sizeof a[n].name, "route_scale_%s", pkv_route_name((pkv_route)k));
         a[n].kind = PKV_ATTR_F64;
         a[n++].f64 = c->route_scale[k];
+        for (int j = 0; c->route_model[k].set && j < PKV_ROUTE_MODEL_PARAMS; j++) {
+            if (n >= cap) return -1;
+            snprintf(a[n].name, sizeof a[n].name, "route_model_%s_%s", pkv_route_name((pkv_route)k),
+                     pkv_route_model_keys[j]);
+            a[n].kind = PKV_ATTR_F64;
+            a[n++].f64 = c->route_model[k].v[j];
+        }
     }
     return n;
 }

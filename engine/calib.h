@@ -7,6 +7,35 @@
 #include "pkv_attr.h"
 #include "pkvk.h"
 
+/* The structured cost model's constants of one route (engine/cost.h), fitted by
+ * pkvsim fit; set false: the route uses the study's formula. */
+enum {
+    PKV_RM_CTA_GBPS = 0, /* GB/s one CTA streams */
+    PKV_RM_CTA_US,       /* us per CTA wave (pipeline fill, early exit) */
+    PKV_RM_LAUNCH_US,    /* us per launch */
+    PKV_RM_FIXED_US,     /* us per step */
+    PKV_RM_MERGE_GBPS,   /* GB/s of the partial states' traffic */
+    PKV_ROUTE_MODEL_PARAMS
+};
+typedef struct pkv_route_model {
+    bool set;
+    double v[PKV_ROUTE_MODEL_PARAMS];
+} pkv_route_model;
+/* The constants' names in a calibration file's route_model.ROUTE object. */
+extern const char *const pkv_route_model_keys[PKV_ROUTE_MODEL_PARAMS];
+
+/* The adaptive policy's gate for one GQA group size G: the PersistentKV routes are
+ * candidates of a step only where its G has a gate and its context reaches
+ * min_context; one is then chosen over the best baseline only when that baseline's
+ * predicted time is at least margin times its own. */
+typedef struct pkv_gate {
+    bool on;
+    int64_t min_context;
+    double margin_small; /* steps of at most margin_small_rows rows */
+    double margin_large;
+} pkv_gate;
+enum { PKV_GATE_GROUPS = 7 }; /* G = 1, 2, 4, ..., 64: gates[log2 G] */
+
 typedef struct pkv_calib {
     char gpu_name[128]; /* GPU model the constants were measured on */
     char driver[64];
@@ -25,7 +54,12 @@ typedef struct pkv_calib {
     int resident_ctas_per_sm; /* decode CTAs resident on one SM: a wave is this x sm_count */
     int flashinfer_decode_ctas_per_sm; /* FlashInfer's decode occupancy (its planner's grid) */
     double wave_balance_min; /* a one-wave plan less balanced than this goes over two waves */
-    double route_scale[PKV_ROUTE_COUNT]; /* fitted factor on each route's modelled time */
+    double route_scale[PKV_ROUTE_COUNT];          /* fitted factor on each route's modelled time */
+    pkv_route_model route_model[PKV_ROUTE_COUNT]; /* the structured model, where fitted */
+    /* The file's `gates` object, one per G (gates_set); without one, a single gate for
+     * gqa_group from min_context_tokens and the margins. */
+    bool gates_set;
+    pkv_gate gates[PKV_GATE_GROUPS];
     /* The served model's dense part (engine/model.h). */
     double gemm_tflops;     /* FP16 GEMM throughput at large widths, TFLOP/s */
     double gemm_gbps;       /* bytes a GEMM streams per second at decode widths, GB/s */
@@ -46,6 +80,11 @@ int pkv_calib_load(pkv_calib *c, const char *path, pkv_err *e);
  * of the current values; unknown keys and bad values are errors naming `path`. */
 int pkv_calib_apply(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e);
 void pkv_calib_free(pkv_calib *c);
+/* Add the fitted route models (and the gates, where the calibration has its own) to
+ * a calibration object being written. */
+void pkv_calib_route_model_json(const pkv_calib *c, cJSON *root);
+/* The gate for group size G (its `on` false: none). */
+pkv_gate pkv_calib_gate(const pkv_calib *c, int G);
 
 /* Where the FlashInfer routes are built and a GPU is present, take their planner's
  * decode occupancy from the GPU (their plans must match FlashInfer's own). */
@@ -54,7 +93,7 @@ void pkv_calib_flashinfer_occupancy(pkv_calib *c, const pkvk_shape *s);
 /* The constants as named attributes for the recorder's /calibration, in the file's
  * units and names (route_scale_ROUTE for the scales): fills up to cap entries (at
  * least PKV_CALIB_ATTRS) and returns how many, -1 when cap is short. */
-enum { PKV_CALIB_ATTRS = 32 + PKV_ROUTE_COUNT };
+enum { PKV_CALIB_ATTRS = 32 + PKV_ROUTE_COUNT * (1 + PKV_ROUTE_MODEL_PARAMS) };
 int pkv_calib_attrs(const pkv_calib *c, pkv_attr *a, int cap);
 
 #endif

@@ -1,7 +1,20 @@
-/* Per-step counters of a plan and the cost model of DESIGN.md:
+/* Per-step counters of a plan and the cost model. Two forms, per route:
+ *
+ * The study's (DESIGN.md), where the calibration fits no model for the route:
  *   T_r = s_r * (KVBytes/beta * max(1, C_min/C_r) + L_r * lambda + MergeBytes_r/beta)
  * with C_r the decode CTAs per SM, L_r the launches and s_r the route's fitted scale
- * (calibration route_scale, 1 by default). */
+ * (calibration route_scale, 1 by default).
+ *
+ * The structured one, where the calibration's route_model holds the route's fitted
+ * constants (pkvsim fit): with W = resident CTAs per SM x SMs (FlashInfer's CUDA-core
+ * decode at its own occupancy), waves = ceil(CTAs / W), b the bytes per second one
+ * CTA streams,
+ *   T_r = fixed_r + L_r * launch_r + waves * cta_r
+ *         + max(KVBytes / min(beta, min(CTAs, W) * b_r), MaxCTABytes / b_r)
+ *         + MergeBytes_r / merge_r
+ * : the bandwidth a grid of too few CTAs cannot fill, the longest CTA's range as the
+ * critical path of a ragged step, a fixed cost per CTA paid once a wave (pipeline
+ * fill, early exit), the launches and the merge's traffic. */
 #ifndef PKV_COST_H
 #define PKV_COST_H
 
@@ -17,11 +30,18 @@ typedef struct pkv_counters {
     int64_t merge_bytes;    /* bytes: partial states written and read back */
     int32_t tasks;          /* workqueue tasks emitted (0 for other routes) */
     int32_t max_splits;     /* largest slot count of a row */
+    int64_t max_cta_bytes;  /* bytes: K and V of the longest token range one CTA streams */
     double t_predicted;     /* seconds, cost model */
 } pkv_counters;
 
-/* The formula above without the route's scale s_r (what calibrate fits s_r against). */
+/* The study's formula above without the route's scale s_r (what calibrate fits s_r
+ * against). */
 double pkv_cost_time(const pkv_calib *c, const pkv_counters *k);
+/* Route r's predicted time from its counters: the structured model where the
+ * calibration has one for r (m: its constants; NULL: the calibration's), else the
+ * study's formula times s_r. */
+double pkv_cost_route_time(const pkv_calib *c, pkv_route r, const pkv_route_model *m,
+                           const pkv_counters *k);
 void pkv_cost_counters(const pkv_calib *c, const pkvk_shape *s, const pkvk_plan *p,
                        const int32_t *seq_lens, pkv_counters *out);
 

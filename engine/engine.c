@@ -6,6 +6,8 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_double.h>
 
 const char *const pkv_backend_names[] = {"auto", "model", "cpu", "cuda", NULL};
 
@@ -68,9 +70,6 @@ int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const c
     if (pkv_policy_init(&eng->policy, policy))
         return pkv_fail(e, "unknown route policy \"%s\"", policy);
     if (kind == PKV_BACKEND_CUDA && cuda_supports(m, e)) return -1;
-    if (pkv_model_dense(m) && eng->policy.measured_oracle && kind != PKV_BACKEND_MODEL)
-        return pkv_fail(e, "route.policy \"oracle\": on a measuring backend it runs every "
-                           "candidate; with a full model use a fixed route or adaptive");
     if (kind == PKV_BACKEND_CUDA) pkv_calib_flashinfer_occupancy(cal, s);
     if (pkv_planner_init(&eng->planner, s, cal, cap_rows, mode))
         return pkv_fail(e, "out of memory for the planner (%d rows)", cap_rows);
@@ -88,6 +87,57 @@ void pkv_engine_free(pkv_engine *eng) {
     pkv_planner_free(&eng->planner);
     if (eng->backend) eng->backend->destroy(eng->backend);
     eng->backend = NULL;
+}
+
+/* The oracle on a measuring backend: every candidate's whole step (the backend's
+ * staging, the upload, the launches and the kernels) run in isolation oracle_reps
+ * times; /routes_measured gets each one's median device time, and the candidate
+ * fastest under the run's clock (its median wall time on the wall clock, else its
+ * median device time) is the step's route. *spent receives the wall time of all the
+ * runs, *best_wall the chosen one's median wall time. */
+static int run_oracle(pkv_engine *eng, const pkv_batch_view *v, const pkv_step_view *sv, int check,
+                      pkv_step_rec *rec, pkv_route *best, double *spent, double *best_wall,
+                      pkv_err *e) {
+    enum { MAX_REPS = PKV_ORACLE_MAX_REPS };
+    double dev[MAX_REPS], wall[MAX_REPS], wall_med[PKV_ROUTE_COUNT], noise[PKV_ROUTE_COUNT];
+    const int reps = eng->oracle_reps < 1 ? 1 : eng->oracle_reps;
+    double max_err = NAN, mean_err = NAN;
+    int b = -1;
+    *spent = 0;
+    for (int k = 0; k < PKV_ROUTE_COUNT; k++) {
+        if (!(sv->valid >> k & 1)) continue;
+        for (int i = 0; i < reps; i++) {
+            double t0 = pkv_clock_now();
+            if (eng->backend->prepare(eng->backend, v, e) ||
+                eng->backend->run(eng->backend, v, &eng->planner.plans[k], check && i == 0, rec, e))
+                return -1;
+            wall[i] = pkv_clock_now() - t0;
+            dev[i] = rec->t_device;
+            *spent += wall[i];
+            if (check && i == 0 && !(rec->max_err <= max_err)) /* the worst candidate's */
+                max_err = rec->max_err, mean_err = rec->mean_err;
+        }
+        gsl_sort(dev, 1, (size_t)reps);
+        gsl_sort(wall, 1, (size_t)reps);
+        double med = gsl_stats_median_from_sorted_data(dev, 1, (size_t)reps);
+        rec->t_route_measured[k] = med;
+        wall_med[k] = gsl_stats_median_from_sorted_data(wall, 1, (size_t)reps);
+        noise[k] = (gsl_stats_quantile_from_sorted_data(dev, 1, (size_t)reps, 0.75) -
+                    gsl_stats_quantile_from_sorted_data(dev, 1, (size_t)reps, 0.25)) /
+                   (2 * med);
+        double t = eng->clock == PKV_CLOCK_WALL ? wall_med[k] : med;
+        if (b < 0 || t < (eng->clock == PKV_CLOCK_WALL ? wall_med[b] : rec->t_route_measured[b]))
+            b = k;
+    }
+    if (b < 0)
+        return pkv_fail(e, "step %llu: the oracle has no candidate",
+                        (unsigned long long)rec->index);
+    *best = (pkv_route)b;
+    *best_wall = wall_med[b];
+    rec->t_device = rec->t_route_measured[b];
+    rec->t_noise = noise[b];
+    rec->max_err = max_err, rec->mean_err = mean_err;
+    return 0;
 }
 
 int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec, double *advance,
@@ -120,20 +170,16 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
         eng->backend->measures && eng->check_every > 0 &&
         ((int64_t)rec->index < eng->check_first || (int64_t)rec->index % eng->check_every == 0);
     rec->t_meta = NAN;
-    if (eng->backend->prepare(eng->backend, v, e)) return -1;
     rec->t_device = rec->t_dense = rec->max_err = rec->mean_err = rec->out_mean_abs = NAN;
-    pkv_route r;
+    rec->t_noise = NAN;
+    rec->policy_why = 0;
+    pkv_route r = PKV_ROUTE_REF_PAGED;
+    double oracle_spent = 0, oracle_wall = 0;
     if (measured_oracle) {
-        r = PKV_ROUTE_REF_PAGED;
-        for (int k = 0; k < PKV_ROUTE_COUNT; k++) {
-            if (!(sv.valid >> k & 1)) continue;
-            if (eng->backend->run(eng->backend, v, &eng->planner.plans[k], check, rec, e))
-                return -1;
-            rec->t_route_measured[k] = rec->t_device;
-            if (rec->t_device < rec->t_route_measured[r]) r = (pkv_route)k;
-        }
+        if (run_oracle(eng, v, &sv, check, rec, &r, &oracle_spent, &oracle_wall, e)) return -1;
     } else {
-        r = eng->policy.choose(&eng->policy, eng->cal, &sv);
+        if (eng->backend->prepare(eng->backend, v, e)) return -1;
+        r = eng->policy.choose(&eng->policy, eng->cal, &sv, &rec->policy_why);
         /* Only the workqueue routes write task lists: the chosen one's, from its plan. */
         if (lazy && pkv_route_is_workqueue(r)) {
             int rc = pkvk_plan_write_tasks(&eng->planner.plans[r], &eng->shape, v->seq_lens);
@@ -154,12 +200,11 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
     rec->cta_work_per_sm = c->cta_work_per_sm;
     rec->kv_bytes = (uint64_t)c->kv_bytes;
     rec->merge_bytes = (uint64_t)c->merge_bytes;
+    rec->max_cta_bytes = (uint64_t)c->max_cta_bytes;
     rec->t_predicted = c->t_predicted;
-    if (measured_oracle) {
-        rec->t_device = rec->t_route_measured[r];
-    } else {
-        if (eng->backend->run(eng->backend, v, &eng->planner.plans[r], check, rec, e)) return -1;
-    }
+    if (!measured_oracle &&
+        eng->backend->run(eng->backend, v, &eng->planner.plans[r], check, rec, e))
+        return -1;
     rec->t_mlp = NAN;
     if (eng->backend->finish && eng->backend->finish(eng->backend, v, rec, e)) return -1;
     /* The MLP tail reads its weights once per step: memory bound at decode sizes. */
@@ -174,12 +219,9 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
         rec->t_predicted = eng->model.layers * rec->t_predicted + dc.t_predicted;
     }
     rec->t_wall = eng->backend->measures ? pkv_clock_now() - t0 : NAN;
-    if (measured_oracle)
-        /* The oracle's step is the one its best route would have made: leave out the
-         * device time of the candidates it ran only to compare. */
-        for (int k = 0; k < PKV_ROUTE_COUNT; k++)
-            if (k != (int)r && !isnan(rec->t_route_measured[k]))
-                rec->t_wall -= rec->t_route_measured[k];
+    /* The oracle's step is the one its best route would have made: the step's own host
+     * work and its best candidate's median, not the runs made only to compare. */
+    if (measured_oracle) rec->t_wall += oracle_wall - oracle_spent;
     if (check && !pkv_tol_ok(rec->max_err, rec->mean_err))
         return pkv_fail(e,
                         "step %llu: route %s disagrees with the reference: max|e| %.3g (limit "

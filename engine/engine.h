@@ -82,6 +82,8 @@ typedef struct pkv_backend_spec {
     uint64_t seed;         /* tensor contents */
 } pkv_backend_spec;
 
+enum { PKV_ORACLE_MAX_REPS = 64 }; /* the most runs of each candidate the oracle makes */
+
 typedef struct pkv_engine {
     pkv_model model;
     pkvk_shape shape; /* the attention shape one GPU runs */
@@ -92,6 +94,7 @@ typedef struct pkv_engine {
     pkv_clock_source clock;
     int64_t check_every; /* compare every N steps (0 = never); steps < check_first always */
     int64_t check_first;
+    int oracle_reps;  /* the measuring oracle's runs of each candidate (their median) */
     double mlp_bytes; /* bytes of MLP weights read per step (0: no MLP tail) */
     int64_t prefills; /* prefill batches run */
 } pkv_engine;

@@ -4,36 +4,60 @@
 
 const char *const pkv_policy_names[] = {PKV_ROUTES(PKV_ROUTE_NAME_) "adaptive", "oracle", NULL};
 
+static const uint32_t PKV_SPLIT_ROUTES = 1u << PKV_ROUTE_BUCKET | 1u << PKV_ROUTE_WORKQUEUE;
+
+uint32_t pkv_policy_baselines(void) {
+    uint32_t b = 1u << PKV_ROUTE_REF_PAGED;
+    for (int r = PKV_ROUTE_FLASHINFER; r <= PKV_ROUTE_FLASHINFER_TC; r++)
+        b |= (uint32_t)pkvk_route_built((pkv_route)r) << r;
+    return b;
+}
+
 static pkv_route choose_fixed(const pkv_route_policy *self, const pkv_calib *cal,
-                              const pkv_step_view *v) {
+                              const pkv_step_view *v, uint8_t *why) {
+    *why = 0;
     return self->fixed;
 }
 
-pkv_route pkv_policy_adaptive(const pkv_calib *cal, const pkv_step_view *v) {
-    if (v->gqa_group != cal->gqa_group || v->context_tokens < cal->min_context)
-        return PKV_ROUTE_REF_PAGED;
-    pkv_route best = PKV_ROUTE_BUCKET;
-    if (v->cand[PKV_ROUTE_WORKQUEUE].t_predicted < v->cand[PKV_ROUTE_BUCKET].t_predicted)
-        best = PKV_ROUTE_WORKQUEUE;
-    double margin = v->rows <= cal->margin_small_rows ? cal->margin_small : cal->margin_large;
-    double t_ref = v->cand[PKV_ROUTE_REF_PAGED].t_predicted;
-    return t_ref >= margin * v->cand[best].t_predicted ? best : PKV_ROUTE_REF_PAGED;
+/* The planned route of `set` predicted fastest (-1: none planned). */
+static int fastest(const pkv_step_view *v, uint32_t set) {
+    int best = -1;
+    for (int r = 0; r < PKV_ROUTE_COUNT; r++)
+        if ((set & v->valid) >> r & 1 &&
+            (best < 0 || v->cand[r].t_predicted < v->cand[best].t_predicted))
+            best = r;
+    return best;
+}
+
+pkv_route pkv_policy_adaptive(const pkv_calib *cal, const pkv_step_view *v, uint8_t *why) {
+    int base = fastest(v, pkv_policy_baselines());
+    if (base < 0) base = PKV_ROUTE_REF_PAGED;
+    pkv_gate g = pkv_calib_gate(cal, v->gqa_group);
+    *why = !g.on ? PKV_WHY_NO_GATE : v->context_tokens < g.min_context ? PKV_WHY_CONTEXT : 0;
+    int pkv = fastest(v, PKV_SPLIT_ROUTES);
+    if (*why || pkv < 0) return (pkv_route)base;
+    double margin = v->rows <= cal->margin_small_rows ? g.margin_small : g.margin_large;
+    double t_base = v->cand[base].t_predicted, t_pkv = v->cand[pkv].t_predicted;
+    if (t_base >= margin * t_pkv) {
+        *why = PKV_WHY_PROMOTED;
+        return (pkv_route)pkv;
+    }
+    *why = t_pkv < t_base ? PKV_WHY_MARGIN : 0;
+    return (pkv_route)base;
 }
 
 static pkv_route choose_adaptive(const pkv_route_policy *self, const pkv_calib *cal,
-                                 const pkv_step_view *v) {
-    return pkv_policy_adaptive(cal, v);
+                                 const pkv_step_view *v, uint8_t *why) {
+    return pkv_policy_adaptive(cal, v, why);
 }
 
 /* On the model backend the oracle's "measured" times are the predictions, so it is
  * the cost model's own optimum, with no gates or margins. */
 static pkv_route choose_oracle(const pkv_route_policy *self, const pkv_calib *cal,
-                               const pkv_step_view *v) {
-    pkv_route best = PKV_ROUTE_REF_PAGED;
-    for (int r = 0; r < PKV_ROUTE_COUNT; r++)
-        if ((v->valid >> r & 1) && v->cand[r].t_predicted < v->cand[best].t_predicted)
-            best = (pkv_route)r;
-    return best;
+                               const pkv_step_view *v, uint8_t *why) {
+    *why = 0;
+    int best = fastest(v, ~0u);
+    return best < 0 ? PKV_ROUTE_REF_PAGED : (pkv_route)best;
 }
 
 int pkv_policy_init(pkv_route_policy *p, const char *name) {
@@ -42,9 +66,9 @@ int pkv_policy_init(pkv_route_policy *p, const char *name) {
         *p = (pkv_route_policy){pkv_policy_names[r], 1u << r, (pkv_route)r, 0, choose_fixed};
         return 0;
     }
-    uint32_t pkv3 = 1u << PKV_ROUTE_REF_PAGED | 1u << PKV_ROUTE_BUCKET | 1u << PKV_ROUTE_WORKQUEUE;
     if (strcmp(name, "adaptive") == 0) {
-        *p = (pkv_route_policy){"adaptive", pkv3, PKV_ROUTE_REF_PAGED, 0, choose_adaptive};
+        *p = (pkv_route_policy){"adaptive", pkv_policy_baselines() | PKV_SPLIT_ROUTES,
+                                PKV_ROUTE_REF_PAGED, 0, choose_adaptive};
         return 0;
     }
     if (strcmp(name, "oracle") == 0) {

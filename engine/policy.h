@@ -14,13 +14,21 @@ typedef struct pkv_step_view {
     pkv_counters cand[PKV_ROUTE_COUNT];
 } pkv_step_view;
 
+/* Why adaptive chose what it chose (the /steps column policy_why, bits). */
+enum {
+    PKV_WHY_NO_GATE = 1, /* the calibration has no gate for the step's G */
+    PKV_WHY_CONTEXT = 2, /* the step's context is below its gate's minimum */
+    PKV_WHY_MARGIN = 4,  /* a PersistentKV route was predicted faster, not by the margin */
+    PKV_WHY_PROMOTED = 8 /* a PersistentKV route was chosen */
+};
+
 typedef struct pkv_route_policy {
     const char *name;
     uint32_t candidates; /* bit r: plan and predict route r each step */
     pkv_route fixed;     /* the route of a fixed policy */
     int measured_oracle; /* the oracle: on a measuring backend, run all and keep the fastest */
     pkv_route (*choose)(const struct pkv_route_policy *self, const pkv_calib *cal,
-                        const pkv_step_view *v);
+                        const pkv_step_view *v, uint8_t *why);
 } pkv_route_policy;
 
 /* Names accepted in experiment files: the routes, "adaptive" and "oracle". */
@@ -28,10 +36,18 @@ extern const char *const pkv_policy_names[];
 /* Fill *p for a policy name; returns -1 for an unknown name. */
 int pkv_policy_init(pkv_route_policy *p, const char *name);
 
-/* The adaptive rule, exposed for tests: PersistentKV only when the step's G equals
- * the calibrated G and its context reaches min_context; then the cheaper of bucket
- * and workqueue is promoted over ref_paged when ref's predicted time is at least
- * margin times it (margin_small for steps of at most margin_small_rows rows). */
-pkv_route pkv_policy_adaptive(const pkv_calib *cal, const pkv_step_view *v);
+/* The baselines every server has, the fallback of adaptive: ref_paged and, where
+ * they are built, FlashInfer's two paths. */
+uint32_t pkv_policy_baselines(void);
+
+/* The adaptive rule, exposed for tests. Its candidates are the baselines and the
+ * PersistentKV split routes (pkv_bucket, pkv_workqueue); the fallback is the baseline
+ * predicted fastest. A PersistentKV route is considered only where the calibration
+ * has a gate for the step's G (pkv_calib_gate) and the step's context reaches the
+ * gate's minimum; the one predicted faster of the two is chosen when the best
+ * baseline's predicted time is at least margin times its own (the gate's
+ * margin_small for steps of at most margin_small_rows rows, else margin_large).
+ * *why receives the PKV_WHY_ bits. */
+pkv_route pkv_policy_adaptive(const pkv_calib *cal, const pkv_step_view *v, uint8_t *why);
 
 #endif

@@ -43,6 +43,7 @@ typedef struct pkv_config {
     int backend; /* pkv_backend_kind */
     int clock;   /* pkv_clock_names: a pkv_clock_source or PKV_CONFIG_CLOCK_AUTO */
     int64_t check_every, check_first;
+    int oracle_repeats;  /* route.oracle_repeats: the measuring oracle's runs of a candidate */
     bool cuda_graph;     /* cuda backend: replay each step as a CUDA graph (ablation) */
     int metadata_upload; /* cuda backend: 1, step metadata by a copy (ablation), not launch
                             params */

@@ -169,6 +169,7 @@ static const pkv_key rows[] = {
         PKV_SOURCE_DIR "/experiments/calibration/default.json", NULL),
     CUSTOM("route", "overrides"),
     BOOL("route", "allow_other_gpu", C, allow_other_gpu, false),
+    INT("route", "oracle_repeats", C, oracle_repeats, 5, 1, PKV_ORACLE_MAX_REPS),
 
     I64("run", "max_steps", C, max_steps, 0, 0, BIG),
     NUM("run", "max_time_s", C, max_time, 0, 0, 1e12),

@@ -70,6 +70,7 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
     }
     eng.check_every = cfg->check_every;
     eng.check_first = cfg->check_first;
+    eng.oracle_reps = cfg->oracle_repeats;
     if (o->record) {
         pkv_provenance pv = {o->command_line ? o->command_line : "", be->name, dev.name, cfg->seed};
         pkv_h5rec_opts ro = {.level = (pkv_record_level)cfg->record,

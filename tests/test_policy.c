@@ -1,6 +1,10 @@
-/* The adaptive route policy's gates and margins on constructed steps. */
+/* The adaptive route policy's gates, margins, fallback and reasons on constructed
+ * steps. */
 #include "check.h"
+#include "jsonv.h"
 #include "policy.h"
+
+#include <string.h>
 
 static pkv_step_view view(int rows, int64_t ctx, int G, double t_ref, double t_bucket,
                           double t_wq) {
@@ -9,6 +13,15 @@ static pkv_step_view view(int rows, int64_t ctx, int G, double t_ref, double t_b
     v.cand[PKV_ROUTE_BUCKET].t_predicted = t_bucket;
     v.cand[PKV_ROUTE_WORKQUEUE].t_predicted = t_wq;
     return v;
+}
+
+/* adaptive's route, checking its reason bits too. */
+static pkv_route adapt(const pkv_calib *c, const pkv_step_view *v, uint8_t want_why,
+                       const char *what) {
+    uint8_t why = 0xff;
+    pkv_route r = pkv_policy_adaptive(c, v, &why);
+    CHECK(why == want_why, "%s: policy_why %u, expected %u", what, why, want_why);
+    return r;
 }
 
 int main(void) {
@@ -20,27 +33,77 @@ int main(void) {
     pkv_step_view v;
     /* Gate on G: a 2x win is ignored for an uncalibrated group size. */
     v = view(8, 100000, 8, 2.0, 1.0, 1.0);
-    CHECK(pkv_policy_adaptive(&c, &v) == PKV_ROUTE_REF_PAGED, "G gate");
+    CHECK(adapt(&c, &v, PKV_WHY_NO_GATE, "G") == PKV_ROUTE_REF_PAGED, "G gate");
     /* Gate on context: just under 16K tokens stays on ref; at 16K it may promote. */
     v = view(8, 16383, 4, 2.0, 1.0, 1.0);
-    CHECK(pkv_policy_adaptive(&c, &v) == PKV_ROUTE_REF_PAGED, "context gate");
+    CHECK(adapt(&c, &v, PKV_WHY_CONTEXT, "context") == PKV_ROUTE_REF_PAGED, "context gate");
     v = view(8, 16384, 4, 2.0, 1.0, 1.5);
-    CHECK(pkv_policy_adaptive(&c, &v) == PKV_ROUTE_BUCKET, "promote to bucket");
+    CHECK(adapt(&c, &v, PKV_WHY_PROMOTED, "bucket") == PKV_ROUTE_BUCKET, "promote to bucket");
     /* The cheaper PersistentKV route is the one promoted. */
     v = view(8, 65536, 4, 2.0, 1.5, 1.0);
-    CHECK(pkv_policy_adaptive(&c, &v) == PKV_ROUTE_WORKQUEUE, "promote to workqueue");
-    /* Large-batch margin 1.05: 1.04x stays, 1.06x promotes. */
+    CHECK(adapt(&c, &v, PKV_WHY_PROMOTED, "wq") == PKV_ROUTE_WORKQUEUE, "promote to workqueue");
+    /* Large-batch margin 1.05: 1.04x stays (and says so), 1.06x promotes. */
     v = view(8, 65536, 4, 1.04, 1.0, 2.0);
-    CHECK(pkv_policy_adaptive(&c, &v) == PKV_ROUTE_REF_PAGED, "1.04x under margin 1.05");
+    CHECK(adapt(&c, &v, PKV_WHY_MARGIN, "1.04x") == PKV_ROUTE_REF_PAGED, "1.04x under 1.05");
     v = view(8, 65536, 4, 1.06, 1.0, 2.0);
-    CHECK(pkv_policy_adaptive(&c, &v) == PKV_ROUTE_BUCKET, "1.06x over margin 1.05");
+    CHECK(adapt(&c, &v, PKV_WHY_PROMOTED, "1.06x") == PKV_ROUTE_BUCKET, "1.06x over 1.05");
+    /* A baseline predicted faster than both: no reason bit, the baseline. */
+    v = view(8, 65536, 4, 0.5, 1.0, 2.0);
+    CHECK(adapt(&c, &v, 0, "baseline faster") == PKV_ROUTE_REF_PAGED, "baseline faster");
     /* Small-batch margin 1.50 (rows <= 4): 1.4x stays, 1.6x promotes. */
     v = view(4, 65536, 4, 1.4, 1.0, 2.0);
-    CHECK(pkv_policy_adaptive(&c, &v) == PKV_ROUTE_REF_PAGED, "1.4x under margin 1.5");
+    CHECK(adapt(&c, &v, PKV_WHY_MARGIN, "1.4x") == PKV_ROUTE_REF_PAGED, "1.4x under margin 1.5");
     v = view(4, 65536, 4, 1.6, 1.0, 2.0);
-    CHECK(pkv_policy_adaptive(&c, &v) == PKV_ROUTE_BUCKET, "1.6x over margin 1.5");
+    CHECK(adapt(&c, &v, PKV_WHY_PROMOTED, "1.6x") == PKV_ROUTE_BUCKET, "1.6x over margin 1.5");
     v = view(5, 65536, 4, 1.4, 1.0, 2.0);
-    CHECK(pkv_policy_adaptive(&c, &v) == PKV_ROUTE_BUCKET, "5 rows use the large margin");
+    CHECK(adapt(&c, &v, PKV_WHY_PROMOTED, "5 rows") == PKV_ROUTE_BUCKET, "5 rows: large margin");
+
+    /* The fallback is the baseline predicted fastest: FlashInfer's paths where they
+     * are built, never a PersistentKV route or the fused ablation. */
+    v = view(8, 100, 4, 3.0, 0.5, 0.5); /* context gate: fallback */
+    v.valid |= 1u << PKV_ROUTE_FUSED | 1u << PKV_ROUTE_FLASHINFER | 1u << PKV_ROUTE_FLASHINFER_TC;
+    v.cand[PKV_ROUTE_FUSED].t_predicted = 0.1;
+    v.cand[PKV_ROUTE_FLASHINFER].t_predicted = 2.0;
+    v.cand[PKV_ROUTE_FLASHINFER_TC].t_predicted = 1.0;
+    pkv_route fb = adapt(&c, &v, PKV_WHY_CONTEXT, "fallback");
+    if (pkvk_route_built(PKV_ROUTE_FLASHINFER_TC))
+        CHECK(fb == PKV_ROUTE_FLASHINFER_TC, "fallback %s, not the fastest baseline",
+              pkv_route_name(fb));
+    else
+        CHECK(fb == PKV_ROUTE_REF_PAGED, "fallback %s without FlashInfer", pkv_route_name(fb));
+    /* The margin is taken against that best baseline, not against ref_paged. */
+    v.context_tokens = 65536;
+    v.cand[PKV_ROUTE_BUCKET].t_predicted = v.cand[PKV_ROUTE_WORKQUEUE].t_predicted = 0.98;
+    pkv_route vs =
+        adapt(&c, &v, pkvk_route_built(PKV_ROUTE_FLASHINFER_TC) ? PKV_WHY_MARGIN : PKV_WHY_PROMOTED,
+              "margin against the best baseline");
+    CHECK(vs == (pkvk_route_built(PKV_ROUTE_FLASHINFER_TC) ? PKV_ROUTE_FLASHINFER_TC
+                                                           : PKV_ROUTE_BUCKET),
+          "margin against the best baseline: %s", pkv_route_name(vs));
+
+    /* Gates from the calibration's `gates` object, per G: only the named G has one,
+     * with its own minimum and margins. */
+    pkv_calib g;
+    pkv_calib_defaults(&g);
+    pkv_err e;
+    cJSON *o =
+        cJSON_Parse("{\"gates\": {\"2\": {\"min_context_tokens\": 1000, \"margin_large\": 1.2}}}");
+    CHECK(pkv_calib_apply(&g, o, "cal.json", &e) == 0, "gates: %s", e.msg);
+    cJSON_Delete(o);
+    v = view(8, 2000, 4, 2.0, 1.0, 1.0);
+    CHECK(adapt(&g, &v, PKV_WHY_NO_GATE, "G=4 without a gate") == PKV_ROUTE_REF_PAGED, "G=4");
+    v = view(8, 999, 2, 2.0, 1.0, 1.0);
+    CHECK(adapt(&g, &v, PKV_WHY_CONTEXT, "G=2 under its minimum") == PKV_ROUTE_REF_PAGED, "G=2");
+    v = view(8, 1000, 2, 1.19, 1.0, 1.0);
+    CHECK(adapt(&g, &v, PKV_WHY_MARGIN, "G=2 under its margin") == PKV_ROUTE_REF_PAGED, "1.19x");
+    v = view(8, 1000, 2, 1.21, 1.0, 1.0);
+    CHECK(adapt(&g, &v, PKV_WHY_PROMOTED, "G=2 over its margin") == PKV_ROUTE_BUCKET, "1.21x");
+    /* A gate keyed by anything but a power-of-two G is refused, naming it. */
+    o = cJSON_Parse("{\"gates\": {\"3\": {}}}");
+    CHECK(pkv_calib_apply(&g, o, "cal.json", &e) == -1 && strstr(e.msg, "gates.3"),
+          "gate 3 accepted (%s)", e.msg);
+    cJSON_Delete(o);
+
     /* Names: every route and the two policies resolve; others do not. */
     pkv_route_policy p;
     for (int i = 0; pkv_policy_names[i]; i++)
@@ -48,11 +111,16 @@ int main(void) {
     CHECK(pkv_policy_init(&p, "fastest") == -1, "unknown policy accepted");
     CHECK(pkv_policy_init(&p, "pkv_workqueue") == 0 && p.candidates == 1u << PKV_ROUTE_WORKQUEUE,
           "fixed policy plans only its route");
+    CHECK(pkv_policy_init(&p, "adaptive") == 0 &&
+              p.candidates ==
+                  (pkv_policy_baselines() | 1u << PKV_ROUTE_BUCKET | 1u << PKV_ROUTE_WORKQUEUE),
+          "adaptive plans the baselines and the split routes");
     /* The oracle picks the minimum predicted among all planned candidates. */
     CHECK(pkv_policy_init(&p, "oracle") == 0, "oracle");
     v = view(2, 100, 1, 3.0, 2.0, 4.0); /* gates do not apply to the oracle */
     v.valid = 15;
     v.cand[PKV_ROUTE_FUSED].t_predicted = 1.0;
-    CHECK(p.choose(&p, &c, &v) == PKV_ROUTE_FUSED, "oracle min");
+    uint8_t why;
+    CHECK(p.choose(&p, &c, &v, &why) == PKV_ROUTE_FUSED && why == 0, "oracle min");
     CHECK_DONE();
 }

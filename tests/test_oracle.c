@@ -1,0 +1,103 @@
+/* The oracle is an upper bound: on the model backend, over random batches, its step
+ * time is never above any fixed route's on the same step; on the cpu backend (a
+ * measuring one) it runs every candidate's whole step route.oracle_repeats times and
+ * keeps the median, its route is the fastest of those medians, and its wall time is
+ * that of one step, not of every run it made to compare. */
+#include "check.h"
+#include "engine.h"
+#include "policy.h"
+
+#include <math.h>
+#include <gsl/gsl_rng.h>
+
+enum { CAP = 8, MAX_LEN = 4096, PS = 16, STRIDE = MAX_LEN / PS };
+
+static int init(pkv_engine *eng, pkv_calib *cal, const pkv_model *m, const char *policy,
+                pkv_backend_kind kind, pkv_clock_source clock) {
+    pkv_backend_spec bs = {.kind = kind, .kv_pages = CAP * STRIDE, .bt_stride = STRIDE, .seed = 3};
+    pkv_err e;
+    int rc = pkv_engine_init(eng, m, cal, policy, PKV_BUCKET_MODE_EXACT, CAP, &bs, clock, &e);
+    if (rc) printf("engine %s: %s\n", policy, e.msg);
+    return rc;
+}
+
+int main(void) {
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 20261201);
+    pkv_calib cal;
+    pkv_calib_defaults(&cal);
+    pkv_err e;
+    pkv_model m = {
+        .name = "study-layer", .hq = 32, .hkv = 8, .head_dim = 128, .tp = 1, .page_size = PS};
+    static int32_t bt[CAP * STRIDE];
+    for (int i = 0; i < CAP * STRIDE; i++) bt[i] = i;
+    int32_t lens[CAP], dirty[CAP], from[CAP] = {0};
+    for (int i = 0; i < CAP; i++) dirty[i] = i;
+
+    /* Model backend: the oracle against every fixed route on 200 random steps. */
+    pkv_engine oracle, fixed[PKV_ROUTE_COUNT];
+    CHECK(init(&oracle, &cal, &m, "oracle", PKV_BACKEND_MODEL, PKV_CLOCK_PREDICTED) == 0, "oracle");
+    for (int k = 0; k < PKV_ROUTE_COUNT; k++)
+        CHECK(init(&fixed[k], &cal, &m, pkv_route_name((pkv_route)k), PKV_BACKEND_MODEL,
+                   PKV_CLOCK_PREDICTED) == 0,
+              "fixed %d", k);
+    int worse = 0, wins = 0;
+    for (int step = 0; step < 200; step++) {
+        int32_t rows = 1 + (int32_t)gsl_rng_uniform_int(r, CAP);
+        for (int i = 0; i < rows; i++)
+            lens[i] = 1 + (int32_t)gsl_rng_uniform_int(r, step % 3 ? MAX_LEN : 64);
+        pkv_batch_view v = {rows, lens, bt, STRIDE, dirty, rows, from};
+        pkv_step_rec rec = {.index = (uint64_t)step};
+        double t_oracle, t, best = INFINITY;
+        CHECK(pkv_engine_step(&oracle, &v, &rec, &t_oracle, &e) == 0, "oracle step: %s", e.msg);
+        for (int k = 0; k < PKV_ROUTE_COUNT; k++) {
+            CHECK(pkv_engine_step(&fixed[k], &v, &rec, &t, &e) == 0, "step: %s", e.msg);
+            if (t < best) best = t;
+            worse += t_oracle > t * (1 + 1e-12);
+        }
+        wins += t_oracle <= best * (1 + 1e-12);
+    }
+    CHECK(worse == 0 && wins == 200, "the oracle was slower than a fixed route %d times", worse);
+    pkv_engine_free(&oracle);
+    for (int k = 0; k < PKV_ROUTE_COUNT; k++) pkv_engine_free(&fixed[k]);
+
+    /* cpu backend, device clock: the route is the fastest median; the wall time is one
+     * step's. */
+    pkv_model small = m;
+    small.hq = 4, small.hkv = 2, small.head_dim = 16, small.page_size = PS;
+    pkv_engine eng;
+    CHECK(init(&eng, &cal, &small, "oracle", PKV_BACKEND_CPU, PKV_CLOCK_DEVICE) == 0, "cpu");
+    eng.oracle_reps = 5;
+    for (int step = 0; step < 20; step++) {
+        int32_t rows = 1 + step % CAP;
+        for (int i = 0; i < rows; i++) lens[i] = 1 + (int32_t)gsl_rng_uniform_int(r, MAX_LEN);
+        pkv_batch_view v = {rows, lens, bt, STRIDE, dirty, rows, from};
+        pkv_step_rec rec = {.index = (uint64_t)step};
+        double adv, sum = 0, best = INFINITY;
+        CHECK(pkv_engine_step(&eng, &v, &rec, &adv, &e) == 0, "cpu oracle step: %s", e.msg);
+        int measured = 0;
+        for (int k = 0; k < PKV_ROUTE_COUNT; k++) {
+            double t = rec.t_route_measured[k];
+            if (!pkvk_route_built((pkv_route)k)) {
+                CHECK(isnan(t), "%s measured but not built", pkv_route_name((pkv_route)k));
+                continue;
+            }
+            CHECK(t > 0, "step %d: %s not measured", step, pkv_route_name((pkv_route)k));
+            measured++;
+            sum += t;
+            if (t < best) best = t;
+        }
+        CHECK(measured >= 4, "step %d: %d candidates measured", step, measured);
+        CHECK(rec.t_device == best && adv == best && rec.t_route_measured[rec.route] == best,
+              "step %d: the oracle's step %.3g s is not its fastest median %.3g s", step,
+              rec.t_device, best);
+        CHECK(rec.t_noise >= 0 && rec.t_noise < 10, "step %d: noise %g", step, rec.t_noise);
+        /* Five runs of every candidate took at least 5 x sum; one step's wall is far
+         * below that. */
+        CHECK(rec.t_wall > 0 && rec.t_wall < 2.5 * sum, "step %d: wall %.3g s of %.3g s of runs",
+              step, rec.t_wall, 5 * sum);
+    }
+    pkv_engine_free(&eng);
+    gsl_rng_free(r);
+    CHECK_DONE();
+}
