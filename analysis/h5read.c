@@ -85,3 +85,40 @@ int pkv_h5_read_requests(const char *path, pkv_request_rec **out, size_t *n, pkv
     *out = p;
     return 0;
 }
+
+int pkv_h5_text(hid_t f, const char *path, int attribute, const char *attr, char **out) {
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, H5T_VARIABLE);
+    H5Tset_cset(t, H5T_CSET_UTF8); /* as written: HDF5 converts no character sets */
+    char *s = NULL;
+    int rc = -1;
+    if (attribute) {
+        hid_t a = H5Aopen_by_name(f, path, attr, H5P_DEFAULT, H5P_DEFAULT);
+        if (a >= 0) {
+            rc = H5Aread(a, t, &s) < 0 ? -1 : 0;
+            H5Aclose(a);
+        }
+    } else {
+        hid_t d = H5Dopen2(f, path, H5P_DEFAULT);
+        if (d >= 0) {
+            rc = H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, &s) < 0 ? -1 : 0;
+            H5Dclose(d);
+        }
+    }
+    H5Tclose(t);
+    if (rc == 0 && s) {
+        *out = strdup(s);
+        H5free_memory(s);
+    }
+    return rc == 0 && *out ? 0 : -1;
+}
+
+int pkv_h5_read_text(const char *path, const char *dataset, char **out, pkv_err *e) {
+    *out = NULL;
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) return pkv_fail(e, "%s: not a readable HDF5 file", path);
+    int rc = pkv_h5_text(f, dataset, 0, NULL, out);
+    H5Fclose(f);
+    return rc ? pkv_fail(e, "%s: no /%s (not a pkvsim output)", path, dataset) : 0;
+}

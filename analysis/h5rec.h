@@ -69,5 +69,8 @@ int pkv_h5rec_close(pkv_h5rec *r, int commit, pkv_err *e);
  * (caller frees); columns a file leaves out read as NaN (or 0 for integers). */
 int pkv_h5_read_steps(const char *path, pkv_step_rec **out, size_t *n, pkv_err *e);
 int pkv_h5_read_requests(const char *path, pkv_request_rec **out, size_t *n, pkv_err *e);
+/* A text dataset of a run (config/resolved, calibration/file) into *out (caller
+ * frees). */
+int pkv_h5_read_text(const char *path, const char *dataset, char **out, pkv_err *e);
 
 #endif

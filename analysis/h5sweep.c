@@ -9,13 +9,30 @@
 #include <unistd.h>
 
 /* The summary figures the index carries for each point (attributes of /summary). */
-static const char *const figures[] = {
-    "decode_tok_s",       "decode_tok_s_wall", "decode_tok_s_device", "mean_rows",
-    "ttft_p50",           "ttft_p90",          "ttft_p99",            "tpot_p50",
-    "tpot_p90",           "tpot_p99",          "mean_ttft",           "mean_tpot",
-    "mean_itl",           "median_itl",        "mean_e2el",           "median_e2el",
-    "request_throughput", "request_goodput",   "output_throughput",   "slo_attainment",
-    "finished",           "steps",             "prefills",            "preemptions"};
+static const char *const figures[] = {"decode_tok_s",
+                                      "decode_tok_s_wall",
+                                      "decode_tok_s_device",
+                                      "mean_rows",
+                                      "ttft_p50",
+                                      "ttft_p90",
+                                      "ttft_p99",
+                                      "tpot_p50",
+                                      "tpot_p90",
+                                      "tpot_p99",
+                                      "mean_ttft",
+                                      "mean_tpot",
+                                      "mean_itl",
+                                      "median_itl",
+                                      "mean_e2el",
+                                      "median_e2el",
+                                      "request_throughput",
+                                      "request_goodput",
+                                      "output_throughput",
+                                      "slo_attainment",
+                                      "finished",
+                                      "steps",
+                                      "prefills",
+                                      "preemptions"};
 enum { N_FIG = sizeof figures / sizeof figures[0] };
 
 static hid_t str_type(void) {

@@ -1,4 +1,5 @@
 #include "report.h"
+#include "h5types.h"
 #include "jsonv.h"
 
 #include <hdf5.h>
@@ -79,33 +80,6 @@ static double attr_f64(hid_t f, const char *obj, const char *name) {
 }
 
 /* A scalar variable-length string dataset or attribute, copied into buf. */
-static int read_text(hid_t f, const char *path, int attribute, const char *attr, char **out) {
-    hid_t t = H5Tcopy(H5T_C_S1);
-    H5Tset_size(t, H5T_VARIABLE);
-    H5Tset_cset(t, H5T_CSET_UTF8); /* as written: HDF5 converts no character sets */
-    char *s = NULL;
-    int rc = -1;
-    if (attribute) {
-        hid_t a = H5Aopen_by_name(f, path, attr, H5P_DEFAULT, H5P_DEFAULT);
-        if (a >= 0) {
-            rc = H5Aread(a, t, &s) < 0 ? -1 : 0;
-            H5Aclose(a);
-        }
-    } else {
-        hid_t d = H5Dopen2(f, path, H5P_DEFAULT);
-        if (d >= 0) {
-            rc = H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, &s) < 0 ? -1 : 0;
-            H5Dclose(d);
-        }
-    }
-    H5Tclose(t);
-    if (rc == 0 && s) {
-        *out = strdup(s);
-        H5free_memory(s);
-    }
-    return rc == 0 && *out ? 0 : -1;
-}
-
 /* One run: a file's root, or a sweep's point (group "points/NNNNN"). */
 static int load_run(hid_t f, const char *path, const char *group, run *r, pkv_err *e) {
     char *resolved = NULL, *backend = NULL;
@@ -114,7 +88,7 @@ static int load_run(hid_t f, const char *path, const char *group, run *r, pkv_er
     snprintf(pp, sizeof pp, "%s%sprovenance", group, *group ? "/" : "");
     snprintf(sp, sizeof sp, "%s%ssummary", group, *group ? "/" : "");
     int rc = -1;
-    if (read_text(f, cp, 0, NULL, &resolved) || read_text(f, pp, 1, "backend", &backend) ||
+    if (pkv_h5_text(f, cp, 0, NULL, &resolved) || pkv_h5_text(f, pp, 1, "backend", &backend) ||
         H5Lexists(f, sp, H5P_DEFAULT) <= 0) {
         pkv_fail(e,
                  "%s%s%s: not a complete pkvsim output (no /config/resolved, /provenance or "

@@ -30,5 +30,7 @@ int pkv_cmd_workload(int argc, char **argv);
 int pkv_cmd_bench_sim(int argc, char **argv);
 int pkv_cmd_bench_traces(int argc, char **argv);
 int pkv_cmd_report(int argc, char **argv);
+/* pkvsim fit (sim/cmd_fit.c). */
+int pkv_cmd_fit(int argc, char **argv);
 
 #endif

@@ -73,6 +73,10 @@ static void usage(FILE *f) {
           "                        order; a sweep file's points are runs), with throughput\n"
           "                        ratios to a baseline policy (of the means, and paired by\n"
           "                        seed with a 95% interval) and TPOT ratios\n"
+          "  fit FILE.h5... [--test FILE.h5]... [--base CAL] [-o OUT.json] [--out TABLE]\n"
+          "                        fit the structured cost model of every route to the\n"
+          "                        measured steps of cuda runs (GSL nonlinear least squares),\n"
+          "                        its error on held-out runs; writes a calibration file\n"
           "  calibrate [-o FILE] [--reps N]\n"
           "                        measure beta, lambda, occupancy on the GPU and fit C_min\n"
           "                        and per-route scales; writes a calibration file\n"
@@ -283,6 +287,7 @@ int main(int argc, char **argv) {
     }
 #endif
     if (!strcmp(cmd, "report")) return pkv_cmd_report(argc - 1, argv + 1);
+    if (!strcmp(cmd, "fit")) return pkv_cmd_fit(argc - 1, argv + 1);
     if (!strcmp(cmd, "keys")) return cmd_keys(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench") && argc >= 3 && !strcmp(argv[2], "sim"))
         return pkv_cmd_bench_sim(argc - 2, argv + 2);

@@ -1,0 +1,99 @@
+#include "fit.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <gsl/gsl_blas.h>
+#include <gsl/gsl_multifit_nlinear.h>
+
+typedef struct fit_data {
+    const pkv_calib *c;
+    pkv_route r;
+    const pkv_counters *k;
+    const double *t;
+    size_t n;
+    int active[PKV_ROUTE_MODEL_PARAMS]; /* fitted constants, in order */
+    int n_active;
+} fit_data;
+
+static void unpack(const fit_data *d, const gsl_vector *x, pkv_route_model *m) {
+    *m = (pkv_route_model){.set = true};
+    for (int j = 0; j < d->n_active; j++) m->v[d->active[j]] = exp(gsl_vector_get(x, (size_t)j));
+}
+
+static int residuals(const gsl_vector *x, void *p, gsl_vector *f) {
+    const fit_data *d = p;
+    pkv_route_model m;
+    unpack(d, x, &m);
+    for (size_t i = 0; i < d->n; i++)
+        gsl_vector_set(f, i, pkv_cost_route_time(d->c, d->r, &m, &d->k[i]) / d->t[i] - 1);
+    return GSL_SUCCESS;
+}
+
+/* The sum of squared relative errors from x0 after the solver's iterations. */
+static double solve(fit_data *d, const double *x0, pkv_route_model *out) {
+    const size_t p = (size_t)d->n_active;
+    gsl_multifit_nlinear_fdf fdf = {.f = residuals, .n = d->n, .p = p, .params = d};
+    gsl_multifit_nlinear_parameters par = gsl_multifit_nlinear_default_parameters();
+    gsl_multifit_nlinear_workspace *w =
+        gsl_multifit_nlinear_alloc(gsl_multifit_nlinear_trust, &par, d->n, p);
+    gsl_vector *x = gsl_vector_alloc(p);
+    double chi2 = INFINITY;
+    if (w && x) {
+        for (size_t j = 0; j < p; j++) gsl_vector_set(x, j, log(x0[d->active[j]]));
+        int info;
+        gsl_error_handler_t *old = gsl_set_error_handler_off();
+        if (gsl_multifit_nlinear_init(x, &fdf, w) == GSL_SUCCESS) {
+            gsl_multifit_nlinear_driver(200, 1e-10, 1e-10, 1e-10, NULL, NULL, &info, w);
+            gsl_blas_ddot(gsl_multifit_nlinear_residual(w), gsl_multifit_nlinear_residual(w),
+                          &chi2);
+            unpack(d, gsl_multifit_nlinear_position(w), out);
+        }
+        gsl_set_error_handler(old);
+    }
+    gsl_vector_free(x);
+    if (w) gsl_multifit_nlinear_free(w);
+    return isfinite(chi2) ? chi2 : INFINITY;
+}
+
+int pkv_fit_route(const pkv_calib *c, pkv_route r, const pkv_counters *k, const double *t, size_t n,
+                  pkv_route_model *m, pkv_err *e) {
+    fit_data d = {.c = c, .r = r, .k = k, .t = t, .n = n};
+    int merges = 0, waves = 0;
+    const int per_sm =
+        r == PKV_ROUTE_FLASHINFER ? c->flashinfer_decode_ctas_per_sm : c->resident_ctas_per_sm;
+    for (size_t i = 0; i < n; i++) {
+        merges |= k[i].merge_bytes > 0;
+        waves |= k[i].ctas > (int64_t)per_sm * c->sm_count;
+    }
+    for (int j = 0; j < PKV_ROUTE_MODEL_PARAMS; j++)
+        if ((j != PKV_RM_MERGE_GBPS || merges) && (j != PKV_RM_CTA_US || waves))
+            d.active[d.n_active++] = j;
+    if (n < (size_t)d.n_active * 4)
+        return pkv_fail(e, "%s: %zu steps, too few to fit %d constants", pkv_route_name(r), n,
+                        d.n_active);
+    /* Starts: the study's formula read as the structured one (one CTA's share of the
+     * bandwidth at C_min CTAs per SM), then a slower and a faster CTA. */
+    const double share = c->beta / (c->c_min * c->sm_count) / 1e9;
+    const double gbps[3] = {share, share / 3, share * 3};
+    double best = INFINITY;
+    for (int s = 0; s < 3; s++) {
+        double x0[PKV_ROUTE_MODEL_PARAMS] = {gbps[s], 1.0, c->lambda * 1e6, 2.0, c->beta / 1e9};
+        pkv_route_model got;
+        double chi2 = solve(&d, x0, &got);
+        if (chi2 < best) best = chi2, *m = got;
+    }
+    if (!isfinite(best)) return pkv_fail(e, "%s: the fit did not converge", pkv_route_name(r));
+    return 0;
+}
+
+void pkv_fit_error(const pkv_calib *c, pkv_route r, const pkv_route_model *m, const pkv_counters *k,
+                   const double *t, size_t n, double *mape, double *sum_err) {
+    double a = 0, sp = 0, sm = 0;
+    for (size_t i = 0; i < n; i++) {
+        double p = pkv_cost_route_time(c, r, m, &k[i]);
+        a += fabs(p / t[i] - 1);
+        sp += p, sm += t[i];
+    }
+    *mape = n ? a / n : NAN;
+    *sum_err = sm > 0 ? sp / sm - 1 : NAN;
+}

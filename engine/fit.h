@@ -1,0 +1,24 @@
+/* Fitting the structured cost model (engine/cost.h) of one route to measured steps:
+ * GSL's nonlinear least squares (trust region, Levenberg-Marquardt) on the relative
+ * error of each step's predicted time, the constants kept positive (fitted as their
+ * logarithms). A constant the steps cannot show (the merge's when no step merges) is
+ * left out of the fit and of the model. */
+#ifndef PKV_FIT_H
+#define PKV_FIT_H
+
+#include <stddef.h>
+
+#include "cost.h"
+
+/* Fit route r's model to n steps (counters k[i], measured seconds t[i] > 0) with the
+ * calibration's beta, SM count and occupancies; *m receives the constants (set).
+ * Returns 0, or -1 with e set (too few steps, or the solver failed). */
+int pkv_fit_route(const pkv_calib *c, pkv_route r, const pkv_counters *k, const double *t, size_t n,
+                  pkv_route_model *m, pkv_err *e);
+
+/* Mean absolute relative error of route r's model m over n steps (m NULL: the
+ * calibration's prediction), and the relative error of their sum. */
+void pkv_fit_error(const pkv_calib *c, pkv_route r, const pkv_route_model *m, const pkv_counters *k,
+                   const double *t, size_t n, double *mape, double *sum_err);
+
+#endif

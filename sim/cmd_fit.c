@@ -1,0 +1,358 @@
+/* pkvsim fit: the structured cost model fitted to the steps of measuring runs
+ * (engine/fit.h), with its error on held-out runs, written as a calibration file. */
+#include <getopt.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "fit.h"
+#include "h5rec.h"
+#include "jsonv.h"
+#include "pkv_files.h"
+#include "pkv_gitrev.h"
+#include "policy.h"
+
+enum { MAX_FILES = 256 };
+
+static void usage(void) {
+    puts("usage: pkvsim fit FILE.h5... [--test FILE.h5]... [--base CALIBRATION.json]\n"
+         "                 [-o OUT.json] [--out TABLE.md] [--keep-gates]\n"
+         "Fits the structured cost model (experiments/README.md, \"route_model\") of every\n"
+         "route to the steps of runs on a measuring backend (cuda): each step's counters\n"
+         "in /steps against its measured t_device (per layer for a full model), warm-up\n"
+         "steps left out, with GSL's nonlinear least squares on the relative error.\n"
+         "Files given with --test are held out: the table gives, per route, the mean\n"
+         "absolute relative error of each step's prediction (MAPE) and the error of the\n"
+         "summed prediction on the fitted and on the held-out steps, for the fitted model\n"
+         "and for the base calibration. The written calibration is the base (default: the\n"
+         "one the first file was run with) with the fitted route_model and, unless\n"
+         "--keep-gates, gates for each GQA group size of the files: no minimum context and\n"
+         "a margin of 1 + (the PersistentKV routes' held-out MAPE) + (the baselines'), so\n"
+         "that a promotion is made where the model's error cannot explain it.");
+}
+
+typedef struct fit_set {
+    pkv_counters *k[PKV_ROUTE_COUNT];
+    double *t[PKV_ROUTE_COUNT];
+    size_t n[PKV_ROUTE_COUNT], cap[PKV_ROUTE_COUNT];
+} fit_set;
+
+static void set_free(fit_set *s) {
+    for (int r = 0; r < PKV_ROUTE_COUNT; r++) free(s->k[r]), free(s->t[r]);
+}
+
+static pkv_counters counters_of(const pkv_step_rec *s) {
+    return (pkv_counters){.launches = (int32_t)s->launches,
+                          .merge_launches = (int32_t)s->merge_launches,
+                          .ctas = (int64_t)s->ctas,
+                          .cta_work_per_sm = s->cta_work_per_sm,
+                          .kv_bytes = (int64_t)s->kv_bytes,
+                          .merge_bytes = (int64_t)s->merge_bytes,
+                          .tasks = (int32_t)s->tasks,
+                          .max_splits = (int32_t)s->splits,
+                          .max_cta_bytes = (int64_t)s->max_cta_bytes};
+}
+
+/* Add a file's measured steps to *s (and, where per_file is given, to it alone too);
+ * *group receives the run's G. */
+static int load(const char *path, fit_set *s, fit_set *per_file, int *group, pkv_err *e) {
+    char *resolved;
+    if (pkv_h5_read_text(path, "config/resolved", &resolved, e)) return -1;
+    cJSON *root = cJSON_Parse(resolved);
+    free(resolved);
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model");
+    const cJSON *L = cJSON_GetObjectItemCaseSensitive(m, "layers"),
+                *hq = cJSON_GetObjectItemCaseSensitive(m, "hq"),
+                *hkv = cJSON_GetObjectItemCaseSensitive(m, "hkv");
+    int layers = cJSON_IsNumber(L) ? L->valueint : 1;
+    *group = cJSON_IsNumber(hq) && cJSON_IsNumber(hkv) && hkv->valueint > 0
+                 ? hq->valueint / hkv->valueint
+                 : 0;
+    cJSON_Delete(root);
+    if (layers < 1 || *group < 1)
+        return pkv_fail(e, "%s: /config/resolved has no model shape", path);
+    pkv_step_rec *st;
+    size_t n;
+    if (pkv_h5_read_steps(path, &st, &n, e)) return -1;
+    size_t used = 0;
+    for (size_t i = 0; i < n; i++) {
+        int r = st[i].route;
+        double t = st[i].t_device / layers;
+        if (st[i].warmup || !(t > 0) || r >= PKV_ROUTE_COUNT) continue;
+        for (fit_set *d = s; d; d = d == s ? per_file : NULL) {
+            if (d->n[r] == d->cap[r]) {
+                size_t cap = d->cap[r] ? 2 * d->cap[r] : 1024;
+                pkv_counters *k = realloc(d->k[r], cap * sizeof *k);
+                if (k) d->k[r] = k;
+                double *tt = realloc(d->t[r], cap * sizeof *tt);
+                if (tt) d->t[r] = tt;
+                if (!k || !tt) {
+                    free(st);
+                    return pkv_fail(e, "out of memory reading %s", path);
+                }
+                d->cap[r] = cap;
+            }
+            d->k[r][d->n[r]] = counters_of(&st[i]);
+            d->t[r][d->n[r]++] = t;
+        }
+        used++;
+    }
+    free(st);
+    if (used == 0)
+        return pkv_fail(e,
+                        "%s: no measured steps (a run on the cuda backend, record \"full\" or "
+                        "\"steps\", is needed)",
+                        path);
+    return 0;
+}
+
+/* The table: to stdout and, where given, to a file. */
+static FILE *g_out;
+static void emit(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void emit(const char *fmt, ...) {
+    va_list a;
+    va_start(a, fmt);
+    vprintf(fmt, a);
+    va_end(a);
+    if (g_out) {
+        va_start(a, fmt);
+        vfprintf(g_out, fmt, a);
+        va_end(a);
+    }
+}
+
+static int write_calibration(const char *out, cJSON *root) {
+    char *text = cJSON_Print(root);
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%d", out, (int)getpid());
+    FILE *f = text ? fopen(tmp, "w") : NULL;
+    int bad = !f || fputs(text, f) < 0 || fputc('\n', f) < 0;
+    if (f) bad |= fclose(f) != 0;
+    free(text);
+    if (bad || rename(tmp, out) != 0) {
+        remove(tmp);
+        return -1;
+    }
+    return 0;
+}
+
+int pkv_cmd_fit(int argc, char **argv) {
+    static const struct option opts[] = {{"test", required_argument, 0, 't'},
+                                         {"base", required_argument, 0, 'b'},
+                                         {"output", required_argument, 0, 'o'},
+                                         {"out", required_argument, 0, 'T'},
+                                         {"keep-gates", no_argument, 0, 'k'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *tests[MAX_FILES], *base = NULL, *out = NULL, *table = NULL;
+    int n_tests = 0, keep_gates = 0, ch;
+    optind = 1;
+    while ((ch = getopt_long(argc, argv, "t:b:o:T:kh", opts, NULL)) != -1) {
+        switch (ch) {
+        case 't':
+            if (n_tests == MAX_FILES) {
+                fprintf(stderr, "pkvsim fit: more than %d --test files\n", MAX_FILES);
+                return 2;
+            }
+            tests[n_tests++] = optarg;
+            break;
+        case 'b':
+            base = optarg;
+            break;
+        case 'o':
+            out = optarg;
+            break;
+        case 'T':
+            table = optarg;
+            break;
+        case 'k':
+            keep_gates = 1;
+            break;
+        case 'h':
+            usage();
+            return 0;
+        default:
+            return 2;
+        }
+    }
+    const int n_fit = argc - optind;
+    const char *const *fits = (const char *const *)argv + optind;
+    if (n_fit < 1 || n_fit > MAX_FILES) {
+        fprintf(stderr, "pkvsim fit: give 1 to %d measured runs to fit (see --help)\n", MAX_FILES);
+        return 2;
+    }
+    pkv_err e;
+    /* Neither output may be an input. */
+    const char *inputs[2 * MAX_FILES + 1], *what[2 * MAX_FILES + 1];
+    int n_in = 0;
+    for (int i = 0; i < n_fit; i++) inputs[n_in] = fits[i], what[n_in++] = "an input file";
+    for (int i = 0; i < n_tests; i++) inputs[n_in] = tests[i], what[n_in++] = "a --test file";
+    if (base) inputs[n_in] = base, what[n_in++] = "the --base calibration";
+    if ((out && pkv_output_ok(out, inputs, what, n_in, "-o", &e)) ||
+        (table && pkv_output_ok(table, inputs, what, n_in, "--out", &e))) {
+        fprintf(stderr, "pkvsim fit: %s\n", e.msg);
+        return 1;
+    }
+    pkv_calib cal;
+    char *base_text = NULL;
+    if (base ? pkv_calib_load(&cal, base, &e)
+             : pkv_h5_read_text(fits[0], "calibration/file", &base_text, &e)) {
+        fprintf(stderr, "pkvsim fit: %s\n", e.msg);
+        return 1;
+    }
+    if (!base) {
+        pkv_calib_defaults(&cal);
+        cJSON *o = pkv_json_parse(base_text, fits[0], &e);
+        int bad = !o || pkv_calib_apply(&cal, o, "calibration/file", &e);
+        cJSON_Delete(o);
+        if (bad) {
+            fprintf(stderr, "pkvsim fit: %s: the run's calibration: %s\n", fits[0], e.msg);
+            free(base_text);
+            return 1;
+        }
+        cal.json = base_text;
+    }
+    fit_set fit = {0}, test = {0};
+    fit_set *per_test = calloc((size_t)n_tests + 1, sizeof *per_test);
+    unsigned groups = 0;
+    int rc = per_test ? 0 : 1;
+    for (int i = 0; i < n_fit && !rc; i++) {
+        int G;
+        rc = load(fits[i], &fit, NULL, &G, &e);
+        if (!rc && G < 32) groups |= 1u << G;
+    }
+    for (int i = 0; i < n_tests && !rc; i++) {
+        int G;
+        rc = load(tests[i], &test, &per_test[i], &G, &e);
+    }
+    if (rc) {
+        fprintf(stderr, "pkvsim fit: %s\n", per_test ? e.msg : "out of memory");
+        goto done;
+    }
+    if (table && !(g_out = fopen(table, "w"))) {
+        fprintf(stderr, "pkvsim fit: cannot write %s\n", table);
+        rc = 1;
+        goto done;
+    }
+    char when[32];
+    time_t now = time(NULL);
+    strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", gmtime(&now));
+    emit("# pkvsim fit, %s, pkvsim %s: %d fitted runs, %d held out; calibration of %s\n", when,
+         PKV_GIT_REV, n_fit, n_tests, cal.gpu_name);
+    emit("| route | fitted steps | MAPE | sum err | held-out steps | MAPE | sum err | base "
+         "MAPE held out | base sum err |\n|---|---|---|---|---|---|---|---|---|\n");
+    pkv_calib fitted = cal;
+    double err_pkv = 0, err_base = 0;
+    cJSON *routes = cJSON_CreateObject();
+    for (int r = 0; r < PKV_ROUTE_COUNT; r++) {
+        if (fit.n[r] == 0) continue;
+        pkv_route_model m;
+        pkv_err fe;
+        if (pkv_fit_route(&cal, (pkv_route)r, fit.k[r], fit.t[r], fit.n[r], &m, &fe)) {
+            emit("| %s | %zu | not fitted: %s | | | | | | |\n", pkv_route_name((pkv_route)r),
+                 fit.n[r], fe.msg);
+            continue;
+        }
+        fitted.route_model[r] = m;
+        double f_mape, f_sum, t_mape = NAN, t_sum = NAN, b_mape = NAN, b_sum = NAN;
+        pkv_fit_error(&cal, (pkv_route)r, &m, fit.k[r], fit.t[r], fit.n[r], &f_mape, &f_sum);
+        if (test.n[r]) {
+            pkv_fit_error(&cal, (pkv_route)r, &m, test.k[r], test.t[r], test.n[r], &t_mape, &t_sum);
+            pkv_fit_error(&cal, (pkv_route)r, NULL, test.k[r], test.t[r], test.n[r], &b_mape,
+                          &b_sum);
+        }
+        double err = test.n[r] ? t_mape : f_mape;
+        if (r == PKV_ROUTE_BUCKET || r == PKV_ROUTE_WORKQUEUE) {
+            if (err > err_pkv) err_pkv = err;
+        } else if (pkv_policy_baselines() >> r & 1) {
+            if (err > err_base) err_base = err;
+        }
+        emit("| %s | %zu | %.2f%% | %+.2f%% | %zu | %.2f%% | %+.2f%% | %.2f%% | %+.2f%% |\n",
+             pkv_route_name((pkv_route)r), fit.n[r], 100 * f_mape, 100 * f_sum, test.n[r],
+             100 * t_mape, 100 * t_sum, 100 * b_mape, 100 * b_sum);
+        cJSON *o = cJSON_AddObjectToObject(routes, pkv_route_name((pkv_route)r));
+        cJSON_AddNumberToObject(o, "steps", (double)fit.n[r]);
+        cJSON_AddNumberToObject(o, "mape", f_mape);
+        if (test.n[r]) {
+            cJSON_AddNumberToObject(o, "held_out_steps", (double)test.n[r]);
+            cJSON_AddNumberToObject(o, "held_out_mape", t_mape);
+            cJSON_AddNumberToObject(o, "held_out_sum_err", t_sum);
+        }
+    }
+    if (n_tests) {
+        emit("\n| held-out file | route | steps | MAPE | sum err |\n|---|---|---|---|---|\n");
+        for (int i = 0; i < n_tests; i++)
+            for (int r = 0; r < PKV_ROUTE_COUNT; r++) {
+                if (!per_test[i].n[r] || !fitted.route_model[r].set) continue;
+                double mape, sum;
+                pkv_fit_error(&fitted, (pkv_route)r, NULL, per_test[i].k[r], per_test[i].t[r],
+                              per_test[i].n[r], &mape, &sum);
+                emit("| %s | %s | %zu | %.2f%% | %+.2f%% |\n", tests[i],
+                     pkv_route_name((pkv_route)r), per_test[i].n[r], 100 * mape, 100 * sum);
+            }
+    }
+    double margin = 1 + err_pkv + err_base;
+    if (margin > 2) margin = 2;
+    if (!keep_gates) {
+        fitted.gates_set = true;
+        memset(fitted.gates, 0, sizeof fitted.gates);
+        for (int k = 0; k < PKV_GATE_GROUPS; k++)
+            if (groups >> (1 << k) & 1) fitted.gates[k] = (pkv_gate){true, 0, margin, margin};
+        emit("\ngates: no minimum context, margin %.3f (1 + PersistentKV %.2f%% + baselines "
+             "%.2f%%)\n",
+             margin, 100 * err_pkv, 100 * err_base);
+    }
+    if (g_out && (ferror(g_out) | fclose(g_out))) {
+        fprintf(stderr, "pkvsim fit: cannot write %s\n", table);
+        rc = 1;
+    }
+    g_out = NULL;
+    if (!rc && out) {
+        cJSON *root = cJSON_Parse(cal.json);
+        if (!root) root = cJSON_CreateObject();
+        const char *drop[] = {"route_model", "gates", "fit", "note", "date"};
+        for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++)
+            cJSON_DeleteItemFromObjectCaseSensitive(root, drop[i]);
+        if (!keep_gates) {
+            static const char *const flat[] = {"min_context_tokens", "margin_small", "margin_large",
+                                               "gqa_group"};
+            for (size_t i = 0; i < sizeof flat / sizeof flat[0]; i++)
+                cJSON_DeleteItemFromObjectCaseSensitive(root, flat[i]);
+        }
+        strftime(when, sizeof when, "%Y-%m-%d", gmtime(&now));
+        cJSON_AddStringToObject(root, "date", when);
+        cJSON_AddStringToObject(root, "note",
+                                "route_model fitted by pkvsim fit to measured steps (see fit); "
+                                "the other constants are the base calibration's.");
+        if (keep_gates) fitted.gates_set = false; /* the base's stay as they are in the file */
+        pkv_calib_route_model_json(&fitted, root);
+        cJSON *f = cJSON_AddObjectToObject(root, "fit");
+        cJSON *files = cJSON_AddArrayToObject(f, "files");
+        for (int i = 0; i < n_fit; i++) cJSON_AddItemToArray(files, cJSON_CreateString(fits[i]));
+        cJSON *held = cJSON_AddArrayToObject(f, "held_out");
+        for (int i = 0; i < n_tests; i++) cJSON_AddItemToArray(held, cJSON_CreateString(tests[i]));
+        cJSON_AddStringToObject(f, "pkvsim_revision", PKV_GIT_REV);
+        cJSON_AddItemToObject(f, "routes", routes);
+        routes = NULL;
+        if (write_calibration(out, root)) {
+            fprintf(stderr, "pkvsim fit: cannot write %s\n", out);
+            rc = 1;
+        } else {
+            printf("wrote %s\n", out);
+        }
+        cJSON_Delete(root);
+    }
+    cJSON_Delete(routes);
+done:
+    for (int i = 0; per_test && i < n_tests; i++) set_free(&per_test[i]);
+    free(per_test);
+    set_free(&fit);
+    set_free(&test);
+    pkv_calib_free(&cal);
+    return rc ? 1 : 0;
+}
