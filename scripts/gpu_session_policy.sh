@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# One GPU session for the route policy (issue 11), from the repository root on the GPU
+# machine with the bundled programs in .bundle/ (BACKEND=model runs the same on a
+# machine without one, with build-cpu/pkvsim, to try the script):
+#  fixed  every baseline and PersistentKV route fixed, and adaptive with the shipped
+#         calibration, on the study's families and the trace replays
+#         (bucketed_b1, bimodal_b8 and experiments/policy/*.json);
+#  fit    pkvsim fit on half of those runs, the other half held out -> OUT/fitted.json;
+#  eval   adaptive with the fitted calibration, and the oracle (route.oracle_repeats 3);
+#  table  bench/policy_bench.py over everything -> OUT/policy_table.md.
+# Usage: gpu_session_policy.sh OUTDIR [STAGES] (default "fixed fit eval table").
+set -uo pipefail
+out=${1:?usage: gpu_session_policy.sh OUTDIR [STAGES]}
+stages=${2:-fixed fit eval table}
+backend=${BACKEND:-cuda}
+if [ "$backend" = cuda ]; then pkvsim=(.bundle/run pkvsim); else pkvsim=(build-cpu/pkvsim); fi
+mkdir -p "$out/runs"
+has() { [[ " $stages " == *" $1 "* ]]; }
+t0=$(date +%s)
+exps=${EXPS:-"experiments/bucketed_b1.json experiments/bimodal_b8.json $(ls experiments/policy/*.json)"}
+# Half of the experiments are fitted, the other half held out.
+fit_set="bucketed_b1 bimodal_b8 zipf_b8 trace_azure_x1 trace_azure_x256 trace_mooncake_x16"
+routes="ref_paged pkv_bucket pkv_workqueue flashinfer flashinfer_tc"
+run() { # experiment, policy label, extra options...
+  local e=$1 label=$2 n
+  n=$(basename "$e" .json)
+  shift 2
+  "${pkvsim[@]}" run "$e" --backend "$backend" -q -o "$out/runs/${n}__${label}.h5" "$@" \
+    > "$out/runs/${n}__${label}.log" 2>&1 || echo "FAILED $n $label: $(tail -2 "$out/runs/${n}__${label}.log")"
+}
+if has fixed; then
+  for e in $exps; do
+    for r in $routes; do run "$e" "$r" --route "$r"; done
+    run "$e" adaptive_shipped --route adaptive
+    echo "fixed $(basename "$e" .json) done at $(( $(date +%s) - t0 )) s"
+  done
+fi
+if has fit; then
+  fit=() test=()
+  for f in "$out"/runs/*__*.h5; do
+    n=$(basename "$f" .h5)
+    exp=${n%%__*} label=${n#*__}
+    [[ " $routes " == *" $label "* ]] || continue
+    if [[ " $fit_set " == *" $exp "* ]]; then fit+=("$f"); else test+=(--test "$f"); fi
+  done
+  "${pkvsim[@]}" fit "${fit[@]}" "${test[@]}" --base experiments/calibration/h200.json \
+    -o "$out/fitted.json" --out "$out/fit_table.md" > "$out/fit.log" 2>&1
+  echo "fit rc=$? at $(( $(date +%s) - t0 )) s"
+  grep -E "^\| (route|ref|pkv|flash)|gates" "$out/fit.log"
+fi
+if has eval; then
+  for e in $exps; do
+    [ -f "$out/fitted.json" ] && run "$e" adaptive_fitted --route adaptive -c "$out/fitted.json"
+  done
+  echo "adaptive (fitted) done at $(( $(date +%s) - t0 )) s"
+  for e in $exps; do
+    python3 - "$e" "$out/oracle.json" <<'PY'
+import json, os, sys
+e = json.load(open(sys.argv[1]))
+e["route"]["oracle_repeats"] = 3
+d = os.path.dirname(os.path.abspath(sys.argv[1]))
+# Paths relative to the experiment's folder stay valid from the copy's.
+for sec, key in (("route", "calibration"),):
+    e[sec][key] = os.path.join(d, e[sec][key])
+t = e["workload"].get("trace")
+if t: t["path"] = os.path.join(d, t["path"])
+json.dump(e, open(sys.argv[2], "w"))
+PY
+    n=$(basename "$e" .json)
+    "${pkvsim[@]}" run "$out/oracle.json" --backend "$backend" -q --route oracle \
+      -o "$out/runs/${n}__oracle.h5" > "$out/runs/${n}__oracle.log" 2>&1 ||
+      echo "FAILED $n oracle: $(tail -2 "$out/runs/${n}__oracle.log")"
+    echo "oracle $n done at $(( $(date +%s) - t0 )) s"
+  done
+fi
+if has table; then
+  python3 bench/policy_bench.py "$out"/runs/*.h5 | tee "$out/policy_table.md"
+fi
+echo "gpu_session_policy: $(( $(date +%s) - t0 )) s"
