@@ -56,7 +56,6 @@ typedef struct cuda_backend {
     int meta_pending;               /* the step's metadata work started at ev[EV_META], not yet
                                        timed */
     pkvk_event *ev[EV_COUNT];       /* the intervals this backend times, one event each end */
-    int64_t steps;
     pkvk_graph *graph;
     int64_t graph_steps, graph_reused;
     uint16_t *o_host;
@@ -215,8 +214,9 @@ static int cuda_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan 
         b->graph_steps++;
         b->graph_reused += reused;
     } else {
-        /* Timing the metadata costs an event pair: every META_EVERY-th step only. */
-        b->meta_pending = b->stage_pending && b->steps++ % META_EVERY == 0;
+        /* Timing the metadata costs an event pair: every META_EVERY-th step only (by
+         * its index: the oracle runs a step several times). */
+        b->meta_pending = b->stage_pending && rec->index % META_EVERY == 0;
         if (b->meta_pending && pkvk_event_record(b->ev[EV_META])) return fail_dev(e, "event");
         if (upload_step(b, plan, e)) return -1;
         /* FlashInfer's page list, like the prologue, is the step's metadata: outside

@@ -52,8 +52,8 @@ static const pkv_key rows[] = {
     {.obj = "", .name = "fit", .kind = PKV_KEY_CUSTOM},         /* calibrate's fit record */
 };
 
-const char *const pkv_route_model_keys[PKV_ROUTE_MODEL_PARAMS] = {"cta_gbps", "cta_us", "launch_us",
-                                                                  "fixed_us", "merge_gbps"};
+const char *const pkv_route_model_keys[PKV_ROUTE_MODEL_PARAMS] = {
+    "cta_gbps", "cta_us", "launch_us", "fixed_us", "merge_gbps", "peak_gbps", "host_us"};
 
 /* route_model: {"ROUTE": {"cta_gbps": .., "cta_us": .., ...}, ...}: every constant of
  * a named route must be given (a partly fitted model would predict nonsense). */
@@ -84,7 +84,8 @@ static int apply_route_model(pkv_calib *c, const cJSON *o, const char *path, pkv
                 pkv_json_path(kp, sizeof kp, mp, keys[k]);
                 return pkv_fail(e, "%s: missing (a route's model needs all of its constants)", kp);
             }
-            if (pkv_json_num(m, mp, keys[k], 0, 0, false, 1e6, &d->v[k], e)) return -1;
+            if (pkv_json_num(m, mp, keys[k], 0, 0, false, PKV_ROUTE_MODEL_MAX, &d->v[k], e))
+                return -1;
         }
         d->set = true;
     }

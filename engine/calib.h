@@ -15,12 +15,17 @@ enum {
     PKV_RM_LAUNCH_US,    /* us per launch */
     PKV_RM_FIXED_US,     /* us per step */
     PKV_RM_MERGE_GBPS,   /* GB/s of the partial states' traffic */
+    PKV_RM_PEAK_GBPS,    /* GB/s the route's kernels stream at most (at most beta) */
+    PKV_RM_HOST_US,      /* us of host wall a step of the route takes beyond its device time
+                            (not part of the device time; the policy adds it on a wall clock) */
     PKV_ROUTE_MODEL_PARAMS
 };
 typedef struct pkv_route_model {
     bool set;
     double v[PKV_ROUTE_MODEL_PARAMS];
 } pkv_route_model;
+/* The largest value a route model's constant takes in a file. */
+#define PKV_ROUTE_MODEL_MAX 1e6
 /* The constants' names in a calibration file's route_model.ROUTE object. */
 extern const char *const pkv_route_model_keys[PKV_ROUTE_MODEL_PARAMS];
 

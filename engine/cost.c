@@ -80,7 +80,8 @@ double pkv_cost_route_time(const pkv_calib *c, pkv_route r, const pkv_route_mode
     const double wave = (double)per_sm * c->sm_count;
     const double ctas = (double)k->ctas, b = v[PKV_RM_CTA_GBPS] * 1e9;
     const double waves = ceil(ctas / wave), conc = ctas < wave ? ctas : wave;
-    double bw = conc * b < c->beta ? conc * b : c->beta, stream = 0, crit = 0;
+    const double peak = v[PKV_RM_PEAK_GBPS] > 0 ? v[PKV_RM_PEAK_GBPS] * 1e9 : c->beta;
+    double bw = conc * b < peak ? conc * b : peak, stream = 0, crit = 0;
     if (k->kv_bytes > 0 && bw > 0) stream = (double)k->kv_bytes / bw;
     if (b > 0) crit = (double)k->max_cta_bytes / b;
     return (v[PKV_RM_FIXED_US] + k->launches * v[PKV_RM_LAUNCH_US] + waves * v[PKV_RM_CTA_US]) *

@@ -7,14 +7,16 @@
  *
  * The structured one, where the calibration's route_model holds the route's fitted
  * constants (pkvsim fit): with W = resident CTAs per SM x SMs (FlashInfer's CUDA-core
- * decode at its own occupancy), waves = ceil(CTAs / W), b the bytes per second one
- * CTA streams,
+ * decode at its own occupancy), waves = ceil(CTAs / W), b_r the bytes per second one
+ * CTA streams and peak_r the most the route's kernels stream,
  *   T_r = fixed_r + L_r * launch_r + waves * cta_r
- *         + max(KVBytes / min(beta, min(CTAs, W) * b_r), MaxCTABytes / b_r)
+ *         + max(KVBytes / min(peak_r, min(CTAs, W) * b_r), MaxCTABytes / b_r)
  *         + MergeBytes_r / merge_r
- * : the bandwidth a grid of too few CTAs cannot fill, the longest CTA's range as the
- * critical path of a ragged step, a fixed cost per CTA paid once a wave (pipeline
- * fill, early exit), the launches and the merge's traffic. */
+ * : the bandwidth a grid of too few CTAs cannot fill, the route's own ceiling, the
+ * longest CTA's range as the critical path of a ragged step, a fixed cost per CTA paid
+ * once a wave (pipeline fill, early exit), the launches and the merge's traffic. The
+ * route's host_us (host wall beyond the device time) is not part of T_r: the policy
+ * adds it on a wall clock (t_host). */
 #ifndef PKV_COST_H
 #define PKV_COST_H
 
@@ -31,7 +33,9 @@ typedef struct pkv_counters {
     int32_t tasks;          /* workqueue tasks emitted (0 for other routes) */
     int32_t max_splits;     /* largest slot count of a row */
     int64_t max_cta_bytes;  /* bytes: K and V of the longest token range one CTA streams */
-    double t_predicted;     /* seconds, cost model */
+    double t_predicted;     /* seconds, cost model (device time) */
+    double t_host;          /* seconds of host wall beyond it, where the clock is the wall and
+                               the route's model has it (else 0); the policy adds it */
 } pkv_counters;
 
 /* The study's formula above without the route's scale s_r (what calibrate fits s_r

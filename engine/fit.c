@@ -25,7 +25,9 @@ static int residuals(const gsl_vector *x, void *p, gsl_vector *f) {
     pkv_route_model m;
     unpack(d, x, &m);
     for (size_t i = 0; i < d->n; i++)
-        gsl_vector_set(f, i, pkv_cost_route_time(d->c, d->r, &m, &d->k[i]) / d->t[i] - 1);
+        /* The log of the ratio: unlike the relative error it does not favour predictions
+         * that are too low. */
+        gsl_vector_set(f, i, log(pkv_cost_route_time(d->c, d->r, &m, &d->k[i]) / d->t[i]));
     return GSL_SUCCESS;
 }
 
@@ -65,7 +67,7 @@ int pkv_fit_route(const pkv_calib *c, pkv_route r, const pkv_counters *k, const 
         merges |= k[i].merge_bytes > 0;
         waves |= k[i].ctas > (int64_t)per_sm * c->sm_count;
     }
-    for (int j = 0; j < PKV_ROUTE_MODEL_PARAMS; j++)
+    for (int j = 0; j < PKV_RM_HOST_US; j++) /* the host's share is not a device time */
         if ((j != PKV_RM_MERGE_GBPS || merges) && (j != PKV_RM_CTA_US || waves))
             d.active[d.n_active++] = j;
     if (n < (size_t)d.n_active * 4)
@@ -77,12 +79,19 @@ int pkv_fit_route(const pkv_calib *c, pkv_route r, const pkv_counters *k, const 
     const double gbps[3] = {share, share / 3, share * 3};
     double best = INFINITY;
     for (int s = 0; s < 3; s++) {
-        double x0[PKV_ROUTE_MODEL_PARAMS] = {gbps[s], 1.0, c->lambda * 1e6, 2.0, c->beta / 1e9};
+        double x0[PKV_ROUTE_MODEL_PARAMS] = {
+            gbps[s], 1.0, c->lambda * 1e6, 2.0, c->beta / 1e9, c->beta / 1e9, 0};
         pkv_route_model got;
         double chi2 = solve(&d, x0, &got);
         if (chi2 < best) best = chi2, *m = got;
     }
     if (!isfinite(best)) return pkv_fail(e, "%s: the fit did not converge", pkv_route_name(r));
+    /* A constant driven past what a calibration file holds makes its term vanish
+     * (a merge too fast to matter) or saturate: written as 0 (the term left out) or
+     * the bound, so that the file reads back. */
+    for (int j = 0; j < PKV_ROUTE_MODEL_PARAMS; j++)
+        if (!(m->v[j] <= PKV_ROUTE_MODEL_MAX))
+            m->v[j] = j == PKV_RM_MERGE_GBPS || j == PKV_RM_CTA_US ? 0 : PKV_ROUTE_MODEL_MAX;
     return 0;
 }
 

@@ -1,6 +1,6 @@
 /* Fitting the structured cost model (engine/cost.h) of one route to measured steps:
- * GSL's nonlinear least squares (trust region, Levenberg-Marquardt) on the relative
- * error of each step's predicted time, the constants kept positive (fitted as their
+ * GSL's nonlinear least squares (trust region, Levenberg-Marquardt) on the log of each
+ * step's predicted over measured time, the constants kept positive (fitted as their
  * logarithms). A constant the steps cannot show (the merge's when no step merges) is
  * left out of the fit and of the model. */
 #ifndef PKV_FIT_H
@@ -10,8 +10,9 @@
 
 #include "cost.h"
 
-/* Fit route r's model to n steps (counters k[i], measured seconds t[i] > 0) with the
- * calibration's beta, SM count and occupancies; *m receives the constants (set).
+/* Fit route r's device-time model to n steps (counters k[i], measured seconds t[i] > 0)
+ * with the calibration's beta, SM count and occupancies; *m receives the constants
+ * (set; host_us 0, the caller's to set).
  * Returns 0, or -1 with e set (too few steps, or the solver failed). */
 int pkv_fit_route(const pkv_calib *c, pkv_route r, const pkv_counters *k, const double *t, size_t n,
                   pkv_route_model *m, pkv_err *e);

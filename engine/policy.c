@@ -19,13 +19,17 @@ static pkv_route choose_fixed(const pkv_route_policy *self, const pkv_calib *cal
     return self->fixed;
 }
 
+/* What a route's step costs on the run's clock: its device time, and on the wall its
+ * host share. */
+static double cost(const pkv_step_view *v, int r) {
+    return v->cand[r].t_predicted + v->cand[r].t_host;
+}
+
 /* The planned route of `set` predicted fastest (-1: none planned). */
 static int fastest(const pkv_step_view *v, uint32_t set) {
     int best = -1;
     for (int r = 0; r < PKV_ROUTE_COUNT; r++)
-        if ((set & v->valid) >> r & 1 &&
-            (best < 0 || v->cand[r].t_predicted < v->cand[best].t_predicted))
-            best = r;
+        if ((set & v->valid) >> r & 1 && (best < 0 || cost(v, r) < cost(v, best))) best = r;
     return best;
 }
 
@@ -37,7 +41,7 @@ pkv_route pkv_policy_adaptive(const pkv_calib *cal, const pkv_step_view *v, uint
     int pkv = fastest(v, PKV_SPLIT_ROUTES);
     if (*why || pkv < 0) return (pkv_route)base;
     double margin = v->rows <= cal->margin_small_rows ? g.margin_small : g.margin_large;
-    double t_base = v->cand[base].t_predicted, t_pkv = v->cand[pkv].t_predicted;
+    double t_base = cost(v, base), t_pkv = cost(v, pkv);
     if (t_base >= margin * t_pkv) {
         *why = PKV_WHY_PROMOTED;
         return (pkv_route)pkv;

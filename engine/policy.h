@@ -41,8 +41,9 @@ int pkv_policy_init(pkv_route_policy *p, const char *name);
 uint32_t pkv_policy_baselines(void);
 
 /* The adaptive rule, exposed for tests. Its candidates are the baselines and the
- * PersistentKV split routes (pkv_bucket, pkv_workqueue); the fallback is the baseline
- * predicted fastest. A PersistentKV route is considered only where the calibration
+ * PersistentKV split routes (pkv_bucket, pkv_workqueue); a candidate's cost is its
+ * predicted time plus its host share (t_host); the fallback is the baseline predicted
+ * fastest. A PersistentKV route is considered only where the calibration
  * has a gate for the step's G (pkv_calib_gate) and the step's context reaches the
  * gate's minimum; the one predicted faster of the two is chosen when the best
  * baseline's predicted time is at least margin times its own (the gate's

@@ -2,11 +2,12 @@
 # One GPU session for the route policy (issue 11), from the repository root on the GPU
 # machine with the bundled programs in .bundle/ (BACKEND=model runs the same on a
 # machine without one, with build-cpu/pkvsim, to try the script):
-#  fixed  every baseline and PersistentKV route fixed, and adaptive with the shipped
+#  fixed  every baseline and PersistentKV route fixed (ROUTES), and adaptive with the shipped
 #         calibration, on the study's families and the trace replays
 #         (bucketed_b1, bimodal_b8 and experiments/policy/*.json);
 #  fit    pkvsim fit on half of those runs, the other half held out -> OUT/fitted.json;
-#  eval   adaptive with the fitted calibration, and the oracle (route.oracle_repeats 3);
+#  eval   adaptive with the fitted calibration (CAL_FIT, default OUT/fitted.json), and the
+#         oracle (route.oracle_repeats 3) on ORACLE_EXPS (default: every experiment);
 #  table  bench/policy_bench.py over everything -> OUT/policy_table.md.
 # Usage: gpu_session_policy.sh OUTDIR [STAGES] (default "fixed fit eval table").
 set -uo pipefail
@@ -20,7 +21,7 @@ t0=$(date +%s)
 exps=${EXPS:-"experiments/bucketed_b1.json experiments/bimodal_b8.json $(ls experiments/policy/*.json)"}
 # Half of the experiments are fitted, the other half held out.
 fit_set="bucketed_b1 bimodal_b8 zipf_b8 trace_azure_x1 trace_azure_x256 trace_mooncake_x16"
-routes="ref_paged pkv_bucket pkv_workqueue flashinfer flashinfer_tc"
+routes=${ROUTES:-"ref_paged pkv_bucket pkv_workqueue flashinfer flashinfer_tc"}
 run() { # experiment, policy label, extra options...
   local e=$1 label=$2 n
   n=$(basename "$e" .json)
@@ -31,7 +32,7 @@ run() { # experiment, policy label, extra options...
 if has fixed; then
   for e in $exps; do
     for r in $routes; do run "$e" "$r" --route "$r"; done
-    run "$e" adaptive_shipped --route adaptive
+    [ -n "${NO_SHIPPED:-}" ] || run "$e" adaptive_shipped --route adaptive
     echo "fixed $(basename "$e" .json) done at $(( $(date +%s) - t0 )) s"
   done
 fi
@@ -49,11 +50,12 @@ if has fit; then
   grep -E "^\| (route|ref|pkv|flash)|gates" "$out/fit.log"
 fi
 if has eval; then
+  cal_fit=${CAL_FIT:-$out/fitted.json}
   for e in $exps; do
-    [ -f "$out/fitted.json" ] && run "$e" adaptive_fitted --route adaptive -c "$out/fitted.json"
+    [ -f "$cal_fit" ] && run "$e" adaptive_fitted --route adaptive -c "$cal_fit"
   done
   echo "adaptive (fitted) done at $(( $(date +%s) - t0 )) s"
-  for e in $exps; do
+  for e in ${ORACLE_EXPS:-$exps}; do
     python3 - "$e" "$out/oracle.json" <<'PY'
 import json, os, sys
 e = json.load(open(sys.argv[1]))

@@ -76,6 +76,14 @@ expect_fail bad-seed "--seed" "$pkvsim" run -q --seed -3 "$tmp/e.json"
 expect_fail bad-backend "--backend" "$pkvsim" run -q --backend tpu "$tmp/e.json"
 expect_fail no-args "EXPERIMENT.json" "$pkvsim" run
 expect_fail unknown-command "unknown command" "$pkvsim" frobnicate
+# pkvsim fit: a run that measured nothing, a missing file, an output that is an input.
+"$pkvsim" run -q --backend model -o "$tmp/model.h5" "$tmp/e.json" >/dev/null 2>&1
+expect_fail fit-unmeasured "no measured steps" "$pkvsim" fit "$tmp/model.h5" -o "$tmp/out.h5"
+expect_fail fit-missing "not a readable HDF5 file" "$pkvsim" fit "$tmp/none.h5"
+expect_fail fit-no-args "measured runs" "$pkvsim" fit
+cp "$tmp/model.h5" "$tmp/keep.h5"
+expect_fail fit-onto-input "is an input" "$pkvsim" fit "$tmp/model.h5" -o "$tmp/model.h5"
+if cmp -s "$tmp/model.h5" "$tmp/keep.h5"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL fit destroyed its input"; fi
 # --help and --version answer
 if "$pkvsim" --help | grep -q "run EXPERIMENT.json" && "$pkvsim" --version | grep -q "pkvsim"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL help/version"; fi
 

@@ -54,6 +54,25 @@ int main(void) {
         CHECK(mape > 0.05, "%s: the default formula fits too (MAPE %.3f): no test",
               pkv_route_name(rt), mape);
     }
+    /* What the fit writes reads back as a calibration: a merge that no step shows,
+     * and a fitted model of every route, round-trip through the file's keys. */
+    pkv_calib w = cal;
+    for (int q = 0; q < PKV_ROUTE_COUNT; q++) {
+        w.route_model[q] = truth;
+        w.route_model[q].v[PKV_RM_HOST_US] = 12.5;
+    }
+    w.route_model[PKV_ROUTE_FUSED].v[PKV_RM_MERGE_GBPS] = 0;
+    cJSON *o = cJSON_CreateObject();
+    pkv_calib_route_model_json(&w, o);
+    pkv_calib back;
+    pkv_calib_defaults(&back);
+    pkv_err re;
+    CHECK(pkv_calib_apply(&back, o, "fitted.json", &re) == 0, "fitted file: %s", re.msg);
+    for (int q = 0; q < PKV_ROUTE_COUNT; q++)
+        for (int j = 0; j < PKV_ROUTE_MODEL_PARAMS; j++)
+            CHECK(back.route_model[q].set && back.route_model[q].v[j] == w.route_model[q].v[j],
+                  "route_model %d constant %d did not round-trip", q, j);
+    cJSON_Delete(o);
     /* Too few steps to fit are refused. */
     pkv_route_model m;
     pkv_err e;
