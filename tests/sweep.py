@@ -85,7 +85,7 @@ out = os.path.join(tmp, "full.h5")
 r = run("-o", out, sw)
 ix = index(out)
 if r.returncode != 3 or ix["status"] != ["done", "done", "failed", "failed", "done", "done"] or \
-        "must be > 0" not in ix["error"][2] or ix["workload.arrival.rate"][4] != 80:
+        "must be >= 1e-06" not in ix["error"][2] or ix["workload.arrival.rate"][4] != 80:
     fails.append(f"failed point: rc {r.returncode}, {ix['status']}, {ix['error']}")
 with h5py.File(out) as f:
     n = len(f["points"])

@@ -149,6 +149,32 @@ int main(void) {
                        "{\"timestamp\": 3, \"input_len"));
     CHECK(pkv_trace_load(&tr, &s, &e) == -1 && strstr(e.msg, ":2: invalid JSON object (truncated"),
           "jsonl truncated: %s", e.msg);
+    /* Numbers out of range are refused before any cast or reaching the clock: a 2^40
+     * prompt (it ran as 1 token), a timestamp of 1e999 (infinite), one of 1e300 ms. */
+    static const struct {
+        const char *name, *row, *want;
+    } range[] = {
+        {"big.jsonl", "{\"timestamp\": 3, \"input_length\": 1099511627776, \"output_length\": 2}",
+         ":2: field \"input_length\": length too large"},
+        {"inf.jsonl", "{\"timestamp\": 1e999, \"input_length\": 5, \"output_length\": 2}",
+         ":2: field \"timestamp\": not a finite number"},
+        {"far.jsonl", "{\"timestamp\": 1e300, \"input_length\": 5, \"output_length\": 2}",
+         ":2: field \"timestamp\": timestamp too large"},
+        {"frac.jsonl", "{\"timestamp\": 3, \"input_length\": 5, \"output_length\": 2.5}",
+         ":2: field \"output_length\": not an integer"},
+    };
+    for (size_t i = 0; i < sizeof range / sizeof range[0]; i++) {
+        char text[256];
+        snprintf(text, sizeof text,
+                 "{\"timestamp\": 0, \"input_length\": 5, \"output_length\": 2}\n%s\n",
+                 range[i].row);
+        snprintf(s.path, sizeof s.path, "%s", write_tmp(range[i].name, text));
+        CHECK(pkv_trace_load(&tr, &s, &e) == -1 && strstr(e.msg, range[i].want), "%s: %s",
+              range[i].name, e.msg);
+    }
+    snprintf(buf, sizeof buf, "%s2023-11-16 18:17:03.0,5,2\n2023-11-16 18:17:04.0,5000000000,2\n",
+             H);
+    expect_error("big.csv", buf, ":3: field \"ContextTokens\": length too large");
 
     /* Skip policy: bad rows are skipped and counted. */
     snprintf(buf, sizeof buf,

@@ -119,14 +119,30 @@ static int parse_number(const char *s, const char *end, double *out) {
     return 0;
 }
 
-/* A length: a non-negative integer (a decimal point with zeros after it is accepted). */
+/* A length: a non-negative integer of at most 1e9 tokens (a decimal point with zeros
+ * after it is accepted), checked before any cast. */
+static const char *length_value(double v, int32_t *out) {
+    if (!isfinite(v)) return "not a finite number";
+    if (v < 0) return "negative length";
+    if (v != floor(v)) return "not an integer";
+    if (v > 1e9) return "length too large (more than 1e9 tokens)";
+    *out = (int32_t)v;
+    return NULL;
+}
+
 static const char *parse_length(const char *s, const char *end, int32_t *out) {
     double v;
     if (parse_number(s, end, &v)) return "not a number";
-    if (v < 0) return "negative length";
-    if (v != floor(v)) return "not an integer";
-    if (v > 1e9) return "length too large";
-    *out = (int32_t)v;
+    return length_value(v, out);
+}
+
+/* Seconds from a timestamp in its unit: finite, and within 1e12 s (31,700 years) of
+ * zero, so that no infinity or lost precision reaches the clock. */
+static const char *time_value(double v, pkv_time_unit u, double step_s, double *out) {
+    if (!isfinite(v)) return "not a finite number";
+    double t = u == PKV_TIME_MS ? v * 1e-3 : u == PKV_TIME_STEPS ? v * step_s : v;
+    if (!(fabs(t) <= 1e12)) return "timestamp too large (more than 1e12 s)";
+    *out = t;
     return NULL;
 }
 
@@ -135,8 +151,7 @@ static const char *parse_time(const char *s, const char *end, pkv_time_unit u, d
     if (u == PKV_TIME_DATETIME) return parse_datetime(s, end, out) ? "not a datetime" : NULL;
     double v;
     if (parse_number(s, end, &v)) return "not a number";
-    *out = u == PKV_TIME_MS ? v * 1e-3 : u == PKV_TIME_STEPS ? v * step_s : v;
-    return NULL;
+    return time_value(v, u, step_s, out);
 }
 
 /* One parsed row, or the reason it is bad (field names which). */
@@ -244,14 +259,9 @@ static void json_row(const cJSON *o, const pkv_trace_spec *sp, row_result *r) {
         } else if (!cJSON_IsNumber(v)) {
             r->why = "not a number";
         } else if (k == 0) {
-            double x = v->valuedouble;
-            r->t = sp->cols.unit == PKV_TIME_MS      ? x * 1e-3
-                   : sp->cols.unit == PKV_TIME_STEPS ? x * sp->step_s
-                                                     : x;
+            r->why = time_value(v->valuedouble, sp->cols.unit, sp->step_s, &r->t);
         } else {
-            double x = v->valuedouble;
-            r->why = x < 0 ? "negative length" : x != floor(x) ? "not an integer" : NULL;
-            if (!r->why) *(k == 1 ? &r->p : &r->d) = (int32_t)x;
+            r->why = length_value(v->valuedouble, k == 1 ? &r->p : &r->d);
         }
     }
     if (!r->why) r->field = NULL;
