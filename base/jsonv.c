@@ -161,7 +161,47 @@ char *pkv_read_file(const char *path, size_t *len, pkv_err *e) {
     return buf;
 }
 
+/* The 1-based line of position at in text. */
+static int line_of(const char *text, const char *at) {
+    int line = 1;
+    for (const char *c = text; *c && c < at; c++) line += *c == '\n';
+    return line;
+}
+
+/* A key given twice in one object: the first would be used and the second ignored
+ * without a word. Where the key's text occurs exactly twice in the file, both lines
+ * are named. */
+static int find_duplicate(const cJSON *o, const char *path, const char *text, const char *file,
+                          pkv_err *e) {
+    for (const cJSON *a = o ? o->child : NULL; a; a = a->next) {
+        if (cJSON_IsObject(o) && a->string)
+            for (const cJSON *b = a->next; b; b = b->next) {
+                if (!b->string || strcmp(a->string, b->string) != 0) continue;
+                char full[256], quoted[160];
+                pkv_json_path(full, sizeof full, path, a->string);
+                snprintf(quoted, sizeof quoted, "\"%s\"", a->string);
+                const char *p1 = strstr(text, quoted), *p2 = p1 ? strstr(p1 + 1, quoted) : NULL;
+                const char *p3 = p2 ? strstr(p2 + 1, quoted) : NULL;
+                if (p2 && !p3)
+                    return pkv_fail(e, "%s:%d and %d: %s: the key is given twice", file,
+                                    line_of(text, p1), line_of(text, p2), full);
+                return pkv_fail(e, "%s: %s: the key is given twice in one object", file, full);
+            }
+        char sub[256];
+        if (a->string)
+            pkv_json_path(sub, sizeof sub, path, a->string);
+        else
+            snprintf(sub, sizeof sub, "%s", path);
+        if ((cJSON_IsObject(a) || cJSON_IsArray(a)) && find_duplicate(a, sub, text, file, e))
+            return -1;
+    }
+    return 0;
+}
+
 cJSON *pkv_json_parse(const char *text, const char *file, pkv_err *e) {
+    if ((unsigned char)text[0] == 0xEF && (unsigned char)text[1] == 0xBB &&
+        (unsigned char)text[2] == 0xBF)
+        text += 3; /* a UTF-8 byte order mark */
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithOpts(text, &end, 1);
     if (!root) {
@@ -177,6 +217,11 @@ cJSON *pkv_json_parse(const char *text, const char *file, pkv_err *e) {
             }
         }
         pkv_fail(e, "%s:%d:%d: invalid JSON near here", file, line, col);
+        return NULL;
+    }
+    if (find_duplicate(root, "", text, file, e)) {
+        cJSON_Delete(root);
+        return NULL;
     }
     return root;
 }

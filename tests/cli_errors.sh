@@ -80,6 +80,11 @@ expect_fail bad-seed "--seed" "$pkvsim" run -q --seed -3 "$tmp/e.json"
 expect_fail bad-backend "--backend" "$pkvsim" run -q --backend tpu "$tmp/e.json"
 expect_fail no-args "EXPERIMENT.json" "$pkvsim" run
 expect_fail unknown-command "unknown command" "$pkvsim" frobnicate
+# A key given twice is an error naming both lines; a UTF-8 byte order mark is accepted.
+printf '{"workload": {"preset": "bimodal", "num_requests": 2},\n "serving": {"max_active": 2},\n "serving": {"max_active": 4},\n "route": {"calibration": "%s"}}\n' "$cal" > "$tmp/dup.json"
+expect_fail duplicate-key "dup.json:2 and 3: serving: the key is given twice" "$pkvsim" run -q --backend model -o "$tmp/out.h5" "$tmp/dup.json"
+printf '\xef\xbb\xbf{"workload": {"preset": "bimodal", "num_requests": 2}, "route": {"calibration": "%s"}}\n' "$cal" > "$tmp/bom.json"
+if "$pkvsim" run -q --backend model -o "$tmp/bom.h5" "$tmp/bom.json" 2>"$tmp/stderr"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL bom: $(cat "$tmp/stderr")"; fi
 # pkvsim fit: a run that measured nothing, a missing file, an output that is an input.
 "$pkvsim" run -q --backend model -o "$tmp/model.h5" "$tmp/e.json" >/dev/null 2>&1
 expect_fail fit-unmeasured "no measured steps" "$pkvsim" fit "$tmp/model.h5" -o "$tmp/out.h5"
