@@ -175,6 +175,41 @@ int main(void) {
     snprintf(buf, sizeof buf, "%s2023-11-16 18:17:03.0,5,2\n2023-11-16 18:17:04.0,5000000000,2\n",
              H);
     expect_error("big.csv", buf, ":3: field \"ContextTokens\": length too large");
+    /* Parsing leniency: hexadecimal, a NUL byte, a thousands separator (a row of another
+     * width), an impossible date, each refused and named. */
+    static const struct {
+        const char *name, *row, *want;
+        size_t len;
+    } lenient[] = {
+        {"hex.csv", "2023-11-16 18:17:04.0,0x10,2\n", ":3: field \"ContextTokens\": not a number",
+         0},
+        {"nul.csv",
+         "2023-11-16 18:17:04.0,12\0"
+         "34,2\n",
+         ":3: field \"ContextTokens\": not a number", 31},
+        {"thousands.csv", "2023-11-16 18:17:04.0,\"1,000\",2\n",
+         ":3: a row of another width: 4 fields, the header has 3", 0},
+        {"feb31.csv", "2023-02-31 18:17:04.0,5,2\n", ":3: field \"TIMESTAMP\": impossible date", 0},
+        {"feb29.csv", "2023-02-29 18:17:04.0,5,2\n", ":3: field \"TIMESTAMP\": impossible date", 0},
+    };
+    for (size_t i = 0; i < sizeof lenient / sizeof lenient[0]; i++) {
+        char text[256];
+        size_t hn = (size_t)snprintf(text, sizeof text, "%s2023-01-16 18:17:03.0,5,2\n", H);
+        size_t rn = lenient[i].len ? lenient[i].len : strlen(lenient[i].row);
+        memcpy(text + hn, lenient[i].row, rn);
+        char path[600];
+        snprintf(path, sizeof path, "%s", write_tmp(lenient[i].name, ""));
+        FILE *f = fopen(path, "wb");
+        CHECK(f && fwrite(text, 1, hn + rn, f) == hn + rn && fclose(f) == 0, "write %s", path);
+        pkv_trace_spec_default(&s);
+        pkv_trace_columns_builtin("azure", &s.cols);
+        snprintf(s.path, sizeof s.path, "%s", path);
+        CHECK(pkv_trace_load(&tr, &s, &e) == -1 && strstr(e.msg, lenient[i].want), "%s: %s",
+              lenient[i].name, e.msg);
+    }
+    /* 2024 is a leap year: its Feb 29 is a day. */
+    snprintf(buf, sizeof buf, "%s2024-02-29 18:17:03.0,5,2\n", H);
+    CHECK(load_text("leap.csv", buf, "azure", 0, &tr, &e) == 0 && tr.n == 1, "leap day: %s", e.msg);
 
     /* Skip policy: bad rows are skipped and counted. */
     snprintf(buf, sizeof buf,

@@ -92,7 +92,10 @@ static int parse_datetime(const char *s, const char *end, double *out) {
         (s++, digits(&s, end, 2, &h)) || s >= end || *s++ != ':' || digits(&s, end, 2, &m) ||
         s >= end || *s++ != ':' || digits(&s, end, 2, &sec))
         return -1;
-    if (M < 1 || M > 12 || D < 1 || D > 31 || h > 23 || m > 59 || sec > 60) return -1;
+    static const int month_days[12] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    if (M < 1 || M > 12 || D < 1 || h > 23 || m > 59 || sec > 60) return -1;
+    if (D > month_days[M - 1] || (M == 2 && D == 29 && (Y % 4 || (Y % 100 == 0 && Y % 400))))
+        return -2; /* a date no calendar has: Feb 31, Feb 29 of a common year */
     double frac = 0, scale = 0.1;
     if (s < end && *s == '.') {
         s++;
@@ -106,10 +109,14 @@ static int parse_datetime(const char *s, const char *end, double *out) {
     return 0;
 }
 
+/* A decimal number: digits, a sign, a point and an exponent only (no hexadecimal, no
+ * inf or nan, no NUL byte or thousands separator inside). */
 static int parse_number(const char *s, const char *end, double *out) {
     char buf[64];
     size_t n = (size_t)(end - s);
     if (n == 0 || n >= sizeof buf) return -1;
+    for (const char *c = s; c < end; c++)
+        if (!isdigit((unsigned char)*c) && (!*c || !strchr("+-.eE", *c))) return -1;
     memcpy(buf, s, n);
     buf[n] = 0;
     char *e;
@@ -148,7 +155,12 @@ static const char *time_value(double v, pkv_time_unit u, double step_s, double *
 
 static const char *parse_time(const char *s, const char *end, pkv_time_unit u, double step_s,
                               double *out) {
-    if (u == PKV_TIME_DATETIME) return parse_datetime(s, end, out) ? "not a datetime" : NULL;
+    if (u == PKV_TIME_DATETIME) {
+        int rc = parse_datetime(s, end, out);
+        return rc == -2 ? "impossible date (no such day in that month)"
+               : rc     ? "not a datetime"
+                        : NULL;
+    }
     double v;
     if (parse_number(s, end, &v)) return "not a number";
     return time_value(v, u, step_s, out);
@@ -220,10 +232,10 @@ static int read_csv(const char *text, size_t len, const pkv_trace_spec *sp, row_
         }
         row_result r = {0};
         int n = split_csv(p, lend, fb, fe);
-        if (n <= need) {
+        if (n <= need || n != nf) {
             static char msg[96];
-            snprintf(msg, sizeof msg, "truncated line: %d fields, the header has %d", n < 0 ? 0 : n,
-                     nf);
+            snprintf(msg, sizeof msg, "%s: %d fields, the header has %d",
+                     n <= need ? "truncated line" : "a row of another width", n < 0 ? 0 : n, nf);
             r.why = msg;
         } else {
             if (ci[0] >= 0) {
