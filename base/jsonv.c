@@ -5,6 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 void pkv_json_path(char *out, size_t n, const char *parent, const char *key) {
     if (!parent || !*parent)
@@ -129,28 +132,38 @@ int pkv_json_sub(const cJSON *o, const char *path, const char *key, const cJSON 
 }
 
 char *pkv_read_file(const char *path, size_t *len, pkv_err *e) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    /* Only a regular file of bounded size is read: a device (/dev/zero) would be read to
+     * exhaustion, and opening a pipe waits for a writer (hence O_NONBLOCK to look). */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
         pkv_fail(e, "%s: cannot open: %s", path, strerror(errno));
         return NULL;
     }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (!buf) break;
-        n += fread(buf + n, 1, cap - n - 1, f);
-        if (n < cap - 1) break;
-        cap *= 2;
-        char *nb = realloc(buf, cap);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-        } else {
-            buf = nb;
-        }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        pkv_fail(e, "%s: not a regular file (%s)", path,
+                 S_ISDIR(st.st_mode) ? "a directory" : "a device, pipe or socket");
+        close(fd);
+        return NULL;
     }
+    FILE *f = fcntl(fd, F_SETFL, 0) == 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        pkv_fail(e, "%s: cannot open: %s", path, strerror(errno));
+        close(fd);
+        return NULL;
+    }
+    if ((uint64_t)st.st_size > PKV_MAX_INPUT_BYTES) {
+        pkv_fail(e, "%s: %.1f GiB, larger than the %.0f GiB an input file may be", path,
+                 st.st_size / 1073741824.0, PKV_MAX_INPUT_BYTES / 1073741824.0);
+        fclose(f);
+        return NULL;
+    }
+    size_t n = 0, cap = (size_t)st.st_size + 1;
+    char *buf = malloc(cap);
+    if (buf) n = fread(buf, 1, cap - 1, f);
     if (!buf || ferror(f)) {
-        pkv_fail(e, "%s: read failed", path);
+        pkv_fail(e, buf ? "%s: read failed: %s" : "%s: out of memory reading it", path,
+                 strerror(errno));
         free(buf);
         fclose(f);
         return NULL;

@@ -30,7 +30,9 @@ int pkv_json_str(const cJSON *o, const char *path, const char *key, const char *
 /* A member that must be an object when present; *out is NULL when absent. */
 int pkv_json_sub(const cJSON *o, const char *path, const char *key, const cJSON **out, pkv_err *e);
 
-/* Read a whole file into a NUL-terminated buffer (caller frees). */
+/* Read a whole file into a NUL-terminated buffer (caller frees): a regular file of at
+ * most PKV_MAX_INPUT_BYTES; anything else is refused before reading. */
+#define PKV_MAX_INPUT_BYTES ((uint64_t)16 << 30)
 char *pkv_read_file(const char *path, size_t *len, pkv_err *e);
 /* Parse JSON text; a syntax error names the file, line and column. */
 cJSON *pkv_json_parse(const char *text, const char *file, pkv_err *e);

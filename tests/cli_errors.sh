@@ -52,6 +52,13 @@ if "$pkvsim" run -q "$tmp/e.json" && [ -f "$tmp/out.h5" ]; then pass=$((pass+1))
 expect_fail missing-file "cannot open" "$pkvsim" run -q "$tmp/nope.json"
 printf '{"model": {"hq": 32,,}}' > "$tmp/bad.json"
 expect_fail invalid-json "bad.json:1:" "$pkvsim" run -q "$tmp/bad.json"
+# Inputs that are not regular files are refused before reading: a device would be read
+# to exhaustion and a pipe would wait for a writer for ever.
+expect_fail device-experiment "not a regular file" timeout 10 "$pkvsim" run -q /dev/zero
+expect_fail dir-experiment "not a regular file (a directory)" "$pkvsim" run -q "$tmp"
+mkfifo "$tmp/fifo"
+case_json device-trace '{"workload": {"trace": {"path": "/dev/zero"}, "arrival": null, "prompt": null, "decode": null}}' "/dev/zero: not a regular file"
+case_json fifo-trace "{\"workload\": {\"trace\": {\"path\": \"$tmp/fifo\"}, \"arrival\": null, \"prompt\": null, \"decode\": null}}" "fifo: not a regular file"
 case_json unknown-key '{"model": {"heads": 4}}' "model.heads: unknown key"
 case_json unknown-top '{"extra": 1}' "extra: unknown key"
 case_json wrong-type '{"workload": {"arrival": {"rate": "fast"}}}' "workload.arrival.rate: must be a number"
