@@ -84,12 +84,37 @@ static hid_t make_column(hid_t loc, const char *name, hid_t type) {
 }
 
 /* Append n values at row `at` of a column. */
+/* The OS's reason behind the HDF5 error on the stack: its file driver quotes it
+ * ("... error message = 'No space left on device', ..."). */
+static herr_t os_reason(unsigned n, const H5E_error2_t *err, void *data) {
+    char *why = data;
+    const char *m = err->desc ? strstr(err->desc, "error message = '") : NULL;
+    if (m && !*why) {
+        m += strlen("error message = '");
+        const char *q = strchr(m, '\'');
+        snprintf(why, 128, "%.*s", (int)(q ? q - m : (ptrdiff_t)strlen(m)), m);
+    }
+    return 0;
+}
+
+/* The reason of the last failed write, kept from the error stack before the calls
+ * that follow clear it (per thread, like errno). */
+static _Thread_local char g_reason[128];
+static void note_reason(void) {
+    g_reason[0] = 0;
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, os_reason, g_reason);
+}
+
 static herr_t append(hid_t d, hid_t type, hsize_t at, hsize_t n, const void *data) {
     hsize_t size = at + n;
-    if (H5Dset_extent(d, &size) < 0) return -1;
+    if (H5Dset_extent(d, &size) < 0) {
+        note_reason();
+        return -1;
+    }
     hid_t fs = H5Dget_space(d), ms = H5Screate_simple(1, &n, NULL);
     herr_t rc = H5Sselect_hyperslab(fs, H5S_SELECT_SET, &at, NULL, &n, NULL);
     if (rc >= 0) rc = H5Dwrite(d, type, ms, fs, H5P_DEFAULT, data);
+    if (rc < 0) note_reason();
     H5Sclose(ms);
     H5Sclose(fs);
     return rc;
@@ -159,7 +184,17 @@ static herr_t write_attrs(hid_t g, const pkv_attr *a, int n) {
 }
 
 static int h5fail(pkv_h5rec *r, pkv_err *e, const char *what) {
-    return pkv_fail(e, "%s: HDF5 error while writing %s", r->path, what);
+    if (!*g_reason) note_reason(); /* the failing call may be the last one made */
+    int rc = pkv_fail(e, "%s: HDF5 error while writing %s%s%s", r->path, what,
+                      *g_reason ? ": " : "", g_reason);
+    g_reason[0] = 0;
+    return rc;
+}
+
+void pkv_h5_init(void) {
+    /* A file whose close failed (a full disk) stays in HDF5's tables, and its exit
+     * handler crashes closing it again: the files are closed here, not at exit. */
+    H5dont_atexit();
 }
 
 /* The group and one dataset per kept column; measured columns only when `measured`. */

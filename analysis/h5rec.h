@@ -49,6 +49,8 @@ typedef struct pkv_provenance {
 } pkv_provenance;
 
 /* Create <path>.tmp.<pid>; fails (naming the path) when it cannot be created. */
+/* Before any other HDF5 call of the program: HDF5 registers no exit handler. */
+void pkv_h5_init(void);
 int pkv_h5rec_open(pkv_h5rec **r, const char *path, const pkv_h5rec_opts *o, pkv_err *e);
 int pkv_h5rec_config(pkv_h5rec *r, const char *verbatim, const char *resolved, pkv_err *e);
 /* A group `name` with the text dataset `file` and the attributes. */

@@ -252,6 +252,7 @@ static int cmd_keys(int argc, char **argv) {
 }
 
 int main(int argc, char **argv) {
+    pkv_h5_init();
     if (argc < 2) {
         usage(stderr);
         return 2;

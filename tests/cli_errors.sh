@@ -92,6 +92,26 @@ printf '{"workload": {"preset": "bimodal", "num_requests": 2},\n "serving": {"ma
 expect_fail duplicate-key "dup.json:2 and 3: serving: the key is given twice" "$pkvsim" run -q --backend model -o "$tmp/out.h5" "$tmp/dup.json"
 printf '\xef\xbb\xbf{"workload": {"preset": "bimodal", "num_requests": 2}, "route": {"calibration": "%s"}}\n' "$cal" > "$tmp/bom.json"
 if "$pkvsim" run -q --backend model -o "$tmp/bom.h5" "$tmp/bom.json" 2>"$tmp/stderr"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL bom: $(cat "$tmp/stderr")"; fi
+# A full disk or a file-size limit: the OS's reason named, exit 1 (not a crash in
+# HDF5's exit handlers), no temporary file left. The file-size limit always; a full
+# tmpfs where this machine lets us mount one.
+good '{"workload": {"num_requests": 2000, "decode": {"dist": "fixed", "value": 200}}}' > "$tmp/big.json"
+expect_disk_full() { # NAME EXPECTED OUT-DIR COMMAND-PREFIX...
+  local name=$1 want=$2 dir=$3; shift 3
+  "$@" "$pkvsim" run -q --backend model -o "$dir/full.h5" "$tmp/big.json" 2>"$tmp/stderr"; local rc=$?
+  if [ $rc -eq 1 ] && grep -qF -- "$want" "$tmp/stderr" && ! ls "$dir"/full.h5* >/dev/null 2>&1; then
+    pass=$((pass+1))
+  else
+    fail=$((fail+1)); echo "FAIL $name: exit $rc, wanted '$want', got: $(cat "$tmp/stderr"); left: $(ls "$dir")"
+  fi
+}
+expect_disk_full file-size-limit "HDF5 error while writing /steps: File too large" "$tmp" \
+  bash -c 'trap "" XFSZ; ulimit -f 200; exec "$@"' limit
+mkdir -p "$tmp/small"
+if mount -t tmpfs -o size=256k tmpfs "$tmp/small" 2>/dev/null; then
+  expect_disk_full disk-full "No space left on device" "$tmp/small" env
+  umount "$tmp/small"
+fi
 # pkvsim fit: a run that measured nothing, a missing file, an output that is an input.
 "$pkvsim" run -q --backend model -o "$tmp/model.h5" "$tmp/e.json" >/dev/null 2>&1
 expect_fail fit-unmeasured "no measured steps" "$pkvsim" fit "$tmp/model.h5" -o "$tmp/out.h5"
