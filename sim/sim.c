@@ -271,6 +271,25 @@ static int grow_pages(pkv_sim *s) {
     return 0;
 }
 
+/* The clock must move by a step's time: a time that is not finite, a decode step that
+ * takes none, or one too small to change the clock at its magnitude (double
+ * precision) would leave it standing (zero latencies; a run bounded by max_time_s
+ * would repeat such steps for ever). */
+static int clock_moves(const pkv_sim *s, double dt, int decode, pkv_err *e) {
+    const char *what = decode ? "decode step" : "prefill batch";
+    if (!(dt >= 0) || !isfinite(dt))
+        return pkv_fail(e, "%s %llu: its time (%g s) is not a finite non-negative number", what,
+                        (unsigned long long)s->steps, dt);
+    if ((decode && dt == 0) || (dt > 0 && s->t_now + dt == s->t_now))
+        return pkv_fail(e,
+                        "%s %llu: the simulated clock at %.17g s cannot advance by its %g s "
+                        "(the clock would stand still: its times would be wrong, and a run "
+                        "bounded by run.max_time_s would not end); check the calibration's "
+                        "costs (they round to zero) and the trace's timestamps",
+                        what, (unsigned long long)s->steps, s->t_now, dt);
+    return 0;
+}
+
 static int start_step(pkv_sim *s, pkv_err *e) {
     if (grow_pages(s)) return pkv_fail(e, "out of memory");
     if (s->n_run == 0) return 0; /* everything was preempted; admission retries */
@@ -279,7 +298,7 @@ static int start_step(pkv_sim *s, pkv_err *e) {
     pkv_batch_view v = {s->n_run,      s->seq_lens, s->block_table, s->bt_stride,
                         s->dirty_rows, s->n_dirty,  s->dirty_from};
     double adv;
-    if (pkv_engine_step(s->eng, &v, &rec, &adv, e)) return -1;
+    if (pkv_engine_step(s->eng, &v, &rec, &adv, e) || clock_moves(s, adv, 1, e)) return -1;
     for (int32_t k = 0; k < s->n_dirty; k++) s->dirty_from[s->dirty_rows[k]] = INT32_MAX;
     s->n_dirty = 0;
     s->steps++;
@@ -316,6 +335,7 @@ static int try_schedule(pkv_sim *s, pkv_err *e) {
                        ? t_measured
                        : s->cfg->prefill_base_s + s->cfg->prefill_per_token_s * (double)tokens;
         pr.t_advance = t;
+        if (clock_moves(s, t, 0, e)) return -1;
         pkv_summary_add_prefill(&s->summary, &pr);
         if (s->out && pkv_h5rec_prefill(s->out, &pr, e)) return -1;
         s->busy = 1;

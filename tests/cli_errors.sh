@@ -112,7 +112,12 @@ if mount -t tmpfs -o size=256k tmpfs "$tmp/small" 2>/dev/null; then
   expect_disk_full disk-full "No space left on device" "$tmp/small" env
   umount "$tmp/small"
 fi
+# A clock that cannot advance: steps of ~1e-8 s at 9e11 s of simulated time (double
+# precision absorbs them) are an error, not zero latencies.
+printf '{"timestamp": 0, "input_length": 100, "output_length": 4}\n{"timestamp": 900000000000000, "input_length": 100, "output_length": 4}\n' > "$tmp/far.jsonl"
+case_json clock-stands "{\"workload\": {\"trace\": {\"path\": \"$tmp/far.jsonl\"}, \"arrival\": null, \"prompt\": null, \"decode\": null}, \"serving\": {\"prefill\": {\"base_us\": 0, \"per_token_us\": 0}}, \"route\": {\"overrides\": {\"beta_gbps\": 1000000, \"launch_us\": 0}}}" "cannot advance by its"
 # pkvsim fit: a run that measured nothing, a missing file, an output that is an input.
+good '{}' > "$tmp/e.json"
 "$pkvsim" run -q --backend model -o "$tmp/model.h5" "$tmp/e.json" >/dev/null 2>&1
 expect_fail fit-unmeasured "no measured steps" "$pkvsim" fit "$tmp/model.h5" -o "$tmp/out.h5"
 expect_fail fit-missing "not a readable HDF5 file" "$pkvsim" fit "$tmp/none.h5"
