@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # analysis/plot_run.py draws a PNG of a run, and refuses a file that is not a pkvsim
-# output with a message. Usage: plot.sh PKVSIM SOURCE_DIR
+# output with a message; analysis/plot.py draws each of its plots from a small sweep
+# and a run, and names what is wrong with a file or an axis. Usage: plot.sh PKVSIM SOURCE_DIR
 set -u
 pkvsim=$1; src=$2
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -19,5 +20,31 @@ check "the PNG is not empty" '[ $(stat -c %s "$tmp/run.png") -gt 20000 ]'
 echo "not hdf5" > "$tmp/bad.h5"
 "$py" "$src/analysis/plot_run.py" "$tmp/bad.h5" > /dev/null 2> "$tmp/err"; rc=$?
 check "bad file refused (exit $rc)" '[ $rc -ne 0 ] && grep -q "bad.h5: not a complete pkvsim output" "$tmp/err"'
+# analysis/plot.py: every plot from a small sweep (three policies x two rates) and a run.
+cat > "$tmp/sw.json" <<EOF
+{"name": "sw", "workload": {"arrival": {"process": "poisson", "rate": 10},
+  "prompt": {"dist": "fixed", "value": 2000}, "decode": {"dist": "fixed", "value": 8},
+  "num_requests": 12}, "serving": {"max_active": 8},
+ "route": {"calibration": "$src/experiments/calibration/h200.json"},
+ "sweep": {"axes": [{"path": "route.policy", "values": ["ref_paged", "pkv_workqueue", "adaptive"]},
+                    {"path": "workload.arrival.rate", "values": [50, 3200]}]}}
+EOF
+"$pkvsim" run -q --backend model "$tmp/sw.json" -o "$tmp/sw.h5" || { echo "FAIL sweep run"; exit 1; }
+png() { [ "$(head -c 8 "$1" 2>/dev/null | od -An -tx1 | tr -d " \n")" = "89504e470d0a1a0a" ]; }
+plot() { # NAME OUT.png ARGS...
+  local name=$1 out=$2; shift 2
+  "$py" "$src/analysis/plot.py" "$@" -o "$out" > /dev/null 2> "$tmp/err"
+  check "plot.py $name (exit $?: $(head -c 300 "$tmp/err"))" 'png "$out"'
+}
+plot curve "$tmp/c.png" curve "$tmp/sw.h5"
+plot threshold "$tmp/t.png" threshold "$tmp/sw.h5" --x workload.arrival.rate --ratio adaptive/ref_paged
+plot cdf "$tmp/cdf.png" cdf "$tmp/sw.h5:0" "$tmp/sw.h5:5" "$tmp/run.h5" --metric tpot
+plot steps "$tmp/s.png" steps "$tmp/run.h5"
+plot timeline "$tmp/tl.png" timeline "$tmp/run.h5"
+"$py" "$src/analysis/plot.py" curve "$tmp/run.h5" -o "$tmp/x.png" > /dev/null 2> "$tmp/err"; rc=$?
+check "curve of a run refused (exit $rc)" '[ $rc -ne 0 ] && grep -q "not a sweep file" "$tmp/err"'
+"$py" "$src/analysis/plot.py" curve "$tmp/sw.h5" --by serving.max_active -o "$tmp/x.png" > /dev/null 2> "$tmp/err"; rc=$?
+check "an axis the sweep lacks named (exit $rc)" '[ $rc -ne 0 ] && grep -q "no axis \"serving.max_active\"" "$tmp/err"'
+check "plot.py is executable" '[ -x "$src/analysis/plot.py" ]'
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -1,0 +1,309 @@
+#!/usr/bin/env python3
+"""Plots of pkvsim runs and sweeps, each into one PNG.
+
+  plot.py curve SWEEP.h5 [--x FIG] [--y FIG] [--by AXIS]
+      a throughput-latency curve across a sweep: one point per sweep point (x and y
+      figures of /sweep/index; default achieved output throughput against TPOT p50),
+      one line per value of an axis (default route.policy when it is swept)
+  plot.py threshold SWEEP.h5 --x AXIS --ratio A/B [--y FIG] [--by AXIS]
+      the ratio of a figure (default decode_tok_s) between two policies across a swept
+      threshold, one line per value of another axis (an arrival process, a load)
+  plot.py cdf RUN.h5... [--metric ttft|tpot|e2el]
+      the distribution of a latency over the requests of several runs (or sweep
+      points, FILE.h5:N), one curve each
+  plot.py steps RUN.h5
+      each step's time coloured by its route, and its launches and merge bytes
+  plot.py timeline RUN.h5
+      active rows, waiting requests and KV tokens in use over simulated time
+
+Every command takes -o OUT.png (default: the input's name with the command's). Needs
+only a python3 with h5py and matplotlib (Debian: apt install python3-h5py
+python3-matplotlib; elsewhere pip install h5py matplotlib). Reads the datasets pkvsim
+writes (README.md, "Reading the output"); changes nothing.
+"""
+import argparse
+import os
+import sys
+
+try:
+    import h5py
+    import matplotlib
+    import numpy as np
+
+    matplotlib.use("Agg")  # files only, no display
+    import matplotlib.pyplot as plt
+except ImportError as exc:  # say what to install, with no traceback
+    sys.exit(f"plot.py: {exc.name} is missing: apt install python3-h5py python3-matplotlib "
+             f"(Debian, Ubuntu) or pip install h5py matplotlib")
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pkvh5  # noqa: E402
+
+MAX_POINTS = 20000  # a scatter of more steps is decimated to this many
+UNITS = {"decode_tok_s": "decode tokens/s", "output_throughput": "output tokens/s",
+         "request_throughput": "requests/s", "request_goodput": "good requests/s",
+         "total_token_throughput": "tokens/s", "mean_rows": "rows", "steps": "steps",
+         "finished": "requests", "slo_attainment": "fraction"}
+
+
+def fail(msg):
+    sys.exit(f"plot.py: {msg}")
+
+
+def unit(fig):
+    if fig in UNITS:
+        return UNITS[fig]
+    return "s" if any(k in fig for k in ("ttft", "tpot", "itl", "e2el")) else ""
+
+
+def label(fig):
+    u = unit(fig)
+    return f"{fig} ({u})" if u else fig
+
+
+def open_file(path):
+    try:
+        return h5py.File(path, "r")
+    except OSError as e:
+        fail(f"{path}: not a readable HDF5 file ({e})")
+
+
+def sweep_index(path):
+    f = open_file(path)
+    if "sweep/index" not in f:
+        fail(f"{path}: not a sweep file (no /sweep/index)")
+    g = f["sweep/index"]
+    ix = {}
+    for k in g:
+        v = g[k][:]
+        if v.dtype.kind in "SO":
+            v = np.array([x.decode() if isinstance(x, bytes) else str(x) for x in v])
+        ix[k] = v
+    done = ix["status"] == "done"
+    return {k: v[done] for k, v in ix.items()}
+
+
+def column(ix, name, path, what):
+    if name not in ix:
+        axes = [k for k in ix if "." in k]
+        fail(f"{path}: no {what} \"{name}\" in /sweep/index (axes: {', '.join(axes) or 'none'}; "
+             f"figures: decode_tok_s, output_throughput, ttft_p50, tpot_p50, ...)")
+    return ix[name]
+
+
+def numeric(v):
+    try:
+        return v.astype(float), True
+    except ValueError:
+        return v, False
+
+
+def groups(values):
+    """Distinct values in order (numeric ones sorted as numbers)."""
+    u = list(dict.fromkeys(values.tolist()))
+    try:
+        return sorted(u, key=float)
+    except ValueError:
+        return u
+
+
+def save(fig, out):
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    print(f"wrote {out}")
+
+
+def cmd_curve(a):
+    ix = sweep_index(a.input)
+    by = a.by or ("route.policy" if "route.policy" in ix else None)
+    x, _ = numeric(column(ix, a.x, a.input, "figure"))
+    y, _ = numeric(column(ix, a.y, a.input, "figure"))
+    # Latencies in milliseconds, as serving benchmarks give them.
+    xs, ys = (1e3 if unit(a.x) == "s" else 1), (1e3 if unit(a.y) == "s" else 1)
+    x, y = x * xs, y * ys
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    keys = groups(column(ix, by, a.input, "axis")) if by else [None]
+    for k in keys:
+        m = np.ones(len(x), bool) if k is None else ix[by] == k
+        order = np.argsort(x[m])
+        ax.plot(x[m][order], y[m][order], "o-", label=f"{by} = {k}" if by else None)
+    ax.set_xlabel(label(a.x).replace("(s)", "(ms)") if xs != 1 else label(a.x))
+    ax.set_ylabel(label(a.y).replace("(s)", "(ms)") if ys != 1 else label(a.y))
+    ax.set_title(f"{os.path.basename(a.input)}: {a.y} against {a.x}")
+    if by:
+        ax.legend()
+    ax.grid(alpha=0.3)
+    save(fig, a.output)
+
+
+def cmd_threshold(a):
+    ix = sweep_index(a.input)
+    if "/" not in a.ratio:
+        fail("--ratio takes POLICY_A/POLICY_B (route.policy values of the sweep)")
+    pa, pb = a.ratio.split("/", 1)
+    pol = column(ix, "route.policy", a.input, "axis")
+    xs = column(ix, a.x, a.input, "axis")
+    ys, _ = numeric(column(ix, a.y, a.input, "figure"))
+    by = ix[a.by] if a.by else np.array(["all"] * len(xs))
+    if a.by:
+        column(ix, a.by, a.input, "axis")
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    drawn = 0
+    for k in groups(by):
+        pts = []
+        for xv in groups(xs):
+            m = (xs == xv) & (by == k)
+            va, vb = ys[m & (pol == pa)], ys[m & (pol == pb)]
+            if len(va) and len(vb) and vb.mean() > 0:
+                pts.append((float(xv) if numeric(np.array([xv]))[1] else xv, va.mean() / vb.mean()))
+        if pts:
+            drawn += 1
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-",
+                    label=f"{a.by} = {k}" if a.by else None)
+    if not drawn:
+        fail(f"{a.input}: no point has both route.policy {pa} and {pb} at the same {a.x}")
+    ax.axhline(1, color="grey", lw=0.8)
+    ax.set_xlabel(a.x)
+    ax.set_ylabel(f"{a.y}: {pa} / {pb}")
+    ax.set_title(f"{os.path.basename(a.input)}: {pa} over {pb} across {a.x}")
+    if a.by:
+        ax.legend()
+    ax.grid(alpha=0.3)
+    save(fig, a.output)
+
+
+def run_group(spec):
+    """FILE.h5 or FILE.h5:N (sweep point N): the open file and the run's group."""
+    path, point = spec, None
+    if not os.path.exists(spec) and ":" in spec:
+        path, point = spec.rsplit(":", 1)
+    f = open_file(path)
+    g = f if point is None else f.get(f"points/{int(point):05d}")
+    if g is None or "requests" not in g:
+        fail(f"{spec}: no /requests (not a run, or recorded below run.record \"requests\")")
+    return g
+
+
+def cmd_cdf(a):
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for spec in a.input:
+        r = pkvh5.table(run_group(spec), "requests")
+        first, arr, fin = r["t_first_token"], r["t_arrival"], r["t_finish"]
+        if a.metric == "ttft":
+            v = first - arr
+        elif a.metric == "e2el":
+            v = fin - arr
+        else:  # vLLM's TPOT: (E2E - TTFT) / (n - 1), requests of two tokens or more
+            n = r["generated"].astype(float)
+            v = np.where(n > 1, (fin - first) / np.maximum(n - 1, 1), np.nan)
+        v = np.sort(v[np.isfinite(v)])
+        if len(v) == 0:
+            continue
+        ax.step(v, np.arange(1, len(v) + 1) / len(v), where="post",
+                label=f"{os.path.basename(spec)} ({len(v)} requests)")
+    ax.set_xlabel(f"{a.metric} (s)")
+    ax.set_ylabel("fraction of requests")
+    ax.set_xscale("log")
+    ax.set_title(f"{a.metric.upper()} over the requests")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    save(fig, a.output)
+
+
+def steps_of(path):
+    g = run_group(path) if "steps" not in open_file(path) else open_file(path)
+    if "steps" not in g:
+        fail(f"{path}: no /steps (recorded below run.record \"steps\")")
+    s = pkvh5.table(g, "steps")
+    if len(s["index"]) == 0:
+        fail(f"{path}: the run has no decode steps")
+    return g, s
+
+
+def decimate(n):
+    return np.arange(n) if n <= MAX_POINTS else np.linspace(0, n - 1, MAX_POINTS).astype(int)
+
+
+def cmd_steps(a):
+    g, s = steps_of(a.input)
+    names = pkvh5.enum_names(g, "steps", "route")
+    t = s["t_wall"] if "t_wall" in s else s["t_predicted"]
+    what = "measured wall" if "t_wall" in s else "predicted"
+    k = decimate(len(t))
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(9, 6), sharex=True)
+    for code in sorted(set(s["route"][k].tolist())):
+        m = s["route"][k] == code
+        ax1.scatter(s["index"][k][m], t[k][m] * 1e6, s=3, label=names.get(code, str(code)))
+    ax1.set_ylabel(f"step time, {what} (us)")
+    ax1.set_yscale("log")
+    ax1.legend(markerscale=4, fontsize=8)
+    ax1.set_title(os.path.basename(a.input) + (f" ({len(k)} of {len(t)} steps shown)"
+                                               if len(k) < len(t) else ""))
+    ax2.plot(s["index"][k], s["launches"][k], lw=0.8, label="launches per step")
+    ax2.set_ylabel("launches")
+    ax3 = ax2.twinx()
+    ax3.plot(s["index"][k], s["merge_bytes"][k] / 1e6, lw=0.8, color="tab:red",
+             label="merge MB per step")
+    ax3.set_ylabel("merge traffic (MB)")
+    ax2.set_xlabel("step")
+    ax2.legend(loc="upper left", fontsize=8)
+    ax3.legend(loc="upper right", fontsize=8)
+    save(fig, a.output)
+
+
+def cmd_timeline(a):
+    g, s = steps_of(a.input)
+    r = pkvh5.table(g, "requests")
+    k = decimate(len(s["t_sim"]))
+    t = s["t_sim"][k]
+    arr, adm = np.sort(r["t_arrival"]), np.sort(r["t_admitted"][np.isfinite(r["t_admitted"])])
+    waiting = np.searchsorted(arr, t, "right") - np.searchsorted(adm, t, "right")
+    fig, ax = plt.subplots(3, 1, figsize=(9, 7), sharex=True)
+    ax[0].plot(t, s["rows"][k], lw=0.8)
+    ax[0].set_ylabel("active rows")
+    ax[1].plot(t, waiting, lw=0.8, color="tab:orange")
+    ax[1].set_ylabel("waiting requests")
+    ax[2].plot(t, s["context_tokens"][k] / 1e3, lw=0.8, color="tab:green")
+    ax[2].set_ylabel("KV in use (K tokens)")
+    ax[2].set_xlabel("simulated time (s)")
+    ax[0].set_title(os.path.basename(a.input))
+    for x in ax:
+        x.grid(alpha=0.3)
+    save(fig, a.output)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n\n", 1)[1])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("curve", help="throughput-latency curve across a sweep")
+    p.add_argument("input")
+    p.add_argument("--x", default="output_throughput")
+    p.add_argument("--y", default="tpot_p50")
+    p.add_argument("--by")
+    p = sub.add_parser("threshold", help="a policy ratio across a swept threshold")
+    p.add_argument("input")
+    p.add_argument("--x", required=True)
+    p.add_argument("--ratio", required=True)
+    p.add_argument("--y", default="decode_tok_s")
+    p.add_argument("--by")
+    p = sub.add_parser("cdf", help="latency distributions of several runs")
+    p.add_argument("input", nargs="+")
+    p.add_argument("--metric", choices=["ttft", "tpot", "e2el"], default="ttft")
+    p = sub.add_parser("steps", help="step times by route, launches, merge bytes")
+    p.add_argument("input")
+    p = sub.add_parser("timeline", help="rows, queue and KV in use over time")
+    p.add_argument("input")
+    for s in sub.choices.values():
+        s.add_argument("-o", "--output", help="PNG to write")
+    a = ap.parse_args()
+    first = a.input[0] if isinstance(a.input, list) else a.input
+    if not a.output:
+        a.output = first.split(":")[0].rsplit(".", 1)[0] + f"_{a.cmd}.png"
+    {"curve": cmd_curve, "threshold": cmd_threshold, "cdf": cmd_cdf, "steps": cmd_steps,
+     "timeline": cmd_timeline}[a.cmd](a)
+
+
+if __name__ == "__main__":
+    main()
