@@ -210,6 +210,7 @@ int main(void) {
     /* 2024 is a leap year: its Feb 29 is a day. */
     snprintf(buf, sizeof buf, "%s2024-02-29 18:17:03.0,5,2\n", H);
     CHECK(load_text("leap.csv", buf, "azure", 0, &tr, &e) == 0 && tr.n == 1, "leap day: %s", e.msg);
+    pkv_trace_free(&tr);
 
     /* Skip policy: bad rows are skipped and counted. */
     snprintf(buf, sizeof buf,
