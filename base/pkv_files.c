@@ -1,6 +1,7 @@
 #include "pkv_files.h"
 
 #include <dirent.h>
+#include <limits.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -80,4 +81,22 @@ void pkv_cleanup_drop(const char *path) {
 void pkv_cleanup_now(void) {
     for (int i = 0; i < MAX_CLEANUP; i++)
         if (cleanup_used[i]) unlink(cleanup[i]);
+}
+
+int pkv_write_atomic(const char *path, const char *text) {
+    char tmp[PATH_MAX + 32];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    FILE *f = fopen(tmp, "w");
+    int bad = !f || fputs(text, f) < 0 || fputc('\n', f) < 0;
+    if (f) bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path) != 0) {
+        int err = errno;
+        unlink(tmp);
+        errno = err;
+        return -1;
+    }
+    return 0;
 }

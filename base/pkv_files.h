@@ -17,6 +17,11 @@ int pkv_output_ok(const char *out, const char *const *inputs, const char *const 
  * on `report` (may be NULL). Returns how many. */
 int pkv_remove_stale_tmp(const char *out, FILE *report);
 
+/* Write text and a newline to path through a temporary file (path.tmp.PID) renamed
+ * over it when complete: a reader sees the old file or the new one, never part of
+ * one. On failure the temporary is removed and -1 returned, errno saying why. */
+int pkv_write_atomic(const char *path, const char *text);
+
 /* Temporary files to remove if the program is stopped at once (up to 4). */
 void pkv_cleanup_add(const char *path);
 void pkv_cleanup_drop(const char *path);

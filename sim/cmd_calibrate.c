@@ -13,6 +13,7 @@
 #include "cmd_calibrate.h"
 #include "cost.h"
 #include "kcase.h"
+#include "pkv_files.h"
 #include "pkv_gitrev.h"
 #include "planner.h"
 #include "rng.h"
@@ -21,6 +22,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -266,17 +268,13 @@ int pkv_calibrate_main(int argc, char **argv) {
     cJSON_AddItemToObject(root, "fit", fit);
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", out, (int)getpid());
-    FILE *fo = text ? fopen(tmp, "w") : NULL;
-    int bad = !fo || fputs(text, fo) < 0 || fputc('\n', fo) < 0;
-    if (fo) bad |= fclose(fo) != 0;
-    free(text);
-    if (bad || rename(tmp, out) != 0) {
-        remove(tmp);
-        fprintf(stderr, "pkvsim calibrate: cannot write %s\n", out);
+    if (!text || pkv_write_atomic(out, text)) {
+        fprintf(stderr, "pkvsim calibrate: cannot write %s: %s\n", out,
+                text ? strerror(errno) : "out of memory");
+        free(text);
         return 1;
     }
+    free(text);
     printf("wrote %s\n", out);
     return 0;
 }

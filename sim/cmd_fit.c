@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -135,21 +136,6 @@ static void emit(const char *fmt, ...) {
         vfprintf(g_out, fmt, a);
         va_end(a);
     }
-}
-
-static int write_calibration(const char *out, cJSON *root) {
-    char *text = cJSON_Print(root);
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", out, (int)getpid());
-    FILE *f = text ? fopen(tmp, "w") : NULL;
-    int bad = !f || fputs(text, f) < 0 || fputc('\n', f) < 0;
-    if (f) bad |= fclose(f) != 0;
-    free(text);
-    if (bad || rename(tmp, out) != 0) {
-        remove(tmp);
-        return -1;
-    }
-    return 0;
 }
 
 int pkv_cmd_fit(int argc, char **argv) {
@@ -323,9 +309,13 @@ int pkv_cmd_fit(int argc, char **argv) {
         memset(fitted.gates, 0, sizeof fitted.gates);
         for (int k = 0; k < PKV_GATE_GROUPS; k++)
             if (groups >> (1 << k) & 1) fitted.gates[k] = (pkv_gate){true, 0, margin, margin};
-        emit("\ngates: no minimum context, margin %.4f (1 + the baselines' largest summed error "
-             "%+.2f%% - the split routes' smallest %+.2f%%)\n",
-             margin, 100 * bias_base, 100 * bias_pkv);
+        if (isfinite(bias_pkv) && isfinite(bias_base))
+            emit("\ngates: no minimum context, margin %.4f (1 + the baselines' largest summed "
+                 "error %+.2f%% - the split routes' smallest %+.2f%%)\n",
+                 margin, 100 * bias_base, 100 * bias_pkv);
+        else
+            emit("\ngates: no minimum context, margin 1 (the runs do not hold both a baseline "
+                 "and a split route, so no relative bias is measured)\n");
     }
     if (g_out && (ferror(g_out) | fclose(g_out))) {
         fprintf(stderr, "pkvsim fit: cannot write %s\n", table);
@@ -359,12 +349,15 @@ int pkv_cmd_fit(int argc, char **argv) {
         cJSON_AddStringToObject(f, "pkvsim_revision", PKV_GIT_REV);
         cJSON_AddItemToObject(f, "routes", routes);
         routes = NULL;
-        if (write_calibration(out, root)) {
-            fprintf(stderr, "pkvsim fit: cannot write %s\n", out);
+        char *text = cJSON_Print(root);
+        if (!text || pkv_write_atomic(out, text)) {
+            fprintf(stderr, "pkvsim fit: cannot write %s: %s\n", out,
+                    text ? strerror(errno) : "out of memory");
             rc = 1;
         } else {
             printf("wrote %s\n", out);
         }
+        free(text);
         cJSON_Delete(root);
     }
     cJSON_Delete(routes);
