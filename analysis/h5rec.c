@@ -300,6 +300,7 @@ int pkv_h5rec_open(pkv_h5rec **out, const char *path, const pkv_h5rec_opts *o, p
     pkv_cleanup_add(r->tmp);
     r->file = H5Fcreate(r->tmp, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
     if (r->file < 0) {
+        unlink(r->tmp); /* a create that failed half-way (out of memory) may leave it */
         pkv_cleanup_drop(r->tmp);
         free(r);
         return pkv_fail(e, "%s: cannot create the output file (is its folder there and writable?)",

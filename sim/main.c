@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <gsl/gsl_errno.h>
 #include <unistd.h>
 
 #include "cmd_calibrate.h"
@@ -253,6 +254,12 @@ static int cmd_keys(int argc, char **argv) {
 
 int main(int argc, char **argv) {
     pkv_h5_init();
+    /* GSL returns its errors (a failed allocation gives NULL, which every caller checks)
+     * instead of aborting the program. */
+    gsl_set_error_handler_off();
+    /* A library that exits the process itself (HDF5 does, when an allocation fails
+     * deep inside it) still leaves no temporary output behind. */
+    atexit(pkv_cleanup_now);
     if (argc < 2) {
         usage(stderr);
         return 2;

@@ -1,0 +1,30 @@
+/* LD_PRELOAD shim: FAIL_AT=N makes the N-th allocation (malloc, calloc, realloc) fail;
+ * COUNT_FILE receives the number of allocations made, at exit. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+static long n, fail_at = -1;
+static void *(*real_malloc)(size_t);
+static void *(*real_calloc)(size_t, size_t);
+static void *(*real_realloc)(void *, size_t);
+static char boot[1 << 16]; static size_t boot_used;
+static int init(void) {
+    if (real_malloc) return 1;
+    static int in; if (in) return 0; in = 1;
+    real_malloc = dlsym(RTLD_NEXT, "malloc"); real_calloc = dlsym(RTLD_NEXT, "calloc");
+    real_realloc = dlsym(RTLD_NEXT, "realloc");
+    const char *f = getenv("FAIL_AT"); if (f) fail_at = atol(f);
+    in = 0; return 1;
+}
+static int should_fail(void) { return ++n == fail_at; }
+void *malloc(size_t s) { if (!init()) { void *p = boot + boot_used; boot_used += (s + 15) & ~15; return p; }
+    if (should_fail()) { errno = ENOMEM; return NULL; } return real_malloc(s); }
+void *calloc(size_t a, size_t b) { if (!init()) { void *p = boot + boot_used; boot_used += (a*b + 15) & ~15; memset(p,0,a*b); return p; }
+    if (should_fail()) { errno = ENOMEM; return NULL; } return real_calloc(a, b); }
+void *realloc(void *p, size_t s) { if (!init()) return NULL; if (should_fail()) { errno = ENOMEM; return NULL; } return real_realloc(p, s); }
+void free(void *p) { static void (*rf)(void *); if ((char*)p >= boot && (char*)p < boot + sizeof boot) return;
+    if (!rf) rf = dlsym(RTLD_NEXT, "free"); rf(p); }
+__attribute__((destructor)) static void fin(void) { const char *c = getenv("COUNT_FILE"); if (c) { FILE *f = fopen(c, "w"); if (f) { fprintf(f, "%ld\n", n); fclose(f);} } }
