@@ -10,16 +10,17 @@
 #include <gsl/gsl_cdf.h>
 #include <gsl/gsl_statistics_double.h>
 
-enum { MAX_RUNS = 4096, N_VALUES = 7, MAX_COLS = 6 };
+enum { MAX_RUNS = 4096, N_VALUES = 8, MAX_COLS = 6 };
 
 /* The /summary attributes reported, in column order. */
 static const char *const value_names[N_VALUES] = {
     "decode_tok_s", "decode_tok_s_wall", "decode_tok_s_device", "ttft_p50",
-    "ttft_p99",     "tpot_p50",          "host_overhead_s"};
-static const char *const value_heads[N_VALUES] = {"tok/s (sim)", "tok/s (wall)", "tok/s (device)",
-                                                  "TTFT p50 ms", "TTFT p99 ms",  "TPOT p50 us",
-                                                  "host us/step"};
-static const double value_scale[N_VALUES] = {1, 1, 1, 1e3, 1e3, 1e6, 1e6};
+    "ttft_p99",     "tpot_p50",          "host_overhead_s",     "request_goodput"};
+static const char *const value_heads[N_VALUES] = {"tok/s (sim)",  "tok/s (wall)", "tok/s (device)",
+                                                  "TTFT p50 ms",  "TTFT p99 ms",  "TPOT p50 us",
+                                                  "host us/step", "goodput req/s"};
+static const double value_scale[N_VALUES] = {1, 1, 1, 1e3, 1e3, 1e6, 1e6, 1};
+enum { V_TTFT_P99 = 4, V_TPOT_P50 = 5 }; /* the latencies given as ratios too */
 
 typedef struct run {
     char name[128], policy[32], backend[16];
@@ -234,10 +235,12 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, FILE
     for (int c = 0; c < n_cols; c++) fprintf(table, " %s |", cols[c]);
     fprintf(table, " policy | backend | runs |");
     for (int k = 0; k < N_VALUES; k++) fprintf(table, " %s |", value_heads[k]);
-    fprintf(table, " vs %s | paired by seed, 95%% CI | TPOT p50 vs %s |\n|---|---|---|---|",
-            baseline, baseline);
+    fprintf(
+        table,
+        " vs %s | paired by seed, 95%% CI | TPOT p50 vs %s | TTFT p99 vs %s |\n|---|---|---|---|",
+        baseline, baseline, baseline);
     for (int c = 0; c < n_cols; c++) fprintf(table, "---|");
-    for (int k = 0; k <= N_VALUES + 2; k++) fprintf(table, "---|");
+    for (int k = 0; k <= N_VALUES + 3; k++) fprintf(table, "---|");
     fputc('\n', table);
     if (out) {
         fputs("experiment", out);
@@ -245,7 +248,8 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, FILE
         fputs(",policy,backend,runs,interrupted", out);
         for (int k = 0; k < N_VALUES; k++)
             fprintf(out, ",%s_mean,%s_sd", value_names[k], value_names[k]);
-        fputs(",ratio_vs_baseline,paired_ratio,paired_ci_lo,paired_ci_hi,pairs,tpot_p50_ratio\n",
+        fputs(",ratio_vs_baseline,paired_ratio,paired_ci_lo,paired_ci_hi,pairs,tpot_p50_ratio,"
+              "ttft_p99_ratio\n",
               out);
     }
     for (int oi = 0; oi < n; oi++) {
@@ -283,10 +287,14 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, FILE
         if (np > 1)
             half = gsl_cdf_tdist_Pinv(0.975, np - 1) * gsl_stats_sd_m(pr, 1, (size_t)np, pm) /
                    sqrt((double)np);
-        double tm, tsd; /* the TPOT p50 of the baseline group (value 5) */
-        int tc;
-        group_stats(runs, n, &base, 5, &tm, &tsd, &tc);
-        double tpot_ratio = tc && tm > 0 ? mean[5] / tm : NAN;
+        double lat_ratio[2]; /* TPOT p50 and TTFT p99 over the baseline group's */
+        for (int q = 0; q < 2; q++) {
+            const int k = q ? V_TTFT_P99 : V_TPOT_P50;
+            double tm, tsd;
+            int tc;
+            group_stats(runs, n, &base, k, &tm, &tsd, &tc);
+            lat_ratio[q] = tc && tm > 0 ? mean[k] / tm : NAN;
+        }
         fprintf(table, "| %s%s |", runs[i].name, interrupted ? " (interrupted)" : "");
         for (int c = 0; c < n_cols; c++) {
             char *v = value_at(runs[i].conf, cols[c]);
@@ -314,10 +322,9 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, FILE
             fprintf(table, " %.3fx (%d) |", pm, np);
         else
             fprintf(table, " — |");
-        if (tpot_ratio == tpot_ratio)
-            fprintf(table, " %.3fx |\n", tpot_ratio);
-        else
-            fprintf(table, " — |\n");
+        for (int q = 0; q < 2; q++)
+            fprintf(table, lat_ratio[q] == lat_ratio[q] ? " %.3fx |" : " — |", lat_ratio[q]);
+        fputc('\n', table);
         if (out) {
             fprintf(out, "%s", runs[i].name);
             for (int c = 0; c < n_cols; c++) {
@@ -327,8 +334,8 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, FILE
             }
             fprintf(out, ",%s,%s,%d,%d", runs[i].policy, runs[i].backend, count, interrupted);
             for (int k = 0; k < N_VALUES; k++) fprintf(out, ",%.9g,%.9g", mean[k], sd[k]);
-            fprintf(out, ",%.9g,%.9g,%.9g,%.9g,%d,%.9g\n", ratio, pm, pm - half, pm + half, np,
-                    tpot_ratio);
+            fprintf(out, ",%.9g,%.9g,%.9g,%.9g,%d,%.9g,%.9g\n", ratio, pm, pm - half, pm + half, np,
+                    lat_ratio[0], lat_ratio[1]);
         }
     }
 done:

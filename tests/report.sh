@@ -16,17 +16,20 @@ for pol in ref_paged pkv_workqueue; do for s in 1 2 3; do
   "$pkvsim" run -q "$tmp/e.json" --route $pol --seed $s -o "$tmp/$pol-$s.h5" || { echo "FAIL run"; exit 1; }
 done; done
 "$pkvsim" report "$tmp"/*.h5 --csv "$tmp/r.csv" > "$tmp/table.md" || { echo "FAIL report"; exit 1; }
+attr() { h5dump -a "/summary/$2" "$1" | grep -o '(0): [-0-9.e+]*' | cut -d' ' -f2; }
 for f in "$tmp"/*-?.h5; do
-  echo "$(basename "$f") $(h5dump -a /summary/decode_tok_s "$f" | grep -o '(0): [-0-9.e+]*' | cut -d' ' -f2)"
+  echo "$(basename "$f") $(attr "$f" decode_tok_s) $(attr "$f" ttft_p99) $(attr "$f" request_goodput)"
 done > "$tmp/values.txt"
 python3 - "$tmp" <<'PY'
 import csv, statistics, sys
 tmp = sys.argv[1]
-vals, by_seed = {}, {}
+vals, by_seed, ttft, good = {}, {}, {}, {}
 for line in open(f"{tmp}/values.txt"):
-    name, v = line.split()
+    name, v, t99, g = line.split()
     pol, seed = name[:-3].rsplit("-", 1)
     vals.setdefault(pol, []).append(float(v))
+    ttft.setdefault(pol, []).append(float(t99))
+    good.setdefault(pol, []).append(float(g))
     by_seed[(pol, seed)] = float(v)
 rows = {r["policy"]: r for r in csv.DictReader(open(f"{tmp}/r.csv"))}
 passes = fails = 0
@@ -51,6 +54,12 @@ check(f"paired ratio {r['paired_ratio']} vs {pm}", abs(float(r["paired_ratio"]) 
 check(f"paired CI {r['paired_ci_lo']}..{r['paired_ci_hi']} vs {pm - half}..{pm + half}",
       abs(float(r["paired_ci_lo"]) - (pm - half)) <= 1e-5 * pm and
       abs(float(r["paired_ci_hi"]) - (pm + half)) <= 1e-5 * pm and int(r["pairs"]) == 3)
+# Goodput and the TTFT p99 ratio to the baseline, from the files' own figures.
+gm = statistics.mean(good["pkv_workqueue"])
+check(f"goodput {r['request_goodput_mean']} vs {gm}",
+      abs(float(r["request_goodput_mean"]) - gm) <= 1e-5 * gm)  # h5dump prints 7 digits
+tr = statistics.mean(ttft["pkv_workqueue"]) / statistics.mean(ttft["ref_paged"])
+check(f"TTFT p99 ratio {r['ttft_p99_ratio']} vs {tr}", abs(float(r["ttft_p99_ratio"]) - tr) <= 1e-5 * tr)
 check("table rows", sum(1 for l in open(f"{tmp}/table.md") if l.startswith("| rep")) == 2)
 print(f"{passes} passed, {fails} failed")
 sys.exit(1 if fails else 0)
