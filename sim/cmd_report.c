@@ -12,13 +12,12 @@ static void usage(void) {
     puts("usage: pkvsim report FILE.h5... [--baseline POLICY] [--csv OUT.csv]\n"
          "Groups the runs (a sweep file's points are runs) by their resolved configuration\n"
          "(the keys that differ between groups become columns, in numeric order), route\n"
-         "policy and backend, and prints, per group, the mean +/- sample standard\n"
-         "deviation over its runs (seeds) of decode\n"
-         "tokens/s (simulated clock, wall, device), TTFT p50/p99, TPOT p50, host\n"
-         "overhead per step and goodput, with the simulated-clock throughput as a ratio to\n"
-         "the baseline policy's group of the same experiment and backend (default\n"
-         "ref_paged; of the means, and paired by seed with a 95% interval) and the TPOT\n"
-         "p50 and TTFT p99 ratios to it.\n"
+         "policy and backend, and prints, per group, the mean +/- sample standard deviation\n"
+         "over its runs (seeds) of decode tokens/s (simulated clock, wall, device), TTFT\n"
+         "p50/p99, TPOT p50, host overhead per step and goodput, with the simulated-clock\n"
+         "throughput as a ratio to the baseline policy's group of the same configuration\n"
+         "and backend (default ref_paged; of the means, and paired by seed with a 95%\n"
+         "interval) and the TPOT p50 and TTFT p99 ratios to it.\n"
          "Interrupted runs are reported but flagged.");
 }
 
