@@ -186,7 +186,21 @@ int pkv_calib_apply(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e) 
                              e))
                 return -1;
     }
-    return apply_route_model(c, o, path, e) || apply_gates(c, o, path, e) ? -1 : 0;
+    if (apply_route_model(c, o, path, e) || apply_gates(c, o, path, e)) return -1;
+    /* The flat gate keys given on top of a calibration with its own gates (an
+     * experiment's route.overrides, a sweep axis) apply to each of those gates. */
+    if (c->gates_set && !cJSON_GetObjectItemCaseSensitive(o, "gates"))
+        for (int k = 0; k < PKV_GATE_GROUPS; k++) {
+            pkv_gate *g = &c->gates[k];
+            if (!g->on) continue;
+            if (cJSON_GetObjectItemCaseSensitive(o, "min_context_tokens"))
+                g->min_context = c->min_context;
+            if (cJSON_GetObjectItemCaseSensitive(o, "margin_small"))
+                g->margin_small = c->margin_small;
+            if (cJSON_GetObjectItemCaseSensitive(o, "margin_large"))
+                g->margin_large = c->margin_large;
+        }
+    return 0;
 }
 
 void pkv_calib_defaults(pkv_calib *c) {

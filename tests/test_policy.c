@@ -98,6 +98,19 @@ int main(void) {
     CHECK(adapt(&g, &v, PKV_WHY_MARGIN, "G=2 under its margin") == PKV_ROUTE_REF_PAGED, "1.19x");
     v = view(8, 1000, 2, 1.21, 1.0, 1.0);
     CHECK(adapt(&g, &v, PKV_WHY_PROMOTED, "G=2 over its margin") == PKV_ROUTE_BUCKET, "1.21x");
+    /* Flat gate keys given on top (route.overrides, a sweep axis) apply to those gates. */
+    o = cJSON_Parse("{\"min_context_tokens\": 5000, \"margin_large\": 1.5}");
+    CHECK(pkv_calib_apply(&g, o, "route.overrides", &e) == 0, "overrides: %s", e.msg);
+    cJSON_Delete(o);
+    v = view(8, 4999, 2, 2.0, 1.0, 1.0);
+    CHECK(adapt(&g, &v, PKV_WHY_CONTEXT, "G=2 under the overridden minimum") == PKV_ROUTE_REF_PAGED,
+          "override min");
+    v = view(8, 5000, 2, 1.4, 1.0, 1.0);
+    CHECK(adapt(&g, &v, PKV_WHY_MARGIN, "G=2 under the overridden margin") == PKV_ROUTE_REF_PAGED,
+          "override margin");
+    v = view(8, 5000, 4, 2.0, 1.0, 1.0);
+    CHECK(adapt(&g, &v, PKV_WHY_NO_GATE, "G=4 still without a gate") == PKV_ROUTE_REF_PAGED,
+          "override adds no gate");
     /* A gate keyed by anything but a power-of-two G is refused, naming it. */
     o = cJSON_Parse("{\"gates\": {\"3\": {}}}");
     CHECK(pkv_calib_apply(&g, o, "cal.json", &e) == -1 && strstr(e.msg, "gates.3"),
