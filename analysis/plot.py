@@ -22,6 +22,7 @@ python3-matplotlib; elsewhere pip install h5py matplotlib). Reads the datasets p
 writes (README.md, "Reading the output"); changes nothing.
 """
 import argparse
+import json
 import os
 import sys
 
@@ -85,6 +86,20 @@ def sweep_index(path):
 
 def column(ix, name, path, what):
     if name not in ix:
+        # A key inside an object-valued axis (workload.arrival.process of an axis
+        # workload.arrival whose values are objects).
+        for axis in [k for k in ix if name.startswith(k + ".")]:
+            try:
+                objs = [json.loads(v) for v in ix[axis]]
+                sub = name[len(axis) + 1:].split(".")
+                vals = []
+                for o in objs:
+                    for k in sub:
+                        o = o.get(k) if isinstance(o, dict) else None
+                    vals.append("—" if o is None else str(o))
+                return np.array(vals)
+            except (ValueError, TypeError, AttributeError):
+                pass
         axes = [k for k in ix if "." in k]
         fail(f"{path}: no {what} \"{name}\" in /sweep/index (axes: {', '.join(axes) or 'none'}; "
              f"figures: decode_tok_s, output_throughput, ttft_p50, tpot_p50, ...)")
@@ -122,9 +137,10 @@ def cmd_curve(a):
     xs, ys = (1e3 if unit(a.x) == "s" else 1), (1e3 if unit(a.y) == "s" else 1)
     x, y = x * xs, y * ys
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    keys = groups(column(ix, by, a.input, "axis")) if by else [None]
+    byv = column(ix, by, a.input, "axis") if by else None
+    keys = groups(byv) if by else [None]
     for k in keys:
-        m = np.ones(len(x), bool) if k is None else ix[by] == k
+        m = np.ones(len(x), bool) if k is None else byv == k
         order = np.argsort(x[m])
         ax.plot(x[m][order], y[m][order], "o-", label=f"{by} = {k}" if by else None)
     ax.set_xlabel(label(a.x).replace("(s)", "(ms)") if xs != 1 else label(a.x))
@@ -144,9 +160,7 @@ def cmd_threshold(a):
     pol = column(ix, "route.policy", a.input, "axis")
     xs = column(ix, a.x, a.input, "axis")
     ys, _ = numeric(column(ix, a.y, a.input, "figure"))
-    by = ix[a.by] if a.by else np.array(["all"] * len(xs))
-    if a.by:
-        column(ix, a.by, a.input, "axis")
+    by = column(ix, a.by, a.input, "axis") if a.by else np.array(["all"] * len(xs))
     fig, ax = plt.subplots(figsize=(7, 4.5))
     drawn = 0
     for k in groups(by):
@@ -165,7 +179,7 @@ def cmd_threshold(a):
     ax.axhline(1, color="grey", lw=0.8)
     ax.set_xlabel(a.x)
     ax.set_ylabel(f"{a.y}: {pa} / {pb}")
-    ax.set_title(f"{os.path.basename(a.input)}: {pa} over {pb} across {a.x}")
+    ax.set_title(f"{os.path.basename(a.input)}: {pa} over {pb} across {a.x}", fontsize=10)
     if a.by:
         ax.legend()
     ax.grid(alpha=0.3)

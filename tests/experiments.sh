@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Every shipped experiment (experiments/*.json, experiments/policy, paper, thresholds)
+# runs on the model backend to the end: exit 0, every sweep point done; one that only
+# the cuda backend can run says so (counted apart).
+# Usage: experiments.sh PKVSIM SOURCE_DIR
+set -u
+pkvsim=$1; src=$2
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+pass=0; fail=0; gpu=0
+for f in "$src"/experiments/*.json "$src"/experiments/{policy,paper,thresholds}/*.json; do
+  n=$(basename "$(dirname "$f")")_$(basename "$f" .json)
+  if "$pkvsim" run -q --backend model "$f" -o "$tmp/$n.h5" > "$tmp/$n.log" 2>&1; then
+    pass=$((pass + 1))
+  elif grep -q "only the cuda backend" "$tmp/$n.log"; then
+    gpu=$((gpu + 1)); echo "needs the cuda backend: $f"
+  else
+    fail=$((fail + 1)); echo "FAIL $f: $(tail -2 "$tmp/$n.log")"
+  fi
+done
+echo "$pass passed, $fail failed, $gpu for the cuda backend only"
+[ $fail -eq 0 ]
