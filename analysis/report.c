@@ -21,13 +21,21 @@ static const char *const value_heads[N_VALUES] = {"tok/s (sim)",  "tok/s (wall)"
                                                   "host us/step", "goodput req/s"};
 static const double value_scale[N_VALUES] = {1, 1, 1, 1e3, 1e3, 1e6, 1e6, 1};
 enum { V_TTFT_P99 = 4, V_TPOT_P50 = 5 }; /* the latencies given as ratios too */
+/* The structural counters (the study's Table 4): means over a run's steps after warm-up,
+ * kept after the summary values in run.v. */
+enum { N_COUNTERS = 5 };
+static const char *const counter_names[N_COUNTERS] = {"launches", "merge_launches",
+                                                      "cta_work_per_sm", "kv_bytes", "merge_bytes"};
+static const char *const counter_heads[N_COUNTERS] = {
+    "launches/step", "merge launches/step", "CTA work/SM", "useful KV MB/step", "merge MB/step"};
+static const double counter_scale[N_COUNTERS] = {1, 1, 1, 1e-6, 1e-6};
 
 typedef struct run {
     char name[128], policy[32], backend[16];
     char *key;   /* the resolved configuration less what the report shows apart (owned) */
     double seed; /* run.seed: a group's runs pair with the baseline's by it */
     cJSON *conf; /* the same, parsed (owned) */
-    double v[N_VALUES];
+    double v[N_VALUES + N_COUNTERS];
     int interrupted;
 } run;
 
@@ -81,6 +89,33 @@ static double attr_f64(hid_t f, const char *obj, const char *name) {
 }
 
 /* A scalar variable-length string dataset or attribute, copied into buf. */
+/* The mean of /steps column col over the steps after warm-up (NaN where the run has
+ * no steps recorded). */
+static double steps_mean(hid_t f, const char *group, const char *col) {
+    char cp[96], wp[96];
+    snprintf(cp, sizeof cp, "%s%ssteps/%s", group, *group ? "/" : "", col);
+    snprintf(wp, sizeof wp, "%s%ssteps/warmup", group, *group ? "/" : "");
+    if (H5Lexists(f, cp, H5P_DEFAULT) <= 0 || H5Lexists(f, wp, H5P_DEFAULT) <= 0) return NAN;
+    hid_t d = H5Dopen2(f, cp, H5P_DEFAULT), w = H5Dopen2(f, wp, H5P_DEFAULT);
+    hid_t s = d >= 0 ? H5Dget_space(d) : -1;
+    hssize_t n = s >= 0 ? H5Sget_simple_extent_npoints(s) : -1;
+    double *x = n > 0 ? malloc(sizeof *x * (size_t)n) : NULL, mean = NAN;
+    uint8_t *wu = n > 0 ? malloc((size_t)n) : NULL;
+    if (x && wu && H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, x) >= 0 &&
+        H5Dread(w, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, wu) >= 0) {
+        double sum = 0;
+        hssize_t m = 0;
+        for (hssize_t i = 0; i < n; i++)
+            if (!wu[i]) sum += x[i], m++;
+        if (m) mean = sum / (double)m;
+    }
+    free(x), free(wu);
+    if (s >= 0) H5Sclose(s);
+    if (d >= 0) H5Dclose(d);
+    if (w >= 0) H5Dclose(w);
+    return mean;
+}
+
 /* One run: a file's root, or a sweep's point (group "points/NNNNN"). */
 static int load_run(hid_t f, const char *path, const char *group, run *r, pkv_err *e) {
     char *resolved = NULL, *backend = NULL;
@@ -115,6 +150,8 @@ static int load_run(hid_t f, const char *path, const char *group, run *r, pkv_er
     r->conf = root;
     r->key = cJSON_PrintUnformatted(root);
     for (int k = 0; k < N_VALUES; k++) r->v[k] = attr_f64(f, sp, value_names[k]);
+    for (int k = 0; k < N_COUNTERS; k++)
+        r->v[N_VALUES + k] = steps_mean(f, group, counter_names[k]);
     r->interrupted = attr_f64(f, sp, "interrupted") == 1;
     rc = r->key ? 0 : pkv_fail(e, "out of memory");
 out:
@@ -213,8 +250,50 @@ static void group_stats(const run *runs, int n, const run *a, int k, double *mea
     *sd = m > 1 ? gsl_stats_sd_m(x, 1, (size_t)m, *mean) : NAN;
 }
 
-int pkv_report_write(const char *const *paths, int n, const char *baseline, FILE *table, FILE *csv,
-                     pkv_err *e) {
+/* A group's first row, its configuration columns, policy, backend and run count. */
+static void group_head(FILE *table, const run *r, int interrupted, int count) {
+    fprintf(table, "| %s%s |", r->name, interrupted ? " (interrupted)" : "");
+    for (int c = 0; c < n_cols; c++) {
+        char *v = value_at(r->conf, cols[c]);
+        fprintf(table, " %s |", v ? v : "—");
+        free(v);
+    }
+    fprintf(table, " %s | %s | %d |", r->policy, r->backend, count);
+}
+
+/* The structural counters per group: the study's Table 4. */
+static void counters_table(FILE *table, const run *runs, const int *order, int n) {
+    fprintf(table, "\nStructural counters per step, after warm-up (mean +/- sd over runs):\n\n"
+                   "| experiment |");
+    for (int c = 0; c < n_cols; c++) fprintf(table, " %s |", cols[c]);
+    fprintf(table, " policy | backend | runs |");
+    for (int k = 0; k < N_COUNTERS; k++) fprintf(table, " %s |", counter_heads[k]);
+    fputs("\n|---|", table);
+    for (int c = 0; c < n_cols + 3 + N_COUNTERS; c++) fprintf(table, "---|");
+    fputc('\n', table);
+    for (int oi = 0; oi < n; oi++) {
+        const int i = order[oi];
+        int first = 1, count = 0;
+        for (int oj = 0; oj < oi && first; oj++) first = !same_group(&runs[order[oj]], &runs[i]);
+        if (!first) continue;
+        for (int j = 0; j < n; j++) count += same_group(&runs[j], &runs[i]);
+        group_head(table, &runs[i], 0, count);
+        for (int k = 0; k < N_COUNTERS; k++) {
+            double m, sd;
+            int c;
+            group_stats(runs, n, &runs[i], N_VALUES + k, &m, &sd, &c);
+            if (m != m)
+                fprintf(table, " — |");
+            else
+                fprintf(table, sd == sd ? " %.4g ± %.2g |" : " %.4g |", m * counter_scale[k],
+                        sd * counter_scale[k]);
+        }
+        fputc('\n', table);
+    }
+}
+
+int pkv_report_write(const char *const *paths, int n, const char *baseline, int counters,
+                     FILE *table, FILE *csv, pkv_err *e) {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     run *runs = calloc(MAX_RUNS, sizeof *runs);
     int *order = calloc(MAX_RUNS, sizeof *order);
@@ -295,13 +374,7 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, FILE
             group_stats(runs, n, &base, k, &tm, &tsd, &tc);
             lat_ratio[q] = tc && tm > 0 ? mean[k] / tm : NAN;
         }
-        fprintf(table, "| %s%s |", runs[i].name, interrupted ? " (interrupted)" : "");
-        for (int c = 0; c < n_cols; c++) {
-            char *v = value_at(runs[i].conf, cols[c]);
-            fprintf(table, " %s |", v ? v : "—");
-            free(v);
-        }
-        fprintf(table, " %s | %s | %d |", runs[i].policy, runs[i].backend, count);
+        group_head(table, &runs[i], interrupted, count);
         for (int k = 0; k < N_VALUES; k++) {
             if (mean[k] != mean[k])
                 fprintf(table, " — |");
@@ -338,6 +411,7 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, FILE
                     lat_ratio[0], lat_ratio[1]);
         }
     }
+    if (counters) counters_table(table, runs, order, n);
 done:
     for (int i = 0; i < nr; i++) {
         free(runs[i].key);

@@ -9,7 +9,7 @@
 #include "report.h"
 
 static void usage(void) {
-    puts("usage: pkvsim report FILE.h5... [--baseline POLICY] [--csv OUT.csv]\n"
+    puts("usage: pkvsim report FILE.h5... [--baseline POLICY] [--csv OUT.csv] [--counters]\n"
          "Groups the runs (a sweep file's points are runs) by their resolved configuration\n"
          "(the keys that differ between groups become columns, in numeric order), route\n"
          "policy and backend, and prints, per group, the mean +/- sample standard deviation\n"
@@ -18,19 +18,25 @@ static void usage(void) {
          "throughput as a ratio to the baseline policy's group of the same configuration\n"
          "and backend (default ref_paged; of the means, and paired by seed with a 95%\n"
          "interval) and the TPOT p50 and TTFT p99 ratios to it.\n"
-         "Interrupted runs are reported but flagged.");
+         "--counters adds a table of the structural counters per step after warm-up\n"
+         "(launches, merge launches, CTA work per SM, useful KV MB, merge MB: the study's\n"
+         "Table 4), from the runs' /steps. Interrupted runs are reported but flagged.");
 }
 
 int pkv_cmd_report(int argc, char **argv) {
     static const struct option opts[] = {{"baseline", required_argument, 0, 'b'},
                                          {"csv", required_argument, 0, 'c'},
+                                         {"counters", no_argument, 0, 'k'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *baseline = "ref_paged", *csv = NULL;
-    int ch;
+    int ch, counters = 0;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "b:c:h", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "b:c:kh", opts, NULL)) != -1) {
         switch (ch) {
+        case 'k':
+            counters = 1;
+            break;
         case 'b':
             baseline = optarg;
             break;
@@ -68,7 +74,8 @@ int pkv_cmd_report(int argc, char **argv) {
             return 1;
         }
     }
-    int rc = pkv_report_write((const char *const *)argv + optind, n, baseline, stdout, out, &e);
+    int rc = pkv_report_write((const char *const *)argv + optind, n, baseline, counters, stdout,
+                              out, &e);
     if (rc) fprintf(stderr, "pkvsim report: %s\n", e.msg);
     if (out && (ferror(out) | fclose(out)) && rc == 0) {
         fprintf(stderr, "pkvsim report: cannot write %s\n", csv);

@@ -72,6 +72,15 @@ for r in 100 20 5; do
   sed "s/\"rate\": 150/\"rate\": $r/" "$tmp/e.json" > "$tmp/rates/e.json"
   "$pkvsim" run -q "$tmp/rates/e.json" -o "$tmp/rates/r$r.h5" || { echo "FAIL run"; exit 1; }
 done
+# --counters: the structural counters per step (Table 4): ref_paged launches one kernel
+# and merges nothing; the workqueue splits the long rows, so it merges.
+"$pkvsim" report "$tmp"/*-?.h5 --counters > "$tmp/counters.md" || { echo "FAIL report --counters"; exit 1; }
+ref=$(grep '^| rep .* ref_paged ' "$tmp/counters.md" | tail -1 | awk -F'|' '{print $6 $7 $10}' | tr -s ' ')
+wq=$(grep '^| rep .* pkv_workqueue ' "$tmp/counters.md" | tail -1 | awk -F'|' '{print $10}' | tr -d ' ')
+if [ "$ref" != " 1 ± 0 0 ± 0 0 ± 0 " ] || ! awk -v m="${wq%%±*}" 'BEGIN { exit !(m > 0) }'; then
+  echo "FAIL counters: ref_paged '$ref' (launches, merge launches, merge MB), pkv_workqueue merge MB '$wq'"
+  cat "$tmp/counters.md"; rc=1
+fi
 "$pkvsim" report "$tmp"/rates/r*.h5 > "$tmp/rates.md" || { echo "FAIL report rates"; exit 1; }
 got=$(grep '^| rep' "$tmp/rates.md" | cut -d'|' -f3 | tr -d ' ' | tr '\n' ,)
 if [ "$got" != "5,20,100," ] || ! grep -q "workload.arrival.rate" "$tmp/rates.md"; then
