@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int32_t pages_for(const pkv_sim *s, int64_t tokens) {
     return (int32_t)((tokens + s->cfg->model.page_size - 1) / s->cfg->model.page_size);
@@ -25,6 +26,18 @@ static int64_t reserved_tokens(const pkv_sim *s, const pkv_sim_request *r) {
 
 int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, pkv_h5rec *out, pkv_err *e) {
     *s = (pkv_sim){.cfg = cfg, .eng = eng, .out = out};
+    /* The KV pool's bookkeeping (the allocator's stack and owners, the prefill page
+     * list: 16 bytes a page) and the block tables, against the machine's memory before
+     * anything is allocated. */
+    const double bytes = 16.0 * cfg->kv_pages + 4.0 * cfg->max_active * pkv_sim_bt_stride(cfg);
+    const long phys_pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    const double phys = phys_pages > 0 && page > 0 ? (double)phys_pages * page : 0;
+    if (phys > 0 && bytes > phys)
+        return pkv_fail(e,
+                        "%s: serving.kv_pages: %d KV pages take %.1f GiB of host memory for their "
+                        "bookkeeping (16 bytes a page, and the block tables), more than this "
+                        "machine's %.1f GiB; lower serving.kv_pages",
+                        cfg->file, cfg->kv_pages, bytes / 1073741824.0, phys / 1073741824.0);
     if (pkv_summary_init(&s->summary)) return pkv_fail(e, "out of memory");
     s->summary.slo = cfg->slo;
     s->summary.n_pcts = cfg->n_percentiles;

@@ -112,6 +112,13 @@ if mount -t tmpfs -o size=256k tmpfs "$tmp/small" 2>/dev/null; then
   expect_disk_full disk-full "No space left on device" "$tmp/small" env
   umount "$tmp/small"
 fi
+# A KV pool whose bookkeeping (16 bytes a page) exceeds this machine's memory is refused
+# before anything is allocated, naming the bytes (where the page count fits in int32).
+mem_kib=$(awk '/^MemTotal:/ {print $2}' /proc/meminfo)
+pages=$(( mem_kib * 1024 / 16 + 1000 ))
+if [ "$pages" -lt 2147483647 ]; then
+  case_json kv-pages-memory "{\"serving\": {\"kv_pages\": $pages}}" "of host memory for their bookkeeping"
+fi
 # A clock that cannot advance: steps of ~1e-8 s at 9e11 s of simulated time (double
 # precision absorbs them) are an error, not zero latencies.
 printf '{"timestamp": 0, "input_length": 100, "output_length": 4}\n{"timestamp": 900000000000000, "input_length": 100, "output_length": 4}\n' > "$tmp/far.jsonl"
