@@ -292,8 +292,28 @@ static void counters_table(FILE *table, const run *runs, const int *order, int n
     }
 }
 
+/* {"mean": m, "sd": s} (null for NaN: cJSON writes no NaN). */
+static void add_stat(cJSON *o, const char *name, double mean, double sd) {
+    cJSON *v = cJSON_AddObjectToObject(o, name);
+    if (mean == mean)
+        cJSON_AddNumberToObject(v, "mean", mean);
+    else
+        cJSON_AddNullToObject(v, "mean");
+    if (sd == sd)
+        cJSON_AddNumberToObject(v, "sd", sd);
+    else
+        cJSON_AddNullToObject(v, "sd");
+}
+
+static void add_num(cJSON *o, const char *name, double x) {
+    if (x == x)
+        cJSON_AddNumberToObject(o, name, x);
+    else
+        cJSON_AddNullToObject(o, name);
+}
+
 int pkv_report_write(const char *const *paths, int n, const char *baseline, int counters,
-                     FILE *table, FILE *csv, pkv_err *e) {
+                     FILE *table, FILE *csv, FILE *json, pkv_err *e) {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     run *runs = calloc(MAX_RUNS, sizeof *runs);
     int *order = calloc(MAX_RUNS, sizeof *order);
@@ -310,6 +330,11 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, int 
     sort_runs = runs;
     qsort(order, (size_t)n, sizeof *order, cmp_runs);
     FILE *out = csv;
+    cJSON *doc = json ? cJSON_CreateObject() : NULL, *groups = NULL;
+    if (doc) {
+        cJSON_AddStringToObject(doc, "baseline", baseline);
+        groups = cJSON_AddArrayToObject(doc, "groups");
+    }
     fprintf(table, "| experiment |");
     for (int c = 0; c < n_cols; c++) fprintf(table, " %s |", cols[c]);
     fprintf(table, " policy | backend | runs |");
@@ -410,6 +435,45 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, int 
             fprintf(out, ",%.9g,%.9g,%.9g,%.9g,%d,%.9g,%.9g\n", ratio, pm, pm - half, pm + half, np,
                     lat_ratio[0], lat_ratio[1]);
         }
+        if (groups) {
+            cJSON *g = cJSON_CreateObject(), *cf = cJSON_CreateObject();
+            cJSON_AddItemToArray(groups, g);
+            cJSON_AddStringToObject(g, "experiment", runs[i].name);
+            for (int c = 0; c < n_cols; c++) {
+                char *v = value_at(runs[i].conf, cols[c]);
+                if (v) cJSON_AddStringToObject(cf, cols[c], v);
+                free(v);
+            }
+            cJSON_AddItemToObject(g, "config", cf);
+            cJSON_AddStringToObject(g, "policy", runs[i].policy);
+            cJSON_AddStringToObject(g, "backend", runs[i].backend);
+            cJSON_AddNumberToObject(g, "runs", count);
+            cJSON_AddBoolToObject(g, "interrupted", interrupted);
+            cJSON *vals = cJSON_AddObjectToObject(g, "values");
+            for (int k = 0; k < N_VALUES; k++) add_stat(vals, value_names[k], mean[k], sd[k]);
+            add_num(g, "ratio_vs_baseline", ratio);
+            cJSON *pj = cJSON_AddObjectToObject(g, "paired_by_seed");
+            add_num(pj, "ratio", pm);
+            add_num(pj, "ci95_lo", pm - half);
+            add_num(pj, "ci95_hi", pm + half);
+            cJSON_AddNumberToObject(pj, "pairs", np);
+            add_num(g, "tpot_p50_ratio", lat_ratio[0]);
+            add_num(g, "ttft_p99_ratio", lat_ratio[1]);
+            cJSON *cj = cJSON_AddObjectToObject(g, "counters");
+            for (int k = 0; k < N_COUNTERS; k++) {
+                double m, sdv;
+                int c;
+                group_stats(runs, n, &runs[i], N_VALUES + k, &m, &sdv, &c);
+                add_stat(cj, counter_names[k], m, sdv);
+            }
+        }
+    }
+    if (doc) {
+        char *text = cJSON_Print(doc);
+        if (!text || fputs(text, json) < 0 || fputc('\n', json) < 0)
+            rc = pkv_fail(e, "cannot write the JSON report");
+        free(text);
+        cJSON_Delete(doc);
     }
     if (counters) counters_table(table, runs, order, n);
 done:

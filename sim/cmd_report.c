@@ -1,7 +1,9 @@
 /* pkvsim report: the command line of the report tables (analysis/report.c). */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -9,7 +11,8 @@
 #include "report.h"
 
 static void usage(void) {
-    puts("usage: pkvsim report FILE.h5... [--baseline POLICY] [--csv OUT.csv] [--counters]\n"
+    puts("usage: pkvsim report FILE.h5... [--baseline POLICY] [--csv OUT.csv] [--json OUT.json]\n"
+         "                    [--counters]\n"
          "Groups the runs (a sweep file's points are runs) by their resolved configuration\n"
          "(the keys that differ between groups become columns, in numeric order), route\n"
          "policy and backend, and prints, per group, the mean +/- sample standard deviation\n"
@@ -20,19 +23,61 @@ static void usage(void) {
          "interval) and the TPOT p50 and TTFT p99 ratios to it.\n"
          "--counters adds a table of the structural counters per step after warm-up\n"
          "(launches, merge launches, CTA work per SM, useful KV MB, merge MB: the study's\n"
-         "Table 4), from the runs' /steps. Interrupted runs are reported but flagged.");
+         "Table 4), from the runs' /steps. --csv writes the first table's numbers, --json\n"
+         "every group's figures (counters included) as one JSON document. Interrupted runs\n"
+         "are reported but flagged.");
+}
+
+/* An output of the report (--csv, --json): never one of the inputs, written under a
+ * temporary name and renamed when complete. */
+typedef struct out_file {
+    const char *path, *option;
+    char tmp[1100];
+    FILE *f;
+} out_file;
+
+static int out_open(out_file *o, const char *const *inputs, int n) {
+    if (!o->path) return 0;
+    pkv_err e;
+    const char **what = malloc(sizeof *what * (size_t)n);
+    for (int i = 0; what && i < n; i++) what[i] = "an input file";
+    int bad = !what || pkv_output_ok(o->path, inputs, what, n, o->option, &e);
+    free(what);
+    if (bad) {
+        fprintf(stderr, "pkvsim report: %s\n", what ? e.msg : "out of memory");
+        return -1;
+    }
+    snprintf(o->tmp, sizeof o->tmp, "%s.tmp.%d", o->path, (int)getpid());
+    if (!(o->f = fopen(o->tmp, "w"))) {
+        fprintf(stderr, "pkvsim report: cannot write %s: %s\n", o->path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Close, and keep the file only when the report succeeded (rc 0). */
+static int out_close(out_file *o, int rc) {
+    if (!o->f) return rc;
+    int bad = ferror(o->f) | fclose(o->f);
+    if (!rc && (bad || rename(o->tmp, o->path) != 0)) {
+        fprintf(stderr, "pkvsim report: cannot write %s: %s\n", o->path, strerror(errno));
+        rc = -1;
+    }
+    if (rc) unlink(o->tmp);
+    o->f = NULL;
+    return rc;
 }
 
 int pkv_cmd_report(int argc, char **argv) {
-    static const struct option opts[] = {{"baseline", required_argument, 0, 'b'},
-                                         {"csv", required_argument, 0, 'c'},
-                                         {"counters", no_argument, 0, 'k'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    const char *baseline = "ref_paged", *csv = NULL;
+    static const struct option opts[] = {
+        {"baseline", required_argument, 0, 'b'}, {"csv", required_argument, 0, 'c'},
+        {"json", required_argument, 0, 'j'},     {"counters", no_argument, 0, 'k'},
+        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
+    const char *baseline = "ref_paged";
+    out_file csv = {.option = "--csv"}, json = {.option = "--json"};
     int ch, counters = 0;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "b:c:kh", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "b:c:j:kh", opts, NULL)) != -1) {
         switch (ch) {
         case 'k':
             counters = 1;
@@ -41,7 +86,10 @@ int pkv_cmd_report(int argc, char **argv) {
             baseline = optarg;
             break;
         case 'c':
-            csv = optarg;
+            csv.path = optarg;
+            break;
+        case 'j':
+            json.path = optarg;
             break;
         case 'h':
             usage();
@@ -55,36 +103,15 @@ int pkv_cmd_report(int argc, char **argv) {
         fputs("pkvsim report: give one or more pkvsim output files (see --help)\n", stderr);
         return 2;
     }
+    const char *const *inputs = (const char *const *)argv + optind;
+    if (out_open(&csv, inputs, n) || out_open(&json, inputs, n)) {
+        out_close(&csv, -1);
+        return 1;
+    }
     pkv_err e;
-    char tmp[1100] = "";
-    FILE *out = NULL;
-    if (csv) { /* never one of the inputs; written under a temporary name */
-        const char **what = malloc(sizeof *what * (size_t)n);
-        for (int i = 0; what && i < n; i++) what[i] = "an input file";
-        int bad =
-            !what || pkv_output_ok(csv, (const char *const *)argv + optind, what, n, "--csv", &e);
-        free(what);
-        if (bad) {
-            fprintf(stderr, "pkvsim report: %s\n", what ? e.msg : "out of memory");
-            return 1;
-        }
-        snprintf(tmp, sizeof tmp, "%s.tmp.%d", csv, (int)getpid());
-        if (!(out = fopen(tmp, "w"))) {
-            fprintf(stderr, "pkvsim report: cannot write %s\n", csv);
-            return 1;
-        }
-    }
-    int rc = pkv_report_write((const char *const *)argv + optind, n, baseline, counters, stdout,
-                              out, &e);
+    int rc = pkv_report_write(inputs, n, baseline, counters, stdout, csv.f, json.f, &e);
     if (rc) fprintf(stderr, "pkvsim report: %s\n", e.msg);
-    if (out && (ferror(out) | fclose(out)) && rc == 0) {
-        fprintf(stderr, "pkvsim report: cannot write %s\n", csv);
-        rc = -1;
-    }
-    if (out && (rc || rename(tmp, csv) != 0)) {
-        if (!rc) fprintf(stderr, "pkvsim report: cannot write %s\n", csv);
-        unlink(tmp);
-        rc = -1;
-    }
+    rc = out_close(&csv, rc);
+    rc = out_close(&json, rc);
     return rc ? 1 : 0;
 }

@@ -68,7 +68,7 @@ static void usage(FILE *f) {
           "  keys [experiment | calibration]\n"
           "                        every key of experiment (or calibration) files, its kind\n"
           "                        and default, one per line (tab-separated)\n"
-          "  report FILE.h5... [--baseline POLICY] [--csv OUT] [--counters]\n"
+          "  report FILE.h5... [--baseline POLICY] [--csv OUT] [--json OUT] [--counters]\n"
           "                        mean +/- sd over runs (seeds) per configuration, policy\n"
           "                        and backend (the keys that differ as columns, in numeric\n"
           "                        order; a sweep file's points are runs), with throughput\n"

@@ -15,7 +15,7 @@ JSON
 for pol in ref_paged pkv_workqueue; do for s in 1 2 3; do
   "$pkvsim" run -q "$tmp/e.json" --route $pol --seed $s -o "$tmp/$pol-$s.h5" || { echo "FAIL run"; exit 1; }
 done; done
-"$pkvsim" report "$tmp"/*.h5 --csv "$tmp/r.csv" > "$tmp/table.md" || { echo "FAIL report"; exit 1; }
+"$pkvsim" report "$tmp"/*.h5 --csv "$tmp/r.csv" --json "$tmp/r.json" > "$tmp/table.md" || { echo "FAIL report"; exit 1; }
 attr() { h5dump -a "/summary/$2" "$1" | grep -o '(0): [-0-9.e+]*' | cut -d' ' -f2; }
 for f in "$tmp"/*-?.h5; do
   echo "$(basename "$f") $(attr "$f" decode_tok_s) $(attr "$f" ttft_p99) $(attr "$f" request_goodput)"
@@ -61,6 +61,14 @@ check(f"goodput {r['request_goodput_mean']} vs {gm}",
 tr = statistics.mean(ttft["pkv_workqueue"]) / statistics.mean(ttft["ref_paged"])
 check(f"TTFT p99 ratio {r['ttft_p99_ratio']} vs {tr}", abs(float(r["ttft_p99_ratio"]) - tr) <= 1e-5 * tr)
 check("table rows", sum(1 for l in open(f"{tmp}/table.md") if l.startswith("| rep")) == 2)
+# --json: the same groups and figures as the CSV.
+import json
+doc = json.load(open(f"{tmp}/r.json"))
+jg = {g["policy"]: g for g in doc["groups"]}
+check("json groups", set(jg) == set(rows) and doc["baseline"] == "ref_paged")
+check("json mean", abs(jg["pkv_workqueue"]["values"]["decode_tok_s"]["mean"] -
+                       float(rows["pkv_workqueue"]["decode_tok_s_mean"])) <= 1e-6 * m)
+check("json paired", abs(jg["pkv_workqueue"]["paired_by_seed"]["ratio"] - pm) <= 1e-6 * pm)
 print(f"{passes} passed, {fails} failed")
 sys.exit(1 if fails else 0)
 PY
