@@ -1,0 +1,25 @@
+/* libFuzzer target: the calibration reader (flat keys, route_scale, route_model, gates)
+ * on arbitrary bytes, applied over the defaults. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calib.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    char *text = malloc(size + 1);
+    if (!text) return 0;
+    memcpy(text, data, size);
+    text[size] = 0;
+    pkv_err e;
+    cJSON *o = pkv_json_parse(text, "fuzz/calibration.json", &e);
+    if (o) {
+        pkv_calib c;
+        pkv_calib_defaults(&c);
+        pkv_calib_apply(&c, o, "", &e);
+        cJSON_Delete(o);
+    }
+    free(text);
+    return 0;
+}
