@@ -261,6 +261,48 @@ static void group_head(FILE *table, const run *r, int interrupted, int count) {
     fprintf(table, " %s | %s | %d |", r->policy, r->backend, count);
 }
 
+/* The summary value a name selects (-1: none); latencies and host time are best low. */
+static int value_index(const char *name) {
+    for (int k = 0; k < N_VALUES; k++)
+        if (!strcmp(value_names[k], name)) return k;
+    return -1;
+}
+
+/* The best group of each policy and backend by value k (a sweep's best point): the
+ * largest throughput, the smallest latency. */
+static void best_table(FILE *table, const run *runs, const int *order, int n, int k) {
+    const int low = strstr(value_names[k], "ttft") || strstr(value_names[k], "tpot") ||
+                    strstr(value_names[k], "host");
+    fprintf(table, "\nBest group of each policy and backend by %s (%s):\n\n| experiment |",
+            value_names[k], low ? "lowest" : "highest");
+    for (int c = 0; c < n_cols; c++) fprintf(table, " %s |", cols[c]);
+    fprintf(table, " policy | backend | runs | %s |\n|---|", value_heads[k]);
+    for (int c = 0; c < n_cols + 4; c++) fprintf(table, "---|");
+    fputc('\n', table);
+    for (int oi = 0; oi < n; oi++) { /* each policy and backend once, in table order */
+        const run *a = &runs[order[oi]];
+        int seen = 0;
+        for (int oj = 0; oj < oi && !seen; oj++)
+            seen = !strcmp(runs[order[oj]].policy, a->policy) &&
+                   !strcmp(runs[order[oj]].backend, a->backend);
+        if (seen) continue;
+        int best = -1, best_count = 0;
+        double best_m = NAN;
+        for (int j = 0; j < n; j++) {
+            const run *b = &runs[j];
+            if (strcmp(b->policy, a->policy) || strcmp(b->backend, a->backend)) continue;
+            double m, sd;
+            int c;
+            group_stats(runs, n, b, k, &m, &sd, &c);
+            if (m == m && (best < 0 || (low ? m < best_m : m > best_m)))
+                best = j, best_m = m, best_count = c;
+        }
+        if (best < 0) continue;
+        group_head(table, &runs[best], 0, best_count);
+        fprintf(table, " %.4g |\n", best_m * value_scale[k]);
+    }
+}
+
 /* The structural counters per group: the study's Table 4. */
 static void counters_table(FILE *table, const run *runs, const int *order, int n) {
     fprintf(table, "\nStructural counters per step, after warm-up (mean +/- sd over runs):\n\n"
@@ -313,7 +355,15 @@ static void add_num(cJSON *o, const char *name, double x) {
 }
 
 int pkv_report_write(const char *const *paths, int n, const char *baseline, int counters,
-                     FILE *table, FILE *csv, FILE *json, pkv_err *e) {
+                     const char *best, FILE *table, FILE *csv, FILE *json, pkv_err *e) {
+    const int best_k = best ? value_index(best) : -1;
+    if (best && best_k < 0) {
+        char names[512] = "";
+        for (int k = 0; k < N_VALUES; k++)
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", k ? ", " : "",
+                     value_names[k]);
+        return pkv_fail(e, "--best %s: not a reported figure (%s)", best, names);
+    }
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     run *runs = calloc(MAX_RUNS, sizeof *runs);
     int *order = calloc(MAX_RUNS, sizeof *order);
@@ -476,6 +526,7 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, int 
         cJSON_Delete(doc);
     }
     if (counters) counters_table(table, runs, order, n);
+    if (best_k >= 0) best_table(table, runs, order, n, best_k);
 done:
     for (int i = 0; i < nr; i++) {
         free(runs[i].key);

@@ -18,8 +18,10 @@
  * a second one of the structural counters per step: launches, merge launches, CTA work
  * per SM, useful KV and merge bytes, the study's Table 4) and, when csv is not NULL,
  * the first table's numbers as CSV; when json is not NULL, every group's figures (the
- * counters included) as one JSON document. Fails naming the file that cannot be read. */
+ * counters included) as one JSON document; with best (a
+ * figure's name), the best group of each policy and backend by it (a sweep's best
+ * point). Fails naming the file that cannot be read. */
 int pkv_report_write(const char *const *paths, int n, const char *baseline, int counters,
-                     FILE *table, FILE *csv, FILE *json, pkv_err *e);
+                     const char *best, FILE *table, FILE *csv, FILE *json, pkv_err *e);
 
 #endif

@@ -12,7 +12,7 @@
 
 static void usage(void) {
     puts("usage: pkvsim report FILE.h5... [--baseline POLICY] [--csv OUT.csv] [--json OUT.json]\n"
-         "                    [--counters]\n"
+         "                    [--counters] [--best FIGURE]\n"
          "Groups the runs (a sweep file's points are runs) by their resolved configuration\n"
          "(the keys that differ between groups become columns, in numeric order), route\n"
          "policy and backend, and prints, per group, the mean +/- sample standard deviation\n"
@@ -24,8 +24,10 @@ static void usage(void) {
          "--counters adds a table of the structural counters per step after warm-up\n"
          "(launches, merge launches, CTA work per SM, useful KV MB, merge MB: the study's\n"
          "Table 4), from the runs' /steps. --csv writes the first table's numbers, --json\n"
-         "every group's figures (counters included) as one JSON document. Interrupted runs\n"
-         "are reported but flagged.");
+         "every group's figures (counters included) as one JSON document. --best FIGURE\n"
+         "(decode_tok_s, ttft_p99, tpot_p50, request_goodput, ...) adds the best group of\n"
+         "each policy and backend by it: a sweep's best point (lowest for latencies).\n"
+         "Interrupted runs are reported but flagged.");
 }
 
 /* An output of the report (--csv, --json): never one of the inputs, written under a
@@ -69,16 +71,22 @@ static int out_close(out_file *o, int rc) {
 }
 
 int pkv_cmd_report(int argc, char **argv) {
-    static const struct option opts[] = {
-        {"baseline", required_argument, 0, 'b'}, {"csv", required_argument, 0, 'c'},
-        {"json", required_argument, 0, 'j'},     {"counters", no_argument, 0, 'k'},
-        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
-    const char *baseline = "ref_paged";
+    static const struct option opts[] = {{"baseline", required_argument, 0, 'b'},
+                                         {"csv", required_argument, 0, 'c'},
+                                         {"json", required_argument, 0, 'j'},
+                                         {"counters", no_argument, 0, 'k'},
+                                         {"best", required_argument, 0, 'B'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *baseline = "ref_paged", *best = NULL;
     out_file csv = {.option = "--csv"}, json = {.option = "--json"};
     int ch, counters = 0;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "b:c:j:kh", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "b:c:j:kB:h", opts, NULL)) != -1) {
         switch (ch) {
+        case 'B':
+            best = optarg;
+            break;
         case 'k':
             counters = 1;
             break;
@@ -109,7 +117,7 @@ int pkv_cmd_report(int argc, char **argv) {
         return 1;
     }
     pkv_err e;
-    int rc = pkv_report_write(inputs, n, baseline, counters, stdout, csv.f, json.f, &e);
+    int rc = pkv_report_write(inputs, n, baseline, counters, best, stdout, csv.f, json.f, &e);
     if (rc) fprintf(stderr, "pkvsim report: %s\n", e.msg);
     rc = out_close(&csv, rc);
     rc = out_close(&json, rc);

@@ -94,6 +94,14 @@ got=$(grep '^| rep' "$tmp/rates.md" | cut -d'|' -f3 | tr -d ' ' | tr '\n' ,)
 if [ "$got" != "5,20,100," ] || ! grep -q "workload.arrival.rate" "$tmp/rates.md"; then
   echo "FAIL grouping by configuration: rates column $got"; cat "$tmp/rates.md"; exit 1
 fi
+# --best: the open-loop throughput grows with the rate, so the best point is the fastest
+# rate's; its TPOT p50 the lowest one's of the three.
+"$pkvsim" report "$tmp"/rates/r*.h5 --best decode_tok_s > "$tmp/best.md" || { echo "FAIL --best"; exit 1; }
+best=$(sed -n '/^Best group/,$p' "$tmp/best.md" | grep '^| rep' | cut -d'|' -f3 | tr -d ' ')
+if [ "$best" != "100" ]; then echo "FAIL --best decode_tok_s: rate '$best'"; cat "$tmp/best.md"; exit 1; fi
+if "$pkvsim" report "$tmp"/rates/r*.h5 --best tok 2> "$tmp/err" >/dev/null || ! grep -q "not a reported figure" "$tmp/err"; then
+  echo "FAIL --best of an unknown figure: $(cat "$tmp/err")"; exit 1
+fi
 echo "not hdf5" > "$tmp/bad.h5"
 if "$pkvsim" report "$tmp/bad.h5" 2> "$tmp/err" >/dev/null || ! grep -q "bad.h5: not a readable HDF5 file" "$tmp/err"; then
   echo "FAIL bad file: $(cat "$tmp/err")"; exit 1
