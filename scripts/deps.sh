@@ -2,7 +2,7 @@
 # Install the Debian/Ubuntu packages pkvsim needs, only those missing.
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libgsl-dev libhdf5-dev libcjson-dev hdf5-tools python3
-      python3-h5py python3-matplotlib python3-pandas openmpi-bin libopenmpi-dev clang)
+      python3-h5py python3-matplotlib python3-pandas openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
