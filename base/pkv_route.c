@@ -2,11 +2,21 @@
 
 #include <string.h>
 
-static const char *const names[PKV_ROUTE_COUNT] = {"ref_paged", "pkv_bucket", "pkv_workqueue",
-                                                   "pkv_fused", "flashinfer", "flashinfer_tc"};
+static const char *const names[PKV_ROUTE_COUNT] = {PKV_ROUTES(PKV_ROUTE_NAME_)};
+static const pkv_route_role roles[PKV_ROUTE_COUNT] = {PKV_ROUTES(PKV_ROUTE_ROLE_)};
 
 const char *pkv_route_name(pkv_route r) {
     return (unsigned)r < PKV_ROUTE_COUNT ? names[r] : "unknown";
+}
+
+pkv_route_role pkv_route_role_of(pkv_route r) {
+    return (unsigned)r < PKV_ROUTE_COUNT ? roles[r] : PKV_ROLE_ABLATION;
+}
+
+unsigned pkv_routes_of_role(pkv_route_role role) {
+    unsigned set = 0;
+    for (int r = 0; r < PKV_ROUTE_COUNT; r++) set |= (unsigned)(roles[r] == role) << r;
+    return set;
 }
 
 int pkv_route_parse(const char *name) {

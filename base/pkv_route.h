@@ -10,24 +10,37 @@
 extern "C" {
 #endif
 
-/* X(ENUM_SUFFIX, "name"): the one list of routes, in enum order. */
+/* X(ENUM_SUFFIX, "name", role): the one list of routes, in enum order. The role says
+ * what the route policy does with a route: a BASELINE every server has (adaptive's
+ * fallback), a PersistentKV SPLIT route (adaptive promotes one over the baseline), an
+ * ABLATION (never a candidate of adaptive). */
 #define PKV_ROUTES(X)                                                                              \
-    X(REF_PAGED, "ref_paged")         /* one CTA per (row, kvh), no split */                       \
-    X(BUCKET, "pkv_bucket")           /* rows grouped by route length; split + merge per bucket */ \
-    X(WORKQUEUE, "pkv_workqueue")     /* one launch over compact tasks, one segmented merge */     \
-    X(FUSED, "pkv_fused")             /* workqueue whose last split merges in-kernel */            \
-    X(FLASHINFER, "flashinfer")       /* FlashInfer's CUDA-core batch decode (DecodePlan) */       \
-    X(FLASHINFER_TC, "flashinfer_tc") /* FlashInfer's tensor cores: batch prefill kernel, one      \
-                                         query token per row (PrefillPlan), merged when split */
+    X(REF_PAGED, "ref_paged", BASELINE)         /* one CTA per (row, kvh), no split */             \
+    X(BUCKET, "pkv_bucket", SPLIT)              /* rows grouped by route length; split + merge     \
+                                                   per bucket */                                   \
+    X(WORKQUEUE, "pkv_workqueue", SPLIT)        /* one launch over compact tasks, one segmented    \
+                                                   merge */                                        \
+    X(FUSED, "pkv_fused", ABLATION)             /* workqueue whose last split merges in-kernel */  \
+    X(FLASHINFER, "flashinfer", BASELINE)       /* FlashInfer's CUDA-core batch decode             \
+                                                   (DecodePlan) */                                 \
+    X(FLASHINFER_TC, "flashinfer_tc", BASELINE) /* FlashInfer's tensor cores: batch prefill        \
+                                                   kernel, one query token per row (PrefillPlan),  \
+                                                   merged when split */
 
-#define PKV_ROUTE_ENUM_(e, name) PKV_ROUTE_##e,
-#define PKV_ROUTE_NAME_(e, name) name,
+#define PKV_ROUTE_ENUM_(e, name, role) PKV_ROUTE_##e,
+#define PKV_ROUTE_NAME_(e, name, role) name,
+#define PKV_ROUTE_ROLE_(e, name, role) PKV_ROLE_##role,
+
+typedef enum pkv_route_role { PKV_ROLE_BASELINE, PKV_ROLE_SPLIT, PKV_ROLE_ABLATION } pkv_route_role;
 
 /* FlashInfer's routes are an optional build (pkvk_flashinfer_built()). */
 typedef enum pkv_route { PKV_ROUTES(PKV_ROUTE_ENUM_) PKV_ROUTE_COUNT } pkv_route;
 
 /* "ref_paged", "pkv_bucket", ...; "unknown" outside the enum. */
 const char *pkv_route_name(pkv_route r);
+/* The route's role, and the set (bit r) of the routes of a role. */
+pkv_route_role pkv_route_role_of(pkv_route r);
+unsigned pkv_routes_of_role(pkv_route_role role);
 /* The route named `name`; -1 when no route has that name. */
 int pkv_route_parse(const char *name);
 

@@ -4,12 +4,12 @@
 
 const char *const pkv_policy_names[] = {PKV_ROUTES(PKV_ROUTE_NAME_) "adaptive", "oracle", NULL};
 
-static const uint32_t PKV_SPLIT_ROUTES = 1u << PKV_ROUTE_BUCKET | 1u << PKV_ROUTE_WORKQUEUE;
-
 uint32_t pkv_policy_baselines(void) {
-    uint32_t b = 1u << PKV_ROUTE_REF_PAGED;
-    for (int r = PKV_ROUTE_FLASHINFER; r <= PKV_ROUTE_FLASHINFER_TC; r++)
-        b |= (uint32_t)pkvk_route_built((pkv_route)r) << r;
+    uint32_t b = 0;
+    for (int r = 0; r < PKV_ROUTE_COUNT; r++)
+        b |= (uint32_t)(pkv_route_role_of((pkv_route)r) == PKV_ROLE_BASELINE &&
+                        pkvk_route_built((pkv_route)r))
+             << r;
     return b;
 }
 
@@ -38,7 +38,7 @@ pkv_route pkv_policy_adaptive(const pkv_calib *cal, const pkv_step_view *v, uint
     if (base < 0) base = PKV_ROUTE_REF_PAGED;
     pkv_gate g = pkv_calib_gate(cal, v->gqa_group);
     *why = !g.on ? PKV_WHY_NO_GATE : v->context_tokens < g.min_context ? PKV_WHY_CONTEXT : 0;
-    int pkv = fastest(v, PKV_SPLIT_ROUTES);
+    int pkv = fastest(v, pkv_routes_of_role(PKV_ROLE_SPLIT));
     if (*why || pkv < 0) return (pkv_route)base;
     double margin = v->rows <= cal->margin_small_rows ? g.margin_small : g.margin_large;
     double t_base = cost(v, base), t_pkv = cost(v, pkv);
@@ -71,7 +71,8 @@ int pkv_policy_init(pkv_route_policy *p, const char *name) {
         return 0;
     }
     if (strcmp(name, "adaptive") == 0) {
-        *p = (pkv_route_policy){"adaptive", pkv_policy_baselines() | PKV_SPLIT_ROUTES,
+        *p = (pkv_route_policy){"adaptive",
+                                pkv_policy_baselines() | pkv_routes_of_role(PKV_ROLE_SPLIT),
                                 PKV_ROUTE_REF_PAGED, 0, choose_adaptive};
         return 0;
     }

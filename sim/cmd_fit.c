@@ -270,9 +270,9 @@ int pkv_cmd_fit(int argc, char **argv) {
                           &b_sum);
         }
         double bias = test.n[r] ? t_sum : f_sum;
-        if (r == PKV_ROUTE_BUCKET || r == PKV_ROUTE_WORKQUEUE) {
+        if (pkv_route_role_of((pkv_route)r) == PKV_ROLE_SPLIT) {
             if (bias < bias_pkv) bias_pkv = bias;
-        } else if (r == PKV_ROUTE_REF_PAGED || pkv_route_is_flashinfer((pkv_route)r)) {
+        } else if (pkv_route_role_of((pkv_route)r) == PKV_ROLE_BASELINE) {
             if (bias > bias_base) bias_base = bias;
         }
         emit("| %s | %zu | %.2f%% | %+.2f%% | %zu | %.2f%% | %+.2f%% | %.2f%% | %+.2f%% | %.1f |\n",

@@ -117,6 +117,14 @@ int main(void) {
           "gate 3 accepted (%s)", e.msg);
     cJSON_Delete(o);
 
+    /* The route table: every route has one role and its name parses back to it. */
+    unsigned all = (1u << PKV_ROUTE_COUNT) - 1, b = pkv_routes_of_role(PKV_ROLE_BASELINE),
+             sp = pkv_routes_of_role(PKV_ROLE_SPLIT), ab = pkv_routes_of_role(PKV_ROLE_ABLATION);
+    CHECK((b | sp | ab) == all && !(b & sp) && !(b & ab) && !(sp & ab), "route roles");
+    CHECK(sp == (1u << PKV_ROUTE_BUCKET | 1u << PKV_ROUTE_WORKQUEUE) && ab == 1u << PKV_ROUTE_FUSED,
+          "the split routes and the ablation");
+    for (int r = 0; r < PKV_ROUTE_COUNT; r++)
+        CHECK(pkv_route_parse(pkv_route_name((pkv_route)r)) == r, "route %d's name", r);
     /* Names: every route and the two policies resolve; others do not. */
     pkv_route_policy p;
     for (int i = 0; pkv_policy_names[i]; i++)
