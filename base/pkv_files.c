@@ -61,7 +61,7 @@ int pkv_remove_stale_tmp(const char *out, FILE *report) {
 }
 
 enum { MAX_CLEANUP = 4 };
-static char cleanup[MAX_CLEANUP][1200];
+static char cleanup[MAX_CLEANUP][PATH_MAX + 32];
 static volatile sig_atomic_t cleanup_used[MAX_CLEANUP];
 
 void pkv_cleanup_add(const char *path) {
@@ -83,20 +83,35 @@ void pkv_cleanup_now(void) {
         if (cleanup_used[i]) unlink(cleanup[i]);
 }
 
-int pkv_write_atomic(const char *path, const char *text) {
-    char tmp[PATH_MAX + 32];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp) {
+FILE *pkv_out_open(pkv_out *o, const char *path) {
+    *o = (pkv_out){.path = path};
+    if (snprintf(o->tmp, sizeof o->tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof o->tmp) {
         errno = ENAMETOOLONG;
-        return -1;
+        return NULL;
     }
-    FILE *f = fopen(tmp, "w");
-    int bad = !f || fputs(text, f) < 0 || fputc('\n', f) < 0;
-    if (f) bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        int err = errno;
-        unlink(tmp);
-        errno = err;
-        return -1;
+    if ((o->f = fopen(o->tmp, "w"))) pkv_cleanup_add(o->tmp);
+    return o->f;
+}
+
+int pkv_out_close(pkv_out *o, int ok) {
+    if (!o->f) return -1;
+    int bad = ferror(o->f);
+    bad |= fclose(o->f) != 0;
+    o->f = NULL;
+    if (ok && !bad && rename(o->tmp, o->path) == 0) {
+        pkv_cleanup_drop(o->tmp);
+        return 0;
     }
-    return 0;
+    int err = errno;
+    unlink(o->tmp);
+    pkv_cleanup_drop(o->tmp);
+    errno = err;
+    return -1;
+}
+
+int pkv_write_atomic(const char *path, const char *text) {
+    pkv_out o;
+    FILE *f = pkv_out_open(&o, path);
+    if (!f) return -1;
+    return pkv_out_close(&o, fputs(text, f) >= 0 && fputc('\n', f) >= 0);
 }

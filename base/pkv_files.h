@@ -4,6 +4,7 @@
 #ifndef PKV_FILES_H
 #define PKV_FILES_H
 
+#include <limits.h>
 #include <stdio.h>
 
 #include "pkv_err.h"
@@ -17,9 +18,19 @@ int pkv_output_ok(const char *out, const char *const *inputs, const char *const 
  * on `report` (may be NULL). Returns how many. */
 int pkv_remove_stale_tmp(const char *out, FILE *report);
 
-/* Write text and a newline to path through a temporary file (path.tmp.PID) renamed
- * over it when complete: a reader sees the old file or the new one, never part of
- * one. On failure the temporary is removed and -1 returned, errno saying why. */
+/* An output written under a temporary name (path.tmp.PID, registered for removal if
+ * the program is stopped) and renamed over path when complete: a reader sees the old
+ * file or the new one, never part of one. open gives the stream (NULL with errno set);
+ * close keeps the file where ok and every write succeeded (0), else removes it (-1;
+ * where ok, errno says why). */
+typedef struct pkv_out {
+    const char *path;
+    char tmp[PATH_MAX + 32];
+    FILE *f;
+} pkv_out;
+FILE *pkv_out_open(pkv_out *o, const char *path);
+int pkv_out_close(pkv_out *o, int ok);
+/* text and a newline to path, through a pkv_out. */
 int pkv_write_atomic(const char *path, const char *text);
 
 /* Temporary files to remove if the program is stopped at once (up to 4). */

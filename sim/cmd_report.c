@@ -30,11 +30,10 @@ static void usage(void) {
          "Interrupted runs are reported but flagged.");
 }
 
-/* An output of the report (--csv, --json): never one of the inputs, written under a
- * temporary name and renamed when complete. */
+/* An output of the report (--csv, --json): never one of the inputs; a pkv_out. */
 typedef struct out_file {
     const char *path, *option;
-    char tmp[1100];
+    pkv_out o;
     FILE *f;
 } out_file;
 
@@ -49,8 +48,7 @@ static int out_open(out_file *o, const char *const *inputs, int n) {
         fprintf(stderr, "pkvsim report: %s\n", what ? e.msg : "out of memory");
         return -1;
     }
-    snprintf(o->tmp, sizeof o->tmp, "%s.tmp.%d", o->path, (int)getpid());
-    if (!(o->f = fopen(o->tmp, "w"))) {
+    if (!(o->f = pkv_out_open(&o->o, o->path))) {
         fprintf(stderr, "pkvsim report: cannot write %s: %s\n", o->path, strerror(errno));
         return -1;
     }
@@ -60,13 +58,11 @@ static int out_open(out_file *o, const char *const *inputs, int n) {
 /* Close, and keep the file only when the report succeeded (rc 0). */
 static int out_close(out_file *o, int rc) {
     if (!o->f) return rc;
-    int bad = ferror(o->f) | fclose(o->f);
-    if (!rc && (bad || rename(o->tmp, o->path) != 0)) {
+    o->f = NULL;
+    if (pkv_out_close(&o->o, rc == 0) && rc == 0) {
         fprintf(stderr, "pkvsim report: cannot write %s: %s\n", o->path, strerror(errno));
         rc = -1;
     }
-    if (rc) unlink(o->tmp);
-    o->f = NULL;
     return rc;
 }
 

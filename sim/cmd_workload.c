@@ -1,8 +1,10 @@
 /* pkvsim workload: the request stream an experiment generates, and its statistics. */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include <gsl/gsl_sort.h>
 #include <gsl/gsl_statistics_double.h>
@@ -54,7 +56,7 @@ int pkv_cmd_workload(int argc, char **argv) {
     pkv_workload w = {0};
     double *t = NULL, *p = NULL, *d = NULL, *gap = NULL;
     FILE *out = NULL;
-    char tmp[1100] = "";
+    pkv_out csv_out;
     const pkv_workload_spec *ws = &cfg.workload;
     int closed = ws->arrival.kind == PKV_ARRIVAL_CLOSED;
     size_t cap = ws->trace ? ws->trace->n : ws->num_requests > 0 ? (size_t)ws->num_requests : 0;
@@ -78,10 +80,8 @@ int pkv_cmd_workload(int argc, char **argv) {
             fprintf(stderr, "pkvsim workload: %s\n", e.msg);
             goto done;
         }
-        snprintf(tmp, sizeof tmp, "%s.tmp.%d", csv, (int)getpid());
-        out = fopen(tmp, "w");
-        if (!out) {
-            fprintf(stderr, "pkvsim workload: cannot write %s\n", csv);
+        if (!(out = pkv_out_open(&csv_out, csv))) {
+            fprintf(stderr, "pkvsim workload: cannot write %s: %s\n", csv, strerror(errno));
             goto done;
         }
         fputs("t_arrival_s,prompt_len,decode_len\n", out);
@@ -131,20 +131,16 @@ int pkv_cmd_workload(int argc, char **argv) {
     print_lengths(stdout, "prompt", p, n);
     print_lengths(stdout, "decode", d, n);
     if (out) {
-        int bad = ferror(out);
-        bad |= fclose(out) != 0;
         out = NULL;
-        if (bad || rename(tmp, csv) != 0) {
-            fprintf(stderr, "pkvsim workload: cannot write %s\n", csv);
+        if (pkv_out_close(&csv_out, 1)) {
+            fprintf(stderr, "pkvsim workload: cannot write %s: %s\n", csv, strerror(errno));
             goto done;
         }
-        *tmp = 0;
         printf("  written   %s\n", csv);
     }
     rc = 0;
 done:
-    if (out) fclose(out);
-    if (*tmp) remove(tmp);
+    if (out) pkv_out_close(&csv_out, 0);
     free(t), free(p), free(d), free(gap);
     pkv_workload_free(&w);
     pkv_config_free(&cfg);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <gsl/gsl_errno.h>
 #include <unistd.h>
 
@@ -112,14 +113,10 @@ static int write_json(const char *path, const pkv_config *cfg, const pkv_summary
         fprintf(stderr, "pkvsim: %s\n", e.msg);
         return -1;
     }
-    char tmp[1100];
-    snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-    FILE *f = fopen(tmp, "w");
-    int bad = !f || pkv_summary_json(sum, f);
-    if (f) bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        unlink(tmp);
-        fprintf(stderr, "pkvsim: --json %s: cannot write it\n", path);
+    pkv_out o;
+    FILE *f = pkv_out_open(&o, path);
+    if (!f || pkv_out_close(&o, pkv_summary_json(sum, f) == 0)) {
+        fprintf(stderr, "pkvsim: --json %s: cannot write it: %s\n", path, strerror(errno));
         return -1;
     }
     return 0;
