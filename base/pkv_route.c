@@ -2,11 +2,11 @@
 
 #include <string.h>
 
-static const char *const names[PKV_ROUTE_COUNT] = {PKV_ROUTES(PKV_ROUTE_NAME_)};
+const char *const pkv_route_names[PKV_ROUTE_COUNT + 1] = {PKV_ROUTES(PKV_ROUTE_NAME_) NULL};
 static const pkv_route_role roles[PKV_ROUTE_COUNT] = {PKV_ROUTES(PKV_ROUTE_ROLE_)};
 
 const char *pkv_route_name(pkv_route r) {
-    return (unsigned)r < PKV_ROUTE_COUNT ? names[r] : "unknown";
+    return (unsigned)r < PKV_ROUTE_COUNT ? pkv_route_names[r] : "unknown";
 }
 
 pkv_route_role pkv_route_role_of(pkv_route r) {
@@ -21,6 +21,6 @@ unsigned pkv_routes_of_role(pkv_route_role role) {
 
 int pkv_route_parse(const char *name) {
     for (int r = 0; r < PKV_ROUTE_COUNT; r++)
-        if (strcmp(name, names[r]) == 0) return r;
+        if (strcmp(name, pkv_route_names[r]) == 0) return r;
     return -1;
 }

@@ -38,6 +38,8 @@ typedef enum pkv_route { PKV_ROUTES(PKV_ROUTE_ENUM_) PKV_ROUTE_COUNT } pkv_route
 
 /* "ref_paged", "pkv_bucket", ...; "unknown" outside the enum. */
 const char *pkv_route_name(pkv_route r);
+/* Every route's name in enum order, NULL-terminated (a JSON object's allowed keys). */
+extern const char *const pkv_route_names[PKV_ROUTE_COUNT + 1];
 /* The route's role, and the set (bit r) of the routes of a role. */
 pkv_route_role pkv_route_role_of(pkv_route r);
 unsigned pkv_routes_of_role(pkv_route_role role);

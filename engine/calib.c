@@ -52,8 +52,8 @@ static const pkv_key rows[] = {
     {.obj = "", .name = "fit", .kind = PKV_KEY_CUSTOM},         /* calibrate's fit record */
 };
 
-const char *const pkv_route_model_keys[PKV_ROUTE_MODEL_PARAMS] = {
-    "cta_gbps", "cta_us", "launch_us", "fixed_us", "merge_gbps", "peak_gbps", "host_us"};
+const char *const pkv_route_model_keys[PKV_ROUTE_MODEL_PARAMS + 1] = {
+    "cta_gbps", "cta_us", "launch_us", "fixed_us", "merge_gbps", "peak_gbps", "host_us", NULL};
 
 /* route_model: {"ROUTE": {"cta_gbps": .., "cta_us": .., ...}, ...}: every constant of
  * a named route must be given (a partly fitted model would predict nonsense). */
@@ -63,13 +63,8 @@ static int apply_route_model(pkv_calib *c, const cJSON *o, const char *path, pkv
     pkv_json_path(rp, sizeof rp, path, "route_model");
     if (pkv_json_sub(o, path, "route_model", &rm, e)) return -1;
     if (!rm) return 0;
-    const char *names[PKV_ROUTE_COUNT + 1];
-    for (int r = 0; r < PKV_ROUTE_COUNT; r++) names[r] = pkv_route_name((pkv_route)r);
-    names[PKV_ROUTE_COUNT] = NULL;
+    const char *const *names = pkv_route_names, *const *keys = pkv_route_model_keys;
     if (pkv_json_object(rm, rp, names, e)) return -1;
-    const char *keys[PKV_ROUTE_MODEL_PARAMS + 1];
-    for (int k = 0; k < PKV_ROUTE_MODEL_PARAMS; k++) keys[k] = pkv_route_model_keys[k];
-    keys[PKV_ROUTE_MODEL_PARAMS] = NULL;
     for (int r = 0; r < PKV_ROUTE_COUNT; r++) {
         const cJSON *m;
         char mp[160];
@@ -177,13 +172,10 @@ int pkv_calib_apply(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e) 
     pkv_json_path(rp, sizeof rp, path, "route_scale");
     if (pkv_json_sub(o, path, "route_scale", &rs, e)) return -1;
     if (rs) {
-        const char *names[PKV_ROUTE_COUNT + 1];
-        for (int r = 0; r < PKV_ROUTE_COUNT; r++) names[r] = pkv_route_name((pkv_route)r);
-        names[PKV_ROUTE_COUNT] = NULL;
-        if (pkv_json_object(rs, rp, names, e)) return -1;
+        if (pkv_json_object(rs, rp, pkv_route_names, e)) return -1;
         for (int r = 0; r < PKV_ROUTE_COUNT; r++)
-            if (pkv_json_num(rs, rp, names[r], c->route_scale[r], 0, true, 1e3, &c->route_scale[r],
-                             e))
+            if (pkv_json_num(rs, rp, pkv_route_names[r], c->route_scale[r], 0, true, 1e3,
+                             &c->route_scale[r], e))
                 return -1;
     }
     if (apply_route_model(c, o, path, e) || apply_gates(c, o, path, e)) return -1;

@@ -26,8 +26,9 @@ typedef struct pkv_route_model {
 } pkv_route_model;
 /* The largest value a route model's constant takes in a file. */
 #define PKV_ROUTE_MODEL_MAX 1e6
-/* The constants' names in a calibration file's route_model.ROUTE object. */
-extern const char *const pkv_route_model_keys[PKV_ROUTE_MODEL_PARAMS];
+/* The constants' names in a calibration file's route_model.ROUTE object, in the
+ * enum's order, NULL-terminated. */
+extern const char *const pkv_route_model_keys[PKV_ROUTE_MODEL_PARAMS + 1];
 
 /* The adaptive policy's gate for one GQA group size G: the PersistentKV routes are
  * candidates of a step only where its G has a gate and its context reaches
