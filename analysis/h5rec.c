@@ -406,7 +406,7 @@ int pkv_h5rec_summary(pkv_h5rec *r, const pkv_summary *s, pkv_err *e) {
     D(model_weight_bytes);
     D(model_dense_flops_per_token);
     D(model_kv_bytes_per_token);
-    U(completed);
+    if (rc >= 0) rc = attr_u64(g, "completed", s->finished); /* vLLM's name for it */
     U(good);
     U(input_tokens);
     U(output_tokens);

@@ -123,7 +123,6 @@ int pkv_summary_add_request(pkv_summary *s, const pkv_request_rec *r) {
     if (push(&s->ttft_v, &s->n_ttft, &s->cap_ttft, ttft)) return -1;
     if (!isnan(tpot) && push(&s->tpot_v, &s->n_tpot, &s->cap_tpot, tpot)) return -1;
     if (push(&s->e2el_v, &s->n_e2el, &s->cap_e2el, e2el)) return -1;
-    s->completed++;
     s->input_tokens += (uint64_t)r->prompt_len;
     s->output_tokens += (uint64_t)r->generated;
     if (r->t_finish > s->t_last_finish) s->t_last_finish = r->t_finish;
@@ -165,13 +164,13 @@ int pkv_summary_finish(pkv_summary *s, double t_end) {
         s->itl = (pkv_latency){.mean = NAN, .median = NAN, .std = NAN};
         for (int k = 0; k < s->n_pcts; k++) s->itl.pct[k] = NAN;
     }
-    s->duration = s->completed ? s->t_last_finish - s->t_first_arrival : NAN;
+    s->duration = s->finished ? s->t_last_finish - s->t_first_arrival : NAN;
     const double d = s->duration > 0 ? s->duration : NAN;
-    s->request_throughput = s->completed / d;
+    s->request_throughput = s->finished / d;
     s->request_goodput = s->good / d;
     s->output_throughput = s->output_tokens / d;
     s->total_token_throughput = (s->input_tokens + s->output_tokens) / d;
-    s->slo_attainment = s->completed ? (double)s->good / s->completed : NAN;
+    s->slo_attainment = s->finished ? (double)s->good / s->finished : NAN;
     pkv_summary_free(s);
     s->t_end = t_end;
     double span = t_end - s->t_measure_begin;
@@ -221,11 +220,11 @@ void pkv_summary_print(const pkv_summary *s, FILE *f) {
     fprintf(f, "  ITL          mean %.4g s  median %.4g s  (%llu gaps)\n", s->itl.mean,
             s->itl.median, (unsigned long long)s->itl.n);
     fprintf(f, "  E2E          mean %.4g s  median %.4g s  (%llu finished in %.6g s: %.4g req/s)\n",
-            s->e2el.mean, s->e2el.median, (unsigned long long)s->completed, s->duration,
+            s->e2el.mean, s->e2el.median, (unsigned long long)s->finished, s->duration,
             s->request_throughput);
     if (s->slo.ttft > 0 || s->slo.tpot > 0 || s->slo.e2el > 0)
         fprintf(f, "  goodput      %.4g req/s, %llu of %llu requests within the SLOs (%.1f%%)\n",
-                s->request_goodput, (unsigned long long)s->good, (unsigned long long)s->completed,
+                s->request_goodput, (unsigned long long)s->good, (unsigned long long)s->finished,
                 100 * s->slo_attainment);
     fprintf(f, "  routes      ");
     for (int r = 0; r < PKV_ROUTE_COUNT; r++)
@@ -270,7 +269,7 @@ static void json_latency(FILE *f, const pkv_summary *s, const char *name, const 
 int pkv_summary_json(const pkv_summary *s, FILE *f) {
     fputc('{', f);
     jnum(f, "duration", s->duration, 1);
-    jnum(f, "completed", (double)s->completed, 0);
+    jnum(f, "completed", (double)s->finished, 0);
     jnum(f, "total_input_tokens", (double)s->input_tokens, 0);
     jnum(f, "total_output_tokens", (double)s->output_tokens, 0);
     jnum(f, "request_throughput", s->request_throughput, 0);

@@ -56,10 +56,10 @@ typedef struct pkv_summary {
     int n_pcts;
     pkv_slo slo;
     pkv_latency ttft, tpot, itl, e2el;
-    uint64_t completed, good, input_tokens, output_tokens;
+    uint64_t good, input_tokens, output_tokens; /* vLLM's "completed" is `finished` */
     double t_first_arrival, t_last_finish, duration; /* seconds; duration: first to last */
     double request_throughput, request_goodput, output_throughput, total_token_throughput;
-    double slo_attainment; /* good / completed */
+    double slo_attainment; /* good / finished */
     uint64_t *itl_hist;    /* [PKV_ITL_OCTAVES << PKV_ITL_SUB_BITS] */
     double itl_sum, itl_sumsq;
     /* Per-request latencies for the percentiles, kept until finish: floats (4 bytes a
