@@ -105,6 +105,7 @@ static int run_oracle(pkv_engine *eng, const pkv_batch_view *v, const pkv_step_v
                       pkv_err *e) {
     enum { MAX_REPS = PKV_ORACLE_MAX_REPS };
     double dev[MAX_REPS], wall[MAX_REPS], wall_med[PKV_ROUTE_COUNT], noise[PKV_ROUTE_COUNT];
+    double score[PKV_ROUTE_COUNT]; /* the median under the run's clock */
     const int reps = eng->oracle_reps < 1 ? 1 : eng->oracle_reps;
     double max_err = NAN, mean_err = NAN;
     int b = -1;
@@ -130,9 +131,8 @@ static int run_oracle(pkv_engine *eng, const pkv_batch_view *v, const pkv_step_v
         noise[k] = (gsl_stats_quantile_from_sorted_data(dev, 1, (size_t)reps, 0.75) -
                     gsl_stats_quantile_from_sorted_data(dev, 1, (size_t)reps, 0.25)) /
                    (2 * med);
-        double t = eng->clock == PKV_CLOCK_WALL ? wall_med[k] : med;
-        if (b < 0 || t < (eng->clock == PKV_CLOCK_WALL ? wall_med[b] : rec->t_route_measured[b]))
-            b = k;
+        score[k] = eng->clock == PKV_CLOCK_WALL ? wall_med[k] : med;
+        if (b < 0 || score[k] < score[b]) b = k;
     }
     if (b < 0)
         return pkv_fail(e, "step %llu: the oracle has no candidate",

@@ -25,11 +25,11 @@ static int64_t reserved_tokens(const pkv_sim *s, const pkv_sim_request *r) {
 }
 
 int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, pkv_h5rec *out, pkv_err *e) {
-    *s = (pkv_sim){.cfg = cfg, .eng = eng, .out = out};
+    *s = (pkv_sim){.cfg = cfg, .eng = eng, .out = out, .bt_stride = pkv_sim_bt_stride(cfg)};
     /* The KV pool's bookkeeping (the allocator's stack and owners, the prefill page
      * list: 16 bytes a page) and the block tables, against the machine's memory before
      * anything is allocated. */
-    const double bytes = 16.0 * cfg->kv_pages + 4.0 * cfg->max_active * pkv_sim_bt_stride(cfg);
+    const double bytes = 16.0 * cfg->kv_pages + 4.0 * cfg->max_active * s->bt_stride;
     const long phys_pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     const double phys = phys_pages > 0 && page > 0 ? (double)phys_pages * page : 0;
     if (phys > 0 && bytes > phys)
@@ -43,7 +43,6 @@ int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, pkv_h5rec *
     s->summary.n_pcts = cfg->n_percentiles;
     memcpy(s->summary.pcts, cfg->percentiles, sizeof s->summary.pcts);
     pkv_heap_init(&s->heap);
-    s->bt_stride = pkv_sim_bt_stride(cfg);
     int32_t ma = cfg->max_active;
     s->wait_cap = 1024;
     s->wait = malloc(sizeof(int64_t) * s->wait_cap);
