@@ -1,17 +1,14 @@
 /* libFuzzer target: the calibration reader (flat keys, route_scale, route_model, gates)
  * on arbitrary bytes, applied over the defaults. */
-#include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
+#include "fuzz_text.h"
 #include "calib.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    char *text = malloc(size + 1);
+    char *text = fuzz_text(data, size);
     if (!text) return 0;
-    memcpy(text, data, size);
-    text[size] = 0;
     pkv_err e;
     cJSON *o = pkv_json_parse(text, "fuzz/calibration.json", &e);
     if (o) {
