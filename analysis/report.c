@@ -1,6 +1,7 @@
 #include "report.h"
 #include "h5types.h"
 #include "jsonv.h"
+#include "pkv_route.h"
 
 #include <hdf5.h>
 #include <math.h>
@@ -36,6 +37,8 @@ typedef struct run {
     double seed; /* run.seed: a group's runs pair with the baseline's by it */
     cJSON *conf; /* the same, parsed (owned) */
     double v[N_VALUES + N_COUNTERS];
+    double err_max, err_mean;            /* over the run's checked steps (NaN: none) */
+    double route_steps[PKV_ROUTE_COUNT]; /* steps each route ran (/summary steps_ROUTE) */
     int interrupted;
 } run;
 
@@ -88,32 +91,35 @@ static double attr_f64(hid_t f, const char *obj, const char *name) {
     return x;
 }
 
-/* A scalar variable-length string dataset or attribute, copied into buf. */
-/* The mean of /steps column col over the steps after warm-up (NaN where the run has
- * no steps recorded). */
-static double steps_mean(hid_t f, const char *group, const char *col) {
+/* The mean and the largest value of /steps column col over the steps after warm-up,
+ * NaN values (unchecked steps) left out; both NaN where no step has a value. */
+static void steps_stats(hid_t f, const char *group, const char *col, double *mean,
+                        double *max) {
     char cp[96], wp[96];
     snprintf(cp, sizeof cp, "%s%ssteps/%s", group, *group ? "/" : "", col);
     snprintf(wp, sizeof wp, "%s%ssteps/warmup", group, *group ? "/" : "");
-    if (H5Lexists(f, cp, H5P_DEFAULT) <= 0 || H5Lexists(f, wp, H5P_DEFAULT) <= 0) return NAN;
+    *mean = *max = NAN;
+    if (H5Lexists(f, cp, H5P_DEFAULT) <= 0 || H5Lexists(f, wp, H5P_DEFAULT) <= 0) return;
     hid_t d = H5Dopen2(f, cp, H5P_DEFAULT), w = H5Dopen2(f, wp, H5P_DEFAULT);
     hid_t s = d >= 0 ? H5Dget_space(d) : -1;
     hssize_t n = s >= 0 ? H5Sget_simple_extent_npoints(s) : -1;
-    double *x = n > 0 ? malloc(sizeof *x * (size_t)n) : NULL, mean = NAN;
+    double *x = n > 0 ? malloc(sizeof *x * (size_t)n) : NULL;
     uint8_t *wu = n > 0 ? malloc((size_t)n) : NULL;
     if (x && wu && H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, x) >= 0 &&
         H5Dread(w, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, wu) >= 0) {
         double sum = 0;
         hssize_t m = 0;
         for (hssize_t i = 0; i < n; i++)
-            if (!wu[i]) sum += x[i], m++;
-        if (m) mean = sum / (double)m;
+            if (!wu[i] && x[i] == x[i]) {
+                sum += x[i], m++;
+                if (!(x[i] <= *max)) *max = x[i];
+            }
+        if (m) *mean = sum / (double)m;
     }
     free(x), free(wu);
     if (s >= 0) H5Sclose(s);
     if (d >= 0) H5Dclose(d);
     if (w >= 0) H5Dclose(w);
-    return mean;
 }
 
 /* One run: a file's root, or a sweep's point (group "points/NNNNN"). */
@@ -150,8 +156,16 @@ static int load_run(hid_t f, const char *path, const char *group, run *r, pkv_er
     r->conf = root;
     r->key = cJSON_PrintUnformatted(root);
     for (int k = 0; k < N_VALUES; k++) r->v[k] = attr_f64(f, sp, value_names[k]);
+    double unused, unused_max;
     for (int k = 0; k < N_COUNTERS; k++)
-        r->v[N_VALUES + k] = steps_mean(f, group, counter_names[k]);
+        steps_stats(f, group, counter_names[k], &r->v[N_VALUES + k], &unused);
+    steps_stats(f, group, "max_err", &unused, &r->err_max);
+    steps_stats(f, group, "mean_err", &r->err_mean, &unused_max);
+    for (int k = 0; k < PKV_ROUTE_COUNT; k++) {
+        char attr[48];
+        snprintf(attr, sizeof attr, "steps_%s", pkv_route_names[k]);
+        r->route_steps[k] = attr_f64(f, sp, attr);
+    }
     r->interrupted = attr_f64(f, sp, "interrupted") == 1;
     rc = r->key ? 0 : pkv_fail(e, "out of memory");
 out:
@@ -303,6 +317,104 @@ static void best_table(FILE *table, const run *runs, const int *order, int n, in
     }
 }
 
+/* Paired by seed: value k of each run of g's group over the baseline group's run of
+ * its seed; *pm the mean of those ratios, *half the half-width of its 95% Student t
+ * interval (NaN under two pairs), *np the pairs. */
+static void paired_ratio(const run *runs, int n, const run *g, const run *base, int k,
+                         double *pm, double *half, int *np) {
+    static double pr[MAX_RUNS];
+    *np = 0;
+    for (int j = 0; j < n; j++) {
+        if (!same_group(&runs[j], g)) continue;
+        for (int b = 0; b < n; b++)
+            if (same_group(&runs[b], base) && runs[b].seed == runs[j].seed && runs[b].v[k] > 0 &&
+                runs[j].v[k] == runs[j].v[k]) {
+                pr[(*np)++] = runs[j].v[k] / runs[b].v[k];
+                break;
+            }
+    }
+    *pm = *np ? gsl_stats_mean(pr, 1, (size_t)*np) : NAN;
+    *half = *np > 1 ? gsl_cdf_tdist_Pinv(0.975, *np - 1) *
+                          gsl_stats_sd_m(pr, 1, (size_t)*np, *pm) / sqrt((double)*np)
+                    : NAN;
+}
+
+static void print_paired(FILE *table, double pm, double half, int np) {
+    if (half == half)
+        fprintf(table, " %.3fx [%.3f, %.3f] (%d) |", pm, pm - half, pm + half, np);
+    else if (pm == pm)
+        fprintf(table, " %.3fx (%d) |", pm, np);
+    else
+        fprintf(table, " — |");
+}
+
+/* The runs of g's group: their largest error, the mean of their mean errors (NaN
+ * where no step was checked), each route's share of their steps; returns the runs. */
+static int group_checks(const run *runs, int n, const run *g, double *err_max, double *err_mean,
+                        double share[PKV_ROUTE_COUNT]) {
+    double err_sum = 0, all = 0;
+    int err_n = 0, count = 0;
+    *err_max = NAN;
+    for (int r = 0; r < PKV_ROUTE_COUNT; r++) share[r] = 0;
+    for (int j = 0; j < n; j++) {
+        if (!same_group(&runs[j], g)) continue;
+        count++;
+        if (!(runs[j].err_max <= *err_max)) *err_max = runs[j].err_max;
+        if (runs[j].err_mean == runs[j].err_mean) err_sum += runs[j].err_mean, err_n++;
+        for (int r = 0; r < PKV_ROUTE_COUNT; r++)
+            if (runs[j].route_steps[r] > 0) share[r] += runs[j].route_steps[r];
+    }
+    for (int r = 0; r < PKV_ROUTE_COUNT; r++) all += share[r];
+    for (int r = 0; r < PKV_ROUTE_COUNT && all > 0; r++) share[r] /= all;
+    *err_mean = err_n ? err_sum / err_n : NAN;
+    return count;
+}
+
+/* Wall and device throughput against the baseline (paired by seed), the largest and
+ * the mean error of the checked steps, and the routes the steps ran: the study's
+ * Table 2. */
+static void routes_table(FILE *table, const run *runs, const int *order, int n,
+                         const char *baseline) {
+    fprintf(table,
+            "\nWall and device decode throughput against %s (paired by seed, 95%% CI), the "
+            "error of the checked steps, and the routes the steps ran:\n\n| experiment |",
+            baseline);
+    for (int c = 0; c < n_cols; c++) fprintf(table, " %s |", cols[c]);
+    fprintf(table, " policy | backend | runs | tok/s (wall) | wall vs %s | tok/s (device) | "
+                   "device vs %s | max abs err | mean abs err | steps by route |\n|---|",
+            baseline, baseline);
+    for (int c = 0; c < n_cols + 10; c++) fprintf(table, "---|");
+    fputc('\n', table);
+    static const int ks[2] = {1, 2}; /* decode_tok_s_wall, decode_tok_s_device */
+    for (int oi = 0; oi < n; oi++) {
+        const int i = order[oi];
+        int first = 1, count = 0;
+        for (int oj = 0; oj < oi && first; oj++) first = !same_group(&runs[order[oj]], &runs[i]);
+        if (!first) continue;
+        double err_max, err_mean, share[PKV_ROUTE_COUNT];
+        count = group_checks(runs, n, &runs[i], &err_max, &err_mean, share);
+        group_head(table, &runs[i], 0, count);
+        run base = runs[i];
+        snprintf(base.policy, sizeof base.policy, "%s", baseline);
+        for (int q = 0; q < 2; q++) {
+            double m, sd, pm, half;
+            int c, np;
+            group_stats(runs, n, &runs[i], ks[q], &m, &sd, &c);
+            fprintf(table, m != m ? " — |" : sd == sd ? " %.0f ± %.0f |" : " %.0f |", m, sd);
+            paired_ratio(runs, n, &runs[i], &base, ks[q], &pm, &half, &np);
+            print_paired(table, pm, half, np);
+        }
+        fprintf(table, err_max == err_max ? " %.2e |" : " — |", err_max);
+        fprintf(table, err_mean == err_mean ? " %.2e |" : " — |", err_mean);
+        int any = 0;
+        for (int r = 0; r < PKV_ROUTE_COUNT; r++)
+            if (share[r] > 0)
+                fprintf(table, "%s%s %.1f%%", any++ ? ", " : " ", pkv_route_names[r],
+                        100 * share[r]);
+        fputs(any ? " |\n" : " — |\n", table);
+    }
+}
+
 /* The structural counters per group: the study's Table 4. */
 static void counters_table(FILE *table, const run *runs, const int *order, int n) {
     fprintf(table, "\nStructural counters per step, after warm-up (mean +/- sd over runs):\n\n"
@@ -354,7 +466,7 @@ static void add_num(cJSON *o, const char *name, double x) {
         cJSON_AddNullToObject(o, name);
 }
 
-int pkv_report_write(const char *const *paths, int n, const char *baseline, int counters,
+int pkv_report_write(const char *const *paths, int n, const char *baseline, unsigned tables,
                      const char *best, FILE *table, FILE *csv, FILE *json, pkv_err *e) {
     const int best_k = best ? value_index(best) : -1;
     if (best && best_k < 0) {
@@ -425,22 +537,9 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, int 
         int bc;
         group_stats(runs, n, &base, 0, &bm, &bsd, &bc);
         double ratio = bc && bm > 0 ? mean[0] / bm : NAN;
-        /* Paired by seed: each run's throughput over the baseline run of its seed. */
-        double pr[MAX_RUNS];
-        int np = 0;
-        for (int j = 0; j < n; j++) {
-            if (!same_group(&runs[j], &runs[i])) continue;
-            for (int k = 0; k < n; k++)
-                if (same_group(&runs[k], &base) && runs[k].seed == runs[j].seed &&
-                    runs[k].v[0] > 0 && runs[j].v[0] == runs[j].v[0]) {
-                    pr[np++] = runs[j].v[0] / runs[k].v[0];
-                    break;
-                }
-        }
-        double pm = np ? gsl_stats_mean(pr, 1, (size_t)np) : NAN, half = NAN;
-        if (np > 1)
-            half = gsl_cdf_tdist_Pinv(0.975, np - 1) * gsl_stats_sd_m(pr, 1, (size_t)np, pm) /
-                   sqrt((double)np);
+        double pm, half;
+        int np;
+        paired_ratio(runs, n, &runs[i], &base, 0, &pm, &half, &np);
         double lat_ratio[2]; /* TPOT p50 and TTFT p99 over the baseline group's */
         for (int q = 0; q < 2; q++) {
             const int k = q ? V_TTFT_P99 : V_TPOT_P50;
@@ -464,12 +563,7 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, int 
             fprintf(table, " %.3fx |", ratio);
         else
             fprintf(table, " — |");
-        if (half == half)
-            fprintf(table, " %.3fx [%.3f, %.3f] (%d) |", pm, pm - half, pm + half, np);
-        else if (pm == pm)
-            fprintf(table, " %.3fx (%d) |", pm, np);
-        else
-            fprintf(table, " — |");
+        print_paired(table, pm, half, np);
         for (int q = 0; q < 2; q++)
             fprintf(table, lat_ratio[q] == lat_ratio[q] ? " %.3fx |" : " — |", lat_ratio[q]);
         fputc('\n', table);
@@ -509,6 +603,24 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, int 
             cJSON_AddNumberToObject(pj, "pairs", np);
             add_num(g, "tpot_p50_ratio", lat_ratio[0]);
             add_num(g, "ttft_p99_ratio", lat_ratio[1]);
+            static const char *const paired_names[2] = {"paired_by_seed_wall",
+                                                        "paired_by_seed_device"};
+            for (int q = 0; q < 2; q++) { /* decode_tok_s_wall, decode_tok_s_device */
+                double wm, wh;
+                int wn;
+                paired_ratio(runs, n, &runs[i], &base, 1 + q, &wm, &wh, &wn);
+                cJSON *w = cJSON_AddObjectToObject(g, paired_names[q]);
+                add_num(w, "ratio", wm);
+                add_num(w, "ci95_lo", wm - wh);
+                add_num(w, "ci95_hi", wm + wh);
+                cJSON_AddNumberToObject(w, "pairs", wn);
+            }
+            double err_max, err_mean, share[PKV_ROUTE_COUNT];
+            group_checks(runs, n, &runs[i], &err_max, &err_mean, share);
+            add_num(g, "max_abs_err", err_max);
+            add_num(g, "mean_abs_err", err_mean);
+            cJSON *sh = cJSON_AddObjectToObject(g, "steps_by_route");
+            for (int r = 0; r < PKV_ROUTE_COUNT; r++) add_num(sh, pkv_route_names[r], share[r]);
             cJSON *cj = cJSON_AddObjectToObject(g, "counters");
             for (int k = 0; k < N_COUNTERS; k++) {
                 double m, sdv;
@@ -525,7 +637,8 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, int 
         free(text);
         cJSON_Delete(doc);
     }
-    if (counters) counters_table(table, runs, order, n);
+    if (tables & PKV_REPORT_ROUTES) routes_table(table, runs, order, n, baseline);
+    if (tables & PKV_REPORT_COUNTERS) counters_table(table, runs, order, n);
     if (best_k >= 0) best_table(table, runs, order, n, best_k);
 done:
     for (int i = 0; i < nr; i++) {

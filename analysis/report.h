@@ -14,14 +14,21 @@
 
 #include "pkv_err.h"
 
-/* Read the n output files and write the Markdown table to `table` (and, with counters,
- * a second one of the structural counters per step: launches, merge launches, CTA work
- * per SM, useful KV and merge bytes, the study's Table 4) and, when csv is not NULL,
+/* The tables a report adds to its first. */
+enum {
+    PKV_REPORT_ROUTES = 1u,   /* wall and device throughput ratios paired by seed, max and
+                                 mean error, the routes the steps ran: the study's Table 2 */
+    PKV_REPORT_COUNTERS = 2u, /* the structural counters per step: launches, merge launches,
+                                 CTA work per SM, useful KV and merge bytes: Table 4 */
+};
+
+/* Read the n output files and write the Markdown table to `table` (and the tables
+ * the bits of `tables` add, PKV_REPORT_*) and, when csv is not NULL,
  * the first table's numbers as CSV; when json is not NULL, every group's figures (the
  * counters included) as one JSON document; with best (a
  * figure's name), the best group of each policy and backend by it (a sweep's best
  * point). Fails naming the file that cannot be read. */
-int pkv_report_write(const char *const *paths, int n, const char *baseline, int counters,
+int pkv_report_write(const char *const *paths, int n, const char *baseline, unsigned tables,
                      const char *best, FILE *table, FILE *csv, FILE *json, pkv_err *e);
 
 #endif

@@ -12,7 +12,7 @@
 
 static void usage(void) {
     puts("usage: pkvsim report FILE.h5... [--baseline POLICY] [--csv OUT.csv] [--json OUT.json]\n"
-         "                    [--counters] [--best FIGURE]\n"
+         "                    [--routes] [--counters] [--best FIGURE]\n"
          "Groups the runs (a sweep file's points are runs) by their resolved configuration\n"
          "(the keys that differ between groups become columns, in numeric order), route\n"
          "policy and backend, and prints, per group, the mean +/- sample standard deviation\n"
@@ -21,6 +21,10 @@ static void usage(void) {
          "throughput as a ratio to the baseline policy's group of the same configuration\n"
          "and backend (default ref_paged; of the means, and paired by seed with a 95%\n"
          "interval) and the TPOT p50 and TTFT p99 ratios to it.\n"
+         "--routes adds a table of wall and device decode tokens/s with their ratios to\n"
+         "the baseline paired by seed (95% interval), the largest and the mean error of\n"
+         "the checked steps (run.check_every) and each route's share of the steps: the\n"
+         "study's Table 2.\n"
          "--counters adds a table of the structural counters per step after warm-up\n"
          "(launches, merge launches, CTA work per SM, useful KV MB, merge MB: the study's\n"
          "Table 4), from the runs' /steps. --csv writes the first table's numbers, --json\n"
@@ -71,20 +75,25 @@ int pkv_cmd_report(int argc, char **argv) {
                                          {"csv", required_argument, 0, 'c'},
                                          {"json", required_argument, 0, 'j'},
                                          {"counters", no_argument, 0, 'k'},
+                                         {"routes", no_argument, 0, 'r'},
                                          {"best", required_argument, 0, 'B'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
     const char *baseline = "ref_paged", *best = NULL;
     out_file csv = {.option = "--csv"}, json = {.option = "--json"};
-    int ch, counters = 0;
+    int ch;
+    unsigned tables = 0;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "b:c:j:kB:h", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "b:c:j:krB:h", opts, NULL)) != -1) {
         switch (ch) {
         case 'B':
             best = optarg;
             break;
         case 'k':
-            counters = 1;
+            tables |= PKV_REPORT_COUNTERS;
+            break;
+        case 'r':
+            tables |= PKV_REPORT_ROUTES;
             break;
         case 'b':
             baseline = optarg;
@@ -113,7 +122,7 @@ int pkv_cmd_report(int argc, char **argv) {
         return 1;
     }
     pkv_err e;
-    int rc = pkv_report_write(inputs, n, baseline, counters, best, stdout, csv.f, json.f, &e);
+    int rc = pkv_report_write(inputs, n, baseline, tables, best, stdout, csv.f, json.f, &e);
     if (rc) fprintf(stderr, "pkvsim report: %s\n", e.msg);
     rc = out_close(&csv, rc);
     rc = out_close(&json, rc);

@@ -102,6 +102,51 @@ if [ "$best" != "100" ]; then echo "FAIL --best decode_tok_s: rate '$best'"; cat
 if "$pkvsim" report "$tmp"/rates/r*.h5 --best tok 2> "$tmp/err" >/dev/null || ! grep -q "not a reported figure" "$tmp/err"; then
   echo "FAIL --best of an unknown figure: $(cat "$tmp/err")"; exit 1
 fi
+# --routes (Table 2): on the cpu backend, which measures wall and device time and checks
+# every step, each fixed route's group ran only its route, its largest error is the
+# largest of its files' /steps/max_err, and the wall ratio paired by seed is the mean of
+# the files' own ratios.
+mkdir -p "$tmp/cpu"
+cat > "$tmp/cpu/c.json" <<JSON
+{"name": "repc", "workload": {"arrival": {"process": "closed", "concurrency": 2},
+  "prompt": {"dist": "uniform", "min": 100, "max": 600}, "decode": {"dist": "fixed", "value": 4},
+  "num_requests": 4},
+ "serving": {"max_active": 2, "kv_pages": 160},
+ "run": {"check_every": 1, "backend": "cpu"},
+ "route": {"calibration": "$src/experiments/calibration/default.json"}}
+JSON
+for pol in ref_paged pkv_workqueue; do for s in 1 2; do
+  "$pkvsim" run -q "$tmp/cpu/c.json" --route $pol --seed $s -o "$tmp/cpu/$pol-$s.h5" || { echo "FAIL cpu run"; exit 1; }
+done; done
+"$pkvsim" report "$tmp"/cpu/*.h5 --routes --json "$tmp/cpu/r.json" > "$tmp/cpu/routes.md" || { echo "FAIL report --routes"; exit 1; }
+for f in "$tmp"/cpu/*.h5; do
+  errs=$(h5dump -d /steps/max_err "$f" | sed -n '/DATA {/,/}/p' | sed 's/([0-9]*)://g' | grep -o '[0-9][-0-9.e+]*' | grep -v '^0$' | tr '\n' ' ')
+  echo "$(basename "$f" .h5) $(attr "$f" decode_tok_s_wall) $errs"
+done > "$tmp/cpu/values.txt"
+python3 - "$tmp/cpu" <<'PY' || rc=1
+import json, statistics, sys
+d = sys.argv[1]
+wall, errs = {}, {}
+for line in open(f"{d}/values.txt"):
+    name, w, *e = line.split()
+    pol, seed = name.rsplit("-", 1)
+    wall[(pol, seed)] = float(w)
+    errs.setdefault(pol, []).extend(float(x) for x in e)
+groups = {g["policy"]: g for g in json.load(open(f"{d}/r.json"))["groups"]}
+fails = 0
+for pol in ("ref_paged", "pkv_workqueue"):
+    g = groups[pol]
+    share = {r: s for r, s in g["steps_by_route"].items() if s}
+    if share != {pol: 1}: fails += 1; print("FAIL steps by route", pol, share)
+    if not errs[pol] or abs(g["max_abs_err"] - max(errs[pol])) > 1e-5 * max(errs[pol]):
+        fails += 1; print("FAIL max err", pol, g["max_abs_err"], max(errs[pol] or [0]))
+pm = statistics.mean(wall[("pkv_workqueue", s)] / wall[("ref_paged", s)] for s in ("1", "2"))
+got = groups["pkv_workqueue"]["paired_by_seed_wall"]
+if abs(got["ratio"] - pm) > 1e-5 * pm or got["pairs"] != 2: fails += 1; print("FAIL paired wall", got, pm)
+print(f"--routes: {fails} failed")
+sys.exit(1 if fails else 0)
+PY
+grep -q '^| repc .* pkv_workqueue .* pkv_workqueue 100.0% |$' "$tmp/cpu/routes.md" || { echo "FAIL --routes table"; cat "$tmp/cpu/routes.md"; rc=1; }
 echo "not hdf5" > "$tmp/bad.h5"
 if "$pkvsim" report "$tmp/bad.h5" 2> "$tmp/err" >/dev/null || ! grep -q "bad.h5: not a readable HDF5 file" "$tmp/err"; then
   echo "FAIL bad file: $(cat "$tmp/err")"; exit 1
