@@ -93,8 +93,7 @@ static double attr_f64(hid_t f, const char *obj, const char *name) {
 
 /* The mean and the largest value of /steps column col over the steps after warm-up,
  * NaN values (unchecked steps) left out; both NaN where no step has a value. */
-static void steps_stats(hid_t f, const char *group, const char *col, double *mean,
-                        double *max) {
+static void steps_stats(hid_t f, const char *group, const char *col, double *mean, double *max) {
     char cp[96], wp[96];
     snprintf(cp, sizeof cp, "%s%ssteps/%s", group, *group ? "/" : "", col);
     snprintf(wp, sizeof wp, "%s%ssteps/warmup", group, *group ? "/" : "");
@@ -320,8 +319,8 @@ static void best_table(FILE *table, const run *runs, const int *order, int n, in
 /* Paired by seed: value k of each run of g's group over the baseline group's run of
  * its seed; *pm the mean of those ratios, *half the half-width of its 95% Student t
  * interval (NaN under two pairs), *np the pairs. */
-static void paired_ratio(const run *runs, int n, const run *g, const run *base, int k,
-                         double *pm, double *half, int *np) {
+static void paired_ratio(const run *runs, int n, const run *g, const run *base, int k, double *pm,
+                         double *half, int *np) {
     static double pr[MAX_RUNS];
     *np = 0;
     for (int j = 0; j < n; j++) {
@@ -334,8 +333,8 @@ static void paired_ratio(const run *runs, int n, const run *g, const run *base, 
             }
     }
     *pm = *np ? gsl_stats_mean(pr, 1, (size_t)*np) : NAN;
-    *half = *np > 1 ? gsl_cdf_tdist_Pinv(0.975, *np - 1) *
-                          gsl_stats_sd_m(pr, 1, (size_t)*np, *pm) / sqrt((double)*np)
+    *half = *np > 1 ? gsl_cdf_tdist_Pinv(0.975, *np - 1) * gsl_stats_sd_m(pr, 1, (size_t)*np, *pm) /
+                          sqrt((double)*np)
                     : NAN;
 }
 
@@ -380,8 +379,9 @@ static void routes_table(FILE *table, const run *runs, const int *order, int n,
             "error of the checked steps, and the routes the steps ran:\n\n| experiment |",
             baseline);
     for (int c = 0; c < n_cols; c++) fprintf(table, " %s |", cols[c]);
-    fprintf(table, " policy | backend | runs | tok/s (wall) | wall vs %s | tok/s (device) | "
-                   "device vs %s | max abs err | mean abs err | steps by route |\n|---|",
+    fprintf(table,
+            " policy | backend | runs | tok/s (wall) | wall vs %s | tok/s (device) | "
+            "device vs %s | max abs err | mean abs err | steps by route |\n|---|",
             baseline, baseline);
     for (int c = 0; c < n_cols + 10; c++) fprintf(table, "---|");
     fputc('\n', table);

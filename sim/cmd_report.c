@@ -71,14 +71,11 @@ static int out_close(out_file *o, int rc) {
 }
 
 int pkv_cmd_report(int argc, char **argv) {
-    static const struct option opts[] = {{"baseline", required_argument, 0, 'b'},
-                                         {"csv", required_argument, 0, 'c'},
-                                         {"json", required_argument, 0, 'j'},
-                                         {"counters", no_argument, 0, 'k'},
-                                         {"routes", no_argument, 0, 'r'},
-                                         {"best", required_argument, 0, 'B'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
+    static const struct option opts[] = {
+        {"baseline", required_argument, 0, 'b'}, {"csv", required_argument, 0, 'c'},
+        {"json", required_argument, 0, 'j'},     {"counters", no_argument, 0, 'k'},
+        {"routes", no_argument, 0, 'r'},         {"best", required_argument, 0, 'B'},
+        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     const char *baseline = "ref_paged", *best = NULL;
     out_file csv = {.option = "--csv"}, json = {.option = "--json"};
     int ch;
