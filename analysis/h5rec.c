@@ -402,6 +402,8 @@ int pkv_h5rec_summary(pkv_h5rec *r, const pkv_summary *s, pkv_err *e) {
     U(preemptions);
     U(prefills);
     U(prefill_tokens);
+    U(mixed_steps);
+    U(mixed_prefill_tokens);
     D(prefill_time_s);
     D(model_weight_bytes);
     D(model_dense_flops_per_token);

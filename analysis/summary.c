@@ -73,6 +73,8 @@ static void latency(float *x, size_t n, const double *pcts, int n_pcts, pkv_late
 
 void pkv_summary_add_step(pkv_summary *s, const pkv_step_rec *r, double advance) {
     s->steps++;
+    s->mixed_steps += r->prefill_chunks > 0;
+    s->mixed_prefill_tokens += r->prefill_tokens;
     if (r->warmup) return;
     if (s->steps_measured++ == 0) s->t_measure_begin = r->t_sim;
     s->decode_tokens += r->rows;
@@ -199,6 +201,9 @@ void pkv_summary_print(const pkv_summary *s, FILE *f) {
                 (unsigned long long)s->prefills, (unsigned long long)s->prefill_tokens,
                 s->prefill_time_s,
                 s->prefill_time_s > 0 ? s->prefill_tokens / s->prefill_time_s : 0.0);
+    if (s->mixed_steps)
+        fprintf(f, "  chunks       %llu prompt tokens inside %llu decode steps\n",
+                (unsigned long long)s->mixed_prefill_tokens, (unsigned long long)s->mixed_steps);
     fprintf(f, "  decode       %.1f tokens/s (simulated clock)", s->decode_tok_s);
     if (s->decode_tok_s_wall == s->decode_tok_s_wall)
         fprintf(f, ", %.1f (wall)", s->decode_tok_s_wall);

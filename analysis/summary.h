@@ -44,8 +44,9 @@ typedef struct pkv_summary {
     double ttft_p50, ttft_p90, ttft_p99; /* seconds, over the finished requests */
     double tpot_p50, tpot_p90, tpot_p99; /* seconds per output token after the first */
     uint64_t arrived, finished, preemptions;
-    uint64_t prefills, prefill_tokens; /* prefill batches and their prompt tokens */
-    double prefill_time_s;             /* simulated seconds the prefills took */
+    uint64_t prefills, prefill_tokens;          /* prefill batches and their prompt tokens */
+    uint64_t mixed_steps, mixed_prefill_tokens; /* steps holding prompt chunks, their tokens */
+    double prefill_time_s;                      /* simulated seconds the prefills took */
     /* The served model, per GPU (0 for the study layer): set by the program. */
     double model_weight_bytes, model_dense_flops_per_token, model_kv_bytes_per_token;
     uint64_t route_steps[PKV_ROUTE_COUNT]; /* measured steps per route */
@@ -56,7 +57,7 @@ typedef struct pkv_summary {
     int n_pcts;
     pkv_slo slo;
     pkv_latency ttft, tpot, itl, e2el;
-    uint64_t good, input_tokens, output_tokens; /* vLLM's "completed" is `finished` */
+    uint64_t good, input_tokens, output_tokens;      /* vLLM's "completed" is `finished` */
     double t_first_arrival, t_last_finish, duration; /* seconds; duration: first to last */
     double request_throughput, request_goodput, output_throughput, total_token_throughput;
     double slo_attainment; /* good / finished */

@@ -42,6 +42,9 @@ typedef enum pkv_col_kind {
     X(merge_bytes, uint64_t, PKV_COL_U64, 0, "bytes: partial states written and read back")        \
     X(max_cta_bytes, uint64_t, PKV_COL_U64, 0,                                                     \
       "bytes: K and V of the longest range one CTA reads")                                         \
+    X(prefill_tokens, uint32_t, PKV_COL_U32, 0,                                                    \
+      "tokens: prompt chunks run in the same iteration (serving.scheduler chunked)")               \
+    X(prefill_chunks, uint32_t, PKV_COL_U32, 0, "prompt chunks run in the same iteration")         \
     X(policy_why, uint8_t, PKV_COL_U8, 0,                                                          \
       "adaptive's reasons, bits: 1 no gate for the step's G, 2 context below the gate, 4 "         \
       "PersistentKV predicted faster but not by the margin, 8 PersistentKV promoted")              \
@@ -77,8 +80,8 @@ typedef enum pkv_col_kind {
 #define PKV_PREFILL_COLUMNS(X)                                                                     \
     X(index, uint64_t, PKV_COL_U64, 0, "prefill batch number")                                     \
     X(t_sim, double, PKV_COL_F64, 0, "seconds: simulated time at the batch's start")               \
-    X(requests, uint32_t, PKV_COL_U32, 0, "prompts in the batch")                                  \
-    X(tokens, uint64_t, PKV_COL_U64, 0, "tokens: the prompts' lengths")                            \
+    X(requests, uint32_t, PKV_COL_U32, 0, "prompts (or prompt chunks) in the batch")               \
+    X(tokens, uint64_t, PKV_COL_U64, 0, "tokens: the prompts' (or chunks') lengths")               \
     X(t_predicted, double, PKV_COL_F64, 0, "seconds: cost model (NaN for the study layer)")        \
     X(t_device, double, PKV_COL_F64, 1, "seconds: measured device time of the batch")              \
     X(t_wall, double, PKV_COL_F64, 1, "seconds: measured host wall time of the batch")             \

@@ -145,8 +145,23 @@ static int run_oracle(pkv_engine *eng, const pkv_batch_view *v, const pkv_step_v
     return 0;
 }
 
+/* The tokens of a batch of prompt pieces; *heads gains the pieces that sample. */
+static int64_t chunk_tokens(const pkv_prefill_view *p, int64_t *heads) {
+    int64_t tokens = 0;
+    for (int32_t i = 0; i < p->n_req; i++) {
+        tokens += p->lens[i];
+        *heads += !p->last || p->last[i];
+    }
+    return tokens;
+}
+
 int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec, double *advance,
                     pkv_err *e) {
+    if (v->chunks && eng->backend->measures && !eng->backend->mixed)
+        return pkv_fail(e,
+                        "step %llu: the %s backend cannot run prompt chunks inside a decode "
+                        "step (serving.scheduler chunked)",
+                        (unsigned long long)rec->index, eng->backend->name);
     double t0 = eng->backend->measures ? pkv_clock_now() : 0;
     pkv_step_view sv = {.rows = v->n_rows, .gqa_group = eng->shape.hq / eng->shape.hkv};
     for (int32_t i = 0; i < v->n_rows; i++) sv.context_tokens += v->seq_lens[i];
@@ -201,6 +216,9 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
     }
     const pkv_counters *c = &sv.cand[r];
     rec->rows = (uint32_t)v->n_rows;
+    int64_t chunk_heads = 0;
+    rec->prefill_tokens = v->chunks ? (uint32_t)chunk_tokens(v->chunks, &chunk_heads) : 0;
+    rec->prefill_chunks = v->chunks ? (uint32_t)v->chunks->n_req : 0;
     rec->context_tokens = (uint64_t)sv.context_tokens;
     rec->route = (uint8_t)r;
     rec->splits = (uint32_t)c->max_splits;
@@ -221,13 +239,22 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
     /* The MLP tail reads its weights once per step: memory bound at decode sizes. */
     if (eng->mlp_bytes > 0)
         rec->t_predicted += eng->mlp_bytes / eng->cal->beta + 3 * eng->cal->lambda;
-    /* A full model: the route runs in every layer, around the dense part. */
+    /* A full model: the route runs in every layer, around the dense part, which runs
+     * over the rows and the iteration's prompt chunks at once; the chunks' attention
+     * is the prefill's. */
     rec->t_dense_predicted = 0;
     if (pkv_model_dense(&eng->model)) {
+        int64_t tokens = v->n_rows, heads = v->n_rows;
+        double t_chunks = 0;
+        if (v->chunks) {
+            tokens += chunk_tokens(v->chunks, &heads);
+            t_chunks = pkv_model_prefill_attn_time(&eng->model, eng->cal, v->chunks->lens,
+                                                   v->chunks->starts, v->chunks->n_req);
+        }
         pkv_dense_cost dc;
-        pkv_model_dense_cost(&eng->model, eng->cal, v->n_rows, v->n_rows, &dc);
-        rec->t_dense_predicted = dc.t_predicted;
-        rec->t_predicted = eng->model.layers * rec->t_predicted + dc.t_predicted;
+        pkv_model_dense_cost(&eng->model, eng->cal, tokens, heads, &dc);
+        rec->t_dense_predicted = dc.t_predicted + t_chunks;
+        rec->t_predicted = eng->model.layers * rec->t_predicted + rec->t_dense_predicted;
     }
     rec->t_wall = eng->backend->measures ? pkv_clock_now() - t0 : NAN;
     /* The oracle's step is the one its best route would have made: the step's own host
@@ -259,17 +286,17 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
 int pkv_engine_prefill(pkv_engine *eng, const pkv_prefill_view *p, pkv_prefill_rec *rec,
                        double *t_measured, pkv_err *e) {
     *t_measured = NAN;
-    int64_t tokens = 0;
-    for (int32_t i = 0; i < p->n_req; i++) tokens += p->lens[i];
+    int64_t heads = 0, tokens = chunk_tokens(p, &heads);
     rec->index = (uint64_t)eng->prefills++;
     rec->requests = (uint32_t)p->n_req;
     rec->tokens = (uint64_t)tokens;
     rec->t_predicted = rec->t_device = rec->t_wall = NAN;
     if (pkv_model_dense(&eng->model)) {
         pkv_dense_cost dc;
-        pkv_model_dense_cost(&eng->model, eng->cal, tokens, p->n_req, &dc);
+        pkv_model_dense_cost(&eng->model, eng->cal, tokens, heads, &dc);
         rec->t_predicted =
-            dc.t_predicted + pkv_model_prefill_attn_time(&eng->model, eng->cal, p->lens, p->n_req);
+            dc.t_predicted +
+            pkv_model_prefill_attn_time(&eng->model, eng->cal, p->lens, p->starts, p->n_req);
         if (eng->clock == PKV_CLOCK_PREDICTED) *t_measured = rec->t_predicted;
     }
     if (!eng->backend->prefill) return 0;

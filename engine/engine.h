@@ -11,6 +11,19 @@
 #include "planner.h"
 #include "policy.h"
 
+/* A prefill batch, or the prompt chunks of a mixed iteration; host memory. Piece i
+ * covers positions [starts[i], starts[i] + lens[i]) of its prompt and attends to
+ * every earlier position of it (in the pages, written by earlier chunks); its pages
+ * are the first ceil((starts[i] + lens[i]) / page_size) of its prompt, in order. */
+typedef struct pkv_prefill_view {
+    int32_t n_req;
+    const int32_t *lens;  /* [n_req] tokens of each piece */
+    const int32_t *pages; /* every piece's pages, concatenated */
+    int32_t n_pages;
+    const int32_t *starts; /* [n_req] first position of each piece; NULL: all 0 */
+    const uint8_t *last;   /* [n_req] 1: the piece ends its prompt and samples; NULL: all */
+} pkv_prefill_view;
+
 /* The rows of one step, in batch order; host memory. */
 typedef struct pkv_batch_view {
     int32_t n_rows;
@@ -22,15 +35,10 @@ typedef struct pkv_batch_view {
     const int32_t *dirty_rows; /* [n_dirty]; entries may name rows >= n_rows: ignore */
     int32_t n_dirty;
     const int32_t *dirty_from; /* [row]: first changed entry of a dirty row */
+    /* Prompt chunks run in the same iteration (serving.scheduler chunked): the dense
+     * part runs over the rows and the chunks' tokens at once; NULL: none. */
+    const pkv_prefill_view *chunks;
 } pkv_batch_view;
-
-/* A prefill batch; host memory. */
-typedef struct pkv_prefill_view {
-    int32_t n_req;
-    const int32_t *lens;  /* [n_req] prompt tokens */
-    const int32_t *pages; /* the requests' pages, in order: ceil(lens[i] / page_size) each */
-    int32_t n_pages;
-} pkv_prefill_view;
 
 typedef struct pkv_backend pkv_backend;
 /* A backend runs a step in two parts: prepare (once per step: metadata updates and
@@ -41,6 +49,7 @@ typedef struct pkv_backend pkv_backend;
 struct pkv_backend {
     const char *name;
     int measures;
+    int mixed; /* runs a batch view's prompt chunks with its rows (one iteration) */
     int (*prepare)(pkv_backend *b, const pkv_batch_view *v, pkv_err *e);
     int (*run)(pkv_backend *b, const pkv_batch_view *v, const pkvk_plan *plan, int check,
                pkv_step_rec *rec, pkv_err *e);

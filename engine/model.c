@@ -68,13 +68,14 @@ void pkv_model_dense_cost(const pkv_model *m, const pkv_calib *c, int64_t tokens
 }
 
 double pkv_model_prefill_attn_time(const pkv_model *m, const pkv_calib *c, const int32_t *lens,
-                                   int32_t n) {
+                                   const int32_t *starts, int32_t n) {
     double flops = 0, bytes = 0;
     const double hq = (double)m->hq / m->tp, d = m->head_dim;
     for (int32_t i = 0; i < n; i++) {
-        double l = lens[i], scores = hq * l * (l + 1) / 2; /* the causal triangle */
-        flops += 4.0 * d * scores;                         /* QK^T and PV */
-        bytes += scores * (l <= PKVK_SOFTMAX_SMEM_KEYS ? 12 : 20);
+        /* the causal triangle of the piece over the rectangle of its earlier keys */
+        double l = lens[i], q0 = starts ? starts[i] : 0, scores = hq * (l * q0 + l * (l + 1) / 2);
+        flops += 4.0 * d * scores; /* QK^T and PV */
+        bytes += scores * (q0 + l <= PKVK_SOFTMAX_SMEM_KEYS ? 12 : 20);
     }
     return m->layers * (flops / (c->gemm_tflops * 1e12) + bytes / c->beta);
 }

@@ -48,14 +48,16 @@ typedef struct pkv_dense_cost {
 double pkv_gemm_time(const pkv_calib *c, double m, double k, double n);
 void pkv_model_dense_cost(const pkv_model *m, const pkv_calib *c, int64_t tokens, int64_t heads,
                           pkv_dense_cost *out);
-/* Causal attention of a prefill over prompts of these lengths (one GPU, every layer),
+/* Causal attention of a prefill over prompt pieces of these lengths, each from
+ * position starts[i] of its prompt on (NULL: whole prompts) and attending to every
+ * earlier position (one GPU, every layer),
  * as the GPU's prefill attention runs it (kernels/pkvk_model.h): the FLOPs of QK^T
  * and PV over the causal triangle at the gemm throughput, plus its scores' traffic at
  * beta: each score is written (FP32) and read by the softmax, which writes P (FP16)
  * for PV to read: 12 bytes, or 20 where a prompt's row of keys is longer than
  * PKVK_SOFTMAX_SMEM_KEYS and the softmax reads it three times. */
 double pkv_model_prefill_attn_time(const pkv_model *m, const pkv_calib *c, const int32_t *lens,
-                                   int32_t n);
+                                   const int32_t *starts, int32_t n);
 /* Bytes on the GPU: weights, and KV pool per page over all layers. */
 double pkv_model_weight_bytes(const pkv_model *m);
 double pkv_model_page_bytes(const pkv_model *m);

@@ -97,6 +97,17 @@ static int parse_model(pkv_config *c, const cJSON *root, pkv_err *e) {
 static int finish_sections(pkv_config *c, const cJSON *root, pkv_err *e) {
     if (c->bucket_len > 0 && c->page_tables != PKV_PAGE_TABLES_GENERATOR)
         return pkv_fail(e, "serving.page_tables.bucket_len: only with mode \"generator\"");
+    if (c->scheduler == PKV_SCHED_CHUNKED) {
+        if (!pkv_model_dense(&c->model))
+            return pkv_fail(e, "serving.scheduler: \"chunked\" needs a model with a dense part "
+                               "(model.hidden > 0): the study layer's prefill is the placeholder "
+                               "of serving.prefill, which has no chunks to batch");
+        if (c->token_budget < c->max_active)
+            return pkv_fail(e,
+                            "serving.token_budget: %d tokens cannot hold a decode token of each of "
+                            "serving.max_active's %d rows; raise it to at least %d",
+                            c->token_budget, c->max_active, c->max_active);
+    }
     c->admit = pkv_admission_get(c->admission);
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(root, "route");
     const cJSON *cv = r ? cJSON_GetObjectItemCaseSensitive(r, "calibration") : NULL;

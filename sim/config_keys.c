@@ -6,6 +6,7 @@
 
 const char *const pkv_clock_names[] = {"predicted", "wall", "device", "auto", NULL};
 const char *const pkv_page_table_modes[] = {"allocator", "generator", NULL};
+const char *const pkv_scheduler_names[] = {"prefill_first", "chunked", NULL};
 const char *const pkv_workload_presets[] = {"bucketed", "homogeneous", "bimodal",
                                             "uniform",  "zipf",        NULL};
 static const char *const bucket_names[] = {"exact", "pow2", NULL};
@@ -151,6 +152,9 @@ static const pkv_key rows[] = {
     INT("serving", "max_active", C, max_active, 64, 1, 4096),
     INT("serving", "kv_pages", C, kv_pages, 65536, 1, INT32_MAX),
     ENUM("serving", "admission", C, admission, "fcfs", pkv_admission_names),
+    ENUM("serving", "scheduler", C, scheduler, "prefill_first", pkv_scheduler_names),
+    INT("serving", "token_budget", C, token_budget, 8192, 1, 1 << 20),
+    INT("serving", "max_prefill_chunk", C, max_prefill_chunk, 0, 0, 1 << 20),
     OBJ("serving", "prefill"),
     OBJ("serving", "page_tables"),
     /* Affine prefill model: base + per_token * prompt tokens of the batch. The

@@ -17,6 +17,8 @@ extern const char *const pkv_clock_names[]; /* run.clock: predicted, wall, devic
 enum { PKV_CONFIG_CLOCK_AUTO = 3 };
 extern const char *const pkv_page_table_modes[]; /* allocator, generator */
 enum { PKV_PAGE_TABLES_GENERATOR = 1 };
+extern const char *const pkv_scheduler_names[]; /* prefill_first, chunked */
+enum { PKV_SCHED_PREFILL_FIRST = 0, PKV_SCHED_CHUNKED = 1 };
 extern const char *const pkv_metadata_uploads[]; /* params, copy */
 enum { PKV_METADATA_COPY = 1 };
 extern const char *const pkv_workload_presets[];

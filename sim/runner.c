@@ -88,6 +88,8 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
     if (pkv_sim_init(&sim, cfg, &eng, rec, e)) goto done;
     sim_ok = 1;
     sim.stop = o->stop;
+    sim.observe = o->observe;
+    sim.observe_ctx = o->observe_ctx;
     sim.progress = !o->quiet;
     if (pkv_sim_run(&sim, e)) goto done;
     if (pkv_model_dense(&cfg->model)) {

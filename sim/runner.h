@@ -10,6 +10,8 @@ typedef struct pkv_run_opts {
     volatile sig_atomic_t *stop; /* may be NULL */
     const char *command_line;    /* for /provenance */
     int gpu;                     /* the GPU's ordinal on the cuda backend */
+    pkv_sim_observer observe;    /* tests: sees each iteration as it starts; may be NULL */
+    void *observe_ctx;
 } pkv_run_opts;
 
 /* On failure nothing is left at cfg->output. */

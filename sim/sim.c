@@ -54,11 +54,16 @@ int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, pkv_h5rec *
     s->dirty_from = malloc(sizeof(int32_t) * (size_t)ma);
     s->prefill_pages = malloc(sizeof(int32_t) * (size_t)cfg->kv_pages);
     s->prefill_lens = malloc(sizeof(int32_t) * (size_t)ma);
+    s->chunk_slot = malloc(sizeof(int64_t) * (size_t)ma);
+    s->chunk_start = malloc(sizeof(int32_t) * (size_t)ma);
+    s->chunk_len = malloc(sizeof(int32_t) * (size_t)ma);
+    s->chunk_last = malloc((size_t)ma);
     if (s->dirty_from)
         for (int32_t i = 0; i < ma; i++) s->dirty_from[i] = INT32_MAX;
     s->r_pages = pkv_stream_create(cfg->seed, PKV_STREAM_PAGES);
     if (!s->wait || !s->prefill || !s->run || !s->seq_lens || !s->block_table || !s->dirty_rows ||
-        !s->dirty_from || !s->prefill_pages || !s->prefill_lens || !s->r_pages ||
+        !s->dirty_from || !s->prefill_pages || !s->prefill_lens || !s->chunk_slot ||
+        !s->chunk_start || !s->chunk_len || !s->chunk_last || !s->r_pages ||
         pkv_kvalloc_init(&s->alloc, cfg->kv_pages, cfg->hole_fraction, s->r_pages)) {
         pkv_sim_free(s);
         return pkv_fail(e, "out of memory setting up the simulation (%d KV pages)", cfg->kv_pages);
@@ -82,6 +87,10 @@ void pkv_sim_free(pkv_sim *s) {
     free(s->prefill);
     free(s->prefill_pages);
     free(s->prefill_lens);
+    free(s->chunk_slot);
+    free(s->chunk_start);
+    free(s->chunk_len);
+    free(s->chunk_last);
     free(s->run);
     free(s->seq_lens);
     free(s->block_table);
@@ -247,6 +256,7 @@ static int admit(pkv_sim *s) {
         r->n_pages = need;
         if (isnan(r->rec.t_admitted)) r->rec.t_admitted = s->t_now;
         r->admit_seq = s->admit_counter++;
+        r->prefilled = 0;
         r->rec.state = PKV_REQ_PREFILL;
         s->prefill[s->n_prefill++] = slot;
     }
@@ -302,13 +312,48 @@ static int clock_moves(const pkv_sim *s, double dt, int decode, pkv_err *e) {
     return 0;
 }
 
+/* chunked: the next chunk of each admitted prompt, in admission order, in the token
+ * budget the decode rows leave (token_budget >= max_active, so every prompt admitted
+ * gets at least one token); their pages (each chunk's prompt's first pages up to the
+ * chunk's end) into prefill_pages. */
+static void take_chunks(pkv_sim *s, pkv_prefill_view *cv) {
+    int32_t budget = s->cfg->token_budget - s->n_run, n_pages = 0;
+    const int32_t cap = s->cfg->max_prefill_chunk > 0 ? s->cfg->max_prefill_chunk : INT32_MAX;
+    s->n_chunks = 0;
+    for (int32_t i = 0; i < s->n_prefill && budget > 0; i++) {
+        const pkv_sim_request *r = &s->req[s->prefill[i]];
+        const int32_t k = s->n_chunks++, left = (int32_t)(stored_tokens(r) - r->prefilled);
+        int32_t len = left < cap ? left : cap;
+        if (len > budget) len = budget;
+        s->chunk_slot[k] = s->prefill[i];
+        s->chunk_start[k] = r->prefilled;
+        s->chunk_len[k] = len;
+        s->chunk_last[k] = len == left;
+        for (int32_t j = 0, used = pages_for(s, r->prefilled + len); j < used; j++)
+            s->prefill_pages[n_pages++] = r->pages[j];
+        budget -= len;
+    }
+    *cv = (pkv_prefill_view){.n_req = s->n_chunks,
+                             .lens = s->chunk_len,
+                             .pages = s->prefill_pages,
+                             .n_pages = n_pages,
+                             .starts = s->chunk_start,
+                             .last = s->chunk_last};
+}
+
+static int start_prefill(pkv_sim *s, const pkv_prefill_view *pv, pkv_err *e);
+
 static int start_step(pkv_sim *s, pkv_err *e) {
     if (grow_pages(s)) return pkv_fail(e, "out of memory");
-    if (s->n_run == 0) return 0; /* everything was preempted; admission retries */
+    pkv_prefill_view cv = {0};
+    const int chunked = s->cfg->scheduler == PKV_SCHED_CHUNKED;
+    if (chunked) take_chunks(s, &cv);
+    if (s->n_run == 0) /* everything was preempted: the chunks alone, or admission retries */
+        return s->n_chunks > 0 ? start_prefill(s, &cv, e) : 0;
     pkv_step_rec rec = {
         .index = s->steps, .t_sim = s->t_now, .warmup = (int64_t)s->steps < s->cfg->warmup_steps};
     pkv_batch_view v = {s->n_run,      s->seq_lens, s->block_table, s->bt_stride,
-                        s->dirty_rows, s->n_dirty,  s->dirty_from};
+                        s->dirty_rows, s->n_dirty,  s->dirty_from,  s->n_chunks ? &cv : NULL};
     double adv;
     if (pkv_engine_step(s->eng, &v, &rec, &adv, e) || clock_moves(s, adv, 1, e)) return -1;
     for (int32_t k = 0; k < s->n_dirty; k++) s->dirty_from[s->dirty_rows[k]] = INT32_MAX;
@@ -316,8 +361,31 @@ static int start_step(pkv_sim *s, pkv_err *e) {
     s->steps++;
     pkv_summary_add_step(&s->summary, &rec, adv);
     if (s->out && pkv_h5rec_step(s->out, &rec, e)) return -1;
+    if (s->observe) s->observe(s, 1, s->observe_ctx);
     s->busy = 1;
     return pkv_heap_push(&s->heap, s->t_now + adv, PKV_EVENT_STEP_DONE, 0)
+               ? pkv_fail(e, "out of memory")
+               : 0;
+}
+
+/* A prefill batch (whole prompts, or an iteration's chunks): the backend writes its
+ * K/V pages (a full model runs its forward); the batch takes the engine's time for a
+ * full model, else the prefill model's, or the write's measured time when the
+ * experiment asks. */
+static int start_prefill(pkv_sim *s, const pkv_prefill_view *pv, pkv_err *e) {
+    pkv_prefill_rec pr = {.t_sim = s->t_now};
+    double t_measured;
+    if (pkv_engine_prefill(s->eng, pv, &pr, &t_measured, e)) return -1;
+    double t = pkv_model_dense(&s->cfg->model) || s->cfg->prefill_measure
+                   ? t_measured
+                   : s->cfg->prefill_base_s + s->cfg->prefill_per_token_s * (double)pr.tokens;
+    pr.t_advance = t;
+    if (clock_moves(s, t, 0, e)) return -1;
+    pkv_summary_add_prefill(&s->summary, &pr);
+    if (s->out && pkv_h5rec_prefill(s->out, &pr, e)) return -1;
+    if (s->observe) s->observe(s, 0, s->observe_ctx);
+    s->busy = 1;
+    return pkv_heap_push(&s->heap, s->t_now + t, PKV_EVENT_PREFILL_DONE, 0)
                ? pkv_fail(e, "out of memory")
                : 0;
 }
@@ -325,37 +393,28 @@ static int start_step(pkv_sim *s, pkv_err *e) {
 static int try_schedule(pkv_sim *s, pkv_err *e) {
     if (s->busy) return 0;
     if (admit(s)) return pkv_fail(e, "out of memory");
+    const int more_steps = s->cfg->max_steps == 0 || (int64_t)s->steps < s->cfg->max_steps;
+    if (s->cfg->scheduler == PKV_SCHED_CHUNKED) {
+        if (s->n_run + s->n_prefill == 0 || !more_steps) return 0;
+        if (start_step(s, e)) return -1;
+        /* An iteration whose rows were all preempted, with no chunk, did not start. */
+        return !s->busy && s->wait_n > 0 ? try_schedule(s, e) : 0;
+    }
     if (s->n_prefill > 0) {
-        /* The backend writes the prompts' K/V pages (a full model runs its forward);
-         * the batch takes the engine's time for a full model, else the prefill
-         * model's, or the write's measured time when the experiment asks. */
-        int64_t tokens = 0;
         int32_t n = 0;
         for (int32_t i = 0; i < s->n_prefill; i++) {
             const pkv_sim_request *r = &s->req[s->prefill[i]];
-            int32_t used = pages_for(s, stored_tokens(r));
-            tokens += stored_tokens(r);
             s->prefill_lens[i] = (int32_t)stored_tokens(r);
-            for (int32_t j = 0; j < used && j < r->n_pages; j++)
+            for (int32_t j = 0, used = pages_for(s, stored_tokens(r)); j < used; j++)
                 s->prefill_pages[n++] = r->pages[j];
         }
-        pkv_prefill_view pv = {s->n_prefill, s->prefill_lens, s->prefill_pages, n};
-        pkv_prefill_rec pr = {.t_sim = s->t_now};
-        double t_measured;
-        if (pkv_engine_prefill(s->eng, &pv, &pr, &t_measured, e)) return -1;
-        double t = pkv_model_dense(&s->cfg->model) || s->cfg->prefill_measure
-                       ? t_measured
-                       : s->cfg->prefill_base_s + s->cfg->prefill_per_token_s * (double)tokens;
-        pr.t_advance = t;
-        if (clock_moves(s, t, 0, e)) return -1;
-        pkv_summary_add_prefill(&s->summary, &pr);
-        if (s->out && pkv_h5rec_prefill(s->out, &pr, e)) return -1;
-        s->busy = 1;
-        return pkv_heap_push(&s->heap, s->t_now + t, PKV_EVENT_PREFILL_DONE, 0)
-                   ? pkv_fail(e, "out of memory")
-                   : 0;
+        pkv_prefill_view pv = {.n_req = s->n_prefill,
+                               .lens = s->prefill_lens,
+                               .pages = s->prefill_pages,
+                               .n_pages = n};
+        return start_prefill(s, &pv, e);
     }
-    if (s->n_run > 0 && (s->cfg->max_steps == 0 || (int64_t)s->steps < s->cfg->max_steps)) {
+    if (s->n_run > 0 && more_steps) {
         if (start_step(s, e)) return -1;
         /* A step whose rows were all preempted did not start: admit again. */
         if (!s->busy && s->wait_n > 0) return try_schedule(s, e);
@@ -396,6 +455,46 @@ static int on_step_done(pkv_sim *s) {
     return 0;
 }
 
+/* A request's prompt is all in its pages: a full model's forward sampled its first
+ * token (it may be its last); else it joins the running batch. */
+static int prompt_done(pkv_sim *s, int64_t slot) {
+    pkv_sim_request *r = &s->req[slot];
+    if (pkv_model_dense(&s->cfg->model)) {
+        token_done(s, r);
+        if (r->rec.generated >= r->rec.decode_len) {
+            r->rec.state = PKV_REQ_FINISHED;
+            return pkv_heap_push(&s->heap, s->t_now, PKV_EVENT_FINISH, slot);
+        }
+    }
+    int32_t i = s->n_run++;
+    s->run[i] = slot;
+    memcpy(s->block_table + (size_t)i * s->bt_stride, r->pages,
+           sizeof(int32_t) * (size_t)r->n_pages);
+    mark_dirty(s, i, 0);
+    r->rec.state = PKV_REQ_RUNNING;
+    return 0;
+}
+
+/* chunked: the iteration's chunks are in the pages; the prompts they end leave the
+ * prefill list (the others keep their order). */
+static int chunks_done(pkv_sim *s) {
+    int32_t kept = 0;
+    for (int32_t i = 0, k = 0; i < s->n_prefill; i++) {
+        const int64_t slot = s->prefill[i];
+        if (k < s->n_chunks && s->chunk_slot[k] == slot) {
+            s->req[slot].prefilled += s->chunk_len[k];
+            if (s->chunk_last[k++]) {
+                if (prompt_done(s, slot)) return -1;
+                continue;
+            }
+        }
+        s->prefill[kept++] = slot;
+    }
+    s->n_prefill = kept;
+    s->n_chunks = 0;
+    return 0;
+}
+
 static int handle(pkv_sim *s, const pkv_event *ev, pkv_err *e) {
     switch (ev->kind) {
     case PKV_EVENT_ARRIVAL: {
@@ -407,28 +506,14 @@ static int handle(pkv_sim *s, const pkv_event *ev, pkv_err *e) {
     }
     case PKV_EVENT_PREFILL_DONE:
         s->busy = 0;
-        for (int32_t k = 0; k < s->n_prefill; k++) {
-            pkv_sim_request *r = &s->req[s->prefill[k]];
-            if (pkv_model_dense(&s->cfg->model)) { /* the prefill sampled a token */
-                token_done(s, r);
-                if (r->rec.generated >= r->rec.decode_len) {
-                    r->rec.state = PKV_REQ_FINISHED;
-                    if (pkv_heap_push(&s->heap, ev->t, PKV_EVENT_FINISH, s->prefill[k]))
-                        return pkv_fail(e, "out of memory");
-                    continue;
-                }
-            }
-            int32_t i = s->n_run++;
-            s->run[i] = s->prefill[k];
-            memcpy(s->block_table + (size_t)i * s->bt_stride, r->pages,
-                   sizeof(int32_t) * (size_t)r->n_pages);
-            mark_dirty(s, i, 0);
-            r->rec.state = PKV_REQ_RUNNING;
-        }
+        if (s->cfg->scheduler == PKV_SCHED_CHUNKED)
+            return chunks_done(s) ? pkv_fail(e, "out of memory") : 0;
+        for (int32_t k = 0; k < s->n_prefill; k++)
+            if (prompt_done(s, s->prefill[k])) return pkv_fail(e, "out of memory");
         s->n_prefill = 0;
         return 0;
-    case PKV_EVENT_STEP_DONE:
-        return on_step_done(s) ? pkv_fail(e, "out of memory") : 0;
+    case PKV_EVENT_STEP_DONE: /* the decode rows' tokens, then the chunks' prompts */
+        return on_step_done(s) || chunks_done(s) ? pkv_fail(e, "out of memory") : 0;
     case PKV_EVENT_FINISH: {
         pkv_sim_request *r = &s->req[ev->arg];
         r->rec.t_finish = ev->t;

@@ -2,9 +2,14 @@
  * active-request and KV-page budgets -> prefill -> continuous-batching decode steps
  * -> finish, with preemption (recompute) when the page pool runs dry.
  *
- * The GPU is one serial server: it runs either a prefill batch or a decode step over
- * every running request, each timed by the engine (a full model's prefill by its
- * forward; the study layer's by the affine prefill model of serving.prefill).
+ * The GPU is one serial server. Under serving.scheduler prefill_first it runs either a
+ * prefill batch (every admitted prompt whole) or a decode step over every running
+ * request, each timed by the engine (a full model's prefill by its forward; the study
+ * layer's by the affine prefill model of serving.prefill). Under chunked (a full
+ * model) every iteration runs each running request's decode token and, in the rest of
+ * serving.token_budget, the next chunk of each admitted prompt in admission order (at
+ * most max_prefill_chunk tokens of one prompt); an iteration with decode rows is a
+ * step (its chunks counted in it), one without them a prefill batch of chunks.
  * With a full model the prefill samples each request's first token, so TTFT is
  * stamped when that prefill completes (as vLLM reports it) and the decode steps
  * produce the other decode_len - 1 tokens; the study layer keeps the study's
@@ -25,9 +30,15 @@ typedef struct pkv_sim_request {
     int32_t *pages; /* [cap_pages] physical pages while admitted, else NULL */
     int32_t n_pages, cap_pages;
     int64_t admit_seq;   /* order of the latest admission (preemption picks the largest) */
+    int32_t prefilled;   /* chunked: tokens of its prompt already prefilled, this admission */
     double t_last_token; /* seconds: when its latest token came (for the inter-token latency) */
     bool live;           /* the slot holds a request still in the simulation */
 } pkv_sim_request;
+
+struct pkv_sim;
+/* Tests: called as each iteration starts (a decode step, with the chunks of a chunked
+ * iteration, or a prefill batch), with the simulation as it stands. */
+typedef void (*pkv_sim_observer)(const struct pkv_sim *s, int decode_step, void *ctx);
 
 typedef struct pkv_sim {
     const pkv_config *cfg;
@@ -49,9 +60,16 @@ typedef struct pkv_sim {
     /* waiting queue: ring buffer of request indices (preempted ones go to the front) */
     int64_t *wait;
     size_t wait_head, wait_n, wait_cap;
-    /* prefill batch in flight */
+    /* prefill_first: the prefill batch; chunked: the admitted requests whose prompts are
+     * not all prefilled yet, in admission order */
     int64_t *prefill;
     int32_t n_prefill;
+    /* chunked: the prompt chunks of the iteration in flight, one per request (prefill
+     * order): its slot, first position, tokens, and whether it ends the prompt */
+    int64_t *chunk_slot;
+    int32_t *chunk_start, *chunk_len;
+    uint8_t *chunk_last;
+    int32_t n_chunks;
     /* running batch, dense: row i is request run[i] */
     int64_t *run;
     int32_t n_run;
@@ -68,6 +86,8 @@ typedef struct pkv_sim {
     pkv_summary summary;
     volatile sig_atomic_t *stop; /* set asynchronously (SIGINT): finish the step and stop */
     int progress;                /* print a progress line on stderr */
+    pkv_sim_observer observe;    /* may be NULL */
+    void *observe_ctx;
 } pkv_sim;
 
 int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, pkv_h5rec *out, pkv_err *e);

@@ -1,0 +1,211 @@
+/* The schedulers (serving.scheduler), property tests over random arrivals on the
+ * model backend: under chunked prefill no iteration exceeds its token budget, every
+ * running request is a row of every decode step (never starved by chunks), each
+ * prompt's chunks cover it exactly once and in order (from its first token again after
+ * a preemption), a prompt with budget left always gets its chunk; requests and tokens
+ * are conserved under both schedulers; a mixed step's predicted dense part is the
+ * dense forward over the rows and the chunks' tokens plus the chunks' attention. */
+#include "check.h"
+#include "testrun.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <gsl/gsl_rng.h>
+
+enum { MAX_REQ = 4096 };
+
+typedef struct watch {
+    int chunked;
+    int32_t budget, max_chunk;
+    int32_t next[MAX_REQ];  /* by request id: the next chunk's expected first position */
+    uint64_t step_rows;     /* decode tokens of the steps seen */
+    uint64_t prompts_done;  /* chunks that ended a prompt (each samples a token) */
+    uint64_t chunks, mixed; /* chunks seen; decode steps holding chunks */
+    int bad_budget, starved, bad_chunk, skipped, bad_id;
+} watch;
+
+static void observe(const pkv_sim *s, int decode_step, void *ctx) {
+    watch *w = ctx;
+    int64_t tokens = decode_step ? s->n_run : 0;
+    int running = 0;
+    for (size_t i = 0; i < s->n_slots; i++)
+        running += s->req[i].live && s->req[i].rec.state == PKV_REQ_RUNNING;
+    /* Every running request is a row of the step (chunked: a prefill batch runs only
+     * when none is; prefill_first runs its batches between the steps). */
+    if (decode_step ? running != s->n_run : w->chunked && running) w->starved++;
+    if (decode_step) w->step_rows += (uint64_t)s->n_run;
+    w->mixed += decode_step && s->n_chunks > 0;
+    for (int32_t k = 0; k < s->n_chunks; k++) {
+        const pkv_sim_request *r = &s->req[s->chunk_slot[k]];
+        const int64_t id = r->rec.id;
+        if (id < 0 || id >= MAX_REQ) {
+            w->bad_id++;
+            continue;
+        }
+        const int32_t start = s->chunk_start[k], len = s->chunk_len[k];
+        const int64_t stored = (int64_t)r->rec.prompt_len + r->rec.generated;
+        /* In order and once: each chunk starts where the last one ended, or at 0 (a new
+         * admission, after a preemption); it ends the prompt exactly when it says so. */
+        if ((start != 0 && start != w->next[id]) || len < 1 || len > w->max_chunk ||
+            start + len > stored || (start + len == stored) != s->chunk_last[k])
+            w->bad_chunk++;
+        w->next[id] = start + len;
+        tokens += len;
+        w->chunks++;
+        w->prompts_done += s->chunk_last[k];
+    }
+    if (tokens > w->budget) w->bad_budget++;
+    /* A prompt waits for a later iteration only when the budget is spent. */
+    if (w->chunked && tokens < w->budget && s->n_chunks < s->n_prefill) w->skipped++;
+}
+
+static const char *EXP =
+    "{\"name\": \"sched\", \"model\": {\"layers\": 2, \"hidden\": 512, \"hq\": 8, \"hkv\": 2,"
+    " \"head_dim\": 128, \"intermediate\": 1024, \"vocab\": 1000},"
+    " \"workload\": {\"arrival\": {\"process\": \"gamma\", \"rate\": %g, \"cv\": %g},"
+    "   \"prompt\": {\"dist\": \"uniform\", \"min\": 1, \"max\": %d},"
+    "   \"decode\": {\"dist\": \"uniform\", \"min\": 1, \"max\": %d},"
+    "   \"num_requests\": %d, \"max_context\": 20000},"
+    " \"serving\": {\"max_active\": %d, \"kv_pages\": %d, \"admission\": \"%s\","
+    "   \"scheduler\": \"%s\", \"token_budget\": %d, \"max_prefill_chunk\": %d},"
+    " \"route\": {\"policy\": \"pkv_workqueue\", \"calibration\": \"%s\"},"
+    " \"run\": {\"seed\": %d, \"output\": \"%s\"}}";
+
+static int run(const char *text_fmt_args, watch *w, pkv_summary *sum, pkv_err *e) {
+    pkv_config cfg;
+    if (pkv_config_parse(&cfg, strdup(text_fmt_args), "sched.json", e)) return -1;
+    pkv_run_opts o = {.quiet = 1, .record = 1, .observe = observe, .observe_ctx = w};
+    int rc = pkv_run_experiment(&cfg, &o, sum, e);
+    pkv_config_free(&cfg);
+    return rc;
+}
+
+int main(void) {
+    char out[] = "/tmp/pkv_sched_XXXXXX";
+    int fd = mkstemp(out);
+    if (fd >= 0) close(fd);
+    gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(g, 20261201);
+    uint64_t preempted = 0, mixed = 0;
+    for (int trial = 0; trial < 24; trial++) {
+        const int max_active = 1 + (int)gsl_rng_uniform_int(g, 24);
+        const int budget = max_active + 1 + (int)gsl_rng_uniform_int(g, 4096);
+        const int max_chunk = trial % 3 == 0 ? 0 : 1 + (int)gsl_rng_uniform_int(g, budget);
+        const int prompt_max = 64 + (int)gsl_rng_uniform_int(g, 12000);
+        const int decode_max = 1 + (int)gsl_rng_uniform_int(g, 200);
+        const int n_req = 20 + (int)gsl_rng_uniform_int(g, 120);
+        /* A tight pool on some trials, so that running requests are preempted. */
+        const int pages = trial % 2 ? 1300 + (int)gsl_rng_uniform_int(g, 600) : 200000;
+        const double rate = 5 + gsl_rng_uniform(g) * 400, cv = 0.3 + gsl_rng_uniform(g) * 3;
+        const char *adm = trial % 4 == 1 ? "first_fit" : "fcfs";
+        pkv_summary sums[2];
+        for (int chunked = 0; chunked < 2; chunked++) {
+            char text[4096];
+            snprintf(text, sizeof text, EXP, rate, cv, prompt_max, decode_max, n_req, max_active,
+                     pages, adm, chunked ? "chunked" : "prefill_first", budget, max_chunk,
+                     TEST_CALIBRATION, trial, out);
+            watch *w = calloc(1, sizeof *w);
+            w->chunked = chunked;
+            w->budget = chunked ? budget : INT32_MAX;
+            w->max_chunk = chunked && max_chunk ? max_chunk : INT32_MAX;
+            pkv_err e;
+            int rc = run(text, w, &sums[chunked], &e);
+            CHECK(rc == 0, "trial %d (%s): %s", trial, chunked ? "chunked" : "prefill_first",
+                  rc ? e.msg : "");
+            if (rc) {
+                free(w);
+                continue;
+            }
+            const pkv_summary *s = &sums[chunked];
+            CHECK(s->finished == (uint64_t)n_req && s->arrived == (uint64_t)n_req,
+                  "trial %d: %llu of %d requests finished", trial, (unsigned long long)s->finished,
+                  n_req);
+            /* Conservation: each decode step's rows and each completed prompt (its
+             * forward samples one) make one token each. */
+            CHECK(w->step_rows + w->prompts_done == s->output_tokens || !chunked,
+                  "trial %d: %llu step rows + %llu prompts != %llu output tokens", trial,
+                  (unsigned long long)w->step_rows, (unsigned long long)w->prompts_done,
+                  (unsigned long long)s->output_tokens);
+            CHECK(w->bad_budget == 0, "trial %d: %d iterations over the budget", trial,
+                  w->bad_budget);
+            CHECK(w->starved == 0, "trial %d: %d steps left a running request out", trial,
+                  w->starved);
+            CHECK(w->bad_chunk == 0 && w->bad_id == 0, "trial %d: %d chunks out of order", trial,
+                  w->bad_chunk);
+            CHECK(w->skipped == 0, "trial %d: %d iterations left budget and a prompt waiting",
+                  trial, w->skipped);
+            CHECK(chunked ? w->chunks >= (uint64_t)n_req : w->chunks == 0, "trial %d: %llu chunks",
+                  trial, (unsigned long long)w->chunks);
+            CHECK(!chunked || s->mixed_steps == w->mixed, "trial %d: %llu mixed steps, saw %llu",
+                  trial, (unsigned long long)s->mixed_steps, (unsigned long long)w->mixed);
+            if (chunked) preempted += s->preemptions, mixed += w->mixed;
+            free(w);
+        }
+        CHECK(sums[0].output_tokens == sums[1].output_tokens,
+              "trial %d: %llu output tokens under prefill_first, %llu under chunked", trial,
+              (unsigned long long)sums[0].output_tokens, (unsigned long long)sums[1].output_tokens);
+    }
+    CHECK(preempted > 0, "no trial preempted: the tight pools are too large");
+    CHECK(mixed > 0, "no decode step held a chunk");
+    gsl_rng_free(g);
+
+    /* A mixed step's prediction: the dense forward over rows + chunk tokens (heads: the
+     * rows and the chunk that ends its prompt), the chunks' attention from their start,
+     * and the rows' route in every layer. */
+    {
+        pkv_config cfg;
+        pkv_err e;
+        char text[4096];
+        snprintf(text, sizeof text, EXP, 10.0, 1.0, 100, 10, 1, 8, 4000, "fcfs", "chunked", 4096, 0,
+                 TEST_CALIBRATION, 1, out);
+        CHECK(pkv_config_parse(&cfg, strdup(text), "mixed.json", &e) == 0, "%s", e.msg);
+        pkv_calib cal;
+        CHECK(pkv_calib_load(&cal, TEST_CALIBRATION, &e) == 0, "%s", e.msg);
+        pkv_engine eng;
+        pkv_backend_spec bs = {.kind = PKV_BACKEND_MODEL, .kv_pages = 4000, .bt_stride = 1250};
+        CHECK(pkv_engine_init(&eng, &cfg.model, &cal, "pkv_workqueue", PKV_BUCKET_MODE_EXACT, 8,
+                              &bs, PKV_CLOCK_PREDICTED, &e) == 0,
+              "%s", e.msg);
+        static int32_t bt[4 * 1250], pages[64];
+        int32_t lens[4] = {300, 1200, 17, 5000}, dirty[4] = {0, 1, 2, 3}, from[4] = {0};
+        for (int i = 0; i < 64; i++) pages[i] = i;
+        int32_t clens[2] = {256, 100}, cstarts[2] = {512, 0};
+        uint8_t clast[2] = {0, 1};
+        pkv_prefill_view cv = {.n_req = 2,
+                               .lens = clens,
+                               .pages = pages,
+                               .n_pages = 48 + 7,
+                               .starts = cstarts,
+                               .last = clast};
+        pkv_batch_view v = {4, lens, bt, 1250, dirty, 4, from, NULL};
+        pkv_step_rec plain = {.index = 0}, mix = {.index = 1};
+        double adv;
+        CHECK(pkv_engine_step(&eng, &v, &plain, &adv, &e) == 0, "%s", e.msg);
+        v.chunks = &cv;
+        CHECK(pkv_engine_step(&eng, &v, &mix, &adv, &e) == 0, "%s", e.msg);
+        pkv_dense_cost dc;
+        pkv_model_dense_cost(&cfg.model, &cal, 4 + 356, 4 + 1, &dc);
+        const double attn = pkv_model_prefill_attn_time(&cfg.model, &cal, clens, cstarts, 2);
+        CHECK(fabs(mix.t_dense_predicted - (dc.t_predicted + attn)) <= 1e-12 * dc.t_predicted,
+              "mixed dense %g, expected %g + %g", mix.t_dense_predicted, dc.t_predicted, attn);
+        CHECK(fabs(mix.t_predicted - plain.t_predicted -
+                   (mix.t_dense_predicted - plain.t_dense_predicted)) <= 1e-9 * mix.t_predicted,
+              "the rows' attention differs between the plain and the mixed step");
+        CHECK(mix.prefill_tokens == 356 && mix.prefill_chunks == 2 && plain.prefill_tokens == 0,
+              "recorded %u chunk tokens in %u chunks", mix.prefill_tokens, mix.prefill_chunks);
+        /* The causal rectangle: 256 queries from position 512 see 512 + their triangle. */
+        const double hq = 8, d = 128,
+                     scores = hq * (256.0 * 512 + 256.0 * 257 / 2 + 100.0 * 101 / 2);
+        const double want =
+            2 * (4 * d * scores / (cal.gemm_tflops * 1e12) + scores * 12 / cal.beta);
+        CHECK(fabs(attn - want) <= 1e-12 * want, "chunk attention %g, expected %g", attn, want);
+        pkv_engine_free(&eng);
+        pkv_calib_free(&cal);
+        pkv_config_free(&cfg);
+    }
+    unlink(out);
+    CHECK_DONE();
+}
