@@ -14,7 +14,11 @@
  * before attention (norm, QKV, RoPE and the K/V append), the route on that layer's
  * pools, the dense part after (output projection, norm, MLP), then the head. The
  * step's one plan and metadata serve every layer. Events around each layer's
- * attention give t_device (their sum); the step's interval less that is t_dense. */
+ * attention give t_device (their sum); the step's interval less that is t_dense. A
+ * step with prompt chunks (serving.scheduler chunked) runs them in the same forward:
+ * the dense part over the rows and the chunks' tokens at once, the chunks' attention
+ * (the prefill's, over their prompts' pages) after the route in each layer, inside
+ * t_dense. */
 #include "backends.h"
 #include "tensors.h"
 
@@ -145,26 +149,34 @@ static int run_model(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *
                      pkv_step_rec *rec, pkv_err *e) {
     const pkvk_shape *s = &b->shape;
     const int rows = v->n_rows, fi = pkv_route_is_flashinfer(plan->route);
+    const pkv_prefill_view *c = v->chunks;
     pkvk_batch batch = {*s,   rows,  b->q,         b->o,    NULL,
                         NULL, b->bt, b->bt_stride, b->lens, 1.0f / sqrtf((float)s->d)};
     int launches;
     float ms;
     if (upload_step(b, plan, e)) return -1;
     if (fi && pkvk_pack_csr(b->ws, &batch)) return fail_dev(e, "FlashInfer page list");
-    if (pkvk_event_record(b->ev[EV_ATT0]) || pkvk_model_decode_begin(b->model, rows))
-        return fail_dev(e, "embedding");
+    if (pkvk_event_record(b->ev[EV_ATT0]) ||
+        (c ? pkvk_model_mixed_begin(b->model, rows, c->n_req, c->lens, c->pages, c->starts, c->last)
+           : pkvk_model_decode_begin(b->model, rows)))
+        return fail_dev(e, c ? "a step with prompt chunks (serving.token_budget at most 8192 "
+                               "tokens and 64 chunks on the cuda backend)"
+                             : "embedding");
     for (int l = 0; l < b->layers; l++) {
         batch.k_cache = pkvk_model_kv(b->model, l, 0);
         batch.v_cache = pkvk_model_kv(b->model, l, 1);
-        if (pkvk_model_decode_pre(b->model, l, rows, b->lens, b->bt, b->bt_stride, b->q))
+        if (c ? pkvk_model_mixed_pre(b->model, l, b->lens, b->bt, b->bt_stride, b->q)
+              : pkvk_model_decode_pre(b->model, l, rows, b->lens, b->bt, b->bt_stride, b->q))
             return fail_dev(e, "layer before attention");
         if (pkvk_event_record(b->att_ev[2 * l]) || pkvk_launch(b->ws, &batch, plan, &launches) ||
             pkvk_event_record(b->att_ev[2 * l + 1]))
             return fail_dev(e, pkv_route_name(plan->route));
         if (check && l == 0 && check_output(b, &batch, rec, e)) return -1;
-        if (pkvk_model_post(b->model, l, rows, b->o)) return fail_dev(e, "layer after attention");
+        if (c ? pkvk_model_mixed_post(b->model, l, b->o) : pkvk_model_post(b->model, l, rows, b->o))
+            return fail_dev(e, "layer after attention");
     }
-    if (pkvk_model_decode_head(b->model, rows) || pkvk_event_record(b->ev[EV_ATT1]) ||
+    if ((c ? pkvk_model_mixed_head(b->model) : pkvk_model_decode_head(b->model, rows)) ||
+        pkvk_event_record(b->ev[EV_ATT1]) ||
         pkvk_event_elapsed(b->ev[EV_ATT0], b->ev[EV_ATT1], &ms))
         return fail_dev(e, "LM head");
     double step = ms * 1e-3, att = 0;
@@ -241,7 +253,7 @@ static int cuda_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan 
 static int prefill_model(cuda_backend *b, const pkv_prefill_view *p, double *t_device, pkv_err *e) {
     float ms;
     if (pkvk_event_record(b->ev[EV_PRE0]) ||
-        pkvk_model_prefill(b->model, p->n_req, p->lens, p->pages) ||
+        pkvk_model_prefill(b->model, p->n_req, p->lens, p->pages, p->starts, p->last) ||
         pkvk_event_record(b->ev[EV_PRE1]) ||
         pkvk_event_elapsed(b->ev[EV_PRE0], b->ev[EV_PRE1], &ms))
         return fail_dev(e, "prefill forward");
@@ -389,6 +401,7 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, int32_t n_pages, int32
     b->ctx = ctx;
     b->base = (pkv_backend){.name = "cuda",
                             .measures = 1,
+                            .mixed = dense,
                             .prepare = cuda_prepare,
                             .run = cuda_run,
                             .finish = cuda_finish,

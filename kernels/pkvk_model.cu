@@ -57,6 +57,8 @@ struct pkvk_model {
     __half *P;                        // prefill: probabilities
     int32_t *pages_h, *pages_d;       // prefill: the batch's pages (pinned host, device)
     int last_rows;                    // rows of the last head
+    int mix_rows, mix_T, mix_heads;   // mixed iteration: decode rows, chunk tokens, heads
+    segs_t mix_segs;                  // its chunk pieces (t0 from the first chunk token)
 };
 
 static int cublas_fail(cublasStatus_t st, const char *what) {
@@ -578,39 +580,135 @@ static int prefill_chunk(pkvk_model *m, const segs_t &segs, int T, int heads) {
     return head(m, m->qkv, heads, m->tok);
 }
 
-extern "C" int pkvk_model_prefill(pkvk_model *m, int n, const int32_t *lens, const int32_t *pages) {
-    const pkvk_model_shape *s = &m->s;
+// The pieces' page lists to the device (each piece's first ceil((start + len) / ps)
+// pages of its prompt), once the previous user of pages_h is done.
+static int stage_pages(pkvk_model *m, int n, const int32_t *lens, const int32_t *starts,
+                       const int32_t *pages) {
+    const int ps = m->s.page_size;
     int32_t n_pages = 0;
     for (int i = 0; i < n; i++) {
-        if (lens[i] < 1 || lens[i] > m->max_prompt)
+        const int end = (starts ? starts[i] : 0) + lens[i];
+        if (lens[i] < 1 || end > m->max_prompt)
             return pkvk_fail_msg(PKVK_ERR_INVALID, "model prefill: prompt longer than max_prompt");
-        n_pages += (lens[i] + s->page_size - 1) / s->page_size;
+        n_pages += (end + ps - 1) / ps;
     }
     if (n_pages > m->n_pages)
         return pkvk_fail_msg(PKVK_ERR_INVALID, "model prefill: more pages than the pool");
-    // The previous prefill's copy of pages_h must be done before it is rewritten.
     PKVK_CK(cudaStreamSynchronize(m->ctx->stream));
     memcpy(m->pages_h, pages, (size_t)n_pages * 4);
-    int rc = pkvk_h2d_async(m->ctx, m->pages_d, m->pages_h, (size_t)n_pages * 4);
+    return pkvk_h2d_async(m->ctx, m->pages_d, m->pages_h, (size_t)n_pages * 4);
+}
+
+extern "C" int pkvk_model_prefill(pkvk_model *m, int n, const int32_t *lens, const int32_t *pages,
+                                  const int32_t *starts, const uint8_t *last) {
+    const int ps = m->s.page_size;
+    int rc = stage_pages(m, n, lens, starts, pages);
     segs_t segs;
     segs.n = 0;
     int T = 0, heads = 0, page_off = 0;
     for (int i = 0; i < n && !rc; i++) {
-        for (int q0 = 0; q0 < lens[i] && !rc;) {
-            int len = lens[i] - q0;
+        const int q_begin = starts ? starts[i] : 0, q_end = q_begin + lens[i];
+        for (int q0 = q_begin; q0 < q_end && !rc;) {
+            int len = q_end - q0;
             if (len > m->cap_tokens - T) len = m->cap_tokens - T;
             seg_t &g = segs.s[segs.n++];
-            g = seg_t{T, len, q0, page_off, i, q0 + len == lens[i]};
+            g = seg_t{T, len, q0, page_off, i, q0 + len == q_end && (!last || last[i])};
             T += len, q0 += len, heads += g.last;
             if (T == m->cap_tokens || segs.n == MAX_SEGS) {
                 rc = prefill_chunk(m, segs, T, heads);
                 segs.n = 0, T = 0, heads = 0;
             }
         }
-        page_off += (lens[i] + s->page_size - 1) / s->page_size;
+        page_off += (q_end + ps - 1) / ps;
     }
     if (!rc && segs.n) rc = prefill_chunk(m, segs, T, heads);
     return rc;
+}
+
+extern "C" int pkvk_model_mixed_begin(pkvk_model *m, int rows, int n, const int32_t *lens,
+                                      const int32_t *pages, const int32_t *starts,
+                                      const uint8_t *last) {
+    const pkvk_model_shape *s = &m->s;
+    int T = 0, heads = 0, page_off = 0;
+    if (n > MAX_SEGS)
+        return pkvk_fail_msg(PKVK_ERR_INVALID, "model: more than 64 prompt chunks in one step");
+    for (int i = 0; i < n; i++) T += lens[i];
+    if (rows < 1) return pkvk_fail_msg(PKVK_ERR_INVALID, "model: a mixed step without rows");
+    if (over(m, rows + T)) return PKVK_ERR_INVALID;
+    int rc = stage_pages(m, n, lens, starts, pages);
+    if (rc) return rc;
+    segs_t &segs = m->mix_segs;
+    segs.n = n;
+    for (int i = 0, t0 = 0; i < n; i++) {
+        const int q0 = starts ? starts[i] : 0;
+        segs.s[i] = seg_t{t0, lens[i], q0, page_off, i, !last || last[i]};
+        t0 += lens[i], heads += segs.s[i].last;
+        page_off += (q0 + lens[i] + s->page_size - 1) / s->page_size;
+    }
+    m->mix_rows = rows, m->mix_T = T, m->mix_heads = heads;
+    if ((rc = pkvk_model_decode_begin(m, rows))) return rc;
+    if (T == 0) return PKVK_OK;
+    embed_kernel<<<T, 128, 0, m->ctx->stream>>>(W(m, -1, PKVK_W_EMBED),
+                                                m->x + (size_t)rows * s->hidden, nullptr, segs,
+                                                s->hidden, s->vocab);
+    PKVK_CK_LAUNCH();
+    return PKVK_OK;
+}
+
+extern "C" int pkvk_model_mixed_pre(pkvk_model *m, int l, const int32_t *lens, const int32_t *bt,
+                                    int bt_stride, uint16_t *q) {
+    const pkvk_model_shape *s = &m->s;
+    const int rows = m->mix_rows, T = m->mix_T, W_ = (s->hq + 2 * s->hkv) * s->d;
+    int rc = pre_gemm(m, l, rows + T);
+    if (rc) return rc;
+    segs_t none;
+    none.n = 0;
+    __half *kp = (__half *)pkvk_model_kv(m, l, 0), *vp = (__half *)pkvk_model_kv(m, l, 1);
+    rope_append_kernel<false><<<dim3(rows, s->hq + 2 * s->hkv), 64, s->d * 4, m->ctx->stream>>>(
+        m->qkv, s->hq, s->hkv, s->d, s->page_size, s->rope_theta, lens, bt, bt_stride, nullptr,
+        none, m->cap_tokens, kp, vp, (__half *)q);
+    PKVK_CK_LAUNCH();
+    if (T == 0) return PKVK_OK;
+    rope_append_kernel<true><<<dim3(T, s->hq + 2 * s->hkv), 64, s->d * 4, m->ctx->stream>>>(
+        m->qkv + (size_t)rows * W_, s->hq, s->hkv, s->d, s->page_size, s->rope_theta, nullptr,
+        nullptr, 0, m->pages_d, m->mix_segs, m->cap_tokens, kp, vp, m->qp);
+    PKVK_CK_LAUNCH();
+    return PKVK_OK;
+}
+
+extern "C" int pkvk_model_mixed_post(pkvk_model *m, int l, const uint16_t *o) {
+    const pkvk_model_shape *s = &m->s;
+    const int rows = m->mix_rows, T = m->mix_T;
+    const size_t hd = (size_t)s->hq * s->d;
+    cudaStream_t st = m->ctx->stream;
+    if ((const void *)o != (const void *)m->o)
+        PKVK_CK(cudaMemcpyAsync(m->o, o, (size_t)rows * hd * 2, cudaMemcpyDeviceToDevice, st));
+    for (int k = 0; k < m->mix_segs.n; k++) {
+        int rc = prefill_attention(m, l, m->mix_segs.s[k]);
+        if (rc) return rc;
+    }
+    if (T > 0) {
+        unpermute_kernel<<<dim3(T, s->hq), 64, 0, st>>>(m->op, m->o + (size_t)rows * hd,
+                                                        s->hq / s->hkv, s->d, m->cap_tokens);
+        PKVK_CK_LAUNCH();
+    }
+    return pkvk_model_post(m, l, rows + T, (const uint16_t *)m->o);
+}
+
+extern "C" int pkvk_model_mixed_head(pkvk_model *m) {
+    const pkvk_model_shape *s = &m->s;
+    const int rows = m->mix_rows, heads = m->mix_heads;
+    cudaStream_t st = m->ctx->stream;
+    // The rows, then the chunks that end their prompts, gathered into qkv (free now).
+    PKVK_CK(
+        cudaMemcpyAsync(m->qkv, m->x, (size_t)rows * s->hidden * 2, cudaMemcpyDeviceToDevice, st));
+    if (heads > 0) {
+        gather_rows_kernel<<<heads, 128, 0, st>>>(m->x + (size_t)rows * s->hidden,
+                                                  m->qkv + (size_t)rows * s->hidden, m->mix_segs,
+                                                  s->hidden);
+        PKVK_CK_LAUNCH();
+    }
+    return head(m, m->qkv, rows + heads, m->tok);
 }
 
 extern "C" int pkvk_model_read(pkvk_model *m, int rows, uint16_t *logits, int32_t *tokens) {

@@ -113,10 +113,31 @@ int pkvk_model_decode_pre(pkvk_model *m, int l, int rows, const int32_t *lens,
 int pkvk_model_post(pkvk_model *m, int l, int rows, const uint16_t *o);
 int pkvk_model_decode_head(pkvk_model *m, int rows);
 
-/* Prefill of n prompts (host: lens [n], pages: each prompt's ceil(len / page_size)
- * page ids in order, all prompts' concatenated): every layer's K/V pages written, the
- * first token of each prompt sampled. Asynchronous, allocation-free. */
-int pkvk_model_prefill(pkvk_model *m, int n, const int32_t *lens, const int32_t *pages);
+/* Prefill of n prompt pieces (host: lens [n]; starts [n], each piece's first position
+ * in its prompt, NULL: 0; pages: each piece's prompt's first ceil((start + len) /
+ * page_size) page ids in order, all pieces' concatenated; last [n], 1 where the piece
+ * ends its prompt, NULL: all): every layer's K/V pages of the pieces written (a piece
+ * attends to its prompt's earlier positions in the pages), the next token of each
+ * prompt a piece ends sampled. Asynchronous, allocation-free. */
+int pkvk_model_prefill(pkvk_model *m, int n, const int32_t *lens, const int32_t *pages,
+                       const int32_t *starts, const uint8_t *last);
+
+/* A mixed iteration (chunked prefill): `rows` decode rows (as for decode) and n
+ * prompt pieces (as for prefill; at most 64, rows + their tokens at most cap_tokens)
+ * run as one forward: the dense part over the rows and the pieces' tokens at once,
+ * the rows' attention through the caller's route, the pieces' through the prefill
+ * attention. In this order: mixed_begin (the pieces' pages staged; the embedding of
+ * both), per layer mixed_pre (norm and QKV over every token; RoPE and the K/V append
+ * of both; the rows' Q into q as decode_pre), the route into o, mixed_post (the
+ * pieces' attention; output projection, norm and MLP over every token); then
+ * mixed_head (the rows and the pieces that end their prompts through the head, in
+ * that order). Asynchronous, allocation-free. */
+int pkvk_model_mixed_begin(pkvk_model *m, int rows, int n, const int32_t *lens,
+                           const int32_t *pages, const int32_t *starts, const uint8_t *last);
+int pkvk_model_mixed_pre(pkvk_model *m, int l, const int32_t *lens, const int32_t *block_table,
+                         int bt_stride, uint16_t *q);
+int pkvk_model_mixed_post(pkvk_model *m, int l, const uint16_t *o);
+int pkvk_model_mixed_head(pkvk_model *m);
 
 /* The last head's output (decode_head or prefill), to host: logits [rows][vocab]
  * FP16 of the last group of at most PKVK_MODEL_HEAD_ROWS rows, and tokens of every

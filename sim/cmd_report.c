@@ -17,7 +17,7 @@ static void usage(void) {
          "(the keys that differ between groups become columns, in numeric order), route\n"
          "policy and backend, and prints, per group, the mean +/- sample standard deviation\n"
          "over its runs (seeds) of decode tokens/s (simulated clock, wall, device), TTFT\n"
-         "p50/p99, TPOT p50, host overhead per step and goodput, with the simulated-clock\n"
+         "p50/p99, TPOT p50/p99, host overhead per step and goodput, with the simulated-clock\n"
          "throughput as a ratio to the baseline policy's group of the same configuration\n"
          "and backend (default ref_paged; of the means, and paired by seed with a 95%\n"
          "interval) and the TPOT p50 and TTFT p99 ratios to it.\n"

@@ -208,6 +208,43 @@ int main(void) {
         free(s);
     }
 
+    /* Chunked prefill on a small full model: mixed steps (decode rows with prompt
+     * chunks in one forward) run, every step's route is checked, and the run's tokens
+     * add up (one per row of each step, one per prompt completed). */
+    {
+        pkv_summary sum;
+        CHECK(test_run_json(
+                  &sum, NULL, &e,
+                  "{\"model\": {\"layers\": 2, \"hidden\": 1024, \"hq\": 8, \"hkv\": 2, "
+                  "\"head_dim\": 128, \"intermediate\": 2048, \"vocab\": 4096}, \"workload\": "
+                  "{\"arrival\": {\"process\": \"poisson\", \"rate\": 400}, \"prompt\": "
+                  "{\"dist\": \"uniform\", \"min\": 10, \"max\": 3000}, \"decode\": "
+                  "{\"dist\": \"uniform\", \"min\": 2, \"max\": 40}, \"num_requests\": 40, "
+                  "\"max_context\": 4096}, \"serving\": {\"max_active\": 8, \"kv_pages\": "
+                  "4000, \"scheduler\": \"chunked\", \"token_budget\": 512}, \"route\": "
+                  "{\"calibration\": \"%s\", \"policy\": \"pkv_workqueue\"}, \"run\": "
+                  "{\"backend\": \"cuda\", \"check_every\": 1, \"output\": \"%s\"}}",
+                  TEST_CALIBRATION, a) == 0,
+              "chunked run: %s", e.msg);
+        hsize_t n = 0;
+        pkv_step_rec *s = read_steps(a, &n);
+        int ok = n > 20;
+        uint64_t rows = 0, mixed = 0;
+        for (hsize_t i = 0; i < n; i++) {
+            ok &= s[i].max_err < PKV_TOL_MAX && s[i].t_device > 0 && s[i].t_dense > 0 &&
+                  s[i].rows + s[i].prefill_tokens <= 512;
+            rows += s[i].rows, mixed += s[i].prefill_chunks > 0;
+        }
+        CHECK(ok && mixed > 0 && sum.finished == 40, "chunked: %llu of %llu steps mixed",
+              (unsigned long long)mixed, (unsigned long long)n);
+        CHECK(rows + sum.finished + sum.preemptions == sum.output_tokens,
+              "chunked: %llu step rows, %llu output tokens", (unsigned long long)rows,
+              (unsigned long long)sum.output_tokens);
+        printf("chunked prefill: %llu steps, %llu with chunks, every one checked\n",
+               (unsigned long long)n, (unsigned long long)mixed);
+        free(s);
+    }
+
     /* A calibration made on another GPU model is refused, unless allowed. */
     char cal[64];
     snprintf(cal, sizeof cal, "/tmp/pkv-cal-%d.json", (int)getpid());

@@ -2,7 +2,9 @@
  * CPU, on a tiny model (two layers, small widths) with fresh weights from a random
  * seed: a prefill of three prompts split over chunks (every layer's K/V pages and
  * the last prompt's logits), then a decode step through the reference route (the
- * step's logits). GPU test: skips without a GPU. */
+ * step's logits), then chunked prefill: a fourth prompt's first chunk alone, its
+ * second in a mixed step with the three decode rows (the rows' and the prompt's
+ * logits, the prompt's K/V pages). GPU test: skips without a GPU. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -54,8 +56,10 @@ static void rope(float *v, int pos) {
     }
 }
 
-/* The CPU model's caches: K (rotated) and V per layer, request, position, KV head. */
-static float kc[L][NREQ][MAX_PROMPT + 1][HKV][D], vc[L][NREQ][MAX_PROMPT + 1][HKV][D];
+/* The CPU model's caches: K (rotated) and V per layer, request, position, KV head
+ * (request NREQ: the chunked prompt). */
+static float kc[L][NREQ + 1][MAX_PROMPT + 2][HKV][D], vc[L][NREQ + 1][MAX_PROMPT + 2][HKV][D];
+enum { CHUNK0 = 20, CHUNK1 = 25 }; /* the chunked prompt: 20 tokens, then 25 in a mixed step */
 
 /* One token of request r at position pos through every layer; logits when wanted. */
 static void forward(int r, int pos, int token, float *logits) {
@@ -71,7 +75,7 @@ static void forward(int r, int pos, int token, float *logits) {
         }
         for (int h = 0; h < HQ; h++) {
             int g = h / (HQ / HKV);
-            double m = -1e30, z = 0, acc[D] = {0}, sc[MAX_PROMPT + 1];
+            double m = -1e30, z = 0, acc[D] = {0}, sc[MAX_PROMPT + 2];
             for (int j = 0; j <= pos; j++) {
                 double s = 0;
                 for (int e = 0; e < D; e++) s += (double)qkv[h * D + e] * kc[l][r][j][g][e];
@@ -146,7 +150,8 @@ int main(void) {
         for (int p = 0; p < (lens[r] + 1 + PS - 1) / PS; p++) bt[r][p] = perm[used++];
     for (int r = 0; r < NREQ; r++)
         for (int p = 0; p < (lens[r] + PS - 1) / PS; p++) pages[n_pages++] = bt[r][p];
-    CHECK(pkvk_model_prefill(m, NREQ, lens, pages) == 0, "prefill: %s", pkvk_last_error());
+    CHECK(pkvk_model_prefill(m, NREQ, lens, pages, NULL, NULL) == 0, "prefill: %s",
+          pkvk_last_error());
 
     /* The CPU model over the prompts. */
     static float ref_logits[V];
@@ -234,6 +239,73 @@ int main(void) {
                   "row %d: token %d is not the argmax", r, dtok[r]);
     }
     printf("decode: logits of %d rows max |diff| %.4g\n", NREQ, worst);
+
+    /* Chunked prefill: prompt NREQ's first CHUNK0 tokens alone (a chunk that does not
+     * end its prompt), then a mixed step: the three rows' next tokens at position
+     * lens[r] + 1 and the prompt's next CHUNK1 tokens, which end it. */
+    int32_t cpages[(CHUNK0 + CHUNK1 + PS - 1) / PS];
+    for (int p = 0; p < (CHUNK0 + CHUNK1 + PS - 1) / PS; p++) cpages[p] = perm[used++];
+    const int32_t c0_len = CHUNK0, c0_start = 0, c1_len = CHUNK1, c1_start = CHUNK0;
+    const uint8_t not_last = 0, is_last = 1;
+    CHECK(pkvk_model_prefill(m, 1, &c0_len, cpages, &c0_start, &not_last) == 0, "first chunk: %s",
+          pkvk_last_error());
+    for (int r = 0; r < NREQ; r++)
+        in_tok[r] = (int32_t)((seed >> (8 * r + 3)) % V), seq[r] = lens[r] + 2;
+    CHECK(pkvk_h2d(lens_d, seq, sizeof seq) == 0 && pkvk_plan_ref(&plan, seq, NREQ) == 0 &&
+              pkvk_plan_upload(ws, &plan) == 0 && pkvk_model_set_tokens(m, NREQ, in_tok) == 0,
+          "mixed setup: %s", pkvk_last_error());
+    CHECK(pkvk_model_mixed_begin(m, NREQ, 1, &c1_len, cpages, &c1_start, &is_last) == 0,
+          "mixed begin: %s", pkvk_last_error());
+    for (int l = 0; l < L; l++) {
+        pkvk_batch b = {as,
+                        NREQ,
+                        q,
+                        o,
+                        pkvk_model_kv(m, l, 0),
+                        pkvk_model_kv(m, l, 1),
+                        bt_d,
+                        bts,
+                        lens_d,
+                        1.f / sqrtf((float)D)};
+        int launches;
+        CHECK(pkvk_model_mixed_pre(m, l, lens_d, bt_d, bts, q) == 0 &&
+                  pkvk_launch(ws, &b, &plan, &launches) == 0 && pkvk_model_mixed_post(m, l, o) == 0,
+              "mixed layer %d: %s", l, pkvk_last_error());
+    }
+    CHECK(pkvk_model_mixed_head(m) == 0, "mixed head: %s", pkvk_last_error());
+    static uint16_t mlog[(NREQ + 1) * V];
+    int32_t mtok[NREQ + 1];
+    CHECK(pkvk_model_read(m, NREQ + 1, mlog, mtok) == 0, "read: %s", pkvk_last_error());
+    worst = 0;
+    for (int r = 0; r <= NREQ; r++) {
+        if (r < NREQ) {
+            forward(r, lens[r] + 1, in_tok[r], ref_logits);
+        } else { /* the chunked prompt (piece 0 of both batches: its tokens' request 0) */
+            for (int pos = 0; pos < CHUNK0 + CHUNK1; pos++)
+                forward(NREQ, pos, pkvk_prompt_token(0, pos, V),
+                        pos == CHUNK0 + CHUNK1 - 1 ? ref_logits : NULL);
+        }
+        double d = max_diff_logits(mlog + (size_t)r * V, ref_logits, &rms);
+        CHECK(d < 0.03 * rms + 0.01, "mixed step row %d: logits max |diff| %.4g (rms %.3g)", r, d,
+              rms);
+        if (d > worst) worst = d;
+    }
+    double dck = 0;
+    for (int l = 0; l < L; l++)
+        for (int v = 0; v < 2; v++) {
+            CHECK(pkvk_d2h(host, pkvk_model_kv(m, l, v), pool * 2) == 0, "d2h");
+            for (int pos = 0; pos < CHUNK0 + CHUNK1; pos++)
+                for (int h = 0; h < HKV; h++)
+                    for (int e = 0; e < D; e++) {
+                        size_t at = (((size_t)cpages[pos / PS] * HKV + h) * PS + pos % PS) * D + e;
+                        float want = v ? vc[l][NREQ][pos][h][e] : kc[l][NREQ][pos][h][e];
+                        double d = fabs(pkvk_h2f(host[at]) - want);
+                        if (d > dck) dck = d;
+                    }
+        }
+    CHECK(dck < 0.02, "chunked prompt's K/V pages: max |diff| %.4g", dck);
+    printf("chunked prefill: mixed step logits max |diff| %.4g, the prompt's K/V max |diff| %.4g\n",
+           worst, dck);
     pkvk_plan_free(&plan);
     pkvk_workspace_destroy(ws);
     pkvk_free(lens_d), pkvk_free(bt_d), pkvk_free(q), pkvk_free(o);
