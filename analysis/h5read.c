@@ -3,6 +3,7 @@
 #include "h5types.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -66,8 +67,15 @@ static int read_table(const char *path, const char *name, const pkv_column *cols
 }
 
 int pkv_h5_read_steps(const char *path, pkv_step_rec **out, size_t *n, pkv_err *e) {
+    return pkv_h5_read_steps_at(path, "", out, n, e);
+}
+
+int pkv_h5_read_steps_at(const char *path, const char *group, pkv_step_rec **out, size_t *n,
+                         pkv_err *e) {
+    char name[96];
+    snprintf(name, sizeof name, "%s%ssteps", group, *group ? "/" : "");
     void *p;
-    if (read_table(path, "steps", pkv_step_columns, pkv_step_column_count, sizeof **out, &p, n, e))
+    if (read_table(path, name, pkv_step_columns, pkv_step_column_count, sizeof **out, &p, n, e))
         return -1;
     *out = p;
     /* Per-candidate times live in /routes; the step rows alone leave them NaN. */
@@ -75,6 +83,49 @@ int pkv_h5_read_steps(const char *path, pkv_step_rec **out, size_t *n, pkv_err *
         for (int k = 0; k < PKV_ROUTE_COUNT; k++)
             (*out)[i].t_route[k] = (*out)[i].t_route_measured[k] = NAN;
     return 0;
+}
+
+int pkv_h5_read_prefills_at(const char *path, const char *group, pkv_prefill_rec **out, size_t *n,
+                            pkv_err *e) {
+    char name[96];
+    snprintf(name, sizeof name, "%s%sprefills", group, *group ? "/" : "");
+    void *p;
+    if (read_table(path, name, pkv_prefill_columns, pkv_prefill_column_count, sizeof **out, &p, n,
+                   e))
+        return -1;
+    *out = p;
+    return 0;
+}
+
+int pkv_h5_runs(const char *path, char (**groups)[32], int *n, pkv_err *e) {
+    *groups = NULL, *n = 0;
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) return pkv_fail(e, "%s: not a readable HDF5 file", path);
+    int rc = 0;
+    if (H5Lexists(f, "sweep", H5P_DEFAULT) > 0 && H5Lexists(f, "points", H5P_DEFAULT) > 0) {
+        hid_t g = H5Gopen2(f, "points", H5P_DEFAULT);
+        H5G_info_t info;
+        if (g < 0 || H5Gget_info(g, &info) < 0 ||
+            !(*groups = calloc(info.nlinks ? info.nlinks : 1, sizeof **groups)))
+            rc = pkv_fail(e, "%s: unreadable /points", path);
+        for (hsize_t i = 0; !rc && i < info.nlinks; i++) {
+            char name[24];
+            if (H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name,
+                                   H5P_DEFAULT) < 0)
+                rc = pkv_fail(e, "%s: unreadable /points", path);
+            else
+                snprintf((*groups)[(*n)++], 32, "points/%s", name);
+        }
+        if (g >= 0) H5Gclose(g);
+    } else if (!(*groups = calloc(1, sizeof **groups))) {
+        rc = pkv_fail(e, "out of memory");
+    } else {
+        *n = 1; /* the file's root: "" */
+    }
+    H5Fclose(f);
+    if (rc) free(*groups), *groups = NULL, *n = 0;
+    return rc;
 }
 
 int pkv_h5_read_requests(const char *path, pkv_request_rec **out, size_t *n, pkv_err *e) {

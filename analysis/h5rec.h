@@ -71,6 +71,14 @@ int pkv_h5rec_close(pkv_h5rec *r, int commit, pkv_err *e);
  * (caller frees); columns a file leaves out read as NaN (or 0 for integers). */
 int pkv_h5_read_steps(const char *path, pkv_step_rec **out, size_t *n, pkv_err *e);
 int pkv_h5_read_requests(const char *path, pkv_request_rec **out, size_t *n, pkv_err *e);
+/* The same of the run in group ("": the file's root; "points/NNNNN": a sweep's point). */
+int pkv_h5_read_steps_at(const char *path, const char *group, pkv_step_rec **out, size_t *n,
+                         pkv_err *e);
+int pkv_h5_read_prefills_at(const char *path, const char *group, pkv_prefill_rec **out, size_t *n,
+                            pkv_err *e);
+/* The runs a file holds: its root (one group "") or each point of a sweep
+ * ("points/NNNNN"); *groups is the caller's to free. */
+int pkv_h5_runs(const char *path, char (**groups)[32], int *n, pkv_err *e);
 /* A text dataset of a run (config/resolved, calibration/file) into *out (caller
  * frees). */
 int pkv_h5_read_text(const char *path, const char *dataset, char **out, pkv_err *e);

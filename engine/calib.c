@@ -44,6 +44,8 @@ static const pkv_key rows[] = {
     ROW("gemm_gbps", NUM, gemm_gbps, 4000, 1e-3, 1e6),
     ROW("gemm_us", NUM, gemm_us, 4, 0, 1e4),
     ROW("small_kernel_us", NUM, small_kernel_us, 3, 0, 1e4),
+    ROW("prefill_fixed_us", NUM, prefill_fixed_us, 0, 0, 1e7),
+    ROW("prefill_token_us", NUM, prefill_token_us, 0, 0, 1e4),
     ROW("allreduce_gbps", NUM, allreduce_gbps, 400, 1e-3, 1e6),
     ROW("allreduce_us", NUM, allreduce_us, 10, 0, 1e4),
     {.obj = "", .name = "route_scale", .kind = PKV_KEY_CUSTOM}, /* one factor per route */

@@ -71,9 +71,12 @@ typedef struct pkv_calib {
     double gemm_gbps;       /* bytes a GEMM streams per second at decode widths, GB/s */
     double gemm_us;         /* fixed cost of one GEMM, us */
     double small_kernel_us; /* fixed cost of one norm, RoPE, SiLU or sampling kernel, us */
-    double allreduce_gbps;  /* tensor parallelism: all-reduce bus bandwidth (modelled) */
-    double allreduce_us;    /* tensor parallelism: all-reduce latency (modelled) */
-    char *json;             /* the file verbatim (owned) */
+    /* A forward over prompt tokens (a prefill batch, a step's chunks): its measured time
+     * beyond the rooflines above, per forward and per prompt token (pkvsim fit) */
+    double prefill_fixed_us, prefill_token_us;
+    double allreduce_gbps; /* tensor parallelism: all-reduce bus bandwidth (modelled) */
+    double allreduce_us;   /* tensor parallelism: all-reduce latency (modelled) */
+    char *json;            /* the file verbatim (owned) */
 } pkv_calib;
 
 /* The rows of a calibration file's keys (base/pkv_keys.h). */

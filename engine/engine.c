@@ -145,6 +145,11 @@ static int run_oracle(pkv_engine *eng, const pkv_batch_view *v, const pkv_step_v
     return 0;
 }
 
+/* A forward over prompt tokens beyond its rooflines (the calibration's fitted terms). */
+static double prefill_overhead(const pkv_calib *c, int64_t tokens) {
+    return (c->prefill_fixed_us + c->prefill_token_us * (double)tokens) * 1e-6;
+}
+
 /* The tokens of a batch of prompt pieces; *heads gains the pieces that sample. */
 static int64_t chunk_tokens(const pkv_prefill_view *p, int64_t *heads) {
     int64_t tokens = 0;
@@ -253,6 +258,7 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
         }
         pkv_dense_cost dc;
         pkv_model_dense_cost(&eng->model, eng->cal, tokens, heads, &dc);
+        if (v->chunks) t_chunks += prefill_overhead(eng->cal, tokens - v->n_rows);
         rec->t_dense_predicted = dc.t_predicted + t_chunks;
         rec->t_predicted = eng->model.layers * rec->t_predicted + rec->t_dense_predicted;
     }
@@ -296,7 +302,8 @@ int pkv_engine_prefill(pkv_engine *eng, const pkv_prefill_view *p, pkv_prefill_r
         pkv_model_dense_cost(&eng->model, eng->cal, tokens, heads, &dc);
         rec->t_predicted =
             dc.t_predicted +
-            pkv_model_prefill_attn_time(&eng->model, eng->cal, p->lens, p->starts, p->n_req);
+            pkv_model_prefill_attn_time(&eng->model, eng->cal, p->lens, p->starts, p->n_req) +
+            prefill_overhead(eng->cal, tokens);
         if (eng->clock == PKV_CLOCK_PREDICTED) *t_measured = rec->t_predicted;
     }
     if (!eng->backend->prefill) return 0;

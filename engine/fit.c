@@ -3,7 +3,9 @@
 #include <math.h>
 #include <stdlib.h>
 #include <gsl/gsl_blas.h>
+#include <gsl/gsl_fit.h>
 #include <gsl/gsl_multifit_nlinear.h>
+#include <gsl/gsl_statistics_double.h>
 
 typedef struct fit_data {
     const pkv_calib *c;
@@ -105,4 +107,13 @@ void pkv_fit_error(const pkv_calib *c, pkv_route r, const pkv_route_model *m, co
     }
     *mape = n ? a / n : NAN;
     *sum_err = sm > 0 ? sp / sm - 1 : NAN;
+}
+
+void pkv_fit_line_nonneg(const double *x, const double *y, size_t n, double *c0, double *c1) {
+    double c00, c01, c11, ss;
+    *c0 = *c1 = 0;
+    if (n == 0) return;
+    gsl_fit_linear(x, 1, y, 1, n, c0, c1, &c00, &c01, &c11, &ss);
+    if (!(*c0 >= 0)) *c0 = 0, gsl_fit_mul(x, 1, y, 1, n, c1, &c11, &ss);
+    if (!(*c1 >= 0)) *c1 = 0, *c0 = fmax(0, gsl_stats_mean(y, 1, n));
 }

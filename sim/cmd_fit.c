@@ -39,7 +39,11 @@ static void usage(void) {
          "PersistentKV route's (the baseline's summed error on the held-out steps less the\n"
          "split route's, where positive), so that a promotion is made only where the\n"
          "models' biases cannot explain the predicted gain; a step's own error averages\n"
-         "out over the steps, its bias does not.");
+         "out over the steps, its bias does not.\n"
+         "Where the runs hold forwards over prompt tokens (a full model's /prefills rows,\n"
+         "serving.scheduler chunked steps), the measured time they take beyond the\n"
+         "rooflines is fitted too, linear in their prompt tokens (GSL least squares):\n"
+         "prefill_fixed_us and prefill_token_us. A sweep file's points are runs.");
 }
 
 typedef struct fit_set {
@@ -47,10 +51,83 @@ typedef struct fit_set {
     double *t[PKV_ROUTE_COUNT];
     double *host[PKV_ROUTE_COUNT]; /* wall less the device times of the step's work */
     size_t n[PKV_ROUTE_COUNT], cap[PKV_ROUTE_COUNT];
+    /* Forwards over prompt tokens (prefill batches; chunked steps' dense parts): their
+     * prompt tokens, measured seconds, predicted seconds without the calibration's
+     * prefill terms, and with them (the run's own prediction) */
+    double *p_tok, *p_meas, *p_base, *p_pred;
+    size_t p_n, p_cap;
 } fit_set;
 
 static void set_free(fit_set *s) {
     for (int r = 0; r < PKV_ROUTE_COUNT; r++) free(s->k[r]), free(s->t[r]), free(s->host[r]);
+    free(s->p_tok), free(s->p_meas), free(s->p_base), free(s->p_pred);
+}
+
+static int add_forward(fit_set *s, double tokens, double meas, double base, double pred) {
+    if (s->p_n == s->p_cap) {
+        size_t cap = s->p_cap ? 2 * s->p_cap : 256;
+        double **arr[4] = {&s->p_tok, &s->p_meas, &s->p_base, &s->p_pred};
+        for (int k = 0; k < 4; k++) {
+            double *a = realloc(*arr[k], cap * sizeof *a);
+            if (!a) return -1;
+            *arr[k] = a;
+        }
+        s->p_cap = cap;
+    }
+    s->p_tok[s->p_n] = tokens, s->p_meas[s->p_n] = meas, s->p_base[s->p_n] = base;
+    s->p_pred[s->p_n++] = pred;
+    return 0;
+}
+
+/* A file's forwards over prompt tokens into s (and per_file): its /prefills rows and
+ * its chunked steps' dense parts, measured on the device; a file without them (the
+ * study layer, a model-backend run) adds none. */
+static int load_forwards(const char *path, const char *grp, const pkv_step_rec *st, size_t n,
+                         fit_set *s, fit_set *per_file, pkv_err *e) {
+    char *text = NULL, name[96];
+    pkv_calib c;
+    pkv_calib_defaults(&c);
+    snprintf(name, sizeof name, "%s%scalibration/file", grp, *grp ? "/" : "");
+    if (pkv_h5_read_text(path, name, &text, e)) return -1;
+    cJSON *o = cJSON_Parse(text);
+    int bad = !o || pkv_calib_apply(&c, o, "calibration/file", e);
+    cJSON_Delete(o);
+    free(text);
+    if (bad) return pkv_fail(e, "%s: the run's calibration: %s", path, e->msg);
+    pkv_prefill_rec *pf = NULL;
+    size_t np = 0;
+    pkv_err ignored;
+    if (pkv_h5_read_prefills_at(path, grp, &pf, &np, &ignored)) np = 0;
+    int rc = 0;
+    for (size_t i = 0; i < n + np && !rc; i++) {
+        double tok, meas, pred;
+        if (i < n) {
+            if (st[i].warmup || !st[i].prefill_chunks) continue;
+            tok = st[i].prefill_tokens, meas = st[i].t_dense, pred = st[i].t_dense_predicted;
+        } else {
+            tok = (double)pf[i - n].tokens, meas = pf[i - n].t_device, pred = pf[i - n].t_predicted;
+        }
+        if (!(meas > 0) || !(pred > 0)) continue;
+        const double base = pred - (c.prefill_fixed_us + c.prefill_token_us * tok) * 1e-6;
+        for (fit_set *d = s; d && !rc; d = d == s ? per_file : NULL)
+            rc = add_forward(d, tok, meas, base, pred);
+    }
+    free(pf);
+    return rc ? pkv_fail(e, "out of memory reading %s", path) : 0;
+}
+
+/* MAPE and relative error of the sum of the forwards' predictions: base plus the
+ * prefill terms (seconds) fixed + per_token x tokens, or (fixed NaN) the runs' own. */
+static void forward_error(const fit_set *s, double fixed, double per_token, double *mape,
+                          double *sum_err) {
+    double ae = 0, sp = 0, sm = 0;
+    for (size_t i = 0; i < s->p_n; i++) {
+        const double p =
+            isnan(fixed) ? s->p_pred[i] : s->p_base[i] + fixed + per_token * s->p_tok[i];
+        ae += fabs(p - s->p_meas[i]) / s->p_meas[i], sp += p, sm += s->p_meas[i];
+    }
+    *mape = s->p_n ? ae / (double)s->p_n : NAN;
+    *sum_err = sm > 0 ? sp / sm - 1 : NAN;
 }
 
 static pkv_counters counters_of(const pkv_step_rec *s) {
@@ -65,11 +142,14 @@ static pkv_counters counters_of(const pkv_step_rec *s) {
                           .max_cta_bytes = (int64_t)s->max_cta_bytes};
 }
 
-/* Add a file's measured steps to *s (and, where per_file is given, to it alone too);
- * *group receives the run's G. */
-static int load(const char *path, fit_set *s, fit_set *per_file, int *group, pkv_err *e) {
-    char *resolved;
-    if (pkv_h5_read_text(path, "config/resolved", &resolved, e)) return -1;
+/* Add the measured steps of a file's run (its root, grp "", or a sweep's point) to *s
+ * (and, where per_file is given, to it alone too); *group receives the run's G, *used
+ * gains its measured steps. */
+static int load_run(const char *path, const char *grp, fit_set *s, fit_set *per_file, int *group,
+                    size_t *used, pkv_err *e) {
+    char *resolved, name[96];
+    snprintf(name, sizeof name, "%s%sconfig/resolved", grp, *grp ? "/" : "");
+    if (pkv_h5_read_text(path, name, &resolved, e)) return -1;
     cJSON *root = cJSON_Parse(resolved);
     free(resolved);
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model");
@@ -85,8 +165,7 @@ static int load(const char *path, fit_set *s, fit_set *per_file, int *group, pkv
         return pkv_fail(e, "%s: /config/resolved has no model shape", path);
     pkv_step_rec *st;
     size_t n;
-    if (pkv_h5_read_steps(path, &st, &n, e)) return -1;
-    size_t used = 0;
+    if (pkv_h5_read_steps_at(path, grp, &st, &n, e)) return -1;
     for (size_t i = 0; i < n; i++) {
         int r = st[i].route;
         double t = st[i].t_device / layers;
@@ -112,15 +191,32 @@ static int load(const char *path, fit_set *s, fit_set *per_file, int *group, pkv
             d->host[r][d->n[r]] = st[i].t_wall - st[i].t_device - other;
             d->t[r][d->n[r]++] = t;
         }
-        used++;
+        (*used)++;
     }
+    int rc = load_forwards(path, grp, st, n, s, per_file, e);
     free(st);
-    if (used == 0)
+    return rc;
+}
+
+/* Every run of a file (a sweep's points are runs); *groups receives the G values seen
+ * (bit G). */
+static int load(const char *path, fit_set *s, fit_set *per_file, unsigned *groups, pkv_err *e) {
+    char(*grp)[32];
+    int n_runs, rc;
+    size_t used = 0;
+    if (pkv_h5_runs(path, &grp, &n_runs, e)) return -1;
+    for (int i = rc = 0; i < n_runs && !rc; i++) {
+        int G;
+        rc = load_run(path, grp[i], s, per_file, &G, &used, e);
+        if (!rc && G < 32) *groups |= 1u << G;
+    }
+    free(grp);
+    if (!rc && used == 0)
         return pkv_fail(e,
                         "%s: no measured steps (a run on the cuda backend, record \"full\" or "
                         "\"steps\", is needed)",
                         path);
-    return 0;
+    return rc;
 }
 
 /* The table: to stdout and, where given, to a file. */
@@ -196,9 +292,13 @@ int pkv_cmd_fit(int argc, char **argv) {
         return 1;
     }
     pkv_calib cal;
-    char *base_text = NULL;
+    char *base_text = NULL, cal_path[96] = "calibration/file", (*first)[32] = NULL;
+    int n_first = 0;
+    if (!base && !pkv_h5_runs(fits[0], &first, &n_first, &e) && n_first > 0 && *first[0])
+        snprintf(cal_path, sizeof cal_path, "%s/calibration/file", first[0]);
+    free(first);
     if (base ? pkv_calib_load(&cal, base, &e)
-             : pkv_h5_read_text(fits[0], "calibration/file", &base_text, &e)) {
+             : pkv_h5_read_text(fits[0], cal_path, &base_text, &e)) {
         fprintf(stderr, "pkvsim fit: %s\n", e.msg);
         return 1;
     }
@@ -218,15 +318,10 @@ int pkv_cmd_fit(int argc, char **argv) {
     fit_set *per_test = calloc((size_t)n_tests + 1, sizeof *per_test);
     unsigned groups = 0;
     int rc = per_test ? 0 : 1;
-    for (int i = 0; i < n_fit && !rc; i++) {
-        int G;
-        rc = load(fits[i], &fit, NULL, &G, &e);
-        if (!rc && G < 32) groups |= 1u << G;
-    }
-    for (int i = 0; i < n_tests && !rc; i++) {
-        int G;
-        rc = load(tests[i], &test, &per_test[i], &G, &e);
-    }
+    unsigned test_groups = 0;
+    for (int i = 0; i < n_fit && !rc; i++) rc = load(fits[i], &fit, NULL, &groups, &e);
+    for (int i = 0; i < n_tests && !rc; i++)
+        rc = load(tests[i], &test, &per_test[i], &test_groups, &e);
     if (rc) {
         fprintf(stderr, "pkvsim fit: %s\n", per_test ? e.msg : "out of memory");
         goto done;
@@ -299,6 +394,36 @@ int pkv_cmd_fit(int argc, char **argv) {
                      pkv_route_name((pkv_route)r), per_test[i].n[r], 100 * mape, 100 * sum);
             }
     }
+    /* The prefill terms: the forwards' measured less predicted time (without the terms),
+     * linear in their prompt tokens (GSL least squares), neither term negative. */
+    int prefill_fitted = 0;
+    if (fit.p_n >= 3) {
+        double *res = malloc(fit.p_n * sizeof *res), c0, c1;
+        if (!res) {
+            fprintf(stderr, "pkvsim fit: out of memory\n");
+            rc = 1;
+            goto done;
+        }
+        for (size_t i = 0; i < fit.p_n; i++) res[i] = fit.p_meas[i] - fit.p_base[i];
+        pkv_fit_line_nonneg(fit.p_tok, res, fit.p_n, &c0, &c1);
+        free(res);
+        fitted.prefill_fixed_us = c0 * 1e6, fitted.prefill_token_us = c1 * 1e6;
+        prefill_fitted = 1;
+        double f_mape, f_sum, t_mape = NAN, t_sum = NAN, b_mape = NAN, b_sum = NAN;
+        forward_error(&fit, c0, c1, &f_mape, &f_sum);
+        if (test.p_n) {
+            forward_error(&test, c0, c1, &t_mape, &t_sum);
+            forward_error(&test, NAN, 0, &b_mape, &b_sum);
+        }
+        emit(
+            "\n| forwards over prompt tokens | fitted | MAPE | sum err | held out | MAPE | sum err "
+            "| base MAPE held out | base sum err | prefill_fixed_us | prefill_token_us "
+            "|\n|---|---|---|---|---|---|---|---|---|---|---|\n"
+            "| prefill batches, chunked steps' dense part | %zu | %.2f%% | %+.2f%% | %zu | "
+            "%.2f%% | %+.2f%% | %.2f%% | %+.2f%% | %.1f | %.3f |\n",
+            fit.p_n, 100 * f_mape, 100 * f_sum, test.p_n, 100 * t_mape, 100 * t_sum, 100 * b_mape,
+            100 * b_sum, fitted.prefill_fixed_us, fitted.prefill_token_us);
+    }
     /* A baseline predicted too slow by b and a split route too fast by p make the
      * split route look 1 + b - p times faster than it is. */
     double margin = isfinite(bias_pkv) && isfinite(bias_base) ? 1 + bias_base - bias_pkv : 1;
@@ -337,10 +462,19 @@ int pkv_cmd_fit(int argc, char **argv) {
         strftime(when, sizeof when, "%Y-%m-%d", gmtime(&now));
         cJSON_AddStringToObject(root, "date", when);
         cJSON_AddStringToObject(root, "note",
-                                "route_model fitted by pkvsim fit to measured steps (see fit); "
-                                "the other constants are the base calibration's.");
+                                "route_model (and the prefill terms where the runs hold prefills) "
+                                "fitted by pkvsim fit to measured steps (see fit); the other "
+                                "constants are the base calibration's.");
         if (keep_gates) fitted.gates_set = false; /* the base's stay as they are in the file */
         pkv_calib_route_model_json(&fitted, root);
+        if (prefill_fitted) {
+            const char *pk[2] = {"prefill_fixed_us", "prefill_token_us"};
+            const double pv[2] = {fitted.prefill_fixed_us, fitted.prefill_token_us};
+            for (int k = 0; k < 2; k++) {
+                cJSON_DeleteItemFromObjectCaseSensitive(root, pk[k]);
+                cJSON_AddNumberToObject(root, pk[k], pv[k]);
+            }
+        }
         cJSON *f = cJSON_AddObjectToObject(root, "fit");
         cJSON *files = cJSON_AddArrayToObject(f, "files");
         for (int i = 0; i < n_fit; i++) cJSON_AddItemToArray(files, cJSON_CreateString(fits[i]));
