@@ -404,6 +404,11 @@ int pkv_h5rec_summary(pkv_h5rec *r, const pkv_summary *s, pkv_err *e) {
     U(prefill_tokens);
     U(mixed_steps);
     U(mixed_prefill_tokens);
+    U(prefix_blocks);
+    U(prefix_tokens);
+    U(prefix_hits);
+    U(prefix_hit_tokens);
+    U(prefix_evictions);
     D(prefill_time_s);
     D(model_weight_bytes);
     D(model_dense_flops_per_token);

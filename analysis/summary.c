@@ -201,6 +201,15 @@ void pkv_summary_print(const pkv_summary *s, FILE *f) {
                 (unsigned long long)s->prefills, (unsigned long long)s->prefill_tokens,
                 s->prefill_time_s,
                 s->prefill_time_s > 0 ? s->prefill_tokens / s->prefill_time_s : 0.0);
+    if (s->prefix_tokens)
+        fprintf(f,
+                "  prefix cache %.1f%% of %llu prompt blocks hit, %llu of %llu prompt tokens "
+                "(%.1f%%) not prefilled, %llu blocks evicted\n",
+                s->prefix_blocks ? 100.0 * (double)s->prefix_hits / (double)s->prefix_blocks : 0,
+                (unsigned long long)s->prefix_blocks, (unsigned long long)s->prefix_hit_tokens,
+                (unsigned long long)s->prefix_tokens,
+                100.0 * (double)s->prefix_hit_tokens / (double)s->prefix_tokens,
+                (unsigned long long)s->prefix_evictions);
     if (s->mixed_steps)
         fprintf(f, "  chunks       %llu prompt tokens inside %llu decode steps\n",
                 (unsigned long long)s->mixed_prefill_tokens, (unsigned long long)s->mixed_steps);

@@ -46,7 +46,10 @@ typedef struct pkv_summary {
     uint64_t arrived, finished, preemptions;
     uint64_t prefills, prefill_tokens;          /* prefill batches and their prompt tokens */
     uint64_t mixed_steps, mixed_prefill_tokens; /* steps holding prompt chunks, their tokens */
-    double prefill_time_s;                      /* simulated seconds the prefills took */
+    /* The prefix cache, set by the simulation: the admissions' full prompt blocks and
+     * tokens to prefill, the blocks and tokens found cached, the blocks evicted */
+    uint64_t prefix_blocks, prefix_tokens, prefix_hits, prefix_hit_tokens, prefix_evictions;
+    double prefill_time_s; /* simulated seconds the prefills took */
     /* The served model, per GPU (0 for the study layer): set by the program. */
     double model_weight_bytes, model_dense_flops_per_token, model_kv_bytes_per_token;
     uint64_t route_steps[PKV_ROUTE_COUNT]; /* measured steps per route */

@@ -45,6 +45,10 @@ typedef enum pkv_col_kind {
     X(prefill_tokens, uint32_t, PKV_COL_U32, 0,                                                    \
       "tokens: prompt chunks run in the same iteration (serving.scheduler chunked)")               \
     X(prefill_chunks, uint32_t, PKV_COL_U32, 0, "prompt chunks run in the same iteration")         \
+    X(queue_depth, uint32_t, PKV_COL_U32, 0, "requests waiting for admission at the step")         \
+    X(pages_free, uint32_t, PKV_COL_U32, 0, "KV pages free at the step")                           \
+    X(pages_cached, uint32_t, PKV_COL_U32, 0,                                                      \
+      "KV pages held only by the prefix cache (evictable) at the step")                            \
     X(policy_why, uint8_t, PKV_COL_U8, 0,                                                          \
       "adaptive's reasons, bits: 1 no gate for the step's G, 2 context below the gate, 4 "         \
       "PersistentKV predicted faster but not by the margin, 8 PersistentKV promoted")              \

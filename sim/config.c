@@ -97,6 +97,16 @@ static int parse_model(pkv_config *c, const cJSON *root, pkv_err *e) {
 static int finish_sections(pkv_config *c, const cJSON *root, pkv_err *e) {
     if (c->bucket_len > 0 && c->page_tables != PKV_PAGE_TABLES_GENERATOR)
         return pkv_fail(e, "serving.page_tables.bucket_len: only with mode \"generator\"");
+    if (c->prefix_caching) {
+        if (c->prefix_block_tokens % c->model.page_size)
+            return pkv_fail(e,
+                            "serving.prefix_block_tokens: %d is not a multiple of the page size "
+                            "(model.page_size %d)",
+                            c->prefix_block_tokens, c->model.page_size);
+        if (c->page_tables == PKV_PAGE_TABLES_GENERATOR)
+            return pkv_fail(e, "serving.prefix_caching: only with the page allocator "
+                               "(serving.page_tables.mode \"allocator\")");
+    }
     if (c->scheduler == PKV_SCHED_CHUNKED) {
         if (!pkv_model_dense(&c->model))
             return pkv_fail(e, "serving.scheduler: \"chunked\" needs a model with a dense part "

@@ -24,15 +24,17 @@ typedef struct pkv_config {
     int32_t kv_pages;
     int admission; /* index in pkv_admission_names */
     const pkv_admission_policy *admit;
-    int scheduler;              /* pkv_scheduler_names: PKV_SCHED_* */
-    int32_t token_budget;       /* chunked: tokens an iteration holds (decode rows + chunks) */
-    int32_t max_prefill_chunk;  /* chunked: tokens of one prompt in one iteration (0: budget) */
-    double hole_fraction;       /* fraction of the pool's page ids never handed out */
-    int page_tables;            /* pkv_page_table_modes: 1, generator, reserves whole lengths */
-    int64_t bucket_len;         /* tokens: reservations rounded up to this (generator), 0: pages */
-    double prefill_base_s;      /* seconds per prefill batch */
-    double prefill_per_token_s; /* seconds per prompt token */
-    bool prefill_measure;       /* prefill time = the measured K/V write (cuda backend) */
+    int scheduler;               /* pkv_scheduler_names: PKV_SCHED_* */
+    int32_t token_budget;        /* chunked: tokens an iteration holds (decode rows + chunks) */
+    int32_t max_prefill_chunk;   /* chunked: tokens of one prompt in one iteration (0: budget) */
+    bool prefix_caching;         /* share the KV blocks of common prompt prefixes (sim/prefix.h) */
+    int32_t prefix_block_tokens; /* tokens of a cached block (a multiple of the page size) */
+    double hole_fraction;        /* fraction of the pool's page ids never handed out */
+    int page_tables;             /* pkv_page_table_modes: 1, generator, reserves whole lengths */
+    int64_t bucket_len;          /* tokens: reservations rounded up to this (generator), 0: pages */
+    double prefill_base_s;       /* seconds per prefill batch */
+    double prefill_per_token_s;  /* seconds per prompt token */
+    bool prefill_measure;        /* prefill time = the measured K/V write (cuda backend) */
     char policy[32];
     int bucket_mode; /* pkv_bucket_mode */
     char calibration[1024];

@@ -101,6 +101,9 @@ static const pkv_key rows[] = {
     OBJ("workload", "trace"),
     I64("workload", "num_requests", W, num_requests, 0, 0, BIG, .keep = true),
     I64("workload", "max_context", W, max_context, 131072, 2, MAXL),
+    I64("workload", "shared_prefix_tokens", W, prefix_tokens, 0, 0, MAXL),
+    NUM("workload", "shared_prefix_share", W, prefix_share, 1, 0, 1),
+    I64("workload", "shared_prefix_groups", W, prefix_groups, 1, 1, 1 << 20),
 
     ENUM("workload.arrival", "process", A, kind, NULL, pkv_arrival_names, .selects = true,
          .required = true),
@@ -155,6 +158,8 @@ static const pkv_key rows[] = {
     ENUM("serving", "scheduler", C, scheduler, "prefill_first", pkv_scheduler_names),
     INT("serving", "token_budget", C, token_budget, 8192, 1, 1 << 20),
     INT("serving", "max_prefill_chunk", C, max_prefill_chunk, 0, 0, 1 << 20),
+    BOOL("serving", "prefix_caching", C, prefix_caching, false),
+    INT("serving", "prefix_block_tokens", C, prefix_block_tokens, 512, 1, 1 << 16),
     OBJ("serving", "prefill"),
     OBJ("serving", "page_tables"),
     /* Affine prefill model: base + per_token * prompt tokens of the batch. The

@@ -52,3 +52,11 @@ void pkv_kvalloc_give(pkv_kvalloc *a, const int32_t *pages, int32_t n, int64_t o
         a->free_list[a->n_free++] = p;
     }
 }
+
+void pkv_kvalloc_transfer(pkv_kvalloc *a, const int32_t *pages, int32_t n, int64_t from,
+                          int64_t to) {
+    for (int32_t i = 0; i < n; i++) {
+        PKV_ASSERT(pages[i] >= 0 && pages[i] < a->n_pages && a->owner[pages[i]] == from);
+        a->owner[pages[i]] = to;
+    }
+}

@@ -24,6 +24,9 @@ void pkv_kvalloc_free(pkv_kvalloc *a);
 /* Take n pages for `owner` into out[0..n); all or nothing: returns -1 (and takes
  * none) when fewer than n are free. */
 int pkv_kvalloc_take(pkv_kvalloc *a, int32_t n, int64_t owner, int32_t *out);
+/* Hand pages from one owner to another; aborts (invariant) if `from` does not own one. */
+void pkv_kvalloc_transfer(pkv_kvalloc *a, const int32_t *pages, int32_t n, int64_t from,
+                          int64_t to);
 /* Return pages; aborts (invariant) if a page is not owned by `owner`. */
 void pkv_kvalloc_give(pkv_kvalloc *a, const int32_t *pages, int32_t n, int64_t owner);
 

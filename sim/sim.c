@@ -68,6 +68,14 @@ int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, pkv_h5rec *
         pkv_sim_free(s);
         return pkv_fail(e, "out of memory setting up the simulation (%d KV pages)", cfg->kv_pages);
     }
+    if (cfg->prefix_caching) {
+        const int32_t ppb = cfg->prefix_block_tokens / cfg->model.page_size;
+        if (pkv_prefix_init(&s->cache, cfg->kv_pages, ppb) ||
+            !(s->evicted = malloc(sizeof(int32_t) * (size_t)ppb))) {
+            pkv_sim_free(s);
+            return pkv_fail(e, "out of memory setting up the prefix cache");
+        }
+    }
     if (pkv_workload_init(&s->wl, &cfg->workload, cfg->seed)) {
         pkv_sim_free(s);
         return pkv_fail(e, "cannot set up the workload's random streams");
@@ -80,7 +88,7 @@ int32_t pkv_sim_bt_stride(const pkv_config *cfg) {
 }
 
 void pkv_sim_free(pkv_sim *s) {
-    for (size_t i = 0; i < s->n_slots; i++) free(s->req[i].pages);
+    for (size_t i = 0; i < s->n_slots; i++) free(s->req[i].pages), free(s->req[i].blocks);
     free(s->req);
     free(s->free_slots);
     free(s->wait);
@@ -97,6 +105,8 @@ void pkv_sim_free(pkv_sim *s) {
     free(s->dirty_rows);
     free(s->dirty_from);
     pkv_kvalloc_free(&s->alloc);
+    pkv_prefix_free(&s->cache);
+    free(s->evicted);
     if (s->r_pages) gsl_rng_free(s->r_pages);
     pkv_workload_free(&s->wl);
     pkv_heap_free(&s->heap);
@@ -163,6 +173,9 @@ static int64_t new_request(pkv_sim *s, const pkv_request_draw *d, double t) {
                                              .prompt_len = d->prompt_len,
                                              .decode_len = d->decode_len,
                                              .state = PKV_REQ_WAITING},
+                                     .prefix_group = d->prefix_group,
+                                     .hashes = d->hashes,
+                                     .n_hashes = d->n_hashes,
                                      .live = true};
     return slot;
 }
@@ -197,11 +210,84 @@ static void run_remove(pkv_sim *s, int32_t i) {
     }
 }
 
+/* The request leaves the pool: its references to cached blocks go, its own pages
+ * return to the allocator. */
 static void release_pages(pkv_sim *s, pkv_sim_request *r) {
-    pkv_kvalloc_give(&s->alloc, r->pages, r->n_pages, r->rec.id);
-    free(r->pages);
-    r->pages = NULL;
-    r->n_pages = r->cap_pages = 0;
+    const int32_t shared = r->cached_blocks * s->cache.pages_per_block;
+    for (int32_t b = 0; b < r->cached_blocks; b++) pkv_prefix_release(&s->cache, r->blocks[b]);
+    pkv_kvalloc_give(&s->alloc, r->pages + shared, r->n_pages - shared, r->rec.id);
+    free(r->pages), free(r->blocks);
+    r->pages = NULL, r->blocks = NULL;
+    r->n_pages = r->cap_pages = r->cached_blocks = 0;
+}
+
+/* ---- the prefix cache ------------------------------------------------------------ */
+/* The name of block b of r's prompt: a chain over the blocks' identities: the trace's
+ * block ids, the shared prompt's blocks (group, b), else the request's own. */
+static uint64_t block_hash(const pkv_sim *s, const pkv_sim_request *r, int32_t b) {
+    const int64_t B = s->cfg->prefix_block_tokens;
+    uint64_t h = 0;
+    for (int32_t k = 0; k <= b; k++) {
+        uint64_t id;
+        if (r->hashes && k < r->n_hashes)
+            id = (uint64_t)r->hashes[k];
+        else if (r->prefix_group >= 0 && (k + 1) * B <= s->cfg->workload.prefix_tokens)
+            id = 1ull << 62 | (uint64_t)r->prefix_group << 24 | (uint64_t)k;
+        else
+            id = 2ull << 62 | (uint64_t)r->rec.id << 24 | (uint64_t)k;
+        h = pkv_prefix_chain(h, id);
+    }
+    return h;
+}
+
+/* Take n pages for r, evicting unreferenced cached blocks while the free pages fall
+ * short; the caller checked that free and evictable pages cover n. */
+static void take_pages(pkv_sim *s, int32_t n, int64_t owner, int32_t *out) {
+    while (s->alloc.n_free < n && s->cfg->prefix_caching &&
+           pkv_prefix_evict(&s->cache, s->evicted) == 0)
+        pkv_kvalloc_give(&s->alloc, s->evicted, s->cache.pages_per_block, PKV_PREFIX_OWNER);
+    int took = pkv_kvalloc_take(&s->alloc, n, owner, out);
+    PKV_ASSERT(took == 0);
+}
+
+/* Pages the pool can hand out now: free, and held only by the cache. */
+static int32_t pages_available(const pkv_sim *s) {
+    return s->alloc.n_free + s->cache.n_free_pages;
+}
+
+/* r's leading blocks found in the cache map their pages (a reference each); at
+ * least the prompt's last token is left to prefill (its logits sample). Returns the
+ * tokens found. */
+static int32_t map_cached(pkv_sim *s, pkv_sim_request *r) {
+    const int32_t B = s->cfg->prefix_block_tokens, ppb = s->cache.pages_per_block;
+    const int32_t most = (int32_t)((stored_tokens(r) - 1) / B);
+    int32_t b = 0;
+    for (; b < most && b < r->rec.prompt_len / B; b++) {
+        const int32_t k = pkv_prefix_acquire(&s->cache, block_hash(s, r, b));
+        if (k < 0) break;
+        r->blocks[b] = k;
+        memcpy(r->pages + (size_t)b * ppb, pkv_prefix_pages(&s->cache, k), sizeof(int32_t) * ppb);
+    }
+    r->cached_blocks = b;
+    s->prefix_blocks += (uint64_t)(most < r->rec.prompt_len / B ? most : r->rec.prompt_len / B);
+    s->prefix_tokens += (uint64_t)stored_tokens(r);
+    return b * B;
+}
+
+/* r's prompt is in its pages: its own full prompt blocks after the mapped ones join
+ * the cache (referenced by r) while no block of that name is there already. */
+static void cache_prompt(pkv_sim *s, pkv_sim_request *r) {
+    const int32_t B = s->cfg->prefix_block_tokens, ppb = s->cache.pages_per_block;
+    for (int32_t b = r->cached_blocks; b < r->rec.prompt_len / B; b++) {
+        const uint64_t h = block_hash(s, r, b);
+        if (pkv_prefix_contains(&s->cache, h)) break;
+        const int32_t *pages = r->pages + (size_t)b * ppb;
+        const int32_t k = pkv_prefix_insert(&s->cache, h, pages);
+        if (k < 0) break;
+        pkv_kvalloc_transfer(&s->alloc, pages, ppb, r->rec.id, PKV_PREFIX_OWNER);
+        r->blocks[b] = k;
+        r->cached_blocks = b + 1;
+    }
 }
 
 /* Evict the most recently admitted running request; it recomputes later. */
@@ -238,7 +324,7 @@ static int64_t wait_take(pkv_sim *s, size_t i) {
 
 static int admit(pkv_sim *s) {
     while (s->wait_n > 0 && s->n_run + s->n_prefill < s->cfg->max_active) {
-        pkv_admission_view v = {s->wait_n, s->alloc.n_free, waiting_pages, s};
+        pkv_admission_view v = {s->wait_n, pages_available(s), waiting_pages, s};
         int64_t pick = s->cfg->admit->pick(&v);
         if (pick < 0) break;
         int64_t slot = wait_take(s, (size_t)pick);
@@ -251,12 +337,21 @@ static int admit(pkv_sim *s) {
                            : pages_for(s, stored_tokens(r));
         r->pages = malloc(sizeof(int32_t) * (size_t)r->cap_pages);
         if (!r->pages) return -1;
-        int took = pkv_kvalloc_take(&s->alloc, need, r->rec.id, r->pages);
-        PKV_ASSERT(took == 0); /* the admission policy checked the free pages */
+        int32_t cached = 0;
+        if (s->cfg->prefix_caching) {
+            r->blocks =
+                malloc(sizeof(int32_t) * ((size_t)r->cap_pages / s->cache.pages_per_block + 1));
+            if (!r->blocks) return -1;
+            cached = map_cached(s, r);
+            s->hit_tokens += (uint64_t)cached;
+        }
+        /* the admission policy checked that free and evictable pages cover need */
+        const int32_t shared = r->cached_blocks * s->cache.pages_per_block;
+        take_pages(s, need - shared, r->rec.id, r->pages + shared);
         r->n_pages = need;
         if (isnan(r->rec.t_admitted)) r->rec.t_admitted = s->t_now;
         r->admit_seq = s->admit_counter++;
-        r->prefilled = 0;
+        r->prefilled = cached;
         r->rec.state = PKV_REQ_PREFILL;
         s->prefill[s->n_prefill++] = slot;
     }
@@ -272,7 +367,7 @@ static int grow_pages(pkv_sim *s) {
             const pkv_sim_request *r = &s->req[s->run[i]];
             demand += pages_for(s, stored_tokens(r) + 1) > r->n_pages;
         }
-        if (demand <= s->alloc.n_free) break;
+        if (demand <= pages_available(s)) break;
         if (preempt_latest(s)) return -1;
     }
     for (int32_t i = 0; i < s->n_run; i++) {
@@ -280,8 +375,7 @@ static int grow_pages(pkv_sim *s) {
         if (pages_for(s, stored_tokens(r) + 1) > r->n_pages) {
             PKV_ASSERT(r->n_pages < r->cap_pages);
             int32_t *slot = &r->pages[r->n_pages];
-            int took = pkv_kvalloc_take(&s->alloc, 1, r->rec.id, slot);
-            PKV_ASSERT(took == 0); /* demand was covered above */
+            take_pages(s, 1, r->rec.id, slot); /* demand was covered above */
             s->block_table[(size_t)i * s->bt_stride + r->n_pages] = *slot;
             mark_dirty(s, i, r->n_pages);
             r->n_pages++;
@@ -350,8 +444,12 @@ static int start_step(pkv_sim *s, pkv_err *e) {
     if (chunked) take_chunks(s, &cv);
     if (s->n_run == 0) /* everything was preempted: the chunks alone, or admission retries */
         return s->n_chunks > 0 ? start_prefill(s, &cv, e) : 0;
-    pkv_step_rec rec = {
-        .index = s->steps, .t_sim = s->t_now, .warmup = (int64_t)s->steps < s->cfg->warmup_steps};
+    pkv_step_rec rec = {.index = s->steps,
+                        .t_sim = s->t_now,
+                        .warmup = (int64_t)s->steps < s->cfg->warmup_steps,
+                        .queue_depth = (uint32_t)s->wait_n,
+                        .pages_free = (uint32_t)s->alloc.n_free,
+                        .pages_cached = (uint32_t)s->cache.n_free_pages};
     pkv_batch_view v = {s->n_run,      s->seq_lens, s->block_table, s->bt_stride,
                         s->dirty_rows, s->n_dirty,  s->dirty_from,  s->n_chunks ? &cv : NULL};
     double adv;
@@ -401,17 +499,20 @@ static int try_schedule(pkv_sim *s, pkv_err *e) {
         return !s->busy && s->wait_n > 0 ? try_schedule(s, e) : 0;
     }
     if (s->n_prefill > 0) {
+        /* Each prompt from its first token the cache did not hold. */
         int32_t n = 0;
         for (int32_t i = 0; i < s->n_prefill; i++) {
             const pkv_sim_request *r = &s->req[s->prefill[i]];
-            s->prefill_lens[i] = (int32_t)stored_tokens(r);
+            s->chunk_start[i] = r->prefilled;
+            s->prefill_lens[i] = (int32_t)stored_tokens(r) - r->prefilled;
             for (int32_t j = 0, used = pages_for(s, stored_tokens(r)); j < used; j++)
                 s->prefill_pages[n++] = r->pages[j];
         }
         pkv_prefill_view pv = {.n_req = s->n_prefill,
                                .lens = s->prefill_lens,
                                .pages = s->prefill_pages,
-                               .n_pages = n};
+                               .n_pages = n,
+                               .starts = s->chunk_start};
         return start_prefill(s, &pv, e);
     }
     if (s->n_run > 0 && more_steps) {
@@ -459,6 +560,7 @@ static int on_step_done(pkv_sim *s) {
  * token (it may be its last); else it joins the running batch. */
 static int prompt_done(pkv_sim *s, int64_t slot) {
     pkv_sim_request *r = &s->req[slot];
+    if (s->cfg->prefix_caching) cache_prompt(s, r);
     if (pkv_model_dense(&s->cfg->model)) {
         token_done(s, r);
         if (r->rec.generated >= r->rec.decode_len) {
@@ -594,5 +696,10 @@ int pkv_sim_run(pkv_sim *s, pkv_err *e) {
     /* Requests still in the system are recorded as they stand. */
     for (size_t i = 0; i < s->n_slots; i++)
         if (s->req[i].live && retire_request(s, (int64_t)i, e)) return -1;
+    s->summary.prefix_blocks = s->prefix_blocks;
+    s->summary.prefix_tokens = s->prefix_tokens;
+    s->summary.prefix_hits = s->cache.hits;
+    s->summary.prefix_hit_tokens = s->hit_tokens;
+    s->summary.prefix_evictions = s->cache.evictions;
     return pkv_summary_finish(&s->summary, s->t_now) ? pkv_fail(e, "out of memory") : 0;
 }

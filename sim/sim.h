@@ -24,15 +24,23 @@
 #include "h5rec.h"
 #include "heap.h"
 #include "kvalloc.h"
+#include "prefix.h"
 
 typedef struct pkv_sim_request {
     pkv_request_rec rec;
     int32_t *pages; /* [cap_pages] physical pages while admitted, else NULL */
     int32_t n_pages, cap_pages;
-    int64_t admit_seq;   /* order of the latest admission (preemption picks the largest) */
-    int32_t prefilled;   /* chunked: tokens of its prompt already prefilled, this admission */
-    double t_last_token; /* seconds: when its latest token came (for the inter-token latency) */
-    bool live;           /* the slot holds a request still in the simulation */
+    int64_t admit_seq;     /* order of the latest admission (preemption picks the largest) */
+    int32_t prefilled;     /* tokens of its prompt in its pages, this admission (cached blocks
+                              at admission; chunked: and the chunks done) */
+    int32_t prefix_group;  /* the shared prompt it starts with (-1: none) */
+    const int64_t *hashes; /* the trace's block ids of its prompt (NULL: none) */
+    int32_t n_hashes;
+    int32_t *blocks;       /* [cap_pages / pages per block + 1] cache slots of its leading
+                              cached blocks */
+    int32_t cached_blocks; /* its leading blocks whose pages the cache holds */
+    double t_last_token;   /* seconds: when its latest token came (for the inter-token latency) */
+    bool live;             /* the slot holds a request still in the simulation */
 } pkv_sim_request;
 
 struct pkv_sim;
@@ -46,6 +54,11 @@ typedef struct pkv_sim {
     pkv_h5rec *out; /* may be NULL: nothing recorded */
     pkv_workload wl;
     pkv_kvalloc alloc;
+    pkv_prefix cache;       /* serving.prefix_caching */
+    uint64_t hit_tokens;    /* prompt tokens the cache saved from prefill */
+    uint64_t prefix_blocks; /* full prompt blocks of the admissions (each could hit) */
+    uint64_t prefix_tokens; /* tokens to prefill of the admissions, hits included */
+    int32_t *evicted;       /* [pages per block] scratch */
     gsl_rng *r_pages;
     pkv_heap heap;
     int32_t *prefill_pages; /* [kv_pages] scratch: the page list of a prefill batch */

@@ -3,7 +3,11 @@
  * running request is a row of every decode step (never starved by chunks), each
  * prompt's chunks cover it exactly once and in order (from its first token again after
  * a preemption), a prompt with budget left always gets its chunk; requests and tokens
- * are conserved under both schedulers; a mixed step's predicted dense part is the
+ * are conserved under both schedulers. With prefix caching: a row's pages in cached
+ * blocks belong to the cache and its other pages to it, the blocks it maps are cached
+ * and referenced, an admission's first chunk starts after its cached blocks, and the
+ * tokens prefilled plus those found cached are the admissions' tokens. A mixed step's
+ * predicted dense part is the
  * dense forward over the rows and the chunks' tokens plus the chunks' attention and
  * the calibration's prefill terms. */
 #include "check.h"
@@ -19,7 +23,10 @@
 enum { MAX_REQ = 4096 };
 
 typedef struct watch {
-    int chunked;
+    int chunked, block_tokens; /* block_tokens: prefix caching's blocks (0: off) */
+    int64_t seq[MAX_REQ];      /* by request id: the admission its last chunk belonged to */
+    uint64_t chunk_tokens;
+    int bad_pages, bad_start;
     int32_t budget, max_chunk;
     int32_t next[MAX_REQ];  /* by request id: the next chunk's expected first position */
     uint64_t step_rows;     /* decode tokens of the steps seen */
@@ -38,6 +45,18 @@ static void observe(const pkv_sim *s, int decode_step, void *ctx) {
      * when none is; prefill_first runs its batches between the steps). */
     if (decode_step ? running != s->n_run : w->chunked && running) w->starved++;
     if (decode_step) w->step_rows += (uint64_t)s->n_run;
+    /* Pages of cached blocks are the cache's, the others the row's own; its blocks are
+     * cached and referenced. */
+    for (int32_t i = 0; w->block_tokens && i < s->n_run; i++) {
+        const pkv_sim_request *r = &s->req[s->run[i]];
+        const int32_t shared = r->cached_blocks * s->cache.pages_per_block;
+        for (int32_t j = 0; j < r->n_pages; j++)
+            w->bad_pages +=
+                s->alloc.owner[r->pages[j]] != (j < shared ? PKV_PREFIX_OWNER : r->rec.id);
+        for (int32_t b = 0; b < r->cached_blocks; b++)
+            w->bad_pages +=
+                s->cache.slot[r->blocks[b]].used != 1 || s->cache.slot[r->blocks[b]].refs < 1;
+    }
     w->mixed += decode_step && s->n_chunks > 0;
     for (int32_t k = 0; k < s->n_chunks; k++) {
         const pkv_sim_request *r = &s->req[s->chunk_slot[k]];
@@ -48,10 +67,18 @@ static void observe(const pkv_sim *s, int decode_step, void *ctx) {
         }
         const int32_t start = s->chunk_start[k], len = s->chunk_len[k];
         const int64_t stored = (int64_t)r->rec.prompt_len + r->rec.generated;
+        /* An admission's first chunk starts right after the blocks found cached. */
+        const int first = w->seq[id] != r->admit_seq + 1;
+        w->seq[id] = r->admit_seq + 1;
+        if (first) {
+            w->next[id] = start;
+            w->bad_start += start != r->cached_blocks * w->block_tokens;
+        }
+        w->chunk_tokens += (uint64_t)len;
         /* In order and once: each chunk starts where the last one ended, or at 0 (a new
          * admission, after a preemption); it ends the prompt exactly when it says so. */
-        if ((start != 0 && start != w->next[id]) || len < 1 || len > w->max_chunk ||
-            start + len > stored || (start + len == stored) != s->chunk_last[k])
+        if (start != w->next[id] || len < 1 || len > w->max_chunk || start + len > stored ||
+            (start + len == stored) != s->chunk_last[k])
             w->bad_chunk++;
         w->next[id] = start + len;
         tokens += len;
@@ -67,11 +94,13 @@ static const char *EXP =
     "{\"name\": \"sched\", \"model\": {\"layers\": 2, \"hidden\": 512, \"hq\": 8, \"hkv\": 2,"
     " \"head_dim\": 128, \"intermediate\": 1024, \"vocab\": 1000},"
     " \"workload\": {\"arrival\": {\"process\": \"gamma\", \"rate\": %g, \"cv\": %g},"
+    "   \"shared_prefix_tokens\": %d, \"shared_prefix_share\": 0.7, \"shared_prefix_groups\": %d,"
     "   \"prompt\": {\"dist\": \"uniform\", \"min\": 1, \"max\": %d},"
     "   \"decode\": {\"dist\": \"uniform\", \"min\": 1, \"max\": %d},"
     "   \"num_requests\": %d, \"max_context\": 20000},"
     " \"serving\": {\"max_active\": %d, \"kv_pages\": %d, \"admission\": \"%s\","
-    "   \"scheduler\": \"%s\", \"token_budget\": %d, \"max_prefill_chunk\": %d},"
+    "   \"scheduler\": \"%s\", \"token_budget\": %d, \"max_prefill_chunk\": %d,"
+    "   \"prefix_caching\": %s, \"prefix_block_tokens\": %d},"
     " \"route\": {\"policy\": \"pkv_workqueue\", \"calibration\": \"%s\"},"
     " \"run\": {\"seed\": %d, \"output\": \"%s\"}}";
 
@@ -90,7 +119,7 @@ int main(void) {
     if (fd >= 0) close(fd);
     gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
     gsl_rng_set(g, 20261201);
-    uint64_t preempted = 0, mixed = 0;
+    uint64_t preempted = 0, mixed = 0, hits = 0, evictions = 0;
     for (int trial = 0; trial < 24; trial++) {
         const int max_active = 1 + (int)gsl_rng_uniform_int(g, 24);
         const int budget = max_active + 1 + (int)gsl_rng_uniform_int(g, 4096);
@@ -102,14 +131,20 @@ int main(void) {
         const int pages = trial % 2 ? 1300 + (int)gsl_rng_uniform_int(g, 600) : 200000;
         const double rate = 5 + gsl_rng_uniform(g) * 400, cv = 0.3 + gsl_rng_uniform(g) * 3;
         const char *adm = trial % 4 == 1 ? "first_fit" : "fcfs";
+        /* Prefix caching on two trials of three: a shared prompt of up to 4000 tokens
+         * in up to 5 versions, blocks of 16 to 1024 tokens. */
+        const int caching = trial % 3 != 2, block = 16 * (1 + (int)gsl_rng_uniform_int(g, 64));
+        const int shared = (int)gsl_rng_uniform_int(g, 4000),
+                  groups = 1 + (int)gsl_rng_uniform_int(g, 5);
         pkv_summary sums[2];
         for (int chunked = 0; chunked < 2; chunked++) {
             char text[4096];
-            snprintf(text, sizeof text, EXP, rate, cv, prompt_max, decode_max, n_req, max_active,
-                     pages, adm, chunked ? "chunked" : "prefill_first", budget, max_chunk,
-                     TEST_CALIBRATION, trial, out);
+            snprintf(text, sizeof text, EXP, rate, cv, shared, groups, prompt_max, decode_max,
+                     n_req, max_active, pages, adm, chunked ? "chunked" : "prefill_first", budget,
+                     max_chunk, caching ? "true" : "false", block, TEST_CALIBRATION, trial, out);
             watch *w = calloc(1, sizeof *w);
             w->chunked = chunked;
+            w->block_tokens = caching ? block : 0;
             w->budget = chunked ? budget : INT32_MAX;
             w->max_chunk = chunked && max_chunk ? max_chunk : INT32_MAX;
             pkv_err e;
@@ -142,6 +177,16 @@ int main(void) {
                   trial, (unsigned long long)w->chunks);
             CHECK(!chunked || s->mixed_steps == w->mixed, "trial %d: %llu mixed steps, saw %llu",
                   trial, (unsigned long long)s->mixed_steps, (unsigned long long)w->mixed);
+            CHECK(w->bad_pages == 0 && w->bad_start == 0,
+                  "trial %d: %d pages or blocks of the wrong owner, %d first chunks not after "
+                  "the cached blocks",
+                  trial, w->bad_pages, w->bad_start);
+            CHECK(!chunked || !caching ||
+                      w->chunk_tokens + s->prefix_hit_tokens == s->prefix_tokens,
+                  "trial %d: %llu tokens prefilled + %llu cached != %llu admitted", trial,
+                  (unsigned long long)w->chunk_tokens, (unsigned long long)s->prefix_hit_tokens,
+                  (unsigned long long)s->prefix_tokens);
+            if (caching) hits += s->prefix_hit_tokens, evictions += s->prefix_evictions;
             if (chunked) preempted += s->preemptions, mixed += w->mixed;
             free(w);
         }
@@ -151,6 +196,8 @@ int main(void) {
     }
     CHECK(preempted > 0, "no trial preempted: the tight pools are too large");
     CHECK(mixed > 0, "no decode step held a chunk");
+    CHECK(hits > 0 && evictions > 0, "prefix caching: %llu tokens hit, %llu blocks evicted",
+          (unsigned long long)hits, (unsigned long long)evictions);
     gsl_rng_free(g);
 
     /* A mixed step's prediction: the dense forward over rows + chunk tokens (heads: the
@@ -160,8 +207,8 @@ int main(void) {
         pkv_config cfg;
         pkv_err e;
         char text[4096];
-        snprintf(text, sizeof text, EXP, 10.0, 1.0, 100, 10, 1, 8, 4000, "fcfs", "chunked", 4096, 0,
-                 TEST_CALIBRATION, 1, out);
+        snprintf(text, sizeof text, EXP, 10.0, 1.0, 0, 1, 100, 10, 1, 8, 4000, "fcfs", "chunked",
+                 4096, 0, "false", 512, TEST_CALIBRATION, 1, out);
         CHECK(pkv_config_parse(&cfg, strdup(text), "mixed.json", &e) == 0, "%s", e.msg);
         pkv_calib cal;
         CHECK(pkv_calib_load(&cal, TEST_CALIBRATION, &e) == 0, "%s", e.msg);

@@ -15,10 +15,10 @@ int pkv_trace_columns_builtin(const char *name, pkv_trace_columns *out) {
         const char *name;
         pkv_trace_columns cols;
     } builtin[] = {
-        {"azure", {"TIMESTAMP", "ContextTokens", "GeneratedTokens", PKV_TIME_DATETIME}},
-        {"vidur", {"arrived_at", "num_prefill_tokens", "num_decode_tokens", PKV_TIME_SECONDS}},
-        {"study", {"arrival_step", "prompt_len", "decode_len", PKV_TIME_STEPS}},
-        {"mooncake", {"timestamp", "input_length", "output_length", PKV_TIME_MS}},
+        {"azure", {"TIMESTAMP", "ContextTokens", "GeneratedTokens", PKV_TIME_DATETIME, ""}},
+        {"vidur", {"arrived_at", "num_prefill_tokens", "num_decode_tokens", PKV_TIME_SECONDS, ""}},
+        {"study", {"arrival_step", "prompt_len", "decode_len", PKV_TIME_STEPS, ""}},
+        {"mooncake", {"timestamp", "input_length", "output_length", PKV_TIME_MS, "hash_ids"}},
     };
     for (size_t i = 0; i < sizeof builtin / sizeof builtin[0]; i++)
         if (strcmp(name, builtin[i].name) == 0) {
@@ -38,7 +38,26 @@ typedef struct rows {
     double *t;
     int32_t *p, *d;
     size_t n, cap;
+    int64_t *h;    /* every row's block ids, concatenated */
+    size_t *h_off; /* [cap + 1] */
+    size_t nh, caph;
 } rows;
+
+/* The row's block ids (hashes: a JSON list, or NULL for none) after the others'. */
+static int rows_push_hashes(rows *r, const cJSON *hashes) {
+    if (!r->h_off && !(r->h_off = calloc(r->cap + 1, sizeof *r->h_off))) return -1;
+    for (const cJSON *v = hashes ? hashes->child : NULL; v; v = v->next) {
+        if (r->nh == r->caph) {
+            size_t cap = r->caph ? r->caph * 2 : 65536;
+            int64_t *h = realloc(r->h, cap * sizeof *h);
+            if (!h) return -1;
+            r->h = h, r->caph = cap;
+        }
+        r->h[r->nh++] = (int64_t)v->valuedouble;
+    }
+    r->h_off[r->n] = r->nh; /* after rows_push: row n - 1 ends here */
+    return 0;
+}
 
 static int rows_push(rows *r, double t, int32_t p, int32_t d) {
     if (r->n == r->cap) {
@@ -52,6 +71,11 @@ static int rows_push(rows *r, double t, int32_t p, int32_t d) {
         int32_t *d2 = realloc(r->d, cap * sizeof *d2);
         if (!d2) return -1;
         r->d = d2;
+        if (r->h_off) {
+            size_t *o2 = realloc(r->h_off, (cap + 1) * sizeof *o2);
+            if (!o2) return -1;
+            r->h_off = o2;
+        }
         r->cap = cap;
     }
     r->t[r->n] = t, r->p[r->n] = p, r->d[r->n] = d;
@@ -60,7 +84,7 @@ static int rows_push(rows *r, double t, int32_t p, int32_t d) {
 }
 
 static void rows_free(rows *r) {
-    free(r->t), free(r->p), free(r->d);
+    free(r->t), free(r->p), free(r->d), free(r->h), free(r->h_off);
 }
 
 /* ---- field parsing ---------------------------------------------------------------- */
@@ -170,6 +194,7 @@ static const char *parse_time(const char *s, const char *end, pkv_time_unit u, d
 typedef struct row_result {
     double t;
     int32_t p, d;
+    const cJSON *hashes; /* the row's block ids (JSON), NULL: none */
     const char *field;
     const char *why;
 } row_result;
@@ -276,6 +301,17 @@ static void json_row(const cJSON *o, const pkv_trace_spec *sp, row_result *r) {
             r->why = length_value(v->valuedouble, k == 1 ? &r->p : &r->d);
         }
     }
+    const cJSON *h =
+        *sp->cols.hashes && !r->why ? cJSON_GetObjectItemCaseSensitive(o, sp->cols.hashes) : NULL;
+    if (h) { /* optional; where given, a list of non-negative whole numbers */
+        r->field = sp->cols.hashes;
+        if (!cJSON_IsArray(h)) r->why = "not a list of block ids";
+        for (const cJSON *v = h->child; v && !r->why; v = v->next)
+            if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0) || v->valuedouble > 9.0e15 ||
+                v->valuedouble != floor(v->valuedouble))
+                r->why = "a block id that is not a whole number in [0, 9e15]";
+        r->hashes = h;
+    }
     if (!r->why) r->field = NULL;
 }
 
@@ -310,8 +346,9 @@ static int read_jsonl(const char *text, size_t len, const pkv_trace_spec *sp, ro
                 r.why = nl ? "invalid JSON object" : "invalid JSON object (truncated line?)";
             else
                 json_row(o, sp, &r);
+            int rc = sink(ctx, line, &r, e); /* r.hashes points into o */
             cJSON_Delete(o);
-            if (sink(ctx, line, &r, e)) {
+            if (rc) {
                 free(buf);
                 return -1;
             }
@@ -381,7 +418,10 @@ static int sink(void *vctx, size_t line, const row_result *r, pkv_err *e) {
     double rel = r->t - c->t_first;
     if (rel < sp->window_begin || (sp->window_end > 0 && rel >= sp->window_end)) return 0;
     if (sp->first_n > 0 && (int64_t)c->r.n >= sp->first_n) return 0;
-    return rows_push(&c->r, r->t, r->p, r->d) ? pkv_fail(e, "%s: out of memory", sp->path) : 0;
+    return rows_push(&c->r, r->t, r->p, r->d) ||
+                   (*sp->cols.hashes && rows_push_hashes(&c->r, r->hashes))
+               ? pkv_fail(e, "%s: out of memory", sp->path)
+               : 0;
 }
 
 static pkv_trace_format guess(const char *path) {
@@ -423,11 +463,21 @@ int pkv_trace_load(pkv_trace *tr, const pkv_trace_spec *sp, pkv_err *e) {
         }
     double t0 = c.r.t[0];
     for (size_t i = 0; i < c.r.n; i++) c.r.t[i] = (c.r.t[i] - t0) * sp->time_scale / sp->rate_scale;
-    *tr = (pkv_trace){c.r.n, c.r.t, c.r.p, c.r.d, c.skipped, c.lines};
+    *tr = (pkv_trace){.n = c.r.n,
+                      .t = c.r.t,
+                      .prompt = c.r.p,
+                      .decode = c.r.d,
+                      .skipped = c.skipped,
+                      .lines = c.lines};
+    if (c.r.nh > 0) { /* rows with block ids: keep them */
+        tr->hashes = c.r.h, tr->hash_off = c.r.h_off;
+    } else {
+        free(c.r.h), free(c.r.h_off);
+    }
     return 0;
 }
 
 void pkv_trace_free(pkv_trace *tr) {
-    free(tr->t), free(tr->prompt), free(tr->decode);
+    free(tr->t), free(tr->prompt), free(tr->decode), free(tr->hashes), free(tr->hash_off);
     *tr = (pkv_trace){0};
 }

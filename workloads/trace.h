@@ -32,10 +32,12 @@ typedef struct pkv_trace_columns {
     char prompt[64];
     char decode[64];
     pkv_time_unit unit;
+    char hashes[64]; /* "" = none; JSON only: a list of the prompt's block ids (optional) */
 } pkv_trace_columns;
 /* "azure" (TIMESTAMP datetime, ContextTokens, GeneratedTokens), "vidur" (arrived_at
  * seconds, num_prefill_tokens, num_decode_tokens), "study" (prompt_len, decode_len,
- * optional arrival_step), "mooncake" (timestamp ms, input_length, output_length).
+ * optional arrival_step), "mooncake" (timestamp ms, input_length, output_length,
+ * hash_ids: the prompt's 512-token block ids).
  * Returns -1 for an unknown name. */
 int pkv_trace_columns_builtin(const char *name, pkv_trace_columns *out);
 
@@ -63,8 +65,12 @@ typedef struct pkv_trace {
     double *t;       /* [n] seconds from the first kept row, after scaling */
     int32_t *prompt; /* [n] */
     int32_t *decode; /* [n] */
-    size_t skipped;  /* bad rows skipped (skip_bad) */
-    size_t lines;    /* data rows read */
+    /* The prompts' block ids where the trace gives them (hash_ids: equal ids, equal
+     * prefixes): row i's are hashes[hash_off[i] .. hash_off[i + 1]); NULL: none. */
+    int64_t *hashes;
+    size_t *hash_off; /* [n + 1] */
+    size_t skipped;   /* bad rows skipped (skip_bad) */
+    size_t lines;     /* data rows read */
 } pkv_trace;
 
 /* Load the trace; on error nothing is kept and e names file:line: field: problem. */

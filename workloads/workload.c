@@ -9,7 +9,8 @@ int pkv_workload_init(pkv_workload *w, const pkv_workload_spec *spec, uint64_t s
     w->r_arrival = pkv_stream_create(seed, PKV_STREAM_ARRIVALS);
     w->r_prompt = pkv_stream_create(seed, PKV_STREAM_PROMPT);
     w->r_decode = pkv_stream_create(seed, PKV_STREAM_DECODE);
-    if (!w->r_arrival || !w->r_prompt || !w->r_decode) {
+    w->r_prefix = pkv_stream_create(seed, PKV_STREAM_PREFIX);
+    if (!w->r_arrival || !w->r_prompt || !w->r_decode || !w->r_prefix) {
         pkv_workload_free(w);
         return -1;
     }
@@ -20,7 +21,8 @@ void pkv_workload_free(pkv_workload *w) {
     if (w->r_arrival) gsl_rng_free(w->r_arrival);
     if (w->r_prompt) gsl_rng_free(w->r_prompt);
     if (w->r_decode) gsl_rng_free(w->r_decode);
-    w->r_arrival = w->r_prompt = w->r_decode = NULL;
+    if (w->r_prefix) gsl_rng_free(w->r_prefix);
+    w->r_arrival = w->r_prompt = w->r_decode = w->r_prefix = NULL;
 }
 
 int pkv_workload_next(pkv_workload *w, double t_now, pkv_request_draw *out) {
@@ -52,6 +54,16 @@ int pkv_workload_next(pkv_workload *w, double t_now, pkv_request_draw *out) {
     if (p + d > s->max_context) d = s->max_context - p;
     out->prompt_len = (int32_t)p;
     out->decode_len = (int32_t)d;
+    out->prefix_group = -1;
+    out->hashes = NULL, out->n_hashes = 0;
+    if (s->prefix_tokens > 0 && gsl_rng_uniform(w->r_prefix) < s->prefix_share)
+        out->prefix_group =
+            (int32_t)gsl_rng_uniform_int(w->r_prefix, (unsigned long)s->prefix_groups);
+    if (s->trace && s->trace->hashes) {
+        const size_t *o = s->trace->hash_off;
+        out->hashes = s->trace->hashes + o[w->drawn];
+        out->n_hashes = (int32_t)(o[w->drawn + 1] - o[w->drawn]);
+    }
     w->drawn++;
     return 0;
 }

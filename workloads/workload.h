@@ -17,16 +17,24 @@ typedef struct pkv_workload_spec {
      * from the arrival process instead. */
     const pkv_trace *trace;
     int trace_times;
+    /* A shared system prompt: with probability prefix_share a request's first
+     * prefix_tokens tokens are one of prefix_groups prompts (uniform), the same for
+     * every request of that group (0 tokens: none). */
+    int64_t prefix_tokens, prefix_groups;
+    double prefix_share;
 } pkv_workload_spec;
 
 typedef struct pkv_request_draw {
     double t_arrival; /* seconds */
     int32_t prompt_len, decode_len;
+    int32_t prefix_group;  /* the shared prompt it starts with; -1: none */
+    const int64_t *hashes; /* the trace's block ids of its prompt (borrowed); NULL: none */
+    int32_t n_hashes;
 } pkv_request_draw;
 
 typedef struct pkv_workload {
     pkv_workload_spec spec;
-    gsl_rng *r_arrival, *r_prompt, *r_decode;
+    gsl_rng *r_arrival, *r_prompt, *r_decode, *r_prefix;
     pkv_arrival_state st;
     double t_last; /* seconds: last open-loop arrival */
     int64_t drawn;

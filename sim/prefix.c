@@ -1,0 +1,129 @@
+#include "prefix.h"
+#include "pkv_assert.h"
+
+#include <stdlib.h>
+
+int pkv_prefix_init(pkv_prefix *c, int32_t pool_pages, int32_t pages_per_block) {
+    *c = (pkv_prefix){.pages_per_block = pages_per_block, .lru_head = -1, .lru_tail = -1};
+    c->max_blocks = pool_pages / pages_per_block;
+    int32_t cap = 16;
+    while (cap < 2 * c->max_blocks + 16) cap *= 2;
+    c->cap = cap;
+    c->slot = calloc((size_t)cap, sizeof *c->slot);
+    c->pages = malloc(sizeof(int32_t) * ((size_t)c->max_blocks * pages_per_block + 1));
+    c->free_groups = malloc(sizeof(int32_t) * ((size_t)c->max_blocks + 1));
+    if (!c->slot || !c->pages || !c->free_groups) {
+        pkv_prefix_free(c);
+        return -1;
+    }
+    for (int32_t g = 0; g < c->max_blocks; g++) c->free_groups[g] = c->max_blocks - 1 - g;
+    c->n_free_groups = c->max_blocks;
+    return 0;
+}
+
+void pkv_prefix_free(pkv_prefix *c) {
+    free(c->slot), free(c->pages), free(c->free_groups);
+    *c = (pkv_prefix){0};
+}
+
+static uint64_t mix(uint64_t x) {
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
+    return x ^ (x >> 33);
+}
+
+uint64_t pkv_prefix_chain(uint64_t prev, uint64_t token_id) {
+    return mix(prev * 0x9E3779B97F4A7C15ull ^ mix(token_id + 1));
+}
+
+/* The slot holding hash, or -1. */
+static int32_t find(const pkv_prefix *c, uint64_t hash) {
+    for (uint32_t i = (uint32_t)mix(hash) & (uint32_t)(c->cap - 1), n = 0; n < (uint32_t)c->cap;
+         i = (i + 1) & (uint32_t)(c->cap - 1), n++) {
+        if (c->slot[i].used == 0) return -1;
+        if (c->slot[i].used == 1 && c->slot[i].hash == hash) return (int32_t)i;
+    }
+    return -1;
+}
+
+static void lru_unlink(pkv_prefix *c, int32_t b) {
+    pkv_prefix_block *k = &c->slot[b];
+    if (k->prev >= 0)
+        c->slot[k->prev].next = k->next;
+    else
+        c->lru_head = k->next;
+    if (k->next >= 0)
+        c->slot[k->next].prev = k->prev;
+    else
+        c->lru_tail = k->prev;
+    k->prev = k->next = -1;
+}
+
+int32_t pkv_prefix_acquire(pkv_prefix *c, uint64_t hash) {
+    c->lookups++;
+    int32_t b = find(c, hash);
+    if (b < 0) return -1;
+    pkv_prefix_block *k = &c->slot[b];
+    if (k->refs++ == 0) {
+        lru_unlink(c, b);
+        c->n_free_pages -= c->pages_per_block;
+    }
+    c->hits++;
+    return b;
+}
+
+int pkv_prefix_contains(const pkv_prefix *c, uint64_t hash) {
+    return find(c, hash) >= 0;
+}
+
+int32_t pkv_prefix_insert(pkv_prefix *c, uint64_t hash, const int32_t *pages) {
+    PKV_ASSERT(find(c, hash) < 0);
+    if (c->n_free_groups == 0) return -1;
+    uint32_t i = (uint32_t)mix(hash) & (uint32_t)(c->cap - 1);
+    while (c->slot[i].used == 1) i = (i + 1) & (uint32_t)(c->cap - 1);
+    const int32_t g = c->free_groups[--c->n_free_groups];
+    c->slot[i] = (pkv_prefix_block){.hash = hash,
+                                    .refs = 1,
+                                    .prev = -1,
+                                    .next = -1,
+                                    .first_page = g * c->pages_per_block,
+                                    .used = 1};
+    for (int32_t p = 0; p < c->pages_per_block; p++)
+        c->pages[g * c->pages_per_block + p] = pages[p];
+    c->n_blocks++;
+    return (int32_t)i;
+}
+
+const int32_t *pkv_prefix_pages(const pkv_prefix *c, int32_t b) {
+    return c->pages + c->slot[b].first_page;
+}
+
+void pkv_prefix_release(pkv_prefix *c, int32_t b) {
+    pkv_prefix_block *k = &c->slot[b];
+    PKV_ASSERT(k->used == 1 && k->refs > 0); /* a reference count never goes negative */
+    if (--k->refs > 0) return;
+    k->prev = c->lru_tail, k->next = -1;
+    if (c->lru_tail >= 0)
+        c->slot[c->lru_tail].next = b;
+    else
+        c->lru_head = b;
+    c->lru_tail = b;
+    c->n_free_pages += c->pages_per_block;
+}
+
+int pkv_prefix_evict(pkv_prefix *c, int32_t *out) {
+    const int32_t b = c->lru_head;
+    if (b < 0) return -1;
+    pkv_prefix_block *k = &c->slot[b];
+    PKV_ASSERT(k->refs == 0); /* a referenced block is never evicted */
+    lru_unlink(c, b);
+    for (int32_t p = 0; p < c->pages_per_block; p++) out[p] = c->pages[k->first_page + p];
+    c->free_groups[c->n_free_groups++] = k->first_page / c->pages_per_block;
+    c->n_free_pages -= c->pages_per_block;
+    k->used = -1; /* a tombstone: later probes go past it */
+    c->n_blocks--;
+    c->evictions++;
+    return 0;
+}
