@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One GPU call for the serving scheduler (issue 14), from the repository root of the GPU
 # machine with the bundled programs in .bundle/: the GPU tests the scheduler touches,
-# then experiments/scheduler/*.json on the cuda backend (each file to OUT/NAME.h5).
+# then experiments/scheduler/NAME.json on the cuda backend (each file to OUT/NAME.h5)
+# for NAME in EXPS (default: chunked_prefill prefix_caching_shared; the Mooncake replay
+# takes about an hour there). TESTS overrides the tests run.
 # Usage: gpu_session_sched.sh OUT [skip-tests]
 set -uo pipefail
 out=${1:?usage: gpu_session_sched.sh OUT [skip-tests]}
@@ -9,15 +11,15 @@ mkdir -p "$out"
 log="$out/sched.log"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$log"
 if [ "${2:-}" != skip-tests ]; then
-  for t in test_model_gpu test_cuda_backend test_noalloc; do
+  for t in ${TESTS:-test_model_gpu test_cuda_backend test_noalloc}; do
     t0=$SECONDS
     .bundle/run "$t" > "$out/$t.log" 2>&1
     echo "$t: rc $?, $((SECONDS - t0)) s: $(tail -1 "$out/$t.log")" | tee -a "$log"
     grep -E "^FAIL|chunked|mixed" "$out/$t.log" | head -20 | tee -a "$log"
   done
 fi
-for e in experiments/scheduler/*.json; do
-  n=$(basename "$e" .json)
+for n in ${EXPS:-chunked_prefill prefix_caching_shared}; do
+  e=experiments/scheduler/$n.json
   t0=$SECONDS
   .bundle/run pkvsim run "$e" --backend cuda -q -o "$out/$n.h5" > "$out/$n.log" 2>&1
   echo "$n: rc $?, $((SECONDS - t0)) s" | tee -a "$log"

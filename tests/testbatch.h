@@ -17,5 +17,11 @@ typedef struct host_batch {
 
 void make_batch(host_batch *h, gsl_rng *r, pkvk_shape s, const int32_t *lens, int n, double holes);
 void free_batch(host_batch *h);
+/* Prefix sharing: rows 1.. of h take row 0's first pages in place of their own (all
+ * but the last page of the shortest of them, at most row 0's: their contexts begin
+ * with row 0's); *priv receives the same batch with each row's shared pages copied
+ * into pages of its own (the same content in private pages). Returns the pages
+ * shared. */
+int32_t share_prefix(host_batch *h, host_batch *priv);
 
 #endif
