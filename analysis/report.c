@@ -1,4 +1,5 @@
 #include "report.h"
+#include "h5rec.h"
 #include "h5types.h"
 #include "jsonv.h"
 #include "pkv_route.h"
@@ -17,9 +18,9 @@ enum { MAX_RUNS = 4096, N_VALUES = 9, MAX_COLS = 6 };
 static const char *const value_names[N_VALUES] = {
     "decode_tok_s", "decode_tok_s_wall", "decode_tok_s_device", "ttft_p50",       "ttft_p99",
     "tpot_p50",     "tpot_p99",          "host_overhead_s",     "request_goodput"};
-static const char *const value_heads[N_VALUES] = {
-    "tok/s (sim)", "tok/s (wall)", "tok/s (device)", "TTFT p50 ms",  "TTFT p99 ms",
-    "TPOT p50 us", "TPOT p99 us",  "host us/step",   "goodput req/s"};
+static const char *const value_heads[N_VALUES] = {"tok/s (sim)", "tok/s (wall)", "tok/s (device)",
+                                                  "TTFT p50 ms", "TTFT p99 ms",  "TPOT p50 us",
+                                                  "TPOT p99 us", "host us/step", "goodput req/s"};
 static const double value_scale[N_VALUES] = {1, 1, 1, 1e3, 1e3, 1e6, 1e6, 1e6, 1};
 enum { V_TTFT_P99 = 4, V_TPOT_P50 = 5 }; /* the latencies given as ratios too */
 /* The structural counters (the study's Table 4): means over a run's steps after warm-up,
@@ -175,30 +176,16 @@ out:
 
 /* The runs of one file: itself, or each point of a sweep. */
 static int load_file(const char *path, run *runs, int *n, pkv_err *e) {
+    char(*grp)[32];
+    int n_runs;
+    if (pkv_h5_runs(path, &grp, &n_runs, e)) return -1;
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    if (f < 0) return pkv_fail(e, "%s: not a readable HDF5 file", path);
-    int rc = 0;
-    if (H5Lexists(f, "sweep", H5P_DEFAULT) > 0 && H5Lexists(f, "points", H5P_DEFAULT) > 0) {
-        hid_t g = H5Gopen2(f, "points", H5P_DEFAULT);
-        H5G_info_t info;
-        if (g < 0 || H5Gget_info(g, &info) < 0) rc = pkv_fail(e, "%s: unreadable /points", path);
-        for (hsize_t i = 0; !rc && i < info.nlinks; i++) {
-            char name[32], grp[64];
-            if (H5Lget_name_by_idx(g, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name,
-                                   H5P_DEFAULT) < 0)
-                rc = pkv_fail(e, "%s: unreadable /points", path);
-            else if (*n == MAX_RUNS)
-                rc = pkv_fail(e, "at most %d runs", MAX_RUNS);
-            snprintf(grp, sizeof grp, "points/%s", name);
-            if (!rc) rc = load_run(f, path, grp, &runs[(*n)++], e);
-        }
-        if (g >= 0) H5Gclose(g);
-    } else if (*n == MAX_RUNS) {
-        rc = pkv_fail(e, "at most %d runs", MAX_RUNS);
-    } else {
-        rc = load_run(f, path, "", &runs[(*n)++], e);
-    }
-    H5Fclose(f);
+    int rc = f < 0 ? pkv_fail(e, "%s: not a readable HDF5 file", path) : 0;
+    for (int i = 0; !rc && i < n_runs; i++)
+        rc = *n == MAX_RUNS ? pkv_fail(e, "at most %d runs", MAX_RUNS)
+                            : load_run(f, path, grp[i], &runs[(*n)++], e);
+    if (f >= 0) H5Fclose(f);
+    free(grp);
     return rc;
 }
 

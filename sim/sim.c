@@ -406,6 +406,17 @@ static int clock_moves(const pkv_sim *s, double dt, int decode, pkv_err *e) {
     return 0;
 }
 
+/* The GPU is busy with the iteration that starts now (a decode step or a prefill
+ * batch) for dt seconds. */
+static int occupy(pkv_sim *s, double dt, int decode_step, pkv_err *e) {
+    if (s->observe) s->observe(s, decode_step, s->observe_ctx);
+    s->busy = 1;
+    return pkv_heap_push(&s->heap, s->t_now + dt,
+                         decode_step ? PKV_EVENT_STEP_DONE : PKV_EVENT_PREFILL_DONE, 0)
+               ? pkv_fail(e, "out of memory")
+               : 0;
+}
+
 /* chunked: the next chunk of each admitted prompt, in admission order, in the token
  * budget the decode rows leave (token_budget >= max_active, so every prompt admitted
  * gets at least one token); their pages (each chunk's prompt's first pages up to the
@@ -459,11 +470,7 @@ static int start_step(pkv_sim *s, pkv_err *e) {
     s->steps++;
     pkv_summary_add_step(&s->summary, &rec, adv);
     if (s->out && pkv_h5rec_step(s->out, &rec, e)) return -1;
-    if (s->observe) s->observe(s, 1, s->observe_ctx);
-    s->busy = 1;
-    return pkv_heap_push(&s->heap, s->t_now + adv, PKV_EVENT_STEP_DONE, 0)
-               ? pkv_fail(e, "out of memory")
-               : 0;
+    return occupy(s, adv, 1, e);
 }
 
 /* A prefill batch (whole prompts, or an iteration's chunks): the backend writes its
@@ -481,11 +488,7 @@ static int start_prefill(pkv_sim *s, const pkv_prefill_view *pv, pkv_err *e) {
     if (clock_moves(s, t, 0, e)) return -1;
     pkv_summary_add_prefill(&s->summary, &pr);
     if (s->out && pkv_h5rec_prefill(s->out, &pr, e)) return -1;
-    if (s->observe) s->observe(s, 0, s->observe_ctx);
-    s->busy = 1;
-    return pkv_heap_push(&s->heap, s->t_now + t, PKV_EVENT_PREFILL_DONE, 0)
-               ? pkv_fail(e, "out of memory")
-               : 0;
+    return occupy(s, t, 0, e);
 }
 
 static int try_schedule(pkv_sim *s, pkv_err *e) {

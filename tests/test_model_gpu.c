@@ -113,6 +113,23 @@ static double max_diff_logits(const uint16_t *gpu, const float *ref, double *rms
     return m;
 }
 
+/* Layer l's attention over the decode rows (device buffers). */
+static pkvk_batch layer_batch(pkvk_model *m, int l, uint16_t *q, uint16_t *o, int32_t *bt, int bts,
+                              int32_t *seq_lens) {
+    const pkvk_shape as = {HQ, HKV, D, PS};
+    pkvk_batch b = {as,
+                    NREQ,
+                    q,
+                    o,
+                    pkvk_model_kv(m, l, 0),
+                    pkvk_model_kv(m, l, 1),
+                    bt,
+                    bts,
+                    seq_lens,
+                    1.f / sqrtf((float)D)};
+    return b;
+}
+
 int main(void) {
     if (pkvk_device_count() == 0) {
         printf("SKIP: no GPU (%s)\n", pkvk_last_error());
@@ -208,16 +225,7 @@ int main(void) {
     CHECK(pkvk_model_set_tokens(m, NREQ, in_tok) == 0 && pkvk_model_decode_begin(m, NREQ) == 0,
           "decode begin: %s", pkvk_last_error());
     for (int l = 0; l < L; l++) {
-        pkvk_batch b = {as,
-                        NREQ,
-                        q,
-                        o,
-                        pkvk_model_kv(m, l, 0),
-                        pkvk_model_kv(m, l, 1),
-                        bt_d,
-                        bts,
-                        lens_d,
-                        1.f / sqrtf((float)D)};
+        pkvk_batch b = layer_batch(m, l, q, o, bt_d, bts, lens_d);
         int launches;
         CHECK(pkvk_model_decode_pre(m, l, NREQ, lens_d, bt_d, bts, q) == 0 &&
                   pkvk_launch(ws, &b, &plan, &launches) == 0 && pkvk_model_post(m, l, NREQ, o) == 0,
@@ -257,16 +265,7 @@ int main(void) {
     CHECK(pkvk_model_mixed_begin(m, NREQ, 1, &c1_len, cpages, &c1_start, &is_last) == 0,
           "mixed begin: %s", pkvk_last_error());
     for (int l = 0; l < L; l++) {
-        pkvk_batch b = {as,
-                        NREQ,
-                        q,
-                        o,
-                        pkvk_model_kv(m, l, 0),
-                        pkvk_model_kv(m, l, 1),
-                        bt_d,
-                        bts,
-                        lens_d,
-                        1.f / sqrtf((float)D)};
+        pkvk_batch b = layer_batch(m, l, q, o, bt_d, bts, lens_d);
         int launches;
         CHECK(pkvk_model_mixed_pre(m, l, lens_d, bt_d, bts, q) == 0 &&
                   pkvk_launch(ws, &b, &plan, &launches) == 0 && pkvk_model_mixed_post(m, l, o) == 0,
