@@ -14,7 +14,8 @@
   plot.py steps RUN.h5
       each step's time coloured by its route, and its launches and merge bytes
   plot.py timeline RUN.h5
-      active rows, waiting requests and KV tokens in use over simulated time
+      active rows, waiting requests and the KV pool (pages in use, held by the prefix
+      cache alone, free) over simulated time
 
 Every command takes -o OUT.png (default: the input's name with the command's). Needs
 only a python3 with h5py and matplotlib (Debian: apt install python3-h5py
@@ -186,15 +187,15 @@ def cmd_threshold(a):
     save(fig, a.output)
 
 
-def run_group(spec):
-    """FILE.h5 or FILE.h5:N (sweep point N): the open file and the run's group."""
+def run_group(spec, need="requests"):
+    """FILE.h5 or FILE.h5:N (sweep point N): the run's group, which must hold `need`."""
     path, point = spec, None
     if not os.path.exists(spec) and ":" in spec:
         path, point = spec.rsplit(":", 1)
     f = open_file(path)
     g = f if point is None else f.get(f"points/{int(point):05d}")
-    if g is None or "requests" not in g:
-        fail(f"{spec}: no /requests (not a run, or recorded below run.record \"requests\")")
+    if g is None or need not in g:
+        fail(f"{spec}: no /{need} (not a run, or recorded below run.record \"{need}\")")
     return g
 
 
@@ -225,9 +226,7 @@ def cmd_cdf(a):
 
 
 def steps_of(path):
-    g = run_group(path) if "steps" not in open_file(path) else open_file(path)
-    if "steps" not in g:
-        fail(f"{path}: no /steps (recorded below run.record \"steps\")")
+    g = run_group(path, "steps")
     s = pkvh5.table(g, "steps")
     if len(s["index"]) == 0:
         fail(f"{path}: the run has no decode steps")
@@ -270,15 +269,30 @@ def cmd_timeline(a):
     r = pkvh5.table(g, "requests")
     k = decimate(len(s["t_sim"]))
     t = s["t_sim"][k]
-    arr, adm = np.sort(r["t_arrival"]), np.sort(r["t_admitted"][np.isfinite(r["t_admitted"])])
-    waiting = np.searchsorted(arr, t, "right") - np.searchsorted(adm, t, "right")
+    if "queue_depth" in s:  # recorded per step (files of 2026-12-01 on)
+        waiting = s["queue_depth"][k]
+    else:  # older files: from the requests' arrival and admission times
+        arr = np.sort(r["t_arrival"])
+        adm = np.sort(r["t_admitted"][np.isfinite(r["t_admitted"])])
+        waiting = np.searchsorted(arr, t, "right") - np.searchsorted(adm, t, "right")
     fig, ax = plt.subplots(3, 1, figsize=(9, 7), sharex=True)
     ax[0].plot(t, s["rows"][k], lw=0.8)
     ax[0].set_ylabel("active rows")
     ax[1].plot(t, waiting, lw=0.8, color="tab:orange")
     ax[1].set_ylabel("waiting requests")
-    ax[2].plot(t, s["context_tokens"][k] / 1e3, lw=0.8, color="tab:green")
-    ax[2].set_ylabel("KV in use (K tokens)")
+    if "pages_free" in s:  # the KV pool: pages in use, held by the prefix cache alone, free
+        cfg = g["config/resolved"][()]
+        sv = json.loads(cfg.decode() if isinstance(cfg, bytes) else cfg)["serving"]
+        usable = sv["kv_pages"] - int(sv["page_tables"]["hole_fraction"] * sv["kv_pages"])
+        free, cached = s["pages_free"][k], s["pages_cached"][k]
+        ax[2].stackplot(t, usable - free - cached, cached, free, lw=0,
+                        labels=["in use", "cached (evictable)", "free"],
+                        colors=["tab:green", "tab:olive", "0.85"])
+        ax[2].set_ylabel("KV pages")
+        ax[2].legend(loc="upper right", fontsize=8)
+    else:
+        ax[2].plot(t, s["context_tokens"][k] / 1e3, lw=0.8, color="tab:green")
+        ax[2].set_ylabel("KV in use (K tokens)")
     ax[2].set_xlabel("simulated time (s)")
     ax[0].set_title(os.path.basename(a.input))
     for x in ax:
