@@ -12,7 +12,10 @@
 
 const char *const pkv_record_level_names[] = {"full", "steps", "requests", "summary", NULL};
 
-enum { MAX_COLS = 32 };
+#define MAX_COLS 48
+_Static_assert(PKV_STEP_COLUMN_COUNT <= MAX_COLS && PKV_REQUEST_COLUMN_COUNT <= MAX_COLS &&
+                   PKV_PREFILL_COLUMN_COUNT <= MAX_COLS,
+               "a record table has more columns than the recorder's MAX_COLS");
 
 /* A table stored by column: one 1-D dataset per enabled column in group g, rows
  * buffered per column a chunk at a time. */
@@ -409,6 +412,10 @@ int pkv_h5rec_summary(pkv_h5rec *r, const pkv_summary *s, pkv_err *e) {
     U(prefix_hits);
     U(prefix_hit_tokens);
     U(prefix_evictions);
+    U(swap_outs);
+    U(swap_ins);
+    U(swap_pages);
+    D(swap_time_s);
     D(prefill_time_s);
     D(model_weight_bytes);
     D(model_dense_flops_per_token);

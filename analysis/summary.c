@@ -210,6 +210,11 @@ void pkv_summary_print(const pkv_summary *s, FILE *f) {
                 (unsigned long long)s->prefix_tokens,
                 100.0 * (double)s->prefix_hit_tokens / (double)s->prefix_tokens,
                 (unsigned long long)s->prefix_evictions);
+    if (s->swap_outs)
+        fprintf(f,
+                "  swap         %llu requests out, %llu in, %llu pages copied, %.6g s (modelled)\n",
+                (unsigned long long)s->swap_outs, (unsigned long long)s->swap_ins,
+                (unsigned long long)s->swap_pages, s->swap_time_s);
     if (s->mixed_steps)
         fprintf(f, "  chunks       %llu prompt tokens inside %llu decode steps\n",
                 (unsigned long long)s->mixed_prefill_tokens, (unsigned long long)s->mixed_steps);

@@ -49,6 +49,10 @@ typedef struct pkv_summary {
     /* The prefix cache, set by the simulation: the admissions' full prompt blocks and
      * tokens to prefill, the blocks and tokens found cached, the blocks evicted */
     uint64_t prefix_blocks, prefix_tokens, prefix_hits, prefix_hit_tokens, prefix_evictions;
+    /* Preemption by swap, set by the simulation: requests swapped out and in, pages
+     * copied (both ways), seconds the copies took (modelled) */
+    uint64_t swap_outs, swap_ins, swap_pages;
+    double swap_time_s;
     double prefill_time_s; /* simulated seconds the prefills took */
     /* The served model, per GPU (0 for the study layer): set by the program. */
     double model_weight_bytes, model_dense_flops_per_token, model_kv_bytes_per_token;

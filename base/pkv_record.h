@@ -47,6 +47,8 @@ typedef enum pkv_col_kind {
     X(prefill_chunks, uint32_t, PKV_COL_U32, 0, "prompt chunks run in the same iteration")         \
     X(queue_depth, uint32_t, PKV_COL_U32, 0, "requests waiting for admission at the step")         \
     X(pages_free, uint32_t, PKV_COL_U32, 0, "KV pages free at the step")                           \
+    X(t_swap, double, PKV_COL_F64, 0,                                                              \
+      "seconds: swap copies (preemption by swap, modelled) the step waited for")                   \
     X(pages_cached, uint32_t, PKV_COL_U32, 0,                                                      \
       "KV pages held only by the prefix cache (evictable) at the step")                            \
     X(policy_why, uint8_t, PKV_COL_U8, 0,                                                          \
@@ -89,9 +91,17 @@ typedef enum pkv_col_kind {
     X(t_predicted, double, PKV_COL_F64, 0, "seconds: cost model (NaN for the study layer)")        \
     X(t_device, double, PKV_COL_F64, 1, "seconds: measured device time of the batch")              \
     X(t_wall, double, PKV_COL_F64, 1, "seconds: measured host wall time of the batch")             \
+    X(t_swap, double, PKV_COL_F64, 0, "seconds: swap copies (modelled) the batch waited for")      \
     X(t_advance, double, PKV_COL_F64, 0, "seconds: how far the batch moved the simulated clock")
 
 #define PKV_RECORD_FIELD_(name, ctype, kind, measured, unit) ctype name;
+#define PKV_RECORD_COUNT_(name, ctype, kind, measured, unit) +1
+/* The tables' column counts, at compile time (writers size their buffers by them). */
+enum {
+    PKV_STEP_COLUMN_COUNT = 0 PKV_STEP_COLUMNS(PKV_RECORD_COUNT_),
+    PKV_REQUEST_COLUMN_COUNT = 0 PKV_REQUEST_COLUMNS(PKV_RECORD_COUNT_),
+    PKV_PREFILL_COLUMN_COUNT = 0 PKV_PREFILL_COLUMNS(PKV_RECORD_COUNT_),
+};
 
 /* One row of /steps, plus the per-candidate times that go to /routes and
  * /routes_measured. */

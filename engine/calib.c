@@ -48,6 +48,8 @@ static const pkv_key rows[] = {
     ROW("prefill_token_us", NUM, prefill_token_us, 0, 0, 1e4),
     ROW("allreduce_gbps", NUM, allreduce_gbps, 400, 1e-3, 1e6),
     ROW("allreduce_us", NUM, allreduce_us, 10, 0, 1e4),
+    ROW("swap_gbps", NUM, swap_gbps, 50, 1e-3, 1e6),
+    ROW("swap_us", NUM, swap_us, 10, 0, 1e6),
     {.obj = "", .name = "route_scale", .kind = PKV_KEY_CUSTOM}, /* one factor per route */
     {.obj = "", .name = "route_model", .kind = PKV_KEY_CUSTOM}, /* fitted constants per route */
     {.obj = "", .name = "gates", .kind = PKV_KEY_CUSTOM},       /* the policy's gates per G */

@@ -76,6 +76,8 @@ typedef struct pkv_calib {
     double prefill_fixed_us, prefill_token_us;
     double allreduce_gbps; /* tensor parallelism: all-reduce bus bandwidth (modelled) */
     double allreduce_us;   /* tensor parallelism: all-reduce latency (modelled) */
+    double swap_gbps;      /* preemption by swap: the host link's copy bandwidth (modelled) */
+    double swap_us;        /* preemption by swap: fixed cost of one request's copy (modelled) */
     char *json;            /* the file verbatim (owned) */
 } pkv_calib;
 

@@ -27,6 +27,8 @@ typedef struct pkv_config {
     int scheduler;               /* pkv_scheduler_names: PKV_SCHED_* */
     int32_t token_budget;        /* chunked: tokens an iteration holds (decode rows + chunks) */
     int32_t max_prefill_chunk;   /* chunked: tokens of one prompt in one iteration (0: budget) */
+    int preemption;              /* pkv_preemption_names: PKV_PREEMPT_* */
+    int32_t swap_pages;          /* swap: the host pool's pages (KV pages of every layer) */
     bool prefix_caching;         /* share the KV blocks of common prompt prefixes (sim/prefix.h) */
     int32_t prefix_block_tokens; /* tokens of a cached block (a multiple of the page size) */
     double hole_fraction;        /* fraction of the pool's page ids never handed out */

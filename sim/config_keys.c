@@ -7,6 +7,7 @@
 const char *const pkv_clock_names[] = {"predicted", "wall", "device", "auto", NULL};
 const char *const pkv_page_table_modes[] = {"allocator", "generator", NULL};
 const char *const pkv_scheduler_names[] = {"prefill_first", "chunked", NULL};
+const char *const pkv_preemption_names[] = {"recompute", "swap", NULL};
 const char *const pkv_workload_presets[] = {"bucketed", "homogeneous", "bimodal",
                                             "uniform",  "zipf",        NULL};
 static const char *const bucket_names[] = {"exact", "pow2", NULL};
@@ -158,6 +159,8 @@ static const pkv_key rows[] = {
     ENUM("serving", "scheduler", C, scheduler, "prefill_first", pkv_scheduler_names),
     INT("serving", "token_budget", C, token_budget, 8192, 1, 1 << 20),
     INT("serving", "max_prefill_chunk", C, max_prefill_chunk, 0, 0, 1 << 20),
+    ENUM("serving", "preemption", C, preemption, "recompute", pkv_preemption_names),
+    INT("serving", "swap_pages", C, swap_pages, 0, 0, INT32_MAX),
     BOOL("serving", "prefix_caching", C, prefix_caching, false),
     INT("serving", "prefix_block_tokens", C, prefix_block_tokens, 512, 1, 1 << 16),
     OBJ("serving", "prefill"),

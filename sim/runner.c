@@ -26,6 +26,15 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
         return pkv_fail(e, "%s: run.clock: the model backend measures nothing; use \"predicted\"",
                         cfg->file);
     }
+    if (cfg->preemption == PKV_PREEMPT_SWAP && bk == PKV_BACKEND_CUDA) {
+        pkv_calib_free(&cal);
+        return pkv_fail(e,
+                        "%s: serving.preemption: \"swap\" is modelled (the host link's "
+                        "calibrated bandwidth) on the model and cpu backends; the cuda backend's "
+                        "copies to pinned host memory are not built yet: use --backend model or "
+                        "\"recompute\"",
+                        cfg->file);
+    }
     if (cfg->prefill_measure && (bk != PKV_BACKEND_CUDA || clock == PKV_CLOCK_PREDICTED)) {
         pkv_calib_free(&cal);
         return pkv_fail(e,

@@ -25,7 +25,11 @@ static int64_t reserved_tokens(const pkv_sim *s, const pkv_sim_request *r) {
 }
 
 int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, pkv_h5rec *out, pkv_err *e) {
-    *s = (pkv_sim){.cfg = cfg, .eng = eng, .out = out, .bt_stride = pkv_sim_bt_stride(cfg)};
+    *s = (pkv_sim){.cfg = cfg,
+                   .eng = eng,
+                   .out = out,
+                   .bt_stride = pkv_sim_bt_stride(cfg),
+                   .swap_free = cfg->swap_pages};
     /* The KV pool's bookkeeping (the allocator's stack and owners, the prefill page
      * list: 16 bytes a page) and the block tables, against the machine's memory before
      * anything is allocated. */
@@ -290,7 +294,36 @@ static void cache_prompt(pkv_sim *s, pkv_sim_request *r) {
     }
 }
 
-/* Evict the most recently admitted running request; it recomputes later. */
+/* ---- preemption by swap ----------------------------------------------------------- */
+/* A copy of n pages (every layer's K and V) over the host link, modelled from the
+ * calibration; the next iteration waits for it. */
+static void charge_swap(pkv_sim *s, int32_t n) {
+    const pkv_calib *c = s->eng->cal;
+    const double t =
+        c->swap_us * 1e-6 + n * pkv_model_page_bytes(&s->cfg->model) / (c->swap_gbps * 1e9);
+    s->swap_pending_s += t, s->swap_time_s += t;
+    s->swap_pages += (uint64_t)n;
+}
+
+/* The seconds of swap copies an iteration starting now waits for. */
+static double take_swap_time(pkv_sim *s) {
+    const double t = s->swap_pending_s;
+    s->swap_pending_s = 0;
+    return t;
+}
+
+/* r's pages go to the host pool (the GPU's come free; its page array is kept). */
+static void swap_out(pkv_sim *s, pkv_sim_request *r) {
+    pkv_kvalloc_give(&s->alloc, r->pages, r->n_pages, r->rec.id);
+    s->swap_free -= r->n_pages;
+    PKV_ASSERT(s->swap_free >= 0);
+    charge_swap(s, r->n_pages);
+    r->swapped = true;
+    s->swap_outs++;
+}
+
+/* Evict the most recently admitted running request: to the host pool where the
+ * experiment swaps and the pool has room for it, else it recomputes later. */
 static int preempt_latest(pkv_sim *s) {
     int32_t v = 0;
     for (int32_t i = 1; i < s->n_run; i++)
@@ -298,7 +331,10 @@ static int preempt_latest(pkv_sim *s) {
     int64_t slot = s->run[v];
     pkv_sim_request *r = &s->req[slot];
     run_remove(s, v);
-    release_pages(s, r);
+    if (s->cfg->preemption == PKV_PREEMPT_SWAP && r->n_pages <= s->swap_free)
+        swap_out(s, r);
+    else
+        release_pages(s, r);
     r->rec.state = PKV_REQ_WAITING;
     r->rec.preemptions++;
     return wait_push_front(s, slot);
@@ -308,8 +344,20 @@ static int preempt_latest(pkv_sim *s) {
 static int32_t waiting_pages(const void *ctx, size_t i) {
     const pkv_sim *s = ctx;
     const pkv_sim_request *r = &s->req[s->wait[(s->wait_head + i) % s->wait_cap]];
+    if (r->swapped) return r->n_pages;
     return pages_for(s, s->cfg->page_tables == PKV_PAGE_TABLES_GENERATOR ? reserved_tokens(s, r)
                                                                          : stored_tokens(r));
+}
+
+/* The request becomes a row of the running batch, its block table its pages. */
+static void join_run(pkv_sim *s, int64_t slot) {
+    pkv_sim_request *r = &s->req[slot];
+    int32_t i = s->n_run++;
+    s->run[i] = slot;
+    memcpy(s->block_table + (size_t)i * s->bt_stride, r->pages,
+           sizeof(int32_t) * (size_t)r->n_pages);
+    mark_dirty(s, i, 0);
+    r->rec.state = PKV_REQ_RUNNING;
 }
 
 /* Remove the i-th waiting request (0 = head), keeping the others in order. */
@@ -329,6 +377,16 @@ static int admit(pkv_sim *s) {
         if (pick < 0) break;
         int64_t slot = wait_take(s, (size_t)pick);
         pkv_sim_request *r = &s->req[slot];
+        if (r->swapped) { /* back from the host pool onto new pages: it runs on, no prefill */
+            take_pages(s, r->n_pages, r->rec.id, r->pages);
+            s->swap_free += r->n_pages;
+            charge_swap(s, r->n_pages);
+            r->swapped = false;
+            s->swap_ins++;
+            r->admit_seq = s->admit_counter++;
+            join_run(s, slot);
+            continue;
+        }
         r->cap_pages = pages_for(s, reserved_tokens(s, r));
         /* The study's generator reserves the whole (rounded) length at admission; the
          * live allocator takes the prompt's pages and grows page by page. */
@@ -464,7 +522,10 @@ static int start_step(pkv_sim *s, pkv_err *e) {
     pkv_batch_view v = {s->n_run,      s->seq_lens, s->block_table, s->bt_stride,
                         s->dirty_rows, s->n_dirty,  s->dirty_from,  s->n_chunks ? &cv : NULL};
     double adv;
-    if (pkv_engine_step(s->eng, &v, &rec, &adv, e) || clock_moves(s, adv, 1, e)) return -1;
+    if (pkv_engine_step(s->eng, &v, &rec, &adv, e)) return -1;
+    rec.t_swap = take_swap_time(s);
+    adv += rec.t_swap;
+    if (clock_moves(s, adv, 1, e)) return -1;
     for (int32_t k = 0; k < s->n_dirty; k++) s->dirty_from[s->dirty_rows[k]] = INT32_MAX;
     s->n_dirty = 0;
     s->steps++;
@@ -484,7 +545,8 @@ static int start_prefill(pkv_sim *s, const pkv_prefill_view *pv, pkv_err *e) {
     double t = pkv_model_dense(&s->cfg->model) || s->cfg->prefill_measure
                    ? t_measured
                    : s->cfg->prefill_base_s + s->cfg->prefill_per_token_s * (double)pr.tokens;
-    pr.t_advance = t;
+    pr.t_swap = take_swap_time(s);
+    pr.t_advance = t += pr.t_swap;
     if (clock_moves(s, t, 0, e)) return -1;
     pkv_summary_add_prefill(&s->summary, &pr);
     if (s->out && pkv_h5rec_prefill(s->out, &pr, e)) return -1;
@@ -571,12 +633,7 @@ static int prompt_done(pkv_sim *s, int64_t slot) {
             return pkv_heap_push(&s->heap, s->t_now, PKV_EVENT_FINISH, slot);
         }
     }
-    int32_t i = s->n_run++;
-    s->run[i] = slot;
-    memcpy(s->block_table + (size_t)i * s->bt_stride, r->pages,
-           sizeof(int32_t) * (size_t)r->n_pages);
-    mark_dirty(s, i, 0);
-    r->rec.state = PKV_REQ_RUNNING;
+    join_run(s, slot);
     return 0;
 }
 
@@ -704,5 +761,7 @@ int pkv_sim_run(pkv_sim *s, pkv_err *e) {
     s->summary.prefix_hits = s->cache.hits;
     s->summary.prefix_hit_tokens = s->hit_tokens;
     s->summary.prefix_evictions = s->cache.evictions;
+    s->summary.swap_outs = s->swap_outs, s->summary.swap_ins = s->swap_ins;
+    s->summary.swap_pages = s->swap_pages, s->summary.swap_time_s = s->swap_time_s;
     return pkv_summary_finish(&s->summary, s->t_now) ? pkv_fail(e, "out of memory") : 0;
 }

@@ -39,6 +39,7 @@ typedef struct pkv_sim_request {
     int32_t *blocks;       /* [cap_pages / pages per block + 1] cache slots of its leading
                               cached blocks */
     int32_t cached_blocks; /* its leading blocks whose pages the cache holds */
+    bool swapped;          /* preempted by swap: its n_pages pages are in the host pool */
     double t_last_token;   /* seconds: when its latest token came (for the inter-token latency) */
     bool live;             /* the slot holds a request still in the simulation */
 } pkv_sim_request;
@@ -59,6 +60,11 @@ typedef struct pkv_sim {
     uint64_t prefix_blocks; /* full prompt blocks of the admissions (each could hit) */
     uint64_t prefix_tokens; /* tokens to prefill of the admissions, hits included */
     int32_t *evicted;       /* [pages per block] scratch */
+    /* preemption by swap: the host pool's free pages; the copies' seconds the next
+     * iteration waits for; counts */
+    int32_t swap_free;
+    double swap_pending_s, swap_time_s;
+    uint64_t swap_outs, swap_ins, swap_pages;
     gsl_rng *r_pages;
     pkv_heap heap;
     int32_t *prefill_pages; /* [kv_pages] scratch: the page list of a prefill batch */

@@ -6,7 +6,9 @@
  * are conserved under both schedulers. With prefix caching: a row's pages in cached
  * blocks belong to the cache and its other pages to it, the blocks it maps are cached
  * and referenced, an admission's first chunk starts after its cached blocks, and the
- * tokens prefilled plus those found cached are the admissions' tokens. A mixed step's
+ * tokens prefilled plus those found cached are the admissions' tokens. With
+ * preemption by swap requests go out and come back as often, and a host pool that
+ * holds every swap leaves nothing prefilled twice. A mixed step's
  * predicted dense part is the
  * dense forward over the rows and the chunks' tokens plus the chunks' attention and
  * the calibration's prefill terms. */
@@ -100,7 +102,8 @@ static const char *EXP =
     "   \"num_requests\": %d, \"max_context\": 20000},"
     " \"serving\": {\"max_active\": %d, \"kv_pages\": %d, \"admission\": \"%s\","
     "   \"scheduler\": \"%s\", \"token_budget\": %d, \"max_prefill_chunk\": %d,"
-    "   \"prefix_caching\": %s, \"prefix_block_tokens\": %d},"
+    "   \"prefix_caching\": %s, \"prefix_block_tokens\": %d, \"preemption\": \"%s\","
+    "   \"swap_pages\": %d},"
     " \"route\": {\"policy\": \"pkv_workqueue\", \"calibration\": \"%s\"},"
     " \"run\": {\"seed\": %d, \"output\": \"%s\"}}";
 
@@ -119,21 +122,28 @@ int main(void) {
     if (fd >= 0) close(fd);
     gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
     gsl_rng_set(g, 20261201);
-    uint64_t preempted = 0, mixed = 0, hits = 0, evictions = 0;
+    uint64_t preempted = 0, mixed = 0, hits = 0, evictions = 0, swapped = 0, recomputed = 0;
     for (int trial = 0; trial < 24; trial++) {
-        const int max_active = 1 + (int)gsl_rng_uniform_int(g, 24);
+        /* Preemption by swap on a quarter of the trials, under pools tight enough that
+         * decode growth preempts: a host pool that holds every swap, or one so small
+         * that most preemptions recompute. */
+        const int swap = trial % 4 == 3, swap_pool = trial % 8 == 3 ? 10000000 : 40;
+        const int max_active =
+            swap ? 12 + (int)gsl_rng_uniform_int(g, 12) : 1 + (int)gsl_rng_uniform_int(g, 24);
         const int budget = max_active + 1 + (int)gsl_rng_uniform_int(g, 4096);
         const int max_chunk = trial % 3 == 0 ? 0 : 1 + (int)gsl_rng_uniform_int(g, budget);
-        const int prompt_max = 64 + (int)gsl_rng_uniform_int(g, 12000);
-        const int decode_max = 1 + (int)gsl_rng_uniform_int(g, 200);
+        const int prompt_max = swap ? 4000 : 64 + (int)gsl_rng_uniform_int(g, 12000);
+        const int decode_max = swap ? 400 : 1 + (int)gsl_rng_uniform_int(g, 200);
         const int n_req = 20 + (int)gsl_rng_uniform_int(g, 120);
         /* A tight pool on some trials, so that running requests are preempted. */
-        const int pages = trial % 2 ? 1300 + (int)gsl_rng_uniform_int(g, 600) : 200000;
+        const int pages = swap ? 700 : trial % 2 ? 1300 + (int)gsl_rng_uniform_int(g, 600) : 200000;
         const double rate = 5 + gsl_rng_uniform(g) * 400, cv = 0.3 + gsl_rng_uniform(g) * 3;
         const char *adm = trial % 4 == 1 ? "first_fit" : "fcfs";
         /* Prefix caching on two trials of three: a shared prompt of up to 4000 tokens
          * in up to 5 versions, blocks of 16 to 1024 tokens. */
-        const int caching = trial % 3 != 2, block = 16 * (1 + (int)gsl_rng_uniform_int(g, 64));
+
+        const int caching = trial % 3 != 2 && !swap,
+                  block = 16 * (1 + (int)gsl_rng_uniform_int(g, 64));
         const int shared = (int)gsl_rng_uniform_int(g, 4000),
                   groups = 1 + (int)gsl_rng_uniform_int(g, 5);
         pkv_summary sums[2];
@@ -141,7 +151,8 @@ int main(void) {
             char text[4096];
             snprintf(text, sizeof text, EXP, rate, cv, shared, groups, prompt_max, decode_max,
                      n_req, max_active, pages, adm, chunked ? "chunked" : "prefill_first", budget,
-                     max_chunk, caching ? "true" : "false", block, TEST_CALIBRATION, trial, out);
+                     max_chunk, caching ? "true" : "false", block, swap ? "swap" : "recompute",
+                     swap ? swap_pool : 0, TEST_CALIBRATION, trial, out);
             watch *w = calloc(1, sizeof *w);
             w->chunked = chunked;
             w->block_tokens = caching ? block : 0;
@@ -187,6 +198,25 @@ int main(void) {
                   (unsigned long long)w->chunk_tokens, (unsigned long long)s->prefix_hit_tokens,
                   (unsigned long long)s->prefix_tokens);
             if (caching) hits += s->prefix_hit_tokens, evictions += s->prefix_evictions;
+            /* Swapped requests come back whole: in, out and back in as often; with a host
+             * pool that holds them all nothing is prefilled twice. */
+            const uint64_t prefilled = s->prefill_tokens + s->mixed_prefill_tokens;
+            CHECK(s->swap_ins == s->swap_outs && s->swap_outs <= s->preemptions &&
+                      (swap || s->swap_outs == 0),
+                  "trial %d: %llu swapped out, %llu in, %llu preemptions", trial,
+                  (unsigned long long)s->swap_outs, (unsigned long long)s->swap_ins,
+                  (unsigned long long)s->preemptions);
+            if (swap && swap_pool > 1000)
+                CHECK(s->swap_outs == s->preemptions && prefilled == s->input_tokens,
+                      "trial %d: %llu prompt tokens prefilled for %llu, %llu of %llu preemptions "
+                      "swapped",
+                      trial, (unsigned long long)prefilled, (unsigned long long)s->input_tokens,
+                      (unsigned long long)s->swap_outs, (unsigned long long)s->preemptions);
+            if (swap) swapped += s->swap_outs, recomputed += s->preemptions - s->swap_outs;
+            if (getenv("SCHED_VERBOSE"))
+                printf("trial %d %s: preemptions %llu swaps %llu pool %d\n", trial,
+                       chunked ? "chunked" : "prefill_first", (unsigned long long)s->preemptions,
+                       (unsigned long long)s->swap_outs, swap ? swap_pool : 0);
             if (chunked) preempted += s->preemptions, mixed += w->mixed;
             free(w);
         }
@@ -198,6 +228,8 @@ int main(void) {
     CHECK(mixed > 0, "no decode step held a chunk");
     CHECK(hits > 0 && evictions > 0, "prefix caching: %llu tokens hit, %llu blocks evicted",
           (unsigned long long)hits, (unsigned long long)evictions);
+    CHECK(swapped > 0 && recomputed > 0, "swap: %llu preemptions swapped, %llu recomputed",
+          (unsigned long long)swapped, (unsigned long long)recomputed);
     gsl_rng_free(g);
 
     /* A mixed step's prediction: the dense forward over rows + chunk tokens (heads: the
@@ -208,7 +240,7 @@ int main(void) {
         pkv_err e;
         char text[4096];
         snprintf(text, sizeof text, EXP, 10.0, 1.0, 0, 1, 100, 10, 1, 8, 4000, "fcfs", "chunked",
-                 4096, 0, "false", 512, TEST_CALIBRATION, 1, out);
+                 4096, 0, "false", 512, "recompute", 0, TEST_CALIBRATION, 1, out);
         CHECK(pkv_config_parse(&cfg, strdup(text), "mixed.json", &e) == 0, "%s", e.msg);
         pkv_calib cal;
         CHECK(pkv_calib_load(&cal, TEST_CALIBRATION, &e) == 0, "%s", e.msg);
