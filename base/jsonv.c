@@ -67,9 +67,13 @@ int pkv_json_int(const cJSON *o, const char *path, const char *key, int64_t def,
         *out = def;
         return 0;
     }
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) ||
-        fabs(v->valuedouble) > 9.0e15)
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble))
         return pkv_fail(e, "%s: must be an integer", p);
+    if (fabs(v->valuedouble) > 9.0e15) /* a double holds whole numbers exactly up to 2^53 */
+        return pkv_fail(e,
+                        "%s: must be an integer of at most 9e15 in magnitude (JSON numbers are "
+                        "doubles, exact only up to 2^53; got %.17g)",
+                        p, v->valuedouble);
     int64_t x = (int64_t)v->valuedouble;
     if (x < lo || x > hi)
         return pkv_fail(e, "%s: must be in [%lld, %lld] (got %lld)", p, (long long)lo,

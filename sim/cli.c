@@ -27,6 +27,21 @@ int pkv_cli_parse_u64(const char *s, uint64_t *out) {
     return 0;
 }
 
+/* --seed: a whole number in [0, 9e15], the range run.seed takes (JSON numbers, and
+ * /config/resolved's, are doubles: exact only up to 2^53). */
+static int parse_seed(const char *text, uint64_t *seed) {
+    uint64_t v;
+    if (pkv_cli_parse_u64(text, &v) || v > 9000000000000000ull) {
+        fprintf(stderr,
+                "pkvsim: --seed: \"%s\" is not a whole number in [0, 9e15] (run.seed's range: "
+                "JSON numbers are exact only up to 2^53)\n",
+                text);
+        return -1;
+    }
+    *seed = v;
+    return 0;
+}
+
 /* The one EXPERIMENT.json argument left after the options, loaded, with --seed
  * applied. Returns 0, or the exit code (the message is printed). */
 int pkv_cli_load_experiment(int argc, char **argv, const char *cmd, const char *seed,
@@ -41,8 +56,7 @@ int pkv_cli_load_experiment(int argc, char **argv, const char *cmd, const char *
         fprintf(stderr, "pkvsim: %s\n", e.msg);
         return 1;
     }
-    if (seed && pkv_cli_parse_u64(seed, &cfg->seed)) {
-        fprintf(stderr, "pkvsim: --seed: \"%s\" is not a non-negative integer\n", seed);
+    if (seed && parse_seed(seed, &cfg->seed)) {
         pkv_config_free(cfg);
         return 1;
     }
@@ -50,10 +64,7 @@ int pkv_cli_load_experiment(int argc, char **argv, const char *cmd, const char *
 }
 
 int pkv_cli_apply(pkv_config *cfg, const pkv_cli_overrides *o) {
-    if (o->seed && pkv_cli_parse_u64(o->seed, &cfg->seed)) {
-        fprintf(stderr, "pkvsim: --seed: \"%s\" is not a non-negative integer\n", o->seed);
-        return 1;
-    }
+    if (o->seed && parse_seed(o->seed, &cfg->seed)) return 1;
     if (o->backend) {
         int k = -1;
         for (int i = 0; pkv_backend_names[i]; i++)

@@ -81,9 +81,15 @@ case_json bad-trace-row "{\"workload\": {\"trace\": {\"path\": \"$tmp/bad.csv\"}
 case_json bad-trace-key "{\"workload\": {\"trace\": {\"path\": \"$tmp/bad.csv\", \"colums\": \"azure\"}, \"arrival\": null, \"prompt\": null, \"decode\": null}}" "workload.trace.colums: unknown key"
 case_json bad-preset '{"workload": {"preset": "spiky"}}' 'workload.preset: "spiky" is not one of'
 case_json bad-upload '{"run": {"metadata_upload": "mapped"}}' 'run.metadata_upload: "mapped" is not one of'
+case_json big-seed-json '{"run": {"seed": 9007199254740993}}' "run.seed: must be an integer of at most 9e15"
+case_json chunked-study-layer '{"serving": {"scheduler": "chunked"}}' 'serving.scheduler: "chunked" needs a model with a dense part'
+case_json swap-no-pool '{"serving": {"preemption": "swap"}}' "serving.swap_pages: preemption by swap needs a host pool"
+case_json prefix-block '{"serving": {"prefix_caching": true, "prefix_block_tokens": 100}}' "serving.prefix_block_tokens: 100 is not a multiple of the page size"
 good '{}' > "$tmp/e.json"
 expect_fail unwritable "cannot create the output file" "$pkvsim" run -q -o /nonexistent-dir/out.h5 "$tmp/e.json"
 expect_fail bad-seed "--seed" "$pkvsim" run -q --seed -3 "$tmp/e.json"
+# Seeds beyond 9e15 would not survive JSON's doubles (/config/resolved): refused.
+expect_fail big-seed "in [0, 9e15]" "$pkvsim" run -q --seed 18446744073709551615 "$tmp/e.json"
 expect_fail bad-backend "--backend" "$pkvsim" run -q --backend tpu "$tmp/e.json"
 expect_fail no-args "EXPERIMENT.json" "$pkvsim" run
 expect_fail unknown-command "unknown command" "$pkvsim" frobnicate
