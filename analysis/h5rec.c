@@ -4,6 +4,7 @@
 #include "h5types.h"
 
 #include <hdf5.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -416,6 +417,19 @@ int pkv_h5rec_summary(pkv_h5rec *r, const pkv_summary *s, pkv_err *e) {
     U(swap_ins);
     U(swap_pages);
     D(swap_time_s);
+    for (int k = 0; k < s->n_classes && rc >= 0; k++) { /* by class: finished, good, share */
+        char n[64];
+        snprintf(n, sizeof n, "finished_%s", s->class_names[k]);
+        rc = attr_u64(g, n, s->class_finished[k]);
+        snprintf(n, sizeof n, "good_%s", s->class_names[k]);
+        if (rc >= 0) rc = attr_u64(g, n, s->class_good[k]);
+        snprintf(n, sizeof n, "slo_attainment_%s", s->class_names[k]);
+        if (rc >= 0)
+            rc = attr_f64(g, n,
+                          s->class_finished[k]
+                              ? (double)s->class_good[k] / (double)s->class_finished[k]
+                              : NAN);
+    }
     D(prefill_time_s);
     D(model_weight_bytes);
     D(model_dense_flops_per_token);

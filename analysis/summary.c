@@ -128,10 +128,13 @@ int pkv_summary_add_request(pkv_summary *s, const pkv_request_rec *r) {
     s->input_tokens += (uint64_t)r->prompt_len;
     s->output_tokens += (uint64_t)r->generated;
     if (r->t_finish > s->t_last_finish) s->t_last_finish = r->t_finish;
-    const pkv_slo *o = &s->slo; /* a TPOT SLO holds for one-token requests */
-    s->good += (o->ttft <= 0 || ttft <= o->ttft) &&
-               (o->tpot <= 0 || isnan(tpot) || tpot <= o->tpot) &&
-               (o->e2el <= 0 || e2el <= o->e2el);
+    const int k = s->n_classes && r->slo_class < s->n_classes ? r->slo_class : -1;
+    const pkv_slo *o = k >= 0 ? &s->class_slo[k] : &s->slo; /* a class's SLOs where it has */
+    const int good = (o->ttft <= 0 || ttft <= o->ttft) &&   /* a TPOT SLO holds for one token */
+                     (o->tpot <= 0 || isnan(tpot) || tpot <= o->tpot) &&
+                     (o->e2el <= 0 || e2el <= o->e2el);
+    s->good += good;
+    if (k >= 0) s->class_finished[k]++, s->class_good[k] += good;
     return 0;
 }
 
@@ -210,6 +213,12 @@ void pkv_summary_print(const pkv_summary *s, FILE *f) {
                 (unsigned long long)s->prefix_tokens,
                 100.0 * (double)s->prefix_hit_tokens / (double)s->prefix_tokens,
                 (unsigned long long)s->prefix_evictions);
+    for (int k = 0; k < s->n_classes; k++)
+        fprintf(f, "  class %-6s %llu finished, %.1f%% within its SLOs\n", s->class_names[k],
+                (unsigned long long)s->class_finished[k],
+                s->class_finished[k]
+                    ? 100.0 * (double)s->class_good[k] / (double)s->class_finished[k]
+                    : 0.0);
     if (s->swap_outs)
         fprintf(f,
                 "  swap         %llu requests out, %llu in, %llu pages copied, %.6g s (modelled)\n",

@@ -53,6 +53,11 @@ typedef struct pkv_summary {
      * copied (both ways), seconds the copies took (modelled) */
     uint64_t swap_outs, swap_ins, swap_pages;
     double swap_time_s;
+    /* workload.classes (set before the run): names and SLOs; finished and good by class */
+    int n_classes;
+    char class_names[8][32];
+    pkv_slo class_slo[8];
+    uint64_t class_finished[8], class_good[8];
     double prefill_time_s; /* simulated seconds the prefills took */
     /* The served model, per GPU (0 for the study layer): set by the program. */
     double model_weight_bytes, model_dense_flops_per_token, model_kv_bytes_per_token;

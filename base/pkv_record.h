@@ -80,7 +80,8 @@ typedef enum pkv_col_kind {
     X(prompt_len, int32_t, PKV_COL_I32, 0, "tokens")                                               \
     X(decode_len, int32_t, PKV_COL_I32, 0, "tokens")                                               \
     X(generated, int32_t, PKV_COL_I32, 0, "decode tokens produced")                                \
-    X(preemptions, int32_t, PKV_COL_I32, 0, "times evicted and recomputed")                        \
+    X(preemptions, int32_t, PKV_COL_I32, 0, "times preempted (recomputed or swapped)")             \
+    X(slo_class, uint8_t, PKV_COL_U8, 0, "its class in workload.classes (0 without classes)")      \
     X(state, uint8_t, PKV_COL_STATE, 0, "waiting, prefill, running or finished")
 
 #define PKV_PREFILL_COLUMNS(X)                                                                     \

@@ -14,6 +14,7 @@
 #define PKV_STREAM_PAGES    "page_placement"
 #define PKV_STREAM_TENSORS  "tensor_contents"
 #define PKV_STREAM_PREFIX   "prefix_groups"
+#define PKV_STREAM_CLASSES  "slo_classes"
 
 /* The seed of stream `name` under experiment seed `seed`. */
 unsigned long pkv_stream_seed(uint64_t seed, const char *name);

@@ -1,6 +1,6 @@
 #include "admission.h"
 
-const char *const pkv_admission_names[] = {"fcfs", "first_fit", NULL};
+const char *const pkv_admission_names[] = {"fcfs", "first_fit", "priority", NULL};
 
 static int64_t pick_fcfs(const pkv_admission_view *v) {
     return v->n_waiting > 0 && v->pages_needed(v->ctx, 0) <= v->free_pages ? 0 : -1;
@@ -13,7 +13,15 @@ static int64_t pick_first_fit(const pkv_admission_view *v) {
     return -1;
 }
 
-static const pkv_admission_policy policies[] = {{"fcfs", pick_fcfs}, {"first_fit", pick_first_fit}};
+static int64_t pick_priority(const pkv_admission_view *v) {
+    size_t best = 0;
+    for (size_t i = 1; i < v->n_waiting && i < 64; i++)
+        if (v->priority(v->ctx, i) > v->priority(v->ctx, best)) best = i;
+    return v->n_waiting > 0 && v->pages_needed(v->ctx, best) <= v->free_pages ? (int64_t)best : -1;
+}
+
+static const pkv_admission_policy policies[] = {
+    {"fcfs", pick_fcfs}, {"first_fit", pick_first_fit}, {"priority", pick_priority}};
 
 const pkv_admission_policy *pkv_admission_get(int index) {
     return index >= 0 && index < (int)(sizeof policies / sizeof policies[0]) ? &policies[index] : 0;

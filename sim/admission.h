@@ -13,6 +13,8 @@ typedef struct pkv_admission_view {
     int32_t free_pages;
     /* Pages the i-th waiting request (0 = head) needs to be admitted. */
     int32_t (*pages_needed)(const void *ctx, size_t i);
+    /* The i-th waiting request's admission priority (its class's; higher first). */
+    int32_t (*priority)(const void *ctx, size_t i);
     const void *ctx;
 } pkv_admission_view;
 
@@ -23,7 +25,9 @@ typedef struct pkv_admission_policy {
 } pkv_admission_policy;
 
 /* "fcfs": the head is admitted when its pages fit, and nobody overtakes it.
- * "first_fit": the first of the first 64 waiting requests whose pages fit. */
+ * "first_fit": the first of the first 64 waiting requests whose pages fit.
+ * "priority": among the first 64 waiting, the first of the highest priority is
+ * admitted when its pages fit, and nobody overtakes it (FCFS within a class). */
 extern const char *const pkv_admission_names[];
 const pkv_admission_policy *pkv_admission_get(int index);
 

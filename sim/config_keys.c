@@ -96,6 +96,7 @@ static const pkv_key rows[] = {
 
     /* The preset and the trace change the other rows' meaning: config_workload.c. */
     CUSTOM("workload", "preset"),
+    CUSTOM("workload", "classes"),
     OBJ("workload", "arrival"),
     OBJ("workload", "prompt"),
     OBJ("workload", "decode"),

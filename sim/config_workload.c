@@ -6,6 +6,7 @@
 #include "jsonv.h"
 
 #include <libgen.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -191,6 +192,50 @@ static int apply_preset(pkv_workload_spec *w, int preset) {
     }
 }
 
+/* workload.classes: 1 to 8 objects {name, share, priority, ttft_ms, tpot_ms, e2el_ms},
+ * distinct names, shares summing to 1. */
+static int parse_classes(pkv_workload_spec *w, const cJSON *o, pkv_err *e) {
+    static const char *const keys[] = {"name",    "share",   "priority", "ttft_ms",
+                                       "tpot_ms", "e2el_ms", NULL};
+    const int n = cJSON_IsArray(o) ? cJSON_GetArraySize(o) : 0;
+    if (n < 1 || n > PKV_MAX_CLASSES)
+        return pkv_fail(e, "workload.classes: must be a list of 1 to %d class objects",
+                        PKV_MAX_CLASSES);
+    double total = 0;
+    for (int i = 0; i < n; i++) {
+        const cJSON *c = cJSON_GetArrayItem(o, i);
+        char P[64];
+        snprintf(P, sizeof P, "workload.classes[%d]", i);
+        pkv_slo_class *k = &w->classes[i];
+        const char *name;
+        int64_t prio;
+        TRY(pkv_json_object(c, P, keys, e));
+        TRY(pkv_json_str(c, P, "name", NULL, NULL, &name, NULL, e));
+        if (!name || !*name || strlen(name) >= sizeof k->name ||
+            strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") !=
+                strlen(name))
+            return pkv_fail(e, "%s.name: is required: 1 to 31 letters, digits or _", P);
+        for (int j = 0; j < i; j++)
+            if (!strcmp(w->classes[j].name, name))
+                return pkv_fail(e, "%s.name: \"%s\" names workload.classes[%d] too", P, name, j);
+        snprintf(k->name, sizeof k->name, "%s", name);
+        if (!cJSON_GetObjectItemCaseSensitive(c, "share"))
+            return pkv_fail(e, "%s.share: is required", P);
+        TRY(pkv_json_num(c, P, "share", 0, 0, true, 1, &k->share, e));
+        TRY(pkv_json_int(c, P, "priority", 0, 0, 1000, &prio, e));
+        k->priority = (int32_t)prio;
+        TRY(pkv_json_num(c, P, "ttft_ms", 0, 0, false, 1e9, &k->ttft_s, e));
+        TRY(pkv_json_num(c, P, "tpot_ms", 0, 0, false, 1e9, &k->tpot_s, e));
+        TRY(pkv_json_num(c, P, "e2el_ms", 0, 0, false, 1e12, &k->e2el_s, e));
+        k->ttft_s *= 1e-3, k->tpot_s *= 1e-3, k->e2el_s *= 1e-3;
+        total += k->share;
+    }
+    if (fabs(total - 1) > 1e-6)
+        return pkv_fail(e, "workload.classes: the shares must sum to 1 (got %.9g)", total);
+    w->n_classes = n;
+    return 0;
+}
+
 int pkv_config_parse_workload(pkv_workload_spec *w, pkv_trace_spec *ts, pkv_trace *trace,
                               const char *exp_file, const cJSON *o, pkv_err *e) {
     const cJSON *a, *p, *d, *t;
@@ -231,6 +276,8 @@ int pkv_config_parse_workload(pkv_workload_spec *w, pkv_trace_spec *ts, pkv_trac
     }
     if (!t && (pi < 0 || d)) TRY(parse_length(&w->decode, d, "workload.decode", 128, exp_file, e));
     w->num_requests = pi < 0 ? 0 : 64; /* the default; a preset's is its own */
+    const cJSON *cl = cJSON_GetObjectItemCaseSensitive(o, "classes");
+    if (cl) TRY(parse_classes(w, cl, e));
     return pkv_keys_parse(pkv_config_keys(), "workload", o, "workload", w, false, e);
 }
 
@@ -273,4 +320,18 @@ void pkv_config_resolve_workload(const pkv_workload_spec *w, const pkv_trace_spe
         }
     }
     pkv_keys_write(k, "workload", w, wl);
+    if (w->n_classes) {
+        cJSON *cs = cJSON_AddArrayToObject(wl, "classes");
+        for (int i = 0; i < w->n_classes; i++) {
+            const pkv_slo_class *c = &w->classes[i];
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "name", c->name);
+            cJSON_AddNumberToObject(o, "share", c->share);
+            cJSON_AddNumberToObject(o, "priority", c->priority);
+            cJSON_AddNumberToObject(o, "ttft_ms", c->ttft_s * 1e3);
+            cJSON_AddNumberToObject(o, "tpot_ms", c->tpot_s * 1e3);
+            cJSON_AddNumberToObject(o, "e2el_ms", c->e2el_s * 1e3);
+            cJSON_AddItemToArray(cs, o);
+        }
+    }
 }

@@ -44,6 +44,14 @@ int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, pkv_h5rec *
                         cfg->file, cfg->kv_pages, bytes / 1073741824.0, phys / 1073741824.0);
     if (pkv_summary_init(&s->summary)) return pkv_fail(e, "out of memory");
     s->summary.slo = cfg->slo;
+    s->summary.n_classes = cfg->workload.n_classes;
+    for (int k = 0; k < cfg->workload.n_classes; k++) { /* a class's SLOs, else the run's */
+        const pkv_slo_class *c = &cfg->workload.classes[k];
+        snprintf(s->summary.class_names[k], sizeof s->summary.class_names[k], "%s", c->name);
+        s->summary.class_slo[k] = (pkv_slo){c->ttft_s > 0 ? c->ttft_s : cfg->slo.ttft,
+                                            c->tpot_s > 0 ? c->tpot_s : cfg->slo.tpot,
+                                            c->e2el_s > 0 ? c->e2el_s : cfg->slo.e2el};
+    }
     s->summary.n_pcts = cfg->n_percentiles;
     memcpy(s->summary.pcts, cfg->percentiles, sizeof s->summary.pcts);
     pkv_heap_init(&s->heap);
@@ -175,6 +183,7 @@ static int64_t new_request(pkv_sim *s, const pkv_request_draw *d, double t) {
                                              .t_first_token = NAN,
                                              .t_finish = NAN,
                                              .prompt_len = d->prompt_len,
+                                             .slo_class = (uint8_t)d->slo_class,
                                              .decode_len = d->decode_len,
                                              .state = PKV_REQ_WAITING},
                                      .prefix_group = d->prefix_group,
@@ -349,6 +358,12 @@ static int32_t waiting_pages(const void *ctx, size_t i) {
                                                                          : stored_tokens(r));
 }
 
+static int32_t waiting_priority(const void *ctx, size_t i) {
+    const pkv_sim *s = ctx;
+    const pkv_sim_request *r = &s->req[s->wait[(s->wait_head + i) % s->wait_cap]];
+    return s->cfg->workload.n_classes ? s->cfg->workload.classes[r->rec.slo_class].priority : 0;
+}
+
 /* The request becomes a row of the running batch, its block table its pages. */
 static void join_run(pkv_sim *s, int64_t slot) {
     pkv_sim_request *r = &s->req[slot];
@@ -372,7 +387,7 @@ static int64_t wait_take(pkv_sim *s, size_t i) {
 
 static int admit(pkv_sim *s) {
     while (s->wait_n > 0 && s->n_run + s->n_prefill < s->cfg->max_active) {
-        pkv_admission_view v = {s->wait_n, pages_available(s), waiting_pages, s};
+        pkv_admission_view v = {s->wait_n, pages_available(s), waiting_pages, waiting_priority, s};
         int64_t pick = s->cfg->admit->pick(&v);
         if (pick < 0) break;
         int64_t slot = wait_take(s, (size_t)pick);

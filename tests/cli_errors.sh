@@ -81,6 +81,8 @@ case_json bad-trace-row "{\"workload\": {\"trace\": {\"path\": \"$tmp/bad.csv\"}
 case_json bad-trace-key "{\"workload\": {\"trace\": {\"path\": \"$tmp/bad.csv\", \"colums\": \"azure\"}, \"arrival\": null, \"prompt\": null, \"decode\": null}}" "workload.trace.colums: unknown key"
 case_json bad-preset '{"workload": {"preset": "spiky"}}' 'workload.preset: "spiky" is not one of'
 case_json bad-upload '{"run": {"metadata_upload": "mapped"}}' 'run.metadata_upload: "mapped" is not one of'
+case_json class-shares '{"workload": {"classes": [{"name": "a", "share": 0.5}, {"name": "b", "share": 0.4}]}}' "workload.classes: the shares must sum to 1 (got 0.9)"
+case_json class-name '{"workload": {"classes": [{"name": "a", "share": 0.5}, {"name": "a", "share": 0.5}]}}' 'workload.classes[1].name: "a" names workload.classes[0] too'
 case_json big-seed-json '{"run": {"seed": 9007199254740993}}' "run.seed: must be an integer of at most 9e15"
 case_json chunked-study-layer '{"serving": {"scheduler": "chunked"}}' 'serving.scheduler: "chunked" needs a model with a dense part'
 case_json swap-no-pool '{"serving": {"preemption": "swap"}}' "serving.swap_pages: preemption by swap needs a host pool"

@@ -10,7 +10,8 @@ int pkv_workload_init(pkv_workload *w, const pkv_workload_spec *spec, uint64_t s
     w->r_prompt = pkv_stream_create(seed, PKV_STREAM_PROMPT);
     w->r_decode = pkv_stream_create(seed, PKV_STREAM_DECODE);
     w->r_prefix = pkv_stream_create(seed, PKV_STREAM_PREFIX);
-    if (!w->r_arrival || !w->r_prompt || !w->r_decode || !w->r_prefix) {
+    w->r_class = pkv_stream_create(seed, PKV_STREAM_CLASSES);
+    if (!w->r_arrival || !w->r_prompt || !w->r_decode || !w->r_prefix || !w->r_class) {
         pkv_workload_free(w);
         return -1;
     }
@@ -22,7 +23,8 @@ void pkv_workload_free(pkv_workload *w) {
     if (w->r_prompt) gsl_rng_free(w->r_prompt);
     if (w->r_decode) gsl_rng_free(w->r_decode);
     if (w->r_prefix) gsl_rng_free(w->r_prefix);
-    w->r_arrival = w->r_prompt = w->r_decode = w->r_prefix = NULL;
+    if (w->r_class) gsl_rng_free(w->r_class);
+    w->r_arrival = w->r_prompt = w->r_decode = w->r_prefix = w->r_class = NULL;
 }
 
 int pkv_workload_next(pkv_workload *w, double t_now, pkv_request_draw *out) {
@@ -56,6 +58,16 @@ int pkv_workload_next(pkv_workload *w, double t_now, pkv_request_draw *out) {
     out->decode_len = (int32_t)d;
     out->prefix_group = -1;
     out->hashes = NULL, out->n_hashes = 0;
+    out->slo_class = 0;
+    if (s->n_classes > 1) { /* by the classes' shares */
+        double u = gsl_rng_uniform(w->r_class), c = 0;
+        out->slo_class = s->n_classes - 1;
+        for (int k = 0; k < s->n_classes - 1; k++)
+            if (u < (c += s->classes[k].share)) {
+                out->slo_class = k;
+                break;
+            }
+    }
     if (s->prefix_tokens > 0 && gsl_rng_uniform(w->r_prefix) < s->prefix_share)
         out->prefix_group =
             (int32_t)gsl_rng_uniform_int(w->r_prefix, (unsigned long)s->prefix_groups);
