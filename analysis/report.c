@@ -153,6 +153,28 @@ static int load_run(hid_t f, const char *path, const char *group, run *r, pkv_er
     const cJSON *sd = rn ? cJSON_GetObjectItemCaseSensitive(rn, "seed") : NULL;
     r->seed = cJSON_IsNumber(sd) ? sd->valuedouble : NAN;
     strip(root);
+    /* Files by what they are, not where they were: the calibration by its base name and
+     * a hash of its text (the run's copy), the trace by its base name. */
+    cJSON *rt = cJSON_GetObjectItemCaseSensitive(root, "route");
+    const cJSON *cal = rt ? cJSON_GetObjectItemCaseSensitive(rt, "calibration") : NULL;
+    char calp[64], *cal_text = NULL, label[320];
+    snprintf(calp, sizeof calp, "%s%scalibration/file", group, *group ? "/" : "");
+    if (cJSON_IsString(cal) && pkv_h5_text(f, calp, 0, NULL, &cal_text) == 0) {
+        uint64_t h = 1469598103934665603ull; /* FNV-1a */
+        for (const char *c = cal_text; *c; c++) h = (h ^ (unsigned char)*c) * 1099511628211ull;
+        const char *base = strrchr(cal->valuestring, '/');
+        snprintf(label, sizeof label, "%s #%08llx", base ? base + 1 : cal->valuestring,
+                 (unsigned long long)(h >> 32));
+        cJSON_ReplaceItemInObjectCaseSensitive(rt, "calibration", cJSON_CreateString(label));
+    }
+    free(cal_text);
+    cJSON *wl = cJSON_GetObjectItemCaseSensitive(root, "workload");
+    cJSON *tr = wl ? cJSON_GetObjectItemCaseSensitive(wl, "trace") : NULL;
+    const cJSON *tp = tr ? cJSON_GetObjectItemCaseSensitive(tr, "path") : NULL;
+    if (cJSON_IsString(tp) && strrchr(tp->valuestring, '/')) {
+        snprintf(label, sizeof label, "%s", strrchr(tp->valuestring, '/') + 1);
+        cJSON_ReplaceItemInObjectCaseSensitive(tr, "path", cJSON_CreateString(label));
+    }
     r->conf = root;
     r->key = cJSON_PrintUnformatted(root);
     for (int k = 0; k < N_VALUES; k++) r->v[k] = attr_f64(f, sp, value_names[k]);

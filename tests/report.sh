@@ -147,6 +147,19 @@ print(f"--routes: {fails} failed")
 sys.exit(1 if fails else 0)
 PY
 grep -q '^| repc .* pkv_workqueue .* pkv_workqueue 100.0% |$' "$tmp/cpu/routes.md" || { echo "FAIL --routes table"; cat "$tmp/cpu/routes.md"; rc=1; }
+# The same calibration file in two folders is one configuration (grouped by its name
+# and content, not its path).
+mkdir -p "$tmp/ca" "$tmp/cb"
+cp "$src/experiments/calibration/default.json" "$tmp/ca/c.json"
+cp "$src/experiments/calibration/default.json" "$tmp/cb/c.json"
+for d in ca cb; do
+  sed "s#\"calibration\": \"[^\"]*\"#\"calibration\": \"$tmp/$d/c.json\"#" "$tmp/e.json" > "$tmp/$d/e.json"
+  "$pkvsim" run -q "$tmp/$d/e.json" --seed 1 -o "$tmp/$d/r.h5" || { echo "FAIL run $d"; exit 1; }
+done
+"$pkvsim" report "$tmp"/ca/r.h5 "$tmp"/cb/r.h5 > "$tmp/cal.md" || { echo "FAIL report calibration"; exit 1; }
+if [ "$(grep -c '^| rep ' "$tmp/cal.md")" != 1 ] || ! grep -q '^| rep .* | 2 |' "$tmp/cal.md"; then
+  echo "FAIL one calibration in two folders: not one group of 2 runs"; cat "$tmp/cal.md"; rc=1
+fi
 echo "not hdf5" > "$tmp/bad.h5"
 if "$pkvsim" report "$tmp/bad.h5" 2> "$tmp/err" >/dev/null || ! grep -q "bad.h5: not a readable HDF5 file" "$tmp/err"; then
   echo "FAIL bad file: $(cat "$tmp/err")"; exit 1
