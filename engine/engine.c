@@ -221,8 +221,9 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
     }
     const pkv_counters *c = &sv.cand[r];
     rec->rows = (uint32_t)v->n_rows;
-    int64_t chunk_heads = 0;
-    rec->prefill_tokens = v->chunks ? (uint32_t)chunk_tokens(v->chunks, &chunk_heads) : 0;
+    int64_t chunk_heads = 0; /* the chunks that end their prompts (they sample) */
+    const int64_t chunk_tok = v->chunks ? chunk_tokens(v->chunks, &chunk_heads) : 0;
+    rec->prefill_tokens = (uint32_t)chunk_tok;
     rec->prefill_chunks = v->chunks ? (uint32_t)v->chunks->n_req : 0;
     rec->context_tokens = (uint64_t)sv.context_tokens;
     rec->route = (uint8_t)r;
@@ -249,16 +250,14 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
      * is the prefill's. */
     rec->t_dense_predicted = 0;
     if (pkv_model_dense(&eng->model)) {
-        int64_t tokens = v->n_rows, heads = v->n_rows;
         double t_chunks = 0;
-        if (v->chunks) {
-            tokens += chunk_tokens(v->chunks, &heads);
+        if (v->chunks)
             t_chunks = pkv_model_prefill_attn_time(&eng->model, eng->cal, v->chunks->lens,
-                                                   v->chunks->starts, v->chunks->n_req);
-        }
+                                                   v->chunks->starts, v->chunks->n_req) +
+                       prefill_overhead(eng->cal, chunk_tok);
         pkv_dense_cost dc;
-        pkv_model_dense_cost(&eng->model, eng->cal, tokens, heads, &dc);
-        if (v->chunks) t_chunks += prefill_overhead(eng->cal, tokens - v->n_rows);
+        pkv_model_dense_cost(&eng->model, eng->cal, v->n_rows + chunk_tok, v->n_rows + chunk_heads,
+                             &dc);
         rec->t_dense_predicted = dc.t_predicted + t_chunks;
         rec->t_predicted = eng->model.layers * rec->t_predicted + rec->t_dense_predicted;
     }

@@ -235,22 +235,19 @@ static void release_pages(pkv_sim *s, pkv_sim_request *r) {
 }
 
 /* ---- the prefix cache ------------------------------------------------------------ */
-/* The name of block b of r's prompt: a chain over the blocks' identities: the trace's
- * block ids, the shared prompt's blocks (group, b), else the request's own. */
-static uint64_t block_hash(const pkv_sim *s, const pkv_sim_request *r, int32_t b) {
+/* The name of block b of r's prompt from the name of block b - 1 (0 for b = 0): a chain
+ * over the blocks' identities: the trace's block ids, the shared prompt's blocks
+ * (group, b), else the request's own. */
+static uint64_t block_name(const pkv_sim *s, const pkv_sim_request *r, uint64_t prev, int32_t b) {
     const int64_t B = s->cfg->prefix_block_tokens;
-    uint64_t h = 0;
-    for (int32_t k = 0; k <= b; k++) {
-        uint64_t id;
-        if (r->hashes && k < r->n_hashes)
-            id = (uint64_t)r->hashes[k];
-        else if (r->prefix_group >= 0 && (k + 1) * B <= s->cfg->workload.prefix_tokens)
-            id = 1ull << 62 | (uint64_t)r->prefix_group << 24 | (uint64_t)k;
-        else
-            id = 2ull << 62 | (uint64_t)r->rec.id << 24 | (uint64_t)k;
-        h = pkv_prefix_chain(h, id);
-    }
-    return h;
+    uint64_t id;
+    if (r->hashes && b < r->n_hashes)
+        id = (uint64_t)r->hashes[b];
+    else if (r->prefix_group >= 0 && (b + 1) * B <= s->cfg->workload.prefix_tokens)
+        id = 1ull << 62 | (uint64_t)r->prefix_group << 24 | (uint64_t)b;
+    else
+        id = 2ull << 62 | (uint64_t)r->rec.id << 24 | (uint64_t)b;
+    return pkv_prefix_chain(prev, id);
 }
 
 /* Take n pages for r, evicting unreferenced cached blocks while the free pages fall
@@ -273,16 +270,16 @@ static int32_t pages_available(const pkv_sim *s) {
  * tokens found. */
 static int32_t map_cached(pkv_sim *s, pkv_sim_request *r) {
     const int32_t B = s->cfg->prefix_block_tokens, ppb = s->cache.pages_per_block;
-    const int32_t most = (int32_t)((stored_tokens(r) - 1) / B);
-    int32_t b = 0;
-    for (; b < most && b < r->rec.prompt_len / B; b++) {
-        const int32_t k = pkv_prefix_acquire(&s->cache, block_hash(s, r, b));
+    int32_t most = (int32_t)((stored_tokens(r) - 1) / B), b = 0;
+    if (most > r->rec.prompt_len / B) most = r->rec.prompt_len / B; /* the prompt's blocks */
+    for (uint64_t h = 0; b < most; b++) {
+        const int32_t k = pkv_prefix_acquire(&s->cache, h = block_name(s, r, h, b));
         if (k < 0) break;
         r->blocks[b] = k;
         memcpy(r->pages + (size_t)b * ppb, pkv_prefix_pages(&s->cache, k), sizeof(int32_t) * ppb);
     }
     r->cached_blocks = b;
-    s->prefix_blocks += (uint64_t)(most < r->rec.prompt_len / B ? most : r->rec.prompt_len / B);
+    s->prefix_blocks += (uint64_t)most;
     s->prefix_tokens += (uint64_t)stored_tokens(r);
     return b * B;
 }
@@ -291,8 +288,10 @@ static int32_t map_cached(pkv_sim *s, pkv_sim_request *r) {
  * the cache (referenced by r) while no block of that name is there already. */
 static void cache_prompt(pkv_sim *s, pkv_sim_request *r) {
     const int32_t B = s->cfg->prefix_block_tokens, ppb = s->cache.pages_per_block;
-    for (int32_t b = r->cached_blocks; b < r->rec.prompt_len / B; b++) {
-        const uint64_t h = block_hash(s, r, b);
+    uint64_t h = 0;
+    for (int32_t b = 0; b < r->rec.prompt_len / B; b++) {
+        h = block_name(s, r, h, b);
+        if (b < r->cached_blocks) continue; /* mapped at admission */
         if (pkv_prefix_contains(&s->cache, h)) break;
         const int32_t *pages = r->pages + (size_t)b * ppb;
         const int32_t k = pkv_prefix_insert(&s->cache, h, pages);

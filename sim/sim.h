@@ -84,7 +84,8 @@ typedef struct pkv_sim {
     int64_t *prefill;
     int32_t n_prefill;
     /* chunked: the prompt chunks of the iteration in flight, one per request (prefill
-     * order): its slot, first position, tokens, and whether it ends the prompt */
+     * order): its slot, first position, tokens, and whether it ends the prompt
+     * (prefill_first: chunk_start holds its batch's first positions) */
     int64_t *chunk_slot;
     int32_t *chunk_start, *chunk_len;
     uint8_t *chunk_last;
