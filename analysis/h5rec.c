@@ -417,6 +417,7 @@ int pkv_h5rec_summary(pkv_h5rec *r, const pkv_summary *s, pkv_err *e) {
     U(swap_ins);
     U(swap_pages);
     D(swap_time_s);
+    D(swap_predicted_s);
     for (int k = 0; k < s->n_classes && rc >= 0; k++) { /* by class: finished, good, share */
         char n[64];
         snprintf(n, sizeof n, "finished_%s", s->class_names[k]);

@@ -221,9 +221,10 @@ void pkv_summary_print(const pkv_summary *s, FILE *f) {
                     : 0.0);
     if (s->swap_outs)
         fprintf(f,
-                "  swap         %llu requests out, %llu in, %llu pages copied, %.6g s (modelled)\n",
+                "  swap         %llu requests out, %llu in, %llu pages copied, %.6g s (%.6g s "
+                "predicted)\n",
                 (unsigned long long)s->swap_outs, (unsigned long long)s->swap_ins,
-                (unsigned long long)s->swap_pages, s->swap_time_s);
+                (unsigned long long)s->swap_pages, s->swap_time_s, s->swap_predicted_s);
     if (s->mixed_steps)
         fprintf(f, "  chunks       %llu prompt tokens inside %llu decode steps\n",
                 (unsigned long long)s->mixed_prefill_tokens, (unsigned long long)s->mixed_steps);

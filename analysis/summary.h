@@ -50,9 +50,10 @@ typedef struct pkv_summary {
      * tokens to prefill, the blocks and tokens found cached, the blocks evicted */
     uint64_t prefix_blocks, prefix_tokens, prefix_hits, prefix_hit_tokens, prefix_evictions;
     /* Preemption by swap, set by the simulation: requests swapped out and in, pages
-     * copied (both ways), seconds the copies took (modelled) */
+     * copied (both ways), seconds the copies took under the run's clock (measured on
+     * the cuda backend, else modelled) and as the cost model predicts them */
     uint64_t swap_outs, swap_ins, swap_pages;
-    double swap_time_s;
+    double swap_time_s, swap_predicted_s;
     /* workload.classes (set before the run): names and SLOs; finished and good by class */
     int n_classes;
     char class_names[8][32];

@@ -48,7 +48,7 @@ typedef enum pkv_col_kind {
     X(queue_depth, uint32_t, PKV_COL_U32, 0, "requests waiting for admission at the step")         \
     X(pages_free, uint32_t, PKV_COL_U32, 0, "KV pages free at the step")                           \
     X(t_swap, double, PKV_COL_F64, 0,                                                              \
-      "seconds: swap copies (preemption by swap, modelled) the step waited for")                   \
+      "seconds: swap copies (preemption by swap; measured on cuda) the step waited for")           \
     X(pages_cached, uint32_t, PKV_COL_U32, 0,                                                      \
       "KV pages held only by the prefix cache (evictable) at the step")                            \
     X(policy_why, uint8_t, PKV_COL_U8, 0,                                                          \
@@ -92,7 +92,8 @@ typedef enum pkv_col_kind {
     X(t_predicted, double, PKV_COL_F64, 0, "seconds: cost model (NaN for the study layer)")        \
     X(t_device, double, PKV_COL_F64, 1, "seconds: measured device time of the batch")              \
     X(t_wall, double, PKV_COL_F64, 1, "seconds: measured host wall time of the batch")             \
-    X(t_swap, double, PKV_COL_F64, 0, "seconds: swap copies (modelled) the batch waited for")      \
+    X(t_swap, double, PKV_COL_F64, 0,                                                              \
+      "seconds: swap copies (measured on cuda) the batch waited for")                              \
     X(t_advance, double, PKV_COL_F64, 0, "seconds: how far the batch moved the simulated clock")
 
 #define PKV_RECORD_FIELD_(name, ctype, kind, measured, unit) ctype name;

@@ -34,7 +34,18 @@ enum { META_EVERY = 17 };
 
 /* The backend's own events: the attention's interval, the MLP tail's, the metadata
  * work's start (it ends where attention starts) and the prefill write's. */
-enum { EV_ATT0, EV_ATT1, EV_MLP0, EV_MLP1, EV_META, EV_PRE0, EV_PRE1, EV_COUNT };
+enum {
+    EV_ATT0,
+    EV_ATT1,
+    EV_MLP0,
+    EV_MLP1,
+    EV_META,
+    EV_PRE0,
+    EV_PRE1,
+    EV_SWAP0,
+    EV_SWAP1,
+    EV_COUNT
+};
 
 typedef struct cuda_backend {
     pkv_backend base;
@@ -70,6 +81,7 @@ typedef struct cuda_backend {
     pkvk_model *model;          /* a full model's dense part and pools; NULL: the study layer */
     int layers;
     pkvk_event **att_ev; /* [2 * layers]: each layer's attention interval */
+    pkvk_swap *swap;     /* preemption by swap's host pool; NULL: none */
 } cuda_backend;
 
 static int fail_dev(pkv_err *e, const char *what) {
@@ -287,6 +299,37 @@ static int cuda_prefill(pkv_backend *base, const pkv_prefill_view *p, double *t_
                     : fill_prompt_pages(b, p->pages, p->n_pages, t_device, e);
 }
 
+/* Preemption by swap: the pages of every layer's K and V pools to or from the host
+ * pool, timed with events. */
+static int cuda_swap(pkv_backend *base, int to_host, const int32_t *pages, const int32_t *slots,
+                     int32_t n, double *t_device, pkv_err *e) {
+    cuda_backend *b = (cuda_backend *)base;
+    float ms;
+    if (!b->swap) return pkv_fail(e, "cuda backend: a swap without a host pool");
+    if (pkvk_event_record(b->ev[EV_SWAP0]) || pkvk_swap_copy(b->swap, to_host, pages, slots, n) ||
+        pkvk_event_record(b->ev[EV_SWAP1]) ||
+        pkvk_event_elapsed(b->ev[EV_SWAP0], b->ev[EV_SWAP1], &ms))
+        return fail_dev(e, to_host ? "swap-out copy" : "swap-in copy");
+    *t_device = ms * 1e-3;
+    return 0;
+}
+
+/* The host pool of preemption by swap over the K and V pools of every layer. */
+static int make_swap_pool(cuda_backend *b, int32_t slots, pkv_err *e) {
+    const int n_pools = 2 * (b->model ? b->layers : 1);
+    uint16_t **pools = malloc(sizeof(uint16_t *) * (size_t)n_pools);
+    if (!pools) return pkv_fail(e, "out of memory");
+    for (int p = 0; p < n_pools; p++)
+        pools[p] = b->model ? pkvk_model_kv(b->model, p / 2, p % 2) : p ? b->v : b->k;
+    const size_t page_bytes = (size_t)b->shape.hkv * b->shape.page_size * b->shape.d * 2;
+    int rc = pkvk_swap_create(b->ctx, &b->swap, pools, n_pools, page_bytes, slots, b->bt_stride);
+    free(pools);
+    if (rc)
+        return pkv_fail(e, "serving.swap_pages: the host pool of %d pages (%.2f GiB): %s", slots,
+                        (double)slots * n_pools * page_bytes / (1 << 30), pkvk_last_error());
+    return 0;
+}
+
 /* The MLP tail on the attention output (rows x hq*d), timed with events. */
 static int cuda_finish(pkv_backend *base, const pkv_batch_view *v, pkv_step_rec *rec, pkv_err *e) {
     cuda_backend *b = (cuda_backend *)base;
@@ -310,6 +353,7 @@ static void cuda_destroy(pkv_backend *base) {
     void *dev[] = {b->q,  b->o,    b->o_ref, b->src_k, b->src_v,  b->src_q,
                    b->bt, b->lens, b->blk_k, b->blk_v, b->pages_d};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) pkvk_free(dev[i]);
+    pkvk_swap_destroy(b->swap);
     pkvk_model_destroy(b->model);
     for (int k = 0; b->att_ev && k < 2 * b->layers; k++) pkvk_event_destroy(b->att_ev[k]);
     free(b->att_ev);
@@ -339,10 +383,12 @@ static void cuda_destroy(pkv_backend *base) {
 /* A prefill chunk's tokens at most (the full model's activation rows). */
 enum { PREFILL_CHUNK = 8192 };
 
-pkv_backend *pkv_backend_cuda_create(const pkv_model *md, int32_t n_pages, int32_t cap_rows,
-                                     int32_t bt_stride, int32_t cap_slots, int32_t cap_tasks,
-                                     int use_graph, pkvk_upload_mode upload, int device,
-                                     uint64_t seed, pkv_err *e) {
+pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec *spec,
+                                     int32_t cap_rows, int32_t cap_slots, int32_t cap_tasks,
+                                     pkv_err *e) {
+    const int32_t n_pages = spec->kv_pages, bt_stride = spec->bt_stride;
+    const int use_graph = spec->cuda_graph, device = spec->device;
+    const uint64_t seed = spec->seed;
     pkvk_device_info dev;
     pkvk_ctx *ctx = NULL;
     if (pkvk_ctx_create(&ctx, device) || pkvk_device_info_get(&dev)) {
@@ -406,11 +452,12 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, int32_t n_pages, int32
                             .run = cuda_run,
                             .finish = cuda_finish,
                             .prefill = cuda_prefill,
+                            .swap = spec->swap_slots > 0 ? cuda_swap : NULL,
                             .destroy = cuda_destroy};
     b->n_pages = n_pages;
     b->shape = sh;
     b->use_graph = use_graph;
-    b->upload = upload;
+    b->upload = spec->metadata_copy ? PKVK_UPLOAD_COPY : PKVK_UPLOAD_PARAMS;
     b->cap_rows = cap_rows;
     b->bt_stride = bt_stride;
     b->stage_cap = 2 * (size_t)cap_rows + 3 * (size_t)cap_rows * bt_stride;
@@ -470,6 +517,10 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, int32_t n_pages, int32
         rc = pkvk_mlp_create(ctx, &b->mlp, s->hq * s->d, mlp_inter, cap_rows, t.blk_v,
                              PKV_TENSOR_BLOCK);
     pkv_tensors_free(&t);
+    if (!rc && spec->swap_slots > 0 && make_swap_pool(b, spec->swap_slots, e)) {
+        cuda_destroy(&b->base);
+        return NULL;
+    }
     if (rc) {
         if (rc == PKVK_ERR_OUT_OF_MEMORY)
             pkv_fail(e, "--backend cuda: out of memory setting up the GPU pool (%s)",

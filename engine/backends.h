@@ -12,15 +12,16 @@ pkv_backend *pkv_backend_model_create(void);
  * states; nothing is allocated after start. */
 pkv_backend *pkv_backend_cpu_create(const pkvk_shape *s, int32_t n_pages, int32_t cap_rows,
                                     int32_t cap_slots, uint64_t seed, pkv_err *e);
-/* The cuda backend: the real kernels on a GPU KV pool of n_pages pages. Fails with
- * a message naming the bytes needed and free when the pool does not fit. A model
- * with a dense part runs whole (one KV pool per layer); the study layer's
+/* The cuda backend: the real kernels on a GPU KV pool of spec->kv_pages pages.
+ * Fails with a message naming the bytes needed and free when the pool does not fit.
+ * A model with a dense part runs whole (one KV pool per layer); the study layer's
  * mlp_tail > 0 adds the gated MLP tail (hidden = hq * d) after attention;
- * use_graph replays each step's work as a CUDA graph (an ablation); upload says how
- * each step's metadata reaches the device (pkvk_step_upload). */
-pkv_backend *pkv_backend_cuda_create(const pkv_model *m, int32_t n_pages, int32_t cap_rows,
-                                     int32_t bt_stride, int32_t cap_slots, int32_t cap_tasks,
-                                     int use_graph, pkvk_upload_mode upload, int device,
-                                     uint64_t seed, pkv_err *e);
+ * spec->cuda_graph replays each step's work as a CUDA graph (an ablation);
+ * spec->metadata_copy says how each step's metadata reaches the device
+ * (pkvk_step_upload); spec->swap_slots > 0 makes the pinned host pool of
+ * preemption by swap. */
+pkv_backend *pkv_backend_cuda_create(const pkv_model *m, const pkv_backend_spec *spec,
+                                     int32_t cap_rows, int32_t cap_slots, int32_t cap_tasks,
+                                     pkv_err *e);
 
 #endif

@@ -34,9 +34,7 @@ static pkv_backend *make_backend(pkv_engine *eng, pkv_backend_kind kind, const p
     case PKV_BACKEND_CUDA: {
 #ifdef PKV_HAVE_CUDA
         int32_t cap = eng->planner.plans[0].cap_tasks;
-        return pkv_backend_cuda_create(
-            &eng->model, b->kv_pages, cap_rows, b->bt_stride, cap, cap, b->cuda_graph,
-            b->metadata_copy ? PKVK_UPLOAD_COPY : PKVK_UPLOAD_PARAMS, b->device, b->seed, e);
+        return pkv_backend_cuda_create(&eng->model, b, cap_rows, cap, cap, e);
 #else
         pkv_fail(e, "--backend cuda: %s", pkvk_last_error());
         return NULL;
@@ -311,6 +309,19 @@ int pkv_engine_prefill(pkv_engine *eng, const pkv_prefill_view *p, pkv_prefill_r
     rec->t_wall = pkv_clock_now() - t0;
     if (eng->clock == PKV_CLOCK_WALL) *t_measured = rec->t_wall;
     if (eng->clock == PKV_CLOCK_DEVICE) *t_measured = rec->t_device;
+    return 0;
+}
+
+int pkv_engine_swap(pkv_engine *eng, int to_host, const int32_t *pages, const int32_t *slots,
+                    int32_t n, double *t, double *t_predicted, pkv_err *e) {
+    const pkv_calib *c = eng->cal;
+    *t_predicted = c->swap_us * 1e-6 + n * pkv_model_page_bytes(&eng->model) / (c->swap_gbps * 1e9);
+    *t = *t_predicted;
+    if (!eng->backend->swap) return 0;
+    double t_device, t0 = pkv_clock_now();
+    if (eng->backend->swap(eng->backend, to_host, pages, slots, n, &t_device, e)) return -1;
+    if (eng->clock == PKV_CLOCK_WALL) *t = pkv_clock_now() - t0;
+    if (eng->clock == PKV_CLOCK_DEVICE) *t = t_device;
     return 0;
 }
 

@@ -60,6 +60,11 @@ struct pkv_backend {
      * *t_device receives the device time (NaN where not measured). NULL: nothing to
      * write. */
     int (*prefill)(pkv_backend *b, const pkv_prefill_view *p, double *t_device, pkv_err *e);
+    /* Preemption by swap: pages[i] (every layer's K and V) to host slot slots[i]
+     * (to_host 1) or back (0), finished on return; *t_device: the copy's device time.
+     * NULL: the copies are modelled only. */
+    int (*swap)(pkv_backend *b, int to_host, const int32_t *pages, const int32_t *slots, int32_t n,
+                double *t_device, pkv_err *e);
     void (*destroy)(pkv_backend *b);
 };
 
@@ -89,6 +94,7 @@ typedef struct pkv_backend_spec {
     bool metadata_copy;    /* step metadata by one copy instead of launch parameters */
     int device;            /* the GPU's ordinal (the cuda backend) */
     uint64_t seed;         /* tensor contents */
+    int32_t swap_slots;    /* pages of the host pool of preemption by swap (0: none) */
 } pkv_backend_spec;
 
 enum { PKV_ORACLE_MAX_REPS = 64 }; /* the most runs of each candidate the oracle makes */
@@ -128,5 +134,12 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
  * backend measures nothing). */
 int pkv_engine_prefill(pkv_engine *eng, const pkv_prefill_view *p, pkv_prefill_rec *rec,
                        double *t_measured, pkv_err *e);
+
+/* Preemption by swap: n pages to the host pool's slots (to_host 1) or back, on the
+ * backend where it copies (finished on return). *t: the copy's time under the
+ * engine's clock (predicted: the cost model's, from the calibration's host link);
+ * *t_predicted: the cost model's. */
+int pkv_engine_swap(pkv_engine *eng, int to_host, const int32_t *pages, const int32_t *slots,
+                    int32_t n, double *t, double *t_predicted, pkv_err *e);
 
 #endif

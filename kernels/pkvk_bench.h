@@ -28,13 +28,19 @@ typedef struct pkvk_ceilings {
     double read_gbps; /* read-only streaming kernel */
     double launch_us; /* back-to-back empty kernel launch */
     /* From an idle GPU (the host busy for 20 us before each): */
-    double idle_launch_us; /* host wall of one empty launch and the wait for it */
-    double step_floor_us;  /* the least host overhead of a step shaped like the cuda
-                              backend's: event, a one-block kernel, event, an empty
-                              kernel, event, wait; wall minus the time between the
-                              last two events */
+    double idle_launch_us;     /* host wall of one empty launch and the wait for it */
+    double step_floor_us;      /* the least host overhead of a step shaped like the cuda
+                                  backend's: event, a one-block kernel, event, an empty
+                                  kernel, event, wait; wall minus the time between the
+                                  last two events */
+    double d2h_gbps, h2d_gbps; /* the host link: one copy of 1 GiB of pinned memory each way */
 } pkvk_ceilings;
 int pkvk_measure_ceilings(const pkvk_ctx *ctx, pkvk_ceilings *c);
+/* Preemption by swap's copy (pkvk_swap_copy): n_pages pages of n_pools pools,
+ * page_bytes each, in a scattered order, to host slots (*ms_out) and back (*ms_in):
+ * medians of reps, in ms. */
+int pkvk_time_swap(const pkvk_ctx *c, int n_pools, size_t page_bytes, int32_t n_pages, int reps,
+                   float *ms_out, float *ms_in);
 /* The read-only streaming kernel over `bytes` contiguous bytes, L2 flushed: median
  * of reps calls, in ms. */
 int pkvk_time_read(const pkvk_ctx *c, size_t bytes, int reps, float *ms);

@@ -312,6 +312,28 @@ extern "C" int pkvk_time_read(const pkvk_ctx *c, size_t bytes, int reps, float *
     return rc;
 }
 
+extern "C" int pkvk_time_swap(const pkvk_ctx *c, int n_pools, size_t page_bytes, int32_t n_pages,
+                              int reps, float *ms_out, float *ms_in) {
+    std::vector<uint16_t *> pools(n_pools, nullptr);
+    std::vector<int32_t> pages(n_pages), slots(n_pages);
+    for (int32_t i = 0; i < n_pages; i++) // a stride coprime with n_pages scatters them
+        pages[i] = (int32_t)((int64_t)i * 7919 % n_pages), slots[i] = i;
+    int rc = PKVK_OK;
+    for (int p = 0; p < n_pools && !rc; p++) {
+        rc = pkvk_malloc((void **)&pools[p], page_bytes * n_pages);
+        if (!rc) rc = pkvk_memset(pools[p], p, page_bytes * n_pages);
+    }
+    pkvk_swap *s = nullptr;
+    if (!rc) rc = pkvk_swap_create(c, &s, pools.data(), n_pools, page_bytes, n_pages, n_pages);
+    for (int dir = 1; dir >= 0 && !rc; dir--)
+        rc = median_ms(
+            c, reps, [&] { return pkvk_swap_copy(s, dir, pages.data(), slots.data(), n_pages); },
+            dir ? ms_out : ms_in);
+    pkvk_swap_destroy(s);
+    for (uint16_t *p : pools) pkvk_free(p);
+    return rc;
+}
+
 extern "C" int pkvk_measure_ceilings(const pkvk_ctx *ctx, pkvk_ceilings *c) {
     const size_t bytes = (size_t)2 << 30; // 2 GiB, far past the L2
     void *a, *b;
@@ -362,6 +384,22 @@ extern "C" int pkvk_measure_ceilings(const pkvk_ctx *ctx, pkvk_ceilings *c) {
         if (!rc) c->launch_us = ms * 1e3 / n;
     }
     if (!rc) rc = idle_floor(ctx, sink, 500, c);
+    const size_t link = (size_t)1 << 30;
+    void *h = nullptr;
+    if (!rc) rc = pkvk_host_alloc(&h, link);
+    for (int dir = 0; dir < 2 && !rc; dir++) {
+        rc = median_ms(
+            ctx, 5,
+            [&] {
+                PKVK_CK(cudaMemcpyAsync(dir ? a : h, dir ? h : a, link,
+                                        dir ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
+                                        ctx->stream));
+                return (int)PKVK_OK;
+            },
+            &ms);
+        if (!rc) (dir ? c->h2d_gbps : c->d2h_gbps) = link / (ms * 1e-3) / 1e9;
+    }
+    pkvk_host_free(h);
     pkvk_free(a);
     pkvk_free(b);
     pkvk_free(sink);

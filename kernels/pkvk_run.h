@@ -109,6 +109,24 @@ int pkvk_mlp_create(const pkvk_ctx *c, pkvk_mlp **m, int hidden, int inter, int 
 int pkvk_mlp_run(pkvk_mlp *m, int rows, const uint16_t *x, const uint16_t **out);
 void pkvk_mlp_destroy(pkvk_mlp *m);
 
+/* Preemption by swap: a host pool of n_slots page slots in pinned, mapped host
+ * memory, each slot holding one page of every one of the n_pools device pools
+ * (pools[p]: [n_pages][page_bytes]; a full model's K and V of every layer). A copy
+ * moves n pages between the pools and the slots in one launch whose CTAs read and
+ * write the host memory over the link directly (no staging, no per-page copy
+ * calls); its page and slot lists (at most max_pages) go in pinned memory too.
+ * Copies are ordered on the context's stream; a copy waits for the previous one's
+ * lists to be read before it reuses them. */
+typedef struct pkvk_swap pkvk_swap;
+int pkvk_swap_create(const pkvk_ctx *c, pkvk_swap **out, uint16_t *const *pools, int n_pools,
+                     size_t page_bytes, int32_t n_slots, int32_t max_pages);
+/* to_host 1: page pages[i] of every pool into slot slots[i]; 0: back. Asynchronous. */
+int pkvk_swap_copy(pkvk_swap *s, int to_host, const int32_t *pages, const int32_t *slots,
+                   int32_t n);
+/* The host bytes of pool p's page in slot `slot` (page_bytes; read after a sync). */
+const void *pkvk_swap_slot(const pkvk_swap *s, int32_t slot, int p);
+void pkvk_swap_destroy(pkvk_swap *s);
+
 /* CUDA graph replay (an ablation): capture what the kernel layer enqueues on the
  * context's stream between begin and end into a graph; end updates the executable graph in place
  * when the topology allows (*reused = 1) or instantiates a new one; launch replays it. On an error

@@ -3,7 +3,9 @@
 # machine with the bundled programs in .bundle/: the GPU tests the scheduler touches,
 # then experiments/scheduler/NAME.json on the cuda backend (each file to OUT/NAME.h5)
 # for NAME in EXPS (default: chunked_prefill prefix_caching_shared; the Mooncake replay
-# takes about an hour there). TESTS overrides the tests run.
+# takes about an hour there). TESTS overrides the tests run; CALIBRATE=1 runs
+# `pkvsim calibrate` first (OUT/calibration.json: the route constants and the swap
+# copies' link).
 # Usage: gpu_session_sched.sh OUT [skip-tests]
 set -uo pipefail
 out=${1:?usage: gpu_session_sched.sh OUT [skip-tests]}
@@ -18,7 +20,13 @@ if [ "${2:-}" != skip-tests ]; then
     grep -E "^FAIL|chunked|mixed" "$out/$t.log" | head -20 | tee -a "$log"
   done
 fi
-for n in ${EXPS:-chunked_prefill prefix_caching_shared}; do
+if [ "${CALIBRATE:-0}" = 1 ]; then
+  t0=$SECONDS
+  .bundle/run pkvsim calibrate -o "$out/calibration.json" > "$out/calibrate.log" 2>&1
+  echo "calibrate: rc $?, $((SECONDS - t0)) s" | tee -a "$log"
+  grep -A8 "host link" "$out/calibrate.log" | tee -a "$log"
+fi
+for n in ${EXPS-chunked_prefill prefix_caching_shared}; do
   e=experiments/scheduler/$n.json
   t0=$SECONDS
   .bundle/run pkvsim run "$e" --backend cuda -q -o "$out/$n.h5" > "$out/$n.log" 2>&1

@@ -8,6 +8,7 @@
  * what vary the CTAs per SM), and each route's scale by weighted least squares
  * through the origin (gsl_fit_wmul) on the planner's own plans of that route, the
  * ones the route policy compares.
+ * swap_us and swap_gbps are fitted to timed copies of preemption by swap.
  * The file records the fit's residuals. Gates and margins keep their defaults. */
 #include "cli.h"
 #include "cmd_calibrate.h"
@@ -54,6 +55,45 @@ static double sq_rel_error(double c_min, void *vctx) {
         sum += r * r;
     }
     return sum;
+}
+
+/* Preemption by swap's copies: a request's pages of Llama-3.1-8B's 64 pools (K and V
+ * of 32 layers, 32 KiB a page) out to the host pool and back at four sizes; swap_us
+ * and swap_gbps are the least-squares line through the mean of both directions. */
+static int calibrate_swap(const pkvk_ctx *ctx, const pkvk_ceilings *ce, pkv_calib *cal,
+                          cJSON *fit) {
+    enum { POOLS = 64, SIZES = 4 };
+    const size_t page = 32768;
+    const int32_t ns[SIZES] = {1, 8, 64, 256};
+    double x[SIZES], y[SIZES], c0, c1, c00, c01, c11, sumsq;
+    printf("host link: %.1f GB/s device to host, %.1f GB/s host to device (1 GiB pinned "
+           "copies)\n  swap copy  pages     MiB    out ms  GB/s     in ms  GB/s\n",
+           ce->d2h_gbps, ce->h2d_gbps);
+    for (int i = 0; i < SIZES; i++) {
+        float out, in;
+        if (pkvk_time_swap(ctx, POOLS, page, ns[i], 7, &out, &in)) return -1;
+        x[i] = (double)ns[i] * POOLS * page;
+        y[i] = (out + in) * 0.5e-3;
+        printf("  %15d %7.1f %9.3f %5.1f %9.3f %5.1f\n", ns[i], x[i] / (1 << 20), out,
+               x[i] / (out * 1e6), in, x[i] / (in * 1e6));
+    }
+    gsl_fit_linear(x, 1, y, 1, SIZES, &c0, &c1, &c00, &c01, &c11, &sumsq);
+    if (!(c1 > 0)) return -1;
+    cal->swap_gbps = 1e-9 / c1;
+    cal->swap_us = c0 > 0 ? c0 * 1e6 : 0;
+    double worst = 0;
+    for (int i = 0; i < SIZES; i++) {
+        double r = fabs((cal->swap_us * 1e-6 + x[i] / (cal->swap_gbps * 1e9)) / y[i] - 1);
+        worst = r > worst ? r : worst;
+    }
+    printf("  fit: swap_us %.1f, swap_gbps %.1f (largest relative error %.3f)\n", cal->swap_us,
+           cal->swap_gbps, worst);
+    cJSON *o = cJSON_AddObjectToObject(fit, "swap");
+    cJSON_AddNumberToObject(o, "points", SIZES);
+    cJSON_AddNumberToObject(o, "max_rel_error", worst);
+    cJSON_AddNumberToObject(o, "link_d2h_gbps", ce->d2h_gbps);
+    cJSON_AddNumberToObject(o, "link_h2d_gbps", ce->h2d_gbps);
+    return 0;
 }
 
 /* C_min: a grid finds the basin, Brent's method the minimum inside it. */
@@ -208,17 +248,22 @@ int pkv_calibrate_main(int argc, char **argv) {
             pkv_kcase_free(&kc);
         }
     gsl_rng_free(r);
+    cJSON *root = cJSON_CreateObject(), *fit = cJSON_CreateObject(), *rf = cJSON_CreateObject();
+    cJSON *rs = cJSON_CreateObject();
+    if (!rc && calibrate_swap(ctx, &ceil_, &cal, fit)) {
+        fprintf(stderr, "pkvsim calibrate: swap copies: %s\n", pkvk_last_error());
+        rc = 1;
+    }
     pkvk_ctx_destroy(ctx);
     if (rc || n < 8) {
         fprintf(stderr, "pkvsim calibrate: the sweep did not complete\n");
+        cJSON_Delete(root), cJSON_Delete(fit), cJSON_Delete(rf), cJSON_Delete(rs);
         return 1;
     }
     fit_ctx f = {pts, n, cal};
     cal.c_min = fit_c_min(&f);
     f.cal.c_min = cal.c_min;
     double rms_all = sqrt(sq_rel_error(cal.c_min, &f) / n);
-    cJSON *root = cJSON_CreateObject(), *fit = cJSON_CreateObject(), *rf = cJSON_CreateObject();
-    cJSON *rs = cJSON_CreateObject();
     printf("fit over %d points: C_min %.3f, rms relative error %.3f before route scales\n", n,
            cal.c_min, rms_all);
     for (int k = 0; k < PKV_ROUTE_COUNT; k++) {
@@ -256,7 +301,8 @@ int pkv_calibrate_main(int argc, char **argv) {
     pkv_keys_write(pkv_calib_keys(), "", &cal, root);
     cJSON_AddStringToObject(root, "note",
                             "Measured by pkvsim calibrate: beta, launch_us, sm_count and "
-                            "resident_ctas_per_sm measured; c_min and route_scale fitted; "
+                            "resident_ctas_per_sm measured; c_min, route_scale, swap_us and "
+                            "swap_gbps fitted; "
                             "min_context_tokens set to 4096 (not fitted); the other gates, "
                             "margins and split constants are the defaults.");
     cJSON_AddItemToObject(root, "route_scale", rs);

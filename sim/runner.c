@@ -26,15 +26,6 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
         return pkv_fail(e, "%s: run.clock: the model backend measures nothing; use \"predicted\"",
                         cfg->file);
     }
-    if (cfg->preemption == PKV_PREEMPT_SWAP && bk == PKV_BACKEND_CUDA) {
-        pkv_calib_free(&cal);
-        return pkv_fail(e,
-                        "%s: serving.preemption: \"swap\" is modelled (the host link's "
-                        "calibrated bandwidth) on the model and cpu backends; the cuda backend's "
-                        "copies to pinned host memory are not built yet: use --backend model or "
-                        "\"recompute\"",
-                        cfg->file);
-    }
     if (cfg->prefill_measure && (bk != PKV_BACKEND_CUDA || clock == PKV_CLOCK_PREDICTED)) {
         pkv_calib_free(&cal);
         return pkv_fail(e,
@@ -60,6 +51,7 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
         .metadata_copy = cfg->metadata_upload == PKV_METADATA_COPY,
         .device = o->gpu,
         .seed = cfg->seed,
+        .swap_slots = cfg->preemption == PKV_PREEMPT_SWAP ? cfg->swap_pages : 0,
     };
     if (pkv_engine_init(&eng, &cfg->model, &cal, cfg->policy, (pkv_bucket_mode)cfg->bucket_mode,
                         cfg->max_active, &bs, (pkv_clock_source)clock, e)) {

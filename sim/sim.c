@@ -25,15 +25,12 @@ static int64_t reserved_tokens(const pkv_sim *s, const pkv_sim_request *r) {
 }
 
 int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, pkv_h5rec *out, pkv_err *e) {
-    *s = (pkv_sim){.cfg = cfg,
-                   .eng = eng,
-                   .out = out,
-                   .bt_stride = pkv_sim_bt_stride(cfg),
-                   .swap_free = cfg->swap_pages};
+    *s = (pkv_sim){.cfg = cfg, .eng = eng, .out = out, .bt_stride = pkv_sim_bt_stride(cfg)};
     /* The KV pool's bookkeeping (the allocator's stack and owners, the prefill page
-     * list: 16 bytes a page) and the block tables, against the machine's memory before
-     * anything is allocated. */
-    const double bytes = 16.0 * cfg->kv_pages + 4.0 * cfg->max_active * s->bt_stride;
+     * list: 16 bytes a page), the host pool's (12 bytes a slot) and the block tables,
+     * against the machine's memory before anything is allocated. */
+    const double bytes = 16.0 * cfg->kv_pages + 12.0 * cfg->swap_pages +
+                         4.0 * cfg->max_active * s->bt_stride;
     const long phys_pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     const double phys = phys_pages > 0 && page > 0 ? (double)phys_pages * page : 0;
     if (phys > 0 && bytes > phys)
@@ -76,7 +73,10 @@ int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, pkv_h5rec *
     if (!s->wait || !s->prefill || !s->run || !s->seq_lens || !s->block_table || !s->dirty_rows ||
         !s->dirty_from || !s->prefill_pages || !s->prefill_lens || !s->chunk_slot ||
         !s->chunk_start || !s->chunk_len || !s->chunk_last || !s->r_pages ||
-        pkv_kvalloc_init(&s->alloc, cfg->kv_pages, cfg->hole_fraction, s->r_pages)) {
+        pkv_kvalloc_init(&s->alloc, cfg->kv_pages, cfg->hole_fraction, s->r_pages) ||
+        (cfg->preemption == PKV_PREEMPT_SWAP &&
+         (pkv_kvalloc_init(&s->host, cfg->swap_pages, 0, NULL) ||
+          !(s->swap_slots = malloc(sizeof(int32_t) * (size_t)s->bt_stride))))) {
         pkv_sim_free(s);
         return pkv_fail(e, "out of memory setting up the simulation (%d KV pages)", cfg->kv_pages);
     }
@@ -117,6 +117,8 @@ void pkv_sim_free(pkv_sim *s) {
     free(s->dirty_rows);
     free(s->dirty_from);
     pkv_kvalloc_free(&s->alloc);
+    pkv_kvalloc_free(&s->host);
+    free(s->swap_slots);
     pkv_prefix_free(&s->cache);
     free(s->evicted);
     if (s->r_pages) gsl_rng_free(s->r_pages);
@@ -303,14 +305,16 @@ static void cache_prompt(pkv_sim *s, pkv_sim_request *r) {
 }
 
 /* ---- preemption by swap ----------------------------------------------------------- */
-/* A copy of n pages (every layer's K and V) over the host link, modelled from the
- * calibration; the next iteration waits for it. */
-static void charge_swap(pkv_sim *s, int32_t n) {
-    const pkv_calib *c = s->eng->cal;
-    const double t =
-        c->swap_us * 1e-6 + n * pkv_model_page_bytes(&s->cfg->model) / (c->swap_gbps * 1e9);
-    s->swap_pending_s += t, s->swap_time_s += t;
+/* A copy of n pages (every layer's K and V) between the GPU's pages and the host
+ * pool's slots, made by the engine (real on the cuda backend, modelled elsewhere);
+ * the next iteration waits for its time. */
+static int copy_swap(pkv_sim *s, int to_host, const int32_t *pages, const int32_t *slots, int32_t n,
+                     pkv_err *e) {
+    double t, tp;
+    if (pkv_engine_swap(s->eng, to_host, pages, slots, n, &t, &tp, e)) return -1;
+    s->swap_pending_s += t, s->swap_time_s += t, s->swap_predicted_s += tp;
     s->swap_pages += (uint64_t)n;
+    return 0;
 }
 
 /* The seconds of swap copies an iteration starting now waits for. */
@@ -320,32 +324,47 @@ static double take_swap_time(pkv_sim *s) {
     return t;
 }
 
-/* r's pages go to the host pool (the GPU's come free; its page array is kept). */
-static void swap_out(pkv_sim *s, pkv_sim_request *r) {
-    pkv_kvalloc_give(&s->alloc, r->pages, r->n_pages, r->rec.id);
-    s->swap_free -= r->n_pages;
-    PKV_ASSERT(s->swap_free >= 0);
-    charge_swap(s, r->n_pages);
+/* r's pages go to host slots, copied before the GPU's pages come free; its pages
+ * array then names the slots. */
+static int swap_out(pkv_sim *s, pkv_sim_request *r, pkv_err *e) {
+    const int32_t n = r->n_pages;
+    PKV_ASSERT(pkv_kvalloc_take(&s->host, n, r->rec.id, s->swap_slots) == 0);
+    if (copy_swap(s, 1, r->pages, s->swap_slots, n, e)) return -1;
+    pkv_kvalloc_give(&s->alloc, r->pages, n, r->rec.id);
+    memcpy(r->pages, s->swap_slots, sizeof(int32_t) * (size_t)n);
     r->swapped = true;
     s->swap_outs++;
+    return 0;
+}
+
+/* r comes back from its host slots onto new pages; it runs on without a prefill. */
+static int swap_in(pkv_sim *s, pkv_sim_request *r, pkv_err *e) {
+    const int32_t n = r->n_pages;
+    memcpy(s->swap_slots, r->pages, sizeof(int32_t) * (size_t)n);
+    take_pages(s, n, r->rec.id, r->pages);
+    if (copy_swap(s, 0, r->pages, s->swap_slots, n, e)) return -1;
+    pkv_kvalloc_give(&s->host, s->swap_slots, n, r->rec.id);
+    r->swapped = false;
+    s->swap_ins++;
+    return 0;
 }
 
 /* Evict the most recently admitted running request: to the host pool where the
  * experiment swaps and the pool has room for it, else it recomputes later. */
-static int preempt_latest(pkv_sim *s) {
+static int preempt_latest(pkv_sim *s, pkv_err *e) {
     int32_t v = 0;
     for (int32_t i = 1; i < s->n_run; i++)
         if (s->req[s->run[i]].admit_seq > s->req[s->run[v]].admit_seq) v = i;
     int64_t slot = s->run[v];
     pkv_sim_request *r = &s->req[slot];
     run_remove(s, v);
-    if (s->cfg->preemption == PKV_PREEMPT_SWAP && r->n_pages <= s->swap_free)
-        swap_out(s, r);
-    else
+    if (s->cfg->preemption == PKV_PREEMPT_SWAP && r->n_pages <= s->host.n_free) {
+        if (swap_out(s, r, e)) return -1;
+    } else
         release_pages(s, r);
     r->rec.state = PKV_REQ_WAITING;
     r->rec.preemptions++;
-    return wait_push_front(s, slot);
+    return wait_push_front(s, slot) ? pkv_fail(e, "out of memory") : 0;
 }
 
 /* ---- scheduling ----------------------------------------------------------------- */
@@ -384,19 +403,15 @@ static int64_t wait_take(pkv_sim *s, size_t i) {
     return id;
 }
 
-static int admit(pkv_sim *s) {
+static int admit(pkv_sim *s, pkv_err *e) {
     while (s->wait_n > 0 && s->n_run + s->n_prefill < s->cfg->max_active) {
         pkv_admission_view v = {s->wait_n, pages_available(s), waiting_pages, waiting_priority, s};
         int64_t pick = s->cfg->admit->pick(&v);
         if (pick < 0) break;
         int64_t slot = wait_take(s, (size_t)pick);
         pkv_sim_request *r = &s->req[slot];
-        if (r->swapped) { /* back from the host pool onto new pages: it runs on, no prefill */
-            take_pages(s, r->n_pages, r->rec.id, r->pages);
-            s->swap_free += r->n_pages;
-            charge_swap(s, r->n_pages);
-            r->swapped = false;
-            s->swap_ins++;
+        if (r->swapped) {
+            if (swap_in(s, r, e)) return -1;
             r->admit_seq = s->admit_counter++;
             join_run(s, slot);
             continue;
@@ -408,12 +423,12 @@ static int admit(pkv_sim *s) {
                            ? r->cap_pages
                            : pages_for(s, stored_tokens(r));
         r->pages = malloc(sizeof(int32_t) * (size_t)r->cap_pages);
-        if (!r->pages) return -1;
+        if (!r->pages) return pkv_fail(e, "out of memory");
         int32_t cached = 0;
         if (s->cfg->prefix_caching) {
             r->blocks =
                 malloc(sizeof(int32_t) * ((size_t)r->cap_pages / s->cache.pages_per_block + 1));
-            if (!r->blocks) return -1;
+            if (!r->blocks) return pkv_fail(e, "out of memory");
             cached = map_cached(s, r);
             s->hit_tokens += (uint64_t)cached;
         }
@@ -432,7 +447,7 @@ static int admit(pkv_sim *s) {
 
 /* Before a step every row appends one token; rows at a page boundary need a page.
  * When the pool cannot cover them, preempt the latest admitted until it can. */
-static int grow_pages(pkv_sim *s) {
+static int grow_pages(pkv_sim *s, pkv_err *e) {
     for (;;) {
         int32_t demand = 0;
         for (int32_t i = 0; i < s->n_run; i++) {
@@ -440,7 +455,7 @@ static int grow_pages(pkv_sim *s) {
             demand += pages_for(s, stored_tokens(r) + 1) > r->n_pages;
         }
         if (demand <= pages_available(s)) break;
-        if (preempt_latest(s)) return -1;
+        if (preempt_latest(s, e)) return -1;
     }
     for (int32_t i = 0; i < s->n_run; i++) {
         pkv_sim_request *r = &s->req[s->run[i]];
@@ -521,7 +536,7 @@ static void take_chunks(pkv_sim *s, pkv_prefill_view *cv) {
 static int start_prefill(pkv_sim *s, const pkv_prefill_view *pv, pkv_err *e);
 
 static int start_step(pkv_sim *s, pkv_err *e) {
-    if (grow_pages(s)) return pkv_fail(e, "out of memory");
+    if (grow_pages(s, e)) return -1;
     pkv_prefill_view cv = {0};
     const int chunked = s->cfg->scheduler == PKV_SCHED_CHUNKED;
     if (chunked) take_chunks(s, &cv);
@@ -569,7 +584,7 @@ static int start_prefill(pkv_sim *s, const pkv_prefill_view *pv, pkv_err *e) {
 
 static int try_schedule(pkv_sim *s, pkv_err *e) {
     if (s->busy) return 0;
-    if (admit(s)) return pkv_fail(e, "out of memory");
+    if (admit(s, e)) return -1;
     const int more_steps = s->cfg->max_steps == 0 || (int64_t)s->steps < s->cfg->max_steps;
     if (s->cfg->scheduler == PKV_SCHED_CHUNKED) {
         if (s->n_run + s->n_prefill == 0 || !more_steps) return 0;
@@ -777,5 +792,6 @@ int pkv_sim_run(pkv_sim *s, pkv_err *e) {
     s->summary.prefix_evictions = s->cache.evictions;
     s->summary.swap_outs = s->swap_outs, s->summary.swap_ins = s->swap_ins;
     s->summary.swap_pages = s->swap_pages, s->summary.swap_time_s = s->swap_time_s;
+    s->summary.swap_predicted_s = s->swap_predicted_s;
     return pkv_summary_finish(&s->summary, s->t_now) ? pkv_fail(e, "out of memory") : 0;
 }

@@ -1,6 +1,6 @@
 /* The discrete-event serving simulation: arrivals -> FCFS admission under the
  * active-request and KV-page budgets -> prefill -> continuous-batching decode steps
- * -> finish, with preemption (recompute) when the page pool runs dry.
+ * -> finish, with preemption (recompute or swap) when the page pool runs dry.
  *
  * The GPU is one serial server. Under serving.scheduler prefill_first it runs either a
  * prefill batch (every admitted prompt whole) or a decode step over every running
@@ -39,7 +39,8 @@ typedef struct pkv_sim_request {
     int32_t *blocks;       /* [cap_pages / pages per block + 1] cache slots of its leading
                               cached blocks */
     int32_t cached_blocks; /* its leading blocks whose pages the cache holds */
-    bool swapped;          /* preempted by swap: its n_pages pages are in the host pool */
+    bool swapped;          /* preempted by swap: its n_pages pages are in the host pool, in
+                              the slots its pages array names */
     double t_last_token;   /* seconds: when its latest token came (for the inter-token latency) */
     bool live;             /* the slot holds a request still in the simulation */
 } pkv_sim_request;
@@ -60,10 +61,12 @@ typedef struct pkv_sim {
     uint64_t prefix_blocks; /* full prompt blocks of the admissions (each could hit) */
     uint64_t prefix_tokens; /* tokens to prefill of the admissions, hits included */
     int32_t *evicted;       /* [pages per block] scratch */
-    /* preemption by swap: the host pool's free pages; the copies' seconds the next
-     * iteration waits for; counts */
-    int32_t swap_free;
-    double swap_pending_s, swap_time_s;
+    /* preemption by swap: the host pool's slots (a swapped request's pages array holds
+     * its slots), a scratch list of slots [bt_stride]; the copies' seconds the next
+     * iteration waits for, under the run's clock and predicted; counts */
+    pkv_kvalloc host;
+    int32_t *swap_slots;
+    double swap_pending_s, swap_time_s, swap_predicted_s;
     uint64_t swap_outs, swap_ins, swap_pages;
     gsl_rng *r_pages;
     pkv_heap heap;

@@ -1,7 +1,8 @@
 /* The cuda backend in the loop (label gpu; exits 77 without a GPU): every route and
  * policy runs a small experiment with every step checked against the FP32 GPU
  * reference; the model backend's counters equal the cuda backend's for the same
- * steps; a pool that does not fit is a clear error that leaves no file. */
+ * steps; preemption by swap copies to the host pool and back; a pool that does not
+ * fit is a clear error that leaves no file. */
 #include "check.h"
 #include "pkv_tol.h"
 #include "testrun.h"
@@ -242,6 +243,48 @@ int main(void) {
               (unsigned long long)sum.output_tokens);
         printf("chunked prefill: %llu steps, %llu with chunks, every one checked\n",
                (unsigned long long)n, (unsigned long long)mixed);
+        free(s);
+    }
+
+    /* Preemption by swap on a small full model under a pool tight enough that decode
+     * growth preempts: requests go to the pinned host pool and back (real copies,
+     * timed), every step's route is checked, every request finishes, and the steps'
+     * and prefills' waits add up to the copies' time. */
+    {
+        pkv_summary sum;
+        CHECK(test_run_json(
+                  &sum, NULL, &e,
+                  "{\"model\": {\"layers\": 2, \"hidden\": 1024, \"hq\": 8, \"hkv\": 2, "
+                  "\"head_dim\": 128, \"intermediate\": 2048, \"vocab\": 4096}, \"workload\": "
+                  "{\"arrival\": {\"process\": \"closed\", \"concurrency\": 8}, \"prompt\": "
+                  "{\"dist\": \"uniform\", \"min\": 200, \"max\": 1200}, \"decode\": "
+                  "{\"dist\": \"uniform\", \"min\": 100, \"max\": 300}, \"num_requests\": 24, "
+                  "\"max_context\": 1600}, \"serving\": {\"max_active\": 8, \"kv_pages\": "
+                  "400, \"scheduler\": \"chunked\", \"token_budget\": 1024, \"preemption\": "
+                  "\"swap\", \"swap_pages\": 2000}, \"route\": {\"calibration\": \"%s\", "
+                  "\"policy\": \"pkv_workqueue\"}, \"run\": {\"backend\": \"cuda\", "
+                  "\"check_every\": 1, \"output\": \"%s\"}}",
+                  TEST_CALIBRATION, a) == 0,
+              "swap run: %s", e.msg);
+        hsize_t n = 0;
+        pkv_step_rec *s = read_steps(a, &n);
+        int ok = n > 20;
+        double waited = 0;
+        for (hsize_t i = 0; i < n; i++) {
+            ok &= s[i].max_err < PKV_TOL_MAX && s[i].t_swap >= 0;
+            waited += s[i].t_swap;
+        }
+        CHECK(ok && sum.finished == 24, "swap: %llu finished, a step failed its check",
+              (unsigned long long)sum.finished);
+        CHECK(sum.swap_outs > 0 && sum.swap_ins == sum.swap_outs && sum.swap_time_s > 0 &&
+                  isfinite(sum.swap_time_s) && waited <= sum.swap_time_s * (1 + 1e-9),
+              "swap: %llu out, %llu in, %.3g s, %.3g s waited by steps",
+              (unsigned long long)sum.swap_outs, (unsigned long long)sum.swap_ins, sum.swap_time_s,
+              waited);
+        printf("swap: %llu requests out and back, %llu pages, %.3f ms measured (%.3f ms "
+               "predicted)\n",
+               (unsigned long long)sum.swap_outs, (unsigned long long)sum.swap_pages,
+               sum.swap_time_s * 1e3, sum.swap_predicted_s * 1e3);
         free(s);
     }
 

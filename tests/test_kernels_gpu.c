@@ -5,7 +5,8 @@
  * are checked against the CPU FP32 reference, large ones against the GPU FP32
  * reference (itself checked against the CPU on the small ones). The FlashInfer
  * routes, where built, run the same shapes under FlashInfer's own planners, whose
- * partitions must equal pkvsim's mirror of them. */
+ * partitions must equal pkvsim's mirror of them. Pages swapped to host slots and
+ * back keep their bytes. */
 #include "check.h"
 #include "pkv_tol.h"
 #include "cost.h"
@@ -80,6 +81,69 @@ static int run_plan(const pkvk_ctx *c, pkvk_workspace *ws, dev_batch *d, const p
 
 static int32_t fixed_splits(int32_t route_len, int32_t rows, void *arg) {
     return *(int32_t *)arg;
+}
+
+/* Preemption by swap: pages of several pools go to random host slots and come back
+ * onto other pages (the pools scrambled in between); the slots and the pages they
+ * come back to hold the pages' bytes exactly; a slot beyond the pool is refused. */
+static void swap_round_trip(gsl_rng *r) {
+    enum { POOLS = 5, PAGES = 48, SLOTS = 40, N = 19 };
+    const size_t page_bytes = 2 * 16 * 128 * 2; /* hkv 2, page size 16, d 128, FP16 */
+    const size_t pool_bytes = PAGES * page_bytes;
+    uint16_t *dev[POOLS] = {0};
+    unsigned char *orig = malloc(POOLS * pool_bytes), *back = malloc(pool_bytes);
+    int rc = !orig || !back;
+    for (size_t i = 0; !rc && i < POOLS * pool_bytes; i++) orig[i] = (unsigned char)gsl_rng_get(r);
+    for (int p = 0; p < POOLS && !rc; p++) {
+        rc = pkvk_malloc((void **)&dev[p], pool_bytes);
+        if (!rc) rc = pkvk_h2d(dev[p], orig + p * pool_bytes, pool_bytes);
+    }
+    pkvk_swap *sw = NULL;
+    if (!rc) rc = pkvk_swap_create(ctx, &sw, dev, POOLS, page_bytes, SLOTS, N);
+    CHECK(rc == 0, "swap pool: %s", pkvk_last_error());
+    if (rc) goto out;
+    int32_t all[PAGES], from[N], slots[N], to[N];
+    for (int32_t i = 0; i < PAGES; i++) all[i] = i;
+    gsl_ran_shuffle(r, all, PAGES, sizeof all[0]);
+    memcpy(from, all, sizeof from);
+    memcpy(to, all + PAGES - N, sizeof to); /* N other pages */
+    for (int32_t i = 0; i < SLOTS; i++) all[i] = i;
+    gsl_ran_shuffle(r, all, SLOTS, sizeof all[0]);
+    memcpy(slots, all, sizeof slots);
+    rc = pkvk_swap_copy(sw, 1, from, slots, N);
+    if (!rc) rc = pkvk_sync(ctx);
+    int out_ok = !rc;
+    for (int p = 0; p < POOLS && out_ok; p++)
+        for (int i = 0; i < N; i++)
+            out_ok &= memcmp(pkvk_swap_slot(sw, slots[i], p),
+                             orig + p * pool_bytes + from[i] * page_bytes, page_bytes) == 0;
+    CHECK(out_ok, "swap out: a host slot differs from its page (%s)", pkvk_last_error());
+    for (int p = 0; p < POOLS && !rc; p++) rc = pkvk_memset(dev[p], 0xA5, pool_bytes);
+    if (!rc) rc = pkvk_swap_copy(sw, 0, to, slots, N);
+    if (!rc) rc = pkvk_sync(ctx);
+    int in_ok = !rc, untouched = 1;
+    for (int p = 0; p < POOLS && in_ok; p++) {
+        in_ok = pkvk_d2h(back, dev[p], pool_bytes) == 0;
+        for (int i = 0; i < N && in_ok; i++)
+            in_ok &= memcmp(back + to[i] * page_bytes, orig + p * pool_bytes + from[i] * page_bytes,
+                            page_bytes) == 0;
+        for (int32_t pg = 0; pg < PAGES; pg++) { /* the other pages keep the scramble */
+            int listed = 0;
+            for (int i = 0; i < N; i++) listed |= to[i] == pg;
+            if (!listed) untouched &= back[pg * page_bytes] == 0xA5;
+        }
+    }
+    CHECK(in_ok && untouched, "swap in: a page differs from the page swapped out (%s)",
+          pkvk_last_error());
+    int32_t bad = SLOTS;
+    CHECK(pkvk_swap_copy(sw, 1, from, &bad, 1) == PKVK_ERR_INVALID,
+          "a slot beyond the pool was not refused");
+    printf("swap: %d pages of %d pools out to host slots and back onto other pages, bytes equal\n",
+           N, POOLS);
+out:
+    pkvk_swap_destroy(sw);
+    for (int p = 0; p < POOLS; p++) pkvk_free(dev[p]);
+    free(orig), free(back);
 }
 
 int main(void) {
@@ -386,6 +450,7 @@ int main(void) {
         release(&ds), release(&dp);
         free_batch(&hs), free_batch(&hp);
     }
+    swap_round_trip(r);
     CHECK(uploads[0] > 10 && uploads[1] > 0 && uploads[2] > 10,
           "upload paths not all taken: %d in parameters, %d too large, %d copied", uploads[0],
           uploads[1], uploads[2]);

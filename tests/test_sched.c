@@ -138,7 +138,7 @@ int main(void) {
         /* Preemption by swap on a quarter of the trials, under pools tight enough that
          * decode growth preempts: a host pool that holds every swap, or one so small
          * that most preemptions recompute. */
-        const int swap = trial % 4 == 3, swap_pool = trial % 8 == 3 ? 10000000 : 40;
+        const int swap = trial % 4 == 3, swap_pool = trial % 8 == 3 ? 100000 : 40;
         const int max_active =
             swap ? 12 + (int)gsl_rng_uniform_int(g, 12) : 1 + (int)gsl_rng_uniform_int(g, 24);
         const int budget = max_active + 1 + (int)gsl_rng_uniform_int(g, 4096);
