@@ -45,6 +45,8 @@ typedef enum pkv_col_kind {
     X(prefill_tokens, uint32_t, PKV_COL_U32, 0,                                                    \
       "tokens: prompt chunks run in the same iteration (serving.scheduler chunked)")               \
     X(prefill_chunks, uint32_t, PKV_COL_U32, 0, "prompt chunks run in the same iteration")         \
+    X(prefill_scores, double, PKV_COL_F64, 0,                                                      \
+      "entries: the chunks' attention scores, every layer (layers x query heads x keys)")          \
     X(queue_depth, uint32_t, PKV_COL_U32, 0, "requests waiting for admission at the step")         \
     X(pages_free, uint32_t, PKV_COL_U32, 0, "KV pages free at the step")                           \
     X(t_swap, double, PKV_COL_F64, 0,                                                              \
@@ -89,6 +91,8 @@ typedef enum pkv_col_kind {
     X(t_sim, double, PKV_COL_F64, 0, "seconds: simulated time at the batch's start")               \
     X(requests, uint32_t, PKV_COL_U32, 0, "prompts (or prompt chunks) in the batch")               \
     X(tokens, uint64_t, PKV_COL_U64, 0, "tokens: the prompts' (or chunks') lengths")               \
+    X(scores, double, PKV_COL_F64, 0,                                                              \
+      "entries: the batch's attention scores, every layer (layers x query heads x keys)")          \
     X(t_predicted, double, PKV_COL_F64, 0, "seconds: cost model (NaN for the study layer)")        \
     X(t_device, double, PKV_COL_F64, 1, "seconds: measured device time of the batch")              \
     X(t_wall, double, PKV_COL_F64, 1, "seconds: measured host wall time of the batch")             \

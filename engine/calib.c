@@ -46,6 +46,7 @@ static const pkv_key rows[] = {
     ROW("small_kernel_us", NUM, small_kernel_us, 3, 0, 1e4),
     ROW("prefill_fixed_us", NUM, prefill_fixed_us, 0, 0, 1e7),
     ROW("prefill_token_us", NUM, prefill_token_us, 0, 0, 1e4),
+    ROW("prefill_score_ps", NUM, prefill_score_ps, 0, 0, 1e6),
     ROW("allreduce_gbps", NUM, allreduce_gbps, 400, 1e-3, 1e6),
     ROW("allreduce_us", NUM, allreduce_us, 10, 0, 1e4),
     ROW("swap_gbps", NUM, swap_gbps, 50, 1e-3, 1e6),

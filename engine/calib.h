@@ -72,8 +72,9 @@ typedef struct pkv_calib {
     double gemm_us;         /* fixed cost of one GEMM, us */
     double small_kernel_us; /* fixed cost of one norm, RoPE, SiLU or sampling kernel, us */
     /* A forward over prompt tokens (a prefill batch, a step's chunks): its measured time
-     * beyond the rooflines above, per forward and per prompt token (pkvsim fit) */
-    double prefill_fixed_us, prefill_token_us;
+     * beyond the rooflines above, per forward, per prompt token and per attention score
+     * (of every layer; pkvsim fit) */
+    double prefill_fixed_us, prefill_token_us, prefill_score_ps;
     double allreduce_gbps; /* tensor parallelism: all-reduce bus bandwidth (modelled) */
     double allreduce_us;   /* tensor parallelism: all-reduce latency (modelled) */
     double swap_gbps;      /* preemption by swap: the host link's copy bandwidth (modelled) */

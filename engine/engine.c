@@ -143,9 +143,17 @@ static int run_oracle(pkv_engine *eng, const pkv_batch_view *v, const pkv_step_v
     return 0;
 }
 
-/* A forward over prompt tokens beyond its rooflines (the calibration's fitted terms). */
-static double prefill_overhead(const pkv_calib *c, int64_t tokens) {
-    return (c->prefill_fixed_us + c->prefill_token_us * (double)tokens) * 1e-6;
+/* A forward over prompt tokens beyond its rooflines (the calibration's fitted terms):
+ * scores are its attention's, every layer. */
+static double prefill_overhead(const pkv_engine *eng, int64_t tokens, double scores) {
+    const pkv_calib *c = eng->cal;
+    return (c->prefill_fixed_us + c->prefill_token_us * (double)tokens) * 1e-6 +
+           c->prefill_score_ps * 1e-12 * scores;
+}
+
+/* The attention scores of a batch of prompt pieces, every layer. */
+static double chunk_scores(const pkv_engine *eng, const pkv_prefill_view *p) {
+    return pkv_model_prefill_scores(&eng->model, p->lens, p->starts, p->n_req);
 }
 
 /* The tokens of a batch of prompt pieces; *heads gains the pieces that sample. */
@@ -223,6 +231,7 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
     const int64_t chunk_tok = v->chunks ? chunk_tokens(v->chunks, &chunk_heads) : 0;
     rec->prefill_tokens = (uint32_t)chunk_tok;
     rec->prefill_chunks = v->chunks ? (uint32_t)v->chunks->n_req : 0;
+    rec->prefill_scores = v->chunks ? chunk_scores(eng, v->chunks) : 0;
     rec->context_tokens = (uint64_t)sv.context_tokens;
     rec->route = (uint8_t)r;
     rec->splits = (uint32_t)c->max_splits;
@@ -252,7 +261,7 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
         if (v->chunks)
             t_chunks = pkv_model_prefill_attn_time(&eng->model, eng->cal, v->chunks->lens,
                                                    v->chunks->starts, v->chunks->n_req) +
-                       prefill_overhead(eng->cal, chunk_tok);
+                       prefill_overhead(eng, chunk_tok, rec->prefill_scores);
         pkv_dense_cost dc;
         pkv_model_dense_cost(&eng->model, eng->cal, v->n_rows + chunk_tok, v->n_rows + chunk_heads,
                              &dc);
@@ -293,6 +302,7 @@ int pkv_engine_prefill(pkv_engine *eng, const pkv_prefill_view *p, pkv_prefill_r
     rec->index = (uint64_t)eng->prefills++;
     rec->requests = (uint32_t)p->n_req;
     rec->tokens = (uint64_t)tokens;
+    rec->scores = chunk_scores(eng, p);
     rec->t_predicted = rec->t_device = rec->t_wall = NAN;
     if (pkv_model_dense(&eng->model)) {
         pkv_dense_cost dc;
@@ -300,7 +310,7 @@ int pkv_engine_prefill(pkv_engine *eng, const pkv_prefill_view *p, pkv_prefill_r
         rec->t_predicted =
             dc.t_predicted +
             pkv_model_prefill_attn_time(&eng->model, eng->cal, p->lens, p->starts, p->n_req) +
-            prefill_overhead(eng->cal, tokens);
+            prefill_overhead(eng, tokens, rec->scores);
         if (eng->clock == PKV_CLOCK_PREDICTED) *t_measured = rec->t_predicted;
     }
     if (!eng->backend->prefill) return 0;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <gsl/gsl_blas.h>
 #include <gsl/gsl_fit.h>
+#include <gsl/gsl_multifit.h>
 #include <gsl/gsl_multifit_nlinear.h>
 #include <gsl/gsl_statistics_double.h>
 
@@ -109,11 +110,42 @@ void pkv_fit_error(const pkv_calib *c, pkv_route r, const pkv_route_model *m, co
     *sum_err = sm > 0 ? sp / sm - 1 : NAN;
 }
 
-void pkv_fit_line_nonneg(const double *x, const double *y, size_t n, double *c0, double *c1) {
-    double c00, c01, c11, ss;
-    *c0 = *c1 = 0;
-    if (n == 0) return;
-    gsl_fit_linear(x, 1, y, 1, n, c0, c1, &c00, &c01, &c11, &ss);
-    if (!(*c0 >= 0)) *c0 = 0, gsl_fit_mul(x, 1, y, 1, n, c1, &c11, &ss);
-    if (!(*c1 >= 0)) *c1 = 0, *c0 = fmax(0, gsl_stats_mean(y, 1, n));
+int pkv_fit_nonneg(const double *const *x, int k, const double *y, const double *w, size_t n,
+                   double *coef) {
+    for (int j = 0; j < k; j++) coef[j] = 0;
+    if (k < 1 || k > PKV_FIT_MAX_TERMS) return -1;
+    double best = INFINITY;
+    /* Every subset of the terms, fitted unconstrained: the feasible one (no coefficient
+     * negative) of least weighted squared error is the constrained optimum. */
+    for (unsigned set = 1; set < 1u << k; set++) {
+        int m = 0, cols[PKV_FIT_MAX_TERMS];
+        for (int j = 0; j < k; j++)
+            if (set >> j & 1) cols[m++] = j;
+        if ((size_t)m > n) continue;
+        gsl_matrix *X = gsl_matrix_alloc(n, (size_t)m), *cov = gsl_matrix_alloc(m, m);
+        gsl_vector *c = gsl_vector_alloc(m);
+        gsl_multifit_linear_workspace *ws = gsl_multifit_linear_alloc(n, m);
+        if (!X || !cov || !c || !ws) {
+            gsl_matrix_free(X), gsl_matrix_free(cov), gsl_vector_free(c);
+            gsl_multifit_linear_free(ws);
+            return -1;
+        }
+        for (size_t i = 0; i < n; i++)
+            for (int a = 0; a < m; a++) gsl_matrix_set(X, i, a, x[cols[a]] ? x[cols[a]][i] : 1);
+        gsl_vector_const_view yv = gsl_vector_const_view_array(y, n);
+        gsl_vector_const_view wv = gsl_vector_const_view_array(w ? w : y, n);
+        double chi2 = INFINITY;
+        int rc = w ? gsl_multifit_wlinear(X, &wv.vector, &yv.vector, c, cov, &chi2, ws)
+                   : gsl_multifit_linear(X, &yv.vector, c, cov, &chi2, ws);
+        int ok = rc == GSL_SUCCESS && chi2 < best;
+        for (int a = 0; a < m && ok; a++) ok = gsl_vector_get(c, a) >= 0;
+        if (ok) {
+            best = chi2;
+            for (int j = 0; j < k; j++) coef[j] = 0;
+            for (int a = 0; a < m; a++) coef[cols[a]] = gsl_vector_get(c, a);
+        }
+        gsl_matrix_free(X), gsl_matrix_free(cov), gsl_vector_free(c);
+        gsl_multifit_linear_free(ws);
+    }
+    return 0;
 }

@@ -22,9 +22,11 @@ int pkv_fit_route(const pkv_calib *c, pkv_route r, const pkv_counters *k, const 
 void pkv_fit_error(const pkv_calib *c, pkv_route r, const pkv_route_model *m, const pkv_counters *k,
                    const double *t, size_t n, double *mape, double *sum_err);
 
-/* y ~ c0 + c1 x by least squares (GSL) over n points, neither coefficient negative:
- * a negative intercept is dropped (the line through the origin), a negative slope
- * too (the mean, or 0). */
-void pkv_fit_line_nonneg(const double *x, const double *y, size_t n, double *c0, double *c1);
+/* y ~ sum_j coef[j] x[j] over n points by (weighted: w, else ordinary) least squares
+ * (GSL), no coefficient negative; x[j] NULL is the constant term. Exact for the few
+ * terms it takes (every subset is fitted). 0, or -1 (out of memory, too many terms). */
+enum { PKV_FIT_MAX_TERMS = 4 };
+int pkv_fit_nonneg(const double *const *x, int k, const double *y, const double *w, size_t n,
+                   double *coef);
 
 #endif

@@ -67,13 +67,24 @@ void pkv_model_dense_cost(const pkv_model *m, const pkv_calib *c, int64_t tokens
     out->t_predicted = out->t_gemm + out->t_small + out->t_allreduce;
 }
 
+/* The causal triangle of a piece over the rectangle of its earlier keys, per head. */
+static double piece_scores(double len, double start) {
+    return len * start + len * (len + 1) / 2;
+}
+
+double pkv_model_prefill_scores(const pkv_model *m, const int32_t *lens, const int32_t *starts,
+                                int32_t n) {
+    double s = 0;
+    for (int32_t i = 0; i < n; i++) s += piece_scores(lens[i], starts ? starts[i] : 0);
+    return (double)m->layers * m->hq / m->tp * s;
+}
+
 double pkv_model_prefill_attn_time(const pkv_model *m, const pkv_calib *c, const int32_t *lens,
                                    const int32_t *starts, int32_t n) {
     double flops = 0, bytes = 0;
     const double hq = (double)m->hq / m->tp, d = m->head_dim;
     for (int32_t i = 0; i < n; i++) {
-        /* the causal triangle of the piece over the rectangle of its earlier keys */
-        double l = lens[i], q0 = starts ? starts[i] : 0, scores = hq * (l * q0 + l * (l + 1) / 2);
+        const double l = lens[i], q0 = starts ? starts[i] : 0, scores = hq * piece_scores(l, q0);
         flops += 4.0 * d * scores; /* QK^T and PV */
         bytes += scores * (q0 + l <= PKVK_SOFTMAX_SMEM_KEYS ? 12 : 20);
     }

@@ -58,6 +58,10 @@ void pkv_model_dense_cost(const pkv_model *m, const pkv_calib *c, int64_t tokens
  * PKVK_SOFTMAX_SMEM_KEYS and the softmax reads it three times. */
 double pkv_model_prefill_attn_time(const pkv_model *m, const pkv_calib *c, const int32_t *lens,
                                    const int32_t *starts, int32_t n);
+/* The attention scores of those pieces in every layer: layers x query heads x each
+ * query's keys (its prompt's positions up to its own), summed. */
+double pkv_model_prefill_scores(const pkv_model *m, const int32_t *lens, const int32_t *starts,
+                                int32_t n);
 /* Bytes on the GPU: weights, and KV pool per page over all layers. */
 double pkv_model_weight_bytes(const pkv_model *m);
 double pkv_model_page_bytes(const pkv_model *m);

@@ -202,7 +202,7 @@ int pkv_calibrate_main(int argc, char **argv) {
             pkvk_workspace *ws = NULL;
             char err[512] = "", name[32];
             snprintf(name, sizeof name, "B%d-%d", B, L);
-            if (pkv_kcase_make(ctx, &kc, name, lens, B, &s, 0.5, r, err, sizeof err) ||
+            if (pkv_kcase_make(ctx, &kc, name, lens, B, &s, 0.5, 0, r, err, sizeof err) ||
                 pkv_planner_init(&pl, &s, &cal, B, PKV_BUCKET_MODE_EXACT) ||
                 pkvk_plan_init(&fixed, B, 64 * B * s.hkv + 64) ||
                 pkvk_workspace_create(ctx, &ws, &s, B, pl.plans[0].cap_tasks + 64 * B,

@@ -42,8 +42,10 @@ static void usage(void) {
          "out over the steps, its bias does not.\n"
          "Where the runs hold forwards over prompt tokens (a full model's /prefills rows,\n"
          "serving.scheduler chunked steps), the measured time they take beyond the\n"
-         "rooflines is fitted too, linear in their prompt tokens (GSL least squares):\n"
-         "prefill_fixed_us and prefill_token_us. A sweep file's points are runs.");
+         "rooflines is fitted too, linear in their prompt tokens and attention scores (GSL\n"
+         "weighted least squares on the relative error, no term negative):\n"
+         "prefill_fixed_us, prefill_token_us and prefill_score_ps. A sweep file's points\n"
+         "are runs.");
 }
 
 typedef struct fit_set {
@@ -52,29 +54,32 @@ typedef struct fit_set {
     double *host[PKV_ROUTE_COUNT]; /* wall less the device times of the step's work */
     size_t n[PKV_ROUTE_COUNT], cap[PKV_ROUTE_COUNT];
     /* Forwards over prompt tokens (prefill batches; chunked steps' dense parts): their
-     * prompt tokens, measured seconds, predicted seconds without the calibration's
-     * prefill terms, and with them (the run's own prediction) */
-    double *p_tok, *p_meas, *p_base, *p_pred;
+     * prompt tokens, attention scores (every layer; 0 where the file does not record
+     * them), measured seconds, predicted seconds without the calibration's prefill
+     * terms, and with them (the run's own prediction) */
+    double *p_tok, *p_sc, *p_meas, *p_base, *p_pred;
     size_t p_n, p_cap;
 } fit_set;
 
 static void set_free(fit_set *s) {
     for (int r = 0; r < PKV_ROUTE_COUNT; r++) free(s->k[r]), free(s->t[r]), free(s->host[r]);
-    free(s->p_tok), free(s->p_meas), free(s->p_base), free(s->p_pred);
+    free(s->p_tok), free(s->p_sc), free(s->p_meas), free(s->p_base), free(s->p_pred);
 }
 
-static int add_forward(fit_set *s, double tokens, double meas, double base, double pred) {
+static int add_forward(fit_set *s, double tokens, double scores, double meas, double base,
+                       double pred) {
     if (s->p_n == s->p_cap) {
         size_t cap = s->p_cap ? 2 * s->p_cap : 256;
-        double **arr[4] = {&s->p_tok, &s->p_meas, &s->p_base, &s->p_pred};
-        for (int k = 0; k < 4; k++) {
+        double **arr[5] = {&s->p_tok, &s->p_sc, &s->p_meas, &s->p_base, &s->p_pred};
+        for (int k = 0; k < 5; k++) {
             double *a = realloc(*arr[k], cap * sizeof *a);
             if (!a) return -1;
             *arr[k] = a;
         }
         s->p_cap = cap;
     }
-    s->p_tok[s->p_n] = tokens, s->p_meas[s->p_n] = meas, s->p_base[s->p_n] = base;
+    s->p_tok[s->p_n] = tokens, s->p_sc[s->p_n] = scores;
+    s->p_meas[s->p_n] = meas, s->p_base[s->p_n] = base;
     s->p_pred[s->p_n++] = pred;
     return 0;
 }
@@ -100,30 +105,35 @@ static int load_forwards(const char *path, const char *grp, const pkv_step_rec *
     if (pkv_h5_read_prefills_at(path, grp, &pf, &np, &ignored)) np = 0;
     int rc = 0;
     for (size_t i = 0; i < n + np && !rc; i++) {
-        double tok, meas, pred;
+        double tok, sc, meas, pred;
         if (i < n) {
             if (st[i].warmup || !st[i].prefill_chunks) continue;
-            tok = st[i].prefill_tokens, meas = st[i].t_dense, pred = st[i].t_dense_predicted;
+            tok = st[i].prefill_tokens, sc = st[i].prefill_scores;
+            meas = st[i].t_dense, pred = st[i].t_dense_predicted;
         } else {
-            tok = (double)pf[i - n].tokens, meas = pf[i - n].t_device, pred = pf[i - n].t_predicted;
+            const pkv_prefill_rec *p = &pf[i - n];
+            tok = (double)p->tokens, sc = p->scores, meas = p->t_device, pred = p->t_predicted;
         }
         if (!(meas > 0) || !(pred > 0)) continue;
-        const double base = pred - (c.prefill_fixed_us + c.prefill_token_us * tok) * 1e-6;
+        if (!(sc >= 0)) sc = 0; /* a file from before the column */
+        const double base = pred - (c.prefill_fixed_us + c.prefill_token_us * tok) * 1e-6 -
+                            c.prefill_score_ps * 1e-12 * sc;
         for (fit_set *d = s; d && !rc; d = d == s ? per_file : NULL)
-            rc = add_forward(d, tok, meas, base, pred);
+            rc = add_forward(d, tok, sc, meas, base, pred);
     }
     free(pf);
     return rc ? pkv_fail(e, "out of memory reading %s", path) : 0;
 }
 
 /* MAPE and relative error of the sum of the forwards' predictions: base plus the
- * prefill terms (seconds) fixed + per_token x tokens, or (fixed NaN) the runs' own. */
-static void forward_error(const fit_set *s, double fixed, double per_token, double *mape,
-                          double *sum_err) {
+ * prefill terms (seconds) fixed + per token x tokens + per score x scores, or (term
+ * NULL) the runs' own. */
+static void forward_error(const fit_set *s, const double *term, double *mape, double *sum_err) {
     double ae = 0, sp = 0, sm = 0;
     for (size_t i = 0; i < s->p_n; i++) {
         const double p =
-            isnan(fixed) ? s->p_pred[i] : s->p_base[i] + fixed + per_token * s->p_tok[i];
+            !term ? s->p_pred[i]
+                  : s->p_base[i] + term[0] + term[1] * s->p_tok[i] + term[2] * s->p_sc[i];
         ae += fabs(p - s->p_meas[i]) / s->p_meas[i], sp += p, sm += s->p_meas[i];
     }
     *mape = s->p_n ? ae / (double)s->p_n : NAN;
@@ -395,34 +405,44 @@ int pkv_cmd_fit(int argc, char **argv) {
             }
     }
     /* The prefill terms: the forwards' measured less predicted time (without the terms),
-     * linear in their prompt tokens (GSL least squares), neither term negative. */
+     * linear in their prompt tokens and attention scores (GSL least squares on the
+     * relative error), no term negative. */
     int prefill_fitted = 0;
     if (fit.p_n >= 3) {
-        double *res = malloc(fit.p_n * sizeof *res), c0, c1;
-        if (!res) {
+        double *res = malloc(fit.p_n * sizeof *res), *w = malloc(fit.p_n * sizeof *w), c[3];
+        const double *x[3] = {NULL, fit.p_tok, fit.p_sc};
+        if (!res || !w) {
+            free(res), free(w);
             fprintf(stderr, "pkvsim fit: out of memory\n");
             rc = 1;
             goto done;
         }
-        for (size_t i = 0; i < fit.p_n; i++) res[i] = fit.p_meas[i] - fit.p_base[i];
-        pkv_fit_line_nonneg(fit.p_tok, res, fit.p_n, &c0, &c1);
-        free(res);
-        fitted.prefill_fixed_us = c0 * 1e6, fitted.prefill_token_us = c1 * 1e6;
+        for (size_t i = 0; i < fit.p_n; i++)
+            res[i] = fit.p_meas[i] - fit.p_base[i], w[i] = 1 / (fit.p_meas[i] * fit.p_meas[i]);
+        const int bad = pkv_fit_nonneg(x, 3, res, w, fit.p_n, c);
+        free(res), free(w);
+        if (bad) {
+            fprintf(stderr, "pkvsim fit: out of memory\n");
+            rc = 1;
+            goto done;
+        }
+        fitted.prefill_fixed_us = c[0] * 1e6, fitted.prefill_token_us = c[1] * 1e6;
+        fitted.prefill_score_ps = c[2] * 1e12;
         prefill_fitted = 1;
         double f_mape, f_sum, t_mape = NAN, t_sum = NAN, b_mape = NAN, b_sum = NAN;
-        forward_error(&fit, c0, c1, &f_mape, &f_sum);
+        forward_error(&fit, c, &f_mape, &f_sum);
         if (test.p_n) {
-            forward_error(&test, c0, c1, &t_mape, &t_sum);
-            forward_error(&test, NAN, 0, &b_mape, &b_sum);
+            forward_error(&test, c, &t_mape, &t_sum);
+            forward_error(&test, NULL, &b_mape, &b_sum);
         }
-        emit(
-            "\n| forwards over prompt tokens | fitted | MAPE | sum err | held out | MAPE | sum err "
-            "| base MAPE held out | base sum err | prefill_fixed_us | prefill_token_us "
-            "|\n|---|---|---|---|---|---|---|---|---|---|---|\n"
-            "| prefill batches, chunked steps' dense part | %zu | %.2f%% | %+.2f%% | %zu | "
-            "%.2f%% | %+.2f%% | %.2f%% | %+.2f%% | %.1f | %.3f |\n",
-            fit.p_n, 100 * f_mape, 100 * f_sum, test.p_n, 100 * t_mape, 100 * t_sum, 100 * b_mape,
-            100 * b_sum, fitted.prefill_fixed_us, fitted.prefill_token_us);
+        emit("\n| forwards over prompt tokens | fitted | MAPE | sum err | held out | MAPE | sum "
+             "err | base MAPE held out | base sum err | prefill_fixed_us | prefill_token_us | "
+             "prefill_score_ps |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+             "| prefill batches, chunked steps' dense part | %zu | %.2f%% | %+.2f%% | %zu | "
+             "%.2f%% | %+.2f%% | %.2f%% | %+.2f%% | %.1f | %.3f | %.4f |\n",
+             fit.p_n, 100 * f_mape, 100 * f_sum, test.p_n, 100 * t_mape, 100 * t_sum, 100 * b_mape,
+             100 * b_sum, fitted.prefill_fixed_us, fitted.prefill_token_us,
+             fitted.prefill_score_ps);
     }
     /* A baseline predicted too slow by b and a split route too fast by p make the
      * split route look 1 + b - p times faster than it is. */
@@ -468,9 +488,10 @@ int pkv_cmd_fit(int argc, char **argv) {
         if (keep_gates) fitted.gates_set = false; /* the base's stay as they are in the file */
         pkv_calib_route_model_json(&fitted, root);
         if (prefill_fitted) {
-            const char *pk[2] = {"prefill_fixed_us", "prefill_token_us"};
-            const double pv[2] = {fitted.prefill_fixed_us, fitted.prefill_token_us};
-            for (int k = 0; k < 2; k++) {
+            const char *pk[3] = {"prefill_fixed_us", "prefill_token_us", "prefill_score_ps"};
+            const double pv[3] = {fitted.prefill_fixed_us, fitted.prefill_token_us,
+                                  fitted.prefill_score_ps};
+            for (int k = 0; k < 3; k++) {
                 cJSON_DeleteItemFromObjectCaseSensitive(root, pk[k]);
                 cJSON_AddNumberToObject(root, pk[k], pv[k]);
             }

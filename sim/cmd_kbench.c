@@ -85,7 +85,8 @@ static void emit(bench_out *o, const char *fmt, ...) {
 
 static void usage(void) {
     printf("usage: pkvsim bench kernels [--cases SPEC] [--splits LIST] [--reps N]\n"
-           "                            [--holes F] [--calibration FILE] [--out FILE]\n"
+           "                            [--holes F] [--share TOKENS] [--calibration FILE]\n"
+           "                            [--out FILE]\n"
            "Times every route (ref_paged, pkv_bucket, pkv_workqueue, pkv_fused, and flashinfer,\n"
            "flashinfer_tc where built) on isolated decode steps of shape Hq=32 Hkv=8 d=128\n"
            "page 16, median of N calls (default 30) with the L2 flushed before each, plan\n"
@@ -100,23 +101,30 @@ static void usage(void) {
            "                 (default: %s)\n"
            "  --splits LIST  also run pkv_bucket and pkv_workqueue at these split counts\n"
            "  --holes F      fraction of the page universe left unused (default 0.5)\n"
+           "  --share TOKENS every row's first TOKENS (whole pages) are row 0's pages, as\n"
+           "                 prefix caching maps a shared prompt (default 0); KV GB/s counts\n"
+           "                 each row's reads, so above the read ceiling it shows L2 reuse\n"
            "  --calibration  planner constants (default: built-in placeholders)\n"
            "  --out FILE     also write the table to FILE (default bench_kernels.txt)\n",
            DEFAULT_CASES);
 }
 
 int pkv_bench_kernels_main(int argc, char **argv) {
-    static const struct option opts[] = {
-        {"cases", required_argument, 0, 'c'}, {"splits", required_argument, 0, 's'},
-        {"reps", required_argument, 0, 'r'},  {"holes", required_argument, 0, 'H'},
-        {"out", required_argument, 0, 'o'},   {"calibration", required_argument, 0, 'C'},
-        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
+    static const struct option opts[] = {{"cases", required_argument, 0, 'c'},
+                                         {"splits", required_argument, 0, 's'},
+                                         {"reps", required_argument, 0, 'r'},
+                                         {"holes", required_argument, 0, 'H'},
+                                         {"out", required_argument, 0, 'o'},
+                                         {"calibration", required_argument, 0, 'C'},
+                                         {"share", required_argument, 0, 'S'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
     const char *cases = DEFAULT_CASES, *out = "bench_kernels.txt", *calfile = NULL;
-    int reps = 30, n_sweep = 0, ch;
+    int reps = 30, n_sweep = 0, ch, share = 0;
     int32_t sweep[MAX_SWEEP];
     double holes = 0.5;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "c:s:r:H:o:C:h", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "c:s:r:H:o:C:S:h", opts, NULL)) != -1) {
         char *end;
         switch (ch) {
         case 'c':
@@ -130,6 +138,9 @@ int pkv_bench_kernels_main(int argc, char **argv) {
             break;
         case 'r':
             if (pkv_cli_parse_count("bench kernels", "reps", optarg, 10000, &reps)) return 2;
+            break;
+        case 'S':
+            if (pkv_cli_parse_count("bench kernels", "share", optarg, 1 << 24, &share)) return 2;
             break;
         case 'H':
             holes = strtod(optarg, &end);
@@ -201,8 +212,9 @@ int pkv_bench_kernels_main(int argc, char **argv) {
          PKV_GIT_REV);
     emit(&bo,
          "# ceilings: D2D copy %.0f GB/s (read+write), read-only stream %.0f GB/s, "
-         "empty launch %.2f us; median of %d calls, L2 flushed, holes %.2f\n",
-         ceil_.copy_gbps, ceil_.read_gbps, ceil_.launch_us, reps, holes);
+         "empty launch %.2f us; median of %d calls, L2 flushed, holes %.2f, shared prefix "
+         "%d tokens\n",
+         ceil_.copy_gbps, ceil_.read_gbps, ceil_.launch_us, reps, holes, share);
     emit(&bo,
          "# from an idle GPU: one empty launch and its wait %.2f us of host wall; least host "
          "overhead of a two-launch step (append, attention) %.2f us\n",
@@ -222,7 +234,7 @@ int pkv_bench_kernels_main(int argc, char **argv) {
         char err[512] = "";
         pkv_planner pl;
         pkvk_workspace *ws = NULL;
-        if (pkv_kcase_make(ctx, &d, bc[ci].name, bc[ci].lens, bc[ci].n, &s, holes, r, err,
+        if (pkv_kcase_make(ctx, &d, bc[ci].name, bc[ci].lens, bc[ci].n, &s, holes, share, r, err,
                            sizeof err) ||
             pkv_planner_init(&pl, &s, &cal, bc[ci].n, PKV_BUCKET_MODE_EXACT)) {
             fprintf(stderr, "pkvsim bench kernels: %s\n", *err ? err : "out of memory");

@@ -15,9 +15,11 @@ void pkv_kcase_free(pkv_kcase *d) {
 }
 
 /* Device batch for a case: block tables from the study's generator with `holes` of
- * the page universe unused; K and V tiled from 8 MiB blocks of GSL Gaussian halves. */
+ * the page universe unused, the shared prefix mapped onto row 0's pages; K and V
+ * tiled from 8 MiB blocks of GSL Gaussian halves. */
 int pkv_kcase_make(const pkvk_ctx *c, pkv_kcase *d, const char *name, const int32_t *lens, int n,
-                   const pkvk_shape *s, double holes, gsl_rng *r, char *err, size_t errn) {
+                   const pkvk_shape *s, double holes, int32_t share, gsl_rng *r, char *err,
+                   size_t errn) {
     memset(d, 0, sizeof *d);
     pkv_pagetable pt;
     if (pkv_pagetable_generate(&pt, lens, n, s->page_size, 0, holes, r)) {
@@ -25,6 +27,11 @@ int pkv_kcase_make(const pkvk_ctx *c, pkv_kcase *d, const char *name, const int3
         return -1;
     }
     int32_t stride = pt.stride, *bt = pt.table;
+    for (int i = 1; i < n; i++) {
+        int32_t tok = share < lens[i] ? share : lens[i];
+        if (tok > lens[0]) tok = lens[0];
+        memcpy(bt + (size_t)i * stride, bt, sizeof(int32_t) * (size_t)(tok / s->page_size));
+    }
     int64_t universe = pt.universe;
     const size_t blk = 4u << 20; /* halves */
     uint16_t *rnd = malloc(blk * 2);

@@ -16,10 +16,12 @@ typedef struct pkv_kcase {
     size_t q_elems;
 } pkv_kcase;
 
-/* lens: n rows' lengths; holes: fraction of the page universe left unused. On error
- * err names the case. */
+/* lens: n rows' lengths; holes: fraction of the page universe left unused; share:
+ * every row's first `share` tokens (whole pages, at most its own and row 0's length)
+ * are row 0's pages, as a prefix cache maps them. On error err names the case. */
 int pkv_kcase_make(const pkvk_ctx *c, pkv_kcase *d, const char *name, const int32_t *lens, int n,
-                   const pkvk_shape *s, double holes, gsl_rng *r, char *err, size_t errn);
+                   const pkvk_shape *s, double holes, int32_t share, gsl_rng *r, char *err,
+                   size_t errn);
 void pkv_kcase_free(pkv_kcase *d);
 /* Upload the plan, warm up, then the median of `reps` calls (ms) with the L2
  * flushed before each; errors against the reference of the last call. */

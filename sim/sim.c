@@ -29,8 +29,8 @@ int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, pkv_h5rec *
     /* The KV pool's bookkeeping (the allocator's stack and owners, the prefill page
      * list: 16 bytes a page), the host pool's (12 bytes a slot) and the block tables,
      * against the machine's memory before anything is allocated. */
-    const double bytes = 16.0 * cfg->kv_pages + 12.0 * cfg->swap_pages +
-                         4.0 * cfg->max_active * s->bt_stride;
+    const double bytes =
+        16.0 * cfg->kv_pages + 12.0 * cfg->swap_pages + 4.0 * cfg->max_active * s->bt_stride;
     const long phys_pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     const double phys = phys_pages > 0 && page > 0 ? (double)phys_pages * page : 0;
     if (phys > 0 && bytes > phys)

@@ -1,7 +1,7 @@
 /* pkv_fit_route recovers known constants of the structured cost model: steps planned
  * from random batches by the engine's planner, their times from a known model with 1%
  * noise; the fit predicts held-out steps within the noise and finds the CTA bandwidth,
- * the one constant every step shows. pkv_fit_line_nonneg recovers a line from noisy
+ * the one constant every step shows. pkv_fit_nonneg recovers a plane from noisy
  * points and keeps its coefficients non-negative. */
 #include "check.h"
 #include "fit.h"
@@ -80,24 +80,32 @@ int main(void) {
     CHECK(pkv_fit_route(&cal, PKV_ROUTE_REF_PAGED, k, t, 5, &m, &e) == -1, "5 steps fitted");
     free(k), free(t);
     pkv_planner_free(&pl);
-    /* The prefill terms' line: 3 ms + 15 us a token, 2% noise, 200 forwards of 1 to 8192
-     * tokens; then a line through below the origin (its intercept dropped), and a
-     * falling one (slope 0, the mean). */
+    /* The prefill terms: 3 ms + 15 us a token + 2 ps a score, 2% noise, 200 forwards
+     * of 1 to 8192 tokens after 0 to 32K earlier keys, fitted on the relative error;
+     * then a line through below the origin (its intercept dropped), and a falling one
+     * (slope 0, the mean). */
     {
-        double x[200], y[200], c0, c1;
+        double tok[200], sc[200], y[200], wt[200], c[3];
+        const double *x[3] = {NULL, tok, sc};
         for (int i = 0; i < 200; i++) {
-            x[i] = 1 + (double)gsl_rng_uniform_int(r, 8192);
-            y[i] = (3e-3 + 15e-6 * x[i]) * (1 + gsl_ran_gaussian(r, 0.02));
+            tok[i] = 1 + (double)gsl_rng_uniform_int(r, 8192);
+            sc[i] = 1024 * tok[i] * (double)gsl_rng_uniform_int(r, 32768);
+            y[i] = (3e-3 + 15e-6 * tok[i] + 2e-12 * sc[i]) * (1 + gsl_ran_gaussian(r, 0.02));
+            wt[i] = 1 / (y[i] * y[i]);
         }
-        pkv_fit_line_nonneg(x, y, 200, &c0, &c1);
-        CHECK(fabs(c0 - 3e-3) < 0.5e-3 && fabs(c1 - 15e-6) < 0.5e-6, "line: %g + %g x", c0, c1);
-        for (int i = 0; i < 200; i++) y[i] = -2e-3 + 10e-6 * x[i];
-        pkv_fit_line_nonneg(x, y, 200, &c0, &c1);
-        CHECK(c0 == 0 && c1 > 0 && c1 < 10e-6, "below the origin: %g + %g x", c0, c1);
+        CHECK(pkv_fit_nonneg(x, 3, y, wt, 200, c) == 0 && fabs(c[0] - 3e-3) < 0.5e-3 &&
+                  fabs(c[1] - 15e-6) < 0.5e-6 && fabs(c[2] - 2e-12) < 0.1e-12,
+              "plane: %g + %g tokens + %g scores", c[0], c[1], c[2]);
+        for (int i = 0; i < 200; i++) y[i] = -2e-3 + 10e-6 * tok[i];
+        pkv_fit_nonneg(x, 2, y, NULL, 200, c);
+        CHECK(c[0] == 0 && c[1] > 0 && c[1] < 10e-6, "below the origin: %g + %g x", c[0], c[1]);
         double mean = 0;
-        for (int i = 0; i < 200; i++) y[i] = 5e-3 - 1e-7 * x[i], mean += y[i] / 200;
-        pkv_fit_line_nonneg(x, y, 200, &c0, &c1);
-        CHECK(c1 == 0 && fabs(c0 - mean) < 1e-12, "falling: %g + %g x (mean %g)", c0, c1, mean);
+        for (int i = 0; i < 200; i++) y[i] = 5e-3 - 1e-7 * tok[i], mean += y[i] / 200;
+        pkv_fit_nonneg(x, 2, y, NULL, 200, c);
+        CHECK(c[1] == 0 && fabs(c[0] - mean) < 1e-12, "falling: %g + %g x (mean %g)", c[0], c[1],
+              mean);
+        CHECK(pkv_fit_nonneg(x, PKV_FIT_MAX_TERMS + 1, y, NULL, 200, c) == -1,
+              "too many terms taken");
     }
     gsl_rng_free(r);
     CHECK_DONE();
