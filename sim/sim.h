@@ -22,9 +22,17 @@
 
 #include "config.h"
 #include "h5rec.h"
-#include "heap.h"
+#include "pkv_heap.h"
 #include "kvalloc.h"
 #include "prefix.h"
+
+/* The simulator's events (pkv_event.kind). */
+typedef enum pkv_event_kind {
+    PKV_EVENT_ARRIVAL = 0,
+    PKV_EVENT_PREFILL_DONE,
+    PKV_EVENT_STEP_DONE,
+    PKV_EVENT_FINISH,
+} pkv_event_kind;
 
 typedef struct pkv_sim_request {
     pkv_request_rec rec;

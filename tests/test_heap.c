@@ -1,6 +1,6 @@
 /* Event heap: pops in (time, push order) order over random pushes and pops. */
 #include "check.h"
-#include "heap.h"
+#include "pkv_heap.h"
 
 #include <gsl/gsl_rng.h>
 
@@ -18,7 +18,7 @@ int main(void) {
         int n = (int)gsl_rng_uniform_int(r, 50);
         for (int i = 0; i < n; i++) {
             double t = (double)(last_t < 0 ? 0 : last_t) + (double)gsl_rng_uniform_int(r, 5);
-            CHECK(pkv_heap_push(&h, t, PKV_EVENT_ARRIVAL, pushed++) == 0, "push");
+            CHECK(pkv_heap_push(&h, t, 0, pushed++) == 0, "push");
         }
         int m = (int)gsl_rng_uniform_int(r, 50);
         for (int i = 0; i < m; i++) {

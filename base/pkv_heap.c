@@ -1,4 +1,4 @@
-#include "heap.h"
+#include "pkv_heap.h"
 
 #include <stdlib.h>
 
@@ -15,7 +15,7 @@ void pkv_heap_free(pkv_heap *h) {
     *h = (pkv_heap){0};
 }
 
-int pkv_heap_push(pkv_heap *h, double t, pkv_event_kind kind, int64_t arg) {
+int pkv_heap_push(pkv_heap *h, double t, int kind, int64_t arg) {
     if (h->n == h->cap) {
         size_t cap = h->cap ? h->cap * 2 : 64;
         pkv_event *ev = realloc(h->ev, cap * sizeof *ev);
