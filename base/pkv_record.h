@@ -84,6 +84,8 @@ typedef enum pkv_col_kind {
     X(generated, int32_t, PKV_COL_I32, 0, "decode tokens produced")                                \
     X(preemptions, int32_t, PKV_COL_I32, 0, "times preempted (recomputed or swapped)")             \
     X(slo_class, uint8_t, PKV_COL_U8, 0, "its class in workload.classes (0 without classes)")      \
+    X(session, int64_t, PKV_COL_I64, 0, "its multi-turn session (workload.turns; -1: none)")       \
+    X(turn, int32_t, PKV_COL_I32, 0, "its turn in the session, from 0")                            \
     X(state, uint8_t, PKV_COL_STATE, 0, "waiting, prefill, running or finished")
 
 #define PKV_PREFILL_COLUMNS(X)                                                                     \

@@ -15,6 +15,7 @@
 #define PKV_STREAM_TENSORS  "tensor_contents"
 #define PKV_STREAM_PREFIX   "prefix_groups"
 #define PKV_STREAM_CLASSES  "slo_classes"
+#define PKV_STREAM_SESSIONS "sessions"
 
 /* The seed of stream `name` under experiment seed `seed`. */
 unsigned long pkv_stream_seed(uint64_t seed, const char *name);

@@ -86,7 +86,7 @@ int pkv_cmd_workload(int argc, char **argv) {
         }
         fputs("t_arrival_s,prompt_len,decode_len\n", out);
     }
-    size_t n = 0, alloc = 0;
+    size_t n = 0, alloc = 0, first_turns = 0;
     pkv_request_draw r;
     while (n < cap && pkv_workload_next(&w, 0.0, &r) == 0) {
         if (!closed && cfg.max_time > 0 && r.t_arrival > cfg.max_time) break;
@@ -103,6 +103,7 @@ int pkv_cmd_workload(int argc, char **argv) {
             }
         }
         t[n] = r.t_arrival, p[n] = r.prompt_len, d[n] = r.decode_len;
+        first_turns += r.session >= 0 && r.turn == 0;
         if (out)
             fprintf(out, "%.9g,%d,%d\n", closed ? NAN : r.t_arrival, r.prompt_len, r.decode_len);
         n++;
@@ -128,6 +129,9 @@ int pkv_cmd_workload(int argc, char **argv) {
         printf("  rate      %.6g requests/s\n", dur > 0 ? (n - 1) / dur : NAN);
         printf("  gap CV    %.6g\n", mean > 0 ? gsl_stats_sd_m(gap, 1, n - 1, mean) / mean : NAN);
     }
+    if (first_turns)
+        printf("  sessions  %zu started, %.3g turns each on average (of those in the stream)\n",
+               first_turns, (double)n / (double)first_turns);
     print_lengths(stdout, "prompt", p, n);
     print_lengths(stdout, "decode", d, n);
     if (out) {

@@ -297,6 +297,7 @@ void pkv_config_free(pkv_config *c) {
     pkv_trace_free(&c->trace);
     pkv_length_free(&c->workload.prompt);
     pkv_length_free(&c->workload.decode);
+    pkv_length_free(&c->workload.turns);
     free(c->text);
     free(c->resolved);
     cJSON_Delete(c->calib_overrides);

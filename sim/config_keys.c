@@ -101,11 +101,13 @@ static const pkv_key rows[] = {
     OBJ("workload", "prompt"),
     OBJ("workload", "decode"),
     OBJ("workload", "trace"),
+    OBJ("workload", "turns"),
     I64("workload", "num_requests", W, num_requests, 0, 0, BIG, .keep = true),
     I64("workload", "max_context", W, max_context, 131072, 2, MAXL),
     I64("workload", "shared_prefix_tokens", W, prefix_tokens, 0, 0, MAXL),
     NUM("workload", "shared_prefix_share", W, prefix_share, 1, 0, 1),
     I64("workload", "shared_prefix_groups", W, prefix_groups, 1, 1, 1 << 20),
+    NUM("workload", "session_think_s", W, think_s, 30, 1e-3, 1e7),
 
     ENUM("workload.arrival", "process", A, kind, NULL, pkv_arrival_names, .selects = true,
          .required = true),

@@ -238,7 +238,7 @@ static int parse_classes(pkv_workload_spec *w, const cJSON *o, pkv_err *e) {
 
 int pkv_config_parse_workload(pkv_workload_spec *w, pkv_trace_spec *ts, pkv_trace *trace,
                               const char *exp_file, const cJSON *o, pkv_err *e) {
-    const cJSON *a, *p, *d, *t;
+    const cJSON *a, *p, *d, *t, *tu;
     const char *preset;
     int pi = -1;
     if (!o) return pkv_fail(e, "workload: is required");
@@ -247,6 +247,7 @@ int pkv_config_parse_workload(pkv_workload_spec *w, pkv_trace_spec *ts, pkv_trac
     TRY(pkv_json_sub(o, "workload", "prompt", &p, e));
     TRY(pkv_json_sub(o, "workload", "decode", &d, e));
     TRY(pkv_json_sub(o, "workload", "trace", &t, e));
+    TRY(pkv_json_sub(o, "workload", "turns", &tu, e));
     if (cJSON_GetObjectItemCaseSensitive(o, "preset")) {
         TRY(pkv_json_str(o, "workload", "preset", NULL, pkv_workload_presets, &preset, &pi, e));
         if (t) return pkv_fail(e, "workload.trace: cannot be combined with workload.preset");
@@ -275,6 +276,13 @@ int pkv_config_parse_workload(pkv_workload_spec *w, pkv_trace_spec *ts, pkv_trac
         TRY(parse_length(&w->prompt, p, "workload.prompt", 1024, exp_file, e));
     }
     if (!t && (pi < 0 || d)) TRY(parse_length(&w->decode, d, "workload.decode", 128, exp_file, e));
+    TRY(parse_length(&w->turns, tu, "workload.turns", 1, exp_file, e));
+    if (pkv_workload_sessions(w) && t)
+        return pkv_fail(e, "workload.turns: multi-turn sessions are synthetic; a trace brings its "
+                           "own requests (and the Mooncake trace its block hashes)");
+    if (pkv_workload_sessions(w) && w->arrival.kind == PKV_ARRIVAL_CLOSED)
+        return pkv_fail(e, "workload.turns: multi-turn sessions need an open-loop arrival process "
+                           "(it starts the sessions; their turns follow by think time)");
     w->num_requests = pi < 0 ? 0 : 64; /* the default; a preset's is its own */
     const cJSON *cl = cJSON_GetObjectItemCaseSensitive(o, "classes");
     if (cl) TRY(parse_classes(w, cl, e));
@@ -305,9 +313,9 @@ void pkv_config_resolve_workload(const pkv_workload_spec *w, const pkv_trace_spe
             }
         }
     }
-    const pkv_length_spec *ls[2] = {&w->prompt, &w->decode};
-    const char *ln[2] = {"prompt", "decode"};
-    for (int i = 0; i < 2 && !w->trace; i++) {
+    const pkv_length_spec *ls[3] = {&w->prompt, &w->decode, &w->turns};
+    const char *ln[3] = {"prompt", "decode", "turns"};
+    for (int i = 0; i < 3 && !w->trace; i++) {
         cJSON *l = cJSON_AddObjectToObject(wl, ln[i]);
         const pkv_length_spec *s = ls[i];
         pkv_keys_write(k, PKV_OBJ_LENGTH, s, l);

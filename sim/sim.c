@@ -186,6 +186,8 @@ static int64_t new_request(pkv_sim *s, const pkv_request_draw *d, double t) {
                                              .t_finish = NAN,
                                              .prompt_len = d->prompt_len,
                                              .slo_class = (uint8_t)d->slo_class,
+                                             .session = d->session,
+                                             .turn = d->turn,
                                              .decode_len = d->decode_len,
                                              .state = PKV_REQ_WAITING},
                                      .prefix_group = d->prefix_group,
@@ -239,7 +241,7 @@ static void release_pages(pkv_sim *s, pkv_sim_request *r) {
 /* ---- the prefix cache ------------------------------------------------------------ */
 /* The name of block b of r's prompt from the name of block b - 1 (0 for b = 0): a chain
  * over the blocks' identities: the trace's block ids, the shared prompt's blocks
- * (group, b), else the request's own. */
+ * (group, b), a session's history (session, b), else the request's own. */
 static uint64_t block_name(const pkv_sim *s, const pkv_sim_request *r, uint64_t prev, int32_t b) {
     const int64_t B = s->cfg->prefix_block_tokens;
     uint64_t id;
@@ -247,6 +249,8 @@ static uint64_t block_name(const pkv_sim *s, const pkv_sim_request *r, uint64_t 
         id = (uint64_t)r->hashes[b];
     else if (r->prefix_group >= 0 && (b + 1) * B <= s->cfg->workload.prefix_tokens)
         id = 1ull << 62 | (uint64_t)r->prefix_group << 24 | (uint64_t)b;
+    else if (r->rec.session >= 0) /* a session's history is the same in each of its turns */
+        id = 3ull << 62 | (uint64_t)r->rec.session << 24 | (uint64_t)b;
     else
         id = 2ull << 62 | (uint64_t)r->rec.id << 24 | (uint64_t)b;
     return pkv_prefix_chain(prev, id);
@@ -619,7 +623,8 @@ static int try_schedule(pkv_sim *s, pkv_err *e) {
 
 /* ---- events ------------------------------------------------------------------------ */
 static int schedule_arrival(pkv_sim *s, double t_now) {
-    if (pkv_workload_next(&s->wl, t_now, &s->next_draw)) return 0; /* exhausted */
+    const int rc = pkv_workload_next(&s->wl, t_now, &s->next_draw);
+    if (rc) return rc < 0 ? -1 : 0; /* out of memory, or exhausted */
     return pkv_heap_push(&s->heap, s->next_draw.t_arrival, PKV_EVENT_ARRIVAL, 0);
 }
 

@@ -8,10 +8,10 @@
  * and referenced, an admission's first chunk starts after its cached blocks, and the
  * tokens prefilled plus those found cached are the admissions' tokens. With
  * preemption by swap requests go out and come back as often, and a host pool that
- * holds every swap leaves nothing prefilled twice. A mixed step's
- * predicted dense part is the
- * dense forward over the rows and the chunks' tokens plus the chunks' attention and
- * the calibration's prefill terms. */
+ * holds every swap leaves nothing prefilled twice. A mixed step's predicted dense part
+ * is the dense forward over the rows and the chunks' tokens plus the chunks' attention
+ * and the calibration's prefill terms. Multi-turn sessions find their earlier turns'
+ * prompts cached. */
 #include "check.h"
 #include "testrun.h"
 
@@ -255,7 +255,8 @@ int main(void) {
         CHECK(pkv_config_parse(&cfg, strdup(text), "mixed.json", &e) == 0, "%s", e.msg);
         pkv_calib cal;
         CHECK(pkv_calib_load(&cal, TEST_CALIBRATION, &e) == 0, "%s", e.msg);
-        cal.prefill_fixed_us = 700, cal.prefill_token_us = 3; /* the fitted prefill terms */
+        /* the fitted prefill terms */
+        cal.prefill_fixed_us = 700, cal.prefill_token_us = 3, cal.prefill_score_ps = 2;
         pkv_engine eng;
         pkv_backend_spec bs = {.kind = PKV_BACKEND_MODEL, .kv_pages = 4000, .bt_stride = 1250};
         CHECK(pkv_engine_init(&eng, &cfg.model, &cal, "pkv_workqueue", PKV_BUCKET_MODE_EXACT, 8,
@@ -281,7 +282,10 @@ int main(void) {
         pkv_dense_cost dc;
         pkv_model_dense_cost(&cfg.model, &cal, 4 + 356, 4 + 1, &dc);
         const double attn = pkv_model_prefill_attn_time(&cfg.model, &cal, clens, cstarts, 2);
-        const double extra = (700 + 3 * 356.0) * 1e-6;
+        /* The causal rectangle: 256 queries from position 512 see 512 + their triangle. */
+        const double hq = 8, d = 128,
+                     scores = hq * (256.0 * 512 + 256.0 * 257 / 2 + 100.0 * 101 / 2);
+        const double extra = (700 + 3 * 356.0) * 1e-6 + 2e-12 * 2 * scores; /* 2 layers */
         CHECK(fabs(mix.t_dense_predicted - (dc.t_predicted + attn + extra)) <=
                   1e-12 * dc.t_predicted,
               "mixed dense %g, expected %g + %g + %g", mix.t_dense_predicted, dc.t_predicted, attn,
@@ -289,11 +293,10 @@ int main(void) {
         CHECK(fabs(mix.t_predicted - plain.t_predicted -
                    (mix.t_dense_predicted - plain.t_dense_predicted)) <= 1e-9 * mix.t_predicted,
               "the rows' attention differs between the plain and the mixed step");
-        CHECK(mix.prefill_tokens == 356 && mix.prefill_chunks == 2 && plain.prefill_tokens == 0,
-              "recorded %u chunk tokens in %u chunks", mix.prefill_tokens, mix.prefill_chunks);
-        /* The causal rectangle: 256 queries from position 512 see 512 + their triangle. */
-        const double hq = 8, d = 128,
-                     scores = hq * (256.0 * 512 + 256.0 * 257 / 2 + 100.0 * 101 / 2);
+        CHECK(mix.prefill_tokens == 356 && mix.prefill_chunks == 2 && plain.prefill_tokens == 0 &&
+                  mix.prefill_scores == 2 * scores && plain.prefill_scores == 0,
+              "recorded %u chunk tokens in %u chunks, %g scores", mix.prefill_tokens,
+              mix.prefill_chunks, mix.prefill_scores);
         const double want =
             2 * (4 * d * scores / (cal.gemm_tflops * 1e12) + scores * 12 / cal.beta);
         CHECK(fabs(attn - want) <= 1e-12 * want, "chunk attention %g, expected %g", attn, want);
@@ -346,6 +349,51 @@ int main(void) {
         CHECK(attain[1] > attain[0] + 0.2,
               "the chat class's TTFT SLO attainment: %.2f under priority, %.2f under FCFS",
               attain[1], attain[0]);
+    }
+    /* Multi-turn sessions with prefix caching and a pool that never evicts: a turn that
+     * arrives after its session's last turn was prefilled finds at least that prompt's
+     * full blocks cached; without caching nothing is found. */
+    for (int caching = 0; caching < 2; caching++) {
+        pkv_summary sum;
+        pkv_err e;
+        CHECK(test_run_json(&sum, NULL, &e,
+                            "{\"model\": \"llama-3.1-8b\", \"workload\": {\"arrival\": "
+                            "{\"process\": \"poisson\", \"rate\": 1}, \"turns\": {\"dist\": "
+                            "\"uniform\", \"min\": 1, \"max\": 6}, \"session_think_s\": 4, "
+                            "\"prompt\": {\"dist\": \"uniform\", \"min\": 50, \"max\": 1500}, "
+                            "\"decode\": {\"dist\": \"uniform\", \"min\": 10, \"max\": 300}, "
+                            "\"num_requests\": 300, \"max_context\": 8192}, \"serving\": "
+                            "{\"max_active\": 16, \"kv_pages\": 200000, \"scheduler\": "
+                            "\"chunked\", \"token_budget\": 1024, \"prefix_caching\": %s, "
+                            "\"prefix_block_tokens\": 64}, \"route\": {\"calibration\": "
+                            "\"%s\"}, \"run\": {\"backend\": \"model\", \"record\": "
+                            "\"full\", \"output\": \"%s\"}}",
+                            caching ? "true" : "false", TEST_CALIBRATION, out) == 0,
+              "sessions: %s", e.msg);
+        pkv_request_rec *rq = NULL;
+        size_t n = 0;
+        CHECK(pkv_h5_read_requests(out, &rq, &n, &e) == 0 && n == 300, "sessions: %zu requests", n);
+        uint64_t bound = 0;
+        int later = 0;
+        for (size_t i = 0; i < n; i++) /* the same session's last turn before it */
+            for (size_t j = i; rq[i].turn > 0 && j-- > 0;)
+                if (rq[j].session == rq[i].session) {
+                    if (rq[i].t_arrival > rq[j].t_first_token)
+                        bound += (uint64_t)(rq[j].prompt_len / 64 * 64), later++;
+                    break;
+                }
+        free(rq);
+        CHECK(later > 50 && sum.prefix_evictions == 0, "sessions: %d later turns, %llu evictions",
+              later, (unsigned long long)sum.prefix_evictions);
+        if (caching)
+            printf("sessions: %d later turns, %llu tokens found cached, at least %llu expected\n",
+                   later, (unsigned long long)sum.prefix_hit_tokens, (unsigned long long)bound);
+        if (caching)
+            CHECK(sum.prefix_hit_tokens >= bound && bound > 0,
+                  "sessions: %llu tokens found cached, at least %llu expected",
+                  (unsigned long long)sum.prefix_hit_tokens, (unsigned long long)bound);
+        else
+            CHECK(sum.prefix_hit_tokens == 0, "sessions: hits without caching");
     }
     unlink(out);
     CHECK_DONE();

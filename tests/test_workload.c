@@ -2,7 +2,8 @@
  * CDFs), with fixed seeds: Kolmogorov-Smirnov at significance 0.001 (critical
  * D = 1.949/sqrt(n)), chi-square for discrete ones; Gamma and Weibull hit the
  * requested rate and CV within 3% over 200,000 gaps (Weibull CV at cv <= 2); streams are
- * independent. */
+ * independent; multi-turn sessions keep their turns in order, each prompt its
+ * history and a new message. */
 #include "check.h"
 #include "pagetable.h"
 #include "rng.h"
@@ -225,6 +226,65 @@ int main(void) {
     CHECK(fabs(rate - 9.6) / 9.6 < 0.02, "mmpp rate %.4g", rate);
     CHECK(fabs(cv2 - idc) / idc < 0.15, "mmpp index of dispersion %.4g, analytic %.4g", cv2, idc);
     gsl_rng_free(ra);
+
+    /* Multi-turn sessions (1 session/s, 2-6 turns 5 s apart, messages 100-900 tokens,
+     * answers 50-250, contexts of at most 6000): arrivals never go back in time; a
+     * session's turns come in order, each prompt its history (the last prompt and
+     * answer) and a new message; a session holds at most 6 turns and fewer only where
+     * the next one would pass max_context; the first turns start the sessions at the
+     * arrival process's rate; the stream ends at num_requests. */
+    {
+        pkv_workload_spec ws = {
+            .arrival = {.kind = PKV_ARRIVAL_POISSON, .rate = 1},
+            .prompt = {.kind = PKV_LENGTH_UNIFORM, .min = 100, .max = 900},
+            .decode = {.kind = PKV_LENGTH_UNIFORM, .min = 50, .max = 250},
+            .turns = {.kind = PKV_LENGTH_UNIFORM, .min = 2, .max = 6},
+            .think_s = 5,
+            .num_requests = 20000,
+            .max_context = 6000,
+        };
+        pkv_workload w;
+        CHECK(pkv_workload_sessions(&ws) && pkv_workload_init(&w, &ws, 11) == 0, "sessions init");
+        enum { S = 8000 };
+        static int32_t last_turn[S], turns[S];
+        static int64_t history[S];
+        static double first_t[S];
+        for (int i = 0; i < S; i++) last_turn[i] = -1;
+        pkv_request_draw dr;
+        double t_prev = 0;
+        int n = 0, ordered = 1, grown = 1, fits = 1, sessions = 0;
+        while (pkv_workload_next(&w, 0, &dr) == 0) {
+            n++;
+            ordered &= dr.t_arrival >= t_prev && dr.session >= 0 && dr.session < S;
+            t_prev = dr.t_arrival;
+            if (dr.session < 0 || dr.session >= S) continue;
+            int64_t k = dr.session;
+            ordered &= dr.turn == last_turn[k] + 1;
+            if (dr.turn == 0) first_t[sessions++] = dr.t_arrival;
+            const int64_t msg = dr.prompt_len - history[k];
+            grown &= dr.turn == 0 ? dr.prompt_len >= 100 && dr.prompt_len <= 900
+                                  : msg >= 100 && msg <= 900;
+            fits &= dr.prompt_len + dr.decode_len <= 6000;
+            last_turn[k] = dr.turn, turns[k]++;
+            history[k] = (int64_t)dr.prompt_len + dr.decode_len;
+        }
+        int short_ok = 1, too_many = 0;
+        for (int k = 0; k < sessions && k < S; k++) {
+            too_many |= turns[k] > 6;
+            /* fewer than 2 turns only where a second would not have fit */
+            if (turns[k] < 2 && k < sessions - 50) short_ok &= history[k] + 100 > 6000 - 1;
+        }
+        CHECK(n == 20000, "sessions: %d requests of 20000", n);
+        CHECK(ordered, "sessions: an arrival out of order, or a turn out of sequence");
+        CHECK(grown && fits, "sessions: a prompt is not its history and a new message");
+        CHECK(!too_many && short_ok, "sessions: a session's turn count is out of its range");
+        const double srate = (sessions - 1) / (first_t[sessions - 1] - first_t[0]);
+        CHECK(fabs(srate - 1) < 0.05, "sessions start at %.3f/s, not 1/s", srate);
+        pkv_workload_free(&w);
+        pkv_workload_spec one = ws;
+        one.turns = (pkv_length_spec){.kind = PKV_LENGTH_FIXED, .value = 1};
+        CHECK(!pkv_workload_sessions(&one), "one turn a session is no session");
+    }
 
     /* Page tables: universe size, disjoint slices inside it, order, determinism. */
     int32_t lens[5] = {1, 16, 17, 1000, 333};

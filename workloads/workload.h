@@ -1,10 +1,12 @@
 /* A request stream: an arrival process and independent prompt and decode length
- * distributions, each on its own random stream. */
+ * distributions, each on its own random stream; optionally multi-turn sessions,
+ * each turn's prompt extending the last. */
 #ifndef PKV_WORKLOAD_H
 #define PKV_WORKLOAD_H
 
 #include "arrival.h"
 #include "lengths.h"
+#include "pkv_heap.h"
 #include "trace.h"
 
 /* A class of requests with its own SLOs and admission priority (workload.classes). */
@@ -31,6 +33,13 @@ typedef struct pkv_workload_spec {
      * every request of that group (0 tokens: none). */
     int64_t prefix_tokens, prefix_groups;
     double prefix_share;
+    /* Multi-turn sessions (turns not fixed at 1): the arrival process starts sessions;
+     * a session of `turns` turns (drawn) sends its next turn think_s seconds
+     * (exponential mean) after the last one arrived, its prompt the session's history
+     * (every earlier prompt and answer) followed by a new message of the prompt
+     * distribution; a turn that would pass max_context ends the session. */
+    pkv_length_spec turns;
+    double think_s;
     int n_classes; /* 0: one class of every request */
     pkv_slo_class classes[PKV_MAX_CLASSES];
 } pkv_workload_spec;
@@ -39,23 +48,47 @@ typedef struct pkv_request_draw {
     double t_arrival; /* seconds */
     int32_t prompt_len, decode_len;
     int32_t prefix_group;  /* the shared prompt it starts with; -1: none */
+    int64_t session;       /* its multi-turn session; -1: none */
+    int32_t turn;          /* its turn in the session, from 0 */
     int32_t slo_class;     /* its class (workload.classes); 0 without classes */
     const int64_t *hashes; /* the trace's block ids of its prompt (borrowed); NULL: none */
     int32_t n_hashes;
 } pkv_request_draw;
 
+/* A session between its turns. */
+typedef struct pkv_session {
+    int64_t id;
+    int64_t history;    /* tokens of its turns so far: prompts and answers */
+    int32_t turns_left; /* turns still to come */
+    int32_t turn;       /* the next one's number */
+    int32_t prefix_group, slo_class;
+} pkv_session;
+
 typedef struct pkv_workload {
     pkv_workload_spec spec;
-    gsl_rng *r_arrival, *r_prompt, *r_decode, *r_prefix, *r_class;
+    gsl_rng *r_arrival, *r_prompt, *r_decode, *r_prefix, *r_class, *r_session;
     pkv_arrival_state st;
     double t_last; /* seconds: last open-loop arrival */
     int64_t drawn;
+    /* multi-turn sessions: the open ones (slots reused through a free list) and
+     * their next turns by time; the next new session's start (NaN: not drawn yet,
+     * inf: no more) */
+    pkv_session *sess;
+    int64_t *free_sess;
+    size_t n_sess, cap_sess, n_free_sess;
+    pkv_heap pending;
+    double t_new;
+    int64_t sessions;
 } pkv_workload;
+
+/* Whether the spec makes multi-turn sessions. */
+int pkv_workload_sessions(const pkv_workload_spec *s);
 
 int pkv_workload_init(pkv_workload *w, const pkv_workload_spec *spec, uint64_t seed);
 void pkv_workload_free(pkv_workload *w);
-/* Next request: for open-loop kinds its arrival follows the previous one; for the
- * closed loop t_arrival is t_now. Returns 1 when num_requests are exhausted. */
+/* Next request: for open-loop kinds its arrival follows the previous one (or is a
+ * session's next turn); for the closed loop t_arrival is t_now. Returns 1 when
+ * num_requests are exhausted, -1 when memory runs out. */
 int pkv_workload_next(pkv_workload *w, double t_now, pkv_request_draw *out);
 
 #endif
