@@ -101,9 +101,6 @@ static int finish_sections(pkv_config *c, const cJSON *root, pkv_err *e) {
         if (c->swap_pages < 1)
             return pkv_fail(e, "serving.swap_pages: preemption by swap needs a host pool (1 or "
                                "more pages)");
-        if (c->prefix_caching)
-            return pkv_fail(e, "serving.preemption: \"swap\" with prefix caching is not built "
-                               "(a swapped request's cached blocks); use \"recompute\"");
         if (c->page_tables == PKV_PAGE_TABLES_GENERATOR)
             return pkv_fail(e, "serving.preemption: \"swap\" only with the page allocator (the "
                                "generator never preempts)");

@@ -26,17 +26,17 @@ static int64_t reserved_tokens(const pkv_sim *s, const pkv_sim_request *r) {
 
 int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, pkv_h5rec *out, pkv_err *e) {
     *s = (pkv_sim){.cfg = cfg, .eng = eng, .out = out, .bt_stride = pkv_sim_bt_stride(cfg)};
-    /* The KV pool's bookkeeping (the allocator's stack and owners, the prefill page
-     * list: 16 bytes a page), the host pool's (12 bytes a slot) and the block tables,
-     * against the machine's memory before anything is allocated. */
+    /* The KV pool's bookkeeping (the allocator's stack and owners: 12 bytes a page), the
+     * host pool's (12 bytes a slot), the block tables and the prefill page list (8 bytes
+     * an entry), against the machine's memory before anything is allocated. */
     const double bytes =
-        16.0 * cfg->kv_pages + 12.0 * cfg->swap_pages + 4.0 * cfg->max_active * s->bt_stride;
+        12.0 * cfg->kv_pages + 12.0 * cfg->swap_pages + 8.0 * cfg->max_active * s->bt_stride;
     const long phys_pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     const double phys = phys_pages > 0 && page > 0 ? (double)phys_pages * page : 0;
     if (phys > 0 && bytes > phys)
         return pkv_fail(e,
                         "%s: serving.kv_pages: %d KV pages take %.1f GiB of host memory for their "
-                        "bookkeeping (16 bytes a page, and the block tables), more than this "
+                        "bookkeeping (12 bytes a page, and the block tables), more than this "
                         "machine's %.1f GiB; lower serving.kv_pages",
                         cfg->file, cfg->kv_pages, bytes / 1073741824.0, phys / 1073741824.0);
     if (pkv_summary_init(&s->summary)) return pkv_fail(e, "out of memory");
@@ -61,7 +61,8 @@ int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, pkv_h5rec *
     s->block_table = malloc(sizeof(int32_t) * (size_t)ma * (size_t)s->bt_stride);
     s->dirty_rows = malloc(sizeof(int32_t) * (size_t)ma);
     s->dirty_from = malloc(sizeof(int32_t) * (size_t)ma);
-    s->prefill_pages = malloc(sizeof(int32_t) * (size_t)cfg->kv_pages);
+    /* a batch lists every prompt's pages, shared cached ones once for each prompt */
+    s->prefill_pages = malloc(sizeof(int32_t) * (size_t)ma * (size_t)s->bt_stride);
     s->prefill_lens = malloc(sizeof(int32_t) * (size_t)ma);
     s->chunk_slot = malloc(sizeof(int64_t) * (size_t)ma);
     s->chunk_start = malloc(sizeof(int32_t) * (size_t)ma);
@@ -328,14 +329,23 @@ static double take_swap_time(pkv_sim *s) {
     return t;
 }
 
-/* r's pages go to host slots, copied before the GPU's pages come free; its pages
- * array then names the slots. */
+/* The pages of r that a swap moves: its own, after the cached blocks it maps (those
+ * stay on the GPU, referenced by r, so the cache cannot evict them meanwhile). */
+static int32_t own_pages(const pkv_sim *s, const pkv_sim_request *r, int32_t **first) {
+    const int32_t shared = r->cached_blocks * s->cache.pages_per_block;
+    *first = r->pages + shared;
+    return r->n_pages - shared;
+}
+
+/* r's own pages go to host slots, copied before the GPU's pages come free; its pages
+ * array then names the slots there. */
 static int swap_out(pkv_sim *s, pkv_sim_request *r, pkv_err *e) {
-    const int32_t n = r->n_pages;
+    int32_t *own;
+    const int32_t n = own_pages(s, r, &own);
     PKV_ASSERT(pkv_kvalloc_take(&s->host, n, r->rec.id, s->swap_slots) == 0);
-    if (copy_swap(s, 1, r->pages, s->swap_slots, n, e)) return -1;
-    pkv_kvalloc_give(&s->alloc, r->pages, n, r->rec.id);
-    memcpy(r->pages, s->swap_slots, sizeof(int32_t) * (size_t)n);
+    if (copy_swap(s, 1, own, s->swap_slots, n, e)) return -1;
+    pkv_kvalloc_give(&s->alloc, own, n, r->rec.id);
+    memcpy(own, s->swap_slots, sizeof(int32_t) * (size_t)n);
     r->swapped = true;
     s->swap_outs++;
     return 0;
@@ -343,10 +353,11 @@ static int swap_out(pkv_sim *s, pkv_sim_request *r, pkv_err *e) {
 
 /* r comes back from its host slots onto new pages; it runs on without a prefill. */
 static int swap_in(pkv_sim *s, pkv_sim_request *r, pkv_err *e) {
-    const int32_t n = r->n_pages;
-    memcpy(s->swap_slots, r->pages, sizeof(int32_t) * (size_t)n);
-    take_pages(s, n, r->rec.id, r->pages);
-    if (copy_swap(s, 0, r->pages, s->swap_slots, n, e)) return -1;
+    int32_t *own;
+    const int32_t n = own_pages(s, r, &own);
+    memcpy(s->swap_slots, own, sizeof(int32_t) * (size_t)n);
+    take_pages(s, n, r->rec.id, own);
+    if (copy_swap(s, 0, own, s->swap_slots, n, e)) return -1;
     pkv_kvalloc_give(&s->host, s->swap_slots, n, r->rec.id);
     r->swapped = false;
     s->swap_ins++;
@@ -362,7 +373,8 @@ static int preempt_latest(pkv_sim *s, pkv_err *e) {
     int64_t slot = s->run[v];
     pkv_sim_request *r = &s->req[slot];
     run_remove(s, v);
-    if (s->cfg->preemption == PKV_PREEMPT_SWAP && r->n_pages <= s->host.n_free) {
+    int32_t *own;
+    if (s->cfg->preemption == PKV_PREEMPT_SWAP && own_pages(s, r, &own) <= s->host.n_free) {
         if (swap_out(s, r, e)) return -1;
     } else
         release_pages(s, r);
@@ -375,7 +387,8 @@ static int preempt_latest(pkv_sim *s, pkv_err *e) {
 static int32_t waiting_pages(const void *ctx, size_t i) {
     const pkv_sim *s = ctx;
     const pkv_sim_request *r = &s->req[s->wait[(s->wait_head + i) % s->wait_cap]];
-    if (r->swapped) return r->n_pages;
+    int32_t *own;
+    if (r->swapped) return own_pages(s, r, &own);
     return pages_for(s, s->cfg->page_tables == PKV_PAGE_TABLES_GENERATOR ? reserved_tokens(s, r)
                                                                          : stored_tokens(r));
 }

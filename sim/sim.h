@@ -78,7 +78,8 @@ typedef struct pkv_sim {
     uint64_t swap_outs, swap_ins, swap_pages;
     gsl_rng *r_pages;
     pkv_heap heap;
-    int32_t *prefill_pages; /* [kv_pages] scratch: the page list of a prefill batch */
+    int32_t *prefill_pages; /* [max_active][bt_stride] scratch: the page list of a prefill
+                               batch (a shared page once for each prompt) */
     int32_t *prefill_lens;  /* [max_active] scratch: its prompts' lengths */
     pkv_sim_request *req;   /* [n_slots] requests in the system (and free slots) */
     size_t n_slots, cap_slots;

@@ -120,10 +120,10 @@ if mount -t tmpfs -o size=256k tmpfs "$tmp/small" 2>/dev/null; then
   expect_disk_full disk-full "No space left on device" "$tmp/small" env
   umount "$tmp/small"
 fi
-# A KV pool whose bookkeeping (16 bytes a page) exceeds this machine's memory is refused
+# A KV pool whose bookkeeping (12 bytes a page) exceeds this machine's memory is refused
 # before anything is allocated, naming the bytes (where the page count fits in int32).
 mem_kib=$(awk '/^MemTotal:/ {print $2}' /proc/meminfo)
-pages=$(( mem_kib * 1024 / 16 + 1000 ))
+pages=$(( mem_kib * 1024 / 12 + 1000 ))
 if [ "$pages" -lt 2147483647 ]; then
   case_json kv-pages-memory "{\"serving\": {\"kv_pages\": $pages}}" "of host memory for their bookkeeping"
 fi
