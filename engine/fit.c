@@ -112,8 +112,8 @@ void pkv_fit_error(const pkv_calib *c, pkv_route r, const pkv_route_model *m, co
 
 int pkv_fit_nonneg(const double *const *x, int k, const double *y, const double *w, size_t n,
                    double *coef) {
-    for (int j = 0; j < k; j++) coef[j] = 0;
     if (k < 1 || k > PKV_FIT_MAX_TERMS) return -1;
+    for (int j = 0; j < k; j++) coef[j] = 0;
     double best = INFINITY;
     /* Every subset of the terms, fitted unconstrained: the feasible one (no coefficient
      * negative) of least weighted squared error is the constrained optimum. */

@@ -24,7 +24,8 @@ void pkv_fit_error(const pkv_calib *c, pkv_route r, const pkv_route_model *m, co
 
 /* y ~ sum_j coef[j] x[j] over n points by (weighted: w, else ordinary) least squares
  * (GSL), no coefficient negative; x[j] NULL is the constant term. Exact for the few
- * terms it takes (every subset is fitted). 0, or -1 (out of memory, too many terms). */
+ * terms it takes (every subset is fitted). 0, or -1 (out of memory, or more than
+ * PKV_FIT_MAX_TERMS terms: coef untouched). */
 enum { PKV_FIT_MAX_TERMS = 4 };
 int pkv_fit_nonneg(const double *const *x, int k, const double *y, const double *w, size_t n,
                    double *coef);
