@@ -34,8 +34,9 @@ static const double counter_scale[N_COUNTERS] = {1, 1, 1, 1e-6, 1e-6};
 
 typedef struct run {
     char name[128], policy[32], backend[16];
-    char *key;   /* the resolved configuration less what the report shows apart (owned) */
-    double seed; /* run.seed: a group's runs pair with the baseline's by it */
+    char *key;     /* the resolved configuration less what the report shows apart (owned) */
+    uint64_t seed; /* run.seed: a group's runs pair with the baseline's by it */
+    bool has_seed;
     cJSON *conf; /* the same, parsed (owned) */
     double v[N_VALUES + N_COUNTERS];
     double err_max, err_mean;            /* over the run's checked steps (NaN: none) */
@@ -151,7 +152,11 @@ static int load_run(hid_t f, const char *path, const char *group, run *r, pkv_er
     snprintf(r->backend, sizeof r->backend, "%s", backend);
     const cJSON *rn = cJSON_GetObjectItemCaseSensitive(root, "run");
     const cJSON *sd = rn ? cJSON_GetObjectItemCaseSensitive(rn, "seed") : NULL;
-    r->seed = cJSON_IsNumber(sd) ? sd->valuedouble : NAN;
+    /* a number, or (beyond what a double prints exactly) its digits */
+    r->has_seed = cJSON_IsNumber(sd) || cJSON_IsString(sd);
+    r->seed = cJSON_IsNumber(sd)   ? (uint64_t)sd->valuedouble
+              : cJSON_IsString(sd) ? strtoull(sd->valuestring, NULL, 10)
+                                   : 0;
     strip(root);
     /* Files by what they are, not where they were: the calibration by its base name and
      * a hash of its text (the run's copy), the trace by its base name. */
@@ -335,8 +340,8 @@ static void paired_ratio(const run *runs, int n, const run *g, const run *base, 
     for (int j = 0; j < n; j++) {
         if (!same_group(&runs[j], g)) continue;
         for (int b = 0; b < n; b++)
-            if (same_group(&runs[b], base) && runs[b].seed == runs[j].seed && runs[b].v[k] > 0 &&
-                runs[j].v[k] == runs[j].v[k]) {
+            if (same_group(&runs[b], base) && runs[b].has_seed && runs[j].has_seed &&
+                runs[b].seed == runs[j].seed && runs[b].v[k] > 0 && runs[j].v[k] == runs[j].v[k]) {
                 pr[(*np)++] = runs[j].v[k] / runs[b].v[k];
                 break;
             }

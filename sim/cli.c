@@ -1,4 +1,6 @@
 /* Helpers shared by the pkvsim commands. */
+#include <ctype.h>
+#include <errno.h>
 #include <getopt.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,22 +22,19 @@ int pkv_cli_parse_count(const char *cmd, const char *opt, const char *s, int mos
 
 int pkv_cli_parse_u64(const char *s, uint64_t *out) {
     char *end;
-    if (!s || !*s || *s == '-') return -1;
+    if (!s || !isdigit((unsigned char)*s)) return -1; /* no sign, no space */
+    errno = 0;
     unsigned long long v = strtoull(s, &end, 10);
-    if (*end) return -1;
+    if (*end || errno == ERANGE) return -1;
     *out = v;
     return 0;
 }
 
-/* --seed: a whole number in [0, 9e15], the range run.seed takes (JSON numbers, and
- * /config/resolved's, are doubles: exact only up to 2^53). */
+/* --seed: a whole number in [0, 2^64 - 1], the range run.seed takes. */
 static int parse_seed(const char *text, uint64_t *seed) {
     uint64_t v;
-    if (pkv_cli_parse_u64(text, &v) || v > 9000000000000000ull) {
-        fprintf(stderr,
-                "pkvsim: --seed: \"%s\" is not a whole number in [0, 9e15] (run.seed's range: "
-                "JSON numbers are exact only up to 2^53)\n",
-                text);
+    if (pkv_cli_parse_u64(text, &v)) {
+        fprintf(stderr, "pkvsim: --seed: \"%s\" is not a whole number in [0, 2^64 - 1]\n", text);
         return -1;
     }
     *seed = v;

@@ -2,6 +2,8 @@
 #include "config_workload.h"
 #include "jsonv.h"
 
+#include <ctype.h>
+#include <errno.h>
 #include <libgen.h>
 #include <math.h>
 #include <stdio.h>
@@ -93,6 +95,45 @@ static int parse_model(pkv_config *c, const cJSON *root, pkv_err *e) {
     return 0;
 }
 
+/* run.seed: a whole number up to 9e15 (a JSON number is a double: below 2^53 every
+ * whole number typed is the one read), or any up to 2^64 - 1 as a string of digits;
+ * default 1. */
+#define SEED_NUMBER_MAX 9e15
+/* cJSON prints 15 significant digits: below this, the printed number is exact. */
+#define SEED_PRINT_MAX 1e15
+static int parse_seed(const cJSON *v, uint64_t *seed, pkv_err *e) {
+    *seed = 1;
+    if (!v) return 0;
+    if (cJSON_IsNumber(v)) {
+        const double d = v->valuedouble;
+        if (!(d >= 0 && d <= SEED_NUMBER_MAX && d == floor(d)))
+            return pkv_fail(e,
+                            "run.seed: must be a whole number in [0, 9e15] (got %.17g); a larger "
+                            "seed, up to 2^64 - 1, goes as a string of digits, e.g. "
+                            "\"18446744073709551615\", since a JSON number is a double",
+                            d);
+        *seed = (uint64_t)d;
+        return 0;
+    }
+    const char *s = cJSON_IsString(v) ? v->valuestring : NULL;
+    char *end;
+    errno = 0;
+    unsigned long long u = s && isdigit((unsigned char)*s) ? strtoull(s, &end, 10) : 0;
+    if (!s || !isdigit((unsigned char)*s) || *end || errno == ERANGE)
+        return pkv_fail(e, "run.seed: must be a whole number in [0, 9e15] or a string of digits "
+                           "up to 18446744073709551615");
+    *seed = u;
+    return 0;
+}
+
+/* The seed in /config/resolved: a number while it prints exactly, else its digits. */
+static cJSON *seed_json(uint64_t seed) {
+    if ((double)seed < SEED_PRINT_MAX) return cJSON_CreateNumber((double)seed);
+    char digits[24];
+    snprintf(digits, sizeof digits, "%llu", (unsigned long long)seed);
+    return cJSON_CreateString(digits);
+}
+
 /* What the rows cannot say: cross-key rules, paths, derived fields. */
 static int finish_sections(pkv_config *c, const cJSON *root, pkv_err *e) {
     if (c->bucket_len > 0 && c->page_tables != PKV_PAGE_TABLES_GENERATOR)
@@ -139,6 +180,7 @@ static int finish_sections(pkv_config *c, const cJSON *root, pkv_err *e) {
     TRY(pkv_json_sub(r, "route", "overrides", &ov, e));
     c->calib_overrides = ov ? cJSON_Duplicate(ov, 1) : NULL;
     const cJSON *run = cJSON_GetObjectItemCaseSensitive(root, "run");
+    TRY(parse_seed(run ? cJSON_GetObjectItemCaseSensitive(run, "seed") : NULL, &c->seed, e));
     const cJSON *pc = run ? cJSON_GetObjectItemCaseSensitive(run, "percentiles") : NULL;
     static const double def_pcts[] = {50, 90, 99};
     c->n_percentiles = 3;
@@ -228,7 +270,9 @@ int pkv_config_resolve(pkv_config *c) {
             pkv_config_resolve_workload(&c->workload, &c->trace_spec, r);
         }
     }
-    cJSON_AddItemToObject(cJSON_GetObjectItemCaseSensitive(r, "run"), "percentiles",
+    cJSON *rr = cJSON_GetObjectItemCaseSensitive(r, "run");
+    cJSON_AddItemToObject(rr, "seed", seed_json(c->seed));
+    cJSON_AddItemToObject(rr, "percentiles",
                           cJSON_CreateDoubleArray(c->percentiles, c->n_percentiles));
     if (c->calib_overrides)
         cJSON_AddItemToObject(cJSON_GetObjectItemCaseSensitive(r, "route"), "overrides",

@@ -188,7 +188,7 @@ static const pkv_key rows[] = {
     I64("run", "max_steps", C, max_steps, 0, 0, BIG),
     NUM("run", "max_time_s", C, max_time, 0, 0, 1e12),
     I64("run", "warmup_steps", C, warmup_steps, 0, 0, BIG),
-    I64("run", "seed", C, seed, 1, 0, BIG),
+    CUSTOM("run", "seed"),
     STR("run", "output", C, output, "", NULL),
     ENUM("run", "backend", C, backend, "auto", pkv_backend_names),
     ENUM("run", "clock", C, clock, "auto", pkv_clock_names),

@@ -83,15 +83,26 @@ case_json bad-preset '{"workload": {"preset": "spiky"}}' 'workload.preset: "spik
 case_json bad-upload '{"run": {"metadata_upload": "mapped"}}' 'run.metadata_upload: "mapped" is not one of'
 case_json class-shares '{"workload": {"classes": [{"name": "a", "share": 0.5}, {"name": "b", "share": 0.4}]}}' "workload.classes: the shares must sum to 1 (got 0.9)"
 case_json class-name '{"workload": {"classes": [{"name": "a", "share": 0.5}, {"name": "a", "share": 0.5}]}}' 'workload.classes[1].name: "a" names workload.classes[0] too'
-case_json big-seed-json '{"run": {"seed": 9007199254740993}}' "run.seed: must be an integer of at most 9e15"
+case_json big-seed-json '{"run": {"seed": 9007199254740993}}' 'a larger seed, up to 2^64 - 1, goes as a string of digits'
+case_json seed-too-big '{"run": {"seed": "18446744073709551616"}}' "run.seed: must be a whole number in [0, 9e15] or a string of digits"
 case_json chunked-study-layer '{"serving": {"scheduler": "chunked"}}' 'serving.scheduler: "chunked" needs a model with a dense part'
 case_json swap-no-pool '{"serving": {"preemption": "swap"}}' "serving.swap_pages: preemption by swap needs a host pool"
 case_json prefix-block '{"serving": {"prefix_caching": true, "prefix_block_tokens": 100}}' "serving.prefix_block_tokens: 100 is not a multiple of the page size"
 good '{}' > "$tmp/e.json"
 expect_fail unwritable "cannot create the output file" "$pkvsim" run -q -o /nonexistent-dir/out.h5 "$tmp/e.json"
 expect_fail bad-seed "--seed" "$pkvsim" run -q --seed -3 "$tmp/e.json"
-# Seeds beyond 9e15 would not survive JSON's doubles (/config/resolved): refused.
-expect_fail big-seed "in [0, 9e15]" "$pkvsim" run -q --seed 18446744073709551615 "$tmp/e.json"
+# Seeds up to 2^64 - 1 keep every digit in /config/resolved (a string beyond what a
+# double prints exactly), from --seed and from run.seed's string; one more is refused.
+expect_fail big-seed "in [0, 2^64 - 1]" "$pkvsim" run -q --seed 18446744073709551616 "$tmp/e.json"
+for how in "--seed 18446744073709551615" ""; do
+  if [ -z "$how" ]; then
+    sed 's/"run": {/"run": {"seed": "18446744073709551615", /' "$tmp/e.json" > "$tmp/s.json"
+  else cp "$tmp/e.json" "$tmp/s.json"; fi
+  # shellcheck disable=SC2086
+  if "$pkvsim" run -n $how "$tmp/s.json" 2>&1 | grep -q '"seed":[[:space:]]*"18446744073709551615"'; then
+    pass=$((pass+1))
+  else fail=$((fail+1)); echo "FAIL seed-digits ($how): /config/resolved lost the seed's digits"; fi
+done
 expect_fail bad-backend "--backend" "$pkvsim" run -q --backend tpu "$tmp/e.json"
 expect_fail no-args "EXPERIMENT.json" "$pkvsim" run
 expect_fail unknown-command "unknown command" "$pkvsim" frobnicate
