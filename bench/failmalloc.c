@@ -25,6 +25,7 @@ static int init(void) {
     real_realloc = dlsym(RTLD_NEXT, "realloc");
     const char *f = getenv("FAIL_AT"); if (f) fail_at = atol(f);
     skip_lib = getenv("SKIP_LIB");
+    if (skip_lib && !*skip_lib) skip_lib = NULL;
     in = 0; return 1;
 }
 /* Whether an allocation was called from inside the skipped library: any frame of the
