@@ -134,6 +134,9 @@ int main(void) {
     gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
     gsl_rng_set(g, 20261201);
     uint64_t preempted = 0, mixed = 0, hits = 0, evictions = 0, swapped = 0, recomputed = 0;
+    pkv_calib swap_cal;
+    pkv_err ce;
+    CHECK(pkv_calib_load(&swap_cal, TEST_CALIBRATION, &ce) == 0, "%s", ce.msg);
     for (int trial = 0; trial < 24; trial++) {
         /* Preemption by swap on a quarter of the trials, under pools tight enough that
          * decode growth preempts: a host pool that holds every swap, or one so small
@@ -223,6 +226,15 @@ int main(void) {
                       "swapped",
                       trial, (unsigned long long)prefilled, (unsigned long long)s->input_tokens,
                       (unsigned long long)s->swap_outs, (unsigned long long)s->preemptions);
+            /* The model backend's copies take the calibration's time: swap_us a copy and
+             * every layer's K and V at swap_gbps (the sched model: 2 layers, 2 KV heads
+             * of 128, 16-token pages: 32 KiB a page). */
+            const double want = 2 * (double)s->swap_outs * swap_cal.swap_us * 1e-6 +
+                                (double)s->swap_pages * 32768 / (swap_cal.swap_gbps * 1e9);
+            CHECK(s->swap_time_s == s->swap_predicted_s &&
+                      fabs(s->swap_time_s - want) <= 1e-9 * want + 1e-15,
+                  "trial %d: swaps took %.9g s (predicted %.9g), expected %.9g", trial,
+                  s->swap_time_s, s->swap_predicted_s, want);
             if (swap) swapped += s->swap_outs, recomputed += s->preemptions - s->swap_outs;
             if (getenv("SCHED_VERBOSE"))
                 printf("trial %d %s: preemptions %llu swaps %llu pool %d\n", trial,
@@ -242,6 +254,7 @@ int main(void) {
     CHECK(swapped > 0 && recomputed > 0, "swap: %llu preemptions swapped, %llu recomputed",
           (unsigned long long)swapped, (unsigned long long)recomputed);
     gsl_rng_free(g);
+    pkv_calib_free(&swap_cal);
 
     /* A mixed step's prediction: the dense forward over rows + chunk tokens (heads: the
      * rows and the chunk that ends its prompt), the chunks' attention from their start,
