@@ -143,11 +143,13 @@ static int run_oracle(pkv_engine *eng, const pkv_batch_view *v, const pkv_step_v
     return 0;
 }
 
-/* A forward over prompt tokens beyond its rooflines (the calibration's fitted terms):
- * scores are its attention's, every layer. */
-static double prefill_overhead(const pkv_engine *eng, int64_t tokens, double scores) {
+/* A forward over prompt pieces beyond its dense part: their attention's roofline and
+ * the calibration's fitted terms (per forward, token and score; scores: every layer's). */
+static double prompt_extra(const pkv_engine *eng, const pkv_prefill_view *p, int64_t tokens,
+                           double scores) {
     const pkv_calib *c = eng->cal;
-    return (c->prefill_fixed_us + c->prefill_token_us * (double)tokens) * 1e-6 +
+    return pkv_model_prefill_attn_time(&eng->model, c, p->lens, p->starts, p->n_req) +
+           (c->prefill_fixed_us + c->prefill_token_us * (double)tokens) * 1e-6 +
            c->prefill_score_ps * 1e-12 * scores;
 }
 
@@ -257,11 +259,8 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
      * is the prefill's. */
     rec->t_dense_predicted = 0;
     if (pkv_model_dense(&eng->model)) {
-        double t_chunks = 0;
-        if (v->chunks)
-            t_chunks = pkv_model_prefill_attn_time(&eng->model, eng->cal, v->chunks->lens,
-                                                   v->chunks->starts, v->chunks->n_req) +
-                       prefill_overhead(eng, chunk_tok, rec->prefill_scores);
+        const double t_chunks =
+            v->chunks ? prompt_extra(eng, v->chunks, chunk_tok, rec->prefill_scores) : 0;
         pkv_dense_cost dc;
         pkv_model_dense_cost(&eng->model, eng->cal, v->n_rows + chunk_tok, v->n_rows + chunk_heads,
                              &dc);
@@ -307,10 +306,7 @@ int pkv_engine_prefill(pkv_engine *eng, const pkv_prefill_view *p, pkv_prefill_r
     if (pkv_model_dense(&eng->model)) {
         pkv_dense_cost dc;
         pkv_model_dense_cost(&eng->model, eng->cal, tokens, heads, &dc);
-        rec->t_predicted =
-            dc.t_predicted +
-            pkv_model_prefill_attn_time(&eng->model, eng->cal, p->lens, p->starts, p->n_req) +
-            prefill_overhead(eng, tokens, rec->scores);
+        rec->t_predicted = dc.t_predicted + prompt_extra(eng, p, tokens, rec->scores);
         if (eng->clock == PKV_CLOCK_PREDICTED) *t_measured = rec->t_predicted;
     }
     if (!eng->backend->prefill) return 0;

@@ -228,10 +228,15 @@ static void run_remove(pkv_sim *s, int32_t i) {
     }
 }
 
+/* r's leading pages that are the cache's (its mapped blocks'); the rest are its own. */
+static int32_t mapped_pages(const pkv_sim *s, const pkv_sim_request *r) {
+    return r->cached_blocks * s->cache.pages_per_block;
+}
+
 /* The request leaves the pool: its references to cached blocks go, its own pages
  * return to the allocator. */
 static void release_pages(pkv_sim *s, pkv_sim_request *r) {
-    const int32_t shared = r->cached_blocks * s->cache.pages_per_block;
+    const int32_t shared = mapped_pages(s, r);
     for (int32_t b = 0; b < r->cached_blocks; b++) pkv_prefix_release(&s->cache, r->blocks[b]);
     pkv_kvalloc_give(&s->alloc, r->pages + shared, r->n_pages - shared, r->rec.id);
     free(r->pages), free(r->blocks);
@@ -286,8 +291,8 @@ static int32_t map_cached(pkv_sim *s, pkv_sim_request *r) {
         memcpy(r->pages + (size_t)b * ppb, pkv_prefix_pages(&s->cache, k), sizeof(int32_t) * ppb);
     }
     r->cached_blocks = b;
-    s->prefix_blocks += (uint64_t)most;
-    s->prefix_tokens += (uint64_t)stored_tokens(r);
+    s->summary.prefix_blocks += (uint64_t)most;
+    s->summary.prefix_tokens += (uint64_t)stored_tokens(r);
     return b * B;
 }
 
@@ -317,8 +322,9 @@ static int copy_swap(pkv_sim *s, int to_host, const int32_t *pages, const int32_
                      pkv_err *e) {
     double t, tp;
     if (pkv_engine_swap(s->eng, to_host, pages, slots, n, &t, &tp, e)) return -1;
-    s->swap_pending_s += t, s->swap_time_s += t, s->swap_predicted_s += tp;
-    s->swap_pages += (uint64_t)n;
+    s->swap_pending_s += t;
+    s->summary.swap_time_s += t, s->summary.swap_predicted_s += tp;
+    s->summary.swap_pages += (uint64_t)n;
     return 0;
 }
 
@@ -329,38 +335,31 @@ static double take_swap_time(pkv_sim *s) {
     return t;
 }
 
-/* The pages of r that a swap moves: its own, after the cached blocks it maps (those
- * stay on the GPU, referenced by r, so the cache cannot evict them meanwhile). */
-static int32_t own_pages(const pkv_sim *s, const pkv_sim_request *r, int32_t **first) {
-    const int32_t shared = r->cached_blocks * s->cache.pages_per_block;
-    *first = r->pages + shared;
-    return r->n_pages - shared;
-}
-
 /* r's own pages go to host slots, copied before the GPU's pages come free; its pages
- * array then names the slots there. */
+ * array then names the slots there. The cached blocks it maps stay on the GPU,
+ * referenced by r, so the cache cannot evict them meanwhile. */
 static int swap_out(pkv_sim *s, pkv_sim_request *r, pkv_err *e) {
-    int32_t *own;
-    const int32_t n = own_pages(s, r, &own);
+    int32_t *own = r->pages + mapped_pages(s, r);
+    const int32_t n = r->n_pages - mapped_pages(s, r);
     PKV_ASSERT(pkv_kvalloc_take(&s->host, n, r->rec.id, s->swap_slots) == 0);
     if (copy_swap(s, 1, own, s->swap_slots, n, e)) return -1;
     pkv_kvalloc_give(&s->alloc, own, n, r->rec.id);
     memcpy(own, s->swap_slots, sizeof(int32_t) * (size_t)n);
     r->swapped = true;
-    s->swap_outs++;
+    s->summary.swap_outs++;
     return 0;
 }
 
 /* r comes back from its host slots onto new pages; it runs on without a prefill. */
 static int swap_in(pkv_sim *s, pkv_sim_request *r, pkv_err *e) {
-    int32_t *own;
-    const int32_t n = own_pages(s, r, &own);
+    int32_t *own = r->pages + mapped_pages(s, r);
+    const int32_t n = r->n_pages - mapped_pages(s, r);
     memcpy(s->swap_slots, own, sizeof(int32_t) * (size_t)n);
     take_pages(s, n, r->rec.id, own);
     if (copy_swap(s, 0, own, s->swap_slots, n, e)) return -1;
     pkv_kvalloc_give(&s->host, s->swap_slots, n, r->rec.id);
     r->swapped = false;
-    s->swap_ins++;
+    s->summary.swap_ins++;
     return 0;
 }
 
@@ -373,8 +372,8 @@ static int preempt_latest(pkv_sim *s, pkv_err *e) {
     int64_t slot = s->run[v];
     pkv_sim_request *r = &s->req[slot];
     run_remove(s, v);
-    int32_t *own;
-    if (s->cfg->preemption == PKV_PREEMPT_SWAP && own_pages(s, r, &own) <= s->host.n_free) {
+    if (s->cfg->preemption == PKV_PREEMPT_SWAP &&
+        r->n_pages - mapped_pages(s, r) <= s->host.n_free) {
         if (swap_out(s, r, e)) return -1;
     } else
         release_pages(s, r);
@@ -387,8 +386,7 @@ static int preempt_latest(pkv_sim *s, pkv_err *e) {
 static int32_t waiting_pages(const void *ctx, size_t i) {
     const pkv_sim *s = ctx;
     const pkv_sim_request *r = &s->req[s->wait[(s->wait_head + i) % s->wait_cap]];
-    int32_t *own;
-    if (r->swapped) return own_pages(s, r, &own);
+    if (r->swapped) return r->n_pages - mapped_pages(s, r);
     return pages_for(s, s->cfg->page_tables == PKV_PAGE_TABLES_GENERATOR ? reserved_tokens(s, r)
                                                                          : stored_tokens(r));
 }
@@ -447,10 +445,10 @@ static int admit(pkv_sim *s, pkv_err *e) {
                 malloc(sizeof(int32_t) * ((size_t)r->cap_pages / s->cache.pages_per_block + 1));
             if (!r->blocks) return pkv_fail(e, "out of memory");
             cached = map_cached(s, r);
-            s->hit_tokens += (uint64_t)cached;
+            s->summary.prefix_hit_tokens += (uint64_t)cached;
         }
         /* the admission policy checked that free and evictable pages cover need */
-        const int32_t shared = r->cached_blocks * s->cache.pages_per_block;
+        const int32_t shared = mapped_pages(s, r);
         take_pages(s, need - shared, r->rec.id, r->pages + shared);
         r->n_pages = need;
         if (isnan(r->rec.t_admitted)) r->rec.t_admitted = s->t_now;
@@ -521,6 +519,14 @@ static int occupy(pkv_sim *s, double dt, int decode_step, pkv_err *e) {
                : 0;
 }
 
+/* r's pages holding its first `tokens` tokens, listed in prefill_pages from n on (a
+ * page a cached block shares is listed for each prompt); returns the new count. */
+static int32_t list_pages(pkv_sim *s, const pkv_sim_request *r, int64_t tokens, int32_t n) {
+    const int32_t used = pages_for(s, tokens);
+    memcpy(s->prefill_pages + n, r->pages, sizeof(int32_t) * (size_t)used);
+    return n + used;
+}
+
 /* chunked: the next chunk of each admitted prompt, in admission order, in the token
  * budget the decode rows leave (token_budget >= max_active, so every prompt admitted
  * gets at least one token); their pages (each chunk's prompt's first pages up to the
@@ -538,8 +544,7 @@ static void take_chunks(pkv_sim *s, pkv_prefill_view *cv) {
         s->chunk_start[k] = r->prefilled;
         s->chunk_len[k] = len;
         s->chunk_last[k] = len == left;
-        for (int32_t j = 0, used = pages_for(s, r->prefilled + len); j < used; j++)
-            s->prefill_pages[n_pages++] = r->pages[j];
+        n_pages = list_pages(s, r, r->prefilled + len, n_pages);
         budget -= len;
     }
     *cv = (pkv_prefill_view){.n_req = s->n_chunks,
@@ -616,8 +621,7 @@ static int try_schedule(pkv_sim *s, pkv_err *e) {
             const pkv_sim_request *r = &s->req[s->prefill[i]];
             s->chunk_start[i] = r->prefilled;
             s->prefill_lens[i] = (int32_t)stored_tokens(r) - r->prefilled;
-            for (int32_t j = 0, used = pages_for(s, stored_tokens(r)); j < used; j++)
-                s->prefill_pages[n++] = r->pages[j];
+            n = list_pages(s, r, stored_tokens(r), n);
         }
         pkv_prefill_view pv = {.n_req = s->n_prefill,
                                .lens = s->prefill_lens,
@@ -803,13 +807,7 @@ int pkv_sim_run(pkv_sim *s, pkv_err *e) {
     /* Requests still in the system are recorded as they stand. */
     for (size_t i = 0; i < s->n_slots; i++)
         if (s->req[i].live && retire_request(s, (int64_t)i, e)) return -1;
-    s->summary.prefix_blocks = s->prefix_blocks;
-    s->summary.prefix_tokens = s->prefix_tokens;
     s->summary.prefix_hits = s->cache.hits;
-    s->summary.prefix_hit_tokens = s->hit_tokens;
     s->summary.prefix_evictions = s->cache.evictions;
-    s->summary.swap_outs = s->swap_outs, s->summary.swap_ins = s->swap_ins;
-    s->summary.swap_pages = s->swap_pages, s->summary.swap_time_s = s->swap_time_s;
-    s->summary.swap_predicted_s = s->swap_predicted_s;
     return pkv_summary_finish(&s->summary, s->t_now) ? pkv_fail(e, "out of memory") : 0;
 }

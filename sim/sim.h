@@ -64,18 +64,14 @@ typedef struct pkv_sim {
     pkv_h5rec *out; /* may be NULL: nothing recorded */
     pkv_workload wl;
     pkv_kvalloc alloc;
-    pkv_prefix cache;       /* serving.prefix_caching */
-    uint64_t hit_tokens;    /* prompt tokens the cache saved from prefill */
-    uint64_t prefix_blocks; /* full prompt blocks of the admissions (each could hit) */
-    uint64_t prefix_tokens; /* tokens to prefill of the admissions, hits included */
-    int32_t *evicted;       /* [pages per block] scratch */
+    pkv_prefix cache; /* serving.prefix_caching (its counts go to summary.prefix_*) */
+    int32_t *evicted; /* [pages per block] scratch */
     /* preemption by swap: the host pool's slots (a swapped request's pages array holds
      * its slots), a scratch list of slots [bt_stride]; the copies' seconds the next
-     * iteration waits for, under the run's clock and predicted; counts */
+     * iteration waits for (the counts go to summary.swap_*) */
     pkv_kvalloc host;
     int32_t *swap_slots;
-    double swap_pending_s, swap_time_s, swap_predicted_s;
-    uint64_t swap_outs, swap_ins, swap_pages;
+    double swap_pending_s;
     gsl_rng *r_pages;
     pkv_heap heap;
     int32_t *prefill_pages; /* [max_active][bt_stride] scratch: the page list of a prefill
