@@ -305,7 +305,6 @@ static int cuda_swap(pkv_backend *base, int to_host, const int32_t *pages, const
                      int32_t n, double *t_device, pkv_err *e) {
     cuda_backend *b = (cuda_backend *)base;
     float ms;
-    if (!b->swap) return pkv_fail(e, "cuda backend: a swap without a host pool");
     if (pkvk_event_record(b->ev[EV_SWAP0]) || pkvk_swap_copy(b->swap, to_host, pages, slots, n) ||
         pkvk_event_record(b->ev[EV_SWAP1]) ||
         pkvk_event_elapsed(b->ev[EV_SWAP0], b->ev[EV_SWAP1], &ms))
