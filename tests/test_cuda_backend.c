@@ -248,8 +248,8 @@ int main(void) {
 
     /* Preemption by swap on a small full model under a pool tight enough that decode
      * growth preempts: requests go to the pinned host pool and back (real copies,
-     * timed), every step's route is checked, every request finishes, and the steps'
-     * and prefills' waits add up to the copies' time. */
+     * timed), every step's route is checked, every request finishes, and the steps
+     * wait no longer than the copies took (prefill batches wait for the rest). */
     {
         pkv_summary sum;
         CHECK(test_run_json(
