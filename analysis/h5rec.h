@@ -46,6 +46,7 @@ typedef struct pkv_provenance {
     const char *backend;
     const char *gpu; /* GPU name, or "none" */
     uint64_t seed;
+    const char *prefill_attention; /* the prefill attention's kernel, or "none" */
 } pkv_provenance;
 
 /* Create <path>.tmp.<pid>; fails (naming the path) when it cannot be created. */

@@ -75,6 +75,9 @@ typedef struct pkv_calib {
      * beyond the rooflines above, per forward, per prompt token and per attention score
      * (of every layer; pkvsim fit) */
     double prefill_fixed_us, prefill_token_us, prefill_score_ps;
+    /* FlashInfer's fused prefill attention: TFLOP/s over the causal FLOPs of QK^T and
+     * PV (pkvsim calibrate; 0: not measured, the model takes cuBLAS's kernel) */
+    double prefill_attn_tflops;
     double allreduce_gbps; /* tensor parallelism: all-reduce bus bandwidth (modelled) */
     double allreduce_us;   /* tensor parallelism: all-reduce latency (modelled) */
     double swap_gbps;      /* preemption by swap: the host link's copy bandwidth (modelled) */

@@ -69,6 +69,15 @@ int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const c
         return pkv_fail(e, "unknown route policy \"%s\"", policy);
     if (kind == PKV_BACKEND_CUDA && cuda_supports(m, e)) return -1;
     if (kind == PKV_BACKEND_CUDA) pkv_calib_flashinfer_occupancy(cal, s);
+    if (kind == PKV_BACKEND_CUDA && pkv_model_dense(m)) {
+        const pkvk_model_shape ms = pkv_model_gpu_shape(m);
+        int k = pkvk_model_prefill_kernel(&ms);
+        if (k < 0) return pkv_fail(e, "run.prefill_attention: %s", pkvk_last_error());
+        eng->model.prefill_attn = k;
+    } else if (m->prefill_attn == PKVK_PREFILL_AUTO) {
+        eng->model.prefill_attn =
+            cal->prefill_attn_tflops > 0 ? PKVK_PREFILL_FLASHINFER : PKVK_PREFILL_CUBLAS;
+    }
     /* Graph replay cannot capture the FlashInfer routes (their planner may allocate):
      * a policy choosing among routes leaves them out of its candidates. */
     uint32_t fi = 1u << PKV_ROUTE_FLASHINFER | 1u << PKV_ROUTE_FLASHINFER_TC;

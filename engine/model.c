@@ -15,7 +15,8 @@ pkvk_model_shape pkv_model_gpu_shape(const pkv_model *m) {
                               m->vocab / m->tp,
                               s.page_size,
                               (float)m->rope_theta,
-                              (float)m->norm_eps};
+                              (float)m->norm_eps,
+                              m->prefill_attn};
 }
 
 double pkv_gemm_time(const pkv_calib *c, double m, double k, double n) {
@@ -88,6 +89,9 @@ double pkv_model_prefill_attn_time(const pkv_model *m, const pkv_calib *c, const
         flops += 4.0 * d * scores; /* QK^T and PV */
         bytes += scores * (q0 + l <= PKVK_SOFTMAX_SMEM_KEYS ? 12 : 20);
     }
+    if (m->prefill_attn == PKVK_PREFILL_FLASHINFER)
+        return m->layers * flops /
+               ((c->prefill_attn_tflops > 0 ? c->prefill_attn_tflops : c->gemm_tflops) * 1e12);
     return m->layers * (flops / (c->gemm_tflops * 1e12) + bytes / c->beta);
 }
 

@@ -23,6 +23,10 @@ typedef struct pkv_model {
     int layers, hidden, hq, hkv, head_dim, inter, vocab, tp, page_size;
     double rope_theta, norm_eps;
     int64_t mlp_tail; /* study layer only: the gated MLP tail's width (0: none) */
+    /* The prefill attention's kernel (PKVK_PREFILL_*, run.prefill_attention); the
+     * engine resolves AUTO: on the cuda backend to the kernel the build runs, on the
+     * others to FlashInfer's where the calibration has its throughput. */
+    int prefill_attn;
 } pkv_model;
 
 static inline int pkv_model_dense(const pkv_model *m) {
@@ -50,12 +54,14 @@ void pkv_model_dense_cost(const pkv_model *m, const pkv_calib *c, int64_t tokens
                           pkv_dense_cost *out);
 /* Causal attention of a prefill over prompt pieces of these lengths, each from
  * position starts[i] of its prompt on (NULL: whole prompts) and attending to every
- * earlier position (one GPU, every layer),
- * as the GPU's prefill attention runs it (kernels/pkvk_model.h): the FLOPs of QK^T
- * and PV over the causal triangle at the gemm throughput, plus its scores' traffic at
- * beta: each score is written (FP32) and read by the softmax, which writes P (FP16)
- * for PV to read: 12 bytes, or 20 where a prompt's row of keys is longer than
- * PKVK_SOFTMAX_SMEM_KEYS and the softmax reads it three times. */
+ * earlier position (one GPU, every layer), as the GPU's prefill attention runs it
+ * (kernels/pkvk_model.h): FlashInfer's fused kernel, the FLOPs of QK^T and PV over
+ * the causal triangle at the calibration's prefill_attn_tflops (where not measured,
+ * gemm_tflops); cuBLAS's, those FLOPs
+ * at the gemm throughput plus the scores' traffic at beta: each score is written
+ * (FP32) and read by the softmax, which writes P (FP16) for PV to read: 12 bytes, or
+ * 20 where a prompt's row of keys is longer than PKVK_SOFTMAX_SMEM_KEYS and the
+ * softmax reads it three times. */
 double pkv_model_prefill_attn_time(const pkv_model *m, const pkv_calib *c, const int32_t *lens,
                                    const int32_t *starts, int32_t n);
 /* The attention scores of those pieces in every layer: layers x query heads x each

@@ -23,8 +23,7 @@
 
 #include "pkvk_cuda.h"
 #include "pkvk_fi.h"
-
-namespace fi = flashinfer;
+#include "pkvk_fi_common.h"
 
 namespace {
 
@@ -76,19 +75,6 @@ struct pkvk_fi {
     fi::DecodePlanInfo dinfo;
     fi::PrefillPlanInfo pinfo;
 };
-
-// FlashInfer reports errors by throwing; nothing may cross the C API.
-template <typename F> static int guarded(const char *what, F &&f) {
-    try {
-        cudaError_t e = f();
-        if (e != cudaSuccess) return pkvk_fail_cuda(e, what, __FILE__, __LINE__);
-        return PKVK_OK;
-    } catch (const std::exception &ex) {
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s: FlashInfer: %s", what, ex.what());
-        return pkvk_fail_msg(PKVK_ERR_INVALID, msg);
-    }
-}
 
 static int check_shape(const pkvk_shape *s) {
     int G = s->hkv > 0 ? s->hq / s->hkv : 0;
@@ -278,20 +264,6 @@ extern "C" int pkvk_fi_pack_csr(pkvk_fi *f, const pkvk_batch *b) {
     return PKVK_OK;
 }
 
-// The arrays both of FlashInfer's plans share, from their places in the workspaces,
-// and the split's temporary outputs (null when the plan does not split).
-template <class Info, class Params>
-static void set_plan_arrays(const pkvk_fi *f, const Info &pi, Params &q, half **tmp_v,
-                            float **tmp_s) {
-    q.request_indices = fi::GetPtrFromBaseOffset<int32_t>(f->int_ws, pi.request_indices_offset);
-    q.kv_tile_indices = fi::GetPtrFromBaseOffset<int32_t>(f->int_ws, pi.kv_tile_indices_offset);
-    q.o_indptr = fi::GetPtrFromBaseOffset<int32_t>(f->int_ws, pi.o_indptr_offset);
-    q.kv_chunk_size_ptr = fi::GetPtrFromBaseOffset<int32_t>(f->int_ws, pi.kv_chunk_size_ptr_offset);
-    q.padded_batch_size = (uint32_t)pi.padded_batch_size;
-    *tmp_v = pi.split_kv ? fi::GetPtrFromBaseOffset<half>(f->float_ws, pi.v_offset) : nullptr;
-    *tmp_s = pi.split_kv ? fi::GetPtrFromBaseOffset<float>(f->float_ws, pi.s_offset) : nullptr;
-}
-
 extern "C" int pkvk_fi_launch(pkvk_fi *f, const pkvk_batch *b, const pkvk_plan *p, int *launches) {
     const pkvk_shape &s = b->shape;
     *launches = 0;
@@ -311,7 +283,7 @@ extern "C" int pkvk_fi_launch(pkvk_fi *f, const pkvk_batch *b, const pkvk_plan *
         const fi::DecodePlanInfo &pi = f->dinfo;
         half *tmp_v;
         float *tmp_s;
-        set_plan_arrays(f, pi, q, &tmp_v, &tmp_s);
+        set_plan_arrays(f->int_ws, f->float_ws, pi, q, &tmp_v, &tmp_s);
         rc = guarded("FlashInfer batch decode", [&] {
             return fi::BatchDecodeWithPagedKVCacheDispatched<kHeadDim, kPos, Variant>(
                 q, tmp_v, tmp_s, /*enable_pdl=*/false, f->stream);
@@ -325,7 +297,7 @@ extern "C" int pkvk_fi_launch(pkvk_fi *f, const pkvk_batch *b, const pkvk_plan *
         const fi::PrefillPlanInfo &pi = f->pinfo;
         half *tmp_v;
         float *tmp_s;
-        set_plan_arrays(f, pi, q, &tmp_v, &tmp_s);
+        set_plan_arrays(f->int_ws, f->float_ws, pi, q, &tmp_v, &tmp_s);
         q.qo_tile_indices = fi::GetPtrFromBaseOffset<int32_t>(f->int_ws, pi.qo_tile_indices_offset);
         q.max_total_num_rows = (uint32_t)pi.total_num_rows;
         if (pi.split_kv)

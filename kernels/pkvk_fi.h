@@ -29,6 +29,25 @@ int pkvk_fi_pack_csr(pkvk_fi *f, const pkvk_batch *b);
 /* Launch the uploaded plan: FlashInfer's kernel, and its merge when split. */
 int pkvk_fi_launch(pkvk_fi *f, const pkvk_batch *b, const pkvk_plan *p, int *launches);
 
+/* The model's prefill attention on FlashInfer's batch prefill kernel over the paged
+ * cache, causal (pkvk_fi_prefill.cu): prompt pieces of a chunk attend to their
+ * prompts' pages up to their own positions. Queries and outputs [tokens][hq][d]. */
+typedef struct pkvk_fi_prefill pkvk_fi_prefill;
+/* Device and pinned bytes one takes. At most cap_pieces pieces a plan. */
+size_t pkvk_fi_prefill_bytes(int32_t cap_pieces);
+int pkvk_fi_prefill_create(const pkvk_ctx *c, pkvk_fi_prefill **f, int hq, int hkv, int d,
+                           int page_size, int32_t cap_pieces);
+void pkvk_fi_prefill_destroy(pkvk_fi_prefill *f);
+/* Plan n pieces (host arrays): piece k is tokens [qo_indptr[k], qo_indptr[k + 1]) of
+ * the chunk and its prompt's pages [kv_indptr[k], kv_indptr[k + 1]) of the device
+ * list pages, the last page holding last[k] tokens; its queries are the prompt's
+ * last positions. Waits for the stream (the metadata's host buffers are reused). */
+int pkvk_fi_prefill_plan(pkvk_fi_prefill *f, int n, const int32_t *qo_indptr,
+                         const int32_t *kv_indptr, const int32_t *last, const int32_t *pages);
+/* The planned pieces' attention of one layer. Asynchronous. */
+int pkvk_fi_prefill_run(pkvk_fi_prefill *f, const void *q, const void *k_pool, const void *v_pool,
+                        void *o);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,6 @@
 // The dense part of a served model (pkvk_model.h): weights drawn on the device,
 // cuBLAS GEMMs, the small kernels (norms, RoPE and K/V append, SiLU, sampling), and
-// the prefill's causal attention on tensor cores.
+// the prefill's causal attention on tensor cores (FlashInfer's kernel or cuBLAS).
 #include <cublas_v2.h>
 #include <cuda_fp16.h>
 #include <stdio.h>
@@ -11,11 +11,16 @@
 #include <vector>
 
 #include "pkvk_cuda.h"
+#include "pkvk_fi.h"
 #include "pkvk_model.h"
 
 // At most this many prompt pieces in one prefill chunk (they travel as launch
 // parameters); and the FP32 score block of the prefill attention, in floats.
 enum { MAX_SEGS = 64 };
+// A prefill chunk's layer 0 timed in parts (pkvk_model_time_prefill_parts): events
+// before it, after the norm and QKV GEMM, the RoPE and K/V append, the attention and
+// the rest of the layer.
+enum { PROBES = 5 };
 static const size_t SCORE_FLOATS = (size_t)128 << 20; // 512 MiB
 // Key counts are padded to this in the score GEMMs, so that every row of S and P
 // starts 16-byte aligned (cuBLAS's fast kernels need it); the padded keys get P = 0.
@@ -51,14 +56,17 @@ struct pkvk_model {
     __half *x, *xn, *qkv, *o, *y, *a; // [cap_tokens][...]
     __half *logits;                   // [PKVK_MODEL_HEAD_ROWS][vocab]
     int32_t *tok;                     // [cap_tokens]: each row's last sampled token
-    __half *qp, *op;                  // prefill: [hkv][cap_tokens][G][d]
-    __half *kc, *vc;                  // prefill: [hkv][kv_rows][d]
-    float *S;                         // prefill: scores
-    __half *P;                        // prefill: probabilities
-    int32_t *pages_h, *pages_d;       // prefill: the batch's pages (pinned host, device)
-    int last_rows;                    // rows of the last head
-    int mix_rows, mix_T, mix_heads;   // mixed iteration: decode rows, chunk tokens, heads
-    segs_t mix_segs;                  // its chunk pieces (t0 from the first chunk token)
+    pkvk_fi_prefill *fip;             // prefill attention on FlashInfer's kernel (else cuBLAS)
+    __half *qp;                 // prefill Q: FlashInfer [T][hq][d], cuBLAS [hkv][cap_tokens][G][d]
+    __half *op;                 // cuBLAS prefill: [hkv][cap_tokens][G][d]
+    __half *kc, *vc;            // cuBLAS prefill: [hkv][kv_rows][d]
+    float *S;                   // cuBLAS prefill: scores
+    __half *P;                  // cuBLAS prefill: probabilities
+    int32_t *pages_h, *pages_d; // prefill: the batch's pages (pinned host, device)
+    int last_rows;              // rows of the last head
+    int mix_rows, mix_T, mix_heads; // mixed iteration: decode rows, chunk tokens, heads
+    segs_t mix_segs;                // its chunk pieces (t0 from the first chunk token)
+    cudaEvent_t probe[PROBES];      // bench: a prefill's layer 0 split by parts (else null)
 };
 
 static int cublas_fail(cublasStatus_t st, const char *what) {
@@ -119,20 +127,46 @@ __device__ float block_sum(float v, float *sh) {
     return r;
 }
 
-// One block per row: y = x / rms(x) * w (FP32 inside).
+// One block per row: y = x / rms(x) * w (FP32 inside). VEC: the row in registers,
+// 16-byte loads (hidden a multiple of 8, at most 8 x NORM_THREADS x NORM_REGS).
+enum { NORM_THREADS = 256, NORM_REGS = 4 };
+template <bool VEC>
 __global__ void rmsnorm_kernel(const __half *__restrict__ x, __half *__restrict__ y,
                                const __half *__restrict__ w, int hidden, float eps) {
     __shared__ float sh[32];
     const __half *xr = x + (size_t)blockIdx.x * hidden;
     __half *yr = y + (size_t)blockIdx.x * hidden;
     float ss = 0.f;
-    for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
-        float v = __half2float(xr[i]);
-        ss += v * v;
+    if (VEC) {
+        uint4 v[NORM_REGS];
+        for (int k = 0; k < NORM_REGS; k++) {
+            const int i = (k * NORM_THREADS + threadIdx.x) * 8;
+            if (i < hidden) {
+                v[k] = *(const uint4 *)(xr + i);
+                const __half *h = (const __half *)&v[k];
+                for (int j = 0; j < 8; j++) ss += __half2float(h[j]) * __half2float(h[j]);
+            }
+        }
+        const float inv = rsqrtf(block_sum(ss, sh) / hidden + eps);
+        for (int k = 0; k < NORM_REGS; k++) {
+            const int i = (k * NORM_THREADS + threadIdx.x) * 8;
+            if (i >= hidden) break;
+            uint4 wv = *(const uint4 *)(w + i), o;
+            const __half *h = (const __half *)&v[k], *wh = (const __half *)&wv;
+            __half *oh = (__half *)&o;
+            for (int j = 0; j < 8; j++)
+                oh[j] = __float2half(__half2float(h[j]) * inv * __half2float(wh[j]));
+            *(uint4 *)(yr + i) = o;
+        }
+    } else {
+        for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
+            float v = __half2float(xr[i]);
+            ss += v * v;
+        }
+        float inv = rsqrtf(block_sum(ss, sh) / hidden + eps);
+        for (int i = threadIdx.x; i < hidden; i += blockDim.x)
+            yr[i] = __float2half(__half2float(xr[i]) * inv * __half2float(w[i]));
     }
-    float inv = rsqrtf(block_sum(ss, sh) / hidden + eps);
-    for (int i = threadIdx.x; i < hidden; i += blockDim.x)
-        yr[i] = __float2half(__half2float(xr[i]) * inv * __half2float(w[i]));
 }
 
 // One block per row: x[row] = embed[token]. tok != NULL: decode rows' tokens; else
@@ -164,17 +198,20 @@ __device__ void rope(float *v, int d, int pos, float theta) {
     }
 }
 
-// One block per (row, head of q, k and v): RoPE on q and k, then q to its place
-// (decode: [rows][hq][d]; prefill: [hkv][cap_tokens][G][d]) and k, v into the
-// layer's pages at the row's position.
+// One warp per (row, head of q, k and v), four heads a block: RoPE (rotate-half, at
+// the row's position) on q and k, then q to its place (decode and FlashInfer's
+// prefill: [rows][hq][d]; cuBLAS's prefill: [hkv][cap_tokens][G][d]) and k, v into
+// the layer's pages at the row's position.
+enum { ROPE_HEADS = 4 };
 template <bool PREFILL>
 __global__ void
 rope_append_kernel(const __half *__restrict__ qkv, int hq, int hkv, int d, int ps, float theta,
                    const int32_t *__restrict__ lens, const int32_t *__restrict__ bt, int bt_stride,
-                   const int32_t *__restrict__ pages, segs_t segs, int cap_tokens,
+                   const int32_t *__restrict__ pages, segs_t segs, int cap_tokens, int ragged,
                    __half *__restrict__ kpool, __half *__restrict__ vpool, __half *__restrict__ q) {
-    extern __shared__ float v[];
-    const int r = blockIdx.x, hd = blockIdx.y, W = (hq + 2 * hkv) * d;
+    const int r = blockIdx.x, hd = blockIdx.y * ROPE_HEADS + threadIdx.x / 32,
+              lane = threadIdx.x % 32, W = (hq + 2 * hkv) * d;
+    if (hd >= hq + 2 * hkv) return;
     int pos, page;
     if (PREFILL) {
         int k = 0;
@@ -187,20 +224,32 @@ rope_append_kernel(const __half *__restrict__ qkv, int hq, int hkv, int d, int p
         page = bt[(size_t)r * bt_stride + pos / ps];
     }
     const __half *src = qkv + (size_t)r * W + (size_t)hd * d;
-    for (int i = threadIdx.x; i < d; i += blockDim.x) v[i] = __half2float(src[i]);
-    __syncthreads();
-    if (hd < hq + hkv) rope(v, d, pos, theta);
-    __syncthreads();
     __half *dst;
     if (hd < hq) {
         const int G = hq / hkv;
-        dst = PREFILL ? q + (((size_t)(hd / G) * cap_tokens + r) * G + hd % G) * d
-                      : q + ((size_t)r * hq + hd) * d;
+        dst = PREFILL && !ragged ? q + (((size_t)(hd / G) * cap_tokens + r) * G + hd % G) * d
+                                 : q + ((size_t)r * hq + hd) * d;
     } else {
         const int kh = hd < hq + hkv ? hd - hq : hd - hq - hkv;
         dst = (hd < hq + hkv ? kpool : vpool) + (((size_t)page * hkv + kh) * ps + pos % ps) * d;
     }
-    for (int i = threadIdx.x; i < d; i += blockDim.x) dst[i] = __float2half(v[i]);
+    const bool rotate = hd < hq + hkv;
+    for (int i = lane; i < d / 2; i += 32) {
+        float a = __half2float(src[i]), b = __half2float(src[i + d / 2]);
+        if (rotate) {
+            float f = powf(theta, -2.f * i / d) * pos, c, sn;
+            sincosf(f, &sn, &c);
+            const float ra = a * c - b * sn;
+            b = b * c + a * sn;
+            a = ra;
+        }
+        dst[i] = __float2half(a);
+        dst[i + d / 2] = __float2half(b);
+    }
+}
+
+static dim3 rope_grid(const pkvk_model_shape *s, int rows) {
+    return dim3(rows, (s->hq + 2 * s->hkv + ROPE_HEADS - 1) / ROPE_HEADS);
 }
 
 // One block per (token, KV head): the first n tokens of a prompt from its pages
@@ -259,20 +308,39 @@ __global__ void unpermute_kernel(const __half *__restrict__ op, __half *__restri
     for (int e = threadIdx.x; e < d; e += blockDim.x) dst[e] = src[e];
 }
 
-// a[r][j] = silu(y[r][j]) * y[r][inter + j]: blocks of 256 columns of one row.
+// a[r][j] = silu(y[r][j]) * y[r][inter + j]: each thread VEC columns of one row
+// (VEC = 8: 16-byte loads and stores, when inter is a multiple of 8).
+template <int VEC>
 __global__ void silu_mul_kernel(const __half *__restrict__ y, __half *__restrict__ a, int inter) {
-    const int j = blockIdx.x * blockDim.x + threadIdx.x;
+    const int j = (blockIdx.x * blockDim.x + threadIdx.x) * VEC;
     if (j >= inter) return;
     const size_t r = blockIdx.y;
-    float g = __half2float(y[r * 2 * inter + j]), u = __half2float(y[r * 2 * inter + inter + j]);
-    a[r * inter + j] = __float2half(g / (1.f + __expf(-g)) * u);
+    __half g[VEC], u[VEC], out[VEC];
+    if (VEC == 8) {
+        *(uint4 *)g = *(const uint4 *)(y + r * 2 * inter + j);
+        *(uint4 *)u = *(const uint4 *)(y + r * 2 * inter + inter + j);
+    } else {
+        g[0] = y[r * 2 * inter + j], u[0] = y[r * 2 * inter + inter + j];
+    }
+    for (int k = 0; k < VEC; k++) {
+        const float gf = __half2float(g[k]);
+        out[k] = __float2half(gf / (1.f + __expf(-gf)) * __half2float(u[k]));
+    }
+    if (VEC == 8)
+        *(uint4 *)(a + r * inter + j) = *(const uint4 *)out;
+    else
+        a[r * inter + j] = out[0];
 }
 
 int pkvk_silu_mul(cudaStream_t st, const void *y, void *a, int rows, int inter) {
     if (rows <= 0) return PKVK_OK;
     if (rows > 65535) return pkvk_fail_msg(PKVK_ERR_INVALID, "silu: more than 65535 rows");
-    silu_mul_kernel<<<dim3((inter + 255) / 256, rows), 256, 0, st>>>((const __half *)y, (__half *)a,
-                                                                     inter);
+    if (inter % 8 == 0)
+        silu_mul_kernel<8><<<dim3((inter / 8 + 255) / 256, rows), 256, 0, st>>>((const __half *)y,
+                                                                                (__half *)a, inter);
+    else
+        silu_mul_kernel<1><<<dim3((inter + 255) / 256, rows), 256, 0, st>>>((const __half *)y,
+                                                                            (__half *)a, inter);
     PKVK_CK_LAUNCH();
     return PKVK_OK;
 }
@@ -331,17 +399,37 @@ static size_t score_floats(const pkvk_model_shape *s, int32_t max_prompt) {
     return need > SCORE_FLOATS ? need : SCORE_FLOATS;
 }
 
+extern "C" int pkvk_model_prefill_kernel(const pkvk_model_shape *s) {
+    if (s->prefill_attn == PKVK_PREFILL_CUBLAS) return PKVK_PREFILL_CUBLAS;
+    const int G = s->hkv > 0 ? s->hq / s->hkv : 0;
+    if (pkvk_flashinfer_built() && s->d == 128 && (G == 1 || G == 2 || G == 4 || G == 8))
+        return PKVK_PREFILL_FLASHINFER;
+    if (s->prefill_attn == PKVK_PREFILL_AUTO) return PKVK_PREFILL_CUBLAS;
+    pkvk_fail_msg(PKVK_ERR_UNSUPPORTED,
+                  pkvk_flashinfer_built()
+                      ? "FlashInfer's prefill attention: head dimension 128 and GQA group size "
+                        "1, 2, 4 or 8 only"
+                      : "FlashInfer's prefill attention was not built: configure with "
+                        "-DPKV_FLASHINFER_DIR=third_party/flashinfer-0.7.4");
+    return -1;
+}
+
 extern "C" size_t pkvk_model_bytes(const pkvk_model_shape *s, int32_t cap_tokens,
                                    int32_t max_prompt, int32_t n_pages) {
     size_t w = 2 * tensor_elems(s, -1, PKVK_W_EMBED) + tensor_elems(s, -1, PKVK_W_NORM);
     for (int t = 0; t < PKVK_W_LAYER_COUNT; t++) w += (size_t)s->layers * tensor_elems(s, 0, t);
     const size_t T = cap_tokens, qkvw = (size_t)(s->hq + 2 * s->hkv) * s->d;
-    size_t act = T * (2 * s->hidden + qkvw + (size_t)s->hq * s->d * 3 + 3 * (size_t)s->inter) +
-                 (size_t)PKVK_MODEL_HEAD_ROWS * s->vocab +
-                 2 * (size_t)s->hkv * key_pad(max_prompt) * s->d;
+    const size_t hd = (size_t)s->hq * s->d;
+    size_t act = T * (2 * s->hidden + qkvw + hd * 2 + 3 * (size_t)s->inter) +
+                 (size_t)PKVK_MODEL_HEAD_ROWS * s->vocab;
     size_t kv = (size_t)s->layers * 2 * n_pages * s->hkv * s->page_size * s->d;
-    size_t sf = score_floats(s, max_prompt);
-    return 2 * (w + act + kv) + sf * 6 + T * 4 + (size_t)n_pages * 4;
+    size_t fixed = T * 4 + (size_t)n_pages * 4;
+    if (pkvk_model_prefill_kernel(s) == PKVK_PREFILL_FLASHINFER)
+        fixed += pkvk_fi_prefill_bytes(MAX_SEGS);
+    else /* op, kc and vc; S and P */
+        act += T * hd + 2 * (size_t)s->hkv * key_pad(max_prompt) * s->d,
+            fixed += score_floats(s, max_prompt) * 6;
+    return 2 * (w + act + kv) + fixed;
 }
 
 extern "C" int pkvk_model_create(const pkvk_ctx *c, pkvk_model **out, const pkvk_model_shape *s,
@@ -366,7 +454,8 @@ extern "C" int pkvk_model_create(const pkvk_ctx *c, pkvk_model **out, const pkvk
     m->pool = (size_t)n_pages * s->hkv * s->page_size * s->d;
     const size_t T = cap_tokens, qkvw = (size_t)(s->hq + 2 * s->hkv) * s->d;
     const size_t hd = (size_t)s->hq * s->d, sf = score_floats(s, max_prompt);
-    int rc = pkvk_malloc((void **)&m->w, n * 2);
+    const int pk = pkvk_model_prefill_kernel(s);
+    int rc = pk < 0 ? PKVK_ERR_UNSUPPORTED : pkvk_malloc((void **)&m->w, n * 2);
     if (!rc) rc = pkvk_malloc((void **)&m->kv, (size_t)s->layers * 2 * m->pool * 2);
     if (!rc) rc = pkvk_malloc((void **)&m->x, T * s->hidden * 2);
     if (!rc) rc = pkvk_malloc((void **)&m->xn, T * s->hidden * 2);
@@ -375,15 +464,20 @@ extern "C" int pkvk_model_create(const pkvk_ctx *c, pkvk_model **out, const pkvk
     if (!rc) rc = pkvk_malloc((void **)&m->y, T * 2 * s->inter * 2);
     if (!rc) rc = pkvk_malloc((void **)&m->a, T * s->inter * 2);
     if (!rc) rc = pkvk_malloc((void **)&m->qp, T * hd * 2);
-    if (!rc) rc = pkvk_malloc((void **)&m->op, T * hd * 2);
+    if (!rc) rc = pkvk_memset(m->qp, 0, T * hd * 2);
+    if (!rc && pk == PKVK_PREFILL_FLASHINFER)
+        rc = pkvk_fi_prefill_create(c, &m->fip, s->hq, s->hkv, s->d, s->page_size, MAX_SEGS);
     m->kv_rows = key_pad(max_prompt);
     const size_t kvc = (size_t)s->hkv * m->kv_rows * s->d * 2;
-    if (!rc) rc = pkvk_malloc((void **)&m->kc, kvc);
-    if (!rc) rc = pkvk_malloc((void **)&m->vc, kvc);
-    if (!rc) rc = pkvk_memset(m->kc, 0, kvc); /* the padded keys stay finite */
-    if (!rc) rc = pkvk_memset(m->vc, 0, kvc);
-    if (!rc) rc = pkvk_malloc((void **)&m->S, sf * 4);
-    if (!rc) rc = pkvk_malloc((void **)&m->P, sf * 2);
+    if (!rc && !m->fip) {
+        rc = pkvk_malloc((void **)&m->op, T * hd * 2);
+        if (!rc) rc = pkvk_malloc((void **)&m->kc, kvc);
+        if (!rc) rc = pkvk_malloc((void **)&m->vc, kvc);
+        if (!rc) rc = pkvk_memset(m->kc, 0, kvc); /* the padded keys stay finite */
+        if (!rc) rc = pkvk_memset(m->vc, 0, kvc);
+        if (!rc) rc = pkvk_malloc((void **)&m->S, sf * 4);
+        if (!rc) rc = pkvk_malloc((void **)&m->P, sf * 2);
+    }
     if (!rc) rc = pkvk_malloc((void **)&m->logits, (size_t)PKVK_MODEL_HEAD_ROWS * s->vocab * 2);
     if (!rc) rc = pkvk_malloc((void **)&m->tok, T * 4);
     if (!rc) rc = pkvk_malloc((void **)&m->pages_d, (size_t)n_pages * 4);
@@ -414,6 +508,7 @@ extern "C" int pkvk_model_create(const pkvk_ctx *c, pkvk_model **out, const pkvk
 extern "C" void pkvk_model_destroy(pkvk_model *m) {
     if (!m) return;
     if (m->h) cublasDestroy(m->h);
+    pkvk_fi_prefill_destroy(m->fip);
     void *dev[] = {m->w,  m->kv, m->x,  m->xn, m->qkv, m->o,      m->y,   m->a,      m->qp,
                    m->op, m->kc, m->vc, m->S,  m->P,   m->logits, m->tok, m->pages_d};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) pkvk_free(dev[i]);
@@ -427,7 +522,11 @@ extern "C" uint16_t *pkvk_model_kv(pkvk_model *m, int l, int v) {
 
 static int norm(pkvk_model *m, const __half *x, __half *y, const __half *w, int rows) {
     if (rows <= 0) return PKVK_OK;
-    rmsnorm_kernel<<<rows, 256, 0, m->ctx->stream>>>(x, y, w, m->s.hidden, m->s.eps);
+    const int h = m->s.hidden;
+    if (h % 8 == 0 && h <= 8 * NORM_THREADS * NORM_REGS)
+        rmsnorm_kernel<true><<<rows, NORM_THREADS, 0, m->ctx->stream>>>(x, y, w, h, m->s.eps);
+    else
+        rmsnorm_kernel<false><<<rows, NORM_THREADS, 0, m->ctx->stream>>>(x, y, w, h, m->s.eps);
     PKVK_CK_LAUNCH();
     return PKVK_OK;
 }
@@ -466,9 +565,9 @@ extern "C" int pkvk_model_decode_pre(pkvk_model *m, int l, int rows, const int32
     if (rc) return rc;
     segs_t none;
     none.n = 0;
-    rope_append_kernel<false><<<dim3(rows, s->hq + 2 * s->hkv), 64, s->d * 4, m->ctx->stream>>>(
+    rope_append_kernel<false><<<rope_grid(s, rows), 32 * ROPE_HEADS, 0, m->ctx->stream>>>(
         m->qkv, s->hq, s->hkv, s->d, s->page_size, s->rope_theta, lens, bt, bt_stride, nullptr,
-        none, m->cap_tokens, (__half *)pkvk_model_kv(m, l, 0), (__half *)pkvk_model_kv(m, l, 1),
+        none, m->cap_tokens, 1, (__half *)pkvk_model_kv(m, l, 0), (__half *)pkvk_model_kv(m, l, 1),
         (__half *)q);
     PKVK_CK_LAUNCH();
     return PKVK_OK;
@@ -551,27 +650,71 @@ static int prefill_attention(pkvk_model *m, int l, const seg_t &g) {
     return PKVK_OK;
 }
 
+// FlashInfer's plan for the pieces of a chunk (its metadata from theirs): piece k's
+// page list is its prompt's first ceil((q0 + len) / page_size) pages, which start
+// at page_off and run up to the next piece's (only a chunk's last piece may stop
+// short of its prompt's end, and no piece follows it).
+static int plan_chunk(pkvk_model *m, const segs_t &segs) {
+    const int ps = m->s.page_size, base = segs.s[0].page_off;
+    int32_t qo[MAX_SEGS + 1], kv[MAX_SEGS + 1], last[MAX_SEGS];
+    qo[0] = 0, kv[0] = 0;
+    for (int k = 0; k < segs.n; k++) {
+        const seg_t &g = segs.s[k];
+        const int end = g.q0 + g.len, pages = (end + ps - 1) / ps;
+        qo[k + 1] = qo[k] + g.len;
+        kv[k + 1] = kv[k] + pages;
+        last[k] = end - (pages - 1) * ps;
+        if (k + 1 < segs.n && segs.s[k + 1].page_off - base != kv[k + 1])
+            return pkvk_fail_msg(PKVK_ERR_INVALID, "model prefill: a piece's pages are not its "
+                                                   "prompt's first pages");
+    }
+    return pkvk_fi_prefill_plan(m->fip, segs.n, qo, kv, last, m->pages_d + base);
+}
+
+// The causal attention of a chunk's pieces (T tokens, their Q in qp), layer l, into
+// o [T][hq][d].
+static int chunk_attention(pkvk_model *m, int l, const segs_t &segs, int T, __half *o) {
+    const pkvk_model_shape *s = &m->s;
+    if (m->fip)
+        return pkvk_fi_prefill_run(m->fip, m->qp, pkvk_model_kv(m, l, 0), pkvk_model_kv(m, l, 1),
+                                   o);
+    for (int k = 0; k < segs.n; k++) {
+        int rc = prefill_attention(m, l, segs.s[k]);
+        if (rc) return rc;
+    }
+    unpermute_kernel<<<dim3(T, s->hq), 64, 0, m->ctx->stream>>>(m->op, o, s->hq / s->hkv, s->d,
+                                                                m->cap_tokens);
+    PKVK_CK_LAUNCH();
+    return PKVK_OK;
+}
+
 // One chunk of a prefill: T rows in segs.
 static int prefill_chunk(pkvk_model *m, const segs_t &segs, int T, int heads) {
     const pkvk_model_shape *s = &m->s;
     cudaStream_t st = m->ctx->stream;
+    if (m->fip) {
+        int rc = plan_chunk(m, segs);
+        if (rc) return rc;
+    }
     embed_kernel<<<T, 128, 0, st>>>(W(m, -1, PKVK_W_EMBED), m->x, nullptr, segs, s->hidden,
                                     s->vocab);
     PKVK_CK_LAUNCH();
     for (int l = 0; l < s->layers; l++) {
+        const bool probe = l == 0 && m->probe[0];
+        if (probe) PKVK_CK(cudaEventRecord(m->probe[0], st));
         int rc = pre_gemm(m, l, T);
         if (rc) return rc;
-        rope_append_kernel<true><<<dim3(T, s->hq + 2 * s->hkv), 64, s->d * 4, st>>>(
+        if (probe) PKVK_CK(cudaEventRecord(m->probe[1], st));
+        rope_append_kernel<true><<<rope_grid(s, T), 32 * ROPE_HEADS, 0, st>>>(
             m->qkv, s->hq, s->hkv, s->d, s->page_size, s->rope_theta, nullptr, nullptr, 0,
-            m->pages_d, segs, m->cap_tokens, (__half *)pkvk_model_kv(m, l, 0),
+            m->pages_d, segs, m->cap_tokens, m->fip != nullptr, (__half *)pkvk_model_kv(m, l, 0),
             (__half *)pkvk_model_kv(m, l, 1), m->qp);
         PKVK_CK_LAUNCH();
-        for (int k = 0; k < segs.n; k++)
-            if ((rc = prefill_attention(m, l, segs.s[k]))) return rc;
-        unpermute_kernel<<<dim3(T, s->hq), 64, 0, st>>>(m->op, m->o, s->hq / s->hkv, s->d,
-                                                        m->cap_tokens);
-        PKVK_CK_LAUNCH();
+        if (probe) PKVK_CK(cudaEventRecord(m->probe[2], st));
+        if ((rc = chunk_attention(m, l, segs, T, m->o))) return rc;
+        if (probe) PKVK_CK(cudaEventRecord(m->probe[3], st));
         if ((rc = pkvk_model_post(m, l, T, (const uint16_t *)m->o))) return rc;
+        if (probe) PKVK_CK(cudaEventRecord(m->probe[4], st));
     }
     if (heads == 0) return PKVK_OK;
     // The sampling rows, gathered into qkv (free now), through the head.
@@ -646,6 +789,7 @@ extern "C" int pkvk_model_mixed_begin(pkvk_model *m, int rows, int n, const int3
         page_off += (q0 + lens[i] + s->page_size - 1) / s->page_size;
     }
     m->mix_rows = rows, m->mix_T = T, m->mix_heads = heads;
+    if (m->fip && n > 0 && (rc = plan_chunk(m, segs))) return rc;
     if ((rc = pkvk_model_decode_begin(m, rows))) return rc;
     if (T == 0) return PKVK_OK;
     embed_kernel<<<T, 128, 0, m->ctx->stream>>>(W(m, -1, PKVK_W_EMBED),
@@ -664,14 +808,14 @@ extern "C" int pkvk_model_mixed_pre(pkvk_model *m, int l, const int32_t *lens, c
     segs_t none;
     none.n = 0;
     __half *kp = (__half *)pkvk_model_kv(m, l, 0), *vp = (__half *)pkvk_model_kv(m, l, 1);
-    rope_append_kernel<false><<<dim3(rows, s->hq + 2 * s->hkv), 64, s->d * 4, m->ctx->stream>>>(
+    rope_append_kernel<false><<<rope_grid(s, rows), 32 * ROPE_HEADS, 0, m->ctx->stream>>>(
         m->qkv, s->hq, s->hkv, s->d, s->page_size, s->rope_theta, lens, bt, bt_stride, nullptr,
-        none, m->cap_tokens, kp, vp, (__half *)q);
+        none, m->cap_tokens, 1, kp, vp, (__half *)q);
     PKVK_CK_LAUNCH();
     if (T == 0) return PKVK_OK;
-    rope_append_kernel<true><<<dim3(T, s->hq + 2 * s->hkv), 64, s->d * 4, m->ctx->stream>>>(
+    rope_append_kernel<true><<<rope_grid(s, T), 32 * ROPE_HEADS, 0, m->ctx->stream>>>(
         m->qkv + (size_t)rows * W_, s->hq, s->hkv, s->d, s->page_size, s->rope_theta, nullptr,
-        nullptr, 0, m->pages_d, m->mix_segs, m->cap_tokens, kp, vp, m->qp);
+        nullptr, 0, m->pages_d, m->mix_segs, m->cap_tokens, m->fip != nullptr, kp, vp, m->qp);
     PKVK_CK_LAUNCH();
     return PKVK_OK;
 }
@@ -683,14 +827,9 @@ extern "C" int pkvk_model_mixed_post(pkvk_model *m, int l, const uint16_t *o) {
     cudaStream_t st = m->ctx->stream;
     if ((const void *)o != (const void *)m->o)
         PKVK_CK(cudaMemcpyAsync(m->o, o, (size_t)rows * hd * 2, cudaMemcpyDeviceToDevice, st));
-    for (int k = 0; k < m->mix_segs.n; k++) {
-        int rc = prefill_attention(m, l, m->mix_segs.s[k]);
-        if (rc) return rc;
-    }
     if (T > 0) {
-        unpermute_kernel<<<dim3(T, s->hq), 64, 0, st>>>(m->op, m->o + (size_t)rows * hd,
-                                                        s->hq / s->hkv, s->d, m->cap_tokens);
-        PKVK_CK_LAUNCH();
+        int rc = chunk_attention(m, l, m->mix_segs, T, m->o + (size_t)rows * hd);
+        if (rc) return rc;
     }
     return pkvk_model_post(m, l, rows + T, (const uint16_t *)m->o);
 }
@@ -763,7 +902,97 @@ extern "C" int pkvk_model_time_gemm(pkvk_model *m, int g, int rows, int reps, fl
         [&] { return gemm(m->h, rows, n[g], k[g], in, k[g], w[g], n[g], out, n[g], 0.f); }, ms);
 }
 
+extern "C" int pkvk_model_time_prefill_attn(pkvk_model *m, int n, const int32_t *lens, int reps,
+                                            float *ms) {
+    const int ps = m->s.page_size;
+    if (n < 1 || n > MAX_SEGS)
+        return pkvk_fail_msg(PKVK_ERR_INVALID, "prefill timing: 1-64 prompts");
+    segs_t segs;
+    segs.n = n;
+    int T = 0, pages = 0;
+    for (int i = 0; i < n; i++) {
+        segs.s[i] = seg_t{T, lens[i], 0, pages, i, 1};
+        T += lens[i], pages += (lens[i] + ps - 1) / ps;
+    }
+    if (over(m, T) || pages > m->n_pages)
+        return pkvk_fail_msg(PKVK_ERR_INVALID,
+                             "prefill timing: more tokens or pages than the model's");
+    PKVK_CK(cudaStreamSynchronize(m->ctx->stream));
+    for (int i = 0; i < pages; i++) m->pages_h[i] = i;
+    int rc = pkvk_h2d_async(m->ctx, m->pages_d, m->pages_h, (size_t)pages * 4);
+    if (!rc && m->fip) rc = plan_chunk(m, segs);
+    return rc ? rc
+              : time_reps(
+                    m->ctx, reps, [&] { return chunk_attention(m, 0, segs, T, m->o); }, ms);
+}
+
+extern "C" int pkvk_model_time_prefill_parts(pkvk_model *m, int n, const int32_t *lens, int reps,
+                                             float parts[5]) {
+    const int ps = m->s.page_size;
+    int32_t pages = 0;
+    for (int i = 0; i < n; i++) pages += (lens[i] + ps - 1) / ps;
+    if (pages > m->n_pages)
+        return pkvk_fail_msg(PKVK_ERR_INVALID, "prefill timing: more pages than the model's");
+    std::vector<int32_t> ids(pages);
+    for (int i = 0; i < pages; i++) ids[i] = i;
+    std::vector<float> t[PROBES];
+    pkvk_event *a = nullptr, *b = nullptr;
+    int rc = pkvk_event_create(m->ctx, &a);
+    if (!rc) rc = pkvk_event_create(m->ctx, &b);
+    for (int k = 0; k < PROBES && !rc; k++)
+        if (cudaEventCreate(&m->probe[k]) != cudaSuccess)
+            rc = pkvk_fail_msg(PKVK_ERR_CUDA, "prefill timing: cudaEventCreate");
+    for (int r = 0; r < reps + 1 && !rc; r++) { // one warm-up
+        float x, y;
+        rc = pkvk_event_record(a);
+        if (!rc) rc = pkvk_model_prefill(m, n, lens, ids.data(), nullptr, nullptr);
+        if (!rc) rc = pkvk_event_record(b);
+        if (!rc) rc = pkvk_event_elapsed(a, b, &x);
+        for (int k = 1; k < PROBES && !rc; k++) {
+            if (cudaEventElapsedTime(&y, m->probe[k - 1], m->probe[k]) != cudaSuccess)
+                rc = pkvk_fail_msg(PKVK_ERR_CUDA, "prefill timing: cudaEventElapsedTime");
+            else if (r)
+                t[k - 1].push_back(y);
+        }
+        if (!rc && r) t[PROBES - 1].push_back(x);
+    }
+    for (int k = 0; k < PROBES; k++) {
+        if (m->probe[k]) cudaEventDestroy(m->probe[k]);
+        m->probe[k] = nullptr;
+        if (!rc) median_ms(t[k], &parts[k]);
+    }
+    pkvk_event_destroy(a);
+    pkvk_event_destroy(b);
+    return rc;
+}
+
+extern "C" int pkvk_model_time_gemms_forward(pkvk_model *m, int rows, float *ms) {
+    const pkvk_model_shape *s = &m->s;
+    if (over(m, rows)) return PKVK_ERR_INVALID;
+    const int qkvw = (s->hq + 2 * s->hkv) * s->d, hd = s->hq * s->d, h = s->hidden;
+    auto forward = [&] {
+        int rc = 0;
+        for (int l = 0; l < s->layers && !rc; l++) {
+            rc = gemm(m->h, rows, qkvw, h, m->xn, h, W(m, l, PKVK_W_QKV), qkvw, m->qkv, qkvw, 0.f);
+            if (!rc) rc = gemm(m->h, rows, h, hd, m->o, hd, W(m, l, PKVK_W_O), h, m->x, h, 1.f);
+            if (!rc)
+                rc = gemm(m->h, rows, 2 * s->inter, h, m->xn, h, W(m, l, PKVK_W_GU), 2 * s->inter,
+                          m->y, 2 * s->inter, 0.f);
+            if (!rc)
+                rc = gemm(m->h, rows, h, s->inter, m->a, s->inter, W(m, l, PKVK_W_DOWN), h, m->x, h,
+                          1.f);
+        }
+        return rc;
+    };
+    return time_reps(m->ctx, 3, forward, ms);
+}
+
+// count back-to-back n^3 GEMMs on fresh operands; reps medians of their mean.
 extern "C" int pkvk_time_square_gemm(const pkvk_ctx *ctx, int n, int reps, float *ms) {
+    return pkvk_time_square_gemms(ctx, n, 1, reps, ms);
+}
+
+extern "C" int pkvk_time_square_gemms(const pkvk_ctx *ctx, int n, int count, int reps, float *ms) {
     __half *a = nullptr, *b = nullptr, *c = nullptr;
     cublasHandle_t h = nullptr;
     size_t bytes = (size_t)n * n * 2;
@@ -777,9 +1006,13 @@ extern "C" int pkvk_time_square_gemm(const pkvk_ctx *ctx, int n, int reps, float
         if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetStream(h, ctx->stream);
         if (st != CUBLAS_STATUS_SUCCESS) rc = cublas_fail(st, "cublasCreate");
     }
-    if (!rc)
-        rc = time_reps(
-            ctx, reps, [&] { return gemm(h, n, n, n, a, n, b, n, c, n, 0.f); }, ms);
+    auto run = [&] {
+        int rc = 0;
+        for (int i = 0; i < count && !rc; i++) rc = gemm(h, n, n, n, a, n, b, n, c, n, 0.f);
+        return rc;
+    };
+    if (!rc) rc = time_reps(ctx, reps, run, ms);
+    if (!rc) *ms /= count;
     if (h) cublasDestroy(h);
     pkvk_free(a), pkvk_free(b), pkvk_free(c);
     return rc;

@@ -16,10 +16,13 @@
  *
  * Prefill runs the same layers over the prompts' tokens, a chunk of at most
  * cap_tokens tokens at a time (a chunk may hold parts of several prompts); its
- * attention is causal over each prompt's own tokens, on tensor cores through cuBLAS:
- * per query block, S = Q K^T over the keys up to the block's last position (FP32),
- * a causal softmax into P (FP16), O = P V; the keys and values of earlier chunks
- * are gathered from the pages. */
+ * attention is causal over each prompt's own tokens, on tensor cores, by one of two
+ * kernels (pkvk_model_shape.prefill_attn):
+ *  - FlashInfer's batch prefill over the paged cache (fused: scores stay on chip;
+ *    builds with FlashInfer, head dimension 128, GQA group 1, 2, 4 or 8);
+ *  - cuBLAS: per query block, S = Q K^T over the keys up to the block's last
+ *    position (FP32), a causal softmax into P (FP16), O = P V, the keys and values
+ *    gathered from the pages first (every build and shape; materializes the scores). */
 #ifndef PKVK_MODEL_H
 #define PKVK_MODEL_H
 
@@ -44,7 +47,18 @@ typedef struct pkvk_model_shape {
     int inter, vocab; /* per GPU */
     int page_size;
     float rope_theta, eps;
+    int prefill_attn; /* PKVK_PREFILL_*: the prefill attention's kernel */
 } pkvk_model_shape;
+
+enum {
+    PKVK_PREFILL_AUTO = 0,   /* FlashInfer's where it is built and the shape allows, else cuBLAS */
+    PKVK_PREFILL_FLASHINFER, /* FlashInfer's or an error */
+    PKVK_PREFILL_CUBLAS,
+};
+/* The kernel a model of this shape runs its prefill attention on
+ * (PKVK_PREFILL_FLASHINFER or PKVK_PREFILL_CUBLAS), or -1 with a message for
+ * pkvk_last_error() where FlashInfer's is asked for and cannot be had. */
+int pkvk_model_prefill_kernel(const pkvk_model_shape *s);
 
 /* The weight tensors of a layer, and of the model. */
 enum {
@@ -151,8 +165,24 @@ enum { PKVK_SOFTMAX_SMEM_KEYS = 8192 };
 /* Bench: median device time (ms) over reps of GEMM g of one layer (0 QKV, 1 O,
  * 2 gate and up, 3 down; 4 the LM head) at `rows` token rows, L2 flushed before each. */
 int pkvk_model_time_gemm(pkvk_model *m, int g, int rows, int reps, float *ms);
-/* Bench: median device time (ms) of one n x n x n FP16 GEMM (FP32 accumulation). */
+/* Bench: median device time (ms) over reps of layer 0's prefill attention (the
+ * model's kernel) over n whole prompts of these lengths in one chunk, on pages
+ * 0, 1, ... in order, L2 flushed before each. */
+int pkvk_model_time_prefill_attn(pkvk_model *m, int n, const int32_t *lens, int reps, float *ms);
+/* Bench: a whole prefill of n prompts of these lengths (pages 0, 1, ... in order),
+ * reps times after a warm-up: the medians (ms) of its layer 0's parts, in order the
+ * norm and QKV GEMM, the RoPE and K/V append, the attention, the rest of the layer
+ * (output projection, norm, MLP), and of the whole prefill. */
+int pkvk_model_time_prefill_parts(pkvk_model *m, int n, const int32_t *lens, int reps,
+                                  float parts[5]);
+/* Bench: median device time (ms) of one n x n x n FP16 GEMM (FP32 accumulation);
+ * _gemms: of count such GEMMs back to back (sustained: the clocks a long forward
+ * runs at), per GEMM. */
 int pkvk_time_square_gemm(const pkvk_ctx *c, int n, int reps, float *ms);
+int pkvk_time_square_gemms(const pkvk_ctx *c, int n, int count, int reps, float *ms);
+/* Bench: device time (ms, median of 3) of every layer's four GEMMs at `rows` token
+ * rows back to back, in a forward's order, without the small kernels between. */
+int pkvk_model_time_gemms_forward(pkvk_model *m, int rows, float *ms);
 
 /* Set the rows' last sampled tokens (the next decode_begin's input; tests). */
 int pkvk_model_set_tokens(pkvk_model *m, int rows, const int32_t *tokens);

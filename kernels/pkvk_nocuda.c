@@ -15,3 +15,6 @@ int pkvk_device_count(void) {
 int pkvk_device_info_get(pkvk_device_info *out) {
     return PKVK_ERR_NO_DEVICE;
 }
+int pkvk_model_prefill_kernel(const pkvk_model_shape *s) {
+    return PKVK_PREFILL_CUBLAS; /* no FlashInfer without CUDA */
+}

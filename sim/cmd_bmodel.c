@@ -15,7 +15,7 @@
 #include <time.h>
 #include <gsl/gsl_fit.h>
 
-enum { MAX_WIDTHS = 16 };
+enum { MAX_WIDTHS = 16, CHUNK = 8192 }; /* CHUNK: the prefill chunk, as the cuda backend runs it */
 
 static const char *HELP =
     "usage: pkvsim bench model [--model NAME] [--rows LIST] [--reps N] [--out FILE]\n"
@@ -26,8 +26,87 @@ static const char *HELP =
     "  weights over the same run's read ceiling, and the FLOP rate against the same\n"
     "  run's 8192^3 GEMM; then gemm_gbps and gemm_us fitted over the widths <= 64\n"
     "  (least squares of time on bytes) and gemm_tflops from the widths >= 2048.\n"
+    "  Then one layer's prefill attention alone (causal, 1 x 8192, 4 x 2048, 16 x 512 and\n"
+    "  64 x 128 prompt tokens in one chunk) on each kernel the build has (FlashInfer's\n"
+    "  fused batch prefill, cuBLAS with materialized scores), and prefill_attn_tflops:\n"
+    "  the fused kernel's causal FLOPs over its time, summed over the four. Last, whole\n"
+    "  prefills of 1 x 8192 and 16 x 512 tokens and their first layer in parts (norm and\n"
+    "  QKV GEMM, RoPE and K/V append, attention, the rest) beside the GEMMs alone, and\n"
+    "  the sustained rates a forward runs at: 200 8192^3 GEMMs back to back, and every\n"
+    "  layer's GEMMs at 8192 rows back to back.\n"
     "  --model: a preset of experiments/models/ (default llama-3.1-8b); --out: also\n"
     "  write the table there (default: stdout only).";
+
+/* One layer's prefill attention alone over four prompt mixes, on the model's kernel
+ * and, where that is FlashInfer's, on cuBLAS's too (a second model). */
+static int time_prefill_attn(pkvk_model *m, const pkv_model *md, pkvk_ctx *ctx,
+                             const pkvk_model_shape *s, int32_t chunk, int32_t pages, int reps,
+                             double peak, FILE *outs[2]) {
+    static const int mix[4][2] = {{1, 8192}, {4, 2048}, {16, 512}, {64, 128}};
+    const int fused = pkvk_model_prefill_kernel(s) == PKVK_PREFILL_FLASHINFER;
+    pkvk_model *mc = NULL;
+    pkvk_model_shape sc = *s;
+    sc.prefill_attn = PKVK_PREFILL_CUBLAS;
+    int rc = fused ? pkvk_model_create(ctx, &mc, &sc, chunk, chunk, pages, 1) : 0;
+    for (int f = 0; f < 2 && !rc; f++)
+        if (outs[f])
+            fprintf(outs[f],
+                    "# prefill attention of one layer alone (causal), median of %d\n%8s %6s %10s "
+                    "%12s %10s %12s %10s\n",
+                    reps, "prompts", "len", "GFLOP", "fused_ms", "TFLOP/s", "cublas_ms", "TFLOP/s");
+    double fl_sum = 0, t_sum = 0;
+    for (int k = 0; k < 4 && !rc; k++) {
+        int32_t lens[64];
+        for (int i = 0; i < mix[k][0]; i++) lens[i] = mix[k][1];
+        const double L = mix[k][1];
+        const double flops =
+            (double)md->hq / md->tp * 4.0 * md->head_dim * mix[k][0] * L * (L + 1) / 2;
+        float ms_f = 0, ms_c = 0;
+        if (fused) rc = pkvk_model_time_prefill_attn(m, mix[k][0], lens, reps, &ms_f);
+        if (!rc) rc = pkvk_model_time_prefill_attn(fused ? mc : m, mix[k][0], lens, reps, &ms_c);
+        if (fused) fl_sum += flops, t_sum += ms_f * 1e-3;
+        for (int f = 0; f < 2 && !rc; f++)
+            if (outs[f])
+                fprintf(outs[f], "%8d %6d %10.1f %12.3f %10.1f %12.3f %10.1f\n", mix[k][0],
+                        mix[k][1], flops * 1e-9, ms_f, fused ? flops / (ms_f * 1e-3) * 1e-12 : 0,
+                        ms_c, flops / (ms_c * 1e-3) * 1e-12);
+    }
+    for (int f = 0; f < 2 && !rc; f++)
+        if (outs[f])
+            fprintf(outs[f], "# fit: \"prefill_attn_tflops\": %.0f (%.1f%% of the 8192^3 GEMM)\n",
+                    t_sum > 0 ? fl_sum / t_sum * 1e-12 : 0,
+                    t_sum > 0 ? 100 * fl_sum / t_sum / peak : 0);
+    pkvk_model_destroy(mc);
+    return rc;
+}
+
+/* Whole prefills of one chunk, and their layer 0 in parts, beside the GEMMs alone. */
+static int time_prefill_parts(pkvk_model *m, const pkv_model *md, int reps, const float gemm[5],
+                              FILE *outs[2]) {
+    static const int mix[2][2] = {{1, 8192}, {16, 512}};
+    int rc = 0;
+    for (int f = 0; f < 2; f++)
+        if (outs[f])
+            fprintf(outs[f],
+                    "# whole prefills (ms), and their layer 0 in parts beside its GEMMs alone at "
+                    "8192 rows (QKV %.3f, O + gate/up + down %.3f), median of %d\n"
+                    "%8s %6s %10s %10s %10s %10s %10s %10s %12s\n",
+                    gemm[0], gemm[1] + gemm[2] + gemm[3], reps, "prompts", "len", "whole_ms",
+                    "norm_qkv", "rope_kv", "attention", "o_mlp", "layer", "x_layers");
+    for (int k = 0; k < 2 && !rc; k++) {
+        int32_t lens[16];
+        for (int i = 0; i < mix[k][0]; i++) lens[i] = mix[k][1];
+        float p[5];
+        rc = pkvk_model_time_prefill_parts(m, mix[k][0], lens, reps, p);
+        const double layer = p[0] + p[1] + p[2] + p[3];
+        for (int f = 0; f < 2 && !rc; f++)
+            if (outs[f])
+                fprintf(outs[f], "%8d %6d %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f %12.3f\n",
+                        mix[k][0], mix[k][1], p[4], p[0], p[1], p[2], p[3], layer,
+                        layer * md->layers);
+    }
+    return rc;
+}
 
 int pkv_bench_model_main(int argc, char **argv) {
     static const struct option opts[] = {
@@ -101,7 +180,8 @@ int pkv_bench_model_main(int argc, char **argv) {
     int rc = pkvk_ctx_create(&ctx, 0);
     if (!rc) rc = pkvk_measure_ceilings(ctx, &ceil);
     if (!rc) rc = pkvk_time_square_gemm(ctx, 8192, reps, &sq_ms);
-    if (!rc) rc = pkvk_model_create(ctx, &m, &s, 8192, 16, 16, 1);
+    const int32_t pages = CHUNK / s.page_size + 64;
+    if (!rc) rc = pkvk_model_create(ctx, &m, &s, CHUNK, CHUNK, pages, 1);
     if (rc) {
         fprintf(stderr, "pkvsim bench model: %s\n", pkvk_last_error());
         pkvk_model_destroy(m);
@@ -141,6 +221,7 @@ int pkv_bench_model_main(int argc, char **argv) {
                     "TFLOP/s", "of_peak");
     /* Memory-bound points for the bandwidth fit: (bytes, seconds) of each shape. */
     double fb[5 * MAX_WIDTHS], ft[5 * MAX_WIDTHS], tflops_best = 0;
+    float gemm_chunk[5] = {0}; /* each GEMM alone at CHUNK rows (if a width) */
     int nf = 0;
     for (int w = 0; w < nw && !rc; w++) {
         double total = 0, flops = 0;
@@ -149,6 +230,7 @@ int pkv_bench_model_main(int argc, char **argv) {
                 g == 4 && widths[w] > PKVK_MODEL_HEAD_ROWS ? PKVK_MODEL_HEAD_ROWS : widths[w];
             float ms;
             rc = pkvk_model_time_gemm(m, g, rows, reps, &ms);
+            if (widths[w] == CHUNK) gemm_chunk[g] = ms;
             double times = g == 4 ? 1 : md->layers, t = ms * 1e-3;
             total += times * t;
             flops += times * 2.0 * rows * kn[g][0] * kn[g][1];
@@ -174,6 +256,21 @@ int pkv_bench_model_main(int argc, char **argv) {
                     "gemm_us over %d points at <= 64 rows), \"gemm_tflops\": %.0f (the best "
                     "rate at >= 2048 rows)\n",
                     c1 > 0 ? 1e-9 / c1 : 0, c0 * 1e6, nf, tflops_best * 1e-12);
+    if (!rc) rc = time_prefill_attn(m, md, ctx, &s, CHUNK, pages, reps, peak, outs);
+    /* Sustained: the clocks a forward of a quarter second runs at. */
+    float sq_sus = 0, fwd = 0;
+    if (!rc) rc = pkvk_time_square_gemms(ctx, 8192, 200, 3, &sq_sus);
+    if (!rc) rc = pkvk_model_time_gemms_forward(m, CHUNK, &fwd);
+    double fwd_flops = 0;
+    for (int g = 0; g < 4; g++) fwd_flops += md->layers * 2.0 * CHUNK * kn[g][0] * kn[g][1];
+    for (int f = 0; f < 2 && !rc; f++)
+        if (outs[f])
+            fprintf(outs[f],
+                    "# sustained: 8192^3 FP16 GEMM %.1f TFLOP/s (200 back to back); the "
+                    "forward's GEMMs at %d rows back to back %.3f ms (%.1f TFLOP/s)\n",
+                    2.0 * 8192.0 * 8192 * 8192 / (sq_sus * 1e-3) * 1e-12, CHUNK, fwd,
+                    fwd_flops / (fwd * 1e-3) * 1e-12);
+    if (!rc) rc = time_prefill_parts(m, md, reps, gemm_chunk, outs);
     if (rc) fprintf(stderr, "pkvsim bench model: %s\n", pkvk_last_error());
     if (fo && fclose(fo) != 0) rc = 1;
     pkvk_model_destroy(m);

@@ -198,6 +198,7 @@ static int finish_sections(pkv_config *c, const cJSON *root, pkv_err *e) {
         }
         c->n_percentiles = n;
     }
+    c->model.prefill_attn = c->prefill_attention; /* the names' order is PKVK_PREFILL_*'s */
     if (!*c->output) /* run.output is an artifact: relative to the working folder, like -o */
         snprintf(c->output, sizeof c->output, "%s.h5", c->name);
     return 0;

@@ -50,12 +50,13 @@ typedef struct pkv_config {
     int backend; /* pkv_backend_kind */
     int clock;   /* pkv_clock_names: a pkv_clock_source or PKV_CONFIG_CLOCK_AUTO */
     int64_t check_every, check_first;
-    int oracle_repeats;  /* route.oracle_repeats: the measuring oracle's runs of a candidate */
-    bool cuda_graph;     /* cuda backend: replay each step as a CUDA graph (ablation) */
-    int metadata_upload; /* cuda backend: 1, step metadata by a copy (ablation), not launch
-                            params */
-    int record;          /* pkv_record_level, run.record: what the output file holds */
-    pkv_slo slo;         /* slo: seconds, 0 where not set */
+    int oracle_repeats;    /* route.oracle_repeats: the measuring oracle's runs of a candidate */
+    bool cuda_graph;       /* cuda backend: replay each step as a CUDA graph (ablation) */
+    int metadata_upload;   /* cuda backend: 1, step metadata by a copy (ablation), not launch
+                              params */
+    int record;            /* pkv_record_level, run.record: what the output file holds */
+    int prefill_attention; /* run.prefill_attention: PKVK_PREFILL_* (the model's kernel) */
+    pkv_slo slo;           /* slo: seconds, 0 where not set */
     double percentiles[PKV_MAX_PERCENTILES]; /* run.percentiles */
     int n_percentiles;
 } pkv_config;

@@ -73,7 +73,9 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
     eng.check_first = cfg->check_first;
     eng.oracle_reps = cfg->oracle_repeats;
     if (o->record) {
-        pkv_provenance pv = {o->command_line ? o->command_line : "", be->name, dev.name, cfg->seed};
+        pkv_provenance pv = {
+            o->command_line ? o->command_line : "", be->name, dev.name, cfg->seed,
+            pkv_model_dense(&cfg->model) ? pkv_prefill_attentions[eng.model.prefill_attn] : "none"};
         pkv_h5rec_opts ro = {.level = (pkv_record_level)cfg->record,
                              .measured = be->measures,
                              .routes_measured = be->measures && eng.policy.measured_oracle,

@@ -21,7 +21,7 @@ static const int lens[NREQ] = {50, 70, 9}; /* chunks of 64: 50+14, 56+8, 1 */
 static uint64_t seed;
 static float *wt[L + 1][PKVK_W_LAYER_COUNT]; /* [L]: the model-level tensors */
 
-static const pkvk_model_shape S = {L, H, HQ, HKV, D, I, V, PS, 10000.f, 1e-5f};
+static pkvk_model_shape S = {L, H, HQ, HKV, D, I, V, PS, 10000.f, 1e-5f, PKVK_PREFILL_AUTO};
 
 static float fp16(float x) {
     return pkvk_h2f(pkvk_f2h(x));
@@ -130,6 +130,8 @@ static pkvk_batch layer_batch(pkvk_model *m, int l, uint16_t *q, uint16_t *o, in
     return b;
 }
 
+static void check_model(pkvk_ctx *ctx);
+
 int main(void) {
     if (pkvk_device_count() == 0) {
         printf("SKIP: no GPU (%s)\n", pkvk_last_error());
@@ -150,7 +152,20 @@ int main(void) {
     wt[L][PKVK_W_EMBED] = weights(-1, PKVK_W_EMBED, (size_t)V * H);
     wt[L][PKVK_W_NORM] = weights(-1, PKVK_W_NORM, H);
     wt[L][PKVK_W_HEAD] = weights(-1, PKVK_W_HEAD, (size_t)H * V);
+    /* Both prefill attention kernels where FlashInfer's is built, else cuBLAS's. */
+    int kinds[2] = {pkvk_model_prefill_kernel(&S), PKVK_PREFILL_CUBLAS};
+    for (int k = kinds[0] == PKVK_PREFILL_CUBLAS; k < 2; k++) {
+        S.prefill_attn = kinds[k];
+        printf("prefill attention: %s\n",
+               kinds[k] == PKVK_PREFILL_CUBLAS ? "cuBLAS" : "FlashInfer");
+        check_model(ctx);
+    }
+    pkvk_ctx_destroy(ctx);
+    CHECK_DONE();
+}
 
+/* Prefill, decode and a mixed step of the model against the CPU computation. */
+static void check_model(pkvk_ctx *ctx) {
     pkvk_model *m;
     CHECK(pkvk_model_create(ctx, &m, &S, CAP_TOKENS, MAX_PROMPT, NPAGES, seed) == 0, "create: %s",
           pkvk_last_error());
@@ -309,7 +324,5 @@ int main(void) {
     pkvk_workspace_destroy(ws);
     pkvk_free(lens_d), pkvk_free(bt_d), pkvk_free(q), pkvk_free(o);
     pkvk_model_destroy(m);
-    pkvk_ctx_destroy(ctx);
     free(host);
-    CHECK_DONE();
 }

@@ -1,0 +1,144 @@
+// The model's prefill attention on FlashInfer's batch prefill kernel over the paged
+// cache (pkvk_fi.h): causal, each piece's queries at its prompt's last positions, the
+// keys and values read in place from the layer's pages, planned by FlashInfer's own
+// PrefillPlan as its prefill wrapper does (split over the keys where the pieces give
+// too few CTAs, merged by FlashInfer).
+#include <cuda_fp16.h>
+
+#include <flashinfer/attention/default_prefill_params.cuh>
+#include <flashinfer/attention/prefill.cuh>
+#include <flashinfer/attention/scheduler.cuh>
+#include <flashinfer/attention/variants.cuh>
+#include <flashinfer/page.cuh>
+
+#include <math.h>
+#include <string.h>
+
+#include "pkvk_cuda.h"
+#include "pkvk_fi.h"
+#include "pkvk_fi_common.h"
+
+namespace {
+constexpr uint32_t kHeadDim = 128;
+using Params = fi::BatchPrefillPagedParams<half, half, half, int32_t>;
+using Variant = fi::DefaultAttention<false, false, false, false>;
+// The prefill wrapper's float workspace holds the split's partial outputs; the plan
+// fails with FlashInfer's message if a plan would need more.
+constexpr size_t kFloatBytes = 64u << 20, kIntBytes = 8u << 20;
+
+template <uint32_t TILE> cudaError_t launch(Params &p, half *tmp_v, float *tmp_s, cudaStream_t st) {
+    return fi::BatchPrefillWithPagedKVCacheDispatched<
+        /*SAME_KV_STRIDES=*/true, TILE, kHeadDim, kHeadDim, fi::PosEncodingMode::kNone,
+        /*USE_FP16_QK_REDUCTION=*/false, fi::MaskMode::kCausal, /*USE_TOKEN_HEAD_SF=*/false,
+        Variant>(p, tmp_v, tmp_s, /*enable_pdl=*/false, st);
+}
+} // namespace
+
+struct pkvk_fi_prefill {
+    cudaStream_t stream;
+    int hq, hkv, ps;
+    int32_t cap, n, tokens;
+    void *float_ws, *int_ws, *int_host;
+    int32_t *meta_h, *meta_d; // qo_indptr [cap + 1], kv_indptr [cap + 1], last [cap]
+    const int32_t *pages;
+    fi::PrefillPlanInfo info;
+};
+
+extern "C" size_t pkvk_fi_prefill_bytes(int32_t cap_pieces) {
+    return kFloatBytes + kIntBytes + 2 * (3 * (size_t)cap_pieces + 2) * sizeof(int32_t);
+}
+
+extern "C" int pkvk_fi_prefill_create(const pkvk_ctx *c, pkvk_fi_prefill **out, int hq, int hkv,
+                                      int d, int page_size, int32_t cap_pieces) {
+    *out = nullptr;
+    const int G = hkv > 0 ? hq / hkv : 0;
+    if (d != (int)kHeadDim || hq % hkv || (G != 1 && G != 2 && G != 4 && G != 8))
+        return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "FlashInfer prefill: head dimension 128 and "
+                                                   "GQA group size 1, 2, 4 or 8 only");
+    pkvk_fi_prefill *f = new (std::nothrow) pkvk_fi_prefill();
+    if (!f) return PKVK_ERR_OUT_OF_MEMORY;
+    f->stream = c->stream, f->hq = hq, f->hkv = hkv, f->ps = page_size, f->cap = cap_pieces;
+    const size_t meta = (3 * (size_t)cap_pieces + 2) * sizeof(int32_t);
+    int rc = pkvk_malloc(&f->float_ws, kFloatBytes);
+    if (!rc) rc = pkvk_malloc(&f->int_ws, kIntBytes);
+    if (!rc) rc = pkvk_host_alloc(&f->int_host, kIntBytes);
+    if (!rc) rc = pkvk_host_alloc((void **)&f->meta_h, meta);
+    if (!rc) rc = pkvk_malloc((void **)&f->meta_d, meta);
+    if (rc) {
+        pkvk_fi_prefill_destroy(f);
+        return rc;
+    }
+    *out = f;
+    return PKVK_OK;
+}
+
+extern "C" void pkvk_fi_prefill_destroy(pkvk_fi_prefill *f) {
+    if (!f) return;
+    pkvk_free(f->float_ws);
+    pkvk_free(f->int_ws);
+    pkvk_host_free(f->int_host);
+    pkvk_host_free(f->meta_h);
+    pkvk_free(f->meta_d);
+    delete f;
+}
+
+extern "C" int pkvk_fi_prefill_plan(pkvk_fi_prefill *f, int n, const int32_t *qo_indptr,
+                                    const int32_t *kv_indptr, const int32_t *last,
+                                    const int32_t *pages) {
+    if (n < 1 || n > f->cap)
+        return pkvk_fail_msg(PKVK_ERR_INVALID, "FlashInfer prefill: piece count out of range");
+    PKVK_CK(cudaStreamSynchronize(f->stream)); // the last plan's copies are done
+    int32_t *qo = f->meta_h, *kv = qo + f->cap + 1, *lp = kv + f->cap + 1;
+    memcpy(qo, qo_indptr, (n + 1) * sizeof(int32_t));
+    memcpy(kv, kv_indptr, (n + 1) * sizeof(int32_t));
+    memcpy(lp, last, n * sizeof(int32_t));
+    f->n = n, f->tokens = qo[n], f->pages = pages;
+    int rc = guarded("FlashInfer PrefillPlan (prefill)", [&] {
+        return fi::PrefillPlan<int32_t>(
+            f->float_ws, kFloatBytes, f->int_ws, f->int_host, kIntBytes, f->info, qo, kv,
+            /*total_num_rows=*/(uint32_t)qo[n], (uint32_t)n, f->hq, f->hkv, kHeadDim, kHeadDim,
+            f->ps, /*enable_cuda_graph=*/false, /*sizeof_dtype_o=*/2, /*window_left=*/-1,
+            /*fixed_split_size=*/-1, /*disable_split_kv=*/false, /*num_colocated_ctas=*/0,
+            /*uniform_q_len=*/-1, /*fixed_uniform_q_len=*/false, f->stream);
+    });
+    if (rc) return rc;
+    const int t = (int)f->info.cta_tile_q;
+    if (t != 16 && t != 64 && t != 128)
+        return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "FlashInfer prefill: a query tile other than "
+                                                   "16, 64 or 128");
+    PKVK_CK(cudaMemcpyAsync(f->meta_d, f->meta_h, (3 * (size_t)f->cap + 2) * sizeof(int32_t),
+                            cudaMemcpyHostToDevice, f->stream));
+    return PKVK_OK;
+}
+
+extern "C" int pkvk_fi_prefill_run(pkvk_fi_prefill *f, const void *q, const void *k_pool,
+                                   const void *v_pool, void *o) {
+    int32_t *qo = f->meta_d, *kvi = qo + f->cap + 1, *lp = kvi + f->cap + 1;
+    fi::paged_kv_t<half, int32_t> kv(f->hkv, f->ps, kHeadDim, f->n, fi::QKVLayout::kHND,
+                                     (half *)k_pool, (half *)v_pool, (int32_t *)f->pages, kvi, lp);
+    Params p((half *)q, kv, nullptr, qo, nullptr, nullptr, (half *)o, nullptr, nullptr, f->hq,
+             f->hq * (int32_t)kHeadDim, (int32_t)kHeadDim, /*window_left=*/-1,
+             /*logits_soft_cap=*/0.f, 1.f / sqrtf((float)kHeadDim), /*rope_scale=*/1.f,
+             /*rope_theta=*/1e4f);
+    const fi::PrefillPlanInfo &pi = f->info;
+    half *tmp_v;
+    float *tmp_s;
+    set_plan_arrays(f->int_ws, f->float_ws, pi, p, &tmp_v, &tmp_s);
+    p.qo_tile_indices = fi::GetPtrFromBaseOffset<int32_t>(f->int_ws, pi.qo_tile_indices_offset);
+    p.max_total_num_rows = (uint32_t)pi.total_num_rows;
+    if (pi.split_kv)
+        p.merge_indptr = fi::GetPtrFromBaseOffset<int32_t>(f->int_ws, pi.merge_indptr_offset);
+    int rc = guarded("FlashInfer batch prefill (causal)", [&] {
+        switch (pi.cta_tile_q) {
+        case 16:
+            return launch<16>(p, tmp_v, tmp_s, f->stream);
+        case 64:
+            return launch<64>(p, tmp_v, tmp_s, f->stream);
+        default:
+            return launch<128>(p, tmp_v, tmp_s, f->stream);
+        }
+    });
+    if (rc) return rc;
+    PKVK_CK_LAUNCH();
+    return PKVK_OK;
+}
