@@ -7,68 +7,97 @@
 #include <gsl/gsl_sort_float.h>
 #include <gsl/gsl_statistics_float.h>
 
+enum { HIST_BINS = PKV_HIST_OCTAVES << PKV_HIST_SUB_BITS };
+
 int pkv_summary_init(pkv_summary *s) {
     *s = (pkv_summary){.t_measure_begin = NAN,
                        .pcts = {50, 90, 99},
                        .n_pcts = 3,
                        .t_first_arrival = INFINITY,
                        .t_last_finish = -INFINITY};
-    s->itl_hist = calloc((size_t)PKV_ITL_OCTAVES << PKV_ITL_SUB_BITS, sizeof *s->itl_hist);
-    return s->itl_hist ? 0 : -1;
+    s->ttft_d.keep = s->tpot_d.keep = s->e2el_d.keep = PKV_LATENCY_KEEP;
+    s->itl_d.hist = calloc(HIST_BINS, sizeof *s->itl_d.hist); /* binned from the first */
+    return s->itl_d.hist ? 0 : -1;
 }
 
-enum { ITL_BINS = PKV_ITL_OCTAVES << PKV_ITL_SUB_BITS };
-
-/* A gap's bin: its binary exponent and the top PKV_ITL_SUB_BITS bits of its mantissa
- * (no logarithm: a step of 4096 rows adds 4096 gaps). */
-static int itl_bin(double gap) {
+/* A value's bin: its binary exponent and the top PKV_HIST_SUB_BITS bits of its
+ * mantissa (no logarithm: a step of 4096 rows adds 4096 gaps). */
+static int hist_bin(double x) {
     uint64_t b;
-    memcpy(&b, &gap, sizeof b);
+    memcpy(&b, &x, sizeof b);
     int exp = (int)((b >> 52) & 0x7ff) - 1023,
-        sub = (int)((b >> (52 - PKV_ITL_SUB_BITS)) & ((1u << PKV_ITL_SUB_BITS) - 1));
-    if (gap <= 0 || exp < PKV_ITL_EXP_LO) return 0;
-    int i = ((exp - PKV_ITL_EXP_LO) << PKV_ITL_SUB_BITS) + sub;
-    return i < ITL_BINS ? i : ITL_BINS - 1;
+        sub = (int)((b >> (52 - PKV_HIST_SUB_BITS)) & ((1u << PKV_HIST_SUB_BITS) - 1));
+    if (x <= 0 || exp < PKV_HIST_EXP_LO) return 0;
+    int i = ((exp - PKV_HIST_EXP_LO) << PKV_HIST_SUB_BITS) + sub;
+    return i < HIST_BINS ? i : HIST_BINS - 1;
 }
 
-void pkv_summary_add_itl(pkv_summary *s, double gap) {
-    if (!(gap >= 0) || !s->itl_hist) return;
-    s->itl_hist[itl_bin(gap)]++;
-    s->itl.n++;
-    s->itl_sum += gap;
-    s->itl_sumsq += gap * gap;
+int pkv_dist_add(pkv_dist *d, double x) {
+    if (!(x >= 0)) return 0;           /* no latency is negative or NaN */
+    if (!d->hist && d->n == d->keep) { /* the values to the histogram, from now on */
+        d->hist = calloc(HIST_BINS, sizeof *d->hist);
+        if (!d->hist) return -1;
+        for (uint64_t i = 0; i < d->n; i++) d->hist[hist_bin(d->v[i])]++;
+        free(d->v);
+        d->v = NULL, d->cap = 0;
+    }
+    if (d->hist) {
+        d->hist[hist_bin(x)]++;
+    } else {
+        if (d->n == d->cap) {
+            size_t c = d->cap ? d->cap * 2 : 4096;
+            if (c > d->keep) c = d->keep;
+            float *p = realloc(d->v, c * sizeof *p);
+            if (!p) return -1;
+            d->v = p, d->cap = c;
+        }
+        d->v[d->n] = (float)x;
+    }
+    d->n++; /* Welford: the mean and the sum of squared deviations, stably */
+    const double delta = x - d->mean;
+    d->mean += delta / (double)d->n;
+    d->m2 += delta * (x - d->mean);
+    return 0;
 }
 
 /* The value at rank h (0-based, fractional) of the histogram: its bin's centre. */
-static double itl_at(const pkv_summary *s, double h) {
+static double hist_at(const pkv_dist *d, double h) {
     uint64_t want = (uint64_t)floor(h), seen = 0;
-    for (int i = 0; i < ITL_BINS; i++) {
-        seen += s->itl_hist[i];
+    for (int i = 0; i < HIST_BINS; i++) {
+        seen += d->hist[i];
         if (seen > want)
-            return ldexp(1 + ((i & ((1 << PKV_ITL_SUB_BITS) - 1)) + 0.5) / (1 << PKV_ITL_SUB_BITS),
-                         (i >> PKV_ITL_SUB_BITS) + PKV_ITL_EXP_LO);
+            return ldexp(1 + ((i & ((1 << PKV_HIST_SUB_BITS) - 1)) + 0.5) /
+                                 (1 << PKV_HIST_SUB_BITS),
+                         (i >> PKV_HIST_SUB_BITS) + PKV_HIST_EXP_LO);
     }
     return NAN;
 }
 
-/* The q-quantile of sorted x (NaN when empty). */
-static double quantile(const float *x, size_t n, double q) {
-    return n ? gsl_stats_float_quantile_from_sorted_data(x, 1, n, q) : NAN;
+double pkv_dist_quantile(const pkv_dist *d, double q) {
+    if (d->n == 0) return NAN;
+    if (d->hist) return hist_at(d, q * (double)(d->n - 1));
+    return gsl_stats_float_quantile_from_sorted_data(d->v, 1, d->n, q);
 }
 
-/* Mean, median, population std and the chosen percentiles of x (sorted here). */
-static void latency(float *x, size_t n, const double *pcts, int n_pcts, pkv_latency *out) {
-    *out = (pkv_latency){.mean = NAN, .median = NAN, .std = NAN, .n = n};
+void pkv_dist_stats(pkv_dist *d, const double *pcts, int n_pcts, pkv_latency *out) {
+    *out = (pkv_latency){.mean = NAN, .median = NAN, .std = NAN, .n = d->n};
     for (int k = 0; k < n_pcts; k++) out->pct[k] = NAN;
-    if (n == 0) return;
-    gsl_sort_float(x, 1, n);
-    double sum = 0, sq = 0;
-    for (size_t i = 0; i < n; i++) sum += x[i];
-    out->mean = sum / n;
-    for (size_t i = 0; i < n; i++) sq += (x[i] - out->mean) * (x[i] - out->mean);
-    out->std = sqrt(sq / n);
-    out->median = quantile(x, n, 0.5);
-    for (int k = 0; k < n_pcts; k++) out->pct[k] = quantile(x, n, pcts[k] / 100);
+    if (d->n == 0) return;
+    if (!d->hist) gsl_sort_float(d->v, 1, d->n);
+    out->mean = d->mean;
+    out->std = sqrt(d->m2 / (double)d->n);
+    out->median = pkv_dist_quantile(d, 0.5);
+    for (int k = 0; k < n_pcts; k++) out->pct[k] = pkv_dist_quantile(d, pcts[k] / 100);
+}
+
+void pkv_dist_free(pkv_dist *d) {
+    free(d->v);
+    free(d->hist);
+    d->v = NULL, d->hist = NULL, d->cap = 0;
+}
+
+void pkv_summary_add_itl(pkv_summary *s, double gap) {
+    if (s->itl_d.hist) pkv_dist_add(&s->itl_d, gap); /* binned: no allocation */
 }
 
 void pkv_summary_add_step(pkv_summary *s, const pkv_step_rec *r, double advance) {
@@ -96,18 +125,6 @@ void pkv_summary_add_step(pkv_summary *s, const pkv_step_rec *r, double advance)
     if (r->route < PKV_ROUTE_COUNT) s->route_steps[r->route]++;
 }
 
-static int push(float **a, size_t *n, size_t *cap, double v) {
-    if (*n == *cap) {
-        size_t c = *cap ? *cap * 2 : 4096;
-        float *p = realloc(*a, c * sizeof *p);
-        if (!p) return -1;
-        *a = p;
-        *cap = c;
-    }
-    (*a)[(*n)++] = (float)v;
-    return 0;
-}
-
 void pkv_summary_add_prefill(pkv_summary *s, const pkv_prefill_rec *p) {
     s->prefills++;
     s->prefill_tokens += p->tokens;
@@ -122,9 +139,9 @@ int pkv_summary_add_request(pkv_summary *s, const pkv_request_rec *r) {
     s->finished++;
     const double ttft = r->t_first_token - r->t_arrival, e2el = r->t_finish - r->t_arrival;
     const double tpot = r->decode_len > 1 ? (e2el - ttft) / (r->decode_len - 1) : NAN;
-    if (push(&s->ttft_v, &s->n_ttft, &s->cap_ttft, ttft)) return -1;
-    if (!isnan(tpot) && push(&s->tpot_v, &s->n_tpot, &s->cap_tpot, tpot)) return -1;
-    if (push(&s->e2el_v, &s->n_e2el, &s->cap_e2el, e2el)) return -1;
+    if (pkv_dist_add(&s->ttft_d, ttft)) return -1;
+    if (!isnan(tpot) && pkv_dist_add(&s->tpot_d, tpot)) return -1;
+    if (pkv_dist_add(&s->e2el_d, e2el)) return -1;
     s->input_tokens += (uint64_t)r->prompt_len;
     s->output_tokens += (uint64_t)r->generated;
     if (r->t_finish > s->t_last_finish) s->t_last_finish = r->t_finish;
@@ -139,36 +156,22 @@ int pkv_summary_add_request(pkv_summary *s, const pkv_request_rec *r) {
 }
 
 void pkv_summary_free(pkv_summary *s) {
-    free(s->ttft_v);
-    free(s->tpot_v);
-    free(s->e2el_v);
-    free(s->itl_hist);
-    s->ttft_v = s->tpot_v = s->e2el_v = NULL;
-    s->itl_hist = NULL;
-    s->n_ttft = s->n_tpot = s->n_e2el = s->cap_ttft = s->cap_tpot = s->cap_e2el = 0;
+    pkv_dist_free(&s->ttft_d);
+    pkv_dist_free(&s->tpot_d);
+    pkv_dist_free(&s->e2el_d);
+    pkv_dist_free(&s->itl_d);
 }
 
 int pkv_summary_finish(pkv_summary *s, double t_end) {
-    /* vLLM's figures, over the finished requests. */
-    latency(s->ttft_v, s->n_ttft, s->pcts, s->n_pcts, &s->ttft);
-    latency(s->tpot_v, s->n_tpot, s->pcts, s->n_pcts, &s->tpot);
-    latency(s->e2el_v, s->n_e2el, s->pcts, s->n_pcts, &s->e2el);
-    /* (latency() sorted them) */
-    s->ttft_p50 = s->ttft.median, s->ttft_p90 = quantile(s->ttft_v, s->n_ttft, 0.9);
-    s->ttft_p99 = quantile(s->ttft_v, s->n_ttft, 0.99);
-    s->tpot_p50 = s->tpot.median, s->tpot_p90 = quantile(s->tpot_v, s->n_tpot, 0.9);
-    s->tpot_p99 = quantile(s->tpot_v, s->n_tpot, 0.99);
-    if (s->itl.n && s->itl_hist) {
-        const double n = (double)s->itl.n;
-        s->itl.mean = s->itl_sum / n;
-        double var = s->itl_sumsq / n - s->itl.mean * s->itl.mean;
-        s->itl.std = sqrt(var > 0 ? var : 0);
-        s->itl.median = itl_at(s, 0.5 * (n - 1));
-        for (int k = 0; k < s->n_pcts; k++) s->itl.pct[k] = itl_at(s, s->pcts[k] / 100 * (n - 1));
-    } else {
-        s->itl = (pkv_latency){.mean = NAN, .median = NAN, .std = NAN};
-        for (int k = 0; k < s->n_pcts; k++) s->itl.pct[k] = NAN;
-    }
+    /* vLLM's figures, over the finished requests (and every token's gap). */
+    pkv_dist_stats(&s->ttft_d, s->pcts, s->n_pcts, &s->ttft);
+    pkv_dist_stats(&s->tpot_d, s->pcts, s->n_pcts, &s->tpot);
+    pkv_dist_stats(&s->e2el_d, s->pcts, s->n_pcts, &s->e2el);
+    pkv_dist_stats(&s->itl_d, s->pcts, s->n_pcts, &s->itl);
+    s->ttft_p50 = s->ttft.median, s->ttft_p90 = pkv_dist_quantile(&s->ttft_d, 0.9);
+    s->ttft_p99 = pkv_dist_quantile(&s->ttft_d, 0.99);
+    s->tpot_p50 = s->tpot.median, s->tpot_p90 = pkv_dist_quantile(&s->tpot_d, 0.9);
+    s->tpot_p99 = pkv_dist_quantile(&s->tpot_d, 0.99);
     s->duration = s->finished ? s->t_last_finish - s->t_first_arrival : NAN;
     const double d = s->duration > 0 ? s->duration : NAN;
     s->request_throughput = s->finished / d;

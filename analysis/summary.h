@@ -20,10 +20,31 @@ typedef struct pkv_slo {
     double ttft, tpot, e2el;
 } pkv_slo;
 
-/* Inter-token latencies: a histogram of 1024 bins for each power of two from 2^-24 s
- * (60 ns) to 2^14 s, binned by the double's exponent and top mantissa bits (a
- * percentile is its bin's centre: within 0.05%), and exact sums. */
-enum { PKV_ITL_EXP_LO = -24, PKV_ITL_OCTAVES = 38, PKV_ITL_SUB_BITS = 10 };
+/* A latency distribution in bounded memory: its count and running moments (mean,
+ * std), and for the percentiles its values exactly (floats, 7 significant digits)
+ * while there are at most `keep`, then a histogram of 1024 bins for each power of two
+ * from 2^-24 s (60 ns) to 2^14 s, binned by the double's exponent and top mantissa
+ * bits (a percentile is its bin's centre: within 0.05%). Per-request latencies keep
+ * 2^20 (4 MiB each); inter-token latencies go to the histogram from the first
+ * (304 KiB, made at init). */
+enum { PKV_HIST_EXP_LO = -24, PKV_HIST_OCTAVES = 38, PKV_HIST_SUB_BITS = 10 };
+enum { PKV_LATENCY_KEEP = 1 << 20 };
+typedef struct pkv_dist {
+    uint64_t n;
+    double mean, m2; /* Welford's running mean and sum of squared deviations */
+    size_t keep;     /* the most values kept exactly */
+    float *v;        /* the values, while n <= keep */
+    size_t cap;      /* of v */
+    uint64_t *hist;  /* [PKV_HIST_OCTAVES << PKV_HIST_SUB_BITS], once n > keep */
+} pkv_dist;
+/* -1: out of memory (the value is not counted). */
+int pkv_dist_add(pkv_dist *d, double x);
+/* Mean, median, population std and the percentiles pcts[0, n_pcts) (linear
+ * interpolation between ranks where exact; the bin's centre where binned); sorts v. */
+void pkv_dist_stats(pkv_dist *d, const double *pcts, int n_pcts, pkv_latency *out);
+/* The q-quantile (0 <= q <= 1) after pkv_dist_stats; NaN when empty. */
+double pkv_dist_quantile(const pkv_dist *d, double q);
+void pkv_dist_free(pkv_dist *d);
 
 typedef struct pkv_summary {
     uint64_t steps;                             /* all decode steps */
@@ -74,12 +95,8 @@ typedef struct pkv_summary {
     double t_first_arrival, t_last_finish, duration; /* seconds; duration: first to last */
     double request_throughput, request_goodput, output_throughput, total_token_throughput;
     double slo_attainment; /* good / finished */
-    uint64_t *itl_hist;    /* [PKV_ITL_OCTAVES << PKV_ITL_SUB_BITS] */
-    double itl_sum, itl_sumsq;
-    /* Per-request latencies for the percentiles, kept until finish: floats (4 bytes a
-     * value, 7 significant digits), so that 10M requests take 80 MB. */
-    float *ttft_v, *tpot_v, *e2el_v;
-    size_t n_ttft, n_tpot, n_e2el, cap_ttft, cap_tpot, cap_e2el;
+    /* The distributions behind ttft, tpot, e2el and itl, until finish. */
+    pkv_dist ttft_d, tpot_d, e2el_d, itl_d;
 } pkv_summary;
 
 /* -1: out of memory. */
@@ -92,7 +109,7 @@ void pkv_summary_add_step(pkv_summary *s, const pkv_step_rec *r, double advance)
 /* A request that left the run (finished, or still in it at the end). -1: out of memory. */
 int pkv_summary_add_request(pkv_summary *s, const pkv_request_rec *r);
 void pkv_summary_add_prefill(pkv_summary *s, const pkv_prefill_rec *p);
-/* Fill the latency percentiles and throughput and free the latency arrays. */
+/* Fill the latency percentiles and throughput and free the distributions. */
 int pkv_summary_finish(pkv_summary *s, double t_end);
 void pkv_summary_free(pkv_summary *s);
 void pkv_summary_print(const pkv_summary *s, FILE *f);

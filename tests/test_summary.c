@@ -1,0 +1,105 @@
+/* Latency distributions in bounded memory (analysis/summary.h): exact percentiles
+ * while the values are kept, within the histogram's 0.05% once binned, the moments
+ * exact either way; a summary of millions of finished requests keeps no per-request
+ * array. Fresh random values each run (the seed is printed). */
+#include "check.h"
+#include "summary.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <gsl/gsl_rng.h>
+
+static int cmp(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The q-quantile of sorted x, linear between ranks (vLLM's numpy default). */
+static double quantile(const double *x, size_t n, double q) {
+    double h = q * (double)(n - 1);
+    size_t i = (size_t)floor(h);
+    return i + 1 < n ? x[i] + (h - (double)i) * (x[i + 1] - x[i]) : x[n - 1];
+}
+
+/* n log-uniform values over 10 us .. 10 s (float-exact, as the store keeps them) into
+ * a distribution keeping `keep`, against a direct computation. */
+static void check_dist(gsl_rng *r, size_t n, size_t keep) {
+    pkv_dist d = {.keep = keep};
+    double *x = malloc(n * sizeof *x), sum = 0, sq = 0;
+    int added = 1;
+    for (size_t i = 0; i < n; i++) {
+        x[i] = (float)pow(10, -5 + 6 * gsl_rng_uniform(r));
+        added &= pkv_dist_add(&d, x[i]) == 0;
+        sum += x[i];
+    }
+    CHECK(added, "a value was not added");
+    CHECK(pkv_dist_add(&d, -1) == 0 && pkv_dist_add(&d, NAN) == 0 && d.n == n,
+          "a negative or NaN latency is not counted (n %llu)", (unsigned long long)d.n);
+    const int binned = n > keep;
+    CHECK(binned ? d.v == NULL && d.hist != NULL : d.hist == NULL,
+          "%zu values, keep %zu: values %s kept", n, keep, d.v ? "" : "not");
+    const double mean = sum / n;
+    for (size_t i = 0; i < n; i++) sq += (x[i] - mean) * (x[i] - mean);
+    qsort(x, n, sizeof *x, cmp);
+    const double pcts[4] = {50, 90, 99, 99.9};
+    pkv_latency l;
+    pkv_dist_stats(&d, pcts, 4, &l);
+    CHECK(fabs(l.mean / mean - 1) < 1e-12 && fabs(l.std / sqrt(sq / n) - 1) < 1e-9,
+          "moments: mean %.17g against %.17g, std %.17g against %.17g", l.mean, mean, l.std,
+          sqrt(sq / n));
+    double worst = 0;
+    for (int k = 0; k < 4; k++) {
+        const double want = quantile(x, n, pcts[k] / 100), e = fabs(l.pct[k] / want - 1);
+        if (e > worst) worst = e;
+    }
+    /* Exact: float rounding only; binned: half a bin (2^-11) and the gap to the next
+     * rank. */
+    CHECK(worst < (binned ? 6e-4 : 1e-6) && l.median == l.pct[0],
+          "%zu values, keep %zu: percentiles off by %.3g", n, keep, worst);
+    printf("%zu values, keep %zu (%s): percentiles within %.2g\n", n, keep,
+           binned ? "binned" : "exact", worst);
+    pkv_dist_free(&d);
+    free(x);
+}
+
+int main(void) {
+    unsigned long seed = (unsigned long)time(NULL);
+    printf("seed %lu\n", seed);
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, seed);
+    check_dist(r, 5000, PKV_LATENCY_KEEP);
+    check_dist(r, 200000, 1000);
+    check_dist(r, 1000, 1000); /* at the bound: still exact */
+    pkv_dist empty = {.keep = 10};
+    pkv_latency l;
+    const double p50 = 50;
+    pkv_dist_stats(&empty, &p50, 1, &l);
+    CHECK(isnan(l.mean) && isnan(l.pct[0]) && isnan(pkv_dist_quantile(&empty, 0.5)),
+          "an empty distribution's figures are NaN");
+
+    /* A summary of 3M finished requests: the per-request stores go to histograms. */
+    pkv_summary s;
+    CHECK(pkv_summary_init(&s) == 0, "init");
+    const uint64_t n = 3 * (uint64_t)PKV_LATENCY_KEEP;
+    int added = 1;
+    for (uint64_t i = 0; i < n; i++) {
+        pkv_request_rec q = {.state = PKV_REQ_FINISHED,
+                             .t_arrival = (double)i,
+                             .t_first_token = (double)i + 0.1 + 0.1 * gsl_rng_uniform(r),
+                             .decode_len = 11,
+                             .generated = 11};
+        q.t_finish = q.t_first_token + 10 * 0.02;
+        added &= pkv_summary_add_request(&s, &q) == 0;
+    }
+    CHECK(added, "a request was not added");
+    CHECK(s.ttft_d.v == NULL && s.tpot_d.v == NULL && s.e2el_d.v == NULL,
+          "%llu finished requests: a per-request array is kept", (unsigned long long)n);
+    CHECK(pkv_summary_finish(&s, (double)n) == 0, "finish");
+    CHECK(fabs(s.ttft.median / 0.15 - 1) < 2e-3 && fabs(s.tpot.median / 0.02 - 1) < 1e-3 &&
+              s.ttft.n == n,
+          "TTFT median %.6g (0.15), TPOT median %.6g (0.02)", s.ttft.median, s.tpot.median);
+    gsl_rng_free(r);
+    CHECK_DONE();
+}
