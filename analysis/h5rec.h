@@ -47,6 +47,7 @@ typedef struct pkv_provenance {
     const char *gpu; /* GPU name, or "none" */
     uint64_t seed;
     const char *prefill_attention; /* the prefill attention's kernel, or "none" */
+    int layers_measured;           /* a full model's layers run for real (0: not written) */
 } pkv_provenance;
 
 /* Create <path>.tmp.<pid>; fails (naming the path) when it cannot be created. */

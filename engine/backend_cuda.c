@@ -44,6 +44,7 @@ enum {
     EV_PRE1,
     EV_SWAP0,
     EV_SWAP1,
+    EV_HEAD, /* a full model's step: the last layer done, the head next */
     EV_COUNT
 };
 
@@ -79,9 +80,10 @@ typedef struct cuda_backend {
     int32_t n_pages;
     int32_t *pages_h, *pages_d; /* pinned host / device [n_pages]: a prefill's page list */
     pkvk_model *model;          /* a full model's dense part and pools; NULL: the study layer */
-    int layers;
-    pkvk_event **att_ev; /* [2 * layers]: each layer's attention interval */
-    pkvk_swap *swap;     /* preemption by swap's host pool; NULL: none */
+    int layers;                 /* a full model's layers run for real (run.layers_measured) */
+    double layer_scale;         /* the model's layers over those: their time is scaled by it */
+    pkvk_event **att_ev;        /* [2 * layers]: each layer's attention interval */
+    pkvk_swap *swap;            /* preemption by swap's host pool; NULL: none */
 } cuda_backend;
 
 static int fail_dev(pkv_err *e, const char *what) {
@@ -187,18 +189,23 @@ static int run_model(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *
         if (c ? pkvk_model_mixed_post(b->model, l, b->o) : pkvk_model_post(b->model, l, rows, b->o))
             return fail_dev(e, "layer after attention");
     }
-    if ((c ? pkvk_model_mixed_head(b->model) : pkvk_model_decode_head(b->model, rows)) ||
+    float head_ms;
+    if (pkvk_event_record(b->ev[EV_HEAD]) ||
+        (c ? pkvk_model_mixed_head(b->model) : pkvk_model_decode_head(b->model, rows)) ||
         pkvk_event_record(b->ev[EV_ATT1]) ||
-        pkvk_event_elapsed(b->ev[EV_ATT0], b->ev[EV_ATT1], &ms))
+        pkvk_event_elapsed(b->ev[EV_ATT0], b->ev[EV_HEAD], &ms) ||
+        pkvk_event_elapsed(b->ev[EV_HEAD], b->ev[EV_ATT1], &head_ms))
         return fail_dev(e, "LM head");
-    double step = ms * 1e-3, att = 0;
+    double layers = ms * 1e-3, att = 0; /* the embedding and the layers run */
     for (int l = 0; l < b->layers; l++) {
         if (pkvk_event_elapsed(b->att_ev[2 * l], b->att_ev[2 * l + 1], &ms))
             return fail_dev(e, "event");
         att += ms * 1e-3;
     }
-    rec->t_device = att;
-    rec->t_dense = step - att;
+    /* run.layers_measured: the layers not run take what the run ones took */
+    rec->t_device = att * b->layer_scale;
+    rec->t_dense = (layers - att) * b->layer_scale + head_ms * 1e-3;
+    b->base.t_unrun = (b->layer_scale - 1) * layers;
     return 0;
 }
 
@@ -269,7 +276,10 @@ static int prefill_model(cuda_backend *b, const pkv_prefill_view *p, double *t_d
         pkvk_event_record(b->ev[EV_PRE1]) ||
         pkvk_event_elapsed(b->ev[EV_PRE0], b->ev[EV_PRE1], &ms))
         return fail_dev(e, "prefill forward");
-    *t_device = ms * 1e-3;
+    /* run.layers_measured: the whole forward scaled (its embedding and LM head, under
+     * 1% of a prefill's time, with it) */
+    *t_device = ms * 1e-3 * b->layer_scale;
+    b->base.t_unrun = ms * 1e-3 * (b->layer_scale - 1);
     return 0;
 }
 
@@ -309,7 +319,8 @@ static int cuda_swap(pkv_backend *base, int to_host, const int32_t *pages, const
         pkvk_event_record(b->ev[EV_SWAP1]) ||
         pkvk_event_elapsed(b->ev[EV_SWAP0], b->ev[EV_SWAP1], &ms))
         return fail_dev(e, to_host ? "swap-out copy" : "swap-in copy");
-    *t_device = ms * 1e-3;
+    *t_device = ms * 1e-3 * b->layer_scale; /* run.layers_measured: every layer's pages */
+    b->base.t_unrun = ms * 1e-3 * (b->layer_scale - 1);
     return 0;
 }
 
@@ -406,7 +417,10 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec
         pkvk_ctx_destroy(ctx);
         return NULL;
     }
-    const pkvk_model_shape ms = pkv_model_gpu_shape(md);
+    pkvk_model_shape ms = pkv_model_gpu_shape(md);
+    /* run.layers_measured: only the first layers exist on the GPU (weights, pools) */
+    if (dense && spec->layers_measured > 0 && spec->layers_measured < ms.layers)
+        ms.layers = spec->layers_measured;
     const int32_t cap_tokens = cap_rows > PREFILL_CHUNK ? cap_rows : PREFILL_CHUNK;
     const int32_t max_prompt = bt_stride * s->page_size;
     /* bytes: the study layer's K (or V) pool; a full model's pools of every layer with
@@ -419,15 +433,18 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec
                   (size_t)mlp_inter * s->hq * s->d * 6 + (size_t)cap_rows * mlp_inter * 6 +
                   (size_t)PKV_TENSOR_BLOCK * 4 + (size_t)n_pages * 4;
     if (need + (256u << 20) > dev.mem_free) {
+        pkv_model run = *md; /* the layers on the GPU */
+        run.layers = ms.layers;
         if (dense)
             pkv_fail(e,
                      "--backend cuda: model %s needs %.2f GiB on the GPU (%.2f GiB of weights, "
                      "%.2f GiB for %d KV pages of %d layers, the rest activations and "
-                     "workspaces) but %s has %.2f GiB free; lower serving.kv_pages",
+                     "workspaces) but %s has %.2f GiB free; lower serving.kv_pages%s",
                      md->name, need / (double)(1 << 30),
-                     pkv_model_weight_bytes(md) / (double)(1 << 30),
-                     n_pages * pkv_model_page_bytes(md) / (double)(1 << 30), n_pages, md->layers,
-                     dev.name, dev.mem_free / (double)(1 << 30));
+                     pkv_model_weight_bytes(&run) / (double)(1 << 30),
+                     n_pages * pkv_model_page_bytes(&run) / (double)(1 << 30), n_pages, run.layers,
+                     dev.name, dev.mem_free / (double)(1 << 30),
+                     run.layers < md->layers ? "" : " or run fewer layers (run.layers_measured)");
         else
             pkv_fail(e,
                      "--backend cuda: the KV pool of %d pages needs %.2f GiB on the GPU (%.2f GiB "
@@ -466,7 +483,8 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec
     int rc = !b->o_host || !b->ref_host ? PKVK_ERR_OUT_OF_MEMORY : PKVK_OK;
     if (!rc && pkv_tensors_make(&t, s, seed)) rc = PKVK_ERR_OUT_OF_MEMORY;
     if (!rc && dense) {
-        b->layers = md->layers;
+        b->layers = ms.layers;
+        b->layer_scale = (double)md->layers / ms.layers;
         rc = pkvk_model_create(ctx, &b->model, &ms, cap_tokens, max_prompt, n_pages, seed);
         if (!rc) {
             b->k = pkvk_model_kv(b->model, 0, 0); /* the prologue's append lands in layer 0 */

@@ -66,6 +66,10 @@ struct pkv_backend {
     int (*swap)(pkv_backend *b, int to_host, const int32_t *pages, const int32_t *slots, int32_t n,
                 double *t_device, pkv_err *e);
     void (*destroy)(pkv_backend *b);
+    /* run.layers_measured: seconds the last run or prefill added for the layers it did
+     * not run (its measured layers' time scaled), for the engine to add to its wall
+     * time; the engine zeroes it. */
+    double t_unrun;
 };
 
 typedef enum pkv_clock_source {
@@ -95,6 +99,7 @@ typedef struct pkv_backend_spec {
     int device;            /* the GPU's ordinal (the cuda backend) */
     uint64_t seed;         /* tensor contents */
     int32_t swap_slots;    /* pages of the host pool of preemption by swap (0: none) */
+    int layers_measured;   /* cuda backend, a full model: layers run for real (0: all) */
 } pkv_backend_spec;
 
 enum { PKV_ORACLE_MAX_REPS = 64 }; /* the most runs of each candidate the oracle makes */

@@ -208,6 +208,15 @@ static int finish_sections(pkv_config *c, const cJSON *root, pkv_err *e) {
  * something must end the run. */
 static int check_consistency(const pkv_config *c, pkv_err *e) {
     const pkv_workload_spec *w = &c->workload;
+    if (c->layers_measured > 0 && !pkv_model_dense(&c->model))
+        return pkv_fail(e, "run.layers_measured: the study layer has one layer; it applies to a "
+                           "model with a dense part");
+    if (c->layers_measured > c->model.layers)
+        return pkv_fail(e, "run.layers_measured: %d, but model %s has %d layers",
+                        c->layers_measured, c->model.name, c->model.layers);
+    if (c->layers_measured > 0 && strcmp(c->policy, "oracle") == 0)
+        return pkv_fail(e, "run.layers_measured: the oracle times every route over every layer; "
+                           "use a fixed route or adaptive");
     if (c->cuda_graph && strcmp(c->policy, "oracle") == 0)
         return pkv_fail(e, "run.cuda_graph: the oracle times every route separately; use a fixed "
                            "route or adaptive with graph replay");

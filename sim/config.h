@@ -56,6 +56,8 @@ typedef struct pkv_config {
                               params */
     int record;            /* pkv_record_level, run.record: what the output file holds */
     int prefill_attention; /* run.prefill_attention: PKVK_PREFILL_* (the model's kernel) */
+    int layers_measured;   /* run.layers_measured: a full model's layers run on the cuda
+                              backend, their time scaled to every layer's (0: all) */
     pkv_slo slo;           /* slo: seconds, 0 where not set */
     double percentiles[PKV_MAX_PERCENTILES]; /* run.percentiles */
     int n_percentiles;

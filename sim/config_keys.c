@@ -198,6 +198,7 @@ static const pkv_key rows[] = {
     BOOL("run", "cuda_graph", C, cuda_graph, false),
     ENUM("run", "metadata_upload", C, metadata_upload, "params", pkv_metadata_uploads),
     ENUM("run", "prefill_attention", C, prefill_attention, "auto", pkv_prefill_attentions),
+    INT("run", "layers_measured", C, layers_measured, 0, 0, 1024),
     ENUM("run", "record", C, record, "full", pkv_record_level_names),
     CUSTOM("run", "percentiles"),
 

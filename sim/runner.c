@@ -52,6 +52,7 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
         .device = o->gpu,
         .seed = cfg->seed,
         .swap_slots = cfg->preemption == PKV_PREEMPT_SWAP ? cfg->swap_pages : 0,
+        .layers_measured = cfg->layers_measured,
     };
     if (pkv_engine_init(&eng, &cfg->model, &cal, cfg->policy, (pkv_bucket_mode)cfg->bucket_mode,
                         cfg->max_active, &bs, (pkv_clock_source)clock, e)) {
@@ -75,7 +76,11 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
     if (o->record) {
         pkv_provenance pv = {
             o->command_line ? o->command_line : "", be->name, dev.name, cfg->seed,
-            pkv_model_dense(&cfg->model) ? pkv_prefill_attentions[eng.model.prefill_attn] : "none"};
+            pkv_model_dense(&cfg->model) ? pkv_prefill_attentions[eng.model.prefill_attn] : "none",
+            /* the layers the cuda backend ran; the others are scaled from them */
+            pkv_model_dense(&cfg->model) && bk == PKV_BACKEND_CUDA
+                ? (cfg->layers_measured > 0 ? cfg->layers_measured : cfg->model.layers)
+                : 0};
         pkv_h5rec_opts ro = {.level = (pkv_record_level)cfg->record,
                              .measured = be->measures,
                              .routes_measured = be->measures && eng.policy.measured_oracle,

@@ -81,6 +81,10 @@ case_json bad-trace-row "{\"workload\": {\"trace\": {\"path\": \"$tmp/bad.csv\"}
 case_json bad-trace-key "{\"workload\": {\"trace\": {\"path\": \"$tmp/bad.csv\", \"colums\": \"azure\"}, \"arrival\": null, \"prompt\": null, \"decode\": null}}" "workload.trace.colums: unknown key"
 case_json bad-preset '{"workload": {"preset": "spiky"}}' 'workload.preset: "spiky" is not one of'
 case_json bad-upload '{"run": {"metadata_upload": "mapped"}}' 'run.metadata_upload: "mapped" is not one of'
+case_json bad-prefill-attn '{"run": {"prefill_attention": "fused"}}' 'run.prefill_attention: "fused" is not one of'
+case_json layers-measured-study '{"run": {"layers_measured": 1}}' 'run.layers_measured: the study layer'
+case_json layers-measured-over '{"model": "llama-3.1-8b", "run": {"layers_measured": 33}}' 'run.layers_measured: 33, but model llama-3.1-8b has 32 layers'
+case_json layers-measured-oracle '{"model": "llama-3.1-8b", "route": {"policy": "oracle"}, "run": {"layers_measured": 4}}' 'run.layers_measured: the oracle'
 case_json class-shares '{"workload": {"classes": [{"name": "a", "share": 0.5}, {"name": "b", "share": 0.4}]}}' "workload.classes: the shares must sum to 1 (got 0.9)"
 case_json class-name '{"workload": {"classes": [{"name": "a", "share": 0.5}, {"name": "a", "share": 0.5}]}}' 'workload.classes[1].name: "a" names workload.classes[0] too'
 case_json big-seed-json '{"run": {"seed": 9007199254740993}}' 'a larger seed, up to 2^64 - 1, goes as a string of digits'

@@ -39,6 +39,11 @@ static int run(const char *backend, const char *policy, int pages, const char *o
     return rc;
 }
 
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
 static pkv_step_rec *read_steps(const char *path, hsize_t *n) {
     pkv_step_rec *x;
     size_t m;
@@ -286,6 +291,57 @@ int main(void) {
                (unsigned long long)sum.swap_outs, (unsigned long long)sum.swap_pages,
                sum.swap_time_s * 1e3, sum.swap_predicted_s * 1e3);
         free(s);
+    }
+
+    /* run.layers_measured: a 4-layer model run in full and with one layer measured
+     * makes the same steps, and the one layer's times scaled to four come out near
+     * the four layers' (medians over the steps, within a third: the same shapes). */
+    {
+        double med[2][2]; /* [layers_measured 0, 1][attention, dense] */
+        hsize_t steps[2] = {0, 0};
+        for (int k = 0; k < 2; k++) {
+            CHECK(test_run_json(
+                      NULL, NULL, &e,
+                      "{\"model\": {\"layers\": 4, \"hidden\": 2048, \"hq\": 16, \"hkv\": 4, "
+                      "\"head_dim\": 128, \"intermediate\": 4096, \"vocab\": 4096}, "
+                      "\"workload\": {\"arrival\": {\"process\": \"closed\", \"concurrency\": "
+                      "4}, \"prompt\": {\"dist\": \"fixed\", \"value\": 2000}, \"decode\": "
+                      "{\"dist\": \"fixed\", \"value\": 60}, \"num_requests\": 8, "
+                      "\"max_context\": 2100}, \"serving\": {\"max_active\": 4, \"kv_pages\": "
+                      "2000}, \"route\": {\"calibration\": \"%s\", \"policy\": "
+                      "\"pkv_workqueue\"}, \"run\": {\"backend\": \"cuda\", "
+                      "\"layers_measured\": %d, \"output\": \"%s\"}}",
+                      TEST_CALIBRATION, k, a) == 0,
+                  "layers_measured %d: %s", k, e.msg);
+            pkv_step_rec *st = read_steps(a, &steps[k]);
+            double *x = malloc(sizeof(double) * (steps[k] + 1) * 2);
+            for (int part = 0; st && x && part < 2; part++) {
+                for (hsize_t i = 0; i < steps[k]; i++) x[i] = part ? st[i].t_dense : st[i].t_device;
+                qsort(x, steps[k], sizeof *x, cmp_double);
+                med[k][part] = steps[k] ? x[steps[k] / 2] : NAN;
+            }
+            free(x);
+            free(st);
+            if (k == 1) { /* the layers run, in /provenance */
+                hid_t f = H5Fopen(a, H5F_ACC_RDONLY, H5P_DEFAULT);
+                unsigned long long lm = 0;
+                hid_t at = f < 0 ? -1
+                                 : H5Aopen_by_name(f, "provenance", "layers_measured", H5P_DEFAULT,
+                                                   H5P_DEFAULT);
+                CHECK(at >= 0 && H5Aread(at, H5T_NATIVE_ULLONG, &lm) >= 0 && lm == 1,
+                      "/provenance layers_measured: %llu", lm);
+                if (at >= 0) H5Aclose(at);
+                if (f >= 0) H5Fclose(f);
+            }
+        }
+        const double ra = med[1][0] / med[0][0], rd = med[1][1] / med[0][1];
+        CHECK(steps[0] == steps[1] && steps[0] > 50 && ra > 0.75 && ra < 1.33 && rd > 0.75 &&
+                  rd < 1.33,
+              "layers_measured 1 of 4: %llu and %llu steps, attention %.3g, dense %.3g of the "
+              "full run's",
+              (unsigned long long)steps[0], (unsigned long long)steps[1], ra, rd);
+        printf("layers_measured 1 of 4: median attention %.3fx, dense %.3fx the full run's\n", ra,
+               rd);
     }
 
     /* A calibration made on another GPU model is refused, unless allowed. */
