@@ -295,7 +295,9 @@ int main(void) {
 
     /* run.layers_measured: a 4-layer model run in full and with one layer measured
      * makes the same steps, and the one layer's times scaled to four come out near
-     * the four layers' (medians over the steps, within a third: the same shapes). */
+     * the four layers' (medians over the steps, within a third: the same shapes; a
+     * layer's K/V, 65 MB a step, and its weights, 71 MB, beyond the L2, so that one
+     * layer alone is not served from it). */
     {
         double med[2][2]; /* [layers_measured 0, 1][attention, dense] */
         hsize_t steps[2] = {0, 0};
@@ -305,10 +307,10 @@ int main(void) {
                       "{\"model\": {\"layers\": 4, \"hidden\": 2048, \"hq\": 16, \"hkv\": 4, "
                       "\"head_dim\": 128, \"intermediate\": 4096, \"vocab\": 4096}, "
                       "\"workload\": {\"arrival\": {\"process\": \"closed\", \"concurrency\": "
-                      "4}, \"prompt\": {\"dist\": \"fixed\", \"value\": 2000}, \"decode\": "
+                      "4}, \"prompt\": {\"dist\": \"fixed\", \"value\": 8000}, \"decode\": "
                       "{\"dist\": \"fixed\", \"value\": 60}, \"num_requests\": 8, "
-                      "\"max_context\": 2100}, \"serving\": {\"max_active\": 4, \"kv_pages\": "
-                      "2000}, \"route\": {\"calibration\": \"%s\", \"policy\": "
+                      "\"max_context\": 8100}, \"serving\": {\"max_active\": 4, \"kv_pages\": "
+                      "2200}, \"route\": {\"calibration\": \"%s\", \"policy\": "
                       "\"pkv_workqueue\"}, \"run\": {\"backend\": \"cuda\", "
                       "\"layers_measured\": %d, \"output\": \"%s\"}}",
                       TEST_CALIBRATION, k, a) == 0,
