@@ -5,6 +5,7 @@
 #include "pkv_gitrev.h"
 #include "cli.h"
 #include "cmd_kbench.h"
+#include "cmd_bmodel.h"
 #include "config.h"
 
 #include <getopt.h>
@@ -41,7 +42,7 @@ static const char *HELP =
  * and, where that is FlashInfer's, on cuBLAS's too (a second model). */
 static int time_prefill_attn(pkvk_model *m, const pkv_model *md, pkvk_ctx *ctx,
                              const pkvk_model_shape *s, int32_t chunk, int32_t pages, int reps,
-                             double peak, FILE *outs[2]) {
+                             double peak, FILE *outs[2], double *tflops) {
     static const int mix[4][2] = {{1, 8192}, {4, 2048}, {16, 512}, {64, 128}};
     const int fused = pkvk_model_prefill_kernel(s) == PKVK_PREFILL_FLASHINFER;
     pkvk_model *mc = NULL;
@@ -76,6 +77,7 @@ static int time_prefill_attn(pkvk_model *m, const pkv_model *md, pkvk_ctx *ctx,
             fprintf(outs[f], "# fit: \"prefill_attn_tflops\": %.0f (%.1f%% of the 8192^3 GEMM)\n",
                     t_sum > 0 ? fl_sum / t_sum * 1e-12 : 0,
                     t_sum > 0 ? 100 * fl_sum / t_sum / peak : 0);
+    *tflops = t_sum > 0 ? fl_sum / t_sum * 1e-12 : 0;
     pkvk_model_destroy(mc);
     return rc;
 }
@@ -108,86 +110,38 @@ static int time_prefill_parts(pkvk_model *m, const pkv_model *md, int reps, cons
     return rc;
 }
 
-int pkv_bench_model_main(int argc, char **argv) {
-    static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'}, {"rows", required_argument, 0, 'r'},
-        {"reps", required_argument, 0, 'n'},  {"out", required_argument, 0, 'o'},
-        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
-    const char *model = "llama-3.1-8b", *out = NULL, *rows_s = "1,8,64,256,1024,2048,4096,8192";
-    int reps = 20, c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "m:r:n:o:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'm':
-            model = optarg;
-            break;
-        case 'r':
-            rows_s = optarg;
-            break;
-        case 'n':
-            if (pkv_cli_parse_count("bench model", "--reps", optarg, 10000, &reps)) return 2;
-            break;
-        case 'o':
-            out = optarg;
-            break;
-        case 'h':
-            puts(HELP);
-            return 0;
-        default:
-            fputs("pkvsim bench model: see --help\n", stderr);
-            return 2;
-        }
-    }
-    int widths[MAX_WIDTHS], nw = 0;
-    for (const char *p = rows_s; *p;) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 1 || v > 8192 || nw == MAX_WIDTHS || (*end && *end != ',')) {
-            fprintf(stderr,
-                    "pkvsim bench model: --rows: \"%s\" is not a list of up to %d widths in "
-                    "1..8192\n",
-                    rows_s, MAX_WIDTHS);
-            return 2;
-        }
-        widths[nw++] = (int)v;
-        p = *end ? end + 1 : end;
-    }
+int pkv_model_preset_config(const char *model, pkv_config *cfg, pkv_err *e) {
     /* The preset through the experiment parser, so that it is checked as a run's is. */
-    char *text = malloc(512);
-    if (!text) return 1;
+    char *text = malloc(512); /* the config takes it */
+    if (!text) return pkv_fail(e, "out of memory");
     snprintf(text, 512,
              "{\"model\": \"%s\", \"workload\": {\"arrival\": {\"process\": \"closed\", "
              "\"concurrency\": 1}, \"num_requests\": 1}}",
              model);
-    pkv_config cfg;
-    pkv_err e;
-    if (pkv_config_parse(&cfg, text, "bench model", &e)) {
-        fprintf(stderr, "pkvsim bench model: %s\n", e.msg);
-        return 2;
+    if (pkv_config_parse(cfg, text, "model preset", e)) return -1;
+    if (!pkv_model_dense(&cfg->model)) {
+        pkv_config_free(cfg);
+        return pkv_fail(e, "model %s has no dense part", model);
     }
-    const pkv_model *md = &cfg.model;
-    if (!pkv_model_dense(md)) {
-        fprintf(stderr, "pkvsim bench model: %s has no dense part\n", md->name);
-        pkv_config_free(&cfg);
-        return 2;
-    }
+    return 0;
+}
+
+int pkv_measure_dense(pkvk_ctx *ctx, const pkv_model *md, const int *widths, int nw, int reps,
+                      int full, FILE *outs[2], pkv_dense_fit *fit) {
     pkvk_shape as = pkv_model_attn_shape(md);
     pkvk_model_shape s = pkv_model_gpu_shape(md);
     pkvk_model *m = NULL;
     pkvk_ceilings ceil;
     float sq_ms;
-    pkvk_ctx *ctx = NULL;
-    int rc = pkvk_ctx_create(&ctx, 0);
-    if (!rc) rc = pkvk_measure_ceilings(ctx, &ceil);
+    *fit = (pkv_dense_fit){0};
+    if (nw < 1 || nw > MAX_WIDTHS) return PKVK_ERR_INVALID; /* the callers give 1 to 16 */
+    int rc = pkvk_measure_ceilings(ctx, &ceil);
     if (!rc) rc = pkvk_time_square_gemm(ctx, 8192, reps, &sq_ms);
     const int32_t pages = CHUNK / s.page_size + 64;
     if (!rc) rc = pkvk_model_create(ctx, &m, &s, CHUNK, CHUNK, pages, 1);
     if (rc) {
-        fprintf(stderr, "pkvsim bench model: %s\n", pkvk_last_error());
         pkvk_model_destroy(m);
-        pkvk_ctx_destroy(ctx);
-        pkv_config_free(&cfg);
-        return 1;
+        return rc;
     }
     const double peak = 2.0 * 8192.0 * 8192 * 8192 / (sq_ms * 1e-3);
     const double kn[5][2] = {{md->hidden, (as.hq + 2.0 * as.hkv) * as.d},
@@ -200,15 +154,6 @@ int pkv_bench_model_main(int argc, char **argv) {
     char when[32];
     time_t now = time(NULL);
     strftime(when, sizeof when, "%Y-%m-%d", gmtime(&now));
-    FILE *fo = out ? fopen(out, "w") : NULL;
-    if (out && !fo) {
-        fprintf(stderr, "pkvsim bench model: cannot write %s\n", out);
-        pkvk_model_destroy(m);
-        pkvk_ctx_destroy(ctx);
-        pkv_config_free(&cfg);
-        return 1;
-    }
-    FILE *outs[2] = {stdout, fo};
     for (int f = 0; f < 2; f++)
         if (outs[f])
             fprintf(outs[f],
@@ -256,7 +201,15 @@ int pkv_bench_model_main(int argc, char **argv) {
                     "gemm_us over %d points at <= 64 rows), \"gemm_tflops\": %.0f (the best "
                     "rate at >= 2048 rows)\n",
                     c1 > 0 ? 1e-9 / c1 : 0, c0 * 1e6, nf, tflops_best * 1e-12);
-    if (!rc) rc = time_prefill_attn(m, md, ctx, &s, CHUNK, pages, reps, peak, outs);
+    fit->gemm_gbps = c1 > 0 ? 1e-9 / c1 : 0, fit->gemm_us = c0 * 1e6;
+    fit->gemm_tflops = tflops_best * 1e-12, fit->points = nf;
+    if (!rc)
+        rc = time_prefill_attn(m, md, ctx, &s, CHUNK, pages, reps, peak, outs,
+                               &fit->prefill_attn_tflops);
+    if (!full || rc) {
+        pkvk_model_destroy(m);
+        return rc;
+    }
     /* Sustained: the clocks a forward of a quarter second runs at. */
     float sq_sus = 0, fwd = 0;
     if (!rc) rc = pkvk_time_square_gemms(ctx, 8192, 200, 3, &sq_sus);
@@ -271,9 +224,73 @@ int pkv_bench_model_main(int argc, char **argv) {
                     2.0 * 8192.0 * 8192 * 8192 / (sq_sus * 1e-3) * 1e-12, CHUNK, fwd,
                     fwd_flops / (fwd * 1e-3) * 1e-12);
     if (!rc) rc = time_prefill_parts(m, md, reps, gemm_chunk, outs);
+    pkvk_model_destroy(m);
+    return rc;
+}
+
+int pkv_bench_model_main(int argc, char **argv) {
+    static const struct option opts[] = {
+        {"model", required_argument, 0, 'm'}, {"rows", required_argument, 0, 'r'},
+        {"reps", required_argument, 0, 'n'},  {"out", required_argument, 0, 'o'},
+        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
+    const char *model = "llama-3.1-8b", *out = NULL, *rows_s = "1,8,64,256,1024,2048,4096,8192";
+    int reps = 20, c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "m:r:n:o:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm':
+            model = optarg;
+            break;
+        case 'r':
+            rows_s = optarg;
+            break;
+        case 'n':
+            if (pkv_cli_parse_count("bench model", "--reps", optarg, 10000, &reps)) return 2;
+            break;
+        case 'o':
+            out = optarg;
+            break;
+        case 'h':
+            puts(HELP);
+            return 0;
+        default:
+            fputs("pkvsim bench model: see --help\n", stderr);
+            return 2;
+        }
+    }
+    int widths[MAX_WIDTHS], nw = 0;
+    for (const char *p = rows_s; *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > 8192 || nw == MAX_WIDTHS || (*end && *end != ',')) {
+            fprintf(stderr,
+                    "pkvsim bench model: --rows: \"%s\" is not a list of up to %d widths in "
+                    "1..8192\n",
+                    rows_s, MAX_WIDTHS);
+            return 2;
+        }
+        widths[nw++] = (int)v;
+        p = *end ? end + 1 : end;
+    }
+    pkv_config cfg;
+    pkv_err e;
+    if (pkv_model_preset_config(model, &cfg, &e)) {
+        fprintf(stderr, "pkvsim bench model: %s\n", e.msg);
+        return 2;
+    }
+    FILE *fo = out ? fopen(out, "w") : NULL;
+    if (out && !fo) {
+        fprintf(stderr, "pkvsim bench model: cannot write %s\n", out);
+        pkv_config_free(&cfg);
+        return 1;
+    }
+    FILE *outs[2] = {stdout, fo};
+    pkvk_ctx *ctx = NULL;
+    pkv_dense_fit fit;
+    int rc = pkvk_ctx_create(&ctx, 0);
+    if (!rc) rc = pkv_measure_dense(ctx, &cfg.model, widths, nw, reps, 1, outs, &fit);
     if (rc) fprintf(stderr, "pkvsim bench model: %s\n", pkvk_last_error());
     if (fo && fclose(fo) != 0) rc = 1;
-    pkvk_model_destroy(m);
     pkvk_ctx_destroy(ctx);
     pkv_config_free(&cfg);
     return rc ? 1 : 0;

@@ -11,6 +11,7 @@
  * swap_us and swap_gbps are fitted to timed copies of preemption by swap.
  * The file records the fit's residuals. Gates and margins keep their defaults. */
 #include "cli.h"
+#include "cmd_bmodel.h"
 #include "cmd_calibrate.h"
 #include "cost.h"
 #include "kcase.h"
@@ -120,17 +121,50 @@ static double fit_c_min(fit_ctx *f) {
     return best;
 }
 
+/* The dense part's constants (engine/model.h) from a model's GEMMs alone at the widths
+ * that occur, decode rows to a prefill chunk, and its prefill attention alone
+ * (pkvsim bench model's measurement), into cal and the fit record. */
+static int calibrate_dense(pkvk_ctx *ctx, const char *model, int reps, pkv_calib *cal, cJSON *fit) {
+    static const int widths[] = {1, 8, 64, 256, 1024, 2048, 4096, 8192};
+    pkv_config cfg;
+    pkv_err e;
+    if (pkv_model_preset_config(model, &cfg, &e)) {
+        fprintf(stderr, "pkvsim calibrate: --model: %s\n", e.msg);
+        return -1;
+    }
+    printf("dense part: %s's GEMMs alone and its prefill attention alone\n", model);
+    FILE *outs[2] = {stdout, NULL};
+    pkv_dense_fit d;
+    int rc = pkv_measure_dense(ctx, &cfg.model, widths, 8, reps, 0, outs, &d);
+    pkv_config_free(&cfg);
+    if (rc) {
+        fprintf(stderr, "pkvsim calibrate: %s's dense part: %s\n", model, pkvk_last_error());
+        return -1;
+    }
+    if (d.gemm_gbps > 0) cal->gemm_gbps = d.gemm_gbps, cal->gemm_us = d.gemm_us > 0 ? d.gemm_us : 0;
+    if (d.gemm_tflops > 0) cal->gemm_tflops = d.gemm_tflops;
+    cal->prefill_attn_tflops = d.prefill_attn_tflops; /* 0 where FlashInfer's is not built */
+    cJSON *o = cJSON_AddObjectToObject(fit, "dense");
+    cJSON_AddStringToObject(o, "model", model);
+    cJSON_AddNumberToObject(o, "bandwidth_points", d.points);
+    return 0;
+}
+
 static int32_t fixed_splits(int32_t route_len, int32_t rows, void *ctx) {
     return *(int32_t *)ctx;
 }
 
 static void usage(void) {
-    puts("usage: pkvsim calibrate [-o FILE] [--reps N]\n"
+    puts("usage: pkvsim calibrate [-o FILE] [--reps N] [--model NAME]\n"
          "Measures on the present GPU the read bandwidth (beta), the launch overhead (lambda),\n"
          "the SM count and the attention kernel's occupancy, times a sweep of isolated decode\n"
          "steps (B = 1..32, 2K..32K tokens, every route, forced split counts), fits C_min and\n"
          "a scale per route with GSL least squares, and writes a calibration file (default\n"
          "calibration.json) with the GPU's name, driver, date and the fit's residuals.\n"
+         "It also times the copies of preemption by swap (swap_us, swap_gbps) and the\n"
+         "dense part of the preset --model (default llama-3.1-8b; none: skip): its GEMMs\n"
+         "alone at 1-8192 token rows (gemm_gbps, gemm_us, gemm_tflops) and its prefill\n"
+         "attention alone (prefill_attn_tflops), as pkvsim bench model does.\n"
          "Experiments use it with route.calibration; the route policy refuses a file made on\n"
          "another GPU model unless route.allow_other_gpu is true.");
 }
@@ -138,13 +172,17 @@ static void usage(void) {
 int pkv_calibrate_main(int argc, char **argv) {
     static const struct option opts[] = {{"output", required_argument, 0, 'o'},
                                          {"reps", required_argument, 0, 'r'},
+                                         {"model", required_argument, 0, 'm'},
                                          {"help", no_argument, 0, 'h'},
                                          {0, 0, 0, 0}};
-    const char *out = "calibration.json";
+    const char *out = "calibration.json", *model = "llama-3.1-8b";
     int reps = 10, ch;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "o:r:h", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "o:r:m:h", opts, NULL)) != -1) {
         switch (ch) {
+        case 'm':
+            model = optarg;
+            break;
         case 'o':
             out = optarg;
             break;
@@ -254,6 +292,7 @@ int pkv_calibrate_main(int argc, char **argv) {
         fprintf(stderr, "pkvsim calibrate: swap copies: %s\n", pkvk_last_error());
         rc = 1;
     }
+    if (!rc && strcmp(model, "none") != 0 && calibrate_dense(ctx, model, reps, &cal, fit)) rc = 1;
     pkvk_ctx_destroy(ctx);
     if (rc || n < 8) {
         fprintf(stderr, "pkvsim calibrate: the sweep did not complete\n");
@@ -302,7 +341,9 @@ int pkv_calibrate_main(int argc, char **argv) {
     cJSON_AddStringToObject(root, "note",
                             "Measured by pkvsim calibrate: beta, launch_us, sm_count and "
                             "resident_ctas_per_sm measured; c_min, route_scale, swap_us and "
-                            "swap_gbps fitted; "
+                            "swap_gbps fitted; gemm_gbps, gemm_us, gemm_tflops and "
+                            "prefill_attn_tflops fitted to a model's GEMMs and prefill "
+                            "attention alone (fit.dense; unless --model none); "
                             "min_context_tokens set to 4096 (not fitted); the other gates, "
                             "margins and split constants are the defaults.");
     cJSON_AddItemToObject(root, "route_scale", rs);

@@ -4,7 +4,5 @@
 
 /* argv[0] is "kernels". Returns the process exit code. */
 int pkv_bench_kernels_main(int argc, char **argv);
-/* pkvsim bench model (sim/cmd_bmodel.c): a served model's GEMMs on the GPU. */
-int pkv_bench_model_main(int argc, char **argv);
 
 #endif

@@ -10,6 +10,7 @@
 
 #include "cmd_calibrate.h"
 #include "cli.h"
+#include "cmd_bmodel.h"
 #include "cmd_kbench.h"
 #include "calib.h"
 #include "config_keys.h"
