@@ -471,6 +471,7 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec
                             .swap = spec->swap_slots > 0 ? cuda_swap : NULL,
                             .destroy = cuda_destroy};
     b->n_pages = n_pages;
+    b->layer_scale = 1; /* a full model's, below */
     b->shape = sh;
     b->use_graph = use_graph;
     b->upload = spec->metadata_copy ? PKVK_UPLOAD_COPY : PKVK_UPLOAD_PARAMS;
