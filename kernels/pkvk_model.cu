@@ -187,17 +187,6 @@ __global__ void embed_kernel(const __half *__restrict__ emb, __half *__restrict_
     for (int i = threadIdx.x; i < hidden; i += blockDim.x) x[(size_t)r * hidden + i] = e[i];
 }
 
-// RoPE (rotate-half) of one head vector in place, at position pos.
-__device__ void rope(float *v, int d, int pos, float theta) {
-    for (int i = threadIdx.x; i < d / 2; i += blockDim.x) {
-        float f = powf(theta, -2.f * i / d) * pos, c, s;
-        sincosf(f, &s, &c);
-        float a = v[i], b = v[i + d / 2];
-        v[i] = a * c - b * s;
-        v[i + d / 2] = b * c + a * s;
-    }
-}
-
 // One warp per (row, head of q, k and v), four heads a block: RoPE (rotate-half, at
 // the row's position) on q and k, then q to its place (decode and FlashInfer's
 // prefill: [rows][hq][d]; cuBLAS's prefill: [hkv][cap_tokens][G][d]) and k, v into
