@@ -903,12 +903,10 @@ extern "C" int pkvk_model_time_prefill_attn(pkvk_model *m, int n, const int32_t 
         segs.s[i] = seg_t{T, lens[i], 0, pages, i, 1};
         T += lens[i], pages += (lens[i] + ps - 1) / ps;
     }
-    if (over(m, T) || pages > m->n_pages)
-        return pkvk_fail_msg(PKVK_ERR_INVALID,
-                             "prefill timing: more tokens or pages than the model's");
-    PKVK_CK(cudaStreamSynchronize(m->ctx->stream));
-    for (int i = 0; i < pages; i++) m->pages_h[i] = i;
-    int rc = pkvk_h2d_async(m->ctx, m->pages_d, m->pages_h, (size_t)pages * 4);
+    if (over(m, T)) return PKVK_ERR_INVALID;
+    std::vector<int32_t> ids(pages);
+    for (int i = 0; i < pages; i++) ids[i] = i;
+    int rc = stage_pages(m, n, lens, nullptr, ids.data());
     if (!rc && m->fip) rc = plan_chunk(m, segs);
     return rc ? rc
               : time_reps(
