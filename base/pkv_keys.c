@@ -92,6 +92,13 @@ static int parse_row(pkv_keys k, const pkv_key *r, const cJSON *o, const char *p
     case PKV_KEY_ENUM: {
         int *f = field(dst, r), idx;
         const char *s, *def = keep_all ? r->choices[*f] : r->def_s;
+        /* An enum whose choices are "false", "true" and others takes the booleans too. */
+        if (cJSON_IsBool(v))
+            for (int j = 0; r->choices[j]; j++)
+                if (strcmp(r->choices[j], cJSON_IsTrue(v) ? "true" : "false") == 0) {
+                    *f = j;
+                    return 0;
+                }
         if (pkv_json_str(o, path, r->name, def, r->choices, &s, &idx, e)) return -1;
         *f = idx;
         return 0;

@@ -20,6 +20,7 @@
  * (the prefill's, over their prompts' pages) after the route in each layer, inside
  * t_dense. */
 #include "backends.h"
+#include "pkv_clock.h"
 #include "tensors.h"
 
 #include <math.h>
@@ -68,12 +69,17 @@ typedef struct cuda_backend {
     pkvk_mlp *mlp; /* NULL: no MLP tail */
     int use_graph; /* capture each step's work into a CUDA graph and replay it */
     pkvk_upload_mode upload;
-    int64_t uploads, upload_copies; /* plan uploads; those that went by copy */
-    int meta_pending;               /* the step's metadata work started at ev[EV_META], not yet
-                                       timed */
-    pkvk_event *ev[EV_COUNT];       /* the intervals this backend times, one event each end */
-    pkvk_graph *graph;
-    int64_t graph_steps, graph_reused;
+    int64_t uploads, upload_copies;    /* plan uploads; those that went by copy */
+    int meta_pending;                  /* the step's metadata work started at ev[EV_META], not yet
+                                          timed */
+    pkvk_event *ev[EV_COUNT];          /* the intervals this backend times, one event each end */
+    pkvk_graph *graph;                 /* the study layer's, captured every step */
+    pkvk_graph **graphs;               /* a full model's, per (route, bucket, merge) */
+    int64_t graph_steps, graph_reused; /* steps replayed; of the study layer's, updated */
+    int64_t graph_made;                /* a full model's graphs captured */
+    double capture_time;               /* host seconds their captures took */
+    int64_t model_steps;               /* a full model's steps run */
+    double timer_reads;                /* host seconds they spent reading their timers */
     uint16_t *o_host;
     float *ref_host;
     uint16_t *blk_k, *blk_v; /* device [PKV_TENSOR_BLOCK]: the pool's tiles, for prefill */
@@ -158,21 +164,19 @@ static int check_output(cuda_backend *b, const pkvk_batch *batch, pkv_step_rec *
     return 0;
 }
 
-/* A full model's step (see the top of the file); check compares layer 0's attention. */
-static int run_model(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *plan, int check,
-                     pkv_step_rec *rec, pkv_err *e) {
+/* The forward of a full model's step over `rows` rows (the step's, or a graph's
+ * bucket): the embedding, every layer with the route between its halves (each
+ * layer's attention between its events), EV_HEAD, the head. check: layer 0's
+ * attention is compared with the reference (not while capturing). */
+static int forward(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *plan, int rows,
+                   int check, pkv_step_rec *rec, pkv_err *e) {
     const pkvk_shape *s = &b->shape;
-    const int rows = v->n_rows, fi = pkv_route_is_flashinfer(plan->route);
     const pkv_prefill_view *c = v->chunks;
     pkvk_batch batch = {*s,   rows,  b->q,         b->o,    NULL,
                         NULL, b->bt, b->bt_stride, b->lens, 1.0f / sqrtf((float)s->d)};
     int launches;
-    float ms;
-    if (upload_step(b, plan, e)) return -1;
-    if (fi && pkvk_pack_csr(b->ws, &batch)) return fail_dev(e, "FlashInfer page list");
-    if (pkvk_event_record(b->ev[EV_ATT0]) ||
-        (c ? pkvk_model_mixed_begin(b->model, rows, c->n_req, c->lens, c->pages, c->starts, c->last)
-           : pkvk_model_decode_begin(b->model, rows)))
+    if (c ? pkvk_model_mixed_begin(b->model, rows, c->n_req, c->lens, c->pages, c->starts, c->last)
+          : pkvk_model_decode_begin(b->model, rows))
         return fail_dev(e, c ? "a step with prompt chunks (serving.token_budget at most 8192 "
                                "tokens and 64 chunks on the cuda backend)"
                              : "embedding");
@@ -189,23 +193,100 @@ static int run_model(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *
         if (c ? pkvk_model_mixed_post(b->model, l, b->o) : pkvk_model_post(b->model, l, rows, b->o))
             return fail_dev(e, "layer after attention");
     }
-    float head_ms;
     if (pkvk_event_record(b->ev[EV_HEAD]) ||
-        (c ? pkvk_model_mixed_head(b->model) : pkvk_model_decode_head(b->model, rows)) ||
-        pkvk_event_record(b->ev[EV_ATT1]) ||
-        pkvk_event_elapsed(b->ev[EV_ATT0], b->ev[EV_HEAD], &ms) ||
-        pkvk_event_elapsed(b->ev[EV_HEAD], b->ev[EV_ATT1], &head_ms))
+        (c ? pkvk_model_mixed_head(b->model) : pkvk_model_decode_head(b->model, rows)))
         return fail_dev(e, "LM head");
-    double layers = ms * 1e-3, att = 0; /* the embedding and the layers run */
-    for (int l = 0; l < b->layers; l++) {
-        if (pkvk_event_elapsed(b->att_ev[2 * l], b->att_ev[2 * l + 1], &ms))
-            return fail_dev(e, "event");
-        att += ms * 1e-3;
+    return 0;
+}
+
+/* Graph replay of a full model's decode step: rows go up to a bucket, 1, 2, 4, then
+ * multiples of 8 (as serving engines capture), at most cap_rows. */
+static int32_t graph_rows(int32_t rows, int32_t cap) {
+    int32_t r = rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : (rows + 7) / 8 * 8;
+    return r < cap ? r : cap;
+}
+static int graph_buckets(int32_t cap) {
+    return 3 + (cap + 7) / 8;
+}
+/* The graph of (route, bucket, merge): ref_paged and pkv_workqueue only. */
+static pkvk_graph **graph_slot(cuda_backend *b, const pkvk_plan *plan, int32_t rows) {
+    const int r = plan->route == PKV_ROUTE_REF_PAGED   ? 0
+                  : plan->route == PKV_ROUTE_WORKQUEUE ? 1
+                                                       : -1;
+    if (r < 0) return NULL;
+    const int k = rows == 1 ? 0 : rows == 2 ? 1 : rows <= 4 ? 2 : 2 + (rows + 7) / 8;
+    const int merge = plan->route == PKV_ROUTE_WORKQUEUE && pkvk_plan_merges(plan);
+    return &b->graphs[(r * graph_buckets(b->cap_rows) + k) * 2 + merge];
+}
+
+/* A full model's step (see the top of the file); check compares layer 0's attention.
+ * With run.cuda_graph, a decode step without prompt chunks or check replays the
+ * graph of its (route, bucket, merge), captured at its first use: the prologue
+ * before it brings the step's lengths, block-table updates and plan to the device
+ * buffers the graph reads. */
+static int run_model(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *plan, int check,
+                     pkv_step_rec *rec, pkv_err *e) {
+    const int graph = b->use_graph && !v->chunks && !check;
+    const int32_t rows = graph ? graph_rows(v->n_rows, b->cap_rows) : v->n_rows;
+    pkvk_graph **g = graph ? graph_slot(b, plan, rows) : NULL;
+    if (graph && !g)
+        return pkv_fail(e,
+                        "run.cuda_graph: route %s cannot be replayed in a full model's graph "
+                        "(ref_paged and pkv_workqueue can)",
+                        pkv_route_name(plan->route));
+    if (pkvk_workspace_fixed(b->ws, graph ? rows : 0)) return fail_dev(e, "fixed grid");
+    if (upload_step(b, plan, e)) return -1;
+    pkvk_batch csr = {.shape = b->shape,
+                      .n_rows = rows,
+                      .block_table = b->bt,
+                      .bt_stride = b->bt_stride,
+                      .seq_lens = b->lens};
+    if (pkv_route_is_flashinfer(plan->route) && pkvk_pack_csr(b->ws, &csr))
+        return fail_dev(e, "FlashInfer page list");
+    /* The first step of its kind captures its graph, then replays it like the rest; a
+     * server captures its graphs at start, so the capture's host time (tens of ms at
+     * 32 layers) is left out of the step's wall time. */
+    double t_capture = 0;
+    if (g && !*g) {
+        const double t = pkv_clock_now();
+        int reused;
+        if (pkvk_graph_begin(b->ctx)) return fail_dev(e, "graph capture");
+        if (forward(b, v, plan, rows, 0, rec, e)) {
+            pkvk_graph_abort(b->ctx);
+            return -1;
+        }
+        if (pkvk_graph_end(b->ctx, g, &reused)) return fail_dev(e, "graph capture");
+        t_capture = pkv_clock_now() - t;
+        b->graph_made++;
+        b->capture_time += t_capture;
     }
-    /* run.layers_measured: the layers not run take what the run ones took */
+    if (pkvk_event_record(b->ev[EV_ATT0])) return fail_dev(e, "event");
+    if (g) {
+        if (pkvk_graph_launch(*g)) return fail_dev(e, "graph replay");
+        b->graph_steps++;
+    } else if (forward(b, v, plan, rows, check, rec, e)) {
+        return -1;
+    }
+    /* The wait for the step's end, then the reading of its 2 L + 2 timers (host work
+     * of the measurement alone; its mean is printed at the end), which the step's wall
+     * time leaves out. */
+    float ms, head_ms, att_ms;
+    if (pkvk_event_record(b->ev[EV_ATT1]) ||
+        pkvk_event_elapsed(b->ev[EV_HEAD], b->ev[EV_ATT1], &head_ms))
+        return fail_dev(e, "event");
+    const double t_read = pkv_clock_now();
+    if (pkvk_event_elapsed(b->ev[EV_ATT0], b->ev[EV_HEAD], &ms) ||
+        pkvk_events_elapsed_sum(b->att_ev, b->layers, &att_ms))
+        return fail_dev(e, "event");
+    /* the embedding and the layers run; run.layers_measured: the layers not run take
+     * what the run ones took */
+    const double layers = ms * 1e-3, att = att_ms * 1e-3;
     rec->t_device = att * b->layer_scale;
     rec->t_dense = (layers - att) * b->layer_scale + head_ms * 1e-3;
-    b->base.t_unrun = (b->layer_scale - 1) * layers;
+    const double read = pkv_clock_now() - t_read;
+    b->base.t_unrun = (b->layer_scale - 1) * layers - read - t_capture;
+    b->timer_reads += read;
+    b->model_steps++;
     return 0;
 }
 
@@ -373,7 +454,21 @@ static void cuda_destroy(pkv_backend *base) {
     for (int k = 0; k < EV_COUNT; k++) pkvk_event_destroy(b->ev[k]);
     pkvk_mlp_destroy(b->mlp);
     pkvk_graph_destroy(b->graph);
-    if (b->graph_steps)
+    for (int k = 0; b->graphs && k < 4 * graph_buckets(b->cap_rows); k++)
+        pkvk_graph_destroy(b->graphs[k]);
+    free(b->graphs);
+    if (b->model_steps)
+        fprintf(stderr,
+                "pkvsim: reading a step's %d timers took %.1f us of host time (mean of %lld "
+                "steps; left out of t_wall)\n",
+                2 * b->layers + 2, 1e6 * b->timer_reads / b->model_steps,
+                (long long)b->model_steps);
+    if (b->graph_steps && b->model)
+        fprintf(stderr,
+                "pkvsim: cuda graphs: %lld steps replayed, %lld graphs captured (route, rows "
+                "bucket, merge) in %.1f ms of host time (left out of t_wall)\n",
+                (long long)b->graph_steps, (long long)b->graph_made, 1e3 * b->capture_time);
+    else if (b->graph_steps)
         fprintf(stderr,
                 "pkvsim: cuda graphs: %lld steps, %lld replays of an updated graph, %lld "
                 "instantiations\n",
@@ -409,14 +504,6 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec
     const pkvk_shape sh = pkv_model_attn_shape(md), *s = &sh;
     const int dense = pkv_model_dense(md);
     const int32_t mlp_inter = (int32_t)md->mlp_tail;
-    if (dense && use_graph) {
-        pkv_fail(e,
-                 "run.cuda_graph: graph replay of a full model's step is not built yet; run "
-                 "model %s without it",
-                 md->name);
-        pkvk_ctx_destroy(ctx);
-        return NULL;
-    }
     pkvk_model_shape ms = pkv_model_gpu_shape(md);
     /* run.layers_measured: only the first layers exist on the GPU (weights, pools) */
     if (dense && spec->layers_measured > 0 && spec->layers_measured < ms.layers)
@@ -491,7 +578,9 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec
             b->k = pkvk_model_kv(b->model, 0, 0); /* the prologue's append lands in layer 0 */
             b->v = pkvk_model_kv(b->model, 0, 1);
             b->att_ev = calloc(2 * (size_t)b->layers, sizeof *b->att_ev);
-            if (!b->att_ev) rc = PKVK_ERR_OUT_OF_MEMORY;
+            if (use_graph)
+                b->graphs = calloc(4 * (size_t)graph_buckets(cap_rows), sizeof *b->graphs);
+            if (!b->att_ev || (use_graph && !b->graphs)) rc = PKVK_ERR_OUT_OF_MEMORY;
         }
         for (int k = 0; !rc && k < 2 * b->layers; k++) rc = pkvk_event_create(ctx, &b->att_ev[k]);
     } else {
@@ -500,6 +589,7 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec
     }
     if (!rc) rc = pkvk_malloc((void **)&b->q, rows * 2);
     if (!rc) rc = pkvk_malloc((void **)&b->o, rows * 2);
+    if (!rc) rc = pkvk_memset(b->o, 0, rows * 2); /* a graph's rows past the step's read it */
     if (!rc) rc = pkvk_malloc((void **)&b->o_ref, rows * 4);
     if (!rc) rc = pkvk_malloc((void **)&b->src_k, t.src_kv * 2);
     if (!rc) rc = pkvk_malloc((void **)&b->src_v, t.src_kv * 2);

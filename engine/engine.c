@@ -78,11 +78,24 @@ int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const c
         eng->model.prefill_attn =
             cal->prefill_attn_tflops > 0 ? PKVK_PREFILL_FLASHINFER : PKVK_PREFILL_CUBLAS;
     }
-    /* Graph replay cannot capture the FlashInfer routes (their planner may allocate):
-     * a policy choosing among routes leaves them out of its candidates. */
-    uint32_t fi = 1u << PKV_ROUTE_FLASHINFER | 1u << PKV_ROUTE_FLASHINFER_TC;
-    if (b && b->cuda_graph && (eng->policy.candidates & (eng->policy.candidates - 1)))
-        eng->policy.candidates &= ~fi;
+    /* Graph replay cannot capture the FlashInfer routes (their planner may allocate);
+     * a full model's graphs, of fixed grids, hold ref_paged and pkv_workqueue only
+     * (pkv_bucket's launches vary per step). A policy choosing among routes leaves the
+     * others out of its candidates; a fixed route of them is refused. */
+    uint32_t no_graph = 1u << PKV_ROUTE_FLASHINFER | 1u << PKV_ROUTE_FLASHINFER_TC;
+    if (pkv_model_dense(m)) no_graph |= 1u << PKV_ROUTE_BUCKET | 1u << PKV_ROUTE_FUSED;
+    if (b && b->cuda_graph && (eng->policy.candidates & (eng->policy.candidates - 1))) {
+        eng->no_context_gate = pkv_model_dense(m); /* FlashInfer's paths never candidates */
+        eng->policy.candidates &= ~no_graph;
+    }
+    if (b && b->cuda_graph && kind == PKV_BACKEND_CUDA && (eng->policy.candidates & no_graph))
+        return pkv_fail(e,
+                        "run.cuda_graph: route %s cannot be replayed as a CUDA graph%s; run it "
+                        "without graphs",
+                        pkv_route_name((pkv_route)__builtin_ctz(eng->policy.candidates)),
+                        pkv_model_dense(m) ? " of a full model's step (ref_paged and "
+                                             "pkv_workqueue can)"
+                                           : "");
     if (pkv_planner_init(&eng->planner, s, cal, cap_rows, mode))
         return pkv_fail(e, "out of memory for the planner (%d rows)", cap_rows);
     if (!b) return 0;
@@ -185,7 +198,9 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
                         "step (serving.scheduler chunked)",
                         (unsigned long long)rec->index, eng->backend->name);
     double t0 = eng->backend->measures ? pkv_clock_now() : 0;
-    pkv_step_view sv = {.rows = v->n_rows, .gqa_group = eng->shape.hq / eng->shape.hkv};
+    pkv_step_view sv = {.rows = v->n_rows,
+                        .gqa_group = eng->shape.hq / eng->shape.hkv,
+                        .no_context_gate = eng->no_context_gate};
     for (int32_t i = 0; i < v->n_rows; i++) sv.context_tokens += v->seq_lens[i];
     /* The oracle on a measuring backend runs every candidate and keeps the fastest. */
     const int measured_oracle = eng->policy.measured_oracle && eng->backend->measures;

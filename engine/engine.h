@@ -66,9 +66,10 @@ struct pkv_backend {
     int (*swap)(pkv_backend *b, int to_host, const int32_t *pages, const int32_t *slots, int32_t n,
                 double *t_device, pkv_err *e);
     void (*destroy)(pkv_backend *b);
-    /* run.layers_measured: seconds the last run or prefill added for the layers it did
-     * not run (its measured layers' time scaled), for the engine to add to its wall
-     * time; the engine zeroes it. */
+    /* Seconds to add to the wall time of the last run or prefill (the engine zeroes
+     * it): run.layers_measured's layers not run (the measured layers' time scaled),
+     * less the host time spent reading a full model's per-layer timers after the
+     * step has finished (measurement, not serving). */
     double t_unrun;
 };
 
@@ -109,6 +110,7 @@ typedef struct pkv_engine {
     pkvk_shape shape; /* the attention shape one GPU runs */
     const pkv_calib *cal;
     pkv_route_policy policy;
+    bool no_context_gate; /* pkv_step_view.no_context_gate */
     pkv_planner planner;
     pkv_backend *backend; /* owned */
     pkv_clock_source clock;

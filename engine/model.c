@@ -35,10 +35,11 @@ static void widths(const pkv_model *m, double kn[5][2]) {
     kn[4][0] = h, kn[4][1] = m->vocab / tp;                   /* LM head */
 }
 
-/* Small kernels: per layer two RMSNorms, RoPE with the K/V append, SiLU-times-up;
- * after the last layer the embedding gather, the final norm, the gather of the rows
- * that sample and the argmax. */
-enum { SMALL_PER_LAYER = 4, SMALL_FINAL = 4 };
+/* Small kernels: per layer RoPE with the K/V append and SiLU-times-up, and over
+ * PKVK_NORM_FUSED_ROWS token rows the two norms' 1 / rms (kernels/pkvk_model.h: the
+ * norms are folded into the GEMMs after them); after the last layer the embedding
+ * gather, the final norm, the gather of the rows that sample and the argmax. */
+enum { SMALL_FINAL = 4 };
 
 void pkv_model_dense_cost(const pkv_model *m, const pkv_calib *c, int64_t tokens, int64_t heads,
                           pkv_dense_cost *out) {
@@ -55,12 +56,14 @@ void pkv_model_dense_cost(const pkv_model *m, const pkv_calib *c, int64_t tokens
         out->t_gemm += times * pkv_gemm_time(c, rows, kn[g][0], kn[g][1]);
         out->launches += (int32_t)times;
     }
-    /* The small kernels stream their activations: a fixed cost plus bytes / beta. */
+    /* The small kernels stream their activations: a fixed cost plus bytes / beta
+     * (RoPE and SiLU read the residual rows for their norm, the norm kernels read
+     * them, where they run). */
+    const int per_layer = tokens > PKVK_NORM_FUSED_ROWS ? 4 : 2;
     double row_bytes = 2.0 * m->hidden * (double)tokens;
-    out->t_small =
-        m->layers * (SMALL_PER_LAYER * c->small_kernel_us * 1e-6 + 6 * row_bytes / c->beta) +
-        SMALL_FINAL * c->small_kernel_us * 1e-6 + 3 * row_bytes / c->beta;
-    out->launches += m->layers * SMALL_PER_LAYER + SMALL_FINAL;
+    out->t_small = m->layers * (per_layer * c->small_kernel_us * 1e-6 + 4 * row_bytes / c->beta) +
+                   SMALL_FINAL * c->small_kernel_us * 1e-6 + 3 * row_bytes / c->beta;
+    out->launches += m->layers * per_layer + SMALL_FINAL;
     if (m->tp > 1)
         out->t_allreduce = 2.0 * m->layers *
                            (c->allreduce_us * 1e-6 +

@@ -37,7 +37,9 @@ pkv_route pkv_policy_adaptive(const pkv_calib *cal, const pkv_step_view *v, uint
     int base = fastest(v, pkv_policy_baselines());
     if (base < 0) base = PKV_ROUTE_REF_PAGED;
     pkv_gate g = pkv_calib_gate(cal, v->gqa_group);
-    *why = !g.on ? PKV_WHY_NO_GATE : v->context_tokens < g.min_context ? PKV_WHY_CONTEXT : 0;
+    *why = !g.on                                                      ? PKV_WHY_NO_GATE
+           : !v->no_context_gate && v->context_tokens < g.min_context ? PKV_WHY_CONTEXT
+                                                                      : 0;
     int pkv = fastest(v, pkv_routes_of_role(PKV_ROLE_SPLIT));
     if (*why || pkv < 0) return (pkv_route)base;
     double margin = v->rows <= cal->margin_small_rows ? g.margin_small : g.margin_large;

@@ -11,6 +11,10 @@ typedef struct pkv_step_view {
     int64_t context_tokens;
     int gqa_group;
     uint32_t valid; /* bit r: candidates[r] was planned */
+    /* The context gates are off: they were fitted against FlashInfer's paths, which
+     * a full model's graph replay leaves out (the prediction and the margin decide a
+     * promotion over ref_paged). */
+    bool no_context_gate;
     pkv_counters cand[PKV_ROUTE_COUNT];
 } pkv_step_view;
 

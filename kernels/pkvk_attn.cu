@@ -43,6 +43,7 @@ struct Params {
     const int32_t *bucket_rows;
     int32_t row_begin, splits;
     const pkvk_task *spans; // WORKQUEUE / FUSED: CTA x runs span x / hkv for KV head x % hkv
+    int32_t layout_rows;    // a fixed grid's plan: split_offsets[layout_rows] is its slot count
     float *part_acc;        // [slot][hkv][G][D]
     float *part_ml;         // [slot][hkv][G][2]: m (log2 domain), l
     int *counters;          // [n_rows * hkv] fused completion counters, left at 0
@@ -174,20 +175,15 @@ __host__ __device__ constexpr size_t smem_bytes(int D) {
     return (size_t)STAGES * WARPS * 2 * WTOK * D * sizeof(__half);
 }
 
-template <int D, int G, int MODE>
-__global__ void __launch_bounds__(THREADS) attn_kernel(const Params p) {
+// The work of CTA x of a launch (x: blockIdx.x, or a fixed grid's task index). Every
+// return is taken by the whole CTA.
+template <int D, int G, int MODE> __device__ __forceinline__ void attn_cta(const Params &p, int x) {
     static_assert(D % 16 == 0 && G <= 8, "MMA rows hold at most 8 query heads");
-
-    // A merge launched after this kernel (launch_merge) may be scheduled now: its
-    // blocks wait for this grid's completion (griddepcontrol.wait) while resident.
-#if __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.launch_dependents;");
-#endif
     int row, kvh, split, tb, te;
     if (MODE == MODE_REF) {
-        row = blockIdx.x, kvh = blockIdx.y, split = 0, tb = 0, te = p.seq_lens[row];
+        row = x, kvh = blockIdx.y, split = 0, tb = 0, te = p.seq_lens[row];
     } else if (MODE == MODE_BUCKET) {
-        row = p.bucket_rows[p.row_begin + blockIdx.x], kvh = blockIdx.y, split = blockIdx.z;
+        row = p.bucket_rows[p.row_begin + x], kvh = blockIdx.y, split = blockIdx.z;
         // pkvk_split_range on the row's true length.
         int len = p.seq_lens[row], tiles = (len + PKVK_TILE - 1) / PKVK_TILE;
         int tps = (tiles + p.splits - 1) / p.splits, t0 = split * tps;
@@ -195,8 +191,8 @@ __global__ void __launch_bounds__(THREADS) attn_kernel(const Params p) {
         te = min(min(t0 + tps, tiles) * PKVK_TILE, len);
         if (tb > len) tb = len;
     } else {
-        const pkvk_task t = p.spans[blockIdx.x / p.hkv];
-        row = t.row, kvh = blockIdx.x % p.hkv, split = t.split, tb = t.t_begin, te = t.t_end;
+        const pkvk_task t = p.spans[x / p.hkv];
+        row = t.row, kvh = x % p.hkv, split = t.split, tb = t.t_begin, te = t.t_end;
     }
     const int slot0 = MODE == MODE_REF ? 0 : p.split_offsets[row];
     const int nslots = MODE == MODE_REF ? 1 : p.split_offsets[row + 1] - slot0;
@@ -391,6 +387,27 @@ __global__ void __launch_bounds__(THREADS) attn_kernel(const Params p) {
                              p.o + ((size_t)row * p.hq + kvh * G) * D);
 }
 
+// FIXED (the workqueue only): a grid of fixed size (CUDA graph replay) whose CTAs
+// take the plan's tasks x = blockIdx.x, blockIdx.x + gridDim.x, ... up to its count,
+// read from the device; CTAs past it return at once.
+template <int D, int G, int MODE, bool FIXED = false>
+__global__ void __launch_bounds__(THREADS) attn_kernel(const Params p) {
+    // A merge launched after this kernel (launch_merge) may be scheduled now: its
+    // blocks wait for this grid's completion (griddepcontrol.wait) while resident.
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;");
+#endif
+    if (!FIXED) {
+        attn_cta<D, G, MODE>(p, blockIdx.x);
+        return;
+    }
+    const int n = p.split_offsets[p.layout_rows] * p.hkv;
+    for (int x = blockIdx.x; x < n; x += gridDim.x) {
+        attn_cta<D, G, MODE>(p, x);
+        __syncthreads(); // the next task refills the shared memory this one read
+    }
+}
+
 // Segmented merge: block (row, query head), one thread per dimension. Rows with a
 // single slot were written directly by their split and are skipped.
 template <int D> __global__ void __launch_bounds__(D) merge_kernel(const Params p, int G) {
@@ -411,32 +428,35 @@ template <int D> __global__ void __launch_bounds__(D) merge_kernel(const Params 
                               p.o + ((size_t)row * p.hq + h) * D);
 }
 
-template <int D, int G, int MODE> int launch_attn(cudaStream_t st, dim3 grid, const Params &p) {
+template <int D, int G, int MODE, bool FIXED>
+int launch_attn(cudaStream_t st, dim3 grid, const Params &p) {
     static_assert((2 * WARPS * G + 2 * G + WARPS * G * D) * sizeof(float) <= smem_bytes(D),
                   "the warp reduction fits in the pipeline's shared memory");
     // The dynamic shared memory limit was raised by pkvk_attn_configure.
-    attn_kernel<D, G, MODE><<<grid, THREADS, smem_bytes(D), st>>>(p);
+    attn_kernel<D, G, MODE, FIXED><<<grid, THREADS, smem_bytes(D), st>>>(p);
     PKVK_CK_LAUNCH();
     return PKVK_OK;
 }
 
-template <int D, int MODE> int launch_g(cudaStream_t st, int G, dim3 grid, const Params &p) {
+template <int D, int MODE, bool FIXED>
+int launch_g(cudaStream_t st, int G, dim3 grid, const Params &p) {
     switch (G) {
     case 1:
-        return launch_attn<D, 1, MODE>(st, grid, p);
+        return launch_attn<D, 1, MODE, FIXED>(st, grid, p);
     case 2:
-        return launch_attn<D, 2, MODE>(st, grid, p);
+        return launch_attn<D, 2, MODE, FIXED>(st, grid, p);
     case 4:
-        return launch_attn<D, 4, MODE>(st, grid, p);
+        return launch_attn<D, 4, MODE, FIXED>(st, grid, p);
     case 8:
-        return launch_attn<D, 8, MODE>(st, grid, p);
+        return launch_attn<D, 8, MODE, FIXED>(st, grid, p);
     default:
         return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "GQA group size must be 1, 2, 4 or 8");
     }
 }
 
-template <int MODE> int launch_mode(cudaStream_t st, int D, int G, dim3 grid, const Params &p) {
-    if (D == 128) return launch_g<128, MODE>(st, G, grid, p);
+template <int MODE, bool FIXED = false>
+int launch_mode(cudaStream_t st, int D, int G, dim3 grid, const Params &p) {
+    if (D == 128) return launch_g<128, MODE, FIXED>(st, G, grid, p);
     return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "head dimension must be 128 on the GPU");
 }
 
@@ -460,7 +480,8 @@ int launch_merge(cudaStream_t st, const Params &p, int G, int D, unsigned rows) 
 template <int D, int G> int configure_g() {
     const void *ks[] = {
         (const void *)attn_kernel<D, G, MODE_REF>, (const void *)attn_kernel<D, G, MODE_BUCKET>,
-        (const void *)attn_kernel<D, G, MODE_TASKS>, (const void *)attn_kernel<D, G, MODE_FUSED>};
+        (const void *)attn_kernel<D, G, MODE_TASKS>, (const void *)attn_kernel<D, G, MODE_FUSED>,
+        (const void *)attn_kernel<D, G, MODE_TASKS, true>};
     for (const void *k : ks)
         PKVK_CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      (int)smem_bytes(D)));
@@ -489,7 +510,9 @@ struct pkvk_workspace {
     size_t arena_bytes;
     int32_t *split_offsets, *bucket_rows;
     pkvk_task *spans;
-    pkvk_fi *fi; // FlashInfer's state: by pkvk_workspace_flashinfer, else at the first plan
+    pkvk_fi *fi;        // FlashInfer's state: by pkvk_workspace_flashinfer, else at the first plan
+    int32_t fixed_rows; // pkvk_workspace_fixed: the grids' rows; 0: each plan's own
+    int fixed_ctas;     // the fixed workqueue grid: every resident CTA of the GPU
 };
 
 static size_t align16(size_t n) {
@@ -559,25 +582,36 @@ int pkvk_plan_pack(pkvk_workspace *w, const pkvk_plan *p, const void *extra, siz
     if (pkv_route_is_workqueue(p->route) && p->n_tasks && !p->tasks_written)
         return pkvk_fail_msg(PKVK_ERR_INVALID, "a counts-only plan cannot be launched");
     const bool fi = pkv_route_is_flashinfer(p->route);
-    const size_t so = align16(extra_bytes), br = so + align16(sizeof(int32_t) * (p->n_rows + 1));
+    if (w->fixed_rows && p->route != PKV_ROUTE_REF_PAGED && p->route != PKV_ROUTE_WORKQUEUE)
+        return pkvk_fail_msg(PKVK_ERR_INVALID,
+                             "only ref_paged and pkv_workqueue run on fixed grids");
+    if (w->fixed_rows && p->n_rows > w->fixed_rows)
+        return pkvk_fail_msg(PKVK_ERR_INVALID, "plan has more rows than the fixed grid");
+    // Laid out for `rows` rows (a fixed grid's, so that its arrays stay where the
+    // captured kernels read them), the rows past the plan's without slots.
+    const int32_t rows = w->fixed_rows ? w->fixed_rows : p->n_rows;
+    const size_t br = align16(sizeof(int32_t) * (rows + 1));
     const size_t nbr = p->route == PKV_ROUTE_BUCKET ? sizeof(int32_t) * p->n_rows : 0;
     // One span per split entry of the plan, hkv CTAs each.
     const int32_t hkv = w->shape.hkv, n_spans = p->n_tasks / hkv;
     if (pkv_route_is_workqueue(p->route) && (p->n_tasks % hkv || n_spans != p->n_slots))
         return pkvk_fail_msg(PKVK_ERR_INVALID, "workqueue tasks are not hkv per split entry");
-    const size_t tk = br + align16(nbr), end = fi ? so : tk + sizeof(pkvk_task) * n_spans;
+    const size_t tk = br + align16(nbr), plan_end = fi ? 0 : tk + sizeof(pkvk_task) * n_spans;
+    const size_t extra_begin = align16(plan_end), end = extra_begin + extra_bytes;
     int rc = reserve_arena(w, end);
     if (rc) return rc;
-    if (extra_bytes) memcpy(w->staging, extra, extra_bytes);
+    if (extra_bytes) memcpy(w->staging + extra_begin, extra, extra_bytes);
     if (!fi) {
-        memcpy(w->staging + so, p->split_offsets, sizeof(int32_t) * (p->n_rows + 1));
+        int32_t *so = (int32_t *)w->staging;
+        memcpy(so, p->split_offsets, sizeof(int32_t) * (p->n_rows + 1));
+        for (int32_t i = p->n_rows + 1; i <= rows; i++) so[i] = p->split_offsets[p->n_rows];
         if (nbr) memcpy(w->staging + br, p->bucket_rows, nbr);
         if (n_spans) memcpy(w->staging + tk, p->tasks, sizeof(pkvk_task) * n_spans);
-        w->split_offsets = (int32_t *)(w->arena + so);
+        w->split_offsets = (int32_t *)w->arena;
         w->bucket_rows = (int32_t *)(w->arena + br);
         w->spans = (pkvk_task *)(w->arena + tk);
     }
-    *out = pkvk_packed{w->staging, w->arena, so, end};
+    *out = pkvk_packed{w->staging, w->arena, plan_end, extra_begin, end, rows};
     if (!fi) return PKVK_OK;
     rc = w->fi ? PKVK_OK : pkvk_fi_create(w->ctx, &w->fi, &w->shape, w->cap_rows, 0);
     return rc ? rc : pkvk_fi_upload(w->fi, p);
@@ -595,6 +629,18 @@ extern "C" int pkvk_workspace_flashinfer(pkvk_workspace *w, size_t cap_pages) {
     int rc = pkvk_fi_create(w->ctx, &w->fi, &w->shape, w->cap_rows, cap_pages);
     // A shape FlashInfer's build lacks: its routes say so when a step asks for them.
     return rc == PKVK_ERR_UNSUPPORTED ? PKVK_OK : rc;
+}
+
+extern "C" int pkvk_workspace_fixed(pkvk_workspace *w, int32_t rows) {
+    if (rows < 0 || rows > w->cap_rows)
+        return pkvk_fail_msg(PKVK_ERR_INVALID, "fixed grid rows outside the workspace's");
+    if (rows && !w->fixed_ctas) {
+        int per_sm = 0, rc = pkvk_occupancy(w->shape.d, w->shape.hq / w->shape.hkv, &per_sm);
+        if (rc) return rc;
+        w->fixed_ctas = per_sm * w->ctx->sms;
+    }
+    w->fixed_rows = rows;
+    return PKVK_OK;
 }
 
 extern "C" int pkvk_workspace_reserve(pkvk_workspace *w, size_t extra_bytes) {
@@ -631,12 +677,15 @@ extern "C" int pkvk_launch(pkvk_workspace *w, const pkvk_batch *b, const pkvk_pl
     p.scale_log2 = b->sm_scale * 1.4426950408889634f;
     p.split_offsets = w->split_offsets;
     p.spans = w->spans;
+    p.layout_rows = w->fixed_rows;
+    // A fixed grid (pkvk_workspace_fixed) covers the rows it was set for.
+    const int32_t rows = w->fixed_rows ? w->fixed_rows : plan->n_rows;
     p.part_acc = w->part_acc, p.part_ml = w->part_ml, p.counters = w->counters;
     const cudaStream_t st = w->ctx->stream;
     int rc = PKVK_OK;
     switch (plan->route) {
     case PKV_ROUTE_REF_PAGED:
-        rc = launch_mode<MODE_REF>(st, s.d, G, dim3(plan->n_rows, s.hkv), p);
+        rc = launch_mode<MODE_REF>(st, s.d, G, dim3(rows, s.hkv), p);
         *launches += rc == PKVK_OK;
         break;
     case PKV_ROUTE_BUCKET:
@@ -656,12 +705,12 @@ extern "C" int pkvk_launch(pkvk_workspace *w, const pkvk_batch *b, const pkvk_pl
     case PKV_ROUTE_WORKQUEUE:
     case PKV_ROUTE_FUSED: {
         bool fused = plan->route == PKV_ROUTE_FUSED;
-        rc = fused ? launch_mode<MODE_FUSED>(st, s.d, G, dim3(plan->n_tasks), p)
-                   : launch_mode<MODE_TASKS>(st, s.d, G, dim3(plan->n_tasks), p);
+        rc = fused           ? launch_mode<MODE_FUSED>(st, s.d, G, dim3(plan->n_tasks), p)
+             : w->fixed_rows ? launch_mode<MODE_TASKS, true>(st, s.d, G, dim3(w->fixed_ctas), p)
+                             : launch_mode<MODE_TASKS>(st, s.d, G, dim3(plan->n_tasks), p);
         *launches += rc == PKVK_OK;
-        bool multi = plan->n_slots > plan->n_rows; // some row has more than one split
-        if (rc == PKVK_OK && !fused && multi) {
-            rc = launch_merge(st, p, G, s.d, (unsigned)plan->n_rows);
+        if (rc == PKVK_OK && !fused && pkvk_plan_merges(plan)) {
+            rc = launch_merge(st, p, G, s.d, (unsigned)rows);
             *launches += rc == PKVK_OK;
         }
         break;

@@ -20,6 +20,9 @@ int pkvk_event_create(const pkvk_ctx *c, pkvk_event **ev);
 void pkvk_event_destroy(pkvk_event *ev);
 int pkvk_event_record(pkvk_event *ev);
 int pkvk_event_elapsed(pkvk_event *a, pkvk_event *b, float *ms);
+/* The sum (ms) of the intervals (ev[2 i], ev[2 i + 1]), i < pairs, after one wait for
+ * the last event. */
+int pkvk_events_elapsed_sum(pkvk_event *const *ev, int pairs, float *ms);
 /* Evict the L2 by reading the context's buffer of twice its size. */
 int pkvk_flush_l2(const pkvk_ctx *c);
 

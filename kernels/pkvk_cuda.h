@@ -25,14 +25,16 @@ struct pkvk_ctx {
 };
 
 /* A plan laid out for its device arena: host[0, bytes) (pinned staging) holds the
- * caller's extra bytes, then from plan_begin the plan's arrays, exactly as they must
- * land at dev (the workspace's arena; the workspace already points its arrays there).
- * FlashInfer's plan is made and uploaded by the pack itself (nothing past
- * plan_begin). Valid until the next pack. */
+ * plan's arrays in [0, plan_end), exactly as they must land at dev (the workspace's
+ * arena; the workspace already points its arrays there), then from extra_begin the
+ * caller's extra bytes. The arrays are laid out for `rows` rows (the plan's, or a
+ * fixed grid's: pkvk_workspace_fixed). FlashInfer's plan is made and uploaded by the
+ * pack itself (plan_end 0). Valid until the next pack. */
 struct pkvk_packed {
     const char *host;
     char *dev;
-    size_t plan_begin, bytes;
+    size_t plan_end, extra_begin, bytes;
+    int32_t rows;
 };
 int pkvk_plan_pack(pkvk_workspace *w, const pkvk_plan *p, const void *extra, size_t extra_bytes,
                    pkvk_packed *out);

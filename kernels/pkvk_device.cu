@@ -130,12 +130,29 @@ extern "C" void pkvk_event_destroy(pkvk_event *ev) {
     free(ev);
 }
 extern "C" int pkvk_event_record(pkvk_event *ev) {
-    PKVK_CK(cudaEventRecord(ev->e, ev->stream));
+    // Inside a stream capture an event is captured as an event record node of the
+    // graph (external), so that each replay records it and it times the replay.
+    cudaStreamCaptureStatus cs;
+    PKVK_CK(cudaStreamIsCapturing(ev->stream, &cs));
+    PKVK_CK(cudaEventRecordWithFlags(
+        ev->e, ev->stream, cs == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : 0));
     return PKVK_OK;
 }
 extern "C" int pkvk_event_elapsed(pkvk_event *a, pkvk_event *b, float *ms) {
     PKVK_CK(cudaEventSynchronize(b->e));
     PKVK_CK(cudaEventElapsedTime(ms, a->e, b->e));
+    return PKVK_OK;
+}
+
+extern "C" int pkvk_events_elapsed_sum(pkvk_event *const *ev, int pairs, float *ms) {
+    *ms = 0;
+    if (pairs <= 0) return PKVK_OK;
+    PKVK_CK(cudaEventSynchronize(ev[2 * pairs - 1]->e));
+    for (int i = 0; i < pairs; i++) {
+        float t;
+        PKVK_CK(cudaEventElapsedTime(&t, ev[2 * i]->e, ev[2 * i + 1]->e));
+        *ms += t;
+    }
     return PKVK_OK;
 }
 

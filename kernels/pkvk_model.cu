@@ -54,6 +54,7 @@ struct pkvk_model {
     __half *kv;                       // [layers][2][pool]
     size_t pool;                      // elements of one pool
     __half *x, *xn, *qkv, *o, *y, *a; // [cap_tokens][...]
+    float *inv;                       // [cap_tokens]: the rows' 1 / rms (row_norms)
     __half *logits;                   // [PKVK_MODEL_HEAD_ROWS][vocab]
     int32_t *tok;                     // [cap_tokens]: each row's last sampled token
     pkvk_fi_prefill *fip;             // prefill attention on FlashInfer's kernel (else cuBLAS)
@@ -88,10 +89,14 @@ static int gemm(cublasHandle_t h, int n, int m, int k, const __half *A, int lda,
 }
 
 // ---- weights -----------------------------------------------------------------------
-__global__ void fill_weights(__half *w, size_t n, uint64_t seed, int l, int t, int fan_in) {
+// fold (NULL: none): the RMSNorm weights [n / cols] folded into the rows of this
+// [n / cols][cols] tensor, W' = diag(fold) W, rounded once.
+__global__ void fill_weights(__half *w, size_t n, uint64_t seed, int l, int t, int fan_in,
+                             const __half *fold, size_t cols) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
          i += (size_t)gridDim.x * blockDim.x)
-        w[i] = __float2half(pkvk_model_weight(seed, l, t, i, fan_in));
+        w[i] = __float2half(pkvk_model_weight(seed, l, t, i, fan_in) *
+                            (fold ? __half2float(fold[i / cols]) : 1.f));
 }
 
 static size_t tensor_elems(const pkvk_model_shape *s, int l, int t) {
@@ -126,6 +131,64 @@ __device__ float block_sum(float v, float *sh) {
     __syncthreads();
     return r;
 }
+
+// 1 / rms of one row of x (the whole block takes part). A row of 8k halves takes 16
+// bytes a load, up to ROW_LOADS loads a thread issued at once (a decode row is one L2
+// round trip, not one per element).
+enum { ROW_LOADS = 8 };
+__device__ float row_inv_rms(const __half *__restrict__ xr, int hidden, float eps, float *sh) {
+    float ss = 0.f;
+    if (hidden % 8 == 0) {
+        const uint4 *v = reinterpret_cast<const uint4 *>(xr);
+        const int n = hidden / 8;
+        for (int base = threadIdx.x; base < n; base += ROW_LOADS * blockDim.x) {
+            uint4 u[ROW_LOADS];
+#pragma unroll
+            for (int k = 0; k < ROW_LOADS; k++) {
+                const int i = base + k * blockDim.x;
+                u[k] = i < n ? v[i] : make_uint4(0u, 0u, 0u, 0u);
+            }
+#pragma unroll
+            for (int k = 0; k < ROW_LOADS; k++) {
+                const __half2 *h = reinterpret_cast<const __half2 *>(&u[k]);
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const float2 f = __half22float2(h[j]);
+                    ss += f.x * f.x + f.y * f.y;
+                }
+            }
+        }
+    } else {
+        for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
+            const float v = __half2float(xr[i]);
+            ss += v * v;
+        }
+    }
+    return rsqrtf(block_sum(ss, sh) / hidden + eps);
+}
+
+// One block per row: inv[row] = 1 / rms(x[row]).
+__global__ void inv_rms_kernel(const __half *__restrict__ x, float *__restrict__ inv, int hidden,
+                               float eps) {
+    __shared__ float sh[32];
+    const float r = row_inv_rms(x + (size_t)blockIdx.x * hidden, hidden, eps, sh);
+    if (threadIdx.x == 0) inv[blockIdx.x] = r;
+}
+
+// The 1 / rms of the rows of x that a kernel reading a GEMM over x W' (an RMSNorm's
+// weights folded into W) scales them by: inv[row] where computed (more than
+// PKVK_NORM_FUSED_ROWS rows), else from the row itself (the block reduces it; x
+// NULL: no norm, 1).
+struct norm_in {
+    const __half *x = nullptr;
+    const float *inv = nullptr;
+    int hidden = 0;
+    float eps = 0.f;
+    __device__ float scale(int row, float *sh) const {
+        if (inv) return inv[row];
+        return x ? row_inv_rms(x + (size_t)row * hidden, hidden, eps, sh) : 1.f;
+    }
+};
 
 // One block per row: y = x / rms(x) * w (FP32 inside). VEC: the row in registers,
 // 16-byte loads (hidden a multiple of 8, at most 8 x NORM_THREADS x NORM_REGS).
@@ -197,9 +260,13 @@ __global__ void
 rope_append_kernel(const __half *__restrict__ qkv, int hq, int hkv, int d, int ps, float theta,
                    const int32_t *__restrict__ lens, const int32_t *__restrict__ bt, int bt_stride,
                    const int32_t *__restrict__ pages, segs_t segs, int cap_tokens, int ragged,
-                   __half *__restrict__ kpool, __half *__restrict__ vpool, __half *__restrict__ q) {
+                   __half *__restrict__ kpool, __half *__restrict__ vpool, __half *__restrict__ q,
+                   norm_in nin) {
     const int r = blockIdx.x, hd = blockIdx.y * ROPE_HEADS + threadIdx.x / 32,
               lane = threadIdx.x % 32, W = (hq + 2 * hkv) * d;
+    if (!PREFILL && lens[r] <= 0) return; // a row past the step's on a fixed grid (graph replay)
+    __shared__ float sh[32];
+    const float sc = nin.scale(r, sh); // qkv is x W' (the norm folded): RMSNorm(x) W = sc x W'
     if (hd >= hq + 2 * hkv) return;
     int pos, page;
     if (PREFILL) {
@@ -224,7 +291,7 @@ rope_append_kernel(const __half *__restrict__ qkv, int hq, int hkv, int d, int p
     }
     const bool rotate = hd < hq + hkv;
     for (int i = lane; i < d / 2; i += 32) {
-        float a = __half2float(src[i]), b = __half2float(src[i + d / 2]);
+        float a = __half2float(src[i]) * sc, b = __half2float(src[i + d / 2]) * sc;
         if (rotate) {
             float f = powf(theta, -2.f * i / d) * pos, c, sn;
             sincosf(f, &sn, &c);
@@ -299,11 +366,16 @@ __global__ void unpermute_kernel(const __half *__restrict__ op, __half *__restri
 
 // a[r][j] = silu(y[r][j]) * y[r][inter + j]: each thread VEC columns of one row
 // (VEC = 8: 16-byte loads and stores, when inter is a multiple of 8).
+// With the norm folded into the gate and up weights, both are scaled by the row's
+// 1 / rms first (nin; none: 1).
 template <int VEC>
-__global__ void silu_mul_kernel(const __half *__restrict__ y, __half *__restrict__ a, int inter) {
+__global__ void silu_mul_kernel(const __half *__restrict__ y, __half *__restrict__ a, int inter,
+                                norm_in nin) {
     const int j = (blockIdx.x * blockDim.x + threadIdx.x) * VEC;
-    if (j >= inter) return;
     const size_t r = blockIdx.y;
+    __shared__ float sh[32];
+    const float sc = nin.scale((int)r, sh);
+    if (j >= inter) return;
     __half g[VEC], u[VEC], out[VEC];
     if (VEC == 8) {
         *(uint4 *)g = *(const uint4 *)(y + r * 2 * inter + j);
@@ -312,8 +384,8 @@ __global__ void silu_mul_kernel(const __half *__restrict__ y, __half *__restrict
         g[0] = y[r * 2 * inter + j], u[0] = y[r * 2 * inter + inter + j];
     }
     for (int k = 0; k < VEC; k++) {
-        const float gf = __half2float(g[k]);
-        out[k] = __float2half(gf / (1.f + __expf(-gf)) * __half2float(u[k]));
+        const float gf = __half2float(g[k]) * sc;
+        out[k] = __float2half(gf / (1.f + __expf(-gf)) * __half2float(u[k]) * sc);
     }
     if (VEC == 8)
         *(uint4 *)(a + r * inter + j) = *(const uint4 *)out;
@@ -321,17 +393,21 @@ __global__ void silu_mul_kernel(const __half *__restrict__ y, __half *__restrict
         a[r * inter + j] = out[0];
 }
 
-int pkvk_silu_mul(cudaStream_t st, const void *y, void *a, int rows, int inter) {
+static int silu_mul(cudaStream_t st, const void *y, void *a, int rows, int inter, norm_in nin) {
     if (rows <= 0) return PKVK_OK;
     if (rows > 65535) return pkvk_fail_msg(PKVK_ERR_INVALID, "silu: more than 65535 rows");
     if (inter % 8 == 0)
-        silu_mul_kernel<8><<<dim3((inter / 8 + 255) / 256, rows), 256, 0, st>>>((const __half *)y,
-                                                                                (__half *)a, inter);
+        silu_mul_kernel<8><<<dim3((inter / 8 + 255) / 256, rows), 256, 0, st>>>(
+            (const __half *)y, (__half *)a, inter, nin);
     else
-        silu_mul_kernel<1><<<dim3((inter + 255) / 256, rows), 256, 0, st>>>((const __half *)y,
-                                                                            (__half *)a, inter);
+        silu_mul_kernel<1><<<dim3((inter + 255) / 256, rows), 256, 0, st>>>(
+            (const __half *)y, (__half *)a, inter, nin);
     PKVK_CK_LAUNCH();
     return PKVK_OK;
+}
+
+int pkvk_silu_mul(cudaStream_t st, const void *y, void *a, int rows, int inter) {
+    return silu_mul(st, y, a, rows, inter, norm_in{});
 }
 
 // One block per row: tok[row] = argmax of its logits (the first of equal maxima).
@@ -412,7 +488,7 @@ extern "C" size_t pkvk_model_bytes(const pkvk_model_shape *s, int32_t cap_tokens
     size_t act = T * (2 * s->hidden + qkvw + hd * 2 + 3 * (size_t)s->inter) +
                  (size_t)PKVK_MODEL_HEAD_ROWS * s->vocab;
     size_t kv = (size_t)s->layers * 2 * n_pages * s->hkv * s->page_size * s->d;
-    size_t fixed = T * 4 + (size_t)n_pages * 4;
+    size_t fixed = T * 8 + (size_t)n_pages * 4; /* tok, inv; the page list */
     if (pkvk_model_prefill_kernel(s) == PKVK_PREFILL_FLASHINFER)
         fixed += pkvk_fi_prefill_bytes(MAX_SEGS);
     else /* op, kc and vc; S and P */
@@ -448,6 +524,7 @@ extern "C" int pkvk_model_create(const pkvk_ctx *c, pkvk_model **out, const pkvk
     if (!rc) rc = pkvk_malloc((void **)&m->kv, (size_t)s->layers * 2 * m->pool * 2);
     if (!rc) rc = pkvk_malloc((void **)&m->x, T * s->hidden * 2);
     if (!rc) rc = pkvk_malloc((void **)&m->xn, T * s->hidden * 2);
+    if (!rc) rc = pkvk_malloc((void **)&m->inv, T * 4);
     if (!rc) rc = pkvk_malloc((void **)&m->qkv, T * qkvw * 2);
     if (!rc) rc = pkvk_malloc((void **)&m->o, T * hd * 2);
     if (!rc) rc = pkvk_malloc((void **)&m->y, T * 2 * s->inter * 2);
@@ -475,8 +552,16 @@ extern "C" int pkvk_model_create(const pkvk_ctx *c, pkvk_model **out, const pkvk
     if (!rc) rc = pkvk_memset(m->kv, 0, (size_t)s->layers * 2 * m->pool * 2);
     for (int l = -1; l < s->layers && !rc; l++)
         for (int t = 0; t < (l < 0 ? 3 : (int)PKVK_W_LAYER_COUNT) && !rc; t++) {
+            // The norms come before the tensors they fold into (t order).
+            const __half *fold = l < 0             ? nullptr
+                                 : t == PKVK_W_QKV ? W(m, l, PKVK_W_LN1)
+                                 : t == PKVK_W_GU  ? W(m, l, PKVK_W_LN2)
+                                                   : nullptr;
+            const size_t cols =
+                t == PKVK_W_QKV ? (size_t)(s->hq + 2 * s->hkv) * s->d : 2 * (size_t)s->inter;
             fill_weights<<<1024, 256, 0, m->ctx->stream>>>(W(m, l, t), tensor_elems(s, l, t), seed,
-                                                           l, t, pkvk_model_fan_in(s, l, t));
+                                                           l, t, pkvk_model_fan_in(s, l, t), fold,
+                                                           cols);
             cudaError_t e = cudaGetLastError();
             if (e != cudaSuccess) rc = pkvk_fail_cuda(e, "fill_weights", __FILE__, __LINE__);
         }
@@ -498,8 +583,8 @@ extern "C" void pkvk_model_destroy(pkvk_model *m) {
     if (!m) return;
     if (m->h) cublasDestroy(m->h);
     pkvk_fi_prefill_destroy(m->fip);
-    void *dev[] = {m->w,  m->kv, m->x,  m->xn, m->qkv, m->o,      m->y,   m->a,      m->qp,
-                   m->op, m->kc, m->vc, m->S,  m->P,   m->logits, m->tok, m->pages_d};
+    void *dev[] = {m->w,  m->kv, m->x,  m->xn, m->inv, m->qkv, m->o,      m->y,   m->a,
+                   m->qp, m->op, m->kc, m->vc, m->S,   m->P,   m->logits, m->tok, m->pages_d};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) pkvk_free(dev[i]);
     pkvk_host_free(m->pages_h);
     free(m);
@@ -535,13 +620,33 @@ extern "C" int pkvk_model_decode_begin(pkvk_model *m, int rows) {
     return PKVK_OK;
 }
 
-// Norm and QKV of layer l over rows.
-static int pre_gemm(pkvk_model *m, int l, int rows) {
+// The RMSNorm of rows of x for the kernel that reads a GEMM over x W' (its weights
+// folded into W'): over PKVK_NORM_FUSED_ROWS rows their 1 / rms into m->inv by a
+// kernel of its own, else nothing (the reading kernel reduces each row itself).
+static int row_norms(pkvk_model *m, int rows, norm_in *nin) {
+    const pkvk_model_shape *s = &m->s;
+    *nin = norm_in{m->x, nullptr, s->hidden, s->eps};
+    if (rows <= PKVK_NORM_FUSED_ROWS) return PKVK_OK;
+    inv_rms_kernel<<<rows, NORM_THREADS, 0, m->ctx->stream>>>(m->x, m->inv, s->hidden, s->eps);
+    PKVK_CK_LAUNCH();
+    nin->inv = m->inv;
+    return PKVK_OK;
+}
+// The norm of rows from `first` on.
+static norm_in rows_from(norm_in n, int first) {
+    n.x += (size_t)first * n.hidden;
+    if (n.inv) n.inv += first;
+    return n;
+}
+
+// The norm and QKV of layer l over rows: qkv = x W'_QKV (the norm's weights folded
+// in), *nin the rows' norm for the RoPE that reads it.
+static int pre_gemm(pkvk_model *m, int l, int rows, norm_in *nin) {
     const pkvk_model_shape *s = &m->s;
     const int qkvw = (s->hq + 2 * s->hkv) * s->d;
-    int rc = norm(m, m->x, m->xn, W(m, l, PKVK_W_LN1), rows);
+    int rc = row_norms(m, rows, nin);
     return rc ? rc
-              : gemm(m->h, rows, qkvw, s->hidden, m->xn, s->hidden, W(m, l, PKVK_W_QKV), qkvw,
+              : gemm(m->h, rows, qkvw, s->hidden, m->x, s->hidden, W(m, l, PKVK_W_QKV), qkvw,
                      m->qkv, qkvw, 0.f);
 }
 
@@ -550,14 +655,15 @@ extern "C" int pkvk_model_decode_pre(pkvk_model *m, int l, int rows, const int32
     const pkvk_model_shape *s = &m->s;
     if (over(m, rows)) return PKVK_ERR_INVALID;
     if (rows == 0) return PKVK_OK;
-    int rc = pre_gemm(m, l, rows);
+    norm_in nin;
+    int rc = pre_gemm(m, l, rows, &nin);
     if (rc) return rc;
     segs_t none;
     none.n = 0;
     rope_append_kernel<false><<<rope_grid(s, rows), 32 * ROPE_HEADS, 0, m->ctx->stream>>>(
         m->qkv, s->hq, s->hkv, s->d, s->page_size, s->rope_theta, lens, bt, bt_stride, nullptr,
         none, m->cap_tokens, 1, (__half *)pkvk_model_kv(m, l, 0), (__half *)pkvk_model_kv(m, l, 1),
-        (__half *)q);
+        (__half *)q, nin);
     PKVK_CK_LAUNCH();
     return PKVK_OK;
 }
@@ -567,12 +673,13 @@ extern "C" int pkvk_model_post(pkvk_model *m, int l, int rows, const uint16_t *o
     if (over(m, rows)) return PKVK_ERR_INVALID;
     if (rows == 0) return PKVK_OK;
     const int hd = s->hq * s->d, h = s->hidden;
+    norm_in nin;
     int rc = gemm(m->h, rows, h, hd, (const __half *)o, hd, W(m, l, PKVK_W_O), h, m->x, h, 1.f);
-    if (!rc) rc = norm(m, m->x, m->xn, W(m, l, PKVK_W_LN2), rows);
-    if (!rc)
-        rc = gemm(m->h, rows, 2 * s->inter, h, m->xn, h, W(m, l, PKVK_W_GU), 2 * s->inter, m->y,
+    if (!rc) rc = row_norms(m, rows, &nin);
+    if (!rc) /* y = x W'_GU: the norm's weights folded in, its 1 / rms applied by the SiLU */
+        rc = gemm(m->h, rows, 2 * s->inter, h, m->x, h, W(m, l, PKVK_W_GU), 2 * s->inter, m->y,
                   2 * s->inter, 0.f);
-    if (!rc) rc = pkvk_silu_mul(m->ctx->stream, m->y, m->a, rows, s->inter);
+    if (!rc) rc = silu_mul(m->ctx->stream, m->y, m->a, rows, s->inter, nin);
     if (!rc)
         rc = gemm(m->h, rows, h, s->inter, m->a, s->inter, W(m, l, PKVK_W_DOWN), h, m->x, h, 1.f);
     return rc;
@@ -691,13 +798,14 @@ static int prefill_chunk(pkvk_model *m, const segs_t &segs, int T, int heads) {
     for (int l = 0; l < s->layers; l++) {
         const bool probe = l == 0 && m->probe[0];
         if (probe) PKVK_CK(cudaEventRecord(m->probe[0], st));
-        int rc = pre_gemm(m, l, T);
+        norm_in nin;
+        int rc = pre_gemm(m, l, T, &nin);
         if (rc) return rc;
         if (probe) PKVK_CK(cudaEventRecord(m->probe[1], st));
         rope_append_kernel<true><<<rope_grid(s, T), 32 * ROPE_HEADS, 0, st>>>(
             m->qkv, s->hq, s->hkv, s->d, s->page_size, s->rope_theta, nullptr, nullptr, 0,
             m->pages_d, segs, m->cap_tokens, m->fip != nullptr, (__half *)pkvk_model_kv(m, l, 0),
-            (__half *)pkvk_model_kv(m, l, 1), m->qp);
+            (__half *)pkvk_model_kv(m, l, 1), m->qp, nin);
         PKVK_CK_LAUNCH();
         if (probe) PKVK_CK(cudaEventRecord(m->probe[2], st));
         if ((rc = chunk_attention(m, l, segs, T, m->o))) return rc;
@@ -792,19 +900,21 @@ extern "C" int pkvk_model_mixed_pre(pkvk_model *m, int l, const int32_t *lens, c
                                     int bt_stride, uint16_t *q) {
     const pkvk_model_shape *s = &m->s;
     const int rows = m->mix_rows, T = m->mix_T, W_ = (s->hq + 2 * s->hkv) * s->d;
-    int rc = pre_gemm(m, l, rows + T);
+    norm_in nin;
+    int rc = pre_gemm(m, l, rows + T, &nin);
     if (rc) return rc;
     segs_t none;
     none.n = 0;
     __half *kp = (__half *)pkvk_model_kv(m, l, 0), *vp = (__half *)pkvk_model_kv(m, l, 1);
     rope_append_kernel<false><<<rope_grid(s, rows), 32 * ROPE_HEADS, 0, m->ctx->stream>>>(
         m->qkv, s->hq, s->hkv, s->d, s->page_size, s->rope_theta, lens, bt, bt_stride, nullptr,
-        none, m->cap_tokens, 1, kp, vp, (__half *)q);
+        none, m->cap_tokens, 1, kp, vp, (__half *)q, nin);
     PKVK_CK_LAUNCH();
     if (T == 0) return PKVK_OK;
     rope_append_kernel<true><<<rope_grid(s, T), 32 * ROPE_HEADS, 0, m->ctx->stream>>>(
         m->qkv + (size_t)rows * W_, s->hq, s->hkv, s->d, s->page_size, s->rope_theta, nullptr,
-        nullptr, 0, m->pages_d, m->mix_segs, m->cap_tokens, m->fip != nullptr, kp, vp, m->qp);
+        nullptr, 0, m->pages_d, m->mix_segs, m->cap_tokens, m->fip != nullptr, kp, vp, m->qp,
+        rows_from(nin, rows));
     PKVK_CK_LAUNCH();
     return PKVK_OK;
 }

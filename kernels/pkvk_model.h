@@ -7,7 +7,13 @@
  * the last layer the final RMSNorm, the LM head and greedy sampling (argmax). GEMMs
  * are cuBLAS, FP16 in and out with FP32 accumulation; the small kernels compute in
  * FP32. Weights are FP16 drawn on the device from pkvk_model_weight (below), so a
- * CPU reference can rebuild every value; they stay resident.
+ * CPU reference can rebuild every value; they stay resident. The two RMSNorms of a
+ * layer are folded into the GEMMs after them, as RMSNorm(x) W = (x W') / rms(x) with
+ * W' = diag(w) W (their weights multiplied into the QKV and gate/up rows once, at
+ * creation): the GEMM reads the residual stream x itself and the kernel that reads
+ * its output (RoPE, SiLU) scales each row by 1 / rms(x), which it reduces from the
+ * row itself up to PKVK_NORM_FUSED_ROWS rows (no norm kernel; a decode step's case)
+ * and reads from a small kernel's output beyond.
  *
  * Layouts: activations are row-major [tokens][width]; weights are [in][out]
  * row-major (y = x W); the QKV output row is [q heads | k heads | v heads], each head
@@ -100,6 +106,8 @@ static inline int pkvk_model_fan_in(const pkvk_model_shape *s, int l, int t) {
            : t == PKVK_W_DOWN                ? s->inter
                                              : 0;
 }
+
+enum { PKVK_NORM_FUSED_ROWS = 64 };
 
 typedef struct pkvk_model pkvk_model;
 

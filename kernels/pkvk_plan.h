@@ -50,6 +50,11 @@ typedef struct pkvk_plan {
 } pkvk_plan;
 
 int pkvk_plan_init(pkvk_plan *p, int32_t cap_rows, int32_t cap_tasks);
+
+/* A workqueue plan in which some row has more than one split: its launch merges. */
+static inline int pkvk_plan_merges(const pkvk_plan *p) {
+    return p->n_slots > p->n_rows;
+}
 void pkvk_plan_free(pkvk_plan *p);
 
 /* Tiles of a row of `len` tokens. */

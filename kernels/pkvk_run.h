@@ -36,6 +36,16 @@ int pkvk_workspace_flashinfer(pkvk_workspace *ws, size_t cap_pages);
 /* Make room for plans with up to extra_bytes of step metadata, so that no upload
  * allocates (none may while a CUDA graph is being captured). */
 int pkvk_workspace_reserve(pkvk_workspace *ws, size_t extra_bytes);
+/* Fixed grids (CUDA graph replay, rows > 0; 0: off): the plans uploaded from now on
+ * are laid out for `rows` rows (at most the workspace's), each array at an address
+ * that depends on rows only, the rows past a step's given length 0 by its prologue;
+ * launches run ref_paged over `rows` rows, pkv_workqueue on one grid of every
+ * resident CTA of the GPU that takes the plan's tasks in turn (their count read on
+ * the device; CTAs past it return at once), its merge over `rows` rows (rows without
+ * splits return at once). So a graph captured from a launch replays any plan of the
+ * same route with at most `rows` rows and the same merge flag (pkvk_plan_merges).
+ * The other routes are refused. */
+int pkvk_workspace_fixed(pkvk_workspace *ws, int32_t rows);
 /* Launch the uploaded plan on a device batch. Asynchronous; checks launch errors.
  * *launches receives the number of kernel launches made. */
 int pkvk_launch(pkvk_workspace *ws, const pkvk_batch *b, const pkvk_plan *p, int *launches);

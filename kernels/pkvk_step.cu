@@ -11,33 +11,39 @@ namespace {
 // pointer unused here) and the shape.
 struct StepArgs {
     pkvk_step st;
-    int32_t update_blocks;
-    int hkv, hq, ps, chunks; // chunks: 16-byte chunks per head row
-    // Parameter path: words [copy_begin, copy_end) of the parameters go to arena.
+    int32_t row_blocks, update_blocks; // row_blocks: the plan's layout rows, at least n_rows
+    int hkv, hq, ps, chunks;           // chunks: 16-byte chunks per head row
+    // Parameter path: words [0, copy_end) of the parameters go to arena.
     uint32_t *arena;
-    int32_t copy_begin, copy_end;
+    int32_t copy_end;
+    int32_t stage_word; // the stage's first word in the parameters or the arena
 };
 
 constexpr int PRO_THREADS = 128;
 
 // Block b of the prologue. Blocks [0, n_rows): row b's length, new K/V token and Q;
-// the next update_blocks: the block-table updates, PRO_THREADS per block; past those
+// [n_rows, row_blocks): rows past the step's on a fixed grid, length 0 (no work); the
+// next update_blocks: the block-table updates, PRO_THREADS per block; past those
 // (parameter path only): the plan's words, PRO_THREADS per block, so that each warp
 // reads 128 contiguous bytes of the parameters.
 __device__ void prologue_block(const StepArgs &a, const int32_t *stage, const uint32_t *words) {
     const int b = blockIdx.x, tid = threadIdx.x;
     const pkvk_step &st = a.st;
-    if (b >= st.n_rows + a.update_blocks) {
-        int i = a.copy_begin + (b - st.n_rows - a.update_blocks) * PRO_THREADS + tid;
+    if (b >= a.row_blocks + a.update_blocks) {
+        int i = (b - a.row_blocks - a.update_blocks) * PRO_THREADS + tid;
         if (i < a.copy_end) a.arena[i] = words[i];
         return;
     }
-    if (b >= st.n_rows) {
-        int u = (b - st.n_rows) * PRO_THREADS + tid;
+    if (b >= a.row_blocks) {
+        int u = (b - a.row_blocks) * PRO_THREADS + tid;
         if (u < st.n_updates) {
             const int32_t *t = stage + 2 * st.n_rows + 3 * u;
             st.block_table[(size_t)t[0] * st.bt_stride + t[1]] = t[2];
         }
+        return;
+    }
+    if (b >= st.n_rows) {
+        if (tid == 0) st.seq_lens[b] = 0;
         return;
     }
     int32_t len = stage[b];
@@ -62,7 +68,7 @@ __device__ void prologue_block(const StepArgs &a, const int32_t *stage, const ui
 // Copy path: the stage was copied to the device.
 __global__ void __launch_bounds__(PRO_THREADS)
     prologue_kernel(const StepArgs a, const int32_t *__restrict__ stage) {
-    prologue_block(a, stage, nullptr);
+    prologue_block(a, stage + a.stage_word, nullptr);
 }
 
 // Parameter path: the stage and the plan's arrays are this launch's parameters
@@ -71,7 +77,7 @@ template <int N> struct Blob { uint4 x[N / 16]; };
 template <int N>
 __global__ void __launch_bounds__(PRO_THREADS)
     prologue_param_kernel(const StepArgs a, const __grid_constant__ Blob<N> blob) {
-    prologue_block(a, reinterpret_cast<const int32_t *>(&blob),
+    prologue_block(a, reinterpret_cast<const int32_t *>(&blob) + a.stage_word,
                    reinterpret_cast<const uint32_t *>(&blob));
 }
 
@@ -124,18 +130,19 @@ extern "C" int pkvk_step_upload(pkvk_workspace *ws, const pkvk_plan *p, const pk
     const cudaStream_t stream = pkvk_workspace_ctx(ws)->stream;
     StepArgs a = {};
     a.update_blocks = (n_updates + PRO_THREADS - 1) / PRO_THREADS;
+    a.stage_word = (int32_t)(pk.extra_begin / 4);
     if (st) {
         const pkvk_shape *s = pkvk_workspace_shape(ws);
         if (s->d % 8)
             return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "head dimension must be a multiple of 8");
         a.st = *st;
+        a.row_blocks = pk.rows > n_rows ? pk.rows : n_rows;
         a.hkv = s->hkv, a.hq = s->hq, a.ps = s->page_size, a.chunks = s->d / 8;
     }
     if (mode == PKVK_UPLOAD_PARAMS && pk.bytes <= PKVK_PARAM_BYTES) {
         a.arena = (uint32_t *)pk.dev;
-        a.copy_begin = (int32_t)(pk.plan_begin / 4), a.copy_end = (int32_t)(pk.bytes / 4);
-        int words = a.copy_end - a.copy_begin;
-        int blocks = n_rows + a.update_blocks + (words + PRO_THREADS - 1) / PRO_THREADS;
+        a.copy_end = (int32_t)((pk.plan_end + 3) / 4);
+        int blocks = a.row_blocks + a.update_blocks + (a.copy_end + PRO_THREADS - 1) / PRO_THREADS;
         if (blocks == 0) return PKVK_OK;
         // A launch's cost grows with its parameters' size: the smallest blob that fits.
         return pk.bytes <= 1024    ? launch_param<1024>(stream, blocks, a, pk.host)
@@ -148,7 +155,7 @@ extern "C" int pkvk_step_upload(pkvk_workspace *ws, const pkvk_plan *p, const pk
         PKVK_CK(cudaMemcpyAsync(pk.dev, pk.host, pk.bytes, cudaMemcpyHostToDevice, stream));
         if (copies) *copies = 1;
     }
-    int blocks = n_rows + a.update_blocks;
+    int blocks = a.row_blocks + a.update_blocks;
     if (blocks == 0) return PKVK_OK;
     prologue_kernel<<<blocks, PRO_THREADS, 0, stream>>>(a, (const int32_t *)pk.dev);
     PKVK_CK_LAUNCH();

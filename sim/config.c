@@ -199,6 +199,12 @@ static int finish_sections(pkv_config *c, const cJSON *root, pkv_err *e) {
         c->n_percentiles = n;
     }
     c->model.prefill_attn = c->prefill_attention; /* the names' order is PKVK_PREFILL_*'s */
+    if (c->cuda_graph == PKV_GRAPH_AUTO)          /* resolved (config.h) */
+        c->cuda_graph = pkv_model_dense(&c->model) && (strcmp(c->policy, "adaptive") == 0 ||
+                                                       strcmp(c->policy, "ref_paged") == 0 ||
+                                                       strcmp(c->policy, "pkv_workqueue") == 0)
+                            ? PKV_GRAPH_ON
+                            : PKV_GRAPH_OFF;
     if (!*c->output) /* run.output is an artifact: relative to the working folder, like -o */
         snprintf(c->output, sizeof c->output, "%s.h5", c->name);
     return 0;
@@ -217,9 +223,10 @@ static int check_consistency(const pkv_config *c, pkv_err *e) {
     if (c->layers_measured > 0 && strcmp(c->policy, "oracle") == 0)
         return pkv_fail(e, "run.layers_measured: the oracle times every route over every layer; "
                            "use a fixed route or adaptive");
-    if (c->cuda_graph && strcmp(c->policy, "oracle") == 0)
+    if (c->cuda_graph == PKV_GRAPH_ON && strcmp(c->policy, "oracle") == 0)
         return pkv_fail(e, "run.cuda_graph: the oracle times every route separately; use a fixed "
                            "route or adaptive with graph replay");
+
     if (!w->trace && w->num_requests == 0 && c->max_steps == 0 && c->max_time == 0)
         return pkv_fail(e, "run: nothing ends this run: set workload.num_requests, "
                            "run.max_steps or run.max_time_s");

@@ -10,6 +10,11 @@
 #include "h5rec.h"
 #include "workload.h"
 
+/* run.cuda_graph (pkv_cuda_graph_modes' order). auto: on for a full model's decode
+ * steps under a policy whose routes graphs hold (ref_paged, pkv_workqueue, adaptive),
+ * off for the study layer (whose per-step capture is an ablation). */
+enum { PKV_GRAPH_AUTO = 0, PKV_GRAPH_OFF = 1, PKV_GRAPH_ON = 2 };
+
 typedef struct pkv_config {
     char *text;     /* the experiment file verbatim (owned) */
     char *resolved; /* resolved values as JSON (owned) */
@@ -51,7 +56,8 @@ typedef struct pkv_config {
     int clock;   /* pkv_clock_names: a pkv_clock_source or PKV_CONFIG_CLOCK_AUTO */
     int64_t check_every, check_first;
     int oracle_repeats;    /* route.oracle_repeats: the measuring oracle's runs of a candidate */
-    bool cuda_graph;       /* cuda backend: replay each step as a CUDA graph (ablation) */
+    int cuda_graph;        /* PKV_GRAPH_*: replay decode steps as CUDA graphs (after
+                              pkv_config_parse: OFF or ON) */
     int metadata_upload;   /* cuda backend: 1, step metadata by a copy (ablation), not launch
                               params */
     int record;            /* pkv_record_level, run.record: what the output file holds */

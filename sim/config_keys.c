@@ -12,6 +12,7 @@ const char *const pkv_workload_presets[] = {"bucketed", "homogeneous", "bimodal"
                                             "uniform",  "zipf",        NULL};
 static const char *const bucket_names[] = {"exact", "pow2", NULL};
 const char *const pkv_metadata_uploads[] = {"params", "copy", NULL};
+const char *const pkv_cuda_graph_modes[] = {"auto", "false", "true", NULL};
 const char *const pkv_prefill_attentions[] = {"auto", "flashinfer", "cublas", NULL};
 static const char *const dtypes[] = {"fp16", NULL};
 static const char *const bad_row[] = {"stop", "skip", NULL};
@@ -195,7 +196,7 @@ static const pkv_key rows[] = {
     ENUM("run", "clock", C, clock, "auto", pkv_clock_names),
     I64("run", "check_every", C, check_every, 0, 0, BIG),
     I64("run", "check_first", C, check_first, 0, 0, BIG),
-    BOOL("run", "cuda_graph", C, cuda_graph, false),
+    ENUM("run", "cuda_graph", C, cuda_graph, "auto", pkv_cuda_graph_modes),
     ENUM("run", "metadata_upload", C, metadata_upload, "params", pkv_metadata_uploads),
     ENUM("run", "prefill_attention", C, prefill_attention, "auto", pkv_prefill_attentions),
     INT("run", "layers_measured", C, layers_measured, 0, 0, 1024),

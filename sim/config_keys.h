@@ -22,6 +22,7 @@ enum { PKV_SCHED_PREFILL_FIRST = 0, PKV_SCHED_CHUNKED = 1 };
 extern const char *const pkv_preemption_names[]; /* recompute, swap */
 enum { PKV_PREEMPT_RECOMPUTE = 0, PKV_PREEMPT_SWAP = 1 };
 extern const char *const pkv_metadata_uploads[];   /* params, copy */
+extern const char *const pkv_cuda_graph_modes[];   /* auto, false, true (JSON booleans too) */
 extern const char *const pkv_prefill_attentions[]; /* auto, flashinfer, cublas: PKVK_PREFILL_* */
 enum { PKV_METADATA_COPY = 1 };
 extern const char *const pkv_workload_presets[];

@@ -47,7 +47,7 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
         .kind = bk,
         .kv_pages = cfg->kv_pages,
         .bt_stride = pkv_sim_bt_stride(cfg),
-        .cuda_graph = cfg->cuda_graph,
+        .cuda_graph = cfg->cuda_graph == PKV_GRAPH_ON,
         .metadata_copy = cfg->metadata_upload == PKV_METADATA_COPY,
         .device = o->gpu,
         .seed = cfg->seed,

@@ -104,7 +104,8 @@ for name in ("llama-3.1-8b", "llama-3.1-70b", "mistral-7b"):
     def dense(tokens, heads):
         t = L * sum(gemm(tokens, k, n) for k, n in gemms) + gemm(heads, *head)
         row = 2 * h * tokens
-        t += L * (4 * C["small_kernel_us"] * 1e-6 + 6 * row / (C["beta_gbps"] * 1e9))
+        small = 4 if tokens > 64 else 2  # the norms fold into RoPE and SiLU up to 64 rows
+        t += L * (small * C["small_kernel_us"] * 1e-6 + 4 * row / (C["beta_gbps"] * 1e9))
         t += 4 * C["small_kernel_us"] * 1e-6 + 3 * row / (C["beta_gbps"] * 1e9)
         if tp > 1:
             t += 2 * L * (C["allreduce_us"] * 1e-6 +

@@ -39,6 +39,11 @@ static int run(const char *backend, const char *policy, int pages, const char *o
     return rc;
 }
 
+/* A step whose output was checked (its error recorded). */
+static int s_checked(const pkv_step_rec *s) {
+    return !isnan(s->max_err);
+}
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
@@ -344,6 +349,57 @@ int main(void) {
               (unsigned long long)steps[0], (unsigned long long)steps[1], ra, rd);
         printf("layers_measured 1 of 4: median attention %.3fx, dense %.3fx the full run's\n", ra,
                rd);
+    }
+
+    /* run.cuda_graph on a full model: the same steps as without graphs (the clock is
+     * predicted), every fifth one run eagerly and checked against the reference, the
+     * rest replayed from the graphs of their (route, rows bucket, merge); a route
+     * that graphs cannot hold is refused before the run. */
+    {
+        const char *pol[2] = {"pkv_workqueue", "adaptive"};
+        for (int k = 0; k < 2; k++) {
+            hsize_t steps[2] = {0, 0};
+            int ok = 1;
+            for (int gr = 0; gr < 2; gr++) {
+                CHECK(test_run_json(
+                          NULL, NULL, &e,
+                          "{\"model\": {\"layers\": 2, \"hidden\": 1024, \"hq\": 8, \"hkv\": "
+                          "2, \"head_dim\": 128, \"intermediate\": 2048, \"vocab\": 4096}, "
+                          "\"workload\": {\"arrival\": {\"process\": \"closed\", "
+                          "\"concurrency\": 5}, \"prompt\": {\"dist\": \"uniform\", \"min\": "
+                          "100, \"max\": 6000}, \"decode\": {\"dist\": \"uniform\", \"min\": 5, "
+                          "\"max\": 60}, \"num_requests\": 14, \"max_context\": 6100}, "
+                          "\"serving\": {\"max_active\": 5, \"kv_pages\": 2400}, \"route\": "
+                          "{\"calibration\": \"%s\", \"policy\": \"%s\"}, \"run\": "
+                          "{\"backend\": \"cuda\", \"clock\": \"predicted\", "
+                          "\"check_every\": 5, \"cuda_graph\": %s, \"output\": \"%s\"}}",
+                          TEST_CALIBRATION, pol[k], gr ? "true" : "false", a) == 0,
+                      "full model, cuda_graph %d, %s: %s", gr, pol[k], e.msg);
+                pkv_step_rec *st = read_steps(a, &steps[gr]);
+                for (hsize_t i = 0; st && i < steps[gr]; i++)
+                    ok &= !(s_checked(&st[i]) && !(st[i].max_err < PKV_TOL_MAX)) &&
+                          st[i].t_device > 0 && st[i].t_dense > 0;
+                free(st);
+            }
+            CHECK(ok && steps[0] == steps[1] && steps[0] > 50,
+                  "full model graphs, %s: %llu and %llu steps, or a step failed", pol[k],
+                  (unsigned long long)steps[0], (unsigned long long)steps[1]);
+            printf("full model graph replay %-13s %llu steps, every fifth checked\n", pol[k],
+                   (unsigned long long)steps[1]);
+        }
+        CHECK(test_run_json(NULL, NULL, &e,
+                            "{\"model\": {\"layers\": 2, \"hidden\": 1024, \"hq\": 8, "
+                            "\"hkv\": 2, \"head_dim\": 128, \"intermediate\": 2048, "
+                            "\"vocab\": 4096}, \"workload\": {\"arrival\": {\"process\": "
+                            "\"closed\", \"concurrency\": 2}, \"prompt\": {\"dist\": \"fixed\", "
+                            "\"value\": 100}, \"decode\": {\"dist\": \"fixed\", \"value\": 4}, "
+                            "\"num_requests\": 2}, \"route\": "
+                            "{\"calibration\": \"%s\", \"policy\": \"pkv_bucket\"}, \"run\": "
+                            "{\"backend\": \"cuda\", \"cuda_graph\": true, \"output\": "
+                            "\"%s\"}}",
+                            TEST_CALIBRATION, a) == -1 &&
+                  strstr(e.msg, "pkv_bucket cannot be replayed"),
+              "pkv_bucket in a full model's graph not refused: %s", e.msg);
     }
 
     /* A calibration made on another GPU model is refused, unless allowed. */

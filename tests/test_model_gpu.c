@@ -4,7 +4,8 @@
  * the last prompt's logits), then a decode step through the reference route (the
  * step's logits), then chunked prefill: a fourth prompt's first chunk alone, its
  * second in a mixed step with the three decode rows (the rows' and the prompt's
- * logits, the prompt's K/V pages). GPU test: skips without a GPU. */
+ * logits, the prompt's K/V pages), then two decode steps replayed from one CUDA
+ * graph of fixed grids. GPU test: skips without a GPU. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -131,6 +132,98 @@ static pkvk_batch layer_batch(pkvk_model *m, int l, uint16_t *q, uint16_t *o, in
 }
 
 static void check_model(pkvk_ctx *ctx);
+
+/* Graph replay (run.cuda_graph): two decode steps of the three rows (positions
+ * lens[r] + 2, then + 3) replayed from one graph captured on a fixed grid of 4 rows
+ * (the bucket of 3), through pkv_workqueue with rows split differently in each
+ * step; before each replay the prologue brings the step's lengths and plan to the
+ * device buffers the graph reads. Both steps' logits against the CPU computation. */
+static void check_graph(pkvk_ctx *ctx, pkvk_model *m, int32_t *bt_d, int bts, const int *len0,
+                        int32_t *in_tok) {
+    enum { GROWS = 4 };
+    const pkvk_shape as = {HQ, HKV, D, PS};
+    pkvk_workspace *ws;
+    pkvk_plan plan;
+    pkvk_graph *g = NULL;
+    int32_t *lens_d;
+    uint16_t *q, *o, *src;
+    CHECK(pkvk_malloc((void **)&lens_d, GROWS * 4) == 0 &&
+              pkvk_malloc((void **)&q, (size_t)GROWS * HQ * D * 2) == 0 &&
+              pkvk_malloc((void **)&o, (size_t)GROWS * HQ * D * 2) == 0 &&
+              pkvk_malloc((void **)&src, (size_t)HQ * D * 2) == 0 &&
+              pkvk_memset(src, 0, (size_t)HQ * D * 2) == 0 &&
+              pkvk_workspace_create(ctx, &ws, &as, GROWS, 64, 64) == 0 &&
+              pkvk_workspace_reserve(ws, 256) == 0 && pkvk_plan_init(&plan, GROWS, 64) == 0 &&
+              pkvk_workspace_fixed(ws, GROWS) == 0,
+          "graph setup: %s", pkvk_last_error());
+    static float ref[V];
+    static uint16_t glog[GROWS * V];
+    double worst = 0, rms;
+    for (int step = 0; step < 2; step++) {
+        int32_t seq[NREQ], splits[NREQ], stage[2 * NREQ];
+        for (int r = 0; r < NREQ; r++) {
+            seq[r] = len0[r] + 3 + step;
+            splits[r] = 1 + (r + step) % 3;
+            in_tok[r] = (int32_t)((seed >> (8 * r + 5 + step)) % V);
+            stage[r] = seq[r];
+        }
+        CHECK(pkvk_plan_workqueue(&plan, PKV_ROUTE_WORKQUEUE, &as, seq, splits, NREQ) == 0 &&
+                  pkvk_plan_merges(&plan),
+              "graph step %d: plan", step);
+        /* The page each row's new token lands in (the prologue's own append, into
+         * layer 0, is overwritten by the layer's). */
+        int32_t bt_h[NREQ][MAX_PROMPT / PS + 1];
+        CHECK(pkvk_d2h(bt_h, bt_d, sizeof bt_h) == 0, "d2h");
+        for (int r = 0; r < NREQ; r++) stage[NREQ + r] = bt_h[r][(seq[r] - 1) / PS];
+        pkvk_step st = {.n_rows = NREQ,
+                        .stage = stage,
+                        .seq_lens = lens_d,
+                        .block_table = bt_d,
+                        .bt_stride = bts,
+                        .k_cache = pkvk_model_kv(m, 0, 0),
+                        .v_cache = pkvk_model_kv(m, 0, 1),
+                        .q = q,
+                        .src_k = src,
+                        .src_v = src,
+                        .src_q = src,
+                        .src_rows = 1};
+        CHECK(pkvk_model_set_tokens(m, NREQ, in_tok) == 0 &&
+                  pkvk_step_upload(ws, &plan, &st, PKVK_UPLOAD_PARAMS, NULL) == 0,
+              "graph step %d: upload: %s", step, pkvk_last_error());
+        if (step == 0) { /* captured once, for both steps */
+            int ok = pkvk_graph_begin(ctx) == 0 && pkvk_model_decode_begin(m, GROWS) == 0;
+            for (int l = 0; ok && l < L; l++) {
+                pkvk_batch b = layer_batch(m, l, q, o, bt_d, bts, lens_d);
+                int launches;
+                b.n_rows = GROWS;
+                ok = pkvk_model_decode_pre(m, l, GROWS, lens_d, bt_d, bts, q) == 0 &&
+                     pkvk_launch(ws, &b, &plan, &launches) == 0 &&
+                     pkvk_model_post(m, l, GROWS, o) == 0;
+            }
+            int reused;
+            ok = ok && pkvk_model_decode_head(m, GROWS) == 0 &&
+                 pkvk_graph_end(ctx, &g, &reused) == 0;
+            if (!ok) pkvk_graph_abort(ctx);
+            CHECK(ok, "graph capture: %s", pkvk_last_error());
+        }
+        int32_t gtok[GROWS];
+        CHECK(g && pkvk_graph_launch(g) == 0 && pkvk_model_read(m, GROWS, glog, gtok) == 0,
+              "graph step %d: replay: %s", step, pkvk_last_error());
+        for (int r = 0; r < NREQ; r++) {
+            forward(r, seq[r] - 1, in_tok[r], ref);
+            double d = max_diff_logits(glog + (size_t)r * V, ref, &rms);
+            CHECK(d < 0.03 * rms + 0.01, "graph step %d row %d: logits max |diff| %.4g (rms %.3g)",
+                  step, r, d, rms);
+            if (d > worst) worst = d;
+        }
+    }
+    printf("graph replay: 2 steps of %d rows on a %d-row graph, logits max |diff| %.4g\n", NREQ,
+           GROWS, worst);
+    pkvk_graph_destroy(g);
+    pkvk_plan_free(&plan);
+    pkvk_workspace_destroy(ws);
+    pkvk_free(lens_d), pkvk_free(q), pkvk_free(o), pkvk_free(src);
+}
 
 int main(void) {
     if (pkvk_device_count() == 0) {
@@ -320,6 +413,7 @@ static void check_model(pkvk_ctx *ctx) {
     CHECK(dck < 0.02, "chunked prompt's K/V pages: max |diff| %.4g", dck);
     printf("chunked prefill: mixed step logits max |diff| %.4g, the prompt's K/V max |diff| %.4g\n",
            worst, dck);
+    check_graph(ctx, m, bt_d, bts, lens, in_tok);
     pkvk_plan_free(&plan);
     pkvk_workspace_destroy(ws);
     pkvk_free(lens_d), pkvk_free(bt_d), pkvk_free(q), pkvk_free(o);

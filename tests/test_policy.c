@@ -39,6 +39,15 @@ int main(void) {
     CHECK(adapt(&c, &v, PKV_WHY_CONTEXT, "context") == PKV_ROUTE_REF_PAGED, "context gate");
     v = view(8, 16384, 4, 2.0, 1.0, 1.5);
     CHECK(adapt(&c, &v, PKV_WHY_PROMOTED, "bucket") == PKV_ROUTE_BUCKET, "promote to bucket");
+    /* A full model's graphs (ref_paged and pkv_workqueue only): no context gate, the
+     * margin still holds. */
+    v = view(8, 1000, 4, 2.0, 9.0, 1.0);
+    v.valid = 1u << PKV_ROUTE_REF_PAGED | 1u << PKV_ROUTE_WORKQUEUE;
+    v.no_context_gate = true;
+    CHECK(adapt(&c, &v, PKV_WHY_PROMOTED, "graphs") == PKV_ROUTE_WORKQUEUE, "no context gate");
+    v.cand[PKV_ROUTE_REF_PAGED].t_predicted = 1.04;
+    CHECK(adapt(&c, &v, PKV_WHY_MARGIN, "graphs, 1.04x") == PKV_ROUTE_REF_PAGED,
+          "no context gate: the margin");
     /* The cheaper PersistentKV route is the one promoted. */
     v = view(8, 65536, 4, 2.0, 1.5, 1.0);
     CHECK(adapt(&c, &v, PKV_WHY_PROMOTED, "wq") == PKV_ROUTE_WORKQUEUE, "promote to workqueue");

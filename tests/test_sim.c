@@ -344,6 +344,36 @@ int main(void) {
         free(cs), free(cq);
     }
 
+    /* run.cuda_graph: auto resolves to graphs for a full model under the policies
+     * graphs hold, to none elsewhere; JSON booleans and the strings both parse. */
+    {
+        const char *cases[][3] = {{"llama-3.1-8b", "adaptive", "auto"},
+                                  {"llama-3.1-8b", "pkv_bucket", "auto"},
+                                  {"study-layer", "adaptive", "\"auto\""},
+                                  {"study-layer", "adaptive", "true"},
+                                  {"llama-3.1-8b", "adaptive", "false"}};
+        const int want[] = {PKV_GRAPH_ON, PKV_GRAPH_OFF, PKV_GRAPH_OFF, PKV_GRAPH_ON,
+                            PKV_GRAPH_OFF};
+        for (int k = 0; k < 5; k++) {
+            char *text = malloc(1024);
+            const int aut = strcmp(cases[k][2], "auto") == 0;
+            snprintf(text, 1024,
+                     "{\"model\": \"%s\", \"workload\": {\"arrival\": {\"process\": "
+                     "\"closed\", \"concurrency\": 1}, \"prompt\": {\"dist\": \"fixed\", "
+                     "\"value\": 10}, \"decode\": {\"dist\": \"fixed\", \"value\": 2}, "
+                     "\"num_requests\": 1}, \"route\": {\"policy\": \"%s\"}%s%s%s}",
+                     cases[k][0], cases[k][1],
+                     aut ? "" : ", \"run\": {\"cuda_graph\": ", aut ? "" : cases[k][2],
+                     aut ? "" : "}");
+            pkv_config cfg;
+            pkv_err e;
+            int rc = pkv_config_parse(&cfg, text, "graph.json", &e); /* takes the text */
+            CHECK(rc == 0 && cfg.cuda_graph == want[k], "run.cuda_graph %s, %s, %s: %d (%s)",
+                  cases[k][0], cases[k][1], cases[k][2], rc ? -1 : cfg.cuda_graph, rc ? e.msg : "");
+            if (!rc) pkv_config_free(&cfg);
+        }
+    }
+
     unlink(a);
     unlink(b);
     unlink(c);
