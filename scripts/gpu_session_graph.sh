@@ -6,8 +6,8 @@
 # pkvsim calibrate. Run on the GPU machine from the repository root with the bundled
 # programs in .bundle/; writes logs, files and tables under $1. Stages: $2 (default
 # "tests sanitize bench runs pack calibrate"); runs: $RUNS (default "l8b_b1_1k l8b_b8_32k
-# l8b_b64_4k"), variants: $VARIANTS (default "eager graph layers4"; eagerwq and
-# graphwq: the fixed route pkv_workqueue). The runs' files end up in runs.tar.xz.
+# l8b_b64_4k"), variants: $VARIANTS (default "eager graph layers4"; auto: run.cuda_graph
+# left at its default; eagerwq and graphwq: the fixed route pkv_workqueue). The runs' files end up in runs.tar.xz.
 set -uo pipefail
 out=${1:?usage: gpu_session_graph.sh OUTDIR [STAGES]}
 stages=${2:-tests sanitize bench runs pack calibrate}
@@ -39,7 +39,8 @@ src, dst, variant, root = sys.argv[1:]
 e = json.load(open(src))
 e["name"] += "_" + variant
 e["route"]["calibration"] = root + "/experiments/calibration/h200.json"
-e["run"]["cuda_graph"] = variant not in ("eager", "eagerwq")
+if variant != "auto":  # auto: the default (graphs for a full model)
+    e["run"]["cuda_graph"] = variant not in ("eager", "eagerwq")
 if variant in ("graphwq", "eagerwq"):  # the fixed route graphs hold that is fastest here
     e["route"]["policy"] = "pkv_workqueue"
 if variant == "layers4":
