@@ -1,6 +1,9 @@
 /* The cpu backend: runs each step's plan through the kernels' CPU mirror on a host
  * KV pool. It exists to check the whole loop (allocator -> block tables -> plan ->
- * attention) on machines without a GPU; its wall times are CPU times. */
+ * attention) on machines without a GPU; its wall times are CPU times. A full model
+ * (a small one: its weights and pools in host memory) runs its whole forward in FP32
+ * (pkvk_cpu_model, kernels/pkvk_model.h): a prefill writes every layer's pages, a
+ * step runs every layer with the route between its halves. */
 #include "backends.h"
 #include "pkv_clock.h"
 #include "tensors.h"
@@ -19,7 +22,8 @@ typedef struct cpu_backend {
     float *o, *o_ref, *part;
     size_t part_cap; /* floats: the planner's most partial states, sized at start */
     pkv_tensors t;
-    int64_t next_src; /* prepared row of the next appended token */
+    int64_t next_src;      /* prepared row of the next appended token */
+    pkvk_cpu_model *model; /* a full model; NULL: the study layer */
 } cpu_backend;
 
 static size_t page_elems(const pkvk_shape *s) {
@@ -37,9 +41,14 @@ static void fill_pages(cpu_backend *b, const int32_t *pages, int32_t n) {
 }
 
 static int cpu_prefill(pkv_backend *base, const pkv_prefill_view *p, double *t_device, pkv_err *e) {
-    fill_pages((cpu_backend *)base, p->pages, p->n_pages);
+    cpu_backend *b = (cpu_backend *)base;
     *t_device = NAN;
-    return 0;
+    if (!b->model) {
+        fill_pages(b, p->pages, p->n_pages);
+        return 0;
+    }
+    int rc = pkvk_cpu_model_prefill(b->model, p->n_req, p->lens, p->pages, p->starts, p->last);
+    return rc ? pkv_fail(e, "cpu backend: the model's prefill failed (status %d)", rc) : 0;
 }
 
 /* The step's new token: K/V appended at position len-1 of every row, and the step's
@@ -47,6 +56,7 @@ static int cpu_prefill(pkv_backend *base, const pkv_prefill_view *p, double *t_d
 static int cpu_prepare(pkv_backend *base, const pkv_batch_view *v, pkv_err *e) {
     cpu_backend *b = (cpu_backend *)base;
     const pkvk_shape *s = &b->shape;
+    if (b->model) return 0; /* a full model appends its rows' K/V in its forward */
     for (int32_t i = 0; i < v->n_rows; i++) {
         int32_t t = v->seq_lens[i] - 1;
         int32_t page = v->block_table[(size_t)i * v->bt_stride + t / s->page_size];
@@ -73,10 +83,17 @@ static int cpu_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan *
                         b->part_cap / pkvk_partial_floats(s, 1));
     pkvk_batch batch = {*s,   v->n_rows,      b->q,         NULL,        b->k,
                         b->v, v->block_table, v->bt_stride, v->seq_lens, 1.0f / sqrtf((float)s->d)};
-    int rc = pkvk_cpu_run(&batch, plan, b->part, b->o);
+    int rc;
+    if (b->model) { /* layer 0's attention output and Q kept for the check */
+        rc = pkvk_cpu_model_decode(b->model, v->n_rows, v->seq_lens, v->block_table, v->bt_stride,
+                                   plan, b->part, b->o, b->q, &rec->t_device);
+        rec->t_dense = pkv_clock_now() - t0 - rec->t_device;
+    } else {
+        rc = pkvk_cpu_run(&batch, plan, b->part, b->o);
+        rec->t_device = pkv_clock_now() - t0; /* the attention work's time, on the CPU */
+    }
     if (rc)
         return pkv_fail(e, "cpu backend: %s failed (status %d)", pkv_route_name(plan->route), rc);
-    rec->t_device = pkv_clock_now() - t0; /* the attention work's time, on the CPU */
     if (check) {
         if (pkvk_cpu_reference(&batch, b->o_ref))
             return pkv_fail(e, "cpu backend: the reference does not take head dimension %d", s->d);
@@ -91,8 +108,10 @@ static int cpu_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan *
 
 static void cpu_destroy(pkv_backend *base) {
     cpu_backend *b = (cpu_backend *)base;
-    free(b->k);
-    free(b->v);
+    if (b->model)
+        pkvk_cpu_model_destroy(b->model); /* and its pools */
+    else
+        free(b->k), free(b->v);
     free(b->q);
     free(b->o);
     free(b->o_ref);
@@ -101,10 +120,25 @@ static void cpu_destroy(pkv_backend *base) {
     free(b);
 }
 
-pkv_backend *pkv_backend_cpu_create(const pkvk_shape *s, int32_t n_pages, int32_t cap_rows,
+/* A full model's prefill chunk at most (as the cuda backend's). */
+enum { PREFILL_CHUNK = 8192 };
+
+pkv_backend *pkv_backend_cpu_create(const pkv_model *md, int32_t n_pages, int32_t cap_rows,
                                     int32_t cap_slots, uint64_t seed, pkv_err *e) {
+    const pkvk_shape sh = pkv_model_attn_shape(md), *s = &sh;
+    const pkvk_model_shape ms = pkv_model_gpu_shape(md);
     size_t pool = (size_t)n_pages * s->hkv * s->page_size * s->d;
-    if (pool * 4 > (size_t)CPU_POOL_LIMIT_MIB << 20) {
+    const int dense = pkv_model_dense(md);
+    if (dense && pkvk_cpu_model_bytes(&ms, cap_rows, n_pages) > (size_t)CPU_POOL_LIMIT_MIB << 20) {
+        pkv_fail(e,
+                 "the cpu backend runs a full model in host memory, in FP32, and is meant for "
+                 "small ones: model %s with %d KV pages needs %zu MiB (limit %d MiB); run it on "
+                 "the model or cuda backend, or give a smaller shape",
+                 md->name, n_pages, pkvk_cpu_model_bytes(&ms, cap_rows, n_pages) >> 20,
+                 CPU_POOL_LIMIT_MIB);
+        return NULL;
+    }
+    if (!dense && pool * 4 > (size_t)CPU_POOL_LIMIT_MIB << 20) {
         pkv_fail(e,
                  "the cpu backend holds the KV pool in host memory and is meant for small "
                  "shapes: %d pages need %zu MiB (limit %d MiB); lower serving.kv_pages or use "
@@ -122,8 +156,19 @@ pkv_backend *pkv_backend_cpu_create(const pkvk_shape *s, int32_t n_pages, int32_
                             .destroy = cpu_destroy};
     b->shape = *s;
     size_t qn = (size_t)cap_rows * s->hq * s->d;
-    b->k = malloc(pool * 2);
-    b->v = malloc(pool * 2);
+    if (dense) {
+        const int32_t chunk = cap_rows > PREFILL_CHUNK ? cap_rows : PREFILL_CHUNK;
+        if (pkvk_cpu_model_create(&b->model, &ms, cap_rows, chunk, n_pages, seed)) {
+            cpu_destroy(&b->base);
+            pkv_fail(e, "cpu backend: out of host memory for model %s", md->name);
+            return NULL;
+        }
+        b->k = pkvk_cpu_model_kv(b->model, 0, 0); /* layer 0's, which the check reads */
+        b->v = pkvk_cpu_model_kv(b->model, 0, 1);
+    } else {
+        b->k = malloc(pool * 2);
+        b->v = malloc(pool * 2);
+    }
     b->q = malloc(qn * 2);
     b->o = malloc(qn * 4);
     b->o_ref = malloc(qn * 4);
@@ -137,7 +182,8 @@ pkv_backend *pkv_backend_cpu_create(const pkvk_shape *s, int32_t n_pages, int32_
     }
     /* The pool starts tiled from the shared blocks; prefill writes a prompt's pages
      * with the same tiles, and a page freed and taken again by a decode step keeps
-     * stale values, as in a server (the reference reads the same memory). */
-    fill_pages(b, NULL, (int32_t)(pool / page_elems(s)));
+     * stale values, as in a server (the reference reads the same memory). A full
+     * model's pools start at 0, as on the GPU. */
+    if (!dense) fill_pages(b, NULL, (int32_t)(pool / page_elems(s)));
     return &b->base;
 }

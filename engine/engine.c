@@ -22,14 +22,7 @@ static pkv_backend *make_backend(pkv_engine *eng, pkv_backend_kind kind, const p
     pkv_backend *be = NULL;
     switch (kind) {
     case PKV_BACKEND_CPU:
-        if (pkv_model_dense(&eng->model)) {
-            pkv_fail(e,
-                     "--backend cpu: the cpu backend runs the study's attention layer only; run "
-                     "model %s on the cuda or the model backend",
-                     eng->model.name);
-            return NULL;
-        }
-        return pkv_backend_cpu_create(&eng->shape, b->kv_pages, cap_rows,
+        return pkv_backend_cpu_create(&eng->model, b->kv_pages, cap_rows,
                                       eng->planner.plans[0].cap_tasks, b->seed, e);
     case PKV_BACKEND_CUDA: {
 #ifdef PKV_HAVE_CUDA

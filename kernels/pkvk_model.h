@@ -36,6 +36,7 @@
 #include <stdint.h>
 
 #include "pkvk_core.h"
+#include "pkvk_plan.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -191,6 +192,36 @@ int pkvk_time_square_gemms(const pkvk_ctx *c, int n, int count, int reps, float 
 /* Bench: device time (ms, median of 3) of every layer's four GEMMs at `rows` token
  * rows back to back, in a forward's order, without the small kernels between. */
 int pkvk_model_time_gemms_forward(pkvk_model *m, int rows, float *ms);
+
+/* ---- the CPU mirror (host memory, every build; the cpu backend's full model) ----
+ * The same layers in FP32, one token row at a time: RMSNorm (not folded), QKV, RoPE,
+ * the K/V append (FP16) into the layer's own pages, the step's route through its CPU
+ * mirror (pkvk_cpu_run) on those pages, the output projection, RMSNorm, the gated MLP,
+ * then the final norm, the LM head and argmax. Weights: pkvk_model_weight rounded to
+ * FP16, as the GPU holds them. Rows keep their last sampled tokens, and a prefill
+ * samples into them, as pkvk_model does (its chunks of cap_tokens tokens or 64
+ * pieces each sampling from row 0 on). */
+typedef struct pkvk_cpu_model pkvk_cpu_model;
+/* Host bytes of the model: weights, n_pages pages per layer, cap_rows rows' state. */
+size_t pkvk_cpu_model_bytes(const pkvk_model_shape *s, int32_t cap_rows, int32_t n_pages);
+int pkvk_cpu_model_create(pkvk_cpu_model **m, const pkvk_model_shape *s, int32_t cap_rows,
+                          int32_t cap_tokens, int32_t n_pages, uint64_t seed);
+void pkvk_cpu_model_destroy(pkvk_cpu_model *m);
+uint16_t *pkvk_cpu_model_kv(pkvk_cpu_model *m, int l, int v);
+/* A decode step of rows (host lens and block table, as for the GPU) through plan p
+ * (part: pkvk_partial_floats(p->n_slots) floats); o0 and q0 (NULL: skip) receive
+ * layer 0's attention output [rows][hq][d] and its Q (FP16), *t_attention (NULL:
+ * skip) the seconds the route took over all layers. */
+int pkvk_cpu_model_decode(pkvk_cpu_model *m, int rows, const int32_t *lens, const int32_t *bt,
+                          int bt_stride, const pkvk_plan *p, float *part, float *o0, uint16_t *q0,
+                          double *t_attention);
+/* A prefill of n prompt pieces, arguments as pkvk_model_prefill's. */
+int pkvk_cpu_model_prefill(pkvk_cpu_model *m, int n, const int32_t *lens, const int32_t *pages,
+                           const int32_t *starts, const uint8_t *last);
+/* The last decode step's logits [rows][vocab] (a prefill's: [its heads][vocab]); the
+ * rows' tokens (writable: tests set them). */
+const float *pkvk_cpu_model_logits(const pkvk_cpu_model *m);
+int32_t *pkvk_cpu_model_tokens(pkvk_cpu_model *m);
 
 /* Set the rows' last sampled tokens (the next decode_begin's input; tests). */
 int pkvk_model_set_tokens(pkvk_model *m, int rows, const int32_t *tokens);

@@ -5,7 +5,8 @@
  * step's logits), then chunked prefill: a fourth prompt's first chunk alone, its
  * second in a mixed step with the three decode rows (the rows' and the prompt's
  * logits, the prompt's K/V pages), then two decode steps replayed from one CUDA
- * graph of fixed grids. GPU test: skips without a GPU. */
+ * graph of fixed grids; and the cpu backend's model (its CPU mirror) against the GPU's
+ * step by step. GPU test: skips without a GPU. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,103 +17,7 @@
 #include "check.h"
 #include "pkvk.h"
 
-enum { L = 2, H = 256, HQ = 4, HKV = 2, D = 128, I = 512, V = 1000, PS = 16 };
-enum { NREQ = 3, CAP_TOKENS = 64, MAX_PROMPT = 128, NPAGES = 64, QKVW = (HQ + 2 * HKV) * D };
-static const int lens[NREQ] = {50, 70, 9}; /* chunks of 64: 50+14, 56+8, 1 */
-static uint64_t seed;
-static float *wt[L + 1][PKVK_W_LAYER_COUNT]; /* [L]: the model-level tensors */
-
-static pkvk_model_shape S = {L, H, HQ, HKV, D, I, V, PS, 10000.f, 1e-5f, PKVK_PREFILL_AUTO};
-
-static float fp16(float x) {
-    return pkvk_h2f(pkvk_f2h(x));
-}
-
-static float *weights(int l, int t, size_t n) {
-    float *w = malloc(n * sizeof *w);
-    int fan = pkvk_model_fan_in(&S, l, t);
-    for (size_t i = 0; i < n; i++) w[i] = fp16(pkvk_model_weight(seed, l, t, i, fan));
-    return w;
-}
-
-static void rmsnorm(const float *x, const float *w, float *y) {
-    double ss = 0;
-    for (int i = 0; i < H; i++) ss += (double)x[i] * x[i];
-    float inv = 1.f / sqrtf((float)(ss / H) + S.eps);
-    for (int i = 0; i < H; i++) y[i] = x[i] * inv * w[i];
-}
-
-static void matvec(const float *x, const float *w, int k, int n, float *y) { /* y = x W */
-    for (int j = 0; j < n; j++) y[j] = 0;
-    for (int i = 0; i < k; i++)
-        for (int j = 0; j < n; j++) y[j] += x[i] * w[(size_t)i * n + j];
-}
-
-static void rope(float *v, int pos) {
-    for (int i = 0; i < D / 2; i++) {
-        float f = powf(S.rope_theta, -2.f * i / D) * pos, c = cosf(f), s = sinf(f);
-        float a = v[i], b = v[i + D / 2];
-        v[i] = a * c - b * s;
-        v[i + D / 2] = b * c + a * s;
-    }
-}
-
-/* The CPU model's caches: K (rotated) and V per layer, request, position, KV head
- * (request NREQ: the chunked prompt). */
-static float kc[L][NREQ + 1][MAX_PROMPT + 2][HKV][D], vc[L][NREQ + 1][MAX_PROMPT + 2][HKV][D];
-enum { CHUNK0 = 20, CHUNK1 = 25 }; /* the chunked prompt: 20 tokens, then 25 in a mixed step */
-
-/* One token of request r at position pos through every layer; logits when wanted. */
-static void forward(int r, int pos, int token, float *logits) {
-    float x[H], xn[H], qkv[QKVW], o[HQ * D], t[H], y[2 * I], a[I];
-    for (int i = 0; i < H; i++) x[i] = wt[L][PKVK_W_EMBED][(size_t)token * H + i];
-    for (int l = 0; l < L; l++) {
-        rmsnorm(x, wt[l][PKVK_W_LN1], xn);
-        matvec(xn, wt[l][PKVK_W_QKV], H, QKVW, qkv);
-        for (int h = 0; h < HQ + HKV; h++) rope(qkv + h * D, pos);
-        for (int h = 0; h < HKV; h++) {
-            memcpy(kc[l][r][pos][h], qkv + (HQ + h) * D, sizeof(float) * D);
-            memcpy(vc[l][r][pos][h], qkv + (HQ + HKV + h) * D, sizeof(float) * D);
-        }
-        for (int h = 0; h < HQ; h++) {
-            int g = h / (HQ / HKV);
-            double m = -1e30, z = 0, acc[D] = {0}, sc[MAX_PROMPT + 2];
-            for (int j = 0; j <= pos; j++) {
-                double s = 0;
-                for (int e = 0; e < D; e++) s += (double)qkv[h * D + e] * kc[l][r][j][g][e];
-                sc[j] = s / sqrt((double)D);
-                if (sc[j] > m) m = sc[j];
-            }
-            for (int j = 0; j <= pos; j++) {
-                double p = exp(sc[j] - m);
-                z += p;
-                for (int e = 0; e < D; e++) acc[e] += p * vc[l][r][j][g][e];
-            }
-            for (int e = 0; e < D; e++) o[h * D + e] = (float)(acc[e] / z);
-        }
-        matvec(o, wt[l][PKVK_W_O], HQ * D, H, t);
-        for (int i = 0; i < H; i++) x[i] += t[i];
-        rmsnorm(x, wt[l][PKVK_W_LN2], xn);
-        matvec(xn, wt[l][PKVK_W_GU], H, 2 * I, y);
-        for (int j = 0; j < I; j++) a[j] = y[j] / (1.f + expf(-y[j])) * y[I + j];
-        matvec(a, wt[l][PKVK_W_DOWN], I, H, t);
-        for (int i = 0; i < H; i++) x[i] += t[i];
-    }
-    if (!logits) return;
-    rmsnorm(x, wt[L][PKVK_W_NORM], xn);
-    matvec(xn, wt[L][PKVK_W_HEAD], H, V, logits);
-}
-
-static double max_diff_logits(const uint16_t *gpu, const float *ref, double *rms) {
-    double m = 0, ss = 0;
-    for (int i = 0; i < V; i++) {
-        double d = fabs(pkvk_h2f(gpu[i]) - ref[i]);
-        if (d > m) m = d;
-        ss += (double)ref[i] * ref[i];
-    }
-    *rms = sqrt(ss / V);
-    return m;
-}
+#include "tinymodel.h"
 
 /* Layer l's attention over the decode rows (device buffers). */
 static pkvk_batch layer_batch(pkvk_model *m, int l, uint16_t *q, uint16_t *o, int32_t *bt, int bts,
@@ -132,6 +37,96 @@ static pkvk_batch layer_batch(pkvk_model *m, int l, uint16_t *q, uint16_t *o, in
 }
 
 static void check_model(pkvk_ctx *ctx);
+
+/* The cpu backend's model (pkvk_cpu_model) and the GPU's step by step: a prefill of
+ * the three prompts (the sampled token and logits), then three decode steps through
+ * pkv_workqueue with rows split 1 to 3 ways, both fed the GPU's sampled tokens (each
+ * step's logits of every row), then every layer's K/V pages. */
+static void check_cpu_mirror(pkvk_ctx *ctx) {
+    enum { STEPS = 3, BTS = (MAX_PROMPT + STEPS + PS - 1) / PS };
+    const pkvk_shape as = {HQ, HKV, D, PS};
+    pkvk_model *m;
+    pkvk_cpu_model *cm;
+    pkvk_workspace *ws;
+    pkvk_plan plan;
+    int32_t bt[NREQ][BTS], pages[NREQ * BTS], n_pages = 0, *lens_d, *bt_d;
+    uint16_t *q, *o;
+    for (int r = 0; r < NREQ; r++)
+        for (int p = 0; p < BTS; p++) bt[r][p] = r * BTS + p;
+    for (int r = 0; r < NREQ; r++)
+        for (int p = 0; p < (lens[r] + PS - 1) / PS; p++) pages[n_pages++] = bt[r][p];
+    float *part = malloc(pkvk_partial_floats(&as, 64) * sizeof(float));
+    CHECK(part && pkvk_model_create(ctx, &m, &S, CAP_TOKENS, MAX_PROMPT, NPAGES, seed) == 0 &&
+              pkvk_cpu_model_create(&cm, &S, NREQ, CAP_TOKENS, NPAGES, seed) == 0 &&
+              pkvk_malloc((void **)&lens_d, NREQ * 4) == 0 &&
+              pkvk_malloc((void **)&bt_d, sizeof bt) == 0 && pkvk_h2d(bt_d, bt, sizeof bt) == 0 &&
+              pkvk_malloc((void **)&q, (size_t)NREQ * HQ * D * 2) == 0 &&
+              pkvk_malloc((void **)&o, (size_t)NREQ * HQ * D * 2) == 0 &&
+              pkvk_workspace_create(ctx, &ws, &as, NREQ, 64, 64) == 0 &&
+              pkvk_plan_init(&plan, NREQ, 64) == 0,
+          "cpu mirror setup: %s", pkvk_last_error());
+    static uint16_t glog[NREQ * V];
+    int32_t gtok[NREQ];
+    CHECK(pkvk_model_prefill(m, NREQ, lens, pages, NULL, NULL) == 0 &&
+              pkvk_cpu_model_prefill(cm, NREQ, lens, pages, NULL, NULL) == 0 &&
+              pkvk_model_read(m, 1, glog, gtok) == 0,
+          "cpu mirror prefill: %s", pkvk_last_error());
+    double rms, worst = 0,
+                d = max_diff_logits(glog, pkvk_cpu_model_logits(cm), &rms); /* its last head */
+    CHECK(d < 0.03 * rms + 0.01, "cpu mirror prefill: logits max |diff| %.4g (rms %.3g)", d, rms);
+    for (int step = 0; step < STEPS; step++) {
+        int32_t seq[NREQ], splits[NREQ];
+        for (int r = 0; r < NREQ; r++) seq[r] = lens[r] + 1 + step, splits[r] = 1 + (r + step) % 3;
+        /* both take the GPU's tokens: the prefill's, then each step's */
+        CHECK(pkvk_model_read(m, NREQ, NULL, gtok) == 0, "read tokens");
+        memcpy(pkvk_cpu_model_tokens(cm), gtok, sizeof gtok);
+        CHECK(pkvk_plan_workqueue(&plan, PKV_ROUTE_WORKQUEUE, &as, seq, splits, NREQ) == 0 &&
+                  pkvk_plan_upload(ws, &plan) == 0 && pkvk_h2d(lens_d, seq, sizeof seq) == 0 &&
+                  pkvk_model_decode_begin(m, NREQ) == 0,
+              "cpu mirror step %d: %s", step, pkvk_last_error());
+        for (int l = 0; l < L; l++) {
+            pkvk_batch b = layer_batch(m, l, q, o, bt_d, BTS, lens_d);
+            int launches;
+            CHECK(pkvk_model_decode_pre(m, l, NREQ, lens_d, bt_d, BTS, q) == 0 &&
+                      pkvk_launch(ws, &b, &plan, &launches) == 0 &&
+                      pkvk_model_post(m, l, NREQ, o) == 0,
+                  "cpu mirror step %d layer %d: %s", step, l, pkvk_last_error());
+        }
+        CHECK(pkvk_model_decode_head(m, NREQ) == 0 && pkvk_model_read(m, NREQ, glog, gtok) == 0 &&
+                  pkvk_cpu_model_decode(cm, NREQ, seq, &bt[0][0], BTS, &plan, part, NULL, NULL,
+                                        NULL) == 0,
+              "cpu mirror step %d: %s", step, pkvk_last_error());
+        for (int r = 0; r < NREQ; r++) {
+            d = max_diff_logits(glog + (size_t)r * V, pkvk_cpu_model_logits(cm) + (size_t)r * V,
+                                &rms);
+            CHECK(d < 0.03 * rms + 0.01, "cpu mirror step %d row %d: logits max |diff| %.4g", step,
+                  r, d);
+            if (d > worst) worst = d;
+        }
+    }
+    size_t pool = (size_t)NPAGES * HKV * PS * D;
+    uint16_t *host = malloc(pool * 2);
+    double dkv = 0;
+    for (int l = 0; host && l < L; l++)
+        for (int v = 0; v < 2; v++) {
+            CHECK(pkvk_d2h(host, pkvk_model_kv(m, l, v), pool * 2) == 0, "d2h");
+            const uint16_t *c = pkvk_cpu_model_kv(cm, l, v);
+            for (size_t i = 0; i < (size_t)NREQ * BTS * HKV * PS * D; i++) {
+                double e = fabs(pkvk_h2f(host[i]) - pkvk_h2f(c[i]));
+                if (e > dkv) dkv = e;
+            }
+        }
+    CHECK(host && dkv < 0.02, "cpu mirror: K/V pages max |diff| %.4g", dkv);
+    printf("cpu mirror: prefill and %d decode steps, logits max |diff| %.4g, K/V %.4g\n", STEPS,
+           worst, dkv);
+    free(host);
+    free(part);
+    pkvk_plan_free(&plan);
+    pkvk_workspace_destroy(ws);
+    pkvk_free(lens_d), pkvk_free(bt_d), pkvk_free(q), pkvk_free(o);
+    pkvk_cpu_model_destroy(cm);
+    pkvk_model_destroy(m);
+}
 
 /* Graph replay (run.cuda_graph): two decode steps of the three rows (positions
  * lens[r] + 2, then + 3) replayed from one graph captured on a fixed grid of 4 rows
@@ -232,19 +227,8 @@ int main(void) {
     }
     pkvk_ctx *ctx = NULL;
     CHECK(pkvk_ctx_create(&ctx, 0) == 0, "context: %s", pkvk_last_error());
-    seed = (uint64_t)time(NULL) * 2654435761u;
+    tiny_model_init((uint64_t)time(NULL) * 2654435761u);
     printf("seed %llu\n", (unsigned long long)seed);
-    for (int l = 0; l < L; l++) {
-        wt[l][PKVK_W_LN1] = weights(l, PKVK_W_LN1, H);
-        wt[l][PKVK_W_QKV] = weights(l, PKVK_W_QKV, (size_t)H * QKVW);
-        wt[l][PKVK_W_O] = weights(l, PKVK_W_O, (size_t)HQ * D * H);
-        wt[l][PKVK_W_LN2] = weights(l, PKVK_W_LN2, H);
-        wt[l][PKVK_W_GU] = weights(l, PKVK_W_GU, (size_t)H * 2 * I);
-        wt[l][PKVK_W_DOWN] = weights(l, PKVK_W_DOWN, (size_t)I * H);
-    }
-    wt[L][PKVK_W_EMBED] = weights(-1, PKVK_W_EMBED, (size_t)V * H);
-    wt[L][PKVK_W_NORM] = weights(-1, PKVK_W_NORM, H);
-    wt[L][PKVK_W_HEAD] = weights(-1, PKVK_W_HEAD, (size_t)H * V);
     /* Both prefill attention kernels where FlashInfer's is built, else cuBLAS's. */
     int kinds[2] = {pkvk_model_prefill_kernel(&S), PKVK_PREFILL_CUBLAS};
     for (int k = kinds[0] == PKVK_PREFILL_CUBLAS; k < 2; k++) {
@@ -252,6 +236,7 @@ int main(void) {
         printf("prefill attention: %s\n",
                kinds[k] == PKVK_PREFILL_CUBLAS ? "cuBLAS" : "FlashInfer");
         check_model(ctx);
+        check_cpu_mirror(ctx);
     }
     pkvk_ctx_destroy(ctx);
     CHECK_DONE();

@@ -1,0 +1,134 @@
+/* The cpu backend's full model (pkvk_cpu_model, the CPU mirror of the GPU's layers)
+ * against the direct FP32 computation of the tiny model (tinymodel.h) with fresh
+ * weights from a random seed: a prefill of three prompts on shuffled pages (the last
+ * prompt's logits, every layer's K/V pages), a decode step of the three rows through
+ * pkv_workqueue with rows split 1 to 3 ways (every row's logits); then the cpu
+ * backend running a tiny model end to end, every step's route checked against the
+ * reference. */
+#include "check.h"
+#include "pkv_tol.h"
+#include "testrun.h"
+#include "tinymodel.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+int main(void) {
+    tiny_model_init((uint64_t)time(NULL) * 2654435761u);
+    printf("seed %llu\n", (unsigned long long)seed);
+    enum { BTS = MAX_PROMPT / PS + 1 };
+    pkvk_cpu_model *m;
+    CHECK(pkvk_cpu_model_create(&m, &S, NREQ, CAP_TOKENS, NPAGES, seed) == 0, "create");
+    int32_t bt[NREQ][BTS], pages[NPAGES], perm[NPAGES], n_pages = 0, used = 0;
+    for (int i = 0; i < NPAGES; i++) perm[i] = i;
+    srand((unsigned)seed);
+    for (int i = NPAGES - 1; i > 0; i--) {
+        int j = rand() % (i + 1), t = perm[i];
+        perm[i] = perm[j], perm[j] = t;
+    }
+    for (int r = 0; r < NREQ; r++)
+        for (int p = 0; p < (lens[r] + 1 + PS - 1) / PS; p++) bt[r][p] = perm[used++];
+    for (int r = 0; r < NREQ; r++)
+        for (int p = 0; p < (lens[r] + PS - 1) / PS; p++) pages[n_pages++] = bt[r][p];
+    CHECK(pkvk_cpu_model_prefill(m, NREQ, lens, pages, NULL, NULL) == 0, "prefill");
+
+    /* The prompts through the direct computation; the last chunk sampled prompt 2. */
+    static float ref[V];
+    static uint16_t got[V];
+    for (int r = 0; r < NREQ; r++)
+        for (int pos = 0; pos < lens[r]; pos++)
+            forward(r, pos, pkvk_prompt_token(r, pos, V),
+                    r == NREQ - 1 && pos == lens[r] - 1 ? ref : NULL);
+    const float *lg = pkvk_cpu_model_logits(m);
+    for (int i = 0; i < V; i++) got[i] = pkvk_f2h(lg[i]);
+    double rms, d = max_diff_logits(got, ref, &rms);
+    CHECK(d < 0.03 * rms + 0.01, "prefill logits: max |diff| %.4g (rms %.3g)", d, rms);
+    int32_t best = 0;
+    for (int i = 1; i < V; i++)
+        if (lg[i] > lg[best]) best = i;
+    CHECK(pkvk_cpu_model_tokens(m)[0] == best, "prefill: token %d is not its logits' argmax %d",
+          pkvk_cpu_model_tokens(m)[0], best);
+    double dkv = 0;
+    for (int l = 0; l < L; l++)
+        for (int v = 0; v < 2; v++) {
+            const uint16_t *pool = pkvk_cpu_model_kv(m, l, v);
+            for (int r = 0; r < NREQ; r++)
+                for (int pos = 0; pos < lens[r]; pos++)
+                    for (int h = 0; h < HKV; h++)
+                        for (int e = 0; e < D; e++) {
+                            size_t at =
+                                (((size_t)bt[r][pos / PS] * HKV + h) * PS + pos % PS) * D + e;
+                            float want = v ? vc[l][r][pos][h][e] : kc[l][r][pos][h][e];
+                            double x = fabs(pkvk_h2f(pool[at]) - want);
+                            if (x > dkv) dkv = x;
+                        }
+        }
+    CHECK(dkv < 0.02, "prefill K/V pages: max |diff| %.4g", dkv);
+    printf("prefill: last prompt's logits max |diff| %.4g (rms %.3g), K/V max |diff| %.4g\n", d,
+           rms, dkv);
+
+    /* A decode step through pkv_workqueue. */
+    const pkvk_shape as = {HQ, HKV, D, PS};
+    int32_t seq[NREQ], splits[NREQ], in_tok[NREQ];
+    for (int r = 0; r < NREQ; r++)
+        seq[r] = lens[r] + 1, splits[r] = 1 + r, in_tok[r] = (int32_t)((seed >> (8 * r)) % V);
+    memcpy(pkvk_cpu_model_tokens(m), in_tok, sizeof in_tok);
+    pkvk_plan plan;
+    float *part = malloc(pkvk_partial_floats(&as, 64) * sizeof(float));
+    CHECK(part && pkvk_plan_init(&plan, NREQ, 64) == 0 &&
+              pkvk_plan_workqueue(&plan, PKV_ROUTE_WORKQUEUE, &as, seq, splits, NREQ) == 0 &&
+              pkvk_plan_merges(&plan),
+          "plan");
+    double t_att = -1;
+    CHECK(pkvk_cpu_model_decode(m, NREQ, seq, &bt[0][0], BTS, &plan, part, NULL, NULL, &t_att) ==
+                  0 &&
+              t_att >= 0,
+          "decode");
+    double worst = 0;
+    for (int r = 0; r < NREQ; r++) {
+        forward(r, lens[r], in_tok[r], ref);
+        for (int i = 0; i < V; i++) got[i] = pkvk_f2h(lg[(size_t)r * V + i]);
+        d = max_diff_logits(got, ref, &rms);
+        CHECK(d < 0.03 * rms + 0.01, "decode row %d: logits max |diff| %.4g (rms %.3g)", r, d, rms);
+        if (d > worst) worst = d;
+    }
+    printf("decode: logits of %d rows max |diff| %.4g\n", NREQ, worst);
+    pkvk_plan_free(&plan);
+    free(part);
+    pkvk_cpu_model_destroy(m);
+
+    /* The cpu backend end to end on a tiny model: every step's route checked. */
+    char out[64];
+    snprintf(out, sizeof out, "/tmp/pkv-cpu-model-%d.h5", (int)getpid());
+    pkv_summary sum;
+    pkv_err e;
+    CHECK(test_run_json(&sum, NULL, &e,
+                        "{\"model\": {\"layers\": 2, \"hidden\": 256, \"hq\": 4, \"hkv\": 2, "
+                        "\"head_dim\": 128, \"intermediate\": 512, \"vocab\": 1000}, "
+                        "\"workload\": {\"arrival\": {\"process\": \"closed\", \"concurrency\": "
+                        "3}, \"prompt\": {\"dist\": \"uniform\", \"min\": 20, \"max\": 200}, "
+                        "\"decode\": {\"dist\": \"uniform\", \"min\": 2, \"max\": 30}, "
+                        "\"num_requests\": 8, \"max_context\": 300}, \"serving\": "
+                        "{\"max_active\": 3, \"kv_pages\": 120}, \"route\": {\"calibration\": "
+                        "\"%s\"}, \"run\": {\"backend\": \"cpu\", \"check_every\": 1, "
+                        "\"output\": \"%s\"}}",
+                        TEST_CALIBRATION, out) == 0,
+          "cpu backend run: %s", e.msg);
+    pkv_step_rec *st;
+    size_t n = 0;
+    CHECK(pkv_h5_read_steps(out, &st, &n, &e) == 0, "read steps: %s", e.msg);
+    int ok = n > 10 && sum.finished == 8;
+    for (size_t i = 0; i < n; i++)
+        ok &= pkv_tol_ok(st[i].max_err, st[i].mean_err) && st[i].out_mean_abs > 0 &&
+              st[i].t_device > 0 && st[i].t_dense > 0;
+    CHECK(ok, "cpu backend: %zu steps, %llu finished, a step unchecked or out of tolerance", n,
+          (unsigned long long)sum.finished);
+    printf("cpu backend: %zu steps of a 2-layer model, every one checked\n", n);
+    free(st);
+    unlink(out);
+    CHECK_DONE();
+}
