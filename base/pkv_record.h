@@ -56,6 +56,9 @@ typedef enum pkv_col_kind {
     X(policy_why, uint8_t, PKV_COL_U8, 0,                                                          \
       "adaptive's reasons, bits: 1 no gate for the step's G, 2 context below the gate, 4 "         \
       "PersistentKV predicted faster but not by the margin, 8 PersistentKV promoted")              \
+    X(candidates, uint8_t, PKV_COL_U8, 0,                                                          \
+      "bits: bit r set where route r (the /steps route enum's value) was planned and "             \
+      "predicted for the step, a candidate of its policy")                                         \
     X(t_predicted, double, PKV_COL_F64, 0, "seconds: cost model of the whole step")                \
     X(t_dense_predicted, double, PKV_COL_F64, 0,                                                   \
       "seconds: cost model of the step's dense part (0 for the study layer)")                      \

@@ -229,6 +229,8 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
     rec->t_device = rec->t_dense = rec->max_err = rec->mean_err = rec->out_mean_abs = NAN;
     rec->t_noise = NAN;
     rec->policy_why = 0;
+    _Static_assert(PKV_ROUTE_COUNT <= 8, "/steps candidates holds a bit per route");
+    rec->candidates = (uint8_t)sv.valid;
     pkv_route r = PKV_ROUTE_REF_PAGED;
     double oracle_spent = 0, oracle_wall = 0;
     if (measured_oracle) {

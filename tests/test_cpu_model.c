@@ -121,12 +121,19 @@ int main(void) {
     pkv_step_rec *st;
     size_t n = 0;
     CHECK(pkv_h5_read_steps(out, &st, &n, &e) == 0, "read steps: %s", e.msg);
-    int ok = n > 10 && sum.finished == 8;
-    for (size_t i = 0; i < n; i++)
+    /* adaptive on a full model replays graphs by default (run.cuda_graph auto): its
+     * candidates are the two routes graphs hold, on every backend */
+    const uint8_t graphs = 1u << PKV_ROUTE_REF_PAGED | 1u << PKV_ROUTE_WORKQUEUE;
+    int ok = n > 10 && sum.finished == 8, cand = 1;
+    for (size_t i = 0; i < n; i++) {
         ok &= pkv_tol_ok(st[i].max_err, st[i].mean_err) && st[i].out_mean_abs > 0 &&
               st[i].t_device > 0 && st[i].t_dense > 0;
+        cand &= st[i].candidates == graphs;
+    }
     CHECK(ok, "cpu backend: %zu steps, %llu finished, a step unchecked or out of tolerance", n,
           (unsigned long long)sum.finished);
+    CHECK(cand, "cpu backend: candidates %u, not ref_paged and pkv_workqueue",
+          n ? st[0].candidates : 0);
     printf("cpu backend: %zu steps of a 2-layer model, every one checked\n", n);
     free(st);
     unlink(out);
