@@ -181,6 +181,16 @@ static int32_t head(pkvk_cpu_model *m, const float *x, float *logits) {
     return best;
 }
 
+/* Layer l's attention over rows of Q in m->q, on the layer's pages. */
+static pkvk_batch layer_batch(pkvk_cpu_model *m, int l, int rows, const int32_t *bt, int bt_stride,
+                              const int32_t *lens) {
+    const pkvk_model_shape *s = &m->s;
+    const pkvk_batch b = {
+        {s->hq, s->hkv, s->d, s->page_size}, rows, m->q,      NULL, pkvk_cpu_model_kv(m, l, 0),
+        pkvk_cpu_model_kv(m, l, 1),          bt,   bt_stride, lens, 1.0f / sqrtf((float)s->d)};
+    return b;
+}
+
 static void embed(const pkvk_cpu_model *m, int32_t token, float *x) {
     int32_t t = token % m->s.vocab;
     if (t < 0) t += m->s.vocab;
@@ -193,7 +203,6 @@ int pkvk_cpu_model_decode(pkvk_cpu_model *m, int rows, const int32_t *lens, cons
     const pkvk_model_shape *s = &m->s;
     if (rows < 1 || rows > m->cap_rows || p->n_rows != rows) return PKVK_ERR_INVALID;
     const size_t hd = (size_t)s->hq * s->d;
-    const pkvk_shape as = {s->hq, s->hkv, s->d, s->page_size};
     if (t_attention) *t_attention = 0;
     for (int r = 0; r < rows; r++) embed(m, m->tok[r], m->x + (size_t)r * s->hidden);
     for (int l = 0; l < s->layers; l++) {
@@ -202,16 +211,7 @@ int pkvk_cpu_model_decode(pkvk_cpu_model *m, int rows, const int32_t *lens, cons
             layer_pre(m, l, m->x + (size_t)r * s->hidden, pos,
                       bt[(size_t)r * bt_stride + pos / s->page_size], m->q + (size_t)r * hd);
         }
-        const pkvk_batch b = {as,
-                              rows,
-                              m->q,
-                              NULL,
-                              pkvk_cpu_model_kv(m, l, 0),
-                              pkvk_cpu_model_kv(m, l, 1),
-                              bt,
-                              bt_stride,
-                              lens,
-                              1.0f / sqrtf((float)s->d)};
+        const pkvk_batch b = layer_batch(m, l, rows, bt, bt_stride, lens);
         const double t0 = pkv_clock_now();
         int rc = pkvk_cpu_run(&b, p, part, m->o);
         if (rc) return rc;
@@ -232,22 +232,12 @@ int pkvk_cpu_model_decode(pkvk_cpu_model *m, int rows, const int32_t *lens, cons
 static int prompt_token(pkvk_cpu_model *m, int req, int pos, const int32_t *pages, int n_pages,
                         float *logits, int32_t *tok) {
     const pkvk_model_shape *s = &m->s;
-    const pkvk_shape as = {s->hq, s->hkv, s->d, s->page_size};
     float *x = m->x; /* row 0 of the decode rows' buffer is free during a prefill */
     const int32_t len = pos + 1;
     embed(m, pkvk_prompt_token(req, pos, s->vocab), x);
     for (int l = 0; l < s->layers; l++) {
         layer_pre(m, l, x, pos, pages[pos / s->page_size], m->q);
-        const pkvk_batch b = {as,
-                              1,
-                              m->q,
-                              NULL,
-                              pkvk_cpu_model_kv(m, l, 0),
-                              pkvk_cpu_model_kv(m, l, 1),
-                              pages,
-                              n_pages,
-                              &len,
-                              1.0f / sqrtf((float)s->d)};
+        const pkvk_batch b = layer_batch(m, l, 1, pages, n_pages, &len);
         int rc = pkvk_cpu_reference(&b, m->o);
         if (rc) return rc;
         layer_post(m, l, x, m->o);

@@ -55,17 +55,8 @@ int main(void) {
     double dkv = 0;
     for (int l = 0; l < L; l++)
         for (int v = 0; v < 2; v++) {
-            const uint16_t *pool = pkvk_cpu_model_kv(m, l, v);
-            for (int r = 0; r < NREQ; r++)
-                for (int pos = 0; pos < lens[r]; pos++)
-                    for (int h = 0; h < HKV; h++)
-                        for (int e = 0; e < D; e++) {
-                            size_t at =
-                                (((size_t)bt[r][pos / PS] * HKV + h) * PS + pos % PS) * D + e;
-                            float want = v ? vc[l][r][pos][h][e] : kc[l][r][pos][h][e];
-                            double x = fabs(pkvk_h2f(pool[at]) - want);
-                            if (x > dkv) dkv = x;
-                        }
+            double x = kv_max_diff(pkvk_cpu_model_kv(m, l, v), l, v, &bt[0][0], BTS);
+            if (x > dkv) dkv = x;
         }
     CHECK(dkv < 0.02, "prefill K/V pages: max |diff| %.4g", dkv);
     printf("prefill: last prompt's logits max |diff| %.4g (rms %.3g), K/V max |diff| %.4g\n", d,

@@ -282,16 +282,8 @@ static void check_model(pkvk_ctx *ctx) {
     for (int l = 0; l < L; l++)
         for (int v = 0; v < 2; v++) {
             CHECK(pkvk_d2h(host, pkvk_model_kv(m, l, v), pool * 2) == 0, "d2h");
-            for (int r = 0; r < NREQ; r++)
-                for (int pos = 0; pos < lens[r]; pos++)
-                    for (int h = 0; h < HKV; h++)
-                        for (int e = 0; e < D; e++) {
-                            size_t at =
-                                (((size_t)bt[r][pos / PS] * HKV + h) * PS + pos % PS) * D + e;
-                            float want = v ? vc[l][r][pos][h][e] : kc[l][r][pos][h][e];
-                            double d = fabs(pkvk_h2f(host[at]) - want);
-                            if (d > dkv) dkv = d;
-                        }
+            double d = kv_max_diff(host, l, v, &bt[0][0], MAX_PROMPT / PS + 1);
+            if (d > dkv) dkv = d;
         }
     CHECK(dkv < 0.02, "prefill K/V pages: max |diff| %.4g", dkv);
     printf("prefill: K/V pages of %d layers max |diff| %.4g\n", L, dkv);

@@ -114,3 +114,18 @@ void tiny_model_init(uint64_t s) {
     wt[L][PKVK_W_NORM] = weights(-1, PKVK_W_NORM, H);
     wt[L][PKVK_W_HEAD] = weights(-1, PKVK_W_HEAD, (size_t)H * V);
 }
+
+double kv_max_diff(const uint16_t *pool, int l, int v, const int32_t *bt, int bts) {
+    double m = 0;
+    for (int r = 0; r < NREQ; r++)
+        for (int pos = 0; pos < lens[r]; pos++)
+            for (int h = 0; h < HKV; h++)
+                for (int e = 0; e < D; e++) {
+                    size_t at =
+                        (((size_t)bt[r * bts + pos / PS] * HKV + h) * PS + pos % PS) * D + e;
+                    float want = v ? vc[l][r][pos][h][e] : kc[l][r][pos][h][e];
+                    double d = fabs(pkvk_h2f(pool[at]) - want);
+                    if (d > m) m = d;
+                }
+    return m;
+}

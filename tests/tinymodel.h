@@ -23,6 +23,9 @@ void tiny_model_init(uint64_t s);
 /* One token of request r at position pos through every layer (its K and V into the
  * caches); logits [V] when not NULL. */
 void forward(int r, int pos, int token, float *logits);
+/* Max |pool - the caches| over the three prompts' positions of layer l's K (v = 0) or
+ * V pool ([pages][HKV][PS][D] FP16; prompt r's pages bt[r * bts + p]). */
+double kv_max_diff(const uint16_t *pool, int l, int v, const int32_t *bt, int bts);
 /* Max |gpu - ref| over the V logits (gpu FP16), and ref's rms into *rms. */
 double max_diff_logits(const uint16_t *gpu, const float *ref, double *rms);
 
