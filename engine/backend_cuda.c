@@ -208,6 +208,10 @@ static int32_t graph_rows(int32_t rows, int32_t cap) {
 static int graph_buckets(int32_t cap) {
     return 3 + (cap + 7) / 8;
 }
+/* Graphs a full model's backend keeps room for: two routes, with and without merge. */
+static int graph_slots(int32_t cap) {
+    return 2 * 2 * graph_buckets(cap);
+}
 /* The graph of (route, bucket, merge): ref_paged and pkv_workqueue only. */
 static pkvk_graph **graph_slot(cuda_backend *b, const pkvk_plan *plan, int32_t rows) {
     const int r = plan->route == PKV_ROUTE_REF_PAGED   ? 0
@@ -454,7 +458,7 @@ static void cuda_destroy(pkv_backend *base) {
     for (int k = 0; k < EV_COUNT; k++) pkvk_event_destroy(b->ev[k]);
     pkvk_mlp_destroy(b->mlp);
     pkvk_graph_destroy(b->graph);
-    for (int k = 0; b->graphs && k < 4 * graph_buckets(b->cap_rows); k++)
+    for (int k = 0; b->graphs && k < graph_slots(b->cap_rows); k++)
         pkvk_graph_destroy(b->graphs[k]);
     free(b->graphs);
     if (b->model_steps)
@@ -578,8 +582,7 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec
             b->k = pkvk_model_kv(b->model, 0, 0); /* the prologue's append lands in layer 0 */
             b->v = pkvk_model_kv(b->model, 0, 1);
             b->att_ev = calloc(2 * (size_t)b->layers, sizeof *b->att_ev);
-            if (use_graph)
-                b->graphs = calloc(4 * (size_t)graph_buckets(cap_rows), sizeof *b->graphs);
+            if (use_graph) b->graphs = calloc((size_t)graph_slots(cap_rows), sizeof *b->graphs);
             if (!b->att_ev || (use_graph && !b->graphs)) rc = PKVK_ERR_OUT_OF_MEMORY;
         }
         for (int k = 0; !rc && k < 2 * b->layers; k++) rc = pkvk_event_create(ctx, &b->att_ev[k]);

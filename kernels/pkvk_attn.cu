@@ -177,7 +177,8 @@ __host__ __device__ constexpr size_t smem_bytes(int D) {
 
 // The work of CTA x of a launch (x: blockIdx.x, or a fixed grid's task index). Every
 // return is taken by the whole CTA.
-template <int D, int G, int MODE> __device__ __forceinline__ void attn_cta(const Params &p, int x) {
+template <int D, int G, int MODE>
+__device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
     static_assert(D % 16 == 0 && G <= 8, "MMA rows hold at most 8 query heads");
     int row, kvh, split, tb, te;
     if (MODE == MODE_REF) {
@@ -401,8 +402,8 @@ __global__ void __launch_bounds__(THREADS) attn_kernel(const Params p) {
         attn_cta<D, G, MODE>(p, blockIdx.x);
         return;
     }
-    const int n = p.split_offsets[p.layout_rows] * p.hkv;
-    for (int x = blockIdx.x; x < n; x += gridDim.x) {
+    const unsigned n = (unsigned)(p.split_offsets[p.layout_rows] * p.hkv);
+    for (unsigned x = blockIdx.x; x < n; x += gridDim.x) {
         attn_cta<D, G, MODE>(p, x);
         __syncthreads(); // the next task refills the shared memory this one read
     }
