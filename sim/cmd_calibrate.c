@@ -7,13 +7,18 @@
  * of the model over all points (GSL Brent minimiser: the forced split counts are
  * what vary the CTAs per SM), and each route's scale by weighted least squares
  * through the origin (gsl_fit_wmul) on the planner's own plans of that route, the
- * ones the route policy compares.
+ * ones the route policy compares. Then each route's structured model (route_model,
+ * engine/cost.h: waves, per-CTA bandwidth, fixed and launch costs, merge traffic) by
+ * pkv_fit_route on its points of two shapes in three, its error reported on the third
+ * (held out); the calibration predicts by it. The shapes run from 1 row to 256, from
+ * 512 tokens to 128K, each row's length drawn in [L/2, L] (ragged).
  * swap_us and swap_gbps are fitted to timed copies of preemption by swap.
  * The file records the fit's residuals. Gates and margins keep their defaults. */
 #include "cli.h"
 #include "cmd_bmodel.h"
 #include "cmd_calibrate.h"
 #include "cost.h"
+#include "fit.h"
 #include "kcase.h"
 #include "pkv_files.h"
 #include "pkv_gitrev.h"
@@ -36,6 +41,7 @@ enum { MAX_POINTS = 512, PKV_CALIBRATE_MIN_CONTEXT = 4096 };
 
 typedef struct point {
     int route;
+    int shape;      /* the sweep's shape (B, L) index */
     int planned;    /* the planner's own plan (not a forced split count) */
     pkv_counters c; /* counters of the plan (model terms) */
     double t;       /* seconds measured */
@@ -158,8 +164,10 @@ static void usage(void) {
     puts("usage: pkvsim calibrate [-o FILE] [--reps N] [--model NAME]\n"
          "Measures on the present GPU the read bandwidth (beta), the launch overhead (lambda),\n"
          "the SM count and the attention kernel's occupancy, times a sweep of isolated decode\n"
-         "steps (B = 1..32, 2K..32K tokens, every route, forced split counts), fits C_min and\n"
-         "a scale per route with GSL least squares, and writes a calibration file (default\n"
+         "steps (B = 1..256 rows, 512..128K tokens, ragged lengths, every route, forced split\n"
+         "counts), fits C_min and a scale per route with GSL least squares and each route's\n"
+         "structured model (route_model: GSL nonlinear least squares on two shapes in three,\n"
+         "its error printed on the third), and writes a calibration file (default\n"
          "calibration.json) with the GPU's name, driver, date and the fit's residuals.\n"
          "It also times the copies of preemption by swap (swap_us, swap_gbps) and the\n"
          "dense part of the preset --model (default llama-3.1-8b; none: skip): its GEMMs\n"
@@ -221,8 +229,9 @@ int pkv_calibrate_main(int argc, char **argv) {
 
     static point pts[MAX_POINTS];
     int n = 0, rc = 0;
-    const int Bs[] = {1, 2, 4, 8, 16, 32};
-    const int32_t Ls[] = {2048, 8192, 32768};
+    const int Bs[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+    const int32_t Ls[] = {512, 2048, 4096, 8192, 32768, 131072};
+    int shape = 0;
     const int32_t forced[] = {4, 16, 64};
     pkvk_shape s = {32, 8, 128, 16};
     pkv_calib_flashinfer_occupancy(&cal, &s);
@@ -231,9 +240,10 @@ int pkv_calibrate_main(int argc, char **argv) {
     for (size_t bi = 0; bi < sizeof Bs / sizeof Bs[0] && !rc; bi++)
         for (size_t li = 0; li < sizeof Ls / sizeof Ls[0] && !rc; li++) {
             int B = Bs[bi];
-            int32_t L = Ls[li], lens[32];
-            if ((int64_t)B * L > 262144) continue;            /* keep the sweep to a few GB */
-            for (int i = 0; i < B; i++) lens[i] = L - 37 * i; /* distinct true lengths */
+            int32_t L = Ls[li], lens[256];
+            if ((int64_t)B * L > 262144) continue; /* keep the sweep to a few GB */
+            for (int i = 0; i < B; i++) lens[i] = L - (37 * i) % (L / 2); /* ragged, distinct */
+            shape++;
             pkv_kcase kc;
             pkv_planner pl;
             pkvk_plan fixed;
@@ -257,7 +267,7 @@ int pkv_calibrate_main(int argc, char **argv) {
                     rc = pkv_planner_build(&pl, (pkv_route)run, lens, B);
                     p = &pl.plans[run];
                 } else {
-                    int32_t S = forced[(run - PKV_ROUTE_COUNT) / 2], per[32];
+                    int32_t S = forced[(run - PKV_ROUTE_COUNT) / 2], per[256];
                     for (int i = 0; i < B; i++) per[i] = S;
                     rc = (run - PKV_ROUTE_COUNT) % 2
                              ? pkvk_plan_workqueue(&fixed, PKV_ROUTE_WORKQUEUE, &s, lens, per, B)
@@ -274,6 +284,7 @@ int pkv_calibrate_main(int argc, char **argv) {
                 }
                 point *pt = &pts[n++];
                 pt->route = p->route;
+                pt->shape = shape;
                 pt->planned = run < PKV_ROUTE_COUNT;
                 pkv_cost_counters(&cal, &s, p, lens, &pt->c);
                 pt->t = ms * 1e-3;
@@ -328,6 +339,42 @@ int pkv_calibrate_main(int argc, char **argv) {
         printf("  %-14s scale %.3f, rms relative error %.3f over %d points\n",
                pkv_route_name((pkv_route)k), c1, sqrt(sse / m), m);
     }
+    /* The structured model of each route: fitted on two shapes in three, checked on the
+     * third. */
+    cJSON *rmf = cJSON_CreateObject();
+    for (int k = 0; k < PKV_ROUTE_COUNT; k++) {
+        static pkv_counters kf[MAX_POINTS], kt[MAX_POINTS];
+        static double tf[MAX_POINTS], tt[MAX_POINTS];
+        size_t nf = 0, nt = 0;
+        for (int i = 0; i < n; i++) {
+            if (pts[i].route != k) continue;
+            if (pts[i].shape % 3 == 0)
+                kt[nt] = pts[i].c, tt[nt++] = pts[i].t;
+            else
+                kf[nf] = pts[i].c, tf[nf++] = pts[i].t;
+        }
+        pkv_route_model m;
+        pkv_err fe;
+        if (nf == 0) continue;
+        if (pkv_fit_route(&cal, (pkv_route)k, kf, tf, nf, &m, &fe)) {
+            printf("  %-14s structured model not fitted: %s\n", pkv_route_name((pkv_route)k),
+                   fe.msg);
+            continue;
+        }
+        double f_mape, f_sum, t_mape = NAN, t_sum = NAN;
+        pkv_fit_error(&cal, (pkv_route)k, &m, kf, tf, nf, &f_mape, &f_sum);
+        if (nt) pkv_fit_error(&cal, (pkv_route)k, &m, kt, tt, nt, &t_mape, &t_sum);
+        cal.route_model[k] = m; /* host_us 0: a step's device time only */
+        printf("  %-14s structured model: MAPE %.1f%% over %zu points, %.1f%% over %zu held out "
+               "(summed %+.1f%%)\n",
+               pkv_route_name((pkv_route)k), 100 * f_mape, nf, 100 * t_mape, nt, 100 * t_sum);
+        cJSON *o = cJSON_AddObjectToObject(rmf, pkv_route_name((pkv_route)k));
+        cJSON_AddNumberToObject(o, "points", (double)nf);
+        cJSON_AddNumberToObject(o, "mape", f_mape);
+        cJSON_AddNumberToObject(o, "held_out", (double)nt);
+        if (nt) cJSON_AddNumberToObject(o, "mape_held_out", t_mape);
+        if (nt) cJSON_AddNumberToObject(o, "sum_err_held_out", t_sum);
+    }
     char when[32], driver[64];
     time_t now = time(NULL);
     strftime(when, sizeof when, "%Y-%m-%d", gmtime(&now));
@@ -338,9 +385,11 @@ int pkv_calibrate_main(int argc, char **argv) {
     snprintf(cal.date, sizeof cal.date, "%s", when);
     cal.placeholder = false;
     pkv_keys_write(pkv_calib_keys(), "", &cal, root);
+    pkv_calib_route_model_json(&cal, root);
     cJSON_AddStringToObject(root, "note",
                             "Measured by pkvsim calibrate: beta, launch_us, sm_count and "
-                            "resident_ctas_per_sm measured; c_min, route_scale, swap_us and "
+                            "resident_ctas_per_sm measured; c_min, route_scale, route_model "
+                            "(device time; its host_us 0), swap_us and "
                             "swap_gbps fitted; gemm_gbps, gemm_us, gemm_tflops and "
                             "prefill_attn_tflops fitted to a model's GEMMs and prefill "
                             "attention alone (fit.dense; unless --model none); "
@@ -352,6 +401,7 @@ int pkv_calibrate_main(int argc, char **argv) {
     cJSON_AddNumberToObject(fit, "reps", reps);
     cJSON_AddStringToObject(fit, "pkvsim_revision", PKV_GIT_REV);
     cJSON_AddItemToObject(fit, "routes", rf);
+    cJSON_AddItemToObject(fit, "route_model", rmf);
     cJSON_AddItemToObject(root, "fit", fit);
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
