@@ -93,12 +93,23 @@ static int parse_row(pkv_keys k, const pkv_key *r, const cJSON *o, const char *p
         int *f = field(dst, r), idx;
         const char *s, *def = keep_all ? r->choices[*f] : r->def_s;
         /* An enum whose choices are "false", "true" and others takes the booleans too. */
-        if (cJSON_IsBool(v))
+        int takes_bool = 0;
+        for (int j = 0; r->choices[j]; j++) {
+            if (strcmp(r->choices[j], "true") && strcmp(r->choices[j], "false")) continue;
+            takes_bool = 1;
+            if (cJSON_IsBool(v) && strcmp(r->choices[j], cJSON_IsTrue(v) ? "true" : "false") == 0) {
+                *f = j;
+                return 0;
+            }
+        }
+        if (takes_bool && v && !cJSON_IsString(v)) {
+            char p[256], list[256] = "";
+            pkv_json_path(p, sizeof p, path, r->name);
             for (int j = 0; r->choices[j]; j++)
-                if (strcmp(r->choices[j], cJSON_IsTrue(v) ? "true" : "false") == 0) {
-                    *f = j;
-                    return 0;
-                }
+                snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", j ? ", " : "",
+                         r->choices[j]);
+            return pkv_fail(e, "%s: must be true, false or one of: %s", p, list);
+        }
         if (pkv_json_str(o, path, r->name, def, r->choices, &s, &idx, e)) return -1;
         *f = idx;
         return 0;

@@ -82,6 +82,8 @@ case_json bad-trace-key "{\"workload\": {\"trace\": {\"path\": \"$tmp/bad.csv\",
 case_json bad-preset '{"workload": {"preset": "spiky"}}' 'workload.preset: "spiky" is not one of'
 case_json bad-upload '{"run": {"metadata_upload": "mapped"}}' 'run.metadata_upload: "mapped" is not one of'
 case_json bad-prefill-attn '{"run": {"prefill_attention": "fused"}}' 'run.prefill_attention: "fused" is not one of'
+case_json bad-graph '{"run": {"cuda_graph": 3}}' 'run.cuda_graph: must be true, false or one of: auto'
+case_json bad-graph-word '{"run": {"cuda_graph": "yes"}}' 'run.cuda_graph: "yes" is not one of'
 case_json layers-measured-study '{"run": {"layers_measured": 1}}' 'run.layers_measured: the study layer'
 case_json layers-measured-over '{"model": "llama-3.1-8b", "run": {"layers_measured": 33}}' 'run.layers_measured: 33, but model llama-3.1-8b has 32 layers'
 case_json layers-measured-oracle '{"model": "llama-3.1-8b", "route": {"policy": "oracle"}, "run": {"layers_measured": 4}}' 'run.layers_measured: the oracle'
