@@ -48,6 +48,7 @@ typedef struct pkv_provenance {
     uint64_t seed;
     const char *prefill_attention; /* the prefill attention's kernel, or "none" */
     int layers_measured;           /* a full model's layers run for real (0: not written) */
+    bool cuda_graph;               /* decode steps replayed as CUDA graphs (run.cuda_graph) */
 } pkv_provenance;
 
 /* Create <path>.tmp.<pid>; fails (naming the path) when it cannot be created. */

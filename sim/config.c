@@ -199,12 +199,6 @@ static int finish_sections(pkv_config *c, const cJSON *root, pkv_err *e) {
         c->n_percentiles = n;
     }
     c->model.prefill_attn = c->prefill_attention; /* the names' order is PKVK_PREFILL_*'s */
-    if (c->cuda_graph == PKV_GRAPH_AUTO)          /* resolved (config.h) */
-        c->cuda_graph = pkv_model_dense(&c->model) && (strcmp(c->policy, "adaptive") == 0 ||
-                                                       strcmp(c->policy, "ref_paged") == 0 ||
-                                                       strcmp(c->policy, "pkv_workqueue") == 0)
-                            ? PKV_GRAPH_ON
-                            : PKV_GRAPH_OFF;
     if (!*c->output) /* run.output is an artifact: relative to the working folder, like -o */
         snprintf(c->output, sizeof c->output, "%s.h5", c->name);
     return 0;
@@ -257,6 +251,14 @@ int pkv_config_inputs(const pkv_config *c, const char **paths, const char **what
         if (ls[i]->kind == PKV_LENGTH_EMPIRICAL)
             paths[n] = ls[i]->trace_path, what[n++] = "a length distribution's trace";
     return n;
+}
+
+bool pkv_config_graphs(const pkv_config *c) {
+    if (strcmp(c->policy, "oracle") == 0) return false; /* it times every route apart */
+    if (c->cuda_graph != PKV_GRAPH_AUTO) return c->cuda_graph == PKV_GRAPH_ON;
+    return pkv_model_dense(&c->model) &&
+           (strcmp(c->policy, "adaptive") == 0 || strcmp(c->policy, "ref_paged") == 0 ||
+            strcmp(c->policy, "pkv_workqueue") == 0);
 }
 
 int pkv_config_resolve(pkv_config *c) {

@@ -10,9 +10,7 @@
 #include "h5rec.h"
 #include "workload.h"
 
-/* run.cuda_graph (pkv_cuda_graph_modes' order). auto: on for a full model's decode
- * steps under a policy whose routes graphs hold (ref_paged, pkv_workqueue, adaptive),
- * off for the study layer (whose per-step capture is an ablation). */
+/* run.cuda_graph (pkv_cuda_graph_modes' order); pkv_config_graphs resolves auto. */
 enum { PKV_GRAPH_AUTO = 0, PKV_GRAPH_OFF = 1, PKV_GRAPH_ON = 2 };
 
 typedef struct pkv_config {
@@ -56,8 +54,7 @@ typedef struct pkv_config {
     int clock;   /* pkv_clock_names: a pkv_clock_source or PKV_CONFIG_CLOCK_AUTO */
     int64_t check_every, check_first;
     int oracle_repeats;    /* route.oracle_repeats: the measuring oracle's runs of a candidate */
-    int cuda_graph;        /* PKV_GRAPH_*: replay decode steps as CUDA graphs (after
-                              pkv_config_parse: OFF or ON) */
+    int cuda_graph;        /* PKV_GRAPH_*: replay decode steps as CUDA graphs, as given */
     int metadata_upload;   /* cuda backend: 1, step metadata by a copy (ablation), not launch
                               params */
     int record;            /* pkv_record_level, run.record: what the output file holds */
@@ -79,5 +76,10 @@ void pkv_config_free(pkv_config *c);
 int pkv_config_inputs(const pkv_config *c, const char **paths, const char **what);
 /* Rebuild c->resolved after command-line overrides. */
 int pkv_config_resolve(pkv_config *c);
+/* Whether decode steps replay CUDA graphs: run.cuda_graph, its auto resolved by the
+ * final policy (command-line overrides applied): on for a full model under a policy
+ * whose routes graphs hold (adaptive, ref_paged, pkv_workqueue), off for the study
+ * layer (whose per-step capture is an ablation) and for the oracle. */
+bool pkv_config_graphs(const pkv_config *c);
 
 #endif

@@ -47,7 +47,7 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
         .kind = bk,
         .kv_pages = cfg->kv_pages,
         .bt_stride = pkv_sim_bt_stride(cfg),
-        .cuda_graph = cfg->cuda_graph == PKV_GRAPH_ON,
+        .cuda_graph = pkv_config_graphs(cfg),
         .metadata_copy = cfg->metadata_upload == PKV_METADATA_COPY,
         .device = o->gpu,
         .seed = cfg->seed,
@@ -80,7 +80,8 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
             /* the layers the cuda backend ran; the others are scaled from them */
             pkv_model_dense(&cfg->model) && bk == PKV_BACKEND_CUDA
                 ? (cfg->layers_measured > 0 ? cfg->layers_measured : cfg->model.layers)
-                : 0};
+                : 0,
+            pkv_config_graphs(cfg)};
         pkv_h5rec_opts ro = {.level = (pkv_record_level)cfg->record,
                              .measured = be->measures,
                              .routes_measured = be->measures && eng.policy.measured_oracle,

@@ -345,16 +345,16 @@ int main(void) {
     }
 
     /* run.cuda_graph: auto resolves to graphs for a full model under the policies
-     * graphs hold, to none elsewhere; JSON booleans and the strings both parse. */
+     * graphs hold, to none elsewhere (the oracle's included); JSON booleans and the
+     * strings both parse. */
     {
-        const char *cases[][3] = {{"llama-3.1-8b", "adaptive", "auto"},
-                                  {"llama-3.1-8b", "pkv_bucket", "auto"},
-                                  {"study-layer", "adaptive", "\"auto\""},
-                                  {"study-layer", "adaptive", "true"},
-                                  {"llama-3.1-8b", "adaptive", "false"}};
-        const int want[] = {PKV_GRAPH_ON, PKV_GRAPH_OFF, PKV_GRAPH_OFF, PKV_GRAPH_ON,
-                            PKV_GRAPH_OFF};
-        for (int k = 0; k < 5; k++) {
+        const char *cases[][3] = {
+            {"llama-3.1-8b", "adaptive", "auto"},    {"llama-3.1-8b", "pkv_bucket", "auto"},
+            {"study-layer", "adaptive", "\"auto\""}, {"study-layer", "adaptive", "true"},
+            {"llama-3.1-8b", "adaptive", "false"},   {"llama-3.1-8b", "oracle", "auto"}};
+        const int want[] = {PKV_GRAPH_ON, PKV_GRAPH_OFF, PKV_GRAPH_OFF,
+                            PKV_GRAPH_ON, PKV_GRAPH_OFF, PKV_GRAPH_OFF};
+        for (int k = 0; k < 6; k++) {
             char *text = malloc(1024);
             const int aut = strcmp(cases[k][2], "auto") == 0;
             snprintf(text, 1024,
@@ -368,8 +368,9 @@ int main(void) {
             pkv_config cfg;
             pkv_err e;
             int rc = pkv_config_parse(&cfg, text, "graph.json", &e); /* takes the text */
-            CHECK(rc == 0 && cfg.cuda_graph == want[k], "run.cuda_graph %s, %s, %s: %d (%s)",
-                  cases[k][0], cases[k][1], cases[k][2], rc ? -1 : cfg.cuda_graph, rc ? e.msg : "");
+            const int got = rc ? -1 : pkv_config_graphs(&cfg) ? PKV_GRAPH_ON : PKV_GRAPH_OFF;
+            CHECK(got == want[k], "run.cuda_graph %s, %s, %s: %d (%s)", cases[k][0], cases[k][1],
+                  cases[k][2], got, rc ? e.msg : "");
             if (!rc) pkv_config_free(&cfg);
         }
     }
