@@ -17,33 +17,25 @@ struct pkvk_cpu_model {
     float *w[1024][PKVK_W_LAYER_COUNT], *embed, *norm, *head; /* FP16 values, as floats */
     uint16_t *kv;                                             /* [layers][2][pool] */
     size_t pool;                                              /* halves of one pool */
-    float *x, *logits;           /* [cap_rows][hidden], [max(cap_rows, MAX_HEADS)][vocab] */
-    uint16_t *q;                 /* [cap_rows][hq][d]: the layer's Q (FP16, as the GPU's) */
-    float *o;                    /* [cap_rows][hq][d]: the layer's attention output */
-    float *xn, *qkv, *t, *y, *a; /* one row's */
-    int32_t *tok;                /* [cap_tokens]: each row's last sampled token */
+    float *x, *logits;       /* [cap_rows][hidden], [max(cap_rows, MAX_HEADS)][vocab] */
+    uint16_t *q;             /* [cap_rows][hq][d]: the layer's Q (FP16, as the GPU's) */
+    float *o;                /* [cap_rows][hq][d]: the layer's attention output */
+    float *xn, *qkv, *y, *a; /* one row's */
+    int32_t *tok;            /* [cap_tokens]: each row's last sampled token */
 };
 
-static size_t elems(const pkvk_model_shape *s, int l, int t) {
-    const size_t h = s->hidden, d = s->d;
-    if (l < 0) return t == PKVK_W_NORM ? h : h * s->vocab;
-    return t == PKVK_W_QKV    ? h * (s->hq + 2 * s->hkv) * d
-           : t == PKVK_W_O    ? (size_t)s->hq * d * h
-           : t == PKVK_W_GU   ? h * 2 * s->inter
-           : t == PKVK_W_DOWN ? (size_t)s->inter * h
-                              : h;
-}
-
 size_t pkvk_cpu_model_bytes(const pkvk_model_shape *s, int32_t cap_rows, int32_t n_pages) {
-    size_t w = 2 * elems(s, -1, PKVK_W_EMBED) + elems(s, -1, PKVK_W_NORM);
-    for (int t = 0; t < PKVK_W_LAYER_COUNT; t++) w += (size_t)s->layers * elems(s, 0, t);
+    size_t w = 2 * pkvk_model_tensor_elems(s, -1, PKVK_W_EMBED) +
+               pkvk_model_tensor_elems(s, -1, PKVK_W_NORM);
+    for (int t = 0; t < PKVK_W_LAYER_COUNT; t++)
+        w += (size_t)s->layers * pkvk_model_tensor_elems(s, 0, t);
     const size_t kv = (size_t)s->layers * 2 * n_pages * s->hkv * s->page_size * s->d;
     const size_t rows = (size_t)cap_rows * (s->hidden + s->vocab + 3 * (size_t)s->hq * s->d);
     return 4 * w + 2 * kv + 4 * rows;
 }
 
 static float *weights(const pkvk_model_shape *s, uint64_t seed, int l, int t) {
-    const size_t n = elems(s, l, t);
+    const size_t n = pkvk_model_tensor_elems(s, l, t);
     float *w = malloc(n * sizeof *w);
     const int fan_in = pkvk_model_fan_in(s, l, t);
     for (size_t i = 0; w && i < n; i++)
@@ -56,7 +48,7 @@ void pkvk_cpu_model_destroy(pkvk_cpu_model *m) {
     for (int l = 0; l < m->s.layers; l++)
         for (int t = 0; t < PKVK_W_LAYER_COUNT; t++) free(m->w[l][t]);
     void *p[] = {m->embed, m->norm, m->head, m->kv, m->x, m->logits, m->q,
-                 m->o,     m->xn,   m->qkv,  m->t,  m->y, m->a,      m->tok};
+                 m->o,     m->xn,   m->qkv,  m->y,  m->a, m->tok};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
     free(m);
 }
@@ -86,12 +78,11 @@ int pkvk_cpu_model_create(pkvk_cpu_model **out, const pkvk_model_shape *s, int32
     m->o = malloc((size_t)cap_rows * hd * 4);
     m->xn = malloc((size_t)s->hidden * 4);
     m->qkv = malloc(widest * 4);
-    m->t = malloc(((size_t)s->hidden > hd ? (size_t)s->hidden : hd) * 4);
     m->y = malloc(2 * (size_t)s->inter * 4);
     m->a = malloc((size_t)s->inter * 4);
     m->tok = calloc((size_t)cap_tokens, 4);
     ok &= m->embed && m->norm && m->head && m->kv && m->x && m->logits && m->q && m->o && m->xn &&
-          m->qkv && m->t && m->y && m->a && m->tok;
+          m->qkv && m->y && m->a && m->tok;
     if (!ok) {
         pkvk_cpu_model_destroy(m);
         return PKVK_ERR_OUT_OF_MEMORY;

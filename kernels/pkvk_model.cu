@@ -99,23 +99,6 @@ __global__ void fill_weights(__half *w, size_t n, uint64_t seed, int l, int t, i
                             (fold ? __half2float(fold[i / cols]) : 1.f));
 }
 
-static size_t tensor_elems(const pkvk_model_shape *s, int l, int t) {
-    const size_t h = s->hidden, d = s->d;
-    if (l < 0) return t == PKVK_W_NORM ? h : h * s->vocab;
-    switch (t) {
-    case PKVK_W_QKV:
-        return h * (s->hq + 2 * s->hkv) * d;
-    case PKVK_W_O:
-        return (size_t)s->hq * d * h;
-    case PKVK_W_GU:
-        return h * 2 * s->inter;
-    case PKVK_W_DOWN:
-        return (size_t)s->inter * h;
-    default:
-        return h; // the norms
-    }
-}
-
 // ---- small kernels -----------------------------------------------------------------
 __device__ float block_sum(float v, float *sh) {
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -481,8 +464,10 @@ extern "C" int pkvk_model_prefill_kernel(const pkvk_model_shape *s) {
 
 extern "C" size_t pkvk_model_bytes(const pkvk_model_shape *s, int32_t cap_tokens,
                                    int32_t max_prompt, int32_t n_pages) {
-    size_t w = 2 * tensor_elems(s, -1, PKVK_W_EMBED) + tensor_elems(s, -1, PKVK_W_NORM);
-    for (int t = 0; t < PKVK_W_LAYER_COUNT; t++) w += (size_t)s->layers * tensor_elems(s, 0, t);
+    size_t w = 2 * pkvk_model_tensor_elems(s, -1, PKVK_W_EMBED) +
+               pkvk_model_tensor_elems(s, -1, PKVK_W_NORM);
+    for (int t = 0; t < PKVK_W_LAYER_COUNT; t++)
+        w += (size_t)s->layers * pkvk_model_tensor_elems(s, 0, t);
     const size_t T = cap_tokens, qkvw = (size_t)(s->hq + 2 * s->hkv) * s->d;
     const size_t hd = (size_t)s->hq * s->d;
     size_t act = T * (2 * s->hidden + qkvw + hd * 2 + 3 * (size_t)s->inter) +
@@ -511,10 +496,10 @@ extern "C" int pkvk_model_create(const pkvk_ctx *c, pkvk_model **out, const pkvk
     size_t n = 0;
     for (int l = 0; l < s->layers; l++)
         for (int t = 0; t < PKVK_W_LAYER_COUNT; t++)
-            m->off[l][t] = n, n += (tensor_elems(s, l, t) + 7) / 8 * 8;
-    m->off_embed = n, n += tensor_elems(s, -1, PKVK_W_EMBED);
-    m->off_norm = n, n += (tensor_elems(s, -1, PKVK_W_NORM) + 7) / 8 * 8;
-    m->off_head = n, n += tensor_elems(s, -1, PKVK_W_HEAD);
+            m->off[l][t] = n, n += (pkvk_model_tensor_elems(s, l, t) + 7) / 8 * 8;
+    m->off_embed = n, n += pkvk_model_tensor_elems(s, -1, PKVK_W_EMBED);
+    m->off_norm = n, n += (pkvk_model_tensor_elems(s, -1, PKVK_W_NORM) + 7) / 8 * 8;
+    m->off_head = n, n += pkvk_model_tensor_elems(s, -1, PKVK_W_HEAD);
     m->w_elems = n;
     m->pool = (size_t)n_pages * s->hkv * s->page_size * s->d;
     const size_t T = cap_tokens, qkvw = (size_t)(s->hq + 2 * s->hkv) * s->d;
@@ -559,9 +544,9 @@ extern "C" int pkvk_model_create(const pkvk_ctx *c, pkvk_model **out, const pkvk
                                                    : nullptr;
             const size_t cols =
                 t == PKVK_W_QKV ? (size_t)(s->hq + 2 * s->hkv) * s->d : 2 * (size_t)s->inter;
-            fill_weights<<<1024, 256, 0, m->ctx->stream>>>(W(m, l, t), tensor_elems(s, l, t), seed,
-                                                           l, t, pkvk_model_fan_in(s, l, t), fold,
-                                                           cols);
+            fill_weights<<<1024, 256, 0, m->ctx->stream>>>(
+                W(m, l, t), pkvk_model_tensor_elems(s, l, t), seed, l, t,
+                pkvk_model_fan_in(s, l, t), fold, cols);
             cudaError_t e = cudaGetLastError();
             if (e != cudaSuccess) rc = pkvk_fail_cuda(e, "fill_weights", __FILE__, __LINE__);
         }

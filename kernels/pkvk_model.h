@@ -110,6 +110,17 @@ static inline int pkvk_model_fan_in(const pkvk_model_shape *s, int l, int t) {
 
 enum { PKVK_NORM_FUSED_ROWS = 64 };
 
+/* Elements of tensor t of layer l (l = -1: model-level). */
+static inline size_t pkvk_model_tensor_elems(const pkvk_model_shape *s, int l, int t) {
+    const size_t h = (size_t)s->hidden, d = (size_t)s->d;
+    if (l < 0) return t == PKVK_W_NORM ? h : h * (size_t)s->vocab;
+    return t == PKVK_W_QKV    ? h * (size_t)(s->hq + 2 * s->hkv) * d
+           : t == PKVK_W_O    ? (size_t)s->hq * d * h
+           : t == PKVK_W_GU   ? h * 2 * (size_t)s->inter
+           : t == PKVK_W_DOWN ? (size_t)s->inter * h
+                              : h; /* the norms */
+}
+
 typedef struct pkvk_model pkvk_model;
 
 /* Device bytes the model takes: weights, n_pages pages per layer, activations for
