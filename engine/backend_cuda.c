@@ -167,9 +167,11 @@ static int check_output(cuda_backend *b, const pkvk_batch *batch, pkv_step_rec *
 /* The forward of a full model's step over `rows` rows (the step's, or a graph's
  * bucket): the embedding, every layer with the route between its halves (each
  * layer's attention between its events), EV_HEAD, the head. check: layer 0's
- * attention is compared with the reference (not while capturing). */
+ * attention is compared with the reference; capture: into a graph being captured
+ * (the events as its nodes; no check). */
 static int forward(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *plan, int rows,
-                   int check, pkv_step_rec *rec, pkv_err *e) {
+                   int check, int capture, pkv_step_rec *rec, pkv_err *e) {
+    int (*const mark)(pkvk_event *) = capture ? pkvk_event_record_node : pkvk_event_record;
     const pkvk_shape *s = &b->shape;
     const pkv_prefill_view *c = v->chunks;
     pkvk_batch batch = {*s,   rows,  b->q,         b->o,    NULL,
@@ -186,14 +188,14 @@ static int forward(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *pl
         if (c ? pkvk_model_mixed_pre(b->model, l, b->lens, b->bt, b->bt_stride, b->q)
               : pkvk_model_decode_pre(b->model, l, rows, b->lens, b->bt, b->bt_stride, b->q))
             return fail_dev(e, "layer before attention");
-        if (pkvk_event_record(b->att_ev[2 * l]) || pkvk_launch(b->ws, &batch, plan, &launches) ||
-            pkvk_event_record(b->att_ev[2 * l + 1]))
+        if (mark(b->att_ev[2 * l]) || pkvk_launch(b->ws, &batch, plan, &launches) ||
+            mark(b->att_ev[2 * l + 1]))
             return fail_dev(e, pkv_route_name(plan->route));
         if (check && l == 0 && check_output(b, &batch, rec, e)) return -1;
         if (c ? pkvk_model_mixed_post(b->model, l, b->o) : pkvk_model_post(b->model, l, rows, b->o))
             return fail_dev(e, "layer after attention");
     }
-    if (pkvk_event_record(b->ev[EV_HEAD]) ||
+    if (mark(b->ev[EV_HEAD]) ||
         (c ? pkvk_model_mixed_head(b->model) : pkvk_model_decode_head(b->model, rows)))
         return fail_dev(e, "LM head");
     return 0;
@@ -255,7 +257,7 @@ static int run_model(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *
         const double t = pkv_clock_now();
         int reused;
         if (pkvk_graph_begin(b->ctx)) return fail_dev(e, "graph capture");
-        if (forward(b, v, plan, rows, 0, rec, e)) {
+        if (forward(b, v, plan, rows, 0, 1, rec, e)) {
             pkvk_graph_abort(b->ctx);
             return -1;
         }
@@ -268,7 +270,7 @@ static int run_model(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *
     if (g) {
         if (pkvk_graph_launch(*g)) return fail_dev(e, "graph replay");
         b->graph_steps++;
-    } else if (forward(b, v, plan, rows, check, rec, e)) {
+    } else if (forward(b, v, plan, rows, check, 0, rec, e)) {
         return -1;
     }
     /* The wait for the step's end, then the reading of its 2 L + 2 timers (host work

@@ -19,6 +19,10 @@ typedef struct pkvk_event pkvk_event;
 int pkvk_event_create(const pkvk_ctx *c, pkvk_event **ev);
 void pkvk_event_destroy(pkvk_event *ev);
 int pkvk_event_record(pkvk_event *ev);
+/* While the stream is captured into a CUDA graph: record the event as an event
+ * record node of the graph (external), so that every replay records it and it times
+ * the replay. */
+int pkvk_event_record_node(pkvk_event *ev);
 int pkvk_event_elapsed(pkvk_event *a, pkvk_event *b, float *ms);
 /* The sum (ms) of the intervals (ev[2 i], ev[2 i + 1]), i < pairs, after one wait for
  * the last event. */

@@ -130,12 +130,11 @@ extern "C" void pkvk_event_destroy(pkvk_event *ev) {
     free(ev);
 }
 extern "C" int pkvk_event_record(pkvk_event *ev) {
-    // Inside a stream capture an event is captured as an event record node of the
-    // graph (external), so that each replay records it and it times the replay.
-    cudaStreamCaptureStatus cs;
-    PKVK_CK(cudaStreamIsCapturing(ev->stream, &cs));
-    PKVK_CK(cudaEventRecordWithFlags(
-        ev->e, ev->stream, cs == cudaStreamCaptureStatusActive ? cudaEventRecordExternal : 0));
+    PKVK_CK(cudaEventRecord(ev->e, ev->stream));
+    return PKVK_OK;
+}
+extern "C" int pkvk_event_record_node(pkvk_event *ev) {
+    PKVK_CK(cudaEventRecordWithFlags(ev->e, ev->stream, cudaEventRecordExternal));
     return PKVK_OK;
 }
 extern "C" int pkvk_event_elapsed(pkvk_event *a, pkvk_event *b, float *ms) {
