@@ -52,6 +52,12 @@ static int cuda_supports(const pkv_model *m, pkv_err *e) {
                     m->name, s.d, g, m->hq, m->hkv, m->tp);
 }
 
+uint32_t pkv_graph_routes(const pkv_model *m) {
+    if (pkv_model_dense(m)) return 1u << PKV_ROUTE_REF_PAGED | 1u << PKV_ROUTE_WORKQUEUE;
+    return ((1u << PKV_ROUTE_COUNT) - 1) &
+           ~(1u << PKV_ROUTE_FLASHINFER | 1u << PKV_ROUTE_FLASHINFER_TC);
+}
+
 int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const char *policy,
                     pkv_bucket_mode mode, int32_t cap_rows, const pkv_backend_spec *b,
                     pkv_clock_source clock, pkv_err *e) {
@@ -71,12 +77,9 @@ int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const c
         eng->model.prefill_attn =
             cal->prefill_attn_tflops > 0 ? PKVK_PREFILL_FLASHINFER : PKVK_PREFILL_CUBLAS;
     }
-    /* Graph replay cannot capture the FlashInfer routes (their planner may allocate);
-     * a full model's graphs, of fixed grids, hold ref_paged and pkv_workqueue only
-     * (pkv_bucket's launches vary per step). A policy choosing among routes leaves the
-     * others out of its candidates; a fixed route of them is refused. */
-    uint32_t no_graph = 1u << PKV_ROUTE_FLASHINFER | 1u << PKV_ROUTE_FLASHINFER_TC;
-    if (pkv_model_dense(m)) no_graph |= 1u << PKV_ROUTE_BUCKET | 1u << PKV_ROUTE_FUSED;
+    /* Graph replay: a policy choosing among routes leaves those graphs cannot hold out
+     * of its candidates; a fixed route of them is refused. */
+    const uint32_t no_graph = ((1u << PKV_ROUTE_COUNT) - 1) & ~pkv_graph_routes(m);
     if (b && b->cuda_graph && (eng->policy.candidates & (eng->policy.candidates - 1))) {
         eng->no_context_gate = pkv_model_dense(m); /* FlashInfer's paths never candidates */
         eng->policy.candidates &= ~no_graph;

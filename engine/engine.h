@@ -121,6 +121,12 @@ typedef struct pkv_engine {
     int64_t prefills; /* prefill batches run */
 } pkv_engine;
 
+/* The routes (bit r) a decode step replayed as a CUDA graph can run (run.cuda_graph):
+ * a full model's graphs, of fixed grids, hold ref_paged and pkv_workqueue
+ * (pkv_bucket's launches and pkv_fused's merge vary per step); the study layer's,
+ * captured every step, every route but FlashInfer's (their planner may allocate). */
+uint32_t pkv_graph_routes(const pkv_model *m);
+
 /* Plan for steps of at most cap_rows rows and make the backend `b` (b NULL: a model
  * backend; tests may set eng->backend afterwards). On the cuda backend the
  * calibration's FlashInfer occupancy is taken from the GPU (their plans must match
