@@ -72,7 +72,8 @@ typedef enum pkv_col_kind {
     X(out_mean_abs, double, PKV_COL_F64, 1, "mean |O| of the step's output where checked")         \
     X(t_mlp, double, PKV_COL_F64, 1, "seconds: measured device time of the MLP tail")              \
     X(t_meta, double, PKV_COL_F64, 1,                                                              \
-      "seconds: device time of the step's metadata work before attention (every 17th step)")       \
+      "seconds: device time of the step's metadata work before attention (every 17th step; "       \
+      "a full model's: every step)")                                                               \
     X(t_noise, double, PKV_COL_F64, 1,                                                             \
       "relative: the oracle's half interquartile range over the median of its route's repeats")
 

@@ -80,6 +80,9 @@ typedef struct cuda_backend {
     double capture_time;               /* host seconds their captures took */
     int64_t model_steps;               /* a full model's steps run */
     double timer_reads;                /* host seconds they spent reading their timers */
+    /* a full model's steps, host seconds summed: from prepare to run (the policy and the
+     * task layout), the upload and the launch (graph replay or the forward's launches) */
+    double t_prepared, host_choose, host_upload, host_launch;
     uint16_t *o_host;
     float *ref_host;
     uint16_t *blk_k, *blk_v; /* device [PKV_TENSOR_BLOCK]: the pool's tiles, for prefill */
@@ -99,6 +102,7 @@ static int fail_dev(pkv_err *e, const char *what) {
 static int cuda_prepare(pkv_backend *base, const pkv_batch_view *v, pkv_err *e) {
     cuda_backend *b = (cuda_backend *)base;
     int32_t ps = b->shape.page_size, *st = b->stage_h, n_up = 0;
+    b->t_prepared = pkv_clock_now();
     if (v->n_rows > b->cap_rows)
         return pkv_fail(e, "cuda backend: %d rows > %d", v->n_rows, b->cap_rows);
     memcpy(st, v->seq_lens, sizeof(int32_t) * (size_t)v->n_rows);
@@ -241,8 +245,13 @@ static int run_model(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *
                         "run.cuda_graph: route %s cannot be replayed in a full model's graph "
                         "(ref_paged and pkv_workqueue can)",
                         pkv_route_name(plan->route));
-    if (pkvk_workspace_fixed(b->ws, graph ? rows : 0)) return fail_dev(e, "fixed grid");
+    const double t_run = pkv_clock_now();
+    b->host_choose += t_run - b->t_prepared;
+    /* EV_META to EV_ATT0: the upload and the prologue on the GPU (t_meta) */
+    if (pkvk_workspace_fixed(b->ws, graph ? rows : 0) || pkvk_event_record(b->ev[EV_META]))
+        return fail_dev(e, "fixed grid");
     if (upload_step(b, plan, e)) return -1;
+    b->host_upload += pkv_clock_now() - t_run;
     pkvk_batch csr = {.shape = b->shape,
                       .n_rows = rows,
                       .block_table = b->bt,
@@ -268,6 +277,7 @@ static int run_model(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *
         b->capture_time += t_capture;
     }
     if (pkvk_event_record(b->ev[EV_ATT0])) return fail_dev(e, "event");
+    const double t_launch = pkv_clock_now();
     if (g) {
         if (pkvk_graph_launch(*g)) return fail_dev(e, "graph replay");
         b->graph_steps++;
@@ -277,14 +287,17 @@ static int run_model(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *
     /* The wait for the step's end, then the reading of its 2 L + 2 timers (host work
      * of the measurement alone; its mean is printed at the end), which the step's wall
      * time leaves out. */
-    float ms, head_ms, att_ms;
+    float ms, head_ms, att_ms, meta_ms;
+    b->host_launch += pkv_clock_now() - t_launch;
     if (pkvk_event_record(b->ev[EV_ATT1]) ||
         pkvk_event_elapsed(b->ev[EV_HEAD], b->ev[EV_ATT1], &head_ms))
         return fail_dev(e, "event");
     const double t_read = pkv_clock_now();
     if (pkvk_event_elapsed(b->ev[EV_ATT0], b->ev[EV_HEAD], &ms) ||
-        pkvk_events_elapsed_sum(b->att_ev, b->layers, &att_ms))
+        pkvk_events_elapsed_sum(b->att_ev, b->layers, &att_ms) ||
+        pkvk_event_elapsed(b->ev[EV_META], b->ev[EV_ATT0], &meta_ms))
         return fail_dev(e, "event");
+    rec->t_meta = meta_ms * 1e-3;
     /* the embedding and the layers run; run.layers_measured: the layers not run take
      * what the run ones took */
     const double layers = ms * 1e-3, att = att_ms * 1e-3;
@@ -464,12 +477,17 @@ static void cuda_destroy(pkv_backend *base) {
     for (int k = 0; b->graphs && k < graph_slots(b->cap_rows); k++)
         pkvk_graph_destroy(b->graphs[k]);
     free(b->graphs);
-    if (b->model_steps)
+    if (b->model_steps) {
+        const double per = 1e6 / b->model_steps;
         fprintf(stderr,
                 "pkvsim: reading a step's %d timers took %.1f us of host time (mean of %lld "
                 "steps; left out of t_wall)\n",
-                2 * b->layers + 2, 1e6 * b->timer_reads / b->model_steps,
-                (long long)b->model_steps);
+                2 * b->layers + 3, b->timer_reads * per, (long long)b->model_steps);
+        fprintf(stderr,
+                "pkvsim: host time of a step (mean; in t_wall): policy and task layout %.1f us, "
+                "upload %.1f us, launch %.1f us\n",
+                b->host_choose * per, b->host_upload * per, b->host_launch * per);
+    }
     if (b->graph_steps && b->model)
         fprintf(stderr,
                 "pkvsim: cuda graphs: %lld steps replayed, %lld graphs captured (route, rows "
@@ -503,13 +521,13 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec
     const uint64_t seed = spec->seed;
     pkvk_device_info dev;
     pkvk_ctx *ctx = NULL;
+    const int dense = pkv_model_dense(md);
     if (pkvk_ctx_create(&ctx, device) || pkvk_device_info_get(&dev)) {
         pkv_fail(e, "--backend cuda: no usable GPU: %s", pkvk_last_error());
         pkvk_ctx_destroy(ctx);
         return NULL;
     }
     const pkvk_shape sh = pkv_model_attn_shape(md), *s = &sh;
-    const int dense = pkv_model_dense(md);
     const int32_t mlp_inter = (int32_t)md->mlp_tail;
     pkvk_model_shape ms = pkv_model_gpu_shape(md);
     /* run.layers_measured: only the first layers exist on the GPU (weights, pools) */
@@ -634,6 +652,14 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec
     if (!rc && spec->swap_slots > 0 && make_swap_pool(b, spec->swap_slots, e)) {
         cuda_destroy(&b->base);
         return NULL;
+    }
+    /* A server warms up before it serves: the first forward's kernel loads and cuBLAS's
+     * choices are made here, not in the first prefill the run times. */
+    if (!rc && dense) {
+        const double t_warm = pkv_clock_now();
+        if (!(rc = pkvk_model_warmup(b->model)))
+            fprintf(stderr, "pkvsim: warm-up forwards took %.1f ms (before the run)\n",
+                    1e3 * (pkv_clock_now() - t_warm));
     }
     if (rc) {
         if (rc == PKVK_ERR_OUT_OF_MEMORY)

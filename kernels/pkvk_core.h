@@ -75,6 +75,9 @@ int pkvk_device_info_get(pkvk_device_info *out);
  * in a context and enqueues its work on that context's stream, and so does every
  * operation that takes one. Objects must be destroyed before their context. */
 typedef struct pkvk_ctx pkvk_ctx;
+/* The environment's PKV_CUDA_SCHEDULE (auto, CUDA's default; spin, yield or blocking)
+ * sets how the host thread waits for the GPU (cudaDeviceSchedule*), for studying the
+ * host's share of a step. */
 int pkvk_ctx_create(pkvk_ctx **c, int device);
 void pkvk_ctx_destroy(pkvk_ctx *c);
 

@@ -185,6 +185,23 @@ extern "C" int pkvk_ctx_create(pkvk_ctx **out, int device) {
     cudaDeviceProp prop;
     int rc = PKVK_OK;
     cudaError_t e = cudaSetDevice(device);
+    static const char *const names[] = {"auto", "spin", "yield", "blocking"};
+    static const unsigned flags[] = {cudaDeviceScheduleAuto, cudaDeviceScheduleSpin,
+                                     cudaDeviceScheduleYield, cudaDeviceScheduleBlockingSync};
+    const char *sched = getenv("PKV_CUDA_SCHEDULE");
+    int wait = 0;
+    if (sched) {
+        int k = 0;
+        while (k < 4 && strcmp(sched, names[k]) != 0) k++;
+        if (k == 4) {
+            snprintf(g_err, sizeof g_err,
+                     "PKV_CUDA_SCHEDULE=%s: not one of auto, spin, yield, blocking", sched);
+            free(c);
+            return PKVK_ERR_INVALID;
+        }
+        wait = k;
+    }
+    if (e == cudaSuccess) e = cudaSetDeviceFlags(flags[wait]);
     if (e == cudaSuccess) e = cudaGetDeviceProperties(&prop, device);
     if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->stream, cudaStreamDefault);
     if (e != cudaSuccess) rc = pkvk_fail_cuda(e, "kernel context", __FILE__, __LINE__);

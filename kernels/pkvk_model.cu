@@ -850,6 +850,23 @@ extern "C" int pkvk_model_prefill(pkvk_model *m, int n, const int32_t *lens, con
     return rc;
 }
 
+extern "C" int pkvk_model_warmup(pkvk_model *m) {
+    const int ps = m->s.page_size;
+    int most = m->cap_tokens < m->max_prompt ? m->cap_tokens : m->max_prompt;
+    if (most > m->n_pages * ps) most = m->n_pages * ps;
+    std::vector<int32_t> ids((size_t)(most + ps - 1) / ps);
+    for (size_t i = 0; i < ids.size(); i++) ids[i] = (int32_t)i;
+    int rc = PKVK_OK;
+    for (int len = 1; !rc; len *= 8) {
+        const int32_t n = len < most ? len : most;
+        rc = pkvk_model_prefill(m, 1, &n, ids.data(), nullptr, nullptr);
+        if (n == most) break;
+    }
+    if (rc) return rc;
+    PKVK_CK(cudaStreamSynchronize(m->ctx->stream));
+    return PKVK_OK;
+}
+
 extern "C" int pkvk_model_mixed_begin(pkvk_model *m, int rows, int n, const int32_t *lens,
                                       const int32_t *pages, const int32_t *starts,
                                       const uint8_t *last) {
