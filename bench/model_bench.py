@@ -22,8 +22,8 @@ gemms = {int(r[0]): float(r[1]) * 1e-3
 print(f"# ceilings of the session: read {read_gbps:.0f} GB/s, 8192^3 GEMM {peak * 1e-12:.0f} TFLOP/s")
 print("| run | B | context | step ms (device) | dense ms | GEMMs alone ms | dense / GEMMs | "
       "roofline ms | step / roofline | attention ms (all layers) | step / (GEMMs + attention) | "
-      "host overhead us (p50) | predicted MAPE | TTFT p50 ms | TPOT p50 ms |")
-print("|" + "---|" * 15)
+      "host overhead us (p50) | of it the prologue on the GPU us (p50) | predicted MAPE | TTFT p50 ms | TPOT p50 ms |")
+print("|" + "---|" * 16)
 pre_rows = []
 for path in runs:
     with h5py.File(path) as f:
@@ -52,6 +52,7 @@ for path in runs:
                   f"{1e3 * dense.mean():.3f} | {1e3 * g:.3f} | {dense.mean() / g:.3f} | "
                   f"{1e3 * roof.mean():.3f} | {np.mean(step / roof):.3f} | {1e3 * att.mean():.3f} | "
                   f"{step.mean() / (g + att.mean()):.3f} | {1e6 * np.median(wall - step):.0f} | "
+                  f"{1e6 * np.nanmedian(s['t_meta'][k]) if np.isfinite(s['t_meta'][k]).any() else float('nan'):.1f} | "
                   f"{mape:.1f}% | {1e3 * np.median(ttft):.1f} | "
                   f"{1e3 * np.median(tpot) if len(tpot) else float('nan'):.2f} |")
         p = f["prefills"]

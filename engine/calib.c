@@ -1,5 +1,6 @@
 #include "calib.h"
 
+#include <math.h>
 #include <stddef.h>
 
 #include <stdio.h>
@@ -52,10 +53,11 @@ static const pkv_key rows[] = {
     ROW("allreduce_us", NUM, allreduce_us, 10, 0, 1e4),
     ROW("swap_gbps", NUM, swap_gbps, 50, 1e-3, 1e6),
     ROW("swap_us", NUM, swap_us, 10, 0, 1e6),
-    {.obj = "", .name = "route_scale", .kind = PKV_KEY_CUSTOM}, /* one factor per route */
-    {.obj = "", .name = "route_model", .kind = PKV_KEY_CUSTOM}, /* fitted constants per route */
-    {.obj = "", .name = "gates", .kind = PKV_KEY_CUSTOM},       /* the policy's gates per G */
-    {.obj = "", .name = "fit", .kind = PKV_KEY_CUSTOM},         /* calibrate's fit record */
+    {.obj = "", .name = "route_scale", .kind = PKV_KEY_CUSTOM},    /* one factor per route */
+    {.obj = "", .name = "route_model", .kind = PKV_KEY_CUSTOM},    /* fitted constants per route */
+    {.obj = "", .name = "gates", .kind = PKV_KEY_CUSTOM},          /* the policy's gates per G */
+    {.obj = "", .name = "gemm_tflops_at", .kind = PKV_KEY_CUSTOM}, /* GEMM rate per width */
+    {.obj = "", .name = "fit", .kind = PKV_KEY_CUSTOM},            /* calibrate's fit record */
 };
 
 const char *const pkv_route_model_keys[PKV_ROUTE_MODEL_PARAMS + 1] = {
@@ -91,6 +93,55 @@ static int apply_route_model(pkv_calib *c, const cJSON *o, const char *path, pkv
         d->set = true;
     }
     return 0;
+}
+
+/* gemm_tflops_at: {"ROWS": TFLOP/s, ...}, widths ascending; replaces the table. */
+static int apply_gemm_rates(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e) {
+    const cJSON *g, *it;
+    char gp[128];
+    pkv_json_path(gp, sizeof gp, path, "gemm_tflops_at");
+    if (pkv_json_sub(o, path, "gemm_tflops_at", &g, e)) return -1;
+    if (!g) return 0;
+    if (!cJSON_IsObject(g)) return pkv_fail(e, "%s: must be an object", gp);
+    int n = 0;
+    cJSON_ArrayForEach(it, g) {
+        char *end, ip[160];
+        const long width = strtol(it->string, &end, 10);
+        pkv_json_path(ip, sizeof ip, gp, it->string);
+        if (*end || end == it->string || width < 1 || width > (1 << 24))
+            return pkv_fail(e, "%s: a key is a width in token rows, 1 to 16777216", ip);
+        if (n && width <= c->gemm_rate_rows[n - 1]) return pkv_fail(e, "%s: widths must ascend", ip);
+        if (n == PKV_GEMM_RATES) return pkv_fail(e, "%s: at most %d widths", gp, PKV_GEMM_RATES);
+        if (!cJSON_IsNumber(it) || !(it->valuedouble > 0) || it->valuedouble > 1e5)
+            return pkv_fail(e, "%s: a rate in TFLOP/s, above 0 and at most 100000", ip);
+        c->gemm_rate_rows[n] = (double)width;
+        c->gemm_rate_tflops[n++] = it->valuedouble;
+    }
+    c->gemm_rates = n;
+    return 0;
+}
+
+double pkv_calib_gemm_tflops(const pkv_calib *c, double width) {
+    const int n = c->gemm_rates;
+    const double *x = c->gemm_rate_rows, *y = c->gemm_rate_tflops;
+    if (n == 0) return c->gemm_tflops;
+    if (width <= x[0]) return y[0];
+    for (int i = 1; i < n; i++)
+        if (width <= x[i]) {
+            const double f = log(width / x[i - 1]) / log(x[i] / x[i - 1]);
+            return y[i - 1] + f * (y[i] - y[i - 1]);
+        }
+    return y[n - 1];
+}
+
+void pkv_calib_gemm_rates_json(const pkv_calib *c, cJSON *root) {
+    if (!c->gemm_rates) return;
+    cJSON *g = cJSON_AddObjectToObject(root, "gemm_tflops_at");
+    for (int i = 0; i < c->gemm_rates; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "%.0f", c->gemm_rate_rows[i]);
+        cJSON_AddNumberToObject(g, name, c->gemm_rate_tflops[i]);
+    }
 }
 
 static int group_index(int G) {
@@ -184,7 +235,9 @@ int pkv_calib_apply(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e) 
                              &c->route_scale[r], e))
                 return -1;
     }
-    if (apply_route_model(c, o, path, e) || apply_gates(c, o, path, e)) return -1;
+    if (apply_route_model(c, o, path, e) || apply_gates(c, o, path, e) ||
+        apply_gemm_rates(c, o, path, e))
+        return -1;
     /* The flat gate keys given on top of a calibration with its own gates (an
      * experiment's route.overrides, a sweep axis) apply to each of those gates. */
     if (c->gates_set && !cJSON_GetObjectItemCaseSensitive(o, "gates"))
@@ -241,7 +294,12 @@ void pkv_calib_free(pkv_calib *c) {
 
 int pkv_calib_attrs(const pkv_calib *c, pkv_attr *a, int cap) {
     int n = pkv_keys_attrs(pkv_calib_keys(), "", c, a, cap);
-    if (n < 0 || n + PKV_ROUTE_COUNT > cap) return -1;
+    if (n < 0 || n + PKV_ROUTE_COUNT + c->gemm_rates > cap) return -1;
+    for (int i = 0; i < c->gemm_rates; i++) {
+        snprintf(a[n].name, sizeof a[n].name, "gemm_tflops_at_%.0f", c->gemm_rate_rows[i]);
+        a[n].kind = PKV_ATTR_F64;
+        a[n++].f64 = c->gemm_rate_tflops[i];
+    }
     for (int k = 0; k < PKV_ROUTE_COUNT; k++) {
         snprintf(a[n].name, sizeof a[n].name, "route_scale_%s", pkv_route_name((pkv_route)k));
         a[n].kind = PKV_ATTR_F64;

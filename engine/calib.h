@@ -20,6 +20,8 @@ enum {
                             (not part of the device time; the policy adds it on a wall clock) */
     PKV_ROUTE_MODEL_PARAMS
 };
+enum { PKV_GEMM_RATES = 16 }; /* gemm_tflops_at: widths at most */
+
 typedef struct pkv_route_model {
     bool set;
     double v[PKV_ROUTE_MODEL_PARAMS];
@@ -67,7 +69,12 @@ typedef struct pkv_calib {
     bool gates_set;
     pkv_gate gates[PKV_GATE_GROUPS];
     /* The served model's dense part (engine/model.h). */
-    double gemm_tflops;     /* FP16 GEMM throughput at large widths, TFLOP/s */
+    double gemm_tflops; /* FP16 GEMM throughput at large widths, TFLOP/s */
+    /* gemm_tflops_at: the model's GEMMs' measured rate at these token widths (ascending;
+     * pkvsim calibrate), interpolated in log rows and held beyond the ends; none: the
+     * rate is gemm_tflops at every width */
+    int gemm_rates;
+    double gemm_rate_rows[PKV_GEMM_RATES], gemm_rate_tflops[PKV_GEMM_RATES];
     double gemm_gbps;       /* bytes a GEMM streams per second at decode widths, GB/s */
     double gemm_us;         /* fixed cost of one GEMM, us */
     double small_kernel_us; /* fixed cost of one norm, RoPE, SiLU or sampling kernel, us */
@@ -84,6 +91,11 @@ typedef struct pkv_calib {
     double swap_us;        /* preemption by swap: fixed cost of one request's copy (modelled) */
     char *json;            /* the file verbatim (owned) */
 } pkv_calib;
+
+/* The FP16 GEMM rate (TFLOP/s) at `rows` token rows: gemm_tflops_at's, else gemm_tflops. */
+double pkv_calib_gemm_tflops(const pkv_calib *c, double width);
+/* Add gemm_tflops_at to a calibration object being written (where it has one). */
+void pkv_calib_gemm_rates_json(const pkv_calib *c, cJSON *root);
 
 /* The rows of a calibration file's keys (base/pkv_keys.h). */
 pkv_keys pkv_calib_keys(void);
@@ -108,7 +120,7 @@ void pkv_calib_flashinfer_occupancy(pkv_calib *c, const pkvk_shape *s);
 /* The constants as named attributes for the recorder's /calibration, in the file's
  * units and names (route_scale_ROUTE for the scales): fills up to cap entries (at
  * least PKV_CALIB_ATTRS) and returns how many, -1 when cap is short. */
-enum { PKV_CALIB_ATTRS = 32 + PKV_ROUTE_COUNT * (1 + PKV_ROUTE_MODEL_PARAMS) };
+enum { PKV_CALIB_ATTRS = 40 + PKV_GEMM_RATES + PKV_ROUTE_COUNT * (1 + PKV_ROUTE_MODEL_PARAMS) };
 int pkv_calib_attrs(const pkv_calib *c, pkv_attr *a, int cap);
 
 #endif

@@ -21,7 +21,7 @@ pkvk_model_shape pkv_model_gpu_shape(const pkv_model *m) {
 
 double pkv_gemm_time(const pkv_calib *c, double m, double k, double n) {
     double flops = 2 * m * k * n, bytes = 2 * (k * n + m * k + m * n);
-    double tf = flops / (c->gemm_tflops * 1e12), tb = bytes / (c->gemm_gbps * 1e9);
+    double tf = flops / (pkv_calib_gemm_tflops(c, m) * 1e12), tb = bytes / (c->gemm_gbps * 1e9);
     return (tf > tb ? tf : tb) + c->gemm_us * 1e-6;
 }
 

@@ -47,7 +47,7 @@ typedef struct pkv_dense_cost {
     double t_predicted; /* seconds: the sum */
 } pkv_dense_cost;
 
-/* One GEMM of m x k by k x n (FP16): max(FLOPs / gemm throughput, bytes / gemm
+/* One GEMM of m x k by k x n (FP16): max(FLOPs / the GEMM rate at m rows, bytes / gemm
  * bandwidth) + its fixed cost. */
 double pkv_gemm_time(const pkv_calib *c, double m, double k, double n);
 void pkv_model_dense_cost(const pkv_model *m, const pkv_calib *c, int64_t tokens, int64_t heads,

@@ -7,7 +7,8 @@
 # programs in .bundle/; writes logs, files and tables under $1. Stages: $2 (default
 # "tests sanitize bench runs pack calibrate"); runs: $RUNS (default "l8b_b1_1k l8b_b8_32k
 # l8b_b64_4k"), variants: $VARIANTS (default "eager graph layers4"; auto: run.cuda_graph
-# left at its default; eagerwq and graphwq: the fixed route pkv_workqueue). The runs' files end up in runs.tar.xz.
+# left at its default; eagerwq and graphwq: the fixed route pkv_workqueue), calibration:
+# $CAL (default experiments/calibration/h200-llama-3.1-8b.json). The runs' files end up in runs.tar.xz.
 set -uo pipefail
 out=${1:?usage: gpu_session_graph.sh OUTDIR [STAGES]}
 stages=${2:-tests sanitize bench runs pack calibrate}
@@ -34,11 +35,14 @@ if has runs; then
   for n in ${RUNS:-l8b_b1_1k l8b_b8_32k l8b_b64_4k}; do
     for v in ${VARIANTS:-eager graph layers4}; do
       python3 - "bench/model/$n.json" "$out/${n}_$v.json" "$v" "$PWD" <<'PY'
-import json, sys
+import json, os, sys
 src, dst, variant, root = sys.argv[1:]
 e = json.load(open(src))
 e["name"] += "_" + variant
-e["route"]["calibration"] = root + "/experiments/calibration/h200.json"
+e["route"]["calibration"] = os.environ.get("CAL", root + "/experiments/calibration/h200-llama-3.1-8b.json")
+trace = e["workload"].get("trace")
+if trace and not os.path.isabs(trace["path"]):  # relative to the experiment's folder
+    trace["path"] = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(src)), trace["path"]))
 if variant != "auto":  # auto: the default (graphs for a full model)
     e["run"]["cuda_graph"] = variant not in ("eager", "eagerwq")
 if variant in ("graphwq", "eagerwq"):  # the fixed route graphs hold that is fastest here

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # One GPU session for the served model: the GPU tests, pkvsim bench model (GEMMs
 # alone and the ceilings), the full-model runs of bench/model/*.json on the cuda
-# backend, the study's experiments inside llama-3.1-8b under every route, and the
+# backend, the study's experiments inside llama-3.1-8b under every route (with
+# run.cuda_graph auto, and ref_paged, pkv_workqueue and adaptive also eager), and the
 # table (bench/model_bench.py). Run on the GPU machine from the repository root with
 # the bundled programs in .bundle/; writes logs, files and tables under $1.
-# Stages to run: $2 (default "tests bench runs study").
+# Stages to run: $2 (default "tests bench runs study"); the study's runs may be cut
+# short with $STUDY_DECODE (tokens per request) and $STUDY_LAYERS (run.layers_measured).
 set -uo pipefail
 out=${1:?usage: gpu_session_model.sh OUTDIR [STAGES]}
 stages=${2:-tests bench runs study}
@@ -35,7 +37,7 @@ if has study; then
   # The study's families inside the full model: every route, wall clock.
   for exp in bucketed_b1 bimodal_b8; do
     python3 - "experiments/$exp.json" "$out/${exp}_l8b.json" "$PWD" <<'PY'
-import json, sys
+import json, os, sys
 src, dst, root = sys.argv[1:]
 e = json.load(open(src))
 e["model"] = "llama-3.1-8b"
@@ -44,13 +46,24 @@ e["workload"]["max_context"] = 65536 + 512
 e["serving"]["kv_pages"] = 9000 if "bucketed" in src else 24000
 e["route"]["calibration"] = root + "/experiments/calibration/h200.json"
 e["run"] = {"record": "full"}
+if os.environ.get("STUDY_DECODE"):  # tokens per request (default: the family's)
+    e["workload"]["decode"] = {"dist": "fixed", "value": int(os.environ["STUDY_DECODE"])}
+if os.environ.get("STUDY_LAYERS"):  # run.layers_measured (default: every layer)
+    e["run"]["layers_measured"] = int(os.environ["STUDY_LAYERS"])
 json.dump(e, open(dst, "w"))
+e["name"] += "_eager"
+e["run"]["cuda_graph"] = False
+json.dump(e, open(dst.replace(".json", "_eager.json"), "w"))
 PY
-    for route in ref_paged flashinfer flashinfer_tc pkv_bucket pkv_workqueue pkv_fused adaptive; do
-      echo "== ${exp} llama-3.1-8b $route"
-      .bundle/run pkvsim run "$out/${exp}_l8b.json" --backend cuda --route "$route" \
-        -o "$out/study_${exp}_$route.h5" 2>&1 | grep -E "decode|routes|pkvsim:"
-      python3 - "$out/study_${exp}_$route.h5" <<'PY'
+    # run.cuda_graph auto (graphs for the routes they hold), and every route eager
+    for run in ref_paged flashinfer flashinfer_tc pkv_bucket pkv_workqueue pkv_fused adaptive \
+               ref_paged:eager pkv_workqueue:eager adaptive:eager; do
+      route=${run%%:*}
+      sfx=; [ "$run" != "$route" ] && sfx=_eager
+      echo "== ${exp} llama-3.1-8b $route$sfx"
+      .bundle/run pkvsim run "$out/${exp}_l8b$sfx.json" --backend cuda --route "$route" \
+        -o "$out/study_${exp}_$route$sfx.h5" 2>&1 | grep -E "decode|routes|pkvsim:"
+      python3 - "$out/study_${exp}_$route$sfx.h5" <<'PY'
 import h5py, sys, numpy as np
 with h5py.File(sys.argv[1]) as f:
     s = f["steps"]

@@ -26,7 +26,8 @@ static const char *HELP =
     "  GEMM time (layers x the four + the head, the head at most 256 rows), the\n"
     "  weights over the same run's read ceiling, and the FLOP rate against the same\n"
     "  run's 8192^3 GEMM; then gemm_gbps and gemm_us fitted over the widths <= 64\n"
-    "  (least squares of time on bytes) and gemm_tflops from the widths >= 2048.\n"
+    "  (least squares of time on bytes), gemm_tflops from the widths >= 2048 and\n"
+    "  gemm_tflops_at: the rate at each width above 64 rows.\n"
     "  Then one layer's prefill attention alone (causal, 1 x 8192, 4 x 2048, 16 x 512 and\n"
     "  64 x 128 prompt tokens in one chunk) on each kernel the build has (FlashInfer's\n"
     "  fused batch prefill, cuBLAS with materialized scores), and prefill_attn_tflops:\n"
@@ -187,6 +188,8 @@ int pkv_measure_dense(pkvk_ctx *ctx, const pkv_model *md, const int *widths, int
         double weights = pkv_model_weight_bytes(md) / (ceil.read_gbps * 1e9);
         double rate = flops / total;
         if (widths[w] >= 2048 && rate > tflops_best) tflops_best = rate;
+        if (widths[w] > 64 && fit->rates < 16) /* above the bandwidth fit's widths */
+            fit->rate_rows[fit->rates] = widths[w], fit->rate_tflops[fit->rates++] = rate * 1e-12;
         for (int f = 0; f < 2 && !rc; f++)
             if (outs[f])
                 fprintf(outs[f], "%6d %10.3f %10.3f %10.3f %8.1f %9.1f%%\n", widths[w], total * 1e3,
@@ -201,6 +204,10 @@ int pkv_measure_dense(pkvk_ctx *ctx, const pkv_model *md, const int *widths, int
                     "gemm_us over %d points at <= 64 rows), \"gemm_tflops\": %.0f (the best "
                     "rate at >= 2048 rows)\n",
                     c1 > 0 ? 1e-9 / c1 : 0, c0 * 1e6, nf, tflops_best * 1e-12);
+    for (int f = 0; f < 2 && !rc; f++)
+        for (int i = 0; outs[f] && i < fit->rates; i++)
+            fprintf(outs[f], "%s\"%.0f\": %.0f%s", i ? ", " : "# fit: \"gemm_tflops_at\": {",
+                    fit->rate_rows[i], fit->rate_tflops[i], i + 1 < fit->rates ? "" : "}\n");
     fit->gemm_gbps = c1 > 0 ? 1e-9 / c1 : 0, fit->gemm_us = c0 * 1e6;
     fit->gemm_tflops = tflops_best * 1e-12, fit->points = nf;
     if (!rc)

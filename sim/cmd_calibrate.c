@@ -131,7 +131,7 @@ static double fit_c_min(fit_ctx *f) {
  * that occur, decode rows to a prefill chunk, and its prefill attention alone
  * (pkvsim bench model's measurement), into cal and the fit record. */
 static int calibrate_dense(pkvk_ctx *ctx, const char *model, int reps, pkv_calib *cal, cJSON *fit) {
-    static const int widths[] = {1, 8, 64, 256, 1024, 2048, 4096, 8192};
+    static const int widths[] = {1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192};
     pkv_config cfg;
     pkv_err e;
     if (pkv_model_preset_config(model, &cfg, &e)) {
@@ -141,7 +141,8 @@ static int calibrate_dense(pkvk_ctx *ctx, const char *model, int reps, pkv_calib
     printf("dense part: %s's GEMMs alone and its prefill attention alone\n", model);
     FILE *outs[2] = {stdout, NULL};
     pkv_dense_fit d;
-    int rc = pkv_measure_dense(ctx, &cfg.model, widths, 8, reps, 0, outs, &d);
+    int rc = pkv_measure_dense(ctx, &cfg.model, widths, sizeof widths / sizeof widths[0], reps, 0,
+                               outs, &d);
     pkv_config_free(&cfg);
     if (rc) {
         fprintf(stderr, "pkvsim calibrate: %s's dense part: %s\n", model, pkvk_last_error());
@@ -149,6 +150,9 @@ static int calibrate_dense(pkvk_ctx *ctx, const char *model, int reps, pkv_calib
     }
     if (d.gemm_gbps > 0) cal->gemm_gbps = d.gemm_gbps, cal->gemm_us = d.gemm_us > 0 ? d.gemm_us : 0;
     if (d.gemm_tflops > 0) cal->gemm_tflops = d.gemm_tflops;
+    cal->gemm_rates = d.rates;
+    for (int i = 0; i < d.rates; i++)
+        cal->gemm_rate_rows[i] = d.rate_rows[i], cal->gemm_rate_tflops[i] = d.rate_tflops[i];
     cal->prefill_attn_tflops = d.prefill_attn_tflops; /* 0 where FlashInfer's is not built */
     cJSON *o = cJSON_AddObjectToObject(fit, "dense");
     cJSON_AddStringToObject(o, "model", model);
@@ -386,11 +390,12 @@ int pkv_calibrate_main(int argc, char **argv) {
     cal.placeholder = false;
     pkv_keys_write(pkv_calib_keys(), "", &cal, root);
     pkv_calib_route_model_json(&cal, root);
+    pkv_calib_gemm_rates_json(&cal, root);
     cJSON_AddStringToObject(root, "note",
                             "Measured by pkvsim calibrate: beta, launch_us, sm_count and "
                             "resident_ctas_per_sm measured; c_min, route_scale, route_model "
                             "(device time; its host_us 0), swap_us and "
-                            "swap_gbps fitted; gemm_gbps, gemm_us, gemm_tflops and "
+                            "swap_gbps fitted; gemm_gbps, gemm_us, gemm_tflops, gemm_tflops_at and "
                             "prefill_attn_tflops fitted to a model's GEMMs and prefill "
                             "attention alone (fit.dense; unless --model none); "
                             "min_context_tokens set to 4096 (not fitted); the other gates, "

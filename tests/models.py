@@ -5,6 +5,7 @@ output; a bad preset is an error naming model.preset; and the model backend's
 predictions of a full model's steps and prefills are reproduced here from the
 calibration's constants by an independent computation. Usage: models.py PKVSIM SRC"""
 import json
+import math
 import os
 import subprocess
 import sys
@@ -92,6 +93,24 @@ cal = json.load(open(os.path.join(src, "experiments/calibration/default.json")))
 C = dict(beta_gbps=4500, gemm_tflops=700, gemm_gbps=4000, gemm_us=4, small_kernel_us=3,
          allreduce_gbps=400, allreduce_us=10)
 C.update({k: v for k, v in cal.items() if k in C})
+# The GEMM rate at a width: gemm_tflops_at's, in log rows between its widths, held beyond.
+RATES = {"128": 300.0, "1024": 850.0, "4096": 820.0}
+cal_path = os.path.join(tmp, "rates.json")
+json.dump(dict(cal, gemm_tflops_at=RATES), open(cal_path, "w"))
+
+
+def tflops(rows):
+    x = [float(k) for k in RATES]
+    y = list(RATES.values())
+    if rows <= x[0]:
+        return y[0]
+    for i in range(1, len(x)):
+        if rows <= x[i]:
+            f = math.log(rows / x[i - 1]) / math.log(x[i] / x[i - 1])
+            return y[i - 1] + f * (y[i] - y[i - 1])
+    return y[-1]
+
+
 for name in ("llama-3.1-8b", "llama-3.1-70b", "mistral-7b"):
     m = PUBLISHED[name]
     tp = m.get("tensor_parallel", 1)
@@ -101,7 +120,7 @@ for name in ("llama-3.1-8b", "llama-3.1-70b", "mistral-7b"):
     head = (h, m["vocab"] // tp)
 
     def gemm(rows, k, n):
-        return max(2 * rows * k * n / (C["gemm_tflops"] * 1e12),
+        return max(2 * rows * k * n / (tflops(rows) * 1e12),
                    2 * (k * n + rows * k + rows * n) / (C["gemm_gbps"] * 1e9)) + C["gemm_us"] * 1e-6
 
     def dense(tokens, heads):
@@ -116,7 +135,7 @@ for name in ("llama-3.1-8b", "llama-3.1-70b", "mistral-7b"):
         return t
 
     out = os.path.join(tmp, name + ".h5")
-    r = pkv("run", "-q", "-o", out, experiment("m_" + name, name))
+    r = pkv("run", "-q", "-c", cal_path, "-o", out, experiment("m_" + name, name))
     if r.returncode:
         fails.append(f"{name} on the model backend: {r.stderr.strip()}")
         continue

@@ -4,6 +4,7 @@
 #include "jsonv.h"
 #include "policy.h"
 
+#include <math.h>
 #include <string.h>
 
 static pkv_step_view view(int rows, int64_t ctx, int G, double t_ref, double t_bucket,
@@ -125,6 +126,29 @@ int main(void) {
     CHECK(pkv_calib_apply(&g, o, "cal.json", &e) == -1 && strstr(e.msg, "gates.3"),
           "gate 3 accepted (%s)", e.msg);
     cJSON_Delete(o);
+
+    /* gemm_tflops_at: the rate at a width, in log rows between the file's widths and
+     * held beyond them; bad tables are refused naming the entry. */
+    pkv_calib rc;
+    pkv_calib_defaults(&rc);
+    CHECK(pkv_calib_gemm_tflops(&rc, 300) == rc.gemm_tflops, "no table: gemm_tflops");
+    o = cJSON_Parse("{\"gemm_tflops_at\": {\"128\": 300, \"512\": 800}}");
+    CHECK(pkv_calib_apply(&rc, o, "cal.json", &e) == 0, "gemm_tflops_at: %s", e.msg);
+    cJSON_Delete(o);
+    CHECK(pkv_calib_gemm_tflops(&rc, 1) == 300 && pkv_calib_gemm_tflops(&rc, 4096) == 800,
+          "held beyond the widths");
+    CHECK(fabs(pkv_calib_gemm_tflops(&rc, 256) - 550) < 1e-9, "256 rows: %g (log midpoint 550)",
+          pkv_calib_gemm_tflops(&rc, 256));
+    static const char *const bad[] = {
+        "{\"gemm_tflops_at\": {\"512\": 800, \"128\": 300}}", "{\"gemm_tflops_at\": {\"x\": 800}}",
+        "{\"gemm_tflops_at\": {\"64\": 0}}", "{\"gemm_tflops_at\": [1, 2]}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        o = cJSON_Parse(bad[i]);
+        CHECK(pkv_calib_apply(&rc, o, "cal.json", &e) == -1 && strstr(e.msg, "cal.json") &&
+                  strstr(e.msg, "gemm_tflops_at"),
+              "%s accepted (%s)", bad[i], e.msg);
+        cJSON_Delete(o);
+    }
 
     /* The route table: every route has one role and its name parses back to it. */
     unsigned all = (1u << PKV_ROUTE_COUNT) - 1, b = pkv_routes_of_role(PKV_ROLE_BASELINE),
