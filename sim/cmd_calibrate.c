@@ -11,7 +11,8 @@
  * engine/cost.h: waves, per-CTA bandwidth, fixed and launch costs, merge traffic) by
  * pkv_fit_route on its points of two shapes in three, its error reported on the third
  * (held out); the calibration predicts by it. The shapes run from 1 row to 256, from
- * 512 tokens to 128K, each row's length drawn in [L/2, L] (ragged).
+ * 128 tokens to 128K, each row's length drawn in [L/2, L] (ragged), for GQA group
+ * sizes 1, 2, 4 and 8 (32 query heads over 32, 16, 8 or 4 KV heads; --groups).
  * swap_us and swap_gbps are fitted to timed copies of preemption by swap.
  * The file records the fit's residuals. Gates and margins keep their defaults. */
 #include "cli.h"
@@ -37,11 +38,12 @@
 #include <gsl/gsl_fit.h>
 #include <gsl/gsl_min.h>
 
-enum { MAX_POINTS = 512, PKV_CALIBRATE_MIN_CONTEXT = 4096 };
+enum { MAX_POINTS = 4096, PKV_CALIBRATE_MIN_CONTEXT = 4096 };
 
 typedef struct point {
     int route;
-    int shape;      /* the sweep's shape (B, L) index */
+    int shape;      /* the sweep's shape (G, B, L) index */
+    int G;          /* its GQA group size */
     int planned;    /* the planner's own plan (not a forced split count) */
     pkv_counters c; /* counters of the plan (model terms) */
     double t;       /* seconds measured */
@@ -165,14 +167,16 @@ static int32_t fixed_splits(int32_t route_len, int32_t rows, void *ctx) {
 }
 
 static void usage(void) {
-    puts("usage: pkvsim calibrate [-o FILE] [--reps N] [--model NAME]\n"
+    puts("usage: pkvsim calibrate [-o FILE] [--reps N] [--model NAME] [--groups LIST]\n"
          "Measures on the present GPU the read bandwidth (beta), the launch overhead (lambda),\n"
          "the SM count and the attention kernel's occupancy, times a sweep of isolated decode\n"
-         "steps (B = 1..256 rows, 512..128K tokens, ragged lengths, every route, forced split\n"
-         "counts), fits C_min and a scale per route with GSL least squares and each route's\n"
-         "structured model (route_model: GSL nonlinear least squares on two shapes in three,\n"
-         "its error printed on the third), and writes a calibration file (default\n"
-         "calibration.json) with the GPU's name, driver, date and the fit's residuals.\n"
+         "steps (B = 1..256 rows, 128..128K tokens, ragged lengths, every route, forced split\n"
+         "counts; for each GQA group size G of --groups, default 1,2,4,8: 32 query heads\n"
+         "over 32/G KV heads), fits C_min and a scale per route with GSL least squares and\n"
+         "each route's structured model (route_model: GSL nonlinear least squares on two\n"
+         "shapes in three, its error printed on the third, also per G), and writes a\n"
+         "calibration file (default calibration.json) with the GPU's name, driver, date and\n"
+         "the fit's residuals.\n"
          "It also times the copies of preemption by swap (swap_us, swap_gbps) and the\n"
          "dense part of the preset --model (default llama-3.1-8b; none: skip): its GEMMs\n"
          "alone at 1-8192 token rows (gemm_gbps, gemm_us, gemm_tflops) and its prefill\n"
@@ -182,16 +186,18 @@ static void usage(void) {
 }
 
 int pkv_calibrate_main(int argc, char **argv) {
-    static const struct option opts[] = {{"output", required_argument, 0, 'o'},
-                                         {"reps", required_argument, 0, 'r'},
-                                         {"model", required_argument, 0, 'm'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    const char *out = "calibration.json", *model = "llama-3.1-8b";
-    int reps = 10, ch;
+    static const struct option opts[] = {
+        {"output", required_argument, 0, 'o'}, {"reps", required_argument, 0, 'r'},
+        {"model", required_argument, 0, 'm'},  {"groups", required_argument, 0, 'g'},
+        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+    const char *out = "calibration.json", *model = "llama-3.1-8b", *groups_s = "1,2,4,8";
+    int reps = 10, ch, groups[4], n_groups = 0;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "o:r:m:h", opts, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, "o:r:m:g:h", opts, NULL)) != -1) {
         switch (ch) {
+        case 'g':
+            groups_s = optarg;
+            break;
         case 'm':
             model = optarg;
             break;
@@ -207,6 +213,27 @@ int pkv_calibrate_main(int argc, char **argv) {
         default:
             return 2;
         }
+    }
+    /* --groups: distinct sizes of 1, 2, 4 and 8, in any order */
+    for (const char *q = groups_s; *q;) {
+        char *end;
+        long G = strtol(q, &end, 10);
+        int dup = 0;
+        for (int i = 0; i < n_groups; i++) dup |= groups[i] == G;
+        if (end == q || (G != 1 && G != 2 && G != 4 && G != 8) || dup || n_groups == 4 ||
+            (*end && *end != ',') || (*end == ',' && !end[1])) {
+            fprintf(stderr,
+                    "pkvsim calibrate: --groups: \"%s\" is not a list of distinct GQA group "
+                    "sizes 1, 2, 4 or 8 (as 1,2,4,8)\n",
+                    groups_s);
+            return 2;
+        }
+        groups[n_groups++] = (int)G;
+        q = *end ? end + 1 : end;
+    }
+    if (n_groups == 0) {
+        fprintf(stderr, "pkvsim calibrate: --groups: an empty list\n");
+        return 2;
     }
     pkvk_device_info dev;
     pkvk_ceilings ceil_;
@@ -234,72 +261,79 @@ int pkv_calibrate_main(int argc, char **argv) {
     static point pts[MAX_POINTS];
     int n = 0, rc = 0;
     const int Bs[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
-    const int32_t Ls[] = {512, 2048, 4096, 8192, 32768, 131072};
+    const int32_t Ls[] = {128, 512, 2048, 4096, 8192, 32768, 131072};
     int shape = 0;
     const int32_t forced[] = {4, 16, 64};
-    pkvk_shape s = {32, 8, 128, 16};
+    /* FlashInfer's occupancy at the calibration's own group size (gqa_group) */
+    pkvk_shape s = {32, 32 / cal.gqa_group, 128, 16};
     pkv_calib_flashinfer_occupancy(&cal, &s);
     gsl_rng *r = pkv_stream_create(7, PKV_STREAM_TENSORS);
-    printf("| B | len | route | splits | time us | model us |\n|---|---|---|---|---|---|\n");
-    for (size_t bi = 0; bi < sizeof Bs / sizeof Bs[0] && !rc; bi++)
-        for (size_t li = 0; li < sizeof Ls / sizeof Ls[0] && !rc; li++) {
-            int B = Bs[bi];
-            int32_t L = Ls[li], lens[256];
-            if ((int64_t)B * L > 262144) continue; /* keep the sweep to a few GB */
-            for (int i = 0; i < B; i++) lens[i] = L - (37 * i) % (L / 2); /* ragged, distinct */
-            shape++;
-            pkv_kcase kc;
-            pkv_planner pl;
-            pkvk_plan fixed;
-            pkvk_workspace *ws = NULL;
-            char err[512] = "", name[32];
-            snprintf(name, sizeof name, "B%d-%d", B, L);
-            if (pkv_kcase_make(ctx, &kc, name, lens, B, &s, 0.5, 0, r, err, sizeof err) ||
-                pkv_planner_init(&pl, &s, &cal, B, PKV_BUCKET_MODE_EXACT) ||
-                pkvk_plan_init(&fixed, B, 64 * B * s.hkv + 64) ||
-                pkvk_workspace_create(ctx, &ws, &s, B, pl.plans[0].cap_tasks + 64 * B,
-                                      pl.plans[0].cap_tasks + 64 * B * s.hkv)) {
-                fprintf(stderr, "pkvsim calibrate: %s\n", *err ? err : pkvk_last_error());
-                rc = 1;
-                pkv_kcase_free(&kc);
-                break;
-            }
-            for (int run = 0; run < PKV_ROUTE_COUNT + 6 && !rc && n < MAX_POINTS; run++) {
-                const pkvk_plan *p;
-                if (run < PKV_ROUTE_COUNT && !pkvk_route_built((pkv_route)run)) continue;
-                if (run < PKV_ROUTE_COUNT) {
-                    rc = pkv_planner_build(&pl, (pkv_route)run, lens, B);
-                    p = &pl.plans[run];
-                } else {
-                    int32_t S = forced[(run - PKV_ROUTE_COUNT) / 2], per[256];
-                    for (int i = 0; i < B; i++) per[i] = S;
-                    rc = (run - PKV_ROUTE_COUNT) % 2
-                             ? pkvk_plan_workqueue(&fixed, PKV_ROUTE_WORKQUEUE, &s, lens, per, B)
-                             : pkvk_plan_bucket(&fixed, lens, lens, B, fixed_splits, &S);
-                    p = &fixed;
-                }
-                float ms;
-                int launches;
-                double mx, mean;
-                if (!rc) rc = pkv_kcase_time(ctx, ws, &kc, p, reps, &ms, &launches, &mx, &mean);
-                if (rc) {
-                    fprintf(stderr, "pkvsim calibrate: %s: %s\n", name, pkvk_last_error());
+    printf("| G | B | len | route | splits | time us | model us |\n"
+           "|---|---|---|---|---|---|---|\n");
+    for (int gi = 0; gi < n_groups && !rc; gi++)
+        for (size_t bi = 0; bi < sizeof Bs / sizeof Bs[0] && !rc; bi++)
+            for (size_t li = 0; li < sizeof Ls / sizeof Ls[0] && !rc; li++) {
+                const int B = Bs[bi], G = groups[gi];
+                s.hkv = 32 / G;
+                int32_t L = Ls[li], lens[256];
+                if ((int64_t)B * L > 262144) continue; /* keep the sweep to a few GB */
+                for (int i = 0; i < B; i++) lens[i] = L - (37 * i) % (L / 2); /* ragged, distinct */
+                shape++;
+                pkv_kcase kc;
+                pkv_planner pl;
+                pkvk_plan fixed;
+                pkvk_workspace *ws = NULL;
+                char err[512] = "", name[32];
+                snprintf(name, sizeof name, "G%d-B%d-%d", G, B, L);
+                if (pkv_kcase_make(ctx, &kc, name, lens, B, &s, 0.5, 0, r, err, sizeof err) ||
+                    pkv_planner_init(&pl, &s, &cal, B, PKV_BUCKET_MODE_EXACT) ||
+                    pkvk_plan_init(&fixed, B, 64 * B * s.hkv + 64) ||
+                    pkvk_workspace_create(ctx, &ws, &s, B, pl.plans[0].cap_tasks + 64 * B,
+                                          pl.plans[0].cap_tasks + 64 * B * s.hkv)) {
+                    fprintf(stderr, "pkvsim calibrate: %s\n", *err ? err : pkvk_last_error());
+                    rc = 1;
+                    pkv_kcase_free(&kc);
                     break;
                 }
-                point *pt = &pts[n++];
-                pt->route = p->route;
-                pt->shape = shape;
-                pt->planned = run < PKV_ROUTE_COUNT;
-                pkv_cost_counters(&cal, &s, p, lens, &pt->c);
-                pt->t = ms * 1e-3;
-                printf("| %d | %d | %s | %d | %.1f | %.1f |\n", B, L, pkv_route_name(p->route),
-                       pt->c.max_splits, pt->t * 1e6, pkv_cost_time(&cal, &pt->c) * 1e6);
+                for (int run = 0; run < PKV_ROUTE_COUNT + 6 && !rc && n < MAX_POINTS; run++) {
+                    const pkvk_plan *p;
+                    if (run < PKV_ROUTE_COUNT && !pkvk_route_built((pkv_route)run)) continue;
+                    if (run < PKV_ROUTE_COUNT) {
+                        rc = pkv_planner_build(&pl, (pkv_route)run, lens, B);
+                        p = &pl.plans[run];
+                    } else {
+                        int32_t S = forced[(run - PKV_ROUTE_COUNT) / 2], per[256];
+                        for (int i = 0; i < B; i++) per[i] = S;
+                        rc =
+                            (run - PKV_ROUTE_COUNT) % 2
+                                ? pkvk_plan_workqueue(&fixed, PKV_ROUTE_WORKQUEUE, &s, lens, per, B)
+                                : pkvk_plan_bucket(&fixed, lens, lens, B, fixed_splits, &S);
+                        p = &fixed;
+                    }
+                    float ms;
+                    int launches;
+                    double mx, mean;
+                    if (!rc) rc = pkv_kcase_time(ctx, ws, &kc, p, reps, &ms, &launches, &mx, &mean);
+                    if (rc) {
+                        fprintf(stderr, "pkvsim calibrate: %s: %s\n", name, pkvk_last_error());
+                        break;
+                    }
+                    point *pt = &pts[n++];
+                    pt->route = p->route;
+                    pt->shape = shape;
+                    pt->G = G;
+                    pt->planned = run < PKV_ROUTE_COUNT;
+                    pkv_cost_counters(&cal, &s, p, lens, &pt->c);
+                    pt->t = ms * 1e-3;
+                    printf("| %d | %d | %d | %s | %d | %.1f | %.1f |\n", G, B, L,
+                           pkv_route_name(p->route), pt->c.max_splits, pt->t * 1e6,
+                           pkv_cost_time(&cal, &pt->c) * 1e6);
+                }
+                pkvk_workspace_destroy(ws);
+                pkvk_plan_free(&fixed);
+                pkv_planner_free(&pl);
+                pkv_kcase_free(&kc);
             }
-            pkvk_workspace_destroy(ws);
-            pkvk_plan_free(&fixed);
-            pkv_planner_free(&pl);
-            pkv_kcase_free(&kc);
-        }
     gsl_rng_free(r);
     cJSON *root = cJSON_CreateObject(), *fit = cJSON_CreateObject(), *rf = cJSON_CreateObject();
     cJSON *rs = cJSON_CreateObject();
@@ -378,6 +412,23 @@ int pkv_calibrate_main(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "held_out", (double)nt);
         if (nt) cJSON_AddNumberToObject(o, "mape_held_out", t_mape);
         if (nt) cJSON_AddNumberToObject(o, "sum_err_held_out", t_sum);
+        /* the held-out error per GQA group size (the model has no term of its own for G) */
+        cJSON *pg =
+            n_groups > 1 && nt ? cJSON_AddObjectToObject(o, "mape_held_out_by_group") : NULL;
+        for (int gi = 0; pg && gi < n_groups; gi++) {
+            size_t ng = 0;
+            for (int i = 0; i < n; i++)
+                if (pts[i].route == k && pts[i].shape % 3 == 0 && pts[i].G == groups[gi])
+                    kt[ng] = pts[i].c, tt[ng++] = pts[i].t;
+            if (!ng) continue;
+            double g_mape, g_sum;
+            char key[8];
+            pkv_fit_error(&cal, (pkv_route)k, &m, kt, tt, ng, &g_mape, &g_sum);
+            snprintf(key, sizeof key, "%d", groups[gi]);
+            cJSON_AddNumberToObject(pg, key, g_mape);
+            printf("    G=%d: %.1f%% over %zu held out (summed %+.1f%%)\n", groups[gi],
+                   100 * g_mape, ng, 100 * g_sum);
+        }
     }
     char when[32], driver[64];
     time_t now = time(NULL);

@@ -158,6 +158,12 @@ cp "$tmp/model.h5" "$tmp/keep.h5"
 expect_fail fit-onto-input "is an input" "$pkvsim" fit "$tmp/model.h5" -o "$tmp/model.h5"
 if cmp -s "$tmp/model.h5" "$tmp/keep.h5"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL fit destroyed its input"; fi
 # --help and --version answer
+# pkvsim calibrate's options are refused before it looks for a GPU (a build with CUDA)
+if "$pkvsim" calibrate --help >/dev/null 2>&1; then
+  for g in 3 4,4 4, "" 1,2,4,8,1; do
+    expect_fail "calibrate-groups-$g" "--groups" "$pkvsim" calibrate --groups "$g" -o "$tmp/out.h5"
+  done
+fi
 if "$pkvsim" --help | grep -q "run EXPERIMENT.json" && "$pkvsim" --version | grep -q "pkvsim"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL help/version"; fi
 
 echo "$pass passed, $fail failed"
