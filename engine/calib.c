@@ -110,7 +110,8 @@ static int apply_gemm_rates(pkv_calib *c, const cJSON *o, const char *path, pkv_
         pkv_json_path(ip, sizeof ip, gp, it->string);
         if (*end || end == it->string || width < 1 || width > (1 << 24))
             return pkv_fail(e, "%s: a key is a width in token rows, 1 to 16777216", ip);
-        if (n && width <= c->gemm_rate_rows[n - 1]) return pkv_fail(e, "%s: widths must ascend", ip);
+        if (n && width <= c->gemm_rate_rows[n - 1])
+            return pkv_fail(e, "%s: widths must ascend", ip);
         if (n == PKV_GEMM_RATES) return pkv_fail(e, "%s: at most %d widths", gp, PKV_GEMM_RATES);
         if (!cJSON_IsNumber(it) || !(it->valuedouble > 0) || it->valuedouble > 1e5)
             return pkv_fail(e, "%s: a rate in TFLOP/s, above 0 and at most 100000", ip);

@@ -1,5 +1,7 @@
 #include "fit.h"
 
+#include "routes.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <gsl/gsl_blas.h>
@@ -64,8 +66,7 @@ int pkv_fit_route(const pkv_calib *c, pkv_route r, const pkv_counters *k, const 
                   pkv_route_model *m, pkv_err *e) {
     fit_data d = {.c = c, .r = r, .k = k, .t = t, .n = n};
     int merges = 0, waves = 0;
-    const int per_sm =
-        r == PKV_ROUTE_FLASHINFER ? c->flashinfer_decode_ctas_per_sm : c->resident_ctas_per_sm;
+    const int per_sm = pkv_route_ops_of(r)->ctas_per_sm(c);
     for (size_t i = 0; i < n; i++) {
         merges |= k[i].merge_bytes > 0;
         waves |= k[i].ctas > (int64_t)per_sm * c->sm_count;

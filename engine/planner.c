@@ -1,93 +1,13 @@
 #include "planner.h"
 
+#include "routes.h"
+
 #include <stdint.h>
 #include <stdlib.h>
 
-/* Split policy. The kernels keep resident_ctas_per_sm CTAs on each SM, so a wave is
- * W = resident x sm_count CTAs. A step's rows are cut into chunks of one size c
- * (tiles), each chunk one CTA per KV head:
- *  - when the rows alone fit one wave, c is the smallest chunk whose CTAs still fit
- *    it: one wave whose longest CTA is as short as it can be; unless that wave's CTAs
- *    are unequal (mean below wave_balance_min of the longest), then the smallest
- *    chunk that fits two waves;
- *  - otherwise c is the wave's mean load (total tiles / W), so that no CTA outlasts
- *    it: rows shorter than that are not split at all.
- * Chunks never go below min_split_tiles. Measured on the H200 (bench/RESULTS.md):
- * per-row shares of a wave rounded down left B=8 8K..64K at 59% of the read
- * ceiling, because one row's CTAs ran 1.7x longer than the rest; equal chunks over
- * one wave reach 90%+, as FlashInfer's planner does. Unequal rows (B=8 bimodal:
- * CTAs of 6.5K and 4K tokens in one wave, 81.9%) ran at 90.1% over two waves. */
+/* A wave: the kernels' resident CTAs on every SM. */
 static int64_t wave_ctas(const pkv_calib *c) {
-    return (int64_t)c->resident_ctas_per_sm * c->sm_count;
-}
-
-static int64_t ceil_div64(int64_t a, int64_t b) {
-    return (a + b - 1) / b;
-}
-
-/* CTAs of rows with `tiles[i]` tiles (or n rows of `same` tiles when tiles is NULL)
- * cut into chunks of c tiles. */
-static int64_t ctas_at(const int32_t *tiles, int32_t same, int32_t n, int hkv, int64_t c) {
-    if (!tiles) return (int64_t)n * ceil_div64(same, c) * hkv;
-    /* Tile counts and chunks fit 32 bits: 32-bit divisions are the cheaper ones, and
-     * this loop is most of a small step's planning. */
-    const uint32_t cc = c < INT32_MAX ? (uint32_t)c : INT32_MAX;
-    int64_t k = 0;
-    for (int32_t i = 0; i < n; i++) k += ((uint32_t)tiles[i] + cc - 1) / cc;
-    return k * hkv;
-}
-
-typedef struct ctas_ctx {
-    const int32_t *tiles;
-    int32_t same, n;
-    int hkv;
-} ctas_ctx;
-
-static int64_t ctas_units(int64_t c, const void *vctx) {
-    const ctas_ctx *x = vctx;
-    return ctas_at(x->tiles, x->same, x->n, x->hkv, c);
-}
-
-/* The smallest chunk (>= lo) whose CTAs fit `budget`. */
-static int64_t fit_chunk(const int32_t *tiles, int32_t same, int32_t n, int hkv, int64_t lo,
-                         int64_t most, int64_t budget) {
-    ctas_ctx x = {tiles, same, n, hkv};
-    return pkvk_smallest_chunk(lo, most, budget, ctas_units, &x);
-}
-
-/* Mean over longest CTA of rows cut at chunk c (a row of t tiles in ceil(t / c)
- * equal runs). */
-static double balance_at(const int32_t *tiles, int32_t n, int64_t c) {
-    int64_t total = 0, ctas = 0, longest = 0;
-    for (int32_t i = 0; i < n; i++) {
-        int64_t k = ceil_div64(tiles[i], c), run = ceil_div64(tiles[i], k);
-        total += tiles[i], ctas += k;
-        if (run > longest) longest = run;
-    }
-    return longest ? (double)total / ctas / longest : 1.0;
-}
-
-static int64_t chunk_tiles(const pkv_planner *pl, const int32_t *tiles, int32_t same, int32_t n) {
-    const pkv_calib *c = pl->cal;
-    const int hkv = pl->shape.hkv;
-    int64_t W = wave_ctas(c), most = same, total = 0, lo = c->min_split_tiles;
-    for (int32_t i = 0; tiles && i < n; i++) {
-        if (tiles[i] > most) most = tiles[i];
-        total += tiles[i];
-    }
-    if (!tiles) total = (int64_t)same * n;
-    total *= hkv;
-    if ((int64_t)n * hkv > W) return ceil_div64(total, W) > lo ? ceil_div64(total, W) : lo;
-    /* sum ceil(t_i / c) lies in [total / c, total / c + n] (KV heads counted), which
-     * brackets the answer: the search runs over that bracket only. */
-    int64_t lo1 = ceil_div64(total, W) > lo ? ceil_div64(total, W) : lo, hi1 = most;
-    if (W > (int64_t)n * hkv && ceil_div64(total, W - (int64_t)n * hkv) < hi1)
-        hi1 = ceil_div64(total, W - (int64_t)n * hkv);
-    int64_t one = fit_chunk(tiles, same, n, hkv, lo1, hi1, W);
-    /* Unequal CTAs in one wave leave SMs idle while the longest finish: plan two
-     * waves of shorter chunks instead, which the block scheduler balances. */
-    if (!tiles || balance_at(tiles, n, one) >= c->wave_balance_min) return one;
-    return fit_chunk(tiles, same, n, hkv, lo, most, 2 * W);
+    return (int64_t)pkv_route_resident_ctas(c) * c->sm_count;
 }
 
 int pkv_planner_init(pkv_planner *pl, const pkvk_shape *s, const pkv_calib *cal, int32_t cap_rows,
@@ -113,45 +33,8 @@ void pkv_planner_free(pkv_planner *pl) {
     pl->splits = pl->route_lens = NULL;
 }
 
-/* Each bucket is its own launch, so it is planned as a step of its own. */
-static int32_t bucket_splits(int32_t route_len, int32_t rows, void *ctx) {
-    int32_t tiles = pkvk_tiles(route_len);
-    return (int32_t)ceil_div64(tiles, chunk_tiles(ctx, NULL, tiles, rows));
-}
-
-static int32_t route_len(pkv_bucket_mode mode, int32_t len) {
-    int32_t tiles = pkvk_tiles(len);
-    if (mode == PKV_BUCKET_MODE_POW2) {
-        int32_t p = 1;
-        while (p < tiles) p <<= 1;
-        tiles = p;
-    }
-    return tiles * PKVK_TILE;
-}
-
 int pkv_planner_build(pkv_planner *pl, pkv_route r, const int32_t *seq_lens, int32_t n_rows) {
-    pkvk_plan *p = &pl->plans[r];
-    if (n_rows > pl->cap_rows) return PKVK_ERR_INVALID;
-    switch (r) {
-    case PKV_ROUTE_REF_PAGED:
-        return pkvk_plan_ref(p, seq_lens, n_rows);
-    case PKV_ROUTE_BUCKET:
-        for (int32_t i = 0; i < n_rows; i++)
-            pl->route_lens[i] = route_len(pl->bucket_mode, seq_lens[i]);
-        return pkvk_plan_bucket(p, seq_lens, pl->route_lens, n_rows, bucket_splits, pl);
-    case PKV_ROUTE_WORKQUEUE:
-    case PKV_ROUTE_FUSED: {
-        for (int32_t i = 0; i < n_rows; i++) pl->route_lens[i] = pkvk_tiles(seq_lens[i]);
-        int64_t c = chunk_tiles(pl, pl->route_lens, 0, n_rows);
-        for (int32_t i = 0; i < n_rows; i++)
-            pl->splits[i] = (int32_t)ceil_div64(pl->route_lens[i], c);
-        return pkvk_plan_workqueue(p, r, &pl->shape, seq_lens, pl->splits, n_rows);
-    }
-    case PKV_ROUTE_FLASHINFER:
-    case PKV_ROUTE_FLASHINFER_TC:
-        return pkvk_plan_flashinfer(p, r, &pl->shape, seq_lens, n_rows, pl->cal->sm_count,
-                                    pl->cal->flashinfer_decode_ctas_per_sm);
-    default:
-        return PKVK_ERR_INVALID;
-    }
+    const pkv_route_ops *ops = pkv_route_ops_of(r);
+    if (n_rows > pl->cap_rows || !ops) return PKVK_ERR_INVALID;
+    return ops->plan(pl, r, seq_lens, n_rows);
 }

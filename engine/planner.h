@@ -1,6 +1,7 @@
-/* Split policy and planning: how many splits each route gets for a step, then the
- * kernel layer's emitters lay the plan out. All buffers are allocated at init;
- * building a plan on the hot path allocates nothing. */
+/* Planning: each route's plan for a step, made by its family's operations
+ * (engine/routes.h; PersistentKV's split policy is in engine/route_pkv.c), laid out
+ * by the kernel layer's emitters. All buffers are allocated at init; building a plan
+ * on the hot path allocates nothing. */
 #ifndef PKV_PLANNER_H
 #define PKV_PLANNER_H
 

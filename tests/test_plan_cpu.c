@@ -7,6 +7,7 @@
 #include "pkv_tol.h"
 #include "cost.h"
 #include "planner.h"
+#include "routes.h"
 #include "pkvk.h"
 #include "testbatch.h"
 
@@ -292,6 +293,50 @@ int main(void) {
         CHECK(pkv_planner_build(&pl, PKV_ROUTE_WORKQUEUE, bi, 8) == 0 && wq->n_tasks > 264 &&
                   wq->n_tasks <= 528,
               "B=8 bimodal: %d tasks", wq->n_tasks);
+    }
+    /* The route table: every route has its operations, and through them plans (in full
+     * form, and in counts-only form with the same counters), predicts and runs on the
+     * CPU against the reference. */
+    CHECK(pkv_route_ops_of(PKV_ROUTE_COUNT) == NULL, "no operations outside the enum");
+    {
+        const int32_t lens[4] = {100, 5000, 30000, 17};
+        host_batch h;
+        make_batch(&h, r, s, lens, 4, 0.5);
+        const size_t on = (size_t)4 * s.hq * s.d;
+        float *ref = malloc(on * 4), *o = malloc(on * 4),
+              *part = malloc(pkvk_partial_floats(&s, 4096) * 4);
+        CHECK(pkvk_cpu_reference(&h.b, ref) == PKVK_OK, "CPU reference");
+        for (int k = 0; k < PKV_ROUTE_COUNT; k++) {
+            const pkv_route_ops *ops = pkv_route_ops_of((pkv_route)k);
+            const char *name = pkv_route_name((pkv_route)k);
+            CHECK(ops && ops->plan && ops->count && ops->ctas_per_sm, "%s: operations", name);
+            if (!ops || !ops->plan || !ops->count || !ops->ctas_per_sm) continue;
+            pkv_counters full, counted;
+            pkvk_plan *p = &pl.plans[k];
+            p->counts_only = 1;
+            CHECK(pkv_planner_build(&pl, (pkv_route)k, lens, 4) == 0, "%s: counts-only", name);
+            pkv_cost_counters(&cal, &s, p, lens, &counted);
+            p->counts_only = 0;
+            CHECK(pkv_planner_build(&pl, (pkv_route)k, lens, 4) == 0, "%s: plan", name);
+            pkv_cost_counters(&cal, &s, p, lens, &full);
+            CHECK(full.launches >= 1 && full.ctas >= 4 * s.hkv &&
+                      full.kv_bytes == (int64_t)(100 + 5000 + 30000 + 17) * s.hkv * s.d * 4 &&
+                      full.t_predicted > 0 && isfinite(full.t_predicted) &&
+                      ops->ctas_per_sm(&cal) >= 1,
+                  "%s: %d launches, %lld CTAs, %.3g s predicted", name, full.launches,
+                  (long long)full.ctas, full.t_predicted);
+            CHECK(counted.ctas == full.ctas && counted.launches == full.launches &&
+                      counted.t_predicted == full.t_predicted,
+                  "%s: the counts-only plan counts as the full one", name);
+            for (size_t j = 0; j < on; j++) o[j] = NAN;
+            double mx = INFINITY, mean = INFINITY;
+            const int run = pkvk_cpu_run(&h.b, p, part, o);
+            CHECK(run == 0, "%s: CPU run", name);
+            if (run == 0) pkvk_compare(o, NULL, ref, on, &mx, &mean);
+            CHECK(pkv_tol_ok(mx, mean), "%s: max|e| %.3g mean|e| %.3g", name, mx, mean);
+        }
+        free(ref), free(o), free(part);
+        free_batch(&h);
     }
     pkv_planner_free(&pl);
     gsl_rng_free(r);

@@ -1,0 +1,14 @@
+#include "route_ref.h"
+
+static int plan_ref(pkv_planner *pl, pkv_route r, const int32_t *seq_lens, int32_t n_rows) {
+    return pkvk_plan_ref(&pl->plans[r], seq_lens, n_rows);
+}
+
+static void count_ref(const pkvk_shape *s, const pkvk_plan *p, pkv_plan_sums *sums,
+                      pkv_counters *out) {
+    (void)sums;
+    out->launches = p->n_rows > 0;
+    out->ctas = (int64_t)p->n_rows * s->hkv;
+}
+
+const pkv_route_ops pkv_route_ops_REF_PAGED = {plan_ref, count_ref, pkv_route_resident_ctas};
