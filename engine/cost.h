@@ -20,23 +20,7 @@
 #ifndef PKV_COST_H
 #define PKV_COST_H
 
-#include "calib.h"
-#include "pkvk.h"
-
-typedef struct pkv_counters {
-    int32_t launches;       /* kernel launches, merges included */
-    int32_t merge_launches; /* of which merge kernels */
-    int64_t ctas;           /* decode CTAs (merge CTAs not counted) */
-    double cta_work_per_sm; /* ctas / sm_count */
-    int64_t kv_bytes;       /* bytes: K and V of every row's true length */
-    int64_t merge_bytes;    /* bytes: partial states written and read back */
-    int32_t tasks;          /* workqueue tasks emitted (0 for other routes) */
-    int32_t max_splits;     /* largest slot count of a row */
-    int64_t max_cta_bytes;  /* bytes: K and V of the longest token range one CTA streams */
-    double t_predicted;     /* seconds, cost model (device time) */
-    double t_host;          /* seconds of host wall beyond it, where the clock is the wall and
-                               the route's model has it (else 0); the policy adds it */
-} pkv_counters;
+#include "routes.h"
 
 /* The study's formula above without the route's scale s_r (what calibrate fits s_r
  * against). */

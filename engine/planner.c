@@ -12,14 +12,15 @@ static int64_t wave_ctas(const pkv_calib *c) {
 
 int pkv_planner_init(pkv_planner *pl, const pkvk_shape *s, const pkv_calib *cal, int32_t cap_rows,
                      pkv_bucket_mode mode) {
-    *pl = (pkv_planner){.shape = *s, .cal = cal, .bucket_mode = mode, .cap_rows = cap_rows};
-    pl->splits = malloc(sizeof(int32_t) * (size_t)cap_rows);
-    pl->route_lens = malloc(sizeof(int32_t) * (size_t)cap_rows);
+    *pl =
+        (pkv_planner){.ctx = {.shape = *s, .cal = cal, .bucket_mode = mode}, .cap_rows = cap_rows};
+    pl->ctx.splits = malloc(sizeof(int32_t) * (size_t)cap_rows);
+    pl->ctx.route_lens = malloc(sizeof(int32_t) * (size_t)cap_rows);
     /* Task bound: one wave, or (past one wave) chunks of at least the mean load, at
      * most one partial chunk per row. */
     int64_t cap = 2 * wave_ctas(cal) + (int64_t)cap_rows * s->hkv;
     int32_t cap_tasks = (int32_t)(cap + 64);
-    int rc = pl->splits && pl->route_lens ? PKVK_OK : PKVK_ERR_OUT_OF_MEMORY;
+    int rc = pl->ctx.splits && pl->ctx.route_lens ? PKVK_OK : PKVK_ERR_OUT_OF_MEMORY;
     for (int r = 0; r < PKV_ROUTE_COUNT && rc == PKVK_OK; r++)
         rc = pkvk_plan_init(&pl->plans[r], cap_rows, cap_tasks);
     if (rc) pkv_planner_free(pl);
@@ -27,14 +28,14 @@ int pkv_planner_init(pkv_planner *pl, const pkvk_shape *s, const pkv_calib *cal,
 }
 
 void pkv_planner_free(pkv_planner *pl) {
-    free(pl->splits);
-    free(pl->route_lens);
+    free(pl->ctx.splits);
+    free(pl->ctx.route_lens);
     for (int r = 0; r < PKV_ROUTE_COUNT; r++) pkvk_plan_free(&pl->plans[r]);
-    pl->splits = pl->route_lens = NULL;
+    pl->ctx.splits = pl->ctx.route_lens = NULL;
 }
 
 int pkv_planner_build(pkv_planner *pl, pkv_route r, const int32_t *seq_lens, int32_t n_rows) {
     const pkv_route_ops *ops = pkv_route_ops_of(r);
     if (n_rows > pl->cap_rows || !ops) return PKVK_ERR_INVALID;
-    return ops->plan(pl, r, seq_lens, n_rows);
+    return ops->plan(&pl->ctx, &pl->plans[r], r, seq_lens, n_rows);
 }

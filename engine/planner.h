@@ -5,21 +5,11 @@
 #ifndef PKV_PLANNER_H
 #define PKV_PLANNER_H
 
-#include "calib.h"
-#include "pkvk.h"
-
-typedef enum pkv_bucket_mode {
-    PKV_BUCKET_MODE_EXACT = 0, /* route length = true length rounded up to a tile */
-    PKV_BUCKET_MODE_POW2,      /* route length = next power of two of the tile count */
-} pkv_bucket_mode;
+#include "routes.h"
 
 typedef struct pkv_planner {
-    pkvk_shape shape;
-    const pkv_calib *cal;
-    pkv_bucket_mode bucket_mode;
+    pkv_plan_ctx ctx; /* what every route's planning reads; its scratch of cap_rows */
     int32_t cap_rows;
-    int32_t *splits;     /* [cap_rows] scratch */
-    int32_t *route_lens; /* [cap_rows] scratch */
     pkvk_plan plans[PKV_ROUTE_COUNT];
 } pkv_planner;
 

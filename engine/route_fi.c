@@ -1,8 +1,9 @@
 #include "route_fi.h"
 
-static int plan_fi(pkv_planner *pl, pkv_route r, const int32_t *seq_lens, int32_t n_rows) {
-    return pkvk_plan_flashinfer(&pl->plans[r], r, &pl->shape, seq_lens, n_rows, pl->cal->sm_count,
-                                pl->cal->flashinfer_decode_ctas_per_sm);
+static int plan_fi(const pkv_plan_ctx *x, pkvk_plan *p, pkv_route r, const int32_t *seq_lens,
+                   int32_t n_rows) {
+    return pkvk_plan_flashinfer(p, r, &x->shape, seq_lens, n_rows, x->cal->sm_count,
+                                x->cal->flashinfer_decode_ctas_per_sm);
 }
 
 /* One CTA per (chunk, KV head); once FlashInfer splits, every row's state goes

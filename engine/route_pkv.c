@@ -62,9 +62,9 @@ static double balance_at(const int32_t *tiles, int32_t n, int64_t c) {
     return longest ? (double)total / ctas / longest : 1.0;
 }
 
-static int64_t chunk_tiles(const pkv_planner *pl, const int32_t *tiles, int32_t same, int32_t n) {
-    const pkv_calib *c = pl->cal;
-    const int hkv = pl->shape.hkv;
+static int64_t chunk_tiles(const pkv_plan_ctx *x, const int32_t *tiles, int32_t same, int32_t n) {
+    const pkv_calib *c = x->cal;
+    const int hkv = x->shape.hkv;
     int64_t W = (int64_t)pkv_route_resident_ctas(c) * c->sm_count, most = same, total = 0,
             lo = c->min_split_tiles;
     for (int32_t i = 0; tiles && i < n; i++) {
@@ -102,17 +102,19 @@ static int32_t route_len(pkv_bucket_mode mode, int32_t len) {
     return tiles * PKVK_TILE;
 }
 
-static int plan_bucket(pkv_planner *pl, pkv_route r, const int32_t *seq_lens, int32_t n_rows) {
-    for (int32_t i = 0; i < n_rows; i++)
-        pl->route_lens[i] = route_len(pl->bucket_mode, seq_lens[i]);
-    return pkvk_plan_bucket(&pl->plans[r], seq_lens, pl->route_lens, n_rows, bucket_splits, pl);
+static int plan_bucket(const pkv_plan_ctx *x, pkvk_plan *p, pkv_route r, const int32_t *seq_lens,
+                       int32_t n_rows) {
+    (void)r;
+    for (int32_t i = 0; i < n_rows; i++) x->route_lens[i] = route_len(x->bucket_mode, seq_lens[i]);
+    return pkvk_plan_bucket(p, seq_lens, x->route_lens, n_rows, bucket_splits, (void *)x);
 }
 
-static int plan_workqueue(pkv_planner *pl, pkv_route r, const int32_t *seq_lens, int32_t n_rows) {
-    for (int32_t i = 0; i < n_rows; i++) pl->route_lens[i] = pkvk_tiles(seq_lens[i]);
-    int64_t c = chunk_tiles(pl, pl->route_lens, 0, n_rows);
-    for (int32_t i = 0; i < n_rows; i++) pl->splits[i] = (int32_t)ceil_div64(pl->route_lens[i], c);
-    return pkvk_plan_workqueue(&pl->plans[r], r, &pl->shape, seq_lens, pl->splits, n_rows);
+static int plan_workqueue(const pkv_plan_ctx *x, pkvk_plan *p, pkv_route r, const int32_t *seq_lens,
+                          int32_t n_rows) {
+    for (int32_t i = 0; i < n_rows; i++) x->route_lens[i] = pkvk_tiles(seq_lens[i]);
+    int64_t c = chunk_tiles(x, x->route_lens, 0, n_rows);
+    for (int32_t i = 0; i < n_rows; i++) x->splits[i] = (int32_t)ceil_div64(x->route_lens[i], c);
+    return pkvk_plan_workqueue(p, r, &x->shape, seq_lens, x->splits, n_rows);
 }
 
 /* Each bucket is a launch, and its merge another where it splits. */

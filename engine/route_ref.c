@@ -1,7 +1,9 @@
 #include "route_ref.h"
 
-static int plan_ref(pkv_planner *pl, pkv_route r, const int32_t *seq_lens, int32_t n_rows) {
-    return pkvk_plan_ref(&pl->plans[r], seq_lens, n_rows);
+static int plan_ref(const pkv_plan_ctx *x, pkvk_plan *p, pkv_route r, const int32_t *seq_lens,
+                    int32_t n_rows) {
+    (void)x, (void)r;
+    return pkvk_plan_ref(p, seq_lens, n_rows);
 }
 
 static void count_ref(const pkvk_shape *s, const pkvk_plan *p, pkv_plan_sums *sums,

@@ -2,15 +2,46 @@
  * plan's counts_only), its launch-level counters (what the cost model predicts from)
  * and the occupancy its kernels' waves are counted at. One file pair per route family
  * (route_ref: the no-split reference; route_pkv: PersistentKV's split routes;
- * route_fi: FlashInfer's), one row per route in routes.c: a route without its
+ * route_fi: FlashInfer's), one row per route in route_table.c: a route without its
  * operations does not link. The planner, the cost model and the fit reach a route
- * through its row. Its kernels' operations (CPU run, upload, launch) are the kernel
- * layer's (kernels/pkvk.h). */
+ * through its row; a family sees only what this header gives it. Its kernels' operations (CPU run,
+ * upload, launch) are the kernel layer's (kernels/pkvk.h). */
 #ifndef PKV_ROUTES_H
 #define PKV_ROUTES_H
 
-#include "cost.h"
-#include "planner.h"
+#include "calib.h"
+#include "pkvk.h"
+
+typedef enum pkv_bucket_mode {
+    PKV_BUCKET_MODE_EXACT = 0, /* route length = true length rounded up to a tile */
+    PKV_BUCKET_MODE_POW2,      /* route length = next power of two of the tile count */
+} pkv_bucket_mode;
+
+/* A plan's counters: what the cost model (engine/cost.h) predicts a step from. */
+typedef struct pkv_counters {
+    int32_t launches;       /* kernel launches, merges included */
+    int32_t merge_launches; /* of which merge kernels */
+    int64_t ctas;           /* decode CTAs (merge CTAs not counted) */
+    double cta_work_per_sm; /* ctas / sm_count */
+    int64_t kv_bytes;       /* bytes: K and V of every row's true length */
+    int64_t merge_bytes;    /* bytes: partial states written and read back */
+    int32_t tasks;          /* workqueue tasks emitted (0 for other routes) */
+    int32_t max_splits;     /* largest slot count of a row */
+    int64_t max_cta_bytes;  /* bytes: K and V of the longest token range one CTA streams */
+    double t_predicted;     /* seconds, cost model (device time) */
+    double t_host;          /* seconds of host wall beyond it, where the clock is the wall and
+                               the route's model has it (else 0); the policy adds it */
+} pkv_counters;
+
+/* What a route's planning reads: the step's shape, the calibration (the split policy's
+ * constants), pkv_bucket's route lengths and two scratch arrays of a step's rows. */
+typedef struct pkv_plan_ctx {
+    pkvk_shape shape;
+    const pkv_calib *cal;
+    pkv_bucket_mode bucket_mode;
+    int32_t *splits;     /* [rows] scratch */
+    int32_t *route_lens; /* [rows] scratch */
+} pkv_plan_ctx;
 
 /* What a plan's rows add up to, for a route's counters: every row's true length
  * (tokens), the longest, the slots of the rows split more than once (merged_slots),
@@ -23,8 +54,9 @@ typedef struct pkv_plan_sums {
 } pkv_plan_sums;
 
 typedef struct pkv_route_ops {
-    /* plans[r] for the rows' true lengths (pkv_planner_build); a pkvk_status */
-    int (*plan)(pkv_planner *pl, pkv_route r, const int32_t *seq_lens, int32_t n_rows);
+    /* route r's plan p for the rows' true lengths (pkv_planner_build); a pkvk_status */
+    int (*plan)(const pkv_plan_ctx *x, pkvk_plan *p, pkv_route r, const int32_t *seq_lens,
+                int32_t n_rows);
     /* the plan's launches, merge launches, decode CTAs and tasks into out */
     void (*count)(const pkvk_shape *s, const pkvk_plan *p, pkv_plan_sums *sums, pkv_counters *out);
     /* decode CTAs resident on one SM: a wave is this x sm_count */
@@ -36,6 +68,8 @@ const pkv_route_ops *pkv_route_ops_of(pkv_route r);
 
 /* The kernels' own occupancy (calibration resident_ctas_per_sm): the reference's and
  * PersistentKV's. */
-int pkv_route_resident_ctas(const pkv_calib *c);
+static inline int pkv_route_resident_ctas(const pkv_calib *c) {
+    return c->resident_ctas_per_sm;
+}
 
 #endif

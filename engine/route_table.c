@@ -1,5 +1,4 @@
-#include "routes.h"
-
+/* The route table: one row per route, from each family's operations. */
 #include "route_fi.h"
 #include "route_pkv.h"
 #include "route_ref.h"
@@ -9,8 +8,4 @@ static const pkv_route_ops *const table[PKV_ROUTE_COUNT] = {PKV_ROUTES(PKV_ROUTE
 
 const pkv_route_ops *pkv_route_ops_of(pkv_route r) {
     return (unsigned)r < PKV_ROUTE_COUNT ? table[r] : NULL;
-}
-
-int pkv_route_resident_ctas(const pkv_calib *c) {
-    return c->resident_ctas_per_sm;
 }
