@@ -1,16 +1,17 @@
 #!/usr/bin/env python3
 """The model backend against the cuda backend on the same experiments: each cuda run's
-experiment (RUN.json beside RUN.h5, else DIR/RUN.json or, for RUN_VARIANT.h5,
-DIR/RUN.json of --json-dir DIR) is run again on the model backend
-with CALIBRATION, and the two files are compared: per decode step, the whole step's
-predicted device time against the measured one (attention and dense part, MAPE and
-summed error; steps matched by index where both runs made the same steps, else only
-the run figures), each prefill batch likewise, and TTFT and TPOT p50 (the cuda run's
-on its wall clock, the model's on its predicted clock). Usage:
-model_accuracy.py PKVSIM CALIBRATION OUT.md RUN.h5... [--json-dir DIR]
+experiment (with --json-dir DIR: DIR/RUN.json, or DIR/BASE.json for RUN = BASE_VARIANT;
+without: RUN.json beside RUN.h5) is run again on the model backend with CALIBRATION,
+and the two files are compared: per decode step, the whole step's predicted device
+time (attention and dense part together) against the measured one, MAPE and summed
+error, where both runs made the same steps (rows and contexts step by step; an
+open-loop run on another clock makes others); the prefill batches' summed error; TTFT
+and TPOT p50 (the cuda run's on its wall clock, the model's on its predicted clock).
+Usage: model_accuracy.py PKVSIM CALIBRATION OUT.md RUN.h5... [--json-dir DIR]
 Prints the table and writes it to OUT.md; every figure is from these files."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -88,6 +89,7 @@ if all_err:
     lines.append("all matched steps: %d, MAPE %.2f%%, p90 |err| %.2f%%, max |err| %.2f%%" %
                  (len(e), 100 * np.mean(np.abs(e)), 100 * np.percentile(np.abs(e), 90),
                   100 * np.max(np.abs(e))))
+shutil.rmtree(tmp)
 text = "\n".join(lines)
 print(text)
 open(out_md, "w").write(text + "\n")

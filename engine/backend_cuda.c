@@ -80,8 +80,9 @@ typedef struct cuda_backend {
     double capture_time;               /* host seconds their captures took */
     int64_t model_steps;               /* a full model's steps run */
     double timer_reads;                /* host seconds they spent reading their timers */
-    /* a full model's steps, host seconds summed: from prepare to run (the policy and the
-     * task layout), the upload and the launch (graph replay or the forward's launches) */
+    /* a full model's steps, host seconds summed: from prepare to run (the stage, the
+     * policy and the task layout), the upload and the launch (graph replay or the
+     * forward's launches) */
     double t_prepared, host_choose, host_upload, host_launch;
     uint16_t *o_host;
     float *ref_host;
@@ -484,8 +485,8 @@ static void cuda_destroy(pkv_backend *base) {
                 "steps; left out of t_wall)\n",
                 2 * b->layers + 3, b->timer_reads * per, (long long)b->model_steps);
         fprintf(stderr,
-                "pkvsim: host time of a step (mean; in t_wall): policy and task layout %.1f us, "
-                "upload %.1f us, launch %.1f us\n",
+                "pkvsim: host time of a step (mean; in t_wall): prepare, policy and task layout "
+                "%.1f us, upload %.1f us, launch %.1f us\n",
                 b->host_choose * per, b->host_upload * per, b->host_launch * per);
     }
     if (b->graph_steps && b->model)
@@ -521,13 +522,13 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec
     const uint64_t seed = spec->seed;
     pkvk_device_info dev;
     pkvk_ctx *ctx = NULL;
-    const int dense = pkv_model_dense(md);
     if (pkvk_ctx_create(&ctx, device) || pkvk_device_info_get(&dev)) {
         pkv_fail(e, "--backend cuda: no usable GPU: %s", pkvk_last_error());
         pkvk_ctx_destroy(ctx);
         return NULL;
     }
     const pkvk_shape sh = pkv_model_attn_shape(md), *s = &sh;
+    const int dense = pkv_model_dense(md);
     const int32_t mlp_inter = (int32_t)md->mlp_tail;
     pkvk_model_shape ms = pkv_model_gpu_shape(md);
     /* run.layers_measured: only the first layers exist on the GPU (weights, pools) */

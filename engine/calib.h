@@ -92,7 +92,7 @@ typedef struct pkv_calib {
     char *json;            /* the file verbatim (owned) */
 } pkv_calib;
 
-/* The FP16 GEMM rate (TFLOP/s) at `rows` token rows: gemm_tflops_at's, else gemm_tflops. */
+/* The FP16 GEMM rate (TFLOP/s) at `width` token rows: gemm_tflops_at's, else gemm_tflops. */
 double pkv_calib_gemm_tflops(const pkv_calib *c, double width);
 /* Add gemm_tflops_at to a calibration object being written (where it has one). */
 void pkv_calib_gemm_rates_json(const pkv_calib *c, cJSON *root);

@@ -188,7 +188,7 @@ int pkv_measure_dense(pkvk_ctx *ctx, const pkv_model *md, const int *widths, int
         double weights = pkv_model_weight_bytes(md) / (ceil.read_gbps * 1e9);
         double rate = flops / total;
         if (widths[w] >= 2048 && rate > tflops_best) tflops_best = rate;
-        if (widths[w] > 64 && fit->rates < 16) /* above the bandwidth fit's widths */
+        if (widths[w] > 64 && fit->rates < PKV_GEMM_RATES) /* above the bandwidth fit's widths */
             fit->rate_rows[fit->rates] = widths[w], fit->rate_tflops[fit->rates++] = rate * 1e-12;
         for (int f = 0; f < 2 && !rc; f++)
             if (outs[f])

@@ -22,7 +22,7 @@ typedef struct pkv_dense_fit {
                                    not built) */
     int points;                 /* of the bandwidth fit */
     int rates;                  /* gemm_tflops_at: the widths above 64 rows and their rates */
-    double rate_rows[16], rate_tflops[16];
+    double rate_rows[PKV_GEMM_RATES], rate_tflops[PKV_GEMM_RATES];
 } pkv_dense_fit;
 /* Times the model's GEMMs alone at each of the widths (token rows) and its prefill
  * attention alone, printing the tables to outs (NULL entries skipped), and fits the
