@@ -10,18 +10,13 @@ void pkv_cost_counters(const pkv_calib *c, const pkvk_shape *s, const pkvk_plan 
     pkv_plan_sums sums = {0};
     for (int32_t i = 0; i < p->n_rows; i++) {
         const int32_t n = p->split_offsets[i + 1] - p->split_offsets[i];
-        int32_t b = 0, t = seq_lens[i]; /* a row's first split is its longest */
         sums.tokens += seq_lens[i];
         if (seq_lens[i] > sums.max_len) sums.max_len = seq_lens[i];
         if (n > sums.max_splits) sums.max_splits = n;
-        if (n > 1) {
-            sums.merged_slots += n;
-            pkvk_split_range(seq_lens[i], n, 0, &b, &t);
-        }
-        if (t - b > sums.longest_range) sums.longest_range = t - b;
+        if (n > 1) sums.merged_slots += n;
     }
     const pkv_route_ops *ops = pkv_route_ops_of(p->route);
-    if (ops) ops->count(s, p, &sums, out);
+    if (ops) ops->count(s, p, seq_lens, &sums, out);
     out->max_splits = sums.max_splits;
     out->max_cta_bytes = (int64_t)sums.longest_range * s->d * 2 /* K and V */ * 2 /* fp16 */;
     out->kv_bytes = sums.tokens * s->hkv * s->d * 2 /* K and V */ * 2 /* fp16 */;

@@ -117,10 +117,22 @@ static int plan_workqueue(const pkv_plan_ctx *x, pkvk_plan *p, pkv_route r, cons
     return pkvk_plan_workqueue(p, r, &x->shape, seq_lens, x->splits, n_rows);
 }
 
+/* The longest range a CTA streams: a row's first split is its longest. */
+static int32_t longest_split(const pkvk_plan *p, const int32_t *seq_lens) {
+    int32_t longest = 0;
+    for (int32_t i = 0; i < p->n_rows; i++) {
+        const int32_t n = p->split_offsets[i + 1] - p->split_offsets[i];
+        int32_t b = 0, t = seq_lens[i];
+        if (n > 1) pkvk_split_range(seq_lens[i], n, 0, &b, &t);
+        if (t - b > longest) longest = t - b;
+    }
+    return longest;
+}
+
 /* Each bucket is a launch, and its merge another where it splits. */
-static void count_bucket(const pkvk_shape *s, const pkvk_plan *p, pkv_plan_sums *sums,
-                         pkv_counters *out) {
-    (void)sums;
+static void count_bucket(const pkvk_shape *s, const pkvk_plan *p, const int32_t *seq_lens,
+                         pkv_plan_sums *sums, pkv_counters *out) {
+    sums->longest_range = longest_split(p, seq_lens);
     for (int32_t b = 0; b < p->n_buckets; b++) {
         const pkvk_bucket *B = &p->buckets[b];
         out->ctas += (int64_t)(B->row_end - B->row_begin) * s->hkv * B->splits;
@@ -131,9 +143,10 @@ static void count_bucket(const pkvk_shape *s, const pkvk_plan *p, pkv_plan_sums 
 
 /* One launch over the tasks (a CTA each), and pkv_workqueue's one segmented merge
  * where a row splits (pkv_fused merges in-kernel). */
-static void count_workqueue(const pkvk_shape *s, const pkvk_plan *p, pkv_plan_sums *sums,
-                            pkv_counters *out) {
+static void count_workqueue(const pkvk_shape *s, const pkvk_plan *p, const int32_t *seq_lens,
+                            pkv_plan_sums *sums, pkv_counters *out) {
     (void)s;
+    sums->longest_range = longest_split(p, seq_lens);
     out->ctas = p->n_tasks;
     out->tasks = p->n_tasks;
     out->merge_launches = p->route == PKV_ROUTE_WORKQUEUE && sums->merged_slots > 0;

@@ -6,9 +6,11 @@ static int plan_ref(const pkv_plan_ctx *x, pkvk_plan *p, pkv_route r, const int3
     return pkvk_plan_ref(p, seq_lens, n_rows);
 }
 
-static void count_ref(const pkvk_shape *s, const pkvk_plan *p, pkv_plan_sums *sums,
-                      pkv_counters *out) {
-    (void)sums;
+/* A CTA streams a whole row. */
+static void count_ref(const pkvk_shape *s, const pkvk_plan *p, const int32_t *seq_lens,
+                      pkv_plan_sums *sums, pkv_counters *out) {
+    (void)seq_lens;
+    sums->longest_range = sums->max_len;
     out->launches = p->n_rows > 0;
     out->ctas = (int64_t)p->n_rows * s->hkv;
 }

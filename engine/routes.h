@@ -44,10 +44,9 @@ typedef struct pkv_plan_ctx {
 } pkv_plan_ctx;
 
 /* What a plan's rows add up to, for a route's counters: every row's true length
- * (tokens), the longest, the slots of the rows split more than once (merged_slots),
- * the most slots of one row, and the longest token range one CTA streams where each
- * row's first split is its longest (longest_range). A route's count may replace
- * merged_slots and longest_range with its own. */
+ * (tokens), the longest, the slots of the rows split more than once (merged_slots)
+ * and the most slots of one row; the route's count sets the longest token range one
+ * of its CTAs streams (longest_range) and may replace merged_slots with its own. */
 typedef struct pkv_plan_sums {
     int64_t tokens, merged_slots;
     int32_t max_len, max_splits, longest_range;
@@ -57,8 +56,10 @@ typedef struct pkv_route_ops {
     /* route r's plan p for the rows' true lengths (pkv_planner_build); a pkvk_status */
     int (*plan)(const pkv_plan_ctx *x, pkvk_plan *p, pkv_route r, const int32_t *seq_lens,
                 int32_t n_rows);
-    /* the plan's launches, merge launches, decode CTAs and tasks into out */
-    void (*count)(const pkvk_shape *s, const pkvk_plan *p, pkv_plan_sums *sums, pkv_counters *out);
+    /* the plan's launches, merge launches, decode CTAs and tasks into out, and its
+     * longest CTA range into sums */
+    void (*count)(const pkvk_shape *s, const pkvk_plan *p, const int32_t *seq_lens,
+                  pkv_plan_sums *sums, pkv_counters *out);
     /* decode CTAs resident on one SM: a wave is this x sm_count */
     int (*ctas_per_sm)(const pkv_calib *c);
 } pkv_route_ops;
