@@ -83,7 +83,7 @@ typedef struct cuda_backend {
     /* a full model's steps, host seconds summed: from prepare to run (the stage, the
      * policy and the task layout), the upload and the launch (graph replay or the
      * forward's launches) */
-    double t_prepared, host_choose, host_upload, host_launch;
+    double t_prepared, host_prepare, host_upload, host_launch;
     uint16_t *o_host;
     float *ref_host;
     uint16_t *blk_k, *blk_v; /* device [PKV_TENSOR_BLOCK]: the pool's tiles, for prefill */
@@ -247,7 +247,7 @@ static int run_model(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *
                         "(ref_paged and pkv_workqueue can)",
                         pkv_route_name(plan->route));
     const double t_run = pkv_clock_now();
-    b->host_choose += t_run - b->t_prepared;
+    b->host_prepare += t_run - b->t_prepared;
     /* EV_META to EV_ATT0: the upload and the prologue on the GPU (t_meta) */
     if (pkvk_workspace_fixed(b->ws, graph ? rows : 0) || pkvk_event_record(b->ev[EV_META]))
         return fail_dev(e, "fixed grid");
@@ -487,7 +487,7 @@ static void cuda_destroy(pkv_backend *base) {
         fprintf(stderr,
                 "pkvsim: host time of a step (mean; in t_wall): prepare, policy and task layout "
                 "%.1f us, upload %.1f us, launch %.1f us\n",
-                b->host_choose * per, b->host_upload * per, b->host_launch * per);
+                b->host_prepare * per, b->host_upload * per, b->host_launch * per);
     }
     if (b->graph_steps && b->model)
         fprintf(stderr,
