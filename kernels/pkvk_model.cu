@@ -850,8 +850,31 @@ extern "C" int pkvk_model_prefill(pkvk_model *m, int n, const int32_t *lens, con
     return rc;
 }
 
+// Layer l's four GEMMs over rows of the activation buffers (their values as they are).
+static int layer_gemms(pkvk_model *m, int l, int rows) {
+    const pkvk_model_shape *s = &m->s;
+    const int qkvw = (s->hq + 2 * s->hkv) * s->d, hd = s->hq * s->d, h = s->hidden;
+    int rc = gemm(m->h, rows, qkvw, h, m->xn, h, W(m, l, PKVK_W_QKV), qkvw, m->qkv, qkvw, 0.f);
+    if (!rc) rc = gemm(m->h, rows, h, hd, m->o, hd, W(m, l, PKVK_W_O), h, m->x, h, 1.f);
+    if (!rc)
+        rc = gemm(m->h, rows, 2 * s->inter, h, m->xn, h, W(m, l, PKVK_W_GU), 2 * s->inter, m->y,
+                  2 * s->inter, 0.f);
+    if (!rc)
+        rc = gemm(m->h, rows, h, s->inter, m->a, s->inter, W(m, l, PKVK_W_DOWN), h, m->x, h, 1.f);
+    return rc;
+}
+
 extern "C" int pkvk_model_warmup(pkvk_model *m) {
     const int ps = m->s.page_size;
+    // cuBLAS picks its kernel by the width and loads it at its first use (10-15 ms on
+    // the H200): every width up to 16, then every 8th to 512, 32nd to 2048, 128th on.
+    for (int w = 1; w <= m->cap_tokens; w += w < 16 ? 1 : w < 512 ? 8 : w < 2048 ? 32 : 128) {
+        int rc = layer_gemms(m, 0, w);
+        if (!rc && w <= PKVK_MODEL_HEAD_ROWS)
+            rc = gemm(m->h, w, m->s.vocab, m->s.hidden, m->xn, m->s.hidden, W(m, -1, PKVK_W_HEAD),
+                      m->s.vocab, m->logits, m->s.vocab, 0.f);
+        if (rc) return rc;
+    }
     int most = m->cap_tokens < m->max_prompt ? m->cap_tokens : m->max_prompt;
     if (most > m->n_pages * ps) most = m->n_pages * ps;
     std::vector<int32_t> ids((size_t)(most + ps - 1) / ps);
@@ -1066,21 +1089,10 @@ extern "C" int pkvk_model_time_prefill_parts(pkvk_model *m, int n, const int32_t
 }
 
 extern "C" int pkvk_model_time_gemms_forward(pkvk_model *m, int rows, float *ms) {
-    const pkvk_model_shape *s = &m->s;
     if (over(m, rows)) return PKVK_ERR_INVALID;
-    const int qkvw = (s->hq + 2 * s->hkv) * s->d, hd = s->hq * s->d, h = s->hidden;
     auto forward = [&] {
         int rc = 0;
-        for (int l = 0; l < s->layers && !rc; l++) {
-            rc = gemm(m->h, rows, qkvw, h, m->xn, h, W(m, l, PKVK_W_QKV), qkvw, m->qkv, qkvw, 0.f);
-            if (!rc) rc = gemm(m->h, rows, h, hd, m->o, hd, W(m, l, PKVK_W_O), h, m->x, h, 1.f);
-            if (!rc)
-                rc = gemm(m->h, rows, 2 * s->inter, h, m->xn, h, W(m, l, PKVK_W_GU), 2 * s->inter,
-                          m->y, 2 * s->inter, 0.f);
-            if (!rc)
-                rc = gemm(m->h, rows, h, s->inter, m->a, s->inter, W(m, l, PKVK_W_DOWN), h, m->x, h,
-                          1.f);
-        }
+        for (int l = 0; l < m->s.layers && !rc; l++) rc = layer_gemms(m, l, rows);
         return rc;
     };
     return time_reps(m->ctx, 3, forward, ms);

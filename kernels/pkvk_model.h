@@ -156,11 +156,14 @@ int pkvk_model_decode_head(pkvk_model *m, int rows);
 int pkvk_model_prefill(pkvk_model *m, int n, const int32_t *lens, const int32_t *pages,
                        const int32_t *starts, const uint8_t *last);
 
-/* Warm-up before a run: prefills of one prompt of 1, 8, 64, 512 and 4096 tokens and
- * of the most the model holds (at most cap_tokens, max_prompt and its pages), on pages
- * 0, 1, ..., so that the first forward a run times does not load kernels or choose
- * cuBLAS's algorithms (a first prefill took 95-110 ms more on the H200). It writes
- * those pages and the sampled tokens; synchronous. */
+/* Warm-up before a run: layer 0's GEMMs (and the head's up to its rows) at token
+ * widths 1 to cap_tokens (every width to 16, every 8th to 512, 32nd to 2048, 128th
+ * beyond), then prefills of one prompt of 1, 8, 64, 512 and 4096 tokens and of the
+ * most the model holds (at most cap_tokens, max_prompt and its pages), on pages 0, 1,
+ * ..., so that the first forward a run times does not load kernels or choose cuBLAS's
+ * algorithms (a first prefill took 95-110 ms more on the H200, and a first forward at
+ * a width the prefills did not have 10-15 ms). It writes those pages, the activation
+ * buffers and the sampled tokens; synchronous. */
 int pkvk_model_warmup(pkvk_model *m);
 
 /* A mixed iteration (chunked prefill): `rows` decode rows (as for decode) and n
