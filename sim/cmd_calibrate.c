@@ -264,9 +264,12 @@ int pkv_calibrate_main(int argc, char **argv) {
     const int32_t Ls[] = {128, 512, 2048, 4096, 8192, 32768, 131072};
     int shape = 0;
     const int32_t forced[] = {4, 16, 64};
-    /* FlashInfer's occupancy at the calibration's own group size (gqa_group) */
+    /* FlashInfer's occupancy at the calibration's own group size (gqa_group), the one
+     * written; each group's points are planned and counted at its own (FlashInfer's
+     * decode kernel holds fewer CTAs per SM at G = 1 and 2 than at 4) */
     pkvk_shape s = {32, 32 / cal.gqa_group, 128, 16};
     pkv_calib_flashinfer_occupancy(&cal, &s);
+    const int own_occupancy = cal.flashinfer_decode_ctas_per_sm;
     gsl_rng *r = pkv_stream_create(7, PKV_STREAM_TENSORS);
     printf("| G | B | len | route | splits | time us | model us |\n"
            "|---|---|---|---|---|---|---|\n");
@@ -275,6 +278,8 @@ int pkv_calibrate_main(int argc, char **argv) {
             for (size_t li = 0; li < sizeof Ls / sizeof Ls[0] && !rc; li++) {
                 const int B = Bs[bi], G = groups[gi];
                 s.hkv = 32 / G;
+                cal.flashinfer_decode_ctas_per_sm = own_occupancy;
+                pkv_calib_flashinfer_occupancy(&cal, &s);
                 int32_t L = Ls[li], lens[256];
                 if ((int64_t)B * L > 262144) continue; /* keep the sweep to a few GB */
                 for (int i = 0; i < B; i++) lens[i] = L - (37 * i) % (L / 2); /* ragged, distinct */
