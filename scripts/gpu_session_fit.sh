@@ -4,32 +4,38 @@
 # prompts uniform in [L/2, L] for L = 512..32K, B*L at most 64K tokens, 16 tokens
 # each, run.cuda_graph auto), for `pkvsim fit` (two shapes in three fitted, the third
 # held out) and bench/model_accuracy.py's comparison of the model backend; then the decode
-# run of bench/model/l8b_b8_32k.json under each PKV_CUDA_SCHEDULE (the host's wait).
+# run of bench/model/l8b_b8_32k.json under each PKV_CUDA_SCHEDULE (the host's wait;
+# SCHED=0: not). ROUTES="ref_paged pkv_workqueue": every shape once with each of
+# these fixed routes instead of once with adaptive (so that each route's fit sees
+# every shape).
 # Run on the GPU machine from the repository root with the bundled programs in
 # .bundle/; writes the runs as fitset.tar.xz and the logs under $1.
 set -uo pipefail
 out=${1:?usage: gpu_session_fit.sh OUTDIR}
 mkdir -p "$out/fitset"
-python3 - "$out/fitset" "$PWD" <<'PY'
+python3 - "$out/fitset" "$PWD" "${ROUTES:-}" <<'PY'
 import json, os, sys
-dst, root = sys.argv[1:]
+dst, root, routes = sys.argv[1:]
 base = json.load(open("bench/model/l8b_b1_1k.json"))
 k = 0
 for L in (512, 1024, 2048, 4096, 8192, 16384, 32768):
     for B in (1, 2, 4, 8, 16, 32, 64, 128):
         if B * L > 65536:
             continue
-        e = json.loads(json.dumps(base))
-        e["name"] = f"fit_b{B}_l{L}_{'test' if k % 3 == 2 else 'fit'}"
-        e["description"] = f"llama-3.1-8b decode, {B} requests of {L // 2}-{L} prompt tokens"
-        e["workload"] = {"arrival": {"process": "closed", "concurrency": B},
-                         "prompt": {"dist": "uniform", "min": L // 2, "max": L},
-                         "decode": {"dist": "fixed", "value": 16},
-                         "num_requests": B, "max_context": L + 32}
-        e["serving"] = {"max_active": B, "kv_pages": B * (L + 48) // 16 + 64}
-        e["route"] = {"calibration": root + "/experiments/calibration/h200.json"}
-        e["run"] = {"record": "full"}
-        json.dump(e, open(os.path.join(dst, e["name"] + ".json"), "w"))
+        for r in routes.split() or [None]:
+            e = json.loads(json.dumps(base))
+            e["name"] = f"fit_b{B}_l{L}{'_' + r if r else ''}_{'test' if k % 3 == 2 else 'fit'}"
+            e["description"] = f"llama-3.1-8b decode, {B} requests of {L // 2}-{L} prompt tokens"
+            e["workload"] = {"arrival": {"process": "closed", "concurrency": B},
+                             "prompt": {"dist": "uniform", "min": L // 2, "max": L},
+                             "decode": {"dist": "fixed", "value": 16},
+                             "num_requests": B, "max_context": L + 32}
+            e["serving"] = {"max_active": B, "kv_pages": B * (L + 48) // 16 + 64}
+            e["route"] = {"calibration": root + "/experiments/calibration/h200.json"}
+            if r:
+                e["route"]["policy"] = r
+            e["run"] = {"record": "full"}
+            json.dump(e, open(os.path.join(dst, e["name"] + ".json"), "w"))
         k += 1
 PY
 for j in "$out"/fitset/*.json; do
@@ -38,6 +44,7 @@ for j in "$out"/fitset/*.json; do
   .bundle/run pkvsim run "$j" --backend cuda -q -o "$out/fitset/$n.h5" 2>&1 | grep -vE "^pkvsim: (reading|cuda graphs)"
 done 2>&1 | tee "$out/fitset.log"
 (cd "$out/fitset" && tar cJf ../fitset.tar.xz *.h5 *.json && cd .. && rm -rf fitset)
+[ "${SCHED:-1}" = 0 ] && exit 0
 for sched in auto spin yield blocking; do
   echo "== l8b_b8_32k PKV_CUDA_SCHEDULE=$sched"
   PKV_CUDA_SCHEDULE=$sched .bundle/run pkvsim run bench/model/l8b_b8_32k.json --backend cuda -q \

@@ -7,7 +7,8 @@
 # programs in .bundle/; writes logs, files and tables under $1. Stages: $2 (default
 # "tests sanitize bench runs pack calibrate"); runs: $RUNS (default "l8b_b1_1k l8b_b8_32k
 # l8b_b64_4k"), variants: $VARIANTS (default "eager graph layers4"; auto: run.cuda_graph
-# left at its default; eagerwq and graphwq: the fixed route pkv_workqueue), calibration:
+# left at its default; eagerwq and graphwq: the fixed route pkv_workqueue; copy:
+# run.metadata_upload copy), calibration:
 # $CAL (default experiments/calibration/h200-llama-3.1-8b.json). The runs' files end up in runs.tar.xz.
 set -uo pipefail
 out=${1:?usage: gpu_session_graph.sh OUTDIR [STAGES]}
@@ -29,7 +30,7 @@ if has sanitize; then
   echo "memcheck test_model_gpu rc=$? $(grep -E 'ERROR SUMMARY' "$out/memcheck_model.log" | tail -1)"
 fi
 if has bench; then
-  .bundle/run pkvsim bench model --reps ${REPS:-10} --out "$out/bench_model.txt" 2>&1 | tail -4
+  .bundle/run pkvsim bench model --reps ${REPS:-10} ${ROWS:+--rows $ROWS} --out "$out/bench_model.txt" 2>&1 | tail -4
 fi
 if has runs; then
   for n in ${RUNS:-l8b_b1_1k l8b_b8_32k l8b_b64_4k}; do
@@ -43,7 +44,10 @@ e["route"]["calibration"] = os.environ.get("CAL", root + "/experiments/calibrati
 trace = e["workload"].get("trace")
 if trace and not os.path.isabs(trace["path"]):  # relative to the experiment's folder
     trace["path"] = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(src)), trace["path"]))
-if variant != "auto":  # auto: the default (graphs for a full model)
+e.setdefault("run", {})
+if variant == "copy":  # the step's metadata by one copy, not in the launch's parameters
+    e["run"]["metadata_upload"] = "copy"
+if variant not in ("auto", "copy"):  # auto: the default (graphs for a full model)
     e["run"]["cuda_graph"] = variant not in ("eager", "eagerwq")
 if variant in ("graphwq", "eagerwq"):  # the fixed route graphs hold that is fastest here
     e["route"]["policy"] = "pkv_workqueue"
