@@ -23,6 +23,7 @@ void pkv_cost_counters(const pkv_calib *c, const pkvk_shape *s, const pkvk_plan 
     /* A split writes G states of d + 2 floats per KV head, and the merge reads them. */
     out->merge_bytes = sums.merged_slots * s->hq * (s->d + 2) * 4 * 2;
     out->cta_work_per_sm = (double)out->ctas / c->sm_count;
+    out->wave_ctas = ops ? ops->ctas_per_sm(c) * c->sm_count : 0;
     out->t_predicted = pkv_cost_route_time(c, p->route, NULL, out);
 }
 
@@ -34,13 +35,18 @@ double pkv_cost_time(const pkv_calib *c, const pkv_counters *k) {
            (double)k->merge_bytes / c->beta;
 }
 
+double pkv_cost_wave(const pkv_calib *c, pkv_route r, const pkv_counters *k) {
+    return k->wave_ctas > 0 ? (double)k->wave_ctas
+                            : (double)pkv_route_ops_of(r)->ctas_per_sm(c) * c->sm_count;
+}
+
 double pkv_cost_route_time(const pkv_calib *c, pkv_route r, const pkv_route_model *m,
                            const pkv_counters *k) {
     if (r >= PKV_ROUTE_COUNT) r = PKV_ROUTE_REF_PAGED;
     if (!m) m = &c->route_model[r];
     if (!m->set) return pkv_cost_time(c, k) * c->route_scale[r];
     const double *v = m->v;
-    const double wave = (double)pkv_route_ops_of(r)->ctas_per_sm(c) * c->sm_count;
+    const double wave = pkv_cost_wave(c, r, k);
     const double ctas = (double)k->ctas, b = v[PKV_RM_CTA_GBPS] * 1e9;
     const double waves = ceil(ctas / wave), conc = ctas < wave ? ctas : wave;
     const double peak = v[PKV_RM_PEAK_GBPS] > 0 ? v[PKV_RM_PEAK_GBPS] * 1e9 : c->beta;

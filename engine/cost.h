@@ -32,5 +32,8 @@ double pkv_cost_route_time(const pkv_calib *c, pkv_route r, const pkv_route_mode
                            const pkv_counters *k);
 void pkv_cost_counters(const pkv_calib *c, const pkvk_shape *s, const pkvk_plan *p,
                        const int32_t *seq_lens, pkv_counters *out);
+/* The CTAs of route r's kernel one wave holds: the counters' own where they have it
+ * (the occupancy the step was planned at), else the calibration's. */
+double pkv_cost_wave(const pkv_calib *c, pkv_route r, const pkv_counters *k);
 
 #endif

@@ -66,10 +66,9 @@ int pkv_fit_route(const pkv_calib *c, pkv_route r, const pkv_counters *k, const 
                   pkv_route_model *m, pkv_err *e) {
     fit_data d = {.c = c, .r = r, .k = k, .t = t, .n = n};
     int merges = 0, waves = 0;
-    const int per_sm = pkv_route_ops_of(r)->ctas_per_sm(c);
     for (size_t i = 0; i < n; i++) {
         merges |= k[i].merge_bytes > 0;
-        waves |= k[i].ctas > (int64_t)per_sm * c->sm_count;
+        waves |= (double)k[i].ctas > pkv_cost_wave(c, r, &k[i]);
     }
     for (int j = 0; j < PKV_RM_HOST_US; j++) /* the host's share is not a device time */
         if ((j != PKV_RM_MERGE_GBPS || merges) && (j != PKV_RM_CTA_US || waves))

@@ -23,6 +23,8 @@ typedef struct pkv_counters {
     int32_t merge_launches; /* of which merge kernels */
     int64_t ctas;           /* decode CTAs (merge CTAs not counted) */
     double cta_work_per_sm; /* ctas / sm_count */
+    int32_t wave_ctas;      /* CTAs of the route's kernel the GPU holds at once, as counted
+                               (its occupancy x SMs; 0: from the calibration at use) */
     int64_t kv_bytes;       /* bytes: K and V of every row's true length */
     int64_t merge_bytes;    /* bytes: partial states written and read back */
     int32_t tasks;          /* workqueue tasks emitted (0 for other routes) */
