@@ -53,8 +53,9 @@ static const pkv_key rows[] = {
     ROW("allreduce_us", NUM, allreduce_us, 10, 0, 1e4),
     ROW("swap_gbps", NUM, swap_gbps, 50, 1e-3, 1e6),
     ROW("swap_us", NUM, swap_us, 10, 0, 1e6),
-    {.obj = "", .name = "route_scale", .kind = PKV_KEY_CUSTOM},    /* one factor per route */
-    {.obj = "", .name = "route_model", .kind = PKV_KEY_CUSTOM},    /* fitted constants per route */
+    {.obj = "", .name = "route_scale", .kind = PKV_KEY_CUSTOM}, /* one factor per route */
+    {.obj = "", .name = "route_model", .kind = PKV_KEY_CUSTOM}, /* fitted constants per route */
+    {.obj = "", .name = "route_model_by_group", .kind = PKV_KEY_CUSTOM}, /* the same per G */
     {.obj = "", .name = "gates", .kind = PKV_KEY_CUSTOM},          /* the policy's gates per G */
     {.obj = "", .name = "gemm_tflops_at", .kind = PKV_KEY_CUSTOM}, /* GEMM rate per width */
     {.obj = "", .name = "fit", .kind = PKV_KEY_CUSTOM},            /* calibrate's fit record */
@@ -63,14 +64,29 @@ static const pkv_key rows[] = {
 const char *const pkv_route_model_keys[PKV_ROUTE_MODEL_PARAMS + 1] = {
     "cta_gbps", "cta_us", "launch_us", "fixed_us", "merge_gbps", "peak_gbps", "host_us", NULL};
 
-/* route_model: {"ROUTE": {"cta_gbps": .., "cta_us": .., ...}, ...}: every constant of
- * a named route must be given (a partly fitted model would predict nonsense). */
-static int apply_route_model(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e) {
-    const cJSON *rm;
-    char rp[128];
-    pkv_json_path(rp, sizeof rp, path, "route_model");
-    if (pkv_json_sub(o, path, "route_model", &rm, e)) return -1;
-    if (!rm) return 0;
+static int group_index(int G) {
+    for (int k = 0; k < PKV_GATE_GROUPS; k++)
+        if (G == 1 << k) return k;
+    return -1;
+}
+
+/* Member `it` of an object at `parent` keyed by GQA group size: its log2 G and its
+ * path in ip; -1 (with the error) for a key that is not one, or a member that is not
+ * an object. */
+static int group_member(const cJSON *it, const char *parent, char *ip, size_t n, pkv_err *e) {
+    char *end;
+    long G = strtol(it->string, &end, 10);
+    pkv_json_path(ip, n, parent, it->string);
+    int k = *end || end == it->string ? -1 : group_index((int)G);
+    if (k < 0) return pkv_fail(e, "%s: a key is a GQA group size: 1, 2, 4, 8, 16, 32 or 64", ip);
+    if (!cJSON_IsObject(it)) return pkv_fail(e, "%s: must be an object", ip);
+    return k;
+}
+
+/* A route_model object at rp: {"ROUTE": {"cta_gbps": .., "cta_us": .., ...}, ...} into
+ * dst; every constant of a named route must be given (a partly fitted model would
+ * predict nonsense). */
+static int parse_route_models(pkv_route_model *dst, const cJSON *rm, const char *rp, pkv_err *e) {
     const char *const *names = pkv_route_names, *const *keys = pkv_route_model_keys;
     if (pkv_json_object(rm, rp, names, e)) return -1;
     for (int r = 0; r < PKV_ROUTE_COUNT; r++) {
@@ -80,7 +96,7 @@ static int apply_route_model(pkv_calib *c, const cJSON *o, const char *path, pkv
         if (!m) continue;
         pkv_json_path(mp, sizeof mp, rp, names[r]);
         if (pkv_json_object(m, mp, keys, e)) return -1;
-        pkv_route_model *d = &c->route_model[r];
+        pkv_route_model *d = &dst[r];
         for (int k = 0; k < PKV_ROUTE_MODEL_PARAMS; k++) {
             if (!cJSON_GetObjectItemCaseSensitive(m, keys[k])) {
                 char kp[200];
@@ -93,6 +109,32 @@ static int apply_route_model(pkv_calib *c, const cJSON *o, const char *path, pkv
         d->set = true;
     }
     return 0;
+}
+
+/* route_model, and route_model_by_group: {"G": {route_model's object}, ...}. */
+static int apply_route_model(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e) {
+    const cJSON *rm, *bg, *it;
+    char rp[128], bp[128];
+    pkv_json_path(rp, sizeof rp, path, "route_model");
+    pkv_json_path(bp, sizeof bp, path, "route_model_by_group");
+    if (pkv_json_sub(o, path, "route_model", &rm, e) ||
+        (rm && parse_route_models(c->route_model, rm, rp, e)) ||
+        pkv_json_sub(o, path, "route_model_by_group", &bg, e))
+        return -1;
+    if (!bg) return 0;
+    if (!cJSON_IsObject(bg)) return pkv_fail(e, "%s: must be an object", bp);
+    cJSON_ArrayForEach(it, bg) {
+        char ip[160];
+        int k = group_member(it, bp, ip, sizeof ip, e);
+        if (k < 0 || parse_route_models(c->group_model[k], it, ip, e)) return -1;
+    }
+    return 0;
+}
+
+void pkv_calib_use_group(pkv_calib *c, int G) {
+    const int k = group_index(G);
+    for (int r = 0; k >= 0 && r < PKV_ROUTE_COUNT; r++)
+        if (c->group_model[k][r].set) c->route_model[r] = c->group_model[k][r];
 }
 
 /* gemm_tflops_at: {"ROWS": TFLOP/s, ...}, widths ascending; replaces the table. */
@@ -145,12 +187,6 @@ void pkv_calib_gemm_rates_json(const pkv_calib *c, cJSON *root) {
     }
 }
 
-static int group_index(int G) {
-    for (int k = 0; k < PKV_GATE_GROUPS; k++)
-        if (G == 1 << k) return k;
-    return -1;
-}
-
 /* gates: {"G": {"min_context_tokens": .., "margin_small": .., "margin_large": ..}}:
  * replaces every gate (a G not named has none). */
 static int apply_gates(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e) {
@@ -163,15 +199,9 @@ static int apply_gates(pkv_calib *c, const cJSON *o, const char *path, pkv_err *
     pkv_gate gates[PKV_GATE_GROUPS] = {{0}};
     const cJSON *it;
     cJSON_ArrayForEach(it, g) {
-        char *end, ip[160];
-        long G = strtol(it->string, &end, 10);
-        pkv_json_path(ip, sizeof ip, gp, it->string);
-        int k = *end || end == it->string ? -1 : group_index((int)G);
-        if (k < 0)
-            return pkv_fail(e, "%s: a gate's key is a GQA group size: 1, 2, 4, 8, 16, 32 or 64",
-                            ip);
-        if (!cJSON_IsObject(it)) return pkv_fail(e, "%s: must be an object", ip);
-        if (pkv_json_object(it, ip, keys, e)) return -1;
+        char ip[160];
+        int k = group_member(it, gp, ip, sizeof ip, e);
+        if (k < 0 || pkv_json_object(it, ip, keys, e)) return -1;
         int64_t mc;
         pkv_gate *d = &gates[k];
         d->on = true;
@@ -196,6 +226,18 @@ pkv_gate pkv_calib_gate(const pkv_calib *c, int G) {
     return (pkv_gate){true, c->min_context, c->margin_small, c->margin_large};
 }
 
+/* The routes of m that are set, as a route_model object named `name` of parent. */
+static void route_models_json(const pkv_route_model *m, cJSON *parent, const char *name) {
+    cJSON *rm = NULL;
+    for (int r = 0; r < PKV_ROUTE_COUNT; r++) {
+        if (!m[r].set) continue;
+        if (!rm) rm = cJSON_AddObjectToObject(parent, name);
+        cJSON *o = cJSON_AddObjectToObject(rm, pkv_route_name((pkv_route)r));
+        for (int k = 0; k < PKV_ROUTE_MODEL_PARAMS; k++)
+            cJSON_AddNumberToObject(o, pkv_route_model_keys[k], m[r].v[k]);
+    }
+}
+
 void pkv_calib_route_model_json(const pkv_calib *c, cJSON *root) {
     if (c->gates_set) {
         cJSON *g = cJSON_AddObjectToObject(root, "gates");
@@ -209,13 +251,16 @@ void pkv_calib_route_model_json(const pkv_calib *c, cJSON *root) {
             cJSON_AddNumberToObject(o, "margin_large", c->gates[k].margin_large);
         }
     }
-    cJSON *rm = NULL;
-    for (int r = 0; r < PKV_ROUTE_COUNT; r++) {
-        if (!c->route_model[r].set) continue;
-        if (!rm) rm = cJSON_AddObjectToObject(root, "route_model");
-        cJSON *m = cJSON_AddObjectToObject(rm, pkv_route_name((pkv_route)r));
-        for (int k = 0; k < PKV_ROUTE_MODEL_PARAMS; k++)
-            cJSON_AddNumberToObject(m, pkv_route_model_keys[k], c->route_model[r].v[k]);
+    route_models_json(c->route_model, root, "route_model");
+    cJSON *bg = NULL;
+    for (int k = 0; k < PKV_GATE_GROUPS; k++) {
+        int any = 0;
+        for (int r = 0; r < PKV_ROUTE_COUNT; r++) any |= c->group_model[k][r].set;
+        if (!any) continue;
+        char name[8];
+        snprintf(name, sizeof name, "%d", 1 << k);
+        if (!bg) bg = cJSON_AddObjectToObject(root, "route_model_by_group");
+        route_models_json(c->group_model[k], bg, name);
     }
 }
 

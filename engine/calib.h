@@ -64,6 +64,10 @@ typedef struct pkv_calib {
     double wave_balance_min; /* a one-wave plan less balanced than this goes over two waves */
     double route_scale[PKV_ROUTE_COUNT];          /* fitted factor on each route's modelled time */
     pkv_route_model route_model[PKV_ROUTE_COUNT]; /* the structured model, where fitted */
+    /* route_model_by_group: per GQA group size (log2 G), route models fitted to that
+     * group's steps alone (pkvsim calibrate --groups); pkv_calib_use_group puts a run's
+     * group's into route_model */
+    pkv_route_model group_model[PKV_GATE_GROUPS][PKV_ROUTE_COUNT];
     /* The file's `gates` object, one per G (gates_set); without one, a single gate for
      * gqa_group from min_context_tokens and the margins. */
     bool gates_set;
@@ -112,6 +116,9 @@ void pkv_calib_free(pkv_calib *c);
 void pkv_calib_route_model_json(const pkv_calib *c, cJSON *root);
 /* The gate for group size G (its `on` false: none). */
 pkv_gate pkv_calib_gate(const pkv_calib *c, int G);
+/* A run at GQA group size G: its group's route models (route_model_by_group), where
+ * the file has them, replace route_model's for those routes. */
+void pkv_calib_use_group(pkv_calib *c, int G);
 
 /* Where the FlashInfer routes are built and a GPU is present, take their planner's
  * decode occupancy from the GPU (their plans must match FlashInfer's own). */

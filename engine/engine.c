@@ -67,6 +67,7 @@ int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const c
     if (pkv_policy_init(&eng->policy, policy))
         return pkv_fail(e, "unknown route policy \"%s\"", policy);
     if (kind == PKV_BACKEND_CUDA && cuda_supports(m, e)) return -1;
+    pkv_calib_use_group(cal, s->hq / s->hkv); /* the run's group's route models, if any */
     if (kind == PKV_BACKEND_CUDA) pkv_calib_flashinfer_occupancy(cal, s);
     if (kind == PKV_BACKEND_CUDA && pkv_model_dense(m)) {
         const pkvk_model_shape ms = pkv_model_gpu_shape(m);

@@ -174,7 +174,8 @@ static void usage(void) {
          "counts; for each GQA group size G of --groups, default 1,2,4,8: 32 query heads\n"
          "over 32/G KV heads), fits C_min and a scale per route with GSL least squares and\n"
          "each route's structured model (route_model: GSL nonlinear least squares on two\n"
-         "shapes in three, its error printed on the third, also per G), and writes a\n"
+         "shapes in three, its error printed on the third, also per G, and with several\n"
+         "groups one model per G as well: route_model_by_group), and writes a\n"
          "calibration file (default calibration.json) with the GPU's name, driver, date and\n"
          "the fit's residuals.\n"
          "It also times the copies of preemption by swap (swap_us, swap_gbps) and the\n"
@@ -417,22 +418,41 @@ int pkv_calibrate_main(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "held_out", (double)nt);
         if (nt) cJSON_AddNumberToObject(o, "mape_held_out", t_mape);
         if (nt) cJSON_AddNumberToObject(o, "sum_err_held_out", t_sum);
-        /* the held-out error per GQA group size (the model has no term of its own for G) */
+        /* The held-out error per GQA group size (the model has no term of its own for G),
+         * and that of a model fitted to the group's points alone (route_model_by_group). */
         cJSON *pg =
             n_groups > 1 && nt ? cJSON_AddObjectToObject(o, "mape_held_out_by_group") : NULL;
+        cJSON *po = pg ? cJSON_AddObjectToObject(o, "mape_held_out_own_group") : NULL;
         for (int gi = 0; pg && gi < n_groups; gi++) {
-            size_t ng = 0;
-            for (int i = 0; i < n; i++)
-                if (pts[i].route == k && pts[i].shape % 3 == 0 && pts[i].G == groups[gi])
+            static pkv_counters kg[MAX_POINTS];
+            static double tg[MAX_POINTS];
+            size_t ng = 0, nfg = 0;
+            for (int i = 0; i < n; i++) {
+                if (pts[i].route != k || pts[i].G != groups[gi]) continue;
+                if (pts[i].shape % 3 == 0)
                     kt[ng] = pts[i].c, tt[ng++] = pts[i].t;
+                else
+                    kg[nfg] = pts[i].c, tg[nfg++] = pts[i].t;
+            }
             if (!ng) continue;
-            double g_mape, g_sum;
+            double g_mape, g_sum, o_mape, o_sum;
             char key[8];
             pkv_fit_error(&cal, (pkv_route)k, &m, kt, tt, ng, &g_mape, &g_sum);
             snprintf(key, sizeof key, "%d", groups[gi]);
             cJSON_AddNumberToObject(pg, key, g_mape);
-            printf("    G=%d: %.1f%% over %zu held out (summed %+.1f%%)\n", groups[gi],
-                   100 * g_mape, ng, 100 * g_sum);
+            printf("    G=%d: %.1f%% over %zu held out (summed %+.1f%%)", groups[gi], 100 * g_mape,
+                   ng, 100 * g_sum);
+            pkv_route_model own;
+            if (pkv_fit_route(&cal, (pkv_route)k, kg, tg, nfg, &own, &fe)) {
+                printf("; its own model not fitted: %s\n", fe.msg);
+                continue;
+            }
+            pkv_fit_error(&cal, (pkv_route)k, &own, kt, tt, ng, &o_mape, &o_sum);
+            int gk = 0;
+            while (1 << gk < groups[gi]) gk++;
+            cal.group_model[gk][k] = own;
+            cJSON_AddNumberToObject(po, key, o_mape);
+            printf("; its own model %.1f%% (summed %+.1f%%)\n", 100 * o_mape, 100 * o_sum);
         }
     }
     char when[32], driver[64];

@@ -33,7 +33,8 @@ static void usage(void) {
          "absolute relative error of each step's prediction (MAPE) and the error of the\n"
          "summed prediction on the fitted and on the held-out steps, for the fitted model\n"
          "and for the base calibration. The written calibration is the base (default: the\n"
-         "one the first file was run with) with the fitted route_model and, unless\n"
+         "one the first file was run with) with the fitted route_model (a fitted route's\n"
+         "per-group models of route_model_by_group dropped) and, unless\n"
          "--keep-gates, gates for each GQA group size of the files: no minimum context and\n"
          "a margin of 1 + the largest relative bias between a baseline's model and a\n"
          "PersistentKV route's (the baseline's summed error on the held-out steps less the\n"
@@ -367,6 +368,8 @@ int pkv_cmd_fit(int argc, char **argv) {
         double host = finite ? gsl_stats_median_from_sorted_data(fit.host[r], 1, finite) : 0;
         m.v[PKV_RM_HOST_US] = host > 0 ? host * 1e6 : 0;
         fitted.route_model[r] = m;
+        /* the runs' fit replaces the base's models of r per group (calibrate's) too */
+        for (int g = 0; g < PKV_GATE_GROUPS; g++) fitted.group_model[g][r].set = false;
         double f_mape, f_sum, t_mape = NAN, t_sum = NAN, b_mape = NAN, b_sum = NAN;
         pkv_fit_error(&cal, (pkv_route)r, &m, fit.k[r], fit.t[r], fit.n[r], &f_mape, &f_sum);
         if (test.n[r]) {
@@ -470,7 +473,8 @@ int pkv_cmd_fit(int argc, char **argv) {
     if (!rc && out) {
         cJSON *root = cJSON_Parse(cal.json);
         if (!root) root = cJSON_CreateObject();
-        const char *drop[] = {"route_model", "gates", "fit", "note", "date"};
+        const char *drop[] = {"route_model", "route_model_by_group", "gates", "fit", "note",
+                              "date"};
         for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++)
             cJSON_DeleteItemFromObjectCaseSensitive(root, drop[i]);
         if (!keep_gates) {

@@ -150,6 +150,53 @@ int main(void) {
         cJSON_Delete(o);
     }
 
+    /* route_model_by_group: a run of group G takes its group's models for the routes
+     * that have one, the joint route_model's for the rest; written back as read; bad
+     * keys and partial models refused, naming them. */
+    {
+        pkv_calib gm;
+        pkv_calib_defaults(&gm);
+#define RM(b)                                                                                      \
+    "{\"cta_gbps\": " #b ", \"cta_us\": 1, \"launch_us\": 2, \"fixed_us\": 3, "                    \
+    "\"merge_gbps\": 0, \"peak_gbps\": 0, \"host_us\": 0}"
+        o = cJSON_Parse("{\"route_model\": {\"ref_paged\": " RM(10) ", \"flashinfer\": " RM(
+            20) "}, \"route_model_by_group\": {\"8\": {\"flashinfer\": " RM(30) "}}}");
+        CHECK(o && pkv_calib_apply(&gm, o, "cal.json", &e) == 0, "by group: %s", e.msg);
+        cJSON_Delete(o);
+        pkv_calib g4 = gm, g8 = gm;
+        pkv_calib_use_group(&g4, 4);
+        pkv_calib_use_group(&g8, 8);
+        const int FI = PKV_ROUTE_FLASHINFER, RP = PKV_ROUTE_REF_PAGED;
+        CHECK(g4.route_model[FI].v[PKV_RM_CTA_GBPS] == 20 &&
+                  g8.route_model[FI].v[PKV_RM_CTA_GBPS] == 30 &&
+                  g8.route_model[RP].v[PKV_RM_CTA_GBPS] == 10,
+              "group models: G=4 flashinfer %g, G=8 flashinfer %g, G=8 ref_paged %g",
+              g4.route_model[FI].v[PKV_RM_CTA_GBPS], g8.route_model[FI].v[PKV_RM_CTA_GBPS],
+              g8.route_model[RP].v[PKV_RM_CTA_GBPS]);
+        cJSON *w = cJSON_CreateObject();
+        pkv_calib_route_model_json(&gm, w);
+        pkv_calib back;
+        pkv_calib_defaults(&back);
+        CHECK(pkv_calib_apply(&back, w, "written", &e) == 0 && back.group_model[3][FI].set &&
+                  back.group_model[3][FI].v[PKV_RM_CTA_GBPS] == 30 &&
+                  !back.group_model[2][FI].set && !back.group_model[3][RP].set,
+              "route_model_by_group written and read back: %s", e.msg);
+        cJSON_Delete(w);
+        static const char *const bad_g[] = {
+            "{\"route_model_by_group\": {\"3\": {}}}",
+            "{\"route_model_by_group\": {\"8\": {\"flashinfer\": {\"cta_gbps\": 1}}}}",
+            "{\"route_model_by_group\": {\"8\": {\"nope\": " RM(1) "}}}",
+            "{\"route_model_by_group\": [1]}"};
+        for (size_t i = 0; i < sizeof bad_g / sizeof bad_g[0]; i++) {
+            o = cJSON_Parse(bad_g[i]);
+            CHECK(o && pkv_calib_apply(&gm, o, "cal.json", &e) == -1 &&
+                      strstr(e.msg, "cal.json.route_model_by_group"),
+                  "%s accepted (%s)", bad_g[i], e.msg);
+            cJSON_Delete(o);
+        }
+#undef RM
+    }
+
     /* The route table: every route has one role and its name parses back to it. */
     unsigned all = (1u << PKV_ROUTE_COUNT) - 1, b = pkv_routes_of_role(PKV_ROLE_BASELINE),
              sp = pkv_routes_of_role(PKV_ROLE_SPLIT), ab = pkv_routes_of_role(PKV_ROLE_ABLATION);
