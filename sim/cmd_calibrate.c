@@ -266,8 +266,9 @@ int pkv_calibrate_main(int argc, char **argv) {
     int shape = 0;
     const int32_t forced[] = {4, 16, 64};
     /* FlashInfer's occupancy at the calibration's own group size (gqa_group), the one
-     * written; each group's points are planned and counted at its own (FlashInfer's
-     * decode kernel holds fewer CTAs per SM at G = 1 and 2 than at 4) */
+     * written; each group's points are planned and counted at their own (its decode
+     * kernel's CTAs per SM differ by G: planned at G = 4's, G = 1 and 2 failed the
+     * mirror's check) */
     pkvk_shape s = {32, 32 / cal.gqa_group, 128, 16};
     pkv_calib_flashinfer_occupancy(&cal, &s);
     const int own_occupancy = cal.flashinfer_decode_ctas_per_sm;
@@ -341,6 +342,7 @@ int pkv_calibrate_main(int argc, char **argv) {
                 pkv_kcase_free(&kc);
             }
     gsl_rng_free(r);
+    cal.flashinfer_decode_ctas_per_sm = own_occupancy;
     cJSON *root = cJSON_CreateObject(), *fit = cJSON_CreateObject(), *rf = cJSON_CreateObject();
     cJSON *rs = cJSON_CreateObject();
     if (!rc && calibrate_swap(ctx, &ceil_, &cal, fit)) {
