@@ -6,6 +6,7 @@
  * step runs every layer with the route between its halves. */
 #include "backends.h"
 #include "pkv_clock.h"
+#include "routes.h"
 #include "tensors.h"
 
 #include <math.h>
@@ -83,13 +84,15 @@ static int cpu_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan *
                         b->part_cap / pkvk_partial_floats(s, 1));
     pkvk_batch batch = {*s,   v->n_rows,      b->q,         NULL,        b->k,
                         b->v, v->block_table, v->bt_stride, v->seq_lens, 1.0f / sqrtf((float)s->d)};
+    const pkv_route_ops *ops = pkv_route_ops_of(plan->route);
+    const pkvk_cpu_attend attend = ops ? ops->cpu_attend : NULL;
     int rc;
     if (b->model) { /* layer 0's attention output and Q kept for the check */
         rc = pkvk_cpu_model_decode(b->model, v->n_rows, v->seq_lens, v->block_table, v->bt_stride,
-                                   plan, b->part, b->o, b->q, &rec->t_device);
+                                   plan, attend, b->part, b->o, b->q, &rec->t_device);
         rec->t_dense = pkv_clock_now() - t0 - rec->t_device;
     } else {
-        rc = pkvk_cpu_run(&batch, plan, b->part, b->o);
+        rc = pkvk_cpu_run(&batch, plan, attend, b->part, b->o);
         rec->t_device = pkv_clock_now() - t0; /* the attention work's time, on the CPU */
     }
     if (rc)

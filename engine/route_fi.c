@@ -25,5 +25,7 @@ static int fi_decode_ctas(const pkv_calib *c) {
     return c->flashinfer_decode_ctas_per_sm;
 }
 
-const pkv_route_ops pkv_route_ops_FLASHINFER = {plan_fi, count_fi, fi_decode_ctas};
-const pkv_route_ops pkv_route_ops_FLASHINFER_TC = {plan_fi, count_fi, pkv_route_resident_ctas};
+const pkv_route_ops pkv_route_ops_FLASHINFER = {plan_fi, count_fi, fi_decode_ctas,
+                                                pkvk_cpu_attend_chunks};
+const pkv_route_ops pkv_route_ops_FLASHINFER_TC = {plan_fi, count_fi, pkv_route_resident_ctas,
+                                                   pkvk_cpu_attend_chunks};

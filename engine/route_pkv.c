@@ -153,8 +153,9 @@ static void count_workqueue(const pkvk_shape *s, const pkvk_plan *p, const int32
     out->launches = (p->n_tasks > 0) + out->merge_launches;
 }
 
-const pkv_route_ops pkv_route_ops_BUCKET = {plan_bucket, count_bucket, pkv_route_resident_ctas};
+const pkv_route_ops pkv_route_ops_BUCKET = {plan_bucket, count_bucket, pkv_route_resident_ctas,
+                                            pkvk_cpu_attend_buckets};
 const pkv_route_ops pkv_route_ops_WORKQUEUE = {plan_workqueue, count_workqueue,
-                                               pkv_route_resident_ctas};
-const pkv_route_ops pkv_route_ops_FUSED = {plan_workqueue, count_workqueue,
-                                           pkv_route_resident_ctas};
+                                               pkv_route_resident_ctas, pkvk_cpu_attend_tasks};
+const pkv_route_ops pkv_route_ops_FUSED = {plan_workqueue, count_workqueue, pkv_route_resident_ctas,
+                                           pkvk_cpu_attend_tasks};

@@ -15,4 +15,5 @@ static void count_ref(const pkvk_shape *s, const pkvk_plan *p, const int32_t *se
     out->ctas = (int64_t)p->n_rows * s->hkv;
 }
 
-const pkv_route_ops pkv_route_ops_REF_PAGED = {plan_ref, count_ref, pkv_route_resident_ctas};
+const pkv_route_ops pkv_route_ops_REF_PAGED = {plan_ref, count_ref, pkv_route_resident_ctas,
+                                               pkvk_cpu_attend_whole};

@@ -1,11 +1,11 @@
 /* A route as one unit in the engine: its planning (in counts-only or full form, by the
- * plan's counts_only), its launch-level counters (what the cost model predicts from)
- * and the occupancy its kernels' waves are counted at. One file pair per route family
- * (route_ref: the no-split reference; route_pkv: PersistentKV's split routes;
- * route_fi: FlashInfer's), one row per route in route_table.c: a route without its
- * operations does not link. The planner, the cost model and the fit reach a route
- * through its row; a family sees only what this header gives it. Its kernels' operations (CPU run,
- * upload, launch) are the kernel layer's (kernels/pkvk.h). */
+ * plan's counts_only), its launch-level counters (what the cost model predicts from),
+ * the occupancy its kernels' waves are counted at and its CPU run. One file pair per
+ * route family (route_ref: the no-split reference; route_pkv: PersistentKV's split
+ * routes; route_fi: FlashInfer's), one row per route in route_table.c: a route without
+ * its operations does not link. The planner, the cost model, the fit and the cpu
+ * backend reach a route through its row; a family sees only what this header gives
+ * it. Its GPU upload and launch are still the kernel layer's (kernels/pkvk_run.h). */
 #ifndef PKV_ROUTES_H
 #define PKV_ROUTES_H
 
@@ -64,6 +64,8 @@ typedef struct pkv_route_ops {
                   pkv_plan_sums *sums, pkv_counters *out);
     /* decode CTAs resident on one SM: a wave is this x sm_count */
     int (*ctas_per_sm)(const pkv_calib *c);
+    /* its CTAs on the CPU, for pkvk_cpu_run (the cpu backend, the CPU mirror) */
+    pkvk_cpu_attend cpu_attend;
 } pkv_route_ops;
 
 /* Route r's operations; NULL outside the enum. */

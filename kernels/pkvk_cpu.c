@@ -137,57 +137,65 @@ static void merge_row(const pkvk_shape *s, float *part, const pkvk_plan *p, int3
     }
 }
 
-int pkvk_cpu_run(const pkvk_batch *b, const pkvk_plan *p, float *part, float *o) {
+int pkvk_cpu_attend_whole(const pkvk_batch *b, const pkvk_plan *p, float *part) {
+    const pkvk_shape *s = &b->shape;
+    for (int32_t i = 0; i < p->n_rows; i++)
+        for (int kvh = 0; kvh < s->hkv; kvh++)
+            attend_range(b, i, kvh, 0, b->seq_lens[i],
+                         slot_state(s, part, p->split_offsets[i], kvh));
+    return PKVK_OK;
+}
+
+int pkvk_cpu_attend_buckets(const pkvk_batch *b, const pkvk_plan *p, float *part) {
+    const pkvk_shape *s = &b->shape;
+    for (int32_t bk = 0; bk < p->n_buckets; bk++) {
+        const pkvk_bucket *B = &p->buckets[bk];
+        for (int32_t k = B->row_begin; k < B->row_end; k++) {
+            int32_t row = p->bucket_rows[k];
+            for (int32_t sp = 0; sp < B->splits; sp++) {
+                int32_t tb, te;
+                pkvk_split_range(b->seq_lens[row], B->splits, sp, &tb, &te);
+                for (int kvh = 0; kvh < s->hkv; kvh++)
+                    attend_range(b, row, kvh, tb, te,
+                                 slot_state(s, part, p->split_offsets[row] + sp, kvh));
+            }
+        }
+    }
+    return PKVK_OK;
+}
+
+int pkvk_cpu_attend_chunks(const pkvk_batch *b, const pkvk_plan *p, float *part) {
+    const pkvk_shape *s = &b->shape;
+    for (int32_t i = 0; i < p->n_rows; i++)
+        for (int32_t c = 0; c < p->split_offsets[i + 1] - p->split_offsets[i]; c++) {
+            int64_t tb = (int64_t)c * p->chunk_tokens, te = tb + p->chunk_tokens;
+            if (te > b->seq_lens[i]) te = b->seq_lens[i];
+            for (int kvh = 0; kvh < s->hkv; kvh++)
+                attend_range(b, i, kvh, (int32_t)tb, (int32_t)te,
+                             slot_state(s, part, p->split_offsets[i] + c, kvh));
+        }
+    return PKVK_OK;
+}
+
+int pkvk_cpu_attend_tasks(const pkvk_batch *b, const pkvk_plan *p, float *part) {
+    const pkvk_shape *s = &b->shape;
+    if (p->n_tasks && !p->tasks_written) return PKVK_ERR_INVALID; /* counts only */
+    for (int32_t t = 0; t < p->n_tasks; t++) {
+        const pkvk_task *T = &p->tasks[t / s->hkv];
+        int kvh = t % s->hkv;
+        attend_range(b, T->row, kvh, T->t_begin, T->t_end,
+                     slot_state(s, part, p->split_offsets[T->row] + T->split, kvh));
+    }
+    return PKVK_OK;
+}
+
+int pkvk_cpu_run(const pkvk_batch *b, const pkvk_plan *p, pkvk_cpu_attend attend, float *part,
+                 float *o) {
     const pkvk_shape *s = &b->shape;
     if (s->d > PKVK_MAX_HEAD_DIM || s->hq % s->hkv) return PKVK_ERR_UNSUPPORTED;
-    switch (p->route) {
-    case PKV_ROUTE_REF_PAGED:
-        for (int32_t i = 0; i < p->n_rows; i++)
-            for (int kvh = 0; kvh < s->hkv; kvh++) {
-                float *st = slot_state(s, part, p->split_offsets[i], kvh);
-                attend_range(b, i, kvh, 0, b->seq_lens[i], st);
-                write_out(s, st, i, kvh, o);
-            }
-        return PKVK_OK;
-    case PKV_ROUTE_BUCKET:
-        for (int32_t bk = 0; bk < p->n_buckets; bk++) {
-            const pkvk_bucket *B = &p->buckets[bk];
-            for (int32_t k = B->row_begin; k < B->row_end; k++) {
-                int32_t row = p->bucket_rows[k];
-                for (int32_t sp = 0; sp < B->splits; sp++) {
-                    int32_t tb, te;
-                    pkvk_split_range(b->seq_lens[row], B->splits, sp, &tb, &te);
-                    for (int kvh = 0; kvh < s->hkv; kvh++)
-                        attend_range(b, row, kvh, tb, te,
-                                     slot_state(s, part, p->split_offsets[row] + sp, kvh));
-                }
-            }
-        }
-        break;
-    case PKV_ROUTE_FLASHINFER:
-    case PKV_ROUTE_FLASHINFER_TC:
-        for (int32_t i = 0; i < p->n_rows; i++)
-            for (int32_t c = 0; c < p->split_offsets[i + 1] - p->split_offsets[i]; c++) {
-                int64_t tb = (int64_t)c * p->chunk_tokens, te = tb + p->chunk_tokens;
-                if (te > b->seq_lens[i]) te = b->seq_lens[i];
-                for (int kvh = 0; kvh < s->hkv; kvh++)
-                    attend_range(b, i, kvh, (int32_t)tb, (int32_t)te,
-                                 slot_state(s, part, p->split_offsets[i] + c, kvh));
-            }
-        break;
-    case PKV_ROUTE_WORKQUEUE:
-    case PKV_ROUTE_FUSED:
-        if (p->n_tasks && !p->tasks_written) return PKVK_ERR_INVALID; /* counts only */
-        for (int32_t t = 0; t < p->n_tasks; t++) {
-            const pkvk_task *T = &p->tasks[t / s->hkv];
-            int kvh = t % s->hkv;
-            attend_range(b, T->row, kvh, T->t_begin, T->t_end,
-                         slot_state(s, part, p->split_offsets[T->row] + T->split, kvh));
-        }
-        break;
-    default:
-        return PKVK_ERR_INVALID;
-    }
+    if (!attend) return PKVK_ERR_INVALID;
+    int rc = attend(b, p, part);
+    if (rc) return rc;
     for (int32_t i = 0; i < p->n_rows; i++) merge_row(s, part, p, i, o);
     return PKVK_OK;
 }

@@ -189,8 +189,8 @@ static void embed(const pkvk_cpu_model *m, int32_t token, float *x) {
 }
 
 int pkvk_cpu_model_decode(pkvk_cpu_model *m, int rows, const int32_t *lens, const int32_t *bt,
-                          int bt_stride, const pkvk_plan *p, float *part, float *o0, uint16_t *q0,
-                          double *t_attention) {
+                          int bt_stride, const pkvk_plan *p, pkvk_cpu_attend attend, float *part,
+                          float *o0, uint16_t *q0, double *t_attention) {
     const pkvk_model_shape *s = &m->s;
     if (rows < 1 || rows > m->cap_rows || p->n_rows != rows) return PKVK_ERR_INVALID;
     const size_t hd = (size_t)s->hq * s->d;
@@ -204,7 +204,7 @@ int pkvk_cpu_model_decode(pkvk_cpu_model *m, int rows, const int32_t *lens, cons
         }
         const pkvk_batch b = layer_batch(m, l, rows, bt, bt_stride, lens);
         const double t0 = pkv_clock_now();
-        int rc = pkvk_cpu_run(&b, p, part, m->o);
+        int rc = pkvk_cpu_run(&b, p, attend, part, m->o);
         if (rc) return rc;
         if (t_attention) *t_attention += pkv_clock_now() - t0;
         if (l == 0 && o0) memcpy(o0, m->o, sizeof(float) * rows * hd);

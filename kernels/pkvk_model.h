@@ -37,6 +37,7 @@
 
 #include "pkvk_core.h"
 #include "pkvk_plan.h"
+#include "pkvk_ref.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -229,13 +230,13 @@ int pkvk_cpu_model_create(pkvk_cpu_model **m, const pkvk_model_shape *s, int32_t
                           int32_t cap_tokens, int32_t n_pages, uint64_t seed);
 void pkvk_cpu_model_destroy(pkvk_cpu_model *m);
 uint16_t *pkvk_cpu_model_kv(pkvk_cpu_model *m, int l, int v);
-/* A decode step of rows (host lens and block table, as for the GPU) through plan p
- * (part: pkvk_partial_floats(p->n_slots) floats); o0 and q0 (NULL: skip) receive
- * layer 0's attention output [rows][hq][d] and its Q (FP16), *t_attention (NULL:
+/* A decode step of rows (host lens and block table, as for the GPU) through plan p,
+ * its CTAs by attend (pkvk_cpu_run; part: pkvk_partial_floats(p->n_slots) floats); o0 and q0 (NULL:
+ * skip) receive layer 0's attention output [rows][hq][d] and its Q (FP16), *t_attention (NULL:
  * skip) the seconds the route took over all layers. */
 int pkvk_cpu_model_decode(pkvk_cpu_model *m, int rows, const int32_t *lens, const int32_t *bt,
-                          int bt_stride, const pkvk_plan *p, float *part, float *o0, uint16_t *q0,
-                          double *t_attention);
+                          int bt_stride, const pkvk_plan *p, pkvk_cpu_attend attend, float *part,
+                          float *o0, uint16_t *q0, double *t_attention);
 /* A prefill of n prompt pieces, arguments as pkvk_model_prefill's. */
 int pkvk_cpu_model_prefill(pkvk_cpu_model *m, int n, const int32_t *lens, const int32_t *pages,
                            const int32_t *starts, const uint8_t *last);

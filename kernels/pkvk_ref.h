@@ -18,10 +18,21 @@ extern "C" {
  * for a head dimension above PKVK_MAX_HEAD_DIM. */
 enum { PKVK_MAX_HEAD_DIM = 512 };
 int pkvk_cpu_reference(const pkvk_batch *b, float *o);
-/* The same algorithm the GPU runs, in plain C: each split's online-softmax partial
- * state over its token range, then the segmented merge. part: workspace of
- * pkvk_partial_floats(shape, plan->n_slots) floats. o as above. */
-int pkvk_cpu_run(const pkvk_batch *b, const pkvk_plan *p, float *part, float *o);
+/* The same algorithm the GPU runs, in plain C: each CTA's online-softmax partial
+ * state over its token range (`attend`: the plan's route family's, as the engine's
+ * route table names it), then the segmented merge (a row of one slot: its state
+ * written out). part: workspace of pkvk_partial_floats(shape, plan->n_slots) floats.
+ * o as above. */
+typedef int (*pkvk_cpu_attend)(const pkvk_batch *b, const pkvk_plan *p, float *part);
+int pkvk_cpu_run(const pkvk_batch *b, const pkvk_plan *p, pkvk_cpu_attend attend, float *part,
+                 float *o);
+/* The families' CPU CTAs: ref_paged's (each row whole, in its one slot), pkv_bucket's
+ * (each bucket's rows in its even splits), FlashInfer's (each row in chunks of
+ * chunk_tokens), PersistentKV's work queue (its tasks; a counts-only plan is refused). */
+int pkvk_cpu_attend_whole(const pkvk_batch *b, const pkvk_plan *p, float *part);
+int pkvk_cpu_attend_buckets(const pkvk_batch *b, const pkvk_plan *p, float *part);
+int pkvk_cpu_attend_chunks(const pkvk_batch *b, const pkvk_plan *p, float *part);
+int pkvk_cpu_attend_tasks(const pkvk_batch *b, const pkvk_plan *p, float *part);
 size_t pkvk_partial_floats(const pkvk_shape *s, int32_t n_slots);
 /* Max and mean of |o - ref| over n elements, o given as floats (o32) or as fp16
  * (o16; pass NULL for the other). A NaN in o (an unwritten output) makes max NaN. */

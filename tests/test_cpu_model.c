@@ -75,8 +75,8 @@ int main(void) {
               pkvk_plan_merges(&plan),
           "plan");
     double t_att = -1;
-    CHECK(pkvk_cpu_model_decode(m, NREQ, seq, &bt[0][0], BTS, &plan, part, NULL, NULL, &t_att) ==
-                  0 &&
+    CHECK(pkvk_cpu_model_decode(m, NREQ, seq, &bt[0][0], BTS, &plan, pkvk_cpu_attend_tasks, part,
+                                NULL, NULL, &t_att) == 0 &&
               t_att >= 0,
           "decode");
     double worst = 0;

@@ -93,8 +93,8 @@ static void check_cpu_mirror(pkvk_ctx *ctx) {
                   "cpu mirror step %d layer %d: %s", step, l, pkvk_last_error());
         }
         CHECK(pkvk_model_decode_head(m, NREQ) == 0 && pkvk_model_read(m, NREQ, glog, gtok) == 0 &&
-                  pkvk_cpu_model_decode(cm, NREQ, seq, &bt[0][0], BTS, &plan, part, NULL, NULL,
-                                        NULL) == 0,
+                  pkvk_cpu_model_decode(cm, NREQ, seq, &bt[0][0], BTS, &plan, pkvk_cpu_attend_tasks,
+                                        part, NULL, NULL, NULL) == 0,
               "cpu mirror step %d: %s", step, pkvk_last_error());
         for (int r = 0; r < NREQ; r++) {
             d = max_diff_logits(glog + (size_t)r * V, pkvk_cpu_model_logits(cm) + (size_t)r * V,

@@ -133,7 +133,9 @@ int main(void) {
                     }
                     CHECK(rc == 0, "plan route %d", route);
                     for (size_t j = 0; j < on; j++) o[j] = NAN; /* poison */
-                    CHECK(pkvk_cpu_run(&h.b, &p, part, o) == 0, "run");
+                    CHECK(pkvk_cpu_run(&h.b, &p, pkv_route_ops_of(p.route)->cpu_attend, part, o) ==
+                              0,
+                          "run");
                     double mx, mean;
                     pkvk_compare(o, NULL, ref, on, &mx, &mean);
                     CHECK(pkv_tol_ok(mx, mean),
@@ -175,7 +177,9 @@ int main(void) {
                          ? pkvk_plan_flashinfer(&p, (pkv_route)route, &s, lens, 5, 8, 8)
                          : pkvk_plan_workqueue(&p, (pkv_route)route, &s, lens, splits, 5);
             CHECK(rc == 0, "plan route %d", route);
-            CHECK(pkvk_cpu_run(&h.b, &p, part, o1) == 0 && pkvk_cpu_run(&priv.b, &p, part, o2) == 0,
+            const pkvk_cpu_attend attend = pkv_route_ops_of(p.route)->cpu_attend;
+            CHECK(pkvk_cpu_run(&h.b, &p, attend, part, o1) == 0 &&
+                      pkvk_cpu_run(&priv.b, &p, attend, part, o2) == 0,
                   "run");
             CHECK(memcmp(o1, o2, on * 4) == 0, "route %s: shared pages differ from private ones",
                   pkv_route_name((pkv_route)route));
@@ -309,8 +313,10 @@ int main(void) {
         for (int k = 0; k < PKV_ROUTE_COUNT; k++) {
             const pkv_route_ops *ops = pkv_route_ops_of((pkv_route)k);
             const char *name = pkv_route_name((pkv_route)k);
-            CHECK(ops && ops->plan && ops->count && ops->ctas_per_sm, "%s: operations", name);
-            if (!ops || !ops->plan || !ops->count || !ops->ctas_per_sm) continue;
+            CHECK(ops && ops->plan && ops->count && ops->ctas_per_sm && ops->cpu_attend,
+                  "%s: operations", name);
+            if (!ops || !ops->plan || !ops->count || !ops->ctas_per_sm || !ops->cpu_attend)
+                continue;
             pkv_counters full, counted;
             pkvk_plan *p = &pl.plans[k];
             p->counts_only = 1;
@@ -330,7 +336,7 @@ int main(void) {
                   "%s: the counts-only plan counts as the full one", name);
             for (size_t j = 0; j < on; j++) o[j] = NAN;
             double mx = INFINITY, mean = INFINITY;
-            const int run = pkvk_cpu_run(&h.b, p, part, o);
+            const int run = pkvk_cpu_run(&h.b, p, ops->cpu_attend, part, o);
             CHECK(run == 0, "%s: CPU run", name);
             if (run == 0) pkvk_compare(o, NULL, ref, on, &mx, &mean);
             CHECK(pkv_tol_ok(mx, mean), "%s: max|e| %.3g mean|e| %.3g", name, mx, mean);
