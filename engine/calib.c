@@ -56,6 +56,7 @@ static const pkv_key rows[] = {
     {.obj = "", .name = "route_scale", .kind = PKV_KEY_CUSTOM}, /* one factor per route */
     {.obj = "", .name = "route_model", .kind = PKV_KEY_CUSTOM}, /* fitted constants per route */
     {.obj = "", .name = "route_model_by_group", .kind = PKV_KEY_CUSTOM}, /* the same per G */
+    {.obj = "", .name = "flashinfer_decode_ctas_by_group", .kind = PKV_KEY_CUSTOM}, /* per G */
     {.obj = "", .name = "gates", .kind = PKV_KEY_CUSTOM},          /* the policy's gates per G */
     {.obj = "", .name = "gemm_tflops_at", .kind = PKV_KEY_CUSTOM}, /* GEMM rate per width */
     {.obj = "", .name = "fit", .kind = PKV_KEY_CUSTOM},            /* calibrate's fit record */
@@ -71,15 +72,16 @@ static int group_index(int G) {
 }
 
 /* Member `it` of an object at `parent` keyed by GQA group size: its log2 G and its
- * path in ip; -1 (with the error) for a key that is not one, or a member that is not
- * an object. */
-static int group_member(const cJSON *it, const char *parent, char *ip, size_t n, pkv_err *e) {
+ * path in ip; -1 (with the error) for a key that is not one, or (object: 1) a member
+ * that is not an object. */
+static int group_member(const cJSON *it, const char *parent, char *ip, size_t n, int object,
+                        pkv_err *e) {
     char *end;
     long G = strtol(it->string, &end, 10);
     pkv_json_path(ip, n, parent, it->string);
     int k = *end || end == it->string ? -1 : group_index((int)G);
     if (k < 0) return pkv_fail(e, "%s: a key is a GQA group size: 1, 2, 4, 8, 16, 32 or 64", ip);
-    if (!cJSON_IsObject(it)) return pkv_fail(e, "%s: must be an object", ip);
+    if (object && !cJSON_IsObject(it)) return pkv_fail(e, "%s: must be an object", ip);
     return k;
 }
 
@@ -111,30 +113,44 @@ static int parse_route_models(pkv_route_model *dst, const cJSON *rm, const char 
     return 0;
 }
 
-/* route_model, and route_model_by_group: {"G": {route_model's object}, ...}. */
+/* route_model; route_model_by_group: {"G": {route_model's object}, ...};
+ * flashinfer_decode_ctas_by_group: {"G": CTAs per SM, ...}. */
 static int apply_route_model(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e) {
-    const cJSON *rm, *bg, *it;
-    char rp[128], bp[128];
+    const cJSON *rm, *bg, *fg, *it;
+    char rp[128], bp[128], fp[128];
     pkv_json_path(rp, sizeof rp, path, "route_model");
     pkv_json_path(bp, sizeof bp, path, "route_model_by_group");
+    pkv_json_path(fp, sizeof fp, path, "flashinfer_decode_ctas_by_group");
     if (pkv_json_sub(o, path, "route_model", &rm, e) ||
         (rm && parse_route_models(c->route_model, rm, rp, e)) ||
-        pkv_json_sub(o, path, "route_model_by_group", &bg, e))
+        pkv_json_sub(o, path, "route_model_by_group", &bg, e) ||
+        pkv_json_sub(o, path, "flashinfer_decode_ctas_by_group", &fg, e))
         return -1;
-    if (!bg) return 0;
-    if (!cJSON_IsObject(bg)) return pkv_fail(e, "%s: must be an object", bp);
+    if (bg && !cJSON_IsObject(bg)) return pkv_fail(e, "%s: must be an object", bp);
+    if (fg && !cJSON_IsObject(fg)) return pkv_fail(e, "%s: must be an object", fp);
     cJSON_ArrayForEach(it, bg) {
         char ip[160];
-        int k = group_member(it, bp, ip, sizeof ip, e);
+        int k = group_member(it, bp, ip, sizeof ip, 1, e);
         if (k < 0 || parse_route_models(c->group_model[k], it, ip, e)) return -1;
+    }
+    cJSON_ArrayForEach(it, fg) {
+        char ip[160];
+        int k = group_member(it, fp, ip, sizeof ip, 0, e);
+        if (k < 0) return -1;
+        if (!cJSON_IsNumber(it) || it->valuedouble != (int)it->valuedouble || it->valuedouble < 1 ||
+            it->valuedouble > 64)
+            return pkv_fail(e, "%s: an integer from 1 to 64", ip);
+        c->fi_ctas_group[k] = (int)it->valuedouble;
     }
     return 0;
 }
 
 void pkv_calib_use_group(pkv_calib *c, int G) {
     const int k = group_index(G);
-    for (int r = 0; k >= 0 && r < PKV_ROUTE_COUNT; r++)
+    if (k < 0) return;
+    for (int r = 0; r < PKV_ROUTE_COUNT; r++)
         if (c->group_model[k][r].set) c->route_model[r] = c->group_model[k][r];
+    if (c->fi_ctas_group[k] > 0) c->flashinfer_decode_ctas_per_sm = c->fi_ctas_group[k];
 }
 
 /* gemm_tflops_at: {"ROWS": TFLOP/s, ...}, widths ascending; replaces the table. */
@@ -200,7 +216,7 @@ static int apply_gates(pkv_calib *c, const cJSON *o, const char *path, pkv_err *
     const cJSON *it;
     cJSON_ArrayForEach(it, g) {
         char ip[160];
-        int k = group_member(it, gp, ip, sizeof ip, e);
+        int k = group_member(it, gp, ip, sizeof ip, 1, e);
         if (k < 0 || pkv_json_object(it, ip, keys, e)) return -1;
         int64_t mc;
         pkv_gate *d = &gates[k];
@@ -261,6 +277,14 @@ void pkv_calib_route_model_json(const pkv_calib *c, cJSON *root) {
         snprintf(name, sizeof name, "%d", 1 << k);
         if (!bg) bg = cJSON_AddObjectToObject(root, "route_model_by_group");
         route_models_json(c->group_model[k], bg, name);
+    }
+    cJSON *fg = NULL;
+    for (int k = 0; k < PKV_GATE_GROUPS; k++) {
+        if (c->fi_ctas_group[k] <= 0) continue;
+        char name[8];
+        snprintf(name, sizeof name, "%d", 1 << k);
+        if (!fg) fg = cJSON_AddObjectToObject(root, "flashinfer_decode_ctas_by_group");
+        cJSON_AddNumberToObject(fg, name, c->fi_ctas_group[k]);
     }
 }
 

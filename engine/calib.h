@@ -68,6 +68,9 @@ typedef struct pkv_calib {
      * group's steps alone (pkvsim calibrate --groups); pkv_calib_use_group puts a run's
      * group's into route_model */
     pkv_route_model group_model[PKV_GATE_GROUPS][PKV_ROUTE_COUNT];
+    /* flashinfer_decode_ctas_by_group: FlashInfer's decode occupancy per G (0: not
+     * measured; pkv_calib_use_group takes the run's group's) */
+    int fi_ctas_group[PKV_GATE_GROUPS];
     /* The file's `gates` object, one per G (gates_set); without one, a single gate for
      * gqa_group from min_context_tokens and the margins. */
     bool gates_set;
@@ -117,7 +120,8 @@ void pkv_calib_route_model_json(const pkv_calib *c, cJSON *root);
 /* The gate for group size G (its `on` false: none). */
 pkv_gate pkv_calib_gate(const pkv_calib *c, int G);
 /* A run at GQA group size G: its group's route models (route_model_by_group), where
- * the file has them, replace route_model's for those routes. */
+ * the file has them, replace route_model's for those routes, and its FlashInfer
+ * decode occupancy (flashinfer_decode_ctas_by_group) flashinfer_decode_ctas_per_sm. */
 void pkv_calib_use_group(pkv_calib *c, int G);
 
 /* Where the FlashInfer routes are built and a GPU is present, take their planner's

@@ -166,6 +166,13 @@ static int32_t fixed_splits(int32_t route_len, int32_t rows, void *ctx) {
     return *(int32_t *)ctx;
 }
 
+/* The index of a calibration's per-group arrays for group size G (1, 2, 4 or 8). */
+static int log2_group(int G) {
+    int k = 0;
+    while (1 << k < G) k++;
+    return k;
+}
+
 static void usage(void) {
     puts("usage: pkvsim calibrate [-o FILE] [--reps N] [--model NAME] [--groups LIST]\n"
          "Measures on the present GPU the read bandwidth (beta), the launch overhead (lambda),\n"
@@ -282,6 +289,8 @@ int pkv_calibrate_main(int argc, char **argv) {
                 s.hkv = 32 / G;
                 cal.flashinfer_decode_ctas_per_sm = own_occupancy;
                 pkv_calib_flashinfer_occupancy(&cal, &s);
+                if (n_groups > 1 && pkvk_flashinfer_built())
+                    cal.fi_ctas_group[log2_group(G)] = cal.flashinfer_decode_ctas_per_sm;
                 int32_t L = Ls[li], lens[256];
                 if ((int64_t)B * L > 262144) continue; /* keep the sweep to a few GB */
                 for (int i = 0; i < B; i++) lens[i] = L - (37 * i) % (L / 2); /* ragged, distinct */
@@ -450,9 +459,7 @@ int pkv_calibrate_main(int argc, char **argv) {
                 continue;
             }
             pkv_fit_error(&cal, (pkv_route)k, &own, kt, tt, ng, &o_mape, &o_sum);
-            int gk = 0;
-            while (1 << gk < groups[gi]) gk++;
-            cal.group_model[gk][k] = own;
+            cal.group_model[log2_group(groups[gi])][k] = own;
             cJSON_AddNumberToObject(po, key, o_mape);
             printf("; its own model %.1f%% (summed %+.1f%%)\n", 100 * o_mape, 100 * o_sum);
         }

@@ -473,7 +473,12 @@ int pkv_cmd_fit(int argc, char **argv) {
     if (!rc && out) {
         cJSON *root = cJSON_Parse(cal.json);
         if (!root) root = cJSON_CreateObject();
-        const char *drop[] = {"route_model", "route_model_by_group", "gates", "fit", "note",
+        const char *drop[] = {"route_model",
+                              "route_model_by_group",
+                              "flashinfer_decode_ctas_by_group",
+                              "gates",
+                              "fit",
+                              "note",
                               "date"};
         for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++)
             cJSON_DeleteItemFromObjectCaseSensitive(root, drop[i]);

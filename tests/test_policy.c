@@ -159,14 +159,23 @@ int main(void) {
 #define RM(b)                                                                                      \
     "{\"cta_gbps\": " #b ", \"cta_us\": 1, \"launch_us\": 2, \"fixed_us\": 3, "                    \
     "\"merge_gbps\": 0, \"peak_gbps\": 0, \"host_us\": 0}"
-        o = cJSON_Parse("{\"route_model\": {\"ref_paged\": " RM(10) ", \"flashinfer\": " RM(
-            20) "}, \"route_model_by_group\": {\"8\": {\"flashinfer\": " RM(30) "}}}");
+        o = cJSON_Parse("{\"route_model\": {\"ref_paged\": " RM(
+            10) ", \"flashinfer\": " RM(20) "}, \"route_model_by_group\": {\"8\": "
+                                            "{\"flashinfer\": " RM(30) "}}, "
+                                                                       "\"flashinfer_decode_ctas_"
+                                                                       "per_sm\": 8, "
+                                                                       "\"flashinfer_decode_ctas_"
+                                                                       "by_group\": "
+                                                                       "{\"1\": 4, \"8\": 6}}");
         CHECK(o && pkv_calib_apply(&gm, o, "cal.json", &e) == 0, "by group: %s", e.msg);
         cJSON_Delete(o);
         pkv_calib g4 = gm, g8 = gm;
         pkv_calib_use_group(&g4, 4);
         pkv_calib_use_group(&g8, 8);
         const int FI = PKV_ROUTE_FLASHINFER, RP = PKV_ROUTE_REF_PAGED;
+        CHECK(g4.flashinfer_decode_ctas_per_sm == 8 && g8.flashinfer_decode_ctas_per_sm == 6,
+              "FlashInfer's occupancy by group: G=4 %d, G=8 %d", g4.flashinfer_decode_ctas_per_sm,
+              g8.flashinfer_decode_ctas_per_sm);
         CHECK(g4.route_model[FI].v[PKV_RM_CTA_GBPS] == 20 &&
                   g8.route_model[FI].v[PKV_RM_CTA_GBPS] == 30 &&
                   g8.route_model[RP].v[PKV_RM_CTA_GBPS] == 10,
@@ -179,18 +188,23 @@ int main(void) {
         pkv_calib_defaults(&back);
         CHECK(pkv_calib_apply(&back, w, "written", &e) == 0 && back.group_model[3][FI].set &&
                   back.group_model[3][FI].v[PKV_RM_CTA_GBPS] == 30 &&
-                  !back.group_model[2][FI].set && !back.group_model[3][RP].set,
+                  !back.group_model[2][FI].set && !back.group_model[3][RP].set &&
+                  back.fi_ctas_group[0] == 4 && back.fi_ctas_group[3] == 6 &&
+                  back.fi_ctas_group[2] == 0,
               "route_model_by_group written and read back: %s", e.msg);
         cJSON_Delete(w);
         static const char *const bad_g[] = {
             "{\"route_model_by_group\": {\"3\": {}}}",
             "{\"route_model_by_group\": {\"8\": {\"flashinfer\": {\"cta_gbps\": 1}}}}",
             "{\"route_model_by_group\": {\"8\": {\"nope\": " RM(1) "}}}",
-            "{\"route_model_by_group\": [1]}"};
+            "{\"route_model_by_group\": [1]}",
+            "{\"flashinfer_decode_ctas_by_group\": {\"8\": 0}}",
+            "{\"flashinfer_decode_ctas_by_group\": {\"5\": 2}}",
+            "{\"flashinfer_decode_ctas_by_group\": {\"2\": 2.5}}"};
         for (size_t i = 0; i < sizeof bad_g / sizeof bad_g[0]; i++) {
             o = cJSON_Parse(bad_g[i]);
             CHECK(o && pkv_calib_apply(&gm, o, "cal.json", &e) == -1 &&
-                      strstr(e.msg, "cal.json.route_model_by_group"),
+                      strstr(e.msg, "cal.json.") && strstr(e.msg, "_by_group"),
                   "%s accepted (%s)", bad_g[i], e.msg);
             cJSON_Delete(o);
         }
