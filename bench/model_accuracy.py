@@ -6,7 +6,9 @@ and the two files are compared: per decode step, the whole step's predicted devi
 time (attention and dense part together) against the measured one, MAPE and summed
 error, where both runs made the same steps (rows and contexts step by step; an
 open-loop run on another clock makes others); the prefill batches' summed error; TTFT
-and TPOT p50 (the cuda run's on its wall clock, the model's on its predicted clock).
+and TPOT p50 (the cuda run's on its wall clock, the model's on its predicted clock);
+and, over the matched steps, the summed error of the step's two parts apart (attention
+of every layer, the dense part), to say which part an error comes from.
 Usage: model_accuracy.py PKVSIM CALIBRATION OUT.md RUN.h5... [--json-dir DIR]
 Prints the table and writes it to OUT.md; every figure is from these files."""
 import json
@@ -50,7 +52,8 @@ for run in runs:
         if not os.path.exists(exp):
             sys.exit(f"model_accuracy.py: {run}: no experiment file (looked for {exp})")
         s = f["steps"]
-        meas = s["t_device"][:] + s["t_dense"][:]
+        att, dense = s["t_device"][:], s["t_dense"][:]
+        meas = att + dense
         key = np.stack([s["rows"][:], s["context_tokens"][:]], 1)
         p = f["prefills"]
         pre = p["t_device"][:]
@@ -60,7 +63,7 @@ for run in runs:
                    check=True)
     with h5py.File(mod) as g:
         t = g["steps"]
-        pred = t["t_predicted"][:]
+        pred, pdense = t["t_predicted"][:], t["t_dense_predicted"][:]
         same = len(pred) == len(meas) and np.array_equal(
             key, np.stack([t["rows"][:], t["context_tokens"][:]], 1))
         ppred = g["prefills"]["t_predicted"][:]
@@ -70,19 +73,23 @@ for run in runs:
         e = pred[k] / meas[k] - 1
         all_err.append(e)
         step_mape, step_sum = 100 * np.mean(np.abs(e)), 100 * (pred[k].sum() / meas[k].sum() - 1)
+        att_sum = 100 * ((pred[k] - pdense[k]).sum() / att[k].sum() - 1)
+        dense_sum = 100 * (pdense[k].sum() / dense[k].sum() - 1)
     else:
-        step_mape = step_sum = np.nan
+        step_mape = step_sum = att_sum = dense_sum = np.nan
     pre_sum = 100 * (ppred.sum() / pre.sum() - 1) if len(pre) == len(ppred) and len(pre) else np.nan
-    rows.append((name, len(meas), "yes" if same else "no", step_mape, step_sum, len(pre), pre_sum,
+    rows.append((name, len(meas), "yes" if same else "no", step_mape, step_sum, att_sum,
+                 dense_sum, len(pre), pre_sum,
                  1e3 * lat[0], 1e3 * mlat[0], 100 * (mlat[0] / lat[0] - 1),
                  1e3 * lat[1], 1e3 * mlat[1], 100 * (mlat[1] / lat[1] - 1)))
 
-lines = ["| run | steps | same steps | step MAPE | step sum err | prefills | prefill sum err | "
-         "TTFT p50 ms cuda | model | err | TPOT p50 ms cuda | model | err |",
-         "|" + "---|" * 13]
+lines = ["| run | steps | same steps | step MAPE | step sum err | attention sum err | "
+         "dense sum err | prefills | prefill sum err | TTFT p50 ms cuda | model | err | "
+         "TPOT p50 ms cuda | model | err |",
+         "|" + "---|" * 15]
 for r in rows:
-    lines.append("| %s | %d | %s | %.1f%% | %+.1f%% | %d | %+.1f%% | %.2f | %.2f | %+.1f%% | %.3f | "
-                 "%.3f | %+.1f%% |" % r)
+    lines.append("| %s | %d | %s | %.1f%% | %+.1f%% | %+.1f%% | %+.1f%% | %d | %+.1f%% | %.2f | "
+                 "%.2f | %+.1f%% | %.3f | %.3f | %+.1f%% |" % r)
 if all_err:
     e = np.concatenate(all_err)
     lines.append("")
