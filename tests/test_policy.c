@@ -159,14 +159,14 @@ int main(void) {
 #define RM(b)                                                                                      \
     "{\"cta_gbps\": " #b ", \"cta_us\": 1, \"launch_us\": 2, \"fixed_us\": 3, "                    \
     "\"merge_gbps\": 0, \"peak_gbps\": 0, \"host_us\": 0}"
-        o = cJSON_Parse("{\"route_model\": {\"ref_paged\": " RM(
-            10) ", \"flashinfer\": " RM(20) "}, \"route_model_by_group\": {\"8\": "
-                                            "{\"flashinfer\": " RM(30) "}}, "
-                                                                       "\"flashinfer_decode_ctas_"
-                                                                       "per_sm\": 8, "
-                                                                       "\"flashinfer_decode_ctas_"
-                                                                       "by_group\": "
-                                                                       "{\"1\": 4, \"8\": 6}}");
+        o = cJSON_Parse("{\"route_model\": {\"ref_paged\": " RM(10) ", \"flashinfer\": " RM(
+            20) "}, \"route_model_by_group\": {\"8\": "
+                "{\"flashinfer\": " RM(30) "}}, "
+                                           "\"flashinfer_decode_ctas_"
+                                           "per_sm\": 8, "
+                                           "\"flashinfer_decode_ctas_"
+                                           "by_group\": "
+                                           "{\"1\": 4, \"8\": 6}}");
         CHECK(o && pkv_calib_apply(&gm, o, "cal.json", &e) == 0, "by group: %s", e.msg);
         cJSON_Delete(o);
         pkv_calib g4 = gm, g8 = gm;
