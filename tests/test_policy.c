@@ -156,17 +156,21 @@ int main(void) {
     {
         pkv_calib gm;
         pkv_calib_defaults(&gm);
-#define RM(b)                                                                                      \
-    "{\"cta_gbps\": " #b ", \"cta_us\": 1, \"launch_us\": 2, \"fixed_us\": 3, "                    \
-    "\"merge_gbps\": 0, \"peak_gbps\": 0, \"host_us\": 0}"
-        o = cJSON_Parse("{\"route_model\": {\"ref_paged\": " RM(10) ", \"flashinfer\": " RM(
-            20) "}, \"route_model_by_group\": {\"8\": "
-                "{\"flashinfer\": " RM(30) "}}, "
-                                           "\"flashinfer_decode_ctas_"
-                                           "per_sm\": 8, "
-                                           "\"flashinfer_decode_ctas_"
-                                           "by_group\": "
-                                           "{\"1\": 4, \"8\": 6}}");
+        /* a route's model: every constant given, cta_gbps %d */
+        static const char rm[] = "{\"cta_gbps\": %d, \"cta_us\": 1, \"launch_us\": 2, "
+                                 "\"fixed_us\": 3, \"merge_gbps\": 0, \"peak_gbps\": 0, "
+                                 "\"host_us\": 0}";
+        char m10[160], m20[160], m30[160], by_group[800];
+        snprintf(m10, sizeof m10, rm, 10);
+        snprintf(m20, sizeof m20, rm, 20);
+        snprintf(m30, sizeof m30, rm, 30);
+        snprintf(by_group, sizeof by_group,
+                 "{\"route_model\": {\"ref_paged\": %s, \"flashinfer\": %s}, "
+                 "\"route_model_by_group\": {\"8\": {\"flashinfer\": %s}}, "
+                 "\"flashinfer_decode_ctas_per_sm\": 8, "
+                 "\"flashinfer_decode_ctas_by_group\": {\"1\": 4, \"8\": 6}}",
+                 m10, m20, m30);
+        o = cJSON_Parse(by_group);
         CHECK(o && pkv_calib_apply(&gm, o, "cal.json", &e) == 0, "by group: %s", e.msg);
         cJSON_Delete(o);
         pkv_calib g4 = gm, g8 = gm;
@@ -196,7 +200,7 @@ int main(void) {
         static const char *const bad_g[] = {
             "{\"route_model_by_group\": {\"3\": {}}}",
             "{\"route_model_by_group\": {\"8\": {\"flashinfer\": {\"cta_gbps\": 1}}}}",
-            "{\"route_model_by_group\": {\"8\": {\"nope\": " RM(1) "}}}",
+            "{\"route_model_by_group\": {\"8\": {\"nope\": {}}}}",
             "{\"route_model_by_group\": [1]}",
             "{\"flashinfer_decode_ctas_by_group\": {\"8\": 0}}",
             "{\"flashinfer_decode_ctas_by_group\": {\"5\": 2}}",
@@ -208,7 +212,6 @@ int main(void) {
                   "%s accepted (%s)", bad_g[i], e.msg);
             cJSON_Delete(o);
         }
-#undef RM
     }
 
     /* The route table: every route has one role and its name parses back to it. */
