@@ -9,6 +9,10 @@
 #  eval   adaptive with the fitted calibration (CAL_FIT, default OUT/fitted.json), and the
 #         oracle (route.oracle_repeats 3) on ORACLE_EXPS (default: every experiment);
 #  table  bench/policy_bench.py over everything -> OUT/policy_table.md.
+# MODEL (e.g. llama-3.1-8b): every experiment run with that model (copies under
+# OUT/exps, run.layers_measured LAYERS where given, DECODE tokens a request where
+# given; not for trace replays) and fitted on BASE_CAL (default experiments/calibration/h200.json; for
+# llama-3.1-8b, h200-llama-3.1-8b.json).
 # Usage: gpu_session_policy.sh OUTDIR [STAGES] (default "fixed fit eval table").
 set -uo pipefail
 out=${1:?usage: gpu_session_policy.sh OUTDIR [STAGES]}
@@ -19,6 +23,36 @@ mkdir -p "$out/runs"
 has() { [[ " $stages " == *" $1 "* ]]; }
 t0=$(date +%s)
 exps=${EXPS:-"experiments/bucketed_b1.json experiments/bimodal_b8.json $(ls experiments/policy/*.json)"}
+base_cal=${BASE_CAL:-experiments/calibration/h200.json}
+if [ -n "${MODEL:-}" ]; then # copies with the model (their paths made absolute)
+  mkdir -p "$out/exps"
+  copies=""
+  for e in $exps; do
+    python3 - "$e" "$out/exps/$(basename "$e")" "$MODEL" "${LAYERS:-}" "${DECODE:-}" <<'PY'
+import json, os, sys
+src, dst, model, layers, decode = sys.argv[1:]
+e = json.load(open(src))
+d = os.path.dirname(os.path.abspath(src))
+e["model"] = model
+if layers:
+    e.setdefault("run", {})["layers_measured"] = int(layers)
+if decode and "trace" not in e["workload"]:  # a trace gives its own lengths
+    e["workload"]["decode"] = {"dist": "fixed", "value": int(decode)}
+cal = e.get("route", {}).get("calibration")
+if cal and not os.path.isabs(cal):
+    e["route"]["calibration"] = os.path.normpath(os.path.join(d, cal))
+t = e["workload"].get("trace")
+if t and not os.path.isabs(t["path"]):
+    t["path"] = os.path.normpath(os.path.join(d, t["path"]))
+json.dump(e, open(dst, "w"), indent=1)
+PY
+    copies="$copies $out/exps/$(basename "$e")"
+  done
+  exps=$copies
+  oracle_exps=""
+  for e in ${ORACLE_EXPS:-}; do oracle_exps="$oracle_exps $out/exps/$(basename "$e")"; done
+  [ -n "${ORACLE_EXPS:-}" ] && ORACLE_EXPS=$oracle_exps
+fi
 # Half of the experiments are fitted, the other half held out.
 fit_set="bucketed_b1 bimodal_b8 zipf_b8 trace_azure_x1 trace_azure_x256 trace_mooncake_x16"
 routes=${ROUTES:-"ref_paged pkv_bucket pkv_workqueue flashinfer flashinfer_tc"}
@@ -44,7 +78,7 @@ if has fit; then
     [[ " $routes " == *" $label "* ]] || continue
     if [[ " $fit_set " == *" $exp "* ]]; then fit+=("$f"); else test+=(--test "$f"); fi
   done
-  "${pkvsim[@]}" fit "${fit[@]}" "${test[@]}" --base experiments/calibration/h200.json \
+  "${pkvsim[@]}" fit "${fit[@]}" "${test[@]}" --base "$base_cal" \
     -o "$out/fitted.json" --out "$out/fit_table.md" > "$out/fit.log" 2>&1
   echo "fit rc=$? at $(( $(date +%s) - t0 )) s"
   grep -E "^\| (route|ref|pkv|flash)|gates" "$out/fit.log"
@@ -63,7 +97,8 @@ e["route"]["oracle_repeats"] = 3
 d = os.path.dirname(os.path.abspath(sys.argv[1]))
 # Paths relative to the experiment's folder stay valid from the copy's.
 for sec, key in (("route", "calibration"),):
-    e[sec][key] = os.path.join(d, e[sec][key])
+    if key in e.get(sec, {}):
+        e[sec][key] = os.path.join(d, e[sec][key])
 t = e["workload"].get("trace")
 if t: t["path"] = os.path.join(d, t["path"])
 json.dump(e, open(sys.argv[2], "w"))
