@@ -65,7 +65,7 @@ static const pkv_key rows[] = {
 const char *const pkv_route_model_keys[PKV_ROUTE_MODEL_PARAMS + 1] = {
     "cta_gbps", "cta_us", "launch_us", "fixed_us", "merge_gbps", "peak_gbps", "host_us", NULL};
 
-static int group_index(int G) {
+int pkv_calib_group_index(int G) {
     for (int k = 0; k < PKV_GATE_GROUPS; k++)
         if (G == 1 << k) return k;
     return -1;
@@ -79,7 +79,7 @@ static int group_member(const cJSON *it, const char *parent, char *ip, size_t n,
     char *end;
     long G = strtol(it->string, &end, 10);
     pkv_json_path(ip, n, parent, it->string);
-    int k = *end || end == it->string ? -1 : group_index((int)G);
+    int k = *end || end == it->string ? -1 : pkv_calib_group_index((int)G);
     if (k < 0) return pkv_fail(e, "%s: a key is a GQA group size: 1, 2, 4, 8, 16, 32 or 64", ip);
     if (object && !cJSON_IsObject(it)) return pkv_fail(e, "%s: must be an object", ip);
     return k;
@@ -146,7 +146,7 @@ static int apply_route_model(pkv_calib *c, const cJSON *o, const char *path, pkv
 }
 
 void pkv_calib_use_group(pkv_calib *c, int G) {
-    const int k = group_index(G);
+    const int k = pkv_calib_group_index(G);
     if (k < 0) return;
     for (int r = 0; r < PKV_ROUTE_COUNT; r++)
         if (c->group_model[k][r].set) c->route_model[r] = c->group_model[k][r];
@@ -235,7 +235,7 @@ static int apply_gates(pkv_calib *c, const cJSON *o, const char *path, pkv_err *
 }
 
 pkv_gate pkv_calib_gate(const pkv_calib *c, int G) {
-    int k = group_index(G);
+    int k = pkv_calib_group_index(G);
     if (k < 0) return (pkv_gate){0};
     if (c->gates_set) return c->gates[k];
     if (G != c->gqa_group) return (pkv_gate){0};

@@ -117,6 +117,9 @@ void pkv_calib_free(pkv_calib *c);
 /* Add the fitted route models (and the gates, where the calibration has its own) to
  * a calibration object being written. */
 void pkv_calib_route_model_json(const pkv_calib *c, cJSON *root);
+/* The index of GQA group size G (1, 2, 4, ..., 64) in the per-group arrays (gates,
+ * group_model, fi_ctas_group); -1 for any other G. */
+int pkv_calib_group_index(int G);
 /* The gate for group size G (its `on` false: none). */
 pkv_gate pkv_calib_gate(const pkv_calib *c, int G);
 /* A run at GQA group size G: its group's route models (route_model_by_group), where

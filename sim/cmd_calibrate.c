@@ -166,13 +166,6 @@ static int32_t fixed_splits(int32_t route_len, int32_t rows, void *ctx) {
     return *(int32_t *)ctx;
 }
 
-/* The index of a calibration's per-group arrays for group size G (1, 2, 4 or 8). */
-static int log2_group(int G) {
-    int k = 0;
-    while (1 << k < G) k++;
-    return k;
-}
-
 static void usage(void) {
     puts("usage: pkvsim calibrate [-o FILE] [--reps N] [--model NAME] [--groups LIST]\n"
          "Measures on the present GPU the read bandwidth (beta), the launch overhead (lambda),\n"
@@ -279,6 +272,15 @@ int pkv_calibrate_main(int argc, char **argv) {
     pkvk_shape s = {32, 32 / cal.gqa_group, 128, 16};
     pkv_calib_flashinfer_occupancy(&cal, &s);
     const int own_occupancy = cal.flashinfer_decode_ctas_per_sm;
+    int occupancy[4];
+    for (int gi = 0; gi < n_groups; gi++) {
+        s.hkv = 32 / groups[gi];
+        cal.flashinfer_decode_ctas_per_sm = own_occupancy;
+        pkv_calib_flashinfer_occupancy(&cal, &s);
+        occupancy[gi] = cal.flashinfer_decode_ctas_per_sm;
+        if (n_groups > 1 && pkvk_flashinfer_built())
+            cal.fi_ctas_group[pkv_calib_group_index(groups[gi])] = occupancy[gi];
+    }
     gsl_rng *r = pkv_stream_create(7, PKV_STREAM_TENSORS);
     printf("| G | B | len | route | splits | time us | model us |\n"
            "|---|---|---|---|---|---|---|\n");
@@ -287,10 +289,7 @@ int pkv_calibrate_main(int argc, char **argv) {
             for (size_t li = 0; li < sizeof Ls / sizeof Ls[0] && !rc; li++) {
                 const int B = Bs[bi], G = groups[gi];
                 s.hkv = 32 / G;
-                cal.flashinfer_decode_ctas_per_sm = own_occupancy;
-                pkv_calib_flashinfer_occupancy(&cal, &s);
-                if (n_groups > 1 && pkvk_flashinfer_built())
-                    cal.fi_ctas_group[log2_group(G)] = cal.flashinfer_decode_ctas_per_sm;
+                cal.flashinfer_decode_ctas_per_sm = occupancy[gi];
                 int32_t L = Ls[li], lens[256];
                 if ((int64_t)B * L > 262144) continue; /* keep the sweep to a few GB */
                 for (int i = 0; i < B; i++) lens[i] = L - (37 * i) % (L / 2); /* ragged, distinct */
@@ -459,7 +458,7 @@ int pkv_calibrate_main(int argc, char **argv) {
                 continue;
             }
             pkv_fit_error(&cal, (pkv_route)k, &own, kt, tt, ng, &o_mape, &o_sum);
-            cal.group_model[log2_group(groups[gi])][k] = own;
+            cal.group_model[pkv_calib_group_index(groups[gi])][k] = own;
             cJSON_AddNumberToObject(po, key, o_mape);
             printf("; its own model %.1f%% (summed %+.1f%%)\n", 100 * o_mape, 100 * o_sum);
         }
