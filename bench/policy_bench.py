@@ -8,6 +8,11 @@ device times, and the routes taken. Then, per experiment, adaptive (each
 calibration it ran with) against the best fixed route, the faster FlashInfer path
 and the oracle, on that figure: above 1 means adaptive is faster.
 
+Repeats of one policy on one experiment are named EXPERIMENT__POLICY~N.h5 (N = 2, 3,
+...): they are pooled (their decode tokens over their summed wall time), and the
+spread of their figures, (max - min) / mean, is printed beside them; the device-time
+figure is given alongside, since host time moves between runs more than the GPU's.
+
 usage: policy_bench.py RUN.h5...
 """
 import collections
@@ -43,27 +48,47 @@ def load(path):
     }
 
 
+def pool(reps):
+    """Repeats of one policy: pooled figures and the spread of their throughputs."""
+    if len(reps) == 1:
+        return dict(reps[0], reps=1, spread=float("nan"))
+    x = dict(reps[0])
+    for k in ("steps", "wall", "dev"):
+        x[k] = sum(r[k] for r in reps)
+    tok = sum(r["tok_s"] * r["wall"] for r in reps)  # decode tokens
+    x["tok_s"] = tok / x["wall"]
+    x["rows"] = np.mean([r["rows"] for r in reps])
+    t = [r["tok_s"] for r in reps]
+    x["reps"] = len(reps)
+    x["spread"] = (max(t) - min(t)) / np.mean(t)
+    x["routes"] = reps[0]["routes"]
+    return x
+
+
 def main(paths):
-    runs = collections.defaultdict(dict)
+    reps = collections.defaultdict(lambda: collections.defaultdict(list))
     for p in paths:
         name = os.path.basename(p)[:-3]
         if "__" not in name:
             continue
         exp, label = name.split("__", 1)
+        label = label.split("~", 1)[0]
         try:
-            runs[exp][label] = load(p)
+            reps[exp][label].append(load(p))
         except (OSError, KeyError) as e:
             print(f"<!-- {p}: {e} -->")
+    runs = {exp: {k: pool(v) for k, v in r.items()} for exp, r in reps.items()}
     summary = []
     for exp in sorted(runs):
         r = runs[exp]
         print(f"\n### {exp}\n")
-        print("| policy | steps | mean rows | decode tok/s (wall) | step wall s | device s | oracle "
-              "noise | routes |\n|---|---|---|---|---|---|---|---|")
+        print("| policy | runs | spread | steps | mean rows | decode tok/s (wall) | step wall s "
+              "| device s | oracle noise | routes |\n|---|---|---|---|---|---|---|---|---|---|")
         for label in sorted(r, key=lambda k: (k not in FIXED, k)):
             x = r[label]
-            print(f"| {label} | {x['steps']} | {x['rows']:.2f} | {x['tok_s']:.1f} | {x['wall']:.4f} "
-                  f"| {x['dev']:.4f} | {x['noise']:.3f} | {x['routes']} |")
+            print(f"| {label} | {x['reps']} | {x['spread']:.3f} | {x['steps']} | {x['rows']:.2f} "
+                  f"| {x['tok_s']:.1f} | {x['wall']:.4f} | {x['dev']:.4f} | {x['noise']:.3f} "
+                  f"| {x['routes']} |")
         fixed = {k: v for k, v in r.items() if k in FIXED and k != "pkv_fused"}
         if not fixed:
             continue
@@ -77,14 +102,18 @@ def main(paths):
             row.append(a / r["oracle"]["tok_s"] if "oracle" in r else float("nan"))
             row.append(max(v["tok_s"] for v in fixed.values()) / r["oracle"]["tok_s"]
                        if "oracle" in r else float("nan"))
+            # Device time: the best fixed route's summed device time over adaptive's.
+            row.append(min(v["dev"] for v in fixed.values()) / r[label]["dev"])
+            row.append(np.nanmax([r[label]["spread"], fixed[best]["spread"]]))
             summary.append(row)
     print("\n### adaptive against the best fixed route, the faster FlashInfer path and the "
           "oracle (decode tokens per second of step wall time)\n")
     print("| experiment | policy | best fixed | vs best fixed | vs faster FlashInfer | vs oracle "
-          "| best fixed vs oracle |\n|---|---|---|---|---|---|---|")
+          "| best fixed vs oracle | vs best fixed, device time | spread of repeats |\n"
+          "|---|---|---|---|---|---|---|---|---|")
     for row in summary:
         print(f"| {row[0]} | {row[1]} | {row[2]} | {row[3]:.3f}x | {row[4]:.3f}x | {row[5]:.3f}x "
-              f"| {row[6]:.3f}x |")
+              f"| {row[6]:.3f}x | {row[7]:.3f}x | {row[8]:.3f} |")
 
 
 if __name__ == "__main__":

@@ -63,7 +63,8 @@ static const pkv_key rows[] = {
 };
 
 const char *const pkv_route_model_keys[PKV_ROUTE_MODEL_PARAMS + 1] = {
-    "cta_gbps", "cta_us", "launch_us", "fixed_us", "merge_gbps", "peak_gbps", "host_us", NULL};
+    "cta_gbps",  "cta_us",  "launch_us",          "fixed_us", "merge_gbps",
+    "peak_gbps", "host_us", "host_us_per_ktoken", NULL};
 
 int pkv_calib_group_index(int G) {
     for (int k = 0; k < PKV_GATE_GROUPS; k++)
@@ -101,6 +102,8 @@ static int parse_route_models(pkv_route_model *dst, const cJSON *rm, const char 
         pkv_route_model *d = &dst[r];
         for (int k = 0; k < PKV_ROUTE_MODEL_PARAMS; k++) {
             if (!cJSON_GetObjectItemCaseSensitive(m, keys[k])) {
+                d->v[k] = 0;
+                if (k == PKV_RM_HOST_US_PER_KTOKEN) continue; /* files before it lack it */
                 char kp[200];
                 pkv_json_path(kp, sizeof kp, mp, keys[k]);
                 return pkv_fail(e, "%s: missing (a route's model needs all of its constants)", kp);

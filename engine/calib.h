@@ -10,14 +10,16 @@
 /* The structured cost model's constants of one route (engine/cost.h), fitted by
  * pkvsim fit; set false: the route uses the study's formula. */
 enum {
-    PKV_RM_CTA_GBPS = 0, /* GB/s one CTA streams */
-    PKV_RM_CTA_US,       /* us per CTA wave (pipeline fill, early exit) */
-    PKV_RM_LAUNCH_US,    /* us per launch */
-    PKV_RM_FIXED_US,     /* us per step */
-    PKV_RM_MERGE_GBPS,   /* GB/s of the partial states' traffic */
-    PKV_RM_PEAK_GBPS,    /* GB/s the route's kernels stream at most (at most beta) */
-    PKV_RM_HOST_US,      /* us of host wall a step of the route takes beyond its device time
-                            (not part of the device time; the policy adds it on a wall clock) */
+    PKV_RM_CTA_GBPS = 0,       /* GB/s one CTA streams */
+    PKV_RM_CTA_US,             /* us per CTA wave (pipeline fill, early exit) */
+    PKV_RM_LAUNCH_US,          /* us per launch */
+    PKV_RM_FIXED_US,           /* us per step */
+    PKV_RM_MERGE_GBPS,         /* GB/s of the partial states' traffic */
+    PKV_RM_PEAK_GBPS,          /* GB/s the route's kernels stream at most (at most beta) */
+    PKV_RM_HOST_US,            /* us of host wall a step of the route takes beyond its device time
+                                  (not part of the device time; the policy adds it on a wall clock) */
+    PKV_RM_HOST_US_PER_KTOKEN, /* us of host wall more per 1000 context tokens of the step
+                                  (page indices a route builds and uploads; optional, 0) */
     PKV_ROUTE_MODEL_PARAMS
 };
 enum { PKV_GEMM_RATES = 16 }; /* gemm_tflops_at: widths at most */

@@ -219,7 +219,9 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
         pkv_cost_counters(eng->cal, &eng->shape, &eng->planner.plans[r], v->seq_lens, &sv.cand[r]);
         const pkv_route_model *rm = &eng->cal->route_model[r];
         if (eng->clock == PKV_CLOCK_WALL && rm->set)
-            sv.cand[r].t_host = rm->v[PKV_RM_HOST_US] * 1e-6;
+            sv.cand[r].t_host = (rm->v[PKV_RM_HOST_US] +
+                                 rm->v[PKV_RM_HOST_US_PER_KTOKEN] * 1e-3 * sv.context_tokens) *
+                                1e-6;
         sv.valid |= 1u << r;
         rec->t_route[r] = sv.cand[r].t_predicted;
         if (measured_oracle) plan_wall[r] = pkv_clock_now() - tp;

@@ -8,6 +8,7 @@
 #include <gsl/gsl_fit.h>
 #include <gsl/gsl_multifit.h>
 #include <gsl/gsl_multifit_nlinear.h>
+#include <gsl/gsl_sort.h>
 #include <gsl/gsl_statistics_double.h>
 
 typedef struct fit_data {
@@ -147,5 +148,37 @@ int pkv_fit_nonneg(const double *const *x, int k, const double *y, const double 
         gsl_matrix_free(X), gsl_matrix_free(cov), gsl_vector_free(c);
         gsl_multifit_linear_free(ws);
     }
+    return 0;
+}
+
+/* The host's share: fit.h. */
+int pkv_fit_host(const double *host, const double *ktok, size_t n, pkv_route_model *m) {
+    size_t *idx = malloc((n ? n : 1) * sizeof *idx);
+    double *h = malloc((n ? n : 1) * sizeof *h);
+    if (!idx || !h) {
+        free(idx), free(h);
+        return -1;
+    }
+    gsl_sort_index(idx, ktok, 1, n);
+    size_t f = 0; /* finite host times, by context */
+    for (size_t i = 0; i < n; i++)
+        if (isfinite(host[idx[i]])) idx[f++] = idx[i];
+    double bx[PKV_FIT_HOST_BINS], by[PKV_FIT_HOST_BINS], bw[PKV_FIT_HOST_BINS];
+    int nb = 0;
+    for (int b = 0; b < PKV_FIT_HOST_BINS && f; b++) {
+        size_t lo = f * (size_t)b / PKV_FIT_HOST_BINS, hi = f * (size_t)(b + 1) / PKV_FIT_HOST_BINS;
+        if (hi <= lo) continue;
+        for (size_t i = lo; i < hi; i++) h[i - lo] = host[idx[i]];
+        gsl_sort(h, 1, hi - lo);
+        by[nb] = gsl_stats_median_from_sorted_data(h, 1, hi - lo);
+        bx[nb] = ktok[idx[(lo + hi) / 2]];
+        bw[nb++] = (double)(hi - lo);
+    }
+    free(idx), free(h);
+    double c[2] = {0, 0};
+    const double *x[2] = {NULL, bx};
+    if (nb && pkv_fit_nonneg(x, 2, by, bw, (size_t)nb, c)) return -1;
+    m->v[PKV_RM_HOST_US] = c[0] > 0 ? c[0] * 1e6 : 0;
+    m->v[PKV_RM_HOST_US_PER_KTOKEN] = c[1] > 0 ? c[1] * 1e6 : 0;
     return 0;
 }

@@ -30,4 +30,13 @@ enum { PKV_FIT_MAX_TERMS = 4 };
 int pkv_fit_nonneg(const double *const *x, int k, const double *y, const double *w, size_t n,
                    double *coef);
 
+/* The host's share of a route's step (each step's wall less its device time, s) as a
+ * line in its context (ktok, thousands of tokens), fitted robustly against the host's
+ * heavy tail: the steps sorted by context into PKV_FIT_HOST_BINS bins of equal count,
+ * each bin's median host time at its median context, and a non-negative line through
+ * those, weighted by the bins' counts (one context size: the median). NaN times are
+ * skipped. Sets m's host_us and host_us_per_ktoken; 0, or -1 (out of memory). */
+enum { PKV_FIT_HOST_BINS = 16 };
+int pkv_fit_host(const double *host, const double *ktok, size_t n, pkv_route_model *m);
+
 #endif

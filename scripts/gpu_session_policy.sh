@@ -8,11 +8,16 @@
 #  fit    pkvsim fit on half of those runs, the other half held out -> OUT/fitted.json;
 #  eval   adaptive with the fitted calibration (CAL_FIT, default OUT/fitted.json), and the
 #         oracle (route.oracle_repeats 3) on ORACLE_EXPS (default: every experiment);
+#         with REPEAT=1, per experiment adaptive, then every fixed route again (POLICY~2),
+#         then adaptive again (adaptive_fitted~2): repeats in the same lease, interleaved,
+#         which bench/policy_bench.py pools and whose spread it prints;
 #  table  bench/policy_bench.py over everything -> OUT/policy_table.md.
 # MODEL (e.g. llama-3.1-8b): every experiment run with that model (copies under
 # OUT/exps, run.layers_measured LAYERS where given, DECODE tokens a request where
 # given; not for trace replays) and fitted on BASE_CAL (default experiments/calibration/h200.json; for
 # llama-3.1-8b, h200-llama-3.1-8b.json).
+# DEADLINE (seconds from the start): runs that would start later are skipped (named),
+# so that a call inside the device's limit still brings its tables back.
 # Usage: gpu_session_policy.sh OUTDIR [STAGES] (default "fixed fit eval table").
 set -uo pipefail
 out=${1:?usage: gpu_session_policy.sh OUTDIR [STAGES]}
@@ -60,6 +65,10 @@ run() { # experiment, policy label, extra options...
   local e=$1 label=$2 n
   n=$(basename "$e" .json)
   shift 2
+  if [ -n "${DEADLINE:-}" ] && (( $(date +%s) - t0 > DEADLINE )); then
+    echo "SKIPPED $n $label (past DEADLINE)"
+    return
+  fi
   "${pkvsim[@]}" run "$e" --backend "$backend" -q -o "$out/runs/${n}__${label}.h5" "$@" \
     > "$out/runs/${n}__${label}.log" 2>&1 || echo "FAILED $n $label: $(tail -2 "$out/runs/${n}__${label}.log")"
 }
@@ -86,10 +95,19 @@ fi
 if has eval; then
   cal_fit=${CAL_FIT:-$out/fitted.json}
   for e in $exps; do
-    [ -f "$cal_fit" ] && run "$e" adaptive_fitted --route adaptive -c "$cal_fit"
+    [ -f "$cal_fit" ] || break
+    run "$e" adaptive_fitted --route adaptive -c "$cal_fit"
+    [ -n "${REPEAT:-}" ] || continue
+    for r in $routes; do run "$e" "$r~2" --route "$r"; done
+    run "$e" adaptive_fitted~2 --route adaptive -c "$cal_fit"
+    echo "eval $(basename "$e" .json) done at $(( $(date +%s) - t0 )) s"
   done
   echo "adaptive (fitted) done at $(( $(date +%s) - t0 )) s"
   for e in ${ORACLE_EXPS:-$exps}; do
+    if [ -n "${DEADLINE:-}" ] && (( $(date +%s) - t0 > DEADLINE )); then
+      echo "SKIPPED $(basename "$e" .json) oracle (past DEADLINE)"
+      continue
+    fi
     python3 - "$e" "$out/oracle.json" <<'PY'
 import json, os, sys
 e = json.load(open(sys.argv[1]))

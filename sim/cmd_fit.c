@@ -32,8 +32,11 @@ static void usage(void) {
          "Files given with --test are held out: the table gives, per route, the mean\n"
          "absolute relative error of each step's prediction (MAPE) and the error of the\n"
          "summed prediction on the fitted and on the held-out steps, for the fitted model\n"
-         "and for the base calibration. The written calibration is the base (default: the\n"
-         "one the first file was run with) with the fitted route_model (a fitted route's\n"
+         "and for the base calibration, and each route's host time beyond its device time\n"
+         "(the steps' wall less device, medians of 16 bins by context, a non-negative line:\n"
+         "host_us + host_us_per_ktoken per 1000 context tokens). The written calibration is\n"
+         "the base (default: the one the first file was run with) with the fitted route_model (a "
+         "fitted route's\n"
          "per-group models of route_model_by_group dropped) and, unless\n"
          "--keep-gates, gates for each GQA group size of the files: no minimum context and\n"
          "a margin of 1 + the largest relative bias between a baseline's model and a\n"
@@ -53,6 +56,7 @@ typedef struct fit_set {
     pkv_counters *k[PKV_ROUTE_COUNT];
     double *t[PKV_ROUTE_COUNT];
     double *host[PKV_ROUTE_COUNT]; /* wall less the device times of the step's work */
+    double *ktok[PKV_ROUTE_COUNT]; /* the step's context, thousands of tokens */
     size_t n[PKV_ROUTE_COUNT], cap[PKV_ROUTE_COUNT];
     /* Forwards over prompt tokens (prefill batches; chunked steps' dense parts): their
      * prompt tokens, attention scores (every layer; 0 where the file does not record
@@ -63,7 +67,8 @@ typedef struct fit_set {
 } fit_set;
 
 static void set_free(fit_set *s) {
-    for (int r = 0; r < PKV_ROUTE_COUNT; r++) free(s->k[r]), free(s->t[r]), free(s->host[r]);
+    for (int r = 0; r < PKV_ROUTE_COUNT; r++)
+        free(s->k[r]), free(s->t[r]), free(s->host[r]), free(s->ktok[r]);
     free(s->p_tok), free(s->p_sc), free(s->p_meas), free(s->p_base), free(s->p_pred);
 }
 
@@ -190,7 +195,9 @@ static int load_run(const char *path, const char *grp, fit_set *s, fit_set *per_
                 if (tt) d->t[r] = tt;
                 double *hh = realloc(d->host[r], cap * sizeof *hh);
                 if (hh) d->host[r] = hh;
-                if (!k || !tt || !hh) {
+                double *kt = realloc(d->ktok[r], cap * sizeof *kt);
+                if (kt) d->ktok[r] = kt;
+                if (!k || !tt || !hh || !kt) {
                     free(st);
                     return pkv_fail(e, "out of memory reading %s", path);
                 }
@@ -200,6 +207,7 @@ static int load_run(const char *path, const char *grp, fit_set *s, fit_set *per_
             double other = (isfinite(st[i].t_dense) ? st[i].t_dense : 0) +
                            (isfinite(st[i].t_mlp) ? st[i].t_mlp : 0);
             d->host[r][d->n[r]] = st[i].t_wall - st[i].t_device - other;
+            d->ktok[r][d->n[r]] = 1e-3 * (double)st[i].context_tokens;
             d->t[r][d->n[r]++] = t;
         }
         (*used)++;
@@ -348,7 +356,8 @@ int pkv_cmd_fit(int argc, char **argv) {
     emit("# pkvsim fit, %s, pkvsim %s: %d fitted runs, %d held out; calibration of %s\n", when,
          PKV_GIT_REV, n_fit, n_tests, cal.gpu_name);
     emit("| route | fitted steps | MAPE | sum err | held-out steps | MAPE | sum err | base "
-         "MAPE held out | base sum err | host us |\n|---|---|---|---|---|---|---|---|---|---|\n");
+         "MAPE held out | base sum err | host us | + host us per 1K tokens |\n"
+         "|---|---|---|---|---|---|---|---|---|---|---|\n");
     pkv_calib fitted = cal;
     double bias_pkv = INFINITY, bias_base = -INFINITY; /* summed errors, held out */
     cJSON *routes = cJSON_CreateObject();
@@ -357,16 +366,16 @@ int pkv_cmd_fit(int argc, char **argv) {
         pkv_route_model m;
         pkv_err fe;
         if (pkv_fit_route(&cal, (pkv_route)r, fit.k[r], fit.t[r], fit.n[r], &m, &fe)) {
-            emit("| %s | %zu | not fitted: %s | | | | | | | |\n", pkv_route_name((pkv_route)r),
+            emit("| %s | %zu | not fitted: %s | | | | | | | | |\n", pkv_route_name((pkv_route)r),
                  fit.n[r], fe.msg);
             continue;
         }
-        /* The host's share: the median over the route's steps (NaN walls sort last). */
-        gsl_sort(fit.host[r], 1, fit.n[r]);
-        size_t finite = 0;
-        while (finite < fit.n[r] && isfinite(fit.host[r][finite])) finite++;
-        double host = finite ? gsl_stats_median_from_sorted_data(fit.host[r], 1, finite) : 0;
-        m.v[PKV_RM_HOST_US] = host > 0 ? host * 1e6 : 0;
+        if (pkv_fit_host(fit.host[r], fit.ktok[r], fit.n[r], &m)) {
+            fprintf(stderr, "pkvsim fit: out of memory fitting the host's share\n");
+            cJSON_Delete(routes);
+            rc = 1;
+            goto done;
+        }
         fitted.route_model[r] = m;
         /* the runs' fit replaces the base's models of r per group (calibrate's) too */
         for (int g = 0; g < PKV_GATE_GROUPS; g++) fitted.group_model[g][r].set = false;
@@ -383,9 +392,11 @@ int pkv_cmd_fit(int argc, char **argv) {
         } else if (pkv_route_role_of((pkv_route)r) == PKV_ROLE_BASELINE) {
             if (bias > bias_base) bias_base = bias;
         }
-        emit("| %s | %zu | %.2f%% | %+.2f%% | %zu | %.2f%% | %+.2f%% | %.2f%% | %+.2f%% | %.1f |\n",
+        emit("| %s | %zu | %.2f%% | %+.2f%% | %zu | %.2f%% | %+.2f%% | %.2f%% | %+.2f%% | %.1f | "
+             "%.2f |\n",
              pkv_route_name((pkv_route)r), fit.n[r], 100 * f_mape, 100 * f_sum, test.n[r],
-             100 * t_mape, 100 * t_sum, 100 * b_mape, 100 * b_sum, m.v[PKV_RM_HOST_US]);
+             100 * t_mape, 100 * t_sum, 100 * b_mape, 100 * b_sum, m.v[PKV_RM_HOST_US],
+             m.v[PKV_RM_HOST_US_PER_KTOKEN]);
         cJSON *o = cJSON_AddObjectToObject(routes, pkv_route_name((pkv_route)r));
         cJSON_AddNumberToObject(o, "steps", (double)fit.n[r]);
         cJSON_AddNumberToObject(o, "mape", f_mape);

@@ -107,6 +107,35 @@ int main(void) {
         CHECK(pkv_fit_nonneg(x, PKV_FIT_MAX_TERMS + 1, y, NULL, 200, c) == -1,
               "too many terms taken");
     }
+    /* The host's share: 20 us + 4 us per 1000 context tokens, with 1 us of jitter and
+     * one step in 20 preempted (+0.5 ms), over contexts of 1K to 64K tokens; then one
+     * context size (the median); then a time that falls with the context (no negative
+     * slope: the bins' weighted mean). */
+    {
+        enum { NH = 4000 };
+        static double host[NH], ktok[NH];
+        for (int i = 0; i < NH; i++) {
+            ktok[i] = 1 + 63 * gsl_rng_uniform(r);
+            host[i] = 20e-6 + 4e-6 * ktok[i] + gsl_ran_gaussian(r, 1e-6) +
+                      (gsl_rng_uniform(r) < 0.05 ? 500e-6 : 0);
+            if (i % 97 == 0) host[i] = NAN; /* a wall that was not read */
+        }
+        pkv_route_model hm = {0};
+        CHECK(pkv_fit_host(host, ktok, NH, &hm) == 0 && fabs(hm.v[PKV_RM_HOST_US] - 20) < 1.5 &&
+                  fabs(hm.v[PKV_RM_HOST_US_PER_KTOKEN] - 4) < 0.1,
+              "host line: %.2f us + %.3f us per 1K tokens (truth 20 + 4)", hm.v[PKV_RM_HOST_US],
+              hm.v[PKV_RM_HOST_US_PER_KTOKEN]);
+        for (int i = 0; i < NH; i++) ktok[i] = 8, host[i] = (i % 10 == 0 ? 900e-6 : 30e-6);
+        CHECK(pkv_fit_host(host, ktok, NH, &hm) == 0 && fabs(hm.v[PKV_RM_HOST_US] - 30) < 1e-6 &&
+                  hm.v[PKV_RM_HOST_US_PER_KTOKEN] == 0,
+              "one context: %.3f us + %.3f us per 1K tokens (median 30)", hm.v[PKV_RM_HOST_US],
+              hm.v[PKV_RM_HOST_US_PER_KTOKEN]);
+        for (int i = 0; i < NH; i++) ktok[i] = 1 + i % 64, host[i] = (60 - 0.5 * ktok[i]) * 1e-6;
+        CHECK(pkv_fit_host(host, ktok, NH, &hm) == 0 && hm.v[PKV_RM_HOST_US_PER_KTOKEN] == 0 &&
+                  hm.v[PKV_RM_HOST_US] > 40 && hm.v[PKV_RM_HOST_US] < 60,
+              "falling: %.3f us + %.3f us per 1K tokens", hm.v[PKV_RM_HOST_US],
+              hm.v[PKV_RM_HOST_US_PER_KTOKEN]);
+    }
     gsl_rng_free(r);
     CHECK_DONE();
 }
