@@ -61,7 +61,6 @@ def pool(reps):
     t = [r["tok_s"] for r in reps]
     x["reps"] = len(reps)
     x["spread"] = (max(t) - min(t)) / np.mean(t)
-    x["routes"] = reps[0]["routes"]
     return x
 
 

@@ -102,8 +102,10 @@ static int parse_route_models(pkv_route_model *dst, const cJSON *rm, const char 
         pkv_route_model *d = &dst[r];
         for (int k = 0; k < PKV_ROUTE_MODEL_PARAMS; k++) {
             if (!cJSON_GetObjectItemCaseSensitive(m, keys[k])) {
-                d->v[k] = 0;
-                if (k == PKV_RM_HOST_US_PER_KTOKEN) continue; /* files before it lack it */
+                if (k == PKV_RM_HOST_US_PER_KTOKEN) { /* files before it lack it */
+                    d->v[k] = 0;
+                    continue;
+                }
                 char kp[200];
                 pkv_json_path(kp, sizeof kp, mp, keys[k]);
                 return pkv_fail(e, "%s: missing (a route's model needs all of its constants)", kp);

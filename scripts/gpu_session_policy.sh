@@ -61,11 +61,12 @@ fi
 # Half of the experiments are fitted, the other half held out.
 fit_set="bucketed_b1 bimodal_b8 zipf_b8 trace_azure_x1 trace_azure_x256 trace_mooncake_x16"
 routes=${ROUTES:-"ref_paged pkv_bucket pkv_workqueue flashinfer flashinfer_tc"}
+late() { [ -n "${DEADLINE:-}" ] && (( $(date +%s) - t0 > DEADLINE )); }
 run() { # experiment, policy label, extra options...
   local e=$1 label=$2 n
   n=$(basename "$e" .json)
   shift 2
-  if [ -n "${DEADLINE:-}" ] && (( $(date +%s) - t0 > DEADLINE )); then
+  if late; then
     echo "SKIPPED $n $label (past DEADLINE)"
     return
   fi
@@ -104,7 +105,7 @@ if has eval; then
   done
   echo "adaptive (fitted) done at $(( $(date +%s) - t0 )) s"
   for e in ${ORACLE_EXPS:-$exps}; do
-    if [ -n "${DEADLINE:-}" ] && (( $(date +%s) - t0 > DEADLINE )); then
+    if late; then
       echo "SKIPPED $(basename "$e" .json) oracle (past DEADLINE)"
       continue
     fi

@@ -16,8 +16,6 @@
 #include "jsonv.h"
 #include "pkv_files.h"
 #include "pkv_gitrev.h"
-#include <gsl/gsl_sort.h>
-#include <gsl/gsl_statistics_double.h>
 #include "policy.h"
 
 enum { MAX_FILES = 256 };
@@ -35,10 +33,10 @@ static void usage(void) {
          "and for the base calibration, and each route's host time beyond its device time\n"
          "(the steps' wall less device, medians of 16 bins by context, a non-negative line:\n"
          "host_us + host_us_per_ktoken per 1000 context tokens). The written calibration is\n"
-         "the base (default: the one the first file was run with) with the fitted route_model (a "
-         "fitted route's\n"
-         "per-group models of route_model_by_group dropped) and, unless\n"
-         "--keep-gates, gates for each GQA group size of the files: no minimum context and\n"
+         "the base (default: the one the first file was run with) with the fitted\n"
+         "route_model (a fitted route's per-group models of route_model_by_group dropped)\n"
+         "and, unless --keep-gates, gates for each GQA group size of the files: no minimum context "
+         "and\n"
          "a margin of 1 + the largest relative bias between a baseline's model and a\n"
          "PersistentKV route's (the baseline's summed error on the held-out steps less the\n"
          "split route's, where positive), so that a promotion is made only where the\n"
