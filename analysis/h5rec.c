@@ -470,6 +470,8 @@ int pkv_h5rec_summary(pkv_h5rec *r, const pkv_summary *s, pkv_err *e) {
     D(decode_tok_s_device);
     D(mean_rows);
     D(host_overhead_s);
+    D(host_plan_s);
+    D(host_choose_s);
     D(t_end);
     D(ttft_p50);
     D(ttft_p90);

@@ -122,6 +122,11 @@ void pkv_summary_add_step(pkv_summary *s, const pkv_step_rec *r, double advance)
         s->meta_sum += r->t_meta;
         s->meta_n++;
     }
+    if (!isnan(r->t_plan)) {
+        s->plan_sum += r->t_plan;
+        s->choose_sum += r->t_choose;
+        s->plan_n++;
+    }
     if (r->route < PKV_ROUTE_COUNT) s->route_steps[r->route]++;
 }
 
@@ -192,6 +197,8 @@ int pkv_summary_finish(pkv_summary *s, double t_end) {
     s->host_overhead_s = s->wall_n && s->wall_n == s->device_n
                              ? (s->wall_sum - s->device_sum) / (double)s->wall_n
                              : NAN;
+    s->host_plan_s = s->plan_n ? s->plan_sum / (double)s->plan_n : NAN;
+    s->host_choose_s = s->plan_n ? s->choose_sum / (double)s->plan_n : NAN;
     return 0;
 }
 
@@ -239,6 +246,9 @@ void pkv_summary_print(const pkv_summary *s, FILE *f) {
     if (s->host_overhead_s == s->host_overhead_s) {
         fprintf(f, "\n  host         %.2f us per step (wall minus device time)",
                 s->host_overhead_s * 1e6);
+        if (s->plan_n > 0)
+            fprintf(f, ",\n               of which %.2f us planning, %.2f us staging and choice",
+                    s->host_plan_s * 1e6, s->host_choose_s * 1e6);
         if (s->meta_n > 0)
             fprintf(f,
                     ",\n               of which %.2f us on the device before attention (uploads, "

@@ -56,12 +56,15 @@ typedef struct pkv_summary {
     uint64_t wall_n, device_n;                  /* steps that measured them */
     double meta_sum;                            /* seconds: device metadata work before attention */
     uint64_t meta_n;
+    double plan_sum, choose_sum; /* seconds: host planning, and staging with the choice */
+    uint64_t plan_n;
     double decode_tok_s;        /* decode tokens / simulated seconds after warm-up */
     double decode_tok_s_wall;   /* decode tokens / sum of measured wall times */
     double decode_tok_s_device; /* decode tokens / sum of measured device times (attention, the
                                    MLP tail, a full model's dense part) */
     double mean_rows;
     double host_overhead_s;              /* mean wall minus device time per measured step */
+    double host_plan_s, host_choose_s;   /* of it, mean: /steps t_plan and t_choose */
     double ttft_p50, ttft_p90, ttft_p99; /* seconds, over the finished requests */
     double tpot_p50, tpot_p90, tpot_p99; /* seconds per output token after the first */
     uint64_t arrived, finished, preemptions;

@@ -75,7 +75,13 @@ typedef enum pkv_col_kind {
       "seconds: device time of the step's metadata work before attention (every 17th step; "       \
       "a full model's: every step)")                                                               \
     X(t_noise, double, PKV_COL_F64, 1,                                                             \
-      "relative: the oracle's half interquartile range over the median of its route's repeats")
+      "relative: the oracle's half interquartile range over the median of its route's repeats")    \
+    X(t_plan, double, PKV_COL_F64, 1,                                                              \
+      "seconds: host time planning the policy's candidates and predicting their costs (in "        \
+      "t_wall)")                                                                                   \
+    X(t_choose, double, PKV_COL_F64, 1,                                                            \
+      "seconds: host time staging the step, choosing its route and laying out its tasks (in "      \
+      "t_wall)")
 
 #define PKV_REQUEST_COLUMNS(X)                                                                     \
     X(id, int64_t, PKV_COL_I64, 0, "request number, in arrival order")                             \

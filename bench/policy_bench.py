@@ -4,7 +4,8 @@
 Per experiment and policy: steps, mean rows, the decode tokens per second of wall
 time (decode tokens over the summed step wall time: for a closed loop the
 throughput, for an open loop the work the steps took), the summed step wall and
-device times, and the routes taken. Then, per experiment, adaptive (each
+device times (attention, and a full model's dense part or the MLP tail), the host's time per step (wall less device; of it /steps t_plan and
+t_choose: planning the candidates, staging and choosing), and the routes taken. Then, per experiment, adaptive (each
 calibration it ran with) against the best fixed route, the faster FlashInfer path
 and the oracle, on that figure: above 1 means adaptive is faster.
 
@@ -33,9 +34,16 @@ def load(path):
         # A run that measures nothing (the model backend): its predicted times.
         wall = s["t_wall" if "t_wall" in s else "t_predicted"][:][keep]
         dev = s["t_device"][:][keep] if "t_device" in s else np.full(len(rows), np.nan)
+        for part in ("t_dense", "t_mlp"):  # a full model's dense part, the MLP tail
+            if part in s:
+                dev = dev + np.nan_to_num(s[part][:][keep])
         route = s["route"][:][keep]
         names = dict((v, k) for k, v in h5py.check_enum_dtype(s["route"].dtype).items())
         noise = s["t_noise"][:][keep] if "t_noise" in s else np.array([np.nan])
+        # The host's parts of a step (us): all of it (wall less device), and of it the
+        # planning of the candidates and the staging with the choice.
+        host = [1e6 * (wall - dev)] + [1e6 * s[c][:][keep] if c in s else np.array([np.nan])
+                                        for c in ("t_plan", "t_choose")]
     counts = collections.Counter(names[int(r)] for r in route)
     return {
         "steps": len(rows),
@@ -45,6 +53,7 @@ def load(path):
         "dev": dev.sum(),
         "routes": ", ".join(f"{k} {v}" for k, v in counts.most_common()),
         "noise": np.nanmedian(noise) if np.isfinite(noise).any() else float("nan"),
+        "host": [np.nanmean(h) if np.isfinite(h).any() else float("nan") for h in host],
     }
 
 
@@ -58,6 +67,7 @@ def pool(reps):
     tok = sum(r["tok_s"] * r["wall"] for r in reps)  # decode tokens
     x["tok_s"] = tok / x["wall"]
     x["rows"] = np.mean([r["rows"] for r in reps])
+    x["host"] = [sum(r["host"][i] * r["steps"] for r in reps) / x["steps"] for i in range(3)]
     t = [r["tok_s"] for r in reps]
     x["reps"] = len(reps)
     x["spread"] = (max(t) - min(t)) / np.mean(t)
@@ -82,11 +92,13 @@ def main(paths):
         r = runs[exp]
         print(f"\n### {exp}\n")
         print("| policy | runs | spread | steps | mean rows | decode tok/s (wall) | step wall s "
-              "| device s | oracle noise | routes |\n|---|---|---|---|---|---|---|---|---|---|")
+              "| device s | host us/step | of it planning / choice us | oracle noise | routes |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|---|")
         for label in sorted(r, key=lambda k: (k not in FIXED, k)):
             x = r[label]
             print(f"| {label} | {x['reps']} | {x['spread']:.3f} | {x['steps']} | {x['rows']:.2f} "
-                  f"| {x['tok_s']:.1f} | {x['wall']:.4f} | {x['dev']:.4f} | {x['noise']:.3f} "
+                  f"| {x['tok_s']:.1f} | {x['wall']:.4f} | {x['dev']:.4f} | {x['host'][0]:.1f} "
+                  f"| {x['host'][1]:.2f} / {x['host'][2]:.2f} | {x['noise']:.3f} "
                   f"| {x['routes']} |")
         fixed = {k: v for k, v in r.items() if k in FIXED and k != "pkv_fused"}
         if not fixed:

@@ -226,6 +226,7 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
         rec->t_route[r] = sv.cand[r].t_predicted;
         if (measured_oracle) plan_wall[r] = pkv_clock_now() - tp;
     }
+    const double t_planned = eng->backend->measures ? pkv_clock_now() : 0;
     for (int k = 0; k < PKV_ROUTE_COUNT; k++) rec->t_route_measured[k] = NAN;
     /* Only a backend that computes outputs (cpu, cuda) can be checked. */
     int check =
@@ -233,7 +234,7 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
         ((int64_t)rec->index < eng->check_first || (int64_t)rec->index % eng->check_every == 0);
     rec->t_meta = NAN;
     rec->t_device = rec->t_dense = rec->max_err = rec->mean_err = rec->out_mean_abs = NAN;
-    rec->t_noise = NAN;
+    rec->t_noise = rec->t_plan = rec->t_choose = NAN;
     rec->policy_why = 0;
     _Static_assert(PKV_ROUTE_COUNT <= 8, "/steps candidates holds a bit per route");
     rec->candidates = (uint8_t)sv.valid;
@@ -250,6 +251,12 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
             if (rc)
                 return pkv_fail(e, "step %llu: laying out %s failed (status %d)",
                                 (unsigned long long)rec->index, pkv_route_name(r), rc);
+        }
+        /* The host's parts of the step before the backend runs it (NaN under the
+         * measuring oracle, whose step is its best candidate's) */
+        if (eng->backend->measures) {
+            rec->t_plan = t_planned - t0;
+            rec->t_choose = pkv_clock_now() - t_planned;
         }
     }
     const pkv_counters *c = &sv.cand[r];

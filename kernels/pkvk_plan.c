@@ -191,25 +191,26 @@ int pkvk_plan_bucket(pkvk_plan *p, const int32_t *seq_lens, const int32_t *route
 /* FlashInfer's work units at a chunk of `chunk` pages: sum over rows of
  * ceil(max(pages, 1) / chunk), times per_unit. */
 typedef struct fi_units_ctx {
-    const int32_t *lens;
-    int32_t n, ps;
+    const int32_t *pages; /* [n]: each row's pages, at least 1 */
+    int32_t n;
     int64_t per_unit;
 } fi_units_ctx;
 
+/* Most of an adaptive step's planning is this loop (the search calls it about ten
+ * times a step): the pages are counted once before, and the divisions are 32-bit
+ * (pages and chunks fit), the cheaper ones. */
 static int64_t fi_units(int64_t chunk, const void *vctx) {
     const fi_units_ctx *c = vctx;
+    const uint32_t cc = chunk < INT32_MAX ? (uint32_t)chunk : INT32_MAX;
     int64_t units = 0;
-    for (int32_t i = 0; i < c->n; i++) {
-        int64_t pages = (c->lens[i] + c->ps - 1) / c->ps;
-        units += ((pages > 1 ? pages : 1) + chunk - 1) / chunk;
-    }
+    for (int32_t i = 0; i < c->n; i++) units += ((uint32_t)c->pages[i] + cc - 1) / cc;
     return units * c->per_unit;
 }
 
 /* The chunk (pages) FlashInfer's binary searches settle on. */
-static int64_t fi_chunk(const int32_t *lens, int32_t n, int32_t ps, int64_t lo, int64_t hi,
-                        int64_t per_unit, int64_t budget) {
-    fi_units_ctx c = {lens, n, ps, per_unit};
+static int64_t fi_chunk(const int32_t *pages, int32_t n, int64_t lo, int64_t hi, int64_t per_unit,
+                        int64_t budget) {
+    fi_units_ctx c = {pages, n, per_unit};
     return pkvk_smallest_chunk(lo, hi, budget, fi_units, &c);
 }
 
@@ -221,8 +222,10 @@ int pkvk_plan_flashinfer(pkvk_plan *p, pkv_route route, const pkvk_shape *s,
     if (!pkv_route_is_flashinfer(route)) return PKVK_ERR_INVALID;
     const int32_t ps = s->page_size;
     int64_t max_pages = 1;
+    /* p->lens holds each row's pages (at least 1) for the search, then the lengths */
     for (int32_t i = 0; i < n_rows; i++) {
-        int64_t pages = (seq_lens[i] + ps - 1) / ps;
+        int32_t pages = (int32_t)(((int64_t)seq_lens[i] + ps - 1) / ps);
+        p->lens[i] = pages > 1 ? pages : 1;
         if (pages > max_pages) max_pages = pages;
     }
     const int64_t min_chunk = ps < 128 ? 128 / ps : 1;
@@ -233,13 +236,13 @@ int pkvk_plan_flashinfer(pkvk_plan *p, pkv_route route, const pkvk_shape *s,
         int64_t grid = (int64_t)decode_ctas_per_sm * sm_count;
         chunk = (int64_t)n_rows * s->hkv >= grid
                     ? max_pages
-                    : fi_chunk(seq_lens, n_rows, ps, min_chunk, max_pages, s->hkv, grid);
+                    : fi_chunk(p->lens, n_rows, min_chunk, max_pages, s->hkv, grid);
     } else {
         /* PrefillPlan at one query token per row: one query tile per row (G <= 16),
          * 2 CTAs per SM, the budget counted in rows (it divides the grid by the KV
          * heads). */
         int64_t budget = 2 * (int64_t)sm_count / s->hkv;
-        chunk = fi_chunk(seq_lens, n_rows, ps, min_chunk, max_pages, 1, budget);
+        chunk = fi_chunk(p->lens, n_rows, min_chunk, max_pages, 1, budget);
     }
     p->route = route;
     p->n_rows = n_rows;

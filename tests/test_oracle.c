@@ -92,10 +92,28 @@ int main(void) {
               "step %d: the oracle's step %.3g s is not its fastest median %.3g s", step,
               rec.t_device, best);
         CHECK(rec.t_noise >= 0 && rec.t_noise < 10, "step %d: noise %g", step, rec.t_noise);
+        CHECK(isnan(rec.t_plan) && isnan(rec.t_choose), "step %d: the oracle's host parts set",
+              step);
         /* Five runs of every candidate took at least 5 x sum; one step's wall is far
          * below that. */
         CHECK(rec.t_wall > 0 && rec.t_wall < 2.5 * sum, "step %d: wall %.3g s of %.3g s of runs",
               step, rec.t_wall, 5 * sum);
+    }
+    pkv_engine_free(&eng);
+
+    /* cpu backend, adaptive on the wall clock: the host's parts before the run are
+     * measured and lie inside the step's wall time. */
+    CHECK(init(&eng, &cal, &small, "adaptive", PKV_BACKEND_CPU, PKV_CLOCK_WALL) == 0, "adaptive");
+    for (int step = 0; step < 20; step++) {
+        int32_t rows = 1 + step % CAP;
+        for (int i = 0; i < rows; i++) lens[i] = 1 + (int32_t)gsl_rng_uniform_int(r, MAX_LEN);
+        pkv_batch_view v = {rows, lens, bt, STRIDE, dirty, rows, from, NULL};
+        pkv_step_rec rec = {.index = (uint64_t)step};
+        double adv;
+        CHECK(pkv_engine_step(&eng, &v, &rec, &adv, &e) == 0, "cpu adaptive step: %s", e.msg);
+        CHECK(rec.t_plan > 0 && rec.t_choose > 0 && rec.t_plan + rec.t_choose < rec.t_wall,
+              "step %d: planning %.3g s and choice %.3g s in a wall of %.3g s", step, rec.t_plan,
+              rec.t_choose, rec.t_wall);
     }
     pkv_engine_free(&eng);
     gsl_rng_free(r);
