@@ -9,6 +9,8 @@
 
 /* argv[0] is "model" (after "bench"). Returns the process exit code. */
 int pkv_bench_model_main(int argc, char **argv);
+/* argv[0] is "allreduce" (after "bench"): sim/cmd_ballreduce.c. */
+int pkv_bench_allreduce_main(int argc, char **argv);
 
 /* A preset of experiments/models/ through the experiment parser (checked as a run's
  * model is); -1 with the reason where it is not one or has no dense part. */

@@ -94,6 +94,9 @@ static void usage(FILE *f) {
           "                        a served model's GEMMs alone on the GPU over token widths,\n"
           "                        against the read ceiling and a 8192^3 GEMM; fits the\n"
           "                        calibration's gemm_gbps, gemm_us, gemm_tflops\n"
+          "  bench allreduce [--model NAME] [--ranks N] [--rows LIST] [--reps N]\n"
+          "                        tensor parallelism's all-reduce through NCCL (built with\n"
+          "                        -DPKV_NCCL=ON) beside the calibration's model of it\n"
           "  bench kernels [--cases SPEC] [--splits LIST] [--reps N] [--out FILE]\n"
           "                        isolated-kernel benchmark on the GPU (see --help there)\n"
           "\n"
@@ -287,9 +290,12 @@ int main(int argc, char **argv) {
         return pkv_bench_kernels_main(argc - 2, argv + 2);
     if (!strcmp(cmd, "bench") && argc >= 3 && !strcmp(argv[2], "model"))
         return pkv_bench_model_main(argc - 2, argv + 2);
+    if (!strcmp(cmd, "bench") && argc >= 3 && !strcmp(argv[2], "allreduce"))
+        return pkv_bench_allreduce_main(argc - 2, argv + 2);
 #else
     if (!strcmp(cmd, "calibrate") || (!strcmp(cmd, "bench") && argc >= 3 &&
-                                      (!strcmp(argv[2], "kernels") || !strcmp(argv[2], "model")))) {
+                                      (!strcmp(argv[2], "kernels") || !strcmp(argv[2], "model") ||
+                                       !strcmp(argv[2], "allreduce")))) {
         fprintf(stderr, "pkvsim %s: %s\n", cmd, pkvk_last_error());
         return 1;
     }

@@ -1,0 +1,153 @@
+/* pkvsim bench allreduce: tensor parallelism's all-reduce measured through NCCL
+ * (built with -DPKV_NCCL=ON) at the sizes a served model's layer reduces, beside the
+ * calibration's model of it (allreduce_us, allreduce_gbps) that a one-GPU run uses. */
+#include "pkv_gitrev.h"
+#include "calib.h"
+#include "cli.h"
+#include "cmd_bmodel.h"
+#include "config.h"
+#include "pkvk_comm.h"
+
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { MAX_WIDTHS = 16 };
+
+static const char *HELP =
+    "usage: pkvsim bench allreduce [--model NAME] [--ranks N] [--rows LIST] [--reps N]\n"
+    "                              [-c CALIBRATION] [--out FILE]\n"
+    "  Times the all-reduce (FP16 sum, in place, NCCL) of rows x hidden values over N GPUs\n"
+    "  of this machine (one process drives every rank; default 1: on one GPU NCCL's own\n"
+    "  fixed cost) at each width of LIST (token rows, default 1,8,64,256,1024,4096,8192),\n"
+    "  the median of --reps (default 50) after a warm-up, every rank's result checked\n"
+    "  against the sum on the CPU. Prints per width the bytes, the measured time, the\n"
+    "  bus bandwidth (2 (N - 1) / N x bytes over the time), the time the calibration\n"
+    "  models (allreduce_us + 2 (N - 1) / N x bytes / allreduce_gbps; -c, default the\n"
+    "  preset's calibration) and a decode step's two all-reduces a layer, all layers.\n"
+    "  --model: a preset of experiments/models/ (default llama-3.1-8b); --out: also write\n"
+    "  the table there. Set NCCL_NVLS_ENABLE=0 where the GPUs share NVLink with others.";
+
+int pkv_bench_allreduce_main(int argc, char **argv) {
+    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
+                                         {"rows", required_argument, 0, 'r'},
+                                         {"reps", required_argument, 0, 'n'},
+                                         {"ranks", required_argument, 0, 'k'},
+                                         {"calibration", required_argument, 0, 'c'},
+                                         {"out", required_argument, 0, 'o'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    const char *model = "llama-3.1-8b", *out = NULL, *cal_path = NULL;
+    const char *rows_s = "1,8,64,256,1024,4096,8192";
+    int reps = 50, ranks = 1, c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "m:r:n:k:c:o:h", opts, NULL)) != -1) {
+        switch (c) {
+        case 'm':
+            model = optarg;
+            break;
+        case 'r':
+            rows_s = optarg;
+            break;
+        case 'n':
+            if (pkv_cli_parse_count("bench allreduce", "--reps", optarg, 10000, &reps)) return 2;
+            break;
+        case 'k':
+            if (pkv_cli_parse_count("bench allreduce", "--ranks", optarg, 8, &ranks)) return 2;
+            break;
+        case 'c':
+            cal_path = optarg;
+            break;
+        case 'o':
+            out = optarg;
+            break;
+        case 'h':
+            puts(HELP);
+            return 0;
+        default:
+            fputs("pkvsim bench allreduce: see --help\n", stderr);
+            return 2;
+        }
+    }
+    int widths[MAX_WIDTHS], nw = 0;
+    for (const char *p = rows_s; *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > 8192 || nw == MAX_WIDTHS || (*end && *end != ',')) {
+            fprintf(stderr,
+                    "pkvsim bench allreduce: --rows: \"%s\" is not a list of up to %d widths in "
+                    "1..8192\n",
+                    rows_s, MAX_WIDTHS);
+            return 2;
+        }
+        widths[nw++] = (int)v;
+        p = *end ? end + 1 : end;
+    }
+    if (!pkvk_comm_built()) {
+        fprintf(stderr, "pkvsim bench allreduce: this pkvsim was built without NCCL: configure "
+                        "with -DPKV_NCCL=ON\n");
+        return 1;
+    }
+    pkv_config cfg;
+    pkv_calib cal;
+    pkv_err e;
+    if (pkv_model_preset_config(model, &cfg, &e)) {
+        fprintf(stderr, "pkvsim bench allreduce: %s\n", e.msg);
+        return 2;
+    }
+    if (pkv_calib_load(&cal, cal_path ? cal_path : cfg.calibration, &e)) {
+        fprintf(stderr, "pkvsim bench allreduce: %s\n", e.msg);
+        pkv_config_free(&cfg);
+        return 2;
+    }
+    FILE *fo = out ? fopen(out, "w") : NULL;
+    if (out && !fo) {
+        fprintf(stderr, "pkvsim bench allreduce: cannot write %s\n", out);
+        pkv_calib_free(&cal);
+        pkv_config_free(&cfg);
+        return 1;
+    }
+    FILE *outs[2] = {stdout, fo};
+    const pkv_model *md = &cfg.model;
+    const double share = 2.0 * (ranks - 1) / ranks; /* bytes each rank moves, over the buffer's */
+    time_t now = time(NULL);
+    char date[32];
+    strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
+    for (int f = 0; f < 2; f++)
+        if (outs[f])
+            fprintf(outs[f],
+                    "# pkvsim bench allreduce, %s, pkvsim %s: %s (hidden %d, %d layers), %d "
+                    "rank(s), NCCL, median of %d; model from %s\n%8s %12s %10s %10s %10s %14s "
+                    "%12s\n",
+                    date, PKV_GIT_REV, md->name, md->hidden, md->layers, ranks, reps,
+                    cal_path ? cal_path : cfg.calibration, "rows", "bytes", "us", "bus_GB/s",
+                    "model_us", "step_2L_ms", "max_err");
+    int rc = 0, bad = 0; /* bad: a sum off */
+    for (int i = 0; i < nw && !rc; i++) {
+        const size_t bytes = (size_t)widths[i] * md->hidden * 2;
+        float ms = 0;
+        double err = 0;
+        rc = pkvk_comm_time_allreduce(ranks, bytes, reps, 1234u + (unsigned)i, &ms, &err);
+        if (rc) break;
+        const double us = ms * 1e3;
+        const double model_us = cal.allreduce_us + share * bytes / (cal.allreduce_gbps * 1e3);
+        for (int f = 0; f < 2; f++)
+            if (outs[f])
+                fprintf(outs[f], "%8d %12zu %10.2f %10.1f %10.2f %14.3f %12.3g\n", widths[i], bytes,
+                        us, share * bytes / (us * 1e3), model_us, 2.0 * md->layers * us * 1e-3,
+                        err);
+        if (err > 0) {
+            fprintf(stderr, "pkvsim bench allreduce: %d rows: the reduced values are off by %g\n",
+                    widths[i], err);
+            bad = 1;
+        }
+    }
+    if (rc) fprintf(stderr, "pkvsim bench allreduce: %s\n", pkvk_last_error());
+    rc |= bad;
+    if (fo && fclose(fo) != 0) rc = 1;
+    pkv_calib_free(&cal);
+    pkv_config_free(&cfg);
+    return rc ? 1 : 0;
+}
