@@ -20,6 +20,23 @@ int pkv_cli_parse_count(const char *cmd, const char *opt, const char *s, int mos
     return 0;
 }
 
+int pkv_cli_parse_widths(const char *cmd, const char *s, int *out, int cap, int *n) {
+    *n = 0;
+    for (const char *p = s; *p;) {
+        char *end;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 1 || v > 8192 || *n == cap || (*end && *end != ',')) {
+            fprintf(stderr,
+                    "pkvsim %s: --rows: \"%s\" is not a list of up to %d widths in 1..8192\n", cmd,
+                    s, cap);
+            return -1;
+        }
+        out[(*n)++] = (int)v;
+        p = *end ? end + 1 : end;
+    }
+    return 0;
+}
+
 int pkv_cli_parse_u64(const char *s, uint64_t *out) {
     char *end;
     if (!s || !isdigit((unsigned char)*s)) return -1; /* no sign, no space */

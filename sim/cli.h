@@ -11,6 +11,9 @@
 int pkv_cli_parse_u64(const char *s, uint64_t *out);
 /* An option's count in 1..most; -1 (with the message printed) on anything else. */
 int pkv_cli_parse_count(const char *cmd, const char *opt, const char *s, int most, int *out);
+/* --rows LIST: up to cap comma-separated token widths in 1..8192 into out; *n gets
+ * their count. Prints the error (naming cmd) and returns -1 on bad input. */
+int pkv_cli_parse_widths(const char *cmd, const char *s, int *out, int cap, int *n);
 /* The one EXPERIMENT.json argument left after the options (optind), loaded, with
  * --seed applied. Returns 0, or the exit code (the message is printed). */
 int pkv_cli_load_experiment(int argc, char **argv, const char *cmd, const char *seed,

@@ -52,10 +52,10 @@ int pkv_bench_allreduce_main(int argc, char **argv) {
             rows_s = optarg;
             break;
         case 'n':
-            if (pkv_cli_parse_count("bench allreduce", "--reps", optarg, 10000, &reps)) return 2;
+            if (pkv_cli_parse_count("bench allreduce", "reps", optarg, 10000, &reps)) return 2;
             break;
         case 'k':
-            if (pkv_cli_parse_count("bench allreduce", "--ranks", optarg, 8, &ranks)) return 2;
+            if (pkv_cli_parse_count("bench allreduce", "ranks", optarg, 8, &ranks)) return 2;
             break;
         case 'c':
             cal_path = optarg;
@@ -72,19 +72,7 @@ int pkv_bench_allreduce_main(int argc, char **argv) {
         }
     }
     int widths[MAX_WIDTHS], nw = 0;
-    for (const char *p = rows_s; *p;) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 1 || v > 8192 || nw == MAX_WIDTHS || (*end && *end != ',')) {
-            fprintf(stderr,
-                    "pkvsim bench allreduce: --rows: \"%s\" is not a list of up to %d widths in "
-                    "1..8192\n",
-                    rows_s, MAX_WIDTHS);
-            return 2;
-        }
-        widths[nw++] = (int)v;
-        p = *end ? end + 1 : end;
-    }
+    if (pkv_cli_parse_widths("bench allreduce", rows_s, widths, MAX_WIDTHS, &nw)) return 2;
     if (!pkvk_comm_built()) {
         fprintf(stderr, "pkvsim bench allreduce: this pkvsim was built without NCCL: configure "
                         "with -DPKV_NCCL=ON\n");

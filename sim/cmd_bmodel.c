@@ -252,7 +252,7 @@ int pkv_bench_model_main(int argc, char **argv) {
             rows_s = optarg;
             break;
         case 'n':
-            if (pkv_cli_parse_count("bench model", "--reps", optarg, 10000, &reps)) return 2;
+            if (pkv_cli_parse_count("bench model", "reps", optarg, 10000, &reps)) return 2;
             break;
         case 'o':
             out = optarg;
@@ -266,19 +266,7 @@ int pkv_bench_model_main(int argc, char **argv) {
         }
     }
     int widths[MAX_WIDTHS], nw = 0;
-    for (const char *p = rows_s; *p;) {
-        char *end;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 1 || v > 8192 || nw == MAX_WIDTHS || (*end && *end != ',')) {
-            fprintf(stderr,
-                    "pkvsim bench model: --rows: \"%s\" is not a list of up to %d widths in "
-                    "1..8192\n",
-                    rows_s, MAX_WIDTHS);
-            return 2;
-        }
-        widths[nw++] = (int)v;
-        p = *end ? end + 1 : end;
-    }
+    if (pkv_cli_parse_widths("bench model", rows_s, widths, MAX_WIDTHS, &nw)) return 2;
     pkv_config cfg;
     pkv_err e;
     if (pkv_model_preset_config(model, &cfg, &e)) {
