@@ -40,6 +40,7 @@ struct ranks_t {
 
 static void ranks_free(ranks_t &R) {
     for (int r = 0; r < R.n; r++) {
+        if (!R.comm[r] && !R.st[r]) continue; /* never set up (e.g. past the machine's GPUs) */
         cudaSetDevice(r);
         if (R.comm[r]) ncclCommDestroy(R.comm[r]);
         if (R.buf[r]) cudaFree(R.buf[r]);
