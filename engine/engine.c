@@ -162,6 +162,15 @@ static int run_oracle(pkv_engine *eng, const pkv_batch_view *v, const pkv_step_v
     return 0;
 }
 
+/* The one place a time under the engine's clock is chosen, for decode steps,
+ * prefills and swaps alike: the cost model's prediction, the host's wall time or
+ * the device's time. */
+static double clock_time(const pkv_engine *eng, double predicted, double wall, double device) {
+    return eng->clock == PKV_CLOCK_WALL     ? wall
+           : eng->clock == PKV_CLOCK_DEVICE ? device
+                                            : predicted;
+}
+
 /* A forward over prompt pieces beyond its dense part: their attention's roofline and
  * the calibration's fitted terms (per forward, token and score; scores: every layer's). */
 static double prompt_extra(const pkv_engine *eng, const pkv_prefill_view *p, int64_t tokens,
@@ -315,11 +324,9 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
                         "%.3g), mean|e| %.3g (limit %.3g)",
                         (unsigned long long)rec->index, pkv_route_name(r), rec->max_err,
                         PKV_TOL_MAX, rec->mean_err, PKV_TOL_MEAN);
-    *advance = eng->clock == PKV_CLOCK_WALL ? rec->t_wall
-               : eng->clock == PKV_CLOCK_DEVICE
-                   ? rec->t_device + (isnan(rec->t_mlp) ? 0 : rec->t_mlp) +
-                         (isnan(rec->t_dense) ? 0 : rec->t_dense)
-                   : rec->t_predicted;
+    *advance = clock_time(eng, rec->t_predicted, rec->t_wall,
+                          rec->t_device + (isnan(rec->t_mlp) ? 0 : rec->t_mlp) +
+                              (isnan(rec->t_dense) ? 0 : rec->t_dense));
     if (!(*advance >= 0))
         return pkv_fail(e, "step %llu: the %s backend measured no %s time",
                         (unsigned long long)rec->index, eng->backend->name,
@@ -328,27 +335,28 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
 }
 
 int pkv_engine_prefill(pkv_engine *eng, const pkv_prefill_view *p, pkv_prefill_rec *rec,
-                       double *t_measured, pkv_err *e) {
-    *t_measured = NAN;
+                       double *advance, pkv_err *e) {
     int64_t heads = 0, tokens = chunk_tokens(p, &heads);
+    const bool dense = pkv_model_dense(&eng->model);
     rec->index = (uint64_t)eng->prefills++;
     rec->requests = (uint32_t)p->n_req;
     rec->tokens = (uint64_t)tokens;
     rec->scores = chunk_scores(eng, p);
     rec->t_predicted = rec->t_device = rec->t_wall = NAN;
-    if (pkv_model_dense(&eng->model)) {
+    if (dense) {
         pkv_dense_cost dc;
         pkv_model_dense_cost(&eng->model, eng->cal, tokens, heads, &dc);
         rec->t_predicted = dc.t_predicted + prompt_extra(eng, p, tokens, rec->scores);
-        if (eng->clock == PKV_CLOCK_PREDICTED) *t_measured = rec->t_predicted;
     }
-    if (!eng->backend->prefill) return 0;
-    double t0 = pkv_clock_now();
-    if (eng->backend->prefill(eng->backend, p, &rec->t_device, e)) return -1;
-    rec->t_wall = pkv_clock_now() - t0 + eng->backend->t_unrun;
-    eng->backend->t_unrun = 0;
-    if (eng->clock == PKV_CLOCK_WALL) *t_measured = rec->t_wall;
-    if (eng->clock == PKV_CLOCK_DEVICE) *t_measured = rec->t_device;
+    if (eng->backend->prefill) {
+        double t0 = pkv_clock_now();
+        if (eng->backend->prefill(eng->backend, p, &rec->t_device, e)) return -1;
+        rec->t_wall = pkv_clock_now() - t0 + eng->backend->t_unrun;
+        eng->backend->t_unrun = 0;
+    }
+    *advance = dense || eng->prefill_measure
+                   ? clock_time(eng, rec->t_predicted, rec->t_wall, rec->t_device)
+                   : eng->prefill_base_s + eng->prefill_per_token_s * (double)tokens;
     return 0;
 }
 
@@ -357,11 +365,10 @@ int pkv_engine_swap(pkv_engine *eng, int to_host, const int32_t *pages, const in
     const pkv_calib *c = eng->cal;
     *t_predicted = c->swap_us * 1e-6 + n * pkv_model_page_bytes(&eng->model) / (c->swap_gbps * 1e9);
     *t = *t_predicted;
-    if (!eng->backend->swap) return 0;
+    if (!eng->backend->swap) return 0; /* modelled only, whatever the clock */
     double t_device, t0 = pkv_clock_now();
     if (eng->backend->swap(eng->backend, to_host, pages, slots, n, &t_device, e)) return -1;
-    if (eng->clock == PKV_CLOCK_WALL) *t = pkv_clock_now() - t0 + eng->backend->t_unrun;
-    if (eng->clock == PKV_CLOCK_DEVICE) *t = t_device;
+    *t = clock_time(eng, *t_predicted, pkv_clock_now() - t0 + eng->backend->t_unrun, t_device);
     eng->backend->t_unrun = 0;
     return 0;
 }

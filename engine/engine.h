@@ -119,6 +119,10 @@ typedef struct pkv_engine {
     int oracle_reps;  /* the measuring oracle's runs of each candidate (their median) */
     double mlp_bytes; /* bytes of MLP weights read per step (0: no MLP tail) */
     int64_t prefills; /* prefill batches run */
+    /* The study layer's prefill (serving.prefill): seconds per batch and per token, or
+     * (measure) the K/V write's time under the clock */
+    double prefill_base_s, prefill_per_token_s;
+    bool prefill_measure;
 } pkv_engine;
 
 /* The routes (bit r) a decode step replayed as a CUDA graph can run (run.cuda_graph):
@@ -141,12 +145,12 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
                     pkv_err *e);
 
 /* A prefill batch on the backend: its K/V write and, for a model with a dense part,
- * its forward. rec receives the batch's figures; *t_measured its time under the
- * engine's clock: the cost model's (a dense model; NaN for the study layer, whose
- * prefill time is the experiment's), or measured (wall or device, NaN where the
- * backend measures nothing). */
+ * its forward. rec receives the batch's figures; *advance the seconds by which it
+ * moves the clock: a full model's (or a measured write's) time under the engine's
+ * clock (NaN where the backend measures nothing), else the study layer's affine
+ * prefill model. */
 int pkv_engine_prefill(pkv_engine *eng, const pkv_prefill_view *p, pkv_prefill_rec *rec,
-                       double *t_measured, pkv_err *e);
+                       double *advance, pkv_err *e);
 
 /* Preemption by swap: n pages to the host pool's slots (to_host 1) or back, on the
  * backend where it copies (finished on return). *t: the copy's time under the

@@ -1,9 +1,84 @@
 #include "runner.h"
+#include "h5rec.h"
+#include "pkv_clock.h"
 #include "pkv_files.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* ---- the run's sink: the HDF5 recorder, the summary, the progress line ---------------- */
+typedef struct run_sink {
+    pkv_h5rec *rec; /* NULL: nothing recorded */
+    pkv_summary sum;
+    double t_progress; /* host seconds of the last progress line */
+} run_sink;
+
+static int sink_step(void *ctx, const pkv_step_rec *r, double advance, pkv_err *e) {
+    run_sink *k = ctx;
+    pkv_summary_add_step(&k->sum, r, advance);
+    return k->rec ? pkv_h5rec_step(k->rec, r, e) : 0;
+}
+
+static int sink_prefill(void *ctx, const pkv_prefill_rec *p, pkv_err *e) {
+    run_sink *k = ctx;
+    pkv_summary_add_prefill(&k->sum, p);
+    return k->rec ? pkv_h5rec_prefill(k->rec, p, e) : 0;
+}
+
+static int sink_request(void *ctx, const pkv_request_rec *q, pkv_err *e) {
+    run_sink *k = ctx;
+    if (pkv_summary_add_request(&k->sum, q)) return pkv_fail(e, "out of memory");
+    return k->rec ? pkv_h5rec_request(k->rec, q, e) : 0;
+}
+
+static int sink_itl(void *ctx, double gap, pkv_err *e) {
+    pkv_summary_add_itl(&((run_sink *)ctx)->sum, gap);
+    return 0;
+}
+
+/* On stderr, at most every half second (and at the end). */
+static void sink_progress(void *ctx, const pkv_sim_progress *p, bool final) {
+    run_sink *k = ctx;
+    if (!final && pkv_clock_now() - k->t_progress <= 0.5) return;
+    k->t_progress = pkv_clock_now();
+    char pct[16] = "";
+    if (p->done >= 0) snprintf(pct, sizeof pct, "%5.1f%%  ", 100 * fmin(p->done, 1));
+    fprintf(stderr, "\r  %sstep %llu  t=%.4g s  running %d  waiting %zu  finished %zu/%zu%s", pct,
+            (unsigned long long)p->steps, p->t_now, p->running, p->waiting, p->finished, p->arrived,
+            final ? "\n" : "   ");
+}
+
+static int sink_end(void *ctx, double t_end, bool interrupted, const pkv_sim_counts *c,
+                    pkv_err *e) {
+    pkv_summary *s = &((run_sink *)ctx)->sum;
+    s->interrupted = interrupted;
+    s->prefix_blocks = c->prefix_blocks, s->prefix_tokens = c->prefix_tokens;
+    s->prefix_hits = c->prefix_hits, s->prefix_hit_tokens = c->prefix_hit_tokens;
+    s->prefix_evictions = c->prefix_evictions;
+    s->swap_outs = c->swap_outs, s->swap_ins = c->swap_ins, s->swap_pages = c->swap_pages;
+    s->swap_time_s = c->swap_time_s, s->swap_predicted_s = c->swap_predicted_s;
+    return pkv_summary_finish(s, t_end) ? pkv_fail(e, "out of memory") : 0;
+}
+
+/* The summary as the experiment sets it up: its SLOs (a class's, else the run's) and
+ * percentiles. */
+static int summary_init(pkv_summary *s, const pkv_config *cfg) {
+    if (pkv_summary_init(s)) return -1;
+    s->slo = cfg->slo;
+    s->n_classes = cfg->workload.n_classes;
+    for (int k = 0; k < cfg->workload.n_classes; k++) {
+        const pkv_slo_class *c = &cfg->workload.classes[k];
+        snprintf(s->class_names[k], sizeof s->class_names[k], "%s", c->name);
+        s->class_slo[k] = (pkv_slo){c->ttft_s > 0 ? c->ttft_s : cfg->slo.ttft,
+                                    c->tpot_s > 0 ? c->tpot_s : cfg->slo.tpot,
+                                    c->e2el_s > 0 ? c->e2el_s : cfg->slo.e2el};
+    }
+    s->n_pcts = cfg->n_percentiles;
+    memcpy(s->pcts, cfg->percentiles, sizeof s->pcts);
+    return 0;
+}
 
 int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary *out, pkv_err *e) {
     const char *in[6], *what[6];
@@ -40,9 +115,10 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
                                                     : "predicted");
     }
     pkv_engine eng;
+    run_sink sink = {0};
     pkv_h5rec *rec = NULL;
     pkv_sim sim = {0};
-    int sim_ok = 0, rc = -1;
+    int sim_ok = 0, sum_ok = 0, rc = -1;
     pkv_backend_spec bs = {
         .kind = bk,
         .kv_pages = cfg->kv_pages,
@@ -73,6 +149,9 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
     eng.check_every = cfg->check_every;
     eng.check_first = cfg->check_first;
     eng.oracle_reps = cfg->oracle_repeats;
+    eng.prefill_base_s = cfg->prefill_base_s;
+    eng.prefill_per_token_s = cfg->prefill_per_token_s;
+    eng.prefill_measure = cfg->prefill_measure;
     if (o->record) {
         pkv_provenance pv = {
             o->command_line ? o->command_line : "", be->name, dev.name, cfg->seed,
@@ -94,23 +173,36 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
             pkv_h5rec_provenance(rec, &pv, e))
             goto done;
     }
-    if (pkv_sim_init(&sim, cfg, &eng, rec, e)) goto done;
+    if (summary_init(&sink.sum, cfg)) {
+        pkv_fail(e, "out of memory");
+        goto done;
+    }
+    sum_ok = 1;
+    sink.rec = rec;
+    const pkv_sim_sink ss = {.ctx = &sink,
+                             .step = sink_step,
+                             .prefill = sink_prefill,
+                             .request = sink_request,
+                             .itl = sink_itl,
+                             .progress = o->quiet ? NULL : sink_progress,
+                             .end = sink_end};
+    if (pkv_sim_init(&sim, cfg, &eng, &ss, e)) goto done;
     sim_ok = 1;
     sim.stop = o->stop;
     sim.observe = o->observe;
     sim.observe_ctx = o->observe_ctx;
-    sim.progress = !o->quiet;
+    sink.t_progress = pkv_clock_now();
     if (pkv_sim_run(&sim, e)) goto done;
     if (pkv_model_dense(&cfg->model)) {
-        sim.summary.model_weight_bytes = pkv_model_weight_bytes(&cfg->model);
-        sim.summary.model_kv_bytes_per_token =
+        sink.sum.model_weight_bytes = pkv_model_weight_bytes(&cfg->model);
+        sink.sum.model_kv_bytes_per_token =
             pkv_model_page_bytes(&cfg->model) / cfg->model.page_size;
         pkv_dense_cost dc;
         pkv_model_dense_cost(&cfg->model, &cal, 1, 1, &dc);
-        sim.summary.model_dense_flops_per_token = dc.flops;
+        sink.sum.model_dense_flops_per_token = dc.flops;
     }
-    if (rec && pkv_h5rec_summary(rec, &sim.summary, e)) goto done;
-    *out = sim.summary;
+    if (rec && pkv_h5rec_summary(rec, &sink.sum, e)) goto done;
+    *out = sink.sum;
     rc = 0;
 done:
     if (rec) {
@@ -121,6 +213,7 @@ done:
         }
     }
     if (sim_ok) pkv_sim_free(&sim);
+    if (sum_ok) pkv_summary_free(&sink.sum);
     pkv_engine_free(&eng);
     pkv_calib_free(&cal);
     return rc;

@@ -1,38 +1,29 @@
-/* The discrete-event serving simulation: arrivals -> FCFS admission under the
- * active-request and KV-page budgets -> prefill -> continuous-batching decode steps
- * -> finish, with preemption (recompute or swap) when the page pool runs dry.
+/* The discrete-event serving simulation of one engine: arrivals -> admission under
+ * the active-request and KV-page budgets -> the scheduler's iterations (decode steps,
+ * prefill batches, prompt chunks) timed by the engine -> finish, with preemption
+ * (recompute or swap) when the page pool runs dry.
  *
- * The GPU is one serial server. Under serving.scheduler prefill_first it runs either a
- * prefill batch (every admitted prompt whole) or a decode step over every running
- * request, each timed by the engine (a full model's prefill by its forward; the study
- * layer's by the affine prefill model of serving.prefill). Under chunked (a full
- * model) every iteration runs each running request's decode token and, in the rest of
- * serving.token_budget, the next chunk of each admitted prompt in admission order (at
- * most max_prefill_chunk tokens of one prompt); an iteration with decode rows is a
- * step (its chunks counted in it), one without them a prefill batch of chunks.
+ * The GPU is one serial server. The scheduler (sched.h: prefill_first, chunked) picks
+ * each iteration once every event of the current instant is handled; the engine says
+ * how far it moves the clock (engine.h), and the loop adds that. What happens (steps,
+ * prefills, finished requests, progress) goes to a sink the caller installs, so the
+ * simulation knows nothing of files, and several simulations can run side by side in
+ * one process (a fleet): pkv_sim_start, then pkv_sim_advance while pkv_sim_next_t is
+ * the earliest, then pkv_sim_end; pkv_sim_run does all three for one.
  * With a full model the prefill samples each request's first token, so TTFT is
  * stamped when that prefill completes (as vLLM reports it) and the decode steps
  * produce the other decode_len - 1 tokens; the study layer keeps the study's
- * convention (TTFT at its first decode step, decode_len steps).
- * The scheduler acts only after every event of the current instant is handled. */
+ * convention (TTFT at its first decode step, decode_len steps). */
 #ifndef PKV_SIM_H
 #define PKV_SIM_H
 
 #include <signal.h>
 
 #include "config.h"
-#include "h5rec.h"
-#include "pkv_heap.h"
+#include "engine.h"
 #include "kvalloc.h"
+#include "pkv_heap.h"
 #include "prefix.h"
-
-/* The simulator's events (pkv_event.kind). */
-typedef enum pkv_event_kind {
-    PKV_EVENT_ARRIVAL = 0,
-    PKV_EVENT_PREFILL_DONE,
-    PKV_EVENT_STEP_DONE,
-    PKV_EVENT_FINISH,
-} pkv_event_kind;
 
 typedef struct pkv_sim_request {
     pkv_request_rec rec;
@@ -54,6 +45,45 @@ typedef struct pkv_sim_request {
 } pkv_sim_request;
 
 struct pkv_sim;
+struct pkv_scheduler;
+
+/* What the simulation counts besides its records (the summary's prefix_* and swap_*):
+ * the admissions' full prompt blocks and tokens to prefill, the tokens found cached;
+ * requests swapped out and in, pages copied (both ways), the copies' seconds under
+ * the run's clock and as the cost model predicts them. */
+typedef struct pkv_sim_counts {
+    uint64_t prefix_blocks, prefix_tokens, prefix_hit_tokens, prefix_hits, prefix_evictions;
+    uint64_t swap_outs, swap_ins, swap_pages;
+    double swap_time_s, swap_predicted_s;
+} pkv_sim_counts;
+
+/* Where the simulation stands, for a progress line. */
+typedef struct pkv_sim_progress {
+    double done; /* share of the run done by whichever bound ends it first; -1: unbounded */
+    uint64_t steps;
+    double t_now; /* seconds, simulated */
+    int32_t running;
+    size_t waiting, finished, arrived;
+} pkv_sim_progress;
+
+/* What happens, as it happens; the caller's (the runner: the HDF5 recorder, the
+ * summary, the progress line). Every member may be NULL. A member that fails returns
+ * -1 with e filled, and the run stops with that error. */
+typedef struct pkv_sim_sink {
+    void *ctx;
+    /* A decode step as it starts, and the seconds it moves the clock. */
+    int (*step)(void *ctx, const pkv_step_rec *rec, double advance, pkv_err *e);
+    int (*prefill)(void *ctx, const pkv_prefill_rec *rec, pkv_err *e);
+    /* A request leaves the run (finished, or still in it at the end). */
+    int (*request)(void *ctx, const pkv_request_rec *rec, pkv_err *e);
+    /* A token after a request's first came `gap` seconds after its previous one. */
+    int (*itl)(void *ctx, double gap, pkv_err *e);
+    /* Now and then (every 1024 steps' events), and once at the end (final). */
+    void (*progress)(void *ctx, const pkv_sim_progress *p, bool final);
+    /* The run ended at t_end (interrupted: by *stop); its counts. */
+    int (*end)(void *ctx, double t_end, bool interrupted, const pkv_sim_counts *c, pkv_err *e);
+} pkv_sim_sink;
+
 /* Tests: called as each iteration starts (a decode step, with the chunks of a chunked
  * iteration, or a prefill batch), with the simulation as it stands. */
 typedef void (*pkv_sim_observer)(const struct pkv_sim *s, int decode_step, void *ctx);
@@ -61,14 +91,15 @@ typedef void (*pkv_sim_observer)(const struct pkv_sim *s, int decode_step, void 
 typedef struct pkv_sim {
     const pkv_config *cfg;
     pkv_engine *eng;
-    pkv_h5rec *out; /* may be NULL: nothing recorded */
+    const struct pkv_scheduler *sched; /* serving.scheduler's */
+    pkv_sim_sink sink;
     pkv_workload wl;
     pkv_kvalloc alloc;
-    pkv_prefix cache; /* serving.prefix_caching (its counts go to summary.prefix_*) */
+    pkv_prefix cache; /* serving.prefix_caching */
     int32_t *evicted; /* [pages per block] scratch */
     /* preemption by swap: the host pool's slots (a swapped request's pages array holds
      * its slots), a scratch list of slots [bt_stride]; the copies' seconds the next
-     * iteration waits for (the counts go to summary.swap_*) */
+     * iteration waits for */
     pkv_kvalloc host;
     int32_t *swap_slots;
     double swap_pending_s;
@@ -111,17 +142,29 @@ typedef struct pkv_sim {
     int64_t admit_counter;
     double t_now;
     uint64_t steps;
-    pkv_summary summary;
+    pkv_sim_counts counts;
+    bool interrupted;            /* *stop ended the run */
+    bool over;                   /* nothing more will happen */
     volatile sig_atomic_t *stop; /* set asynchronously (SIGINT): finish the step and stop */
-    int progress;                /* print a progress line on stderr */
     pkv_sim_observer observe;    /* may be NULL */
     void *observe_ctx;
 } pkv_sim;
 
-int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, pkv_h5rec *out, pkv_err *e);
-/* Run to the end (or to *stop); fills s->summary. Finished requests are recorded as
- * they finish, those still in the system at the end after them. */
+/* The sink is copied; its ctx must outlive the simulation. */
+int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, const pkv_sim_sink *sink,
+                 pkv_err *e);
+/* Run to the end (or to *stop): start, advance while anything happens, end. Finished
+ * requests reach the sink as they finish, those still in the system at the end after
+ * them. */
 int pkv_sim_run(pkv_sim *s, pkv_err *e);
+/* The first arrivals, and the first iteration. */
+int pkv_sim_start(pkv_sim *s, pkv_err *e);
+/* Seconds: when the next event happens; INFINITY when nothing more will. */
+double pkv_sim_next_t(const pkv_sim *s);
+/* Handle the next event (and, once its instant is done, schedule). */
+int pkv_sim_advance(pkv_sim *s, pkv_err *e);
+/* Retire the requests still in the system and tell the sink the run ended. */
+int pkv_sim_end(pkv_sim *s, pkv_err *e);
 /* Block-table entries per row: the experiment's longest request in pages. */
 int32_t pkv_sim_bt_stride(const pkv_config *cfg);
 void pkv_sim_free(pkv_sim *s);

@@ -1,0 +1,55 @@
+/* What the simulation's files share (sim.c: the loop and the request lifecycle;
+ * pages.c: the waiting queue, the running batch and a request's pages; preempt.c;
+ * the schedulers). Not for use outside sim/. */
+#ifndef PKV_SIM_PARTS_H
+#define PKV_SIM_PARTS_H
+
+#include "sim.h"
+
+static inline int64_t pkv_sim_stored_tokens(const pkv_sim_request *r) {
+    return (int64_t)r->rec.prompt_len + r->rec.generated;
+}
+int32_t pkv_sim_pages_for(const pkv_sim *s, int64_t tokens);
+/* The scheduler may start another decode step (run.max_steps). */
+bool pkv_sim_more_steps(const pkv_sim *s);
+
+/* pages.c */
+int pkv_sim_wait_push_back(pkv_sim *s, int64_t slot);
+int pkv_sim_wait_push_front(pkv_sim *s, int64_t slot);
+/* Admit waiting requests (the admission policy picks) while the budgets allow. */
+int pkv_sim_admit(pkv_sim *s, pkv_err *e);
+/* The request becomes a row of the running batch, its block table its pages. */
+void pkv_sim_join_run(pkv_sim *s, int64_t slot);
+/* Remove batch row i: the last row moves into its place. */
+void pkv_sim_run_remove(pkv_sim *s, int32_t i);
+/* Block-table entries of row i from `from` on changed (a device copy re-uploads them). */
+void pkv_sim_mark_dirty(pkv_sim *s, int32_t i, int32_t from);
+/* Pages the pool can hand out now: free, and held only by the cache. */
+int32_t pkv_sim_pages_available(const pkv_sim *s);
+/* r's leading pages that are the cache's (its mapped blocks'); the rest are its own. */
+int32_t pkv_sim_mapped_pages(const pkv_sim *s, const pkv_sim_request *r);
+/* Take n pages for r, evicting unreferenced cached blocks while the free pages fall
+ * short; the caller checked that free and evictable pages cover n. */
+void pkv_sim_take_pages(pkv_sim *s, int32_t n, int64_t owner, int32_t *out);
+/* The request leaves the pool: its cache references go, its own pages return. */
+void pkv_sim_release_pages(pkv_sim *s, pkv_sim_request *r);
+/* r's prompt is in its pages: its full blocks join the prefix cache. */
+void pkv_sim_cache_prompt(pkv_sim *s, pkv_sim_request *r);
+/* r's pages holding its first `tokens` tokens, listed in prefill_pages from n on (a
+ * page a cached block shares is listed for each prompt); returns the new count. */
+int32_t pkv_sim_list_pages(pkv_sim *s, const pkv_sim_request *r, int64_t tokens, int32_t n);
+
+/* preempt.c */
+/* Before a step every row appends one token; rows at a page boundary get a page.
+ * When the pool cannot cover them, preempt the latest admitted until it can. */
+int pkv_sim_grow_pages(pkv_sim *s, pkv_err *e);
+/* r comes back from its host slots onto new pages (it runs on without a prefill). */
+int pkv_sim_swap_in(pkv_sim *s, pkv_sim_request *r, pkv_err *e);
+/* The seconds of swap copies an iteration starting now waits for. */
+double pkv_sim_take_swap_time(pkv_sim *s);
+
+/* sim.c: a request's prompt is all in its pages (a full model sampled its first
+ * token, which may be its last); else it joins the running batch. */
+int pkv_sim_prompt_done(pkv_sim *s, int64_t slot, pkv_err *e);
+
+#endif
