@@ -396,97 +396,63 @@ int pkv_h5rec_request(pkv_h5rec *r, const pkv_request_rec *q, pkv_err *e) {
     return table_add(&r->requests, q) ? h5fail(r, e, "/requests") : 0;
 }
 
+/* A family row's attributes (summary.h). */
+static herr_t summary_family(hid_t g, const pkv_summary *s, const pkv_summary_figure *f) {
+    herr_t rc = 0;
+    char n[96];
+    switch (f->type) {
+    case PKV_FIGURE_PCTS: { /* seconds, as vLLM's figures (its are ms) */
+        const pkv_latency *l = (const pkv_latency *)((const char *)s + f->offset);
+        for (int k = 0; k < s->n_pcts && rc >= 0; k++) {
+            snprintf(n, sizeof n, "p%g_%s", s->pcts[k], f->name);
+            rc = attr_f64(g, n, l->pct[k]);
+        }
+        return rc;
+    }
+    case PKV_FIGURE_BY_CLASS:
+        for (int k = 0; k < s->n_classes && rc >= 0; k++) {
+            snprintf(n, sizeof n, "finished_%s", s->class_names[k]);
+            rc = attr_u64(g, n, s->class_finished[k]);
+            snprintf(n, sizeof n, "good_%s", s->class_names[k]);
+            if (rc >= 0) rc = attr_u64(g, n, s->class_good[k]);
+            snprintf(n, sizeof n, "slo_attainment_%s", s->class_names[k]);
+            if (rc >= 0)
+                rc = attr_f64(g, n,
+                              s->class_finished[k]
+                                  ? (double)s->class_good[k] / (double)s->class_finished[k]
+                                  : NAN);
+        }
+        return rc;
+    case PKV_FIGURE_BY_ROUTE:
+        for (int i = 0; i < PKV_ROUTE_COUNT && rc >= 0; i++) {
+            snprintf(n, sizeof n, "%s%s", f->name, pkv_route_name((pkv_route)i));
+            rc = attr_u64(g, n, s->route_steps[i]);
+        }
+        return rc;
+    default:
+        return -1;
+    }
+}
+
 int pkv_h5rec_summary(pkv_h5rec *r, const pkv_summary *s, pkv_err *e) {
     hid_t g = H5Gcreate2(r->file, "summary", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     herr_t rc = g < 0 ? -1 : 0;
-#define U(name)                                                                                    \
-    if (rc >= 0) rc = attr_u64(g, #name, s->name)
-#define D(name)                                                                                    \
-    if (rc >= 0) rc = attr_f64(g, #name, s->name)
-    U(steps);
-    U(steps_measured);
-    U(decode_tokens);
-    U(arrived);
-    U(finished);
-    U(preemptions);
-    U(prefills);
-    U(prefill_tokens);
-    U(mixed_steps);
-    U(mixed_prefill_tokens);
-    U(prefix_blocks);
-    U(prefix_tokens);
-    U(prefix_hits);
-    U(prefix_hit_tokens);
-    U(prefix_evictions);
-    U(swap_outs);
-    U(swap_ins);
-    U(swap_pages);
-    D(swap_time_s);
-    D(swap_predicted_s);
-    for (int k = 0; k < s->n_classes && rc >= 0; k++) { /* by class: finished, good, share */
-        char n[64];
-        snprintf(n, sizeof n, "finished_%s", s->class_names[k]);
-        rc = attr_u64(g, n, s->class_finished[k]);
-        snprintf(n, sizeof n, "good_%s", s->class_names[k]);
-        if (rc >= 0) rc = attr_u64(g, n, s->class_good[k]);
-        snprintf(n, sizeof n, "slo_attainment_%s", s->class_names[k]);
-        if (rc >= 0)
-            rc = attr_f64(g, n,
-                          s->class_finished[k]
-                              ? (double)s->class_good[k] / (double)s->class_finished[k]
-                              : NAN);
-    }
-    D(prefill_time_s);
-    D(model_weight_bytes);
-    D(model_dense_flops_per_token);
-    D(model_kv_bytes_per_token);
-    if (rc >= 0) rc = attr_u64(g, "completed", s->finished); /* vLLM's name for it */
-    U(good);
-    U(input_tokens);
-    U(output_tokens);
-    D(duration);
-    D(request_throughput);
-    D(request_goodput);
-    D(output_throughput);
-    D(total_token_throughput);
-    D(slo_attainment);
-    const pkv_latency *lat[4] = {&s->ttft, &s->tpot, &s->itl, &s->e2el};
-    const char *lname[4] = {"ttft", "tpot", "itl", "e2el"};
-    for (int i = 0; i < 4 && rc >= 0; i++) { /* seconds, as vLLM's figures (its are ms) */
-        char n[64];
-        const double v[3] = {lat[i]->mean, lat[i]->median, lat[i]->std};
-        const char *w[3] = {"mean", "median", "std"};
-        for (int j = 0; j < 3 && rc >= 0; j++) {
-            snprintf(n, sizeof n, "%s_%s", w[j], lname[i]);
-            rc = attr_f64(g, n, v[j]);
-        }
-        for (int k = 0; k < s->n_pcts && rc >= 0; k++) {
-            snprintf(n, sizeof n, "p%g_%s", s->pcts[k], lname[i]);
-            rc = attr_f64(g, n, lat[i]->pct[k]);
+    for (int i = 0; i < pkv_summary_n_figures && rc >= 0; i++) {
+        const pkv_summary_figure *f = &pkv_summary_figures[i];
+        switch (f->type) {
+        case PKV_FIGURE_F64:
+            rc = attr_f64(g, f->name, pkv_summary_figure_value(s, f));
+            break;
+        case PKV_FIGURE_U64:
+            rc = attr_u64(g, f->name, *(const uint64_t *)((const char *)s + f->offset));
+            break;
+        case PKV_FIGURE_INT:
+            rc = attr_u64(g, f->name, (uint64_t) * (const int *)((const char *)s + f->offset));
+            break;
+        default:
+            rc = summary_family(g, s, f);
         }
     }
-    D(decode_tok_s);
-    D(decode_tok_s_wall);
-    D(decode_tok_s_device);
-    D(mean_rows);
-    D(host_overhead_s);
-    D(host_plan_s);
-    D(host_choose_s);
-    D(t_end);
-    D(ttft_p50);
-    D(ttft_p90);
-    D(ttft_p99);
-    D(tpot_p50);
-    D(tpot_p90);
-    D(tpot_p99);
-#undef U
-#undef D
-    for (int i = 0; i < PKV_ROUTE_COUNT && rc >= 0; i++) {
-        char name[64];
-        snprintf(name, sizeof name, "steps_%s", pkv_route_name((pkv_route)i));
-        rc = attr_u64(g, name, s->route_steps[i]);
-    }
-    if (rc >= 0) rc = attr_u64(g, "interrupted", (uint64_t)s->interrupted);
     if (g >= 0) H5Gclose(g);
     if (rc >= 0 && s->interrupted) {
         hid_t p = H5Gopen2(r->file, "provenance", H5P_DEFAULT);

@@ -1,5 +1,6 @@
 #include "h5sweep.h"
 #include "pkv_files.h"
+#include "summary.h"
 
 #include <hdf5.h>
 #include <math.h>
@@ -8,32 +9,14 @@
 #include <string.h>
 #include <unistd.h>
 
-/* The summary figures the index carries for each point (attributes of /summary). */
-static const char *const figures[] = {"decode_tok_s",
-                                      "decode_tok_s_wall",
-                                      "decode_tok_s_device",
-                                      "mean_rows",
-                                      "ttft_p50",
-                                      "ttft_p90",
-                                      "ttft_p99",
-                                      "tpot_p50",
-                                      "tpot_p90",
-                                      "tpot_p99",
-                                      "mean_ttft",
-                                      "mean_tpot",
-                                      "mean_itl",
-                                      "median_itl",
-                                      "mean_e2el",
-                                      "median_e2el",
-                                      "request_throughput",
-                                      "request_goodput",
-                                      "output_throughput",
-                                      "slo_attainment",
-                                      "finished",
-                                      "steps",
-                                      "prefills",
-                                      "preemptions"};
-enum { N_FIG = sizeof figures / sizeof figures[0] };
+/* The summary figures the index carries for each point (attributes of /summary): the
+ * summary table's rows marked `index`, each with its unit as an attribute. */
+static int index_figures(const pkv_summary_figure **out) {
+    int n = 0;
+    for (int i = 0; i < pkv_summary_n_figures; i++)
+        if (pkv_summary_figures[i].index) out[n++] = &pkv_summary_figures[i];
+    return n;
+}
 
 static hid_t str_type(void) {
     hid_t t = H5Tcopy(H5T_C_S1);
@@ -48,6 +31,17 @@ static herr_t put(hid_t loc, const char *name, hid_t t, size_t n, const void *v,
     hid_t s = scalar ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, &dim, NULL);
     hid_t d = H5Dcreate2(loc, name, t, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     herr_t rc = d < 0 ? -1 : n ? H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) : 0;
+    if (d >= 0) H5Dclose(d);
+    H5Sclose(s);
+    return rc;
+}
+
+/* The attribute "unit" of dataset name in loc (a string of type t). */
+static herr_t unit_attr(hid_t loc, const char *name, hid_t t, const char *unit) {
+    hid_t d = H5Dopen2(loc, name, H5P_DEFAULT), s = H5Screate(H5S_SCALAR);
+    hid_t a = d < 0 ? -1 : H5Acreate2(d, "unit", t, s, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t rc = a < 0 ? -1 : H5Awrite(a, t, &unit);
+    if (a >= 0) H5Aclose(a);
     if (d >= 0) H5Dclose(d);
     H5Sclose(s);
     return rc;
@@ -128,6 +122,8 @@ int pkv_h5sweep_write(const char *path, const char *experiment, const char *mode
     if (rc >= 0) rc = put(sw, "experiment", st, 1, &experiment, 1);
     if (rc >= 0) rc = put(sw, "mode", st, 1, &mode, 1);
     if (rc >= 0) rc = put(sw, "axes", st, (size_t)n_axes, axis_paths, 0);
+    const pkv_summary_figure *figures[pkv_summary_n_figures];
+    const int N_FIG = index_figures(figures);
     double *fig = calloc(n_points * N_FIG + 1, sizeof *fig);
     double *num = calloc(n_points + 1, sizeof *num);
     unsigned long long *id = calloc(n_points + 1, sizeof *id);
@@ -143,7 +139,7 @@ int pkv_h5sweep_write(const char *path, const char *experiment, const char *mode
             rc = -1;
         }
         for (int k = 0; k < N_FIG; k++)
-            fig[k * n_points + i] = pts[i].src_file ? figure(out, g, figures[k]) : NAN;
+            fig[k * n_points + i] = pts[i].src_file ? figure(out, g, figures[k]->name) : NAN;
     }
     if (rc >= 0) rc = put(ix, "point", H5T_NATIVE_ULLONG, n_points, id, 0);
     for (size_t i = 0; i < n_points && txt; i++) txt[i] = pts[i].status;
@@ -160,8 +156,10 @@ int pkv_h5sweep_write(const char *path, const char *experiment, const char *mode
         rc = all_num ? put(ix, axis_paths[a], H5T_NATIVE_DOUBLE, n_points, num, 0)
                      : put(ix, axis_paths[a], st, n_points, txt, 0);
     }
-    for (int k = 0; k < N_FIG && rc >= 0; k++)
-        rc = put(ix, figures[k], H5T_NATIVE_DOUBLE, n_points, fig + k * n_points, 0);
+    for (int k = 0; k < N_FIG && rc >= 0; k++) {
+        rc = put(ix, figures[k]->name, H5T_NATIVE_DOUBLE, n_points, fig + k * n_points, 0);
+        if (rc >= 0) rc = unit_attr(ix, figures[k]->name, st, figures[k]->unit);
+    }
     free(fig), free(num), free(id), free(txt);
     if (ix >= 0) H5Gclose(ix);
     if (sw >= 0) H5Gclose(sw);

@@ -42,10 +42,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pkvh5  # noqa: E402
 
 MAX_POINTS = 20000  # a scatter of more steps is decimated to this many
-UNITS = {"decode_tok_s": "decode tokens/s", "output_throughput": "output tokens/s",
-         "request_throughput": "requests/s", "request_goodput": "good requests/s",
-         "total_token_throughput": "tokens/s", "mean_rows": "rows", "steps": "steps",
-         "finished": "requests", "slo_attainment": "fraction"}
+# A figure's unit: the one the sweep index records beside it (the summary table's,
+# analysis/summary.c), else none (an axis).
+UNITS = {}
 
 
 def fail(msg):
@@ -53,9 +52,7 @@ def fail(msg):
 
 
 def unit(fig):
-    if fig in UNITS:
-        return UNITS[fig]
-    return "s" if any(k in fig for k in ("ttft", "tpot", "itl", "e2el")) else ""
+    return UNITS.get(fig, "")
 
 
 def label(fig):
@@ -77,6 +74,9 @@ def sweep_index(path):
     g = f["sweep/index"]
     ix = {}
     for k in g:
+        if "unit" in g[k].attrs:
+            u = g[k].attrs["unit"]
+            UNITS[k] = u.decode() if isinstance(u, bytes) else str(u)
         v = g[k][:]
         if v.dtype.kind in "SO":
             v = np.array([x.decode() if isinstance(x, bytes) else str(x) for x in v])

@@ -3,6 +3,7 @@
 #include "h5types.h"
 #include "jsonv.h"
 #include "pkv_route.h"
+#include "summary.h"
 
 #include <hdf5.h>
 #include <math.h>
@@ -14,14 +15,25 @@
 
 enum { MAX_RUNS = 4096, N_VALUES = 9, MAX_COLS = 6 };
 
-/* The /summary attributes reported, in column order. */
+/* The /summary figures reported (summary.h's rows), in column order, and their heads;
+ * seconds are shown in ms or us as the head says. */
 static const char *const value_names[N_VALUES] = {
     "decode_tok_s", "decode_tok_s_wall", "decode_tok_s_device", "ttft_p50",       "ttft_p99",
     "tpot_p50",     "tpot_p99",          "host_overhead_s",     "request_goodput"};
 static const char *const value_heads[N_VALUES] = {"tok/s (sim)", "tok/s (wall)", "tok/s (device)",
                                                   "TTFT p50 ms", "TTFT p99 ms",  "TPOT p50 us",
                                                   "TPOT p99 us", "host us/step", "goodput req/s"};
-static const double value_scale[N_VALUES] = {1, 1, 1, 1e3, 1e3, 1e6, 1e6, 1e6, 1};
+
+/* Value k is a time (its summary row's unit is seconds): best low, shown scaled. */
+static bool value_low(int k) {
+    const pkv_summary_figure *f = pkv_summary_figure_find(value_names[k]);
+    return f && !strcmp(f->unit, "s");
+}
+
+/* From the figure's unit to its head's. */
+static double value_scale(int k) {
+    return !value_low(k) ? 1 : strstr(value_heads[k], "ms") ? 1e3 : 1e6;
+}
 enum { V_TTFT_P99 = 4, V_TPOT_P50 = 5 }; /* the latencies given as ratios too */
 /* The structural counters (the study's Table 4): means over a run's steps after warm-up,
  * kept after the summary values in run.v. */
@@ -298,8 +310,7 @@ static int value_index(const char *name) {
 /* The best group of each policy and backend by value k (a sweep's best point): the
  * largest throughput, the smallest latency. */
 static void best_table(FILE *table, const run *runs, const int *order, int n, int k) {
-    const int low = strstr(value_names[k], "ttft") || strstr(value_names[k], "tpot") ||
-                    strstr(value_names[k], "host");
+    const int low = value_low(k);
     fprintf(table, "\nBest group of each policy and backend by %s (%s):\n\n| experiment |",
             value_names[k], low ? "lowest" : "highest");
     for (int c = 0; c < n_cols; c++) fprintf(table, " %s |", cols[c]);
@@ -326,7 +337,7 @@ static void best_table(FILE *table, const run *runs, const int *order, int n, in
         }
         if (best < 0) continue;
         group_head(table, &runs[best], 0, best_count);
-        fprintf(table, " %.4g |\n", best_m * value_scale[k]);
+        fprintf(table, " %.4g |\n", best_m * value_scale(k));
     }
 }
 
@@ -566,12 +577,12 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, unsi
         for (int k = 0; k < N_VALUES; k++) {
             if (mean[k] != mean[k])
                 fprintf(table, " — |");
-            else if (fabs(mean[k] * value_scale[k]) >= 1000) /* throughputs: whole numbers */
+            else if (fabs(mean[k] * value_scale(k)) >= 1000) /* throughputs: whole numbers */
                 fprintf(table, sd[k] == sd[k] ? " %.0f ± %.0f |" : " %.0f |",
-                        mean[k] * value_scale[k], sd[k] * value_scale[k]);
+                        mean[k] * value_scale(k), sd[k] * value_scale(k));
             else
                 fprintf(table, sd[k] == sd[k] ? " %.4g ± %.2g |" : " %.4g |",
-                        mean[k] * value_scale[k], sd[k] * value_scale[k]);
+                        mean[k] * value_scale(k), sd[k] * value_scale(k));
         }
         if (ratio == ratio)
             fprintf(table, " %.3fx |", ratio);

@@ -2,6 +2,8 @@
 #ifndef PKV_SUMMARY_H
 #define PKV_SUMMARY_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 
 #include "pkv_record.h"
@@ -101,6 +103,37 @@ typedef struct pkv_summary {
     /* The distributions behind ttft, tpot, e2el and itl, until finish. */
     pkv_dist ttft_d, tpot_d, e2el_d, itl_d;
 } pkv_summary;
+
+/* /summary's figures, one row each, in the order they are written: what the HDF5
+ * writer writes, what the report and the sweep index name, and the units the plots
+ * give. A family row stands for several attributes: a latency's percentiles
+ * (pNN_NAME, run.percentiles), a class's finished_CLASS, good_CLASS and
+ * slo_attainment_CLASS, a route's steps_ROUTE. To add a figure: its field in
+ * pkv_summary (filled by pkv_summary_add_* or _finish) and its row. */
+typedef enum pkv_figure_type {
+    PKV_FIGURE_U64 = 0,  /* a uint64_t field */
+    PKV_FIGURE_F64,      /* a double field */
+    PKV_FIGURE_INT,      /* an int field, written as an unsigned integer */
+    PKV_FIGURE_PCTS,     /* family: a pkv_latency's percentiles */
+    PKV_FIGURE_BY_CLASS, /* family: workload.classes' counts */
+    PKV_FIGURE_BY_ROUTE, /* family: route_steps */
+} pkv_figure_type;
+
+typedef struct pkv_summary_figure {
+    const char *name; /* the attribute's name (a family's suffix or prefix) */
+    pkv_figure_type type;
+    size_t offset;    /* of its field in pkv_summary */
+    const char *unit; /* "" for counts without one */
+    bool index;       /* a sweep's /sweep/index carries it for every point */
+    const char *description;
+} pkv_summary_figure;
+
+extern const pkv_summary_figure pkv_summary_figures[];
+extern const int pkv_summary_n_figures;
+/* The row of a single figure by its name (NULL: none, or a family's). */
+const pkv_summary_figure *pkv_summary_figure_find(const char *name);
+/* A single figure's value as a double. */
+double pkv_summary_figure_value(const pkv_summary *s, const pkv_summary_figure *f);
 
 /* -1: out of memory. */
 int pkv_summary_init(pkv_summary *s);

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <gsl/gsl_rng.h>
 
@@ -64,6 +65,32 @@ static void check_dist(gsl_rng *r, size_t n, size_t keep) {
     free(x);
 }
 
+/* The figures' table: single rows have unique names and read their own fields; every
+ * row has a unit and a description; the sweep index carries some. */
+static void check_table(void) {
+    pkv_summary s;
+    memset(&s, 0, sizeof s);
+    s.finished = 7, s.decode_tok_s = 2.5, s.interrupted = 1, s.e2el.median = 0.25;
+    int index = 0;
+    for (int i = 0; i < pkv_summary_n_figures; i++) {
+        const pkv_summary_figure *f = &pkv_summary_figures[i];
+        index += f->index;
+        CHECK(f->unit && f->description && *f->description, "row %d (%s): unit and description", i,
+              f->name);
+        if (f->type > PKV_FIGURE_INT) continue;
+        CHECK((*f->name && pkv_summary_figure_find(f->name) == f) || !strcmp(f->name, "completed"),
+              "row %d: %s found by its name", i, f->name);
+    }
+    CHECK(index >= 20, "%d figures in the sweep index", index);
+    const char *names[] = {"finished", "completed", "decode_tok_s", "interrupted", "median_e2el"};
+    const double want[] = {7, 7, 2.5, 1, 0.25};
+    for (int k = 0; k < 5; k++) {
+        const pkv_summary_figure *f = pkv_summary_figure_find(names[k]);
+        CHECK(f && pkv_summary_figure_value(&s, f) == want[k], "%s reads %g", names[k], want[k]);
+    }
+    CHECK(pkv_summary_figure_find("no_such_figure") == NULL, "an unknown name");
+}
+
 int main(void) {
     unsigned long seed = (unsigned long)time(NULL);
     printf("seed %lu\n", seed);
@@ -101,5 +128,6 @@ int main(void) {
               s.ttft.n == n,
           "TTFT median %.6g (0.15), TPOT median %.6g (0.02)", s.ttft.median, s.tpot.median);
     gsl_rng_free(r);
+    check_table();
     CHECK_DONE();
 }
