@@ -5,6 +5,7 @@
 #include "pkv_tol.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <gsl/gsl_sort.h>
 #include <gsl/gsl_statistics_double.h>
@@ -14,6 +15,12 @@ const char *const pkv_backend_names[] = {"auto", "model", "cpu", "cuda", NULL};
 pkv_backend_kind pkv_backend_resolve(pkv_backend_kind k) {
     if (k != PKV_BACKEND_AUTO) return k;
     return pkvk_device_count() > 0 ? PKV_BACKEND_CUDA : PKV_BACKEND_MODEL;
+}
+
+void pkv_backend_device_name(pkv_backend_kind k, char *name, size_t n) {
+    pkvk_device_info dev = {.name = "none"};
+    if (pkv_backend_resolve(k) == PKV_BACKEND_CUDA) pkvk_device_info_get(&dev);
+    snprintf(name, n, "%s", dev.name);
 }
 
 /* The cuda backend is made after the planner, whose task bound sizes its workspace. */

@@ -89,6 +89,8 @@ typedef enum pkv_backend_kind {
 extern const char *const pkv_backend_names[]; /* "auto", "model", "cpu", "cuda", NULL */
 /* The backend `auto` resolves to on this machine. */
 pkv_backend_kind pkv_backend_resolve(pkv_backend_kind k);
+/* The GPU backend kind k runs on: the device's name on the cuda backend, else "none". */
+void pkv_backend_device_name(pkv_backend_kind k, char *name, size_t n);
 
 /* What the engine makes its backend from. */
 typedef struct pkv_backend_spec {

@@ -136,14 +136,14 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
         return -1;
     }
     pkv_backend *be = eng.backend;
-    pkvk_device_info dev = {.name = "none"};
-    if (bk == PKV_BACKEND_CUDA) pkvk_device_info_get(&dev);
-    if (bk == PKV_BACKEND_CUDA && strcmp(cal.gpu_name, dev.name) != 0 && !cfg->allow_other_gpu) {
+    char gpu[128];
+    pkv_backend_device_name(bk, gpu, sizeof gpu);
+    if (bk == PKV_BACKEND_CUDA && strcmp(cal.gpu_name, gpu) != 0 && !cfg->allow_other_gpu) {
         pkv_fail(e,
                  "%s: the calibration %s was made on \"%s\", but this GPU is \"%s\": run "
                  "`pkvsim calibrate -o FILE` here and name it in route.calibration, or set "
                  "route.allow_other_gpu to true",
-                 cfg->file, cfg->calibration, cal.gpu_name, dev.name);
+                 cfg->file, cfg->calibration, cal.gpu_name, gpu);
         goto done;
     }
     eng.check_every = cfg->check_every;
@@ -154,7 +154,7 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
     eng.prefill_measure = cfg->prefill_measure;
     if (o->record) {
         pkv_provenance pv = {
-            o->command_line ? o->command_line : "", be->name, dev.name, cfg->seed,
+            o->command_line ? o->command_line : "", be->name, gpu, cfg->seed,
             pkv_model_dense(&cfg->model) ? pkv_prefill_attentions[eng.model.prefill_attn] : "none",
             /* the layers the cuda backend ran; the others are scaled from them */
             pkv_model_dense(&cfg->model) && bk == PKV_BACKEND_CUDA

@@ -8,16 +8,20 @@ import subprocess
 import sys
 
 src, build = sys.argv[1], sys.argv[2]
-# What each folder may include (its own headers always). The program (sim) sees the
-# kernels' C API through the engine's public headers.
+# What each folder may include (its own headers always). The simulator (sim) reaches
+# the GPU only through the engine; the program (sim/cmd) is the one place besides the
+# engine's backends that calls the kernels directly (its GPU tools).
 ALLOWED = {
     "base": set(),
     "kernels": {"base"},
     "workloads": {"base"},
     "engine": {"kernels", "base"},
     "analysis": {"base"},
-    "sim": {"engine", "kernels", "workloads", "analysis", "base"},
+    "sim": {"engine", "workloads", "analysis", "base"},
+    "sim/cmd": {"sim", "engine", "kernels", "workloads", "analysis", "base"},
 }
+# Nor does the simulator name a kernel function: sim/*.c calls no pkvk_ function.
+KERNEL_CALL = re.compile(r"\bpkvk_[a-z0-9_]+\s*\(")
 GENERATED = {"pkv_gitrev.h"}  # build/gen, included by analysis and the program
 
 home = {}
@@ -35,6 +39,9 @@ for layer, ok in ALLOWED.items():
         if not f.endswith((".c", ".h", ".cu", ".cuh")):
             continue
         text = open(os.path.join(src, layer, f), encoding="utf-8").read()
+        if layer == "sim" and KERNEL_CALL.search(text):
+            fails.append(f"sim/{f} calls the kernels ({KERNEL_CALL.search(text).group(0)}...): "
+                         "only the engine and the program (sim/cmd) may")
         for h in inc.findall(text):
             if h in GENERATED:
                 continue
