@@ -1,3 +1,4 @@
+#define _DEFAULT_SOURCE /* realpath */
 #include "config.h"
 #include "config_workload.h"
 #include "jsonv.h"
@@ -5,10 +6,46 @@
 #include <ctype.h>
 #include <errno.h>
 #include <libgen.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+/* Where the shipped data (experiments/models/, experiments/calibration/) is found, so an
+ * installed pkvsim works: $PKVSIM_DATA, then beside the program (its folder, the one
+ * above it, ../share/pkvsim), then the source tree it was built from. rel: a path
+ * under such a root; out receives the first root's path that exists (the source
+ * tree's when none does, so the error names it). */
+static void data_path(char *out, size_t n, const char *rel) {
+    char exe[PATH_MAX], dir[PATH_MAX + 32], real[PATH_MAX];
+    const char *roots[5] = {getenv("PKVSIM_DATA"), NULL, NULL, NULL, PKV_SOURCE_DIR};
+    char beside[3][PATH_MAX + 32];
+    const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len > 0) {
+        exe[len] = 0;
+        char *slash = strrchr(exe, '/');
+        if (slash) *slash = 0;
+        snprintf(beside[0], sizeof beside[0], "%s", exe);
+        snprintf(beside[1], sizeof beside[1], "%s/..", exe);
+        snprintf(beside[2], sizeof beside[2], "%s/../share/pkvsim", exe);
+        for (int k = 0; k < 3; k++) roots[1 + k] = beside[k];
+    }
+    for (int k = 0; k < 5; k++) {
+        if (!roots[k] || !*roots[k]) continue;
+        snprintf(dir, sizeof dir, "%s/%s", roots[k], rel);
+        if (access(dir, R_OK) == 0) {
+            const char *found = realpath(dir, real) ? real : dir;
+            size_t l = strlen(found);
+            l = l < n ? l : n - 1;
+            memcpy(out, found, l);
+            out[l] = 0;
+            return;
+        }
+    }
+    snprintf(out, n, "%s/%s", PKV_SOURCE_DIR, rel);
+}
 
 /* The sections of pkv_config whose rows are all scalars or sub-objects of it. */
 static const char *const config_objs[] = {
@@ -53,8 +90,11 @@ static int parse_model(pkv_config *c, const cJSON *root, pkv_err *e) {
         char path[1024];
         if (strchr(preset, '/') || strstr(preset, ".json"))
             TRY(pkv_config_path(path, sizeof path, c->file, preset, "model.preset", e));
-        else
-            snprintf(path, sizeof path, "%s/experiments/models/%s.json", PKV_SOURCE_DIR, preset);
+        else {
+            char rel[300];
+            snprintf(rel, sizeof rel, "experiments/models/%s.json", preset);
+            data_path(path, sizeof path, rel);
+        }
         pkv_err sub;
         char *text = pkv_read_file(path, NULL, &sub);
         if (!text)
@@ -175,6 +215,8 @@ static int finish_sections(pkv_config *c, const cJSON *root, pkv_err *e) {
         snprintf(given, sizeof given, "%s", c->calibration);
         TRY(pkv_config_path(c->calibration, sizeof c->calibration, c->file, given,
                             "route.calibration", e));
+    } else {
+        data_path(c->calibration, sizeof c->calibration, "experiments/calibration/default.json");
     }
     const cJSON *ov;
     TRY(pkv_json_sub(r, "route", "overrides", &ov, e));
