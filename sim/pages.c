@@ -7,10 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-int32_t pkv_sim_pages_for(const pkv_sim *s, int64_t tokens) {
-    return (int32_t)((tokens + s->cfg->model.page_size - 1) / s->cfg->model.page_size);
-}
-
 int32_t pkv_sim_bt_stride(const pkv_config *cfg) {
     return (int32_t)((cfg->workload.max_context + cfg->model.page_size - 1) / cfg->model.page_size);
 }
@@ -59,11 +55,6 @@ static int64_t wait_take(pkv_sim *s, size_t i) {
 }
 
 /* ---- the running batch ------------------------------------------------------------ */
-void pkv_sim_mark_dirty(pkv_sim *s, int32_t i, int32_t from) {
-    if (s->dirty_from[i] == INT32_MAX) s->dirty_rows[s->n_dirty++] = i;
-    if (from < s->dirty_from[i]) s->dirty_from[i] = from;
-}
-
 void pkv_sim_run_remove(pkv_sim *s, int32_t i) {
     int32_t last = --s->n_run;
     if (i != last) {

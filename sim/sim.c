@@ -109,10 +109,6 @@ void pkv_sim_free(pkv_sim *s) {
     s->n_slots = s->n_free_slots = 0;
 }
 
-bool pkv_sim_more_steps(const pkv_sim *s) {
-    return s->cfg->max_steps == 0 || (int64_t)s->steps < s->cfg->max_steps;
-}
-
 /* ---- requests --------------------------------------------------------------------- */
 /* A request lives in a slot from its arrival to its finish; a finished request's row
  * goes to the sink, and its slot is taken by a later arrival, so memory follows the

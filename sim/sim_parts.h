@@ -6,12 +6,18 @@
 
 #include "sim.h"
 
+#include <stdint.h>
+
 static inline int64_t pkv_sim_stored_tokens(const pkv_sim_request *r) {
     return (int64_t)r->rec.prompt_len + r->rec.generated;
 }
-int32_t pkv_sim_pages_for(const pkv_sim *s, int64_t tokens);
+static inline int32_t pkv_sim_pages_for(const pkv_sim *s, int64_t tokens) {
+    return (int32_t)((tokens + s->cfg->model.page_size - 1) / s->cfg->model.page_size);
+}
 /* The scheduler may start another decode step (run.max_steps). */
-bool pkv_sim_more_steps(const pkv_sim *s);
+static inline bool pkv_sim_more_steps(const pkv_sim *s) {
+    return s->cfg->max_steps == 0 || (int64_t)s->steps < s->cfg->max_steps;
+}
 
 /* pages.c */
 int pkv_sim_wait_push_back(pkv_sim *s, int64_t slot);
@@ -23,7 +29,10 @@ void pkv_sim_join_run(pkv_sim *s, int64_t slot);
 /* Remove batch row i: the last row moves into its place. */
 void pkv_sim_run_remove(pkv_sim *s, int32_t i);
 /* Block-table entries of row i from `from` on changed (a device copy re-uploads them). */
-void pkv_sim_mark_dirty(pkv_sim *s, int32_t i, int32_t from);
+static inline void pkv_sim_mark_dirty(pkv_sim *s, int32_t i, int32_t from) {
+    if (s->dirty_from[i] == INT32_MAX) s->dirty_rows[s->n_dirty++] = i;
+    if (from < s->dirty_from[i]) s->dirty_from[i] = from;
+}
 /* Pages the pool can hand out now: free, and held only by the cache. */
 int32_t pkv_sim_pages_available(const pkv_sim *s);
 /* r's leading pages that are the cache's (its mapped blocks'); the rest are its own. */
