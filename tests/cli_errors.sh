@@ -165,6 +165,18 @@ if "$pkvsim" calibrate --help >/dev/null 2>&1; then
   done
 fi
 if "$pkvsim" --help | grep -q "run EXPERIMENT.json" && "$pkvsim" --version | grep -q "pkvsim"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL help/version"; fi
+# Every command's options come from one table (sim/cmd/cli.c): --help answers, an
+# unknown option or a missing value is refused naming the command, a bad count too.
+for c in run workload report fit "bench sim" "bench traces"; do
+  # shellcheck disable=SC2086
+  if "$pkvsim" $c --help 2>&1 | grep -qi "usage"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL $c --help"; fi
+  # shellcheck disable=SC2086
+  expect_fail "$c-unknown-option" "pkvsim $c: --no-such-option: unknown option" "$pkvsim" $c --no-such-option x
+done
+expect_fail report-missing-value "pkvsim report: --baseline: unknown option, or its value is missing" \
+  "$pkvsim" report --baseline
+expect_fail bench-sim-steps "--steps: \"0\" is not a positive integer" "$pkvsim" bench sim --steps 0 --out "$tmp/out.h5"
+expect_fail fit-too-many-tests "more than 256 --test values" "$pkvsim" fit $(for i in $(seq 257); do printf -- "--test x "; done) a.h5
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -9,6 +9,69 @@
 #include <time.h>
 
 #include "cli.h"
+#include "pkv_assert.h"
+
+int pkv_cli_options(const char *cmd, int argc, char **argv, const pkv_cli_opt *opts, int n,
+                    void (*help)(void)) {
+    enum { MOST = 16, HELP = 1000 };
+    struct option lo[MOST + 2];
+    char shorts[3 * MOST + 3], *sp = shorts;
+    PKV_ASSERT(n <= MOST);
+    for (int i = 0; i < n; i++) {
+        const bool arg = opts[i].kind != PKV_CLI_FLAG && opts[i].kind != PKV_CLI_BITS;
+        lo[i] = (struct option){opts[i].name, arg ? required_argument : no_argument, 0,
+                                opts[i].letter ? opts[i].letter : 256 + i};
+        if (opts[i].letter) {
+            *sp++ = opts[i].letter;
+            if (arg) *sp++ = ':';
+        }
+    }
+    lo[n] = (struct option){"help", no_argument, 0, HELP};
+    lo[n + 1] = (struct option){0, 0, 0, 0};
+    *sp++ = 'h', *sp = 0;
+    optind = 1;
+    opterr = 0; /* the message below names the command */
+    for (int c; (c = getopt_long(argc, argv, shorts, lo, NULL)) != -1;) {
+        if (c == HELP || c == 'h') {
+            help();
+            return 0;
+        }
+        int i = 0;
+        while (i < n && (opts[i].letter ? opts[i].letter : 256 + i) != c) i++;
+        if (i == n) { /* getopt's '?': an unknown option, or one without its value */
+            fprintf(
+                stderr,
+                "pkvsim %s: %s: unknown option, or its value is missing (see pkvsim %s --help)\n",
+                cmd, argv[optind - 1], cmd);
+            return 2;
+        }
+        const pkv_cli_opt *o = &opts[i];
+        switch (o->kind) {
+        case PKV_CLI_STRING:
+            *(const char **)o->dst = optarg;
+            break;
+        case PKV_CLI_FLAG:
+            *(int *)o->dst = 1;
+            break;
+        case PKV_CLI_BITS:
+            *(unsigned *)o->dst |= (unsigned)o->most;
+            break;
+        case PKV_CLI_COUNT:
+            if (pkv_cli_parse_count(cmd, o->name, optarg, o->most, o->dst)) return 2;
+            break;
+        case PKV_CLI_LIST: {
+            pkv_cli_list *l = o->dst;
+            if (l->n == o->most) {
+                fprintf(stderr, "pkvsim %s: more than %d --%s values\n", cmd, o->most, o->name);
+                return 2;
+            }
+            l->v[l->n++] = optarg;
+            break;
+        }
+        }
+    }
+    return -1;
+}
 
 int pkv_cli_parse_count(const char *cmd, const char *opt, const char *s, int most, int *out) {
     uint64_t v;

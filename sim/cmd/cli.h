@@ -7,6 +7,34 @@
 
 #include "config.h"
 
+/* A command's options, one row each; pkv_cli_options parses argv by the table. */
+typedef enum pkv_cli_kind {
+    PKV_CLI_STRING = 0, /* dst: const char **, the value */
+    PKV_CLI_FLAG,       /* dst: int *, set to 1 */
+    PKV_CLI_BITS,       /* dst: unsigned *, ORed with `most` */
+    PKV_CLI_COUNT,      /* dst: int *, a count in 1..most */
+    PKV_CLI_LIST,       /* dst: pkv_cli_list *, repeatable, at most `most` values */
+} pkv_cli_kind;
+
+typedef struct pkv_cli_list {
+    const char **v;
+    int n;
+} pkv_cli_list;
+
+typedef struct pkv_cli_opt {
+    const char *name; /* the long name, without "--" */
+    char letter;      /* the short one (0: none) */
+    pkv_cli_kind kind;
+    void *dst;
+    int most;
+} pkv_cli_opt;
+
+/* Parse argv's options (getopt_long; --help and -h built in: help() prints the usage).
+ * The operands start at optind afterwards. Returns -1 to go on, else the exit code: 0
+ * after --help, 2 after a bad option (the message names cmd). */
+int pkv_cli_options(const char *cmd, int argc, char **argv, const pkv_cli_opt *opts, int n,
+                    void (*help)(void));
+
 /* A non-negative decimal integer; -1 on anything else. */
 int pkv_cli_parse_u64(const char *s, uint64_t *out);
 /* An option's count in 1..most; -1 (with the message printed) on anything else. */

@@ -30,47 +30,22 @@ static const char *HELP =
     "  --model: a preset of experiments/models/ (default llama-3.1-8b); --out: also write\n"
     "  the table there. Set NCCL_NVLS_ENABLE=0 where the GPUs share NVLink with others.";
 
+static void help(void) {
+    puts(HELP);
+}
+
 int pkv_bench_allreduce_main(int argc, char **argv) {
-    static const struct option opts[] = {{"model", required_argument, 0, 'm'},
-                                         {"rows", required_argument, 0, 'r'},
-                                         {"reps", required_argument, 0, 'n'},
-                                         {"ranks", required_argument, 0, 'k'},
-                                         {"calibration", required_argument, 0, 'c'},
-                                         {"out", required_argument, 0, 'o'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
     const char *model = "llama-3.1-8b", *out = NULL, *cal_path = NULL;
     const char *rows_s = "1,8,64,256,1024,4096,8192";
-    int reps = 50, ranks = 1, c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "m:r:n:k:c:o:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'm':
-            model = optarg;
-            break;
-        case 'r':
-            rows_s = optarg;
-            break;
-        case 'n':
-            if (pkv_cli_parse_count("bench allreduce", "reps", optarg, 10000, &reps)) return 2;
-            break;
-        case 'k':
-            if (pkv_cli_parse_count("bench allreduce", "ranks", optarg, 8, &ranks)) return 2;
-            break;
-        case 'c':
-            cal_path = optarg;
-            break;
-        case 'o':
-            out = optarg;
-            break;
-        case 'h':
-            puts(HELP);
-            return 0;
-        default:
-            fputs("pkvsim bench allreduce: see --help\n", stderr);
-            return 2;
-        }
-    }
+    int reps = 50, ranks = 1;
+    const pkv_cli_opt opts[] = {{"model", 'm', PKV_CLI_STRING, &model, 0},
+                                {"rows", 'r', PKV_CLI_STRING, &rows_s, 0},
+                                {"reps", 'n', PKV_CLI_COUNT, &reps, 10000},
+                                {"ranks", 'k', PKV_CLI_COUNT, &ranks, 8},
+                                {"calibration", 'c', PKV_CLI_STRING, &cal_path, 0},
+                                {"out", 'o', PKV_CLI_STRING, &out, 0}};
+    const int orc = pkv_cli_options("bench allreduce", argc, argv, opts, 6, help);
+    if (orc >= 0) return orc;
     int widths[MAX_WIDTHS], nw = 0;
     if (pkv_cli_parse_widths("bench allreduce", rows_s, widths, MAX_WIDTHS, &nw)) return 2;
     if (!pkvk_comm_built()) {

@@ -23,31 +23,18 @@
 /* The bench commands share their options: --out FILE and a positive count.
  * Returns -1 to go on, or the exit code (--help, bad input). */
 static int bench_options(int argc, char **argv, const char *cmd, const char *count_opt,
-                         const char *help, const char **out, uint64_t *count) {
-    const struct option opts[] = {{"out", required_argument, 0, 'o'},
-                                  {count_opt, required_argument, 0, 'n'},
-                                  {"help", no_argument, 0, 'h'},
-                                  {0, 0, 0, 0}};
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "o:n:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'o':
-            *out = optarg;
-            break;
-        case 'n':
-            if (pkv_cli_parse_u64(optarg, count) || *count == 0) {
-                fprintf(stderr, "pkvsim bench %s: --%s: \"%s\" is not a positive integer\n", cmd,
-                        count_opt, optarg);
-                return 2;
-            }
-            break;
-        case 'h':
-            puts(help);
-            return 0;
-        default:
-            return 2;
-        }
+                         void (*help)(void), const char **out, uint64_t *count) {
+    const char *count_s = NULL;
+    const pkv_cli_opt opts[] = {{"out", 'o', PKV_CLI_STRING, out, 0},
+                                {count_opt, 'n', PKV_CLI_STRING, &count_s, 0}};
+    char name[32];
+    snprintf(name, sizeof name, "bench %s", cmd);
+    const int rc = pkv_cli_options(name, argc, argv, opts, 2, help);
+    if (rc >= 0) return rc;
+    if (count_s && (pkv_cli_parse_u64(count_s, count) || *count == 0)) {
+        fprintf(stderr, "pkvsim bench %s: --%s: \"%s\" is not a positive integer\n", cmd, count_opt,
+                count_s);
+        return 2;
     }
     return -1;
 }
@@ -169,23 +156,24 @@ static int bench_row(const sim_case *c, const char *label, FILE *f, sim_result *
     return 0;
 }
 
+static void help_sim(void) {
+    puts("usage: pkvsim bench sim [--out FILE] [--steps N]\n"
+         "Runs the simulator on the model backend with adaptive routing, prompts of 512 and\n"
+         "decodes of 32..96 tokens, at 8, 64, 256, 1024 and 4096 active rows, for N decode\n"
+         "steps (default 200000; at most 16e6/rows, at least 2000), in a closed\n"
+         "loop and in an open loop (Poisson arrivals at 1.05x the closed loop's measured\n"
+         "service rate, as many requests as the closed loop finishes plus 5%, so prefills,\n"
+         "finishes and a queue all happen), each with recording\n"
+         "`full` and `summary`; then one closed-loop run of 10,000,000 requests (8 rows,\n"
+         "decodes of 2..6) with `full` recording. Reports steps/s and requests/s of host\n"
+         "time, the case's peak RSS and bytes per step of the output file. The table goes to\n"
+         "stdout and to FILE (default bench_sim.txt).");
+}
+
 int pkv_cmd_bench_sim(int argc, char **argv) {
     const char *out = "bench_sim.txt";
     uint64_t steps = 200000;
-    int rc0 = bench_options(
-        argc, argv, "sim", "steps",
-        "usage: pkvsim bench sim [--out FILE] [--steps N]\n"
-        "Runs the simulator on the model backend with adaptive routing, prompts of 512 and\n"
-        "decodes of 32..96 tokens, at 8, 64, 256, 1024 and 4096 active rows, for N decode\n"
-        "steps (default 200000; at most 16e6/rows, at least 2000), in a closed\n"
-        "loop and in an open loop (Poisson arrivals at 1.05x the closed loop's measured\n"
-        "service rate, as many requests as the closed loop finishes plus 5%, so prefills,\n"
-        "finishes and a queue all happen), each with recording\n"
-        "`full` and `summary`; then one closed-loop run of 10,000,000 requests (8 rows,\n"
-        "decodes of 2..6) with `full` recording. Reports steps/s and requests/s of host\n"
-        "time, the case's peak RSS and bytes per step of the output file. The table goes to\n"
-        "stdout and to FILE (default bench_sim.txt).",
-        &out, &steps);
+    int rc0 = bench_options(argc, argv, "sim", "steps", help_sim, &out, &steps);
     if (rc0 >= 0) return rc0;
     FILE *f = fopen(out, "w");
     if (!f) {
@@ -235,17 +223,18 @@ int pkv_cmd_bench_sim(int argc, char **argv) {
 }
 
 /* ---- bench traces ------------------------------------------------------------- */
+static void help_traces(void) {
+    puts("usage: pkvsim bench traces [--rows N] [--out FILE]\n"
+         "Writes an N-row CSV trace (default 1,000,000) in each built-in CSV format\n"
+         "(azure with datetimes, vidur with seconds) from GSL draws, then times\n"
+         "reading it back (median of 5 reads) and reports rows per second. The table\n"
+         "goes to stdout and FILE (default bench_traces.txt).");
+}
+
 int pkv_cmd_bench_traces(int argc, char **argv) {
     const char *out = "bench_traces.txt";
     uint64_t rows = 1000000;
-    int rc0 =
-        bench_options(argc, argv, "traces", "rows",
-                      "usage: pkvsim bench traces [--rows N] [--out FILE]\n"
-                      "Writes an N-row CSV trace (default 1,000,000) in each built-in CSV format\n"
-                      "(azure with datetimes, vidur with seconds) from GSL draws, then times\n"
-                      "reading it back (median of 5 reads) and reports rows per second. The table\n"
-                      "goes to stdout and FILE (default bench_traces.txt).",
-                      &out, &rows);
+    int rc0 = bench_options(argc, argv, "traces", "rows", help_traces, &out, &rows);
     if (rc0 >= 0) return rc0;
     FILE *res = fopen(out, "w");
     if (!res) {

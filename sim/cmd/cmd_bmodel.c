@@ -39,6 +39,10 @@ static const char *HELP =
     "  --model: a preset of experiments/models/ (default llama-3.1-8b); --out: also\n"
     "  write the table there (default: stdout only).";
 
+static void help(void) {
+    puts(HELP);
+}
+
 /* One layer's prefill attention alone over four prompt mixes, on the model's kernel
  * and, where that is FlashInfer's, on cuBLAS's too (a second model). */
 static int time_prefill_attn(pkvk_model *m, const pkv_model *md, pkvk_ctx *ctx,
@@ -236,35 +240,14 @@ int pkv_measure_dense(pkvk_ctx *ctx, const pkv_model *md, const int *widths, int
 }
 
 int pkv_bench_model_main(int argc, char **argv) {
-    static const struct option opts[] = {
-        {"model", required_argument, 0, 'm'}, {"rows", required_argument, 0, 'r'},
-        {"reps", required_argument, 0, 'n'},  {"out", required_argument, 0, 'o'},
-        {"help", no_argument, 0, 'h'},        {0, 0, 0, 0}};
     const char *model = "llama-3.1-8b", *out = NULL, *rows_s = "1,8,64,256,1024,2048,4096,8192";
-    int reps = 20, c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "m:r:n:o:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'm':
-            model = optarg;
-            break;
-        case 'r':
-            rows_s = optarg;
-            break;
-        case 'n':
-            if (pkv_cli_parse_count("bench model", "reps", optarg, 10000, &reps)) return 2;
-            break;
-        case 'o':
-            out = optarg;
-            break;
-        case 'h':
-            puts(HELP);
-            return 0;
-        default:
-            fputs("pkvsim bench model: see --help\n", stderr);
-            return 2;
-        }
-    }
+    int reps = 20;
+    const pkv_cli_opt opts[] = {{"model", 'm', PKV_CLI_STRING, &model, 0},
+                                {"rows", 'r', PKV_CLI_STRING, &rows_s, 0},
+                                {"reps", 'n', PKV_CLI_COUNT, &reps, 10000},
+                                {"out", 'o', PKV_CLI_STRING, &out, 0}};
+    const int orc = pkv_cli_options("bench model", argc, argv, opts, 4, help);
+    if (orc >= 0) return orc;
     int widths[MAX_WIDTHS], nw = 0;
     if (pkv_cli_parse_widths("bench model", rows_s, widths, MAX_WIDTHS, &nw)) return 2;
     pkv_config cfg;

@@ -187,34 +187,14 @@ static void usage(void) {
 }
 
 int pkv_calibrate_main(int argc, char **argv) {
-    static const struct option opts[] = {
-        {"output", required_argument, 0, 'o'}, {"reps", required_argument, 0, 'r'},
-        {"model", required_argument, 0, 'm'},  {"groups", required_argument, 0, 'g'},
-        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
     const char *out = "calibration.json", *model = "llama-3.1-8b", *groups_s = "1,2,4,8";
-    int reps = 10, ch, groups[4], n_groups = 0;
-    optind = 1;
-    while ((ch = getopt_long(argc, argv, "o:r:m:g:h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'g':
-            groups_s = optarg;
-            break;
-        case 'm':
-            model = optarg;
-            break;
-        case 'o':
-            out = optarg;
-            break;
-        case 'r':
-            if (pkv_cli_parse_count("calibrate", "reps", optarg, 1000, &reps)) return 2;
-            break;
-        case 'h':
-            usage();
-            return 0;
-        default:
-            return 2;
-        }
-    }
+    int reps = 10, groups[4], n_groups = 0;
+    const pkv_cli_opt opts[] = {{"output", 'o', PKV_CLI_STRING, &out, 0},
+                                {"reps", 'r', PKV_CLI_COUNT, &reps, 1000},
+                                {"model", 'm', PKV_CLI_STRING, &model, 0},
+                                {"groups", 'g', PKV_CLI_STRING, &groups_s, 0}};
+    const int orc = pkv_cli_options("calibrate", argc, argv, opts, 4, usage);
+    if (orc >= 0) return orc;
     /* --groups: distinct sizes of 1, 2, 4 and 8, in any order */
     for (const char *q = groups_s; *q;) {
         char *end;

@@ -252,44 +252,18 @@ static void emit(const char *fmt, ...) {
 }
 
 int pkv_cmd_fit(int argc, char **argv) {
-    static const struct option opts[] = {{"test", required_argument, 0, 't'},
-                                         {"base", required_argument, 0, 'b'},
-                                         {"output", required_argument, 0, 'o'},
-                                         {"out", required_argument, 0, 'T'},
-                                         {"keep-gates", no_argument, 0, 'k'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
-    const char *tests[MAX_FILES], *base = NULL, *out = NULL, *table = NULL;
-    int n_tests = 0, keep_gates = 0, ch;
-    optind = 1;
-    while ((ch = getopt_long(argc, argv, "t:b:o:T:kh", opts, NULL)) != -1) {
-        switch (ch) {
-        case 't':
-            if (n_tests == MAX_FILES) {
-                fprintf(stderr, "pkvsim fit: more than %d --test files\n", MAX_FILES);
-                return 2;
-            }
-            tests[n_tests++] = optarg;
-            break;
-        case 'b':
-            base = optarg;
-            break;
-        case 'o':
-            out = optarg;
-            break;
-        case 'T':
-            table = optarg;
-            break;
-        case 'k':
-            keep_gates = 1;
-            break;
-        case 'h':
-            usage();
-            return 0;
-        default:
-            return 2;
-        }
-    }
+    const char *test_v[MAX_FILES], *base = NULL, *out = NULL, *table = NULL;
+    pkv_cli_list test_l = {test_v, 0};
+    int keep_gates = 0;
+    const pkv_cli_opt opts[] = {{"test", 't', PKV_CLI_LIST, &test_l, MAX_FILES},
+                                {"base", 'b', PKV_CLI_STRING, &base, 0},
+                                {"output", 'o', PKV_CLI_STRING, &out, 0},
+                                {"out", 'T', PKV_CLI_STRING, &table, 0},
+                                {"keep-gates", 'k', PKV_CLI_FLAG, &keep_gates, 0}};
+    const int orc = pkv_cli_options("fit", argc, argv, opts, 5, usage);
+    if (orc >= 0) return orc;
+    const char *const *tests = test_l.v;
+    const int n_tests = test_l.n;
     const int n_fit = argc - optind;
     const char *const *fits = (const char *const *)argv + optind;
     if (n_fit < 1 || n_fit > MAX_FILES) {

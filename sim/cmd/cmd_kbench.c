@@ -110,64 +110,35 @@ static void usage(void) {
 }
 
 int pkv_bench_kernels_main(int argc, char **argv) {
-    static const struct option opts[] = {{"cases", required_argument, 0, 'c'},
-                                         {"splits", required_argument, 0, 's'},
-                                         {"reps", required_argument, 0, 'r'},
-                                         {"holes", required_argument, 0, 'H'},
-                                         {"out", required_argument, 0, 'o'},
-                                         {"calibration", required_argument, 0, 'C'},
-                                         {"share", required_argument, 0, 'S'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
     const char *cases = DEFAULT_CASES, *out = "bench_kernels.txt", *calfile = NULL;
-    int reps = 30, n_sweep = 0, ch, share = 0;
+    const char *holes_s = NULL, *splits_s = NULL;
+    int reps = 30, n_sweep = 0, share = 0;
     int32_t sweep[MAX_SWEEP];
     double holes = 0.5;
-    optind = 1;
-    while ((ch = getopt_long(argc, argv, "c:s:r:H:o:C:S:h", opts, NULL)) != -1) {
-        char *end;
-        switch (ch) {
-        case 'c':
-            cases = optarg;
-            break;
-        case 'o':
-            out = optarg;
-            break;
-        case 'C':
-            calfile = optarg;
-            break;
-        case 'r':
-            if (pkv_cli_parse_count("bench kernels", "reps", optarg, 10000, &reps)) return 2;
-            break;
-        case 'S':
-            if (pkv_cli_parse_count("bench kernels", "share", optarg, 1 << 24, &share)) return 2;
-            break;
-        case 'H':
-            holes = strtod(optarg, &end);
-            if (*end || !(holes >= 0 && holes < 0.95)) {
-                fprintf(stderr, "pkvsim bench kernels: --holes: \"%s\" is not in [0, 0.95)\n",
-                        optarg);
+    const pkv_cli_opt opts[] = {{"cases", 'c', PKV_CLI_STRING, &cases, 0},
+                                {"splits", 's', PKV_CLI_STRING, &splits_s, 0},
+                                {"reps", 'r', PKV_CLI_COUNT, &reps, 10000},
+                                {"holes", 'H', PKV_CLI_STRING, &holes_s, 0},
+                                {"out", 'o', PKV_CLI_STRING, &out, 0},
+                                {"calibration", 'C', PKV_CLI_STRING, &calfile, 0},
+                                {"share", 'S', PKV_CLI_COUNT, &share, 1 << 24}};
+    const int orc = pkv_cli_options("bench kernels", argc, argv, opts, 7, usage);
+    if (orc >= 0) return orc;
+    char *end;
+    if (holes_s && (holes = strtod(holes_s, &end), *end || !(holes >= 0 && holes < 0.95))) {
+        fprintf(stderr, "pkvsim bench kernels: --holes: \"%s\" is not in [0, 0.95)\n", holes_s);
+        return 2;
+    }
+    if (splits_s) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", splits_s);
+        for (char *sv = NULL, *tk = strtok_r(buf, ",", &sv); tk; tk = strtok_r(NULL, ",", &sv)) {
+            long v = strtol(tk, &end, 10);
+            if (*end || v < 1 || v > 4096 || n_sweep == MAX_SWEEP) {
+                fprintf(stderr, "pkvsim bench kernels: --splits: bad list \"%s\"\n", splits_s);
                 return 2;
             }
-            break;
-        case 's': {
-            char buf[256];
-            snprintf(buf, sizeof buf, "%s", optarg);
-            for (char *sv = NULL, *t = strtok_r(buf, ",", &sv); t; t = strtok_r(NULL, ",", &sv)) {
-                long v = strtol(t, &end, 10);
-                if (*end || v < 1 || v > 4096 || n_sweep == MAX_SWEEP) {
-                    fprintf(stderr, "pkvsim bench kernels: --splits: bad list \"%s\"\n", optarg);
-                    return 2;
-                }
-                sweep[n_sweep++] = (int32_t)v;
-            }
-            break;
-        }
-        case 'h':
-            usage();
-            return 0;
-        default:
-            return 2;
+            sweep[n_sweep++] = (int32_t)v;
         }
     }
     static bench_case bc[MAX_CASES];

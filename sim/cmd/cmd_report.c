@@ -73,43 +73,17 @@ static int out_close(out_file *o, int rc) {
 }
 
 int pkv_cmd_report(int argc, char **argv) {
-    static const struct option opts[] = {
-        {"baseline", required_argument, 0, 'b'}, {"csv", required_argument, 0, 'c'},
-        {"json", required_argument, 0, 'j'},     {"counters", no_argument, 0, 'k'},
-        {"routes", no_argument, 0, 'r'},         {"best", required_argument, 0, 'B'},
-        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0}};
     const char *baseline = "ref_paged", *best = NULL;
     out_file csv = {.option = "--csv"}, json = {.option = "--json"};
-    int ch;
     unsigned tables = 0;
-    optind = 1;
-    while ((ch = getopt_long(argc, argv, "b:c:j:krB:h", opts, NULL)) != -1) {
-        switch (ch) {
-        case 'B':
-            best = optarg;
-            break;
-        case 'k':
-            tables |= PKV_REPORT_COUNTERS;
-            break;
-        case 'r':
-            tables |= PKV_REPORT_ROUTES;
-            break;
-        case 'b':
-            baseline = optarg;
-            break;
-        case 'c':
-            csv.path = optarg;
-            break;
-        case 'j':
-            json.path = optarg;
-            break;
-        case 'h':
-            usage();
-            return 0;
-        default:
-            return 2;
-        }
-    }
+    const pkv_cli_opt opts[] = {{"baseline", 'b', PKV_CLI_STRING, &baseline, 0},
+                                {"csv", 'c', PKV_CLI_STRING, &csv.path, 0},
+                                {"json", 'j', PKV_CLI_STRING, &json.path, 0},
+                                {"counters", 'k', PKV_CLI_BITS, &tables, PKV_REPORT_COUNTERS},
+                                {"routes", 'r', PKV_CLI_BITS, &tables, PKV_REPORT_ROUTES},
+                                {"best", 'B', PKV_CLI_STRING, &best, 0}};
+    const int orc = pkv_cli_options("report", argc, argv, opts, 6, usage);
+    if (orc >= 0) return orc;
     int n = argc - optind;
     if (n < 1) {
         fputs("pkvsim report: give one or more pkvsim output files (see --help)\n", stderr);

@@ -21,36 +21,23 @@ static void print_lengths(FILE *f, const char *name, double *x, size_t n) {
             gsl_stats_quantile_from_sorted_data(x, 1, n, 0.99), x[0], x[n - 1]);
 }
 
+static void help(void) {
+    puts("usage: pkvsim workload EXPERIMENT.json [--csv OUT.csv] [--seed N]\n"
+         "Draws the request stream the experiment would simulate (arrival time, prompt\n"
+         "and decode length) without simulating, and prints its statistics: count,\n"
+         "duration, rate, inter-arrival CV, length percentiles. --csv also writes the\n"
+         "stream (t_arrival_s,prompt_len,decode_len). Closed-loop arrival times depend\n"
+         "on the simulation, so only lengths are reported for them.");
+}
+
 int pkv_cmd_workload(int argc, char **argv) {
-    static const struct option opts[] = {{"csv", required_argument, 0, 'c'},
-                                         {"seed", required_argument, 0, 's'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
     const char *csv = NULL, *seed = NULL;
-    int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "c:s:h", opts, NULL)) != -1) {
-        switch (c) {
-        case 'c':
-            csv = optarg;
-            break;
-        case 's':
-            seed = optarg;
-            break;
-        case 'h':
-            puts("usage: pkvsim workload EXPERIMENT.json [--csv OUT.csv] [--seed N]\n"
-                 "Draws the request stream the experiment would simulate (arrival time, prompt\n"
-                 "and decode length) without simulating, and prints its statistics: count,\n"
-                 "duration, rate, inter-arrival CV, length percentiles. --csv also writes the\n"
-                 "stream (t_arrival_s,prompt_len,decode_len). Closed-loop arrival times depend\n"
-                 "on the simulation, so only lengths are reported for them.");
-            return 0;
-        default:
-            return 2;
-        }
-    }
+    const pkv_cli_opt opts[] = {{"csv", 'c', PKV_CLI_STRING, &csv, 0},
+                                {"seed", 's', PKV_CLI_STRING, &seed, 0}};
+    int rc = pkv_cli_options("workload", argc, argv, opts, 2, help);
+    if (rc >= 0) return rc;
     pkv_config cfg;
-    int rc = pkv_cli_load_experiment(argc, argv, "workload", seed, &cfg);
+    rc = pkv_cli_load_experiment(argc, argv, "workload", seed, &cfg);
     if (rc) return rc;
     rc = 1;
     pkv_workload w = {0};

@@ -128,61 +128,27 @@ static int write_json(const char *path, const pkv_config *cfg, const pkv_summary
     return 0;
 }
 
+static void help(void) {
+    usage(stdout);
+}
+
 static int cmd_run(int argc, char **argv) {
-    static const struct option opts[] = {{"output", required_argument, 0, 'o'},
-                                         {"backend", required_argument, 0, 'b'},
-                                         {"seed", required_argument, 0, 's'},
-                                         {"route", required_argument, 0, 'r'},
-                                         {"calibration", required_argument, 0, 'c'},
-                                         {"quiet", no_argument, 0, 'q'},
-                                         {"dry-run", no_argument, 0, 'n'},
-                                         {"slo", required_argument, 0, 'S'},
-                                         {"json", required_argument, 0, 'J'},
-                                         {"help", no_argument, 0, 'h'},
-                                         {0, 0, 0, 0}};
     const char *output = NULL, *backend = NULL, *seed = NULL, *route = NULL, *calib = NULL,
                *slo = NULL, *json = NULL;
-    int quiet = 0, dry = 0, c;
+    int quiet = 0, dry = 0;
+    const pkv_cli_opt opts[] = {{"output", 'o', PKV_CLI_STRING, &output, 0},
+                                {"backend", 'b', PKV_CLI_STRING, &backend, 0},
+                                {"seed", 's', PKV_CLI_STRING, &seed, 0},
+                                {"route", 'r', PKV_CLI_STRING, &route, 0},
+                                {"calibration", 'c', PKV_CLI_STRING, &calib, 0},
+                                {"quiet", 'q', PKV_CLI_FLAG, &quiet, 0},
+                                {"dry-run", 'n', PKV_CLI_FLAG, &dry, 0},
+                                {"slo", 0, PKV_CLI_STRING, &slo, 0},
+                                {"json", 0, PKV_CLI_STRING, &json, 0}};
     char cmdline[4096];
     pkv_cli_join_args(cmdline, sizeof cmdline, argc, argv);
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "o:b:s:r:c:qnh", opts, NULL)) != -1) {
-        switch (c) {
-        case 'o':
-            output = optarg;
-            break;
-        case 'b':
-            backend = optarg;
-            break;
-        case 's':
-            seed = optarg;
-            break;
-        case 'r':
-            route = optarg;
-            break;
-        case 'c':
-            calib = optarg;
-            break;
-        case 'q':
-            quiet = 1;
-            break;
-        case 'n':
-            dry = 1;
-            break;
-        case 'S':
-            slo = optarg;
-            break;
-        case 'J':
-            json = optarg;
-            break;
-        case 'h':
-            usage(stdout);
-            return 0;
-        default:
-            fputs("pkvsim run: see pkvsim --help\n", stderr);
-            return 2;
-        }
-    }
+    const int orc = pkv_cli_options("run", argc, argv, opts, 9, help);
+    if (orc >= 0) return orc;
     const pkv_cli_overrides ov = {output, backend, seed, route, calib, slo};
     if (optind + 1 != argc) {
         fputs("pkvsim run: expected exactly one EXPERIMENT.json (see pkvsim --help)\n", stderr);
