@@ -219,7 +219,7 @@ static int graph_buckets(int32_t cap) {
 static int graph_slots(int32_t cap) {
     return 2 * 2 * graph_buckets(cap);
 }
-/* The graph of (route, bucket, merge): the routes pkv_graph_routes names for a full
+/* The graph of (route, bucket, merge): the routes pkv_backend_graph_routes names for a full
  * model, ref_paged and pkv_workqueue. */
 static pkvk_graph **graph_slot(cuda_backend *b, const pkvk_plan *plan, int32_t rows) {
     const int r = plan->route == PKV_ROUTE_REF_PAGED   ? 0

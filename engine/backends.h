@@ -1,9 +1,9 @@
 /* Internal to engine/: the backends' constructors, called by pkv_engine_init, which
- * sizes them from its planner. */
+ * sizes them from its planner (backend.h: what a backend is). */
 #ifndef PKV_BACKENDS_H
 #define PKV_BACKENDS_H
 
-#include "engine.h"
+#include "backend.h"
 
 /* The model backend: nothing is measured; step time comes from the cost model. */
 pkv_backend *pkv_backend_model_create(void);

@@ -5,23 +5,9 @@
 #include "pkv_tol.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <gsl/gsl_sort.h>
 #include <gsl/gsl_statistics_double.h>
-
-const char *const pkv_backend_names[] = {"auto", "model", "cpu", "cuda", NULL};
-
-pkv_backend_kind pkv_backend_resolve(pkv_backend_kind k) {
-    if (k != PKV_BACKEND_AUTO) return k;
-    return pkvk_device_count() > 0 ? PKV_BACKEND_CUDA : PKV_BACKEND_MODEL;
-}
-
-void pkv_backend_device_name(pkv_backend_kind k, char *name, size_t n) {
-    pkvk_device_info dev = {.name = "none"};
-    if (pkv_backend_resolve(k) == PKV_BACKEND_CUDA) pkvk_device_info_get(&dev);
-    snprintf(name, n, "%s", dev.name);
-}
 
 /* The cuda backend is made after the planner, whose task bound sizes its workspace. */
 static pkv_backend *make_backend(pkv_engine *eng, pkv_backend_kind kind, const pkv_backend_spec *b,
@@ -47,24 +33,6 @@ static pkv_backend *make_backend(pkv_engine *eng, pkv_backend_kind kind, const p
     }
 }
 
-/* The shapes the GPU kernels run (kernels/pkvk_attn.cu, kernels/pkvk_model.cu). */
-static int cuda_supports(const pkv_model *m, pkv_err *e) {
-    pkvk_shape s = pkv_model_attn_shape(m);
-    int g = s.hq / s.hkv;
-    if (s.d == 128 && (g == 1 || g == 2 || g == 4 || g == 8)) return 0;
-    return pkv_fail(e,
-                    "model %s: the GPU kernels run head_dim 128 with 1, 2, 4 or 8 query heads per "
-                    "KV head on one GPU; this model has head_dim %d and %d (hq %d, hkv %d, "
-                    "tensor_parallel %d); run it on the model backend (--backend model)",
-                    m->name, s.d, g, m->hq, m->hkv, m->tp);
-}
-
-uint32_t pkv_graph_routes(const pkv_model *m) {
-    if (pkv_model_dense(m)) return 1u << PKV_ROUTE_REF_PAGED | 1u << PKV_ROUTE_WORKQUEUE;
-    return ((1u << PKV_ROUTE_COUNT) - 1) &
-           ~(1u << PKV_ROUTE_FLASHINFER | 1u << PKV_ROUTE_FLASHINFER_TC);
-}
-
 int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const char *policy,
                     pkv_bucket_mode mode, int32_t cap_rows, const pkv_backend_spec *b,
                     pkv_clock_source clock, pkv_err *e) {
@@ -73,7 +41,7 @@ int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const c
     const pkv_backend_kind kind = pkv_backend_resolve(b ? b->kind : PKV_BACKEND_MODEL);
     if (pkv_policy_init(&eng->policy, policy))
         return pkv_fail(e, "unknown route policy \"%s\"", policy);
-    if (kind == PKV_BACKEND_CUDA && cuda_supports(m, e)) return -1;
+    if (pkv_backend_supports(kind, m, e)) return -1;
     pkv_calib_use_group(cal, s->hq / s->hkv); /* the run's group's route models, if any */
     if (kind == PKV_BACKEND_CUDA) pkv_calib_flashinfer_occupancy(cal, s);
     if (kind == PKV_BACKEND_CUDA && pkv_model_dense(m)) {
@@ -87,7 +55,7 @@ int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const c
     }
     /* Graph replay: a policy choosing among routes leaves those graphs cannot hold out
      * of its candidates; a fixed route of them is refused. */
-    const uint32_t no_graph = ((1u << PKV_ROUTE_COUNT) - 1) & ~pkv_graph_routes(m);
+    const uint32_t no_graph = ((1u << PKV_ROUTE_COUNT) - 1) & ~pkv_backend_graph_routes(m);
     if (b && b->cuda_graph && (eng->policy.candidates & (eng->policy.candidates - 1))) {
         eng->no_context_gate = pkv_model_dense(m); /* FlashInfer's paths never candidates */
         eng->policy.candidates &= ~no_graph;
@@ -378,28 +346,4 @@ int pkv_engine_swap(pkv_engine *eng, int to_host, const int32_t *pages, const in
     *t = clock_time(eng, *t_predicted, pkv_clock_now() - t0 + eng->backend->t_unrun, t_device);
     eng->backend->t_unrun = 0;
     return 0;
-}
-
-static int model_prepare(pkv_backend *b, const pkv_batch_view *v, pkv_err *e) {
-    return 0;
-}
-
-static int model_run(pkv_backend *b, const pkv_batch_view *v, const pkvk_plan *plan, int check,
-                     pkv_step_rec *rec, pkv_err *e) {
-    return 0; /* the engine already filled the predicted time and counters */
-}
-
-static void model_destroy(pkv_backend *b) {
-    free(b);
-}
-
-pkv_backend *pkv_backend_model_create(void) {
-    pkv_backend *b = malloc(sizeof *b);
-    if (b)
-        *b = (pkv_backend){.name = "model",
-                           .measures = 0,
-                           .prepare = model_prepare,
-                           .run = model_run,
-                           .destroy = model_destroy};
-    return b;
 }

@@ -78,7 +78,7 @@ int pkv_config_inputs(const pkv_config *c, const char **paths, const char **what
 int pkv_config_resolve(pkv_config *c);
 /* Whether decode steps replay CUDA graphs: run.cuda_graph, its auto resolved by the
  * final policy (command-line overrides applied): on for a full model under adaptive or
- * a route its graphs hold (pkv_graph_routes: ref_paged, pkv_workqueue), off for the study
+ * a route its graphs hold (pkv_backend_graph_routes: ref_paged, pkv_workqueue), off for the study
  * layer (whose per-step capture is an ablation) and for the oracle. */
 bool pkv_config_graphs(const pkv_config *c);
 

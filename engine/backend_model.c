@@ -1,0 +1,64 @@
+/* The model backend: nothing runs and nothing is measured; the engine's cost model
+ * gives every time. Beside it, what is known of every backend kind before one is
+ * made: its name, what `auto` resolves to, the shapes it runs, its graph replays. */
+#include "backends.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+const char *const pkv_backend_names[] = {"auto", "model", "cpu", "cuda", NULL};
+
+pkv_backend_kind pkv_backend_resolve(pkv_backend_kind k) {
+    if (k != PKV_BACKEND_AUTO) return k;
+    return pkvk_device_count() > 0 ? PKV_BACKEND_CUDA : PKV_BACKEND_MODEL;
+}
+
+void pkv_backend_device_name(pkv_backend_kind k, char *name, size_t n) {
+    pkvk_device_info dev = {.name = "none"};
+    if (pkv_backend_resolve(k) == PKV_BACKEND_CUDA) pkvk_device_info_get(&dev);
+    snprintf(name, n, "%s", dev.name);
+}
+
+/* The GPU kernels (kernels/pkvk_attn.cu, kernels/pkvk_model.cu) run head_dim 128 with
+ * 1, 2, 4 or 8 query heads per KV head; the model and cpu backends any shape. */
+int pkv_backend_supports(pkv_backend_kind k, const pkv_model *m, pkv_err *e) {
+    if (pkv_backend_resolve(k) != PKV_BACKEND_CUDA) return 0;
+    const pkvk_shape s = pkv_model_attn_shape(m);
+    const int g = s.hq / s.hkv;
+    if (s.d == 128 && (g == 1 || g == 2 || g == 4 || g == 8)) return 0;
+    return pkv_fail(e,
+                    "model %s: the GPU kernels run head_dim 128 with 1, 2, 4 or 8 query heads per "
+                    "KV head on one GPU; this model has head_dim %d and %d (hq %d, hkv %d, "
+                    "tensor_parallel %d); run it on the model backend (--backend model)",
+                    m->name, s.d, g, m->hq, m->hkv, m->tp);
+}
+
+uint32_t pkv_backend_graph_routes(const pkv_model *m) {
+    if (pkv_model_dense(m)) return 1u << PKV_ROUTE_REF_PAGED | 1u << PKV_ROUTE_WORKQUEUE;
+    return ((1u << PKV_ROUTE_COUNT) - 1) &
+           ~(1u << PKV_ROUTE_FLASHINFER | 1u << PKV_ROUTE_FLASHINFER_TC);
+}
+
+static int model_prepare(pkv_backend *b, const pkv_batch_view *v, pkv_err *e) {
+    return 0;
+}
+
+static int model_run(pkv_backend *b, const pkv_batch_view *v, const pkvk_plan *plan, int check,
+                     pkv_step_rec *rec, pkv_err *e) {
+    return 0; /* the engine already filled the predicted time and counters */
+}
+
+static void model_destroy(pkv_backend *b) {
+    free(b);
+}
+
+pkv_backend *pkv_backend_model_create(void) {
+    pkv_backend *b = malloc(sizeof *b);
+    if (b)
+        *b = (pkv_backend){.name = "model",
+                           .measures = 0,
+                           .prepare = model_prepare,
+                           .run = model_run,
+                           .destroy = model_destroy};
+    return b;
+}
