@@ -40,9 +40,10 @@ constexpr size_t kFloatBytes = 128u << 20, kIntBytes = 8u << 20;
 
 // Rows [0, n): indptr[i] = pages before row i (lengths summed by each block: B is
 // small), indices from the block-table row, last-page length.
-__global__ void pack_csr_kernel(const int32_t *__restrict__ seq_lens,
-                                const int32_t *__restrict__ bt, int32_t bt_stride, int32_t n,
-                                int32_t ps, int32_t *indptr, int32_t *indices, int32_t *last) {
+static __global__ void pack_csr_kernel(const int32_t *__restrict__ seq_lens,
+                                       const int32_t *__restrict__ bt, int32_t bt_stride, int32_t n,
+                                       int32_t ps, int32_t *indptr, int32_t *indices,
+                                       int32_t *last) {
     const int row = blockIdx.x;
     __shared__ int32_t base;
     if (threadIdx.x == 0) {

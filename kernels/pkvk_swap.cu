@@ -22,9 +22,10 @@ struct pkvk_swap {
 
 // Block b of the grid walks (page i, pool p) pairs b, b + gridDim.x, ...; its
 // threads move the page's bytes 16 at a time (page_bytes is a multiple of 16).
-__global__ void swap_kernel(uint16_t *const *__restrict__ pools, int n_pools, size_t page_bytes,
-                            const int32_t *__restrict__ pages, const int32_t *__restrict__ slots,
-                            int32_t n, char *__restrict__ host, int to_host) {
+static __global__ void swap_kernel(uint16_t *const *__restrict__ pools, int n_pools,
+                                   size_t page_bytes, const int32_t *__restrict__ pages,
+                                   const int32_t *__restrict__ slots, int32_t n,
+                                   char *__restrict__ host, int to_host) {
     const size_t words = page_bytes / 16;
     for (int64_t w = blockIdx.x; w < (int64_t)n * n_pools; w += gridDim.x) {
         const int32_t i = (int32_t)(w / n_pools);

@@ -8,14 +8,15 @@
 set -u
 out=$1
 mkdir -p "$out"
-[ -n "${SKIP_TESTS:-}" ] || for t in test_cuda_backend test_model_gpu test_noalloc test_side_by_side; do
-  .bundle/run $t > "$out/tests.log" 2>&1; echo "$t: rc $? $(tail -1 "$out/tests.log")"
+[ -n "${SKIP_TESTS:-}" ] || for t in test_kernels_gpu test_cuda_backend test_model_gpu test_noalloc test_side_by_side; do
+  [ -x .bundle/bin/$t ] || continue
+  .bundle/run $t > "$out/$t.log" 2>&1; echo "$t: rc $? $(tail -1 "$out/$t.log")"; gzip -f "$out/$t.log"
 done
 cal=$PWD/experiments/calibration/h200-llama-3.1-8b.json
 w='"workload": {"arrival": {"process": "poisson", "rate": 8}, "prompt": {"dist": "uniform", "min": 200, "max": 3000}, "decode": {"dist": "uniform", "min": 32, "max": 160}, "num_requests": 96, "max_context": 4096}'
 echo "{\"name\": \"pf\", \"model\": \"llama-3.1-8b\", $w, \"serving\": {\"max_active\": 16, \"kv_pages\": 2000}, \"route\": {\"policy\": \"adaptive\", \"calibration\": \"$cal\"}, \"run\": {\"seed\": 3}}" > "$out/pf.json"
 echo "{\"name\": \"ch\", \"model\": \"llama-3.1-8b\", $w, \"serving\": {\"max_active\": 32, \"kv_pages\": 450, \"scheduler\": \"chunked\", \"token_budget\": 1024, \"preemption\": \"swap\", \"swap_pages\": 2000}, \"route\": {\"policy\": \"pkv_workqueue\", \"calibration\": \"$cal\"}, \"run\": {\"seed\": 3}}" > "$out/ch.json"
-for rep in 1 2; do
+for rep in $(seq "${REPS:-2}"); do
   for bin in pkvsim_before pkvsim; do
     for x in pf ch; do
       .bundle/run $bin run -q --backend cuda "$out/$x.json" -o "$out/$x.$bin.$rep.h5" \
@@ -42,3 +43,18 @@ for r in rows:
 PY
 cat "$out/table.md"
 rm -f "$out"/*.h5 "$out"/*.*.*.txt "$out"/*.*.*.json
+# BENCH=1: bench model and bench kernels, the revision before and this one, interleaved
+# (after the served model's kernels were split one operation a file).
+if [ -n "${BENCH:-}" ]; then
+  for rep in 1 2; do
+    for bin in pkvsim_before pkvsim; do
+      timeout 150 .bundle/run $bin bench model --out "$out/bmodel.$bin.$rep.txt" > /dev/null 2>&1 ||
+        echo "FAIL bench model $bin $rep"
+    done
+  done
+  for bin in pkvsim_before pkvsim; do
+    timeout 200 .bundle/run $bin bench kernels --reps 20 --out "$out/bkern.$bin.txt" > /dev/null 2>&1 ||
+      echo "FAIL bench kernels $bin"
+  done
+  (cd "$out" && tar czf bench.tgz bmodel.*.txt bkern.*.txt && rm -f bmodel.*.txt bkern.*.txt)
+fi

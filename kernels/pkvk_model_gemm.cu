@@ -1,0 +1,26 @@
+// cuBLAS for the served model: its status as pkvsim's, and the row-major GEMM.
+#include <stdio.h>
+
+#include "pkvk_model_impl.cuh"
+
+namespace pkvkm {
+
+int cublas_fail(cublasStatus_t st, const char *what) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "%s failed: cuBLAS status %d", what, (int)st);
+    return pkvk_fail_msg(st == CUBLAS_STATUS_ALLOC_FAILED ? PKVK_ERR_OUT_OF_MEMORY : PKVK_ERR_CUDA,
+                         msg);
+}
+
+// C (n x m, row-major, ldc) = A (n x k, row-major, lda) B (k x m, row-major, ldb)
+// (+ C with beta = 1): in cuBLAS's column-major terms C^T = B^T A^T.
+int gemm(cublasHandle_t h, int n, int m, int k, const __half *A, int lda, const __half *B, int ldb,
+         __half *C, int ldc, float beta) {
+    const float one = 1.f;
+    cublasStatus_t st =
+        cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, B, CUDA_R_16F, ldb, A, CUDA_R_16F,
+                     lda, &beta, C, CUDA_R_16F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    return st == CUBLAS_STATUS_SUCCESS ? PKVK_OK : cublas_fail(st, "cublasGemmEx");
+}
+
+} // namespace pkvkm

@@ -1,0 +1,184 @@
+// Private to the served model's files (kernels/pkvk_model*.cu): the model's state, a
+// prefill's pieces, the row norm a fused kernel reads, and what each operation's file
+// (kernels then launchers) offers the others, in namespace pkvkm. Not for use outside
+// kernels/.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_fp16.h>
+
+#include "pkvk_cuda.h"
+#include "pkvk_fi.h"
+#include "pkvk_model.h"
+
+// At most this many prompt pieces in one prefill chunk (they travel as launch
+// parameters); and the FP32 score block of the prefill attention, in floats.
+enum { MAX_SEGS = 64 };
+// A prefill chunk's layer 0 timed in parts (pkvk_model_time_prefill_parts): events
+// before it, after the norm and QKV GEMM, the RoPE and K/V append, the attention and
+// the rest of the layer.
+enum { PROBES = 5 };
+static constexpr size_t SCORE_FLOATS = (size_t)128 << 20; // 512 MiB
+// Key counts are padded to this in the score GEMMs, so that every row of S and P
+// starts 16-byte aligned (cuBLAS's fast kernels need it); the padded keys get P = 0.
+enum { KEY_PAD = 64 };
+static inline int key_pad(int n) {
+    return (n + KEY_PAD - 1) / KEY_PAD * KEY_PAD;
+}
+
+struct seg_t {
+    int t0;       // first row of the chunk
+    int len;      // rows
+    int q0;       // position of the first row in its prompt
+    int page_off; // the prompt's first page in the batch's page list
+    int req;      // prompt number in the batch
+    int last;     // 1: the piece ends its prompt (its last row samples)
+};
+struct segs_t {
+    int n;
+    seg_t s[MAX_SEGS];
+};
+
+struct pkvk_model {
+    const pkvk_ctx *ctx;
+    pkvk_model_shape s;
+    int32_t cap_tokens, max_prompt, n_pages;
+    int32_t kv_rows; // rows of kc and vc: max_prompt padded to KEY_PAD
+    uint64_t seed;
+    cublasHandle_t h;
+    __half *w; // every weight, one allocation
+    size_t off[1024][PKVK_W_LAYER_COUNT], off_embed, off_norm, off_head, w_elems;
+    __half *kv;                       // [layers][2][pool]
+    size_t pool;                      // elements of one pool
+    __half *x, *xn, *qkv, *o, *y, *a; // [cap_tokens][...]
+    float *inv;                       // [cap_tokens]: the rows' 1 / rms (row_norms)
+    __half *logits;                   // [PKVK_MODEL_HEAD_ROWS][vocab]
+    int32_t *tok;                     // [cap_tokens]: each row's last sampled token
+    pkvk_fi_prefill *fip;             // prefill attention on FlashInfer's kernel (else cuBLAS)
+    __half *qp;                 // prefill Q: FlashInfer [T][hq][d], cuBLAS [hkv][cap_tokens][G][d]
+    __half *op;                 // cuBLAS prefill: [hkv][cap_tokens][G][d]
+    __half *kc, *vc;            // cuBLAS prefill: [hkv][kv_rows][d]
+    float *S;                   // cuBLAS prefill: scores
+    __half *P;                  // cuBLAS prefill: probabilities
+    int32_t *pages_h, *pages_d; // prefill: the batch's pages (pinned host, device)
+    int last_rows;              // rows of the last head
+    int mix_rows, mix_T, mix_heads; // mixed iteration: decode rows, chunk tokens, heads
+    segs_t mix_segs;                // its chunk pieces (t0 from the first chunk token)
+    cudaEvent_t probe[PROBES];      // bench: a prefill's layer 0 split by parts (else null)
+};
+
+namespace pkvkm {
+
+// ---- device helpers (every block reduction of the model's kernels) -------------------
+static __device__ inline float block_sum(float v, float *sh) {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+        v = threadIdx.x < (blockDim.x >> 5) ? sh[threadIdx.x] : 0.f;
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (threadIdx.x == 0) sh[0] = v;
+    }
+    __syncthreads();
+    float r = sh[0];
+    __syncthreads();
+    return r;
+}
+
+// 1 / rms of one row of x (the whole block takes part). A row of 8k halves takes 16
+// bytes a load, up to ROW_LOADS loads a thread issued at once (a decode row is one L2
+// round trip, not one per element).
+enum { ROW_LOADS = 8 };
+static __device__ inline float row_inv_rms(const __half *__restrict__ xr, int hidden, float eps,
+                                           float *sh) {
+    float ss = 0.f;
+    if (hidden % 8 == 0) {
+        const uint4 *v = reinterpret_cast<const uint4 *>(xr);
+        const int n = hidden / 8;
+        for (int base = threadIdx.x; base < n; base += ROW_LOADS * blockDim.x) {
+            uint4 u[ROW_LOADS];
+#pragma unroll
+            for (int k = 0; k < ROW_LOADS; k++) {
+                const int i = base + k * blockDim.x;
+                u[k] = i < n ? v[i] : make_uint4(0u, 0u, 0u, 0u);
+            }
+#pragma unroll
+            for (int k = 0; k < ROW_LOADS; k++) {
+                const __half2 *h = reinterpret_cast<const __half2 *>(&u[k]);
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const float2 f = __half22float2(h[j]);
+                    ss += f.x * f.x + f.y * f.y;
+                }
+            }
+        }
+    } else {
+        for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
+            const float v = __half2float(xr[i]);
+            ss += v * v;
+        }
+    }
+    return rsqrtf(block_sum(ss, sh) / hidden + eps);
+}
+
+// The 1 / rms of the rows of x that a kernel reading a GEMM over x W' (an RMSNorm's
+// weights folded into W) scales them by: inv[row] where computed (more than
+// PKVK_NORM_FUSED_ROWS rows), else from the row itself (the block reduces it; x
+// NULL: no norm, 1).
+struct norm_in {
+    const __half *x = nullptr;
+    const float *inv = nullptr;
+    int hidden = 0;
+    float eps = 0.f;
+    __device__ float scale(int row, float *sh) const {
+        if (inv) return inv[row];
+        return x ? row_inv_rms(x + (size_t)row * hidden, hidden, eps, sh) : 1.f;
+    }
+};
+
+// ---- launchers and helpers, by file --------------------------------------------------
+// pkvk_model_gemm.cu
+int cublas_fail(cublasStatus_t st, const char *what);
+// C (n x m, row-major, ldc) = A (n x k, row-major, lda) B (k x m, row-major, ldb)
+// (+ C with beta = 1): in cuBLAS's column-major terms C^T = B^T A^T.
+int gemm(cublasHandle_t h, int n, int m, int k, const __half *A, int lda, const __half *B, int ldb,
+         __half *C, int ldc, float beta);
+
+// pkvk_model_norm.cu: y = x / rms(x) * w, one row a block; inv[row] = 1 / rms(x[row]).
+int rmsnorm(cudaStream_t st, const __half *x, __half *y, const __half *w, int rows, int hidden,
+            float eps);
+int inv_rms(cudaStream_t st, const __half *x, float *inv, int rows, int hidden, float eps);
+
+// pkvk_model_rope.cu: RoPE on q and k of `rows` rows of qkv, q to its place, k and v into
+// the pages (decode: by lens and the block table; prefill: by the pieces and pages).
+int rope_append(cudaStream_t st, bool prefill, const pkvk_model_shape *s, int rows,
+                const __half *qkv, const int32_t *lens, const int32_t *bt, int bt_stride,
+                const int32_t *pages, const segs_t &segs, int cap_tokens, int ragged, __half *kpool,
+                __half *vpool, __half *q, norm_in nin);
+
+// pkvk_model_act.cu: a = silu(gate) * up, scaled by the rows' norm.
+int silu_mul(cudaStream_t st, const void *y, void *a, int rows, int inter, norm_in nin);
+
+// pkvk_model_tokens.cu: embedding (tok: decode rows' tokens; NULL: the pieces' prompt
+// tokens), greedy sampling, and the rows that sample gathered.
+int embed(cudaStream_t st, const __half *emb, __half *x, const int32_t *tok, const segs_t &segs,
+          int rows, int hidden, int vocab);
+int argmax(cudaStream_t st, const __half *logits, int rows, int vocab, int32_t *tok);
+int gather_rows(cudaStream_t st, const __half *x, __half *dst, const segs_t &segs, int heads,
+                int hidden);
+
+// pkvk_model_weights.cu: the model's memory and weights.
+__half *W(pkvk_model *m, int l, int t);
+size_t score_floats(const pkvk_model_shape *s, int32_t max_prompt);
+
+// pkvk_model_prefill_attn.cu: a chunk's causal attention (FlashInfer's plan first).
+int plan_chunk(pkvk_model *m, const segs_t &segs);
+int chunk_attention(pkvk_model *m, int l, const segs_t &segs, int T, __half *o);
+
+// pkvk_model.cu: the forward's pieces the benchmarks time.
+int over(pkvk_model *m, int rows);
+int layer_gemms(pkvk_model *m, int l, int rows);
+int stage_pages(pkvk_model *m, int n, const int32_t *lens, const int32_t *starts,
+                const int32_t *pages);
+
+} // namespace pkvkm
