@@ -332,7 +332,7 @@ static void best_table(FILE *table, const run *runs, const int *order, int n, in
             double m, sd;
             int c;
             group_stats(runs, n, b, k, &m, &sd, &c);
-            if (m == m && (best < 0 || (low ? m < best_m : m > best_m)))
+            if (!isnan(m) && (best < 0 || (low ? m < best_m : m > best_m)))
                 best = j, best_m = m, best_count = c;
         }
         if (best < 0) continue;
@@ -364,9 +364,9 @@ static void paired_ratio(const run *runs, int n, const run *g, const run *base, 
 }
 
 static void print_paired(FILE *table, double pm, double half, int np) {
-    if (half == half)
+    if (!isnan(half))
         fprintf(table, " %.3fx [%.3f, %.3f] (%d) |", pm, pm - half, pm + half, np);
-    else if (pm == pm)
+    else if (!isnan(pm))
         fprintf(table, " %.3fx (%d) |", pm, np);
     else
         fprintf(table, " — |");
@@ -425,12 +425,12 @@ static void routes_table(FILE *table, const run *runs, const int *order, int n,
             double m, sd, pm, half;
             int c, np;
             group_stats(runs, n, &runs[i], ks[q], &m, &sd, &c);
-            fprintf(table, m != m ? " — |" : sd == sd ? " %.0f ± %.0f |" : " %.0f |", m, sd);
+            fprintf(table, isnan(m) ? " — |" : !isnan(sd) ? " %.0f ± %.0f |" : " %.0f |", m, sd);
             paired_ratio(runs, n, &runs[i], &base, ks[q], &pm, &half, &np);
             print_paired(table, pm, half, np);
         }
-        fprintf(table, err_max == err_max ? " %.2e |" : " — |", err_max);
-        fprintf(table, err_mean == err_mean ? " %.2e |" : " — |", err_mean);
+        fprintf(table, !isnan(err_max) ? " %.2e |" : " — |", err_max);
+        fprintf(table, !isnan(err_mean) ? " %.2e |" : " — |", err_mean);
         int any = 0;
         for (int r = 0; r < PKV_ROUTE_COUNT; r++)
             if (share[r] > 0)
@@ -461,10 +461,10 @@ static void counters_table(FILE *table, const run *runs, const int *order, int n
             double m, sd;
             int c;
             group_stats(runs, n, &runs[i], N_VALUES + k, &m, &sd, &c);
-            if (m != m)
+            if (isnan(m))
                 fprintf(table, " — |");
             else
-                fprintf(table, sd == sd ? " %.4g ± %.2g |" : " %.4g |", m * counter_scale[k],
+                fprintf(table, !isnan(sd) ? " %.4g ± %.2g |" : " %.4g |", m * counter_scale[k],
                         sd * counter_scale[k]);
         }
         fputc('\n', table);
@@ -474,18 +474,18 @@ static void counters_table(FILE *table, const run *runs, const int *order, int n
 /* {"mean": m, "sd": s} (null for NaN: cJSON writes no NaN). */
 static void add_stat(cJSON *o, const char *name, double mean, double sd) {
     cJSON *v = cJSON_AddObjectToObject(o, name);
-    if (mean == mean)
+    if (!isnan(mean))
         cJSON_AddNumberToObject(v, "mean", mean);
     else
         cJSON_AddNullToObject(v, "mean");
-    if (sd == sd)
+    if (!isnan(sd))
         cJSON_AddNumberToObject(v, "sd", sd);
     else
         cJSON_AddNullToObject(v, "sd");
 }
 
 static void add_num(cJSON *o, const char *name, double x) {
-    if (x == x)
+    if (!isnan(x))
         cJSON_AddNumberToObject(o, name, x);
     else
         cJSON_AddNullToObject(o, name);
@@ -584,7 +584,7 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, unsi
                 fprintf(table, sd[k] == sd[k] ? " %.4g ± %.2g |" : " %.4g |",
                         mean[k] * value_scale(k), sd[k] * value_scale(k));
         }
-        if (ratio == ratio)
+        if (!isnan(ratio))
             fprintf(table, " %.3fx |", ratio);
         else
             fprintf(table, " — |");

@@ -98,6 +98,10 @@ uint32_t pkv_backend_graph_routes(const pkv_model *m);
 /* The GPU backend kind k runs on: the device's name on the cuda backend, else "none". */
 void pkv_backend_device_name(pkv_backend_kind k, char *name, size_t n);
 
+/* A line for the person running the program (a measurement's side note: the warm-up's
+ * time, host parts of a step); the program decides where it goes. */
+typedef void (*pkv_log_fn)(void *ctx, const char *line);
+
 /* What the engine makes its backend from. */
 typedef struct pkv_backend_spec {
     pkv_backend_kind kind; /* AUTO is resolved here */
@@ -109,6 +113,8 @@ typedef struct pkv_backend_spec {
     uint64_t seed;         /* tensor contents */
     int32_t swap_slots;    /* pages of the host pool of preemption by swap (0: none) */
     int layers_measured;   /* cuda backend, a full model: layers run for real (0: all) */
+    pkv_log_fn log;        /* may be NULL: the backend says nothing */
+    void *log_ctx;
 } pkv_backend_spec;
 
 #endif

@@ -24,6 +24,7 @@
 #include "tensors.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,8 @@ enum {
 
 typedef struct cuda_backend {
     pkv_backend base;
+    pkv_log_fn log; /* the program's (may be NULL) */
+    void *log_ctx;
     pkvk_ctx *ctx; /* the GPU's stream and L2-flush buffer; everything below is made in it */
     pkvk_shape shape;
     int32_t cap_rows, bt_stride;
@@ -95,6 +98,18 @@ typedef struct cuda_backend {
     pkvk_event **att_ev;        /* [2 * layers]: each layer's attention interval */
     pkvk_swap *swap;            /* preemption by swap's host pool; NULL: none */
 } cuda_backend;
+
+/* A line to the program's log (nothing without one). */
+static void note(const cuda_backend *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void note(const cuda_backend *b, const char *fmt, ...) {
+    if (!b->log) return;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    b->log(b->log_ctx, line);
+}
 
 static int fail_dev(pkv_err *e, const char *what) {
     return pkv_fail(e, "cuda backend: %s: %s", what, pkvk_last_error());
@@ -480,31 +495,31 @@ static void cuda_destroy(pkv_backend *base) {
     free(b->graphs);
     if (b->model_steps) {
         const double per = 1e6 / b->model_steps;
-        fprintf(stderr,
-                "pkvsim: reading a step's %d timers took %.1f us of host time (mean of %lld "
-                "steps; left out of t_wall)\n",
-                2 * b->layers + 3, b->timer_reads * per, (long long)b->model_steps);
-        fprintf(stderr,
-                "pkvsim: host time of a step (mean; in t_wall): prepare, policy and task layout "
-                "%.1f us, upload %.1f us, launch %.1f us\n",
-                b->host_prepare * per, b->host_upload * per, b->host_launch * per);
+        note(b,
+             "reading a step's %d timers took %.1f us of host time (mean of %lld "
+             "steps; left out of t_wall)",
+             2 * b->layers + 3, b->timer_reads * per, (long long)b->model_steps);
+        note(b,
+             "host time of a step (mean; in t_wall): prepare, policy and task layout "
+             "%.1f us, upload %.1f us, launch %.1f us",
+             b->host_prepare * per, b->host_upload * per, b->host_launch * per);
     }
     if (b->graph_steps && b->model)
-        fprintf(stderr,
-                "pkvsim: cuda graphs: %lld steps replayed, %lld graphs captured (route, rows "
-                "bucket, merge) in %.1f ms of host time (left out of t_wall)\n",
-                (long long)b->graph_steps, (long long)b->graph_made, 1e3 * b->capture_time);
+        note(b,
+             "cuda graphs: %lld steps replayed, %lld graphs captured (route, rows "
+             "bucket, merge) in %.1f ms of host time (left out of t_wall)",
+             (long long)b->graph_steps, (long long)b->graph_made, 1e3 * b->capture_time);
     else if (b->graph_steps)
-        fprintf(stderr,
-                "pkvsim: cuda graphs: %lld steps, %lld replays of an updated graph, %lld "
-                "instantiations\n",
-                (long long)b->graph_steps, (long long)b->graph_reused,
-                (long long)(b->graph_steps - b->graph_reused));
+        note(b,
+             "cuda graphs: %lld steps, %lld replays of an updated graph, %lld "
+             "instantiations",
+             (long long)b->graph_steps, (long long)b->graph_reused,
+             (long long)(b->graph_steps - b->graph_reused));
     if (b->upload == PKVK_UPLOAD_PARAMS && b->upload_copies)
-        fprintf(stderr,
-                "pkvsim: %lld of %lld plan uploads exceeded the launch's parameters and were "
-                "copied\n",
-                (long long)b->upload_copies, (long long)b->uploads);
+        note(b,
+             "%lld of %lld plan uploads exceeded the launch's parameters and were "
+             "copied",
+             (long long)b->upload_copies, (long long)b->uploads);
     pkvk_ctx_destroy(b->ctx);
     free(b->o_host);
     free(b->ref_host);
@@ -574,6 +589,7 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec
         return NULL;
     }
     b->ctx = ctx;
+    b->log = spec->log, b->log_ctx = spec->log_ctx;
     b->base = (pkv_backend){.name = "cuda",
                             .measures = 1,
                             .mixed = dense,
@@ -659,8 +675,8 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec
     if (!rc && dense) {
         const double t_warm = pkv_clock_now();
         if (!(rc = pkvk_model_warmup(b->model)))
-            fprintf(stderr, "pkvsim: warm-up forwards took %.1f ms (before the run)\n",
-                    1e3 * (pkv_clock_now() - t_warm));
+            note(b, "warm-up forwards took %.1f ms (before the run)",
+                 1e3 * (pkv_clock_now() - t_warm));
     }
     if (rc) {
         if (rc == PKVK_ERR_OUT_OF_MEMORY)

@@ -675,7 +675,7 @@ extern "C" int pkvk_launch(pkvk_workspace *w, const pkvk_batch *b, const pkvk_pl
     p.bt_stride = b->bt_stride;
     p.seq_lens = b->seq_lens;
     p.hq = s.hq, p.hkv = s.hkv, p.ps = s.page_size, p.ps_shift = shift;
-    p.scale_log2 = b->sm_scale * 1.4426950408889634f;
+    p.scale_log2 = b->sm_scale * PKVK_LOG2E;
     p.split_offsets = w->split_offsets;
     p.spans = w->spans;
     p.layout_rows = w->fixed_rows;

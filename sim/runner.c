@@ -62,6 +62,11 @@ static int sink_end(void *ctx, double t_end, bool interrupted, const pkv_sim_cou
     return pkv_summary_finish(s, t_end) ? pkv_fail(e, "out of memory") : 0;
 }
 
+/* The backend's side notes (the warm-up's time, a step's host parts), on stderr. */
+static void log_line(void *ctx, const char *line) {
+    fprintf(stderr, "pkvsim: %s\n", line);
+}
+
 /* The summary as the experiment sets it up: its SLOs (a class's, else the run's) and
  * percentiles. */
 static int summary_init(pkv_summary *s, const pkv_config *cfg) {
@@ -129,6 +134,7 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
         .seed = cfg->seed,
         .swap_slots = cfg->preemption == PKV_PREEMPT_SWAP ? cfg->swap_pages : 0,
         .layers_measured = cfg->layers_measured,
+        .log = log_line,
     };
     if (pkv_engine_init(&eng, &cfg->model, &cal, cfg->policy, (pkv_bucket_mode)cfg->bucket_mode,
                         cfg->max_active, &bs, (pkv_clock_source)clock, e)) {
