@@ -197,27 +197,23 @@ static int forward(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *pl
     pkvk_batch batch = {*s,   rows,  b->q,         b->o,    NULL,
                         NULL, b->bt, b->bt_stride, b->lens, 1.0f / sqrtf((float)s->d)};
     int launches;
-    if (c ? pkvk_model_mixed_begin(b->model, rows, c->n_req, c->lens, c->pages, c->starts, c->last)
-          : pkvk_model_decode_begin(b->model, rows))
+    const pkv_prefill_view none = {0}, *p = c ? c : &none; /* a decode step: no pieces */
+    if (pkvk_model_step_begin(b->model, rows, p->n_req, p->lens, p->pages, p->starts, p->last))
         return fail_dev(e, c ? "a step with prompt chunks (serving.token_budget at most 8192 "
                                "tokens and 64 chunks on the cuda backend)"
                              : "embedding");
     for (int l = 0; l < b->layers; l++) {
         batch.k_cache = pkvk_model_kv(b->model, l, 0);
         batch.v_cache = pkvk_model_kv(b->model, l, 1);
-        if (c ? pkvk_model_mixed_pre(b->model, l, b->lens, b->bt, b->bt_stride, b->q)
-              : pkvk_model_decode_pre(b->model, l, rows, b->lens, b->bt, b->bt_stride, b->q))
+        if (pkvk_model_step_pre(b->model, l, b->lens, b->bt, b->bt_stride, b->q))
             return fail_dev(e, "layer before attention");
         if (mark(b->att_ev[2 * l]) || pkvk_launch(b->ws, &batch, plan, &launches) ||
             mark(b->att_ev[2 * l + 1]))
             return fail_dev(e, pkv_route_name(plan->route));
         if (check && l == 0 && check_output(b, &batch, rec, e)) return -1;
-        if (c ? pkvk_model_mixed_post(b->model, l, b->o) : pkvk_model_post(b->model, l, rows, b->o))
-            return fail_dev(e, "layer after attention");
+        if (pkvk_model_step_post(b->model, l, b->o)) return fail_dev(e, "layer after attention");
     }
-    if (mark(b->ev[EV_HEAD]) ||
-        (c ? pkvk_model_mixed_head(b->model) : pkvk_model_decode_head(b->model, rows)))
-        return fail_dev(e, "LM head");
+    if (mark(b->ev[EV_HEAD]) || pkvk_model_step_head(b->model)) return fail_dev(e, "LM head");
     return 0;
 }
 

@@ -13,15 +13,6 @@ int pkvkm::over(pkvk_model *m, int rows) {
     return rows > m->cap_tokens ? pkvk_fail_msg(PKVK_ERR_INVALID, "model: rows over capacity") : 0;
 }
 
-extern "C" int pkvk_model_decode_begin(pkvk_model *m, int rows) {
-    if (over(m, rows)) return PKVK_ERR_INVALID;
-    if (rows == 0) return PKVK_OK;
-    segs_t none;
-    none.n = 0;
-    return embed(m->ctx->stream, W(m, -1, PKVK_W_EMBED), m->x, m->tok, none, rows, m->s.hidden,
-                 m->s.vocab);
-}
-
 // The RMSNorm of rows of x for the kernel that reads a GEMM over x W' (its weights
 // folded into W'): over PKVK_NORM_FUSED_ROWS rows their 1 / rms into m->inv by a
 // kernel of its own, else nothing (the reading kernel reduces each row itself).
@@ -50,22 +41,9 @@ static int pre_gemm(pkvk_model *m, int l, int rows, norm_in *nin) {
                      m->qkv, qkvw, 0.f);
 }
 
-extern "C" int pkvk_model_decode_pre(pkvk_model *m, int l, int rows, const int32_t *lens,
-                                     const int32_t *bt, int bt_stride, uint16_t *q) {
-    const pkvk_model_shape *s = &m->s;
-    if (over(m, rows)) return PKVK_ERR_INVALID;
-    if (rows == 0) return PKVK_OK;
-    norm_in nin;
-    int rc = pre_gemm(m, l, rows, &nin);
-    if (rc) return rc;
-    segs_t none;
-    none.n = 0;
-    return rope_append(m->ctx->stream, false, s, rows, m->qkv, lens, bt, bt_stride, nullptr, none,
-                       m->cap_tokens, 1, (__half *)pkvk_model_kv(m, l, 0),
-                       (__half *)pkvk_model_kv(m, l, 1), (__half *)q, nin);
-}
-
-extern "C" int pkvk_model_post(pkvk_model *m, int l, int rows, const uint16_t *o) {
+// A layer after its attention over rows of o: output projection, residual, norm, MLP,
+// residual.
+static int layer_post(pkvk_model *m, int l, int rows, const uint16_t *o) {
     const pkvk_model_shape *s = &m->s;
     if (over(m, rows)) return PKVK_ERR_INVALID;
     if (rows == 0) return PKVK_OK;
@@ -97,11 +75,6 @@ static int head(pkvk_model *m, const __half *src, int rows, int32_t *tok) {
     return rc;
 }
 
-extern "C" int pkvk_model_decode_head(pkvk_model *m, int rows) {
-    if (over(m, rows)) return PKVK_ERR_INVALID;
-    return rows ? head(m, m->x, rows, m->tok) : PKVK_OK;
-}
-
 // One chunk of a prefill: T rows in segs.
 static int prefill_chunk(pkvk_model *m, const segs_t &segs, int T, int heads) {
     const pkvk_model_shape *s = &m->s;
@@ -126,7 +99,7 @@ static int prefill_chunk(pkvk_model *m, const segs_t &segs, int T, int heads) {
         if (probe) PKVK_CK(cudaEventRecord(m->probe[2], st));
         if ((rc = chunk_attention(m, l, segs, T, m->o))) return rc;
         if (probe) PKVK_CK(cudaEventRecord(m->probe[3], st));
-        if ((rc = pkvk_model_post(m, l, T, (const uint16_t *)m->o))) return rc;
+        if ((rc = layer_post(m, l, T, (const uint16_t *)m->o))) return rc;
         if (probe) PKVK_CK(cudaEventRecord(m->probe[4], st));
     }
     if (heads == 0) return PKVK_OK;
@@ -220,18 +193,20 @@ extern "C" int pkvk_model_warmup(pkvk_model *m) {
     return PKVK_OK;
 }
 
-extern "C" int pkvk_model_mixed_begin(pkvk_model *m, int rows, int n, const int32_t *lens,
-                                      const int32_t *pages, const int32_t *starts,
-                                      const uint8_t *last) {
+// ---- a step: decode rows, and a mixed iteration's prompt pieces (pkvk_model.h) ----------
+extern "C" int pkvk_model_step_begin(pkvk_model *m, int rows, int n, const int32_t *lens,
+                                     const int32_t *pages, const int32_t *starts,
+                                     const uint8_t *last) {
     const pkvk_model_shape *s = &m->s;
-    int T = 0, heads = 0, page_off = 0;
+    int T = 0, heads = 0, page_off = 0, rc = PKVK_OK;
     if (n > MAX_SEGS)
         return pkvk_fail_msg(PKVK_ERR_INVALID, "model: more than 64 prompt chunks in one step");
     for (int i = 0; i < n; i++) T += lens[i];
-    if (rows < 1) return pkvk_fail_msg(PKVK_ERR_INVALID, "model: a mixed step without rows");
+    if (n > 0 && rows < 1)
+        return pkvk_fail_msg(PKVK_ERR_INVALID, "model: a mixed step without rows");
     if (over(m, rows + T)) return PKVK_ERR_INVALID;
-    int rc = stage_pages(m, n, lens, starts, pages);
-    if (rc) return rc;
+    // A decode step stages nothing (no wait for the pinned page list: graph capture)
+    if (n > 0 && (rc = stage_pages(m, n, lens, starts, pages))) return rc;
     segs_t &segs = m->mix_segs;
     segs.n = n;
     for (int i = 0, t0 = 0; i < n; i++) {
@@ -242,16 +217,21 @@ extern "C" int pkvk_model_mixed_begin(pkvk_model *m, int rows, int n, const int3
     }
     m->mix_rows = rows, m->mix_T = T, m->mix_heads = heads;
     if (m->fip && n > 0 && (rc = plan_chunk(m, segs))) return rc;
-    if ((rc = pkvk_model_decode_begin(m, rows))) return rc;
+    segs_t none;
+    none.n = 0;
+    if (rows > 0 && (rc = embed(m->ctx->stream, W(m, -1, PKVK_W_EMBED), m->x, m->tok, none, rows,
+                                s->hidden, s->vocab)))
+        return rc;
     if (T == 0) return PKVK_OK;
     return embed(m->ctx->stream, W(m, -1, PKVK_W_EMBED), m->x + (size_t)rows * s->hidden, nullptr,
                  segs, T, s->hidden, s->vocab);
 }
 
-extern "C" int pkvk_model_mixed_pre(pkvk_model *m, int l, const int32_t *lens, const int32_t *bt,
-                                    int bt_stride, uint16_t *q) {
+extern "C" int pkvk_model_step_pre(pkvk_model *m, int l, const int32_t *lens, const int32_t *bt,
+                                   int bt_stride, uint16_t *q) {
     const pkvk_model_shape *s = &m->s;
     const int rows = m->mix_rows, T = m->mix_T, W_ = (s->hq + 2 * s->hkv) * s->d;
+    if (rows + T == 0) return PKVK_OK;
     norm_in nin;
     int rc = pre_gemm(m, l, rows + T, &nin);
     if (rc) return rc;
@@ -266,24 +246,24 @@ extern "C" int pkvk_model_mixed_pre(pkvk_model *m, int l, const int32_t *lens, c
                        rows_from(nin, rows));
 }
 
-extern "C" int pkvk_model_mixed_post(pkvk_model *m, int l, const uint16_t *o) {
+extern "C" int pkvk_model_step_post(pkvk_model *m, int l, const uint16_t *o) {
     const pkvk_model_shape *s = &m->s;
     const int rows = m->mix_rows, T = m->mix_T;
     const size_t hd = (size_t)s->hq * s->d;
     cudaStream_t st = m->ctx->stream;
+    if (T == 0) return layer_post(m, l, rows, o); // a decode step: the route's o as it is
+    // The rows' attention, then the pieces', side by side in m->o.
     if ((const void *)o != (const void *)m->o)
         PKVK_CK(cudaMemcpyAsync(m->o, o, (size_t)rows * hd * 2, cudaMemcpyDeviceToDevice, st));
-    if (T > 0) {
-        int rc = chunk_attention(m, l, m->mix_segs, T, m->o + (size_t)rows * hd);
-        if (rc) return rc;
-    }
-    return pkvk_model_post(m, l, rows + T, (const uint16_t *)m->o);
+    int rc = chunk_attention(m, l, m->mix_segs, T, m->o + (size_t)rows * hd);
+    return rc ? rc : layer_post(m, l, rows + T, (const uint16_t *)m->o);
 }
 
-extern "C" int pkvk_model_mixed_head(pkvk_model *m) {
+extern "C" int pkvk_model_step_head(pkvk_model *m) {
     const pkvk_model_shape *s = &m->s;
     const int rows = m->mix_rows, heads = m->mix_heads;
     cudaStream_t st = m->ctx->stream;
+    if (m->mix_T == 0) return rows ? head(m, m->x, rows, m->tok) : PKVK_OK; // a decode step
     // The rows, then the chunks that end their prompts, gathered into qkv (free now).
     PKVK_CK(
         cudaMemcpyAsync(m->qkv, m->x, (size_t)rows * s->hidden * 2, cudaMemcpyDeviceToDevice, st));

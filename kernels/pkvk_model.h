@@ -136,17 +136,25 @@ void pkvk_model_destroy(pkvk_model *m);
 /* Layer l's K (v = 0) or V (v = 1) pool. */
 uint16_t *pkvk_model_kv(pkvk_model *m, int l, int v);
 
-/* Decode, in this order for a step of `rows` rows (device lens and block table as
- * for the attention): begin (the embedding of each row's last sampled token), then
- * for every layer pre (norm, QKV, RoPE at position lens[i] - 1, the K/V append into
- * the layer's pages, Q into q [rows][hq][d]), the attention into o, post (output
- * projection, residual, norm, MLP, residual); then head (final norm, LM head,
- * argmax into the rows' next tokens). Asynchronous. */
-int pkvk_model_decode_begin(pkvk_model *m, int rows);
-int pkvk_model_decode_pre(pkvk_model *m, int l, int rows, const int32_t *lens,
-                          const int32_t *block_table, int bt_stride, uint16_t *q);
-int pkvk_model_post(pkvk_model *m, int l, int rows, const uint16_t *o);
-int pkvk_model_decode_head(pkvk_model *m, int rows);
+/* A step: `rows` decode rows (device lens and block table as for the attention) and
+ * n prompt pieces of a mixed iteration (chunked prefill; as for prefill, at most 64,
+ * rows + their tokens at most cap_tokens; n = 0: a decode step) run as one forward:
+ * the dense part over the rows and the pieces' tokens at once, the rows' attention
+ * through the caller's route, the pieces' through the prefill attention. In this
+ * order: step_begin (the pieces' pages staged; the embedding of each row's last
+ * sampled token and of the pieces' tokens), for every layer step_pre (norm and QKV
+ * over every token; RoPE at position lens[i] - 1 and the K/V append into the layer's
+ * pages; the rows' Q into q [rows][hq][d]), the route into o, step_post (the pieces'
+ * attention; output projection, residual, norm, MLP, residual over every token); then
+ * step_head (final norm, LM head, argmax: the rows, then the pieces that end their
+ * prompts). Asynchronous, allocation-free; a decode step (n = 0) synchronizes nothing,
+ * so it can be captured in a CUDA graph. */
+int pkvk_model_step_begin(pkvk_model *m, int rows, int n, const int32_t *lens,
+                          const int32_t *pages, const int32_t *starts, const uint8_t *last);
+int pkvk_model_step_pre(pkvk_model *m, int l, const int32_t *lens, const int32_t *block_table,
+                        int bt_stride, uint16_t *q);
+int pkvk_model_step_post(pkvk_model *m, int l, const uint16_t *o);
+int pkvk_model_step_head(pkvk_model *m);
 
 /* Prefill of n prompt pieces (host: lens [n]; starts [n], each piece's first position
  * in its prompt, NULL: 0; pages: each piece's prompt's first ceil((start + len) /
@@ -167,24 +175,7 @@ int pkvk_model_prefill(pkvk_model *m, int n, const int32_t *lens, const int32_t 
  * buffers and the sampled tokens; synchronous. */
 int pkvk_model_warmup(pkvk_model *m);
 
-/* A mixed iteration (chunked prefill): `rows` decode rows (as for decode) and n
- * prompt pieces (as for prefill; at most 64, rows + their tokens at most cap_tokens)
- * run as one forward: the dense part over the rows and the pieces' tokens at once,
- * the rows' attention through the caller's route, the pieces' through the prefill
- * attention. In this order: mixed_begin (the pieces' pages staged; the embedding of
- * both), per layer mixed_pre (norm and QKV over every token; RoPE and the K/V append
- * of both; the rows' Q into q as decode_pre), the route into o, mixed_post (the
- * pieces' attention; output projection, norm and MLP over every token); then
- * mixed_head (the rows and the pieces that end their prompts through the head, in
- * that order). Asynchronous, allocation-free. */
-int pkvk_model_mixed_begin(pkvk_model *m, int rows, int n, const int32_t *lens,
-                           const int32_t *pages, const int32_t *starts, const uint8_t *last);
-int pkvk_model_mixed_pre(pkvk_model *m, int l, const int32_t *lens, const int32_t *block_table,
-                         int bt_stride, uint16_t *q);
-int pkvk_model_mixed_post(pkvk_model *m, int l, const uint16_t *o);
-int pkvk_model_mixed_head(pkvk_model *m);
-
-/* The last head's output (decode_head or prefill), to host: logits [rows][vocab]
+/* The last head's output (step_head or prefill), to host: logits [rows][vocab]
  * FP16 of the last group of at most PKVK_MODEL_HEAD_ROWS rows, and tokens of every
  * row (NULL: skip). Synchronous (tests). */
 enum { PKVK_MODEL_HEAD_ROWS = 256 };
@@ -245,7 +236,7 @@ int pkvk_cpu_model_prefill(pkvk_cpu_model *m, int n, const int32_t *lens, const 
 const float *pkvk_cpu_model_logits(const pkvk_cpu_model *m);
 int32_t *pkvk_cpu_model_tokens(pkvk_cpu_model *m);
 
-/* Set the rows' last sampled tokens (the next decode_begin's input; tests). */
+/* Set the rows' last sampled tokens (the next step_begin's input; tests). */
 int pkvk_model_set_tokens(pkvk_model *m, int rows, const int32_t *tokens);
 /* The synthetic prompt token at position pos of prompt req of a prefill batch. */
 static inline PKVK_HD int pkvk_prompt_token(int req, int pos, int vocab) {

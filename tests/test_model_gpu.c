@@ -82,17 +82,17 @@ static void check_cpu_mirror(pkvk_ctx *ctx) {
         memcpy(pkvk_cpu_model_tokens(cm), gtok, sizeof gtok);
         CHECK(pkvk_plan_workqueue(&plan, PKV_ROUTE_WORKQUEUE, &as, seq, splits, NREQ) == 0 &&
                   pkvk_plan_upload(ws, &plan) == 0 && pkvk_h2d(lens_d, seq, sizeof seq) == 0 &&
-                  pkvk_model_decode_begin(m, NREQ) == 0,
+                  pkvk_model_step_begin(m, NREQ, 0, NULL, NULL, NULL, NULL) == 0,
               "cpu mirror step %d: %s", step, pkvk_last_error());
         for (int l = 0; l < L; l++) {
             pkvk_batch b = layer_batch(m, l, q, o, bt_d, BTS, lens_d);
             int launches;
-            CHECK(pkvk_model_decode_pre(m, l, NREQ, lens_d, bt_d, BTS, q) == 0 &&
+            CHECK(pkvk_model_step_pre(m, l, lens_d, bt_d, BTS, q) == 0 &&
                       pkvk_launch(ws, &b, &plan, &launches) == 0 &&
-                      pkvk_model_post(m, l, NREQ, o) == 0,
+                      pkvk_model_step_post(m, l, o) == 0,
                   "cpu mirror step %d layer %d: %s", step, l, pkvk_last_error());
         }
-        CHECK(pkvk_model_decode_head(m, NREQ) == 0 && pkvk_model_read(m, NREQ, glog, gtok) == 0 &&
+        CHECK(pkvk_model_step_head(m) == 0 && pkvk_model_read(m, NREQ, glog, gtok) == 0 &&
                   pkvk_cpu_model_decode(cm, NREQ, seq, &bt[0][0], BTS, &plan, pkvk_cpu_attend_tasks,
                                         part, NULL, NULL, NULL) == 0,
               "cpu mirror step %d: %s", step, pkvk_last_error());
@@ -186,18 +186,18 @@ static void check_graph(pkvk_ctx *ctx, pkvk_model *m, int32_t *bt_d, int bts, co
                   pkvk_step_upload(ws, &plan, &st, PKVK_UPLOAD_PARAMS, NULL) == 0,
               "graph step %d: upload: %s", step, pkvk_last_error());
         if (step == 0) { /* captured once, for both steps */
-            int ok = pkvk_graph_begin(ctx) == 0 && pkvk_model_decode_begin(m, GROWS) == 0;
+            int ok = pkvk_graph_begin(ctx) == 0 &&
+                     pkvk_model_step_begin(m, GROWS, 0, NULL, NULL, NULL, NULL) == 0;
             for (int l = 0; ok && l < L; l++) {
                 pkvk_batch b = layer_batch(m, l, q, o, bt_d, bts, lens_d);
                 int launches;
                 b.n_rows = GROWS;
-                ok = pkvk_model_decode_pre(m, l, GROWS, lens_d, bt_d, bts, q) == 0 &&
+                ok = pkvk_model_step_pre(m, l, lens_d, bt_d, bts, q) == 0 &&
                      pkvk_launch(ws, &b, &plan, &launches) == 0 &&
-                     pkvk_model_post(m, l, GROWS, o) == 0;
+                     pkvk_model_step_post(m, l, o) == 0;
             }
             int reused;
-            ok = ok && pkvk_model_decode_head(m, GROWS) == 0 &&
-                 pkvk_graph_end(ctx, &g, &reused) == 0;
+            ok = ok && pkvk_model_step_head(m) == 0 && pkvk_graph_end(ctx, &g, &reused) == 0;
             if (!ok) pkvk_graph_abort(ctx);
             CHECK(ok, "graph capture: %s", pkvk_last_error());
         }
@@ -307,16 +307,17 @@ static void check_model(pkvk_ctx *ctx) {
               pkvk_plan_init(&plan, NREQ, 64) == 0 && pkvk_plan_ref(&plan, seq, NREQ) == 0 &&
               pkvk_plan_upload(ws, &plan) == 0,
           "decode setup: %s", pkvk_last_error());
-    CHECK(pkvk_model_set_tokens(m, NREQ, in_tok) == 0 && pkvk_model_decode_begin(m, NREQ) == 0,
+    CHECK(pkvk_model_set_tokens(m, NREQ, in_tok) == 0 &&
+              pkvk_model_step_begin(m, NREQ, 0, NULL, NULL, NULL, NULL) == 0,
           "decode begin: %s", pkvk_last_error());
     for (int l = 0; l < L; l++) {
         pkvk_batch b = layer_batch(m, l, q, o, bt_d, bts, lens_d);
         int launches;
-        CHECK(pkvk_model_decode_pre(m, l, NREQ, lens_d, bt_d, bts, q) == 0 &&
-                  pkvk_launch(ws, &b, &plan, &launches) == 0 && pkvk_model_post(m, l, NREQ, o) == 0,
+        CHECK(pkvk_model_step_pre(m, l, lens_d, bt_d, bts, q) == 0 &&
+                  pkvk_launch(ws, &b, &plan, &launches) == 0 && pkvk_model_step_post(m, l, o) == 0,
               "decode layer %d: %s", l, pkvk_last_error());
     }
-    CHECK(pkvk_model_decode_head(m, NREQ) == 0, "decode head: %s", pkvk_last_error());
+    CHECK(pkvk_model_step_head(m) == 0, "decode head: %s", pkvk_last_error());
     static uint16_t dlog[NREQ * V];
     int32_t dtok[NREQ];
     CHECK(pkvk_model_read(m, NREQ, dlog, dtok) == 0, "read: %s", pkvk_last_error());
@@ -347,16 +348,16 @@ static void check_model(pkvk_ctx *ctx) {
     CHECK(pkvk_h2d(lens_d, seq, sizeof seq) == 0 && pkvk_plan_ref(&plan, seq, NREQ) == 0 &&
               pkvk_plan_upload(ws, &plan) == 0 && pkvk_model_set_tokens(m, NREQ, in_tok) == 0,
           "mixed setup: %s", pkvk_last_error());
-    CHECK(pkvk_model_mixed_begin(m, NREQ, 1, &c1_len, cpages, &c1_start, &is_last) == 0,
+    CHECK(pkvk_model_step_begin(m, NREQ, 1, &c1_len, cpages, &c1_start, &is_last) == 0,
           "mixed begin: %s", pkvk_last_error());
     for (int l = 0; l < L; l++) {
         pkvk_batch b = layer_batch(m, l, q, o, bt_d, bts, lens_d);
         int launches;
-        CHECK(pkvk_model_mixed_pre(m, l, lens_d, bt_d, bts, q) == 0 &&
-                  pkvk_launch(ws, &b, &plan, &launches) == 0 && pkvk_model_mixed_post(m, l, o) == 0,
+        CHECK(pkvk_model_step_pre(m, l, lens_d, bt_d, bts, q) == 0 &&
+                  pkvk_launch(ws, &b, &plan, &launches) == 0 && pkvk_model_step_post(m, l, o) == 0,
               "mixed layer %d: %s", l, pkvk_last_error());
     }
-    CHECK(pkvk_model_mixed_head(m) == 0, "mixed head: %s", pkvk_last_error());
+    CHECK(pkvk_model_step_head(m) == 0, "mixed head: %s", pkvk_last_error());
     static uint16_t mlog[(NREQ + 1) * V];
     int32_t mtok[NREQ + 1];
     CHECK(pkvk_model_read(m, NREQ + 1, mlog, mtok) == 0, "read: %s", pkvk_last_error());
