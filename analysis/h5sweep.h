@@ -1,4 +1,4 @@
-/* The file of a sweep (sim/sweep.h): /sweep/experiment (the sweep file's text),
+/* The file of a sweep (sim/cmd/sweep.h): /sweep/experiment (the sweep file's text),
  * /sweep/index (one row a point: `point`, `status`, `error`, one column per axis
  * named by its JSON path, number or text, and the point's summary figures, NaN where
  * it has none), and /points/NNNNN, each a copy of a point's run file (HDF5 object

@@ -19,7 +19,7 @@ void pkv_backend_device_name(pkv_backend_kind k, char *name, size_t n) {
     snprintf(name, n, "%s", dev.name);
 }
 
-/* The GPU kernels (kernels/pkvk_attn.cu, kernels/pkvk_model.cu) run head_dim 128 with
+/* The GPU kernels (kernels/pkvk_attn.cu, kernels/pkvk_model*.cu) run head_dim 128 with
  * 1, 2, 4 or 8 query heads per KV head; the model and cpu backends any shape. */
 int pkv_backend_supports(pkv_backend_kind k, const pkv_model *m, pkv_err *e) {
     if (pkv_backend_resolve(k) != PKV_BACKEND_CUDA) return 0;

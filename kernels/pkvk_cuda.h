@@ -46,7 +46,7 @@ int pkvk_attn_configure(void);
 const pkvk_ctx *pkvk_workspace_ctx(const pkvk_workspace *w);
 
 /* a [rows][inter] = silu(y gate) * y up, y [rows][2 inter] FP16 (gate columns first),
- * on stream st (pkvk_model.cu; the MLP tail uses it too). */
+ * on stream st (pkvk_model_act.cu; the MLP tail uses it too). */
 int pkvk_silu_mul(cudaStream_t st, const void *y, void *a, int rows, int inter);
 
 /* The largest metadata one launch carries in its parameters (CUDA 12.1+ allows

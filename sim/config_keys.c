@@ -208,7 +208,7 @@ static const pkv_key rows[] = {
     NUM("slo", "tpot_ms", C, slo.tpot, 0, 0, 1e9, .scale = 1e-3),
     NUM("slo", "e2el_ms", C, slo.e2el, 0, 0, 1e12, .scale = 1e-3),
 
-    /* The sweep section: sim/sweep.c reads it (these rows check and document it). */
+    /* The sweep section: sim/cmd/sweep.c reads it (these rows check and document it). */
     CUSTOM("sweep", "mode"),
     CUSTOM("sweep", "axes"),
     CUSTOM(PKV_OBJ_AXIS, "path"),

@@ -1,4 +1,4 @@
-/* The pkvsim command-line program's pieces (sim/main.c dispatches). */
+/* The pkvsim command-line program's pieces (sim/cmd/main.c dispatches). */
 #ifndef PKV_CLI_H
 #define PKV_CLI_H
 
@@ -61,7 +61,7 @@ int pkv_cmd_workload(int argc, char **argv);
 int pkv_cmd_bench_sim(int argc, char **argv);
 int pkv_cmd_bench_traces(int argc, char **argv);
 int pkv_cmd_report(int argc, char **argv);
-/* pkvsim fit (sim/cmd_fit.c). */
+/* pkvsim fit (sim/cmd/cmd_fit.c). */
 int pkv_cmd_fit(int argc, char **argv);
 
 #endif

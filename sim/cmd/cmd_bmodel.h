@@ -9,7 +9,7 @@
 
 /* argv[0] is "model" (after "bench"). Returns the process exit code. */
 int pkv_bench_model_main(int argc, char **argv);
-/* argv[0] is "allreduce" (after "bench"): sim/cmd_ballreduce.c. */
+/* argv[0] is "allreduce" (after "bench"): sim/cmd/cmd_ballreduce.c. */
 int pkv_bench_allreduce_main(int argc, char **argv);
 
 /* A preset of experiments/models/ through the experiment parser (checked as a run's
