@@ -5,6 +5,7 @@
 #include "calib.h"
 #include "cli.h"
 #include "cmd_bmodel.h"
+#include "dense.h"
 #include "config.h"
 #include "pkvk_comm.h"
 

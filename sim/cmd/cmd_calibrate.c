@@ -16,7 +16,7 @@
  * swap_us and swap_gbps are fitted to timed copies of preemption by swap.
  * The file records the fit's residuals. Gates and margins keep their defaults. */
 #include "cli.h"
-#include "cmd_bmodel.h"
+#include "dense.h"
 #include "cmd_calibrate.h"
 #include "cost.h"
 #include "fit.h"

@@ -1,0 +1,212 @@
+/* What the GPU commands share (bench model, calibrate, bench allreduce): a preset's
+ * configuration, and the dense part of a served model measured on the GPU (its GEMMs
+ * alone at each width, the prefill attention, a prefill layer in parts) with the
+ * calibration's dense constants fitted from it. */
+#include "dense.h"
+#include "pkv_gitrev.h"
+#include "cmd_kbench.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <gsl/gsl_fit.h>
+
+enum { CHUNK = 8192 }; /* the prefill chunk, as the cuda backend runs it */
+
+/* One layer's prefill attention alone over four prompt mixes, on the model's kernel
+ * and, where that is FlashInfer's, on cuBLAS's too (a second model). */
+static int time_prefill_attn(pkvk_model *m, const pkv_model *md, pkvk_ctx *ctx,
+                             const pkvk_model_shape *s, int32_t chunk, int32_t pages, int reps,
+                             double peak, FILE *outs[2], double *tflops) {
+    static const int mix[4][2] = {{1, 8192}, {4, 2048}, {16, 512}, {64, 128}};
+    const int fused = pkvk_model_prefill_kernel(s) == PKVK_PREFILL_FLASHINFER;
+    pkvk_model *mc = NULL;
+    pkvk_model_shape sc = *s;
+    sc.prefill_attn = PKVK_PREFILL_CUBLAS;
+    int rc = fused ? pkvk_model_create(ctx, &mc, &sc, chunk, chunk, pages, 1) : 0;
+    for (int f = 0; f < 2 && !rc; f++)
+        if (outs[f])
+            fprintf(outs[f],
+                    "# prefill attention of one layer alone (causal), median of %d\n%8s %6s %10s "
+                    "%12s %10s %12s %10s\n",
+                    reps, "prompts", "len", "GFLOP", "fused_ms", "TFLOP/s", "cublas_ms", "TFLOP/s");
+    double fl_sum = 0, t_sum = 0;
+    for (int k = 0; k < 4 && !rc; k++) {
+        int32_t lens[64];
+        for (int i = 0; i < mix[k][0]; i++) lens[i] = mix[k][1];
+        const double L = mix[k][1];
+        const double flops =
+            (double)md->hq / md->tp * 4.0 * md->head_dim * mix[k][0] * L * (L + 1) / 2;
+        float ms_f = 0, ms_c = 0;
+        if (fused) rc = pkvk_model_time_prefill_attn(m, mix[k][0], lens, reps, &ms_f);
+        if (!rc) rc = pkvk_model_time_prefill_attn(fused ? mc : m, mix[k][0], lens, reps, &ms_c);
+        if (fused) fl_sum += flops, t_sum += ms_f * 1e-3;
+        for (int f = 0; f < 2 && !rc; f++)
+            if (outs[f])
+                fprintf(outs[f], "%8d %6d %10.1f %12.3f %10.1f %12.3f %10.1f\n", mix[k][0],
+                        mix[k][1], flops * 1e-9, ms_f, fused ? flops / (ms_f * 1e-3) * 1e-12 : 0,
+                        ms_c, flops / (ms_c * 1e-3) * 1e-12);
+    }
+    for (int f = 0; f < 2 && !rc; f++)
+        if (outs[f])
+            fprintf(outs[f], "# fit: \"prefill_attn_tflops\": %.0f (%.1f%% of the 8192^3 GEMM)\n",
+                    t_sum > 0 ? fl_sum / t_sum * 1e-12 : 0,
+                    t_sum > 0 ? 100 * fl_sum / t_sum / peak : 0);
+    *tflops = t_sum > 0 ? fl_sum / t_sum * 1e-12 : 0;
+    pkvk_model_destroy(mc);
+    return rc;
+}
+
+/* Whole prefills of one chunk, and their layer 0 in parts, beside the GEMMs alone. */
+static int time_prefill_parts(pkvk_model *m, const pkv_model *md, int reps, const float gemm[5],
+                              FILE *outs[2]) {
+    static const int mix[2][2] = {{1, 8192}, {16, 512}};
+    int rc = 0;
+    for (int f = 0; f < 2; f++)
+        if (outs[f])
+            fprintf(outs[f],
+                    "# whole prefills (ms), and their layer 0 in parts beside its GEMMs alone at "
+                    "8192 rows (QKV %.3f, O + gate/up + down %.3f), median of %d\n"
+                    "%8s %6s %10s %10s %10s %10s %10s %10s %12s\n",
+                    gemm[0], gemm[1] + gemm[2] + gemm[3], reps, "prompts", "len", "whole_ms",
+                    "norm_qkv", "rope_kv", "attention", "o_mlp", "layer", "x_layers");
+    for (int k = 0; k < 2 && !rc; k++) {
+        int32_t lens[16];
+        for (int i = 0; i < mix[k][0]; i++) lens[i] = mix[k][1];
+        float p[5];
+        rc = pkvk_model_time_prefill_parts(m, mix[k][0], lens, reps, p);
+        const double layer = p[0] + p[1] + p[2] + p[3];
+        for (int f = 0; f < 2 && !rc; f++)
+            if (outs[f])
+                fprintf(outs[f], "%8d %6d %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f %12.3f\n",
+                        mix[k][0], mix[k][1], p[4], p[0], p[1], p[2], p[3], layer,
+                        layer * md->layers);
+    }
+    return rc;
+}
+
+int pkv_model_preset_config(const char *model, pkv_config *cfg, pkv_err *e) {
+    /* The preset through the experiment parser, so that it is checked as a run's is. */
+    char *text = malloc(512); /* the config takes it */
+    if (!text) return pkv_fail(e, "out of memory");
+    snprintf(text, 512,
+             "{\"model\": \"%s\", \"workload\": {\"arrival\": {\"process\": \"closed\", "
+             "\"concurrency\": 1}, \"num_requests\": 1}}",
+             model);
+    if (pkv_config_parse(cfg, text, "model preset", e)) return -1;
+    if (!pkv_model_dense(&cfg->model)) {
+        pkv_config_free(cfg);
+        return pkv_fail(e, "model %s has no dense part", model);
+    }
+    return 0;
+}
+
+int pkv_measure_dense(pkvk_ctx *ctx, const pkv_model *md, const int *widths, int nw, int reps,
+                      int full, FILE *outs[2], pkv_dense_fit *fit) {
+    pkvk_shape as = pkv_model_attn_shape(md);
+    pkvk_model_shape s = pkv_model_gpu_shape(md);
+    pkvk_model *m = NULL;
+    pkvk_ceilings ceil;
+    float sq_ms;
+    *fit = (pkv_dense_fit){0};
+    if (nw < 1 || nw > PKV_DENSE_MAX_WIDTHS) return PKVK_ERR_INVALID; /* the callers give 1 to 16 */
+    int rc = pkvk_measure_ceilings(ctx, &ceil);
+    if (!rc) rc = pkvk_time_square_gemm(ctx, 8192, reps, &sq_ms);
+    const int32_t pages = CHUNK / s.page_size + 64;
+    if (!rc) rc = pkvk_model_create(ctx, &m, &s, CHUNK, CHUNK, pages, 1);
+    if (rc) {
+        pkvk_model_destroy(m);
+        return rc;
+    }
+    const double peak = 2.0 * 8192.0 * 8192 * 8192 / (sq_ms * 1e-3);
+    const double kn[5][2] = {{md->hidden, (as.hq + 2.0 * as.hkv) * as.d},
+                             {as.hq * (double)as.d, md->hidden},
+                             {md->hidden, 2.0 * s.inter},
+                             {s.inter, md->hidden},
+                             {md->hidden, s.vocab}};
+    pkvk_device_info dev;
+    pkvk_device_info_get(&dev);
+    char when[32];
+    time_t now = time(NULL);
+    strftime(when, sizeof when, "%Y-%m-%d", gmtime(&now));
+    for (int f = 0; f < 2; f++)
+        if (outs[f])
+            fprintf(outs[f],
+                    "# pkvsim bench model --model %s --reps %d, %s, %s, pkvsim %s\n"
+                    "# read ceiling %.0f GB/s; 8192^3 FP16 GEMM %.1f TFLOP/s; weights read per "
+                    "forward %.3f GB\n"
+                    "%6s %10s %10s %10s %8s %10s\n",
+                    md->name, reps, dev.name, when, PKV_GIT_REV, ceil.read_gbps, peak * 1e-12,
+                    pkv_model_weight_bytes(md) * 1e-9, "rows", "gemms_ms", "weights_ms", "ratio",
+                    "TFLOP/s", "of_peak");
+    /* Memory-bound points for the bandwidth fit: (bytes, seconds) of each shape. */
+    double fb[5 * PKV_DENSE_MAX_WIDTHS], ft[5 * PKV_DENSE_MAX_WIDTHS], tflops_best = 0;
+    float gemm_chunk[5] = {0}; /* each GEMM alone at CHUNK rows (if a width) */
+    int nf = 0;
+    for (int w = 0; w < nw && !rc; w++) {
+        double total = 0, flops = 0;
+        for (int g = 0; g < 5 && !rc; g++) {
+            int rows =
+                g == 4 && widths[w] > PKVK_MODEL_HEAD_ROWS ? PKVK_MODEL_HEAD_ROWS : widths[w];
+            float ms;
+            rc = pkvk_model_time_gemm(m, g, rows, reps, &ms);
+            if (widths[w] == CHUNK) gemm_chunk[g] = ms;
+            double times = g == 4 ? 1 : md->layers, t = ms * 1e-3;
+            total += times * t;
+            flops += times * 2.0 * rows * kn[g][0] * kn[g][1];
+            if (widths[w] <= 64) {
+                fb[nf] = 2 * (kn[g][0] * kn[g][1] + rows * (kn[g][0] + kn[g][1]));
+                ft[nf++] = t;
+            }
+        }
+        double weights = pkv_model_weight_bytes(md) / (ceil.read_gbps * 1e9);
+        double rate = flops / total;
+        if (widths[w] >= 2048 && rate > tflops_best) tflops_best = rate;
+        if (widths[w] > 64 && fit->rates < PKV_GEMM_RATES) /* above the bandwidth fit's widths */
+            fit->rate_rows[fit->rates] = widths[w], fit->rate_tflops[fit->rates++] = rate * 1e-12;
+        for (int f = 0; f < 2 && !rc; f++)
+            if (outs[f])
+                fprintf(outs[f], "%6d %10.3f %10.3f %10.3f %8.1f %9.1f%%\n", widths[w], total * 1e3,
+                        weights * 1e3, total / weights, rate * 1e-12, 100 * rate / peak);
+    }
+    double c0 = 0, c1 = 0, cov00, cov01, cov11, sumsq;
+    if (!rc && nf >= 2) gsl_fit_linear(fb, 1, ft, 1, nf, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
+    for (int f = 0; f < 2 && !rc; f++)
+        if (outs[f])
+            fprintf(outs[f],
+                    "# fit: \"gemm_gbps\": %.0f, \"gemm_us\": %.2f (time = bytes / gemm_gbps + "
+                    "gemm_us over %d points at <= 64 rows), \"gemm_tflops\": %.0f (the best "
+                    "rate at >= 2048 rows)\n",
+                    c1 > 0 ? 1e-9 / c1 : 0, c0 * 1e6, nf, tflops_best * 1e-12);
+    for (int f = 0; f < 2 && !rc; f++)
+        for (int i = 0; outs[f] && i < fit->rates; i++)
+            fprintf(outs[f], "%s\"%.0f\": %.0f%s", i ? ", " : "# fit: \"gemm_tflops_at\": {",
+                    fit->rate_rows[i], fit->rate_tflops[i], i + 1 < fit->rates ? "" : "}\n");
+    fit->gemm_gbps = c1 > 0 ? 1e-9 / c1 : 0, fit->gemm_us = c0 * 1e6;
+    fit->gemm_tflops = tflops_best * 1e-12, fit->points = nf;
+    if (!rc)
+        rc = time_prefill_attn(m, md, ctx, &s, CHUNK, pages, reps, peak, outs,
+                               &fit->prefill_attn_tflops);
+    if (!full || rc) {
+        pkvk_model_destroy(m);
+        return rc;
+    }
+    /* Sustained: the clocks a forward of a quarter second runs at. */
+    float sq_sus = 0, fwd = 0;
+    if (!rc) rc = pkvk_time_square_gemms(ctx, 8192, 200, 3, &sq_sus);
+    if (!rc) rc = pkvk_model_time_gemms_forward(m, CHUNK, &fwd);
+    double fwd_flops = 0;
+    for (int g = 0; g < 4; g++) fwd_flops += md->layers * 2.0 * CHUNK * kn[g][0] * kn[g][1];
+    for (int f = 0; f < 2 && !rc; f++)
+        if (outs[f])
+            fprintf(outs[f],
+                    "# sustained: 8192^3 FP16 GEMM %.1f TFLOP/s (200 back to back); the "
+                    "forward's GEMMs at %d rows back to back %.3f ms (%.1f TFLOP/s)\n",
+                    2.0 * 8192.0 * 8192 * 8192 / (sq_sus * 1e-3) * 1e-12, CHUNK, fwd,
+                    fwd_flops / (fwd * 1e-3) * 1e-12);
+    if (!rc) rc = time_prefill_parts(m, md, reps, gemm_chunk, outs);
+    pkvk_model_destroy(m);
+    return rc;
+}
