@@ -171,6 +171,69 @@ static int64_t chunk_tokens(const pkv_prefill_view *p, int64_t *heads) {
     return tokens;
 }
 
+/* Plan and price every candidate route of the step: sv's candidates and valid bits,
+ * rec->t_route; plan_wall[r]: the measuring oracle's planning time of route r. */
+static int plan_candidates(pkv_engine *eng, const pkv_batch_view *v, int lazy, int measured_oracle,
+                           pkv_step_view *sv, double *plan_wall, pkv_step_rec *rec, pkv_err *e) {
+    for (int r = 0; r < PKV_ROUTE_COUNT; r++) {
+        rec->t_route[r] = NAN;
+        if (!(eng->policy.candidates >> r & 1)) continue;
+        double tp = measured_oracle ? pkv_clock_now() : 0;
+        eng->planner.plans[r].counts_only = lazy || !eng->backend->measures;
+        int rc = pkv_planner_build(&eng->planner, (pkv_route)r, v->seq_lens, v->n_rows);
+        if (rc)
+            return pkv_fail(e, "step %llu: planning %s failed (status %d)",
+                            (unsigned long long)rec->index, pkv_route_name((pkv_route)r), rc);
+        pkv_cost_counters(eng->cal, &eng->shape, &eng->planner.plans[r], v->seq_lens, &sv->cand[r]);
+        const pkv_route_model *rm = &eng->cal->route_model[r];
+        if (eng->clock == PKV_CLOCK_WALL && rm->set)
+            sv->cand[r].t_host = (rm->v[PKV_RM_HOST_US] +
+                                  rm->v[PKV_RM_HOST_US_PER_KTOKEN] * 1e-3 * sv->context_tokens) *
+                                 1e-6;
+        sv->valid |= 1u << r;
+        rec->t_route[r] = sv->cand[r].t_predicted;
+        if (measured_oracle) plan_wall[r] = pkv_clock_now() - tp;
+    }
+    return 0;
+}
+
+/* The step's counters and prediction as the chosen route's plan gives them. */
+static void record_route(pkv_step_rec *rec, pkv_route r, const pkv_counters *c) {
+    rec->route = (uint8_t)r;
+    rec->splits = (uint32_t)c->max_splits;
+    rec->launches = (uint32_t)c->launches;
+    rec->merge_launches = (uint32_t)c->merge_launches;
+    rec->tasks = (uint32_t)c->tasks;
+    rec->ctas = (uint64_t)c->ctas;
+    rec->cta_work_per_sm = c->cta_work_per_sm;
+    rec->kv_bytes = (uint64_t)c->kv_bytes;
+    rec->merge_bytes = (uint64_t)c->merge_bytes;
+    rec->max_cta_bytes = (uint64_t)c->max_cta_bytes;
+    rec->t_predicted = c->t_predicted;
+}
+
+/* What the cost model adds to the route's time: the MLP tail, and a full model's
+ * layers around its dense part. */
+static void predict_model(const pkv_engine *eng, const pkv_batch_view *v, int64_t chunk_tok,
+                          int64_t chunk_heads, pkv_step_rec *rec) {
+    /* The MLP tail reads its weights once per step: memory bound at decode sizes. */
+    if (eng->mlp_bytes > 0)
+        rec->t_predicted += eng->mlp_bytes / eng->cal->beta + 3 * eng->cal->lambda;
+    /* A full model: the route runs in every layer, around the dense part, which runs
+     * over the rows and the iteration's prompt chunks at once; the chunks' attention
+     * is the prefill's. */
+    rec->t_dense_predicted = 0;
+    if (pkv_model_dense(&eng->model)) {
+        const double t_chunks =
+            v->chunks ? prompt_extra(eng, v->chunks, chunk_tok, rec->prefill_scores) : 0;
+        pkv_dense_cost dc;
+        pkv_model_dense_cost(&eng->model, eng->cal, v->n_rows + chunk_tok, v->n_rows + chunk_heads,
+                             &dc);
+        rec->t_dense_predicted = dc.t_predicted + t_chunks;
+        rec->t_predicted = eng->model.layers * rec->t_predicted + rec->t_dense_predicted;
+    }
+}
+
 int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec, double *advance,
                     pkv_err *e) {
     if (v->chunks && eng->backend->measures && !eng->backend->mixed)
@@ -191,25 +254,7 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
     const int lazy = eng->backend->measures && !measured_oracle &&
                      (eng->policy.candidates & (eng->policy.candidates - 1)) != 0;
     double plan_wall[PKV_ROUTE_COUNT] = {0}; /* the measuring oracle's planning, per route */
-    for (int r = 0; r < PKV_ROUTE_COUNT; r++) {
-        rec->t_route[r] = NAN;
-        if (!(eng->policy.candidates >> r & 1)) continue;
-        double tp = measured_oracle ? pkv_clock_now() : 0;
-        eng->planner.plans[r].counts_only = lazy || !eng->backend->measures;
-        int rc = pkv_planner_build(&eng->planner, (pkv_route)r, v->seq_lens, v->n_rows);
-        if (rc)
-            return pkv_fail(e, "step %llu: planning %s failed (status %d)",
-                            (unsigned long long)rec->index, pkv_route_name((pkv_route)r), rc);
-        pkv_cost_counters(eng->cal, &eng->shape, &eng->planner.plans[r], v->seq_lens, &sv.cand[r]);
-        const pkv_route_model *rm = &eng->cal->route_model[r];
-        if (eng->clock == PKV_CLOCK_WALL && rm->set)
-            sv.cand[r].t_host = (rm->v[PKV_RM_HOST_US] +
-                                 rm->v[PKV_RM_HOST_US_PER_KTOKEN] * 1e-3 * sv.context_tokens) *
-                                1e-6;
-        sv.valid |= 1u << r;
-        rec->t_route[r] = sv.cand[r].t_predicted;
-        if (measured_oracle) plan_wall[r] = pkv_clock_now() - tp;
-    }
+    if (plan_candidates(eng, v, lazy, measured_oracle, &sv, plan_wall, rec, e)) return -1;
     const double t_planned = eng->backend->measures ? pkv_clock_now() : 0;
     for (int k = 0; k < PKV_ROUTE_COUNT; k++) rec->t_route_measured[k] = NAN;
     /* Only a backend that computes outputs (cpu, cuda) can be checked. */
@@ -251,38 +296,13 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
     rec->prefill_chunks = v->chunks ? (uint32_t)v->chunks->n_req : 0;
     rec->prefill_scores = v->chunks ? chunk_scores(eng, v->chunks) : 0;
     rec->context_tokens = (uint64_t)sv.context_tokens;
-    rec->route = (uint8_t)r;
-    rec->splits = (uint32_t)c->max_splits;
-    rec->launches = (uint32_t)c->launches;
-    rec->merge_launches = (uint32_t)c->merge_launches;
-    rec->tasks = (uint32_t)c->tasks;
-    rec->ctas = (uint64_t)c->ctas;
-    rec->cta_work_per_sm = c->cta_work_per_sm;
-    rec->kv_bytes = (uint64_t)c->kv_bytes;
-    rec->merge_bytes = (uint64_t)c->merge_bytes;
-    rec->max_cta_bytes = (uint64_t)c->max_cta_bytes;
-    rec->t_predicted = c->t_predicted;
+    record_route(rec, r, c);
     if (!measured_oracle &&
         eng->backend->run(eng->backend, v, &eng->planner.plans[r], check, rec, e))
         return -1;
     rec->t_mlp = NAN;
     if (eng->backend->finish && eng->backend->finish(eng->backend, v, rec, e)) return -1;
-    /* The MLP tail reads its weights once per step: memory bound at decode sizes. */
-    if (eng->mlp_bytes > 0)
-        rec->t_predicted += eng->mlp_bytes / eng->cal->beta + 3 * eng->cal->lambda;
-    /* A full model: the route runs in every layer, around the dense part, which runs
-     * over the rows and the iteration's prompt chunks at once; the chunks' attention
-     * is the prefill's. */
-    rec->t_dense_predicted = 0;
-    if (pkv_model_dense(&eng->model)) {
-        const double t_chunks =
-            v->chunks ? prompt_extra(eng, v->chunks, chunk_tok, rec->prefill_scores) : 0;
-        pkv_dense_cost dc;
-        pkv_model_dense_cost(&eng->model, eng->cal, v->n_rows + chunk_tok, v->n_rows + chunk_heads,
-                             &dc);
-        rec->t_dense_predicted = dc.t_predicted + t_chunks;
-        rec->t_predicted = eng->model.layers * rec->t_predicted + rec->t_dense_predicted;
-    }
+    predict_model(eng, v, chunk_tok, chunk_heads, rec);
     rec->t_wall = eng->backend->measures ? pkv_clock_now() - t0 + eng->backend->t_unrun : NAN;
     eng->backend->t_unrun = 0;
     /* The oracle's step is the one its best route would have made: the step's own host
