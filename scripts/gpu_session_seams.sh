@@ -44,15 +44,17 @@ PY
 cat "$out/table.md"
 rm -f "$out"/*.h5 "$out"/*.*.*.txt "$out"/*.*.*.json
 # BENCH=1: bench model and bench kernels, the revision before and this one, interleaved
-# (after the served model's kernels were split one operation a file).
+# (after the served model's kernels were split one operation a file); BENCH_REPS (2)
+# rounds of bench model, BENCH_BINS (both) the binaries benched. REPS (2): rounds of
+# the runs above.
 if [ -n "${BENCH:-}" ]; then
-  for rep in 1 2; do
-    for bin in pkvsim_before pkvsim; do
+  for rep in $(seq "${BENCH_REPS:-2}"); do
+    for bin in ${BENCH_BINS:-pkvsim_before pkvsim}; do
       timeout 150 .bundle/run $bin bench model --out "$out/bmodel.$bin.$rep.txt" > /dev/null 2>&1 ||
         echo "FAIL bench model $bin $rep"
     done
   done
-  for bin in pkvsim_before pkvsim; do
+  for bin in ${BENCH_BINS:-pkvsim_before pkvsim}; do
     timeout 200 .bundle/run $bin bench kernels --reps 20 --out "$out/bkern.$bin.txt" > /dev/null 2>&1 ||
       echo "FAIL bench kernels $bin"
   done
