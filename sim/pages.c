@@ -11,12 +11,6 @@ int32_t pkv_sim_bt_stride(const pkv_config *cfg) {
     return (int32_t)((cfg->workload.max_context + cfg->model.page_size - 1) / cfg->model.page_size);
 }
 
-/* Tokens a request may ever hold, rounded up to the bucket length when one is set. */
-static int64_t reserved_tokens(const pkv_sim *s, const pkv_sim_request *r) {
-    int64_t len = (int64_t)r->rec.prompt_len + r->rec.decode_len, b = s->cfg->bucket_len;
-    return b > 0 ? (len + b - 1) / b * b : len;
-}
-
 /* ---- waiting queue: a ring of slots (preempted requests go to the front) ------------ */
 static int wait_grow(pkv_sim *s) {
     if (s->wait_n < s->wait_cap) return 0;
@@ -42,16 +36,6 @@ int pkv_sim_wait_push_front(pkv_sim *s, int64_t r) {
     s->wait[s->wait_head] = r;
     s->wait_n++;
     return 0;
-}
-
-/* Remove the i-th waiting request (0 = head), keeping the others in order. */
-static int64_t wait_take(pkv_sim *s, size_t i) {
-    int64_t id = s->wait[(s->wait_head + i) % s->wait_cap];
-    for (size_t k = i; k > 0; k--)
-        s->wait[(s->wait_head + k) % s->wait_cap] = s->wait[(s->wait_head + k - 1) % s->wait_cap];
-    s->wait_head = (s->wait_head + 1) % s->wait_cap;
-    s->wait_n--;
-    return id;
 }
 
 /* ---- the running batch ------------------------------------------------------------ */
@@ -127,10 +111,7 @@ static uint64_t block_name(const pkv_sim *s, const pkv_sim_request *r, uint64_t 
     return pkv_prefix_chain(prev, id);
 }
 
-/* r's leading blocks found in the cache map their pages (a reference each); at
- * least the prompt's last token is left to prefill (its logits sample). Returns the
- * tokens found. */
-static int32_t map_cached(pkv_sim *s, pkv_sim_request *r) {
+int32_t pkv_sim_map_cached(pkv_sim *s, pkv_sim_request *r) {
     const int32_t B = s->cfg->prefix_block_tokens, ppb = s->cache.pages_per_block;
     int32_t most = (int32_t)((pkv_sim_stored_tokens(r) - 1) / B), b = 0;
     if (most > r->rec.prompt_len / B) most = r->rec.prompt_len / B; /* the prompt's blocks */
@@ -162,63 +143,4 @@ void pkv_sim_cache_prompt(pkv_sim *s, pkv_sim_request *r) {
         r->blocks[b] = k;
         r->cached_blocks = b + 1;
     }
-}
-
-/* ---- admission ------------------------------------------------------------------- */
-static int32_t waiting_pages(const void *ctx, size_t i) {
-    const pkv_sim *s = ctx;
-    const pkv_sim_request *r = &s->req[s->wait[(s->wait_head + i) % s->wait_cap]];
-    if (r->swapped) return r->n_pages - pkv_sim_mapped_pages(s, r);
-    return pkv_sim_pages_for(s, s->cfg->page_tables == PKV_PAGE_TABLES_GENERATOR
-                                    ? reserved_tokens(s, r)
-                                    : pkv_sim_stored_tokens(r));
-}
-
-static int32_t waiting_priority(const void *ctx, size_t i) {
-    const pkv_sim *s = ctx;
-    const pkv_sim_request *r = &s->req[s->wait[(s->wait_head + i) % s->wait_cap]];
-    return s->cfg->workload.n_classes ? s->cfg->workload.classes[r->rec.slo_class].priority : 0;
-}
-
-int pkv_sim_admit(pkv_sim *s, pkv_err *e) {
-    while (s->wait_n > 0 && s->n_run + s->n_prefill < s->cfg->max_active) {
-        pkv_admission_view v = {s->wait_n, pkv_sim_pages_available(s), waiting_pages,
-                                waiting_priority, s};
-        int64_t pick = s->cfg->admit->pick(&v);
-        if (pick < 0) break;
-        int64_t slot = wait_take(s, (size_t)pick);
-        pkv_sim_request *r = &s->req[slot];
-        if (r->swapped) {
-            if (pkv_sim_swap_in(s, r, e)) return -1;
-            r->admit_seq = s->admit_counter++;
-            pkv_sim_join_run(s, slot);
-            continue;
-        }
-        r->cap_pages = pkv_sim_pages_for(s, reserved_tokens(s, r));
-        /* The study's generator reserves the whole (rounded) length at admission; the
-         * live allocator takes the prompt's pages and grows page by page. */
-        int32_t need = s->cfg->page_tables == PKV_PAGE_TABLES_GENERATOR
-                           ? r->cap_pages
-                           : pkv_sim_pages_for(s, pkv_sim_stored_tokens(r));
-        r->pages = malloc(sizeof(int32_t) * (size_t)r->cap_pages);
-        if (!r->pages) return pkv_fail(e, "out of memory");
-        int32_t cached = 0;
-        if (s->cfg->prefix_caching) {
-            r->blocks =
-                malloc(sizeof(int32_t) * ((size_t)r->cap_pages / s->cache.pages_per_block + 1));
-            if (!r->blocks) return pkv_fail(e, "out of memory");
-            cached = map_cached(s, r);
-            s->counts.prefix_hit_tokens += (uint64_t)cached;
-        }
-        /* the admission policy checked that free and evictable pages cover need */
-        const int32_t shared = pkv_sim_mapped_pages(s, r);
-        pkv_sim_take_pages(s, need - shared, r->rec.id, r->pages + shared);
-        r->n_pages = need;
-        if (isnan(r->rec.t_admitted)) r->rec.t_admitted = s->t_now;
-        r->admit_seq = s->admit_counter++;
-        r->prefilled = cached;
-        r->rec.state = PKV_REQ_PREFILL;
-        s->prefill[s->n_prefill++] = slot;
-    }
-    return 0;
 }

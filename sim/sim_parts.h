@@ -1,5 +1,6 @@
 /* What the simulation's files share (sim.c: the loop and the request lifecycle;
- * pages.c: the waiting queue, the running batch and a request's pages; preempt.c;
+ * pages.c: the waiting queue, the running batch and a request's pages; admit.c;
+ * preempt.c;
  * the schedulers). Not for use outside sim/. */
 #ifndef PKV_SIM_PARTS_H
 #define PKV_SIM_PARTS_H
@@ -14,6 +15,11 @@ static inline int64_t pkv_sim_stored_tokens(const pkv_sim_request *r) {
 static inline int32_t pkv_sim_pages_for(const pkv_sim *s, int64_t tokens) {
     return (int32_t)((tokens + s->cfg->model.page_size - 1) / s->cfg->model.page_size);
 }
+/* Tokens a request may ever hold, rounded up to the bucket length when one is set. */
+static inline int64_t pkv_sim_reserved_tokens(const pkv_sim *s, const pkv_sim_request *r) {
+    int64_t len = (int64_t)r->rec.prompt_len + r->rec.decode_len, b = s->cfg->bucket_len;
+    return b > 0 ? (len + b - 1) / b * b : len;
+}
 /* The scheduler may start another decode step (run.max_steps). */
 static inline bool pkv_sim_more_steps(const pkv_sim *s) {
     return s->cfg->max_steps == 0 || (int64_t)s->steps < s->cfg->max_steps;
@@ -22,8 +28,6 @@ static inline bool pkv_sim_more_steps(const pkv_sim *s) {
 /* pages.c */
 int pkv_sim_wait_push_back(pkv_sim *s, int64_t slot);
 int pkv_sim_wait_push_front(pkv_sim *s, int64_t slot);
-/* Admit waiting requests (the admission policy picks) while the budgets allow. */
-int pkv_sim_admit(pkv_sim *s, pkv_err *e);
 /* The request becomes a row of the running batch, its block table its pages. */
 void pkv_sim_join_run(pkv_sim *s, int64_t slot);
 /* Remove batch row i: the last row moves into its place. */
@@ -42,11 +46,18 @@ int32_t pkv_sim_mapped_pages(const pkv_sim *s, const pkv_sim_request *r);
 void pkv_sim_take_pages(pkv_sim *s, int32_t n, int64_t owner, int32_t *out);
 /* The request leaves the pool: its cache references go, its own pages return. */
 void pkv_sim_release_pages(pkv_sim *s, pkv_sim_request *r);
+/* r's leading blocks found in the cache map their pages (a reference each); at least
+ * the prompt's last token is left to prefill (its logits sample). Returns the tokens
+ * found. */
+int32_t pkv_sim_map_cached(pkv_sim *s, pkv_sim_request *r);
 /* r's prompt is in its pages: its full blocks join the prefix cache. */
 void pkv_sim_cache_prompt(pkv_sim *s, pkv_sim_request *r);
 /* r's pages holding its first `tokens` tokens, listed in prefill_pages from n on (a
  * page a cached block shares is listed for each prompt); returns the new count. */
 int32_t pkv_sim_list_pages(pkv_sim *s, const pkv_sim_request *r, int64_t tokens, int32_t n);
+
+/* admit.c: waiting requests in (the admission policy picks) while the budgets allow. */
+int pkv_sim_admit(pkv_sim *s, pkv_err *e);
 
 /* preempt.c */
 /* Before a step every row appends one token; rows at a page boundary get a page.

@@ -1,0 +1,76 @@
+/* Admission: waiting requests into the batch while the active-request and page
+ * budgets allow, in the order the admission policy (admission.c) picks; a new one gets
+ * its pages (its cached prefix mapped) and joins the prefill list, a swapped one comes
+ * back from the host pool into the running batch. */
+#include "sim_parts.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+/* Remove the i-th waiting request (0 = head), keeping the others in order. */
+static int64_t wait_take(pkv_sim *s, size_t i) {
+    int64_t id = s->wait[(s->wait_head + i) % s->wait_cap];
+    for (size_t k = i; k > 0; k--)
+        s->wait[(s->wait_head + k) % s->wait_cap] = s->wait[(s->wait_head + k - 1) % s->wait_cap];
+    s->wait_head = (s->wait_head + 1) % s->wait_cap;
+    s->wait_n--;
+    return id;
+}
+
+static int32_t waiting_pages(const void *ctx, size_t i) {
+    const pkv_sim *s = ctx;
+    const pkv_sim_request *r = &s->req[s->wait[(s->wait_head + i) % s->wait_cap]];
+    if (r->swapped) return r->n_pages - pkv_sim_mapped_pages(s, r);
+    return pkv_sim_pages_for(s, s->cfg->page_tables == PKV_PAGE_TABLES_GENERATOR
+                                    ? pkv_sim_reserved_tokens(s, r)
+                                    : pkv_sim_stored_tokens(r));
+}
+
+static int32_t waiting_priority(const void *ctx, size_t i) {
+    const pkv_sim *s = ctx;
+    const pkv_sim_request *r = &s->req[s->wait[(s->wait_head + i) % s->wait_cap]];
+    return s->cfg->workload.n_classes ? s->cfg->workload.classes[r->rec.slo_class].priority : 0;
+}
+
+int pkv_sim_admit(pkv_sim *s, pkv_err *e) {
+    while (s->wait_n > 0 && s->n_run + s->n_prefill < s->cfg->max_active) {
+        pkv_admission_view v = {s->wait_n, pkv_sim_pages_available(s), waiting_pages,
+                                waiting_priority, s};
+        int64_t pick = s->cfg->admit->pick(&v);
+        if (pick < 0) break;
+        int64_t slot = wait_take(s, (size_t)pick);
+        pkv_sim_request *r = &s->req[slot];
+        if (r->swapped) {
+            if (pkv_sim_swap_in(s, r, e)) return -1;
+            r->admit_seq = s->admit_counter++;
+            pkv_sim_join_run(s, slot);
+            continue;
+        }
+        r->cap_pages = pkv_sim_pages_for(s, pkv_sim_reserved_tokens(s, r));
+        /* The study's generator reserves the whole (rounded) length at admission; the
+         * live allocator takes the prompt's pages and grows page by page. */
+        int32_t need = s->cfg->page_tables == PKV_PAGE_TABLES_GENERATOR
+                           ? r->cap_pages
+                           : pkv_sim_pages_for(s, pkv_sim_stored_tokens(r));
+        r->pages = malloc(sizeof(int32_t) * (size_t)r->cap_pages);
+        if (!r->pages) return pkv_fail(e, "out of memory");
+        int32_t cached = 0;
+        if (s->cfg->prefix_caching) {
+            r->blocks =
+                malloc(sizeof(int32_t) * ((size_t)r->cap_pages / s->cache.pages_per_block + 1));
+            if (!r->blocks) return pkv_fail(e, "out of memory");
+            cached = pkv_sim_map_cached(s, r);
+            s->counts.prefix_hit_tokens += (uint64_t)cached;
+        }
+        /* the admission policy checked that free and evictable pages cover need */
+        const int32_t shared = pkv_sim_mapped_pages(s, r);
+        pkv_sim_take_pages(s, need - shared, r->rec.id, r->pages + shared);
+        r->n_pages = need;
+        if (isnan(r->rec.t_admitted)) r->rec.t_admitted = s->t_now;
+        r->admit_seq = s->admit_counter++;
+        r->prefilled = cached;
+        r->rec.state = PKV_REQ_PREFILL;
+        s->prefill[s->n_prefill++] = slot;
+    }
+    return 0;
+}
