@@ -1,3 +1,6 @@
+/* The engine: one step of the served model through its route policy (candidates
+ * planned and priced, one chosen, the backend runs it), a prefill batch, a swap, each
+ * timed under the run's one clock (clock_time). */
 #include "engine.h"
 #include "backends.h"
 

@@ -1,4 +1,4 @@
-/* The event loop and the request lifecycle: arrival, admission (pages.c), the
+/* The event loop and the request lifecycle: arrival, admission (admit.c), the
  * scheduler's iterations (sched.h), tokens, finish. */
 #include "sim_parts.h"
 #include "sched.h"
