@@ -5,6 +5,7 @@
 #include "sim_parts.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 /* Remove the i-th waiting request (0 = head), keeping the others in order. */
@@ -17,13 +18,16 @@ static int64_t wait_take(pkv_sim *s, size_t i) {
     return id;
 }
 
-static int32_t waiting_pages(const void *ctx, size_t i) {
-    const pkv_sim *s = ctx;
-    const pkv_sim_request *r = &s->req[s->wait[(s->wait_head + i) % s->wait_cap]];
+int32_t pkv_sim_pages_to_admit(const pkv_sim *s, const pkv_sim_request *r) {
     if (r->swapped) return r->n_pages - pkv_sim_mapped_pages(s, r);
     return pkv_sim_pages_for(s, s->cfg->page_tables == PKV_PAGE_TABLES_GENERATOR
                                     ? pkv_sim_reserved_tokens(s, r)
                                     : pkv_sim_stored_tokens(r));
+}
+
+static int32_t waiting_pages(const void *ctx, size_t i) {
+    const pkv_sim *s = ctx;
+    return pkv_sim_pages_to_admit(s, &s->req[s->wait[(s->wait_head + i) % s->wait_cap]]);
 }
 
 static int32_t waiting_priority(const void *ctx, size_t i) {
@@ -73,4 +77,31 @@ int pkv_sim_admit(pkv_sim *s, pkv_err *e) {
         s->prefill[s->n_prefill++] = slot;
     }
     return 0;
+}
+
+int pkv_sim_stranded(const pkv_sim *s, pkv_err *e) {
+    size_t swapped = 0, len = 0;
+    char list[320] = "";
+    for (size_t k = 0; k < s->wait_n; k++) { /* in the queue's order: admission's */
+        const pkv_sim_request *r = &s->req[s->wait[(s->wait_head + k) % s->wait_cap]];
+        swapped += r->swapped;
+        if (k < 3 && len < sizeof list)
+            len += (size_t)snprintf(list + len, sizeof list - len,
+                                    "%s request %lld (%s, needs %d pages)", k ? "," : "",
+                                    (long long)r->rec.id, r->swapped ? "swapped out" : "waiting",
+                                    (int)pkv_sim_pages_to_admit(s, r));
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < s->n_slots; i++)
+        n += s->req[i].live && s->req[i].rec.state != PKV_REQ_FINISHED;
+    if (n == 0) return 0;
+    return pkv_fail(e,
+                    "%s: the run cannot finish: %zu requests are still in it, %zu waiting (%zu "
+                    "swapped out), and nothing runs to free pages; the queue begins with%s%s, and "
+                    "the pool has %d pages free or evictable of serving.kv_pages %d. Raise "
+                    "serving.kv_pages or serving.swap_pages, lower serving.max_active, or turn "
+                    "serving.prefix_caching off",
+                    s->cfg->file, n, s->wait_n, swapped, len ? list : " nothing",
+                    s->wait_n > 3 ? ", ..." : "", (int)pkv_sim_pages_available(s),
+                    s->cfg->kv_pages);
 }

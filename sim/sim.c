@@ -371,9 +371,16 @@ int pkv_sim_advance(pkv_sim *s, pkv_err *e) {
         s->interrupted = s->over = true;
         return 0;
     }
-    if ((!pkv_sim_more_steps(s) && !s->busy) || pkv_heap_pop(&s->heap, &ev) ||
-        (s->cfg->max_time > 0 && ev.t > s->cfg->max_time)) {
-        s->over = true; /* a bound was reached, or nothing is left to happen */
+    if (!pkv_sim_more_steps(s) && !s->busy) {
+        s->over = s->bounded = true;
+        return 0;
+    }
+    if (pkv_heap_pop(&s->heap, &ev)) {
+        s->over = true; /* nothing is left to happen */
+        return 0;
+    }
+    if (s->cfg->max_time > 0 && ev.t > s->cfg->max_time) {
+        s->over = s->bounded = true;
         return 0;
     }
     s->t_now = ev.t;
@@ -388,6 +395,7 @@ int pkv_sim_advance(pkv_sim *s, pkv_err *e) {
 
 int pkv_sim_end(pkv_sim *s, pkv_err *e) {
     if (s->sink.progress) progress(s, true);
+    if (!s->interrupted && !s->bounded && pkv_sim_stranded(s, e)) return -1;
     /* Requests still in the system are recorded as they stand. */
     for (size_t i = 0; i < s->n_slots; i++)
         if (s->req[i].live && retire_request(s, (int64_t)i, e)) return -1;

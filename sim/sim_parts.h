@@ -58,6 +58,12 @@ int32_t pkv_sim_list_pages(pkv_sim *s, const pkv_sim_request *r, int64_t tokens,
 
 /* admit.c: waiting requests in (the admission policy picks) while the budgets allow. */
 int pkv_sim_admit(pkv_sim *s, pkv_err *e);
+/* The pages a waiting request needs to be admitted (a swapped one: its own pages back). */
+int32_t pkv_sim_pages_to_admit(const pkv_sim *s, const pkv_sim_request *r);
+/* Called when nothing is left to happen: 0 when no request is still in the system,
+ * else -1 with an error naming the waiting ones (none can run again: no iteration
+ * runs, so no page comes free) and what to change. */
+int pkv_sim_stranded(const pkv_sim *s, pkv_err *e);
 
 /* preempt.c */
 /* Before a step every row appends one token; rows at a page boundary get a page.

@@ -165,6 +165,21 @@ if "$pkvsim" calibrate --help >/dev/null 2>&1; then
   done
 fi
 if "$pkvsim" --help | grep -q "run EXPERIMENT.json" && "$pkvsim" --version | grep -q "pkvsim"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL help/version"; fi
+# Swap with prefix caching can strand requests (issue 33): a swapped-out request's cached
+# blocks stay referenced on the GPU, the queue's head needs more pages than are left, and
+# nothing runs to free any. The run stops with an error naming them, not exit 0.
+cat > "$tmp/stranded.json" <<JSON
+{"name": "s", "model": {"hq": 32, "hkv": 8, "head_dim": 128, "page_size": 16},
+ "workload": {"arrival": {"process": "poisson", "rate": 500},
+   "prompt": {"dist": "uniform", "min": 1, "max": 3000}, "decode": {"dist": "fixed", "value": 1000},
+   "num_requests": 20, "max_context": 4352, "shared_prefix_tokens": 256},
+ "serving": {"max_active": 4, "kv_pages": 330, "preemption": "swap", "swap_pages": 50,
+   "prefix_caching": true, "prefix_block_tokens": 16, "prefill": {"base_us": 200, "per_token_us": 0.1}},
+ "route": {"policy": "pkv_workqueue", "calibration": "$cal"},
+ "run": {"output": "$tmp/out.h5", "backend": "model"}}
+JSON
+expect_fail stranded "the run cannot finish: 15 requests are still in it" "$pkvsim" run -q "$tmp/stranded.json"
+
 # Every command's options come from one table (sim/cmd/cli.c): --help answers, an
 # unknown option or a missing value is refused naming the command, a bad count too.
 for c in run workload report fit "bench sim" "bench traces"; do
