@@ -54,6 +54,11 @@ int pkv_sim_swap_in(pkv_sim *s, pkv_sim_request *r, pkv_err *e) {
     return 0;
 }
 
+/* Preemptions in a row without a decode step between them past which the run is a
+ * cycle (requests preempted, readmitted and preempted again, none producing a token):
+ * a real run's preemptions before a step are at most a batch's. */
+enum { PREEMPT_CYCLE = 100000 };
+
 /* Evict the most recently admitted running request to the front of the queue. */
 static int preempt_latest(pkv_sim *s, pkv_err *e) {
     int32_t v = 0;
@@ -61,6 +66,18 @@ static int preempt_latest(pkv_sim *s, pkv_err *e) {
         if (s->req[s->run[i]].admit_seq > s->req[s->run[v]].admit_seq) v = i;
     int64_t slot = s->run[v];
     pkv_sim_request *r = &s->req[slot];
+    if (++s->preempt_run > PREEMPT_CYCLE)
+        return pkv_fail(e,
+                        "%s: the run cannot make progress: %d preemptions in a row at %.6g s "
+                        "without a decode step between them (request %lld, %d pages, preempted "
+                        "%u times, the latest); the pool has %d pages free or evictable of "
+                        "serving.kv_pages %d, the rest held by the running requests and the "
+                        "cached blocks of swapped-out ones. Raise serving.kv_pages or "
+                        "serving.swap_pages, lower serving.max_active, or turn "
+                        "serving.prefix_caching off",
+                        s->cfg->file, (int)PREEMPT_CYCLE, s->t_now, (long long)r->rec.id,
+                        (int)r->n_pages, (unsigned)r->rec.preemptions,
+                        (int)pkv_sim_pages_available(s), s->cfg->kv_pages);
     pkv_sim_run_remove(s, v);
     if (s->cfg->preemption == PKV_PREEMPT_SWAP &&
         r->n_pages - pkv_sim_mapped_pages(s, r) <= s->host.n_free) {

@@ -239,6 +239,7 @@ static int start_step(pkv_sim *s, const pkv_prefill_view *chunks, pkv_err *e) {
                         .queue_depth = (uint32_t)s->wait_n,
                         .pages_free = (uint32_t)s->alloc.n_free,
                         .pages_cached = (uint32_t)s->cache.n_free_pages};
+    s->preempt_run = 0;
     pkv_batch_view v = {s->n_run,      s->seq_lens, s->block_table, s->bt_stride,
                         s->dirty_rows, s->n_dirty,  s->dirty_from,  chunks};
     double adv;

@@ -146,6 +146,7 @@ typedef struct pkv_sim {
     bool interrupted;            /* *stop ended the run */
     bool over;                   /* nothing more will happen */
     bool bounded;                /* run.max_steps or run.max_time_s ended the run */
+    uint64_t preempt_run;        /* preemptions since the last decode step started */
     volatile sig_atomic_t *stop; /* set asynchronously (SIGINT): finish the step and stop */
     pkv_sim_observer observe;    /* may be NULL */
     void *observe_ctx;

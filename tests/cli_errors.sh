@@ -180,6 +180,15 @@ cat > "$tmp/stranded.json" <<JSON
 JSON
 expect_fail stranded "the run cannot finish: 15 requests are still in it" "$pkvsim" run -q "$tmp/stranded.json"
 
+# Without a shared prefix the same pressure cycles (issue 33): the latest request preempted,
+# swapped back in and preempted again at the same instant, no decode step ever again. The
+# run stops, naming the cycle, instead of hanging.
+sed 's/"shared_prefix_tokens": 256/"shared_prefix_tokens": 0/; s/"max_context": 4352/"max_context": 4096/;
+     s/"max_active": 4, "kv_pages": 330/"max_active": 2, "kv_pages": 400/; s/"swap_pages": 50/"swap_pages": 200/' \
+  "$tmp/stranded.json" > "$tmp/cycle.json"
+expect_fail preemption-cycle "the run cannot make progress: 100000 preemptions in a row" \
+  timeout 60 "$pkvsim" run -q "$tmp/cycle.json"
+
 # Every command's options come from one table (sim/cmd/cli.c): --help answers, an
 # unknown option or a missing value is refused naming the command, a bad count too.
 for c in run workload report fit "bench sim" "bench traces"; do
