@@ -165,7 +165,9 @@ int pkv_sim_start(pkv_sim *s, pkv_err *e);
 double pkv_sim_next_t(const pkv_sim *s);
 /* Handle the next event (and, once its instant is done, schedule). */
 int pkv_sim_advance(pkv_sim *s, pkv_err *e);
-/* Retire the requests still in the system and tell the sink the run ended. */
+/* Retire the requests still in the system and tell the sink the run ended. A run that
+ * ran out of events (no bound, no *stop) with requests still in it fails, naming them:
+ * none of them could run again. */
 int pkv_sim_end(pkv_sim *s, pkv_err *e);
 /* Block-table entries per row: the experiment's longest request in pages. */
 int32_t pkv_sim_bt_stride(const pkv_config *cfg);
