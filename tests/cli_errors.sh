@@ -189,6 +189,11 @@ sed 's/"shared_prefix_tokens": 256/"shared_prefix_tokens": 0/; s/"max_context": 
 expect_fail preemption-cycle "the run cannot make progress: 100000 preemptions in a row" \
   timeout 60 "$pkvsim" run -q "$tmp/cycle.json"
 
+# --json naming the run's own output is refused before the run, not after it (issue 33, 7).
+good '{}' > "$tmp/e.json"
+expect_fail json-is-output "--json $tmp/./out.h5 is the run's output file" \
+  "$pkvsim" run -q "$tmp/e.json" -o "$tmp/out.h5" --json "$tmp/./out.h5"
+
 # Every command's options come from one table (sim/cmd/cli.c): --help answers, an
 # unknown option or a missing value is refused naming the command, a bad count too.
 for c in run workload report fit "bench sim" "bench traces"; do

@@ -1,5 +1,7 @@
 /* pkvsim: the command-line program. Only main() decides to exit. */
+#define _DEFAULT_SOURCE /* realpath */
 #include <getopt.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,17 +110,52 @@ static void usage(FILE *f) {
           f);
 }
 
-/* The run's serving metrics as vLLM's result file names them, under a temporary name;
- * never over one of the run's inputs or its output. */
-static int write_json(const char *path, const pkv_config *cfg, const pkv_summary *sum) {
+/* The folder of path resolved, and its last name: two paths that name one file, whether
+ * it exists yet or not, give the same text (the path itself where its folder is not). */
+static void path_key(const char *path, char *out, size_t n) {
+    char dir[PATH_MAX], real[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (slash == dir)
+        snprintf(dir, sizeof dir, "/");
+    else if (slash)
+        *slash = 0;
+    else
+        snprintf(dir, sizeof dir, ".");
+    if (realpath(dir, real))
+        snprintf(out, n, "%s/%s", real, base);
+    else
+        snprintf(out, n, "%s", path);
+}
+
+/* --json may be written: not one of the run's inputs, and not its output (checked
+ * before the run, so a clash does not wait for the run's end). */
+static int json_ok(const char *path, const pkv_config *cfg) {
     const char *in[7], *what[7];
     int n = pkv_config_inputs(cfg, in, what);
     in[n] = cfg->output, what[n++] = "the output file";
+    char a[2 * PATH_MAX + 2], b[2 * PATH_MAX + 2];
+    path_key(path, a, sizeof a), path_key(cfg->output, b, sizeof b);
+    if (!strcmp(a, b)) {
+        fprintf(stderr,
+                "pkvsim run: --json %s is the run's output file (-o or run.output); name "
+                "another file\n",
+                path);
+        return -1;
+    }
     pkv_err e;
     if (pkv_output_ok(path, in, what, n, "--json", &e)) {
         fprintf(stderr, "pkvsim: %s\n", e.msg);
         return -1;
     }
+    return 0;
+}
+
+/* The run's serving metrics as vLLM's result file names them, under a temporary name;
+ * never over one of the run's inputs or its output. */
+static int write_json(const char *path, const pkv_config *cfg, const pkv_summary *sum) {
+    if (json_ok(path, cfg)) return -1;
     pkv_out o;
     FILE *f = pkv_out_open(&o, path);
     if (!f || pkv_out_close(&o, pkv_summary_json(sum, f) == 0)) {
@@ -179,6 +216,7 @@ static int cmd_run(int argc, char **argv) {
     if (rc) return rc;
     rc = 1;
     if (pkv_cli_apply(&cfg, &ov)) goto out;
+    if (json && json_ok(json, &cfg)) goto out;
     if (dry) { /* the resolved experiment, nothing run */
         printf("%s\n", cfg.resolved);
         rc = 0;
