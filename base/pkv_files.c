@@ -1,13 +1,39 @@
+#define _DEFAULT_SOURCE /* realpath */
 #include "pkv_files.h"
 
 #include <dirent.h>
 #include <limits.h>
 #include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+/* The folder of path resolved, and its last name. */
+static void path_key(const char *path, char *out, size_t n) {
+    char dir[PATH_MAX], real[PATH_MAX];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    const char *base = slash ? path + (slash - dir) + 1 : path;
+    if (slash == dir)
+        snprintf(dir, sizeof dir, "/");
+    else if (slash)
+        *slash = 0;
+    else
+        snprintf(dir, sizeof dir, ".");
+    if (realpath(dir, real))
+        snprintf(out, n, "%s/%s", real, base);
+    else
+        snprintf(out, n, "%s", path);
+}
+
+bool pkv_same_path(const char *a, const char *b) {
+    char ka[2 * PATH_MAX + 2], kb[2 * PATH_MAX + 2];
+    path_key(a, ka, sizeof ka), path_key(b, kb, sizeof kb);
+    return strcmp(ka, kb) == 0;
+}
 
 int pkv_output_ok(const char *out, const char *const *inputs, const char *const *what, int n,
                   const char *option, pkv_err *e) {

@@ -7,6 +7,8 @@
 #include <limits.h>
 #include <stdio.h>
 
+#include <stdbool.h>
+
 #include "pkv_err.h"
 
 /* `out` may be written: it is not one of the inputs (same device and inode, whatever
@@ -14,6 +16,9 @@
  * error ("the experiment file"). */
 int pkv_output_ok(const char *out, const char *const *inputs, const char *const *what, int n,
                   const char *option, pkv_err *e);
+/* a and b name one file, whether it exists yet or not (their folders resolved, then
+ * their last names compared; the paths themselves where a folder does not exist). */
+bool pkv_same_path(const char *a, const char *b);
 /* Remove out's temporary files (out.tmp.PID) whose process no longer runs, saying so
  * on `report` (may be NULL). Returns how many. */
 int pkv_remove_stale_tmp(const char *out, FILE *report);

@@ -194,6 +194,10 @@ good '{}' > "$tmp/e.json"
 expect_fail json-is-output "--json $tmp/./out.h5 is the run's output file" \
   "$pkvsim" run -q "$tmp/e.json" -o "$tmp/out.h5" --json "$tmp/./out.h5"
 
+"$pkvsim" run -q "$tmp/e.json" -o "$tmp/r.h5" >/dev/null 2>&1
+expect_fail report-csv-is-json "--csv and --json name one file" \
+  "$pkvsim" report "$tmp/r.h5" --csv "$tmp/out.h5" --json "$tmp/./out.h5"
+
 # Every command's options come from one table (sim/cmd/cli.c): --help answers, an
 # unknown option or a missing value is refused naming the command, a bad count too.
 for c in run workload report fit "bench sim" "bench traces"; do

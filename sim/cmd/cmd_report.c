@@ -90,6 +90,10 @@ int pkv_cmd_report(int argc, char **argv) {
         return 2;
     }
     const char *const *inputs = (const char *const *)argv + optind;
+    if (csv.path && json.path && pkv_same_path(csv.path, json.path)) {
+        fprintf(stderr, "pkvsim report: --csv and --json name one file (%s); name two\n", csv.path);
+        return 2;
+    }
     if (out_open(&csv, inputs, n) || out_open(&json, inputs, n)) {
         out_close(&csv, -1);
         return 1;

@@ -1,7 +1,5 @@
 /* pkvsim: the command-line program. Only main() decides to exit. */
-#define _DEFAULT_SOURCE /* realpath */
 #include <getopt.h>
-#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -110,34 +108,13 @@ static void usage(FILE *f) {
           f);
 }
 
-/* The folder of path resolved, and its last name: two paths that name one file, whether
- * it exists yet or not, give the same text (the path itself where its folder is not). */
-static void path_key(const char *path, char *out, size_t n) {
-    char dir[PATH_MAX], real[PATH_MAX];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    const char *base = slash ? slash + 1 : path;
-    if (slash == dir)
-        snprintf(dir, sizeof dir, "/");
-    else if (slash)
-        *slash = 0;
-    else
-        snprintf(dir, sizeof dir, ".");
-    if (realpath(dir, real))
-        snprintf(out, n, "%s/%s", real, base);
-    else
-        snprintf(out, n, "%s", path);
-}
-
 /* --json may be written: not one of the run's inputs, and not its output (checked
  * before the run, so a clash does not wait for the run's end). */
 static int json_ok(const char *path, const pkv_config *cfg) {
     const char *in[7], *what[7];
     int n = pkv_config_inputs(cfg, in, what);
     in[n] = cfg->output, what[n++] = "the output file";
-    char a[2 * PATH_MAX + 2], b[2 * PATH_MAX + 2];
-    path_key(path, a, sizeof a), path_key(cfg->output, b, sizeof b);
-    if (!strcmp(a, b)) {
+    if (pkv_same_path(path, cfg->output)) {
         fprintf(stderr,
                 "pkvsim run: --json %s is the run's output file (-o or run.output); name "
                 "another file\n",
