@@ -168,7 +168,14 @@ int gather_rows(cudaStream_t st, const __half *x, __half *dst, const segs_t &seg
                 int hidden);
 
 // pkvk_model_weights.cu: the model's memory and weights.
-__half *W(pkvk_model *m, int l, int t);
+// Tensor t of layer l (l < 0: the model's embedding, final norm, head); inline, as
+// the step's host path asks for it several times a layer.
+static inline __half *W(pkvk_model *m, int l, int t) {
+    return m->w + (l < 0 ? (t == PKVK_W_EMBED  ? m->off_embed
+                            : t == PKVK_W_NORM ? m->off_norm
+                                               : m->off_head)
+                         : m->off[l][t]);
+}
 size_t score_floats(const pkvk_model_shape *s, int32_t max_prompt);
 
 // pkvk_model_prefill_attn.cu: a chunk's causal attention (FlashInfer's plan first).

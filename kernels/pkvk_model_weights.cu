@@ -19,13 +19,6 @@ static __global__ void fill_weights(__half *w, size_t n, uint64_t seed, int l, i
 
 namespace pkvkm {
 
-__half *W(pkvk_model *m, int l, int t) {
-    return m->w + (l < 0 ? (t == PKVK_W_EMBED  ? m->off_embed
-                            : t == PKVK_W_NORM ? m->off_norm
-                                               : m->off_head)
-                         : m->off[l][t]);
-}
-
 size_t score_floats(const pkvk_model_shape *s, int32_t max_prompt) {
     size_t need = (size_t)s->hq * key_pad(max_prompt); // one query row of every head
     return need > SCORE_FLOATS ? need : SCORE_FLOATS;
