@@ -91,9 +91,7 @@ int pkv_sim_stranded(const pkv_sim *s, pkv_err *e) {
                                     (long long)r->rec.id, r->swapped ? "swapped out" : "waiting",
                                     (int)pkv_sim_pages_to_admit(s, r));
     }
-    size_t n = 0;
-    for (size_t i = 0; i < s->n_slots; i++)
-        n += s->req[i].live && s->req[i].rec.state != PKV_REQ_FINISHED;
+    const size_t n = s->wait_n + (size_t)s->n_run + (size_t)s->n_prefill;
     if (n == 0) return 0;
     return pkv_fail(e,
                     "%s: the run cannot finish: %zu requests are still in it, %zu waiting (%zu "

@@ -12,7 +12,7 @@
 #ifndef PKV_SCHED_H
 #define PKV_SCHED_H
 
-#include "engine.h"
+#include "backend.h"
 #include "pkv_err.h"
 
 struct pkv_sim;
