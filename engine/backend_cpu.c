@@ -132,13 +132,14 @@ pkv_backend *pkv_backend_cpu_create(const pkv_model *md, int32_t n_pages, int32_
     const pkvk_model_shape ms = pkv_model_gpu_shape(md);
     size_t pool = (size_t)n_pages * s->hkv * s->page_size * s->d;
     const int dense = pkv_model_dense(md);
-    if (dense && pkvk_cpu_model_bytes(&ms, cap_rows, n_pages) > (size_t)CPU_POOL_LIMIT_MIB << 20) {
+    const int32_t chunk = cap_rows > PREFILL_CHUNK ? cap_rows : PREFILL_CHUNK;
+    const size_t model_bytes = dense ? pkvk_cpu_model_bytes(&ms, cap_rows, chunk, n_pages) : 0;
+    if (model_bytes > (size_t)CPU_POOL_LIMIT_MIB << 20) {
         pkv_fail(e,
                  "the cpu backend runs a full model in host memory, in FP32, and is meant for "
                  "small ones: model %s with %d KV pages needs %zu MiB (limit %d MiB); run it on "
                  "the model or cuda backend, or give a smaller shape",
-                 md->name, n_pages, pkvk_cpu_model_bytes(&ms, cap_rows, n_pages) >> 20,
-                 CPU_POOL_LIMIT_MIB);
+                 md->name, n_pages, model_bytes >> 20, CPU_POOL_LIMIT_MIB);
         return NULL;
     }
     if (!dense && pool * 4 > (size_t)CPU_POOL_LIMIT_MIB << 20) {
@@ -160,7 +161,6 @@ pkv_backend *pkv_backend_cpu_create(const pkv_model *md, int32_t n_pages, int32_
     b->shape = *s;
     size_t qn = (size_t)cap_rows * s->hq * s->d;
     if (dense) {
-        const int32_t chunk = cap_rows > PREFILL_CHUNK ? cap_rows : PREFILL_CHUNK;
         if (pkvk_cpu_model_create(&b->model, &ms, cap_rows, chunk, n_pages, seed)) {
             cpu_destroy(&b->base);
             pkv_fail(e, "cpu backend: out of host memory for model %s", md->name);

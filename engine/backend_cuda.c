@@ -184,37 +184,73 @@ static int check_output(cuda_backend *b, const pkvk_batch *batch, pkv_step_rec *
     return 0;
 }
 
+/* The backend's part of a full model's step (pkvk_forward.h): the route on each
+ * layer's pools between the layer's events, layer 0's check, the head's event. */
+typedef struct step_hooks {
+    cuda_backend *b;
+    pkvk_batch batch;
+    const pkvk_plan *plan;
+    int check, capture, check_failed;
+    pkv_step_rec *rec;
+    pkv_err *e;
+} step_hooks;
+
+static int step_attend(void *ctx, int l) {
+    step_hooks *h = ctx;
+    int launches;
+    h->batch.k_cache = pkvk_model_kv(h->b->model, l, 0);
+    h->batch.v_cache = pkvk_model_kv(h->b->model, l, 1);
+    return pkvk_launch(h->b->ws, &h->batch, h->plan, &launches);
+}
+
+static int step_mark(void *ctx, pkvk_fwd_at at, int l) {
+    step_hooks *h = ctx;
+    int (*const mark)(pkvk_event *) = h->capture ? pkvk_event_record_node : pkvk_event_record;
+    if (at == PKVK_AT_ATTEND) return mark(h->b->att_ev[2 * l]);
+    if (at == PKVK_AT_HEAD) return mark(h->b->ev[EV_HEAD]);
+    if (at != PKVK_AT_PIECES) return 0;
+    int rc = mark(h->b->att_ev[2 * l + 1]); /* the route done */
+    if (!rc && h->check && l == 0 && check_output(h->b, &h->batch, h->rec, h->e))
+        return h->check_failed = -1;
+    return rc;
+}
+
 /* The forward of a full model's step over `rows` rows (the step's, or a graph's
- * bucket): the embedding, every layer with the route between its halves (each
- * layer's attention between its events), EV_HEAD, the head. check: layer 0's
- * attention is compared with the reference; capture: into a graph being captured
- * (the events as its nodes; no check). */
+ * bucket) with the step's prompt chunks. check: layer 0's attention is compared with
+ * the reference; capture: into a graph being captured (the events as its nodes; no
+ * check). */
 static int forward(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *plan, int rows,
                    int check, int capture, pkv_step_rec *rec, pkv_err *e) {
-    int (*const mark)(pkvk_event *) = capture ? pkvk_event_record_node : pkvk_event_record;
     const pkvk_shape *s = &b->shape;
     const pkv_prefill_view *c = v->chunks;
-    pkvk_batch batch = {*s,   rows,  b->q,         b->o,    NULL,
-                        NULL, b->bt, b->bt_stride, b->lens, 1.0f / sqrtf((float)s->d)};
-    int launches;
-    const pkv_prefill_view none = {0}, *p = c ? c : &none; /* a decode step: no pieces */
-    if (pkvk_model_step_begin(b->model, rows, p->n_req, p->lens, p->pages, p->starts, p->last))
-        return fail_dev(e, c ? "a step with prompt chunks (serving.token_budget at most 8192 "
-                               "tokens and 64 chunks on the cuda backend)"
-                             : "embedding");
-    for (int l = 0; l < b->layers; l++) {
-        batch.k_cache = pkvk_model_kv(b->model, l, 0);
-        batch.v_cache = pkvk_model_kv(b->model, l, 1);
-        if (pkvk_model_step_pre(b->model, l, b->lens, b->bt, b->bt_stride, b->q))
-            return fail_dev(e, "layer before attention");
-        if (mark(b->att_ev[2 * l]) || pkvk_launch(b->ws, &batch, plan, &launches) ||
-            mark(b->att_ev[2 * l + 1]))
-            return fail_dev(e, pkv_route_name(plan->route));
-        if (check && l == 0 && check_output(b, &batch, rec, e)) return -1;
-        if (pkvk_model_step_post(b->model, l, b->o)) return fail_dev(e, "layer after attention");
-    }
-    if (mark(b->ev[EV_HEAD]) || pkvk_model_step_head(b->model)) return fail_dev(e, "LM head");
-    return 0;
+    step_hooks h = {
+        b,
+        {*s, rows, b->q, b->o, NULL, NULL, b->bt, b->bt_stride, b->lens, 1.0f / sqrtf((float)s->d)},
+        plan,
+        check,
+        capture,
+        0,
+        rec,
+        e};
+    const pkvk_fwd_hooks hooks = {&h, step_attend, step_mark};
+    const pkvk_fwd_model f = pkvk_model_forward(b->model);
+    pkvk_fwd_in in = {.rows = rows,
+                      .lens = b->lens,
+                      .block_table = b->bt,
+                      .bt_stride = b->bt_stride,
+                      .q = b->q,
+                      .o = b->o};
+    const char *failed = "forward";
+    if (!pkvk_forward_step(&f, &in, c ? c->n_req : 0, c ? c->lens : NULL, c ? c->pages : NULL,
+                           c ? c->starts : NULL, c ? c->last : NULL, &hooks, &failed))
+        return 0;
+    if (h.check_failed) return -1;
+    if (strcmp(failed, "prompt pieces") == 0)
+        failed = "a step with prompt chunks (serving.token_budget at most 8192 tokens and 64 "
+                 "chunks on the cuda backend)";
+    else if (strcmp(failed, "attention") == 0)
+        failed = pkv_route_name(plan->route);
+    return fail_dev(e, failed);
 }
 
 /* Graph replay of a full model's decode step: rows go up to a bucket, 1, 2, 4, then

@@ -1,6 +1,7 @@
-/* The CPU mirror of the served model (pkvk_model.h): the same layer sequence as the
- * GPU's, in FP32 on the host, one token row at a time, with the step's route run by
- * the kernels' CPU mirror (pkvk_cpu_run) on FP16 pages. The cpu backend runs it. */
+/* The CPU mirror of the served model (pkvk_model.h): its operations for the one
+ * forward (pkvk_forward.h), in FP32 on the host, one token row at a time, with the
+ * step's route run by the kernels' CPU mirror (pkvk_cpu_run) on FP16 pages. The cpu
+ * backend runs it. */
 #include "pkv_clock.h"
 #include "pkvk.h"
 
@@ -8,29 +9,30 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The pieces of one prefill chunk at most (the GPU's MAX_SEGS), so its heads too. */
-enum { MAX_HEADS = 64 };
-
 struct pkvk_cpu_model {
     pkvk_model_shape s;
     int32_t cap_rows, cap_tokens, n_pages;
     float *w[1024][PKVK_W_LAYER_COUNT], *embed, *norm, *head; /* FP16 values, as floats */
     uint16_t *kv;                                             /* [layers][2][pool] */
     size_t pool;                                              /* halves of one pool */
-    float *x, *logits;       /* [cap_rows][hidden], [max(cap_rows, MAX_HEADS)][vocab] */
-    uint16_t *q;             /* [cap_rows][hq][d]: the layer's Q (FP16, as the GPU's) */
-    float *o;                /* [cap_rows][hq][d]: the layer's attention output */
+    /* [cap_tokens][hidden]; [cap_rows + PKVK_MAX_PIECES][vocab] (the rows', then the
+     * pieces' that sample) */
+    float *x, *logits;
+    uint16_t *q;             /* [cap_tokens][hq][d]: the layer's Q (FP16, as the GPU's) */
+    float *o;                /* [cap_tokens][hq][d]: the layer's attention output */
     float *xn, *qkv, *y, *a; /* one row's */
     int32_t *tok;            /* [cap_tokens]: each row's last sampled token */
 };
 
-size_t pkvk_cpu_model_bytes(const pkvk_model_shape *s, int32_t cap_rows, int32_t n_pages) {
+size_t pkvk_cpu_model_bytes(const pkvk_model_shape *s, int32_t cap_rows, int32_t cap_tokens,
+                            int32_t n_pages) {
     size_t w = 2 * pkvk_model_tensor_elems(s, -1, PKVK_W_EMBED) +
                pkvk_model_tensor_elems(s, -1, PKVK_W_NORM);
     for (int t = 0; t < PKVK_W_LAYER_COUNT; t++)
         w += (size_t)s->layers * pkvk_model_tensor_elems(s, 0, t);
     const size_t kv = (size_t)s->layers * 2 * n_pages * s->hkv * s->page_size * s->d;
-    const size_t rows = (size_t)cap_rows * (s->hidden + s->vocab + 3 * (size_t)s->hq * s->d);
+    const size_t rows = (size_t)cap_tokens * (s->hidden + 3 * (size_t)s->hq * s->d) +
+                        (size_t)(cap_rows + PKVK_MAX_PIECES) * s->vocab;
     return 4 * w + 2 * kv + 4 * rows;
 }
 
@@ -72,10 +74,10 @@ int pkvk_cpu_model_create(pkvk_cpu_model **out, const pkvk_model_shape *s, int32
     const size_t hd = (size_t)s->hq * s->d, qkvw = (size_t)(s->hq + 2 * s->hkv) * s->d;
     const size_t widest = qkvw > 2 * (size_t)s->inter ? qkvw : 2 * (size_t)s->inter;
     m->kv = calloc((size_t)s->layers * 2 * m->pool, 2);
-    m->x = malloc((size_t)cap_rows * s->hidden * 4);
-    m->logits = malloc((size_t)(cap_rows > MAX_HEADS ? cap_rows : MAX_HEADS) * s->vocab * 4);
-    m->q = malloc((size_t)cap_rows * hd * 2);
-    m->o = malloc((size_t)cap_rows * hd * 4);
+    m->x = malloc((size_t)cap_tokens * s->hidden * 4);
+    m->logits = malloc((size_t)(cap_rows + PKVK_MAX_PIECES) * s->vocab * 4);
+    m->q = malloc((size_t)cap_tokens * hd * 2);
+    m->o = malloc((size_t)cap_tokens * hd * 4);
     m->xn = malloc((size_t)s->hidden * 4);
     m->qkv = malloc(widest * 4);
     m->y = malloc(2 * (size_t)s->inter * 4);
@@ -172,12 +174,12 @@ static int32_t head(pkvk_cpu_model *m, const float *x, float *logits) {
     return best;
 }
 
-/* Layer l's attention over rows of Q in m->q, on the layer's pages. */
-static pkvk_batch layer_batch(pkvk_cpu_model *m, int l, int rows, const int32_t *bt, int bt_stride,
-                              const int32_t *lens) {
+/* Layer l's attention over rows of Q from row q on, on the layer's pages. */
+static pkvk_batch layer_batch(pkvk_cpu_model *m, int l, int rows, uint16_t *q, const int32_t *bt,
+                              int bt_stride, const int32_t *lens) {
     const pkvk_model_shape *s = &m->s;
     const pkvk_batch b = {
-        {s->hq, s->hkv, s->d, s->page_size}, rows, m->q,      NULL, pkvk_cpu_model_kv(m, l, 0),
+        {s->hq, s->hkv, s->d, s->page_size}, rows, q,         NULL, pkvk_cpu_model_kv(m, l, 0),
         pkvk_cpu_model_kv(m, l, 1),          bt,   bt_stride, lens, 1.0f / sqrtf((float)s->d)};
     return b;
 }
@@ -188,80 +190,144 @@ static void embed(const pkvk_cpu_model *m, int32_t token, float *x) {
     memcpy(x, m->embed + (size_t)t * m->s.hidden, sizeof(float) * (size_t)m->s.hidden);
 }
 
-int pkvk_cpu_model_decode(pkvk_cpu_model *m, int rows, const int32_t *lens, const int32_t *bt,
-                          int bt_stride, const pkvk_plan *p, pkvk_cpu_attend attend, float *part,
-                          float *o0, uint16_t *q0, double *t_attention) {
-    const pkvk_model_shape *s = &m->s;
-    if (rows < 1 || rows > m->cap_rows || p->n_rows != rows) return PKVK_ERR_INVALID;
-    const size_t hd = (size_t)s->hq * s->d;
-    if (t_attention) *t_attention = 0;
-    for (int r = 0; r < rows; r++) embed(m, m->tok[r], m->x + (size_t)r * s->hidden);
-    for (int l = 0; l < s->layers; l++) {
-        for (int r = 0; r < rows; r++) {
-            const int pos = lens[r] - 1;
-            layer_pre(m, l, m->x + (size_t)r * s->hidden, pos,
-                      bt[(size_t)r * bt_stride + pos / s->page_size], m->q + (size_t)r * hd);
-        }
-        const pkvk_batch b = layer_batch(m, l, rows, bt, bt_stride, lens);
-        const double t0 = pkv_clock_now();
-        int rc = pkvk_cpu_run(&b, p, attend, part, m->o);
-        if (rc) return rc;
-        if (t_attention) *t_attention += pkv_clock_now() - t0;
-        if (l == 0 && o0) memcpy(o0, m->o, sizeof(float) * rows * hd);
-        if (l == 0 && q0) memcpy(q0, m->q, 2 * rows * hd);
-        for (int r = 0; r < rows; r++)
-            layer_post(m, l, m->x + (size_t)r * s->hidden, m->o + r * hd);
-    }
-    for (int r = 0; r < rows; r++)
-        m->tok[r] = head(m, m->x + (size_t)r * s->hidden, m->logits + (size_t)r * s->vocab);
+/* ---- the forward's operations (pkvk_forward.h) ---- */
+static int op_stage(void *self, int n, const int32_t *lens, const int32_t *starts,
+                    const int32_t *pages) {
+    const pkvk_cpu_model *m = self;
+    (void)pages;
+    for (int i = 0; i < n; i++)
+        if (lens[i] < 1 ||
+            ((starts ? starts[i] : 0) + lens[i] + m->s.page_size - 1) / m->s.page_size > m->n_pages)
+            return PKVK_ERR_INVALID;
     return PKVK_OK;
 }
 
-/* One prompt token (request req of the batch, position pos) through every layer,
- * attending to its prompt's positions 0..pos in its pages; logits and the sampled
- * token into tok when it samples. */
-static int prompt_token(pkvk_cpu_model *m, int req, int pos, const int32_t *pages, int n_pages,
-                        float *logits, int32_t *tok) {
-    const pkvk_model_shape *s = &m->s;
-    float *x = m->x; /* row 0 of the decode rows' buffer is free during a prefill */
-    const int32_t len = pos + 1;
-    embed(m, pkvk_prompt_token(req, pos, s->vocab), x);
-    for (int l = 0; l < s->layers; l++) {
-        layer_pre(m, l, x, pos, pages[pos / s->page_size], m->q);
-        const pkvk_batch b = layer_batch(m, l, 1, pages, n_pages, &len);
-        int rc = pkvk_cpu_reference(&b, m->o);
-        if (rc) return rc;
-        layer_post(m, l, x, m->o);
+/* Token row k of the pieces' j-th token of piece g. */
+#define PIECE_ROW(in, g, j) ((in)->rows + (in)->p.s[g].t0 + (j))
+
+static int op_begin(void *self, const pkvk_fwd_in *in) {
+    pkvk_cpu_model *m = self;
+    const int h = m->s.hidden;
+    if (in->rows > m->cap_rows || in->rows + in->T > m->cap_tokens) return PKVK_ERR_INVALID;
+    for (int r = 0; r < in->rows; r++) embed(m, m->tok[r], m->x + (size_t)r * h);
+    for (int g = 0; g < in->p.n; g++) {
+        const pkvk_piece *c = &in->p.s[g];
+        for (int j = 0; j < c->len; j++)
+            embed(m, pkvk_prompt_token(c->req, c->q0 + j, m->s.vocab),
+                  m->x + (size_t)PIECE_ROW(in, g, j) * h);
     }
-    if (tok) *tok = head(m, x, logits);
     return PKVK_OK;
+}
+
+/* The norm, QKV, RoPE and K/V append of every token (rope is this one's part). */
+static int op_pre(void *self, int l, const pkvk_fwd_in *in) {
+    pkvk_cpu_model *m = self;
+    const pkvk_model_shape *s = &m->s;
+    const size_t hd = (size_t)s->hq * s->d;
+    for (int r = 0; r < in->rows; r++) {
+        const int pos = in->lens[r] - 1;
+        layer_pre(m, l, m->x + (size_t)r * s->hidden, pos,
+                  in->block_table[(size_t)r * in->bt_stride + pos / s->page_size], m->q + r * hd);
+    }
+    for (int g = 0; g < in->p.n; g++) {
+        const pkvk_piece *c = &in->p.s[g];
+        for (int j = 0; j < c->len; j++) {
+            const int k = PIECE_ROW(in, g, j), pos = c->q0 + j;
+            layer_pre(m, l, m->x + (size_t)k * s->hidden, pos,
+                      in->pages[c->page_off + pos / s->page_size], m->q + k * hd);
+        }
+    }
+    return PKVK_OK;
+}
+
+/* Each piece token's attention to its prompt's positions up to its own. */
+static int op_pieces(void *self, int l, const pkvk_fwd_in *in) {
+    pkvk_cpu_model *m = self;
+    const size_t hd = (size_t)m->s.hq * m->s.d;
+    for (int g = 0; g < in->p.n; g++) {
+        const pkvk_piece *c = &in->p.s[g];
+        const int n_pages = (c->q0 + c->len + m->s.page_size - 1) / m->s.page_size;
+        for (int j = 0; j < c->len; j++) {
+            const int k = PIECE_ROW(in, g, j);
+            const int32_t len = c->q0 + j + 1;
+            const pkvk_batch b =
+                layer_batch(m, l, 1, m->q + k * hd, in->pages + c->page_off, n_pages, &len);
+            int rc = pkvk_cpu_reference(&b, m->o + k * hd);
+            if (rc) return rc;
+        }
+    }
+    return PKVK_OK;
+}
+
+static int op_post(void *self, int l, const pkvk_fwd_in *in) {
+    pkvk_cpu_model *m = self;
+    const size_t hd = (size_t)m->s.hq * m->s.d;
+    for (int k = 0; k < in->rows + in->T; k++)
+        layer_post(m, l, m->x + (size_t)k * m->s.hidden, m->o + k * hd);
+    return PKVK_OK;
+}
+
+static int op_head(void *self, const pkvk_fwd_in *in) {
+    pkvk_cpu_model *m = self;
+    const int h = m->s.hidden, v = m->s.vocab;
+    for (int r = 0; r < in->rows; r++)
+        m->tok[r] = head(m, m->x + (size_t)r * h, m->logits + (size_t)r * v);
+    for (int g = 0, k = in->rows; g < in->p.n; g++) {
+        const pkvk_piece *c = &in->p.s[g];
+        if (!c->last) continue;
+        m->tok[k] =
+            head(m, m->x + (size_t)PIECE_ROW(in, g, c->len - 1) * h, m->logits + (size_t)k * v);
+        k++;
+    }
+    return PKVK_OK;
+}
+
+static const pkvk_fwd_ops cpu_model_ops = {op_stage,  op_begin, op_pre, NULL,
+                                           op_pieces, op_post,  op_head};
+
+pkvk_fwd_model pkvk_cpu_model_forward(pkvk_cpu_model *m) {
+    return (pkvk_fwd_model){&cpu_model_ops, m, m->s.layers, m->s.page_size, m->cap_tokens};
+}
+
+/* A decode step's route on the CPU, each layer's (pkvk_cpu_model_decode). */
+typedef struct decode_ctx {
+    pkvk_cpu_model *m;
+    const pkvk_fwd_in *in;
+    const pkvk_plan *p;
+    pkvk_cpu_attend attend;
+    float *part, *o0;
+    uint16_t *q0;
+    double *t_attention;
+} decode_ctx;
+
+static int decode_attend(void *ctx, int l) {
+    decode_ctx *c = ctx;
+    pkvk_cpu_model *m = c->m;
+    const size_t n = (size_t)c->in->rows * m->s.hq * m->s.d;
+    const pkvk_batch b =
+        layer_batch(m, l, c->in->rows, m->q, c->in->block_table, c->in->bt_stride, c->in->lens);
+    const double t0 = pkv_clock_now();
+    int rc = pkvk_cpu_run(&b, c->p, c->attend, c->part, m->o);
+    if (c->t_attention) *c->t_attention += pkv_clock_now() - t0;
+    if (!rc && l == 0 && c->o0) memcpy(c->o0, m->o, sizeof(float) * n);
+    if (!rc && l == 0 && c->q0) memcpy(c->q0, m->q, 2 * n);
+    return rc;
+}
+
+int pkvk_cpu_model_decode(pkvk_cpu_model *m, int rows, const int32_t *lens, const int32_t *bt,
+                          int bt_stride, const pkvk_plan *p, pkvk_cpu_attend attend, float *part,
+                          float *o0, uint16_t *q0, double *t_attention) {
+    if (rows < 1 || p->n_rows != rows) return PKVK_ERR_INVALID;
+    if (t_attention) *t_attention = 0;
+    pkvk_fwd_in in = {.rows = rows, .lens = lens, .block_table = bt, .bt_stride = bt_stride};
+    decode_ctx c = {m, &in, p, attend, part, o0, q0, t_attention};
+    const pkvk_fwd_hooks h = {&c, decode_attend, NULL};
+    const pkvk_fwd_model f = pkvk_cpu_model_forward(m);
+    return pkvk_forward_step(&f, &in, 0, NULL, NULL, NULL, NULL, &h, NULL);
 }
 
 int pkvk_cpu_model_prefill(pkvk_cpu_model *m, int n, const int32_t *lens, const int32_t *pages,
                            const int32_t *starts, const uint8_t *last) {
-    const int ps = m->s.page_size;
-    /* The GPU's chunks (pkvk_model_prefill): a chunk of cap_tokens tokens or 64 pieces
-     * samples its ending prompts into tok[0], tok[1], ... */
-    int T = 0, segs = 0, heads = 0, page_off = 0;
-    for (int i = 0; i < n; i++) {
-        const int q_begin = starts ? starts[i] : 0, q_end = q_begin + lens[i];
-        const int n_pages = (q_end + ps - 1) / ps;
-        if (lens[i] < 1 || n_pages > m->n_pages) return PKVK_ERR_INVALID;
-        for (int q0 = q_begin; q0 < q_end;) {
-            int len = q_end - q0;
-            if (len > m->cap_tokens - T) len = m->cap_tokens - T;
-            const int samples = q0 + len == q_end && (!last || last[i]);
-            for (int pos = q0; pos < q0 + len; pos++) {
-                const int at = samples && pos == q_end - 1;
-                int rc = prompt_token(m, i, pos, pages + page_off, n_pages,
-                                      at ? m->logits + (size_t)heads * m->s.vocab : NULL,
-                                      at ? m->tok + heads : NULL);
-                if (rc) return rc;
-            }
-            heads += samples, T += len, q0 += len, segs++;
-            if (T == m->cap_tokens || segs == MAX_HEADS) T = 0, segs = 0, heads = 0;
-        }
-        page_off += n_pages;
-    }
-    return PKVK_OK;
+    const pkvk_fwd_model f = pkvk_cpu_model_forward(m);
+    return pkvk_forward_prefill(&f, n, lens, pages, starts, last, NULL, NULL);
 }

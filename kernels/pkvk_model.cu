@@ -1,6 +1,6 @@
-// The served model's forward (pkvk_model.h): a decode step's layers around the step's
-// attention route, a mixed iteration's rows and prompt chunks, and a prefill in chunks;
-// each operation lives in its own file (pkvk_model_*.cu, pkvk_model_impl.cuh).
+// The served model's operations for the one forward (pkvk_forward.h): a decode step's
+// rows, a mixed iteration's rows and prompt pieces, a prefill's chunks; the kernels
+// live one operation a file (pkvk_model_*.cu, pkvk_model_impl.cuh).
 #include <string.h>
 
 #include <vector>
@@ -13,14 +13,16 @@ int pkvkm::over(pkvk_model *m, int rows) {
     return rows > m->cap_tokens ? pkvk_fail_msg(PKVK_ERR_INVALID, "model: rows over capacity") : 0;
 }
 
-// The RMSNorm of rows of x for the kernel that reads a GEMM over x W' (its weights
-// folded into W'): over PKVK_NORM_FUSED_ROWS rows their 1 / rms into m->inv by a
-// kernel of its own, else nothing (the reading kernel reduces each row itself).
-static int row_norms(pkvk_model *m, int rows, norm_in *nin) {
+// The norm of rows of x for the kernel that reads a GEMM over x W' (its weights
+// folded into W'): over PKVK_NORM_FUSED_ROWS rows their 1 / rms in m->inv (norm_rows
+// computes it), else none (the reading kernel reduces each row itself).
+static norm_in norm_of(pkvk_model *m, int rows) {
     const pkvk_model_shape *s = &m->s;
-    *nin = norm_in{m->x, nullptr, s->hidden, s->eps};
+    return norm_in{m->x, rows > PKVK_NORM_FUSED_ROWS ? m->inv : nullptr, s->hidden, s->eps};
+}
+static int norm_rows(pkvk_model *m, int rows) {
+    const pkvk_model_shape *s = &m->s;
     if (rows <= PKVK_NORM_FUSED_ROWS) return PKVK_OK;
-    nin->inv = m->inv;
     return inv_rms(m->ctx->stream, m->x, m->inv, rows, s->hidden, s->eps);
 }
 // The norm of rows from `first` on.
@@ -30,17 +32,6 @@ static norm_in rows_from(norm_in n, int first) {
     return n;
 }
 
-// The norm and QKV of layer l over rows: qkv = x W'_QKV (the norm's weights folded
-// in), *nin the rows' norm for the RoPE that reads it.
-static int pre_gemm(pkvk_model *m, int l, int rows, norm_in *nin) {
-    const pkvk_model_shape *s = &m->s;
-    const int qkvw = (s->hq + 2 * s->hkv) * s->d;
-    int rc = row_norms(m, rows, nin);
-    return rc ? rc
-              : gemm(m->h, rows, qkvw, s->hidden, m->x, s->hidden, W(m, l, PKVK_W_QKV), qkvw,
-                     m->qkv, qkvw, 0.f);
-}
-
 // A layer after its attention over rows of o: output projection, residual, norm, MLP,
 // residual.
 static int layer_post(pkvk_model *m, int l, int rows, const uint16_t *o) {
@@ -48,13 +39,12 @@ static int layer_post(pkvk_model *m, int l, int rows, const uint16_t *o) {
     if (over(m, rows)) return PKVK_ERR_INVALID;
     if (rows == 0) return PKVK_OK;
     const int hd = s->hq * s->d, h = s->hidden;
-    norm_in nin;
     int rc = gemm(m->h, rows, h, hd, (const __half *)o, hd, W(m, l, PKVK_W_O), h, m->x, h, 1.f);
-    if (!rc) rc = row_norms(m, rows, &nin);
+    if (!rc) rc = norm_rows(m, rows);
     if (!rc) /* y = x W'_GU: the norm's weights folded in, its 1 / rms applied by the SiLU */
         rc = gemm(m->h, rows, 2 * s->inter, h, m->x, h, W(m, l, PKVK_W_GU), 2 * s->inter, m->y,
                   2 * s->inter, 0.f);
-    if (!rc) rc = silu_mul(m->ctx->stream, m->y, m->a, rows, s->inter, nin);
+    if (!rc) rc = silu_mul(m->ctx->stream, m->y, m->a, rows, s->inter, norm_of(m, rows));
     if (!rc)
         rc = gemm(m->h, rows, h, s->inter, m->a, s->inter, W(m, l, PKVK_W_DOWN), h, m->x, h, 1.f);
     return rc;
@@ -73,39 +63,6 @@ static int head(pkvk_model *m, const __half *src, int rows, int32_t *tok) {
     }
     m->last_rows = rows;
     return rc;
-}
-
-// One chunk of a prefill: T rows in segs.
-static int prefill_chunk(pkvk_model *m, const segs_t &segs, int T, int heads) {
-    const pkvk_model_shape *s = &m->s;
-    cudaStream_t st = m->ctx->stream;
-    if (m->fip) {
-        int rc = plan_chunk(m, segs);
-        if (rc) return rc;
-    }
-    int rc = embed(st, W(m, -1, PKVK_W_EMBED), m->x, nullptr, segs, T, s->hidden, s->vocab);
-    if (rc) return rc;
-    for (int l = 0; l < s->layers; l++) {
-        const bool probe = l == 0 && m->probe[0];
-        if (probe) PKVK_CK(cudaEventRecord(m->probe[0], st));
-        norm_in nin;
-        rc = pre_gemm(m, l, T, &nin);
-        if (rc) return rc;
-        if (probe) PKVK_CK(cudaEventRecord(m->probe[1], st));
-        rc = rope_append(st, true, s, T, m->qkv, nullptr, nullptr, 0, m->pages_d, segs,
-                         m->cap_tokens, m->fip != nullptr, (__half *)pkvk_model_kv(m, l, 0),
-                         (__half *)pkvk_model_kv(m, l, 1), m->qp, nin);
-        if (rc) return rc;
-        if (probe) PKVK_CK(cudaEventRecord(m->probe[2], st));
-        if ((rc = chunk_attention(m, l, segs, T, m->o))) return rc;
-        if (probe) PKVK_CK(cudaEventRecord(m->probe[3], st));
-        if ((rc = layer_post(m, l, T, (const uint16_t *)m->o))) return rc;
-        if (probe) PKVK_CK(cudaEventRecord(m->probe[4], st));
-    }
-    if (heads == 0) return PKVK_OK;
-    // The sampling rows, gathered into qkv (free now), through the head.
-    rc = gather_rows(st, m->x, m->qkv, segs, heads, s->hidden);
-    return rc ? rc : head(m, m->qkv, heads, m->tok);
 }
 
 // The pieces' page lists to the device (each piece's first ceil((start + len) / ps)
@@ -129,28 +86,8 @@ int pkvkm::stage_pages(pkvk_model *m, int n, const int32_t *lens, const int32_t 
 
 extern "C" int pkvk_model_prefill(pkvk_model *m, int n, const int32_t *lens, const int32_t *pages,
                                   const int32_t *starts, const uint8_t *last) {
-    const int ps = m->s.page_size;
-    int rc = stage_pages(m, n, lens, starts, pages);
-    segs_t segs;
-    segs.n = 0;
-    int T = 0, heads = 0, page_off = 0;
-    for (int i = 0; i < n && !rc; i++) {
-        const int q_begin = starts ? starts[i] : 0, q_end = q_begin + lens[i];
-        for (int q0 = q_begin; q0 < q_end && !rc;) {
-            int len = q_end - q0;
-            if (len > m->cap_tokens - T) len = m->cap_tokens - T;
-            seg_t &g = segs.s[segs.n++];
-            g = seg_t{T, len, q0, page_off, i, q0 + len == q_end && (!last || last[i])};
-            T += len, q0 += len, heads += g.last;
-            if (T == m->cap_tokens || segs.n == MAX_SEGS) {
-                rc = prefill_chunk(m, segs, T, heads);
-                segs.n = 0, T = 0, heads = 0;
-            }
-        }
-        page_off += (q_end + ps - 1) / ps;
-    }
-    if (!rc && segs.n) rc = prefill_chunk(m, segs, T, heads);
-    return rc;
+    const pkvk_fwd_model f = pkvk_model_forward(m);
+    return pkvk_forward_prefill(&f, n, lens, pages, starts, last, nullptr, nullptr);
 }
 
 // Layer l's four GEMMs over rows of the activation buffers (their values as they are).
@@ -193,86 +130,104 @@ extern "C" int pkvk_model_warmup(pkvk_model *m) {
     return PKVK_OK;
 }
 
-// ---- a step: decode rows, and a mixed iteration's prompt pieces (pkvk_model.h) ----------
-extern "C" int pkvk_model_step_begin(pkvk_model *m, int rows, int n, const int32_t *lens,
-                                     const int32_t *pages, const int32_t *starts,
-                                     const uint8_t *last) {
-    const pkvk_model_shape *s = &m->s;
-    int T = 0, heads = 0, page_off = 0, rc = PKVK_OK;
-    if (n > MAX_SEGS)
-        return pkvk_fail_msg(PKVK_ERR_INVALID, "model: more than 64 prompt chunks in one step");
-    for (int i = 0; i < n; i++) T += lens[i];
-    if (n > 0 && rows < 1)
-        return pkvk_fail_msg(PKVK_ERR_INVALID, "model: a mixed step without rows");
-    if (over(m, rows + T)) return PKVK_ERR_INVALID;
-    // A decode step stages nothing (no wait for the pinned page list: graph capture)
-    if (n > 0 && (rc = stage_pages(m, n, lens, starts, pages))) return rc;
-    segs_t &segs = m->mix_segs;
-    segs.n = n;
-    for (int i = 0, t0 = 0; i < n; i++) {
-        const int q0 = starts ? starts[i] : 0;
-        segs.s[i] = seg_t{t0, lens[i], q0, page_off, i, !last || last[i]};
-        t0 += lens[i], heads += segs.s[i].last;
-        page_off += (q0 + lens[i] + s->page_size - 1) / s->page_size;
-    }
-    m->mix_rows = rows, m->mix_T = T, m->mix_heads = heads;
-    if (m->fip && n > 0 && (rc = plan_chunk(m, segs))) return rc;
-    segs_t none;
-    none.n = 0;
-    if (rows > 0 && (rc = embed(m->ctx->stream, W(m, -1, PKVK_W_EMBED), m->x, m->tok, none, rows,
-                                s->hidden, s->vocab)))
-        return rc;
-    if (T == 0) return PKVK_OK;
-    return embed(m->ctx->stream, W(m, -1, PKVK_W_EMBED), m->x + (size_t)rows * s->hidden, nullptr,
-                 segs, T, s->hidden, s->vocab);
+// ---- the forward's operations (pkvk_forward.h) -----------------------------------------
+static int op_stage(void *self, int n, const int32_t *lens, const int32_t *starts,
+                    const int32_t *pages) {
+    return stage_pages((pkvk_model *)self, n, lens, starts, pages);
 }
 
-extern "C" int pkvk_model_step_pre(pkvk_model *m, int l, const int32_t *lens, const int32_t *bt,
-                                   int bt_stride, uint16_t *q) {
+// The embedding of each row's last sampled token and of the pieces' tokens (after
+// the rows); a FlashInfer prefill attention's plan for the pieces.
+static int op_begin(void *self, const pkvk_fwd_in *in) {
+    pkvk_model *m = (pkvk_model *)self;
     const pkvk_model_shape *s = &m->s;
-    const int rows = m->mix_rows, T = m->mix_T, W_ = (s->hq + 2 * s->hkv) * s->d;
-    if (rows + T == 0) return PKVK_OK;
-    norm_in nin;
-    int rc = pre_gemm(m, l, rows + T, &nin);
-    if (rc) return rc;
+    cudaStream_t st = m->ctx->stream;
+    int rc = over(m, in->rows + in->T);
+    if (!rc && m->fip && in->p.n > 0) rc = plan_chunk(m, in->p);
     segs_t none;
     none.n = 0;
+    if (!rc && in->rows > 0)
+        rc = embed(st, W(m, -1, PKVK_W_EMBED), m->x, m->tok, none, in->rows, s->hidden, s->vocab);
+    if (!rc && in->T > 0)
+        rc = embed(st, W(m, -1, PKVK_W_EMBED), m->x + (size_t)in->rows * s->hidden, nullptr, in->p,
+                   in->T, s->hidden, s->vocab);
+    return rc;
+}
+
+// The norm and QKV over every token: qkv = x W'_QKV (the norm's weights folded in).
+static int op_qkv(void *self, int l, const pkvk_fwd_in *in) {
+    pkvk_model *m = (pkvk_model *)self;
+    const pkvk_model_shape *s = &m->s;
+    const int rows = in->rows + in->T, qkvw = (s->hq + 2 * s->hkv) * s->d;
+    int rc = norm_rows(m, rows);
+    return rc ? rc
+              : gemm(m->h, rows, qkvw, s->hidden, m->x, s->hidden, W(m, l, PKVK_W_QKV), qkvw,
+                     m->qkv, qkvw, 0.f);
+}
+
+// RoPE, the norm's scale and the K/V append: the rows' at position lens[i] - 1 by the
+// block table (their Q into in->q), the pieces' by their pages (Q into m->qp).
+static int op_rope(void *self, int l, const pkvk_fwd_in *in) {
+    pkvk_model *m = (pkvk_model *)self;
+    const pkvk_model_shape *s = &m->s;
+    const int rows = in->rows, T = in->T, qkvw = (s->hq + 2 * s->hkv) * s->d;
+    const norm_in nin = norm_of(m, rows + T);
     __half *kp = (__half *)pkvk_model_kv(m, l, 0), *vp = (__half *)pkvk_model_kv(m, l, 1);
-    rc = rope_append(m->ctx->stream, false, s, rows, m->qkv, lens, bt, bt_stride, nullptr, none,
-                     m->cap_tokens, 1, kp, vp, (__half *)q, nin);
-    if (rc || T == 0) return rc;
-    return rope_append(m->ctx->stream, true, s, T, m->qkv + (size_t)rows * W_, nullptr, nullptr, 0,
-                       m->pages_d, m->mix_segs, m->cap_tokens, m->fip != nullptr, kp, vp, m->qp,
-                       rows_from(nin, rows));
+    segs_t none;
+    none.n = 0;
+    int rc = PKVK_OK;
+    if (rows > 0)
+        rc = rope_append(m->ctx->stream, false, s, rows, m->qkv, in->lens, in->block_table,
+                         in->bt_stride, nullptr, none, m->cap_tokens, 1, kp, vp, (__half *)in->q,
+                         nin);
+    if (!rc && T > 0)
+        rc = rope_append(m->ctx->stream, true, s, T, m->qkv + (size_t)rows * qkvw, nullptr, nullptr,
+                         0, m->pages_d, in->p, m->cap_tokens, m->fip != nullptr, kp, vp, m->qp,
+                         rows_from(nin, rows));
+    return rc;
 }
 
-extern "C" int pkvk_model_step_post(pkvk_model *m, int l, const uint16_t *o) {
-    const pkvk_model_shape *s = &m->s;
-    const int rows = m->mix_rows, T = m->mix_T;
-    const size_t hd = (size_t)s->hq * s->d;
-    cudaStream_t st = m->ctx->stream;
-    if (T == 0) return layer_post(m, l, rows, o); // a decode step: the route's o as it is
-    // The rows' attention, then the pieces', side by side in m->o.
-    if ((const void *)o != (const void *)m->o)
-        PKVK_CK(cudaMemcpyAsync(m->o, o, (size_t)rows * hd * 2, cudaMemcpyDeviceToDevice, st));
-    int rc = chunk_attention(m, l, m->mix_segs, T, m->o + (size_t)rows * hd);
-    return rc ? rc : layer_post(m, l, rows + T, (const uint16_t *)m->o);
+// The pieces' attention, into m->o after the rows'.
+static int op_pieces(void *self, int l, const pkvk_fwd_in *in) {
+    pkvk_model *m = (pkvk_model *)self;
+    return chunk_attention(m, l, in->p, in->T, m->o + (size_t)in->rows * m->s.hq * m->s.d);
 }
 
-extern "C" int pkvk_model_step_head(pkvk_model *m) {
+// The rest of the layer: over the route's output alone (a decode step), or the rows'
+// beside the pieces' in m->o.
+static int op_post(void *self, int l, const pkvk_fwd_in *in) {
+    pkvk_model *m = (pkvk_model *)self;
+    const size_t hd = (size_t)m->s.hq * m->s.d;
+    if (in->T == 0) return layer_post(m, l, in->rows, in->o);
+    if (in->rows > 0 && (const void *)in->o != (const void *)m->o)
+        PKVK_CK(cudaMemcpyAsync(m->o, in->o, in->rows * hd * 2, cudaMemcpyDeviceToDevice,
+                                m->ctx->stream));
+    return layer_post(m, l, in->rows + in->T, (const uint16_t *)m->o);
+}
+
+// The head over the rows, then the pieces that end their prompts (gathered into qkv,
+// free now).
+static int op_head(void *self, const pkvk_fwd_in *in) {
+    pkvk_model *m = (pkvk_model *)self;
     const pkvk_model_shape *s = &m->s;
-    const int rows = m->mix_rows, heads = m->mix_heads;
+    const int rows = in->rows;
     cudaStream_t st = m->ctx->stream;
-    if (m->mix_T == 0) return rows ? head(m, m->x, rows, m->tok) : PKVK_OK; // a decode step
-    // The rows, then the chunks that end their prompts, gathered into qkv (free now).
-    PKVK_CK(
-        cudaMemcpyAsync(m->qkv, m->x, (size_t)rows * s->hidden * 2, cudaMemcpyDeviceToDevice, st));
-    if (heads > 0) {
-        int rc = gather_rows(st, m->x + (size_t)rows * s->hidden, m->qkv + (size_t)rows * s->hidden,
-                             m->mix_segs, heads, s->hidden);
-        if (rc) return rc;
-    }
-    return head(m, m->qkv, rows + heads, m->tok);
+    if (in->T == 0) return head(m, m->x, rows, m->tok);
+    if (rows > 0)
+        PKVK_CK(cudaMemcpyAsync(m->qkv, m->x, (size_t)rows * s->hidden * 2,
+                                cudaMemcpyDeviceToDevice, st));
+    int rc = PKVK_OK;
+    if (in->heads > 0)
+        rc = gather_rows(st, m->x + (size_t)rows * s->hidden, m->qkv + (size_t)rows * s->hidden,
+                         in->p, in->heads, s->hidden);
+    return rc ? rc : head(m, m->qkv, rows + in->heads, m->tok);
+}
+
+static const pkvk_fwd_ops model_ops = {op_stage,  op_begin, op_qkv, op_rope,
+                                       op_pieces, op_post,  op_head};
+
+extern "C" pkvk_fwd_model pkvk_model_forward(pkvk_model *m) {
+    return pkvk_fwd_model{&model_ops, m, m->s.layers, m->s.page_size, m->cap_tokens};
 }
 
 extern "C" int pkvk_model_read(pkvk_model *m, int rows, uint16_t *logits, int32_t *tokens) {

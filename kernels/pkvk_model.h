@@ -36,6 +36,7 @@
 #include <stdint.h>
 
 #include "pkvk_core.h"
+#include "pkvk_forward.h"
 #include "pkvk_plan.h"
 #include "pkvk_ref.h"
 
@@ -136,32 +137,19 @@ void pkvk_model_destroy(pkvk_model *m);
 /* Layer l's K (v = 0) or V (v = 1) pool. */
 uint16_t *pkvk_model_kv(pkvk_model *m, int l, int v);
 
-/* A step: `rows` decode rows (device lens and block table as for the attention) and
- * n prompt pieces of a mixed iteration (chunked prefill; as for prefill, at most 64,
- * rows + their tokens at most cap_tokens; n = 0: a decode step) run as one forward:
- * the dense part over the rows and the pieces' tokens at once, the rows' attention
- * through the caller's route, the pieces' through the prefill attention. In this
- * order: step_begin (the pieces' pages staged; the embedding of each row's last
- * sampled token and of the pieces' tokens), for every layer step_pre (norm and QKV
- * over every token; RoPE at position lens[i] - 1 and the K/V append into the layer's
- * pages; the rows' Q into q [rows][hq][d]), the route into o, step_post (the pieces'
- * attention; output projection, residual, norm, MLP, residual over every token); then
- * step_head (final norm, LM head, argmax: the rows, then the pieces that end their
- * prompts). Asynchronous, allocation-free; a decode step (n = 0) synchronizes nothing,
- * so it can be captured in a CUDA graph. */
-int pkvk_model_step_begin(pkvk_model *m, int rows, int n, const int32_t *lens,
-                          const int32_t *pages, const int32_t *starts, const uint8_t *last);
-int pkvk_model_step_pre(pkvk_model *m, int l, const int32_t *lens, const int32_t *block_table,
-                        int bt_stride, uint16_t *q);
-int pkvk_model_step_post(pkvk_model *m, int l, const uint16_t *o);
-int pkvk_model_step_head(pkvk_model *m);
+/* The model's operations for the one forward (pkvk_forward.h): a decode step's rows
+ * (device lens and block table as for the attention; their Q into in->q for the
+ * route, the route's output read from in->o), a mixed iteration's rows and prompt
+ * pieces (at most PKVK_MAX_PIECES, rows and tokens at most cap_tokens), a prefill's
+ * chunks. The dense part runs over the rows and the pieces' tokens at once; the
+ * pieces attend through the prefill attention. Asynchronous, allocation-free; a
+ * decode step synchronizes nothing, so it can be captured in a CUDA graph. */
+pkvk_fwd_model pkvk_model_forward(pkvk_model *m);
 
-/* Prefill of n prompt pieces (host: lens [n]; starts [n], each piece's first position
- * in its prompt, NULL: 0; pages: each piece's prompt's first ceil((start + len) /
- * page_size) page ids in order, all pieces' concatenated; last [n], 1 where the piece
- * ends its prompt, NULL: all): every layer's K/V pages of the pieces written (a piece
- * attends to its prompt's earlier positions in the pages), the next token of each
- * prompt a piece ends sampled. Asynchronous, allocation-free. */
+/* Prefill of n prompt pieces (pkvk_forward_prefill: host lens, pages, starts, last):
+ * every layer's K/V pages of the pieces written (a piece attends to its prompt's
+ * earlier positions in the pages), the next token of each prompt a piece ends
+ * sampled. Asynchronous, allocation-free. */
 int pkvk_model_prefill(pkvk_model *m, int n, const int32_t *lens, const int32_t *pages,
                        const int32_t *starts, const uint8_t *last);
 
@@ -175,7 +163,7 @@ int pkvk_model_prefill(pkvk_model *m, int n, const int32_t *lens, const int32_t 
  * buffers and the sampled tokens; synchronous. */
 int pkvk_model_warmup(pkvk_model *m);
 
-/* The last head's output (step_head or prefill), to host: logits [rows][vocab]
+/* The last head's output (a step's or a prefill's), to host: logits [rows][vocab]
  * FP16 of the last group of at most PKVK_MODEL_HEAD_ROWS rows, and tokens of every
  * row (NULL: skip). Synchronous (tests). */
 enum { PKVK_MODEL_HEAD_ROWS = 256 };
@@ -209,18 +197,23 @@ int pkvk_model_time_gemms_forward(pkvk_model *m, int rows, float *ms);
 /* ---- the CPU mirror (host memory, every build; the cpu backend's full model) ----
  * The same layers in FP32, one token row at a time: RMSNorm (not folded), QKV, RoPE,
  * the K/V append (FP16) into the layer's own pages, the step's route through its CPU
- * mirror (pkvk_cpu_run) on those pages, the output projection, RMSNorm, the gated MLP,
- * then the final norm, the LM head and argmax. Weights: pkvk_model_weight rounded to
- * FP16, as the GPU holds them. Rows keep their last sampled tokens, and a prefill
- * samples into them, as pkvk_model does (its chunks of cap_tokens tokens or 64
- * pieces each sampling from row 0 on). */
+ * mirror (pkvk_cpu_run) on those pages, a prompt piece's attention by the reference,
+ * the output projection, RMSNorm, the gated MLP, then the final norm, the LM head and
+ * argmax. Weights: pkvk_model_weight rounded to FP16, as the GPU holds them. Rows keep
+ * their last sampled tokens, and a prefill samples into them, as pkvk_model does (its
+ * chunks of cap_tokens tokens or 64 pieces each sampling from row 0 on). */
 typedef struct pkvk_cpu_model pkvk_cpu_model;
-/* Host bytes of the model: weights, n_pages pages per layer, cap_rows rows' state. */
-size_t pkvk_cpu_model_bytes(const pkvk_model_shape *s, int32_t cap_rows, int32_t n_pages);
+/* Host bytes of the model: weights, n_pages pages per layer, the state of cap_rows
+ * decode rows and of cap_tokens token rows. */
+size_t pkvk_cpu_model_bytes(const pkvk_model_shape *s, int32_t cap_rows, int32_t cap_tokens,
+                            int32_t n_pages);
 int pkvk_cpu_model_create(pkvk_cpu_model **m, const pkvk_model_shape *s, int32_t cap_rows,
                           int32_t cap_tokens, int32_t n_pages, uint64_t seed);
 void pkvk_cpu_model_destroy(pkvk_cpu_model *m);
 uint16_t *pkvk_cpu_model_kv(pkvk_cpu_model *m, int l, int v);
+/* Its operations for the one forward (pkvk_forward.h; host lens, block table and
+ * pages; in->q and in->o unused: the rows' Q and the route's output are its own). */
+pkvk_fwd_model pkvk_cpu_model_forward(pkvk_cpu_model *m);
 /* A decode step of rows (host lens and block table, as for the GPU) through plan p,
  * its CTAs by attend (pkvk_cpu_run; part: pkvk_partial_floats(p->n_slots) floats); o0 and q0 (NULL:
  * skip) receive layer 0's attention output [rows][hq][d] and its Q (FP16), *t_attention (NULL:
@@ -236,7 +229,7 @@ int pkvk_cpu_model_prefill(pkvk_cpu_model *m, int n, const int32_t *lens, const 
 const float *pkvk_cpu_model_logits(const pkvk_cpu_model *m);
 int32_t *pkvk_cpu_model_tokens(pkvk_cpu_model *m);
 
-/* Set the rows' last sampled tokens (the next step_begin's input; tests). */
+/* Set the rows' last sampled tokens (the next step's input; tests). */
 int pkvk_model_set_tokens(pkvk_model *m, int rows, const int32_t *tokens);
 /* The synthetic prompt token at position pos of prompt req of a prefill batch. */
 static inline PKVK_HD int pkvk_prompt_token(int req, int pos, int vocab) {

@@ -53,7 +53,7 @@ extern "C" int pkvk_model_time_gemm(pkvk_model *m, int g, int rows, int reps, fl
 extern "C" int pkvk_model_time_prefill_attn(pkvk_model *m, int n, const int32_t *lens, int reps,
                                             float *ms) {
     const int ps = m->s.page_size;
-    if (n < 1 || n > MAX_SEGS)
+    if (n < 1 || n > PKVK_MAX_PIECES)
         return pkvk_fail_msg(PKVK_ERR_INVALID, "prefill timing: 1-64 prompts");
     segs_t segs;
     segs.n = n;
@@ -72,6 +72,27 @@ extern "C" int pkvk_model_time_prefill_attn(pkvk_model *m, int n, const int32_t 
                     m->ctx, reps, [&] { return chunk_attention(m, 0, segs, T, m->o); }, ms);
 }
 
+// A prefill chunk's layer 0 timed in parts: events before it, after the norm and QKV
+// GEMM, the RoPE and K/V append, the attention and the rest of the layer (the
+// forward's marks; a later chunk's overwrite an earlier one's).
+enum { PROBES = 5 };
+struct probes {
+    cudaStream_t st;
+    cudaEvent_t ev[PROBES];
+};
+static int probe_mark(void *ctx, pkvk_fwd_at at, int l) {
+    const int k = at == PKVK_AT_QKV         ? 0
+                  : at == PKVK_AT_ROPE      ? 1
+                  : at == PKVK_AT_ATTEND    ? 2
+                  : at == PKVK_AT_POST      ? 3
+                  : at == PKVK_AT_LAYER_END ? 4
+                                            : -1;
+    if (l != 0 || k < 0) return PKVK_OK;
+    probes *p = (probes *)ctx;
+    PKVK_CK(cudaEventRecord(p->ev[k], p->st));
+    return PKVK_OK;
+}
+
 extern "C" int pkvk_model_time_prefill_parts(pkvk_model *m, int n, const int32_t *lens, int reps,
                                              float parts[5]) {
     const int ps = m->s.page_size;
@@ -83,19 +104,23 @@ extern "C" int pkvk_model_time_prefill_parts(pkvk_model *m, int n, const int32_t
     for (int i = 0; i < pages; i++) ids[i] = i;
     std::vector<float> t[PROBES];
     pkvk_event *a = nullptr, *b = nullptr;
+    probes pr = {m->ctx->stream, {}};
+    const pkvk_fwd_model f = pkvk_model_forward(m);
+    const pkvk_fwd_hooks hooks = {&pr, nullptr, probe_mark};
     int rc = pkvk_event_create(m->ctx, &a);
     if (!rc) rc = pkvk_event_create(m->ctx, &b);
     for (int k = 0; k < PROBES && !rc; k++)
-        if (cudaEventCreate(&m->probe[k]) != cudaSuccess)
+        if (cudaEventCreate(&pr.ev[k]) != cudaSuccess)
             rc = pkvk_fail_msg(PKVK_ERR_CUDA, "prefill timing: cudaEventCreate");
     for (int r = 0; r < reps + 1 && !rc; r++) { // one warm-up
         float x, y;
         rc = pkvk_event_record(a);
-        if (!rc) rc = pkvk_model_prefill(m, n, lens, ids.data(), nullptr, nullptr);
+        if (!rc)
+            rc = pkvk_forward_prefill(&f, n, lens, ids.data(), nullptr, nullptr, &hooks, nullptr);
         if (!rc) rc = pkvk_event_record(b);
         if (!rc) rc = pkvk_event_elapsed(a, b, &x);
         for (int k = 1; k < PROBES && !rc; k++) {
-            if (cudaEventElapsedTime(&y, m->probe[k - 1], m->probe[k]) != cudaSuccess)
+            if (cudaEventElapsedTime(&y, pr.ev[k - 1], pr.ev[k]) != cudaSuccess)
                 rc = pkvk_fail_msg(PKVK_ERR_CUDA, "prefill timing: cudaEventElapsedTime");
             else if (r)
                 t[k - 1].push_back(y);
@@ -103,8 +128,7 @@ extern "C" int pkvk_model_time_prefill_parts(pkvk_model *m, int n, const int32_t
         if (!rc && r) t[PROBES - 1].push_back(x);
     }
     for (int k = 0; k < PROBES; k++) {
-        if (m->probe[k]) cudaEventDestroy(m->probe[k]);
-        m->probe[k] = nullptr;
+        if (pr.ev[k]) cudaEventDestroy(pr.ev[k]);
         if (!rc) median_ms(t[k], &parts[k]);
     }
     pkvk_event_destroy(a);

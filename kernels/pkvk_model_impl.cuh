@@ -11,13 +11,7 @@
 #include "pkvk_fi.h"
 #include "pkvk_model.h"
 
-// At most this many prompt pieces in one prefill chunk (they travel as launch
-// parameters); and the FP32 score block of the prefill attention, in floats.
-enum { MAX_SEGS = 64 };
-// A prefill chunk's layer 0 timed in parts (pkvk_model_time_prefill_parts): events
-// before it, after the norm and QKV GEMM, the RoPE and K/V append, the attention and
-// the rest of the layer.
-enum { PROBES = 5 };
+// The FP32 score block of the cuBLAS prefill attention, in floats.
 static constexpr size_t SCORE_FLOATS = (size_t)128 << 20; // 512 MiB
 // Key counts are padded to this in the score GEMMs, so that every row of S and P
 // starts 16-byte aligned (cuBLAS's fast kernels need it); the padded keys get P = 0.
@@ -26,18 +20,10 @@ static inline int key_pad(int n) {
     return (n + KEY_PAD - 1) / KEY_PAD * KEY_PAD;
 }
 
-struct seg_t {
-    int t0;       // first row of the chunk
-    int len;      // rows
-    int q0;       // position of the first row in its prompt
-    int page_off; // the prompt's first page in the batch's page list
-    int req;      // prompt number in the batch
-    int last;     // 1: the piece ends its prompt (its last row samples)
-};
-struct segs_t {
-    int n;
-    seg_t s[MAX_SEGS];
-};
+// A forward's prompt pieces (pkvk_forward.h), launch parameters of the kernels that
+// read them.
+typedef pkvk_piece seg_t;
+typedef pkvk_pieces segs_t;
 
 struct pkvk_model {
     const pkvk_ctx *ctx;
@@ -51,7 +37,7 @@ struct pkvk_model {
     __half *kv;                       // [layers][2][pool]
     size_t pool;                      // elements of one pool
     __half *x, *xn, *qkv, *o, *y, *a; // [cap_tokens][...]
-    float *inv;                       // [cap_tokens]: the rows' 1 / rms (row_norms)
+    float *inv;                       // [cap_tokens]: the rows' 1 / rms (norm_rows)
     __half *logits;                   // [PKVK_MODEL_HEAD_ROWS][vocab]
     int32_t *tok;                     // [cap_tokens]: each row's last sampled token
     pkvk_fi_prefill *fip;             // prefill attention on FlashInfer's kernel (else cuBLAS)
@@ -62,9 +48,6 @@ struct pkvk_model {
     __half *P;                  // cuBLAS prefill: probabilities
     int32_t *pages_h, *pages_d; // prefill: the batch's pages (pinned host, device)
     int last_rows;              // rows of the last head
-    int mix_rows, mix_T, mix_heads; // mixed iteration: decode rows, chunk tokens, heads
-    segs_t mix_segs;                // its chunk pieces (t0 from the first chunk token)
-    cudaEvent_t probe[PROBES];      // bench: a prefill's layer 0 split by parts (else null)
 };
 
 namespace pkvkm {

@@ -110,7 +110,7 @@ static int prefill_attention(pkvk_model *m, int l, const seg_t &g) {
 // short of its prompt's end, and no piece follows it).
 int plan_chunk(pkvk_model *m, const segs_t &segs) {
     const int ps = m->s.page_size, base = segs.s[0].page_off;
-    int32_t qo[MAX_SEGS + 1], kv[MAX_SEGS + 1], last[MAX_SEGS];
+    int32_t qo[PKVK_MAX_PIECES + 1], kv[PKVK_MAX_PIECES + 1], last[PKVK_MAX_PIECES];
     qo[0] = 0, kv[0] = 0;
     for (int k = 0; k < segs.n; k++) {
         const seg_t &g = segs.s[k];

@@ -54,7 +54,7 @@ extern "C" size_t pkvk_model_bytes(const pkvk_model_shape *s, int32_t cap_tokens
     size_t kv = (size_t)s->layers * 2 * n_pages * s->hkv * s->page_size * s->d;
     size_t fixed = T * 8 + (size_t)n_pages * 4; /* tok, inv; the page list */
     if (pkvk_model_prefill_kernel(s) == PKVK_PREFILL_FLASHINFER)
-        fixed += pkvk_fi_prefill_bytes(MAX_SEGS);
+        fixed += pkvk_fi_prefill_bytes(PKVK_MAX_PIECES);
     else /* op, kc and vc; S and P */
         act += T * hd + 2 * (size_t)s->hkv * key_pad(max_prompt) * s->d,
             fixed += score_floats(s, max_prompt) * 6;
@@ -96,7 +96,7 @@ extern "C" int pkvk_model_create(const pkvk_ctx *c, pkvk_model **out, const pkvk
     if (!rc) rc = pkvk_malloc((void **)&m->qp, T * hd * 2);
     if (!rc) rc = pkvk_memset(m->qp, 0, T * hd * 2);
     if (!rc && pk == PKVK_PREFILL_FLASHINFER)
-        rc = pkvk_fi_prefill_create(c, &m->fip, s->hq, s->hkv, s->d, s->page_size, MAX_SEGS);
+        rc = pkvk_fi_prefill_create(c, &m->fip, s->hq, s->hkv, s->d, s->page_size, PKVK_MAX_PIECES);
     m->kv_rows = key_pad(max_prompt);
     const size_t kvc = (size_t)s->hkv * m->kv_rows * s->d * 2;
     if (!rc && !m->fip) {

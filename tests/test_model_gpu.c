@@ -36,6 +36,36 @@ static pkvk_batch layer_batch(pkvk_model *m, int l, uint16_t *q, uint16_t *o, in
     return b;
 }
 
+/* A step through the one forward (pkvk_forward_step): `rows` decode rows (plan's
+ * route on each layer's pools), n prompt pieces. */
+typedef struct route_hook {
+    pkvk_model *m;
+    pkvk_workspace *ws;
+    const pkvk_plan *plan;
+    pkvk_batch b;
+} route_hook;
+
+static int route_attend(void *ctx, int l) {
+    route_hook *h = ctx;
+    int launches;
+    h->b.k_cache = pkvk_model_kv(h->m, l, 0);
+    h->b.v_cache = pkvk_model_kv(h->m, l, 1);
+    return pkvk_launch(h->ws, &h->b, h->plan, &launches);
+}
+
+static int model_step(pkvk_model *m, pkvk_workspace *ws, const pkvk_plan *plan, uint16_t *q,
+                      uint16_t *o, int32_t *bt_d, int bts, int32_t *lens_d, int rows, int n,
+                      const int32_t *plens, const int32_t *pages, const int32_t *starts,
+                      const uint8_t *last) {
+    route_hook h = {m, ws, plan, layer_batch(m, 0, q, o, bt_d, bts, lens_d)};
+    h.b.n_rows = rows;
+    const pkvk_fwd_hooks hooks = {&h, route_attend, NULL};
+    const pkvk_fwd_model f = pkvk_model_forward(m);
+    pkvk_fwd_in in = {
+        .rows = rows, .lens = lens_d, .block_table = bt_d, .bt_stride = bts, .q = q, .o = o};
+    return pkvk_forward_step(&f, &in, n, plens, pages, starts, last, &hooks, NULL);
+}
+
 static void check_model(pkvk_ctx *ctx);
 
 /* The cpu backend's model (pkvk_cpu_model) and the GPU's step by step: a prefill of
@@ -82,17 +112,10 @@ static void check_cpu_mirror(pkvk_ctx *ctx) {
         memcpy(pkvk_cpu_model_tokens(cm), gtok, sizeof gtok);
         CHECK(pkvk_plan_workqueue(&plan, PKV_ROUTE_WORKQUEUE, &as, seq, splits, NREQ) == 0 &&
                   pkvk_plan_upload(ws, &plan) == 0 && pkvk_h2d(lens_d, seq, sizeof seq) == 0 &&
-                  pkvk_model_step_begin(m, NREQ, 0, NULL, NULL, NULL, NULL) == 0,
+                  model_step(m, ws, &plan, q, o, bt_d, BTS, lens_d, NREQ, 0, NULL, NULL, NULL,
+                             NULL) == 0,
               "cpu mirror step %d: %s", step, pkvk_last_error());
-        for (int l = 0; l < L; l++) {
-            pkvk_batch b = layer_batch(m, l, q, o, bt_d, BTS, lens_d);
-            int launches;
-            CHECK(pkvk_model_step_pre(m, l, lens_d, bt_d, BTS, q) == 0 &&
-                      pkvk_launch(ws, &b, &plan, &launches) == 0 &&
-                      pkvk_model_step_post(m, l, o) == 0,
-                  "cpu mirror step %d layer %d: %s", step, l, pkvk_last_error());
-        }
-        CHECK(pkvk_model_step_head(m) == 0 && pkvk_model_read(m, NREQ, glog, gtok) == 0 &&
+        CHECK(pkvk_model_read(m, NREQ, glog, gtok) == 0 &&
                   pkvk_cpu_model_decode(cm, NREQ, seq, &bt[0][0], BTS, &plan, pkvk_cpu_attend_tasks,
                                         part, NULL, NULL, NULL) == 0,
               "cpu mirror step %d: %s", step, pkvk_last_error());
@@ -186,18 +209,11 @@ static void check_graph(pkvk_ctx *ctx, pkvk_model *m, int32_t *bt_d, int bts, co
                   pkvk_step_upload(ws, &plan, &st, PKVK_UPLOAD_PARAMS, NULL) == 0,
               "graph step %d: upload: %s", step, pkvk_last_error());
         if (step == 0) { /* captured once, for both steps */
-            int ok = pkvk_graph_begin(ctx) == 0 &&
-                     pkvk_model_step_begin(m, GROWS, 0, NULL, NULL, NULL, NULL) == 0;
-            for (int l = 0; ok && l < L; l++) {
-                pkvk_batch b = layer_batch(m, l, q, o, bt_d, bts, lens_d);
-                int launches;
-                b.n_rows = GROWS;
-                ok = pkvk_model_step_pre(m, l, lens_d, bt_d, bts, q) == 0 &&
-                     pkvk_launch(ws, &b, &plan, &launches) == 0 &&
-                     pkvk_model_step_post(m, l, o) == 0;
-            }
             int reused;
-            ok = ok && pkvk_model_step_head(m) == 0 && pkvk_graph_end(ctx, &g, &reused) == 0;
+            int ok = pkvk_graph_begin(ctx) == 0 &&
+                     model_step(m, ws, &plan, q, o, bt_d, bts, lens_d, GROWS, 0, NULL, NULL, NULL,
+                                NULL) == 0 &&
+                     pkvk_graph_end(ctx, &g, &reused) == 0;
             if (!ok) pkvk_graph_abort(ctx);
             CHECK(ok, "graph capture: %s", pkvk_last_error());
         }
@@ -308,16 +324,9 @@ static void check_model(pkvk_ctx *ctx) {
               pkvk_plan_upload(ws, &plan) == 0,
           "decode setup: %s", pkvk_last_error());
     CHECK(pkvk_model_set_tokens(m, NREQ, in_tok) == 0 &&
-              pkvk_model_step_begin(m, NREQ, 0, NULL, NULL, NULL, NULL) == 0,
-          "decode begin: %s", pkvk_last_error());
-    for (int l = 0; l < L; l++) {
-        pkvk_batch b = layer_batch(m, l, q, o, bt_d, bts, lens_d);
-        int launches;
-        CHECK(pkvk_model_step_pre(m, l, lens_d, bt_d, bts, q) == 0 &&
-                  pkvk_launch(ws, &b, &plan, &launches) == 0 && pkvk_model_step_post(m, l, o) == 0,
-              "decode layer %d: %s", l, pkvk_last_error());
-    }
-    CHECK(pkvk_model_step_head(m) == 0, "decode head: %s", pkvk_last_error());
+              model_step(m, ws, &plan, q, o, bt_d, bts, lens_d, NREQ, 0, NULL, NULL, NULL, NULL) ==
+                  0,
+          "decode step: %s", pkvk_last_error());
     static uint16_t dlog[NREQ * V];
     int32_t dtok[NREQ];
     CHECK(pkvk_model_read(m, NREQ, dlog, dtok) == 0, "read: %s", pkvk_last_error());
@@ -348,16 +357,9 @@ static void check_model(pkvk_ctx *ctx) {
     CHECK(pkvk_h2d(lens_d, seq, sizeof seq) == 0 && pkvk_plan_ref(&plan, seq, NREQ) == 0 &&
               pkvk_plan_upload(ws, &plan) == 0 && pkvk_model_set_tokens(m, NREQ, in_tok) == 0,
           "mixed setup: %s", pkvk_last_error());
-    CHECK(pkvk_model_step_begin(m, NREQ, 1, &c1_len, cpages, &c1_start, &is_last) == 0,
-          "mixed begin: %s", pkvk_last_error());
-    for (int l = 0; l < L; l++) {
-        pkvk_batch b = layer_batch(m, l, q, o, bt_d, bts, lens_d);
-        int launches;
-        CHECK(pkvk_model_step_pre(m, l, lens_d, bt_d, bts, q) == 0 &&
-                  pkvk_launch(ws, &b, &plan, &launches) == 0 && pkvk_model_step_post(m, l, o) == 0,
-              "mixed layer %d: %s", l, pkvk_last_error());
-    }
-    CHECK(pkvk_model_step_head(m) == 0, "mixed head: %s", pkvk_last_error());
+    CHECK(model_step(m, ws, &plan, q, o, bt_d, bts, lens_d, NREQ, 1, &c1_len, cpages, &c1_start,
+                     &is_last) == 0,
+          "mixed step: %s", pkvk_last_error());
     static uint16_t mlog[(NREQ + 1) * V];
     int32_t mtok[NREQ + 1];
     CHECK(pkvk_model_read(m, NREQ + 1, mlog, mtok) == 0, "read: %s", pkvk_last_error());

@@ -1,0 +1,99 @@
+/* The served model's forward (pkvk_forward.h): the one layer loop. */
+#include "pkvk_forward.h"
+
+#include "pkvk_core.h"
+#include "pkvk_fi.h" /* pkvk_fail_msg */
+
+#include <stddef.h>
+
+static int mark(const pkvk_fwd_hooks *h, pkvk_fwd_at at, int l) {
+    return h && h->mark ? h->mark(h->ctx, at, l) : PKVK_OK;
+}
+
+/* A layer's part: the mark before it, then the model's operation (NULL: none). */
+static int part(const pkvk_fwd_model *m, const pkvk_fwd_hooks *h, pkvk_fwd_at at, int l,
+                int (*op)(void *, int, const pkvk_fwd_in *), const pkvk_fwd_in *in) {
+    int rc = mark(h, at, l);
+    return rc || !op ? rc : op(m->self, l, in);
+}
+
+int pkvk_forward(const pkvk_fwd_model *m, const pkvk_fwd_in *in, const pkvk_fwd_hooks *h,
+                 const char **failed) {
+    const pkvk_fwd_ops *ops = m->ops;
+    const char *what = "embedding";
+    int rc = ops->begin ? ops->begin(m->self, in) : PKVK_OK;
+    for (int l = 0; !rc && l < m->layers; l++) {
+        what = "layer before attention";
+        rc = part(m, h, PKVK_AT_QKV, l, ops->qkv, in);
+        if (!rc) rc = part(m, h, PKVK_AT_ROPE, l, ops->rope, in);
+        what = "attention";
+        if (!rc) rc = mark(h, PKVK_AT_ATTEND, l);
+        if (!rc && in->rows && h && h->attend) rc = h->attend(h->ctx, l);
+        what = "prompt pieces' attention";
+        if (!rc) rc = part(m, h, PKVK_AT_PIECES, l, in->p.n ? ops->pieces : NULL, in);
+        what = "layer after attention";
+        if (!rc) rc = part(m, h, PKVK_AT_POST, l, ops->post, in);
+        if (!rc) rc = mark(h, PKVK_AT_LAYER_END, l);
+    }
+    if (!rc) {
+        what = "LM head";
+        rc = mark(h, PKVK_AT_HEAD, m->layers);
+        if (!rc && ops->head && in->rows + in->heads > 0) rc = ops->head(m->self, in);
+    }
+    if (rc && failed) *failed = what;
+    return rc;
+}
+
+/* The pieces of one forward from n prompt pieces; *in's rows are kept. */
+static int set_pieces(const pkvk_fwd_model *m, pkvk_fwd_in *in, int n, const int32_t *lens,
+                      const int32_t *pages, const int32_t *starts, const uint8_t *last) {
+    if (n > PKVK_MAX_PIECES)
+        return pkvk_fail_msg(PKVK_ERR_INVALID, "forward: more than 64 prompt pieces");
+    in->pages = pages, in->p.n = n, in->T = 0, in->heads = 0;
+    for (int i = 0, page_off = 0; i < n; i++) {
+        const int q0 = starts ? starts[i] : 0, ends = !last || last[i];
+        in->p.s[i] = (pkvk_piece){in->T, lens[i], q0, page_off, i, ends};
+        in->T += lens[i], in->heads += ends;
+        page_off += (q0 + lens[i] + m->page_size - 1) / m->page_size;
+    }
+    return in->rows + in->T > m->cap_tokens
+               ? pkvk_fail_msg(PKVK_ERR_INVALID, "forward: more tokens than the model's rows")
+               : PKVK_OK;
+}
+
+int pkvk_forward_step(const pkvk_fwd_model *m, pkvk_fwd_in *in, int n, const int32_t *lens,
+                      const int32_t *pages, const int32_t *starts, const uint8_t *last,
+                      const pkvk_fwd_hooks *h, const char **failed) {
+    int rc = set_pieces(m, in, n, lens, pages, starts, last);
+    if (!rc && n > 0 && m->ops->stage) rc = m->ops->stage(m->self, n, lens, starts, pages);
+    if (rc) {
+        if (failed) *failed = "prompt pieces";
+        return rc;
+    }
+    return pkvk_forward(m, in, h, failed);
+}
+
+int pkvk_forward_prefill(const pkvk_fwd_model *m, int n, const int32_t *lens, const int32_t *pages,
+                         const int32_t *starts, const uint8_t *last, const pkvk_fwd_hooks *h,
+                         const char **failed) {
+    int rc = m->ops->stage ? m->ops->stage(m->self, n, lens, starts, pages) : PKVK_OK;
+    if (rc && failed) *failed = "prompt pieces";
+    pkvk_fwd_in in = {.pages = pages};
+    for (int i = 0, page_off = 0; i < n && !rc; i++) {
+        const int q_begin = starts ? starts[i] : 0, q_end = q_begin + lens[i];
+        for (int q0 = q_begin; q0 < q_end && !rc;) {
+            int len = q_end - q0;
+            if (len > m->cap_tokens - in.T) len = m->cap_tokens - in.T;
+            const int ends = q0 + len == q_end && (!last || last[i]);
+            in.p.s[in.p.n++] = (pkvk_piece){in.T, len, q0, page_off, i, ends};
+            in.T += len, q0 += len, in.heads += ends;
+            if (in.T == m->cap_tokens || in.p.n == PKVK_MAX_PIECES) {
+                rc = pkvk_forward(m, &in, h, failed);
+                in.p.n = 0, in.T = 0, in.heads = 0;
+            }
+        }
+        page_off += (q_end + m->page_size - 1) / m->page_size;
+    }
+    if (!rc && in.p.n) rc = pkvk_forward(m, &in, h, failed);
+    return rc;
+}
