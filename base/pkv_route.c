@@ -4,6 +4,8 @@
 
 const char *const pkv_route_names[PKV_ROUTE_COUNT + 1] = {PKV_ROUTES(PKV_ROUTE_NAME_) NULL};
 static const pkv_route_role roles[PKV_ROUTE_COUNT] = {PKV_ROUTES(PKV_ROUTE_ROLE_)};
+static const pkv_route_family families[PKV_ROUTE_COUNT] = {PKV_ROUTES(PKV_ROUTE_FAMILY_)};
+static const pkv_route_graph graphs[PKV_ROUTE_COUNT] = {PKV_ROUTES(PKV_ROUTE_GRAPH_)};
 
 const char *pkv_route_name(pkv_route r) {
     return (unsigned)r < PKV_ROUTE_COUNT ? pkv_route_names[r] : "unknown";
@@ -16,6 +18,20 @@ pkv_route_role pkv_route_role_of(pkv_route r) {
 unsigned pkv_routes_of_role(pkv_route_role role) {
     unsigned set = 0;
     for (int r = 0; r < PKV_ROUTE_COUNT; r++) set |= (unsigned)(roles[r] == role) << r;
+    return set;
+}
+
+pkv_route_family pkv_route_family_of(pkv_route r) {
+    return (unsigned)r < PKV_ROUTE_COUNT ? families[r] : PKV_FAMILY_FI;
+}
+
+pkv_route_graph pkv_route_graph_of(pkv_route r) {
+    return (unsigned)r < PKV_ROUTE_COUNT ? graphs[r] : PKV_GRAPH_NONE;
+}
+
+unsigned pkv_routes_in_graph(pkv_route_graph g) {
+    unsigned set = 0;
+    for (int r = 0; r < PKV_ROUTE_COUNT; r++) set |= (unsigned)(graphs[r] >= g) << r;
     return set;
 }
 

@@ -262,20 +262,19 @@ static int32_t graph_rows(int32_t rows, int32_t cap) {
 static int graph_buckets(int32_t cap) {
     return 3 + (cap + 7) / 8;
 }
-/* Graphs a full model's backend keeps room for: two routes, with and without merge. */
+/* Graphs a full model's backend keeps room for: the routes a fixed grid runs, with
+ * and without merge. */
 static int graph_slots(int32_t cap) {
-    return 2 * 2 * graph_buckets(cap);
+    return __builtin_popcount(pkv_routes_in_graph(PKV_GRAPH_FIXED)) * 2 * graph_buckets(cap);
 }
-/* The graph of (route, bucket, merge): the routes pkv_backend_graph_routes names for a full
- * model, ref_paged and pkv_workqueue. */
+/* The graph of (route, bucket, merge), for the routes a fixed grid runs (the ones
+ * pkv_backend_graph_routes names for a full model); NULL for another. */
 static pkvk_graph **graph_slot(cuda_backend *b, const pkvk_plan *plan, int32_t rows) {
-    const int r = plan->route == PKV_ROUTE_REF_PAGED   ? 0
-                  : plan->route == PKV_ROUTE_WORKQUEUE ? 1
-                                                       : -1;
-    if (r < 0) return NULL;
+    const unsigned fixed = pkv_routes_in_graph(PKV_GRAPH_FIXED);
+    if (!(fixed >> plan->route & 1)) return NULL;
+    const int r = __builtin_popcount(fixed & ((1u << plan->route) - 1));
     const int k = rows == 1 ? 0 : rows == 2 ? 1 : rows <= 4 ? 2 : 2 + (rows + 7) / 8;
-    const int merge = plan->route == PKV_ROUTE_WORKQUEUE && pkvk_plan_merges(plan);
-    return &b->graphs[(r * graph_buckets(b->cap_rows) + k) * 2 + merge];
+    return &b->graphs[(r * graph_buckets(b->cap_rows) + k) * 2 + pkvk_plan_merges(plan)];
 }
 
 /* A full model's step (see the top of the file); check compares layer 0's attention.

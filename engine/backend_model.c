@@ -34,9 +34,7 @@ int pkv_backend_supports(pkv_backend_kind k, const pkv_model *m, pkv_err *e) {
 }
 
 uint32_t pkv_backend_graph_routes(const pkv_model *m) {
-    if (pkv_model_dense(m)) return 1u << PKV_ROUTE_REF_PAGED | 1u << PKV_ROUTE_WORKQUEUE;
-    return ((1u << PKV_ROUTE_COUNT) - 1) &
-           ~(1u << PKV_ROUTE_FLASHINFER | 1u << PKV_ROUTE_FLASHINFER_TC);
+    return pkv_routes_in_graph(pkv_model_dense(m) ? PKV_GRAPH_FIXED : PKV_GRAPH_CAPTURE);
 }
 
 static int model_prepare(pkv_backend *b, const pkv_batch_view *v, pkv_err *e) {

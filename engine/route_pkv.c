@@ -142,20 +142,29 @@ static void count_bucket(const pkvk_shape *s, const pkvk_plan *p, const int32_t 
 }
 
 /* One launch over the tasks (a CTA each), and pkv_workqueue's one segmented merge
- * where a row splits (pkv_fused merges in-kernel). */
-static void count_workqueue(const pkvk_shape *s, const pkvk_plan *p, const int32_t *seq_lens,
-                            pkv_plan_sums *sums, pkv_counters *out) {
-    (void)s;
+ * where a row splits; pkv_fused merges in-kernel. */
+static void count_tasks(const pkvk_plan *p, const int32_t *seq_lens, pkv_plan_sums *sums,
+                        int merge_launches, pkv_counters *out) {
     sums->longest_range = longest_split(p, seq_lens);
     out->ctas = p->n_tasks;
     out->tasks = p->n_tasks;
-    out->merge_launches = p->route == PKV_ROUTE_WORKQUEUE && sums->merged_slots > 0;
+    out->merge_launches = merge_launches;
     out->launches = (p->n_tasks > 0) + out->merge_launches;
+}
+static void count_workqueue(const pkvk_shape *s, const pkvk_plan *p, const int32_t *seq_lens,
+                            pkv_plan_sums *sums, pkv_counters *out) {
+    (void)s;
+    count_tasks(p, seq_lens, sums, sums->merged_slots > 0, out);
+}
+static void count_fused(const pkvk_shape *s, const pkvk_plan *p, const int32_t *seq_lens,
+                        pkv_plan_sums *sums, pkv_counters *out) {
+    (void)s;
+    count_tasks(p, seq_lens, sums, 0, out);
 }
 
 const pkv_route_ops pkv_route_ops_BUCKET = {plan_bucket, count_bucket, pkv_route_resident_ctas,
                                             pkvk_cpu_attend_buckets};
 const pkv_route_ops pkv_route_ops_WORKQUEUE = {plan_workqueue, count_workqueue,
                                                pkv_route_resident_ctas, pkvk_cpu_attend_tasks};
-const pkv_route_ops pkv_route_ops_FUSED = {plan_workqueue, count_workqueue, pkv_route_resident_ctas,
+const pkv_route_ops pkv_route_ops_FUSED = {plan_workqueue, count_fused, pkv_route_resident_ctas,
                                            pkvk_cpu_attend_tasks};

@@ -500,6 +500,77 @@ int pkvk_attn_configure(void) {
 }
 #include "pkvk_workspace.cuh"
 
+// ---- each route's launch (the route table: base/pkv_route.h) --------------------------
+// Each adds the kernels it launched to *launches; rows: the grid's (a fixed grid's, or
+// the plan's).
+typedef int (*route_launch)(const pkvk_workspace *w, const pkvk_batch *b, const pkvk_plan *plan,
+                            Params &p, int G, int d, int32_t rows, int *launches);
+
+static int launch_ref(const pkvk_workspace *w, const pkvk_batch *b, const pkvk_plan *plan,
+                      Params &p, int G, int d, int32_t rows, int *launches) {
+    int rc = launch_mode<MODE_REF>(w->ctx->stream, d, G, dim3(rows, w->shape.hkv), p);
+    *launches += rc == PKVK_OK;
+    return rc;
+}
+
+// A launch per bucket (its rows, split its way), each split one merged.
+static int launch_bucket(const pkvk_workspace *w, const pkvk_batch *b, const pkvk_plan *plan,
+                         Params &p, int G, int d, int32_t rows, int *launches) {
+    const cudaStream_t st = w->ctx->stream;
+    int rc = PKVK_OK;
+    p.bucket_rows = w->bucket_rows;
+    for (int k = 0; k < plan->n_buckets && rc == PKVK_OK; k++) {
+        const pkvk_bucket &B = plan->buckets[k];
+        p.row_begin = B.row_begin, p.splits = B.splits;
+        unsigned n = (unsigned)(B.row_end - B.row_begin);
+        rc = launch_mode<MODE_BUCKET>(st, d, G, dim3(n, w->shape.hkv, B.splits), p);
+        *launches += rc == PKVK_OK;
+        if (rc == PKVK_OK && B.splits > 1) {
+            rc = launch_merge(st, p, G, d, n);
+            *launches += rc == PKVK_OK;
+        }
+    }
+    return rc;
+}
+
+// One launch over the tasks (a fixed grid's CTAs loop over them), one merge where rows
+// split.
+static int launch_workqueue(const pkvk_workspace *w, const pkvk_batch *b, const pkvk_plan *plan,
+                            Params &p, int G, int d, int32_t rows, int *launches) {
+    const cudaStream_t st = w->ctx->stream;
+    int rc = w->fixed_rows ? launch_mode<MODE_TASKS, true>(st, d, G, dim3(w->fixed_ctas), p)
+                           : launch_mode<MODE_TASKS>(st, d, G, dim3(plan->n_tasks), p);
+    *launches += rc == PKVK_OK;
+    if (rc == PKVK_OK && pkvk_plan_merges(plan)) {
+        rc = launch_merge(st, p, G, d, (unsigned)rows);
+        *launches += rc == PKVK_OK;
+    }
+    return rc;
+}
+
+// The tasks, the last split of each row merging in-kernel.
+static int launch_fused(const pkvk_workspace *w, const pkvk_batch *b, const pkvk_plan *plan,
+                        Params &p, int G, int d, int32_t rows, int *launches) {
+    int rc = launch_mode<MODE_FUSED>(w->ctx->stream, d, G, dim3(plan->n_tasks), p);
+    *launches += rc == PKVK_OK;
+    return rc;
+}
+
+// FlashInfer's routes: their planner's state and kernels (pkvk_fi.cu).
+static int launch_fi(const pkvk_workspace *w, const pkvk_batch *b, const pkvk_plan *plan, Params &p,
+                     int G, int d, int32_t rows, int *launches) {
+    if (!w->fi) return pkvk_fail_msg(PKVK_ERR_INVALID, "FlashInfer plan not uploaded");
+    return pkvk_fi_launch(w->fi, b, plan, launches);
+}
+
+// In the routes' enum order (base/pkv_route.h).
+static const route_launch launchers[PKV_ROUTE_COUNT] = {
+    launch_ref, launch_bucket, launch_workqueue, launch_fused, launch_fi, launch_fi};
+static_assert(PKV_ROUTE_REF_PAGED == 0 && PKV_ROUTE_BUCKET == 1 && PKV_ROUTE_WORKQUEUE == 2 &&
+                  PKV_ROUTE_FUSED == 3 && PKV_ROUTE_FLASHINFER == 4 &&
+                  PKV_ROUTE_FLASHINFER_TC == 5 && PKV_ROUTE_COUNT == 6,
+              "launchers[] follows the route enum");
+
 extern "C" int pkvk_launch(pkvk_workspace *w, const pkvk_batch *b, const pkvk_plan *plan,
                            int *launches) {
     const pkvk_shape &s = b->shape;
@@ -507,10 +578,8 @@ extern "C" int pkvk_launch(pkvk_workspace *w, const pkvk_batch *b, const pkvk_pl
     if (s.hq % s.hkv || s.hq != w->shape.hq || s.hkv != w->shape.hkv || s.d != w->shape.d)
         return pkvk_fail_msg(PKVK_ERR_INVALID, "batch shape differs from the workspace's");
     if (plan->n_rows == 0) return PKVK_OK;
-    if (pkv_route_is_flashinfer(plan->route)) {
-        if (!w->fi) return pkvk_fail_msg(PKVK_ERR_INVALID, "FlashInfer plan not uploaded");
-        return pkvk_fi_launch(w->fi, b, plan, launches);
-    }
+    if ((unsigned)plan->route >= PKV_ROUTE_COUNT)
+        return pkvk_fail_msg(PKVK_ERR_INVALID, "unknown route");
     int G = s.hq / s.hkv, shift = -1;
     for (int k = 0; k < 31; k++)
         if ((1 << k) == s.page_size) shift = k;
@@ -530,44 +599,7 @@ extern "C" int pkvk_launch(pkvk_workspace *w, const pkvk_batch *b, const pkvk_pl
     // A fixed grid (pkvk_workspace_fixed) covers the rows it was set for.
     const int32_t rows = w->fixed_rows ? w->fixed_rows : plan->n_rows;
     p.part_acc = w->part_acc, p.part_ml = w->part_ml, p.counters = w->counters;
-    const cudaStream_t st = w->ctx->stream;
-    int rc = PKVK_OK;
-    switch (plan->route) {
-    case PKV_ROUTE_REF_PAGED:
-        rc = launch_mode<MODE_REF>(st, s.d, G, dim3(rows, s.hkv), p);
-        *launches += rc == PKVK_OK;
-        break;
-    case PKV_ROUTE_BUCKET:
-        p.bucket_rows = w->bucket_rows;
-        for (int k = 0; k < plan->n_buckets && rc == PKVK_OK; k++) {
-            const pkvk_bucket &B = plan->buckets[k];
-            p.row_begin = B.row_begin, p.splits = B.splits;
-            unsigned rows = (unsigned)(B.row_end - B.row_begin);
-            rc = launch_mode<MODE_BUCKET>(st, s.d, G, dim3(rows, s.hkv, B.splits), p);
-            *launches += rc == PKVK_OK;
-            if (rc == PKVK_OK && B.splits > 1) {
-                rc = launch_merge(st, p, G, s.d, rows);
-                *launches += rc == PKVK_OK;
-            }
-        }
-        break;
-    case PKV_ROUTE_WORKQUEUE:
-    case PKV_ROUTE_FUSED: {
-        bool fused = plan->route == PKV_ROUTE_FUSED;
-        rc = fused           ? launch_mode<MODE_FUSED>(st, s.d, G, dim3(plan->n_tasks), p)
-             : w->fixed_rows ? launch_mode<MODE_TASKS, true>(st, s.d, G, dim3(w->fixed_ctas), p)
-                             : launch_mode<MODE_TASKS>(st, s.d, G, dim3(plan->n_tasks), p);
-        *launches += rc == PKVK_OK;
-        if (rc == PKVK_OK && !fused && pkvk_plan_merges(plan)) {
-            rc = launch_merge(st, p, G, s.d, (unsigned)rows);
-            *launches += rc == PKVK_OK;
-        }
-        break;
-    }
-    default:
-        rc = pkvk_fail_msg(PKVK_ERR_INVALID, "unknown route");
-    }
-    return rc;
+    return launchers[plan->route](w, b, plan, p, G, s.d, rows, launches);
 }
 
 extern "C" int pkvk_occupancy(int d, int G, int *ctas_per_sm) {

@@ -73,7 +73,7 @@ int pkvk_plan_pack(pkvk_workspace *w, const pkvk_plan *p, const void *extra, siz
     if (pkv_route_is_workqueue(p->route) && p->n_tasks && !p->tasks_written)
         return pkvk_fail_msg(PKVK_ERR_INVALID, "a counts-only plan cannot be launched");
     const bool fi = pkv_route_is_flashinfer(p->route);
-    if (w->fixed_rows && p->route != PKV_ROUTE_REF_PAGED && p->route != PKV_ROUTE_WORKQUEUE)
+    if (w->fixed_rows && pkv_route_graph_of(p->route) != PKV_GRAPH_FIXED)
         return pkvk_fail_msg(PKVK_ERR_INVALID,
                              "only ref_paged and pkv_workqueue run on fixed grids");
     if (w->fixed_rows && p->n_rows > w->fixed_rows)
@@ -82,7 +82,8 @@ int pkvk_plan_pack(pkvk_workspace *w, const pkvk_plan *p, const void *extra, siz
     // captured kernels read them), the rows past the plan's without slots.
     const int32_t rows = w->fixed_rows ? w->fixed_rows : p->n_rows;
     const size_t br = align16(sizeof(int32_t) * (rows + 1));
-    const size_t nbr = p->route == PKV_ROUTE_BUCKET ? sizeof(int32_t) * p->n_rows : 0;
+    const size_t nbr =
+        pkv_route_family_of(p->route) == PKV_FAMILY_BUCKET ? sizeof(int32_t) * p->n_rows : 0;
     // One span per split entry of the plan, hkv CTAs each.
     const int32_t hkv = w->shape.hkv, n_spans = p->n_tasks / hkv;
     if (pkv_route_is_workqueue(p->route) && (p->n_tasks % hkv || n_spans != p->n_slots))

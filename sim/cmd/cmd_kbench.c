@@ -276,7 +276,7 @@ int pkv_bench_kernels_main(int argc, char **argv) {
             double gbps = kv_bytes / (ms * 1e-3) / 1e9;
             if (run < PKV_ROUTE_COUNT) {
                 int fi = pkv_route_is_flashinfer((pkv_route)run);
-                int pkv = !fi && run != PKV_ROUTE_REF_PAGED;
+                int pkv = pkv_route_role_of((pkv_route)run) != PKV_ROLE_BASELINE;
                 for (int f = 0; f < FAMILIES; f++)
                     if ((f == FI_ANY ? fi : f == OWN_PKV ? pkv : !fi) && ms < best[ci][f])
                         best[ci][f] = ms, best_r[ci][f] = (pkv_route)run;
