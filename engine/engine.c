@@ -8,7 +8,9 @@
 #include "pkv_tol.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <gsl/gsl_sort.h>
 #include <gsl/gsl_statistics_double.h>
 
@@ -63,14 +65,17 @@ int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const c
         eng->no_context_gate = pkv_model_dense(m); /* FlashInfer's paths never candidates */
         eng->policy.candidates &= ~no_graph;
     }
-    if (b && b->cuda_graph && kind == PKV_BACKEND_CUDA && (eng->policy.candidates & no_graph))
+    if (b && b->cuda_graph && kind == PKV_BACKEND_CUDA && (eng->policy.candidates & no_graph)) {
+        char can[128] = "";
+        for (int r = 0; r < PKV_ROUTE_COUNT; r++)
+            if (!(no_graph >> r & 1))
+                snprintf(can + strlen(can), sizeof can - strlen(can), "%s%s", *can ? ", " : "",
+                         pkv_route_name((pkv_route)r));
         return pkv_fail(e,
-                        "run.cuda_graph: route %s cannot be replayed as a CUDA graph%s; run it "
-                        "without graphs",
-                        pkv_route_name((pkv_route)__builtin_ctz(eng->policy.candidates)),
-                        pkv_model_dense(m) ? " of a full model's step (ref_paged and "
-                                             "pkv_workqueue can)"
-                                           : "");
+                        "run.cuda_graph: route %s cannot be replayed as a CUDA graph of this "
+                        "model's step (%s can); run it without graphs",
+                        pkv_route_name((pkv_route)__builtin_ctz(eng->policy.candidates)), can);
+    }
     if (pkv_planner_init(&eng->planner, s, cal, cap_rows, mode))
         return pkv_fail(e, "out of memory for the planner (%d rows)", cap_rows);
     if (!b) return 0;
@@ -222,19 +227,16 @@ static void predict_model(const pkv_engine *eng, const pkv_batch_view *v, int64_
     /* The MLP tail reads its weights once per step: memory bound at decode sizes. */
     if (eng->mlp_bytes > 0)
         rec->t_predicted += eng->mlp_bytes / eng->cal->beta + 3 * eng->cal->lambda;
-    /* A full model: the route runs in every layer, around the dense part, which runs
-     * over the rows and the iteration's prompt chunks at once; the chunks' attention
-     * is the prefill's. */
-    rec->t_dense_predicted = 0;
-    if (pkv_model_dense(&eng->model)) {
-        const double t_chunks =
-            v->chunks ? prompt_extra(eng, v->chunks, chunk_tok, rec->prefill_scores) : 0;
-        pkv_dense_cost dc;
-        pkv_model_dense_cost(&eng->model, eng->cal, v->n_rows + chunk_tok, v->n_rows + chunk_heads,
-                             &dc);
-        rec->t_dense_predicted = dc.t_predicted + t_chunks;
-        rec->t_predicted = eng->model.layers * rec->t_predicted + rec->t_dense_predicted;
-    }
+    /* The route runs in every layer (the study layer's one), around the dense part
+     * (none in the study layer), which runs over the rows and the iteration's prompt
+     * chunks at once; the chunks' attention is the prefill's. */
+    const double t_chunks =
+        v->chunks ? prompt_extra(eng, v->chunks, chunk_tok, rec->prefill_scores) : 0;
+    pkv_dense_cost dc;
+    pkv_model_dense_cost(&eng->model, eng->cal, v->n_rows + chunk_tok, v->n_rows + chunk_heads,
+                         &dc);
+    rec->t_dense_predicted = dc.t_predicted + t_chunks;
+    rec->t_predicted = eng->model.layers * rec->t_predicted + rec->t_dense_predicted;
 }
 
 int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec, double *advance,
