@@ -1,0 +1,57 @@
+// Private to kernels/pkvk_attn.cu (included inside its anonymous namespace): the
+// device helpers of the CTA body's tile pipeline: -inf, cp.async and its groups, the
+// XOR swizzle of the shared-memory tiles, ldmatrix and the MMA, half packing.
+#pragma once
+
+__device__ __forceinline__ float neg_inf() {
+    return __int_as_float(0xff800000);
+}
+
+__device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N> __device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Copy 16 bytes, or write 16 zero bytes when !valid (src is not read then).
+__device__ __forceinline__ void cp_async16_zfill(void *dst, const void *src, bool valid) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(src),
+                 "r"(valid ? 16 : 0));
+}
+
+// Token row t, 16-byte chunk c: XOR-swizzled so that the 8 rows an ldmatrix reads
+// at one chunk index land in 8 different bank groups.
+template <int CH> __device__ __forceinline__ int swz_(int t, int c) {
+    return t * CH + (c ^ (t & 7));
+}
+#define swz(t, c) swz_<CH>((t), (c))
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t *b, const void *p) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
+                 : "r"(s));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t *b, const void *p) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(b[0]), "=r"(b[1]), "=r"(b[2]), "=r"(b[3])
+                 : "r"(s));
+}
+
+// d += A B for one m16n8k16 tile; A rows 8..15 are zero (a1 = a3 = 0), so only
+// rows 0..7 (the G query heads) carry data.
+__device__ __forceinline__ void mma16816(float *d, uint32_t a0, uint32_t a2, uint32_t b0,
+                                         uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&h);
+}
