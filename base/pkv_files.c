@@ -35,6 +35,13 @@ bool pkv_same_path(const char *a, const char *b) {
     return strcmp(ka, kb) == 0;
 }
 
+bool pkv_same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    if (stat(a, &sa) == 0 && stat(b, &sb) == 0)
+        return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    return pkv_same_path(a, b);
+}
+
 int pkv_output_ok(const char *out, const char *const *inputs, const char *const *what, int n,
                   const char *option, pkv_err *e) {
     if (!out || !*out) return pkv_fail(e, "%s: no output file named", option);

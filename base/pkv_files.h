@@ -19,6 +19,9 @@ int pkv_output_ok(const char *out, const char *const *inputs, const char *const 
 /* a and b name one file, whether it exists yet or not (their folders resolved, then
  * their last names compared; the paths themselves where a folder does not exist). */
 bool pkv_same_path(const char *a, const char *b);
+/* a and b are one file: one inode where both exist (a hard link, a second path),
+ * else pkv_same_path. */
+bool pkv_same_file(const char *a, const char *b);
 /* Remove out's temporary files (out.tmp.PID) whose process no longer runs, saying so
  * on `report` (may be NULL). Returns how many. */
 int pkv_remove_stale_tmp(const char *out, FILE *report);

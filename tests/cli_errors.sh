@@ -78,6 +78,12 @@ printf '{"beta_gbps": "x"}' > "$tmp/cal.json"
 case_json calib-corrupt "{\"route\": {\"calibration\": \"$tmp/cal.json\"}}" "cal.json: beta_gbps: must be a number"
 printf 'TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:17:03.0,12,4\n2023-11-16 18:17:04.0,12,x\n' > "$tmp/bad.csv"
 case_json bad-trace-row "{\"workload\": {\"trace\": {\"path\": \"$tmp/bad.csv\"}, \"arrival\": null, \"prompt\": null, \"decode\": null}}" 'bad.csv:3: field "GeneratedTokens": not a number'
+# A key given twice on a JSON Lines row, a column given twice in a CSV header: refused
+# (a JSON array trace already is), not the first or the last value kept.
+printf '{"timestamp": 0, "input_length": 100, "output_length": 4}\n{"timestamp": 1, "input_length": 100, "input_length": 9000, "output_length": 4}\n' > "$tmp/dup.jsonl"
+case_json dup-jsonl-key "{\"workload\": {\"trace\": {\"path\": \"$tmp/dup.jsonl\"}, \"arrival\": null, \"prompt\": null, \"decode\": null}}" 'dup.jsonl:2: field "input_length": a key given twice'
+printf 'TIMESTAMP,ContextTokens,GeneratedTokens,ContextTokens\n2023-11-16 18:17:03.0,12,4,900\n' > "$tmp/dup.csv"
+case_json dup-csv-column "{\"workload\": {\"trace\": {\"path\": \"$tmp/dup.csv\"}, \"arrival\": null, \"prompt\": null, \"decode\": null}}" 'dup.csv:1: column "ContextTokens" given twice in the header (columns 2 and 4)'
 case_json bad-trace-key "{\"workload\": {\"trace\": {\"path\": \"$tmp/bad.csv\", \"colums\": \"azure\"}, \"arrival\": null, \"prompt\": null, \"decode\": null}}" "workload.trace.colums: unknown key"
 case_json bad-preset '{"workload": {"preset": "spiky"}}' 'workload.preset: "spiky" is not one of'
 case_json bad-upload '{"run": {"metadata_upload": "mapped"}}' 'run.metadata_upload: "mapped" is not one of'
@@ -197,6 +203,11 @@ expect_fail json-is-output "--json $tmp/./out.h5 is the run's output file" \
 "$pkvsim" run -q "$tmp/e.json" -o "$tmp/r.h5" >/dev/null 2>&1
 expect_fail report-csv-is-json "--csv and --json name one file" \
   "$pkvsim" report "$tmp/r.h5" --csv "$tmp/out.h5" --json "$tmp/./out.h5"
+# One run given twice, by its name or through a hard link, is refused: it would count as
+# two seeds.
+expect_fail report-twice "are one file" "$pkvsim" report "$tmp/r.h5" "$tmp/./r.h5"
+ln -f "$tmp/r.h5" "$tmp/r-link.h5"
+expect_fail report-hard-link "are one file" "$pkvsim" report "$tmp/r.h5" "$tmp/r-link.h5"
 
 # Every command's options come from one table (sim/cmd/cli.c): --help answers, an
 # unknown option or a missing value is refused naming the command, a bad count too.

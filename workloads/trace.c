@@ -235,8 +235,14 @@ static int read_csv(const char *text, size_t len, const pkv_trace_spec *sp, row_
     for (int k = 0; k < 3; k++)
         for (int f = 0; f < nf && *want[k]; f++)
             if ((size_t)(fe[f] - fb[f]) == strlen(want[k]) &&
-                !memcmp(fb[f], want[k], strlen(want[k])))
+                !memcmp(fb[f], want[k], strlen(want[k]))) {
+                if (ci[k] >= 0)
+                    return pkv_fail(e,
+                                    "%s:1: column \"%s\" given twice in the header (columns %d "
+                                    "and %d)",
+                                    sp->path, want[k], ci[k] + 1, f + 1);
                 ci[k] = f;
+            }
     for (int k = 0; k < 3; k++) {
         if (ci[k] >= 0 || (k == 0 && (!*want[0] || sp->time_optional))) continue;
         return pkv_fail(e, "%s:1: missing column \"%s\" in the header", sp->path, want[k]);
@@ -279,8 +285,20 @@ static int read_csv(const char *text, size_t len, const pkv_trace_spec *sp, row_
 }
 
 /* ---- JSON --------------------------------------------------------------------------- */
+/* A key of o given twice (cJSON keeps both; a lookup finds the first), or NULL. */
+static const char *twice(const cJSON *o) {
+    for (const cJSON *a = o->child; a; a = a->next)
+        for (const cJSON *b = a->next; b; b = b->next)
+            if (a->string && b->string && !strcmp(a->string, b->string)) return a->string;
+    return NULL;
+}
+
 static void json_row(const cJSON *o, const pkv_trace_spec *sp, row_result *r) {
     const char *want[3] = {sp->cols.time, sp->cols.prompt, sp->cols.decode};
+    if ((r->field = twice(o))) {
+        r->why = "a key given twice";
+        return;
+    }
     for (int k = 0; k < 3 && !r->why; k++) {
         if (k == 0 && !*want[0]) continue;
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, want[k]);

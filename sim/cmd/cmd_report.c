@@ -90,6 +90,16 @@ int pkv_cmd_report(int argc, char **argv) {
         return 2;
     }
     const char *const *inputs = (const char *const *)argv + optind;
+    /* A run counted twice would pass one seed off as two. */
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            if (pkv_same_file(inputs[i], inputs[j])) {
+                fprintf(stderr,
+                        "pkvsim report: %s and %s are one file (named twice, or a link); a run "
+                        "counts once: name each file once\n",
+                        inputs[i], inputs[j]);
+                return 2;
+            }
     if (csv.path && json.path && pkv_same_path(csv.path, json.path)) {
         fprintf(stderr, "pkvsim report: --csv and --json name one file (%s); name two\n", csv.path);
         return 2;
