@@ -75,7 +75,8 @@ int pkv_cmd_workload(int argc, char **argv) {
     }
     size_t n = 0, alloc = 0, first_turns = 0;
     pkv_request_draw r;
-    while (n < cap && pkv_workload_next(&w, 0.0, &r) == 0) {
+    int got = 0;
+    while (n < cap && (got = pkv_workload_next(&w, 0.0, &r)) == 0) {
         if (!closed && cfg.max_time > 0 && r.t_arrival > cfg.max_time) break;
         if (n == alloc) {
             alloc = alloc ? 2 * alloc : 4096;
@@ -95,6 +96,10 @@ int pkv_cmd_workload(int argc, char **argv) {
             fprintf(out, "%.9g,%d,%d\n", closed ? NAN : r.t_arrival, r.prompt_len, r.decode_len);
         n++;
     }
+    if (got < 0) {
+        fputs("pkvsim: out of memory\n", stderr);
+        goto done;
+    }
     if (n == 0) {
         fprintf(stderr, "pkvsim workload: %s: the stream is empty\n", cfg.file);
         goto done;
@@ -109,7 +114,10 @@ int pkv_cmd_workload(int argc, char **argv) {
                (long long)ws->arrival.concurrency);
     } else if (n > 1) {
         gap = malloc(sizeof(double) * (n - 1));
-        if (!gap) goto done;
+        if (!gap) {
+            fputs("pkvsim: out of memory\n", stderr);
+            goto done;
+        }
         for (size_t i = 1; i < n; i++) gap[i - 1] = t[i] - t[i - 1];
         double dur = t[n - 1] - t[0], mean = gsl_stats_mean(gap, 1, n - 1);
         printf("  duration  %.6g s (first to last arrival)\n", dur);

@@ -502,8 +502,11 @@ int pkv_sweep_main(const char *path, const pkv_cli_overrides *ov, int quiet, int
     if (!rc && !quiet && skipped && rk.rank == 0)
         fprintf(stderr, "pkvsim: %s: %zu of %zu points already finished; running the rest\n", out,
                 skipped, n);
-    int *codes = calloc(n, sizeof *codes);
-    if (!codes) rc = 1;
+    int *codes = rc ? NULL : calloc(n, sizeof *codes);
+    if (!codes) {
+        fprintf(stderr, "pkvsim: %s: out of memory for the table of %zu points\n", out, n);
+        rc = 1;
+    }
     for (long i; !rc && !(stop && *stop) && (i = next_point(&rk)) < (long)n;) {
         if (pts[i].src_file) continue;
         char what[512];
@@ -536,7 +539,7 @@ int pkv_sweep_main(const char *path, const pkv_cli_overrides *ov, int quiet, int
     }
 #endif
     if (!rc && codes && ranks_gather(&rk, codes, errs, n)) rc = 1;
-    for (size_t i = 0; codes && i < n; i++) {
+    for (size_t i = 0; !rc && i < n; i++) { /* every point's row is set when !rc */
         static const char *const st[] = {NULL, "done", "failed", "interrupted"};
         if (codes[i]) pts[i].status = st[codes[i]];
         if (codes[i] == 1) pts[i].src_file = files[i];
