@@ -3,10 +3,11 @@
 # with its N-th allocation failing, for every STEP-th allocation point of the run (STEP from the
 # environment, default 3; 1 tries them all), two at a time. Each must end in a clean
 # error (exit 1, a "pkvsim:" message, no temporary file) or survive (exit 0 and an
-# output that `pkvsim report` reads). Allocations made inside libhdf5 are left out: its
-# own allocation failures crash inside it (Debian's 1.10; bench/RESULTS.md names them);
-# so are those before main (the libraries' static initializers). SKIP_LIB="" from the
-# environment puts HDF5's back in (a probe of its crashes, not a test that passes).
+# output that `pkvsim report` reads). Allocations made inside libhdf5 and libgsl are
+# left out: their own allocation failures crash inside them (Debian's HDF5 1.10 and
+# GSL; tests/README.md names them); so are those before main (the libraries' static
+# initializers). SKIP_LIB="" from the environment puts them back in (a probe of their
+# crashes, not a test that passes).
 # Usage: malloc_failures.sh PKVSIM SOURCE_DIR
 set -u
 pkvsim=${1:?usage: malloc_failures.sh PKVSIM SOURCE_DIR}; src=${2:?}
@@ -26,7 +27,7 @@ e = json.load(open(sys.argv[1]))
 e["sweep"] = {"axes": [{"path": "serving.max_active", "values": [2, 4]}]}
 json.dump(e, open(sys.argv[2], "w"))
 PY
-export SKIP_LIB=${SKIP_LIB-libhdf5} LD_PRELOAD="$tmp/failmalloc.so"
+export SKIP_LIB=${SKIP_LIB-libhdf5:libgsl} LD_PRELOAD="$tmp/failmalloc.so"
 # cmd NAME DIR: the command line of case NAME writing into DIR
 cmd() {
   case $1 in
