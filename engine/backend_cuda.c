@@ -240,17 +240,16 @@ static int forward(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *pl
                       .bt_stride = b->bt_stride,
                       .q = b->q,
                       .o = b->o};
-    const char *failed = "forward";
+    pkvk_fwd_at failed = PKVK_AT_BEGIN;
     if (!pkvk_forward_step(&f, &in, c ? c->n_req : 0, c ? c->lens : NULL, c ? c->pages : NULL,
                            c ? c->starts : NULL, c ? c->last : NULL, &hooks, &failed))
         return 0;
     if (h.check_failed) return -1;
-    if (strcmp(failed, "prompt pieces") == 0)
-        failed = "a step with prompt chunks (serving.token_budget at most 8192 tokens and 64 "
-                 "chunks on the cuda backend)";
-    else if (strcmp(failed, "attention") == 0)
-        failed = pkv_route_name(plan->route);
-    return fail_dev(e, failed);
+    return fail_dev(e, failed == PKVK_AT_STAGE ? "a step with prompt chunks (serving.token_budget "
+                                                 "at most 8192 tokens and 64 chunks on the cuda "
+                                                 "backend)"
+                       : failed == PKVK_AT_ATTEND ? pkv_route_name(plan->route)
+                                                  : pkvk_fwd_at_name(failed));
 }
 
 /* Graph replay of a full model's decode step: rows go up to a bucket, 1, 2, 4, then

@@ -17,30 +17,47 @@ static int part(const pkvk_fwd_model *m, const pkvk_fwd_hooks *h, pkvk_fwd_at at
     return rc || !op ? rc : op(m->self, l, in);
 }
 
+const char *pkvk_fwd_at_name(pkvk_fwd_at at) {
+    switch (at) {
+    case PKVK_AT_STAGE:
+        return "prompt pieces";
+    case PKVK_AT_BEGIN:
+        return "embedding";
+    case PKVK_AT_QKV:
+    case PKVK_AT_ROPE:
+        return "layer before attention";
+    case PKVK_AT_ATTEND:
+        return "attention";
+    case PKVK_AT_PIECES:
+        return "prompt pieces' attention";
+    case PKVK_AT_POST:
+    case PKVK_AT_LAYER_END:
+        return "layer after attention";
+    case PKVK_AT_HEAD:
+        return "LM head";
+    }
+    return "forward";
+}
+
 int pkvk_forward(const pkvk_fwd_model *m, const pkvk_fwd_in *in, const pkvk_fwd_hooks *h,
-                 const char **failed) {
+                 pkvk_fwd_at *failed) {
     const pkvk_fwd_ops *ops = m->ops;
-    const char *what = "embedding";
+    pkvk_fwd_at at = PKVK_AT_BEGIN;
     int rc = ops->begin ? ops->begin(m->self, in) : PKVK_OK;
     for (int l = 0; !rc && l < m->layers; l++) {
-        what = "layer before attention";
-        rc = part(m, h, PKVK_AT_QKV, l, ops->qkv, in);
-        if (!rc) rc = part(m, h, PKVK_AT_ROPE, l, ops->rope, in);
-        what = "attention";
-        if (!rc) rc = mark(h, PKVK_AT_ATTEND, l);
+        rc = part(m, h, at = PKVK_AT_QKV, l, ops->qkv, in);
+        if (!rc) rc = part(m, h, at = PKVK_AT_ROPE, l, ops->rope, in);
+        if (!rc) rc = mark(h, at = PKVK_AT_ATTEND, l);
         if (!rc && in->rows && h && h->attend) rc = h->attend(h->ctx, l);
-        what = "prompt pieces' attention";
-        if (!rc) rc = part(m, h, PKVK_AT_PIECES, l, in->p.n ? ops->pieces : NULL, in);
-        what = "layer after attention";
-        if (!rc) rc = part(m, h, PKVK_AT_POST, l, ops->post, in);
-        if (!rc) rc = mark(h, PKVK_AT_LAYER_END, l);
+        if (!rc) rc = part(m, h, at = PKVK_AT_PIECES, l, in->p.n ? ops->pieces : NULL, in);
+        if (!rc) rc = part(m, h, at = PKVK_AT_POST, l, ops->post, in);
+        if (!rc) rc = mark(h, at = PKVK_AT_LAYER_END, l);
     }
     if (!rc) {
-        what = "LM head";
-        rc = mark(h, PKVK_AT_HEAD, m->layers);
+        rc = mark(h, at = PKVK_AT_HEAD, m->layers);
         if (!rc && ops->head && in->rows + in->heads > 0) rc = ops->head(m->self, in);
     }
-    if (rc && failed) *failed = what;
+    if (rc && failed) *failed = at;
     return rc;
 }
 
@@ -63,11 +80,11 @@ static int set_pieces(const pkvk_fwd_model *m, pkvk_fwd_in *in, int n, const int
 
 int pkvk_forward_step(const pkvk_fwd_model *m, pkvk_fwd_in *in, int n, const int32_t *lens,
                       const int32_t *pages, const int32_t *starts, const uint8_t *last,
-                      const pkvk_fwd_hooks *h, const char **failed) {
+                      const pkvk_fwd_hooks *h, pkvk_fwd_at *failed) {
     int rc = set_pieces(m, in, n, lens, pages, starts, last);
     if (!rc && n > 0 && m->ops->stage) rc = m->ops->stage(m->self, n, lens, starts, pages);
     if (rc) {
-        if (failed) *failed = "prompt pieces";
+        if (failed) *failed = PKVK_AT_STAGE;
         return rc;
     }
     return pkvk_forward(m, in, h, failed);
@@ -75,9 +92,9 @@ int pkvk_forward_step(const pkvk_fwd_model *m, pkvk_fwd_in *in, int n, const int
 
 int pkvk_forward_prefill(const pkvk_fwd_model *m, int n, const int32_t *lens, const int32_t *pages,
                          const int32_t *starts, const uint8_t *last, const pkvk_fwd_hooks *h,
-                         const char **failed) {
+                         pkvk_fwd_at *failed) {
     int rc = m->ops->stage ? m->ops->stage(m->self, n, lens, starts, pages) : PKVK_OK;
-    if (rc && failed) *failed = "prompt pieces";
+    if (rc && failed) *failed = PKVK_AT_STAGE;
     pkvk_fwd_in in = {.pages = pages};
     for (int i = 0, page_off = 0; i < n && !rc; i++) {
         const int q_begin = starts ? starts[i] : 0, q_end = q_begin + lens[i];

@@ -53,8 +53,11 @@ typedef struct pkvk_fwd_in {
 } pkvk_fwd_in;
 
 /* Where the caller's mark hook is called: before each part of layer l, after it
- * (PKVK_AT_LAYER_END), before the head (l = layers). */
+ * (PKVK_AT_LAYER_END), before the head (l = layers). The parts a forward can fail in
+ * are these too, with the page list's staging and the embedding. */
 typedef enum {
+    PKVK_AT_STAGE,
+    PKVK_AT_BEGIN,
     PKVK_AT_QKV,
     PKVK_AT_ROPE,
     PKVK_AT_ATTEND,
@@ -93,10 +96,13 @@ typedef struct pkvk_fwd_hooks {
     int (*mark)(void *ctx, pkvk_fwd_at at, int l);
 } pkvk_fwd_hooks;
 
-/* One forward of in (its pieces set and staged). *failed (may be NULL) names the part
- * that failed. */
+/* "prompt pieces", "embedding", "layer before attention", "attention", ... */
+const char *pkvk_fwd_at_name(pkvk_fwd_at at);
+
+/* One forward of in (its pieces set and staged). *failed (may be NULL) receives the
+ * part that failed. */
 int pkvk_forward(const pkvk_fwd_model *m, const pkvk_fwd_in *in, const pkvk_fwd_hooks *h,
-                 const char **failed);
+                 pkvk_fwd_at *failed);
 
 /* A step: in's rows, and n prompt pieces (a mixed iteration; 0: a decode step; host
  * lens [n], starts [n] (NULL: 0), last [n] (NULL: all end their prompts), pages: each
@@ -104,14 +110,14 @@ int pkvk_forward(const pkvk_fwd_model *m, const pkvk_fwd_in *in, const pkvk_fwd_
  * and set in *in, then one forward. A decode step stages nothing. */
 int pkvk_forward_step(const pkvk_fwd_model *m, pkvk_fwd_in *in, int n, const int32_t *lens,
                       const int32_t *pages, const int32_t *starts, const uint8_t *last,
-                      const pkvk_fwd_hooks *h, const char **failed);
+                      const pkvk_fwd_hooks *h, pkvk_fwd_at *failed);
 
 /* A prefill of n prompt pieces (arguments as pkvk_forward_step's): staged once, then
  * forwards of at most cap_tokens tokens and PKVK_MAX_PIECES pieces (a piece split
  * where a chunk fills), each sampling its ending prompts from row 0 on. */
 int pkvk_forward_prefill(const pkvk_fwd_model *m, int n, const int32_t *lens, const int32_t *pages,
                          const int32_t *starts, const uint8_t *last, const pkvk_fwd_hooks *h,
-                         const char **failed);
+                         pkvk_fwd_at *failed);
 
 #ifdef __cplusplus
 }
