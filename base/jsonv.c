@@ -185,25 +185,32 @@ static int line_of(const char *text, const char *at) {
     return line;
 }
 
+const char *pkv_json_key_twice(const cJSON *o) {
+    if (!cJSON_IsObject(o)) return NULL;
+    for (const cJSON *a = o->child; a; a = a->next)
+        for (const cJSON *b = a->next; a->string && b; b = b->next)
+            if (b->string && strcmp(a->string, b->string) == 0) return a->string;
+    return NULL;
+}
+
 /* A key given twice in one object: the first would be used and the second ignored
  * without a word. Where the key's text occurs exactly twice in the file, both lines
  * are named. */
 static int find_duplicate(const cJSON *o, const char *path, const char *text, const char *file,
                           pkv_err *e) {
+    const char *key = pkv_json_key_twice(o);
+    if (key) {
+        char full[256], quoted[160];
+        pkv_json_path(full, sizeof full, path, key);
+        snprintf(quoted, sizeof quoted, "\"%s\"", key);
+        const char *p1 = strstr(text, quoted), *p2 = p1 ? strstr(p1 + 1, quoted) : NULL;
+        const char *p3 = p2 ? strstr(p2 + 1, quoted) : NULL;
+        if (p2 && !p3)
+            return pkv_fail(e, "%s:%d and %d: %s: the key is given twice", file, line_of(text, p1),
+                            line_of(text, p2), full);
+        return pkv_fail(e, "%s: %s: the key is given twice in one object", file, full);
+    }
     for (const cJSON *a = o ? o->child : NULL; a; a = a->next) {
-        if (cJSON_IsObject(o) && a->string)
-            for (const cJSON *b = a->next; b; b = b->next) {
-                if (!b->string || strcmp(a->string, b->string) != 0) continue;
-                char full[256], quoted[160];
-                pkv_json_path(full, sizeof full, path, a->string);
-                snprintf(quoted, sizeof quoted, "\"%s\"", a->string);
-                const char *p1 = strstr(text, quoted), *p2 = p1 ? strstr(p1 + 1, quoted) : NULL;
-                const char *p3 = p2 ? strstr(p2 + 1, quoted) : NULL;
-                if (p2 && !p3)
-                    return pkv_fail(e, "%s:%d and %d: %s: the key is given twice", file,
-                                    line_of(text, p1), line_of(text, p2), full);
-                return pkv_fail(e, "%s: %s: the key is given twice in one object", file, full);
-            }
         char sub[256];
         if (a->string)
             pkv_json_path(sub, sizeof sub, path, a->string);

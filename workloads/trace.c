@@ -285,17 +285,9 @@ static int read_csv(const char *text, size_t len, const pkv_trace_spec *sp, row_
 }
 
 /* ---- JSON --------------------------------------------------------------------------- */
-/* A key of o given twice (cJSON keeps both; a lookup finds the first), or NULL. */
-static const char *twice(const cJSON *o) {
-    for (const cJSON *a = o->child; a; a = a->next)
-        for (const cJSON *b = a->next; b; b = b->next)
-            if (a->string && b->string && !strcmp(a->string, b->string)) return a->string;
-    return NULL;
-}
-
 static void json_row(const cJSON *o, const pkv_trace_spec *sp, row_result *r) {
     const char *want[3] = {sp->cols.time, sp->cols.prompt, sp->cols.decode};
-    if ((r->field = twice(o))) {
+    if ((r->field = pkv_json_key_twice(o))) {
         r->why = "a key given twice";
         return;
     }
