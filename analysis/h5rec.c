@@ -375,6 +375,7 @@ int pkv_h5rec_provenance(pkv_h5rec *r, const pkv_provenance *p, pkv_err *e) {
         rc = attr_u64(g, "layers_measured", (uint64_t)p->layers_measured);
     if (rc >= 0) rc = attr_u64(g, "cuda_graph", p->cuda_graph);
     if (rc >= 0) rc = attr_u64(g, "interrupted", 0);
+    if (rc >= 0 && p->sweep_point) rc = attr_str(g, "sweep_point", p->sweep_point);
     if (g >= 0) H5Gclose(g);
     return rc < 0 ? h5fail(r, e, "/provenance") : 0;
 }

@@ -49,6 +49,7 @@ typedef struct pkv_provenance {
     const char *prefill_attention; /* the prefill attention's kernel, or "none" */
     int layers_measured;           /* a full model's layers run for real (0: not written) */
     bool cuda_graph;               /* decode steps replayed as CUDA graphs (run.cuda_graph) */
+    const char *sweep_point;       /* a sweep point's key (sim/cmd/sweep.c), or NULL */
 } pkv_provenance;
 
 /* Create <path>.tmp.<pid>; fails (naming the path) when it cannot be created. */

@@ -1,5 +1,6 @@
 #include "h5sweep.h"
 #include "pkv_files.h"
+#include "h5types.h"
 #include "summary.h"
 
 #include <hdf5.h>
@@ -203,19 +204,28 @@ static int get_strings(hid_t loc, const char *name, size_t *n, char ***out) {
 }
 
 int pkv_h5sweep_read(const char *path, char **experiment, size_t *n_points, char ***status,
-                     pkv_err *e) {
+                     char ***keys, pkv_err *e) {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    *experiment = NULL, *n_points = 0, *status = NULL;
+    *experiment = NULL, *n_points = 0, *status = NULL, *keys = NULL;
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) return pkv_fail(e, "%s: exists but is not an HDF5 file", path);
     size_t n1 = 0;
     char **exp = NULL;
     int rc = get_strings(f, "/sweep/experiment", &n1, &exp);
     if (!rc && n1 == 1) rc = get_strings(f, "/sweep/index/status", n_points, status);
+    if (!rc && n1 == 1 && !(*keys = calloc(*n_points + 1, sizeof **keys))) rc = -1;
+    for (size_t i = 0; !rc && n1 == 1 && i < *n_points; i++) {
+        char g[64];
+        snprintf(g, sizeof g, "/points/%05zu/provenance", i);
+        if (!strcmp((*status)[i], "done"))
+            pkv_h5_text(f, g, 1, "sweep_point", &(*keys)[i]); /* NULL where absent */
+    }
     H5Fclose(f);
     if (rc || n1 != 1) {
         for (size_t i = 0; exp && i < n1; i++) free(exp[i]);
         free(exp);
+        pkv_h5sweep_free_read(NULL, *n_points, *status, *keys);
+        *n_points = 0, *status = NULL, *keys = NULL;
         return pkv_fail(e, "%s: exists but is not a sweep file", path);
     }
     *experiment = exp[0];
@@ -223,8 +233,22 @@ int pkv_h5sweep_read(const char *path, char **experiment, size_t *n_points, char
     return 0;
 }
 
-void pkv_h5sweep_free_read(char *experiment, size_t n_points, char **status) {
+void pkv_h5sweep_free_read(char *experiment, size_t n_points, char **status, char **keys) {
     free(experiment);
-    for (size_t i = 0; status && i < n_points; i++) free(status[i]);
+    for (size_t i = 0; i < n_points; i++) {
+        if (status) free(status[i]);
+        if (keys) free(keys[i]);
+    }
     free(status);
+    free(keys);
+}
+
+int pkv_h5sweep_point_key(const char *file, char **key) {
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    *key = NULL;
+    hid_t f = H5Fopen(file, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) return -1;
+    int rc = pkv_h5_text(f, "/provenance", 1, "sweep_point", key) ? 0 : 1;
+    H5Fclose(f);
+    return rc;
 }

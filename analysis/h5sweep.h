@@ -22,10 +22,15 @@ typedef struct pkv_h5sweep_point {
 int pkv_h5sweep_write(const char *path, const char *experiment, const char *mode, int n_axes,
                       const char *const *axis_paths, size_t n_points,
                       const pkv_h5sweep_point *points, const char *const *values, pkv_err *e);
-/* An earlier sweep file: its experiment text and each point's status (the caller
- * frees them with pkv_h5sweep_free_read). -1 with a message when path is not one. */
+/* An earlier sweep file: its experiment text, each point's status and each point's
+ * key (/points/NNNNN/provenance's sweep_point, NULL where it has none); the caller
+ * frees them with pkv_h5sweep_free_read. -1 with a message when path is not one. */
 int pkv_h5sweep_read(const char *path, char **experiment, size_t *n_points, char ***status,
-                     pkv_err *e);
-void pkv_h5sweep_free_read(char *experiment, size_t n_points, char **status);
+                     char ***keys, pkv_err *e);
+void pkv_h5sweep_free_read(char *experiment, size_t n_points, char **status, char **keys);
+/* The key of the point run in `file` (its /provenance's sweep_point) into *key (the
+ * caller frees): 1; 0 for an HDF5 file that has none (not a sweep's point); -1 for a
+ * file HDF5 cannot open. */
+int pkv_h5sweep_point_key(const char *file, char **key);
 
 #endif

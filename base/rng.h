@@ -17,6 +17,10 @@
 #define PKV_STREAM_CLASSES  "slo_classes"
 #define PKV_STREAM_SESSIONS "sessions"
 
+/* FNV-1a of text continued from h (PKV_TEXT_HASH_START to begin): fixed across
+ * platforms; a fingerprint, not a defence against a chosen collision. */
+#define PKV_TEXT_HASH_START 1469598103934665603ull
+uint64_t pkv_text_hash(uint64_t h, const char *text);
 /* The seed of stream `name` under experiment seed `seed`. */
 unsigned long pkv_stream_seed(uint64_t seed, const char *name);
 /* A new MT19937 generator for the stream (caller frees with gsl_rng_free); NULL on

@@ -166,7 +166,7 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
             pkv_model_dense(&cfg->model) && bk == PKV_BACKEND_CUDA
                 ? (cfg->layers_measured > 0 ? cfg->layers_measured : cfg->model.layers)
                 : 0,
-            pkv_config_graphs(cfg)};
+            pkv_config_graphs(cfg), o->sweep_point};
         pkv_h5rec_opts ro = {.level = (pkv_record_level)cfg->record,
                              .measured = be->measures,
                              .routes_measured = be->measures && eng.policy.measured_oracle,

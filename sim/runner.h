@@ -10,6 +10,7 @@ typedef struct pkv_run_opts {
     volatile sig_atomic_t *stop; /* may be NULL */
     const char *command_line;    /* for /provenance */
     int gpu;                     /* the GPU's ordinal on the cuda backend */
+    const char *sweep_point;     /* a sweep point's key, kept in /provenance; may be NULL */
     pkv_sim_observer observe;    /* tests: sees each iteration as it starts; may be NULL */
     void *observe_ctx;
 } pkv_run_opts;

@@ -4,9 +4,11 @@
 #include "h5sweep.h"
 #include "jsonv.h"
 #include "pkv_files.h"
+#include "rng.h"
 #include "runner.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -350,25 +352,48 @@ static int file_exists(const char *p) {
     return stat(p, &st) == 0;
 }
 
+/* Point i's experiment: the base with the point's axis values set, as text (owned). */
+static char *point_text(const sweep *s, size_t i, pkv_err *e) {
+    cJSON *root = cJSON_Duplicate(s->base, 1);
+    if (!root) {
+        pkv_fail(e, "out of memory");
+        return NULL;
+    }
+    int rc = 0;
+    for (int a = 0; a < s->n_axes && !rc; a++)
+        rc = set_path(root, s->axes[a].path, point_value(s, i, a), e);
+    char *text = rc ? NULL : cJSON_Print(root);
+    cJSON_Delete(root);
+    if (!rc && !text) pkv_fail(e, "out of memory");
+    return text;
+}
+
+/* A point's key: its experiment's text and the run command's options that apply to it,
+ * hashed. A point file is reused only when its key is this one. */
+enum { KEY_LEN = 24 };
+static void point_key(const char *text, const pkv_cli_overrides *o, char key[KEY_LEN]) {
+    uint64_t h = pkv_text_hash(PKV_TEXT_HASH_START, text);
+    const char *opts[] = {o->seed, o->backend, o->route, o->calibration, o->slo};
+    for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++) {
+        h = pkv_text_hash(h, "\n");
+        h = pkv_text_hash(h, opts[k] ? opts[k] : "-");
+    }
+    snprintf(key, KEY_LEN, "v1:%016llx", (unsigned long long)h);
+}
+
 /* Run point i into `file`; *status and err say how it went. Returns -1 only for an
  * error that should stop the sweep (out of memory). */
 static int run_point(const sweep *s, size_t i, int gpu, const char *sweep_path, const char *file,
-                     const pkv_cli_overrides *ov, volatile sig_atomic_t *stop,
+                     const char *key, const pkv_cli_overrides *ov, volatile sig_atomic_t *stop,
                      const char *command_line, const char **status, char *err, size_t n_err) {
     pkv_err e;
-    cJSON *root = cJSON_Duplicate(s->base, 1);
-    if (!root) return -1;
-    int rc = 0;
-    for (int a = 0; a < s->n_axes && !rc; a++)
-        rc = set_path(root, s->axes[a].path, point_value(s, i, a), &e);
-    char *text = rc ? NULL : cJSON_Print(root);
-    cJSON_Delete(root);
+    char *text = point_text(s, i, &e);
     *status = "failed";
-    if (rc) {
+    if (!text) {
+        if (!strcmp(e.msg, "out of memory")) return -1;
         snprintf(err, n_err, "%.*s", (int)n_err - 1, e.msg);
         return 0;
     }
-    if (!text) return -1;
     pkv_config cfg;
     if (pkv_config_parse(&cfg, text, sweep_path, &e)) { /* takes the text */
         snprintf(err, n_err, "%.*s", (int)n_err - 1, e.msg);
@@ -381,8 +406,12 @@ static int run_point(const sweep *s, size_t i, int gpu, const char *sweep_path, 
         pkv_config_free(&cfg);
         return 0;
     }
-    pkv_run_opts ro = {
-        .quiet = 1, .record = 1, .stop = stop, .command_line = command_line, .gpu = gpu};
+    pkv_run_opts ro = {.quiet = 1,
+                       .record = 1,
+                       .stop = stop,
+                       .command_line = command_line,
+                       .gpu = gpu,
+                       .sweep_point = key};
     pkv_summary sum;
     if (pkv_run_experiment(&cfg, &ro, &sum, &e)) {
         snprintf(err, n_err, "%.*s", (int)n_err - 1, e.msg);
@@ -396,6 +425,45 @@ static int run_point(const sweep *s, size_t i, int gpu, const char *sweep_path, 
     }
     pkv_config_free(&cfg);
     return 0;
+}
+
+/* One process at a time on a sweep's output: a lock (fcntl, so the system drops it when
+ * the process ends, however it ends) on DIR/.lock. 0 with *fd set; -1 with a message
+ * naming the process that holds it. */
+static int lock_sweep(const char *dir, const char *out, int *fd, pkv_err *e) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/.lock", dir);
+    for (int tries = 0; tries < 8; tries++) {
+        int f = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+        if (f < 0)
+            return pkv_fail(e, "%s: cannot create the sweep's lock: %s", path, strerror(errno));
+        struct flock l = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+        if (fcntl(f, F_SETLK, &l) != 0) {
+            int err = errno;
+            struct flock who = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+            int got = fcntl(f, F_GETLK, &who) == 0 && who.l_type != F_UNLCK;
+            close(f);
+            if (err == EACCES || err == EAGAIN)
+                return got ? pkv_fail(e,
+                                      "%s: another pkvsim (pid %ld) is running this sweep now; "
+                                      "wait for it, or stop it and run again",
+                                      out, (long)who.l_pid)
+                           : pkv_fail(e, "%s: another process is running this sweep now", out);
+            return pkv_fail(e, "%s: cannot lock: %s", path, strerror(err));
+        }
+        /* Locked; the file may have been removed by a sweep that just finished. */
+        struct stat a, b;
+        if (fstat(f, &a) == 0 && stat(path, &b) == 0 && a.st_ino == b.st_ino &&
+            a.st_dev == b.st_dev) {
+            *fd = f;
+            return 0;
+        }
+        close(f);
+        if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+            return pkv_fail(e, "%s: cannot create the folder of point files: %s", dir,
+                            strerror(errno));
+    }
+    return pkv_fail(e, "%s: cannot lock (the folder keeps changing)", path);
 }
 
 int pkv_sweep_main(const char *path, const pkv_cli_overrides *ov, int quiet, int dry,
@@ -456,25 +524,32 @@ int pkv_sweep_main(const char *path, const pkv_cli_overrides *ov, int quiet, int
     /* What an earlier run of the same sweep left: its file and its point files. */
     char dir[1100];
     snprintf(dir, sizeof dir, "%s.points", out);
-    char *old_exp = NULL, **old_status = NULL;
+    char *old_exp = NULL, **old_status = NULL, **old_keys = NULL;
     size_t old_n = 0;
-    int have_old = 0;
+    int have_old = 0, lock = -1;
     if (file_exists(out)) {
-        if (pkv_h5sweep_read(out, &old_exp, &old_n, &old_status, &e) ||
+        if (pkv_h5sweep_read(out, &old_exp, &old_n, &old_status, &old_keys, &e) ||
             strcmp(old_exp, s.text) != 0 || old_n != s.n_points) {
             fprintf(stderr, "pkvsim: %s: %s; it is left as it is: remove it or choose another -o\n",
                     out, old_exp ? "holds another sweep" : e.msg);
-            pkv_h5sweep_free_read(old_exp, old_n, old_status);
+            pkv_h5sweep_free_read(old_exp, old_n, old_status, old_keys);
             sweep_free(&s);
             ranks_end(&rk);
             return 1;
         }
         have_old = 1;
     }
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "pkvsim: %s: cannot create the folder of point files: %s\n", dir,
-                strerror(errno));
-        pkv_h5sweep_free_read(old_exp, old_n, old_status);
+    int bad = mkdir(dir, 0777) != 0 && errno != EEXIST;
+    if (bad)
+        pkv_fail(&e, "%s: cannot create the folder of point files: %s", dir, strerror(errno));
+    else if (rk.rank == 0)
+        bad = lock_sweep(dir, out, &lock, &e);
+#ifdef PKV_HAVE_MPI
+    if (rk.size > 1) MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
+#endif
+    if (bad) {
+        if (rk.rank == 0) fprintf(stderr, "pkvsim: %s\n", e.msg);
+        pkv_h5sweep_free_read(old_exp, old_n, old_status, old_keys);
         sweep_free(&s);
         ranks_end(&rk);
         return 1;
@@ -483,27 +558,60 @@ int pkv_sweep_main(const char *path, const pkv_cli_overrides *ov, int quiet, int
     pkv_h5sweep_point *pts = calloc(n, sizeof *pts);
     char(*files)[1200] = calloc(n, sizeof *files);
     char(*errs)[1100] = calloc(n, sizeof *errs);
+    char(*keys)[KEY_LEN] = calloc(n, sizeof *keys);
     char **vals = calloc(n * (size_t)s.n_axes + 1, sizeof *vals);
     char(*grp)[32] = calloc(n, sizeof *grp);
-    int rc = !pts || !files || !errs || !vals || !grp;
-    size_t done = 0, failed = 0, skipped = 0;
+    int rc = !pts || !files || !errs || !keys || !vals || !grp;
+    size_t done = 0, failed = 0, skipped = 0, stale = 0;
+    int foreign = 0; /* a file in the folder that is no sweep point */
+    /* A point is done when its file, or the earlier OUT's group, holds a run of this
+     * point's key; one with another key (axis values edited, other options) runs again;
+     * a file that is no sweep point stops the sweep, left as it is. */
     for (size_t i = 0; i < n && !rc; i++) {
         snprintf(files[i], sizeof files[i], "%s/%05zu.h5", dir, i);
         for (int a = 0; a < s.n_axes; a++)
             if (!(vals[i * s.n_axes + a] = value_text(point_value(&s, i, a)))) rc = 1;
         pts[i] = (pkv_h5sweep_point){NULL, "/", "pending", ""};
+        char *text = point_text(&s, i, &e);
+        if (text) point_key(text, ov, keys[i]); /* else the point fails when it runs */
+        free(text);
         if (file_exists(files[i])) {
-            pts[i].src_file = files[i], pts[i].status = "done";
+            char *k = NULL;
+            int got = pkv_h5sweep_point_key(files[i], &k);
+            if (got == 1 && !strcmp(k, keys[i])) {
+                pts[i].src_file = files[i], pts[i].status = "done";
+            } else if (got == 1) {
+                stale++;
+            } else if (rk.rank == 0) { /* got != 1 */
+                fprintf(stderr,
+                        "pkvsim: %s: %s, not a point of a sweep; it is left as it is: move it "
+                        "away, or choose another -o\n",
+                        files[i],
+                        got < 0 ? "not an HDF5 file"
+                                : "an HDF5 file without a sweep point's key (a run of its own, "
+                                  "or not a pkvsim run)");
+            }
+            if (got != 1) rc = foreign = 1;
+            free(k);
         } else if (have_old && !strcmp(old_status[i], "done")) {
-            pts[i].src_file = out, pts[i].status = "done";
+            if (old_keys[i] && !strcmp(old_keys[i], keys[i]))
+                pts[i].src_file = out, pts[i].status = "done";
+            else
+                stale++;
         }
         skipped += pts[i].src_file != NULL;
     }
     if (!rc && !quiet && skipped && rk.rank == 0)
         fprintf(stderr, "pkvsim: %s: %zu of %zu points already finished; running the rest\n", out,
                 skipped, n);
+    if (!rc && stale && rk.rank == 0)
+        fprintf(stderr,
+                "pkvsim: %s: %zu finished points were run with other settings (axis values or "
+                "the options --seed, --backend, --route, --calibration, --slo); running them "
+                "again\n",
+                out, stale);
     int *codes = rc ? NULL : calloc(n, sizeof *codes);
-    if (!codes) {
+    if (!codes && !foreign) {
         fprintf(stderr, "pkvsim: %s: out of memory for the table of %zu points\n", out, n);
         rc = 1;
     }
@@ -512,8 +620,8 @@ int pkv_sweep_main(const char *path, const pkv_cli_overrides *ov, int quiet, int
         char what[512];
         describe(&s, (size_t)i, what, sizeof what);
         if (!quiet) fprintf(stderr, "pkvsim: %s[%ld/%zu] %s\n", rank_tag, i + 1, n, what);
-        if (run_point(&s, i, rk.gpu, path, files[i], ov, stop, command_line, &pts[i].status,
-                      errs[i], sizeof errs[i])) {
+        if (run_point(&s, i, rk.gpu, path, files[i], keys[i], ov, stop, command_line,
+                      &pts[i].status, errs[i], sizeof errs[i])) {
             fputs("pkvsim: out of memory\n", stderr);
             rc = 1;
             break;
@@ -564,6 +672,9 @@ int pkv_sweep_main(const char *path, const pkv_cli_overrides *ov, int quiet, int
             rc = 1;
         } else {
             for (size_t i = 0; i < n; i++) unlink(files[i]);
+            char lock_path[1200];
+            snprintf(lock_path, sizeof lock_path, "%s/.lock", dir);
+            unlink(lock_path);
             rmdir(dir);
             if (!quiet)
                 printf("%s -> %s: %zu points, %zu finished, %zu failed%s\n", path, out, n, done,
@@ -571,8 +682,9 @@ int pkv_sweep_main(const char *path, const pkv_cli_overrides *ov, int quiet, int
         }
     }
     for (size_t i = 0; vals && i < n * (size_t)s.n_axes; i++) free(vals[i]);
-    free(vals), free(errs), free(files), free(pts), free(grp);
-    pkv_h5sweep_free_read(old_exp, old_n, old_status);
+    free(vals), free(errs), free(files), free(keys), free(pts), free(grp);
+    if (lock >= 0) close(lock);
+    pkv_h5sweep_free_read(old_exp, old_n, old_status, old_keys);
     sweep_free(&s);
     ranks_end(&rk);
     return rc ? 1 : interrupted ? 128 + (int)*stop : failed ? 3 : 0;

@@ -10,7 +10,12 @@
  * an earlier OUT itself (HDF5 object copy) under a temporary name and renamed into
  * place, after which the point files are removed. So a killed job leaves a valid OUT
  * (or none) and its finished points; running the same sweep again skips every point
- * already finished, retries failed and interrupted ones, and assembles. A failed point
+ * already finished, retries failed and interrupted ones, and assembles. A finished
+ * point is one whose run carries the point's key (/provenance's sweep_point: a hash of
+ * the point's experiment text and the options that apply to it); one made with other
+ * axis values or options runs again, and a file in the folder without a key (a run of
+ * its own, another file) stops the sweep, left as it is. One process at a time: the
+ * folder's lock names the one running it. A failed point
  * is recorded with its error and the others still run. Ctrl-C stops the point at its
  * step (the point is not kept), assembles what is finished and exits 130. */
 #ifndef PKV_SWEEP_H
