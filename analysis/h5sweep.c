@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* The summary figures the index carries for each point (attributes of /summary): the
@@ -102,6 +103,23 @@ static int numeric(const char *json) {
     return *json && !*end;
 }
 
+/* An upper bound of the sweep file's size: its sources (each file once; an object copy
+ * keeps the chunks as they are, and the copies' metadata took at most 4 KiB a point
+ * more than the sources in every sweep measured) and the index. */
+static uint64_t size_bound(const pkv_h5sweep_point *pts, size_t n_points, int n_axes) {
+    uint64_t b = 65536 + (uint64_t)n_points * (uint64_t)(n_axes + pkv_summary_n_figures + 3) * 64;
+    int earlier_counted = 0; /* the earlier sweep file: once */
+    for (size_t i = 0; i < n_points; i++) {
+        struct stat st;
+        int earlier = pts[i].src_file && strcmp(pts[i].src_group, "/") != 0;
+        if (!pts[i].src_file || (earlier && earlier_counted)) continue;
+        earlier_counted |= earlier;
+        if (stat(pts[i].src_file, &st) == 0)
+            b += (uint64_t)st.st_size + (uint64_t)st.st_size / 32 + 8192;
+    }
+    return b;
+}
+
 int pkv_h5sweep_write(const char *path, const char *experiment, const char *mode, int n_axes,
                       const char *const *axis_paths, size_t n_points, const pkv_h5sweep_point *pts,
                       const char *const *values, pkv_err *e) {
@@ -114,6 +132,12 @@ int pkv_h5sweep_write(const char *path, const char *experiment, const char *mode
     if (out < 0) {
         pkv_cleanup_drop(tmp);
         return pkv_fail(e, "%s: cannot create the sweep file", path);
+    }
+    if (pkv_reserve(tmp, path, size_bound(pts, n_points, n_axes), e)) {
+        H5Fclose(out);
+        unlink(tmp);
+        pkv_cleanup_drop(tmp);
+        return -1;
     }
     hid_t st = str_type();
     hid_t sw = H5Gcreate2(out, "sweep", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
@@ -167,6 +191,7 @@ int pkv_h5sweep_write(const char *path, const char *experiment, const char *mode
     if (pg >= 0) H5Gclose(pg);
     H5Tclose(st);
     if (H5Fclose(out) < 0) rc = -1;
+    pkv_reserve_end(tmp);
     pkv_cleanup_drop(tmp);
     if (rc >= 0 && rename(tmp, path) != 0) {
         unlink(tmp);

@@ -1,14 +1,17 @@
-#define _DEFAULT_SOURCE /* realpath */
+#define _GNU_SOURCE /* realpath, fallocate */
 #include "pkv_files.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 /* The folder of path resolved, and its last name. */
@@ -147,4 +150,33 @@ int pkv_write_atomic(const char *path, const char *text) {
     FILE *f = pkv_out_open(&o, path);
     if (!f) return -1;
     return pkv_out_close(&o, fputs(text, f) >= 0 && fputc('\n', f) >= 0);
+}
+
+int pkv_reserve(const char *path, const char *name, uint64_t bytes, pkv_err *e) {
+    struct rlimit lim;
+    if (getrlimit(RLIMIT_FSIZE, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY &&
+        bytes > (uint64_t)lim.rlim_cur)
+        return pkv_fail(e,
+                        "%s: %s (it needs about %llu bytes; the file-size limit, ulimit -f, is "
+                        "%llu)",
+                        name, strerror(EFBIG), (unsigned long long)bytes,
+                        (unsigned long long)lim.rlim_cur);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return pkv_fail(e, "%s: %s", name, strerror(errno));
+    int rc = bytes ? fallocate(fd, FALLOC_FL_KEEP_SIZE, 0, (off_t)bytes) : 0, err = errno;
+    struct statvfs fs;
+    if (rc != 0 && (err == EOPNOTSUPP || err == ENOSYS)) /* no reservation: compare */
+        rc = fstatvfs(fd, &fs) == 0 && (uint64_t)fs.f_bavail * fs.f_frsize < bytes ? -1 : 0,
+        err = ENOSPC;
+    close(fd);
+    if (rc != 0)
+        return pkv_fail(e, "%s: %s (it needs about %llu bytes)", name, strerror(err),
+                        (unsigned long long)bytes);
+    return 0;
+}
+
+void pkv_reserve_end(const char *path) {
+    struct stat st;
+    if (stat(path, &st) == 0 && truncate(path, st.st_size) != 0)
+        errno = 0; /* the reserved space stays taken until the file goes */
 }

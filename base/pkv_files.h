@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "pkv_err.h"
 
@@ -40,6 +41,15 @@ FILE *pkv_out_open(pkv_out *o, const char *path);
 int pkv_out_close(pkv_out *o, int ok);
 /* text and a newline to path, through a pkv_out. */
 int pkv_write_atomic(const char *path, const char *text);
+
+/* Disk space for a file about to be written (path exists, `name` is what the errors
+ * call it), so that writing it cannot fail half way (libhdf5 1.10 crashes in its
+ * object copy when a write fails): checks the file-size limit and takes `bytes`
+ * beyond the file's end (fallocate; where the file system has none, compares with its
+ * free space). -1 with strerror's "File too large" or "No space left on device".
+ * pkv_reserve_end gives back what the file did not use. */
+int pkv_reserve(const char *path, const char *name, uint64_t bytes, pkv_err *e);
+void pkv_reserve_end(const char *path);
 
 /* Temporary files to remove if the program is stopped at once (up to 4). */
 void pkv_cleanup_add(const char *path);

@@ -244,6 +244,9 @@ int main(int argc, char **argv) {
     /* A library that exits the process itself (HDF5 does, when an allocation fails
      * deep inside it) still leaves no temporary output behind. */
     atexit(pkv_cleanup_now);
+    /* Past the file-size limit (ulimit -f) a write fails with "File too large", which
+     * every writer reports, removing its temporary file; the signal would kill. */
+    signal(SIGXFSZ, SIG_IGN);
     if (argc < 2) {
         usage(stderr);
         return 2;
