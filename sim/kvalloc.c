@@ -2,9 +2,22 @@
 #include "pkv_assert.h"
 
 #include <stdlib.h>
-#include <gsl/gsl_randist.h>
 
-int pkv_kvalloc_init(pkv_kvalloc *a, int32_t n_pages, double holes, gsl_rng *place) {
+/* gsl_ran_shuffle's permutation (the same draws in the same order; test_kvalloc checks
+ * that they agree), polling *stop between slices: a pool of a billion pages takes tens
+ * of seconds to shuffle. Returns -1 when stopped. */
+static int shuffle(gsl_rng *r, int32_t *v, size_t n, volatile sig_atomic_t *stop) {
+    for (size_t i = n ? n - 1 : 0; i > 0; i--) {
+        if ((i & 0xfffff) == 0 && stop && *stop) return -1;
+        size_t j = gsl_rng_uniform_int(r, i + 1);
+        int32_t t = v[i];
+        v[i] = v[j], v[j] = t;
+    }
+    return 0;
+}
+
+int pkv_kvalloc_init(pkv_kvalloc *a, int32_t n_pages, double holes, gsl_rng *place,
+                     volatile sig_atomic_t *stop) {
     *a = (pkv_kvalloc){0};
     a->free_list = malloc(sizeof(int32_t) * (size_t)n_pages);
     a->owner = malloc(sizeof(int64_t) * (size_t)n_pages);
@@ -13,11 +26,16 @@ int pkv_kvalloc_init(pkv_kvalloc *a, int32_t n_pages, double holes, gsl_rng *pla
         return -1;
     }
     /* Stack order: page 0 on top, so an unshuffled pool hands out 0, 1, 2, ... */
-    for (int32_t i = 0; i < n_pages; i++) {
+    int stopped = 0;
+    for (int32_t i = 0; i < n_pages && !stopped; i++) {
         a->free_list[i] = n_pages - 1 - i;
         a->owner[i] = -1;
+        stopped = (i & 0xfffff) == 0xfffff && stop && *stop; /* large pools only */
     }
-    if (place) gsl_ran_shuffle(place, a->free_list, (size_t)n_pages, sizeof(int32_t));
+    if (stopped || (place && shuffle(place, a->free_list, (size_t)n_pages, stop))) {
+        pkv_kvalloc_free(a);
+        return -2;
+    }
     a->n_pages = n_pages;
     /* Holes: the bottom of the stack is never reached, so that fraction of the
      * physical ids is never handed out. */

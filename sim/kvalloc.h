@@ -4,6 +4,7 @@
 #ifndef PKV_KVALLOC_H
 #define PKV_KVALLOC_H
 
+#include <signal.h>
 #include <stdint.h>
 #include <gsl/gsl_rng.h>
 
@@ -18,8 +19,10 @@ typedef struct pkv_kvalloc {
 /* place: when non-NULL, the initial free list is shuffled with it, so that even a
  * fresh pool hands out physical pages in no particular order (consecutive takes are
  * consecutive slices of a seeded permutation, as in the study's generator). holes:
- * the fraction of the ids that are never handed out. */
-int pkv_kvalloc_init(pkv_kvalloc *a, int32_t n_pages, double holes, gsl_rng *place);
+ * the fraction of the ids that are never handed out. stop (may be NULL) is polled
+ * while a large pool is shuffled. Returns 0; -1 out of memory; -2 stopped. */
+int pkv_kvalloc_init(pkv_kvalloc *a, int32_t n_pages, double holes, gsl_rng *place,
+                     volatile sig_atomic_t *stop);
 void pkv_kvalloc_free(pkv_kvalloc *a);
 /* Take n pages for `owner` into out[0..n); all or nothing: returns -1 (and takes
  * none) when fewer than n are free. */

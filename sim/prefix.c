@@ -3,13 +3,26 @@
 
 #include <stdlib.h>
 
+/* The table's slots for a pool's blocks: a power of two, at most half full. */
+static int64_t slots_for(int64_t max_blocks) {
+    int64_t cap = 16;
+    while (cap < 2 * max_blocks + 16) cap *= 2;
+    return cap;
+}
+
+double pkv_prefix_bytes(int32_t pool_pages, int32_t pages_per_block) {
+    const int64_t blocks = pool_pages / pages_per_block;
+    return (double)slots_for(blocks) * sizeof(pkv_prefix_block) +
+           4.0 * (double)(blocks * pages_per_block + blocks + 2);
+}
+
 int pkv_prefix_init(pkv_prefix *c, int32_t pool_pages, int32_t pages_per_block) {
     *c = (pkv_prefix){.pages_per_block = pages_per_block, .lru_head = -1, .lru_tail = -1};
     c->max_blocks = pool_pages / pages_per_block;
-    int32_t cap = 16;
-    while (cap < 2 * c->max_blocks + 16) cap *= 2;
-    c->cap = cap;
-    c->slot = calloc((size_t)cap, sizeof *c->slot);
+    const int64_t cap = slots_for(c->max_blocks);
+    if (cap > INT32_MAX) return -1;
+    c->cap = (int32_t)cap;
+    c->slot = calloc((size_t)c->cap, sizeof *c->slot);
     c->pages = malloc(sizeof(int32_t) * ((size_t)c->max_blocks * pages_per_block + 1));
     c->free_groups = malloc(sizeof(int32_t) * ((size_t)c->max_blocks + 1));
     if (!c->slot || !c->pages || !c->free_groups) {

@@ -35,6 +35,8 @@ typedef struct pkv_prefix {
 } pkv_prefix;
 
 int pkv_prefix_init(pkv_prefix *c, int32_t pool_pages, int32_t pages_per_block);
+/* The host bytes pkv_prefix_init allocates for such a pool. */
+double pkv_prefix_bytes(int32_t pool_pages, int32_t pages_per_block);
 void pkv_prefix_free(pkv_prefix *c);
 /* The block named hash, or -1; a hit takes a reference (and leaves the LRU list).
  * Counts as a lookup (and a hit). */

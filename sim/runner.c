@@ -192,9 +192,11 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
                              .itl = sink_itl,
                              .progress = o->quiet ? NULL : sink_progress,
                              .end = sink_end};
-    if (pkv_sim_init(&sim, cfg, &eng, &ss, e)) goto done;
+    if (!o->quiet && (double)cfg->kv_pages + (double)cfg->swap_pages >= 1e8)
+        fprintf(stderr, "pkvsim: setting up %d KV pages%s (a few seconds a hundred million)\n",
+                cfg->kv_pages, cfg->preemption == PKV_PREEMPT_SWAP ? " and the swap pool" : "");
+    if (pkv_sim_init(&sim, cfg, &eng, &ss, o->stop, e)) goto done;
     sim_ok = 1;
-    sim.stop = o->stop;
     sim.observe = o->observe;
     sim.observe_ctx = o->observe_ctx;
     sink.t_progress = pkv_clock_now();

@@ -2,6 +2,7 @@
  * scheduler's iterations (sched.h), tokens, finish. */
 #include "sim_parts.h"
 #include "sched.h"
+#include "pkv_mem.h"
 #include "rng.h"
 
 #include <math.h>
@@ -14,26 +15,41 @@
 enum { EVENT_ARRIVAL = 0, EVENT_PREFILL_DONE, EVENT_STEP_DONE, EVENT_FINISH };
 
 int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, const pkv_sim_sink *sink,
-                 pkv_err *e) {
+                 volatile sig_atomic_t *stop, pkv_err *e) {
     *s = (pkv_sim){.cfg = cfg,
                    .eng = eng,
+                   .stop = stop,
                    .sched = pkv_scheduler_get(cfg->scheduler),
                    .sink = sink ? *sink : (pkv_sim_sink){0},
                    .bt_stride = pkv_sim_bt_stride(cfg)};
     if (!s->sched) return pkv_fail(e, "%s: serving.scheduler: unknown scheduler", cfg->file);
-    /* The KV pool's bookkeeping (the allocator's stack and owners: 12 bytes a page), the
-     * host pool's (12 bytes a slot), the block tables and the prefill page list (8 bytes
-     * an entry), against the machine's memory before anything is allocated. */
-    const double bytes =
-        12.0 * cfg->kv_pages + 12.0 * cfg->swap_pages + 8.0 * cfg->max_active * s->bt_stride;
-    const long phys_pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    const double phys = phys_pages > 0 && page > 0 ? (double)phys_pages * page : 0;
-    if (phys > 0 && bytes > phys)
+    /* The KV pool's bookkeeping (the allocator's stack and owners: 12 bytes a page, and
+     * the prefix cache's table), the host pool's (12 bytes a slot), the block tables and
+     * the prefill page list (8 bytes an entry), against what this process may still
+     * allocate, before anything is: such a pool would take its setup's tens of seconds
+     * to fail, or fail blaming another setting. */
+    const double kv_bytes = 12.0 * cfg->kv_pages +
+                            (cfg->prefix_caching
+                                 ? pkv_prefix_bytes(cfg->kv_pages,
+                                                    cfg->prefix_block_tokens / cfg->model.page_size)
+                                 : 0),
+                 swap_bytes = cfg->preemption == PKV_PREEMPT_SWAP ? 12.0 * cfg->swap_pages : 0,
+                 table_bytes = 8.0 * cfg->max_active * s->bt_stride;
+    const char *limit;
+    const double allowed = pkv_mem_allowed(&limit), need = kv_bytes + swap_bytes + table_bytes;
+    if (need > allowed) {
+        const char *key = swap_bytes > kv_bytes && swap_bytes > table_bytes ? "swap_pages"
+                          : table_bytes > kv_bytes                          ? "max_active"
+                                                                            : "kv_pages";
         return pkv_fail(e,
-                        "%s: serving.kv_pages: %d KV pages take %.1f GiB of host memory for their "
-                        "bookkeeping (12 bytes a page, and the block tables), more than this "
-                        "machine's %.1f GiB; lower serving.kv_pages",
-                        cfg->file, cfg->kv_pages, bytes / 1073741824.0, phys / 1073741824.0);
+                        "%s: serving.%s: the simulation's bookkeeping needs %.2f GiB of host "
+                        "memory (the KV pool's %d pages %.2f GiB, the swap pool %.2f GiB, the "
+                        "block tables %.2f GiB), more than the %.2f GiB this process may use "
+                        "(%s); lower serving.%s",
+                        cfg->file, key, need / 1073741824.0, cfg->kv_pages, kv_bytes / 1073741824.0,
+                        swap_bytes / 1073741824.0, table_bytes / 1073741824.0,
+                        allowed / 1073741824.0, limit, key);
+    }
     pkv_heap_init(&s->heap);
     int32_t ma = cfg->max_active;
     s->wait_cap = 1024;
@@ -54,15 +70,21 @@ int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, const pkv_s
     if (s->dirty_from)
         for (int32_t i = 0; i < ma; i++) s->dirty_from[i] = INT32_MAX;
     s->r_pages = pkv_stream_create(cfg->seed, PKV_STREAM_PAGES);
-    if (!s->wait || !s->prefill || !s->run || !s->seq_lens || !s->block_table || !s->dirty_rows ||
-        !s->dirty_from || !s->prefill_pages || !s->prefill_lens || !s->chunk_slot ||
-        !s->chunk_start || !s->chunk_len || !s->chunk_last || !s->r_pages ||
-        pkv_kvalloc_init(&s->alloc, cfg->kv_pages, cfg->hole_fraction, s->r_pages) ||
-        (cfg->preemption == PKV_PREEMPT_SWAP &&
-         (pkv_kvalloc_init(&s->host, cfg->swap_pages, 0, NULL) ||
-          !(s->swap_slots = malloc(sizeof(int32_t) * (size_t)s->bt_stride))))) {
+    int pool = -1; /* 0 set up; -1 out of memory; -2 stopped */
+    if (s->wait && s->prefill && s->run && s->seq_lens && s->block_table && s->dirty_rows &&
+        s->dirty_from && s->prefill_pages && s->prefill_lens && s->chunk_slot && s->chunk_start &&
+        s->chunk_len && s->chunk_last && s->r_pages)
+        pool = pkv_kvalloc_init(&s->alloc, cfg->kv_pages, cfg->hole_fraction, s->r_pages, stop);
+    if (!pool && cfg->preemption == PKV_PREEMPT_SWAP &&
+        (pkv_kvalloc_init(&s->host, cfg->swap_pages, 0, NULL, stop) ||
+         !(s->swap_slots = malloc(sizeof(int32_t) * (size_t)s->bt_stride))))
+        pool = -1;
+    if (pool) {
         pkv_sim_free(s);
-        return pkv_fail(e, "out of memory setting up the simulation (%d KV pages)", cfg->kv_pages);
+        return pool == -2
+                   ? pkv_fail(e, "%s: stopped by a signal while setting up the KV pool", cfg->file)
+                   : pkv_fail(e, "out of memory setting up the simulation (%d KV pages)",
+                              cfg->kv_pages);
     }
     if (cfg->prefix_caching) {
         const int32_t ppb = cfg->prefix_block_tokens / cfg->model.page_size;

@@ -152,9 +152,10 @@ typedef struct pkv_sim {
     void *observe_ctx;
 } pkv_sim;
 
-/* The sink is copied; its ctx must outlive the simulation. */
+/* The sink is copied; its ctx must outlive the simulation. stop (may be NULL) is
+ * polled while a large pool is set up and at every step. */
 int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, const pkv_sim_sink *sink,
-                 pkv_err *e);
+                 volatile sig_atomic_t *stop, pkv_err *e);
 /* Run to the end (or to *stop): start, advance while anything happens, end. Finished
  * requests reach the sink as they finish, those still in the system at the end after
  * them. */

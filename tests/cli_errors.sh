@@ -173,12 +173,32 @@ if mount -t tmpfs -o size=256k tmpfs "$tmp/small" 2>/dev/null; then
   expect_sweep_full sweep-disk-full "sw.h5: No space left on device" "$tmp/small" env
   umount "$tmp/small"
 fi
-# A KV pool whose bookkeeping (12 bytes a page) exceeds this machine's memory is refused
-# before anything is allocated, naming the bytes (where the page count fits in int32).
-mem_kib=$(awk '/^MemTotal:/ {print $2}' /proc/meminfo)
-pages=$(( mem_kib * 1024 / 12 + 1000 ))
+# A KV or swap pool whose bookkeeping (12 bytes a page) exceeds what the process may
+# use is refused before anything is allocated, naming the setting, the bytes and the
+# limit: the machine's available memory (where the page count fits in int32), the
+# address-space limit (where this build runs under one: not under AddressSanitizer).
+mem_kib=$(awk '/^MemAvailable:/ {print $2}' /proc/meminfo)
+pages=$(( mem_kib * 1024 / 12 + 1000000 ))
 if [ "$pages" -lt 2147483647 ]; then
-  case_json kv-pages-memory "{\"serving\": {\"kv_pages\": $pages}}" "of host memory for their bookkeeping"
+  case_json kv-pages-memory "{\"serving\": {\"kv_pages\": $pages}}" "serving.kv_pages: the simulation's bookkeeping needs"
+  case_json swap-pages-memory "{\"serving\": {\"preemption\": \"swap\", \"swap_pages\": $pages}}" "(this machine's available memory); lower serving.swap_pages"
+fi
+good '{"serving": {"kv_pages": 200000000}}' > "$tmp/e.json"
+if bash -c 'ulimit -v 1000000; exec "$@"' limit "$pkvsim" --version >/dev/null 2>&1; then
+  expect_fail kv-pages-ulimit-v "(the address-space limit (ulimit -v) less what the process holds); lower serving.kv_pages" \
+    bash -c 'ulimit -v 1000000; exec "$@"' limit "$pkvsim" run -q "$tmp/e.json"
+fi
+# A signal while a large pool is set up (100 million pages: seconds) ends the run at
+# once, with no file.
+good '{"serving": {"kv_pages": 100000000}}' > "$tmp/e.json"
+rm -f "$tmp"/out.h5*
+"$pkvsim" run -q "$tmp/e.json" 2>"$tmp/stderr" & pid=$!
+sleep 0.5; t0=$(date +%s%N); kill -TERM $pid; wait $pid; rc=$?; ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+if [ $rc -eq 1 ] && [ $ms -lt 2000 ] && grep -qF "stopped by a signal while setting up the KV pool" "$tmp/stderr" &&
+   ! ls "$tmp"/out.h5* >/dev/null 2>&1; then
+  pass=$((pass+1))
+else
+  fail=$((fail+1)); echo "FAIL stop-in-setup: exit $rc after $ms ms: $(cat "$tmp/stderr")"
 fi
 # A clock that cannot advance: steps of ~1e-8 s at 9e11 s of simulated time (double
 # precision absorbs them) are an error, not zero latencies.

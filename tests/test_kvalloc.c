@@ -14,7 +14,7 @@ int main(void) {
     gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
     gsl_rng_set(r, 11);
     pkv_kvalloc a;
-    CHECK(pkv_kvalloc_init(&a, POOL, 0.0, r) == 0, "init");
+    CHECK(pkv_kvalloc_init(&a, POOL, 0.0, r, NULL) == 0, "init");
     int32_t pages[OWNERS][MAXP];
     int32_t n[OWNERS] = {0};
     int64_t ops = 0, refused = 0;
@@ -61,7 +61,7 @@ int main(void) {
 
     /* Holes: with 30% holes only 350 ids are ever handed out, always the same ones,
      * and a fresh pool's consecutive takes are consecutive slices of its permutation. */
-    CHECK(pkv_kvalloc_init(&a, POOL, 0.3, r) == 0 && a.n_free == 350 && a.n_usable == 350,
+    CHECK(pkv_kvalloc_init(&a, POOL, 0.3, r, NULL) == 0 && a.n_free == 350 && a.n_usable == 350,
           "holes: %d free", a.n_free);
     static int ever[POOL];
     static int32_t held[POOL];
@@ -81,6 +81,27 @@ int main(void) {
     for (int i = 0; i < POOL; i++) distinct += ever[i];
     CHECK(distinct == 350, "%d distinct ids handed out with 350 usable", distinct);
     pkv_kvalloc_free(&a);
+
+    /* The pool's permutation is gsl_ran_shuffle's (the allocator shuffles in slices to
+     * poll its stop flag), so page placement is what it was; a set stop ends the
+     * shuffle of a large pool. */
+    for (int32_t size = 1; size <= (1 << 21); size = size * 7 + 3) {
+        gsl_rng *ra = gsl_rng_alloc(gsl_rng_mt19937), *rb = gsl_rng_alloc(gsl_rng_mt19937);
+        unsigned long seed = gsl_rng_get(r);
+        gsl_rng_set(ra, seed), gsl_rng_set(rb, seed);
+        int32_t *want = malloc(sizeof *want * (size_t)size);
+        CHECK(want && pkv_kvalloc_init(&a, size, 0.0, ra, NULL) == 0, "init %d", size);
+        for (int32_t i = 0; i < size; i++) want[i] = size - 1 - i;
+        gsl_ran_shuffle(rb, want, (size_t)size, sizeof *want);
+        CHECK(!memcmp(want, a.free_list, sizeof *want * (size_t)size),
+              "pool of %d: the permutation differs from gsl_ran_shuffle's", size);
+        pkv_kvalloc_free(&a);
+        free(want);
+        gsl_rng_free(ra), gsl_rng_free(rb);
+    }
+    volatile sig_atomic_t stop = SIGTERM;
+    CHECK(pkv_kvalloc_init(&a, 1 << 21, 0.0, r, &stop) == -2 && !a.free_list,
+          "a stopped shuffle: not -2");
     gsl_rng_free(r);
     CHECK_DONE();
 }

@@ -117,7 +117,7 @@ static int replica_init(replica *r, int k, pkv_err *e) {
                                .request = on_request,
                                .itl = on_itl,
                                .end = on_end};
-    return pkv_sim_init(&r->sim, &r->cfg, &r->eng, &sink, e);
+    return pkv_sim_init(&r->sim, &r->cfg, &r->eng, &sink, NULL, e);
 }
 
 static void replica_free(replica *r) {
