@@ -98,6 +98,7 @@ int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, const pkv_s
         pkv_sim_free(s);
         return pkv_fail(e, "cannot set up the workload's random streams");
     }
+    s->wl.limits = (pkv_arrival_limits){cfg->max_time > 0 ? cfg->max_time : INFINITY, stop};
     return 0;
 }
 
@@ -225,16 +226,25 @@ static int step_tokens(pkv_sim *s, pkv_err *e) {
 }
 
 /* ---- iterations ------------------------------------------------------------------ */
-/* The clock must move by an iteration's time: a time that is not finite, a decode
- * step that takes none, or one too small to change the clock at its magnitude (double
- * precision) would leave it standing (zero latencies; a run bounded by max_time_s
- * would repeat such steps for ever). */
+/* The clock must move by an iteration's time: a time that is not finite, one below the
+ * 1 ns floor (no GPU iteration is that short: a launch alone takes microseconds; a
+ * prefill batch may take none, a modelling choice), or one too small to change the
+ * clock at its magnitude (double precision) would leave it standing or creeping by
+ * denormals (zero latencies; a run bounded by max_time_s would repeat such steps for
+ * ever). */
 static int clock_moves(const pkv_sim *s, double dt, int decode, pkv_err *e) {
     const char *what = decode ? "decode step" : "prefill batch";
     if (!(dt >= 0) || !isfinite(dt))
         return pkv_fail(e, "%s %llu: its time (%g s) is not a finite non-negative number", what,
                         (unsigned long long)s->steps, dt);
-    if ((decode && dt == 0) || (dt > 0 && s->t_now + dt == s->t_now))
+    if ((decode || dt > 0) && dt < 1e-9)
+        return pkv_fail(e,
+                        "%s: %s %llu takes %g s, below the 1 ns floor of any GPU iteration: "
+                        "the costs of route.calibration (%s) with route.overrides%s make it so; "
+                        "raise them",
+                        s->cfg->file, what, (unsigned long long)s->steps, dt, s->cfg->calibration,
+                        decode ? "" : ", or serving.prefill's");
+    if (dt > 0 && s->t_now + dt == s->t_now)
         return pkv_fail(e,
                         "%s %llu: the simulated clock at %.17g s cannot advance by its %g s "
                         "(the clock would stand still: its times would be wrong, and a run "
@@ -311,20 +321,27 @@ static int try_schedule(pkv_sim *s, pkv_err *e) {
 }
 
 /* ---- events ------------------------------------------------------------------------ */
-static int schedule_arrival(pkv_sim *s, double t_now) {
-    const int rc = pkv_workload_next(&s->wl, t_now, &s->next_draw);
-    if (rc) return rc < 0 ? -1 : 0; /* out of memory, or exhausted */
-    return pkv_heap_push(&s->heap, s->next_draw.t_arrival, EVENT_ARRIVAL, 0);
+static int schedule_arrival(pkv_sim *s, double t_now, pkv_err *e) {
+    int rc = pkv_workload_next(&s->wl, t_now, &s->next_draw);
+    if (rc == -2)
+        return pkv_fail(e,
+                        "%s: workload.arrival: the %s process cannot advance at t = %.17g s: "
+                        "its periods or gaps there are below the clock's resolution a thousand "
+                        "times in a row (mean_on_s, mean_off_s or the rates' times too short "
+                        "against the clock); set run.max_time_s below that time, or lengthen them",
+                        s->cfg->file, pkv_arrival_names[s->cfg->workload.arrival.kind],
+                        s->wl.st.t_stuck);
+    if (rc == 0 && pkv_heap_push(&s->heap, s->next_draw.t_arrival, EVENT_ARRIVAL, 0)) rc = -1;
+    return rc < 0 ? pkv_fail(e, "out of memory") : 0; /* else exhausted */
 }
 
 static int handle(pkv_sim *s, const pkv_event *ev, pkv_err *e) {
     switch (ev->kind) {
     case EVENT_ARRIVAL: {
         int64_t slot = new_request(s, &s->next_draw, ev->t);
-        if (slot < 0 || pkv_sim_wait_push_back(s, slot) ||
-            (s->cfg->workload.arrival.kind != PKV_ARRIVAL_CLOSED && schedule_arrival(s, ev->t)))
-            return pkv_fail(e, "out of memory");
-        return 0;
+        if (slot < 0 || pkv_sim_wait_push_back(s, slot)) return pkv_fail(e, "out of memory");
+        return s->cfg->workload.arrival.kind != PKV_ARRIVAL_CLOSED ? schedule_arrival(s, ev->t, e)
+                                                                   : 0;
     }
     case EVENT_PREFILL_DONE:
         s->busy = 0;
@@ -376,8 +393,8 @@ int pkv_sim_start(pkv_sim *s, pkv_err *e) {
             int64_t id = new_request(s, &d, 0.0);
             if (id < 0 || pkv_sim_wait_push_back(s, id)) return pkv_fail(e, "out of memory");
         }
-    } else if (schedule_arrival(s, 0.0)) {
-        return pkv_fail(e, "out of memory");
+    } else if (schedule_arrival(s, 0.0, e)) {
+        return -1;
     }
     return try_schedule(s, e);
 }

@@ -204,6 +204,29 @@ fi
 # precision absorbs them) are an error, not zero latencies.
 printf '{"timestamp": 0, "input_length": 100, "output_length": 4}\n{"timestamp": 900000000000000, "input_length": 100, "output_length": 4}\n' > "$tmp/far.jsonl"
 case_json clock-stands "{\"workload\": {\"trace\": {\"path\": \"$tmp/far.jsonl\"}, \"arrival\": null, \"prompt\": null, \"decode\": null}, \"serving\": {\"prefill\": {\"base_us\": 0, \"per_token_us\": 0}}, \"route\": {\"overrides\": {\"beta_gbps\": 1000000, \"launch_us\": 0}}}" "cannot advance by its"
+# Steps below the 1 ns floor (a route scaled to 1e-12 of its cost would creep the
+# clock by ~1e-17 s a step) are refused, naming the calibration.
+case_json step-floor '{"route": {"policy": "ref_paged", "overrides": {"route_scale": {"ref_paged": 1e-12}}}}' "below the 1 ns floor of any GPU iteration: the costs of route.calibration"
+# An MMPP whose on-periods (1 ns) vanish against the clock once its off-periods (1e9 s)
+# have moved it far: an error naming the time without run.max_time_s, the run's end
+# with it; and `workload` alike.
+mmpp='{"workload": {"arrival": {"process": "mmpp", "rate": null, "rate_on": 10, "rate_off": 0, "mean_on_s": 1e-9, "mean_off_s": 1e9}}}'
+case_json mmpp-vanishing "$mmpp" "workload.arrival: the mmpp process cannot advance at t ="
+good "$mmpp" > "$tmp/e.json"
+expect_fail workload-mmpp-vanishing "the process cannot advance at t =" timeout 20 "$pkvsim" workload "$tmp/e.json"
+good "{\"run\": {\"max_time_s\": 100}, ${mmpp:1:-1}}" > "$tmp/e.json"
+if timeout 20 "$pkvsim" run -q "$tmp/e.json" 2>"$tmp/stderr"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL mmpp-bounded: exit $?: $(cat "$tmp/stderr")"; fi
+# A piecewise rate at 0 for 1e9 s: the search for the next arrival polls the stop flag,
+# so SIGTERM ends the run at once with a valid file (exit 143).
+good '{"workload": {"arrival": {"process": "piecewise", "rate": null, "points": [[0, 1000], [1, 0], [1e9, 0], [1000000001, 1000]]}, "num_requests": 2000}}' > "$tmp/e.json"
+rm -f "$tmp"/out.h5*
+"$pkvsim" run -q "$tmp/e.json" 2>"$tmp/stderr" & pid=$!
+sleep 1; t0=$(date +%s%N); kill -TERM $pid; wait $pid; rc=$?; ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+if [ $rc -eq 143 ] && [ $ms -lt 2000 ] && [ -f "$tmp/out.h5" ]; then
+  pass=$((pass+1))
+else
+  fail=$((fail+1)); echo "FAIL stop-in-arrival-search: exit $rc after $ms ms: $(cat "$tmp/stderr")"
+fi
 # pkvsim fit: a run that measured nothing, a missing file, an output that is an input.
 good '{}' > "$tmp/e.json"
 "$pkvsim" run -q --backend model -o "$tmp/model.h5" "$tmp/e.json" >/dev/null 2>&1

@@ -175,7 +175,7 @@ int main(void) {
     gsl_rng *ra = pkv_stream_create(9, PKV_STREAM_ARRIVALS);
     double t = 0, L_prev = 0;
     for (size_t i = 0; i < N; i++) {
-        t = pkv_arrival_next(&pw, &st, t, ra);
+        t = pkv_arrival_next(&pw, &st, t, ra, NULL);
         double L = pkv_arrival_cumulative(&pw, t);
         x[i] = L - L_prev;
         L_prev = L;
@@ -195,7 +195,7 @@ int main(void) {
     pkv_arrival_state st0 = {.t_switch = -1};
     int n_end0 = 0;
     for (double t0 = 0; n_end0 < 10000; n_end0++) {
-        t0 = pkv_arrival_next(&end0, &st0, t0, ra);
+        t0 = pkv_arrival_next(&end0, &st0, t0, ra, NULL);
         if (!isfinite(t0)) break;
         CHECK(t0 <= 2, "an arrival at %g s, after the rate reached 0", t0);
     }
@@ -213,7 +213,7 @@ int main(void) {
     t = 0;
     size_t arrivals = 0;
     for (;;) {
-        t = pkv_arrival_next(&mm, &st, t, ra);
+        t = pkv_arrival_next(&mm, &st, t, ra, NULL);
         if (t >= 200.0 * WIN) break;
         counts[(size_t)(t / 200.0)]++;
         arrivals++;
@@ -225,6 +225,42 @@ int main(void) {
     double cm = gsl_stats_mean(counts, 1, WIN), cv2 = gsl_stats_variance(counts, 1, WIN) / cm;
     CHECK(fabs(rate - 9.6) / 9.6 < 0.02, "mmpp rate %.4g", rate);
     CHECK(fabs(cv2 - idc) / idc < 0.15, "mmpp index of dispersion %.4g, analytic %.4g", cv2, idc);
+
+    /* Limits: past t_end the search returns a time past it, no later than the arrival
+     * (the same draws as without limits); a set stop ends it with INFINITY; periods that
+     * vanish against the clock (1 ns at 1e12 s) give NAN with the time. */
+    {
+        gsl_rng *rx = gsl_rng_alloc(gsl_rng_mt19937), *ry = gsl_rng_alloc(gsl_rng_mt19937);
+        gsl_rng_set(rx, 5), gsl_rng_set(ry, 5);
+        pkv_arrival_state sx = {.t_switch = -1}, sy = {.t_switch = -1};
+        const pkv_arrival_limits lim = {50.0, NULL};
+        double tx = 0, ty = 0;
+        while (tx <= 50.0) {
+            tx = pkv_arrival_next(&mm, &sx, tx, rx, &lim);
+            ty = pkv_arrival_next(&mm, &sy, ty, ry, NULL);
+            CHECK(tx > 50.0 ? tx <= ty : tx == ty, "limited search: %.17g against %.17g", tx, ty);
+        }
+        volatile sig_atomic_t stop = 1;
+        const pkv_arrival_limits stopped = {INFINITY, &stop};
+        pkv_arrival_spec quiet = {.kind = PKV_ARRIVAL_MMPP,
+                                  .rate_on = 1e-9,
+                                  .rate_off = 0,
+                                  .mean_on_s = 1,
+                                  .mean_off_s = 1};
+        CHECK(pkv_arrival_prepare(&quiet) == 0, "quiet mmpp prepare");
+        sx = (pkv_arrival_state){.t_switch = -1};
+        CHECK(isinf(pkv_arrival_next(&quiet, &sx, 0, rx, &stopped)), "a stopped search went on");
+        pkv_arrival_spec tiny = {.kind = PKV_ARRIVAL_MMPP,
+                                 .rate_on = 10,
+                                 .rate_off = 10,
+                                 .mean_on_s = 1e-9,
+                                 .mean_off_s = 1e-9};
+        CHECK(pkv_arrival_prepare(&tiny) == 0, "tiny mmpp prepare");
+        sx = (pkv_arrival_state){.t_switch = -1};
+        double tn = pkv_arrival_next(&tiny, &sx, 1e12, rx, NULL);
+        CHECK(isnan(tn) && sx.t_stuck == 1e12, "vanishing periods: %g at %g", tn, sx.t_stuck);
+        gsl_rng_free(rx), gsl_rng_free(ry);
+    }
     gsl_rng_free(ra);
 
     /* Multi-turn sessions (1 session/s, 2-6 turns 5 s apart, messages 100-900 tokens,

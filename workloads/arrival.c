@@ -101,28 +101,53 @@ double pkv_arrival_cumulative(const pkv_arrival_spec *a, double t) {
            cumulative_once(a, t - periods * a->period_s);
 }
 
-double pkv_arrival_next(const pkv_arrival_spec *a, pkv_arrival_state *st, double t, gsl_rng *r) {
+/* Whether a search at t, after n draws, gives up (see pkv_arrival_limits): with t past
+ * the end (a time no earlier than the arrival's), or INFINITY once stopped. */
+static int give_up(const pkv_arrival_limits *lim, double t, uint64_t n, double *out) {
+    if (!lim) return 0;
+    if (t > lim->t_end) return *out = t, 1;
+    if ((n & 0xfffff) == 0 && lim->stop && *lim->stop) return *out = INFINITY, 1;
+    return 0;
+}
+
+enum { VANISHED_MAX = 1000 }; /* draws in a row that cannot move the clock: no progress */
+
+double pkv_arrival_next(const pkv_arrival_spec *a, pkv_arrival_state *st, double t, gsl_rng *r,
+                        const pkv_arrival_limits *lim) {
     switch (a->kind) {
     case PKV_ARRIVAL_MMPP: {
         if (st->t_switch < 0) { /* start in the stationary state distribution */
             st->on = gsl_rng_uniform(r) < a->mean_on_s / (a->mean_on_s + a->mean_off_s);
             st->t_switch = t + gsl_ran_exponential(r, st->on ? a->mean_on_s : a->mean_off_s);
         }
-        for (;;) { /* both clocks are memoryless: redraw the gap after each switch */
+        /* Both clocks are memoryless: redraw the gap after each switch. A state with
+         * arrivals whose periods vanish against t (t + period == t) a thousand times in
+         * a row can hold none. */
+        double end;
+        for (uint64_t n = 1, vanished = 0;; n++) {
+            if (give_up(lim, t, n, &end)) return end;
             double rate = st->on ? a->rate_on : a->rate_off;
             double gap = rate > 0 ? gsl_ran_exponential(r, 1.0 / rate) : INFINITY;
             if (t + gap < st->t_switch) return t + gap;
             t = st->t_switch;
             st->on = !st->on;
             st->t_switch = t + gsl_ran_exponential(r, st->on ? a->mean_on_s : a->mean_off_s);
+            if ((st->on ? a->rate_on : a->rate_off) > 0)
+                vanished = st->t_switch == t ? vanished + 1 : 0;
+            if (vanished >= VANISHED_MAX) return st->t_stuck = t, NAN;
         }
     }
     case PKV_ARRIVAL_PIECEWISE: /* thinning (Lewis and Shedler) under rate_max */
-        for (;;) {
+        for (uint64_t n = 1, vanished = 0;; n++) {
+            double end;
             /* Past the last point of a rate that ends at 0 for ever: no more arrivals. */
             if (a->period_s <= 0 && t >= a->t_s[a->n_points - 1] && a->rates[a->n_points - 1] <= 0)
                 return INFINITY;
-            t += gsl_ran_exponential(r, 1.0 / a->rate_max);
+            if (give_up(lim, t, n, &end)) return end;
+            const double next = t + gsl_ran_exponential(r, 1.0 / a->rate_max);
+            vanished = next == t ? vanished + 1 : 0;
+            if (vanished >= VANISHED_MAX) return st->t_stuck = t, NAN;
+            t = next;
             if (gsl_rng_uniform(r) * a->rate_max <= pkv_arrival_rate_at(a, t)) return t;
         }
     default:

@@ -4,6 +4,7 @@
 #define PKV_ARRIVAL_H
 
 #include <stdint.h>
+#include <signal.h>
 #include <gsl/gsl_rng.h>
 
 typedef enum pkv_arrival_kind {
@@ -40,16 +41,28 @@ typedef struct pkv_arrival_spec {
 typedef struct pkv_arrival_state {
     int on;          /* mmpp: current state */
     double t_switch; /* mmpp: time of the next state change; < 0 before the first draw */
+    double t_stuck;  /* where the search could not advance (after a NAN) */
 } pkv_arrival_state;
 
 /* Derive distribution parameters; returns -1 when they cannot be reached. */
 int pkv_arrival_prepare(pkv_arrival_spec *a);
 /* Seconds until the next arrival of a renewal kind (poisson ... deterministic). */
 double pkv_arrival_gap(const pkv_arrival_spec *a, gsl_rng *r);
-/* The next arrival time after t (open-loop kinds). st starts zeroed with t_switch < 0.
- * INFINITY: the process has no further arrival (a piecewise rate that ends at 0 with
- * no period). */
-double pkv_arrival_next(const pkv_arrival_spec *a, pkv_arrival_state *st, double t, gsl_rng *r);
+/* Where a search for the next arrival gives up: past t_end (the run's max_time_s;
+ * INFINITY for none: it returns a time past t_end, no later than the arrival), or once
+ * *stop is set (may be NULL; it returns INFINITY). */
+typedef struct pkv_arrival_limits {
+    double t_end;
+    volatile sig_atomic_t *stop;
+} pkv_arrival_limits;
+
+/* The next arrival time after t (open-loop kinds). st starts zeroed with t_switch < 0;
+ * lim may be NULL (no limits). INFINITY: the process has no further arrival (a
+ * piecewise rate that ends at 0 with no period), or the search was stopped.
+ * NAN: the process cannot advance at this time (its periods or gaps are below the
+ * clock's resolution there, a thousand times in a row). */
+double pkv_arrival_next(const pkv_arrival_spec *a, pkv_arrival_state *st, double t, gsl_rng *r,
+                        const pkv_arrival_limits *lim);
 /* piecewise: the rate at t and its integral over [0, t] (for tests and reports). */
 double pkv_arrival_rate_at(const pkv_arrival_spec *a, double t);
 double pkv_arrival_cumulative(const pkv_arrival_spec *a, double t);

@@ -11,7 +11,8 @@ int pkv_workload_sessions(const pkv_workload_spec *s) {
 }
 
 int pkv_workload_init(pkv_workload *w, const pkv_workload_spec *spec, uint64_t seed) {
-    *w = (pkv_workload){.spec = *spec, .st = {.t_switch = -1}, .t_new = NAN};
+    *w = (pkv_workload){
+        .spec = *spec, .st = {.t_switch = -1}, .limits = {INFINITY, NULL}, .t_new = NAN};
     pkv_heap_init(&w->pending);
     if (pkv_arrival_prepare(&w->spec.arrival)) return -1;
     w->r_arrival = pkv_stream_create(seed, PKV_STREAM_ARRIVALS);
@@ -84,12 +85,14 @@ static int64_t session_slot(pkv_workload *w) {
 }
 
 /* The next turn of a session: from the queue of pending turns, or a new session
- * when its start comes first. 1: no more; -1: out of memory. */
+ * when its start comes first. 1: no more; -1: out of memory; -2: the arrival process
+ * cannot advance. */
 static int next_turn(pkv_workload *w, pkv_request_draw *out) {
     const pkv_workload_spec *s = &w->spec;
     for (;;) {
         if (isnan(w->t_new)) { /* the next new session's start, drawn once */
-            w->t_last = pkv_arrival_next(&s->arrival, &w->st, w->t_last, w->r_arrival);
+            w->t_last = pkv_arrival_next(&s->arrival, &w->st, w->t_last, w->r_arrival, &w->limits);
+            if (isnan(w->t_last)) return -2;
             w->t_new = isfinite(w->t_last) ? w->t_last : INFINITY;
         }
         const pkv_event *top = pkv_heap_top(&w->pending);
@@ -152,7 +155,8 @@ int pkv_workload_next(pkv_workload *w, double t_now, pkv_request_draw *out) {
         out->t_arrival = s->trace->t[w->drawn];
     } else {
         /* The first request arrives after one gap, like every later one. */
-        w->t_last = pkv_arrival_next(&s->arrival, &w->st, w->t_last, w->r_arrival);
+        w->t_last = pkv_arrival_next(&s->arrival, &w->st, w->t_last, w->r_arrival, &w->limits);
+        if (isnan(w->t_last)) return -2;
         if (!isfinite(w->t_last)) return 1; /* the process has no further arrival */
         out->t_arrival = w->t_last;
     }

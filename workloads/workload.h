@@ -68,7 +68,8 @@ typedef struct pkv_workload {
     pkv_workload_spec spec;
     gsl_rng *r_arrival, *r_prompt, *r_decode, *r_prefix, *r_class, *r_session;
     pkv_arrival_state st;
-    double t_last; /* seconds: last open-loop arrival */
+    pkv_arrival_limits limits; /* {INFINITY, NULL} from init; the caller may set them */
+    double t_last;             /* seconds: last open-loop arrival */
     int64_t drawn;
     /* multi-turn sessions: the open ones (slots reused through a free list) and
      * their next turns by time; the next new session's start (NaN: not drawn yet,
@@ -88,7 +89,9 @@ int pkv_workload_init(pkv_workload *w, const pkv_workload_spec *spec, uint64_t s
 void pkv_workload_free(pkv_workload *w);
 /* Next request: for open-loop kinds its arrival follows the previous one (or is a
  * session's next turn); for the closed loop t_arrival is t_now. Returns 1 when
- * num_requests are exhausted, -1 when memory runs out. */
+ * num_requests are exhausted (or the arrival process has no more, or was stopped), -1
+ * when memory runs out, -2 when the arrival process cannot advance (at st.t_stuck:
+ * pkv_arrival_next's NAN). */
 int pkv_workload_next(pkv_workload *w, double t_now, pkv_request_draw *out);
 
 #endif

@@ -59,6 +59,7 @@ int pkv_cmd_workload(int argc, char **argv) {
         fputs("pkvsim: out of memory\n", stderr);
         goto done;
     }
+    if (!closed && cfg.max_time > 0) w.limits.t_end = cfg.max_time;
     if (csv) {
         const char *in[6], *what[6];
         int n_in = pkv_config_inputs(&cfg, in, what);
@@ -95,6 +96,14 @@ int pkv_cmd_workload(int argc, char **argv) {
         if (out)
             fprintf(out, "%.9g,%d,%d\n", closed ? NAN : r.t_arrival, r.prompt_len, r.decode_len);
         n++;
+    }
+    if (got == -2) {
+        fprintf(stderr,
+                "pkvsim workload: %s: workload.arrival: the process cannot advance at t = "
+                "%.17g s (its periods or gaps are below the clock's resolution there); set "
+                "run.max_time_s below that time, or lengthen them\n",
+                cfg.file, w.st.t_stuck);
+        goto done;
     }
     if (got < 0) {
         fputs("pkvsim: out of memory\n", stderr);
