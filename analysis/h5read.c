@@ -7,16 +7,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Rows of the group's first kept column; -1 when the group is absent. */
+/* A column's rows: its length where it is a 1-D dataset, else -1. */
+static int64_t column_rows(hid_t d) {
+    hid_t s = d < 0 ? -1 : H5Dget_space(d);
+    hsize_t n = 0;
+    int ok =
+        s >= 0 && H5Sget_simple_extent_ndims(s) == 1 && H5Sget_simple_extent_dims(s, &n, NULL) == 1;
+    if (s >= 0) H5Sclose(s);
+    return ok ? (int64_t)n : -1;
+}
+
+/* Rows of the group's first kept column; 0 when it has none, -1 when that one is not
+ * a column. */
 static int64_t table_rows(hid_t g, const pkv_column *cols, int n_cols) {
     for (int c = 0; c < n_cols; c++) {
         if (H5Lexists(g, cols[c].name, H5P_DEFAULT) <= 0) continue;
-        hid_t d = H5Dopen2(g, cols[c].name, H5P_DEFAULT), s = H5Dget_space(d);
-        hsize_t n = 0;
-        H5Sget_simple_extent_dims(s, &n, NULL);
-        H5Sclose(s);
-        H5Dclose(d);
-        return (int64_t)n;
+        hid_t d = H5Dopen2(g, cols[c].name, H5P_DEFAULT);
+        const int64_t n = column_rows(d);
+        if (d >= 0) H5Dclose(d);
+        return n;
     }
     return 0;
 }
@@ -31,7 +40,12 @@ static int read_table(const char *path, const char *name, const pkv_column *cols
         return pkv_fail(e, "%s: no /%s (recorded at a lower run.record level?)", path, name);
     }
     hid_t g = H5Gopen2(f, name, H5P_DEFAULT);
-    int64_t rows = table_rows(g, cols, n_cols);
+    const int64_t rows = g < 0 ? -1 : table_rows(g, cols, n_cols);
+    if (rows < 0) {
+        if (g >= 0) H5Gclose(g);
+        H5Fclose(f);
+        return pkv_fail(e, "%s: /%s is not a table of columns (not a pkvsim output?)", path, name);
+    }
     char *recs = calloc(rows ? (size_t)rows : 1, rec_size);
     char *col = malloc((rows ? (size_t)rows : 1) * 8);
     int rc = recs && col ? 0 : pkv_fail(e, "out of memory reading %s", path);
@@ -47,12 +61,17 @@ static int read_table(const char *path, const char *name, const pkv_column *cols
             continue;
         }
         hid_t d = H5Dopen2(g, cols[c].name, H5P_DEFAULT), t = pkv_h5_col_type(cols[c].kind);
-        if (rows > 0 && H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, col) < 0)
+        const int64_t here = column_rows(d);
+        if (here != rows)
+            rc = pkv_fail(e, "%s: /%s/%s: %s, where the table has %lld rows (not a pkvsim output?)",
+                          path, name, cols[c].name, here < 0 ? "not a column" : "another length",
+                          (long long)rows);
+        else if (rows > 0 && H5Dread(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, col) < 0)
             rc = pkv_fail(e, "%s: cannot read /%s/%s", path, name, cols[c].name);
         for (int64_t i = 0; i < rows && rc == 0; i++)
             memcpy(recs + (size_t)i * rec_size + cols[c].offset, col + (size_t)i * sz, sz);
         H5Tclose(t);
-        H5Dclose(d);
+        if (d >= 0) H5Dclose(d);
     }
     free(col);
     H5Gclose(g);

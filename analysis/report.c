@@ -114,8 +114,10 @@ static void steps_stats(hid_t f, const char *group, const char *col, double *mea
     *mean = *max = NAN;
     if (H5Lexists(f, cp, H5P_DEFAULT) <= 0 || H5Lexists(f, wp, H5P_DEFAULT) <= 0) return;
     hid_t d = H5Dopen2(f, cp, H5P_DEFAULT), w = H5Dopen2(f, wp, H5P_DEFAULT);
-    hid_t s = d >= 0 ? H5Dget_space(d) : -1;
+    hid_t s = d >= 0 ? H5Dget_space(d) : -1, sw = w >= 0 ? H5Dget_space(w) : -1;
     hssize_t n = s >= 0 ? H5Sget_simple_extent_npoints(s) : -1;
+    if (sw < 0 || H5Sget_simple_extent_npoints(sw) != n) n = -1; /* columns of one table */
+    if (sw >= 0) H5Sclose(sw);
     double *x = n > 0 ? malloc(sizeof *x * (size_t)n) : NULL;
     uint8_t *wu = n > 0 ? malloc((size_t)n) : NULL;
     if (x && wu && H5Dread(d, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, x) >= 0 &&

@@ -245,10 +245,11 @@ static int parse_axis(axis *ax, const cJSON *o, const char *P, const pkv_cli_ove
     return 0;
 }
 
-static int sweep_load(sweep *s, const char *path, const pkv_cli_overrides *ov, pkv_err *e) {
-    *s = (sweep){0};
+/* The sweep of a file's text (taken: freed with the sweep); path names it in errors. */
+static int sweep_parse(sweep *s, char *text, const char *path, const pkv_cli_overrides *ov,
+                       pkv_err *e) {
+    *s = (sweep){.text = text};
     pkv_err sub;
-    s->text = pkv_read_file(path, NULL, e);
     if (!s->text) return -1;
     s->base = pkv_json_parse(s->text, path, e);
     if (!s->base) return -1;
@@ -292,6 +293,10 @@ out:
     cJSON_Delete(sw);
     if (rc) pkv_fail(e, "%s: %s", path, sub.msg);
     return rc;
+}
+
+static int sweep_load(sweep *s, const char *path, const pkv_cli_overrides *ov, pkv_err *e) {
+    return sweep_parse(s, pkv_read_file(path, NULL, e), path, ov, e);
 }
 
 /* Point i's value of axis a (product: the last axis varies fastest). */
@@ -464,6 +469,24 @@ static int lock_sweep(const char *dir, const char *out, int *fd, pkv_err *e) {
                             strerror(errno));
     }
     return pkv_fail(e, "%s: cannot lock (the folder keeps changing)", path);
+}
+
+int pkv_sweep_check(const char *text, const char *path, size_t max_points, pkv_err *e) {
+    sweep s;
+    const pkv_cli_overrides none = {0};
+    char *copy = strdup(text);
+    if (!copy) return pkv_fail(e, "out of memory");
+    int rc = sweep_parse(&s, copy, path, &none, e);
+    for (size_t i = 0; !rc && i < s.n_points && i < max_points; i++) {
+        char *point = point_text(&s, i, e);
+        pkv_config cfg;
+        if (!point || pkv_config_parse(&cfg, point, path, e)) /* takes the text */
+            rc = -1;
+        else
+            pkv_config_free(&cfg);
+    }
+    sweep_free(&s);
+    return rc;
 }
 
 int pkv_sweep_main(const char *path, const pkv_cli_overrides *ov, int quiet, int dry,

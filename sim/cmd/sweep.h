@@ -22,11 +22,16 @@
 #define PKV_SWEEP_H
 
 #include <signal.h>
+#include <stddef.h>
 
 #include "cli.h"
+#include "pkv_err.h"
 
 /* 1: the file has a `sweep` section; 0: it has none; -1: it cannot be read (printed). */
 int pkv_sweep_present(const char *path);
+/* Parse a sweep file's text and the experiments of its first max_points points, as
+ * `run` would before running them (the fuzz target's entry); 0, or -1 with the error. */
+int pkv_sweep_check(const char *text, const char *path, size_t max_points, pkv_err *e);
 /* Run (or with dry, list) the sweep of experiment file `path`; the run command's
  * options apply to every point (an axis may not name a key they set). Returns the
  * exit code. */
