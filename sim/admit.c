@@ -82,9 +82,11 @@ int pkv_sim_admit(pkv_sim *s, pkv_err *e) {
 int pkv_sim_stranded(const pkv_sim *s, pkv_err *e) {
     size_t swapped = 0, len = 0;
     char list[320] = "";
+    const pkv_sim_request *huge = NULL;      /* the first that needs more than the whole pool */
     for (size_t k = 0; k < s->wait_n; k++) { /* in the queue's order: admission's */
         const pkv_sim_request *r = &s->req[s->wait[(s->wait_head + k) % s->wait_cap]];
         swapped += r->swapped;
+        if (!huge && pkv_sim_pages_to_admit(s, r) > s->alloc.n_usable) huge = r;
         if (k < 3 && len < sizeof list)
             len += (size_t)snprintf(list + len, sizeof list - len,
                                     "%s request %lld (%s, needs %d pages)", k ? "," : "",
@@ -93,6 +95,20 @@ int pkv_sim_stranded(const pkv_sim *s, pkv_err *e) {
     }
     const size_t n = s->wait_n + (size_t)s->n_run + (size_t)s->n_prefill;
     if (n == 0) return 0;
+    if (huge) {
+        const int max_pages = (int)((s->cfg->workload.max_context + s->cfg->model.page_size - 1) /
+                                    s->cfg->model.page_size);
+        return pkv_fail(e,
+                        "%s: the run cannot finish: request %lld needs %d pages, more than the "
+                        "pool's %d usable pages%s; raise serving.kv_pages to at least %d, or "
+                        "lower workload.max_context",
+                        s->cfg->file, (long long)huge->rec.id, (int)pkv_sim_pages_to_admit(s, huge),
+                        (int)s->alloc.n_usable,
+                        huge->rec.session >= 0 ? " (a multi-turn session's history grows up to "
+                                                 "workload.max_context)"
+                                               : "",
+                        max_pages);
+    }
     return pkv_fail(e,
                     "%s: the run cannot finish: %zu requests are still in it, %zu waiting (%zu "
                     "swapped out), and nothing runs to free pages; the queue begins with%s%s, and "
