@@ -98,6 +98,19 @@ if n != 4 or not np.allclose(tok, [ix["decode_tok_s"][i] for i in (0, 1, 4, 5)])
 if os.path.exists(out + ".points"):
     fails.append("the point files were not removed after the sweep")
 
+def kill_after_first(out, path, *opts):
+    """Start a sweep, SIGKILL it once its first point file is there."""
+    p = subprocess.Popen([pkvsim, "run", "-q", "-o", out, *opts, path], stderr=subprocess.DEVNULL)
+    first = os.path.join(out + ".points", "00000.h5")
+    for _ in range(600):
+        if os.path.exists(first) or p.poll() is not None:
+            break
+        time.sleep(0.02)
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+    return first
+
+
 # Resume: kill a sweep after its first point, run it again, compare.
 big = {"axes": [{"path": "run.seed", "values": [1, 2, 3, 4]}]}
 ref_path, res_path = write("ref", big, 3000), write("res", big, 3000)
@@ -108,14 +121,7 @@ with open(res_path, "w") as f:  # the same experiment under another file name
 ref = os.path.join(tmp, "ref.h5")
 run("-q", "-o", ref, ref_path)
 res = os.path.join(tmp, "res.h5")
-p = subprocess.Popen([pkvsim, "run", "-q", "-o", res, res_path], stderr=subprocess.DEVNULL)
-first = os.path.join(res + ".points", "00000.h5")
-for _ in range(600):
-    if os.path.exists(first) or p.poll() is not None:
-        break
-    time.sleep(0.05)
-p.send_signal(signal.SIGKILL)
-p.wait()
+kill_after_first(res, res_path)
 left = sorted(os.listdir(res + ".points")) if os.path.exists(res + ".points") else []
 if os.path.exists(res) or not left or any(".tmp." not in x and not x.endswith(".h5") and x != ".lock" for x in left):
     fails.append(f"after the kill: output {'there' if os.path.exists(res) else 'absent'}, {left}")
@@ -136,18 +142,6 @@ if r.returncode == 0 or "another sweep" not in r.stderr or (os.path.getmtime(out
     fails.append(f"another sweep's file: rc {r.returncode}, {r.stderr.strip()!r}")
 
 
-
-def kill_after_first(out, path, *opts):
-    """Start a sweep, SIGKILL it once its first point file is there."""
-    p = subprocess.Popen([pkvsim, "run", "-q", "-o", out, *opts, path], stderr=subprocess.DEVNULL)
-    first = os.path.join(out + ".points", "00000.h5")
-    for _ in range(600):
-        if os.path.exists(first) or p.poll() is not None:
-            break
-        time.sleep(0.02)
-    p.send_signal(signal.SIGKILL)
-    p.wait()
-    return first
 
 
 def point_attrs(path, i):
