@@ -1,6 +1,7 @@
 /* The waiting queue, the running batch and each request's KV pages: admission's
  * allocation, the prefix cache's mapping and insertion, growth by a page, release. */
 #include "sim_parts.h"
+#include "pkv_mem.h"
 #include "pkv_assert.h"
 
 #include <math.h>
@@ -143,4 +144,35 @@ void pkv_sim_cache_prompt(pkv_sim *s, pkv_sim_request *r) {
         r->blocks[b] = k;
         r->cached_blocks = b + 1;
     }
+}
+
+int pkv_sim_check_memory(const pkv_config *cfg, int32_t bt_stride, pkv_err *e) {
+    /* The KV pool's bookkeeping (the allocator's stack and owners: 12 bytes a page, and
+     * the prefix cache's table), the host pool's (12 bytes a slot), the block tables and
+     * the prefill page list (8 bytes an entry), against what this process may still
+     * allocate, before anything is: such a pool would take its setup's tens of seconds
+     * to fail, or fail blaming another setting. */
+    const double kv_bytes = 12.0 * cfg->kv_pages +
+                            (cfg->prefix_caching
+                                 ? pkv_prefix_bytes(cfg->kv_pages,
+                                                    cfg->prefix_block_tokens / cfg->model.page_size)
+                                 : 0),
+                 swap_bytes = cfg->preemption == PKV_PREEMPT_SWAP ? 12.0 * cfg->swap_pages : 0,
+                 table_bytes = 8.0 * cfg->max_active * bt_stride;
+    const char *limit;
+    const double allowed = pkv_mem_allowed(&limit), need = kv_bytes + swap_bytes + table_bytes;
+    if (need > allowed) {
+        const char *key = swap_bytes > kv_bytes && swap_bytes > table_bytes ? "swap_pages"
+                          : table_bytes > kv_bytes                          ? "max_active"
+                                                                            : "kv_pages";
+        return pkv_fail(e,
+                        "%s: serving.%s: the simulation's bookkeeping needs %.2f GiB of host "
+                        "memory (the KV pool's %d pages %.2f GiB, the swap pool %.2f GiB, the "
+                        "block tables %.2f GiB), more than the %.2f GiB this process may use "
+                        "(%s); lower serving.%s",
+                        cfg->file, key, need / 1073741824.0, cfg->kv_pages, kv_bytes / 1073741824.0,
+                        swap_bytes / 1073741824.0, table_bytes / 1073741824.0,
+                        allowed / 1073741824.0, limit, key);
+    }
+    return 0;
 }

@@ -2,7 +2,6 @@
  * scheduler's iterations (sched.h), tokens, finish. */
 #include "sim_parts.h"
 #include "sched.h"
-#include "pkv_mem.h"
 #include "rng.h"
 
 #include <math.h>
@@ -23,33 +22,7 @@ int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, const pkv_s
                    .sink = sink ? *sink : (pkv_sim_sink){0},
                    .bt_stride = pkv_sim_bt_stride(cfg)};
     if (!s->sched) return pkv_fail(e, "%s: serving.scheduler: unknown scheduler", cfg->file);
-    /* The KV pool's bookkeeping (the allocator's stack and owners: 12 bytes a page, and
-     * the prefix cache's table), the host pool's (12 bytes a slot), the block tables and
-     * the prefill page list (8 bytes an entry), against what this process may still
-     * allocate, before anything is: such a pool would take its setup's tens of seconds
-     * to fail, or fail blaming another setting. */
-    const double kv_bytes = 12.0 * cfg->kv_pages +
-                            (cfg->prefix_caching
-                                 ? pkv_prefix_bytes(cfg->kv_pages,
-                                                    cfg->prefix_block_tokens / cfg->model.page_size)
-                                 : 0),
-                 swap_bytes = cfg->preemption == PKV_PREEMPT_SWAP ? 12.0 * cfg->swap_pages : 0,
-                 table_bytes = 8.0 * cfg->max_active * s->bt_stride;
-    const char *limit;
-    const double allowed = pkv_mem_allowed(&limit), need = kv_bytes + swap_bytes + table_bytes;
-    if (need > allowed) {
-        const char *key = swap_bytes > kv_bytes && swap_bytes > table_bytes ? "swap_pages"
-                          : table_bytes > kv_bytes                          ? "max_active"
-                                                                            : "kv_pages";
-        return pkv_fail(e,
-                        "%s: serving.%s: the simulation's bookkeeping needs %.2f GiB of host "
-                        "memory (the KV pool's %d pages %.2f GiB, the swap pool %.2f GiB, the "
-                        "block tables %.2f GiB), more than the %.2f GiB this process may use "
-                        "(%s); lower serving.%s",
-                        cfg->file, key, need / 1073741824.0, cfg->kv_pages, kv_bytes / 1073741824.0,
-                        swap_bytes / 1073741824.0, table_bytes / 1073741824.0,
-                        allowed / 1073741824.0, limit, key);
-    }
+    if (pkv_sim_check_memory(cfg, s->bt_stride, e)) return -1;
     pkv_heap_init(&s->heap);
     int32_t ma = cfg->max_active;
     s->wait_cap = 1024;

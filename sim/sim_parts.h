@@ -26,6 +26,10 @@ static inline bool pkv_sim_more_steps(const pkv_sim *s) {
 }
 
 /* pages.c */
+/* The simulation's bookkeeping (the KV pool, the prefix cache's table, the swap pool,
+ * the block tables) against what this process may still allocate, before anything is;
+ * -1 naming the setting, the bytes and the limit. */
+int pkv_sim_check_memory(const pkv_config *cfg, int32_t bt_stride, pkv_err *e);
 int pkv_sim_wait_push_back(pkv_sim *s, int64_t slot);
 int pkv_sim_wait_push_front(pkv_sim *s, int64_t slot);
 /* The request becomes a row of the running batch, its block table its pages. */
