@@ -358,7 +358,9 @@ static void progress(const pkv_sim *s, bool final) {
 /* ---- the loop ---------------------------------------------------------------------- */
 int pkv_sim_start(pkv_sim *s, pkv_err *e) {
     const pkv_arrival_spec *a = &s->cfg->workload.arrival;
-    if (a->kind == PKV_ARRIVAL_CLOSED) {
+    if (s->external) {
+        /* the router brings the arrivals */
+    } else if (a->kind == PKV_ARRIVAL_CLOSED) {
         /* Each closed-loop arrival carries its own draw: queue them one at a time. */
         for (int64_t i = 0; i < a->concurrency; i++) {
             pkv_request_draw d;
@@ -370,6 +372,14 @@ int pkv_sim_start(pkv_sim *s, pkv_err *e) {
         return -1;
     }
     return try_schedule(s, e);
+}
+
+int pkv_sim_inject(pkv_sim *s, const pkv_request_draw *d, double t, pkv_err *e) {
+    if (t > s->t_now) s->t_now = t;
+    const int64_t slot = new_request(s, d, s->t_now);
+    if (slot < 0 || pkv_sim_wait_push_back(s, slot)) return pkv_fail(e, "out of memory");
+    const pkv_event *next = pkv_heap_top(&s->heap);
+    return next && next->t == s->t_now ? 0 : try_schedule(s, e);
 }
 
 double pkv_sim_next_t(const pkv_sim *s) {

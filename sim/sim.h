@@ -148,6 +148,8 @@ typedef struct pkv_sim {
     bool bounded;                /* run.max_steps or run.max_time_s ended the run */
     uint64_t preempt_run;        /* preemptions since the last decode step started */
     volatile sig_atomic_t *stop; /* set asynchronously (SIGINT): finish the step and stop */
+    bool external;               /* arrivals come from pkv_sim_inject (a fleet's router), not
+                                    from its own workload; set before pkv_sim_start */
     pkv_sim_observer observe;    /* may be NULL */
     void *observe_ctx;
 } pkv_sim;
@@ -170,6 +172,19 @@ int pkv_sim_advance(pkv_sim *s, pkv_err *e);
  * ran out of events (no bound, no *stop) with requests still in it fails, naming them:
  * none of them could run again. */
 int pkv_sim_end(pkv_sim *s, pkv_err *e);
+/* A request arrives at t (>= the simulation's clock) from outside (s->external): it
+ * joins the queue, and an idle engine starts on it once this instant's events are
+ * handled. */
+int pkv_sim_inject(pkv_sim *s, const pkv_request_draw *d, double t, pkv_err *e);
+/* What a router may read of a replica: requests in it (waiting, prefilling, running),
+ * their prompt and decode tokens still to come, KV pages free or evictable, and
+ * whether the engine's batch has room for one more request now. */
+typedef struct pkv_sim_load {
+    int64_t requests, tokens;
+    int32_t free_pages;
+    bool has_slot;
+} pkv_sim_load;
+pkv_sim_load pkv_sim_load_of(const pkv_sim *s);
 /* Block-table entries per row: the experiment's longest request in pages. */
 int32_t pkv_sim_bt_stride(const pkv_config *cfg);
 void pkv_sim_free(pkv_sim *s);

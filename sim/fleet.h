@@ -1,0 +1,58 @@
+/* A fleet: replicas (each a whole simulation: its engine, scheduler, KV pool, prefix
+ * cache, admission and preemption) behind a router that reads their state as a real
+ * router could (requests in each, tokens still to come, free pages; never the
+ * future), fed by one arrival stream. The loop takes the earliest of the next arrival
+ * and the replicas' next events; arrivals come first at a tie. Issue 30's first part:
+ * replicas of one configuration and the routers below; pools, disaggregation and
+ * autoscaling build on it. */
+#ifndef PKV_FLEET_H
+#define PKV_FLEET_H
+
+#include "sim.h"
+
+#define PKV_ROUTERS(X)                                                                             \
+    X(ROUND_ROBIN, "round_robin")       /* in turn */                                              \
+    X(RANDOM, "random")                 /* uniformly */                                            \
+    X(LEAST_REQUESTS, "least_requests") /* the fewest requests in it */                            \
+    X(LEAST_TOKENS, "least_tokens")     /* the fewest prompt and decode tokens to come */          \
+    X(LEAST_KV, "least_kv")             /* the most free pages */                                  \
+    X(POWER_OF_TWO, "power_of_two")     /* the fewer requests of two drawn at random */            \
+    X(CENTRAL_QUEUE, "central_queue")   /* waits at the router until a replica has room */
+
+typedef enum {
+#define PKV_ROUTER_ENUM(e, name) PKV_ROUTER_##e,
+    PKV_ROUTERS(PKV_ROUTER_ENUM)
+#undef PKV_ROUTER_ENUM
+        PKV_ROUTER_COUNT
+} pkv_router;
+extern const char *const pkv_router_names[]; /* NULL-terminated */
+
+/* Tells the fleet's user where each request went (may be NULL). */
+typedef void (*pkv_fleet_routed)(void *ctx, int replica, const pkv_request_draw *d,
+                                 double t_arrival, double t_routed);
+
+typedef struct pkv_fleet {
+    int n;              /* replicas */
+    pkv_sim **replicas; /* [n], each initialised (pkv_sim_init), external set by the fleet */
+    pkv_workload *wl;   /* the arrival stream (open loop) */
+    pkv_router router;
+    gsl_rng *r_route; /* random and power_of_two draw from it */
+    pkv_fleet_routed routed;
+    void *routed_ctx;
+    /* state */
+    int next_rr;
+    pkv_request_draw *queue; /* central_queue: the requests waiting at the router (ring) */
+    double *queued_at;
+    size_t q_head, q_n, q_cap;
+    uint64_t *per_replica; /* [n] requests routed to each */
+    double t_now;
+} pkv_fleet;
+
+/* Run every replica's simulation from its start to its end, feeding the arrivals of wl
+ * through the router. Returns 0, or -1 with the first error (a replica's, naming it). */
+int pkv_fleet_run(pkv_fleet *f, pkv_err *e);
+void pkv_fleet_free(pkv_fleet *f);
+/* The router named, or -1. */
+int pkv_router_from_name(const char *name);
+
+#endif

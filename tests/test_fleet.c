@@ -1,0 +1,327 @@
+/* A fleet of replicas behind a router (sim/fleet.h), on the model backend:
+ * - one replica behind the router is the run without a fleet, bit for bit (the study
+ *   layer; a full model with chunked prefill, caching and swap under page pressure);
+ * - queueing theory holds (`test_fleet erlang`, labelled ci: a million requests a case):
+ *   central_queue over c replicas of one active request each, Poisson arrivals, a
+ *   constant step cost and geometric decode lengths of mean 100 steps with no prefill
+ *   time (exponential service, as near as whole steps allow): the mean wait at the
+ *   router within 3% of Erlang C (at the arrival and service rates the run realised)
+ *   at loads 0.7 and 0.85 for c = 1, 4, 16;
+ * - least_requests waits less than round_robin at high load (join the shortest queue);
+ * - conservation: every router routes each request once and every replica finishes
+ *   what it was given. */
+#include "check.h"
+#include "fleet.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <gsl/gsl_rng.h>
+#include <gsl/gsl_sf_gamma.h>
+
+static const char *CAL = PKV_SOURCE_DIR "/experiments/calibration/default.json";
+
+/* What a replica's sink saw. */
+typedef struct seen {
+    uint64_t steps, prefills, requests, finished;
+    double advance, wait_sum; /* seconds: steps' time; arrival to admission, summed */
+    double step_min, step_max;
+    uint64_t hash;
+    double t_end;
+} seen;
+
+static void mix(seen *w, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) w->hash = (w->hash ^ b[i]) * 1099511628211ull;
+}
+static int on_step(void *ctx, const pkv_step_rec *r, double adv, pkv_err *e) {
+    seen *w = ctx;
+    if (!w->steps || adv < w->step_min) w->step_min = adv;
+    if (!w->steps || adv > w->step_max) w->step_max = adv;
+    w->steps++, w->advance += adv;
+    const double f[] = {r->t_sim, r->t_predicted, (double)r->rows, (double)r->route,
+                        (double)r->context_tokens};
+    mix(w, f, sizeof f);
+    return 0;
+}
+static int on_prefill(void *ctx, const pkv_prefill_rec *p, pkv_err *e) {
+    seen *w = ctx;
+    w->prefills++;
+    const double f[] = {p->t_sim, p->t_advance, (double)p->tokens};
+    mix(w, f, sizeof f);
+    return 0;
+}
+static int on_request(void *ctx, const pkv_request_rec *q, pkv_err *e) {
+    seen *w = ctx;
+    w->requests++;
+    w->finished += !isnan(q->t_finish);
+    w->wait_sum += q->t_admitted - q->t_arrival;
+    const double f[] = {(double)q->id, q->t_arrival, q->t_first_token, q->t_finish,
+                        (double)q->generated};
+    mix(w, f, sizeof f);
+    return 0;
+}
+static int on_end(void *ctx, double t_end, bool interrupted, const pkv_sim_counts *c, pkv_err *e) {
+    ((seen *)ctx)->t_end = t_end;
+    return 0;
+}
+
+typedef struct replica {
+    pkv_config cfg;
+    pkv_calib cal;
+    pkv_engine eng;
+    pkv_sim sim;
+    seen w;
+} replica;
+
+static int replica_init(replica *r, const char *text, pkv_err *e) {
+    memset(r, 0, sizeof *r);
+    if (pkv_config_parse(&r->cfg, strdup(text), "fleet.json", e) ||
+        pkv_calib_load(&r->cal, r->cfg.calibration, e) ||
+        (r->cfg.calib_overrides &&
+         pkv_calib_apply(&r->cal, r->cfg.calib_overrides, "route.overrides", e)))
+        return -1;
+    const pkv_backend_spec bs = {.kind = PKV_BACKEND_MODEL,
+                                 .kv_pages = r->cfg.kv_pages,
+                                 .bt_stride = pkv_sim_bt_stride(&r->cfg),
+                                 .seed = r->cfg.seed};
+    if (pkv_engine_init(&r->eng, &r->cfg.model, &r->cal, r->cfg.policy,
+                        (pkv_bucket_mode)r->cfg.bucket_mode, r->cfg.max_active, &bs,
+                        PKV_CLOCK_PREDICTED, e))
+        return -1;
+    r->eng.prefill_base_s = r->cfg.prefill_base_s;
+    r->eng.prefill_per_token_s = r->cfg.prefill_per_token_s;
+    const pkv_sim_sink sink = {
+        .ctx = &r->w, .step = on_step, .prefill = on_prefill, .request = on_request, .end = on_end};
+    return pkv_sim_init(&r->sim, &r->cfg, &r->eng, &sink, NULL, e);
+}
+
+static void replica_free(replica *r) {
+    pkv_sim_free(&r->sim);
+    pkv_engine_free(&r->eng);
+    pkv_calib_free(&r->cal);
+    pkv_config_free(&r->cfg);
+}
+
+/* The router's wait of each request (central_queue). */
+typedef struct routed_log {
+    double wait_sum, t_last; /* the waits summed; the latest arrival */
+    uint64_t n;
+} routed_log;
+static void on_routed(void *ctx, int to, const pkv_request_draw *d, double t_arrival,
+                      double t_routed) {
+    routed_log *l = ctx;
+    l->wait_sum += t_routed - t_arrival, l->n++;
+    if (t_arrival > l->t_last) l->t_last = t_arrival;
+}
+
+/* A fleet of n replicas of `text` routed by `router`, its arrivals those of the first
+ * replica's workload (decode lengths `decode` when not NULL). */
+typedef struct fleet_run {
+    replica *r;
+    pkv_fleet f;
+    routed_log log;
+    int rc;
+} fleet_run;
+
+static void fleet_run_go(fleet_run *fr, int n, const char *text, pkv_router router,
+                         const pkv_length_spec *decode, pkv_err *e) {
+    memset(fr, 0, sizeof *fr);
+    fr->r = calloc((size_t)n, sizeof *fr->r);
+    pkv_sim **sims = calloc((size_t)n, sizeof *sims);
+    for (int i = 0; i < n && !fr->rc; i++) {
+        fr->rc = replica_init(&fr->r[i], text, e);
+        sims[i] = &fr->r[i].sim;
+    }
+    pkv_workload wl;
+    pkv_workload_spec spec = fr->r[0].cfg.workload;
+    if (decode) spec.decode = *decode;
+    gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(g, 7);
+    if (!fr->rc) fr->rc = pkv_workload_init(&wl, &spec, fr->r[0].cfg.seed);
+    fr->f = (pkv_fleet){.n = n,
+                        .replicas = sims,
+                        .wl = &wl,
+                        .router = router,
+                        .r_route = g,
+                        .routed = on_routed,
+                        .routed_ctx = &fr->log};
+    if (!fr->rc) fr->rc = pkv_fleet_run(&fr->f, e);
+    pkv_workload_free(&wl);
+    gsl_rng_free(g);
+    free(sims);
+    fr->f.replicas = NULL;
+}
+
+static void fleet_run_free(fleet_run *fr, int n) {
+    pkv_fleet_free(&fr->f);
+    for (int i = 0; i < n; i++) replica_free(&fr->r[i]);
+    free(fr->r);
+}
+
+/* Erlang C: the mean wait of M/M/c with offered load a = lambda / mu. */
+static double erlang_c_wait(int c, double lambda, double mu) {
+    const double a = lambda / mu, rho = a / c;
+    double sum = 0;
+    for (int k = 0; k < c; k++) sum += exp(k * log(a) - gsl_sf_lnfact((unsigned)k));
+    const double top = exp(c * log(a) - gsl_sf_lnfact((unsigned)c)) / (1 - rho);
+    return top / (sum + top) / (c * mu - lambda);
+}
+
+static const char *ALONE[2] = {
+    "{\"name\": \"a\", \"model\": {\"hq\": 32, \"hkv\": 8, \"head_dim\": 128, \"page_size\": 16},"
+    " \"workload\": {\"arrival\": {\"process\": \"poisson\", \"rate\": 300},"
+    "   \"prompt\": {\"dist\": \"uniform\", \"min\": 100, \"max\": 20000},"
+    "   \"decode\": {\"dist\": \"uniform\", \"min\": 1, \"max\": 200},"
+    "   \"num_requests\": 150, \"max_context\": 24000},"
+    " \"serving\": {\"max_active\": 12, \"kv_pages\": 6000},"
+    " \"route\": {\"policy\": \"adaptive\", \"calibration\": \"%s\"}, \"run\": {\"seed\": 4}}",
+    "{\"name\": \"b\", \"model\": {\"layers\": 4, \"hidden\": 1024, \"hq\": 8, \"hkv\": 2,"
+    "   \"head_dim\": 128, \"intermediate\": 2048, \"vocab\": 4096, \"page_size\": 16},"
+    " \"workload\": {\"arrival\": {\"process\": \"poisson\", \"rate\": 400},"
+    "   \"prompt\": {\"dist\": \"uniform\", \"min\": 16, \"max\": 3000},"
+    "   \"decode\": {\"dist\": \"uniform\", \"min\": 2, \"max\": 300},"
+    "   \"num_requests\": 200, \"max_context\": 4096},"
+    " \"serving\": {\"max_active\": 16, \"kv_pages\": 900, \"scheduler\": \"chunked\","
+    "   \"token_budget\": 512, \"prefix_caching\": true, \"preemption\": \"swap\","
+    "   \"swap_pages\": 400},"
+    " \"route\": {\"policy\": \"pkv_workqueue\", \"calibration\": \"%s\"}, \"run\": {\"seed\": "
+    "9}}"};
+
+/* One active request a replica, a step of 1 ms whatever the context (the study layer
+ * at an unbounded bandwidth with a 1 ms launch), no prefill time. */
+static const char *QUEUE =
+    "{\"name\": \"q\", \"model\": {\"hq\": 32, \"hkv\": 8, \"head_dim\": 128, \"page_size\": 16},"
+    " \"workload\": {\"arrival\": {\"process\": \"poisson\", \"rate\": %g},"
+    "   \"prompt\": {\"dist\": \"fixed\", \"value\": 16},"
+    "   \"decode\": {\"dist\": \"fixed\", \"value\": 1},"
+    "   \"num_requests\": %d, \"max_context\": 2048},"
+    " \"serving\": {\"max_active\": 1, \"kv_pages\": 4096,"
+    "   \"prefill\": {\"base_us\": 0, \"per_token_us\": 0}},"
+    " \"route\": {\"policy\": \"ref_paged\", \"calibration\": \"%s\","
+    "   \"overrides\": {\"beta_gbps\": 1000000, \"launch_us\": 1000}}, \"run\": {\"seed\": %d}}";
+
+int main(int argc, char **argv) {
+    pkv_err e = {0};
+    const int erlang = argc > 1 && !strcmp(argv[1], "erlang");
+    const int seed0 = argc > 2 ? atoi(argv[2]) : 11;
+    char text[4096];
+    /* One replica behind the router is the run alone. */
+    for (int k = 0; k < 2; k++) {
+        snprintf(text, sizeof text, ALONE[k], CAL);
+        replica r;
+        int rc = replica_init(&r, text, &e) || pkv_sim_run(&r.sim, &e);
+        CHECK(rc == 0, "experiment %d alone: %s", k, e.msg);
+        const seen alone = r.w;
+        replica_free(&r);
+        fleet_run fr;
+        fleet_run_go(&fr, 1, text, PKV_ROUTER_ROUND_ROBIN, NULL, &e);
+        CHECK(fr.rc == 0, "experiment %d, one replica: %s", k, e.msg);
+        const seen *w = &fr.r[0].w;
+        CHECK(w->steps == alone.steps && w->prefills == alone.prefills &&
+                  w->requests == alone.requests && w->hash == alone.hash &&
+                  w->advance == alone.advance && w->t_end == alone.t_end,
+              "experiment %d: one replica %llu steps, %llu requests, end %.9g s; alone %llu, "
+              "%llu, %.9g s",
+              k, (unsigned long long)w->steps, (unsigned long long)w->requests, w->t_end,
+              (unsigned long long)alone.steps, (unsigned long long)alone.requests, alone.t_end);
+        fleet_run_free(&fr, 1);
+    }
+
+    /* Geometric decode lengths of mean 100 steps (service time's squared coefficient of
+     * variation 0.99; a shorter mean makes whole steps show: 0.95 at 20 steps, 2.5% less
+     * wait at one server): a table of the distribution's quantiles drawn uniformly (the
+     * empirical kind). */
+    enum { QUANTILES = 100000 };
+    const double p = 1.0 / 100;
+    pkv_length_spec geo = {.kind = PKV_LENGTH_EMPIRICAL, .n_emp = QUANTILES};
+    geo.values_emp = malloc(sizeof *geo.values_emp * QUANTILES);
+    for (int i = 0; i < QUANTILES; i++)
+        geo.values_emp[i] = (int32_t)ceil(log(1 - (i + 0.5) / QUANTILES) / log(1 - p));
+    double mean_len = 0;
+    for (int i = 0; i < QUANTILES; i++) mean_len += geo.values_emp[i] / (double)QUANTILES;
+
+    /* The step's cost, from a first run: the service rate is 1 / (mean length x step). */
+    snprintf(text, sizeof text, QUEUE, 10.0, 200, CAL, 3);
+    fleet_run pilot;
+    fleet_run_go(&pilot, 1, text, PKV_ROUTER_ROUND_ROBIN, &geo, &e);
+    CHECK(pilot.rc == 0, "pilot: %s", e.msg);
+    const seen *pw = &pilot.r[0].w;
+    const double step = pw->advance / (double)pw->steps;
+    CHECK(pw->step_max - pw->step_min <= 1e-3 * step, "the step's cost varies: %.6g to %.6g s",
+          pw->step_min, pw->step_max);
+    fleet_run_free(&pilot, 1);
+
+    /* Erlang C: the router's mean wait under central_queue. */
+    static const int cs[3] = {1, 4, 16};
+    static const double loads[2] = {0.7, 0.85};
+    for (int ci = 0; ci < 3 && erlang; ci++)
+        for (int li = 0; li < 2; li++) {
+            const int c = cs[ci], n_req = 1000000;
+            const double mu = 1 / (mean_len * step);
+            const double lambda = loads[li] * c * mu;
+            snprintf(text, sizeof text, QUEUE, lambda, n_req, CAL, seed0 + ci * 2 + li);
+            fleet_run fr;
+            fleet_run_go(&fr, c, text, PKV_ROUTER_CENTRAL_QUEUE, &geo, &e);
+            CHECK(fr.rc == 0, "erlang c=%d: %s", c, e.msg);
+            uint64_t steps = 0, finished = 0;
+            double busy = 0;
+            for (int i = 0; i < c; i++) {
+                steps += fr.r[i].w.steps, busy += fr.r[i].w.advance;
+                finished += fr.r[i].w.finished;
+            }
+            /* the service rate as the replicas served: requests over their busy time
+             * (one request a step: a replica holds one at a time) */
+            const double mu_seen = (double)finished / busy;
+            const double lambda_seen = (double)fr.log.n / fr.log.t_last;
+            const double want = erlang_c_wait(c, lambda_seen, mu_seen);
+            const double got = fr.log.wait_sum / fr.log.n;
+            CHECK(finished == (uint64_t)n_req && fr.log.n == (uint64_t)n_req,
+                  "erlang c=%d: %llu finished, %llu routed of %d", c, (unsigned long long)finished,
+                  (unsigned long long)fr.log.n, n_req);
+            CHECK(fabs(busy / (double)steps - step) <= 1e-3 * step,
+                  "c=%d: steps of %.6g s, not %.6g", c, busy / (double)steps, step);
+            CHECK(fabs(got - want) <= 0.03 * want,
+                  "c=%d, load %.1f: mean wait %.6g s, Erlang C %.6g s (%+.1f%%)", c, loads[li], got,
+                  want, 100 * (got / want - 1));
+            printf("erlang c=%d load %.2f: wait %.6g s, Erlang C %.6g s (%+.2f%%)\n", c, loads[li],
+                   got, want, 100 * (got / want - 1));
+            fleet_run_free(&fr, c);
+        }
+
+    /* Join the shortest queue against round robin, 4 replicas at load 0.9, the wait
+     * at the replicas (arrival to admission); every router conserves requests. */
+    double wait[PKV_ROUTER_COUNT] = {0};
+    for (int router = 0; router < PKV_ROUTER_COUNT; router++) {
+        const int c = 4, n_req = 20000;
+        const double mu = 1 / (mean_len * step), lambda = 0.9 * c * mu;
+        snprintf(text, sizeof text, QUEUE, lambda, n_req, CAL, 5);
+        fleet_run fr;
+        fleet_run_go(&fr, c, text, (pkv_router)router, &geo, &e);
+        CHECK(fr.rc == 0, "%s: %s", pkv_router_names[router], e.msg);
+        uint64_t finished = 0, routed = 0;
+        double sum = fr.log.wait_sum;
+        for (int i = 0; i < c; i++) {
+            finished += fr.r[i].w.finished, routed += fr.f.per_replica[i];
+            sum += fr.r[i].w.wait_sum;
+            CHECK(fr.r[i].w.requests == fr.f.per_replica[i],
+                  "%s: replica %d finished %llu of the %llu it was given", pkv_router_names[router],
+                  i, (unsigned long long)fr.r[i].w.requests,
+                  (unsigned long long)fr.f.per_replica[i]);
+        }
+        CHECK(finished == (uint64_t)n_req && routed == (uint64_t)n_req,
+              "%s: %llu routed, %llu finished of %d", pkv_router_names[router],
+              (unsigned long long)routed, (unsigned long long)finished, n_req);
+        wait[router] = sum / n_req;
+        printf("%-15s mean wait %.6g s\n", pkv_router_names[router], wait[router]);
+        fleet_run_free(&fr, c);
+    }
+    CHECK(wait[PKV_ROUTER_LEAST_REQUESTS] < 0.7 * wait[PKV_ROUTER_ROUND_ROBIN],
+          "least_requests waits %.6g s, round_robin %.6g s", wait[PKV_ROUTER_LEAST_REQUESTS],
+          wait[PKV_ROUTER_ROUND_ROBIN]);
+    CHECK(wait[PKV_ROUTER_CENTRAL_QUEUE] <= wait[PKV_ROUTER_LEAST_REQUESTS] * 1.05,
+          "central_queue waits %.6g s, least_requests %.6g s", wait[PKV_ROUTER_CENTRAL_QUEUE],
+          wait[PKV_ROUTER_LEAST_REQUESTS]);
+    free(geo.values_emp);
+    CHECK_DONE();
+}
