@@ -1,5 +1,7 @@
 #include "fleet.h"
 
+#include "pkv_clock.h"
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +20,7 @@ int pkv_router_from_name(const char *name) {
 
 /* A replica's load as the router weighs it: lower is better. */
 static double load(const pkv_fleet *f, int i) {
-    const pkv_sim_load l = pkv_sim_load_of(f->replicas[i]);
+    const pkv_sim_load l = pkv_sim_load_of(f->replicas[i], f->router == PKV_ROUTER_LEAST_TOKENS);
     switch (f->router) {
     case PKV_ROUTER_LEAST_TOKENS:
         return (double)l.tokens;
@@ -30,7 +32,7 @@ static double load(const pkv_fleet *f, int i) {
 }
 
 /* The replica for the next request; -1 (central_queue) when none has room now. */
-static int choose(pkv_fleet *f) {
+static int choose_now(pkv_fleet *f) {
     switch (f->router) {
     case PKV_ROUTER_ROUND_ROBIN: {
         const int i = f->next_rr;
@@ -47,7 +49,7 @@ static int choose(pkv_fleet *f) {
     case PKV_ROUTER_CENTRAL_QUEUE:
         for (int k = 0; k < f->n; k++) { /* from the replica after the last one served */
             const int i = (f->next_rr + k) % f->n;
-            if (pkv_sim_load_of(f->replicas[i]).has_slot) {
+            if (pkv_sim_load_of(f->replicas[i], false).has_slot) {
                 f->next_rr = (i + 1) % f->n;
                 return i;
             }
@@ -65,10 +67,26 @@ static int choose(pkv_fleet *f) {
     }
 }
 
+static int choose(pkv_fleet *f) {
+    const double t0 = pkv_clock_now();
+    const int i = choose_now(f);
+    f->route_s += pkv_clock_now() - t0, f->decisions++;
+    return i;
+}
+
+/* File replica i's next event in the heap (where it moved). */
+static int file_next(pkv_fleet *f, int i) {
+    const double t = pkv_sim_next_t(f->replicas[i]);
+    if (t == f->next_t[i]) return 0;
+    f->next_t[i] = t;
+    return isfinite(t) ? pkv_heap_push(&f->when, t, 0, i) : 0;
+}
+
 static int send(pkv_fleet *f, int i, const pkv_request_draw *d, double t_arrival, pkv_err *e) {
     f->per_replica[i]++;
     if (f->routed) f->routed(f->routed_ctx, i, d, t_arrival, f->t_now);
-    if (pkv_sim_inject(f->replicas[i], d, f->t_now, e) == 0) return 0;
+    if (pkv_sim_inject(f->replicas[i], d, f->t_now, e) == 0)
+        return file_next(f, i) ? pkv_fail(e, "out of memory") : 0;
     char msg[sizeof e->msg];
     memcpy(msg, e->msg, sizeof msg);
     return pkv_fail(e, "replica %d: %.*s", i, (int)sizeof msg - 16, msg);
@@ -114,23 +132,29 @@ int pkv_fleet_run(pkv_fleet *f, pkv_err *e) {
     if (f->wl->spec.arrival.kind == PKV_ARRIVAL_CLOSED)
         return pkv_fail(e, "fleet: a closed loop has no arrivals to route (open-loop only)");
     f->per_replica = calloc((size_t)f->n, sizeof *f->per_replica);
-    if (!f->per_replica) return pkv_fail(e, "out of memory");
+    f->next_t = malloc(sizeof *f->next_t * (size_t)f->n);
+    pkv_heap_init(&f->when);
+    if (!f->per_replica || !f->next_t) return pkv_fail(e, "out of memory");
     f->t_now = 0;
     for (int i = 0; i < f->n; i++) {
         f->replicas[i]->external = true;
+        f->next_t[i] = INFINITY;
         if (pkv_sim_start(f->replicas[i], e)) return -1;
+        if (file_next(f, i)) return pkv_fail(e, "out of memory");
     }
     pkv_request_draw next;
     int more = pkv_workload_next(f->wl, 0.0, &next);
     if (more == -1) return pkv_fail(e, "out of memory");
     if (more == -2) return pkv_fail(e, "workload.arrival: the process cannot advance");
     for (;;) {
+        const pkv_event *top;
+        while ((top = pkv_heap_top(&f->when)) && top->t != f->next_t[top->arg]) {
+            pkv_event stale;
+            pkv_heap_pop(&f->when, &stale);
+        }
         int who = -1;
         double t = more == 0 ? next.t_arrival : INFINITY;
-        for (int i = 0; i < f->n; i++) {
-            const double ti = pkv_sim_next_t(f->replicas[i]);
-            if (ti < t) t = ti, who = i;
-        }
+        if (top && top->t < t) t = top->t, who = (int)top->arg;
         if (!isfinite(t)) break;
         if (t > f->t_now) f->t_now = t;
         if (who < 0) { /* an arrival (first at a tie) */
@@ -143,7 +167,11 @@ int pkv_fleet_run(pkv_fleet *f, pkv_err *e) {
             if (more == -2) return pkv_fail(e, "workload.arrival: the process cannot advance");
         } else {
             pkv_sim *s = f->replicas[who];
+            pkv_event mine;
+            pkv_heap_pop(&f->when, &mine);
+            f->next_t[who] = INFINITY; /* filed again below */
             if (pkv_sim_advance(s, e)) return -1;
+            if (file_next(f, who)) return pkv_fail(e, "out of memory");
             if (s->over) { /* a bound (max_steps, max_time_s) or a stop ends the fleet */
                 for (int i = 0; i < f->n; i++) {
                     f->replicas[i]->over = true;
@@ -167,7 +195,8 @@ int pkv_fleet_run(pkv_fleet *f, pkv_err *e) {
 }
 
 void pkv_fleet_free(pkv_fleet *f) {
-    free(f->queue), free(f->queued_at), free(f->per_replica);
-    f->queue = NULL, f->queued_at = NULL, f->per_replica = NULL;
+    free(f->queue), free(f->queued_at), free(f->per_replica), free(f->next_t);
+    pkv_heap_free(&f->when);
+    f->queue = NULL, f->queued_at = NULL, f->per_replica = NULL, f->next_t = NULL;
     f->q_n = f->q_cap = f->q_head = 0;
 }

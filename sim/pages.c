@@ -177,12 +177,12 @@ int pkv_sim_check_memory(const pkv_config *cfg, int32_t bt_stride, pkv_err *e) {
     return 0;
 }
 
-pkv_sim_load pkv_sim_load_of(const pkv_sim *s) {
+pkv_sim_load pkv_sim_load_of(const pkv_sim *s, bool tokens) {
     pkv_sim_load l = {.requests = (int64_t)s->wait_n + s->n_run + s->n_prefill,
                       .free_pages = pkv_sim_pages_available(s),
                       .has_slot =
                           (int64_t)s->wait_n + s->n_run + s->n_prefill < s->cfg->max_active};
-    for (size_t i = 0; i < s->n_slots; i++) {
+    for (size_t i = 0; tokens && i < s->n_slots; i++) {
         const pkv_sim_request *r = &s->req[i];
         if (r->live)
             l.tokens += (r->rec.prompt_len - r->prefilled) + (r->rec.decode_len - r->rec.generated);

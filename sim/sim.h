@@ -177,14 +177,15 @@ int pkv_sim_end(pkv_sim *s, pkv_err *e);
  * handled. */
 int pkv_sim_inject(pkv_sim *s, const pkv_request_draw *d, double t, pkv_err *e);
 /* What a router may read of a replica: requests in it (waiting, prefilling, running),
- * their prompt and decode tokens still to come, KV pages free or evictable, and
- * whether the engine's batch has room for one more request now. */
+ * their prompt and decode tokens still to come (counted only when `tokens`: a walk
+ * over the requests), KV pages free or evictable, and whether the engine's batch has
+ * room for one more request now. */
 typedef struct pkv_sim_load {
     int64_t requests, tokens;
     int32_t free_pages;
     bool has_slot;
 } pkv_sim_load;
-pkv_sim_load pkv_sim_load_of(const pkv_sim *s);
+pkv_sim_load pkv_sim_load_of(const pkv_sim *s, bool tokens);
 /* Block-table entries per row: the experiment's longest request in pages. */
 int32_t pkv_sim_bt_stride(const pkv_config *cfg);
 void pkv_sim_free(pkv_sim *s);

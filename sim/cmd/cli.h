@@ -60,6 +60,7 @@ int pkv_cli_apply(pkv_config *cfg, const pkv_cli_overrides *o);
 int pkv_cmd_workload(int argc, char **argv);
 int pkv_cmd_bench_sim(int argc, char **argv);
 int pkv_cmd_bench_traces(int argc, char **argv);
+int pkv_cmd_bench_fleet(int argc, char **argv);
 int pkv_cmd_report(int argc, char **argv);
 /* pkvsim fit (sim/cmd/cmd_fit.c). */
 int pkv_cmd_fit(int argc, char **argv);

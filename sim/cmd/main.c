@@ -90,6 +90,9 @@ static void usage(FILE *f) {
           "                        recording on, at 8 and 64 active requests\n"
           "  bench traces [--rows N] [--out FILE]\n"
           "                        trace reading speed (rows/s) on a generated CSV\n"
+          "  bench fleet [--requests N] [--out FILE]\n"
+          "                        fleets of 1 to 1,000 replicas behind a router: iterations\n"
+          "                        per second, the router's cost, peak RSS\n"
           "  bench model [--model NAME] [--rows LIST] [--reps N] [--out FILE]\n"
           "                        a served model's GEMMs alone on the GPU over token widths,\n"
           "                        against the read ceiling and a 8192^3 GEMM; fits the\n"
@@ -291,6 +294,8 @@ int main(int argc, char **argv) {
         return pkv_cmd_bench_sim(argc - 2, argv + 2);
     if (!strcmp(cmd, "bench") && argc >= 3 && !strcmp(argv[2], "traces"))
         return pkv_cmd_bench_traces(argc - 2, argv + 2);
+    if (!strcmp(cmd, "bench") && argc >= 3 && !strcmp(argv[2], "fleet"))
+        return pkv_cmd_bench_fleet(argc - 2, argv + 2);
     fprintf(stderr, "pkvsim: unknown command \"%s\" (see pkvsim --help)\n", cmd);
     return 2;
 }
