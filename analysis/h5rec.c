@@ -201,16 +201,18 @@ void pkv_h5_init(void) {
     H5dont_atexit();
 }
 
-/* The group and one dataset per kept column; measured columns only when `measured`. */
+/* The group and one dataset per kept column; measured columns only when `measured`,
+ * a fleet's only when `fleet`. */
 static int table_open(col_table *t, hid_t file, const char *name, const pkv_column *cols,
-                      int n_cols, bool measured) {
+                      int n_cols, bool measured, bool fleet) {
     *t = (col_table){.cols = cols, .n_cols = n_cols};
     for (int c = 0; c < MAX_COLS; c++) t->d[c] = t->t[c] = -1;
     t->g = H5Gcreate2(file, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     if (t->g < 0) return -1;
     char left_out[512] = "", units[2048] = "";
     for (int c = 0; c < n_cols; c++) {
-        if (cols[c].measured && !measured) {
+        if (cols[c].measured == 2 && !fleet) continue;
+        if (cols[c].measured == 1 && !measured) {
             if (*left_out) strcat(left_out, ",");
             strcat(left_out, cols[c].name);
             continue;
@@ -313,20 +315,20 @@ int pkv_h5rec_open(pkv_h5rec **out, const char *path, const pkv_h5rec_opts *o, p
     int rc = 0;
     if (o->level <= PKV_RECORD_STEPS)
         rc = table_open(&r->steps, r->file, "steps", pkv_step_columns, pkv_step_column_count,
-                        o->measured);
+                        o->measured, o->fleet);
     if (!rc && o->level == PKV_RECORD_FULL) {
         rc = table_open(&r->routes, r->file, "routes", r->route_cols[0],
-                        routes_columns(r, 0, o->candidates), true);
+                        routes_columns(r, 0, o->candidates), true, false);
         if (!rc && o->routes_measured)
             rc = table_open(&r->routes_measured, r->file, "routes_measured", r->route_cols[1],
-                            routes_columns(r, 1, o->candidates), true);
+                            routes_columns(r, 1, o->candidates), true, false);
     }
     if (!rc && o->level <= PKV_RECORD_STEPS)
         rc = table_open(&r->prefills, r->file, "prefills", pkv_prefill_columns,
-                        pkv_prefill_column_count, o->measured);
+                        pkv_prefill_column_count, o->measured, o->fleet);
     if (!rc && o->level <= PKV_RECORD_REQUESTS)
         rc = table_open(&r->requests, r->file, "requests", pkv_request_columns,
-                        pkv_request_column_count, true);
+                        pkv_request_column_count, true, o->fleet);
     if (rc) {
         pkv_h5rec_close(r, 0, e);
         return pkv_fail(e, "%s: cannot create the tables (out of memory or disk?)", path);

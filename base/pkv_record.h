@@ -3,9 +3,10 @@
  * column table. The C structs, the HDF5 columns and their units all come from these
  * tables, so a field added here is recorded and read back with nothing else to change.
  *
- * X(name, C type, column kind, measured, unit): `measured` columns are NaN unless a
+ * X(name, C type, column kind, measured, unit): `measured` columns (1) are NaN unless a
  * backend measures (cpu, cuda); the recorder leaves them out of runs that measure
- * nothing and lists them in the group's `columns_left_out` attribute. */
+ * nothing and lists them in the group's `columns_left_out` attribute. Columns marked 2
+ * are a fleet's (sim/fleet.h): written only by runs of more than one replica. */
 #ifndef PKV_RECORD_H
 #define PKV_RECORD_H
 
@@ -81,7 +82,8 @@ typedef enum pkv_col_kind {
       "t_wall)")                                                                                   \
     X(t_choose, double, PKV_COL_F64, 1,                                                            \
       "seconds: host time staging the step, choosing its route and laying out its tasks (in "      \
-      "t_wall)")
+      "t_wall)")                                                                                   \
+    X(replica, uint32_t, PKV_COL_U32, 2, "the fleet's replica that ran the step")
 
 #define PKV_REQUEST_COLUMNS(X)                                                                     \
     X(id, int64_t, PKV_COL_I64, 0, "request number, in arrival order")                             \
@@ -96,7 +98,8 @@ typedef enum pkv_col_kind {
     X(slo_class, uint8_t, PKV_COL_U8, 0, "its class in workload.classes (0 without classes)")      \
     X(session, int64_t, PKV_COL_I64, 0, "its multi-turn session (workload.turns; -1: none)")       \
     X(turn, int32_t, PKV_COL_I32, 0, "its turn in the session, from 0")                            \
-    X(state, uint8_t, PKV_COL_STATE, 0, "waiting, prefill, running or finished")
+    X(state, uint8_t, PKV_COL_STATE, 0, "waiting, prefill, running or finished")                   \
+    X(replica, uint32_t, PKV_COL_U32, 2, "the fleet's replica that served it")
 
 #define PKV_PREFILL_COLUMNS(X)                                                                     \
     X(index, uint64_t, PKV_COL_U64, 0, "prefill batch number")                                     \

@@ -49,7 +49,7 @@ static void data_path(char *out, size_t n, const char *rel) {
 
 /* The sections of pkv_config whose rows are all scalars or sub-objects of it. */
 static const char *const config_objs[] = {
-    "model", "serving", "serving.prefill", "serving.page_tables", "route", "run", "slo"};
+    "model", "serving", "serving.prefill", "serving.page_tables", "route", "run", "slo", "fleet"};
 
 static int parse_section(pkv_config *c, const cJSON *root, const char *obj, pkv_err *e) {
     const cJSON *o = root;

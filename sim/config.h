@@ -28,6 +28,8 @@ typedef struct pkv_config {
     int admission; /* index in pkv_admission_names */
     const pkv_admission_policy *admit;
     int scheduler;               /* pkv_scheduler_names: PKV_SCHED_* */
+    int fleet_replicas;          /* replicas behind the router (fleet.replicas; 1: none) */
+    int fleet_router;            /* pkv_router (fleet.router) */
     int32_t token_budget;        /* chunked: tokens an iteration holds (decode rows + chunks) */
     int32_t max_prefill_chunk;   /* chunked: tokens of one prompt in one iteration (0: budget) */
     int preemption;              /* pkv_preemption_names: PKV_PREEMPT_* */

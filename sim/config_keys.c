@@ -1,5 +1,6 @@
 #include "config_keys.h"
 #include "config.h"
+#include "fleet.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -76,6 +77,7 @@ static const pkv_key rows[] = {
     OBJ("", "run"),
     OBJ("", "sweep"),
     OBJ("", "slo"),
+    OBJ("", "fleet"),
 
     /* A preset file of experiments/models/ holds these rows too; the defaults are the
      * study's single attention layer (hidden 0: no dense part). */
@@ -186,6 +188,10 @@ static const pkv_key rows[] = {
     CUSTOM("route", "overrides"),
     BOOL("route", "allow_other_gpu", C, allow_other_gpu, false),
     INT("route", "oracle_repeats", C, oracle_repeats, 5, 1, PKV_ORACLE_MAX_REPS),
+
+    /* A fleet of replicas of this experiment behind a router (sim/fleet.h). */
+    INT("fleet", "replicas", C, fleet_replicas, 1, 1, 100000),
+    ENUM("fleet", "router", C, fleet_router, "round_robin", pkv_router_names),
 
     I64("run", "max_steps", C, max_steps, 0, 0, BIG),
     NUM("run", "max_time_s", C, max_time, 0, 0, 1e12),

@@ -1,4 +1,6 @@
 #include "runner.h"
+#include "fleet.h"
+#include "rng.h"
 #include "h5rec.h"
 #include "pkv_clock.h"
 #include "pkv_files.h"
@@ -67,6 +69,112 @@ static void log_line(void *ctx, const char *line) {
     fprintf(stderr, "pkvsim: %s\n", line);
 }
 
+/* ---- a fleet (fleet.replicas > 1): replicas behind the router, one sink ------------- */
+/* Each replica's records go to the run's sink with the replica's number. */
+typedef struct replica_sink {
+    run_sink *k;
+    uint32_t replica;
+} replica_sink;
+
+static int replica_step(void *ctx, const pkv_step_rec *r, double advance, pkv_err *e) {
+    const replica_sink *s = ctx;
+    pkv_step_rec c = *r;
+    c.replica = s->replica;
+    return sink_step(s->k, &c, advance, e);
+}
+
+static int replica_prefill(void *ctx, const pkv_prefill_rec *p, pkv_err *e) {
+    return sink_prefill(((const replica_sink *)ctx)->k, p, e);
+}
+
+static int replica_request(void *ctx, const pkv_request_rec *q, pkv_err *e) {
+    const replica_sink *s = ctx;
+    pkv_request_rec c = *q;
+    c.replica = s->replica;
+    return sink_request(s->k, &c, e);
+}
+
+static int replica_itl(void *ctx, double gap, pkv_err *e) {
+    return sink_itl(((const replica_sink *)ctx)->k, gap, e);
+}
+
+/* Replica 0 is the run's engine; the others are made as it was (the model backend),
+ * each with its simulation, fed by one arrival stream through the router; the sink
+ * ends once, at the last replica's end, with the replicas' counts summed. */
+static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_spec *bs,
+                     pkv_engine *eng0, run_sink *k, const pkv_run_opts *o, pkv_err *e) {
+    const int n = cfg->fleet_replicas;
+    pkv_engine *eng = calloc((size_t)n, sizeof *eng);
+    pkv_sim *sim = calloc((size_t)n, sizeof *sim);
+    pkv_sim **sims = calloc((size_t)n, sizeof *sims);
+    replica_sink *rs = calloc((size_t)n, sizeof *rs);
+    gsl_rng *g = pkv_stream_create(cfg->seed, "router");
+    pkv_workload wl;
+    int rc = eng && sim && sims && rs && g ? 0 : pkv_fail(e, "out of memory for %d replicas", n);
+    int engines = 1, sims_made = 0, wl_ok = 0;
+    for (int i = 0; i < n && !rc; i++) {
+        pkv_engine *en = i ? &eng[i] : eng0;
+        if (i) {
+            if (pkv_engine_init(en, &cfg->model, cal, cfg->policy,
+                                (pkv_bucket_mode)cfg->bucket_mode, cfg->max_active, bs,
+                                PKV_CLOCK_PREDICTED, e)) {
+                rc = -1;
+                break;
+            }
+            engines++;
+            en->check_every = eng0->check_every, en->check_first = eng0->check_first;
+            en->oracle_reps = eng0->oracle_reps, en->prefill_measure = eng0->prefill_measure;
+            en->prefill_base_s = eng0->prefill_base_s;
+            en->prefill_per_token_s = eng0->prefill_per_token_s;
+        }
+        rs[i] = (replica_sink){k, (uint32_t)i};
+        const pkv_sim_sink ss = {.ctx = &rs[i],
+                                 .step = replica_step,
+                                 .prefill = replica_prefill,
+                                 .request = replica_request,
+                                 .itl = replica_itl};
+        if (pkv_sim_init(&sim[i], cfg, en, &ss, o->stop, e)) {
+            rc = -1;
+            break;
+        }
+        sims_made++;
+        sims[i] = &sim[i];
+    }
+    if (!rc && !(wl_ok = pkv_workload_init(&wl, &cfg->workload, cfg->seed) == 0))
+        rc = pkv_fail(e, "cannot set up the fleet's workload");
+    pkv_fleet f = {
+        .n = n, .replicas = sims, .wl = &wl, .router = (pkv_router)cfg->fleet_router, .r_route = g};
+    if (!rc && pkv_fleet_run(&f, e)) {
+        char msg[sizeof e->msg];
+        memcpy(msg, e->msg, sizeof msg);
+        rc = pkv_fail(e, "%s: %.*s", cfg->file, (int)sizeof msg - 64, msg);
+    }
+    if (!rc) {
+        pkv_sim_counts c = {0};
+        double t_end = 0;
+        bool interrupted = false;
+        for (int i = 0; i < n; i++) {
+            const pkv_sim_counts *ci = &sim[i].counts;
+            c.prefix_blocks += ci->prefix_blocks, c.prefix_tokens += ci->prefix_tokens;
+            c.prefix_hit_tokens += ci->prefix_hit_tokens, c.prefix_hits += ci->prefix_hits;
+            c.prefix_evictions += ci->prefix_evictions;
+            c.swap_outs += ci->swap_outs, c.swap_ins += ci->swap_ins;
+            c.swap_pages += ci->swap_pages, c.swap_time_s += ci->swap_time_s;
+            c.swap_predicted_s += ci->swap_predicted_s;
+            t_end = fmax(t_end, sim[i].t_now);
+            interrupted |= sim[i].interrupted;
+        }
+        rc = sink_end(k, t_end, interrupted, &c, e);
+    }
+    pkv_fleet_free(&f);
+    if (wl_ok) pkv_workload_free(&wl);
+    for (int i = 0; i < sims_made; i++) pkv_sim_free(&sim[i]);
+    for (int i = 1; i < engines; i++) pkv_engine_free(&eng[i]);
+    if (g) gsl_rng_free(g);
+    free(eng), free(sim), free(sims), free(rs);
+    return rc;
+}
+
 /* The summary as the experiment sets it up: its SLOs (a class's, else the run's) and
  * percentiles. */
 static int summary_init(pkv_summary *s, const pkv_config *cfg) {
@@ -119,6 +227,14 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
                         : clock == PKV_CLOCK_DEVICE ? "device"
                                                     : "predicted");
     }
+    if (cfg->fleet_replicas > 1 && bk != PKV_BACKEND_MODEL) {
+        pkv_calib_free(&cal);
+        return pkv_fail(e,
+                        "%s: fleet.replicas: a fleet of %d replicas runs on the model backend "
+                        "in this version (the cpu and cuda backends run one replica); set "
+                        "run.backend to \"model\"",
+                        cfg->file, cfg->fleet_replicas);
+    }
     pkv_engine eng;
     run_sink sink = {0};
     pkv_h5rec *rec = NULL;
@@ -170,7 +286,8 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
         pkv_h5rec_opts ro = {.level = (pkv_record_level)cfg->record,
                              .measured = be->measures,
                              .routes_measured = be->measures && eng.policy.measured_oracle,
-                             .candidates = eng.policy.candidates};
+                             .candidates = eng.policy.candidates,
+                             .fleet = cfg->fleet_replicas > 1};
         pkv_attr ca[PKV_CALIB_ATTRS];
         int nca = pkv_calib_attrs(&cal, ca, PKV_CALIB_ATTRS);
         if (pkv_h5rec_open(&rec, cfg->output, &ro, e) ||
@@ -195,12 +312,17 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
     if (!o->quiet && (double)cfg->kv_pages + (double)cfg->swap_pages >= 1e8)
         fprintf(stderr, "pkvsim: setting up %d KV pages%s (a few seconds a hundred million)\n",
                 cfg->kv_pages, cfg->preemption == PKV_PREEMPT_SWAP ? " and the swap pool" : "");
+    if (cfg->fleet_replicas > 1) {
+        if (run_fleet(cfg, &cal, &bs, &eng, &sink, o, e)) goto done;
+        goto ran;
+    }
     if (pkv_sim_init(&sim, cfg, &eng, &ss, o->stop, e)) goto done;
     sim_ok = 1;
     sim.observe = o->observe;
     sim.observe_ctx = o->observe_ctx;
     sink.t_progress = pkv_clock_now();
     if (pkv_sim_run(&sim, e)) goto done;
+ran:
     if (pkv_model_dense(&cfg->model)) {
         sink.sum.model_weight_bytes = pkv_model_weight_bytes(&cfg->model);
         sink.sum.model_kv_bytes_per_token =

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""A fleet from an experiment file (fleet.replicas, fleet.router) on the model backend:
+one replica is the run without a fleet section (every /steps and /requests column);
+four replicas behind each router route and finish every request once, with a replica
+column; the cpu backend and a closed loop are refused with the key named.
+Usage: fleet_run.py PKVSIM"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import h5py
+import numpy as np
+
+pkvsim = sys.argv[1]
+tmp = tempfile.mkdtemp()
+fails = []
+BASE = {"name": "fleet", "model": {"layers": 2, "hidden": 512, "hq": 8, "hkv": 2, "head_dim": 128,
+                                   "intermediate": 1024, "vocab": 1000},
+        "workload": {"arrival": {"process": "poisson", "rate": 200},
+                     "prompt": {"dist": "uniform", "min": 16, "max": 2000},
+                     "decode": {"dist": "uniform", "min": 1, "max": 200}, "num_requests": 300},
+        "serving": {"max_active": 8, "kv_pages": 2000, "scheduler": "chunked", "token_budget": 512},
+        "run": {"backend": "model"}}
+
+
+def run(exp, name):
+    path, out = os.path.join(tmp, name + ".json"), os.path.join(tmp, name + ".h5")
+    with open(path, "w") as f:
+        json.dump(exp, f)
+    r = subprocess.run([pkvsim, "run", "-q", "-o", out, path], capture_output=True, text=True)
+    return r, out
+
+
+def table(path, group):
+    with h5py.File(path) as f:
+        return {k: f[group][k][:] for k in f[group]}
+
+
+r0, alone = run(BASE, "alone")
+r1, one = run(dict(BASE, fleet={"replicas": 1, "router": "least_requests"}), "one")
+if r0.returncode or r1.returncode:
+    fails.append(f"runs: {r0.stderr} {r1.stderr}")
+else:
+    for g in ("steps", "requests", "prefills"):
+        a, b = table(alone, g), table(one, g)
+        if sorted(a) != sorted(b) or any(not np.array_equal(a[k], b[k], equal_nan=a[k].dtype.kind == "f")
+                                         for k in a):
+            fails.append(f"one replica: /{g} differs from the run without a fleet")
+
+for router in ("round_robin", "random", "least_requests", "least_tokens", "least_kv",
+               "power_of_two", "central_queue"):
+    r, out = run(dict(BASE, fleet={"replicas": 4, "router": router}), "four_" + router)
+    if r.returncode:
+        fails.append(f"{router}: {r.stderr.strip()}")
+        continue
+    q = table(out, "requests")
+    with h5py.File(out) as f:
+        fin = int(f["summary"].attrs["finished"])
+    per = np.bincount(q["replica"], minlength=4)
+    if len(q["replica"]) != 300 or fin != 300 or np.isnan(q["t_finish"]).any() or \
+            (router != "central_queue" and (per == 0).any()):
+        fails.append(f"{router}: {len(q['replica'])} requests, {fin} finished, per replica {per}")
+    for i in range(4):  # each replica numbers its own requests
+        ids = np.sort(q["id"][q["replica"] == i])
+        if not np.array_equal(ids, np.arange(len(ids))):
+            fails.append(f"{router}: replica {i}'s request ids are not 0..n-1")
+
+for bad, why in (({"run": {"backend": "cpu"}}, "fleet.replicas: a fleet of 4 replicas runs on the model backend"),
+                 ({"workload": dict(BASE["workload"], arrival={"process": "closed", "concurrency": 4})},
+                  "a closed loop has no arrivals to route")):
+    exp = dict(BASE, fleet={"replicas": 4})
+    exp.update(bad)
+    r, out = run(exp, "bad")
+    if r.returncode != 1 or why not in r.stderr or os.path.exists(out):
+        fails.append(f"refusal {why!r}: rc {r.returncode}, {r.stderr.strip()!r}")
+
+for f in fails:
+    print("FAIL", f)
+print(f"{'FAILED' if fails else 'ok'}: fleet runs")
+sys.exit(1 if fails else 0)
