@@ -12,6 +12,7 @@
  *   what it was given. */
 #include "check.h"
 #include "fleet.h"
+#include "testreplica.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -20,88 +21,6 @@
 #include <gsl/gsl_sf_gamma.h>
 
 static const char *CAL = PKV_SOURCE_DIR "/experiments/calibration/default.json";
-
-/* What a replica's sink saw. */
-typedef struct seen {
-    uint64_t steps, prefills, requests, finished;
-    double advance, wait_sum; /* seconds: steps' time; arrival to admission, summed */
-    double step_min, step_max;
-    uint64_t hash;
-    double t_end;
-} seen;
-
-static void mix(seen *w, const void *p, size_t n) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) w->hash = (w->hash ^ b[i]) * 1099511628211ull;
-}
-static int on_step(void *ctx, const pkv_step_rec *r, double adv, pkv_err *e) {
-    seen *w = ctx;
-    if (!w->steps || adv < w->step_min) w->step_min = adv;
-    if (!w->steps || adv > w->step_max) w->step_max = adv;
-    w->steps++, w->advance += adv;
-    const double f[] = {r->t_sim, r->t_predicted, (double)r->rows, (double)r->route,
-                        (double)r->context_tokens};
-    mix(w, f, sizeof f);
-    return 0;
-}
-static int on_prefill(void *ctx, const pkv_prefill_rec *p, pkv_err *e) {
-    seen *w = ctx;
-    w->prefills++;
-    const double f[] = {p->t_sim, p->t_advance, (double)p->tokens};
-    mix(w, f, sizeof f);
-    return 0;
-}
-static int on_request(void *ctx, const pkv_request_rec *q, pkv_err *e) {
-    seen *w = ctx;
-    w->requests++;
-    w->finished += !isnan(q->t_finish);
-    w->wait_sum += q->t_admitted - q->t_arrival;
-    const double f[] = {(double)q->id, q->t_arrival, q->t_first_token, q->t_finish,
-                        (double)q->generated};
-    mix(w, f, sizeof f);
-    return 0;
-}
-static int on_end(void *ctx, double t_end, bool interrupted, const pkv_sim_counts *c, pkv_err *e) {
-    ((seen *)ctx)->t_end = t_end;
-    return 0;
-}
-
-typedef struct replica {
-    pkv_config cfg;
-    pkv_calib cal;
-    pkv_engine eng;
-    pkv_sim sim;
-    seen w;
-} replica;
-
-static int replica_init(replica *r, const char *text, pkv_err *e) {
-    memset(r, 0, sizeof *r);
-    if (pkv_config_parse(&r->cfg, strdup(text), "fleet.json", e) ||
-        pkv_calib_load(&r->cal, r->cfg.calibration, e) ||
-        (r->cfg.calib_overrides &&
-         pkv_calib_apply(&r->cal, r->cfg.calib_overrides, "route.overrides", e)))
-        return -1;
-    const pkv_backend_spec bs = {.kind = PKV_BACKEND_MODEL,
-                                 .kv_pages = r->cfg.kv_pages,
-                                 .bt_stride = pkv_sim_bt_stride(&r->cfg),
-                                 .seed = r->cfg.seed};
-    if (pkv_engine_init(&r->eng, &r->cfg.model, &r->cal, r->cfg.policy,
-                        (pkv_bucket_mode)r->cfg.bucket_mode, r->cfg.max_active, &bs,
-                        PKV_CLOCK_PREDICTED, e))
-        return -1;
-    r->eng.prefill_base_s = r->cfg.prefill_base_s;
-    r->eng.prefill_per_token_s = r->cfg.prefill_per_token_s;
-    const pkv_sim_sink sink = {
-        .ctx = &r->w, .step = on_step, .prefill = on_prefill, .request = on_request, .end = on_end};
-    return pkv_sim_init(&r->sim, &r->cfg, &r->eng, &sink, NULL, e);
-}
-
-static void replica_free(replica *r) {
-    pkv_sim_free(&r->sim);
-    pkv_engine_free(&r->eng);
-    pkv_calib_free(&r->cal);
-    pkv_config_free(&r->cfg);
-}
 
 /* The router's wait of each request (central_queue). */
 typedef struct routed_log {
@@ -218,9 +137,7 @@ int main(int argc, char **argv) {
         fleet_run_go(&fr, 1, text, PKV_ROUTER_ROUND_ROBIN, NULL, &e);
         CHECK(fr.rc == 0, "experiment %d, one replica: %s", k, e.msg);
         const seen *w = &fr.r[0].w;
-        CHECK(w->steps == alone.steps && w->prefills == alone.prefills &&
-                  w->requests == alone.requests && w->hash == alone.hash &&
-                  w->advance == alone.advance && w->t_end == alone.t_end,
+        CHECK(seen_same(w, &alone),
               "experiment %d: one replica %llu steps, %llu requests, end %.9g s; alone %llu, "
               "%llu, %.9g s",
               k, (unsigned long long)w->steps, (unsigned long long)w->requests, w->t_end,

@@ -2,7 +2,7 @@
  * with its own engine and sink, advanced in the order of their next events, ends
  * exactly as it does alone: the same steps, prefills and requests, bit for bit. */
 #include "check.h"
-#include "sim.h"
+#include "testreplica.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -31,114 +31,12 @@ static const char *EXP[2] = {
     " \"route\": {\"policy\": \"pkv_workqueue\", \"calibration\": \"" PKV_SOURCE_DIR
     "/experiments/calibration/default.json\"}, \"run\": {\"seed\": 9}}"};
 
-/* What one simulation's sink saw: counts and a running hash of every record. */
-typedef struct seen {
-    uint64_t steps, prefills, requests, itls;
-    double advance; /* seconds, summed */
-    uint64_t hash;
-    pkv_sim_counts counts;
-    double t_end;
-} seen;
-
-static void mix(seen *w, const void *p, size_t n) {
-    const unsigned char *b = p;
-    for (size_t i = 0; i < n; i++) w->hash = (w->hash ^ b[i]) * 1099511628211ull;
-}
-
-static int on_step(void *ctx, const pkv_step_rec *r, double adv, pkv_err *e) {
-    seen *w = ctx;
-    w->steps++, w->advance += adv;
-    /* the fields a model backend decides (host times are measured, so not compared) */
-    const double f[] = {r->t_sim,
-                        r->t_predicted,
-                        (double)r->rows,
-                        (double)r->route,
-                        (double)r->context_tokens,
-                        (double)r->prefill_tokens};
-    mix(w, f, sizeof f);
-    return 0;
-}
-
-static int on_prefill(void *ctx, const pkv_prefill_rec *p, pkv_err *e) {
-    seen *w = ctx;
-    w->prefills++;
-    const double f[] = {p->t_sim, p->t_advance, (double)p->tokens, (double)p->requests};
-    mix(w, f, sizeof f);
-    return 0;
-}
-
-static int on_request(void *ctx, const pkv_request_rec *q, pkv_err *e) {
-    seen *w = ctx;
-    w->requests++;
-    const double f[] = {(double)q->id, q->t_arrival,         q->t_first_token,
-                        q->t_finish,   (double)q->generated, (double)q->preemptions};
-    mix(w, f, sizeof f);
-    return 0;
-}
-
-static int on_itl(void *ctx, double gap, pkv_err *e) {
-    seen *w = ctx;
-    w->itls++;
-    mix(w, &gap, sizeof gap);
-    return 0;
-}
-
-static int on_end(void *ctx, double t_end, bool interrupted, const pkv_sim_counts *c, pkv_err *e) {
-    seen *w = ctx;
-    w->counts = *c, w->t_end = t_end;
-    return 0;
-}
-
-typedef struct replica {
-    pkv_config cfg;
-    pkv_calib cal;
-    pkv_engine eng;
-    pkv_sim sim;
-    seen w;
-} replica;
-
-static int replica_init(replica *r, int k, pkv_err *e) {
-    memset(r, 0, sizeof *r);
-    if (pkv_config_parse(&r->cfg, strdup(EXP[k]), "side_by_side.json", e)) return -1;
-    if (pkv_calib_load(&r->cal, r->cfg.calibration, e)) return -1;
-    const pkv_backend_spec bs = {.kind = PKV_BACKEND_MODEL,
-                                 .kv_pages = r->cfg.kv_pages,
-                                 .bt_stride = pkv_sim_bt_stride(&r->cfg),
-                                 .seed = r->cfg.seed};
-    if (pkv_engine_init(&r->eng, &r->cfg.model, &r->cal, r->cfg.policy,
-                        (pkv_bucket_mode)r->cfg.bucket_mode, r->cfg.max_active, &bs,
-                        PKV_CLOCK_PREDICTED, e))
-        return -1;
-    r->eng.prefill_base_s = r->cfg.prefill_base_s;
-    r->eng.prefill_per_token_s = r->cfg.prefill_per_token_s;
-    const pkv_sim_sink sink = {.ctx = &r->w,
-                               .step = on_step,
-                               .prefill = on_prefill,
-                               .request = on_request,
-                               .itl = on_itl,
-                               .end = on_end};
-    return pkv_sim_init(&r->sim, &r->cfg, &r->eng, &sink, NULL, e);
-}
-
-static void replica_free(replica *r) {
-    pkv_sim_free(&r->sim);
-    pkv_engine_free(&r->eng);
-    pkv_calib_free(&r->cal);
-    pkv_config_free(&r->cfg);
-}
-
-static int same(const seen *a, const seen *b) {
-    return a->steps == b->steps && a->prefills == b->prefills && a->requests == b->requests &&
-           a->itls == b->itls && a->advance == b->advance && a->hash == b->hash &&
-           a->t_end == b->t_end && memcmp(&a->counts, &b->counts, sizeof a->counts) == 0;
-}
-
 int main(void) {
     pkv_err e = {0};
     seen alone[2];
     for (int k = 0; k < 2; k++) {
         replica r;
-        int rc = replica_init(&r, k, &e) || pkv_sim_run(&r.sim, &e);
+        int rc = replica_init(&r, EXP[k], &e) || pkv_sim_run(&r.sim, &e);
         CHECK(rc == 0, "experiment %d alone: %s", k, e.msg);
         alone[k] = r.w;
         replica_free(&r);
@@ -152,7 +50,7 @@ int main(void) {
 
     /* Side by side: the replica whose next event comes first moves (ties: the first). */
     replica *r = calloc(2, sizeof *r);
-    int rc = replica_init(&r[0], 0, &e) || replica_init(&r[1], 1, &e) ||
+    int rc = replica_init(&r[0], EXP[0], &e) || replica_init(&r[1], EXP[1], &e) ||
              pkv_sim_start(&r[0].sim, &e) || pkv_sim_start(&r[1].sim, &e);
     uint64_t turns[2] = {0, 0}, switches = 0;
     for (int last = -1; rc == 0;) {
@@ -169,7 +67,7 @@ int main(void) {
     CHECK(switches > 100, "the two simulations interleaved (%llu switches, %llu + %llu events)",
           (unsigned long long)switches, (unsigned long long)turns[0], (unsigned long long)turns[1]);
     for (int k = 0; k < 2; k++)
-        CHECK(same(&alone[k], &r[k].w),
+        CHECK(seen_same(&alone[k], &r[k].w),
               "experiment %d side by side: %llu steps, %llu requests, end %.9g s; alone %llu, "
               "%llu, %.9g s",
               k, (unsigned long long)r[k].w.steps, (unsigned long long)r[k].w.requests,

@@ -61,6 +61,10 @@ int pkv_cmd_workload(int argc, char **argv);
 int pkv_cmd_bench_sim(int argc, char **argv);
 int pkv_cmd_bench_traces(int argc, char **argv);
 int pkv_cmd_bench_fleet(int argc, char **argv);
+/* Run run(arg, result) in a child process (so that its peak RSS is its own) and copy
+ * its result (size bytes) back; -1 when the child failed. */
+int pkv_bench_in_child(void (*run)(const void *arg, void *result), const void *arg, void *result,
+                       size_t size);
 int pkv_cmd_report(int argc, char **argv);
 /* pkvsim fit (sim/cmd/cmd_fit.c). */
 int pkv_cmd_fit(int argc, char **argv);

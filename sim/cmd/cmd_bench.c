@@ -83,7 +83,8 @@ static int bench_text(char *text, size_t n, const sim_case *c, const char *out) 
                c->record, out) >= (int)n;
 }
 
-static void bench_child(const sim_case *c, int fd) {
+static void bench_child(const void *arg, void *result) {
+    const sim_case *c = arg;
     sim_result r = {0};
     char out[64], *text = malloc(4096);
     snprintf(out, sizeof out, "/tmp/pkvsim-bench-%d.h5", (int)getpid());
@@ -114,28 +115,31 @@ static void bench_child(const sim_case *c, int fd) {
         pkv_config_free(&cfg);
     }
     remove(out);
-    if (write(fd, &r, sizeof r) != (ssize_t)sizeof r) _exit(1);
-    _exit(0);
+    *(sim_result *)result = r;
 }
 
-static sim_result bench_case(const sim_case *c) {
-    sim_result r = {0};
+int pkv_bench_in_child(void (*run)(const void *arg, void *result), const void *arg, void *result,
+                       size_t size) {
     int fd[2];
-    if (pipe(fd)) {
-        snprintf(r.err, sizeof r.err, "pipe: %s", strerror(errno));
-        return r;
-    }
+    if (pipe(fd)) return -1;
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
         close(fd[0]);
-        bench_child(c, fd[1]);
+        run(arg, result);
+        _exit(write(fd[1], result, size) == (ssize_t)size ? 0 : 1);
     }
     close(fd[1]);
-    if (pid < 0 || read(fd[0], &r, sizeof r) != (ssize_t)sizeof r)
-        snprintf(r.err, sizeof r.err, "the benchmark's child process failed");
+    const int rc = pid < 0 || read(fd[0], result, size) != (ssize_t)size ? -1 : 0;
     close(fd[0]);
     if (pid > 0) waitpid(pid, NULL, 0);
+    return rc;
+}
+
+static sim_result bench_case(const sim_case *c) {
+    sim_result r = {0};
+    if (pkv_bench_in_child(bench_child, c, &r, sizeof r))
+        snprintf(r.err, sizeof r.err, "the benchmark's child process failed");
     return r;
 }
 

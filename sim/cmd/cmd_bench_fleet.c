@@ -56,7 +56,9 @@ static int on_request(void *ctx, const pkv_request_rec *q, pkv_err *e) {
 
 /* The case in this (child) process: one configuration and calibration shared by every
  * replica; an engine, a simulation and a counting sink each. */
-static void run_case(const fleet_case *c, fleet_result *r) {
+static void run_case(const void *arg, void *result) {
+    const fleet_case *c = arg;
+    fleet_result *r = result;
     char text[2048];
     snprintf(text, sizeof text, EXP, c->rate_per_replica * c->replicas,
              (unsigned long long)c->requests, c->rows);
@@ -133,23 +135,8 @@ static void run_case(const fleet_case *c, fleet_result *r) {
 /* In a child process, so that peak RSS is the case's own. */
 static fleet_result bench_case(const fleet_case *c) {
     fleet_result r = {0};
-    int fd[2];
-    if (pipe(fd)) {
-        snprintf(r.err, sizeof r.err, "pipe: %s", strerror(errno));
-        return r;
-    }
-    fflush(NULL);
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(fd[0]);
-        run_case(c, &r);
-        _exit(write(fd[1], &r, sizeof r) == (ssize_t)sizeof r ? 0 : 1);
-    }
-    close(fd[1]);
-    if (pid < 0 || read(fd[0], &r, sizeof r) != (ssize_t)sizeof r)
+    if (pkv_bench_in_child(run_case, c, &r, sizeof r))
         snprintf(r.err, sizeof r.err, "the benchmark's child process failed");
-    close(fd[0]);
-    if (pid > 0) waitpid(pid, NULL, 0);
     return r;
 }
 

@@ -1,0 +1,97 @@
+#include "testreplica.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void mix(seen *w, const void *p, size_t n) {
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) w->hash = (w->hash ^ b[i]) * 1099511628211ull;
+}
+
+static int on_step(void *ctx, const pkv_step_rec *r, double adv, pkv_err *e) {
+    seen *w = ctx;
+    if (!w->steps || adv < w->step_min) w->step_min = adv;
+    if (!w->steps || adv > w->step_max) w->step_max = adv;
+    w->steps++, w->advance += adv;
+    /* the fields a model backend decides (host times are measured, so not compared) */
+    const double f[] = {r->t_sim,
+                        r->t_predicted,
+                        (double)r->rows,
+                        (double)r->route,
+                        (double)r->context_tokens,
+                        (double)r->prefill_tokens};
+    mix(w, f, sizeof f);
+    return 0;
+}
+
+static int on_prefill(void *ctx, const pkv_prefill_rec *p, pkv_err *e) {
+    seen *w = ctx;
+    w->prefills++;
+    const double f[] = {p->t_sim, p->t_advance, (double)p->tokens, (double)p->requests};
+    mix(w, f, sizeof f);
+    return 0;
+}
+
+static int on_request(void *ctx, const pkv_request_rec *q, pkv_err *e) {
+    seen *w = ctx;
+    w->requests++;
+    w->finished += !isnan(q->t_finish);
+    w->wait_sum += q->t_admitted - q->t_arrival;
+    const double f[] = {(double)q->id, q->t_arrival,         q->t_first_token,
+                        q->t_finish,   (double)q->generated, (double)q->preemptions};
+    mix(w, f, sizeof f);
+    return 0;
+}
+
+static int on_itl(void *ctx, double gap, pkv_err *e) {
+    seen *w = ctx;
+    w->itls++;
+    mix(w, &gap, sizeof gap);
+    return 0;
+}
+
+static int on_end(void *ctx, double t_end, bool interrupted, const pkv_sim_counts *c, pkv_err *e) {
+    seen *w = ctx;
+    w->counts = *c, w->t_end = t_end;
+    return 0;
+}
+
+int replica_init(replica *r, const char *text, pkv_err *e) {
+    memset(r, 0, sizeof *r);
+    if (pkv_config_parse(&r->cfg, strdup(text), "replica.json", e) ||
+        pkv_calib_load(&r->cal, r->cfg.calibration, e) ||
+        (r->cfg.calib_overrides &&
+         pkv_calib_apply(&r->cal, r->cfg.calib_overrides, "route.overrides", e)))
+        return -1;
+    const pkv_backend_spec bs = {.kind = PKV_BACKEND_MODEL,
+                                 .kv_pages = r->cfg.kv_pages,
+                                 .bt_stride = pkv_sim_bt_stride(&r->cfg),
+                                 .seed = r->cfg.seed};
+    if (pkv_engine_init(&r->eng, &r->cfg.model, &r->cal, r->cfg.policy,
+                        (pkv_bucket_mode)r->cfg.bucket_mode, r->cfg.max_active, &bs,
+                        PKV_CLOCK_PREDICTED, e))
+        return -1;
+    r->eng.prefill_base_s = r->cfg.prefill_base_s;
+    r->eng.prefill_per_token_s = r->cfg.prefill_per_token_s;
+    const pkv_sim_sink sink = {.ctx = &r->w,
+                               .step = on_step,
+                               .prefill = on_prefill,
+                               .request = on_request,
+                               .itl = on_itl,
+                               .end = on_end};
+    return pkv_sim_init(&r->sim, &r->cfg, &r->eng, &sink, NULL, e);
+}
+
+void replica_free(replica *r) {
+    pkv_sim_free(&r->sim);
+    pkv_engine_free(&r->eng);
+    pkv_calib_free(&r->cal);
+    pkv_config_free(&r->cfg);
+}
+
+int seen_same(const seen *a, const seen *b) {
+    return a->steps == b->steps && a->prefills == b->prefills && a->requests == b->requests &&
+           a->itls == b->itls && a->advance == b->advance && a->hash == b->hash &&
+           a->t_end == b->t_end && memcmp(&a->counts, &b->counts, sizeof a->counts) == 0;
+}
