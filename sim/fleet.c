@@ -85,7 +85,7 @@ static int file_next(pkv_fleet *f, int i) {
 static int send(pkv_fleet *f, int i, const pkv_request_draw *d, double t_arrival, pkv_err *e) {
     f->per_replica[i]++;
     if (f->routed) f->routed(f->routed_ctx, i, d, t_arrival, f->t_now);
-    if (pkv_sim_inject(f->replicas[i], d, f->t_now, e) == 0)
+    if (pkv_sim_inject(f->replicas[i], d, t_arrival, f->t_now, e) == 0)
         return file_next(f, i) ? pkv_fail(e, "out of memory") : 0;
     char msg[sizeof e->msg];
     memcpy(msg, e->msg, sizeof msg);

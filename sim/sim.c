@@ -374,9 +374,9 @@ int pkv_sim_start(pkv_sim *s, pkv_err *e) {
     return try_schedule(s, e);
 }
 
-int pkv_sim_inject(pkv_sim *s, const pkv_request_draw *d, double t, pkv_err *e) {
+int pkv_sim_inject(pkv_sim *s, const pkv_request_draw *d, double t_arrival, double t, pkv_err *e) {
     if (t > s->t_now) s->t_now = t;
-    const int64_t slot = new_request(s, d, s->t_now);
+    const int64_t slot = new_request(s, d, t_arrival);
     if (slot < 0 || pkv_sim_wait_push_back(s, slot)) return pkv_fail(e, "out of memory");
     const pkv_event *next = pkv_heap_top(&s->heap);
     return next && next->t == s->t_now ? 0 : try_schedule(s, e);

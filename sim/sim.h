@@ -172,10 +172,11 @@ int pkv_sim_advance(pkv_sim *s, pkv_err *e);
  * ran out of events (no bound, no *stop) with requests still in it fails, naming them:
  * none of them could run again. */
 int pkv_sim_end(pkv_sim *s, pkv_err *e);
-/* A request arrives at t (>= the simulation's clock) from outside (s->external): it
- * joins the queue, and an idle engine starts on it once this instant's events are
- * handled. */
-int pkv_sim_inject(pkv_sim *s, const pkv_request_draw *d, double t, pkv_err *e);
+/* A request that arrived at t_arrival (at the fleet's router) reaches this simulation
+ * at t (>= its clock) from outside (s->external): it joins the queue, and an idle
+ * engine starts on it once this instant's events are handled. Its latencies count from
+ * t_arrival, the router's wait included. */
+int pkv_sim_inject(pkv_sim *s, const pkv_request_draw *d, double t_arrival, double t, pkv_err *e);
 /* What a router may read of a replica: requests in it (waiting, prefilling, running),
  * their prompt and decode tokens still to come (counted only when `tokens`: a walk
  * over the requests), KV pages free or evictable, and whether the engine's batch has

@@ -217,7 +217,7 @@ int main(int argc, char **argv) {
         fleet_run_go(&fr, c, text, (pkv_router)router, &geo, &e);
         CHECK(fr.rc == 0, "%s: %s", pkv_router_names[router], e.msg);
         uint64_t finished = 0, routed = 0;
-        double sum = fr.log.wait_sum;
+        double sum = 0; /* arrival (at the router) to admission */
         for (int i = 0; i < c; i++) {
             finished += fr.r[i].w.finished, routed += fr.f.per_replica[i];
             sum += fr.r[i].w.wait_sum;
