@@ -12,12 +12,6 @@ const char *const pkv_router_names[] = {
 #undef PKV_ROUTER_NAME
         NULL};
 
-int pkv_router_from_name(const char *name) {
-    for (int i = 0; i < PKV_ROUTER_COUNT; i++)
-        if (!strcmp(name, pkv_router_names[i])) return i;
-    return -1;
-}
-
 /* A replica's load as the router weighs it: lower is better. */
 static double load(const pkv_fleet *f, int i) {
     const pkv_sim_load l = pkv_sim_load_of(f->replicas[i], f->router == PKV_ROUTER_LEAST_TOKENS);
@@ -70,7 +64,7 @@ static int choose_now(pkv_fleet *f) {
 static int choose(pkv_fleet *f) {
     const double t0 = pkv_clock_now();
     const int i = choose_now(f);
-    f->route_s += pkv_clock_now() - t0, f->decisions++;
+    f->route_s += pkv_clock_now() - t0;
     return i;
 }
 

@@ -50,15 +50,12 @@ typedef struct pkv_fleet {
     pkv_heap when;         /* the replicas by next event (arg: replica; lazy: an entry
                               whose time is not next_t[arg] is stale) */
     double t_now;
-    double route_s;     /* host seconds spent choosing replicas */
-    uint64_t decisions; /* choices made (central_queue: tries too) */
+    double route_s; /* host seconds spent choosing replicas */
 } pkv_fleet;
 
 /* Run every replica's simulation from its start to its end, feeding the arrivals of wl
  * through the router. Returns 0, or -1 with the first error (a replica's, naming it). */
 int pkv_fleet_run(pkv_fleet *f, pkv_err *e);
 void pkv_fleet_free(pkv_fleet *f);
-/* The router named, or -1. */
-int pkv_router_from_name(const char *name);
 
 #endif

@@ -87,26 +87,6 @@ static double erlang_c_wait(int c, double lambda, double mu) {
     return top / (sum + top) / (c * mu - lambda);
 }
 
-static const char *ALONE[2] = {
-    "{\"name\": \"a\", \"model\": {\"hq\": 32, \"hkv\": 8, \"head_dim\": 128, \"page_size\": 16},"
-    " \"workload\": {\"arrival\": {\"process\": \"poisson\", \"rate\": 300},"
-    "   \"prompt\": {\"dist\": \"uniform\", \"min\": 100, \"max\": 20000},"
-    "   \"decode\": {\"dist\": \"uniform\", \"min\": 1, \"max\": 200},"
-    "   \"num_requests\": 150, \"max_context\": 24000},"
-    " \"serving\": {\"max_active\": 12, \"kv_pages\": 6000},"
-    " \"route\": {\"policy\": \"adaptive\", \"calibration\": \"%s\"}, \"run\": {\"seed\": 4}}",
-    "{\"name\": \"b\", \"model\": {\"layers\": 4, \"hidden\": 1024, \"hq\": 8, \"hkv\": 2,"
-    "   \"head_dim\": 128, \"intermediate\": 2048, \"vocab\": 4096, \"page_size\": 16},"
-    " \"workload\": {\"arrival\": {\"process\": \"poisson\", \"rate\": 400},"
-    "   \"prompt\": {\"dist\": \"uniform\", \"min\": 16, \"max\": 3000},"
-    "   \"decode\": {\"dist\": \"uniform\", \"min\": 2, \"max\": 300},"
-    "   \"num_requests\": 200, \"max_context\": 4096},"
-    " \"serving\": {\"max_active\": 16, \"kv_pages\": 900, \"scheduler\": \"chunked\","
-    "   \"token_budget\": 512, \"prefix_caching\": true, \"preemption\": \"swap\","
-    "   \"swap_pages\": 400},"
-    " \"route\": {\"policy\": \"pkv_workqueue\", \"calibration\": \"%s\"}, \"run\": {\"seed\": "
-    "9}}"};
-
 /* One active request a replica, a step of 1 ms whatever the context (the study layer
  * at an unbounded bandwidth with a 1 ms launch), no prefill time. */
 static const char *QUEUE =
@@ -127,14 +107,13 @@ int main(int argc, char **argv) {
     char text[4096];
     /* One replica behind the router is the run alone. */
     for (int k = 0; k < 2; k++) {
-        snprintf(text, sizeof text, ALONE[k], CAL);
         replica r;
-        int rc = replica_init(&r, text, &e) || pkv_sim_run(&r.sim, &e);
+        int rc = replica_init(&r, replica_experiments[k], &e) || pkv_sim_run(&r.sim, &e);
         CHECK(rc == 0, "experiment %d alone: %s", k, e.msg);
         const seen alone = r.w;
         replica_free(&r);
         fleet_run fr;
-        fleet_run_go(&fr, 1, text, PKV_ROUTER_ROUND_ROBIN, NULL, &e);
+        fleet_run_go(&fr, 1, replica_experiments[k], PKV_ROUTER_ROUND_ROBIN, NULL, &e);
         CHECK(fr.rc == 0, "experiment %d, one replica: %s", k, e.msg);
         const seen *w = &fr.r[0].w;
         CHECK(seen_same(w, &alone),

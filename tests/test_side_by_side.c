@@ -8,35 +8,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The study layer, Poisson arrivals, prefill_first; a small full model, chunked
- * prefill, prefix caching and swap under page pressure. */
-static const char *EXP[2] = {
-    "{\"name\": \"a\", \"model\": {\"hq\": 32, \"hkv\": 8, \"head_dim\": 128, \"page_size\": 16},"
-    " \"workload\": {\"arrival\": {\"process\": \"poisson\", \"rate\": 300},"
-    "   \"prompt\": {\"dist\": \"uniform\", \"min\": 100, \"max\": 20000},"
-    "   \"decode\": {\"dist\": \"uniform\", \"min\": 1, \"max\": 200},"
-    "   \"num_requests\": 150, \"max_context\": 24000},"
-    " \"serving\": {\"max_active\": 12, \"kv_pages\": 6000},"
-    " \"route\": {\"policy\": \"adaptive\", \"calibration\": \"" PKV_SOURCE_DIR
-    "/experiments/calibration/default.json\"}, \"run\": {\"seed\": 4}}",
-    "{\"name\": \"b\", \"model\": {\"layers\": 4, \"hidden\": 1024, \"hq\": 8, \"hkv\": 2,"
-    "   \"head_dim\": 128, \"intermediate\": 2048, \"vocab\": 4096, \"page_size\": 16},"
-    " \"workload\": {\"arrival\": {\"process\": \"poisson\", \"rate\": 400},"
-    "   \"prompt\": {\"dist\": \"uniform\", \"min\": 16, \"max\": 3000},"
-    "   \"decode\": {\"dist\": \"uniform\", \"min\": 2, \"max\": 300},"
-    "   \"num_requests\": 200, \"max_context\": 4096},"
-    " \"serving\": {\"max_active\": 16, \"kv_pages\": 900, \"scheduler\": \"chunked\","
-    "   \"token_budget\": 512, \"prefix_caching\": true, \"preemption\": \"swap\","
-    "   \"swap_pages\": 400},"
-    " \"route\": {\"policy\": \"pkv_workqueue\", \"calibration\": \"" PKV_SOURCE_DIR
-    "/experiments/calibration/default.json\"}, \"run\": {\"seed\": 9}}"};
-
 int main(void) {
     pkv_err e = {0};
     seen alone[2];
     for (int k = 0; k < 2; k++) {
         replica r;
-        int rc = replica_init(&r, EXP[k], &e) || pkv_sim_run(&r.sim, &e);
+        int rc = replica_init(&r, replica_experiments[k], &e) || pkv_sim_run(&r.sim, &e);
         CHECK(rc == 0, "experiment %d alone: %s", k, e.msg);
         alone[k] = r.w;
         replica_free(&r);
@@ -50,8 +27,9 @@ int main(void) {
 
     /* Side by side: the replica whose next event comes first moves (ties: the first). */
     replica *r = calloc(2, sizeof *r);
-    int rc = replica_init(&r[0], EXP[0], &e) || replica_init(&r[1], EXP[1], &e) ||
-             pkv_sim_start(&r[0].sim, &e) || pkv_sim_start(&r[1].sim, &e);
+    int rc = replica_init(&r[0], replica_experiments[0], &e) ||
+             replica_init(&r[1], replica_experiments[1], &e) || pkv_sim_start(&r[0].sim, &e) ||
+             pkv_sim_start(&r[1].sim, &e);
     uint64_t turns[2] = {0, 0}, switches = 0;
     for (int last = -1; rc == 0;) {
         const double t0 = pkv_sim_next_t(&r[0].sim), t1 = pkv_sim_next_t(&r[1].sim);

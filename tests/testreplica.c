@@ -4,6 +4,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The study layer, Poisson arrivals, prefill_first; a small full model, chunked
+ * prefill, prefix caching and swap under page pressure. */
+const char *const replica_experiments[2] = {
+    "{\"name\": \"a\", \"model\": {\"hq\": 32, \"hkv\": 8, \"head_dim\": 128, \"page_size\": 16},"
+    " \"workload\": {\"arrival\": {\"process\": \"poisson\", \"rate\": 300},"
+    "   \"prompt\": {\"dist\": \"uniform\", \"min\": 100, \"max\": 20000},"
+    "   \"decode\": {\"dist\": \"uniform\", \"min\": 1, \"max\": 200},"
+    "   \"num_requests\": 150, \"max_context\": 24000},"
+    " \"serving\": {\"max_active\": 12, \"kv_pages\": 6000},"
+    " \"route\": {\"policy\": \"adaptive\", \"calibration\": \"" PKV_SOURCE_DIR
+    "/experiments/calibration/default.json\"}, \"run\": {\"seed\": 4}}",
+    "{\"name\": \"b\", \"model\": {\"layers\": 4, \"hidden\": 1024, \"hq\": 8, \"hkv\": 2,"
+    "   \"head_dim\": 128, \"intermediate\": 2048, \"vocab\": 4096, \"page_size\": 16},"
+    " \"workload\": {\"arrival\": {\"process\": \"poisson\", \"rate\": 400},"
+    "   \"prompt\": {\"dist\": \"uniform\", \"min\": 16, \"max\": 3000},"
+    "   \"decode\": {\"dist\": \"uniform\", \"min\": 2, \"max\": 300},"
+    "   \"num_requests\": 200, \"max_context\": 4096},"
+    " \"serving\": {\"max_active\": 16, \"kv_pages\": 900, \"scheduler\": \"chunked\","
+    "   \"token_budget\": 512, \"prefix_caching\": true, \"preemption\": \"swap\","
+    "   \"swap_pages\": 400},"
+    " \"route\": {\"policy\": \"pkv_workqueue\", \"calibration\": \"" PKV_SOURCE_DIR
+    "/experiments/calibration/default.json\"}, \"run\": {\"seed\": 9}}"};
+
 static void mix(seen *w, const void *p, size_t n) {
     const unsigned char *b = p;
     for (size_t i = 0; i < n; i++) w->hash = (w->hash ^ b[i]) * 1099511628211ull;

@@ -23,6 +23,10 @@ typedef struct replica {
     seen w;
 } replica;
 
+/* The study layer, Poisson arrivals, prefill_first; a small full model, chunked
+ * prefill, prefix caching and swap under page pressure. */
+extern const char *const replica_experiments[2];
+
 /* Parse the experiment text (its route.overrides applied) and set up the replica. */
 int replica_init(replica *r, const char *text, pkv_err *e);
 void replica_free(replica *r);
