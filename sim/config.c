@@ -1,5 +1,6 @@
 #define _DEFAULT_SOURCE /* realpath */
 #include "config.h"
+#include "fleet.h"
 #include "config_workload.h"
 #include "jsonv.h"
 
@@ -207,6 +208,9 @@ static int finish_sections(pkv_config *c, const cJSON *root, pkv_err *e) {
                             "serving.max_active's %d rows; raise it to at least %d",
                             c->token_budget, c->max_active, c->max_active);
     }
+    if (c->fleet.router == PKV_ROUTER_PREFIX_AFFINITY && !c->prefix_caching)
+        return pkv_fail(e, "fleet.router: \"prefix_affinity\" routes by the replicas' cached "
+                           "prefixes; set serving.prefix_caching to true");
     c->admit = pkv_admission_get(c->admission);
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(root, "route");
     const cJSON *cv = r ? cJSON_GetObjectItemCaseSensitive(r, "calibration") : NULL;

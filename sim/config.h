@@ -13,6 +13,18 @@
 /* run.cuda_graph (pkv_cuda_graph_modes' order); pkv_config_graphs resolves auto. */
 enum { PKV_GRAPH_AUTO = 0, PKV_GRAPH_OFF = 1, PKV_GRAPH_ON = 2 };
 
+/* The fleet section: replicas of the experiment behind a router (sim/fleet.h). */
+typedef struct pkv_fleet_spec {
+    int replicas;          /* 1: none */
+    int router;            /* pkv_router */
+    double latency_s;      /* a routing decision's seconds: a request reaches its replica
+                              this long after the router takes it */
+    double view_refresh_s; /* the router's view of replica state is this old at most
+                              (refreshed every so often; 0: live) */
+    int affinity_cap;      /* prefix_affinity: replicas holding more requests than the
+                              least loaded one plus this are passed over */
+} pkv_fleet_spec;
+
 typedef struct pkv_config {
     char *text;     /* the experiment file verbatim (owned) */
     char *resolved; /* resolved values as JSON (owned) */
@@ -28,8 +40,7 @@ typedef struct pkv_config {
     int admission; /* index in pkv_admission_names */
     const pkv_admission_policy *admit;
     int scheduler;               /* pkv_scheduler_names: PKV_SCHED_* */
-    int fleet_replicas;          /* replicas behind the router (fleet.replicas; 1: none) */
-    int fleet_router;            /* pkv_router (fleet.router) */
+    pkv_fleet_spec fleet;        /* the fleet section (sim/fleet.h) */
     int32_t token_budget;        /* chunked: tokens an iteration holds (decode rows + chunks) */
     int32_t max_prefill_chunk;   /* chunked: tokens of one prompt in one iteration (0: budget) */
     int preemption;              /* pkv_preemption_names: PKV_PREEMPT_* */

@@ -190,8 +190,11 @@ static const pkv_key rows[] = {
     INT("route", "oracle_repeats", C, oracle_repeats, 5, 1, PKV_ORACLE_MAX_REPS),
 
     /* A fleet of replicas of this experiment behind a router (sim/fleet.h). */
-    INT("fleet", "replicas", C, fleet_replicas, 1, 1, 100000),
-    ENUM("fleet", "router", C, fleet_router, "round_robin", pkv_router_names),
+    INT("fleet", "replicas", C, fleet.replicas, 1, 1, 100000),
+    ENUM("fleet", "router", C, fleet.router, "round_robin", pkv_router_names),
+    NUM("fleet", "router_latency_ms", C, fleet.latency_s, 0, 0, 1e6, .scale = 1e-3),
+    NUM("fleet", "view_refresh_ms", C, fleet.view_refresh_s, 0, 0, 1e9, .scale = 1e-3),
+    INT("fleet", "affinity_cap", C, fleet.affinity_cap, 64, 0, 1 << 30),
 
     I64("run", "max_steps", C, max_steps, 0, 0, BIG),
     NUM("run", "max_time_s", C, max_time, 0, 0, 1e12),

@@ -1,24 +1,32 @@
 /* A fleet: replicas (each a whole simulation: its engine, scheduler, KV pool, prefix
  * cache, admission and preemption) behind a router that reads their state as a real
- * router could (requests in each, tokens still to come, free pages; never the
- * future), fed by one arrival stream. The loop takes the earliest of the next arrival
- * and the replicas' next events (a heap of the replicas by next event, so a step costs
- * the same at 1,000 replicas as at one); arrivals come first at a tie. Issue 30's first part:
- * replicas of one configuration and the routers below; pools, disaggregation and
- * autoscaling build on it. */
+ * router could (requests in each and the requests it sent them, tokens they hold, free
+ * pages, cached prefixes; never the future), fed by one arrival stream. A routing
+ * decision takes fleet.router_latency_ms: the request reaches its replica that much
+ * later. The router's view of the replicas (requests, tokens, free pages) is refreshed
+ * every fleet.view_refresh_ms, as a router that scrapes the engines' metrics sees them;
+ * between refreshes it adds what it sent itself. Cached prefixes are read as of the
+ * decision (as KV-cache events report them).
+ * The loop takes the earliest of the next arrival, the next request to reach its
+ * replica and the replicas' next events (a heap of the replicas by next event, so a
+ * step costs the same at 1,000 replicas as at one), in that order at a tie. Issue 30's
+ * first part: replicas of one configuration and the routers below; pools,
+ * disaggregation and autoscaling build on it. */
 #ifndef PKV_FLEET_H
 #define PKV_FLEET_H
 
 #include "sim.h"
 
 #define PKV_ROUTERS(X)                                                                             \
-    X(ROUND_ROBIN, "round_robin")       /* in turn */                                              \
-    X(RANDOM, "random")                 /* uniformly */                                            \
-    X(LEAST_REQUESTS, "least_requests") /* the fewest requests in it */                            \
-    X(LEAST_TOKENS, "least_tokens")     /* the fewest prompt and decode tokens to come */          \
-    X(LEAST_KV, "least_kv")             /* the most free pages */                                  \
-    X(POWER_OF_TWO, "power_of_two")     /* the fewer requests of two drawn at random */            \
-    X(CENTRAL_QUEUE, "central_queue")   /* waits at the router until a replica has room */
+    X(ROUND_ROBIN, "round_robin")           /* in turn */                                          \
+    X(RANDOM, "random")                     /* uniformly */                                        \
+    X(LEAST_REQUESTS, "least_requests")     /* the fewest requests in it */                        \
+    X(LEAST_TOKENS, "least_tokens")         /* the fewest prompt and decode tokens to come */      \
+    X(LEAST_KV, "least_kv")                 /* the most free pages */                              \
+    X(POWER_OF_TWO, "power_of_two")         /* the fewer requests of two drawn at random */        \
+    X(CENTRAL_QUEUE, "central_queue")       /* waits at the router until a replica has room */     \
+    X(PREFIX_AFFINITY, "prefix_affinity")   /* the longest cached prefix, within a load cap */     \
+    X(SESSION_AFFINITY, "session_affinity") /* a session's turns on its first turn's replica */
 
 typedef enum {
 #define PKV_ROUTER_ENUM(e, name) PKV_ROUTER_##e,
@@ -32,12 +40,19 @@ extern const char *const pkv_router_names[]; /* NULL-terminated */
 typedef void (*pkv_fleet_routed)(void *ctx, int replica, const pkv_request_draw *d,
                                  double t_arrival, double t_routed);
 
+/* A request on its way from the router to its replica. */
+typedef struct pkv_fleet_transit {
+    pkv_request_draw d;
+    double t_arrival; /* at the router */
+    int to;
+} pkv_fleet_transit;
+
 typedef struct pkv_fleet {
-    int n;              /* replicas */
-    pkv_sim **replicas; /* [n], each initialised (pkv_sim_init), external set by the fleet */
-    pkv_workload *wl;   /* the arrival stream (open loop) */
-    pkv_router router;
-    gsl_rng *r_route; /* random and power_of_two draw from it */
+    int n;               /* replicas */
+    pkv_sim **replicas;  /* [n], each initialised (pkv_sim_init), external set by the fleet */
+    pkv_workload *wl;    /* the arrival stream (open loop) */
+    pkv_fleet_spec spec; /* router, latency, view refresh, affinity cap (not replicas: n) */
+    gsl_rng *r_route;    /* random and power_of_two draw from it */
     pkv_fleet_routed routed;
     void *routed_ctx;
     /* state */
@@ -49,6 +64,16 @@ typedef struct pkv_fleet {
     double *next_t;        /* [n] each replica's next event as last filed in `when` */
     pkv_heap when;         /* the replicas by next event (arg: replica; lazy: an entry
                               whose time is not next_t[arg] is stale) */
+    pkv_sim_load *view;    /* [n] the router's view (view_refresh_s > 0): each replica as
+                              of view_t, with the requests sent since */
+    pkv_sim_load *sent;    /* [n] requests (and their prompt tokens) on their way */
+    double view_t;
+    pkv_fleet_transit *transit; /* requests on their way (slots; free ones listed) */
+    int64_t *free_transit;
+    size_t n_transit, cap_transit, n_free_transit;
+    pkv_heap arriving;   /* the requests on their way by when they reach their replica */
+    int32_t *session_at; /* session_affinity: replica + 1 of each session (0: none yet) */
+    size_t n_session_at;
     double t_now;
     double route_s; /* host seconds spent choosing replicas */
 } pkv_fleet;

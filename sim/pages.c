@@ -95,29 +95,63 @@ int32_t pkv_sim_list_pages(pkv_sim *s, const pkv_sim_request *r, int64_t tokens,
 }
 
 /* ---- the prefix cache ------------------------------------------------------------ */
-/* The name of block b of r's prompt from the name of block b - 1 (0 for b = 0): a chain
+/* What names a prompt's blocks: the trace's block ids, the shared prompt it starts
+ * with, its session, its own id (-1: a request not in the simulation yet). */
+typedef struct block_ids {
+    const int64_t *hashes;
+    int32_t n_hashes, prefix_group;
+    int64_t session, id;
+} block_ids;
+
+static block_ids ids_of(const pkv_sim_request *r) {
+    return (block_ids){r->hashes, r->n_hashes, r->prefix_group, r->rec.session, r->rec.id};
+}
+
+/* The name of block b of a prompt from the name of block b - 1 (0 for b = 0): a chain
  * over the blocks' identities: the trace's block ids, the shared prompt's blocks
- * (group, b), a session's history (session, b), else the request's own. */
-static uint64_t block_name(const pkv_sim *s, const pkv_sim_request *r, uint64_t prev, int32_t b) {
+ * (group, b), a session's history (session, b), else the request's own; 0 for a block
+ * of its own when its id is not known yet (no cache holds it). */
+static uint64_t block_name(const pkv_sim *s, const block_ids *r, uint64_t prev, int32_t b) {
     const int64_t B = s->cfg->prefix_block_tokens;
     uint64_t id;
     if (r->hashes && b < r->n_hashes)
         id = (uint64_t)r->hashes[b];
     else if (r->prefix_group >= 0 && (b + 1) * B <= s->cfg->workload.prefix_tokens)
         id = 1ull << 62 | (uint64_t)r->prefix_group << 24 | (uint64_t)b;
-    else if (r->rec.session >= 0) /* a session's history is the same in each of its turns */
-        id = 3ull << 62 | (uint64_t)r->rec.session << 24 | (uint64_t)b;
+    else if (r->session >= 0) /* a session's history is the same in each of its turns */
+        id = 3ull << 62 | (uint64_t)r->session << 24 | (uint64_t)b;
+    else if (r->id >= 0)
+        id = 2ull << 62 | (uint64_t)r->id << 24 | (uint64_t)b;
     else
-        id = 2ull << 62 | (uint64_t)r->rec.id << 24 | (uint64_t)b;
+        return 0;
     return pkv_prefix_chain(prev, id);
+}
+
+/* Full blocks of a prompt of `len` tokens that admission may map: all but its last token
+ * (which is computed, to sample from). */
+static int32_t mappable_blocks(const pkv_sim *s, int64_t stored, int32_t prompt_len) {
+    const int32_t B = s->cfg->prefix_block_tokens;
+    const int32_t most = (int32_t)((stored - 1) / B);
+    return most > prompt_len / B ? prompt_len / B : most;
+}
+
+int32_t pkv_sim_cached_tokens(const pkv_sim *s, const pkv_request_draw *d) {
+    if (!s->cfg->prefix_caching) return 0;
+    const block_ids ids = {d->hashes, d->n_hashes, d->prefix_group, d->session, -1};
+    const int32_t most = mappable_blocks(s, d->prompt_len, d->prompt_len);
+    int32_t b = 0;
+    for (uint64_t h = 0; b < most; b++)
+        if (!(h = block_name(s, &ids, h, b)) || !pkv_prefix_contains(&s->cache, h)) break;
+    return b * s->cfg->prefix_block_tokens;
 }
 
 int32_t pkv_sim_map_cached(pkv_sim *s, pkv_sim_request *r) {
     const int32_t B = s->cfg->prefix_block_tokens, ppb = s->cache.pages_per_block;
-    int32_t most = (int32_t)((pkv_sim_stored_tokens(r) - 1) / B), b = 0;
-    if (most > r->rec.prompt_len / B) most = r->rec.prompt_len / B; /* the prompt's blocks */
+    const int32_t most = mappable_blocks(s, pkv_sim_stored_tokens(r), r->rec.prompt_len);
+    const block_ids ids = ids_of(r);
+    int32_t b = 0;
     for (uint64_t h = 0; b < most; b++) {
-        const int32_t k = pkv_prefix_acquire(&s->cache, h = block_name(s, r, h, b));
+        const int32_t k = pkv_prefix_acquire(&s->cache, h = block_name(s, &ids, h, b));
         if (k < 0) break;
         r->blocks[b] = k;
         memcpy(r->pages + (size_t)b * ppb, pkv_prefix_pages(&s->cache, k), sizeof(int32_t) * ppb);
@@ -132,9 +166,10 @@ int32_t pkv_sim_map_cached(pkv_sim *s, pkv_sim_request *r) {
  * while no block of that name is there already. */
 void pkv_sim_cache_prompt(pkv_sim *s, pkv_sim_request *r) {
     const int32_t B = s->cfg->prefix_block_tokens, ppb = s->cache.pages_per_block;
+    const block_ids ids = ids_of(r);
     uint64_t h = 0;
     for (int32_t b = 0; b < r->rec.prompt_len / B; b++) {
-        h = block_name(s, r, h, b);
+        h = block_name(s, &ids, h, b);
         if (b < r->cached_blocks) continue; /* mapped at admission */
         if (pkv_prefix_contains(&s->cache, h)) break;
         const int32_t *pages = r->pages + (size_t)b * ppb;
@@ -179,13 +214,8 @@ int pkv_sim_check_memory(const pkv_config *cfg, int32_t bt_stride, pkv_err *e) {
 
 pkv_sim_load pkv_sim_load_of(const pkv_sim *s, bool tokens) {
     pkv_sim_load l = {.requests = (int64_t)s->wait_n + s->n_run + s->n_prefill,
-                      .free_pages = pkv_sim_pages_available(s),
-                      .has_slot =
-                          (int64_t)s->wait_n + s->n_run + s->n_prefill < s->cfg->max_active};
-    for (size_t i = 0; tokens && i < s->n_slots; i++) {
-        const pkv_sim_request *r = &s->req[i];
-        if (r->live)
-            l.tokens += (r->rec.prompt_len - r->prefilled) + (r->rec.decode_len - r->rec.generated);
-    }
+                      .free_pages = pkv_sim_pages_available(s)};
+    for (size_t i = 0; tokens && i < s->n_slots; i++)
+        if (s->req[i].live) l.tokens += pkv_sim_stored_tokens(&s->req[i]);
     return l;
 }

@@ -103,7 +103,7 @@ static int replica_itl(void *ctx, double gap, pkv_err *e) {
  * ends once, at the last replica's end, with the replicas' counts summed. */
 static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_spec *bs,
                      pkv_engine *eng0, run_sink *k, const pkv_run_opts *o, pkv_err *e) {
-    const int n = cfg->fleet_replicas;
+    const int n = cfg->fleet.replicas;
     pkv_engine *eng = calloc((size_t)n, sizeof *eng);
     pkv_sim *sim = calloc((size_t)n, sizeof *sim);
     pkv_sim **sims = calloc((size_t)n, sizeof *sims);
@@ -142,8 +142,7 @@ static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_sp
     }
     if (!rc && !(wl_ok = pkv_workload_init(&wl, &cfg->workload, cfg->seed) == 0))
         rc = pkv_fail(e, "cannot set up the fleet's workload");
-    pkv_fleet f = {
-        .n = n, .replicas = sims, .wl = &wl, .router = (pkv_router)cfg->fleet_router, .r_route = g};
+    pkv_fleet f = {.n = n, .replicas = sims, .wl = &wl, .spec = cfg->fleet, .r_route = g};
     if (!rc && pkv_fleet_run(&f, e)) {
         char msg[sizeof e->msg];
         memcpy(msg, e->msg, sizeof msg);
@@ -227,13 +226,13 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
                         : clock == PKV_CLOCK_DEVICE ? "device"
                                                     : "predicted");
     }
-    if (cfg->fleet_replicas > 1 && bk != PKV_BACKEND_MODEL) {
+    if (cfg->fleet.replicas > 1 && bk != PKV_BACKEND_MODEL) {
         pkv_calib_free(&cal);
         return pkv_fail(e,
                         "%s: fleet.replicas: a fleet of %d replicas runs on the model backend "
                         "in this version (the cpu and cuda backends run one replica); set "
                         "run.backend to \"model\"",
-                        cfg->file, cfg->fleet_replicas);
+                        cfg->file, cfg->fleet.replicas);
     }
     pkv_engine eng;
     run_sink sink = {0};
@@ -287,7 +286,7 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
                              .measured = be->measures,
                              .routes_measured = be->measures && eng.policy.measured_oracle,
                              .candidates = eng.policy.candidates,
-                             .fleet = cfg->fleet_replicas > 1};
+                             .fleet = cfg->fleet.replicas > 1};
         pkv_attr ca[PKV_CALIB_ATTRS];
         int nca = pkv_calib_attrs(&cal, ca, PKV_CALIB_ATTRS);
         if (pkv_h5rec_open(&rec, cfg->output, &ro, e) ||
@@ -312,7 +311,7 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
     if (!o->quiet && (double)cfg->kv_pages + (double)cfg->swap_pages >= 1e8)
         fprintf(stderr, "pkvsim: setting up %d KV pages%s (a few seconds a hundred million)\n",
                 cfg->kv_pages, cfg->preemption == PKV_PREEMPT_SWAP ? " and the swap pool" : "");
-    if (cfg->fleet_replicas > 1) {
+    if (cfg->fleet.replicas > 1) {
         if (run_fleet(cfg, &cal, &bs, &eng, &sink, o, e)) goto done;
         goto ran;
     }

@@ -177,16 +177,18 @@ int pkv_sim_end(pkv_sim *s, pkv_err *e);
  * engine starts on it once this instant's events are handled. Its latencies count from
  * t_arrival, the router's wait included. */
 int pkv_sim_inject(pkv_sim *s, const pkv_request_draw *d, double t_arrival, double t, pkv_err *e);
-/* What a router may read of a replica: requests in it (waiting, prefilling, running),
- * their prompt and decode tokens still to come (counted only when `tokens`: a walk
- * over the requests), KV pages free or evictable, and whether the engine's batch has
- * room for one more request now. */
+/* What a router may read of a replica (what a real one could: no request's future):
+ * requests in it (waiting, prefilling, running), the tokens they hold or will hold once
+ * prefilled (prompts and tokens generated so far; counted only when `tokens`: a walk
+ * over the requests), KV pages free or evictable. */
 typedef struct pkv_sim_load {
     int64_t requests, tokens;
     int32_t free_pages;
-    bool has_slot;
 } pkv_sim_load;
 pkv_sim_load pkv_sim_load_of(const pkv_sim *s, bool tokens);
+/* Tokens of d's prompt whose KV blocks this replica's prefix cache holds now (0 without
+ * prefix caching): what admission would map, as a prefix-aware router sees it. */
+int32_t pkv_sim_cached_tokens(const pkv_sim *s, const pkv_request_draw *d);
 /* Block-table entries per row: the experiment's longest request in pages. */
 int32_t pkv_sim_bt_stride(const pkv_config *cfg);
 void pkv_sim_free(pkv_sim *s);

@@ -9,7 +9,13 @@
  *   at loads 0.7 and 0.85 for c = 1, 4, 16;
  * - least_requests waits less than round_robin at high load (join the shortest queue);
  * - conservation: every router routes each request once and every replica finishes
- *   what it was given. */
+ *   what it was given;
+ * - a routing decision's latency L adds L to every request's TTFT (round_robin: each
+ *   replica's timeline moves by L); a view never refreshed sends least_kv's every
+ *   request to one replica, a live one spreads them;
+ * - prefix_affinity on prompts that share prefixes (16 shared prompts, pools too small
+ *   to cache them all) hits the cache more than round_robin; session_affinity keeps every
+ *   turn of a session on one replica and hits more than round_robin. */
 #include "check.h"
 #include "fleet.h"
 #include "testreplica.h"
@@ -22,16 +28,23 @@
 
 static const char *CAL = PKV_SOURCE_DIR "/experiments/calibration/default.json";
 
-/* The router's wait of each request (central_queue). */
+/* The router's wait of each request (central_queue); each session's replica. */
 typedef struct routed_log {
     double wait_sum, t_last; /* the waits summed; the latest arrival */
     uint64_t n;
+    int session_at[4096]; /* replica + 1 of each session's first turn */
+    int sessions, sessions_moved;
 } routed_log;
 static void on_routed(void *ctx, int to, const pkv_request_draw *d, double t_arrival,
                       double t_routed) {
     routed_log *l = ctx;
     l->wait_sum += t_routed - t_arrival, l->n++;
     if (t_arrival > l->t_last) l->t_last = t_arrival;
+    if (d->session >= 0 && d->session < 4096) {
+        int *at = &l->session_at[d->session];
+        if (!*at) *at = to + 1, l->sessions++;
+        l->sessions_moved += *at != to + 1;
+    }
 }
 
 /* A fleet of n replicas of `text` routed by `router`, its arrivals those of the first
@@ -43,7 +56,7 @@ typedef struct fleet_run {
     int rc;
 } fleet_run;
 
-static void fleet_run_go(fleet_run *fr, int n, const char *text, pkv_router router,
+static void fleet_run_go(fleet_run *fr, int n, const char *text, pkv_fleet_spec how,
                          const pkv_length_spec *decode, pkv_err *e) {
     memset(fr, 0, sizeof *fr);
     fr->r = calloc((size_t)n, sizeof *fr->r);
@@ -61,7 +74,7 @@ static void fleet_run_go(fleet_run *fr, int n, const char *text, pkv_router rout
     fr->f = (pkv_fleet){.n = n,
                         .replicas = sims,
                         .wl = &wl,
-                        .router = router,
+                        .spec = how,
                         .r_route = g,
                         .routed = on_routed,
                         .routed_ctx = &fr->log};
@@ -77,6 +90,46 @@ static void fleet_run_free(fleet_run *fr, int n) {
     for (int i = 0; i < n; i++) replica_free(&fr->r[i]);
     free(fr->r);
 }
+
+static pkv_fleet_spec by(pkv_router router) {
+    return (pkv_fleet_spec){.router = router, .affinity_cap = 64};
+}
+
+/* The fleet's prefix cache hit rate: prompt tokens found cached over those admitted. */
+static double hit_rate(const fleet_run *fr, int n) {
+    double hit = 0, all = 0;
+    for (int i = 0; i < n; i++) {
+        hit += (double)fr->r[i].w.counts.prefix_hit_tokens;
+        all += (double)fr->r[i].w.counts.prefix_tokens;
+    }
+    return all > 0 ? hit / all : 0;
+}
+
+static double ttft_sum(const fleet_run *fr, int n, uint64_t *finished) {
+    double sum = 0;
+    *finished = 0;
+    for (int i = 0; i < n; i++) sum += fr->r[i].w.ttft_sum, *finished += fr->r[i].w.finished;
+    return sum;
+}
+
+/* A small full model, chunked prefill, prefix caching on pools that hold a few of the
+ * workload's shared prompts (16 of 1024 tokens, 64 pages each, shared by 90% of the
+ * requests), or sessions of 4 turns. */
+static const char *SHARED =
+    "{\"name\": \"p\", \"model\": {\"layers\": 4, \"hidden\": 1024, \"hq\": 8, \"hkv\": 2,"
+    "   \"head_dim\": 128, \"intermediate\": 2048, \"vocab\": 4096, \"page_size\": 16},"
+    " \"workload\": {\"arrival\": {\"process\": \"poisson\", \"rate\": 400},"
+    "   \"prompt\": {\"dist\": \"uniform\", \"min\": 100, \"max\": 1500},"
+    "   \"decode\": {\"dist\": \"uniform\", \"min\": 2, \"max\": 60},"
+    "   \"num_requests\": 600, \"max_context\": 8192, %s},"
+    " \"serving\": {\"max_active\": 16, \"kv_pages\": 700, \"scheduler\": \"chunked\","
+    "   \"token_budget\": 1024, \"prefix_caching\": true, \"prefix_block_tokens\": 256},"
+    " \"route\": {\"policy\": \"pkv_workqueue\", \"calibration\": \"%s\"},"
+    " \"run\": {\"seed\": 21}}";
+static const char *GROUPS =
+    "\"shared_prefix_tokens\": 1024, \"shared_prefix_groups\": 16, \"shared_prefix_share\": 0.9";
+static const char *SESSIONS =
+    "\"turns\": {\"dist\": \"fixed\", \"value\": 4}, \"session_think_s\": 0.05";
 
 /* Erlang C: the mean wait of M/M/c with offered load a = lambda / mu. */
 static double erlang_c_wait(int c, double lambda, double mu) {
@@ -113,7 +166,7 @@ int main(int argc, char **argv) {
         const seen alone = r.w;
         replica_free(&r);
         fleet_run fr;
-        fleet_run_go(&fr, 1, replica_experiments[k], PKV_ROUTER_ROUND_ROBIN, NULL, &e);
+        fleet_run_go(&fr, 1, replica_experiments[k], by(PKV_ROUTER_ROUND_ROBIN), NULL, &e);
         CHECK(fr.rc == 0, "experiment %d, one replica: %s", k, e.msg);
         const seen *w = &fr.r[0].w;
         CHECK(seen_same(w, &alone),
@@ -122,6 +175,75 @@ int main(int argc, char **argv) {
               k, (unsigned long long)w->steps, (unsigned long long)w->requests, w->t_end,
               (unsigned long long)alone.steps, (unsigned long long)alone.requests, alone.t_end);
         fleet_run_free(&fr, 1);
+    }
+
+    /* The router's latency moves every request's first token by as much. */
+    {
+        const int n = 3;
+        double sum[2];
+        uint64_t fin[2];
+        for (int k = 0; k < 2; k++) {
+            pkv_fleet_spec spec = by(PKV_ROUTER_ROUND_ROBIN);
+            spec.latency_s = k ? 0.005 : 0;
+            fleet_run fr;
+            fleet_run_go(&fr, n, replica_experiments[0], spec, NULL, &e);
+            CHECK(fr.rc == 0, "latency %g: %s", spec.latency_s, e.msg);
+            sum[k] = ttft_sum(&fr, n, &fin[k]);
+            fleet_run_free(&fr, n);
+        }
+        CHECK(fin[0] == fin[1] && fin[0] > 0, "%llu and %llu finished", (unsigned long long)fin[0],
+              (unsigned long long)fin[1]);
+        CHECK(fabs(sum[1] - sum[0] - 0.005 * (double)fin[0]) <= 1e-9 * (double)fin[0],
+              "a 5 ms router adds %.9g ms to the mean TTFT", 1e3 * (sum[1] - sum[0]) / fin[0]);
+    }
+
+    /* A view never refreshed sends least_kv's requests where the first went. */
+    for (int k = 0; k < 2; k++) {
+        const int n = 4;
+        pkv_fleet_spec spec = by(PKV_ROUTER_LEAST_KV);
+        spec.view_refresh_s = k ? 1e9 : 0;
+        fleet_run fr;
+        fleet_run_go(&fr, n, replica_experiments[0], spec, NULL, &e);
+        CHECK(fr.rc == 0, "view refresh %g: %s", spec.view_refresh_s, e.msg);
+        const uint64_t first = fr.f.per_replica[0], all = fr.log.n;
+        CHECK(k ? first == all : first < all,
+              "least_kv, view refreshed every %g s: %llu of %llu requests to replica 0",
+              spec.view_refresh_s, (unsigned long long)first, (unsigned long long)all);
+        fleet_run_free(&fr, n);
+    }
+
+    /* Routing by prefix or by session against round robin, 4 replicas. */
+    for (int k = 0; k < 2; k++) {
+        const int n = 4;
+        const pkv_router aff = k ? PKV_ROUTER_SESSION_AFFINITY : PKV_ROUTER_PREFIX_AFFINITY;
+        snprintf(text, sizeof text, SHARED, k ? SESSIONS : GROUPS, CAL);
+        double rate[2];
+        for (int j = 0; j < 2; j++) {
+            fleet_run fr;
+            fleet_run_go(&fr, n, text, by(j ? aff : PKV_ROUTER_ROUND_ROBIN), NULL, &e);
+            CHECK(fr.rc == 0, "%s: %s", pkv_router_names[j ? aff : 0], e.msg);
+            rate[j] = hit_rate(&fr, n);
+            if (j && k)
+                CHECK(fr.log.sessions > 50 && fr.log.sessions_moved == 0,
+                      "session_affinity: %d of %d sessions moved", fr.log.sessions_moved,
+                      fr.log.sessions);
+            fleet_run_free(&fr, n);
+        }
+        /* one replica: exactly the engine alone */
+        replica r;
+        CHECK(replica_init(&r, text, &e) == 0 && pkv_sim_run(&r.sim, &e) == 0, "alone: %s", e.msg);
+        fleet_run one;
+        fleet_run_go(&one, 1, text, by(aff), NULL, &e);
+        CHECK(one.rc == 0 && seen_same(&one.r[0].w, &r.w),
+              "%s, one replica: not the engine alone (hits %llu and %llu tokens)",
+              pkv_router_names[aff], (unsigned long long)one.r[0].w.counts.prefix_hit_tokens,
+              (unsigned long long)r.w.counts.prefix_hit_tokens);
+        fleet_run_free(&one, 1);
+        replica_free(&r);
+        printf("%s: hit rate %.3f, round_robin %.3f\n", pkv_router_names[aff], rate[1], rate[0]);
+        CHECK(rate[1] > rate[0] && rate[1] > 0.1,
+              "%s hits %.3f of the prompt tokens, round_robin %.3f", pkv_router_names[aff], rate[1],
+              rate[0]);
     }
 
     /* Geometric decode lengths of mean 100 steps (service time's squared coefficient of
@@ -140,7 +262,7 @@ int main(int argc, char **argv) {
     /* The step's cost, from a first run: the service rate is 1 / (mean length x step). */
     snprintf(text, sizeof text, QUEUE, 10.0, 200, CAL, 3);
     fleet_run pilot;
-    fleet_run_go(&pilot, 1, text, PKV_ROUTER_ROUND_ROBIN, &geo, &e);
+    fleet_run_go(&pilot, 1, text, by(PKV_ROUTER_ROUND_ROBIN), &geo, &e);
     CHECK(pilot.rc == 0, "pilot: %s", e.msg);
     const seen *pw = &pilot.r[0].w;
     const double step = pw->advance / (double)pw->steps;
@@ -158,7 +280,7 @@ int main(int argc, char **argv) {
             const double lambda = loads[li] * c * mu;
             snprintf(text, sizeof text, QUEUE, lambda, n_req, CAL, seed0 + ci * 2 + li);
             fleet_run fr;
-            fleet_run_go(&fr, c, text, PKV_ROUTER_CENTRAL_QUEUE, &geo, &e);
+            fleet_run_go(&fr, c, text, by(PKV_ROUTER_CENTRAL_QUEUE), &geo, &e);
             CHECK(fr.rc == 0, "erlang c=%d: %s", c, e.msg);
             uint64_t steps = 0, finished = 0;
             double busy = 0;
@@ -193,7 +315,7 @@ int main(int argc, char **argv) {
         const double mu = 1 / (mean_len * step), lambda = 0.9 * c * mu;
         snprintf(text, sizeof text, QUEUE, lambda, n_req, CAL, 5);
         fleet_run fr;
-        fleet_run_go(&fr, c, text, (pkv_router)router, &geo, &e);
+        fleet_run_go(&fr, c, text, by((pkv_router)router), &geo, &e);
         CHECK(fr.rc == 0, "%s: %s", pkv_router_names[router], e.msg);
         uint64_t finished = 0, routed = 0;
         double sum = 0; /* arrival (at the router) to admission */

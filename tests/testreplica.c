@@ -61,6 +61,7 @@ static int on_request(void *ctx, const pkv_request_rec *q, pkv_err *e) {
     w->requests++;
     w->finished += !isnan(q->t_finish);
     w->wait_sum += q->t_admitted - q->t_arrival;
+    if (!isnan(q->t_finish)) w->ttft_sum += q->t_first_token - q->t_arrival;
     const double f[] = {(double)q->id, q->t_arrival,         q->t_first_token,
                         q->t_finish,   (double)q->generated, (double)q->preemptions};
     mix(w, f, sizeof f);

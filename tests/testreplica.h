@@ -9,6 +9,7 @@ typedef struct seen {
     uint64_t steps, prefills, requests, itls, finished;
     double advance;  /* seconds: the steps' time, summed */
     double wait_sum; /* seconds: arrival to admission, summed over requests */
+    double ttft_sum; /* seconds: arrival to first token, summed over finished requests */
     double step_min, step_max;
     uint64_t hash; /* of every record's fields a model backend decides */
     pkv_sim_counts counts;

@@ -102,8 +102,11 @@ static void run_case(const void *arg, void *result) {
     gsl_rng *g = pkv_stream_create(cfg.seed, "router");
     const int wl_ok = !rc && pkv_workload_init(&wl, &cfg.workload, cfg.seed) == 0;
     if (!rc && !wl_ok) rc = pkv_fail(&e, "out of memory");
-    pkv_fleet f = {
-        .n = n, .replicas = sims, .wl = &wl, .router = PKV_ROUTER_LEAST_REQUESTS, .r_route = g};
+    pkv_fleet f = {.n = n,
+                   .replicas = sims,
+                   .wl = &wl,
+                   .spec = {.router = PKV_ROUTER_LEAST_REQUESTS},
+                   .r_route = g};
     const double t0 = pkv_clock_now();
     if (!rc) rc = pkv_fleet_run(&f, &e);
     const double host = pkv_clock_now() - t0;
