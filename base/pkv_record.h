@@ -99,7 +99,13 @@ typedef enum pkv_col_kind {
     X(session, int64_t, PKV_COL_I64, 0, "its multi-turn session (workload.turns; -1: none)")       \
     X(turn, int32_t, PKV_COL_I32, 0, "its turn in the session, from 0")                            \
     X(state, uint8_t, PKV_COL_STATE, 0, "waiting, prefill, running or finished")                   \
-    X(replica, uint32_t, PKV_COL_U32, 2, "the fleet's replica that served it")
+    X(replica, uint32_t, PKV_COL_U32, 2, "the fleet's replica that served it")                     \
+    X(prefill_replica, uint32_t, PKV_COL_U32, 2,                                                   \
+      "the fleet's replica that prefilled it (its own replica unless disaggregated)")              \
+    X(t_transfer_start, double, PKV_COL_F64, 2,                                                    \
+      "seconds: its KV's transfer from the prefill replica began (NaN: none)")                     \
+    X(t_transfer_end, double, PKV_COL_F64, 2,                                                      \
+      "seconds: its KV's transfer ended, the prefill replica's pages freed (NaN: none)")
 
 #define PKV_PREFILL_COLUMNS(X)                                                                     \
     X(index, uint64_t, PKV_COL_U64, 0, "prefill batch number")                                     \
@@ -113,7 +119,8 @@ typedef enum pkv_col_kind {
     X(t_wall, double, PKV_COL_F64, 1, "seconds: measured host wall time of the batch")             \
     X(t_swap, double, PKV_COL_F64, 0,                                                              \
       "seconds: swap copies (measured on cuda) the batch waited for")                              \
-    X(t_advance, double, PKV_COL_F64, 0, "seconds: how far the batch moved the simulated clock")
+    X(t_advance, double, PKV_COL_F64, 0, "seconds: how far the batch moved the simulated clock")   \
+    X(replica, uint32_t, PKV_COL_U32, 2, "the fleet's replica that ran the batch")
 
 #define PKV_RECORD_FIELD_(name, ctype, kind, measured, unit) ctype name;
 #define PKV_RECORD_COUNT_(name, ctype, kind, measured, unit) +1

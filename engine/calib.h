@@ -98,7 +98,12 @@ typedef struct pkv_calib {
     double allreduce_us;   /* tensor parallelism: all-reduce latency (modelled) */
     double swap_gbps;      /* preemption by swap: the host link's copy bandwidth (modelled) */
     double swap_us;        /* preemption by swap: fixed cost of one request's copy (modelled) */
-    char *json;            /* the file verbatim (owned) */
+    /* A fleet's prefill/decode disaggregation: the link a prefill replica sends KV over
+     * (modelled): bytes/second it carries, shared by the transfers on it; seconds a
+     * transfer takes besides its bytes; transfers it carries at once (more wait) */
+    double kv_link_bps, kv_link_s;
+    int kv_link_streams;
+    char *json; /* the file verbatim (owned) */
 } pkv_calib;
 
 /* The FP16 GEMM rate (TFLOP/s) at `width` token rows: gemm_tflops_at's, else gemm_tflops. */

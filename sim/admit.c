@@ -63,8 +63,10 @@ int pkv_sim_admit(pkv_sim *s, pkv_err *e) {
             r->blocks =
                 malloc(sizeof(int32_t) * ((size_t)r->cap_pages / s->cache.pages_per_block + 1));
             if (!r->blocks) return pkv_fail(e, "out of memory");
-            cached = pkv_sim_map_cached(s, r);
-            s->counts.prefix_hit_tokens += (uint64_t)cached;
+            if (!r->kv_arrived) { /* arrived KV is its own: all of it came */
+                cached = pkv_sim_map_cached(s, r);
+                s->counts.prefix_hit_tokens += (uint64_t)cached;
+            }
         }
         /* the admission policy checked that free and evictable pages cover need */
         const int32_t shared = pkv_sim_mapped_pages(s, r);
@@ -72,6 +74,12 @@ int pkv_sim_admit(pkv_sim *s, pkv_err *e) {
         r->n_pages = need;
         if (isnan(r->rec.t_admitted)) r->rec.t_admitted = s->t_now;
         r->admit_seq = s->admit_counter++;
+        if (r->kv_arrived) { /* prefilled elsewhere: its KV fills the pages it took */
+            r->kv_arrived = false;
+            r->prefilled = (int32_t)pkv_sim_stored_tokens(r);
+            pkv_sim_join_run(s, slot);
+            continue;
+        }
         r->prefilled = cached;
         r->rec.state = PKV_REQ_PREFILL;
         s->prefill[s->n_prefill++] = slot;

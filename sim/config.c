@@ -211,6 +211,13 @@ static int finish_sections(pkv_config *c, const cJSON *root, pkv_err *e) {
     if (c->fleet.router == PKV_ROUTER_PREFIX_AFFINITY && !c->prefix_caching)
         return pkv_fail(e, "fleet.router: \"prefix_affinity\" routes by the replicas' cached "
                            "prefixes; set serving.prefix_caching to true");
+    if (c->fleet.decode_router == PKV_ROUTER_CENTRAL_QUEUE ||
+        c->fleet.decode_router == PKV_ROUTER_PREFIX_AFFINITY)
+        return pkv_fail(e,
+                        "fleet.decode_router: \"%s\" cannot choose a decode replica (a "
+                        "prefilled request goes on at once, and brings its own KV); use "
+                        "another router",
+                        pkv_router_names[c->fleet.decode_router]);
     c->admit = pkv_admission_get(c->admission);
     const cJSON *r = cJSON_GetObjectItemCaseSensitive(root, "route");
     const cJSON *cv = r ? cJSON_GetObjectItemCaseSensitive(r, "calibration") : NULL;
@@ -342,10 +349,118 @@ int pkv_config_resolve(pkv_config *c) {
     if (c->calib_overrides)
         cJSON_AddItemToObject(cJSON_GetObjectItemCaseSensitive(r, "route"), "overrides",
                               cJSON_Duplicate(c->calib_overrides, 1));
+    if (c->fleet.n_pools) { /* each pool's own settings as resolved */
+        cJSON *pools =
+            cJSON_AddArrayToObject(cJSON_GetObjectItemCaseSensitive(r, "fleet"), "pools");
+        for (int i = 0; i < c->fleet.n_pools && pools; i++) {
+            const pkv_pool *p = &c->fleet.pools[i];
+            cJSON *o = cJSON_CreateObject(), *pr = cJSON_Parse(p->cfg->resolved);
+            cJSON_AddStringToObject(o, "name", p->name);
+            cJSON_AddNumberToObject(o, "replicas", p->replicas);
+            cJSON_AddStringToObject(o, "role", pkv_role_names[p->role]);
+            static const char *const own[] = {"model", "serving", "route"};
+            for (size_t k = 0; k < sizeof own / sizeof *own && pr; k++)
+                cJSON_AddItemToObject(o, own[k], cJSON_DetachItemFromObject(pr, own[k]));
+            cJSON_Delete(pr);
+            cJSON_AddItemToArray(pools, o);
+        }
+    }
     free(c->resolved);
     c->resolved = cJSON_Print(r);
     cJSON_Delete(r);
     return c->resolved ? 0 : -1;
+}
+
+/* A pool's settings: the experiment's, its model, serving and route objects with the
+ * pool's members on top, without the fleet section; parsed as an experiment. */
+static int parse_pool(pkv_config *c, const cJSON *root, const cJSON *o, const char *P,
+                      pkv_pool *pool, pkv_err *e) {
+    const char *name, *role;
+    int64_t replicas;
+    TRY(pkv_keys_check(pkv_config_keys(), PKV_OBJ_POOL, o, P, e));
+    TRY(pkv_json_str(o, P, "name", "", NULL, &name, NULL, e));
+    TRY(pkv_json_int(o, P, "replicas", 1, 1, 100000, &replicas, e));
+    TRY(pkv_json_str(o, P, "role", "mixed", pkv_role_names, &role, &pool->role, e));
+    if (!*name || strlen(name) >= sizeof pool->name)
+        return pkv_fail(e, "%s.name: a pool's name is 1 to %zu characters", P,
+                        sizeof pool->name - 1);
+    snprintf(pool->name, sizeof pool->name, "%s", name);
+    pool->replicas = (int)replicas;
+    cJSON *copy = cJSON_Duplicate(root, 1);
+    if (!copy) return pkv_fail(e, "out of memory");
+    cJSON_DeleteItemFromObjectCaseSensitive(copy, "fleet");
+    static const char *const over[] = {"model", "serving", "route"};
+    for (size_t k = 0; k < sizeof over / sizeof *over; k++) {
+        const cJSON *mine;
+        if (pkv_json_sub(o, P, over[k], &mine, e)) {
+            cJSON_Delete(copy);
+            return -1;
+        }
+        if (!mine) continue;
+        cJSON *base = cJSON_GetObjectItemCaseSensitive(copy, over[k]);
+        if (!base) base = cJSON_AddObjectToObject(copy, over[k]);
+        for (const cJSON *m = mine->child; base && m; m = m->next) {
+            cJSON_DeleteItemFromObjectCaseSensitive(base, m->string);
+            cJSON_AddItemToObject(base, m->string, cJSON_Duplicate(m, 1));
+        }
+    }
+    char *text = cJSON_PrintUnformatted(copy);
+    cJSON_Delete(copy);
+    pool->cfg = calloc(1, sizeof *pool->cfg);
+    if (!text || !pool->cfg) {
+        free(text);
+        return pkv_fail(e, "out of memory");
+    }
+    pkv_err sub;
+    if (pkv_config_parse(pool->cfg, text, c->file, &sub)) {
+        free(pool->cfg);
+        pool->cfg = NULL;
+        const size_t n = strlen(c->file); /* its message begins with the file */
+        const char *msg =
+            strncmp(sub.msg, c->file, n) == 0 && sub.msg[n] == ':' ? sub.msg + n + 2 : sub.msg;
+        return pkv_fail(e, "%s (pool \"%s\", the experiment with its settings): %s", P, name, msg);
+    }
+    if (pool->role != PKV_ROLE_MIXED && !pkv_model_dense(&pool->cfg->model))
+        return pkv_fail(e,
+                        "%s.role: a %s pool needs a served model (model.hidden > 0): the study "
+                        "layer's prefill samples no first token to hand over",
+                        P, role);
+    return 0;
+}
+
+/* fleet.pools: the pools in order (replicas numbered across them). */
+static int parse_pools(pkv_config *c, const cJSON *root, pkv_err *e) {
+    const cJSON *fl = cJSON_GetObjectItemCaseSensitive(root, "fleet");
+    const cJSON *pl = fl ? cJSON_GetObjectItemCaseSensitive(fl, "pools") : NULL;
+    if (!pl) return 0;
+    if (cJSON_GetObjectItemCaseSensitive(fl, "replicas"))
+        return pkv_fail(e, "fleet.replicas: give fleet.replicas or fleet.pools (each pool "
+                           "its own replicas), not both");
+    const int n = cJSON_IsArray(pl) ? cJSON_GetArraySize(pl) : 0;
+    if (n < 1 || n > 64) return pkv_fail(e, "fleet.pools: must be a list of 1 to 64 pools");
+    if (!(c->fleet.pools = calloc((size_t)n, sizeof *c->fleet.pools)))
+        return pkv_fail(e, "out of memory");
+    c->fleet.n_pools = n;
+    int roles[3] = {0}, total = 0;
+    for (int i = 0; i < n; i++) {
+        char P[32];
+        snprintf(P, sizeof P, "fleet.pools[%d]", i);
+        const cJSON *o = cJSON_GetArrayItem(pl, i);
+        pkv_pool *pool = &c->fleet.pools[i];
+        TRY(parse_pool(c, root, o, P, pool, e));
+        for (int j = 0; j < i; j++)
+            if (!strcmp(c->fleet.pools[j].name, pool->name))
+                return pkv_fail(e, "%s.name: \"%s\" names fleet.pools[%d] too", P, pool->name, j);
+        roles[pool->role] += pool->replicas;
+        if ((total += pool->replicas) > 100000)
+            return pkv_fail(e, "fleet.pools: more than 100000 replicas in all");
+    }
+    if (!roles[PKV_ROLE_PREFILL] != !roles[PKV_ROLE_DECODE])
+        return pkv_fail(e, "fleet.pools: a %s pool needs a %s pool to send its requests to",
+                        roles[PKV_ROLE_PREFILL] ? "prefill" : "decode",
+                        roles[PKV_ROLE_PREFILL] ? "decode" : "prefill");
+    c->fleet.replicas = total;
+    return 0;
 }
 
 int pkv_config_load(pkv_config *c, const char *path, pkv_err *e) {
@@ -388,7 +503,7 @@ int pkv_config_parse(pkv_config *c, char *text, const char *path, pkv_err *e) {
         if (parse_section(c, root, config_objs[i], &sub)) goto out;
     if (finish_sections(c, root, &sub) ||
         pkv_config_parse_workload(&c->workload, &c->trace_spec, &c->trace, c->file, w, &sub) ||
-        check_consistency(c, &sub))
+        check_consistency(c, &sub) || parse_pools(c, root, &sub))
         goto out;
     rc = pkv_config_resolve(c);
     if (rc) pkv_fail(&sub, "out of memory");
@@ -400,6 +515,10 @@ out:
 }
 
 void pkv_config_free(pkv_config *c) {
+    for (int i = 0; i < c->fleet.n_pools; i++)
+        if (c->fleet.pools[i].cfg)
+            pkv_config_free(c->fleet.pools[i].cfg), free(c->fleet.pools[i].cfg);
+    free(c->fleet.pools);
     pkv_trace_free(&c->trace);
     pkv_length_free(&c->workload.prompt);
     pkv_length_free(&c->workload.decode);

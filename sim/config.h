@@ -13,10 +13,26 @@
 /* run.cuda_graph (pkv_cuda_graph_modes' order); pkv_config_graphs resolves auto. */
 enum { PKV_GRAPH_AUTO = 0, PKV_GRAPH_OFF = 1, PKV_GRAPH_ON = 2 };
 
+/* A fleet pool's role (fleet.pools[].role): its replicas serve whole requests, or
+ * prefill them and send their KV to a decode replica, or decode what came so. */
+enum { PKV_ROLE_MIXED = 0, PKV_ROLE_PREFILL, PKV_ROLE_DECODE };
+extern const char *const pkv_role_names[];
+
+struct pkv_config;
+typedef struct pkv_pool {
+    char name[64];
+    int replicas, role;
+    struct pkv_config *cfg; /* its settings: the experiment's with the pool's model, serving
+                               and route on top (owned) */
+} pkv_pool;
+
 /* The fleet section: replicas of the experiment behind a router (sim/fleet.h). */
 typedef struct pkv_fleet_spec {
-    int replicas;          /* 1: none */
-    int router;            /* pkv_router */
+    int replicas;          /* in all (1: none) */
+    int router;            /* pkv_router: where an arrival goes (mixed and prefill pools) */
+    int decode_router;     /* pkv_router: the decode replica a prefilled request goes to */
+    int n_pools;           /* fleet.pools (0: fleet.replicas of the experiment's settings) */
+    pkv_pool *pools;       /* [n_pools] (owned) */
     double latency_s;      /* a routing decision's seconds: a request reaches its replica
                               this long after the router takes it */
     double view_refresh_s; /* the router's view of replica state is this old at most

@@ -9,6 +9,7 @@ const char *const pkv_clock_names[] = {"predicted", "wall", "device", "auto", NU
 const char *const pkv_page_table_modes[] = {"allocator", "generator", NULL};
 const char *const pkv_scheduler_names[] = {"prefill_first", "chunked", NULL};
 const char *const pkv_preemption_names[] = {"recompute", "swap", NULL};
+const char *const pkv_role_names[] = {"mixed", "prefill", "decode", NULL};
 const char *const pkv_workload_presets[] = {"bucketed", "homogeneous", "bimodal",
                                             "uniform",  "zipf",        NULL};
 static const char *const bucket_names[] = {"exact", "pow2", NULL};
@@ -195,6 +196,14 @@ static const pkv_key rows[] = {
     NUM("fleet", "router_latency_ms", C, fleet.latency_s, 0, 0, 1e6, .scale = 1e-3),
     NUM("fleet", "view_refresh_ms", C, fleet.view_refresh_s, 0, 0, 1e9, .scale = 1e-3),
     INT("fleet", "affinity_cap", C, fleet.affinity_cap, 64, 0, 1 << 30),
+    ENUM("fleet", "decode_router", C, fleet.decode_router, "least_requests", pkv_router_names),
+    CUSTOM("fleet", "pools"),
+    CUSTOM(PKV_OBJ_POOL, "name"),
+    CUSTOM(PKV_OBJ_POOL, "replicas"),
+    CUSTOM(PKV_OBJ_POOL, "role"),
+    CUSTOM(PKV_OBJ_POOL, "model"),
+    CUSTOM(PKV_OBJ_POOL, "serving"),
+    CUSTOM(PKV_OBJ_POOL, "route"),
 
     I64("run", "max_steps", C, max_steps, 0, 0, BIG),
     NUM("run", "max_time_s", C, max_time, 0, 0, 1e12),

@@ -12,6 +12,7 @@
 #define PKV_OBJ_COLUMNS "(columns)" /* a trace's columns object */
 #define PKV_OBJ_AXIS    "(axis)"    /* an axis of sweep.axes */
 #define PKV_OBJ_RANGE   "(range)"   /* an axis's range */
+#define PKV_OBJ_POOL    "(pool)"    /* a pool of fleet.pools */
 
 extern const char *const pkv_clock_names[]; /* run.clock: predicted, wall, device, auto */
 enum { PKV_CONFIG_CLOCK_AUTO = 3 };

@@ -12,28 +12,38 @@ const char *const pkv_router_names[] = {
 #undef PKV_ROUTER_NAME
         NULL};
 
+/* The fleet's own events (pkv_event.kind). */
+enum { EV_DELIVER = 0, EV_FLOW, EV_LINK };
+
+typedef struct pkv_fleet_hand {
+    pkv_fleet *f;
+    int i;
+} pkv_fleet_hand;
+
 /* Replica i as the router sees it: live (with the requests on their way to it), or as
  * of the view's last refresh with what was sent since. */
-static pkv_sim_load seen(const pkv_fleet *f, int i) {
+static pkv_sim_load seen(const pkv_fleet *f, const pkv_fleet_group *g, int i) {
     if (f->spec.view_refresh_s > 0) return f->view[i];
-    pkv_sim_load l = pkv_sim_load_of(f->replicas[i], f->spec.router == PKV_ROUTER_LEAST_TOKENS);
+    pkv_sim_load l = pkv_sim_load_of(f->replicas[i], g->router == PKV_ROUTER_LEAST_TOKENS);
     l.requests += f->sent[i].requests, l.tokens += f->sent[i].tokens;
     return l;
 }
 
 static void refresh_view(pkv_fleet *f) {
     if (f->spec.view_refresh_s <= 0 || f->t_now < f->view_t + f->spec.view_refresh_s) return;
+    const bool tokens =
+        f->entry.router == PKV_ROUTER_LEAST_TOKENS || f->decode.router == PKV_ROUTER_LEAST_TOKENS;
     for (int i = 0; i < f->n; i++) {
-        f->view[i] = pkv_sim_load_of(f->replicas[i], f->spec.router == PKV_ROUTER_LEAST_TOKENS);
+        f->view[i] = pkv_sim_load_of(f->replicas[i], tokens);
         f->view[i].requests += f->sent[i].requests, f->view[i].tokens += f->sent[i].tokens;
     }
     f->view_t = f->t_now;
 }
 
 /* A replica's load as the router weighs it: lower is better. */
-static double load(const pkv_fleet *f, int i) {
-    const pkv_sim_load l = seen(f, i);
-    switch (f->spec.router) {
+static double load(const pkv_fleet *f, const pkv_fleet_group *g, int i) {
+    const pkv_sim_load l = seen(f, g, i);
+    switch (g->router) {
     case PKV_ROUTER_LEAST_TOKENS:
         return (double)l.tokens;
     case PKV_ROUTER_LEAST_KV:
@@ -43,12 +53,12 @@ static double load(const pkv_fleet *f, int i) {
     }
 }
 
-static int least_loaded(const pkv_fleet *f) { /* the lowest index at a tie */
-    int best = 0;
-    double lb = load(f, 0);
-    for (int i = 1; i < f->n; i++) {
-        const double li = load(f, i);
-        if (li < lb) best = i, lb = li;
+static int least_loaded(const pkv_fleet *f, const pkv_fleet_group *g) { /* lowest at a tie */
+    int best = g->idx[0];
+    double lb = load(f, g, best);
+    for (int k = 1; k < g->n; k++) {
+        const double li = load(f, g, g->idx[k]);
+        if (li < lb) best = g->idx[k], lb = li;
     }
     return best;
 }
@@ -56,13 +66,14 @@ static int least_loaded(const pkv_fleet *f) { /* the lowest index at a tie */
 /* prefix_affinity: of the replicas within affinity_cap requests of the least loaded,
  * the one holding the longest cached prefix of d's prompt; the fewer requests, then
  * the lower index, at a tie. */
-static int affinity(const pkv_fleet *f, const pkv_request_draw *d) {
-    const int64_t cap = f->spec.affinity_cap + seen(f, least_loaded(f)).requests;
+static int affinity(const pkv_fleet *f, const pkv_fleet_group *g, const pkv_request_draw *d) {
+    const int64_t cap = f->spec.affinity_cap + seen(f, g, least_loaded(f, g)).requests;
     int best = -1;
     int64_t best_req = 0;
     int32_t best_hit = -1;
-    for (int i = 0; i < f->n; i++) {
-        const int64_t req = seen(f, i).requests;
+    for (int k = 0; k < g->n; k++) {
+        const int i = g->idx[k];
+        const int64_t req = seen(f, g, i).requests;
         if (req > cap) continue;
         const int32_t hit = pkv_sim_cached_tokens(f->replicas[i], d);
         if (hit > best_hit || (hit == best_hit && req < best_req))
@@ -73,8 +84,8 @@ static int affinity(const pkv_fleet *f, const pkv_request_draw *d) {
 
 /* session_affinity: a session's turns go where its first went (the least loaded then);
  * a request of no session to the least loaded. Returns -1 when out of memory. */
-static int session_replica(pkv_fleet *f, const pkv_request_draw *d) {
-    if (d->session < 0) return least_loaded(f);
+static int session_replica(pkv_fleet *f, const pkv_fleet_group *g, const pkv_request_draw *d) {
+    if (d->session < 0) return least_loaded(f, g);
     const size_t k = (size_t)d->session;
     if (k >= f->n_session_at) {
         size_t cap = f->n_session_at ? 2 * f->n_session_at : 1024;
@@ -84,50 +95,50 @@ static int session_replica(pkv_fleet *f, const pkv_request_draw *d) {
         memset(a + f->n_session_at, 0, (cap - f->n_session_at) * sizeof *a);
         f->session_at = a, f->n_session_at = cap;
     }
-    if (!f->session_at[k]) f->session_at[k] = least_loaded(f) + 1;
+    if (!f->session_at[k]) f->session_at[k] = least_loaded(f, g) + 1;
     return f->session_at[k] - 1;
 }
 
-/* The replica for request d; -1 (central_queue) when none has room now, -2 when out of
- * memory. */
-static int choose_now(pkv_fleet *f, const pkv_request_draw *d) {
+/* The replica of group g for request d; -1 (central_queue) when none has room now, -2
+ * when out of memory. */
+static int choose_now(pkv_fleet *f, pkv_fleet_group *g, const pkv_request_draw *d) {
     refresh_view(f);
-    switch (f->spec.router) {
+    switch (g->router) {
     case PKV_ROUTER_ROUND_ROBIN: {
-        const int i = f->next_rr;
-        f->next_rr = (f->next_rr + 1) % f->n;
+        const int i = g->idx[g->next_rr];
+        g->next_rr = (g->next_rr + 1) % g->n;
         return i;
     }
     case PKV_ROUTER_RANDOM:
-        return (int)gsl_rng_uniform_int(f->r_route, (unsigned long)f->n);
+        return g->idx[gsl_rng_uniform_int(f->r_route, (unsigned long)g->n)];
     case PKV_ROUTER_POWER_OF_TWO: {
-        const int a = (int)gsl_rng_uniform_int(f->r_route, (unsigned long)f->n);
-        const int b = (int)gsl_rng_uniform_int(f->r_route, (unsigned long)f->n);
-        return load(f, b) < load(f, a) ? b : a;
+        const int a = g->idx[gsl_rng_uniform_int(f->r_route, (unsigned long)g->n)];
+        const int b = g->idx[gsl_rng_uniform_int(f->r_route, (unsigned long)g->n)];
+        return load(f, g, b) < load(f, g, a) ? b : a;
     }
     case PKV_ROUTER_CENTRAL_QUEUE:
-        for (int k = 0; k < f->n; k++) { /* from the replica after the last one served */
-            const int i = (f->next_rr + k) % f->n;
-            if (seen(f, i).requests < f->replicas[i]->cfg->max_active) {
-                f->next_rr = (i + 1) % f->n;
+        for (int k = 0; k < g->n; k++) { /* from the replica after the last one served */
+            const int j = (g->next_rr + k) % g->n, i = g->idx[j];
+            if (seen(f, g, i).requests < f->replicas[i]->cfg->max_active) {
+                g->next_rr = (j + 1) % g->n;
                 return i;
             }
         }
         return -1;
     case PKV_ROUTER_PREFIX_AFFINITY:
-        return affinity(f, d);
+        return affinity(f, g, d);
     case PKV_ROUTER_SESSION_AFFINITY: {
-        const int i = session_replica(f, d);
+        const int i = session_replica(f, g, d);
         return i < 0 ? -2 : i;
     }
     default:
-        return least_loaded(f);
+        return least_loaded(f, g);
     }
 }
 
-static int choose(pkv_fleet *f, const pkv_request_draw *d) {
+static int choose(pkv_fleet *f, pkv_fleet_group *g, const pkv_request_draw *d) {
     const double t0 = pkv_clock_now();
-    const int i = choose_now(f, d);
+    const int i = choose_now(f, g, d);
     f->route_s += pkv_clock_now() - t0;
     return i;
 }
@@ -146,9 +157,26 @@ static int replica_failed(pkv_err *e, int i) {
     return pkv_fail(e, "replica %d: %.*s", i, (int)sizeof msg - 16, msg);
 }
 
-/* Request d reaches replica i now. */
-static int deliver(pkv_fleet *f, int i, const pkv_request_draw *d, double t_arrival, pkv_err *e) {
-    if (pkv_sim_inject(f->replicas[i], d, t_arrival, f->t_now, e)) return replica_failed(e, i);
+/* A slot for something on its way; -1 when out of memory. */
+static int64_t transit_slot(pkv_fleet *f) {
+    if (f->n_free_transit) return f->free_transit[--f->n_free_transit];
+    if (f->n_transit == f->cap_transit) {
+        const size_t cap = f->cap_transit ? 2 * f->cap_transit : 256;
+        pkv_fleet_transit *a = realloc(f->transit, cap * sizeof *a);
+        int64_t *fr = a ? realloc(f->free_transit, cap * sizeof *fr) : NULL;
+        if (a) f->transit = a;
+        if (!fr) return -1;
+        f->free_transit = fr, f->cap_transit = cap;
+    }
+    return (int64_t)f->n_transit++;
+}
+
+/* Request d reaches replica i now (prefilled: with its KV, as its prefill replica left
+ * it). */
+static int deliver(pkv_fleet *f, int i, const pkv_request_draw *d, double t_arrival,
+                   const pkv_request_rec *prefilled, pkv_err *e) {
+    if (pkv_sim_inject(f->replicas[i], d, t_arrival, f->t_now, prefilled, e))
+        return replica_failed(e, i);
     return file_next(f, i) ? pkv_fail(e, "out of memory") : 0;
 }
 
@@ -157,36 +185,134 @@ static int send(pkv_fleet *f, int i, const pkv_request_draw *d, double t_arrival
     f->per_replica[i]++;
     if (f->routed) f->routed(f->routed_ctx, i, d, t_arrival, f->t_now);
     if (f->spec.view_refresh_s > 0) f->view[i].requests++, f->view[i].tokens += d->prompt_len;
-    if (f->spec.latency_s <= 0) return deliver(f, i, d, t_arrival, e);
-    int64_t k;
-    if (f->n_free_transit) {
-        k = f->free_transit[--f->n_free_transit];
-    } else {
-        if (f->n_transit == f->cap_transit) {
-            const size_t cap = f->cap_transit ? 2 * f->cap_transit : 256;
-            pkv_fleet_transit *a = realloc(f->transit, cap * sizeof *a);
-            int64_t *fr = a ? realloc(f->free_transit, cap * sizeof *fr) : NULL;
-            if (a) f->transit = a;
-            if (!fr) return pkv_fail(e, "out of memory (requests on their way)");
-            f->free_transit = fr, f->cap_transit = cap;
-        }
-        k = (int64_t)f->n_transit++;
-    }
-    f->transit[k] = (pkv_fleet_transit){*d, t_arrival, i};
+    if (f->spec.latency_s <= 0) return deliver(f, i, d, t_arrival, NULL, e);
+    const int64_t k = transit_slot(f);
+    if (k < 0) return pkv_fail(e, "out of memory (requests on their way)");
+    f->transit[k] = (pkv_fleet_transit){.d = *d, .t_arrival = t_arrival, .to = i, .from = -1};
     f->sent[i].requests++, f->sent[i].tokens += d->prompt_len;
-    return pkv_heap_push(&f->arriving, f->t_now + f->spec.latency_s, 0, k)
+    return pkv_heap_push(&f->events, f->t_now + f->spec.latency_s, EV_DELIVER, k)
                ? pkv_fail(e, "out of memory")
                : 0;
 }
 
-/* The earliest request on its way reaches its replica. */
-static int arrive(pkv_fleet *f, pkv_err *e) {
+/* ---- KV transfers (prefill/decode disaggregation) -------------------------------- */
+/* The bytes of link L's flowing transfers as of now. */
+static void link_catch_up(pkv_fleet *f, pkv_fleet_link *L) {
+    if (L->n_flow > 0) {
+        const double sent = (f->t_now - L->t_last) * L->bps / L->n_flow;
+        for (int k = 0; k < L->n_flow; k++) f->transit[L->flow[k]].bytes -= sent;
+    }
+    L->t_last = f->t_now;
+}
+
+/* File link i's next transfer end (the one with the fewest bytes left). */
+static int link_file(pkv_fleet *f, int i) {
+    pkv_fleet_link *L = &f->links[i];
+    if (L->n_flow == 0) return L->t_tick = INFINITY, 0;
+    double least = INFINITY;
+    for (int k = 0; k < L->n_flow; k++) least = fmin(least, f->transit[L->flow[k]].bytes);
+    L->t_tick = f->t_now + fmax(least, 0) * L->n_flow / L->bps;
+    return pkv_heap_push(&f->events, L->t_tick, EV_LINK, i);
+}
+
+/* Transfer k takes a stream of its link now: its fixed cost, then its bytes. */
+static int transfer_start(pkv_fleet *f, int64_t k) {
+    pkv_fleet_transit *x = &f->transit[k];
+    pkv_fleet_link *L = &f->links[x->from];
+    x->t_start = f->t_now;
+    L->on++, L->transfers++;
+    if (L->on > L->most_on) L->most_on = L->on;
+    return pkv_heap_push(&f->events, f->t_now + L->fixed_s, EV_FLOW, k);
+}
+
+/* A prefill replica's request is prefilled (its first token sampled): the decode
+ * router picks its decode replica, and its KV goes over the prefill replica's link. */
+static int handoff(void *ctx, pkv_sim *s, int64_t slot, pkv_err *e) {
+    pkv_fleet *f = ((pkv_fleet_hand *)ctx)->f;
+    const int from = ((pkv_fleet_hand *)ctx)->i;
+    const pkv_sim_request *r = &s->req[slot];
+    const pkv_request_draw d = pkv_sim_draw_of(r);
+    const int to = choose(f, &f->decode, &d);
+    const int64_t k = transit_slot(f);
+    if (to < 0 || k < 0) return pkv_fail(e, "out of memory (KV transfers)");
+    f->per_replica[to]++;
+    f->sent[to].requests++, f->sent[to].tokens += d.prompt_len;
+    if (f->spec.view_refresh_s > 0) f->view[to].requests++, f->view[to].tokens += d.prompt_len;
+    f->transit[k] = (pkv_fleet_transit){.d = d,
+                                        .t_arrival = r->rec.t_arrival,
+                                        .to = to,
+                                        .from = from,
+                                        .slot = slot,
+                                        .bytes = r->n_pages * pkv_model_page_bytes(&s->cfg->model),
+                                        .t_start = NAN,
+                                        .next = -1};
+    pkv_fleet_link *L = &f->links[from];
+    if (L->on < L->streams) return transfer_start(f, k) ? pkv_fail(e, "out of memory") : 0;
+    if (L->wait_tail >= 0)
+        f->transit[L->wait_tail].next = k;
+    else
+        L->wait_head = k;
+    L->wait_tail = k;
+    return 0;
+}
+
+/* Transfer k's bytes are through: the prefill replica frees its pages, the request
+ * (its row as prefilled, with the transfer) joins its decode replica. */
+static int transfer_end(pkv_fleet *f, int64_t k, pkv_err *e) {
+    const pkv_fleet_transit x = f->transit[k];
+    f->free_transit[f->n_free_transit++] = k;
+    pkv_sim *p = f->replicas[x.from];
+    pkv_request_rec rec = p->req[x.slot].rec;
+    rec.prefill_replica = (uint32_t)x.from;
+    rec.t_transfer_start = x.t_start, rec.t_transfer_end = f->t_now;
+    f->sent[x.to].requests--, f->sent[x.to].tokens -= x.d.prompt_len;
+    if (pkv_sim_release(p, x.slot, f->t_now, e)) return replica_failed(e, x.from);
+    if (file_next(f, x.from)) return pkv_fail(e, "out of memory");
+    pkv_fleet_link *L = &f->links[x.from];
+    L->on--;
+    if (L->wait_head >= 0) { /* the next waiting takes the stream */
+        const int64_t w = L->wait_head;
+        if ((L->wait_head = f->transit[w].next) < 0) L->wait_tail = -1;
+        if (transfer_start(f, w)) return pkv_fail(e, "out of memory");
+    }
+    return deliver(f, x.to, &x.d, x.t_arrival, &rec, e);
+}
+
+/* One of the fleet's events, now. */
+static int fleet_event(pkv_fleet *f, pkv_err *e) {
     pkv_event ev;
-    pkv_heap_pop(&f->arriving, &ev);
-    const pkv_fleet_transit tr = f->transit[ev.arg];
-    f->free_transit[f->n_free_transit++] = ev.arg;
-    f->sent[tr.to].requests--, f->sent[tr.to].tokens -= tr.d.prompt_len;
-    return deliver(f, tr.to, &tr.d, tr.t_arrival, e);
+    pkv_heap_pop(&f->events, &ev);
+    switch (ev.kind) {
+    case EV_DELIVER: { /* a request reaches its replica */
+        const pkv_fleet_transit tr = f->transit[ev.arg];
+        f->free_transit[f->n_free_transit++] = ev.arg;
+        f->sent[tr.to].requests--, f->sent[tr.to].tokens -= tr.d.prompt_len;
+        return deliver(f, tr.to, &tr.d, tr.t_arrival, NULL, e);
+    }
+    case EV_FLOW: { /* a transfer's fixed cost passed: its bytes share the link */
+        const int i = f->transit[ev.arg].from;
+        pkv_fleet_link *L = &f->links[i];
+        link_catch_up(f, L);
+        L->flow[L->n_flow++] = ev.arg;
+        return link_file(f, i) ? pkv_fail(e, "out of memory") : 0;
+    }
+    default: { /* a link's transfers with no bytes left end */
+        pkv_fleet_link *L = &f->links[ev.arg];
+        if (ev.t != L->t_tick) return 0; /* filed again since */
+        link_catch_up(f, L);
+        const double done = L->bps * 1e-12; /* a picosecond's bytes: rounding */
+        for (int k = 0; k < L->n_flow;) {
+            const int64_t x = L->flow[k];
+            if (f->transit[x].bytes > done) {
+                k++;
+                continue;
+            }
+            L->flow[k] = L->flow[--L->n_flow];
+            if (transfer_end(f, x, e)) return -1;
+        }
+        return link_file(f, (int)ev.arg) ? pkv_fail(e, "out of memory") : 0;
+    }
+    }
 }
 
 static int enqueue(pkv_fleet *f, const pkv_request_draw *d, double t, pkv_err *e) {
@@ -216,7 +342,7 @@ static int drain(pkv_fleet *f, pkv_err *e) {
     while (f->q_n > 0) {
         const pkv_request_draw d = f->queue[f->q_head];
         const double at = f->queued_at[f->q_head];
-        const int i = choose(f, &d);
+        const int i = choose(f, &f->entry, &d);
         if (i < 0) return 0;
         f->q_head = (f->q_head + 1) % f->q_cap, f->q_n--;
         if (send(f, i, &d, at, e)) return -1;
@@ -231,17 +357,57 @@ static int next_arrival(pkv_fleet *f, double after, pkv_request_draw *next, pkv_
     return more;
 }
 
+/* The replicas' roles, the routers' groups, the prefill replicas' links. */
+static int setup(pkv_fleet *f, pkv_err *e) {
+    const int n = f->n;
+    f->role = calloc((size_t)n, sizeof *f->role);
+    f->entry.idx = malloc(sizeof(int) * (size_t)n);
+    f->decode.idx = malloc(sizeof(int) * (size_t)n);
+    f->per_replica = calloc((size_t)n, sizeof *f->per_replica);
+    f->next_t = malloc(sizeof *f->next_t * (size_t)n);
+    f->view = calloc((size_t)n, sizeof *f->view);
+    f->sent = calloc((size_t)n, sizeof *f->sent);
+    f->links = calloc((size_t)n, sizeof *f->links);
+    f->hands = calloc((size_t)n, sizeof *f->hands);
+    pkv_heap_init(&f->when);
+    pkv_heap_init(&f->events);
+    if (!f->role || !f->entry.idx || !f->decode.idx || !f->per_replica || !f->next_t || !f->view ||
+        !f->sent || !f->links || !f->hands)
+        return pkv_fail(e, "out of memory");
+    for (int p = 0, i = 0; p < f->spec.n_pools; p++)
+        for (int k = 0; k < f->spec.pools[p].replicas && i < n; k++)
+            f->role[i++] = f->spec.pools[p].role;
+    f->entry.router = f->spec.router, f->decode.router = f->spec.decode_router;
+    for (int i = 0; i < n; i++) {
+        pkv_fleet_group *g = f->role[i] == PKV_ROLE_DECODE ? &f->decode : &f->entry;
+        g->idx[g->n++] = i;
+        if (f->role[i] != PKV_ROLE_PREFILL) continue;
+        const pkv_calib *c = f->replicas[i]->eng->cal;
+        pkv_fleet_link *L = &f->links[i];
+        *L = (pkv_fleet_link){.bps = c->kv_link_bps,
+                              .fixed_s = c->kv_link_s,
+                              .streams = c->kv_link_streams,
+                              .t_tick = INFINITY,
+                              .wait_head = -1,
+                              .wait_tail = -1};
+        if (!(L->flow = malloc(sizeof *L->flow * (size_t)L->streams)))
+            return pkv_fail(e, "out of memory");
+        f->hands[i] = (pkv_fleet_hand){f, i};
+        f->replicas[i]->handoff = handoff, f->replicas[i]->handoff_ctx = &f->hands[i];
+    }
+    if (f->entry.n == 0) return pkv_fail(e, "fleet: no replica takes arrivals");
+    if (f->decode.n == 0) { /* no prefill replica: unused */
+        free(f->decode.idx);
+        f->decode.idx = f->entry.idx, f->decode.n = f->entry.n;
+    }
+    return 0;
+}
+
 int pkv_fleet_run(pkv_fleet *f, pkv_err *e) {
     if (f->n < 1) return pkv_fail(e, "fleet: no replica");
     if (f->wl->spec.arrival.kind == PKV_ARRIVAL_CLOSED)
         return pkv_fail(e, "fleet: a closed loop has no arrivals to route (open-loop only)");
-    f->per_replica = calloc((size_t)f->n, sizeof *f->per_replica);
-    f->next_t = malloc(sizeof *f->next_t * (size_t)f->n);
-    f->view = calloc((size_t)f->n, sizeof *f->view);
-    f->sent = calloc((size_t)f->n, sizeof *f->sent);
-    pkv_heap_init(&f->when);
-    pkv_heap_init(&f->arriving);
-    if (!f->per_replica || !f->next_t || !f->view || !f->sent) return pkv_fail(e, "out of memory");
+    if (setup(f, e)) return -1;
     f->t_now = 0, f->view_t = -INFINITY;
     for (int i = 0; i < f->n; i++) {
         f->replicas[i]->external = true;
@@ -254,7 +420,7 @@ int pkv_fleet_run(pkv_fleet *f, pkv_err *e) {
     if (more < 0) return -1;
     bool cut = false; /* a bound or a stop ended the fleet */
     for (;;) {
-        const pkv_event *top, *way = pkv_heap_top(&f->arriving);
+        const pkv_event *top, *way = pkv_heap_top(&f->events);
         while ((top = pkv_heap_top(&f->when)) && top->t != f->next_t[top->arg]) {
             pkv_event stale;
             pkv_heap_pop(&f->when, &stale);
@@ -265,21 +431,21 @@ int pkv_fleet_run(pkv_fleet *f, pkv_err *e) {
         if (!isfinite(t)) break;
         if (t > f->t_now) f->t_now = t;
         if (t_arr == t) { /* an arrival (first at a tie) */
-            const int i = choose(f, &next);
+            const int i = choose(f, &f->entry, &next);
             if (i == -2) return pkv_fail(e, "out of memory");
             if (i >= 0 ? send(f, i, &next, next.t_arrival, e)
                        : enqueue(f, &next, next.t_arrival, e))
                 return -1;
             if ((more = next_arrival(f, next.t_arrival, &next, e)) < 0) return -1;
-        } else if (t_way == t) { /* a request reaches its replica */
-            if (arrive(f, e)) return -1;
+        } else if (t_way == t) { /* something on its way arrives */
+            if (fleet_event(f, e)) return -1;
         } else {
             const int who = (int)top->arg;
             pkv_sim *s = f->replicas[who];
             pkv_event mine;
             pkv_heap_pop(&f->when, &mine);
             f->next_t[who] = INFINITY; /* filed again below */
-            if (pkv_sim_advance(s, e)) return -1;
+            if (pkv_sim_advance(s, e)) return replica_failed(e, who);
             if (file_next(f, who)) return pkv_fail(e, "out of memory");
             if ((cut = s->over)) { /* a bound (max_steps, max_time_s) or a stop ends it */
                 for (int i = 0; i < f->n; i++) {
@@ -290,7 +456,7 @@ int pkv_fleet_run(pkv_fleet *f, pkv_err *e) {
                 break;
             }
         }
-        if (f->spec.router == PKV_ROUTER_CENTRAL_QUEUE && drain(f, e)) return -1;
+        if (f->entry.router == PKV_ROUTER_CENTRAL_QUEUE && drain(f, e)) return -1;
     }
     for (int i = 0; i < f->n; i++)
         if (pkv_sim_end(f->replicas[i], e)) return replica_failed(e, i);
@@ -300,12 +466,16 @@ int pkv_fleet_run(pkv_fleet *f, pkv_err *e) {
 }
 
 void pkv_fleet_free(pkv_fleet *f) {
-    free(f->queue), free(f->queued_at), free(f->per_replica), free(f->next_t);
+    for (int i = 0; f->links && i < f->n; i++) free(f->links[i].flow);
+    if (f->decode.idx == f->entry.idx) f->decode.idx = NULL;
+    free(f->queue), free(f->queued_at), free(f->per_replica), free(f->next_t), free(f->role);
     free(f->view), free(f->sent), free(f->transit), free(f->free_transit), free(f->session_at);
+    free(f->entry.idx), free(f->decode.idx), free(f->links), free(f->hands);
     pkv_heap_free(&f->when);
-    pkv_heap_free(&f->arriving);
-    f->queue = NULL, f->queued_at = NULL, f->per_replica = NULL, f->next_t = NULL;
+    pkv_heap_free(&f->events);
+    f->queue = NULL, f->queued_at = NULL, f->per_replica = NULL, f->next_t = NULL, f->role = NULL;
     f->view = f->sent = NULL, f->transit = NULL, f->free_transit = NULL, f->session_at = NULL;
+    f->entry.idx = f->decode.idx = NULL, f->links = NULL, f->hands = NULL;
     f->q_n = f->q_cap = f->q_head = 0;
     f->n_transit = f->cap_transit = f->n_free_transit = f->n_session_at = 0;
 }

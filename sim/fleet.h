@@ -40,27 +40,57 @@ extern const char *const pkv_router_names[]; /* NULL-terminated */
 typedef void (*pkv_fleet_routed)(void *ctx, int replica, const pkv_request_draw *d,
                                  double t_arrival, double t_routed);
 
-/* A request on its way from the router to its replica. */
+/* Something on its way: a request from the router to its replica, or a prefilled
+ * request's KV from its prefill replica to its decode replica. */
 typedef struct pkv_fleet_transit {
     pkv_request_draw d;
     double t_arrival; /* at the router */
     int to;
+    /* a KV transfer: */
+    int from;
+    int64_t slot;   /* the request's slot in its prefill replica */
+    double bytes;   /* left to send */
+    double t_start; /* it took one of its link's streams */
+    int64_t next;   /* the next waiting for the link (-1: none) */
 } pkv_fleet_transit;
+
+/* A prefill replica's KV link (its calibration's kv_link_*): the transfers that hold its
+ * streams share its bandwidth evenly once their fixed cost has passed; more wait. */
+typedef struct pkv_fleet_link {
+    double bps, fixed_s;
+    int streams, on; /* streams; transfers holding one */
+    int64_t *flow;   /* [streams] the transfers whose bytes flow */
+    int n_flow;
+    double t_last, t_tick; /* bytes left as of t_last; when the next transfer ends */
+    int64_t wait_head, wait_tail;
+    uint64_t transfers;
+    int most_on; /* the most transfers it held at once */
+} pkv_fleet_link;
+
+/* The replicas one router chooses among. */
+typedef struct pkv_fleet_group {
+    int *idx, n;
+    int router;
+    int next_rr;
+} pkv_fleet_group;
 
 typedef struct pkv_fleet {
     int n;               /* replicas */
     pkv_sim **replicas;  /* [n], each initialised (pkv_sim_init), external set by the fleet */
     pkv_workload *wl;    /* the arrival stream (open loop) */
-    pkv_fleet_spec spec; /* router, latency, view refresh, affinity cap (not replicas: n) */
+    pkv_fleet_spec spec; /* routers, latency, view refresh, affinity cap, pools (their
+                            replicas in order; none: n mixed replicas) */
     gsl_rng *r_route;    /* random and power_of_two draw from it */
     pkv_fleet_routed routed;
     void *routed_ctx;
     /* state */
-    int next_rr;
+    int *role;               /* [n] PKV_ROLE_* */
+    pkv_fleet_group entry;   /* where arrivals go: the mixed and prefill replicas */
+    pkv_fleet_group decode;  /* where prefilled requests go */
     pkv_request_draw *queue; /* central_queue: the requests waiting at the router (ring) */
     double *queued_at;
     size_t q_head, q_n, q_cap;
-    uint64_t *per_replica; /* [n] requests routed to each */
+    uint64_t *per_replica; /* [n] requests routed to each (prefilled ones to decode ones) */
     double *next_t;        /* [n] each replica's next event as last filed in `when` */
     pkv_heap when;         /* the replicas by next event (arg: replica; lazy: an entry
                               whose time is not next_t[arg] is stale) */
@@ -68,11 +98,14 @@ typedef struct pkv_fleet {
                               of view_t, with the requests sent since */
     pkv_sim_load *sent;    /* [n] requests (and their prompt tokens) on their way */
     double view_t;
-    pkv_fleet_transit *transit; /* requests on their way (slots; free ones listed) */
+    pkv_fleet_transit *transit; /* things on their way (slots; free ones listed) */
     int64_t *free_transit;
     size_t n_transit, cap_transit, n_free_transit;
-    pkv_heap arriving;   /* the requests on their way by when they reach their replica */
-    int32_t *session_at; /* session_affinity: replica + 1 of each session (0: none yet) */
+    pkv_heap events;              /* requests reaching replicas, transfers' fixed costs passing,
+                                     links' next transfer ends */
+    pkv_fleet_link *links;        /* [n] (prefill replicas') */
+    struct pkv_fleet_hand *hands; /* [n] each prefill replica's handoff context */
+    int32_t *session_at;          /* session_affinity: replica + 1 of each session (0: none yet) */
     size_t n_session_at;
     double t_now;
     double route_s; /* host seconds spent choosing replicas */

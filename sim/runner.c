@@ -84,13 +84,17 @@ static int replica_step(void *ctx, const pkv_step_rec *r, double advance, pkv_er
 }
 
 static int replica_prefill(void *ctx, const pkv_prefill_rec *p, pkv_err *e) {
-    return sink_prefill(((const replica_sink *)ctx)->k, p, e);
+    const replica_sink *s = ctx;
+    pkv_prefill_rec c = *p;
+    c.replica = s->replica;
+    return sink_prefill(s->k, &c, e);
 }
 
 static int replica_request(void *ctx, const pkv_request_rec *q, pkv_err *e) {
     const replica_sink *s = ctx;
     pkv_request_rec c = *q;
     c.replica = s->replica;
+    if (isnan(c.t_transfer_end)) c.prefill_replica = s->replica; /* prefilled here */
     return sink_request(s->k, &c, e);
 }
 
@@ -98,34 +102,63 @@ static int replica_itl(void *ctx, double gap, pkv_err *e) {
     return sink_itl(((const replica_sink *)ctx)->k, gap, e);
 }
 
-/* Replica 0 is the run's engine; the others are made as it was (the model backend),
- * each with its simulation, fed by one arrival stream through the router; the sink
- * ends once, at the last replica's end, with the replicas' counts summed. */
+/* The experiment's calibration with its route.overrides. */
+static int load_calib(const pkv_config *cfg, pkv_calib *cal, pkv_err *e) {
+    if (pkv_calib_load(cal, cfg->calibration, e)) return -1;
+    if (cfg->calib_overrides && pkv_calib_apply(cal, cfg->calib_overrides, "route.overrides", e)) {
+        pkv_err sub = *e;
+        pkv_calib_free(cal);
+        return pkv_fail(e, "%s: %s", cfg->file, sub.msg);
+    }
+    return 0;
+}
+
+/* Replica 0 of a fleet without pools is the run's engine; every other replica gets an
+ * engine of its pool's settings and calibration (the model backend), and a simulation;
+ * one arrival stream feeds them through the router; the sink ends once, at the last
+ * replica's end, with the replicas' counts summed. */
 static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_spec *bs,
                      pkv_engine *eng0, run_sink *k, const pkv_run_opts *o, pkv_err *e) {
-    const int n = cfg->fleet.replicas;
+    const int n = cfg->fleet.replicas, np = cfg->fleet.n_pools;
     pkv_engine *eng = calloc((size_t)n, sizeof *eng);
+    bool *made = calloc((size_t)n, sizeof *made);
     pkv_sim *sim = calloc((size_t)n, sizeof *sim);
     pkv_sim **sims = calloc((size_t)n, sizeof *sims);
     replica_sink *rs = calloc((size_t)n, sizeof *rs);
+    pkv_calib *pcal = calloc((size_t)(np ? np : 1), sizeof *pcal);
     gsl_rng *g = pkv_stream_create(cfg->seed, "router");
     pkv_workload wl;
-    int rc = eng && sim && sims && rs && g ? 0 : pkv_fail(e, "out of memory for %d replicas", n);
-    int engines = 1, sims_made = 0, wl_ok = 0;
-    for (int i = 0; i < n && !rc; i++) {
-        pkv_engine *en = i ? &eng[i] : eng0;
-        if (i) {
-            if (pkv_engine_init(en, &cfg->model, cal, cfg->policy,
-                                (pkv_bucket_mode)cfg->bucket_mode, cfg->max_active, bs,
+    int rc = eng && made && sim && sims && rs && pcal && g
+                 ? 0
+                 : pkv_fail(e, "out of memory for %d replicas", n);
+    int cals = 0, sims_made = 0, wl_ok = 0;
+    for (; cals < np && !rc; cals++)
+        if (load_calib(cfg->fleet.pools[cals].cfg, &pcal[cals], e)) {
+            char msg[sizeof e->msg];
+            memcpy(msg, e->msg, sizeof msg);
+            rc = pkv_fail(e, "fleet.pools[%d]: %.*s", cals, (int)sizeof msg - 32, msg);
+            break;
+        }
+    for (int i = 0, p = 0, in_pool = 0; i < n && !rc; i++, in_pool++) {
+        while (np && in_pool == cfg->fleet.pools[p].replicas) p++, in_pool = 0;
+        const pkv_config *ci = np ? cfg->fleet.pools[p].cfg : cfg;
+        pkv_engine *en = i || np ? &eng[i] : eng0;
+        if (en == &eng[i]) {
+            pkv_backend_spec bi = *bs;
+            bi.kv_pages = ci->kv_pages, bi.bt_stride = pkv_sim_bt_stride(ci);
+            bi.seed = ci->seed;
+            bi.swap_slots = ci->preemption == PKV_PREEMPT_SWAP ? ci->swap_pages : 0;
+            if (pkv_engine_init(en, &ci->model, np ? &pcal[p] : cal, ci->policy,
+                                (pkv_bucket_mode)ci->bucket_mode, ci->max_active, &bi,
                                 PKV_CLOCK_PREDICTED, e)) {
                 rc = -1;
                 break;
             }
-            engines++;
+            made[i] = true;
             en->check_every = eng0->check_every, en->check_first = eng0->check_first;
             en->oracle_reps = eng0->oracle_reps, en->prefill_measure = eng0->prefill_measure;
-            en->prefill_base_s = eng0->prefill_base_s;
-            en->prefill_per_token_s = eng0->prefill_per_token_s;
+            en->prefill_base_s = ci->prefill_base_s;
+            en->prefill_per_token_s = ci->prefill_per_token_s;
         }
         rs[i] = (replica_sink){k, (uint32_t)i};
         const pkv_sim_sink ss = {.ctx = &rs[i],
@@ -133,7 +166,7 @@ static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_sp
                                  .prefill = replica_prefill,
                                  .request = replica_request,
                                  .itl = replica_itl};
-        if (pkv_sim_init(&sim[i], cfg, en, &ss, o->stop, e)) {
+        if (pkv_sim_init(&sim[i], ci, en, &ss, o->stop, e)) {
             rc = -1;
             break;
         }
@@ -168,9 +201,11 @@ static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_sp
     pkv_fleet_free(&f);
     if (wl_ok) pkv_workload_free(&wl);
     for (int i = 0; i < sims_made; i++) pkv_sim_free(&sim[i]);
-    for (int i = 1; i < engines; i++) pkv_engine_free(&eng[i]);
+    for (int i = 0; i < n && made; i++)
+        if (made[i]) pkv_engine_free(&eng[i]);
+    for (int p = 0; p < cals; p++) pkv_calib_free(&pcal[p]);
     if (g) gsl_rng_free(g);
-    free(eng), free(sim), free(sims), free(rs);
+    free(eng), free(made), free(sim), free(sims), free(rs), free(pcal);
     return rc;
 }
 
@@ -197,13 +232,7 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
     int n_in = pkv_config_inputs(cfg, in, what);
     if (o->record && pkv_output_ok(cfg->output, in, what, n_in, "output", e)) return -1;
     pkv_calib cal;
-    if (pkv_calib_load(&cal, cfg->calibration, e)) return -1;
-    if (cfg->calib_overrides && pkv_calib_apply(&cal, cfg->calib_overrides, "route.overrides", e)) {
-        pkv_err sub = *e;
-        pkv_fail(e, "%s: %s", cfg->file, sub.msg);
-        pkv_calib_free(&cal);
-        return -1;
-    }
+    if (load_calib(cfg, &cal, e)) return -1;
     pkv_backend_kind bk = pkv_backend_resolve((pkv_backend_kind)cfg->backend);
     int clock = cfg->clock != PKV_CONFIG_CLOCK_AUTO ? cfg->clock
                 : bk == PKV_BACKEND_CUDA            ? PKV_CLOCK_WALL

@@ -132,6 +132,8 @@ static int64_t new_request(pkv_sim *s, const pkv_request_draw *d, double t) {
                                              .t_admitted = NAN,
                                              .t_first_token = NAN,
                                              .t_finish = NAN,
+                                             .t_transfer_start = NAN,
+                                             .t_transfer_end = NAN,
                                              .prompt_len = d->prompt_len,
                                              .slo_class = (uint8_t)d->slo_class,
                                              .session = d->session,
@@ -177,6 +179,11 @@ int pkv_sim_prompt_done(pkv_sim *s, int64_t slot, pkv_err *e) {
     if (pkv_model_dense(&s->cfg->model)) {
         if (token_done(s, r, e)) return -1;
         if (r->rec.generated >= r->rec.decode_len) return finish_later(s, slot, e);
+    }
+    if (s->handoff) { /* its KV leaves for a decode replica; its pages stay until then */
+        r->rec.state = PKV_REQ_RUNNING;
+        s->handed_off++;
+        return s->handoff(s->handoff_ctx, s, slot, e);
     }
     pkv_sim_join_run(s, slot);
     return 0;
@@ -374,12 +381,47 @@ int pkv_sim_start(pkv_sim *s, pkv_err *e) {
     return try_schedule(s, e);
 }
 
-int pkv_sim_inject(pkv_sim *s, const pkv_request_draw *d, double t_arrival, double t, pkv_err *e) {
+/* Something from outside changed the simulation at t: an idle engine starts once this
+ * instant's events are handled. */
+static int outside(pkv_sim *s, pkv_err *e) {
+    const pkv_event *next = pkv_heap_top(&s->heap);
+    return next && next->t == s->t_now ? 0 : try_schedule(s, e);
+}
+
+int pkv_sim_inject(pkv_sim *s, const pkv_request_draw *d, double t_arrival, double t,
+                   const pkv_request_rec *prefilled, pkv_err *e) {
     if (t > s->t_now) s->t_now = t;
     const int64_t slot = new_request(s, d, t_arrival);
     if (slot < 0 || pkv_sim_wait_push_back(s, slot)) return pkv_fail(e, "out of memory");
-    const pkv_event *next = pkv_heap_top(&s->heap);
-    return next && next->t == s->t_now ? 0 : try_schedule(s, e);
+    if (prefilled) {
+        pkv_sim_request *r = &s->req[slot];
+        const int64_t id = r->rec.id;
+        r->rec = *prefilled;
+        r->rec.id = id, r->rec.state = PKV_REQ_WAITING;
+        r->t_last_token = r->rec.t_first_token;
+        r->kv_arrived = true;
+    }
+    return outside(s, e);
+}
+
+int pkv_sim_release(pkv_sim *s, int64_t slot, double t, pkv_err *e) {
+    if (t > s->t_now) s->t_now = t;
+    pkv_sim_release_pages(s, &s->req[slot]);
+    s->req[slot].live = false;
+    s->free_slots[s->n_free_slots++] = slot;
+    return outside(s, e);
+}
+
+pkv_request_draw pkv_sim_draw_of(const pkv_sim_request *r) {
+    return (pkv_request_draw){.t_arrival = r->rec.t_arrival,
+                              .prompt_len = r->rec.prompt_len,
+                              .decode_len = r->rec.decode_len,
+                              .prefix_group = r->prefix_group,
+                              .session = r->rec.session,
+                              .turn = r->rec.turn,
+                              .slo_class = r->rec.slo_class,
+                              .hashes = r->hashes,
+                              .n_hashes = r->n_hashes};
 }
 
 double pkv_sim_next_t(const pkv_sim *s) {

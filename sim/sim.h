@@ -40,6 +40,8 @@ typedef struct pkv_sim_request {
     int32_t cached_blocks; /* its leading blocks whose pages the cache holds */
     bool swapped;          /* preempted by swap: its n_pages pages are in the host pool, in
                               the slots its pages array names */
+    bool kv_arrived;       /* prefilled on another replica (a fleet's prefill pool): its KV
+                              comes with it; admitted, it joins the running batch */
     double t_last_token;   /* seconds: when its latest token came (for the inter-token latency) */
     bool live;             /* the slot holds a request still in the simulation */
 } pkv_sim_request;
@@ -150,7 +152,13 @@ typedef struct pkv_sim {
     volatile sig_atomic_t *stop; /* set asynchronously (SIGINT): finish the step and stop */
     bool external;               /* arrivals come from pkv_sim_inject (a fleet's router), not
                                     from its own workload; set before pkv_sim_start */
-    pkv_sim_observer observe;    /* may be NULL */
+    /* A fleet's prefill replica: a request whose prompt is done (its first token sampled)
+     * and which has tokens still to come leaves for a decode replica: handoff is told
+     * (the request keeps its pages until pkv_sim_release); NULL: it decodes here. */
+    int (*handoff)(void *ctx, struct pkv_sim *s, int64_t slot, pkv_err *e);
+    void *handoff_ctx;
+    uint64_t handed_off;      /* requests that left by handoff */
+    pkv_sim_observer observe; /* may be NULL */
     void *observe_ctx;
 } pkv_sim;
 
@@ -175,8 +183,15 @@ int pkv_sim_end(pkv_sim *s, pkv_err *e);
 /* A request that arrived at t_arrival (at the fleet's router) reaches this simulation
  * at t (>= its clock) from outside (s->external): it joins the queue, and an idle
  * engine starts on it once this instant's events are handled. Its latencies count from
- * t_arrival, the router's wait included. */
-int pkv_sim_inject(pkv_sim *s, const pkv_request_draw *d, double t_arrival, double t, pkv_err *e);
+ * t_arrival, the router's wait included. `prefilled` (NULL: a new request) is its row
+ * as another replica prefilled it (first token, tokens generated, transfer): it comes
+ * with its KV, and admitted it joins the running batch without a prefill. */
+int pkv_sim_inject(pkv_sim *s, const pkv_request_draw *d, double t_arrival, double t,
+                   const pkv_request_rec *prefilled, pkv_err *e);
+/* The request in `slot`, handed off, leaves at t (>= its clock): its pages free. */
+int pkv_sim_release(pkv_sim *s, int64_t slot, double t, pkv_err *e);
+/* The draw a request in the simulation came from (to inject it elsewhere). */
+pkv_request_draw pkv_sim_draw_of(const pkv_sim_request *r);
 /* What a router may read of a replica (what a real one could: no request's future):
  * requests in it (waiting, prefilling, running), the tokens they hold or will hold once
  * prefilled (prompts and tokens generated so far; counted only when `tokens`: a walk

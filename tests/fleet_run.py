@@ -4,8 +4,11 @@ one replica is the run without a fleet section (every /steps and /requests colum
 four replicas behind each router (a 0.5 ms decision, a view refreshed every 20 ms)
 route and finish every request once, with a replica column, every replica given some
 (but central_queue's, and least_kv's, whose stale view sends a refresh's requests to
-the lowest of the replicas tied on free pages); the cpu backend, a closed loop and
-prefix_affinity without prefix caching are refused with the key named.
+the lowest of the replicas tied on free pages); prefill/decode disaggregation (two
+prefill and two decode replicas, slow contended links) prefills every request on a
+prefill replica and decodes it on a decode replica, TTFT stamped at the prefill, no
+link over its streams; the cpu backend, a closed loop, prefix_affinity without prefix
+caching and bad pools are refused with the key named.
 Usage: fleet_run.py PKVSIM"""
 import json
 import os
@@ -74,6 +77,65 @@ for router in ("round_robin", "random", "least_requests", "least_tokens", "least
         ids = np.sort(q["id"][q["replica"] == i])
         if not np.array_equal(ids, np.arange(len(ids))):
             fails.append(f"{router}: replica {i}'s request ids are not 0..n-1")
+
+# Prefill/decode disaggregation: two prefill replicas sending KV over slow links of two
+# streams (a transfer of 1000 tokens takes ~40 ms) to two decode replicas.
+PD = dict(BASE, fleet={"pools": [{"name": "p", "replicas": 2, "role": "prefill"},
+                                 {"name": "d", "replicas": 2, "role": "decode",
+                                  "serving": {"max_active": 16}}]},
+          route={"overrides": {"kv_link_gbps": 0.05, "kv_link_us": 100, "kv_link_concurrency": 2}})
+PD["workload"] = dict(BASE["workload"], decode={"dist": "uniform", "min": 1, "max": 20})
+r, out = run(PD, "pd")
+if r.returncode:
+    fails.append(f"disaggregated: {r.stderr.strip()}")
+else:
+    q = table(out, "requests")
+    st, pf = table(out, "steps"), table(out, "prefills")
+    moved = q["decode_len"] > 1
+    ts, te, ft = q["t_transfer_start"], q["t_transfer_end"], q["t_first_token"]
+    checks = {
+        "every request finished once": len(q["id"]) == 300 and not np.isnan(q["t_finish"]).any()
+        and np.array_equal(q["generated"], q["decode_len"]),
+        "prefilled on a prefill replica": np.isin(q["prefill_replica"], [0, 1]).all(),
+        "a moved request decodes on a decode replica": np.isin(q["replica"][moved], [2, 3]).all(),
+        "a one-token request ends where it was prefilled, with no transfer":
+            not moved.all() and np.array_equal(q["replica"][~moved], q["prefill_replica"][~moved])
+            and np.isnan(ts[~moved]).all(),
+        "TTFT at the prefill, before the transfer": (ft[moved] <= ts[moved]).all()
+            and (te[moved] - ts[moved] >= 100e-6).all(),
+        "decode steps only on decode replicas": np.isin(st["replica"], [2, 3]).all(),
+        "prefills only on prefill replicas": np.isin(pf["replica"], [0, 1]).all(),
+    }
+    for link in (0, 1):  # never more than the link's two streams at once
+        m = moved & (q["prefill_replica"] == link)
+        ev = sorted([(t, 1) for t in ts[m]] + [(t, -1) for t in te[m]], key=lambda x: (x[0], x[1]))
+        most = max(np.cumsum([d for _, d in ev])) if ev else 0
+        checks[f"link {link} carries at most 2 transfers at once (most {most})"] = most <= 2
+        checks[f"link {link} was contended"] = most == 2
+    for what, ok in checks.items():
+        if not ok:
+            fails.append(f"disaggregated: {what}")
+
+for bad, why in (({"fleet": {"replicas": 2, "pools": [{"name": "a", "replicas": 2}]}},
+                  "fleet.replicas: give fleet.replicas or fleet.pools"),
+                 ({"fleet": {"pools": [{"name": "a", "role": "prefill"}]}},
+                  "fleet.pools: a prefill pool needs a decode pool"),
+                 ({"fleet": {"pools": [{"name": "a"}, {"name": "a"}]}},
+                  "fleet.pools[1].name: \"a\" names fleet.pools[0] too"),
+                 ({"fleet": {"pools": [{"name": "a", "serving": {"kv_pages": 3}}]}},
+                  "fleet.pools[0] (pool \"a\", the experiment with its settings): serving.kv_pages"),
+                 ({"model": {"hq": 8, "hkv": 2, "head_dim": 128},
+                   "serving": {"max_active": 8, "kv_pages": 2000},
+                   "fleet": {"pools": [{"name": "p", "role": "prefill"}, {"name": "d", "role": "decode"}]}},
+                  "fleet.pools[0].role: a prefill pool needs a served model"),
+                 ({"fleet": {"pools": [{"name": "a", "colour": "red"}]}}, "fleet.pools[0]"),
+                 ({"fleet": {"replicas": 2, "decode_router": "central_queue"}},
+                  "fleet.decode_router: \"central_queue\" cannot choose a decode replica"),):
+    exp = dict(BASE)
+    exp.update(bad)
+    r, out = run(exp, "bad")
+    if r.returncode != 1 or why not in r.stderr or os.path.exists(out):
+        fails.append(f"refusal {why!r}: rc {r.returncode}, {r.stderr.strip()!r}")
 
 for bad, why in (({"run": {"backend": "cpu"}}, "fleet.replicas: a fleet of 4 replicas runs on the model backend"),
                  ({"workload": dict(BASE["workload"], arrival={"process": "closed", "concurrency": 4})},
