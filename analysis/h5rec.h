@@ -69,6 +69,8 @@ int pkv_h5rec_prefill(pkv_h5rec *r, const pkv_prefill_rec *p, pkv_err *e);
 /* Buffered append of one /requests row (per the level). */
 int pkv_h5rec_request(pkv_h5rec *r, const pkv_request_rec *q, pkv_err *e);
 int pkv_h5rec_summary(pkv_h5rec *r, const pkv_summary *s, pkv_err *e);
+/* A fleet's /replicas, one row each (written once, at the end). */
+int pkv_h5rec_replicas(pkv_h5rec *r, const pkv_replica_rec *rows, size_t n, pkv_err *e);
 /* commit: flush, close and rename into place; otherwise close and delete. */
 int pkv_h5rec_close(pkv_h5rec *r, int commit, pkv_err *e);
 

@@ -18,6 +18,12 @@ const pkv_column pkv_prefill_columns[] = {PKV_PREFILL_COLUMNS(PRE_COL_)};
 const int pkv_prefill_column_count =
     (int)(sizeof pkv_prefill_columns / sizeof pkv_prefill_columns[0]);
 
+#define REP_COL_(name, ctype, kind, measured, unit)                                                \
+    {#name, offsetof(pkv_replica_rec, name), kind, measured, unit},
+const pkv_column pkv_replica_columns[] = {PKV_REPLICA_COLUMNS(REP_COL_)};
+const int pkv_replica_column_count =
+    (int)(sizeof pkv_replica_columns / sizeof pkv_replica_columns[0]);
+
 const char *pkv_request_state_name(pkv_request_state s) {
     static const char *const names[PKV_REQ_STATE_COUNT] = {"waiting", "prefill", "running",
                                                            "finished"};

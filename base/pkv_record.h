@@ -122,6 +122,26 @@ typedef enum pkv_col_kind {
     X(t_advance, double, PKV_COL_F64, 0, "seconds: how far the batch moved the simulated clock")   \
     X(replica, uint32_t, PKV_COL_U32, 2, "the fleet's replica that ran the batch")
 
+/* A fleet's /replicas: one row per replica, written at the end of the run. */
+#define PKV_REPLICA_COLUMNS(X)                                                                     \
+    X(replica, uint32_t, PKV_COL_U32, 0, "the replica's number")                                   \
+    X(pool, uint32_t, PKV_COL_U32, 0, "its pool: fleet.pools' order (0 without pools)")            \
+    X(role, uint8_t, PKV_COL_U8, 0, "0 mixed, 1 prefill, 2 decode")                                \
+    X(kv_pages, uint32_t, PKV_COL_U32, 0, "its KV pool's pages (serving.kv_pages)")                \
+    X(routed, uint64_t, PKV_COL_U64, 0, "requests sent to it (by the router, or prefilled ones)")  \
+    X(finished, uint64_t, PKV_COL_U64, 0, "requests that finished on it")                          \
+    X(handed_off, uint64_t, PKV_COL_U64, 0, "requests it prefilled and sent to a decode replica")  \
+    X(steps, uint64_t, PKV_COL_U64, 0, "decode steps it ran")                                      \
+    X(prefills, uint64_t, PKV_COL_U64, 0, "prefill batches it ran")                                \
+    X(decode_tokens, uint64_t, PKV_COL_U64, 0, "tokens its decode steps produced (a row a step)")  \
+    X(busy_s, double, PKV_COL_F64, 0, "seconds its GPU was busy (steps and prefill batches)")      \
+    X(mean_pages_used, double, PKV_COL_F64, 0,                                                     \
+      "KV pages neither free nor evictable, averaged over its decode steps")                       \
+    X(prefix_tokens, uint64_t, PKV_COL_U64, 0, "prompt tokens it admitted (prefix caching)")       \
+    X(prefix_hit_tokens, uint64_t, PKV_COL_U64, 0, "of them found in its prefix cache")            \
+    X(link_transfers, uint64_t, PKV_COL_U64, 0, "KV transfers its link carried (prefill role)")    \
+    X(link_most, uint32_t, PKV_COL_U32, 0, "the most transfers its link carried at once")
+
 #define PKV_RECORD_FIELD_(name, ctype, kind, measured, unit) ctype name;
 #define PKV_RECORD_COUNT_(name, ctype, kind, measured, unit) +1
 /* The tables' column counts, at compile time (writers size their buffers by them). */
@@ -129,6 +149,7 @@ enum {
     PKV_STEP_COLUMN_COUNT = 0 PKV_STEP_COLUMNS(PKV_RECORD_COUNT_),
     PKV_REQUEST_COLUMN_COUNT = 0 PKV_REQUEST_COLUMNS(PKV_RECORD_COUNT_),
     PKV_PREFILL_COLUMN_COUNT = 0 PKV_PREFILL_COLUMNS(PKV_RECORD_COUNT_),
+    PKV_REPLICA_COLUMN_COUNT = 0 PKV_REPLICA_COLUMNS(PKV_RECORD_COUNT_),
 };
 
 /* One row of /steps, plus the per-candidate times that go to /routes and
@@ -149,6 +170,11 @@ typedef struct pkv_request_rec {
 typedef struct pkv_prefill_rec {
     PKV_PREFILL_COLUMNS(PKV_RECORD_FIELD_)
 } pkv_prefill_rec;
+
+/* One row of /replicas. */
+typedef struct pkv_replica_rec {
+    PKV_REPLICA_COLUMNS(PKV_RECORD_FIELD_)
+} pkv_replica_rec;
 
 typedef enum pkv_request_state {
     PKV_REQ_WAITING = 0,
@@ -175,6 +201,8 @@ extern const pkv_column pkv_request_columns[];
 extern const int pkv_request_column_count;
 extern const pkv_column pkv_prefill_columns[];
 extern const int pkv_prefill_column_count;
+extern const pkv_column pkv_replica_columns[];
+extern const int pkv_replica_column_count;
 
 /* Bytes of one value of a column kind. */
 size_t pkv_col_size(pkv_col_kind k);

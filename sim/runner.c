@@ -73,28 +73,33 @@ static void log_line(void *ctx, const char *line) {
 /* Each replica's records go to the run's sink with the replica's number. */
 typedef struct replica_sink {
     run_sink *k;
-    uint32_t replica;
+    pkv_replica_rec row; /* its /replicas row as it grows */
+    double pages_used;   /* summed over its steps */
 } replica_sink;
 
 static int replica_step(void *ctx, const pkv_step_rec *r, double advance, pkv_err *e) {
-    const replica_sink *s = ctx;
+    replica_sink *s = ctx;
     pkv_step_rec c = *r;
-    c.replica = s->replica;
+    c.replica = s->row.replica;
+    s->row.steps++, s->row.decode_tokens += r->rows, s->row.busy_s += advance;
+    s->pages_used += (double)s->row.kv_pages - r->pages_free - r->pages_cached;
     return sink_step(s->k, &c, advance, e);
 }
 
 static int replica_prefill(void *ctx, const pkv_prefill_rec *p, pkv_err *e) {
-    const replica_sink *s = ctx;
+    replica_sink *s = ctx;
     pkv_prefill_rec c = *p;
-    c.replica = s->replica;
+    c.replica = s->row.replica;
+    s->row.prefills++, s->row.busy_s += p->t_advance;
     return sink_prefill(s->k, &c, e);
 }
 
 static int replica_request(void *ctx, const pkv_request_rec *q, pkv_err *e) {
-    const replica_sink *s = ctx;
+    replica_sink *s = ctx;
+    s->row.finished += !isnan(q->t_finish);
     pkv_request_rec c = *q;
-    c.replica = s->replica;
-    if (isnan(c.t_transfer_end)) c.prefill_replica = s->replica; /* prefilled here */
+    c.replica = s->row.replica;
+    if (isnan(c.t_transfer_end)) c.prefill_replica = c.replica; /* prefilled here */
     return sink_request(s->k, &c, e);
 }
 
@@ -160,7 +165,11 @@ static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_sp
             en->prefill_base_s = ci->prefill_base_s;
             en->prefill_per_token_s = ci->prefill_per_token_s;
         }
-        rs[i] = (replica_sink){k, (uint32_t)i};
+        rs[i] = (replica_sink){.k = k,
+                               .row = {.replica = (uint32_t)i,
+                                       .pool = (uint32_t)p,
+                                       .role = (uint8_t)(np ? cfg->fleet.pools[p].role : 0),
+                                       .kv_pages = (uint32_t)ci->kv_pages}};
         const pkv_sim_sink ss = {.ctx = &rs[i],
                                  .step = replica_step,
                                  .prefill = replica_prefill,
@@ -197,6 +206,20 @@ static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_sp
             interrupted |= sim[i].interrupted;
         }
         rc = sink_end(k, t_end, interrupted, &c, e);
+    }
+    for (int i = 0; i < n && !rc && k->rec; i++) { /* /replicas */
+        pkv_replica_rec *row = &rs[i].row;
+        row->routed = f.per_replica[i], row->handed_off = sim[i].handed_off;
+        row->mean_pages_used = row->steps ? rs[i].pages_used / (double)row->steps : 0;
+        row->prefix_tokens = sim[i].counts.prefix_tokens;
+        row->prefix_hit_tokens = sim[i].counts.prefix_hit_tokens;
+        row->link_transfers = f.links[i].transfers, row->link_most = (uint32_t)f.links[i].most_on;
+    }
+    if (!rc && k->rec) {
+        pkv_replica_rec *rows = malloc(sizeof *rows * (size_t)n);
+        for (int i = 0; rows && i < n; i++) rows[i] = rs[i].row;
+        rc = rows ? pkv_h5rec_replicas(k->rec, rows, (size_t)n, e) : pkv_fail(e, "out of memory");
+        free(rows);
     }
     pkv_fleet_free(&f);
     if (wl_ok) pkv_workload_free(&wl);

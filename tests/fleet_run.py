@@ -112,6 +112,12 @@ else:
         most = max(np.cumsum([d for _, d in ev])) if ev else 0
         checks[f"link {link} carries at most 2 transfers at once (most {most})"] = most <= 2
         checks[f"link {link} was contended"] = most == 2
+    rep = table(out, "replicas")
+    checks["/replicas: each replica's counts"] = (
+        list(rep["role"]) == [1, 1, 2, 2] and rep["routed"][:2].sum() == 300
+        and rep["finished"].sum() == 300 and rep["handed_off"].sum() == moved.sum()
+        and rep["routed"][2:].sum() == moved.sum() and list(rep["link_most"][:2]) == [2, 2]
+        and (rep["steps"][:2] == 0).all() and np.array_equal(rep["link_transfers"], rep["handed_off"]))
     for what, ok in checks.items():
         if not ok:
             fails.append(f"disaggregated: {what}")
