@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every shipped experiment (experiments/*.json, experiments/policy, paper, thresholds)
+# Every shipped experiment (experiments/*.json, experiments/policy, paper, thresholds, fleet)
 # runs on the model backend to the end: exit 0, every sweep point done; one that only
 # the cuda backend can run says so (counted apart).
 # Usage: experiments.sh PKVSIM SOURCE_DIR
@@ -7,7 +7,7 @@ set -u
 pkvsim=$1; src=$2
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 pass=0; fail=0; gpu=0
-for f in "$src"/experiments/*.json "$src"/experiments/{policy,paper,thresholds}/*.json; do
+for f in "$src"/experiments/*.json "$src"/experiments/{policy,paper,thresholds,fleet}/*.json; do
   n=$(basename "$(dirname "$f")")_$(basename "$f" .json)
   if "$pkvsim" run -q --backend model "$f" -o "$tmp/$n.h5" > "$tmp/$n.log" 2>&1; then
     pass=$((pass + 1))
