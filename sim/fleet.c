@@ -84,19 +84,19 @@ static int affinity(const pkv_fleet *f, const pkv_fleet_group *g, const pkv_requ
 
 /* session_affinity: a session's turns go where its first went (the least loaded then);
  * a request of no session to the least loaded. Returns -1 when out of memory. */
-static int session_replica(pkv_fleet *f, const pkv_fleet_group *g, const pkv_request_draw *d) {
+static int session_replica(pkv_fleet *f, pkv_fleet_group *g, const pkv_request_draw *d) {
     if (d->session < 0) return least_loaded(f, g);
     const size_t k = (size_t)d->session;
-    if (k >= f->n_session_at) {
-        size_t cap = f->n_session_at ? 2 * f->n_session_at : 1024;
+    if (k >= g->n_session_at) {
+        size_t cap = g->n_session_at ? 2 * g->n_session_at : 1024;
         while (cap <= k) cap *= 2;
-        int32_t *a = realloc(f->session_at, cap * sizeof *a);
+        int32_t *a = realloc(g->session_at, cap * sizeof *a);
         if (!a) return -1;
-        memset(a + f->n_session_at, 0, (cap - f->n_session_at) * sizeof *a);
-        f->session_at = a, f->n_session_at = cap;
+        memset(a + g->n_session_at, 0, (cap - g->n_session_at) * sizeof *a);
+        g->session_at = a, g->n_session_at = cap;
     }
-    if (!f->session_at[k]) f->session_at[k] = least_loaded(f, g) + 1;
-    return f->session_at[k] - 1;
+    if (!g->session_at[k]) g->session_at[k] = least_loaded(f, g) + 1;
+    return g->session_at[k] - 1;
 }
 
 /* The replica of group g for request d; -1 (central_queue) when none has room now, -2
@@ -396,7 +396,7 @@ static int setup(pkv_fleet *f, pkv_err *e) {
         f->replicas[i]->handoff = handoff, f->replicas[i]->handoff_ctx = &f->hands[i];
     }
     if (f->entry.n == 0) return pkv_fail(e, "fleet: no replica takes arrivals");
-    if (f->decode.n == 0) { /* no prefill replica: unused */
+    if (f->decode.n == 0) { /* no prefill replica: unused (its own session map) */
         free(f->decode.idx);
         f->decode.idx = f->entry.idx, f->decode.n = f->entry.n;
     }
@@ -469,13 +469,16 @@ void pkv_fleet_free(pkv_fleet *f) {
     for (int i = 0; f->links && i < f->n; i++) free(f->links[i].flow);
     if (f->decode.idx == f->entry.idx) f->decode.idx = NULL;
     free(f->queue), free(f->queued_at), free(f->per_replica), free(f->next_t), free(f->role);
-    free(f->view), free(f->sent), free(f->transit), free(f->free_transit), free(f->session_at);
+    free(f->view), free(f->sent), free(f->transit), free(f->free_transit);
+    free(f->entry.session_at), free(f->decode.session_at);
     free(f->entry.idx), free(f->decode.idx), free(f->links), free(f->hands);
     pkv_heap_free(&f->when);
     pkv_heap_free(&f->events);
     f->queue = NULL, f->queued_at = NULL, f->per_replica = NULL, f->next_t = NULL, f->role = NULL;
-    f->view = f->sent = NULL, f->transit = NULL, f->free_transit = NULL, f->session_at = NULL;
+    f->view = f->sent = NULL, f->transit = NULL, f->free_transit = NULL;
+    f->entry.session_at = f->decode.session_at = NULL;
+    f->entry.n_session_at = f->decode.n_session_at = 0;
     f->entry.idx = f->decode.idx = NULL, f->links = NULL, f->hands = NULL;
     f->q_n = f->q_cap = f->q_head = 0;
-    f->n_transit = f->cap_transit = f->n_free_transit = f->n_session_at = 0;
+    f->n_transit = f->cap_transit = f->n_free_transit = 0;
 }

@@ -72,6 +72,8 @@ typedef struct pkv_fleet_group {
     int *idx, n;
     int router;
     int next_rr;
+    int32_t *session_at; /* session_affinity: replica + 1 of each session (0: none yet) */
+    size_t n_session_at;
 } pkv_fleet_group;
 
 typedef struct pkv_fleet {

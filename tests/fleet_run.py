@@ -122,6 +122,23 @@ else:
         if not ok:
             fails.append(f"disaggregated: {what}")
 
+# Sessions kept on their replicas on both sides of a disaggregated fleet.
+PS = dict(PD, fleet=dict(PD["fleet"], router="session_affinity", decode_router="session_affinity"))
+PS["workload"] = dict(PD["workload"], turns={"dist": "fixed", "value": 3}, session_think_s=0.05)
+r, out = run(PS, "pd_sessions")
+if r.returncode:
+    fails.append(f"disaggregated sessions: {r.stderr.strip()}")
+else:
+    q = table(out, "requests")
+    moved = q["decode_len"] > 1
+    per = {}
+    for sess, pre, dec, mv in zip(q["session"], q["prefill_replica"], q["replica"], moved):
+        per.setdefault(sess, set()).add((pre, dec if mv else -1))
+    split = [k for k, v in per.items() if len({p for p, _ in v}) > 1 or len({d for _, d in v if d >= 0}) > 1]
+    if not np.isin(q["replica"][moved], [2, 3]).all() or split or len(per) < 50:
+        fails.append(f"disaggregated sessions: {len(split)} of {len(per)} sessions split, "
+                     f"decode replicas {sorted(set(q['replica'][moved]))}")
+
 for bad, why in (({"fleet": {"replicas": 2, "pools": [{"name": "a", "replicas": 2}]}},
                   "fleet.replicas: give fleet.replicas or fleet.pools"),
                  ({"fleet": {"pools": [{"name": "a", "role": "prefill"}]}},
