@@ -119,7 +119,9 @@ static int load_calib(const pkv_config *cfg, pkv_calib *cal, pkv_err *e) {
 }
 
 /* Replica 0 of a fleet without pools is the run's engine; every other replica gets an
- * engine of its pool's settings and calibration (the model backend), and a simulation;
+ * engine of its pool's settings and calibration on the run's backend and clock (on the
+ * cuda backend each its own weights and KV pool on the one GPU, its steps run and timed
+ * one at a time, as the fleet's loop takes them), and a simulation;
  * one arrival stream feeds them through the router; the sink ends once, at the last
  * replica's end, with the replicas' counts summed. */
 static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_spec *bs,
@@ -137,13 +139,24 @@ static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_sp
                  ? 0
                  : pkv_fail(e, "out of memory for %d replicas", n);
     int cals = 0, sims_made = 0, wl_ok = 0;
-    for (; cals < np && !rc; cals++)
-        if (load_calib(cfg->fleet.pools[cals].cfg, &pcal[cals], e)) {
+    char gpu[128];
+    pkv_backend_device_name(bs->kind, gpu, sizeof gpu);
+    for (; cals < np && !rc; cals++) {
+        const pkv_config *pc = cfg->fleet.pools[cals].cfg;
+        if (load_calib(pc, &pcal[cals], e)) {
             char msg[sizeof e->msg];
             memcpy(msg, e->msg, sizeof msg);
             rc = pkv_fail(e, "fleet.pools[%d]: %.*s", cals, (int)sizeof msg - 32, msg);
             break;
         }
+        if (bs->kind == PKV_BACKEND_CUDA && strcmp(pcal[cals].gpu_name, gpu) != 0 &&
+            !pc->allow_other_gpu)
+            rc = pkv_fail(e,
+                          "%s: fleet.pools[%d]: the calibration %s was made on \"%s\", but this "
+                          "GPU is \"%s\" (every replica runs on it); name this GPU's calibration "
+                          "in the pool's route.calibration, or set route.allow_other_gpu",
+                          cfg->file, cals, pc->calibration, pcal[cals].gpu_name, gpu);
+    }
     for (int i = 0, p = 0, in_pool = 0; i < n && !rc; i++, in_pool++) {
         while (np && in_pool == cfg->fleet.pools[p].replicas) p++, in_pool = 0;
         const pkv_config *ci = np ? cfg->fleet.pools[p].cfg : cfg;
@@ -151,12 +164,17 @@ static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_sp
         if (en == &eng[i]) {
             pkv_backend_spec bi = *bs;
             bi.kv_pages = ci->kv_pages, bi.bt_stride = pkv_sim_bt_stride(ci);
-            bi.seed = ci->seed;
+            bi.seed = ci->seed, bi.cuda_graph = pkv_config_graphs(ci);
+            bi.metadata_copy = ci->metadata_upload == PKV_METADATA_COPY;
+            bi.layers_measured = ci->layers_measured;
             bi.swap_slots = ci->preemption == PKV_PREEMPT_SWAP ? ci->swap_pages : 0;
             if (pkv_engine_init(en, &ci->model, np ? &pcal[p] : cal, ci->policy,
-                                (pkv_bucket_mode)ci->bucket_mode, ci->max_active, &bi,
-                                PKV_CLOCK_PREDICTED, e)) {
-                rc = -1;
+                                (pkv_bucket_mode)ci->bucket_mode, ci->max_active, &bi, eng0->clock,
+                                e)) {
+                char msg[sizeof e->msg];
+                memcpy(msg, e->msg, sizeof msg);
+                rc = pkv_fail(e, "%s: replica %d of %d (the fleet's engines): %.*s", cfg->file, i,
+                              n, (int)sizeof msg - 96, msg);
                 break;
             }
             made[i] = true;
@@ -277,14 +295,6 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
                         clock == PKV_CLOCK_WALL     ? "wall"
                         : clock == PKV_CLOCK_DEVICE ? "device"
                                                     : "predicted");
-    }
-    if (cfg->fleet.replicas > 1 && bk != PKV_BACKEND_MODEL) {
-        pkv_calib_free(&cal);
-        return pkv_fail(e,
-                        "%s: fleet.replicas: a fleet of %d replicas runs on the model backend "
-                        "in this version (the cpu and cuda backends run one replica); set "
-                        "run.backend to \"model\"",
-                        cfg->file, cfg->fleet.replicas);
     }
     pkv_engine eng;
     run_sink sink = {0};

@@ -7,7 +7,7 @@ route and finish every request once, with a replica column, every replica given 
 the lowest of the replicas tied on free pages); prefill/decode disaggregation (two
 prefill and two decode replicas, slow contended links) prefills every request on a
 prefill replica and decodes it on a decode replica, TTFT stamped at the prefill, no
-link over its streams; the cpu backend, a closed loop, prefix_affinity without prefix
+link over its streams; a cpu fleet of two runs; a closed loop, prefix_affinity without prefix
 caching and bad pools are refused with the key named.
 Usage: fleet_run.py PKVSIM"""
 import json
@@ -160,8 +160,21 @@ for bad, why in (({"fleet": {"replicas": 2, "pools": [{"name": "a", "replicas": 
     if r.returncode != 1 or why not in r.stderr or os.path.exists(out):
         fails.append(f"refusal {why!r}: rc {r.returncode}, {r.stderr.strip()!r}")
 
-for bad, why in (({"run": {"backend": "cpu"}}, "fleet.replicas: a fleet of 4 replicas runs on the model backend"),
-                 ({"workload": dict(BASE["workload"], arrival={"process": "closed", "concurrency": 4})},
+# The cpu backend runs a small fleet (its attention on the CPU, timed by the wall clock).
+CPU = dict(BASE, run={"backend": "cpu"}, fleet={"replicas": 2, "router": "round_robin"})
+CPU["workload"] = dict(BASE["workload"], num_requests=12, decode={"dist": "uniform", "min": 2, "max": 8},
+                       prompt={"dist": "uniform", "min": 16, "max": 200})
+r, out = run(CPU, "cpu")
+if r.returncode:
+    fails.append(f"cpu fleet: {r.stderr.strip()}")
+else:
+    q, st = table(out, "requests"), table(out, "steps")
+    if len(q["id"]) != 12 or np.isnan(q["t_finish"]).any() or set(q["replica"]) != {0, 1} or \
+            set(st["replica"]) != {0, 1} or np.isnan(st["t_wall"]).any():
+        fails.append(f"cpu fleet: {len(q['id'])} requests, replicas {set(q['replica'])}, "
+                     f"steps on {set(st['replica'])}")
+
+for bad, why in (({"workload": dict(BASE["workload"], arrival={"process": "closed", "concurrency": 4})},
                   "a closed loop has no arrivals to route"),
                  ({"fleet": {"replicas": 4, "router": "prefix_affinity"}},
                   "fleet.router: \"prefix_affinity\" routes by the replicas' cached prefixes; set "
