@@ -15,7 +15,8 @@ const char *const pkv_record_level_names[] = {"full", "steps", "requests", "summ
 
 #define MAX_COLS 48
 _Static_assert(PKV_STEP_COLUMN_COUNT <= MAX_COLS && PKV_REQUEST_COLUMN_COUNT <= MAX_COLS &&
-                   PKV_PREFILL_COLUMN_COUNT <= MAX_COLS && PKV_REPLICA_COLUMN_COUNT <= MAX_COLS,
+                   PKV_PREFILL_COLUMN_COUNT <= MAX_COLS && PKV_REPLICA_COLUMN_COUNT <= MAX_COLS &&
+                   PKV_SCALE_COLUMN_COUNT <= MAX_COLS,
                "a record table has more columns than the recorder's MAX_COLS");
 
 /* A table stored by column: one 1-D dataset per enabled column in group g, rows
@@ -437,14 +438,14 @@ static herr_t summary_family(hid_t g, const pkv_summary *s, const pkv_summary_fi
     }
 }
 
-int pkv_h5rec_replicas(pkv_h5rec *r, const pkv_replica_rec *rows, size_t n, pkv_err *e) {
+int pkv_h5rec_rows(pkv_h5rec *r, const char *name, const pkv_column *cols, int n_cols,
+                   const void *rows, size_t row_bytes, size_t n, pkv_err *e) {
     col_table t;
-    int rc = table_open(&t, r->file, "replicas", pkv_replica_columns, pkv_replica_column_count,
-                        false, true);
-    for (size_t i = 0; i < n && !rc; i++) rc = table_add(&t, &rows[i]);
+    int rc = table_open(&t, r->file, name, cols, n_cols, false, true);
+    for (size_t i = 0; i < n && !rc; i++) rc = table_add(&t, (const char *)rows + i * row_bytes);
     if (!rc) rc = table_flush(&t);
     table_close(&t);
-    return rc ? h5fail(r, e, "/replicas") : 0;
+    return rc ? h5fail(r, e, name) : 0;
 }
 
 int pkv_h5rec_summary(pkv_h5rec *r, const pkv_summary *s, pkv_err *e) {

@@ -69,8 +69,10 @@ int pkv_h5rec_prefill(pkv_h5rec *r, const pkv_prefill_rec *p, pkv_err *e);
 /* Buffered append of one /requests row (per the level). */
 int pkv_h5rec_request(pkv_h5rec *r, const pkv_request_rec *q, pkv_err *e);
 int pkv_h5rec_summary(pkv_h5rec *r, const pkv_summary *s, pkv_err *e);
-/* A fleet's /replicas, one row each (written once, at the end). */
-int pkv_h5rec_replicas(pkv_h5rec *r, const pkv_replica_rec *rows, size_t n, pkv_err *e);
+/* A whole table at once (a fleet's /replicas and /scale, at the end): n rows of
+ * row_bytes each, the columns' offsets into a row. */
+int pkv_h5rec_rows(pkv_h5rec *r, const char *name, const pkv_column *cols, int n_cols,
+                   const void *rows, size_t row_bytes, size_t n, pkv_err *e);
 /* commit: flush, close and rename into place; otherwise close and delete. */
 int pkv_h5rec_close(pkv_h5rec *r, int commit, pkv_err *e);
 

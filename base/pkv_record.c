@@ -24,6 +24,11 @@ const pkv_column pkv_replica_columns[] = {PKV_REPLICA_COLUMNS(REP_COL_)};
 const int pkv_replica_column_count =
     (int)(sizeof pkv_replica_columns / sizeof pkv_replica_columns[0]);
 
+#define SCA_COL_(name, ctype, kind, measured, unit)                                                \
+    {#name, offsetof(pkv_scale_rec, name), kind, measured, unit},
+const pkv_column pkv_scale_columns[] = {PKV_SCALE_COLUMNS(SCA_COL_)};
+const int pkv_scale_column_count = (int)(sizeof pkv_scale_columns / sizeof pkv_scale_columns[0]);
+
 const char *pkv_request_state_name(pkv_request_state s) {
     static const char *const names[PKV_REQ_STATE_COUNT] = {"waiting", "prefill", "running",
                                                            "finished"};

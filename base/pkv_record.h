@@ -140,7 +140,23 @@ typedef enum pkv_col_kind {
     X(prefix_tokens, uint64_t, PKV_COL_U64, 0, "prompt tokens it admitted (prefix caching)")       \
     X(prefix_hit_tokens, uint64_t, PKV_COL_U64, 0, "of them found in its prefix cache")            \
     X(link_transfers, uint64_t, PKV_COL_U64, 0, "KV transfers its link carried (prefill role)")    \
-    X(link_most, uint32_t, PKV_COL_U32, 0, "the most transfers its link carried at once")
+    X(link_most, uint32_t, PKV_COL_U32, 0, "the most transfers its link carried at once")          \
+    X(up_s, double, PKV_COL_F64, 0,                                                                \
+      "replica-seconds: from its start (cold start included) to its end or the run's")             \
+    X(scale_ups, uint32_t, PKV_COL_U32, 0, "times the autoscaler started it")                      \
+    X(scale_downs, uint32_t, PKV_COL_U32, 0, "times the autoscaler drained it")
+
+/* A fleet's /scale: the autoscaler's decisions and what became of them, in time order. */
+#define PKV_SCALE_COLUMNS(X)                                                                       \
+    X(t, double, PKV_COL_F64, 0, "seconds of simulated time")                                      \
+    X(event, uint8_t, PKV_COL_U8, 0,                                                               \
+      "0 a decision, 1 a replica started (cold), 2 ready (serves from now), 3 drained (takes "     \
+      "no more requests), 4 off (empty, left), 5 back from draining")                              \
+    X(replica, int32_t, PKV_COL_I32, 0, "the replica (-1 for a decision)")                         \
+    X(active, uint32_t, PKV_COL_U32, 0, "the pool's replicas taking requests, after the event")    \
+    X(starting, uint32_t, PKV_COL_U32, 0, "its replicas in their cold start, after the event")     \
+    X(metric, double, PKV_COL_F64, 0, "a decision's metric over the active replicas (NaN else)")   \
+    X(desired, uint32_t, PKV_COL_U32, 0, "a decision's replica count (0 else)")
 
 #define PKV_RECORD_FIELD_(name, ctype, kind, measured, unit) ctype name;
 #define PKV_RECORD_COUNT_(name, ctype, kind, measured, unit) +1
@@ -150,6 +166,7 @@ enum {
     PKV_REQUEST_COLUMN_COUNT = 0 PKV_REQUEST_COLUMNS(PKV_RECORD_COUNT_),
     PKV_PREFILL_COLUMN_COUNT = 0 PKV_PREFILL_COLUMNS(PKV_RECORD_COUNT_),
     PKV_REPLICA_COLUMN_COUNT = 0 PKV_REPLICA_COLUMNS(PKV_RECORD_COUNT_),
+    PKV_SCALE_COLUMN_COUNT = 0 PKV_SCALE_COLUMNS(PKV_RECORD_COUNT_),
 };
 
 /* One row of /steps, plus the per-candidate times that go to /routes and
@@ -175,6 +192,11 @@ typedef struct pkv_prefill_rec {
 typedef struct pkv_replica_rec {
     PKV_REPLICA_COLUMNS(PKV_RECORD_FIELD_)
 } pkv_replica_rec;
+
+/* One row of /scale. */
+typedef struct pkv_scale_rec {
+    PKV_SCALE_COLUMNS(PKV_RECORD_FIELD_)
+} pkv_scale_rec;
 
 typedef enum pkv_request_state {
     PKV_REQ_WAITING = 0,
@@ -203,6 +225,8 @@ extern const pkv_column pkv_prefill_columns[];
 extern const int pkv_prefill_column_count;
 extern const pkv_column pkv_replica_columns[];
 extern const int pkv_replica_column_count;
+extern const pkv_column pkv_scale_columns[];
+extern const int pkv_scale_column_count;
 
 /* Bytes of one value of a column kind. */
 size_t pkv_col_size(pkv_col_kind k);

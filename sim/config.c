@@ -50,7 +50,8 @@ static void data_path(char *out, size_t n, const char *rel) {
 
 /* The sections of pkv_config whose rows are all scalars or sub-objects of it. */
 static const char *const config_objs[] = {
-    "model", "serving", "serving.prefill", "serving.page_tables", "route", "run", "slo", "fleet"};
+    "model", "serving", "serving.prefill", "serving.page_tables", "route",
+    "run",   "slo",     "fleet",           "fleet.autoscale"};
 
 static int parse_section(pkv_config *c, const cJSON *root, const char *obj, pkv_err *e) {
     const cJSON *o = root;
@@ -428,11 +429,46 @@ static int parse_pool(pkv_config *c, const cJSON *root, const cJSON *o, const ch
     return 0;
 }
 
+/* fleet.autoscale: its pool, and the replicas it starts with within min and max. */
+static int parse_autoscale(pkv_config *c, const cJSON *fl, pkv_err *e) {
+    pkv_autoscale *a = &c->fleet.autoscale;
+    if (!(a->on = fl && cJSON_GetObjectItemCaseSensitive(fl, "autoscale"))) return 0;
+    if (a->max < 1) return pkv_fail(e, "fleet.autoscale.max: required, 1 or more");
+    if (!(a->target > 0))
+        return pkv_fail(e, "fleet.autoscale.target: required, above 0 (the metric's value per "
+                           "replica it aims at: waiting requests, or the KV pool's used share)");
+    if (a->min > a->max)
+        return pkv_fail(e, "fleet.autoscale.min: %d is above fleet.autoscale.max %d", a->min,
+                        a->max);
+    const char *key = "fleet.replicas";
+    a->pool_index = 0;
+    if (c->fleet.n_pools) {
+        a->pool_index = -1;
+        for (int p = 0; p < c->fleet.n_pools; p++)
+            if (!*a->pool ? p == 0 : !strcmp(a->pool, c->fleet.pools[p].name)) a->pool_index = p;
+        if (a->pool_index < 0)
+            return pkv_fail(e, "fleet.autoscale.pool: \"%s\" names no pool of fleet.pools",
+                            a->pool);
+        a->initial = c->fleet.pools[a->pool_index].replicas;
+        key = "its pool's replicas";
+    } else if (*a->pool) {
+        return pkv_fail(e, "fleet.autoscale.pool: there are no fleet.pools to name");
+    } else {
+        a->initial = c->fleet.replicas;
+    }
+    if (a->initial < a->min || a->initial > a->max)
+        return pkv_fail(e,
+                        "fleet.autoscale: the fleet starts with %s (%d), outside min %d and "
+                        "max %d",
+                        key, a->initial, a->min, a->max);
+    return 0;
+}
+
 /* fleet.pools: the pools in order (replicas numbered across them). */
 static int parse_pools(pkv_config *c, const cJSON *root, pkv_err *e) {
     const cJSON *fl = cJSON_GetObjectItemCaseSensitive(root, "fleet");
     const cJSON *pl = fl ? cJSON_GetObjectItemCaseSensitive(fl, "pools") : NULL;
-    if (!pl) return 0;
+    if (!pl) return parse_autoscale(c, fl, e);
     if (cJSON_GetObjectItemCaseSensitive(fl, "replicas"))
         return pkv_fail(e, "fleet.replicas: give fleet.replicas or fleet.pools (each pool "
                            "its own replicas), not both");
@@ -460,7 +496,7 @@ static int parse_pools(pkv_config *c, const cJSON *root, pkv_err *e) {
                         roles[PKV_ROLE_PREFILL] ? "prefill" : "decode",
                         roles[PKV_ROLE_PREFILL] ? "decode" : "prefill");
     c->fleet.replicas = total;
-    return 0;
+    return parse_autoscale(c, fl, e);
 }
 
 int pkv_config_load(pkv_config *c, const char *path, pkv_err *e) {

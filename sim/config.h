@@ -26,13 +26,26 @@ typedef struct pkv_pool {
                                and route on top (owned) */
 } pkv_pool;
 
+/* fleet.autoscale: one pool's replicas between min and max, by a metric against its
+ * target, decided every interval_s; a started replica serves after cold_start_s. */
+enum { PKV_SCALE_QUEUE = 0, PKV_SCALE_REQUESTS, PKV_SCALE_KV };
+extern const char *const pkv_scale_metrics[];
+typedef struct pkv_autoscale {
+    bool on;
+    char pool[64]; /* its pool's name ("": the first pool, or the fleet without pools) */
+    int pool_index, min, max, initial;
+    int metric;
+    double target, interval_s, cold_start_s, down_delay_s;
+} pkv_autoscale;
+
 /* The fleet section: replicas of the experiment behind a router (sim/fleet.h). */
 typedef struct pkv_fleet_spec {
-    int replicas;          /* in all (1: none) */
-    int router;            /* pkv_router: where an arrival goes (mixed and prefill pools) */
-    int decode_router;     /* pkv_router: the decode replica a prefilled request goes to */
-    int n_pools;           /* fleet.pools (0: fleet.replicas of the experiment's settings) */
-    pkv_pool *pools;       /* [n_pools] (owned) */
+    int replicas;      /* in all (1: none) */
+    int router;        /* pkv_router: where an arrival goes (mixed and prefill pools) */
+    int decode_router; /* pkv_router: the decode replica a prefilled request goes to */
+    int n_pools;       /* fleet.pools (0: fleet.replicas of the experiment's settings) */
+    pkv_pool *pools;   /* [n_pools] (owned) */
+    pkv_autoscale autoscale;
     double latency_s;      /* a routing decision's seconds: a request reaches its replica
                               this long after the router takes it */
     double view_refresh_s; /* the router's view of replica state is this old at most
@@ -40,6 +53,18 @@ typedef struct pkv_fleet_spec {
     int affinity_cap;      /* prefix_affinity: replicas holding more requests than the
                               least loaded one plus this are passed over */
 } pkv_fleet_spec;
+
+/* Replicas set up for pool p (the scaled pool: its maximum), and in all. */
+static inline int pkv_pool_slots(const pkv_fleet_spec *f, int p) {
+    return f->autoscale.on && f->autoscale.pool_index == p ? f->autoscale.max
+                                                           : f->pools[p].replicas;
+}
+static inline int pkv_fleet_slots(const pkv_fleet_spec *f) {
+    if (!f->n_pools) return f->autoscale.on ? f->autoscale.max : f->replicas;
+    int n = 0;
+    for (int p = 0; p < f->n_pools; p++) n += pkv_pool_slots(f, p);
+    return n;
+}
 
 typedef struct pkv_config {
     char *text;     /* the experiment file verbatim (owned) */

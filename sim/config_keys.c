@@ -10,6 +10,7 @@ const char *const pkv_page_table_modes[] = {"allocator", "generator", NULL};
 const char *const pkv_scheduler_names[] = {"prefill_first", "chunked", NULL};
 const char *const pkv_preemption_names[] = {"recompute", "swap", NULL};
 const char *const pkv_role_names[] = {"mixed", "prefill", "decode", NULL};
+const char *const pkv_scale_metrics[] = {"queue_depth", "requests", "kv_use", NULL};
 const char *const pkv_workload_presets[] = {"bucketed", "homogeneous", "bimodal",
                                             "uniform",  "zipf",        NULL};
 static const char *const bucket_names[] = {"exact", "pow2", NULL};
@@ -198,6 +199,15 @@ static const pkv_key rows[] = {
     INT("fleet", "affinity_cap", C, fleet.affinity_cap, 64, 0, 1 << 30),
     ENUM("fleet", "decode_router", C, fleet.decode_router, "least_requests", pkv_router_names),
     CUSTOM("fleet", "pools"),
+    OBJ("fleet", "autoscale"),
+    STR("fleet.autoscale", "pool", C, fleet.autoscale.pool, "", NULL),
+    INT("fleet.autoscale", "min", C, fleet.autoscale.min, 1, 1, 100000),
+    INT("fleet.autoscale", "max", C, fleet.autoscale.max, 0, 0, 100000),
+    ENUM("fleet.autoscale", "metric", C, fleet.autoscale.metric, "queue_depth", pkv_scale_metrics),
+    NUM("fleet.autoscale", "target", C, fleet.autoscale.target, 0, 0, 1e9),
+    NUM("fleet.autoscale", "interval_s", C, fleet.autoscale.interval_s, 10, 1e-3, 1e9),
+    NUM("fleet.autoscale", "cold_start_s", C, fleet.autoscale.cold_start_s, 60, 0, 1e9),
+    NUM("fleet.autoscale", "down_delay_s", C, fleet.autoscale.down_delay_s, 60, 0, 1e9),
     CUSTOM(PKV_OBJ_POOL, "name"),
     CUSTOM(PKV_OBJ_POOL, "replicas"),
     CUSTOM(PKV_OBJ_POOL, "role"),

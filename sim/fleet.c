@@ -13,7 +13,7 @@ const char *const pkv_router_names[] = {
         NULL};
 
 /* The fleet's own events (pkv_event.kind). */
-enum { EV_DELIVER = 0, EV_FLOW, EV_LINK };
+enum { EV_DELIVER = 0, EV_FLOW, EV_LINK, EV_SCALE, EV_READY };
 
 typedef struct pkv_fleet_hand {
     pkv_fleet *f;
@@ -95,7 +95,8 @@ static int session_replica(pkv_fleet *f, pkv_fleet_group *g, const pkv_request_d
         memset(a + g->n_session_at, 0, (cap - g->n_session_at) * sizeof *a);
         g->session_at = a, g->n_session_at = cap;
     }
-    if (!g->session_at[k]) g->session_at[k] = least_loaded(f, g) + 1;
+    if (!g->session_at[k] || f->state[g->session_at[k] - 1] != PKV_REP_ACTIVE)
+        g->session_at[k] = least_loaded(f, g) + 1; /* new, or its replica left */
     return g->session_at[k] - 1;
 }
 
@@ -195,6 +196,8 @@ static int send(pkv_fleet *f, int i, const pkv_request_draw *d, double t_arrival
                : 0;
 }
 
+static int maybe_off(pkv_fleet *f, int i);
+
 /* ---- KV transfers (prefill/decode disaggregation) -------------------------------- */
 /* The bytes of link L's flowing transfers as of now. */
 static void link_catch_up(pkv_fleet *f, pkv_fleet_link *L) {
@@ -275,7 +278,119 @@ static int transfer_end(pkv_fleet *f, int64_t k, pkv_err *e) {
         if ((L->wait_head = f->transit[w].next) < 0) L->wait_tail = -1;
         if (transfer_start(f, w)) return pkv_fail(e, "out of memory");
     }
+    if (maybe_off(f, x.from)) return pkv_fail(e, "out of memory");
     return deliver(f, x.to, &x.d, x.t_arrival, &rec, e);
+}
+
+/* ---- autoscaling ------------------------------------------------------------------ */
+/* The routers' groups: the active replicas by role. */
+static void regroup(pkv_fleet *f) {
+    f->entry.n = f->decode.n = 0;
+    for (int i = 0; i < f->n; i++)
+        if (f->state[i] == PKV_REP_ACTIVE) {
+            pkv_fleet_group *g = f->role[i] == PKV_ROLE_DECODE ? &f->decode : &f->entry;
+            g->idx[g->n++] = i;
+        }
+    if (f->entry.n) f->entry.next_rr %= f->entry.n;
+    if (f->decode.n) f->decode.next_rr %= f->decode.n;
+}
+
+static int scale_log(pkv_fleet *f, int event, int replica, double metric, int desired) {
+    if (f->n_scale == f->cap_scale) {
+        const size_t cap = f->cap_scale ? 2 * f->cap_scale : 256;
+        pkv_scale_rec *a = realloc(f->scale, cap * sizeof *a);
+        if (!a) return -1;
+        f->scale = a, f->cap_scale = cap;
+    }
+    const pkv_autoscale *a = &f->spec.autoscale;
+    uint32_t active = 0, starting = 0;
+    for (int i = f->scale_first; i < f->scale_first + a->max; i++)
+        active += f->state[i] == PKV_REP_ACTIVE, starting += f->state[i] == PKV_REP_STARTING;
+    f->scale[f->n_scale++] = (pkv_scale_rec){f->t_now, (uint8_t)event, replica,          active,
+                                             starting, metric,         (uint32_t)desired};
+    return 0;
+}
+
+/* A draining replica with nothing left in it (no request, none on its way, no KV
+ * transfer) leaves. */
+static int maybe_off(pkv_fleet *f, int i) {
+    if (!f->state || f->state[i] != PKV_REP_DRAINING) return 0;
+    const pkv_sim *s = f->replicas[i];
+    const pkv_fleet_link *L = &f->links[i];
+    if (pkv_sim_load_of(s, false).requests || f->sent[i].requests || s->busy ||
+        (f->role[i] == PKV_ROLE_PREFILL && (L->on || L->wait_head >= 0)))
+        return 0;
+    f->state[i] = PKV_REP_OFF;
+    f->up_s[i] += f->t_now - f->up_since[i];
+    return scale_log(f, 4, i, NAN, 0);
+}
+
+/* Something still to happen besides the autoscaler's decisions. */
+static bool work_left(const pkv_fleet *f) {
+    if (f->arrivals_left || f->events.n > 0 || f->q_n > 0) return true;
+    for (int i = 0; i < f->n; i++)
+        if (isfinite(f->next_t[i])) return true;
+    return false;
+}
+
+/* A decision: the metric over the pool's active replicas against the target gives the
+ * replicas wanted (as Kubernetes' horizontal autoscaler: active x metric / target,
+ * rounded up, within min and max); more start (draining ones first, back at once; the
+ * others after their cold start), fewer drain (the highest first, once none starts). */
+static int decide(pkv_fleet *f, pkv_err *e) {
+    const pkv_autoscale *a = &f->spec.autoscale;
+    const int lo = f->scale_first, hi = lo + a->max;
+    int active = 0, starting = 0;
+    double sum = 0;
+    for (int i = lo; i < hi; i++) {
+        starting += f->state[i] == PKV_REP_STARTING;
+        if (f->state[i] != PKV_REP_ACTIVE) continue;
+        active++;
+        const pkv_sim *s = f->replicas[i];
+        const pkv_sim_load l = pkv_sim_load_of(s, false);
+        sum += a->metric == PKV_SCALE_QUEUE      ? (double)s->wait_n
+               : a->metric == PKV_SCALE_REQUESTS ? (double)l.requests
+                                                 : 1 - (double)l.free_pages / s->cfg->kv_pages;
+    }
+    if (a->metric != PKV_SCALE_KV && f->role[lo] != PKV_ROLE_DECODE) sum += (double)f->q_n;
+    const double metric = active ? sum / active : 0;
+    int want = (int)ceil(active * metric / a->target - 1e-9);
+    want = want < a->min ? a->min : want > a->max ? a->max : want;
+    /* Scale down no lower than the decisions of the last down_delay_s wanted (as
+     * Kubernetes' scale-down stabilization window), so a dip does not drain replicas
+     * the next decision wants back. */
+    int keep = want;
+    for (size_t k = f->n_scale; k-- > 0 && f->scale[k].t > f->t_now - a->down_delay_s;)
+        if (f->scale[k].event == 0 && (int)f->scale[k].desired > keep)
+            keep = (int)f->scale[k].desired;
+    bool moved = false;
+    for (int i = lo; i < hi && want > active + starting; i++)
+        if (f->state[i] == PKV_REP_DRAINING) {
+            f->state[i] = PKV_REP_ACTIVE, active++, moved = true;
+            if (scale_log(f, 5, i, NAN, 0)) return pkv_fail(e, "out of memory");
+        }
+    for (int i = lo; i < hi && want > active + starting; i++)
+        if (f->state[i] == PKV_REP_OFF) {
+            f->state[i] = PKV_REP_STARTING, starting++, f->ups[i]++, f->up_since[i] = f->t_now;
+            if (scale_log(f, 1, i, NAN, 0) ||
+                pkv_heap_push(&f->events, f->t_now + a->cold_start_s, EV_READY, i))
+                return pkv_fail(e, "out of memory");
+        }
+    for (int i = hi - 1; i >= lo && starting == 0 && keep < active; i--)
+        if (f->state[i] == PKV_REP_ACTIVE) {
+            f->state[i] = PKV_REP_DRAINING, active--, f->downs[i]++, moved = true;
+            if (scale_log(f, 3, i, NAN, 0) || maybe_off(f, i)) return pkv_fail(e, "out of memory");
+        }
+    if (moved) regroup(f);
+    if (scale_log(f, 0, -1, metric, want)) return pkv_fail(e, "out of memory");
+    return work_left(f) && pkv_heap_push(&f->events, f->t_now + a->interval_s, EV_SCALE, 0)
+               ? pkv_fail(e, "out of memory")
+               : 0;
+}
+
+double pkv_fleet_up_s(const pkv_fleet *f, int i, double t_end) {
+    if (!f->up_s) return t_end;
+    return f->up_s[i] + (f->state[i] == PKV_REP_OFF ? 0 : t_end - f->up_since[i]);
 }
 
 /* One of the fleet's events, now. */
@@ -296,7 +411,7 @@ static int fleet_event(pkv_fleet *f, pkv_err *e) {
         L->flow[L->n_flow++] = ev.arg;
         return link_file(f, i) ? pkv_fail(e, "out of memory") : 0;
     }
-    default: { /* a link's transfers with no bytes left end */
+    case EV_LINK: { /* a link's transfers with no bytes left end */
         pkv_fleet_link *L = &f->links[ev.arg];
         if (ev.t != L->t_tick) return 0; /* filed again since */
         link_catch_up(f, L);
@@ -312,7 +427,15 @@ static int fleet_event(pkv_fleet *f, pkv_err *e) {
         }
         return link_file(f, (int)ev.arg) ? pkv_fail(e, "out of memory") : 0;
     }
+    case EV_SCALE:
+        return decide(f, e);
+    case EV_READY: /* a started replica's cold start is over: it takes requests */
+        if (f->state[ev.arg] != PKV_REP_STARTING) return 0;
+        f->state[ev.arg] = PKV_REP_ACTIVE;
+        regroup(f);
+        return scale_log(f, 2, (int)ev.arg, NAN, 0) ? pkv_fail(e, "out of memory") : 0;
     }
+    return 0;
 }
 
 static int enqueue(pkv_fleet *f, const pkv_request_draw *d, double t, pkv_err *e) {
@@ -374,13 +497,29 @@ static int setup(pkv_fleet *f, pkv_err *e) {
     if (!f->role || !f->entry.idx || !f->decode.idx || !f->per_replica || !f->next_t || !f->view ||
         !f->sent || !f->links || !f->hands)
         return pkv_fail(e, "out of memory");
-    for (int p = 0, i = 0; p < f->spec.n_pools; p++)
-        for (int k = 0; k < f->spec.pools[p].replicas && i < n; k++)
+    const pkv_autoscale *a = &f->spec.autoscale;
+    f->scale_first = 0;
+    for (int p = 0, i = 0; p < f->spec.n_pools; p++) {
+        if (a->on && p == a->pool_index) f->scale_first = i;
+        for (int k = 0; k < pkv_pool_slots(&f->spec, p) && i < n; k++)
             f->role[i++] = f->spec.pools[p].role;
+    }
     f->entry.router = f->spec.router, f->decode.router = f->spec.decode_router;
+    if (a->on) {
+        f->state = calloc((size_t)n, sizeof *f->state);
+        f->up_since = calloc((size_t)n, sizeof *f->up_since);
+        f->up_s = calloc((size_t)n, sizeof *f->up_s);
+        f->ups = calloc((size_t)n, sizeof *f->ups);
+        f->downs = calloc((size_t)n, sizeof *f->downs);
+        if (!f->state || !f->up_since || !f->up_s || !f->ups || !f->downs ||
+            pkv_heap_push(&f->events, a->interval_s, EV_SCALE, 0))
+            return pkv_fail(e, "out of memory");
+        for (int k = a->initial; k < a->max; k++) f->state[f->scale_first + k] = PKV_REP_OFF;
+    } else if (!(f->state = calloc((size_t)n, sizeof *f->state))) {
+        return pkv_fail(e, "out of memory");
+    }
+    regroup(f);
     for (int i = 0; i < n; i++) {
-        pkv_fleet_group *g = f->role[i] == PKV_ROLE_DECODE ? &f->decode : &f->entry;
-        g->idx[g->n++] = i;
         if (f->role[i] != PKV_ROLE_PREFILL) continue;
         const pkv_calib *c = f->replicas[i]->eng->cal;
         pkv_fleet_link *L = &f->links[i];
@@ -396,10 +535,6 @@ static int setup(pkv_fleet *f, pkv_err *e) {
         f->replicas[i]->handoff = handoff, f->replicas[i]->handoff_ctx = &f->hands[i];
     }
     if (f->entry.n == 0) return pkv_fail(e, "fleet: no replica takes arrivals");
-    if (f->decode.n == 0) { /* no prefill replica: unused (its own session map) */
-        free(f->decode.idx);
-        f->decode.idx = f->entry.idx, f->decode.n = f->entry.n;
-    }
     return 0;
 }
 
@@ -418,6 +553,7 @@ int pkv_fleet_run(pkv_fleet *f, pkv_err *e) {
     pkv_request_draw next;
     int more = next_arrival(f, 0.0, &next, e);
     if (more < 0) return -1;
+    f->arrivals_left = more == 0;
     bool cut = false; /* a bound or a stop ended the fleet */
     for (;;) {
         const pkv_event *top, *way = pkv_heap_top(&f->events);
@@ -437,6 +573,7 @@ int pkv_fleet_run(pkv_fleet *f, pkv_err *e) {
                        : enqueue(f, &next, next.t_arrival, e))
                 return -1;
             if ((more = next_arrival(f, next.t_arrival, &next, e)) < 0) return -1;
+            f->arrivals_left = more == 0;
         } else if (t_way == t) { /* something on its way arrives */
             if (fleet_event(f, e)) return -1;
         } else {
@@ -446,7 +583,7 @@ int pkv_fleet_run(pkv_fleet *f, pkv_err *e) {
             pkv_heap_pop(&f->when, &mine);
             f->next_t[who] = INFINITY; /* filed again below */
             if (pkv_sim_advance(s, e)) return replica_failed(e, who);
-            if (file_next(f, who)) return pkv_fail(e, "out of memory");
+            if (file_next(f, who) || maybe_off(f, who)) return pkv_fail(e, "out of memory");
             if ((cut = s->over)) { /* a bound (max_steps, max_time_s) or a stop ends it */
                 for (int i = 0; i < f->n; i++) {
                     f->replicas[i]->over = true;
@@ -467,11 +604,13 @@ int pkv_fleet_run(pkv_fleet *f, pkv_err *e) {
 
 void pkv_fleet_free(pkv_fleet *f) {
     for (int i = 0; f->links && i < f->n; i++) free(f->links[i].flow);
-    if (f->decode.idx == f->entry.idx) f->decode.idx = NULL;
     free(f->queue), free(f->queued_at), free(f->per_replica), free(f->next_t), free(f->role);
     free(f->view), free(f->sent), free(f->transit), free(f->free_transit);
     free(f->entry.session_at), free(f->decode.session_at);
     free(f->entry.idx), free(f->decode.idx), free(f->links), free(f->hands);
+    free(f->state), free(f->up_since), free(f->up_s), free(f->ups), free(f->downs), free(f->scale);
+    f->state = NULL, f->up_since = f->up_s = NULL, f->ups = f->downs = NULL, f->scale = NULL;
+    f->n_scale = f->cap_scale = 0;
     pkv_heap_free(&f->when);
     pkv_heap_free(&f->events);
     f->queue = NULL, f->queued_at = NULL, f->per_replica = NULL, f->next_t = NULL, f->role = NULL;

@@ -67,7 +67,10 @@ typedef struct pkv_fleet_link {
     int most_on; /* the most transfers it held at once */
 } pkv_fleet_link;
 
-/* The replicas one router chooses among. */
+/* A replica's state under autoscaling (always active without it). */
+enum { PKV_REP_ACTIVE = 0, PKV_REP_STARTING, PKV_REP_DRAINING, PKV_REP_OFF };
+
+/* The replicas one router chooses among (the active ones). */
 typedef struct pkv_fleet_group {
     int *idx, n;
     int router;
@@ -107,7 +110,17 @@ typedef struct pkv_fleet {
                                      links' next transfer ends */
     pkv_fleet_link *links;        /* [n] (prefill replicas') */
     struct pkv_fleet_hand *hands; /* [n] each prefill replica's handoff context */
-    int32_t *session_at;          /* session_affinity: replica + 1 of each session (0: none yet) */
+    /* autoscaling (spec.autoscale): each replica's state (PKV_REP_*), when it was last
+     * started, its replica-seconds so far, its starts and drains; the scaled pool's
+     * replicas [scale_first, scale_first + max); the decisions and events (/scale) */
+    int8_t *state;
+    double *up_since, *up_s;
+    uint32_t *ups, *downs;
+    int scale_first;
+    pkv_scale_rec *scale;
+    size_t n_scale, cap_scale;
+    bool arrivals_left;
+    int32_t *session_at; /* session_affinity: replica + 1 of each session (0: none yet) */
     size_t n_session_at;
     double t_now;
     double route_s; /* host seconds spent choosing replicas */
@@ -116,6 +129,9 @@ typedef struct pkv_fleet {
 /* Run every replica's simulation from its start to its end, feeding the arrivals of wl
  * through the router. Returns 0, or -1 with the first error (a replica's, naming it). */
 int pkv_fleet_run(pkv_fleet *f, pkv_err *e);
+/* Replica i's replica-seconds, a replica still up counted to t_end (the run's end: its
+ * replicas' last event; after pkv_fleet_run). */
+double pkv_fleet_up_s(const pkv_fleet *f, int i, double t_end);
 void pkv_fleet_free(pkv_fleet *f);
 
 #endif

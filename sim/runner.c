@@ -69,7 +69,7 @@ static void log_line(void *ctx, const char *line) {
     fprintf(stderr, "pkvsim: %s\n", line);
 }
 
-/* ---- a fleet (fleet.replicas > 1): replicas behind the router, one sink ------------- */
+/* ---- a fleet (more than one replica set up): replicas behind the router, one sink --- */
 /* Each replica's records go to the run's sink with the replica's number. */
 typedef struct replica_sink {
     run_sink *k;
@@ -126,7 +126,7 @@ static int load_calib(const pkv_config *cfg, pkv_calib *cal, pkv_err *e) {
  * replica's end, with the replicas' counts summed. */
 static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_spec *bs,
                      pkv_engine *eng0, run_sink *k, const pkv_run_opts *o, pkv_err *e) {
-    const int n = cfg->fleet.replicas, np = cfg->fleet.n_pools;
+    const int n = pkv_fleet_slots(&cfg->fleet), np = cfg->fleet.n_pools;
     pkv_engine *eng = calloc((size_t)n, sizeof *eng);
     bool *made = calloc((size_t)n, sizeof *made);
     pkv_sim *sim = calloc((size_t)n, sizeof *sim);
@@ -158,7 +158,7 @@ static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_sp
                           cfg->file, cals, pc->calibration, pcal[cals].gpu_name, gpu);
     }
     for (int i = 0, p = 0, in_pool = 0; i < n && !rc; i++, in_pool++) {
-        while (np && in_pool == cfg->fleet.pools[p].replicas) p++, in_pool = 0;
+        while (np && in_pool == pkv_pool_slots(&cfg->fleet, p)) p++, in_pool = 0;
         const pkv_config *ci = np ? cfg->fleet.pools[p].cfg : cfg;
         pkv_engine *en = i || np ? &eng[i] : eng0;
         if (en == &eng[i]) {
@@ -208,9 +208,9 @@ static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_sp
         memcpy(msg, e->msg, sizeof msg);
         rc = pkv_fail(e, "%s: %.*s", cfg->file, (int)sizeof msg - 64, msg);
     }
+    double t_end = 0;
     if (!rc) {
         pkv_sim_counts c = {0};
-        double t_end = 0;
         bool interrupted = false;
         for (int i = 0; i < n; i++) {
             const pkv_sim_counts *ci = &sim[i].counts;
@@ -232,12 +232,19 @@ static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_sp
         row->prefix_tokens = sim[i].counts.prefix_tokens;
         row->prefix_hit_tokens = sim[i].counts.prefix_hit_tokens;
         row->link_transfers = f.links[i].transfers, row->link_most = (uint32_t)f.links[i].most_on;
+        row->up_s = pkv_fleet_up_s(&f, i, t_end);
+        row->scale_ups = f.ups ? f.ups[i] : 0, row->scale_downs = f.downs ? f.downs[i] : 0;
     }
     if (!rc && k->rec) {
         pkv_replica_rec *rows = malloc(sizeof *rows * (size_t)n);
         for (int i = 0; rows && i < n; i++) rows[i] = rs[i].row;
-        rc = rows ? pkv_h5rec_replicas(k->rec, rows, (size_t)n, e) : pkv_fail(e, "out of memory");
+        rc = rows ? pkv_h5rec_rows(k->rec, "replicas", pkv_replica_columns,
+                                   pkv_replica_column_count, rows, sizeof *rows, (size_t)n, e)
+                  : pkv_fail(e, "out of memory");
         free(rows);
+        if (!rc && cfg->fleet.autoscale.on)
+            rc = pkv_h5rec_rows(k->rec, "scale", pkv_scale_columns, pkv_scale_column_count, f.scale,
+                                sizeof *f.scale, f.n_scale, e);
     }
     pkv_fleet_free(&f);
     if (wl_ok) pkv_workload_free(&wl);
@@ -348,7 +355,7 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
                              .measured = be->measures,
                              .routes_measured = be->measures && eng.policy.measured_oracle,
                              .candidates = eng.policy.candidates,
-                             .fleet = cfg->fleet.replicas > 1};
+                             .fleet = pkv_fleet_slots(&cfg->fleet) > 1};
         pkv_attr ca[PKV_CALIB_ATTRS];
         int nca = pkv_calib_attrs(&cal, ca, PKV_CALIB_ATTRS);
         if (pkv_h5rec_open(&rec, cfg->output, &ro, e) ||
@@ -373,7 +380,7 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
     if (!o->quiet && (double)cfg->kv_pages + (double)cfg->swap_pages >= 1e8)
         fprintf(stderr, "pkvsim: setting up %d KV pages%s (a few seconds a hundred million)\n",
                 cfg->kv_pages, cfg->preemption == PKV_PREEMPT_SWAP ? " and the swap pool" : "");
-    if (cfg->fleet.replicas > 1) {
+    if (pkv_fleet_slots(&cfg->fleet) > 1) {
         if (run_fleet(cfg, &cal, &bs, &eng, &sink, o, e)) goto done;
         goto ran;
     }

@@ -8,7 +8,8 @@ the lowest of the replicas tied on free pages); prefill/decode disaggregation (t
 prefill and two decode replicas, slow contended links) prefills every request on a
 prefill replica and decodes it on a decode replica, TTFT stamped at the prefill, no
 link over its streams; a cpu fleet of two runs; a closed loop, prefix_affinity without prefix
-caching and bad pools are refused with the key named.
+caching and bad pools are refused with the key named; an autoscaled fleet keeps its
+bounds and cold starts and runs nothing on a replica that is off or starting.
 Usage: fleet_run.py PKVSIM"""
 import json
 import os
@@ -152,6 +153,12 @@ for bad, why in (({"fleet": {"replicas": 2, "pools": [{"name": "a", "replicas": 
                    "fleet": {"pools": [{"name": "p", "role": "prefill"}, {"name": "d", "role": "decode"}]}},
                   "fleet.pools[0].role: a prefill pool needs a served model"),
                  ({"fleet": {"pools": [{"name": "a", "colour": "red"}]}}, "fleet.pools[0]"),
+                 ({"fleet": {"replicas": 2, "autoscale": {"target": 4}}},
+                  "fleet.autoscale.max: required"),
+                 ({"fleet": {"replicas": 5, "autoscale": {"max": 4, "target": 4}}},
+                  "fleet.autoscale: the fleet starts with fleet.replicas (5), outside min 1 and max 4"),
+                 ({"fleet": {"pools": [{"name": "a"}], "autoscale": {"pool": "b", "max": 3, "target": 1}}},
+                  "fleet.autoscale.pool: \"b\" names no pool"),
                  ({"fleet": {"replicas": 2, "decode_router": "central_queue"}},
                   "fleet.decode_router: \"central_queue\" cannot choose a decode replica"),):
     exp = dict(BASE)
@@ -159,6 +166,51 @@ for bad, why in (({"fleet": {"replicas": 2, "pools": [{"name": "a", "replicas": 
     r, out = run(exp, "bad")
     if r.returncode != 1 or why not in r.stderr or os.path.exists(out):
         fails.append(f"refusal {why!r}: rc {r.returncode}, {r.stderr.strip()!r}")
+
+# Autoscaling (experiments/fleet/autoscale_diurnal.json: 1 to 6 replicas over a
+# rising and falling rate, 20 s cold starts): the count stays within its bounds, every
+# start is ready exactly a cold start later, no replica runs an iteration while it is
+# off or starting, every request finishes, up_s is each replica's time from start to
+# off (or the end).
+AS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "experiments", "fleet",
+                  "autoscale_diurnal.json")
+out = os.path.join(tmp, "as.h5")
+r = subprocess.run([pkvsim, "run", "-q", "-o", out, AS], capture_output=True, text=True)
+if r.returncode:
+    fails.append(f"autoscale: {r.stderr.strip()}")
+else:
+    sc, st, pf, q, rep = (table(out, g) for g in ("scale", "steps", "prefills", "requests", "replicas"))
+    ev, t, who = sc["event"], sc["t"], sc["replica"]
+    t_end = max(st["t_sim"].max(), q["t_finish"].max())
+    checks = {"every request finished": len(q["id"]) == 15500 and not np.isnan(q["t_finish"]).any(),
+              "1 to 6 active": sc["active"].min() >= 1 and sc["active"].max() <= 6,
+              "it scaled up and down": (ev == 1).sum() >= 3 and (ev == 4).sum() >= 1}
+    for i in range(6):
+        # serving intervals: from the start (replica 0) or each ready to the next off
+        spans, on, since, up = [], i == 0, 0.0, 0.0
+        start = 0.0
+        for e_, t_ in zip(ev[who == i], t[who == i]):
+            if e_ == 1:
+                start = t_
+            elif e_ == 2:
+                checks[f"replica {i} ready a cold start after its start"] = \
+                    checks.get(f"replica {i} ready a cold start after its start", True) and abs(t_ - start - 20) < 1e-9
+                on, since = True, t_
+            elif e_ == 4:
+                spans.append((since, t_)); on = False
+                up += t_ - start
+        if on:
+            spans.append((since, np.inf))
+            up += t_end - start
+        ts = np.concatenate([st["t_sim"][st["replica"] == i], pf["t_sim"][pf["replica"] == i]])
+        inside = np.zeros(len(ts), bool)
+        for a, b in spans:
+            inside |= (ts >= a) & (ts <= b)
+        checks[f"replica {i} runs only while serving"] = inside.all()
+        checks[f"replica {i} up_s"] = abs(rep["up_s"][i] - up) < 1e-6 * max(up, 1)
+    for what, ok in checks.items():
+        if not ok:
+            fails.append(f"autoscale: {what}")
 
 # The cpu backend runs a small fleet (its attention on the CPU, timed by the wall clock).
 CPU = dict(BASE, run={"backend": "cpu"}, fleet={"replicas": 2, "router": "round_robin"})
