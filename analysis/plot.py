@@ -15,7 +15,11 @@
       each step's time coloured by its route, and its launches and merge bytes
   plot.py timeline RUN.h5
       active rows, waiting requests and the KV pool (pages in use, held by the prefix
-      cache alone, free) over simulated time
+      cache alone, free) over simulated time; a fleet's: one line a replica (at most
+      16, the busiest), and its KV pages in use
+  plot.py replicas RUN.h5
+      a fleet's per-replica load (requests routed, the share of the run its GPU was
+      busy, replica-seconds) and, autoscaled, its replicas over time with the metric
 
 Every command takes -o OUT.png (default: the input's name with the command's). Needs
 only a python3 with h5py and matplotlib (Debian: apt install python3-h5py
@@ -264,8 +268,78 @@ def cmd_steps(a):
     save(fig, a.output)
 
 
+MAX_REPLICAS = 16  # a fleet's timeline draws the busiest this many
+
+
+def fleet_timeline(a, g, s):
+    rep = pkvh5.table(g, "replicas") if "replicas" in g else None
+    ids = np.unique(s["replica"])
+    if len(ids) > MAX_REPLICAS:  # the busiest
+        ids = np.sort(ids[np.argsort(-np.bincount(s["replica"])[ids])[:MAX_REPLICAS]])
+    fig, ax = plt.subplots(3, 1, figsize=(9, 7), sharex=True)
+    for i in ids:
+        m = s["replica"] == i
+        k = np.flatnonzero(m)[decimate(int(m.sum()))]
+        t = s["t_sim"][k]
+        ax[0].plot(t, s["rows"][k], lw=0.7, label=f"replica {i}")
+        ax[1].plot(t, s["queue_depth"][k], lw=0.7)
+        if rep is not None:
+            used = rep["kv_pages"][i] - s["pages_free"][k].astype(float) - s["pages_cached"][k]
+            ax[2].plot(t, used, lw=0.7)
+    ax[0].set_ylabel("active rows")
+    ax[1].set_ylabel("waiting requests")
+    ax[2].set_ylabel("KV pages in use")
+    ax[2].set_xlabel("simulated time (s)")
+    ax[0].legend(fontsize=7, ncol=4)
+    n = len(np.unique(s["replica"]))
+    ax[0].set_title(os.path.basename(a.input) + f" ({len(ids)} of {n} replicas)")
+    for x in ax:
+        x.grid(alpha=0.3)
+    save(fig, a.output)
+
+
+def cmd_replicas(a):
+    g = run_group(a.input, "replicas")
+    rep = pkvh5.table(g, "replicas")
+    req = pkvh5.table(g, "requests") if "requests" in g else None
+    t_end = float(np.nanmax(req["t_finish"])) if req is not None and len(req["t_finish"]) else 0
+    scaled = "scale" in g
+    fig, ax = plt.subplots(2 if scaled else 1, 1, figsize=(9, 7 if scaled else 4), squeeze=False)
+    top = ax[0][0]
+    x = rep["replica"]
+    top.bar(x - 0.2, rep["routed"], width=0.4, label="requests routed")
+    top.set_xlabel("replica")
+    top.set_ylabel("requests")
+    right = top.twinx()
+    if t_end > 0:
+        right.plot(x, rep["busy_s"] / t_end, "o", color="tab:red", label="busy share")
+        right.plot(x, rep["up_s"] / t_end, "x", color="tab:gray", label="up share")
+    right.set_ylabel("share of the run")
+    right.set_ylim(0, 1.05)
+    top.legend(loc="upper left", fontsize=8)
+    right.legend(loc="upper right", fontsize=8)
+    top.set_title(os.path.basename(a.input) + f" ({len(x)} replicas)")
+    if scaled:
+        sc = pkvh5.table(g, "scale")
+        d = sc["event"] == 0
+        low = ax[1][0]
+        low.step(sc["t"], sc["active"], where="post", label="active")
+        low.step(sc["t"], sc["starting"], where="post", label="starting")
+        low.set_ylabel("replicas")
+        low.set_xlabel("simulated time (s)")
+        m = low.twinx()
+        m.plot(sc["t"][d], sc["metric"][d], lw=0.8, color="tab:green", label="metric")
+        m.set_ylabel("autoscaler's metric")
+        low.legend(loc="upper left", fontsize=8)
+        m.legend(loc="upper right", fontsize=8)
+        low.grid(alpha=0.3)
+    save(fig, a.output)
+
+
 def cmd_timeline(a):
     g, s = steps_of(a.input)
+    if "replica" in s:
+        return fleet_timeline(a, g, s)
     r = pkvh5.table(g, "requests")
     k = decimate(len(s["t_sim"]))
     t = s["t_sim"][k]
@@ -323,6 +397,8 @@ def main():
     p.add_argument("input")
     p = sub.add_parser("timeline", help="rows, queue and KV in use over time")
     p.add_argument("input")
+    p = sub.add_parser("replicas", help="a fleet's per-replica load and its scaling")
+    p.add_argument("input")
     for s in sub.choices.values():
         s.add_argument("-o", "--output", help="PNG to write")
     a = ap.parse_args()
@@ -330,7 +406,7 @@ def main():
     if not a.output:
         a.output = first.split(":")[0].rsplit(".", 1)[0] + f"_{a.cmd}.png"
     {"curve": cmd_curve, "threshold": cmd_threshold, "cdf": cmd_cdf, "steps": cmd_steps,
-     "timeline": cmd_timeline}[a.cmd](a)
+     "timeline": cmd_timeline, "replicas": cmd_replicas}[a.cmd](a)
 
 
 if __name__ == "__main__":

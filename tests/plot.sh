@@ -41,6 +41,12 @@ plot threshold "$tmp/t.png" threshold "$tmp/sw.h5" --x workload.arrival.rate --r
 plot cdf "$tmp/cdf.png" cdf "$tmp/sw.h5:0" "$tmp/sw.h5:5" "$tmp/run.h5" --metric tpot
 plot steps "$tmp/s.png" steps "$tmp/run.h5"
 plot timeline "$tmp/tl.png" timeline "$tmp/run.h5"
+# a fleet: an autoscaled one's timeline (one line a replica) and replicas views
+"$pkvsim" run -q "$src/experiments/fleet/autoscale_diurnal.json" -o "$tmp/fleet.h5" || { echo "FAIL fleet run"; exit 1; }
+plot "fleet timeline" "$tmp/ftl.png" timeline "$tmp/fleet.h5"
+plot replicas "$tmp/rep.png" replicas "$tmp/fleet.h5"
+"$py" "$src/analysis/plot.py" replicas "$tmp/run.h5" -o "$tmp/x.png" > /dev/null 2> "$tmp/err"; rc=$?
+check "replicas of a run without a fleet refused (exit $rc)" '[ $rc -ne 0 ] && grep -q "no /replicas" "$tmp/err"'
 "$py" "$src/analysis/plot.py" curve "$tmp/run.h5" -o "$tmp/x.png" > /dev/null 2> "$tmp/err"; rc=$?
 check "curve of a run refused (exit $rc)" '[ $rc -ne 0 ] && grep -q "not a sweep file" "$tmp/err"'
 "$py" "$src/analysis/plot.py" curve "$tmp/sw.h5" --by serving.max_active -o "$tmp/x.png" > /dev/null 2> "$tmp/err"; rc=$?
