@@ -7,11 +7,16 @@
  * every fleet.view_refresh_ms, as a router that scrapes the engines' metrics sees them;
  * between refreshes it adds what it sent itself. Cached prefixes are read as of the
  * decision (as KV-cache events report them).
- * The loop takes the earliest of the next arrival, the next request to reach its
- * replica and the replicas' next events (a heap of the replicas by next event, so a
- * step costs the same at 1,000 replicas as at one), in that order at a tie. Issue 30's
- * first part: replicas of one configuration and the routers below; pools,
- * disaggregation and autoscaling build on it. */
+ * Pools (fleet.pools) give replicas roles: a prefill replica samples a request's first
+ * token and sends its KV over its link (the calibration's kv_link_*: streams sharing
+ * the bandwidth, more waiting) to a decode replica the decode router picks, freeing its
+ * pages when the transfer ends. An autoscaler (fleet.autoscale) starts replicas of one
+ * pool (serving after a cold start) and drains them (leaving once empty).
+ * The loop takes the earliest of the next arrival, the fleet's own next event (a
+ * request reaching its replica, a transfer's progress, an autoscaling decision or a
+ * cold start's end) and the replicas' next events (a heap of the replicas by next
+ * event, so a step costs the same at 1,000 replicas as at one), in that order at a
+ * tie. */
 #ifndef PKV_FLEET_H
 #define PKV_FLEET_H
 
