@@ -304,6 +304,13 @@ int pkv_config_inputs(const pkv_config *c, const char **paths, const char **what
     for (int i = 0; i < 2; i++)
         if (ls[i]->kind == PKV_LENGTH_EMPIRICAL)
             paths[n] = ls[i]->trace_path, what[n++] = "a length distribution's trace";
+    for (int p = 0; p < c->fleet.n_pools; p++) { /* a pool's own calibration and preset */
+        const pkv_config *pc = c->fleet.pools[p].cfg;
+        if (strcmp(pc->calibration, c->calibration))
+            paths[n] = pc->calibration, what[n++] = "a fleet pool's calibration file";
+        if (*pc->model_file && strcmp(pc->model_file, c->model_file))
+            paths[n] = pc->model_file, what[n++] = "a fleet pool's model preset file";
+    }
     return n;
 }
 

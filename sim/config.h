@@ -127,6 +127,7 @@ int pkv_config_parse(pkv_config *c, char *text, const char *path, pkv_err *e);
 void pkv_config_free(pkv_config *c);
 /* The files a run of c reads (the experiment, its preset, traces and calibration),
  * each with what it is, for the output check; returns how many (at most 6). */
+enum { PKV_CONFIG_INPUTS = 6 + 2 * 64 }; /* the most pkv_config_inputs lists */
 int pkv_config_inputs(const pkv_config *c, const char **paths, const char **what);
 /* Rebuild c->resolved after command-line overrides. */
 int pkv_config_resolve(pkv_config *c);

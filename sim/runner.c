@@ -276,7 +276,7 @@ static int summary_init(pkv_summary *s, const pkv_config *cfg) {
 }
 
 int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary *out, pkv_err *e) {
-    const char *in[6], *what[6];
+    const char *in[PKV_CONFIG_INPUTS], *what[PKV_CONFIG_INPUTS];
     int n_in = pkv_config_inputs(cfg, in, what);
     if (o->record && pkv_output_ok(cfg->output, in, what, n_in, "output", e)) return -1;
     pkv_calib cal;

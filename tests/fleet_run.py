@@ -212,6 +212,20 @@ else:
         if not ok:
             fails.append(f"autoscale: {what}")
 
+# An output path that is a pool's own calibration is refused, the file left as it was.
+import shutil
+own_cal = os.path.join(tmp, "pool_cal.json")
+shutil.copy(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "experiments",
+                         "calibration", "h200-fit.json"), own_cal)
+before = open(own_cal, "rb").read()
+exp = dict(BASE, fleet={"pools": [{"name": "a", "replicas": 2, "route": {"calibration": own_cal}}]})
+path = os.path.join(tmp, "own_cal.json")
+with open(path, "w") as f:
+    json.dump(exp, f)
+r = subprocess.run([pkvsim, "run", "-q", "-o", own_cal, path], capture_output=True, text=True)
+if r.returncode == 0 or "a fleet pool's calibration file" not in r.stderr or open(own_cal, "rb").read() != before:
+    fails.append(f"output over a pool's calibration: rc {r.returncode}, {r.stderr.strip()!r}")
+
 # The cpu backend runs a small fleet (its attention on the CPU, timed by the wall clock).
 CPU = dict(BASE, run={"backend": "cpu"}, fleet={"replicas": 2, "router": "round_robin"})
 CPU["workload"] = dict(BASE["workload"], num_requests=12, decode={"dist": "uniform", "min": 2, "max": 8},

@@ -61,7 +61,7 @@ int pkv_cmd_workload(int argc, char **argv) {
     }
     if (!closed && cfg.max_time > 0) w.limits.t_end = cfg.max_time;
     if (csv) {
-        const char *in[6], *what[6];
+        const char *in[PKV_CONFIG_INPUTS], *what[PKV_CONFIG_INPUTS];
         int n_in = pkv_config_inputs(&cfg, in, what);
         pkv_err e;
         if (pkv_output_ok(csv, in, what, n_in, "--csv", &e)) {

@@ -114,7 +114,7 @@ static void usage(FILE *f) {
 /* --json may be written: not one of the run's inputs, and not its output (checked
  * before the run, so a clash does not wait for the run's end). */
 static int json_ok(const char *path, const pkv_config *cfg) {
-    const char *in[7], *what[7];
+    const char *in[PKV_CONFIG_INPUTS + 1], *what[PKV_CONFIG_INPUTS + 1];
     int n = pkv_config_inputs(cfg, in, what);
     in[n] = cfg->output, what[n++] = "the output file";
     if (pkv_same_path(path, cfg->output)) {

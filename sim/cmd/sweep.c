@@ -510,7 +510,7 @@ int pkv_sweep_main(const char *path, const pkv_cli_overrides *ov, int quiet, int
             return 1;
         }
         snprintf(out, sizeof out, "%s", ov->output ? ov->output : base.output);
-        const char *in[6], *what[6];
+        const char *in[PKV_CONFIG_INPUTS], *what[PKV_CONFIG_INPUTS];
         int n_in = pkv_config_inputs(&base, in, what);
         int bad = pkv_output_ok(out, in, what, n_in, "output", &e);
         pkv_config_free(&base);
