@@ -193,6 +193,16 @@ typedef struct pkv_replica_rec {
     PKV_REPLICA_COLUMNS(PKV_RECORD_FIELD_)
 } pkv_replica_rec;
 
+/* /scale's events, in the order its `event` column's documentation lists them. */
+enum {
+    PKV_SCALE_DECIDE = 0,
+    PKV_SCALE_START,
+    PKV_SCALE_READY,
+    PKV_SCALE_DRAIN,
+    PKV_SCALE_OFF,
+    PKV_SCALE_BACK
+};
+
 /* One row of /scale. */
 typedef struct pkv_scale_rec {
     PKV_SCALE_COLUMNS(PKV_RECORD_FIELD_)

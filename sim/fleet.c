@@ -20,24 +20,38 @@ typedef struct pkv_fleet_hand {
     int i;
 } pkv_fleet_hand;
 
-/* Replica i as the router sees it: live (with the requests on their way to it), or as
- * of the view's last refresh with what was sent since. */
-static pkv_sim_load seen(const pkv_fleet *f, const pkv_fleet_group *g, int i) {
-    if (f->spec.view_refresh_s > 0) return f->view[i];
-    pkv_sim_load l = pkv_sim_load_of(f->replicas[i], g->router == PKV_ROUTER_LEAST_TOKENS);
+/* Replica i now, with the requests on their way to it (the router knows those). */
+static pkv_sim_load live(const pkv_fleet *f, int i, bool tokens) {
+    pkv_sim_load l = pkv_sim_load_of(f->replicas[i], tokens);
     l.requests += f->sent[i].requests, l.tokens += f->sent[i].tokens;
     return l;
+}
+
+/* Replica i as the router sees it: live, or as of the view's last refresh with what
+ * was sent since. */
+static pkv_sim_load seen(const pkv_fleet *f, const pkv_fleet_group *g, int i) {
+    return f->spec.view_refresh_s > 0 ? f->view[i]
+                                      : live(f, i, g->router == PKV_ROUTER_LEAST_TOKENS);
 }
 
 static void refresh_view(pkv_fleet *f) {
     if (f->spec.view_refresh_s <= 0 || f->t_now < f->view_t + f->spec.view_refresh_s) return;
     const bool tokens =
         f->entry.router == PKV_ROUTER_LEAST_TOKENS || f->decode.router == PKV_ROUTER_LEAST_TOKENS;
-    for (int i = 0; i < f->n; i++) {
-        f->view[i] = pkv_sim_load_of(f->replicas[i], tokens);
-        f->view[i].requests += f->sent[i].requests, f->view[i].tokens += f->sent[i].tokens;
-    }
+    for (int i = 0; i < f->n; i++) f->view[i] = live(f, i, tokens);
     f->view_t = f->t_now;
+}
+
+/* The router sent replica i a request of `prompt` tokens: a stale view counts it at
+ * once; one on its way (on_way) counts until it arrives. */
+static void note_sent(pkv_fleet *f, int i, int32_t prompt, bool on_way) {
+    f->per_replica[i]++;
+    if (f->spec.view_refresh_s > 0) f->view[i].requests++, f->view[i].tokens += prompt;
+    if (on_way) f->sent[i].requests++, f->sent[i].tokens += prompt;
+}
+
+static void note_arrived(pkv_fleet *f, int i, int32_t prompt) {
+    f->sent[i].requests--, f->sent[i].tokens -= prompt;
 }
 
 /* A replica's load as the router weighs it: lower is better. */
@@ -183,14 +197,12 @@ static int deliver(pkv_fleet *f, int i, const pkv_request_draw *d, double t_arri
 
 /* The router sends d to replica i: it arrives after the decision's latency. */
 static int send(pkv_fleet *f, int i, const pkv_request_draw *d, double t_arrival, pkv_err *e) {
-    f->per_replica[i]++;
     if (f->routed) f->routed(f->routed_ctx, i, d, t_arrival, f->t_now);
-    if (f->spec.view_refresh_s > 0) f->view[i].requests++, f->view[i].tokens += d->prompt_len;
+    note_sent(f, i, d->prompt_len, f->spec.latency_s > 0);
     if (f->spec.latency_s <= 0) return deliver(f, i, d, t_arrival, NULL, e);
     const int64_t k = transit_slot(f);
     if (k < 0) return pkv_fail(e, "out of memory (requests on their way)");
     f->transit[k] = (pkv_fleet_transit){.d = *d, .t_arrival = t_arrival, .to = i, .from = -1};
-    f->sent[i].requests++, f->sent[i].tokens += d->prompt_len;
     return pkv_heap_push(&f->events, f->t_now + f->spec.latency_s, EV_DELIVER, k)
                ? pkv_fail(e, "out of memory")
                : 0;
@@ -238,9 +250,7 @@ static int handoff(void *ctx, pkv_sim *s, int64_t slot, pkv_err *e) {
     const int to = choose(f, &f->decode, &d);
     const int64_t k = transit_slot(f);
     if (to < 0 || k < 0) return pkv_fail(e, "out of memory (KV transfers)");
-    f->per_replica[to]++;
-    f->sent[to].requests++, f->sent[to].tokens += d.prompt_len;
-    if (f->spec.view_refresh_s > 0) f->view[to].requests++, f->view[to].tokens += d.prompt_len;
+    note_sent(f, to, d.prompt_len, true);
     f->transit[k] = (pkv_fleet_transit){.d = d,
                                         .t_arrival = r->rec.t_arrival,
                                         .to = to,
@@ -268,7 +278,7 @@ static int transfer_end(pkv_fleet *f, int64_t k, pkv_err *e) {
     pkv_request_rec rec = p->req[x.slot].rec;
     rec.prefill_replica = (uint32_t)x.from;
     rec.t_transfer_start = x.t_start, rec.t_transfer_end = f->t_now;
-    f->sent[x.to].requests--, f->sent[x.to].tokens -= x.d.prompt_len;
+    note_arrived(f, x.to, x.d.prompt_len);
     if (pkv_sim_release(p, x.slot, f->t_now, e)) return replica_failed(e, x.from);
     if (file_next(f, x.from)) return pkv_fail(e, "out of memory");
     pkv_fleet_link *L = &f->links[x.from];
@@ -314,7 +324,7 @@ static int scale_log(pkv_fleet *f, int event, int replica, double metric, int de
 /* A draining replica with nothing left in it (no request, none on its way, no KV
  * transfer) leaves. */
 static int maybe_off(pkv_fleet *f, int i) {
-    if (!f->state || f->state[i] != PKV_REP_DRAINING) return 0;
+    if (f->state[i] != PKV_REP_DRAINING) return 0;
     const pkv_sim *s = f->replicas[i];
     const pkv_fleet_link *L = &f->links[i];
     if (pkv_sim_load_of(s, false).requests || f->sent[i].requests || s->busy ||
@@ -322,7 +332,7 @@ static int maybe_off(pkv_fleet *f, int i) {
         return 0;
     f->state[i] = PKV_REP_OFF;
     f->up_s[i] += f->t_now - f->up_since[i];
-    return scale_log(f, 4, i, NAN, 0);
+    return scale_log(f, PKV_SCALE_OFF, i, NAN, 0);
 }
 
 /* Something still to happen besides the autoscaler's decisions. */
@@ -361,28 +371,29 @@ static int decide(pkv_fleet *f, pkv_err *e) {
      * the next decision wants back. */
     int keep = want;
     for (size_t k = f->n_scale; k-- > 0 && f->scale[k].t > f->t_now - a->down_delay_s;)
-        if (f->scale[k].event == 0 && (int)f->scale[k].desired > keep)
+        if (f->scale[k].event == PKV_SCALE_DECIDE && (int)f->scale[k].desired > keep)
             keep = (int)f->scale[k].desired;
     bool moved = false;
     for (int i = lo; i < hi && want > active + starting; i++)
         if (f->state[i] == PKV_REP_DRAINING) {
             f->state[i] = PKV_REP_ACTIVE, active++, moved = true;
-            if (scale_log(f, 5, i, NAN, 0)) return pkv_fail(e, "out of memory");
+            if (scale_log(f, PKV_SCALE_BACK, i, NAN, 0)) return pkv_fail(e, "out of memory");
         }
     for (int i = lo; i < hi && want > active + starting; i++)
         if (f->state[i] == PKV_REP_OFF) {
             f->state[i] = PKV_REP_STARTING, starting++, f->ups[i]++, f->up_since[i] = f->t_now;
-            if (scale_log(f, 1, i, NAN, 0) ||
+            if (scale_log(f, PKV_SCALE_START, i, NAN, 0) ||
                 pkv_heap_push(&f->events, f->t_now + a->cold_start_s, EV_READY, i))
                 return pkv_fail(e, "out of memory");
         }
     for (int i = hi - 1; i >= lo && starting == 0 && keep < active; i--)
         if (f->state[i] == PKV_REP_ACTIVE) {
             f->state[i] = PKV_REP_DRAINING, active--, f->downs[i]++, moved = true;
-            if (scale_log(f, 3, i, NAN, 0) || maybe_off(f, i)) return pkv_fail(e, "out of memory");
+            if (scale_log(f, PKV_SCALE_DRAIN, i, NAN, 0) || maybe_off(f, i))
+                return pkv_fail(e, "out of memory");
         }
     if (moved) regroup(f);
-    if (scale_log(f, 0, -1, metric, want)) return pkv_fail(e, "out of memory");
+    if (scale_log(f, PKV_SCALE_DECIDE, -1, metric, want)) return pkv_fail(e, "out of memory");
     return work_left(f) && pkv_heap_push(&f->events, f->t_now + a->interval_s, EV_SCALE, 0)
                ? pkv_fail(e, "out of memory")
                : 0;
@@ -401,7 +412,7 @@ static int fleet_event(pkv_fleet *f, pkv_err *e) {
     case EV_DELIVER: { /* a request reaches its replica */
         const pkv_fleet_transit tr = f->transit[ev.arg];
         f->free_transit[f->n_free_transit++] = ev.arg;
-        f->sent[tr.to].requests--, f->sent[tr.to].tokens -= tr.d.prompt_len;
+        note_arrived(f, tr.to, tr.d.prompt_len);
         return deliver(f, tr.to, &tr.d, tr.t_arrival, NULL, e);
     }
     case EV_FLOW: { /* a transfer's fixed cost passed: its bytes share the link */
@@ -433,7 +444,8 @@ static int fleet_event(pkv_fleet *f, pkv_err *e) {
         if (f->state[ev.arg] != PKV_REP_STARTING) return 0;
         f->state[ev.arg] = PKV_REP_ACTIVE;
         regroup(f);
-        return scale_log(f, 2, (int)ev.arg, NAN, 0) ? pkv_fail(e, "out of memory") : 0;
+        return scale_log(f, PKV_SCALE_READY, (int)ev.arg, NAN, 0) ? pkv_fail(e, "out of memory")
+                                                                  : 0;
     }
     return 0;
 }
@@ -505,18 +517,16 @@ static int setup(pkv_fleet *f, pkv_err *e) {
             f->role[i++] = f->spec.pools[p].role;
     }
     f->entry.router = f->spec.router, f->decode.router = f->spec.decode_router;
+    if (!(f->state = calloc((size_t)n, sizeof *f->state))) return pkv_fail(e, "out of memory");
     if (a->on) {
-        f->state = calloc((size_t)n, sizeof *f->state);
         f->up_since = calloc((size_t)n, sizeof *f->up_since);
         f->up_s = calloc((size_t)n, sizeof *f->up_s);
         f->ups = calloc((size_t)n, sizeof *f->ups);
         f->downs = calloc((size_t)n, sizeof *f->downs);
-        if (!f->state || !f->up_since || !f->up_s || !f->ups || !f->downs ||
+        if (!f->up_since || !f->up_s || !f->ups || !f->downs ||
             pkv_heap_push(&f->events, a->interval_s, EV_SCALE, 0))
             return pkv_fail(e, "out of memory");
         for (int k = a->initial; k < a->max; k++) f->state[f->scale_first + k] = PKV_REP_OFF;
-    } else if (!(f->state = calloc((size_t)n, sizeof *f->state))) {
-        return pkv_fail(e, "out of memory");
     }
     regroup(f);
     for (int i = 0; i < n; i++) {
