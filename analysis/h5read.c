@@ -148,9 +148,28 @@ int pkv_h5_runs(const char *path, char (**groups)[32], int *n, pkv_err *e) {
 }
 
 int pkv_h5_read_requests(const char *path, pkv_request_rec **out, size_t *n, pkv_err *e) {
+    return pkv_h5_read_requests_at(path, "", out, n, e);
+}
+
+int pkv_h5_read_requests_at(const char *path, const char *group, pkv_request_rec **out, size_t *n,
+                            pkv_err *e) {
+    char name[96];
+    snprintf(name, sizeof name, "%s%srequests", group, *group ? "/" : "");
     void *p;
-    if (read_table(path, "requests", pkv_request_columns, pkv_request_column_count, sizeof **out,
-                   &p, n, e))
+    if (read_table(path, name, pkv_request_columns, pkv_request_column_count, sizeof **out, &p, n,
+                   e))
+        return -1;
+    *out = p;
+    return 0;
+}
+
+int pkv_h5_read_replicas_at(const char *path, const char *group, pkv_replica_rec **out, size_t *n,
+                            pkv_err *e) {
+    char name[96];
+    snprintf(name, sizeof name, "%s%sreplicas", group, *group ? "/" : "");
+    void *p;
+    if (read_table(path, name, pkv_replica_columns, pkv_replica_column_count, sizeof **out, &p, n,
+                   e))
         return -1;
     *out = p;
     return 0;

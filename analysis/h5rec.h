@@ -85,6 +85,11 @@ int pkv_h5_read_steps_at(const char *path, const char *group, pkv_step_rec **out
                          pkv_err *e);
 int pkv_h5_read_prefills_at(const char *path, const char *group, pkv_prefill_rec **out, size_t *n,
                             pkv_err *e);
+int pkv_h5_read_requests_at(const char *path, const char *group, pkv_request_rec **out, size_t *n,
+                            pkv_err *e);
+/* A fleet's /replicas (fails where the run has none). */
+int pkv_h5_read_replicas_at(const char *path, const char *group, pkv_replica_rec **out, size_t *n,
+                            pkv_err *e);
 /* The runs a file holds: its root (one group "") or each point of a sweep
  * ("points/NNNNN"); *groups is the caller's to free. */
 int pkv_h5_runs(const char *path, char (**groups)[32], int *n, pkv_err *e);

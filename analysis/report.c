@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <gsl/gsl_cdf.h>
+#include <gsl/gsl_sort.h>
 #include <gsl/gsl_statistics_double.h>
 
 enum { MAX_RUNS = 4096, N_VALUES = 9, MAX_COLS = 6 };
@@ -44,8 +45,25 @@ static const char *const counter_heads[N_COUNTERS] = {
     "launches/step", "merge launches/step", "CTA work/SM", "useful KV MB/step", "merge MB/step"};
 static const double counter_scale[N_COUNTERS] = {1, 1, 1, 1e-6, 1e-6};
 
+/* A fleet's pool in one run: its replicas' /replicas rows summed, and the latencies of the
+ * requests it served (TTFT where prefilled, TPOT where decoded: one pool unless
+ * disaggregated). */
+enum { POOL_ROUTED, POOL_FINISHED, POOL_BUSY, POOL_UP_S, POOL_HIT, POOL_TTFT, POOL_TPOT, N_POOL_V };
+static const char *const pool_names[N_POOL_V] = {
+    "routed", "finished", "busy_share", "replica_s", "prefix_hit_rate", "ttft_p50", "tpot_p50"};
+static const char *const pool_heads[N_POOL_V] = {
+    "routed", "finished", "busy %", "replica-s", "prefix hit %", "TTFT p50 ms", "TPOT p50 ms"};
+static const double pool_scale[N_POOL_V] = {1, 1, 100, 1, 100, 1e3, 1e3};
+typedef struct pool_fig {
+    char name[64];
+    int role, replicas;
+    double v[N_POOL_V];
+} pool_fig;
+
 typedef struct run {
     char name[128], policy[32], backend[16];
+    pool_fig *pools; /* a fleet's pools (owned; NULL: not a fleet) */
+    int n_pools;
     char *key;     /* the resolved configuration less what the report shows apart (owned) */
     uint64_t seed; /* run.seed: a group's runs pair with the baseline's by it */
     bool has_seed;
@@ -137,6 +155,79 @@ static void steps_stats(hid_t f, const char *group, const char *col, double *mea
     if (w >= 0) H5Dclose(w);
 }
 
+/* The median of the n values of x (sorted in place); NaN for none. */
+static double median(double *x, size_t n) {
+    if (!n) return NAN;
+    gsl_sort(x, 1, n);
+    return gsl_stats_median_from_sorted_data(x, 1, n);
+}
+
+/* A fleet run's pools from its /replicas and /requests (r->pools stays NULL for a run
+ * without /replicas; a run recorded without /requests has no latencies); root is its
+ * resolved configuration, for the pools' names. */
+static int load_pools(const char *path, const char *group, const cJSON *root, run *r, pkv_err *e) {
+    pkv_replica_rec *rep = NULL;
+    pkv_request_rec *req = NULL;
+    size_t nrep = 0, nreq = 0;
+    pkv_err quiet; /* an absent table is no error here */
+    if (pkv_h5_read_replicas_at(path, group, &rep, &nrep, &quiet)) return 0;
+    if (pkv_h5_read_requests_at(path, group, &req, &nreq, &quiet)) req = NULL, nreq = 0;
+    int rc = 0, np = 0;
+    for (size_t i = 0; i < nrep; i++)
+        if (rep[i].pool >= 64 || rep[i].replica != i) {
+            rc = pkv_fail(e, "%s%s%s: /replicas row %zu is not a pkvsim replica", path,
+                          *group ? ":" : "", group, i);
+            goto out;
+        } else if ((int)rep[i].pool >= np) {
+            np = (int)rep[i].pool + 1;
+        }
+    double *lat = malloc(sizeof *lat * (nreq ? nreq : 1));
+    r->pools = calloc(np ? (size_t)np : 1, sizeof *r->pools);
+    if (!lat || !r->pools) {
+        free(lat);
+        rc = pkv_fail(e, "out of memory");
+        goto out;
+    }
+    r->n_pools = np;
+    const cJSON *fl = cJSON_GetObjectItemCaseSensitive(root, "fleet");
+    const cJSON *pl = fl ? cJSON_GetObjectItemCaseSensitive(fl, "pools") : NULL;
+    for (int p = 0; p < np; p++) {
+        pool_fig *q = &r->pools[p];
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(pl, p), "name");
+        snprintf(q->name, sizeof q->name, "%s", cJSON_IsString(nm) ? nm->valuestring : "all");
+        double busy = 0, tokens = 0;
+        for (size_t i = 0; i < nrep; i++) {
+            if ((int)rep[i].pool != p) continue;
+            q->role = rep[i].role, q->replicas++;
+            q->v[POOL_ROUTED] += (double)rep[i].routed;
+            q->v[POOL_FINISHED] += (double)rep[i].finished;
+            busy += rep[i].busy_s, q->v[POOL_UP_S] += rep[i].up_s;
+            q->v[POOL_HIT] += (double)rep[i].prefix_hit_tokens;
+            tokens += (double)rep[i].prefix_tokens;
+        }
+        q->v[POOL_BUSY] = q->v[POOL_UP_S] > 0 ? busy / q->v[POOL_UP_S] : NAN;
+        q->v[POOL_HIT] = tokens > 0 ? q->v[POOL_HIT] / tokens : NAN;
+        for (int k = POOL_TTFT; k <= POOL_TPOT; k++) {
+            size_t m = 0;
+            for (size_t i = 0; i < nreq; i++) {
+                const pkv_request_rec *x = &req[i];
+                const uint32_t at = k == POOL_TTFT ? x->prefill_replica : x->replica;
+                if (at >= nrep || (int)rep[at].pool != p) continue;
+                const double v = k == POOL_TTFT ? x->t_first_token - x->t_arrival
+                                 : x->decode_len > 1
+                                     ? (x->t_finish - x->t_first_token) / (x->decode_len - 1)
+                                     : NAN;
+                if (v == v) lat[m++] = v;
+            }
+            q->v[k] = median(lat, m);
+        }
+    }
+    free(lat);
+out:
+    free(rep), free(req);
+    return rc;
+}
+
 /* One run: a file's root, or a sweep's point (group "points/NNNNN"). */
 static int load_run(hid_t f, const char *path, const char *group, run *r, pkv_err *e) {
     char *resolved = NULL, *backend = NULL;
@@ -196,6 +287,7 @@ static int load_run(hid_t f, const char *path, const char *group, run *r, pkv_er
     }
     r->conf = root;
     r->key = cJSON_PrintUnformatted(root);
+    if (load_pools(path, group, root, r, e)) goto out;
     for (int k = 0; k < N_VALUES; k++) r->v[k] = attr_f64(f, sp, value_names[k]);
     double unused, unused_max;
     for (int k = 0; k < N_COUNTERS; k++)
@@ -473,6 +565,51 @@ static void counters_table(FILE *table, const run *runs, const int *order, int n
     }
 }
 
+/* Pool p's figure k, mean over the runs of g's group that have it (NaN: none). */
+static double pool_mean(const run *runs, int n, const run *g, int p, int k) {
+    double sum = 0;
+    int m = 0;
+    for (int j = 0; j < n; j++)
+        if (same_group(&runs[j], g) && p < runs[j].n_pools &&
+            runs[j].pools[p].v[k] == runs[j].pools[p].v[k])
+            sum += runs[j].pools[p].v[k], m++;
+    return m ? sum / m : NAN;
+}
+
+static const char *const role_names[3] = {"mixed", "prefill", "decode"}; /* /replicas role */
+
+/* A fleet's figures per pool (mean over the group's runs), when any run is a fleet. */
+static void pools_table(FILE *table, const run *runs, const int *order, int n) {
+    int any = 0;
+    for (int i = 0; i < n && !any; i++) any = runs[i].pools != NULL;
+    if (!any) return;
+    fprintf(table, "\nPer pool of each fleet (mean over runs; TTFT where prefilled, TPOT where "
+                   "decoded):\n\n| experiment |");
+    for (int c = 0; c < n_cols; c++) fprintf(table, " %s |", cols[c]);
+    fprintf(table, " policy | backend | runs | pool | role | replicas |");
+    for (int k = 0; k < N_POOL_V; k++) fprintf(table, " %s |", pool_heads[k]);
+    fputs("\n|---|", table);
+    for (int c = 0; c < n_cols + 6 + N_POOL_V; c++) fprintf(table, "---|");
+    fputc('\n', table);
+    for (int oi = 0; oi < n; oi++) {
+        const run *g = &runs[order[oi]];
+        int first = 1, count = 0;
+        for (int oj = 0; oj < oi && first; oj++) first = !same_group(&runs[order[oj]], g);
+        if (!first || !g->pools) continue;
+        for (int j = 0; j < n; j++) count += same_group(&runs[j], g);
+        for (int p = 0; p < g->n_pools; p++) {
+            const pool_fig *q = &g->pools[p];
+            group_head(table, g, 0, count);
+            fprintf(table, " %s | %s | %d |", q->name, role_names[q->role % 3], q->replicas);
+            for (int k = 0; k < N_POOL_V; k++) {
+                const double v = pool_mean(runs, n, g, p, k) * pool_scale[k];
+                fprintf(table, v != v ? " — |" : fabs(v) >= 100 ? " %.0f |" : " %.3g |", v);
+            }
+            fputc('\n', table);
+        }
+    }
+}
+
 /* {"mean": m, "sd": s} (null for NaN: cJSON writes no NaN). */
 static void add_stat(cJSON *o, const char *name, double mean, double sd) {
     cJSON *v = cJSON_AddObjectToObject(o, name);
@@ -648,6 +785,18 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, unsi
             add_num(g, "mean_abs_err", err_mean);
             cJSON *sh = cJSON_AddObjectToObject(g, "steps_by_route");
             for (int r = 0; r < PKV_ROUTE_COUNT; r++) add_num(sh, pkv_route_names[r], share[r]);
+            if (runs[i].pools) {
+                cJSON *pa = cJSON_AddArrayToObject(g, "pools");
+                for (int p = 0; p < runs[i].n_pools; p++) {
+                    cJSON *o = cJSON_CreateObject();
+                    cJSON_AddItemToArray(pa, o);
+                    cJSON_AddStringToObject(o, "pool", runs[i].pools[p].name);
+                    cJSON_AddStringToObject(o, "role", role_names[runs[i].pools[p].role % 3]);
+                    cJSON_AddNumberToObject(o, "replicas", runs[i].pools[p].replicas);
+                    for (int k = 0; k < N_POOL_V; k++)
+                        add_num(o, pool_names[k], pool_mean(runs, n, &runs[i], p, k));
+                }
+            }
             cJSON *cj = cJSON_AddObjectToObject(g, "counters");
             for (int k = 0; k < N_COUNTERS; k++) {
                 double m, sdv;
@@ -664,12 +813,14 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, unsi
         free(text);
         cJSON_Delete(doc);
     }
+    pools_table(table, runs, order, n);
     if (tables & PKV_REPORT_ROUTES) routes_table(table, runs, order, n, baseline);
     if (tables & PKV_REPORT_COUNTERS) counters_table(table, runs, order, n);
     if (best_k >= 0) best_table(table, runs, order, n, best_k);
 done:
     for (int i = 0; i < nr; i++) {
         free(runs[i].key);
+        free(runs[i].pools);
         cJSON_Delete(runs[i].conf);
     }
     free(runs), free(order);

@@ -6,7 +6,9 @@
  * over its runs (seeds), with decode throughput as a ratio to the baseline policy's
  * group of the same configuration and backend: of the means, and paired by seed (the
  * mean of the runs' ratios to the baseline run of their seed, with a 95% Student t
- * interval, GSL), and TPOT p50 as a ratio of the means. */
+ * interval, GSL), and TPOT p50 as a ratio of the means. A fleet's runs add a table per
+ * pool (its /replicas summed, the TTFT p50 of the requests it prefilled and the TPOT p50 of
+ * those it decoded), in the JSON as each group's "pools". */
 #ifndef PKV_REPORT_H
 #define PKV_REPORT_H
 

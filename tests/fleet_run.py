@@ -7,7 +7,7 @@ route and finish every request once, with a replica column, every replica given 
 the lowest of the replicas tied on free pages); prefill/decode disaggregation (two
 prefill and two decode replicas, slow contended links) prefills every request on a
 prefill replica and decodes it on a decode replica, TTFT stamped at the prefill, no
-link over its streams; a cpu fleet of two runs; a closed loop, prefix_affinity without prefix
+link over its streams, `report`'s per-pool figures those of the tables; a cpu fleet of two runs; a closed loop, prefix_affinity without prefix
 caching and bad pools are refused with the key named; an autoscaled fleet keeps its
 bounds and cold starts and runs nothing on a replica that is off or starting.
 Usage: fleet_run.py PKVSIM"""
@@ -119,6 +119,23 @@ else:
         and rep["finished"].sum() == 300 and rep["handed_off"].sum() == moved.sum()
         and rep["routed"][2:].sum() == moved.sum() and list(rep["link_most"][:2]) == [2, 2]
         and (rep["steps"][:2] == 0).all() and np.array_equal(rep["link_transfers"], rep["handed_off"]))
+    # report's pools: TTFT where prefilled, TPOT where decoded, busy share of replica-seconds
+    rj = os.path.join(tmp, "pd.report.json")
+    rr = subprocess.run([pkvsim, "report", out, "--json", rj], capture_output=True, text=True)
+    pools = json.load(open(rj))["groups"][0].get("pools", []) if not rr.returncode else []
+    tpot = (q["t_finish"] - ft)[moved] / (q["decode_len"][moved] - 1)
+    want = [("p", "prefill", 2, 300, (~moved).sum(), np.median(ft - q["t_arrival"]), None),
+            ("d", "decode", 2, moved.sum(), moved.sum(), None, np.median(tpot))]
+    checks["report: per pool"] = rr.returncode == 0 and "Per pool" in rr.stdout and len(pools) == 2
+    for p, (name, role, n, routed, finished, ttft, tp) in zip(pools, want):
+        busy = rep["busy_s"][:2].sum() / rep["up_s"][:2].sum() if name == "p" else None
+        checks[f"report: pool {name}"] = (
+            (p["pool"], p["role"], p["replicas"], p["routed"], p["finished"])
+            == (name, role, n, routed, finished)
+            and (ttft is None) == (p["ttft_p50"] is None) and (tp is None) == (p["tpot_p50"] is None)
+            and (ttft is None or abs(p["ttft_p50"] - ttft) <= 1e-6 * ttft)
+            and (tp is None or abs(p["tpot_p50"] - tp) <= 1e-6 * tp)
+            and (busy is None or abs(p["busy_share"] - busy) <= 1e-9))
     for what, ok in checks.items():
         if not ok:
             fails.append(f"disaggregated: {what}")
