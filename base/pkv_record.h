@@ -155,7 +155,9 @@ typedef enum pkv_col_kind {
     X(replica, int32_t, PKV_COL_I32, 0, "the replica (-1 for a decision)")                         \
     X(active, uint32_t, PKV_COL_U32, 0, "the pool's replicas taking requests, after the event")    \
     X(starting, uint32_t, PKV_COL_U32, 0, "its replicas in their cold start, after the event")     \
-    X(metric, double, PKV_COL_F64, 0, "a decision's metric over the active replicas (NaN else)")   \
+    X(metric, double, PKV_COL_F64, 0,                                                              \
+      "a decision's metric over the active replicas (ttft: the pool's percentile in ms, NaN "      \
+      "when no first token came in its window; NaN for an event)")                                 \
     X(desired, uint32_t, PKV_COL_U32, 0, "a decision's replica count (0 else)")
 
 #define PKV_RECORD_FIELD_(name, ctype, kind, measured, unit) ctype name;

@@ -442,8 +442,9 @@ static int parse_autoscale(pkv_config *c, const cJSON *fl, pkv_err *e) {
     if (!(a->on = fl && cJSON_GetObjectItemCaseSensitive(fl, "autoscale"))) return 0;
     if (a->max < 1) return pkv_fail(e, "fleet.autoscale.max: required, 1 or more");
     if (!(a->target > 0))
-        return pkv_fail(e, "fleet.autoscale.target: required, above 0 (the metric's value per "
-                           "replica it aims at: waiting requests, or the KV pool's used share)");
+        return pkv_fail(e, "fleet.autoscale.target: required, above 0 (the metric's value it "
+                           "aims at: waiting requests or requests per replica, the KV pool's "
+                           "used share, or the TTFT percentile in ms)");
     if (a->min > a->max)
         return pkv_fail(e, "fleet.autoscale.min: %d is above fleet.autoscale.max %d", a->min,
                         a->max);
@@ -463,6 +464,12 @@ static int parse_autoscale(pkv_config *c, const cJSON *fl, pkv_err *e) {
     } else {
         a->initial = c->fleet.replicas;
     }
+    if (a->metric == PKV_SCALE_TTFT && c->fleet.n_pools &&
+        c->fleet.pools[a->pool_index].role == PKV_ROLE_DECODE)
+        return pkv_fail(e,
+                        "fleet.autoscale.metric: ttft is stamped where a request is "
+                        "prefilled, not on the decode pool \"%s\"",
+                        c->fleet.pools[a->pool_index].name);
     if (a->initial < a->min || a->initial > a->max)
         return pkv_fail(e,
                         "fleet.autoscale: the fleet starts with %s (%d), outside min %d and "

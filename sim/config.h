@@ -27,8 +27,10 @@ typedef struct pkv_pool {
 } pkv_pool;
 
 /* fleet.autoscale: one pool's replicas between min and max, by a metric against its
- * target, decided every interval_s; a started replica serves after cold_start_s. */
-enum { PKV_SCALE_QUEUE = 0, PKV_SCALE_REQUESTS, PKV_SCALE_KV };
+ * target, decided every interval_s; a started replica serves after cold_start_s. The
+ * metric: per active replica, requests waiting (queue_depth), in it (requests), the KV
+ * pool's used share (kv_use); or the pool's TTFT percentile over a window in ms (ttft). */
+enum { PKV_SCALE_QUEUE = 0, PKV_SCALE_REQUESTS, PKV_SCALE_KV, PKV_SCALE_TTFT };
 extern const char *const pkv_scale_metrics[];
 typedef struct pkv_autoscale {
     bool on;
@@ -36,6 +38,7 @@ typedef struct pkv_autoscale {
     int pool_index, min, max, initial;
     int metric;
     double target, interval_s, cold_start_s, down_delay_s;
+    double percentile, window_s; /* ttft: the percentile of the last window_s's TTFTs */
 } pkv_autoscale;
 
 /* The fleet section: replicas of the experiment behind a router (sim/fleet.h). */

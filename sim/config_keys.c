@@ -10,7 +10,7 @@ const char *const pkv_page_table_modes[] = {"allocator", "generator", NULL};
 const char *const pkv_scheduler_names[] = {"prefill_first", "chunked", NULL};
 const char *const pkv_preemption_names[] = {"recompute", "swap", NULL};
 const char *const pkv_role_names[] = {"mixed", "prefill", "decode", NULL};
-const char *const pkv_scale_metrics[] = {"queue_depth", "requests", "kv_use", NULL};
+const char *const pkv_scale_metrics[] = {"queue_depth", "requests", "kv_use", "ttft", NULL};
 const char *const pkv_workload_presets[] = {"bucketed", "homogeneous", "bimodal",
                                             "uniform",  "zipf",        NULL};
 static const char *const bucket_names[] = {"exact", "pow2", NULL};
@@ -208,6 +208,8 @@ static const pkv_key rows[] = {
     NUM("fleet.autoscale", "interval_s", C, fleet.autoscale.interval_s, 10, 1e-3, 1e9),
     NUM("fleet.autoscale", "cold_start_s", C, fleet.autoscale.cold_start_s, 60, 0, 1e9),
     NUM("fleet.autoscale", "down_delay_s", C, fleet.autoscale.down_delay_s, 60, 0, 1e9),
+    NUM("fleet.autoscale", "percentile", C, fleet.autoscale.percentile, 90, 1, 100),
+    NUM("fleet.autoscale", "window_s", C, fleet.autoscale.window_s, 60, 1e-3, 1e9),
     CUSTOM(PKV_OBJ_POOL, "name"),
     CUSTOM(PKV_OBJ_POOL, "replicas"),
     CUSTOM(PKV_OBJ_POOL, "role"),

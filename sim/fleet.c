@@ -5,6 +5,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_double.h>
 
 const char *const pkv_router_names[] = {
 #define PKV_ROUTER_NAME(e, name) name,
@@ -343,6 +345,46 @@ static bool work_left(const pkv_fleet *f) {
     return false;
 }
 
+/* A first token on a replica of the scaled pool (metric ttft). */
+static int note_ttft(void *ctx, double t, double ttft) {
+    pkv_fleet *f = ((pkv_fleet_hand *)ctx)->f;
+    if (f->n_ttft == f->cap_ttft) {
+        if (f->ttft_first > f->n_ttft / 2) { /* the window's values to the front */
+            f->n_ttft -= f->ttft_first;
+            memmove(f->ttft_t, f->ttft_t + f->ttft_first, f->n_ttft * sizeof *f->ttft_t);
+            memmove(f->ttft_v, f->ttft_v + f->ttft_first, f->n_ttft * sizeof *f->ttft_v);
+            f->ttft_first = 0;
+        } else {
+            const size_t cap = f->cap_ttft ? 2 * f->cap_ttft : 1024;
+            double *a = realloc(f->ttft_t, cap * sizeof *a);
+            if (a) f->ttft_t = a;
+            double *b = a ? realloc(f->ttft_v, cap * sizeof *b) : NULL;
+            if (!b) return -1;
+            f->ttft_v = b, f->cap_ttft = cap;
+        }
+    }
+    f->ttft_t[f->n_ttft] = t, f->ttft_v[f->n_ttft++] = ttft;
+    return 0;
+}
+
+/* The metric ttft: the pool's TTFT percentile over the last window_s, in ms (older
+ * values dropped; the window's sorted in a copy); NaN when no first token came in the
+ * window, -1 out of memory. */
+static double ttft_metric(pkv_fleet *f) {
+    const pkv_autoscale *a = &f->spec.autoscale;
+    while (f->ttft_first < f->n_ttft && f->ttft_t[f->ttft_first] < f->t_now - a->window_s)
+        f->ttft_first++;
+    const size_t m = f->n_ttft - f->ttft_first;
+    if (!m) return NAN;
+    double *x = malloc(m * sizeof *x);
+    if (!x) return -1;
+    memcpy(x, f->ttft_v + f->ttft_first, m * sizeof *x);
+    gsl_sort(x, 1, m);
+    const double q = gsl_stats_quantile_from_sorted_data(x, 1, m, a->percentile / 100);
+    free(x);
+    return 1e3 * q;
+}
+
 /* A decision: the metric over the pool's active replicas against the target gives the
  * replicas wanted (as Kubernetes' horizontal autoscaler: active x metric / target,
  * rounded up, within min and max); more start (draining ones first, back at once; the
@@ -358,13 +400,18 @@ static int decide(pkv_fleet *f, pkv_err *e) {
         active++;
         const pkv_sim *s = f->replicas[i];
         const pkv_sim_load l = pkv_sim_load_of(s, false);
-        sum += a->metric == PKV_SCALE_QUEUE      ? (double)s->wait_n
-               : a->metric == PKV_SCALE_REQUESTS ? (double)l.requests
-                                                 : 1 - (double)l.free_pages / s->cfg->kv_pages;
+        sum += a->metric == PKV_SCALE_QUEUE ? (double)s->wait_n
+               : a->metric == PKV_SCALE_KV  ? 1 - (double)l.free_pages / s->cfg->kv_pages
+                                            : (double)l.requests; /* requests, and ttft's */
     }
     if (a->metric != PKV_SCALE_KV && f->role[lo] != PKV_ROLE_DECODE) sum += (double)f->q_n;
-    const double metric = active ? sum / active : 0;
-    int want = (int)ceil(active * metric / a->target - 1e-9);
+    double metric = active ? sum / active : 0;
+    if (a->metric == PKV_SCALE_TTFT && (metric = ttft_metric(f)) < 0)
+        return pkv_fail(e, "out of memory");
+    /* no first token in the window: an idle pool shrinks, a busy one holds */
+    int want = !isnan(metric) ? (int)ceil(active * metric / a->target - 1e-9)
+               : sum > 0      ? active
+                              : 0;
     want = want < a->min ? a->min : want > a->max ? a->max : want;
     /* Scale down no lower than the decisions of the last down_delay_s wanted (as
      * Kubernetes' scale-down stabilization window), so a dip does not drain replicas
@@ -541,8 +588,14 @@ static int setup(pkv_fleet *f, pkv_err *e) {
                               .wait_tail = -1};
         if (!(L->flow = malloc(sizeof *L->flow * (size_t)L->streams)))
             return pkv_fail(e, "out of memory");
+        f->replicas[i]->handoff = handoff;
+    }
+    for (int i = 0; i < n; i++) {
         f->hands[i] = (pkv_fleet_hand){f, i};
-        f->replicas[i]->handoff = handoff, f->replicas[i]->handoff_ctx = &f->hands[i];
+        f->replicas[i]->fleet_ctx = &f->hands[i];
+        if (a->on && a->metric == PKV_SCALE_TTFT && i >= f->scale_first &&
+            i < f->scale_first + a->max)
+            f->replicas[i]->first_token = note_ttft;
     }
     if (f->entry.n == 0) return pkv_fail(e, "fleet: no replica takes arrivals");
     return 0;
@@ -621,6 +674,8 @@ void pkv_fleet_free(pkv_fleet *f) {
     free(f->state), free(f->up_since), free(f->up_s), free(f->ups), free(f->downs), free(f->scale);
     f->state = NULL, f->up_since = f->up_s = NULL, f->ups = f->downs = NULL, f->scale = NULL;
     f->n_scale = f->cap_scale = 0;
+    free(f->ttft_t), free(f->ttft_v);
+    f->ttft_t = f->ttft_v = NULL, f->ttft_first = f->n_ttft = f->cap_ttft = 0;
     pkv_heap_free(&f->when);
     pkv_heap_free(&f->events);
     f->queue = NULL, f->queued_at = NULL, f->per_replica = NULL, f->next_t = NULL, f->role = NULL;

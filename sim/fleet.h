@@ -124,9 +124,10 @@ typedef struct pkv_fleet {
     int scale_first;
     pkv_scale_rec *scale;
     size_t n_scale, cap_scale;
+    double *ttft_t, *ttft_v; /* metric ttft: the scaled pool's first tokens, their times
+                                and TTFTs, those of the window from ttft_first */
+    size_t ttft_first, n_ttft, cap_ttft;
     bool arrivals_left;
-    int32_t *session_at; /* session_affinity: replica + 1 of each session (0: none yet) */
-    size_t n_session_at;
     double t_now;
     double route_s; /* host seconds spent choosing replicas */
 } pkv_fleet;

@@ -160,9 +160,11 @@ static int retire_request(pkv_sim *s, int64_t slot, pkv_err *e) {
 /* A token of r came now: its first stamps TTFT, the others are inter-token latencies. */
 static int token_done(pkv_sim *s, pkv_sim_request *r, pkv_err *e) {
     r->rec.generated++;
-    if (isnan(r->rec.t_first_token))
+    if (isnan(r->rec.t_first_token)) {
         r->rec.t_first_token = s->t_now;
-    else if (s->sink.itl && s->sink.itl(s->sink.ctx, s->t_now - r->t_last_token, e))
+        if (s->first_token && s->first_token(s->fleet_ctx, s->t_now, s->t_now - r->rec.t_arrival))
+            return pkv_fail(e, "out of memory");
+    } else if (s->sink.itl && s->sink.itl(s->sink.ctx, s->t_now - r->t_last_token, e))
         return -1;
     r->t_last_token = s->t_now;
     return 0;
@@ -183,7 +185,7 @@ int pkv_sim_prompt_done(pkv_sim *s, int64_t slot, pkv_err *e) {
     if (s->handoff) { /* its KV leaves for a decode replica; its pages stay until then */
         r->rec.state = PKV_REQ_RUNNING;
         s->handed_off++;
-        return s->handoff(s->handoff_ctx, s, slot, e);
+        return s->handoff(s->fleet_ctx, s, slot, e);
     }
     pkv_sim_join_run(s, slot);
     return 0;

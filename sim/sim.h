@@ -156,7 +156,10 @@ typedef struct pkv_sim {
      * and which has tokens still to come leaves for a decode replica: handoff is told
      * (the request keeps its pages until pkv_sim_release); NULL: it decodes here. */
     int (*handoff)(void *ctx, struct pkv_sim *s, int64_t slot, pkv_err *e);
-    void *handoff_ctx;
+    /* A fleet's autoscaler watching TTFT: told of each first token sampled here, at t,
+     * ttft seconds after its request arrived; NULL: nobody watches. */
+    int (*first_token)(void *ctx, double t, double ttft);
+    void *fleet_ctx;          /* handoff's and first_token's */
     uint64_t handed_off;      /* requests that left by handoff */
     pkv_sim_observer observe; /* may be NULL */
     void *observe_ctx;

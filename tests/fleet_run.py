@@ -176,6 +176,10 @@ for bad, why in (({"fleet": {"replicas": 2, "pools": [{"name": "a", "replicas": 
                   "fleet.autoscale: the fleet starts with fleet.replicas (5), outside min 1 and max 4"),
                  ({"fleet": {"pools": [{"name": "a"}], "autoscale": {"pool": "b", "max": 3, "target": 1}}},
                   "fleet.autoscale.pool: \"b\" names no pool"),
+                 ({"model": "llama-3.1-8b", "fleet": {
+                     "pools": [{"name": "p", "role": "prefill"}, {"name": "d", "role": "decode"}],
+                     "autoscale": {"pool": "d", "max": 2, "metric": "ttft", "target": 100}}},
+                  "fleet.autoscale.metric: ttft is stamped where a request is prefilled"),
                  ({"fleet": {"replicas": 2, "decode_router": "central_queue"}},
                   "fleet.decode_router: \"central_queue\" cannot choose a decode replica"),):
     exp = dict(BASE)
@@ -228,6 +232,28 @@ else:
     for what, ok in checks.items():
         if not ok:
             fails.append(f"autoscale: {what}")
+
+# Autoscaling on TTFT: each decision's metric is the 90th percentile (ms) of the first
+# tokens of its last 30 s (NaN where none came), its wish active x metric / target.
+ttft_exp = json.load(open(AS))
+ttft_exp["route"]["calibration"] = os.path.join(os.path.dirname(AS), ttft_exp["route"]["calibration"])
+ttft_exp["workload"]["num_requests"] = 6000
+ttft_exp["fleet"]["autoscale"].update(metric="ttft", target=150, percentile=90, window_s=30)
+r, out = run(ttft_exp, "as_ttft")
+if r.returncode:
+    fails.append(f"autoscale ttft: {r.stderr.strip()}")
+else:
+    sc, q = table(out, "scale"), table(out, "requests")
+    ft, ttft = q["t_first_token"], q["t_first_token"] - q["t_arrival"]
+    dec = sc["event"] == 0
+    bad = 0
+    for t_, m_ in zip(sc["t"][dec], sc["metric"][dec]):
+        w = ttft[(ft >= t_ - 30) & (ft <= t_)]
+        want = np.percentile(w, 90) * 1e3 if len(w) else np.nan
+        bad += not (np.isnan(want) and np.isnan(m_) or abs(want - m_) <= 1e-6 * want)
+    if bad or (sc["event"] == 1).sum() < 1 or dec.sum() < 10:
+        fails.append(f"autoscale ttft: {bad} of {dec.sum()} decisions' metric is not the window's "
+                     f"p90, or it never scaled up ({(sc['event'] == 1).sum()} starts)")
 
 # An output path that is a pool's own calibration is refused, the file left as it was.
 import shutil
