@@ -63,6 +63,7 @@ static const pkv_key rows[] = {
     {.obj = "", .name = "gates", .kind = PKV_KEY_CUSTOM},          /* the policy's gates per G */
     {.obj = "", .name = "gemm_tflops_at", .kind = PKV_KEY_CUSTOM}, /* GEMM rate per width */
     {.obj = "", .name = "fit", .kind = PKV_KEY_CUSTOM},            /* calibrate's fit record */
+    {.obj = "", .name = "derived", .kind = PKV_KEY_CUSTOM}, /* a derived preset: its sources */
 };
 
 const char *const pkv_route_model_keys[PKV_ROUTE_MODEL_PARAMS + 1] = {

@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Derive calibrations for GPUs pkvsim has not measured from the H200's measured one.
+
+Each derived file is the measured H200 calibration (experiments/calibration/
+h200-llama-3.1-8b.json) with its rates scaled by the other GPU's datasheet figures over
+the H200's: read rates (beta, the GEMMs' weight stream, each route's peak and merge
+rates) by memory bandwidth, a CTA's read rate by bandwidth per SM, GEMM and prefill
+rates (and the prefill's per-token cost) by dense FP16 tensor throughput, host-link
+swaps by the PCIe generation; fixed costs (launches, host work) stay the H200's. So a
+derived GPU keeps the H200's measured efficiency against its own datasheet: a guess,
+marked `derived` with its sources, until `pkvsim calibrate` on that GPU replaces it.
+
+Usage: derive_gpu_presets.py [OUT_DIR]   (default: experiments/calibration beside this
+script's repository; the test checks the shipped files are this script's output)."""
+import copy
+import json
+import os
+import sys
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+BASE = "h200-llama-3.1-8b.json"
+
+# Datasheet figures: memory bandwidth (GB/s), dense FP16 tensor TFLOP/s (no sparsity),
+# SMs, memory (GB), host link (PCIe GB/s each way). Sources in each entry.
+H200 = {"bw": 4800, "tflops": 989.4, "sms": 132, "pcie": 64}
+GPUS = {
+    "h100-sxm": {
+        "gpu_name": "NVIDIA H100 80GB HBM3", "bw": 3350, "tflops": 989.4, "sms": 132,
+        "memory_gb": 80, "pcie": 64,
+        "sources": ["NVIDIA H100 Tensor Core GPU datasheet (H100 SXM: 3.35 TB/s HBM3, "
+                    "FP16 tensor 1,979 TFLOPS with sparsity, half without, 80 GB)",
+                    "NVIDIA Hopper architecture whitepaper (H100 SXM5: 132 SMs)"]},
+    "a100-80gb": {
+        "gpu_name": "NVIDIA A100-SXM4-80GB", "bw": 2039, "tflops": 312, "sms": 108,
+        "memory_gb": 80, "pcie": 32,
+        "sources": ["NVIDIA A100 Tensor Core GPU datasheet (A100 80GB SXM: 2,039 GB/s HBM2e, "
+                    "FP16 tensor 312 TFLOPS dense, PCIe Gen4)",
+                    "NVIDIA Ampere architecture whitepaper (A100: 108 SMs)"]},
+    "l40s": {
+        "gpu_name": "NVIDIA L40S", "bw": 864, "tflops": 362, "sms": 142, "memory_gb": 48,
+        "pcie": 32,
+        "sources": ["NVIDIA L40S datasheet (864 GB/s GDDR6, FP16 tensor 362 TFLOPS dense "
+                    "(733 with sparsity), 48 GB, PCIe Gen4)",
+                    "NVIDIA Ada Lovelace architecture whitepaper (AD102 as in L40S: 142 SMs)"]},
+    "b200": {
+        "gpu_name": "NVIDIA B200", "bw": 7700, "tflops": 2250, "sms": 148, "memory_gb": 180,
+        "pcie": 64,
+        "sources": ["NVIDIA HGX B200 specifications (per GPU: 180 GB HBM3e at 7.7 TB/s, "
+                    "FP16/BF16 tensor 4.5 PFLOPS with sparsity, half without)",
+                    "148 SMs as commonly reported (not in the datasheet)"]},
+}
+ROUTE_BW = ("peak_gbps", "merge_gbps")  # whole-GPU read rates
+GEMM_TF = ("gemm_tflops", "prefill_attn_tflops")
+
+
+def derive(base, name, g):
+    bw, tf = g["bw"] / H200["bw"], g["tflops"] / H200["tflops"]
+    per_sm = bw * H200["sms"] / g["sms"]
+    c = copy.deepcopy(base)
+    for k in ("note", "fit", "driver"):
+        c.pop(k, None)
+    c["gpu_name"], c["sm_count"], c["placeholder"] = g["gpu_name"], g["sms"], False
+    c["beta_gbps"] = base["beta_gbps"] * bw
+    c["gemm_gbps"] = base["gemm_gbps"] * bw
+    for k in GEMM_TF:
+        c[k] = base[k] * tf
+    c["gemm_tflops_at"] = {w: round(v * tf, 3) for w, v in base["gemm_tflops_at"].items()}
+    c["prefill_token_us"] = base["prefill_token_us"] / tf
+    c["prefill_score_ps"] = base["prefill_score_ps"] / tf
+    c["swap_gbps"] = base["swap_gbps"] * g["pcie"] / H200["pcie"]
+    for m in c["route_model"].values():
+        for k in ROUTE_BW:
+            m[k] *= bw
+        m["cta_gbps"] *= per_sm
+    c["derived"] = {
+        "from": BASE,
+        "datasheet": {"memory_gbps": g["bw"], "fp16_dense_tflops": g["tflops"], "sm_count": g["sms"],
+                      "memory_gb": g["memory_gb"], "pcie_gbps": g["pcie"]},
+        "h200_datasheet": {"memory_gbps": H200["bw"], "fp16_dense_tflops": H200["tflops"],
+                           "sm_count": H200["sms"], "pcie_gbps": H200["pcie"]},
+        "scaled": {"bandwidth": round(bw, 6), "tflops": round(tf, 6), "cta_bandwidth": round(per_sm, 6)},
+        "sources": g["sources"],
+    }
+    c["note"] = (f"DERIVED, not measured: {BASE} (the H200's measured calibration for the full model) "
+                 f"with read rates x{bw:.3f} (memory bandwidth {g['bw']} over 4800 GB/s), a CTA's read "
+                 f"rate x{per_sm:.3f} (bandwidth per SM), GEMM and prefill rates x{tf:.3f} (dense FP16 "
+                 f"{g['tflops']} over 989.4 TFLOP/s), fixed costs the H200's; by "
+                 f"scripts/derive_gpu_presets.py. Replace it with `pkvsim calibrate` on a {g['gpu_name']} "
+                 "and record the derived file's error against the measured one.")
+    return c
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "experiments", "calibration")
+    with open(os.path.join(ROOT, "experiments", "calibration", BASE)) as f:
+        base = json.load(f)
+    for name, g in GPUS.items():
+        path = os.path.join(out, f"{name}-derived.json")
+        with open(path, "w") as f:
+            json.dump(derive(base, name, g), f, indent=1)
+            f.write("\n")
+        print(path)
+
+
+if __name__ == "__main__":
+    main()
