@@ -161,6 +161,110 @@ int pkv_summary_add_request(pkv_summary *s, const pkv_request_rec *r) {
     return 0;
 }
 
+/* A distribution's bytes: its count and moments, whether binned, then its values or
+ * bins. */
+typedef struct dist_head {
+    uint64_t n;
+    double mean, m2;
+    uint64_t binned;
+} dist_head;
+
+static size_t dist_bytes(const pkv_dist *d) {
+    return sizeof(dist_head) + (d->hist ? HIST_BINS * sizeof *d->hist : d->n * sizeof *d->v);
+}
+
+static char *dist_pack(const pkv_dist *d, char *p) {
+    const dist_head h = {d->n, d->mean, d->m2, d->hist != NULL};
+    memcpy(p, &h, sizeof h);
+    p += sizeof h;
+    const size_t b = dist_bytes(d) - sizeof h;
+    if (b) memcpy(p, d->hist ? (const void *)d->hist : (const void *)d->v, b);
+    return p + b;
+}
+
+/* Join a packed distribution into d (its moments by Chan's formula); NULL: bytes short
+ * or out of memory. */
+static const char *dist_merge(pkv_dist *d, const char *p, const char *end) {
+    dist_head h;
+    if ((size_t)(end - p) < sizeof h) return NULL;
+    memcpy(&h, p, sizeof h);
+    p += sizeof h;
+    const size_t b = h.binned ? HIST_BINS * sizeof *d->hist : h.n * sizeof *d->v;
+    if (h.binned > 1 || (!h.binned && h.n > PKV_LATENCY_KEEP) || (size_t)(end - p) < b) return NULL;
+    if (!d->hist && (h.binned || d->n + h.n > d->keep)) { /* to bins, as pkv_dist_add does */
+        if (!(d->hist = calloc(HIST_BINS, sizeof *d->hist))) return NULL;
+        for (uint64_t i = 0; i < d->n; i++) d->hist[hist_bin(d->v[i])]++;
+        free(d->v);
+        d->v = NULL, d->cap = 0;
+    }
+    if (d->hist && h.binned) {
+        for (int i = 0; i < HIST_BINS; i++) {
+            uint64_t c;
+            memcpy(&c, p + (size_t)i * sizeof c, sizeof c);
+            d->hist[i] += c;
+        }
+    } else if (d->hist) {
+        for (uint64_t i = 0; i < h.n; i++) {
+            float v;
+            memcpy(&v, p + i * sizeof v, sizeof v);
+            d->hist[hist_bin(v)]++;
+        }
+    } else if (h.n) {
+        if (d->n + h.n > d->cap) {
+            float *a = realloc(d->v, (d->n + h.n) * sizeof *a);
+            if (!a) return NULL;
+            d->v = a, d->cap = d->n + h.n;
+        }
+        memcpy(d->v + d->n, p, b);
+    }
+    const uint64_t n = d->n + h.n;
+    if (n) {
+        const double delta = h.mean - d->mean;
+        d->mean += delta * (double)h.n / (double)n;
+        d->m2 += h.m2 + delta * delta * (double)d->n * (double)h.n / (double)n;
+    }
+    d->n = n;
+    return p + b;
+}
+
+int pkv_summary_pack(const pkv_summary *s, void **buf, size_t *len) {
+    const pkv_dist *ds[4] = {&s->ttft_d, &s->tpot_d, &s->e2el_d, &s->itl_d};
+    size_t n = sizeof *s;
+    for (int k = 0; k < 4; k++) n += dist_bytes(ds[k]);
+    char *p = malloc(n);
+    if (!p) return -1;
+    *buf = p, *len = n;
+    memcpy(p, s, sizeof *s);
+    p += sizeof *s;
+    for (int k = 0; k < 4; k++) p = dist_pack(ds[k], p);
+    return 0;
+}
+
+int pkv_summary_merge(pkv_summary *s, const void *buf, size_t len) {
+    pkv_summary o;
+    if (len < sizeof o) return -1;
+    memcpy(&o, buf, sizeof o);
+    const char *p = (const char *)buf + sizeof o, *end = (const char *)buf + len;
+    pkv_dist *ds[4] = {&s->ttft_d, &s->tpot_d, &s->e2el_d, &s->itl_d};
+    for (int k = 0; k < 4 && p; k++) p = dist_merge(ds[k], p, end);
+    if (!p || p != end) return -1;
+#define ADD(f) s->f += o.f
+    ADD(steps), ADD(steps_measured), ADD(decode_tokens), ADD(step_time_sum), ADD(wall_sum);
+    ADD(device_sum), ADD(wall_n), ADD(device_n), ADD(meta_sum), ADD(meta_n), ADD(plan_sum);
+    ADD(choose_sum), ADD(plan_n), ADD(arrived), ADD(finished), ADD(preemptions), ADD(prefills);
+    ADD(prefill_tokens), ADD(mixed_steps), ADD(mixed_prefill_tokens), ADD(prefill_time_s);
+    ADD(good), ADD(input_tokens), ADD(output_tokens);
+    for (int k = 0; k < 8; k++) ADD(class_finished[k]), ADD(class_good[k]);
+    for (int k = 0; k < PKV_ROUTE_COUNT; k++) ADD(route_steps[k]);
+#undef ADD
+    if (isnan(s->t_measure_begin) || o.t_measure_begin < s->t_measure_begin)
+        s->t_measure_begin = o.t_measure_begin; /* the first measured step's (NaN: none) */
+    s->t_first_arrival = fmin(s->t_first_arrival, o.t_first_arrival);
+    s->t_last_finish = fmax(s->t_last_finish, o.t_last_finish);
+    s->interrupted |= o.interrupted;
+    return 0;
+}
+
 void pkv_summary_free(pkv_summary *s) {
     pkv_dist_free(&s->ttft_d);
     pkv_dist_free(&s->tpot_d);

@@ -147,6 +147,14 @@ int pkv_summary_add_request(pkv_summary *s, const pkv_request_rec *r);
 void pkv_summary_add_prefill(pkv_summary *s, const pkv_prefill_rec *p);
 /* Fill the latency percentiles and throughput and free the distributions. */
 int pkv_summary_finish(pkv_summary *s, double t_end);
+/* Another process's summary of the same experiment (the ranks of a fleet, each its
+ * replicas), before pkv_summary_finish: pack makes its bytes (a new *buf, caller frees;
+ * its distributions' values or bins included), merge adds them to s (counts and sums
+ * added, first and last times kept, distributions joined: percentiles as of one
+ * process over every value). -1: out of memory, or (merge) bytes that are not a
+ * summary's. */
+int pkv_summary_pack(const pkv_summary *s, void **buf, size_t *len);
+int pkv_summary_merge(pkv_summary *s, const void *buf, size_t len);
 void pkv_summary_free(pkv_summary *s);
 void pkv_summary_print(const pkv_summary *s, FILE *f);
 

@@ -22,6 +22,11 @@ typedef struct pkv_fleet_hand {
     int i;
 } pkv_fleet_hand;
 
+/* Replica i runs in this process (over ranks, a block of them; else every one). */
+static bool local(const pkv_fleet *f, int i) {
+    return i >= f->lo && i < f->hi;
+}
+
 /* Replica i now, with the requests on their way to it (the router knows those). */
 static pkv_sim_load live(const pkv_fleet *f, int i, bool tokens) {
     pkv_sim_load l = pkv_sim_load_of(f->replicas[i], tokens);
@@ -36,12 +41,55 @@ static pkv_sim_load seen(const pkv_fleet *f, const pkv_fleet_group *g, int i) {
                                       : live(f, i, g->router == PKV_ROUTER_LEAST_TOKENS);
 }
 
-static void refresh_view(pkv_fleet *f) {
-    if (f->spec.view_refresh_s <= 0 || f->t_now < f->view_t + f->spec.view_refresh_s) return;
+/* ranks: what each process gives at a refresh: its next event time, whether it is over
+ * (a bound or a stop), and its replicas' loads. */
+typedef struct sync_head {
+    double t_next;
+    int64_t over;
+} sync_head;
+
+static size_t sync_block(const pkv_fleet *f) {
+    return sizeof(sync_head) +
+           sizeof(pkv_sim_load) * (size_t)((f->n + f->ranks->size - 1) / f->ranks->size);
+}
+
+/* The view's refresh, before anything at or after f->next_refresh happens: every
+ * replica as all events before it left them. One process: its own replicas, and t_mine
+ * (its next event) is the fleet's. Ranks: each gives its replicas' loads, its next event
+ * time and whether it is over; *t_next is then the fleet's next event, *over whether any
+ * process is over. The next refresh is the first multiple of view_refresh_s after
+ * *t_next (none between holds an event). */
+static int sync_view(pkv_fleet *f, double t_mine, bool over_mine, double *t_next, bool *over,
+                     pkv_err *e) {
     const bool tokens =
         f->entry.router == PKV_ROUTER_LEAST_TOKENS || f->decode.router == PKV_ROUTER_LEAST_TOKENS;
-    for (int i = 0; i < f->n; i++) f->view[i] = live(f, i, tokens);
-    f->view_t = f->t_now;
+    *t_next = t_mine, *over = over_mine;
+    if (!f->ranks || f->ranks->size == 1) {
+        for (int i = 0; i < f->n; i++) f->view[i] = live(f, i, tokens);
+    } else {
+        const size_t b = sync_block(f);
+        char *all = f->sync_buf, *mine = all + b * (size_t)f->ranks->rank;
+        const sync_head h = {t_mine, over_mine};
+        memcpy(mine, &h, sizeof h);
+        for (int i = f->lo; i < f->hi; i++) {
+            const pkv_sim_load l = live(f, i, tokens);
+            memcpy(mine + sizeof h + sizeof l * (size_t)(i - f->lo), &l, sizeof l);
+        }
+        if (f->ranks->allgather(f->ranks->ctx, mine, b, all))
+            return pkv_fail(e, "fleet: the ranks' exchange of the view failed");
+        for (int r = 0; r < f->ranks->size; r++) {
+            int lo, hi;
+            pkv_ranks_block(f->n, r, f->ranks->size, &lo, &hi);
+            sync_head o;
+            memcpy(&o, all + b * (size_t)r, sizeof o);
+            *t_next = fmin(*t_next, o.t_next), *over |= o.over != 0;
+            memcpy(f->view + lo, all + b * (size_t)r + sizeof o,
+                   sizeof *f->view * (size_t)(hi - lo));
+        }
+    }
+    const double w = f->spec.view_refresh_s;
+    f->next_refresh = isfinite(*t_next) ? (floor(*t_next / w) + 1) * w : INFINITY;
+    return 0;
 }
 
 /* The router sent replica i a request of `prompt` tokens: a stale view counts it at
@@ -49,7 +97,7 @@ static void refresh_view(pkv_fleet *f) {
 static void note_sent(pkv_fleet *f, int i, int32_t prompt, bool on_way) {
     f->per_replica[i]++;
     if (f->spec.view_refresh_s > 0) f->view[i].requests++, f->view[i].tokens += prompt;
-    if (on_way) f->sent[i].requests++, f->sent[i].tokens += prompt;
+    if (on_way && local(f, i)) f->sent[i].requests++, f->sent[i].tokens += prompt;
 }
 
 static void note_arrived(pkv_fleet *f, int i, int32_t prompt) {
@@ -119,7 +167,6 @@ static int session_replica(pkv_fleet *f, pkv_fleet_group *g, const pkv_request_d
 /* The replica of group g for request d; -1 (central_queue) when none has room now, -2
  * when out of memory. */
 static int choose_now(pkv_fleet *f, pkv_fleet_group *g, const pkv_request_draw *d) {
-    refresh_view(f);
     switch (g->router) {
     case PKV_ROUTER_ROUND_ROBIN: {
         const int i = g->idx[g->next_rr];
@@ -197,10 +244,12 @@ static int deliver(pkv_fleet *f, int i, const pkv_request_draw *d, double t_arri
     return file_next(f, i) ? pkv_fail(e, "out of memory") : 0;
 }
 
-/* The router sends d to replica i: it arrives after the decision's latency. */
+/* The router sends d to replica i: it arrives after the decision's latency (over ranks,
+ * where i runs; the others only count it). */
 static int send(pkv_fleet *f, int i, const pkv_request_draw *d, double t_arrival, pkv_err *e) {
     if (f->routed) f->routed(f->routed_ctx, i, d, t_arrival, f->t_now);
     note_sent(f, i, d->prompt_len, f->spec.latency_s > 0);
+    if (!local(f, i)) return 0;
     if (f->spec.latency_s <= 0) return deliver(f, i, d, t_arrival, NULL, e);
     const int64_t k = transit_slot(f);
     if (k < 0) return pkv_fail(e, "out of memory (requests on their way)");
@@ -576,7 +625,7 @@ static int setup(pkv_fleet *f, pkv_err *e) {
         for (int k = a->initial; k < a->max; k++) f->state[f->scale_first + k] = PKV_REP_OFF;
     }
     regroup(f);
-    for (int i = 0; i < n; i++) {
+    for (int i = f->lo; i < f->hi; i++) {
         if (f->role[i] != PKV_ROLE_PREFILL) continue;
         const pkv_calib *c = f->replicas[i]->eng->cal;
         pkv_fleet_link *L = &f->links[i];
@@ -590,7 +639,7 @@ static int setup(pkv_fleet *f, pkv_err *e) {
             return pkv_fail(e, "out of memory");
         f->replicas[i]->handoff = handoff;
     }
-    for (int i = 0; i < n; i++) {
+    for (int i = f->lo; i < f->hi; i++) {
         f->hands[i] = (pkv_fleet_hand){f, i};
         f->replicas[i]->fleet_ctx = &f->hands[i];
         if (a->on && a->metric == PKV_SCALE_TTFT && i >= f->scale_first &&
@@ -598,6 +647,9 @@ static int setup(pkv_fleet *f, pkv_err *e) {
             f->replicas[i]->first_token = note_ttft;
     }
     if (f->entry.n == 0) return pkv_fail(e, "fleet: no replica takes arrivals");
+    if (f->ranks && f->ranks->size > 1 &&
+        !(f->sync_buf = malloc(sync_block(f) * (size_t)f->ranks->size)))
+        return pkv_fail(e, "out of memory");
     return 0;
 }
 
@@ -605,11 +657,13 @@ int pkv_fleet_run(pkv_fleet *f, pkv_err *e) {
     if (f->n < 1) return pkv_fail(e, "fleet: no replica");
     if (f->wl->spec.arrival.kind == PKV_ARRIVAL_CLOSED)
         return pkv_fail(e, "fleet: a closed loop has no arrivals to route (open-loop only)");
+    f->lo = 0, f->hi = f->n;
+    if (f->ranks) pkv_ranks_block(f->n, f->ranks->rank, f->ranks->size, &f->lo, &f->hi);
     if (setup(f, e)) return -1;
-    f->t_now = 0, f->view_t = -INFINITY;
-    for (int i = 0; i < f->n; i++) {
+    f->t_now = 0, f->next_refresh = 0;
+    for (int i = 0; i < f->n; i++) f->next_t[i] = INFINITY;
+    for (int i = f->lo; i < f->hi; i++) {
         f->replicas[i]->external = true;
-        f->next_t[i] = INFINITY;
         if (pkv_sim_start(f->replicas[i], e)) return -1;
         if (file_next(f, i)) return pkv_fail(e, "out of memory");
     }
@@ -617,7 +671,8 @@ int pkv_fleet_run(pkv_fleet *f, pkv_err *e) {
     int more = next_arrival(f, 0.0, &next, e);
     if (more < 0) return -1;
     f->arrivals_left = more == 0;
-    bool cut = false; /* a bound or a stop ended the fleet */
+    bool cut = false;  /* a bound or a stop ended the fleet */
+    bool over = false; /* ranks: one of this process's replicas ended it; at the refresh */
     for (;;) {
         const pkv_event *top, *way = pkv_heap_top(&f->events);
         while ((top = pkv_heap_top(&f->when)) && top->t != f->next_t[top->arg]) {
@@ -626,7 +681,13 @@ int pkv_fleet_run(pkv_fleet *f, pkv_err *e) {
         }
         const double t_arr = more == 0 ? next.t_arrival : INFINITY, t_way = way ? way->t : INFINITY,
                      t_rep = top ? top->t : INFINITY;
-        const double t = fmin(t_arr, fmin(t_way, t_rep));
+        const double t = over ? INFINITY : fmin(t_arr, fmin(t_way, t_rep));
+        if (f->spec.view_refresh_s > 0 && t >= f->next_refresh) { /* the view first */
+            double t_fleet;
+            if (sync_view(f, t, over, &t_fleet, &cut, e)) return -1;
+            if (cut || !isfinite(t_fleet)) break;
+            continue;
+        }
         if (!isfinite(t)) break;
         if (t > f->t_now) f->t_now = t;
         if (t_arr == t) { /* an arrival (first at a tie) */
@@ -647,18 +708,24 @@ int pkv_fleet_run(pkv_fleet *f, pkv_err *e) {
             f->next_t[who] = INFINITY; /* filed again below */
             if (pkv_sim_advance(s, e)) return replica_failed(e, who);
             if (file_next(f, who) || maybe_off(f, who)) return pkv_fail(e, "out of memory");
-            if ((cut = s->over)) { /* a bound (max_steps, max_time_s) or a stop ends it */
-                for (int i = 0; i < f->n; i++) {
+            if (s->over) { /* a bound (max_steps, max_time_s) or a stop ends it */
+                for (int i = f->lo; i < f->hi; i++) {
                     f->replicas[i]->over = true;
                     f->replicas[i]->bounded |= s->bounded;
                     f->replicas[i]->interrupted |= s->interrupted;
                 }
-                break;
+                if (!f->ranks || f->ranks->size == 1) {
+                    cut = true;
+                    break;
+                }
+                over = true; /* the others hear of it at the next refresh */
             }
         }
         if (f->entry.router == PKV_ROUTER_CENTRAL_QUEUE && drain(f, e)) return -1;
     }
-    for (int i = 0; i < f->n; i++)
+    for (int i = f->lo; i < f->hi && cut; i++) /* another process's bound or stop */
+        f->replicas[i]->over = true;
+    for (int i = f->lo; i < f->hi; i++)
         if (pkv_sim_end(f->replicas[i], e)) return replica_failed(e, i);
     if (f->q_n > 0 && !cut)
         return pkv_fail(e, "fleet: %zu requests still wait at the router at the end", f->q_n);
@@ -674,7 +741,8 @@ void pkv_fleet_free(pkv_fleet *f) {
     free(f->state), free(f->up_since), free(f->up_s), free(f->ups), free(f->downs), free(f->scale);
     f->state = NULL, f->up_since = f->up_s = NULL, f->ups = f->downs = NULL, f->scale = NULL;
     f->n_scale = f->cap_scale = 0;
-    free(f->ttft_t), free(f->ttft_v);
+    free(f->ttft_t), free(f->ttft_v), free(f->sync_buf);
+    f->sync_buf = NULL;
     f->ttft_t = f->ttft_v = NULL, f->ttft_first = f->n_ttft = f->cap_ttft = 0;
     pkv_heap_free(&f->when);
     pkv_heap_free(&f->events);

@@ -4,7 +4,8 @@
  * pages, cached prefixes; never the future), fed by one arrival stream. A routing
  * decision takes fleet.router_latency_ms: the request reaches its replica that much
  * later. The router's view of the replicas (requests, tokens, free pages) is refreshed
- * every fleet.view_refresh_ms, as a router that scrapes the engines' metrics sees them;
+ * at each multiple of fleet.view_refresh_ms, as a router that scrapes the engines'
+ * metrics sees them (the replicas as every event before that instant left them);
  * between refreshes it adds what it sent itself. Cached prefixes are read as of the
  * decision (as KV-cache events report them).
  * Pools (fleet.pools) give replicas roles: a prefill replica samples a request's first
@@ -16,7 +17,14 @@
  * request reaching its replica, a transfer's progress, an autoscaling decision or a
  * cold start's end) and the replicas' next events (a heap of the replicas by next
  * event, so a step costs the same at 1,000 replicas as at one), in that order at a
- * tie. */
+ * tie.
+ * Over the ranks of an MPI job (pkv_ranks) each process runs a block of the replicas;
+ * every process routes every arrival (the same stream, the same decisions) and keeps
+ * the requests for its own replicas. The view's refresh is the only exchange: at each
+ * refresh instant the owners' loads and each process's next event time are gathered, so
+ * the view's age is the lookahead of a conservative parallel simulation (Chandy-Misra:
+ * no replica's event can change another's before the next refresh), and the ranks give
+ * what one process gives. */
 #ifndef PKV_FLEET_H
 #define PKV_FLEET_H
 
@@ -40,6 +48,25 @@ typedef enum {
         PKV_ROUTER_COUNT
 } pkv_router;
 extern const char *const pkv_router_names[]; /* NULL-terminated */
+
+/* The processes of an MPI job running one fleet, each its block of the replicas; the
+ * program supplies the exchange (sim/ knows no MPI). */
+typedef struct pkv_ranks {
+    int rank, size;
+    void *ctx;
+    /* Every rank's `bytes` at mine, in rank order, into all (size x bytes). -1 fails. */
+    int (*allgather)(void *ctx, const void *mine, size_t bytes, void *all);
+    /* Every rank's buffer (its own length) to rank 0, in rank order: there a new *all
+     * (caller frees) of *total bytes and each rank's length in lens[size]; NULL
+     * elsewhere. -1 fails (on every rank). */
+    int (*gather)(void *ctx, const void *mine, size_t bytes, void **all, size_t *total,
+                  size_t *lens);
+} pkv_ranks;
+
+/* The replicas [*lo, *hi) of n that rank `rank` of `size` runs. */
+static inline void pkv_ranks_block(int n, int rank, int size, int *lo, int *hi) {
+    *lo = (int)((int64_t)n * rank / size), *hi = (int)((int64_t)n * (rank + 1) / size);
+}
 
 /* Tells the fleet's user where each request went (may be NULL). */
 typedef void (*pkv_fleet_routed)(void *ctx, int replica, const pkv_request_draw *d,
@@ -85,12 +112,15 @@ typedef struct pkv_fleet_group {
 } pkv_fleet_group;
 
 typedef struct pkv_fleet {
-    int n;               /* replicas */
-    pkv_sim **replicas;  /* [n], each initialised (pkv_sim_init), external set by the fleet */
-    pkv_workload *wl;    /* the arrival stream (open loop) */
-    pkv_fleet_spec spec; /* routers, latency, view refresh, affinity cap, pools (their
-                            replicas in order; none: n mixed replicas) */
-    gsl_rng *r_route;    /* random and power_of_two draw from it */
+    int n;                  /* replicas */
+    pkv_sim **replicas;     /* [n], each initialised (pkv_sim_init), external set by the fleet;
+                               over ranks only this process's [lo, hi), the others NULL */
+    const pkv_ranks *ranks; /* NULL: one process */
+    int lo, hi;             /* this process's replicas (set by pkv_fleet_run) */
+    pkv_workload *wl;       /* the arrival stream (open loop) */
+    pkv_fleet_spec spec;    /* routers, latency, view refresh, affinity cap, pools (their
+                               replicas in order; none: n mixed replicas) */
+    gsl_rng *r_route;       /* random and power_of_two draw from it */
     pkv_fleet_routed routed;
     void *routed_ctx;
     /* state */
@@ -100,14 +130,16 @@ typedef struct pkv_fleet {
     pkv_request_draw *queue; /* central_queue: the requests waiting at the router (ring) */
     double *queued_at;
     size_t q_head, q_n, q_cap;
-    uint64_t *per_replica; /* [n] requests routed to each (prefilled ones to decode ones) */
-    double *next_t;        /* [n] each replica's next event as last filed in `when` */
-    pkv_heap when;         /* the replicas by next event (arg: replica; lazy: an entry
-                              whose time is not next_t[arg] is stale) */
-    pkv_sim_load *view;    /* [n] the router's view (view_refresh_s > 0): each replica as
-                              of view_t, with the requests sent since */
-    pkv_sim_load *sent;    /* [n] requests (and their prompt tokens) on their way */
-    double view_t;
+    uint64_t *per_replica;      /* [n] requests routed to each (prefilled ones to decode ones) */
+    double *next_t;             /* [n] each replica's next event as last filed in `when` */
+    pkv_heap when;              /* the replicas by next event (arg: replica; lazy: an entry
+                                   whose time is not next_t[arg] is stale) */
+    pkv_sim_load *view;         /* [n] the router's view (view_refresh_s > 0): each replica as
+                                   of the last refresh, with the requests sent since */
+    pkv_sim_load *sent;         /* [n] requests (and their prompt tokens) on their way (to this
+                                   process's replicas) */
+    double next_refresh;        /* the view's next refresh instant */
+    void *sync_buf;             /* ranks: the refresh's exchange, [size] blocks */
     pkv_fleet_transit *transit; /* things on their way (slots; free ones listed) */
     int64_t *free_transit;
     size_t n_transit, cap_transit, n_free_transit;

@@ -118,12 +118,74 @@ static int load_calib(const pkv_config *cfg, pkv_calib *cal, pkv_err *e) {
     return 0;
 }
 
+/* What a fleet over MPI ranks can do: its replicas' only exchange is the view's refresh
+ * (sim/fleet.h), so the view must be refreshed periodically, and nothing else may cross
+ * from one replica to another (no KV handoff, no router queue or cache probe, no
+ * autoscaler over a pool's loads); the summary is merged, the per-step and per-request
+ * rows are not. */
+static int ranks_ok(const pkv_config *cfg, const pkv_ranks *r, pkv_err *e) {
+    const pkv_fleet_spec *f = &cfg->fleet;
+    const char *why =
+        !(f->view_refresh_s > 0) ? "fleet.view_refresh_ms above 0 (the ranks exchange "
+                                   "the view at each refresh: its age is their "
+                                   "lookahead)"
+        : f->router == PKV_ROUTER_CENTRAL_QUEUE || f->router == PKV_ROUTER_PREFIX_AFFINITY
+            ? "a fleet.router other than central_queue and prefix_affinity (they "
+              "read every replica at each decision)"
+        : f->autoscale.on ? "no fleet.autoscale"
+        : cfg->record != PKV_RECORD_SUMMARY
+            ? "run.record \"summary\" (the ranks merge the summary and /replicas)"
+            : NULL;
+    for (int p = 0; p < f->n_pools && !why; p++)
+        if (f->pools[p].role != PKV_ROLE_MIXED)
+            why = "mixed pools only (a KV handoff would cross the ranks)";
+    if (why) return pkv_fail(e, "%s: a fleet over %d MPI ranks needs %s", cfg->file, r->size, why);
+    if (pkv_fleet_slots(f) < r->size)
+        return pkv_fail(e, "%s: %d MPI ranks for %d replicas: at most one rank a replica",
+                        cfg->file, r->size, pkv_fleet_slots(f));
+    return 0;
+}
+
+/* Over ranks: the counts, the end time and interruption of every process, summed, on
+ * every rank; the summaries merged into rank 0's. */
+static int ranks_merge(const pkv_ranks *r, pkv_sim_counts *c, double *t_end, bool *interrupted,
+                       pkv_summary *s, pkv_err *e) {
+    typedef struct part {
+        pkv_sim_counts c;
+        double t_end;
+        int64_t interrupted;
+    } part;
+    part mine = {*c, *t_end, *interrupted}, *all = calloc((size_t)r->size, sizeof *all);
+    void *packed = NULL, *got = NULL;
+    size_t len = 0, total = 0, *lens = calloc((size_t)r->size, sizeof *lens);
+    int rc = all && lens && !pkv_summary_pack(s, &packed, &len) ? 0 : -1;
+    /* every rank takes part in both exchanges, whatever its own state */
+    if (r->allgather(r->ctx, &mine, sizeof mine, all ? all : &mine)) rc = -1;
+    if (r->gather(r->ctx, packed, packed ? len : 0, &got, &total, lens)) rc = -1;
+    for (int k = 0; k < r->size && !rc; k++) {
+        if (k == r->rank) continue;
+        const pkv_sim_counts *o = &all[k].c;
+        c->prefix_blocks += o->prefix_blocks, c->prefix_tokens += o->prefix_tokens;
+        c->prefix_hit_tokens += o->prefix_hit_tokens, c->prefix_hits += o->prefix_hits;
+        c->prefix_evictions += o->prefix_evictions;
+        c->swap_outs += o->swap_outs, c->swap_ins += o->swap_ins, c->swap_pages += o->swap_pages;
+        c->swap_time_s += o->swap_time_s, c->swap_predicted_s += o->swap_predicted_s;
+        *t_end = fmax(*t_end, all[k].t_end), *interrupted |= all[k].interrupted != 0;
+    }
+    for (int k = 0, at = 0; k < r->size && !rc && got; at += (int)lens[k], k++)
+        if (k != r->rank && pkv_summary_merge(s, (char *)got + at, lens[k])) rc = -1;
+    free(all), free(lens), free(packed), free(got);
+    return rc ? pkv_fail(e, "fleet: the ranks' summaries could not be merged") : 0;
+}
+
 /* Replica 0 of a fleet without pools is the run's engine; every other replica gets an
  * engine of its pool's settings and calibration on the run's backend and clock (on the
  * cuda backend each its own weights and KV pool on the one GPU, its steps run and timed
  * one at a time, as the fleet's loop takes them), and a simulation;
  * one arrival stream feeds them through the router; the sink ends once, at the last
- * replica's end, with the replicas' counts summed. */
+ * replica's end, with the replicas' counts summed. Over MPI ranks (o->ranks) each
+ * process sets up and runs its block of the replicas; rank 0 ends the sink with every
+ * process's summary merged and writes every replica's /replicas row. */
 static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_spec *bs,
                      pkv_engine *eng0, run_sink *k, const pkv_run_opts *o, pkv_err *e) {
     const int n = pkv_fleet_slots(&cfg->fleet), np = cfg->fleet.n_pools;
@@ -138,7 +200,12 @@ static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_sp
     int rc = eng && made && sim && sims && rs && pcal && g
                  ? 0
                  : pkv_fail(e, "out of memory for %d replicas", n);
-    int cals = 0, sims_made = 0, wl_ok = 0;
+    int cals = 0, wl_ok = 0, lo = 0, hi = n;
+    const pkv_ranks *ranks = o->ranks && o->ranks->size > 1 ? o->ranks : NULL;
+    if (!rc && ranks) {
+        rc = ranks_ok(cfg, ranks, e);
+        pkv_ranks_block(n, ranks->rank, ranks->size, &lo, &hi);
+    }
     char gpu[128];
     pkv_backend_device_name(bs->kind, gpu, sizeof gpu);
     for (; cals < np && !rc; cals++) {
@@ -160,6 +227,12 @@ static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_sp
     for (int i = 0, p = 0, in_pool = 0; i < n && !rc; i++, in_pool++) {
         while (np && in_pool == pkv_pool_slots(&cfg->fleet, p)) p++, in_pool = 0;
         const pkv_config *ci = np ? cfg->fleet.pools[p].cfg : cfg;
+        rs[i] = (replica_sink){.k = k,
+                               .row = {.replica = (uint32_t)i,
+                                       .pool = (uint32_t)p,
+                                       .role = (uint8_t)(np ? cfg->fleet.pools[p].role : 0),
+                                       .kv_pages = (uint32_t)ci->kv_pages}};
+        if (i < lo || i >= hi) continue; /* another rank's */
         pkv_engine *en = i || np ? &eng[i] : eng0;
         if (en == &eng[i]) {
             pkv_backend_spec bi = *bs;
@@ -183,11 +256,6 @@ static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_sp
             en->prefill_base_s = ci->prefill_base_s;
             en->prefill_per_token_s = ci->prefill_per_token_s;
         }
-        rs[i] = (replica_sink){.k = k,
-                               .row = {.replica = (uint32_t)i,
-                                       .pool = (uint32_t)p,
-                                       .role = (uint8_t)(np ? cfg->fleet.pools[p].role : 0),
-                                       .kv_pages = (uint32_t)ci->kv_pages}};
         const pkv_sim_sink ss = {.ctx = &rs[i],
                                  .step = replica_step,
                                  .prefill = replica_prefill,
@@ -197,12 +265,12 @@ static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_sp
             rc = -1;
             break;
         }
-        sims_made++;
         sims[i] = &sim[i];
     }
     if (!rc && !(wl_ok = pkv_workload_init(&wl, &cfg->workload, cfg->seed) == 0))
         rc = pkv_fail(e, "cannot set up the fleet's workload");
-    pkv_fleet f = {.n = n, .replicas = sims, .wl = &wl, .spec = cfg->fleet, .r_route = g};
+    pkv_fleet f = {
+        .n = n, .replicas = sims, .ranks = ranks, .wl = &wl, .spec = cfg->fleet, .r_route = g};
     if (!rc && pkv_fleet_run(&f, e)) {
         char msg[sizeof e->msg];
         memcpy(msg, e->msg, sizeof msg);
@@ -212,7 +280,7 @@ static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_sp
     if (!rc) {
         pkv_sim_counts c = {0};
         bool interrupted = false;
-        for (int i = 0; i < n; i++) {
+        for (int i = lo; i < hi; i++) {
             const pkv_sim_counts *ci = &sim[i].counts;
             c.prefix_blocks += ci->prefix_blocks, c.prefix_tokens += ci->prefix_tokens;
             c.prefix_hit_tokens += ci->prefix_hit_tokens, c.prefix_hits += ci->prefix_hits;
@@ -223,9 +291,10 @@ static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_sp
             t_end = fmax(t_end, sim[i].t_now);
             interrupted |= sim[i].interrupted;
         }
-        rc = sink_end(k, t_end, interrupted, &c, e);
+        if (ranks) rc = ranks_merge(ranks, &c, &t_end, &interrupted, &k->sum, e);
+        if (!rc && (!ranks || ranks->rank == 0)) rc = sink_end(k, t_end, interrupted, &c, e);
     }
-    for (int i = 0; i < n && !rc && k->rec; i++) { /* /replicas */
+    for (int i = lo; i < hi && !rc; i++) { /* /replicas */
         pkv_replica_rec *row = &rs[i].row;
         row->routed = f.per_replica[i], row->handed_off = sim[i].handed_off;
         row->mean_pages_used = row->steps ? rs[i].pages_used / (double)row->steps : 0;
@@ -235,20 +304,36 @@ static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_sp
         row->up_s = pkv_fleet_up_s(&f, i, t_end);
         row->scale_ups = f.ups ? f.ups[i] : 0, row->scale_downs = f.downs ? f.downs[i] : 0;
     }
+    pkv_replica_rec *rows = NULL;
+    if (!rc && ranks) { /* every rank's block of rows, in order, to rank 0 */
+        size_t total = 0, *lens = calloc((size_t)ranks->size, sizeof *lens);
+        pkv_replica_rec *mine = malloc(sizeof *mine * (size_t)(hi - lo));
+        for (int i = lo; mine && i < hi; i++) mine[i - lo] = rs[i].row;
+        void *all = NULL;
+        if (ranks->gather(ranks->ctx, mine, mine ? sizeof *mine * (size_t)(hi - lo) : 0, &all,
+                          &total, lens) ||
+            !lens || !mine || (ranks->rank == 0 && total != sizeof *rows * (size_t)n))
+            rc = pkv_fail(e, "fleet: the ranks' /replicas rows could not be gathered");
+        else
+            rows = all; /* rank 0's; NULL elsewhere */
+        if (rc) free(all);
+        free(mine), free(lens);
+    } else if (!rc && k->rec && (rows = malloc(sizeof *rows * (size_t)n))) {
+        for (int i = 0; i < n; i++) rows[i] = rs[i].row;
+    }
     if (!rc && k->rec) {
-        pkv_replica_rec *rows = malloc(sizeof *rows * (size_t)n);
-        for (int i = 0; rows && i < n; i++) rows[i] = rs[i].row;
         rc = rows ? pkv_h5rec_rows(k->rec, "replicas", pkv_replica_columns,
                                    pkv_replica_column_count, rows, sizeof *rows, (size_t)n, e)
                   : pkv_fail(e, "out of memory");
-        free(rows);
         if (!rc && cfg->fleet.autoscale.on)
             rc = pkv_h5rec_rows(k->rec, "scale", pkv_scale_columns, pkv_scale_column_count, f.scale,
                                 sizeof *f.scale, f.n_scale, e);
     }
+    free(rows);
     pkv_fleet_free(&f);
     if (wl_ok) pkv_workload_free(&wl);
-    for (int i = 0; i < sims_made; i++) pkv_sim_free(&sim[i]);
+    for (int i = 0; i < n && sims; i++)
+        if (sims[i]) pkv_sim_free(sims[i]);
     for (int i = 0; i < n && made; i++)
         if (made[i]) pkv_engine_free(&eng[i]);
     for (int p = 0; p < cals; p++) pkv_calib_free(&pcal[p]);
@@ -342,7 +427,7 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
     eng.prefill_base_s = cfg->prefill_base_s;
     eng.prefill_per_token_s = cfg->prefill_per_token_s;
     eng.prefill_measure = cfg->prefill_measure;
-    if (o->record) {
+    if (o->record && (!o->ranks || o->ranks->rank == 0)) { /* over ranks: rank 0's file */
         pkv_provenance pv = {
             o->command_line ? o->command_line : "", be->name, gpu, cfg->seed,
             pkv_model_dense(&cfg->model) ? pkv_prefill_attentions[eng.model.prefill_attn] : "none",

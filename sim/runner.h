@@ -2,6 +2,7 @@
 #ifndef PKV_RUNNER_H
 #define PKV_RUNNER_H
 
+#include "fleet.h"
 #include "sim.h"
 
 typedef struct pkv_run_opts {
@@ -13,6 +14,8 @@ typedef struct pkv_run_opts {
     const char *sweep_point;     /* a sweep point's key, kept in /provenance; may be NULL */
     pkv_sim_observer observe;    /* tests: sees each iteration as it starts; may be NULL */
     void *observe_ctx;
+    const pkv_ranks *ranks; /* an MPI job running one fleet (each rank its replicas, rank 0
+                               the output); NULL: one process */
 } pkv_run_opts;
 
 /* On failure nothing is left at cfg->output. */

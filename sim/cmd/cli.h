@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "fleet.h"
 
 /* A command's options, one row each; pkv_cli_options parses argv by the table. */
 typedef enum pkv_cli_kind {
@@ -56,6 +57,12 @@ typedef struct pkv_cli_overrides {
 /* Apply them to a loaded experiment and resolve it again. Returns 0, or 1 with the
  * message printed. */
 int pkv_cli_apply(pkv_config *cfg, const pkv_cli_overrides *o);
+
+/* `pkvsim run` of one fleet under mpirun (more than one rank): MPI started, *r the
+ * ranks' exchange (sim/fleet.h). -1 with the message printed (a build without MPI). */
+int pkv_cli_ranks_start(const pkv_ranks **r);
+/* MPI finished (after a failure: the job aborted, the other ranks wait in an exchange). */
+void pkv_cli_ranks_end(int failed);
 
 int pkv_cmd_workload(int argc, char **argv);
 int pkv_cmd_bench_sim(int argc, char **argv);

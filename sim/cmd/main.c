@@ -183,13 +183,8 @@ static int cmd_run(int argc, char **argv) {
         if (!dry) catch_stops();
         return pkv_sweep_main(argv[optind], &ov, quiet, dry, &g_stop, cmdline);
     }
-    const char *ranks = getenv("OMPI_COMM_WORLD_SIZE");
-    if (ranks && atoi(ranks) > 1) {
-        fputs("pkvsim run: under mpirun only a sweep is spread over the ranks; every rank would "
-              "run this experiment\n",
-              stderr);
-        return 2;
-    }
+    const char *n_ranks = getenv("OMPI_COMM_WORLD_SIZE");
+    const int spread = n_ranks && atoi(n_ranks) > 1;
     pkv_config cfg;
     pkv_err e;
     int rc = pkv_cli_load_experiment(argc, argv, "run", NULL, &cfg);
@@ -202,6 +197,18 @@ static int cmd_run(int argc, char **argv) {
         rc = 0;
         goto out;
     }
+    const pkv_ranks *ranks = NULL;
+    if (spread) {
+        if (pkv_fleet_slots(&cfg.fleet) < 2) {
+            fputs("pkvsim run: under mpirun a sweep's points or a fleet's replicas are spread "
+                  "over the ranks; this experiment has neither, and every rank would run it\n",
+                  stderr);
+            rc = 2;
+            goto out;
+        }
+        if (pkv_cli_ranks_start(&ranks)) goto out;
+        if (ranks->rank != 0) quiet = 1, json = NULL; /* rank 0 writes and prints */
+    }
     catch_stops();
     pkv_run_opts ro = {
         .quiet = quiet || !isatty(2), .record = 1, .stop = &g_stop, .command_line = cmdline};
@@ -210,8 +217,18 @@ static int cmd_run(int argc, char **argv) {
         fprintf(stderr, "pkvsim: %s on the %s backend, route %s, seed %llu\n", cfg.name,
                 pkv_backend_names[pkv_backend_resolve(cfg.backend)], cfg.policy,
                 (unsigned long long)cfg.seed);
+    ro.ranks = ranks;
     if (pkv_run_experiment(&cfg, &ro, &sum, &e)) {
-        fprintf(stderr, "pkvsim: %s\n", e.msg);
+        if (ranks)
+            fprintf(stderr, "pkvsim: rank %d of %d: %s\n", ranks->rank, ranks->size, e.msg);
+        else
+            fprintf(stderr, "pkvsim: %s\n", e.msg);
+        if (ranks) pkv_cli_ranks_end(1);
+        goto out;
+    }
+    if (ranks) pkv_cli_ranks_end(0);
+    if (ranks && ranks->rank != 0) {
+        rc = 0;
         goto out;
     }
     if (!quiet) {
