@@ -113,7 +113,11 @@ typedef struct pkv_backend_spec {
     uint64_t seed;         /* tensor contents */
     int32_t swap_slots;    /* pages of the host pool of preemption by swap (0: none) */
     int layers_measured;   /* cuda backend, a full model: layers run for real (0: all) */
-    pkv_log_fn log;        /* may be NULL: the backend says nothing */
+    /* cuda backend, a full model: read this backend's weights where it is a cuda
+     * backend of the same model (shape, layers on the GPU, seed), instead of holding
+     * its own (a fleet's replicas); it must outlive this one. NULL: its own. */
+    const struct pkv_backend *weights_from;
+    pkv_log_fn log; /* may be NULL: the backend says nothing */
     void *log_ctx;
 } pkv_backend_spec;
 

@@ -581,10 +581,19 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec
         ms.layers = spec->layers_measured;
     const int32_t cap_tokens = cap_rows > PREFILL_CHUNK ? cap_rows : PREFILL_CHUNK;
     const int32_t max_prompt = bt_stride * s->page_size;
+    /* a replica of a model another cuda backend holds reads that one's weights */
+    const cuda_backend *donor =
+        dense && spec->weights_from && spec->weights_from->destroy == cuda_destroy &&
+                ((const cuda_backend *)spec->weights_from)->model &&
+                ((const cuda_backend *)spec->weights_from)->layers == ms.layers
+            ? (const cuda_backend *)spec->weights_from
+            : NULL;
     /* bytes: the study layer's K (or V) pool; a full model's pools of every layer with
      * its weights and activations */
     const size_t pool = (size_t)n_pages * s->hkv * s->page_size * s->d * 2;
-    const size_t pools = dense ? pkvk_model_bytes(&ms, cap_tokens, max_prompt, n_pages) : 2 * pool;
+    const size_t pools = dense ? pkvk_model_bytes(&ms, cap_tokens, max_prompt, n_pages) -
+                                     (donor ? pkvk_model_weight_bytes(&ms) : 0)
+                               : 2 * pool;
     size_t rows = (size_t)cap_rows * s->hq * s->d;
     size_t need = pools + rows * 8 + (size_t)SRC_ROWS * (2 * s->hkv + s->hq) * s->d * 2 +
                   (size_t)cap_rows * bt_stride * 16 + (size_t)cap_slots * s->hq * (s->d + 2) * 4 +
@@ -645,7 +654,8 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec
     if (!rc && dense) {
         b->layers = ms.layers;
         b->layer_scale = (double)md->layers / ms.layers;
-        rc = pkvk_model_create(ctx, &b->model, &ms, cap_tokens, max_prompt, n_pages, seed);
+        rc = pkvk_model_create_sharing(ctx, &b->model, &ms, cap_tokens, max_prompt, n_pages, seed,
+                                       donor ? donor->model : NULL);
         if (!rc) {
             b->k = pkvk_model_kv(b->model, 0, 0); /* the prologue's append lands in layer 0 */
             b->v = pkvk_model_kv(b->model, 0, 1);

@@ -130,9 +130,17 @@ typedef struct pkvk_model pkvk_model;
  * max_prompt tokens. */
 size_t pkvk_model_bytes(const pkvk_model_shape *s, int32_t cap_tokens, int32_t max_prompt,
                         int32_t n_pages);
+/* Of them, the weights' (what a model sharing another's weights does not take). */
+size_t pkvk_model_weight_bytes(const pkvk_model_shape *s);
 /* The model's work goes to the context's stream. */
 int pkvk_model_create(const pkvk_ctx *c, pkvk_model **m, const pkvk_model_shape *s,
                       int32_t cap_tokens, int32_t max_prompt, int32_t n_pages, uint64_t seed);
+/* The same, reading the weights of `weights` (a model of the same shape and seed on the
+ * same device, which must outlive this one: replicas of one model in a fleet) instead of
+ * holding its own; its KV pools, activations and handles are its own. */
+int pkvk_model_create_sharing(const pkvk_ctx *c, pkvk_model **m, const pkvk_model_shape *s,
+                              int32_t cap_tokens, int32_t max_prompt, int32_t n_pages,
+                              uint64_t seed, const pkvk_model *weights);
 void pkvk_model_destroy(pkvk_model *m);
 /* Layer l's K (v = 0) or V (v = 1) pool. */
 uint16_t *pkvk_model_kv(pkvk_model *m, int l, int v);

@@ -32,7 +32,8 @@ struct pkvk_model {
     int32_t kv_rows; // rows of kc and vc: max_prompt padded to KEY_PAD
     uint64_t seed;
     cublasHandle_t h;
-    __half *w; // every weight, one allocation
+    __half *w;    // every weight, one allocation
+    int w_shared; // w is another model's (pkvk_model_create_sharing): not freed here
     size_t off[1024][PKVK_W_LAYER_COUNT], off_embed, off_norm, off_head, w_elems;
     __half *kv;                       // [layers][2][pool]
     size_t pool;                      // elements of one pool

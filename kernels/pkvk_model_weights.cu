@@ -1,6 +1,7 @@
 // The served model's memory: its size, its weights drawn on the device (the norms
 // folded into the GEMMs that follow them), its activations and KV pools.
 #include <stdlib.h>
+#include <string.h>
 
 #include "pkvk_model_impl.cuh"
 
@@ -41,12 +42,17 @@ extern "C" int pkvk_model_prefill_kernel(const pkvk_model_shape *s) {
     return -1;
 }
 
-extern "C" size_t pkvk_model_bytes(const pkvk_model_shape *s, int32_t cap_tokens,
-                                   int32_t max_prompt, int32_t n_pages) {
+extern "C" size_t pkvk_model_weight_bytes(const pkvk_model_shape *s) {
     size_t w = 2 * pkvk_model_tensor_elems(s, -1, PKVK_W_EMBED) +
                pkvk_model_tensor_elems(s, -1, PKVK_W_NORM);
     for (int t = 0; t < PKVK_W_LAYER_COUNT; t++)
         w += (size_t)s->layers * pkvk_model_tensor_elems(s, 0, t);
+    return 2 * w;
+}
+
+extern "C" size_t pkvk_model_bytes(const pkvk_model_shape *s, int32_t cap_tokens,
+                                   int32_t max_prompt, int32_t n_pages) {
+    const size_t w = pkvk_model_weight_bytes(s) / 2;
     const size_t T = cap_tokens, qkvw = (size_t)(s->hq + 2 * s->hkv) * s->d;
     const size_t hd = (size_t)s->hq * s->d;
     size_t act = T * (2 * s->hidden + qkvw + hd * 2 + 3 * (size_t)s->inter) +
@@ -64,9 +70,19 @@ extern "C" size_t pkvk_model_bytes(const pkvk_model_shape *s, int32_t cap_tokens
 extern "C" int pkvk_model_create(const pkvk_ctx *c, pkvk_model **out, const pkvk_model_shape *s,
                                  int32_t cap_tokens, int32_t max_prompt, int32_t n_pages,
                                  uint64_t seed) {
+    return pkvk_model_create_sharing(c, out, s, cap_tokens, max_prompt, n_pages, seed, nullptr);
+}
+
+extern "C" int pkvk_model_create_sharing(const pkvk_ctx *c, pkvk_model **out,
+                                         const pkvk_model_shape *s, int32_t cap_tokens,
+                                         int32_t max_prompt, int32_t n_pages, uint64_t seed,
+                                         const pkvk_model *weights) {
     *out = nullptr;
     if (s->layers < 1 || s->layers > 1024 || s->d > 512 || s->hq % s->hkv || s->hidden <= 0)
         return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "model: unsupported shape");
+    if (weights && (memcmp(&weights->s, s, sizeof *s) || weights->seed != seed))
+        return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED,
+                             "model: shares the weights of a model of another shape or seed");
     pkvk_model *m = (pkvk_model *)calloc(1, sizeof *m);
     if (!m) return PKVK_ERR_OUT_OF_MEMORY;
     m->ctx = c;
@@ -84,7 +100,11 @@ extern "C" int pkvk_model_create(const pkvk_ctx *c, pkvk_model **out, const pkvk
     const size_t T = cap_tokens, qkvw = (size_t)(s->hq + 2 * s->hkv) * s->d;
     const size_t hd = (size_t)s->hq * s->d, sf = score_floats(s, max_prompt);
     const int pk = pkvk_model_prefill_kernel(s);
-    int rc = pk < 0 ? PKVK_ERR_UNSUPPORTED : pkvk_malloc((void **)&m->w, n * 2);
+    m->w_shared = weights != nullptr;
+    if (weights) m->w = weights->w;
+    int rc = pk < 0        ? PKVK_ERR_UNSUPPORTED
+             : m->w_shared ? PKVK_OK
+                           : pkvk_malloc((void **)&m->w, n * 2);
     if (!rc) rc = pkvk_malloc((void **)&m->kv, (size_t)s->layers * 2 * m->pool * 2);
     if (!rc) rc = pkvk_malloc((void **)&m->x, T * s->hidden * 2);
     if (!rc) rc = pkvk_malloc((void **)&m->xn, T * s->hidden * 2);
@@ -114,7 +134,7 @@ extern "C" int pkvk_model_create(const pkvk_ctx *c, pkvk_model **out, const pkvk
     if (!rc) rc = pkvk_host_alloc((void **)&m->pages_h, (size_t)n_pages * 4);
     if (!rc) rc = pkvk_memset(m->tok, 0, T * 4);
     if (!rc) rc = pkvk_memset(m->kv, 0, (size_t)s->layers * 2 * m->pool * 2);
-    for (int l = -1; l < s->layers && !rc; l++)
+    for (int l = -1; l < s->layers && !rc && !m->w_shared; l++)
         for (int t = 0; t < (l < 0 ? 3 : (int)PKVK_W_LAYER_COUNT) && !rc; t++) {
             // The norms come before the tensors they fold into (t order).
             const __half *fold = l < 0             ? nullptr
@@ -147,8 +167,24 @@ extern "C" void pkvk_model_destroy(pkvk_model *m) {
     if (!m) return;
     if (m->h) cublasDestroy(m->h);
     pkvk_fi_prefill_destroy(m->fip);
-    void *dev[] = {m->w,  m->kv, m->x,  m->xn, m->inv, m->qkv, m->o,      m->y,   m->a,
-                   m->qp, m->op, m->kc, m->vc, m->S,   m->P,   m->logits, m->tok, m->pages_d};
+    void *dev[] = {m->w_shared ? nullptr : m->w,
+                   m->kv,
+                   m->x,
+                   m->xn,
+                   m->inv,
+                   m->qkv,
+                   m->o,
+                   m->y,
+                   m->a,
+                   m->qp,
+                   m->op,
+                   m->kc,
+                   m->vc,
+                   m->S,
+                   m->P,
+                   m->logits,
+                   m->tok,
+                   m->pages_d};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) pkvk_free(dev[i]);
     pkvk_host_free(m->pages_h);
     free(m);

@@ -118,6 +118,14 @@ static int load_calib(const pkv_config *cfg, pkv_calib *cal, pkv_err *e) {
     return 0;
 }
 
+/* Two settings whose engines hold the same weights (the model's shape on the GPU and its
+ * layers there, the seed they are drawn from). */
+static bool same_weights(const pkv_config *a, const pkv_config *b) {
+    const pkvk_model_shape x = pkv_model_gpu_shape(&a->model), y = pkv_model_gpu_shape(&b->model);
+    return pkv_model_dense(&a->model) && !memcmp(&x, &y, sizeof x) && a->seed == b->seed &&
+           a->layers_measured == b->layers_measured;
+}
+
 /* What a fleet over MPI ranks can do: its replicas' only exchange is the view's refresh
  * (sim/fleet.h), so the view must be refreshed periodically, and nothing else may cross
  * from one replica to another (no KV handoff, no router queue or cache probe, no
@@ -180,7 +188,8 @@ static int ranks_merge(const pkv_ranks *r, pkv_sim_counts *c, double *t_end, boo
 
 /* Replica 0 of a fleet without pools is the run's engine; every other replica gets an
  * engine of its pool's settings and calibration on the run's backend and clock (on the
- * cuda backend each its own weights and KV pool on the one GPU, its steps run and timed
+ * cuda backend each its own KV pool on the one GPU, reading the weights of the first
+ * engine of its model (the run's own where it is that model), its steps run and timed
  * one at a time, as the fleet's loop takes them), and a simulation;
  * one arrival stream feeds them through the router; the sink ends once, at the last
  * replica's end, with the replicas' counts summed. Over MPI ranks (o->ranks) each
@@ -241,6 +250,12 @@ static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_sp
             bi.metadata_copy = ci->metadata_upload == PKV_METADATA_COPY;
             bi.layers_measured = ci->layers_measured;
             bi.swap_slots = ci->preemption == PKV_PREEMPT_SWAP ? ci->swap_pages : 0;
+            bi.weights_from = same_weights(ci, cfg) ? eng0->backend : NULL;
+            for (int j = 0, q = 0, in_q = 0; j < i && !bi.weights_from; j++, in_q++) {
+                while (np && in_q == pkv_pool_slots(&cfg->fleet, q)) q++, in_q = 0;
+                if (made[j] && same_weights(ci, np ? cfg->fleet.pools[q].cfg : cfg))
+                    bi.weights_from = eng[j].backend;
+            }
             if (pkv_engine_init(en, &ci->model, np ? &pcal[p] : cal, ci->policy,
                                 (pkv_bucket_mode)ci->bucket_mode, ci->max_active, &bi, eng0->clock,
                                 e)) {

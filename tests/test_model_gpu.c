@@ -291,6 +291,38 @@ static void check_model(pkvk_ctx *ctx) {
     double rms, dl = max_diff_logits(logits, ref_logits, &rms);
     CHECK(dl < 0.03 * rms + 0.01, "prefill logits: max |diff| %.4g (rms %.3g)", dl, rms);
     printf("prefill: last prompt's logits max |diff| %.4g, rms %.3g\n", dl, rms);
+    { /* A replica's model reading these weights gives the same logits bit for bit and
+       * leaves them in place when it goes; another shape's weights are refused. */
+        pkvk_model *m2 = NULL, *bad = NULL;
+        pkvk_device_info before, after;
+        static uint16_t logits2[V];
+        int32_t tok2;
+        CHECK(pkvk_device_info_get(&before) == 0 &&
+                  pkvk_model_create_sharing(ctx, &m2, &S, CAP_TOKENS, MAX_PROMPT, NPAGES, seed,
+                                            m) == 0 &&
+                  pkvk_device_info_get(&after) == 0,
+              "create sharing: %s", pkvk_last_error());
+        const size_t took = before.mem_free - after.mem_free,
+                     own = pkvk_model_bytes(&S, CAP_TOKENS, MAX_PROMPT, NPAGES);
+        CHECK(pkvk_model_prefill(m2, NREQ, lens, pages, NULL, NULL) == 0 &&
+                  pkvk_model_read(m2, 1, logits2, &tok2) == 0,
+              "sharing prefill: %s", pkvk_last_error());
+        CHECK(!memcmp(logits, logits2, sizeof logits) && tok == tok2,
+              "a model sharing the weights gives other logits");
+        pkvk_model_shape other = S;
+        other.inter += 8;
+        CHECK(pkvk_model_create_sharing(ctx, &bad, &other, CAP_TOKENS, MAX_PROMPT, NPAGES, seed,
+                                        m) != 0 &&
+                  !bad,
+              "the weights of another shape were shared");
+        printf("sharing: %.1f MiB against %.1f MiB with its own weights, logits equal\n",
+               took / 1048576.0, own / 1048576.0);
+        pkvk_model_destroy(m2);
+        CHECK(pkvk_model_prefill(m, NREQ, lens, pages, NULL, NULL) == 0 &&
+                  pkvk_model_read(m, 1, logits2, &tok2) == 0 &&
+                  !memcmp(logits, logits2, sizeof logits),
+              "the weights changed when the model sharing them went: %s", pkvk_last_error());
+    }
     /* Every layer's K and V pages of every prompt token. */
     size_t pool = (size_t)NPAGES * HKV * PS * D;
     uint16_t *host = malloc(pool * 2);
