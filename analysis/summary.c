@@ -182,15 +182,25 @@ static char *dist_pack(const pkv_dist *d, char *p) {
     return p + b;
 }
 
-/* Join a packed distribution into d (its moments by Chan's formula); NULL: bytes short
- * or out of memory. */
+/* The packed distribution at p: its head, and where it ends (NULL: not one, or past
+ * end). */
+static const char *dist_next(const char *p, const char *end, dist_head *h) {
+    if ((size_t)(end - p) < sizeof *h) return NULL;
+    memcpy(h, p, sizeof *h);
+    p += sizeof *h;
+    const size_t b = h->binned ? HIST_BINS * sizeof(uint64_t) : h->n * sizeof(float);
+    if (h->binned > 1 || (!h->binned && h->n > PKV_LATENCY_KEEP) || (size_t)(end - p) < b)
+        return NULL;
+    return p + b;
+}
+
+/* Join a packed distribution (checked by dist_next) into d, its moments by Chan's
+ * formula; NULL: out of memory. */
 static const char *dist_merge(pkv_dist *d, const char *p, const char *end) {
     dist_head h;
-    if ((size_t)(end - p) < sizeof h) return NULL;
-    memcpy(&h, p, sizeof h);
+    const char *next = dist_next(p, end, &h);
     p += sizeof h;
-    const size_t b = h.binned ? HIST_BINS * sizeof *d->hist : h.n * sizeof *d->v;
-    if (h.binned > 1 || (!h.binned && h.n > PKV_LATENCY_KEEP) || (size_t)(end - p) < b) return NULL;
+    const size_t b = (size_t)(next - p);
     if (!d->hist && (h.binned || d->n + h.n > d->keep)) { /* to bins, as pkv_dist_add does */
         if (!(d->hist = calloc(HIST_BINS, sizeof *d->hist))) return NULL;
         for (uint64_t i = 0; i < d->n; i++) d->hist[hist_bin(d->v[i])]++;
@@ -224,7 +234,7 @@ static const char *dist_merge(pkv_dist *d, const char *p, const char *end) {
         d->m2 += h.m2 + delta * delta * (double)d->n * (double)h.n / (double)n;
     }
     d->n = n;
-    return p + b;
+    return next;
 }
 
 int pkv_summary_pack(const pkv_summary *s, void **buf, size_t *len) {
@@ -244,10 +254,13 @@ int pkv_summary_merge(pkv_summary *s, const void *buf, size_t len) {
     pkv_summary o;
     if (len < sizeof o) return -1;
     memcpy(&o, buf, sizeof o);
-    const char *p = (const char *)buf + sizeof o, *end = (const char *)buf + len;
+    const char *p = (const char *)buf + sizeof o, *end = (const char *)buf + len, *q = p;
+    dist_head h;
+    for (int k = 0; k < 4 && q; k++) q = dist_next(q, end, &h); /* every length first */
+    if (q != end) return -1;
     pkv_dist *ds[4] = {&s->ttft_d, &s->tpot_d, &s->e2el_d, &s->itl_d};
     for (int k = 0; k < 4 && p; k++) p = dist_merge(ds[k], p, end);
-    if (!p || p != end) return -1;
+    if (!p) return -1;
 #define ADD(f) s->f += o.f
     ADD(steps), ADD(steps_measured), ADD(decode_tokens), ADD(step_time_sum), ADD(wall_sum);
     ADD(device_sum), ADD(wall_n), ADD(device_n), ADD(meta_sum), ADD(meta_n), ADD(plan_sum);

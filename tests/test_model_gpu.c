@@ -315,8 +315,9 @@ static void check_model(pkvk_ctx *ctx) {
                                         m) != 0 &&
                   !bad,
               "the weights of another shape were shared");
-        printf("sharing: %.1f MiB against %.1f MiB with its own weights, logits equal\n",
-               took / 1048576.0, own / 1048576.0);
+        printf("sharing: logits equal; %.1f MiB of weights read, not copied (the model took "
+               "%.1f MiB with cuBLAS's handle, %.1f MiB with its own weights)\n",
+               pkvk_model_weight_bytes(&S) / 1048576.0, took / 1048576.0, own / 1048576.0);
         pkvk_model_destroy(m2);
         CHECK(pkvk_model_prefill(m, NREQ, lens, pages, NULL, NULL) == 0 &&
                   pkvk_model_read(m, 1, logits2, &tok2) == 0 &&

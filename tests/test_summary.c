@@ -1,7 +1,8 @@
 /* Latency distributions in bounded memory (analysis/summary.h): exact percentiles
  * while the values are kept, within the histogram's 0.05% once binned, the moments
  * exact either way; a summary of millions of finished requests keeps no per-request
- * array. Fresh random values each run (the seed is printed). */
+ * array; summaries merged over processes equal one summary. Fresh random values each
+ * run (the seed is printed). */
 #include "check.h"
 #include "summary.h"
 
@@ -91,6 +92,61 @@ static void check_table(void) {
     CHECK(pkv_summary_figure_find("no_such_figure") == NULL, "an unknown name");
 }
 
+/* A summary split over three processes (fleet ranks) and merged (pkv_summary_pack and
+ * _merge) against one summary of every request: the same counts and percentiles (the
+ * same multiset of values, kept or binned), moments within rounding; bytes that are not
+ * a summary's are refused. n requests, TTFT stores keeping `keep`. */
+static void check_merge(gsl_rng *r, size_t n, size_t keep) {
+    pkv_summary one, part[3];
+    CHECK(pkv_summary_init(&one) == 0, "init");
+    one.ttft_d.keep = one.tpot_d.keep = one.e2el_d.keep = keep;
+    for (int k = 0; k < 3; k++) {
+        CHECK(pkv_summary_init(&part[k]) == 0, "init");
+        part[k].ttft_d.keep = part[k].tpot_d.keep = part[k].e2el_d.keep = keep;
+    }
+    for (size_t i = 0; i < n; i++) {
+        pkv_request_rec q = {.state = i % 7 ? PKV_REQ_FINISHED : PKV_REQ_RUNNING,
+                             .t_arrival = 0.01 * (double)i,
+                             .prompt_len = 100,
+                             .decode_len = 1 + (int32_t)gsl_rng_uniform_int(r, 50),
+                             .generated = 3};
+        q.t_first_token = q.t_arrival + 0.5 * gsl_rng_uniform(r);
+        q.t_finish = q.t_first_token + 0.01 * gsl_rng_uniform(r) * q.decode_len;
+        const double gap = 1e-3 * (1 + gsl_rng_uniform(r));
+        pkv_summary *p = &part[gsl_rng_uniform_int(r, 3)];
+        CHECK(pkv_summary_add_request(&one, &q) == 0 && pkv_summary_add_request(p, &q) == 0, "add");
+        pkv_summary_add_itl(&one, gap), pkv_summary_add_itl(p, gap);
+        pkv_step_rec st = {.rows = 4, .t_sim = q.t_arrival, .route = 1};
+        pkv_summary_add_step(&one, &st, 0.002), pkv_summary_add_step(p, &st, 0.002);
+    }
+    for (int k = 1; k < 3; k++) {
+        void *buf;
+        size_t len;
+        CHECK(pkv_summary_pack(&part[k], &buf, &len) == 0, "pack");
+        CHECK(pkv_summary_merge(&part[0], buf, len - 1) == -1, "a short summary was merged");
+        CHECK(pkv_summary_merge(&part[0], buf, len) == 0, "merge");
+        free(buf);
+        pkv_summary_free(&part[k]);
+    }
+    pkv_summary *m = &part[0];
+    CHECK(pkv_summary_finish(&one, 10) == 0 && pkv_summary_finish(m, 10) == 0, "finish");
+    CHECK(m->arrived == one.arrived && m->finished == one.finished && m->good == one.good &&
+              m->steps == one.steps && m->decode_tokens == one.decode_tokens &&
+              m->route_steps[1] == one.route_steps[1] && m->ttft.n == one.ttft.n &&
+              m->itl.n == one.itl.n && m->t_first_arrival == one.t_first_arrival &&
+              m->t_last_finish == one.t_last_finish && m->t_measure_begin == one.t_measure_begin,
+          "%zu requests: the merged counts differ", n);
+    CHECK(m->ttft_p50 == one.ttft_p50 && m->ttft_p99 == one.ttft_p99 &&
+              m->tpot_p90 == one.tpot_p90 && m->e2el.pct[2] == one.e2el.pct[2] &&
+              m->itl.median == one.itl.median,
+          "%zu requests (keep %zu): merged percentiles differ (TTFT p50 %.9g against %.9g)", n,
+          keep, m->ttft_p50, one.ttft_p50);
+    CHECK(fabs(m->ttft.mean / one.ttft.mean - 1) < 1e-12 &&
+              fabs(m->e2el.std / one.e2el.std - 1) < 1e-9 &&
+              fabs(m->decode_tok_s / one.decode_tok_s - 1) < 1e-12,
+          "merged moments differ: TTFT mean %.12g against %.12g", m->ttft.mean, one.ttft.mean);
+}
+
 int main(void) {
     unsigned long seed = (unsigned long)time(NULL);
     printf("seed %lu\n", seed);
@@ -127,6 +183,9 @@ int main(void) {
     CHECK(fabs(s.ttft.median / 0.15 - 1) < 2e-3 && fabs(s.tpot.median / 0.02 - 1) < 1e-3 &&
               s.ttft.n == n,
           "TTFT median %.6g (0.15), TPOT median %.6g (0.02)", s.ttft.median, s.tpot.median);
+    check_merge(r, 3000, PKV_LATENCY_KEEP); /* values kept */
+    check_merge(r, 3000, 500);              /* each part's under the bound, the whole over */
+    check_merge(r, 3000, 100);              /* every part binned */
     gsl_rng_free(r);
     check_table();
     CHECK_DONE();
