@@ -296,7 +296,12 @@ void pkv_config_resolve_workload(const pkv_workload_spec *w, const pkv_trace_spe
     const pkv_arrival_spec *ar = &w->arrival;
     if (w->trace) {
         cJSON *t = cJSON_AddObjectToObject(wl, "trace");
-        cJSON_AddStringToObject(t, "path", ts->path);
+        pkv_keys_write(k, PKV_OBJ_TRACE, ts, t); /* every setting: path, scales, ... */
+        if (ts->window_begin > 0 || ts->window_end > 0) {
+            const double win[2] = {ts->window_begin, ts->window_end};
+            cJSON_AddItemToObject(t, "window_s", cJSON_CreateDoubleArray(win, 2));
+        }
+        pkv_keys_write(k, PKV_OBJ_COLUMNS, &ts->cols, cJSON_AddObjectToObject(t, "columns"));
         cJSON_AddNumberToObject(t, "rows", (double)w->trace->n);
         cJSON_AddNumberToObject(t, "skipped", (double)w->trace->skipped);
         cJSON_AddStringToObject(t, "timestamps", w->trace_times ? "kept" : "replaced");
@@ -323,8 +328,12 @@ void pkv_config_resolve_workload(const pkv_workload_spec *w, const pkv_trace_spe
             cJSON *v = cJSON_AddArrayToObject(l, "values");
             for (int j = 0; j < s->n_values; j++)
                 cJSON_AddItemToArray(v, cJSON_CreateNumber((double)s->values[j]));
-        } else if (s->kind == PKV_LENGTH_EMPIRICAL) {
+        } else if (s->kind == PKV_LENGTH_EMPIRICAL) { /* its trace and what it drew from it */
+            double sum = 0;
+            for (size_t j = 0; j < s->n_emp; j++) sum += (double)s->values_emp[j];
+            cJSON_AddStringToObject(l, "trace", s->trace_path);
             cJSON_AddNumberToObject(l, "values", (double)s->n_emp);
+            cJSON_AddNumberToObject(l, "mean", s->n_emp ? sum / (double)s->n_emp : 0);
         }
     }
     pkv_keys_write(k, "workload", w, wl);

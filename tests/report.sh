@@ -94,6 +94,22 @@ got=$(grep '^| rep' "$tmp/rates.md" | cut -d'|' -f3 | tr -d ' ' | tr '\n' ,)
 if [ "$got" != "5,20,100," ] || ! grep -q "workload.arrival.rate" "$tmp/rates.md"; then
   echo "FAIL grouping by configuration: rates column $got"; cat "$tmp/rates.md"; exit 1
 fi
+# A trace replayed at 1x and 4x (trace.rate_scale): two groups, never one averaged as
+# if the loads were seeds; the resolved configuration holds the setting.
+mkdir -p "$tmp/trace"
+for k in 1 4; do
+  cat > "$tmp/trace/t$k.json" <<JSON
+{"name": "rep-trace", "workload": {"trace": {"path": "$src/experiments/traces/azure2023_code_first200.csv",
+  "columns": "azure", "rate_scale": $k}}, "serving": {"max_active": 8, "kv_pages": 60000},
+ "route": {"calibration": "$src/experiments/calibration/default.json"}}
+JSON
+  "$pkvsim" run -q "$tmp/trace/t$k.json" -o "$tmp/trace/t$k.h5" || { echo "FAIL trace run"; exit 1; }
+done
+"$pkvsim" report "$tmp"/trace/t*.h5 > "$tmp/trace.md" || { echo "FAIL report trace"; exit 1; }
+got=$(grep '^| rep-trace' "$tmp/trace.md" | cut -d'|' -f3 | tr -d ' ' | tr '\n' ,)
+if [ "$got" != "1,4," ] || ! grep -q "workload.trace.rate_scale" "$tmp/trace.md"; then
+  echo "FAIL a rate_scale pair: rate_scale column '$got'"; cat "$tmp/trace.md"; exit 1
+fi
 # --best: the open-loop throughput grows with the rate, so the best point is the fastest
 # rate's; its TPOT p50 the lowest one's of the three.
 "$pkvsim" report "$tmp"/rates/r*.h5 --best decode_tok_s > "$tmp/best.md" || { echo "FAIL --best"; exit 1; }
