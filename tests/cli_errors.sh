@@ -295,6 +295,14 @@ expect_fail report-missing-value "pkvsim report: --baseline: unknown option, or 
   "$pkvsim" report --baseline
 expect_fail bench-sim-steps "--steps: \"0\" is not a positive integer" "$pkvsim" bench sim --steps 0 --out "$tmp/out.h5"
 expect_fail fit-too-many-tests "more than 256 --test values" "$pkvsim" fit $(for i in $(seq 257); do printf -- "--test x "; done) a.h5
+# `bench` lists its benchmarks (--help: on stdout, exit 0); an unknown one is named;
+# `run --help` is the run's own text; --version names the revision.
+check() { if eval "$2"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL $1"; fi; }
+check bench-help '"$pkvsim" bench --help | grep -q "bench fleet"'
+expect_fail bench-alone "bench NAME" "$pkvsim" bench
+expect_fail bench-unknown 'unknown benchmark "foo"' "$pkvsim" bench foo
+check run-help '"$pkvsim" run --help | head -1 | grep -q "^usage: pkvsim run EXPERIMENT.json"'
+check version-revision '"$pkvsim" --version | grep -q "revision [^ ]"'
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

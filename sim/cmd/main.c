@@ -10,6 +10,7 @@
 
 #include "cmd_calibrate.h"
 #include "cli.h"
+#include "pkv_gitrev.h"
 #include "cmd_bmodel.h"
 #include "cmd_kbench.h"
 #include "calib.h"
@@ -38,6 +39,49 @@ static void catch_stops(void) {
     sigaction(SIGHUP, &sa, NULL);
 }
 
+/* The run command's options, in the usage and in `run --help`. */
+static const char run_options[] =
+    "      -o, --output FILE       output file (default: the experiment's run.output,\n"
+    "                              else NAME.h5 in the current folder)\n"
+    "      -b, --backend NAME      auto | model | cpu | cuda (default: run.backend, auto)\n"
+    "                              auto = cuda where a GPU is usable, else model\n"
+    "      -s, --seed N            experiment seed (default: run.seed, 1)\n"
+    "      -c, --calibration FILE  calibration file (default: route.calibration)\n"
+    "      -r, --route NAME        route policy (default: route.policy): ref_paged,\n"
+    "                              pkv_bucket, pkv_workqueue, pkv_fused, flashinfer,\n"
+    "                              flashinfer_tc (where built), adaptive, oracle\n"
+    "      -q, --quiet             no progress line and no summary\n"
+    "          --slo ttft=MS,tpot=MS,e2el=MS   SLOs for goodput (default: the slo section)\n"
+    "          --json FILE         the serving metrics (TTFT, TPOT, ITL, E2E latency: mean,\n"
+    "                              median, std, percentiles; throughputs, goodput) with\n"
+    "                              the key names of vLLM's benchmark result files\n"
+    "      -n, --dry-run           print the resolved experiment (every key, the model's\n"
+    "                              bytes and FLOPs), or a sweep's points, and run nothing\n"
+    "                        an experiment with a `sweep` section runs every point into\n"
+    "                        one file (resumable; experiments/README.md, Sweeps)\n"
+    "                        under mpirun: a sweep's points, or a fleet's replicas, spread\n"
+    "                        over the ranks (experiments/README.md)\n";
+
+/* The bench commands, in the usage and in `bench --help`. */
+static const char bench_commands[] =
+    "  bench sim [--out FILE] [--steps N]\n"
+    "                        simulated decode steps per second on the model backend,\n"
+    "                        recording on, at 8 and 64 active requests\n"
+    "  bench traces [--rows N] [--out FILE]\n"
+    "                        trace reading speed (rows/s) on a generated CSV\n"
+    "  bench fleet [--requests N] [--out FILE]\n"
+    "                        fleets of 1 to 1,000 replicas behind a router: iterations\n"
+    "                        per second, the router's cost, peak RSS\n"
+    "  bench model [--model NAME] [--rows LIST] [--reps N] [--out FILE]\n"
+    "                        a served model's GEMMs alone on the GPU over token widths,\n"
+    "                        against the read ceiling and a 8192^3 GEMM; fits the\n"
+    "                        calibration's gemm_gbps, gemm_us, gemm_tflops\n"
+    "  bench allreduce [--model NAME] [--ranks N] [--rows LIST] [--reps N]\n"
+    "                        tensor parallelism's all-reduce through NCCL (built with\n"
+    "                        -DPKV_NCCL=ON) beside the calibration's model of it\n"
+    "  bench kernels [--cases SPEC] [--splits LIST] [--reps N] [--out FILE]\n"
+    "                        isolated-kernel benchmark on the GPU (see --help there)\n";
+
 static void usage(FILE *f) {
     fputs("usage: pkvsim COMMAND [OPTIONS]\n"
           "\n"
@@ -45,26 +89,10 @@ static void usage(FILE *f) {
           "decode-attention kernels (or their cost model), recording every step to HDF5.\n"
           "\n"
           "commands:\n"
-          "  run EXPERIMENT.json   simulate an experiment and write its HDF5 dataset\n"
-          "      -o, --output FILE       output file (default: the experiment's run.output,\n"
-          "                              else NAME.h5 in the current folder)\n"
-          "      -b, --backend NAME      auto | model | cpu | cuda (default: run.backend, auto)\n"
-          "                              auto = cuda where a GPU is usable, else model\n"
-          "      -s, --seed N            experiment seed (default: run.seed, 1)\n"
-          "      -c, --calibration FILE  calibration file (default: route.calibration)\n"
-          "      -r, --route NAME        route policy (default: route.policy): ref_paged,\n"
-          "                              pkv_bucket, pkv_workqueue, pkv_fused, flashinfer,\n"
-          "                              flashinfer_tc (where built), adaptive, oracle\n"
-          "      -q, --quiet             no progress line and no summary\n"
-          "          --slo ttft=MS,tpot=MS,e2el=MS   SLOs for goodput (default: the slo section)\n"
-          "          --json FILE         the serving metrics (TTFT, TPOT, ITL, E2E latency: mean,\n"
-          "                              median, std, percentiles; throughputs, goodput) with\n"
-          "                              the key names of vLLM's benchmark result files\n"
-          "      -n, --dry-run           print the resolved experiment (every key, the model's\n"
-          "                              bytes and FLOPs), or a sweep's points, and run nothing\n"
-          "                        an experiment with a `sweep` section runs every point into\n"
-          "                        one file (resumable; experiments/README.md, Sweeps)\n"
-          "  workload EXPERIMENT.json [--csv OUT] [--seed N]\n"
+          "  run EXPERIMENT.json   simulate an experiment and write its HDF5 dataset\n",
+          f);
+    fputs(run_options, f);
+    fputs("  workload EXPERIMENT.json [--csv OUT] [--seed N]\n"
           "                        the request stream an experiment would generate, and its\n"
           "                        statistics (count, duration, rate, gap CV, percentiles)\n"
           "  keys [experiment | calibration]\n"
@@ -84,25 +112,10 @@ static void usage(FILE *f) {
           "                        measure beta, lambda, occupancy on the GPU, time a sweep of\n"
           "                        decode steps (rows, contexts, GQA groups) and a model's\n"
           "                        GEMMs, fit every route's cost model; writes a\n"
-          "                        calibration file\n"
-          "  bench sim [--out FILE] [--steps N]\n"
-          "                        simulated decode steps per second on the model backend,\n"
-          "                        recording on, at 8 and 64 active requests\n"
-          "  bench traces [--rows N] [--out FILE]\n"
-          "                        trace reading speed (rows/s) on a generated CSV\n"
-          "  bench fleet [--requests N] [--out FILE]\n"
-          "                        fleets of 1 to 1,000 replicas behind a router: iterations\n"
-          "                        per second, the router's cost, peak RSS\n"
-          "  bench model [--model NAME] [--rows LIST] [--reps N] [--out FILE]\n"
-          "                        a served model's GEMMs alone on the GPU over token widths,\n"
-          "                        against the read ceiling and a 8192^3 GEMM; fits the\n"
-          "                        calibration's gemm_gbps, gemm_us, gemm_tflops\n"
-          "  bench allreduce [--model NAME] [--ranks N] [--rows LIST] [--reps N]\n"
-          "                        tensor parallelism's all-reduce through NCCL (built with\n"
-          "                        -DPKV_NCCL=ON) beside the calibration's model of it\n"
-          "  bench kernels [--cases SPEC] [--splits LIST] [--reps N] [--out FILE]\n"
-          "                        isolated-kernel benchmark on the GPU (see --help there)\n"
-          "\n"
+          "                        calibration file\n",
+          f);
+    fputs(bench_commands, f);
+    fputs("\n"
           "  -h, --help            this text\n"
           "  -V, --version         version and build\n"
           "\n"
@@ -146,7 +159,20 @@ static int write_json(const char *path, const pkv_config *cfg, const pkv_summary
 }
 
 static void help(void) {
-    usage(stdout);
+    fputs("usage: pkvsim run EXPERIMENT.json [OPTIONS]\n"
+          "simulate an experiment and write its HDF5 dataset (experiments/README.md)\n\n",
+          stdout);
+    fputs(run_options, stdout);
+}
+
+/* `bench` alone, with --help, or with a subcommand this build lacks. */
+static int bench_usage(int argc, char **argv) {
+    const int asked = argc < 3 || !strcmp(argv[2], "--help") || !strcmp(argv[2], "-h");
+    if (!asked) fprintf(stderr, "pkvsim bench: unknown benchmark \"%s\"\n", argv[2]);
+    FILE *f = asked && argc >= 3 ? stdout : stderr;
+    fputs("usage: pkvsim bench NAME [OPTIONS] (NAME --help for its own)\n\n", f);
+    fputs(bench_commands, f);
+    return asked && argc >= 3 ? 0 : 2;
 }
 
 static int cmd_run(int argc, char **argv) {
@@ -277,7 +303,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     if (!strcmp(cmd, "-V") || !strcmp(cmd, "--version")) {
-        printf("pkvsim %s (CUDA kernels: %s)\n", PKV_VERSION,
+        printf("pkvsim %s, revision %s (CUDA kernels: %s)\n", PKV_VERSION, PKV_GIT_REV,
 #ifdef PKV_HAVE_CUDA
                "built"
 #else
@@ -313,6 +339,7 @@ int main(int argc, char **argv) {
         return pkv_cmd_bench_traces(argc - 2, argv + 2);
     if (!strcmp(cmd, "bench") && argc >= 3 && !strcmp(argv[2], "fleet"))
         return pkv_cmd_bench_fleet(argc - 2, argv + 2);
+    if (!strcmp(cmd, "bench")) return bench_usage(argc, argv);
     fprintf(stderr, "pkvsim: unknown command \"%s\" (see pkvsim --help)\n", cmd);
     return 2;
 }
