@@ -12,7 +12,60 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <unistd.h>
+
+/* Edits (insertions, deletions, substitutions) from a to b, each at most 63 long. */
+static int edit_distance(const char *a, const char *b) {
+    int row[64], la = (int)strlen(a), lb = (int)strlen(b);
+    if (la > 63 || lb > 63) return 1 << 20;
+    for (int j = 0; j <= lb; j++) row[j] = j;
+    for (int i = 1; i <= la; i++) {
+        int diag = row[0];
+        row[0] = i;
+        for (int j = 1; j <= lb; j++) {
+            const int up = row[j];
+            const int sub = diag + (a[i - 1] != b[j - 1]);
+            row[j] = sub < up + 1 ? (sub < row[j - 1] + 1 ? sub : row[j - 1] + 1)
+                                  : (up + 1 < row[j - 1] + 1 ? up + 1 : row[j - 1] + 1);
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+static int by_name(const void *a, const void *b) {
+    return strcmp(a, b);
+}
+
+/* The presets beside the missing one at path (the *.json of its folder), by name, and
+ * the closest to `want` within a third of its length ("" if none). */
+static void preset_names(const char *path, const char *want, char *names, size_t n, char *near,
+                         size_t nn) {
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = 0;
+    *names = *near = 0;
+    int best = (int)strlen(want) / 3 + 1;
+    char found[64][64];
+    int nf = 0;
+    DIR *d = opendir(dir);
+    for (struct dirent *de; d && (de = readdir(d)) && nf < 64;) {
+        const size_t l = strlen(de->d_name);
+        if (l > 6 && l < 68 && !strcmp(de->d_name + l - 5, ".json"))
+            snprintf(found[nf++], sizeof found[0], "%.*s", (int)(l - 5), de->d_name);
+    }
+    if (d) closedir(d);
+    qsort(found, (size_t)nf, sizeof found[0], by_name);
+    for (int i = 0; i < nf; i++) {
+        const size_t used = strlen(names);
+        snprintf(names + used, n - used, "%s%.63s", i ? ", " : "", found[i]);
+        const int dist = edit_distance(want, found[i]);
+        if (dist < best) best = dist, snprintf(near, nn, "%.*s", (int)nn - 1, found[i]);
+    }
+    if (!*names) snprintf(names, n, "none in %.*s", (int)n - 16, dir);
+}
 
 /* Where the shipped data (experiments/models/, experiments/calibration/) is found, so an
  * installed pkvsim works: $PKVSIM_DATA, then beside the program (its folder, the one
@@ -99,9 +152,12 @@ static int parse_model(pkv_config *c, const cJSON *root, pkv_err *e) {
         }
         pkv_err sub;
         char *text = pkv_read_file(path, NULL, &sub);
-        if (!text)
-            return pkv_fail(e, "model.preset: \"%s\": %s (presets: experiments/models/)", preset,
-                            sub.msg);
+        if (!text) {
+            char names[512], near[64];
+            preset_names(path, preset, names, sizeof names, near, sizeof near);
+            return pkv_fail(e, "model.preset: \"%s\": %s (presets: %s%s%s%s)", preset, sub.msg,
+                            names, *near ? "; did you mean \"" : "", near, *near ? "\"?" : "");
+        }
         snprintf(c->model_file, sizeof c->model_file, "%s", path);
         cJSON *p = pkv_json_parse(text, path, &sub);
         snprintf(c->model.name, sizeof c->model.name, "%s", preset);

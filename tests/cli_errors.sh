@@ -295,6 +295,12 @@ expect_fail report-missing-value "pkvsim report: --baseline: unknown option, or 
   "$pkvsim" report --baseline
 expect_fail bench-sim-steps "--steps: \"0\" is not a positive integer" "$pkvsim" bench sim --steps 0 --out "$tmp/out.h5"
 expect_fail fit-too-many-tests "more than 256 --test values" "$pkvsim" fit $(for i in $(seq 257); do printf -- "--test x "; done) a.h5
+# A mistyped preset lists the presets and offers the closest; a trace without the
+# default columns shows its header and names workload.trace.columns.
+case_json preset-typo '{"model": "llama-3-8b"}' 'did you mean "llama-3.1-8b"?'
+printf 't,a,b\n0,1,2\n' > "$tmp/cols.csv"
+case_json trace-columns "{\"workload\": {\"trace\": {\"path\": \"$tmp/cols.csv\"}, \"prompt\": null, \"decode\": null, \"arrival\": null, \"num_requests\": null}}" \
+  '(it has: t,a,b); name the trace'"'"'s columns in workload.trace.columns'
 # `bench` lists its benchmarks (--help: on stdout, exit 0); an unknown one is named;
 # `run --help` is the run's own text; --version names the revision.
 check() { if eval "$2"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL $1"; fi; }

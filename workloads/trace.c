@@ -245,7 +245,13 @@ static int read_csv(const char *text, size_t len, const pkv_trace_spec *sp, row_
             }
     for (int k = 0; k < 3; k++) {
         if (ci[k] >= 0 || (k == 0 && (!*want[0] || sp->time_optional))) continue;
-        return pkv_fail(e, "%s:1: missing column \"%s\" in the header", sp->path, want[k]);
+        char head[256];
+        snprintf(head, sizeof head, "%.*s", (int)(hend - p) > 200 ? 200 : (int)(hend - p), p);
+        return pkv_fail(e,
+                        "%s:1: missing column \"%s\" in the header (it has: %s); name the "
+                        "trace's columns in workload.trace.columns: {\"time\", \"prompt\", "
+                        "\"decode\"} or a layout: azure, vidur, study, mooncake",
+                        sp->path, want[k], head);
     }
     int need = ci[0] > ci[1] ? ci[0] : ci[1];
     if (ci[2] > need) need = ci[2];
