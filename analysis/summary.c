@@ -295,6 +295,9 @@ int pkv_summary_finish(pkv_summary *s, double t_end) {
     s->ttft_p99 = pkv_dist_quantile(&s->ttft_d, 0.99);
     s->tpot_p50 = s->tpot.median, s->tpot_p90 = pkv_dist_quantile(&s->tpot_d, 0.9);
     s->tpot_p99 = pkv_dist_quantile(&s->tpot_d, 0.99);
+    s->itl_p50 = s->itl.median, s->itl_p99 = pkv_dist_quantile(&s->itl_d, 0.99);
+    s->e2el_p50 = s->e2el.median, s->e2el_p99 = pkv_dist_quantile(&s->e2el_d, 0.99);
+    s->prefix_hit_rate = s->prefix_tokens ? (double)s->prefix_hit_tokens / s->prefix_tokens : NAN;
     s->duration = s->finished ? s->t_last_finish - s->t_first_arrival : NAN;
     const double d = s->duration > 0 ? s->duration : NAN;
     s->request_throughput = s->finished / d;
@@ -519,6 +522,12 @@ const pkv_summary_figure pkv_summary_figures[] = {
     D(tpot_p50, "s", true, "TPOT median"),
     D(tpot_p90, "s", true, "TPOT 90th percentile"),
     D(tpot_p99, "s", true, "TPOT 99th percentile"),
+    D(itl_p50, "s", true, "ITL median"),
+    D(itl_p99, "s", true, "ITL 99th percentile"),
+    D(e2el_p50, "s", true, "end-to-end latency median"),
+    D(e2el_p99, "s", true, "end-to-end latency 99th percentile"),
+    D(prefix_hit_rate, "fraction", true,
+      "prompt tokens found in the prefix cache over those admitted (NaN: no prefix cache)"),
     {"steps_", PKV_FIGURE_BY_ROUTE, offsetof(pkv_summary, route_steps), "steps", false,
      "measured steps per route: steps_ROUTE"},
     {"interrupted", PKV_FIGURE_INT, offsetof(pkv_summary, interrupted), "", false,

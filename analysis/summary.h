@@ -65,10 +65,12 @@ typedef struct pkv_summary {
     double decode_tok_s_device; /* decode tokens / sum of measured device times (attention, the
                                    MLP tail, a full model's dense part) */
     double mean_rows;
-    double host_overhead_s;              /* mean wall minus device time per measured step */
-    double host_plan_s, host_choose_s;   /* of it, mean: /steps t_plan and t_choose */
-    double ttft_p50, ttft_p90, ttft_p99; /* seconds, over the finished requests */
-    double tpot_p50, tpot_p90, tpot_p99; /* seconds per output token after the first */
+    double host_overhead_s;                      /* mean wall minus device time per measured step */
+    double host_plan_s, host_choose_s;           /* of it, mean: /steps t_plan and t_choose */
+    double ttft_p50, ttft_p90, ttft_p99;         /* seconds, over the finished requests */
+    double tpot_p50, tpot_p90, tpot_p99;         /* seconds per output token after the first */
+    double itl_p50, itl_p99, e2el_p50, e2el_p99; /* seconds (the sweep index's) */
+    double prefix_hit_rate; /* prefix_hit_tokens / prefix_tokens (NaN: no prefix cache) */
     uint64_t arrived, finished, preemptions;
     uint64_t prefills, prefill_tokens;          /* prefill batches and their prompt tokens */
     uint64_t mixed_steps, mixed_prefill_tokens; /* steps holding prompt chunks, their tokens */

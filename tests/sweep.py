@@ -95,6 +95,10 @@ with h5py.File(out) as f:
     tok = [f["points"][p]["summary"].attrs["decode_tok_s"] for p in sorted(f["points"])]
 if n != 4 or not np.allclose(tok, [ix["decode_tok_s"][i] for i in (0, 1, 4, 5)]):
     fails.append(f"points kept: {n}; index figures {ix['decode_tok_s']} against {tok}")
+missing = [k for k in ("itl_p50", "itl_p99", "e2el_p50", "e2el_p99", "prefix_hit_rate")
+           if k not in ix]
+if missing or not ix["e2el_p99"][0] > ix["e2el_p50"][0] > 0:
+    fails.append(f"the index lacks {missing}, or its E2E p50/p99 are not in order")
 if os.path.exists(out + ".points"):
     fails.append("the point files were not removed after the sweep")
 
