@@ -56,6 +56,7 @@ static const pkv_key rows[] = {
     ROW("kv_link_gbps", NUM, kv_link_bps, 50, 1e-3, 1e6, .scale = 1e9),
     ROW("kv_link_us", NUM, kv_link_s, 20, 0, 1e6, .scale = 1e-6),
     ROW("kv_link_concurrency", INT, kv_link_streams, 4, 1, 1 << 16),
+    ROW("memory_gib", NUM, memory_gib, 0, 0, 1e6),
     {.obj = "", .name = "route_scale", .kind = PKV_KEY_CUSTOM}, /* one factor per route */
     {.obj = "", .name = "route_model", .kind = PKV_KEY_CUSTOM}, /* fitted constants per route */
     {.obj = "", .name = "route_model_by_group", .kind = PKV_KEY_CUSTOM}, /* the same per G */

@@ -103,7 +103,8 @@ typedef struct pkv_calib {
      * transfer takes besides its bytes; transfers it carries at once (more wait) */
     double kv_link_bps, kv_link_s;
     int kv_link_streams;
-    char *json; /* the file verbatim (owned) */
+    double memory_gib; /* the GPU's memory (0: not given: pools are not checked) */
+    char *json;        /* the file verbatim (owned) */
 } pkv_calib;
 
 /* The FP16 GEMM rate (TFLOP/s) at `width` token rows: gemm_tflops_at's, else gemm_tflops. */

@@ -22,7 +22,7 @@ BASE = "h200-llama-3.1-8b.json"
 
 # Datasheet figures: memory bandwidth (GB/s), dense FP16 tensor TFLOP/s (no sparsity),
 # SMs, memory (GB), host link (PCIe GB/s each way). Sources in each entry.
-H200 = {"bw": 4800, "tflops": 989.4, "sms": 132, "pcie": 64}
+H200 = {"bw": 4800, "tflops": 989.4, "sms": 132, "pcie": 64, "memory_gb": 141}
 GPUS = {
     "h100-sxm": {
         "gpu_name": "NVIDIA H100 80GB HBM3", "bw": 3350, "tflops": 989.4, "sms": 132,
@@ -68,6 +68,8 @@ def derive(base, name, g):
     c["prefill_token_us"] = base["prefill_token_us"] / tf
     c["prefill_score_ps"] = base["prefill_score_ps"] / tf
     c["swap_gbps"] = base["swap_gbps"] * g["pcie"] / H200["pcie"]
+    # the H200's 141 GB datasheet memory reads as 140.4 GiB on the device: the same ratio
+    c["memory_gib"] = round(g["memory_gb"] * base["memory_gib"] / H200["memory_gb"], 1)
     for m in c["route_model"].values():
         for k in ROUTE_BW:
             m[k] *= bw

@@ -1,6 +1,7 @@
 #define _DEFAULT_SOURCE /* realpath */
 #include "config.h"
 #include "fleet.h"
+#include "calib.h"
 #include "config_workload.h"
 #include "jsonv.h"
 
@@ -316,6 +317,56 @@ static int finish_sections(pkv_config *c, const cJSON *root, pkv_err *e) {
 
 /* Every request must fit an empty pool, or FCFS admission would wait forever; and
  * something must end the run. */
+/* Bytes the KV pool may take on a GPU of memory_gib (negative: not even the weights fit). */
+static double kv_budget(const pkv_config *c, double memory_gib) {
+    return memory_gib * (double)(1 << 30) * c->gpu_memory_utilization -
+           pkv_model_weight_bytes(&c->model) - (double)(1 << 30);
+}
+
+int pkv_config_check_memory(const pkv_config *c, double memory_gib, const char *gpu, pkv_err *e) {
+    if (!(memory_gib > 0)) return 0;
+    const double page = pkv_model_page_bytes(&c->model), budget = kv_budget(c, memory_gib);
+    const double pool = page * c->kv_pages, gib = (double)(1 << 30);
+    if (pool <= budget) return 0;
+    return pkv_fail(e,
+                    "serving.kv_pages: %d pages of %s's KV are %.1f GiB; with %.1f GiB of "
+                    "weights and 1 GiB of activations that passes %.2f of the %.1f GiB of %s "
+                    "(the calibration's memory_gib, serving.gpu_memory_utilization): at most "
+                    "%.0f pages fit; lower serving.kv_pages or leave it out (then it is sized "
+                    "to fit)",
+                    c->kv_pages, c->model.name, pool / gib, pkv_model_weight_bytes(&c->model) / gib,
+                    c->gpu_memory_utilization, memory_gib, gpu,
+                    budget > 0 ? floor(budget / page) : 0);
+}
+
+/* serving.kv_pages sized to the calibration's GPU as an engine sizes its pool (what
+ * serving.gpu_memory_utilization of its memory leaves after the weights and a GiB of
+ * activations) where the experiment does not give it, and checked where it does. A
+ * calibration that cannot be read, or gives no memory_gib, leaves the pool as given (the
+ * run reports an unreadable one). */
+static int fit_memory(pkv_config *c, const cJSON *root, pkv_err *e) {
+    pkv_calib cal;
+    pkv_err ignored;
+    if (pkv_calib_load(&cal, c->calibration, &ignored)) return 0;
+    const double mem = cal.memory_gib;
+    char gpu[sizeof cal.gpu_name];
+    memcpy(gpu, cal.gpu_name, sizeof gpu);
+    pkv_calib_free(&cal);
+    const cJSON *sv = cJSON_GetObjectItemCaseSensitive(root, "serving");
+    if (!(mem > 0) || (sv && cJSON_GetObjectItemCaseSensitive(sv, "kv_pages")))
+        return pkv_config_check_memory(c, mem, gpu, e);
+    const double pages = floor(kv_budget(c, mem) / pkv_model_page_bytes(&c->model));
+    if (pages < 1)
+        return pkv_fail(e,
+                        "model: %s's %.1f GiB of weights leave no room for a KV page in %.2f of "
+                        "the %.1f GiB of %s (the calibration's memory_gib, "
+                        "serving.gpu_memory_utilization)",
+                        c->model.name, pkv_model_weight_bytes(&c->model) / (double)(1 << 30),
+                        c->gpu_memory_utilization, mem, gpu);
+    c->kv_pages = pages > INT32_MAX ? INT32_MAX : (int32_t)pages;
+    return 0;
+}
+
 static int check_consistency(const pkv_config *c, pkv_err *e) {
     const pkv_workload_spec *w = &c->workload;
     if (c->layers_measured > 0 && !pkv_model_dense(&c->model))
@@ -609,7 +660,7 @@ int pkv_config_parse(pkv_config *c, char *text, const char *path, pkv_err *e) {
         if (parse_section(c, root, config_objs[i], &sub)) goto out;
     if (finish_sections(c, root, &sub) ||
         pkv_config_parse_workload(&c->workload, &c->trace_spec, &c->trace, c->file, w, &sub) ||
-        check_consistency(c, &sub) || parse_pools(c, root, &sub))
+        fit_memory(c, root, &sub) || check_consistency(c, &sub) || parse_pools(c, root, &sub))
         goto out;
     rc = pkv_config_resolve(c);
     if (rc) pkv_fail(&sub, "out of memory");

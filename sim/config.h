@@ -81,7 +81,8 @@ typedef struct pkv_config {
     pkv_trace trace;           /* its rows (owned); workload.trace points here */
     int32_t max_active;
     int32_t kv_pages;
-    int admission; /* index in pkv_admission_names */
+    double gpu_memory_utilization; /* of the calibration's memory_gib: weights and KV pool */
+    int admission;                 /* index in pkv_admission_names */
     const pkv_admission_policy *admit;
     int scheduler;               /* pkv_scheduler_names: PKV_SCHED_* */
     pkv_fleet_spec fleet;        /* the fleet section (sim/fleet.h) */
@@ -134,6 +135,11 @@ enum { PKV_CONFIG_INPUTS = 6 + 2 * 64 }; /* the most pkv_config_inputs lists */
 int pkv_config_inputs(const pkv_config *c, const char **paths, const char **what);
 /* Rebuild c->resolved after command-line overrides. */
 int pkv_config_resolve(pkv_config *c);
+/* The KV pool against the GPU's memory (memory_gib, the calibration's; 0: unknown, not
+ * checked): its pages with the weights a GPU holds and a GiB of activations and
+ * workspaces must fit in memory_gib x serving.gpu_memory_utilization, else the error
+ * names the bytes and the most pages that fit. */
+int pkv_config_check_memory(const pkv_config *c, double memory_gib, const char *gpu, pkv_err *e);
 /* Whether decode steps replay CUDA graphs: run.cuda_graph, its auto resolved by the
  * final policy (command-line overrides applied): on for a full model under adaptive or
  * a route its graphs hold (pkv_backend_graph_routes: ref_paged, pkv_workqueue), off for the study

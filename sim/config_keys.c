@@ -164,6 +164,7 @@ static const pkv_key rows[] = {
 
     INT("serving", "max_active", C, max_active, 64, 1, 4096),
     INT("serving", "kv_pages", C, kv_pages, 65536, 1, INT32_MAX),
+    NUM("serving", "gpu_memory_utilization", C, gpu_memory_utilization, 0.9, 0, 1, .lo_open = true),
     ENUM("serving", "admission", C, admission, "fcfs", pkv_admission_names),
     ENUM("serving", "scheduler", C, scheduler, "prefill_first", pkv_scheduler_names),
     INT("serving", "token_budget", C, token_budget, 8192, 1, 1 << 20),

@@ -381,6 +381,11 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
     if (o->record && pkv_output_ok(cfg->output, in, what, n_in, "output", e)) return -1;
     pkv_calib cal;
     if (load_calib(cfg, &cal, e)) return -1;
+    if (pkv_config_check_memory(cfg, cal.memory_gib, cal.gpu_name, e)) { /* the one it runs on */
+        pkv_err sub = *e;
+        pkv_calib_free(&cal);
+        return pkv_fail(e, "%s: %s", cfg->file, sub.msg);
+    }
     pkv_backend_kind bk = pkv_backend_resolve((pkv_backend_kind)cfg->backend);
     int clock = cfg->clock != PKV_CONFIG_CLOCK_AUTO ? cfg->clock
                 : bk == PKV_BACKEND_CUDA            ? PKV_CLOCK_WALL

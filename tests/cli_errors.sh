@@ -40,6 +40,7 @@ expect_fail() { # NAME EXPECTED-TEXT COMMAND...
   fi
 }
 
+check() { if eval "$2"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL $1"; fi; }
 case_json() { # NAME FRAGMENT EXPECTED
   good "$2" > "$tmp/e.json"
   expect_fail "$1" "$3" "$pkvsim" run -q "$tmp/e.json"
@@ -295,6 +296,14 @@ expect_fail report-missing-value "pkvsim report: --baseline: unknown option, or 
   "$pkvsim" report --baseline
 expect_fail bench-sim-steps "--steps: \"0\" is not a positive integer" "$pkvsim" bench sim --steps 0 --out "$tmp/out.h5"
 expect_fail fit-too-many-tests "more than 256 --test values" "$pkvsim" fit $(for i in $(seq 257); do printf -- "--test x "; done) a.h5
+# A served model's pool against the calibration's GPU memory: 65,536 pages of
+# Llama-3.1-8B (128 GiB beside 15 GiB of weights) are refused on the H200 with the most
+# that fit; left out, the pool is sized to them (the resolved configuration says so).
+h200="$src/experiments/calibration/h200-llama-3.1-8b.json"
+case_json kv-pages-gpu "{\"model\": \"llama-3.1-8b\", \"serving\": {\"kv_pages\": 65536}, \"route\": {\"calibration\": \"$h200\"}}" \
+  "128.0 GiB; with 15.0 GiB of weights"
+good "{\"model\": \"llama-3.1-8b\", \"route\": {\"calibration\": \"$h200\"}}" > "$tmp/e.json"
+check kv-pages-sized '"$pkvsim" run -n "$tmp/e.json" | grep -Eq "\"kv_pages\":[[:space:]]*56526,"'
 # A mistyped preset lists the presets and offers the closest; a trace without the
 # default columns shows its header and names workload.trace.columns.
 case_json preset-typo '{"model": "llama-3-8b"}' 'did you mean "llama-3.1-8b"?'
@@ -303,7 +312,6 @@ case_json trace-columns "{\"workload\": {\"trace\": {\"path\": \"$tmp/cols.csv\"
   '(it has: t,a,b); name the trace'"'"'s columns in workload.trace.columns'
 # `bench` lists its benchmarks (--help: on stdout, exit 0); an unknown one is named;
 # `run --help` is the run's own text; --version names the revision.
-check() { if eval "$2"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL $1"; fi; }
 check bench-help '"$pkvsim" bench --help | grep -q "bench fleet"'
 expect_fail bench-alone "bench NAME" "$pkvsim" bench
 expect_fail bench-unknown 'unknown benchmark "foo"' "$pkvsim" bench foo
