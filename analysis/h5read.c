@@ -30,8 +30,12 @@ static int64_t table_rows(hid_t g, const pkv_column *cols, int n_cols) {
     return 0;
 }
 
-static int read_table(const char *path, const char *name, const pkv_column *cols, int n_cols,
-                      size_t rec_size, void **out, size_t *n, pkv_err *e) {
+/* The table `table` of the run in group ("": the root) into *out. */
+static int read_table(const char *path, const char *group, const char *table,
+                      const pkv_column *cols, int n_cols, size_t rec_size, void **out, size_t *n,
+                      pkv_err *e) {
+    char name[96];
+    snprintf(name, sizeof name, "%s%s%s", group, *group ? "/" : "", table);
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) return pkv_fail(e, "%s: not a readable HDF5 file", path);
@@ -91,10 +95,9 @@ int pkv_h5_read_steps(const char *path, pkv_step_rec **out, size_t *n, pkv_err *
 
 int pkv_h5_read_steps_at(const char *path, const char *group, pkv_step_rec **out, size_t *n,
                          pkv_err *e) {
-    char name[96];
-    snprintf(name, sizeof name, "%s%ssteps", group, *group ? "/" : "");
     void *p;
-    if (read_table(path, name, pkv_step_columns, pkv_step_column_count, sizeof **out, &p, n, e))
+    if (read_table(path, group, "steps", pkv_step_columns, pkv_step_column_count, sizeof **out, &p,
+                   n, e))
         return -1;
     *out = p;
     /* Per-candidate times live in /routes; the step rows alone leave them NaN. */
@@ -106,11 +109,9 @@ int pkv_h5_read_steps_at(const char *path, const char *group, pkv_step_rec **out
 
 int pkv_h5_read_prefills_at(const char *path, const char *group, pkv_prefill_rec **out, size_t *n,
                             pkv_err *e) {
-    char name[96];
-    snprintf(name, sizeof name, "%s%sprefills", group, *group ? "/" : "");
     void *p;
-    if (read_table(path, name, pkv_prefill_columns, pkv_prefill_column_count, sizeof **out, &p, n,
-                   e))
+    if (read_table(path, group, "prefills", pkv_prefill_columns, pkv_prefill_column_count,
+                   sizeof **out, &p, n, e))
         return -1;
     *out = p;
     return 0;
@@ -153,11 +154,9 @@ int pkv_h5_read_requests(const char *path, pkv_request_rec **out, size_t *n, pkv
 
 int pkv_h5_read_requests_at(const char *path, const char *group, pkv_request_rec **out, size_t *n,
                             pkv_err *e) {
-    char name[96];
-    snprintf(name, sizeof name, "%s%srequests", group, *group ? "/" : "");
     void *p;
-    if (read_table(path, name, pkv_request_columns, pkv_request_column_count, sizeof **out, &p, n,
-                   e))
+    if (read_table(path, group, "requests", pkv_request_columns, pkv_request_column_count,
+                   sizeof **out, &p, n, e))
         return -1;
     *out = p;
     return 0;
@@ -165,11 +164,9 @@ int pkv_h5_read_requests_at(const char *path, const char *group, pkv_request_rec
 
 int pkv_h5_read_replicas_at(const char *path, const char *group, pkv_replica_rec **out, size_t *n,
                             pkv_err *e) {
-    char name[96];
-    snprintf(name, sizeof name, "%s%sreplicas", group, *group ? "/" : "");
     void *p;
-    if (read_table(path, name, pkv_replica_columns, pkv_replica_column_count, sizeof **out, &p, n,
-                   e))
+    if (read_table(path, group, "replicas", pkv_replica_columns, pkv_replica_column_count,
+                   sizeof **out, &p, n, e))
         return -1;
     *out = p;
     return 0;
