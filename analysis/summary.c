@@ -298,6 +298,8 @@ int pkv_summary_finish(pkv_summary *s, double t_end) {
     s->itl_p50 = s->itl.median, s->itl_p99 = pkv_dist_quantile(&s->itl_d, 0.99);
     s->e2el_p50 = s->e2el.median, s->e2el_p99 = pkv_dist_quantile(&s->e2el_d, 0.99);
     s->prefix_hit_rate = s->prefix_tokens ? (double)s->prefix_hit_tokens / s->prefix_tokens : NAN;
+    s->prefix_unbounded_hit_rate =
+        s->prefix_tokens ? (double)s->prefix_unbounded_hit_tokens / s->prefix_tokens : NAN;
     s->duration = s->finished ? s->t_last_finish - s->t_first_arrival : NAN;
     const double d = s->duration > 0 ? s->duration : NAN;
     s->request_throughput = s->finished / d;
@@ -338,11 +340,13 @@ void pkv_summary_print(const pkv_summary *s, FILE *f) {
     if (s->prefix_tokens)
         fprintf(f,
                 "  prefix cache %.1f%% of %llu prompt blocks hit, %llu of %llu prompt tokens "
-                "(%.1f%%) not prefilled, %llu blocks evicted\n",
+                "(%.1f%%) not prefilled (a cache that never evicts: %.1f%%), %llu blocks "
+                "evicted\n",
                 s->prefix_blocks ? 100.0 * (double)s->prefix_hits / (double)s->prefix_blocks : 0,
                 (unsigned long long)s->prefix_blocks, (unsigned long long)s->prefix_hit_tokens,
                 (unsigned long long)s->prefix_tokens,
                 100.0 * (double)s->prefix_hit_tokens / (double)s->prefix_tokens,
+                100.0 * (double)s->prefix_unbounded_hit_tokens / (double)s->prefix_tokens,
                 (unsigned long long)s->prefix_evictions);
     for (int k = 0; k < s->n_classes; k++)
         fprintf(f, "  class %-6s %llu finished, %.1f%% within its SLOs\n", s->class_names[k],
@@ -528,6 +532,11 @@ const pkv_summary_figure pkv_summary_figures[] = {
     D(e2el_p99, "s", true, "end-to-end latency 99th percentile"),
     D(prefix_hit_rate, "fraction", true,
       "prompt tokens found in the prefix cache over those admitted (NaN: no prefix cache)"),
+    U(prefix_unbounded_hit_tokens, "tokens", false,
+      "prompt tokens a prefix cache that never evicted would have found"),
+    D(prefix_unbounded_hit_rate, "fraction", true,
+      "of the admitted prompt tokens, those a cache that never evicted would have found (so a "
+      "low prefix_hit_rate reads right: the pool's evictions, or prompts that share little)"),
     {"steps_", PKV_FIGURE_BY_ROUTE, offsetof(pkv_summary, route_steps), "steps", false,
      "measured steps per route: steps_ROUTE"},
     {"interrupted", PKV_FIGURE_INT, offsetof(pkv_summary, interrupted), "", false,

@@ -71,6 +71,8 @@ typedef struct pkv_summary {
     double tpot_p50, tpot_p90, tpot_p99;         /* seconds per output token after the first */
     double itl_p50, itl_p99, e2el_p50, e2el_p99; /* seconds (the sweep index's) */
     double prefix_hit_rate; /* prefix_hit_tokens / prefix_tokens (NaN: no prefix cache) */
+    uint64_t prefix_unbounded_hit_tokens; /* the hits of a cache that never evicted */
+    double prefix_unbounded_hit_rate;     /* over prefix_tokens */
     uint64_t arrived, finished, preemptions;
     uint64_t prefills, prefill_tokens;          /* prefill batches and their prompt tokens */
     uint64_t mixed_steps, mixed_prefill_tokens; /* steps holding prompt chunks, their tokens */

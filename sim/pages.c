@@ -157,17 +157,26 @@ int32_t pkv_sim_map_cached(pkv_sim *s, pkv_sim_request *r) {
         memcpy(r->pages + (size_t)b * ppb, pkv_prefix_pages(&s->cache, k), sizeof(int32_t) * ppb);
     }
     r->cached_blocks = b;
+    int32_t ever = 0; /* what a cache that never evicts would have mapped */
+    for (uint64_t h = 0;
+         ever < most && pkv_prefix_seen(&s->cache, h = block_name(s, &ids, h, ever));)
+        ever++;
+    s->counts.prefix_unbounded_hit_tokens += (uint64_t)ever * (uint64_t)B;
     s->counts.prefix_blocks += (uint64_t)most;
     s->counts.prefix_tokens += (uint64_t)pkv_sim_stored_tokens(r);
     return b * B;
 }
 
 /* Its own full prompt blocks after the mapped ones join the cache (referenced by r)
- * while no block of that name is there already. */
-void pkv_sim_cache_prompt(pkv_sim *s, pkv_sim_request *r) {
+ * while no block of that name is there already; every one of them joins the cache that
+ * never evicts (-1: out of memory). */
+int pkv_sim_cache_prompt(pkv_sim *s, pkv_sim_request *r) {
     const int32_t B = s->cfg->prefix_block_tokens, ppb = s->cache.pages_per_block;
     const block_ids ids = ids_of(r);
     uint64_t h = 0;
+    for (int32_t b = 0; b < r->rec.prompt_len / B; b++)
+        if (pkv_prefix_see(&s->cache, h = block_name(s, &ids, h, b))) return -1;
+    h = 0;
     for (int32_t b = 0; b < r->rec.prompt_len / B; b++) {
         h = block_name(s, &ids, h, b);
         if (b < r->cached_blocks) continue; /* mapped at admission */
@@ -179,6 +188,7 @@ void pkv_sim_cache_prompt(pkv_sim *s, pkv_sim_request *r) {
         r->blocks[b] = k;
         r->cached_blocks = b + 1;
     }
+    return 0;
 }
 
 int pkv_sim_check_memory(const pkv_config *cfg, int32_t bt_stride, pkv_err *e) {

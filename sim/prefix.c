@@ -35,7 +35,7 @@ int pkv_prefix_init(pkv_prefix *c, int32_t pool_pages, int32_t pages_per_block) 
 }
 
 void pkv_prefix_free(pkv_prefix *c) {
-    free(c->slot), free(c->pages), free(c->free_groups);
+    free(c->slot), free(c->pages), free(c->free_groups), free(c->seen);
     *c = (pkv_prefix){0};
 }
 
@@ -72,6 +72,34 @@ static void lru_unlink(pkv_prefix *c, int32_t b) {
     else
         c->lru_tail = k->prev;
     k->prev = k->next = -1;
+}
+
+int pkv_prefix_seen(const pkv_prefix *c, uint64_t hash) {
+    for (size_t i = c->seen_cap ? mix(hash) & (c->seen_cap - 1) : 0; c->seen_cap && c->seen[i];
+         i = (i + 1) & (c->seen_cap - 1))
+        if (c->seen[i] == hash) return 1;
+    return 0;
+}
+
+int pkv_prefix_see(pkv_prefix *c, uint64_t hash) {
+    if (!hash || pkv_prefix_seen(c, hash)) return 0; /* 0: a block of unknown identity */
+    if (2 * (c->n_seen + 1) > c->seen_cap) {         /* at most half full: grow and rehash */
+        const size_t cap = c->seen_cap ? 2 * c->seen_cap : 1024;
+        uint64_t *t = calloc(cap, sizeof *t);
+        if (!t) return -1;
+        for (size_t k = 0; k < c->seen_cap; k++)
+            if (c->seen[k]) {
+                size_t i = mix(c->seen[k]) & (cap - 1);
+                while (t[i]) i = (i + 1) & (cap - 1);
+                t[i] = c->seen[k];
+            }
+        free(c->seen);
+        c->seen = t, c->seen_cap = cap;
+    }
+    size_t i = mix(hash) & (c->seen_cap - 1);
+    while (c->seen[i]) i = (i + 1) & (c->seen_cap - 1);
+    c->seen[i] = hash, c->n_seen++;
+    return 0;
 }
 
 int32_t pkv_prefix_acquire(pkv_prefix *c, uint64_t hash) {

@@ -8,6 +8,7 @@
 #ifndef PKV_PREFIX_H
 #define PKV_PREFIX_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 enum { PKV_PREFIX_OWNER = -2 }; /* the allocator's owner id of pages the cache holds */
@@ -32,6 +33,10 @@ typedef struct pkv_prefix {
     int32_t *free_groups;       /* [max_blocks] stack of free page groups */
     int32_t n_free_groups;
     uint64_t lookups, hits, evictions; /* blocks */
+    /* Every block name ever cached (a set that never evicts): what an unbounded cache
+     * would hold, so a run can say how far its pool's evictions cost it. */
+    uint64_t *seen; /* open addressing, 0: empty (a name is never 0) */
+    size_t seen_cap, n_seen;
 } pkv_prefix;
 
 int pkv_prefix_init(pkv_prefix *c, int32_t pool_pages, int32_t pages_per_block);
@@ -53,6 +58,11 @@ void pkv_prefix_release(pkv_prefix *c, int32_t b);
 /* Evict the least recently released unreferenced block: its pages into out
  * [pages_per_block]; returns 0, or -1 when every cached block is referenced. */
 int pkv_prefix_evict(pkv_prefix *c, int32_t *out);
+
+/* An unbounded cache: whether it would hold a block of this name; note one (0 or -1:
+ * out of memory). */
+int pkv_prefix_seen(const pkv_prefix *c, uint64_t hash);
+int pkv_prefix_see(pkv_prefix *c, uint64_t hash);
 
 /* The name of block b of a prompt given the name of the block before it (0 for b = 0)
  * and what identifies the block's own tokens: a chain, so that equal names mean equal

@@ -59,6 +59,7 @@ static int sink_end(void *ctx, double t_end, bool interrupted, const pkv_sim_cou
     s->prefix_blocks = c->prefix_blocks, s->prefix_tokens = c->prefix_tokens;
     s->prefix_hits = c->prefix_hits, s->prefix_hit_tokens = c->prefix_hit_tokens;
     s->prefix_evictions = c->prefix_evictions;
+    s->prefix_unbounded_hit_tokens = c->prefix_unbounded_hit_tokens;
     s->swap_outs = c->swap_outs, s->swap_ins = c->swap_ins, s->swap_pages = c->swap_pages;
     s->swap_time_s = c->swap_time_s, s->swap_predicted_s = c->swap_predicted_s;
     return pkv_summary_finish(s, t_end) ? pkv_fail(e, "out of memory") : 0;
@@ -154,6 +155,16 @@ static int ranks_ok(const pkv_config *cfg, const pkv_ranks *r, pkv_err *e) {
     return 0;
 }
 
+/* a += b */
+static void counts_add(pkv_sim_counts *a, const pkv_sim_counts *b) {
+    a->prefix_blocks += b->prefix_blocks, a->prefix_tokens += b->prefix_tokens;
+    a->prefix_hit_tokens += b->prefix_hit_tokens, a->prefix_hits += b->prefix_hits;
+    a->prefix_evictions += b->prefix_evictions;
+    a->prefix_unbounded_hit_tokens += b->prefix_unbounded_hit_tokens;
+    a->swap_outs += b->swap_outs, a->swap_ins += b->swap_ins, a->swap_pages += b->swap_pages;
+    a->swap_time_s += b->swap_time_s, a->swap_predicted_s += b->swap_predicted_s;
+}
+
 /* Over ranks: the counts, the end time and interruption of every process, summed, on
  * every rank; the summaries merged into rank 0's. */
 static int ranks_merge(const pkv_ranks *r, pkv_sim_counts *c, double *t_end, bool *interrupted,
@@ -172,12 +183,7 @@ static int ranks_merge(const pkv_ranks *r, pkv_sim_counts *c, double *t_end, boo
     if (r->gather(r->ctx, packed, packed ? len : 0, &got, &total, lens)) rc = -1;
     for (int k = 0; k < r->size && !rc; k++) {
         if (k == r->rank) continue;
-        const pkv_sim_counts *o = &all[k].c;
-        c->prefix_blocks += o->prefix_blocks, c->prefix_tokens += o->prefix_tokens;
-        c->prefix_hit_tokens += o->prefix_hit_tokens, c->prefix_hits += o->prefix_hits;
-        c->prefix_evictions += o->prefix_evictions;
-        c->swap_outs += o->swap_outs, c->swap_ins += o->swap_ins, c->swap_pages += o->swap_pages;
-        c->swap_time_s += o->swap_time_s, c->swap_predicted_s += o->swap_predicted_s;
+        counts_add(c, &all[k].c);
         *t_end = fmax(*t_end, all[k].t_end), *interrupted |= all[k].interrupted != 0;
     }
     for (int k = 0, at = 0; k < r->size && !rc && got; at += (int)lens[k], k++)
@@ -296,13 +302,7 @@ static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_sp
         pkv_sim_counts c = {0};
         bool interrupted = false;
         for (int i = lo; i < hi; i++) {
-            const pkv_sim_counts *ci = &sim[i].counts;
-            c.prefix_blocks += ci->prefix_blocks, c.prefix_tokens += ci->prefix_tokens;
-            c.prefix_hit_tokens += ci->prefix_hit_tokens, c.prefix_hits += ci->prefix_hits;
-            c.prefix_evictions += ci->prefix_evictions;
-            c.swap_outs += ci->swap_outs, c.swap_ins += ci->swap_ins;
-            c.swap_pages += ci->swap_pages, c.swap_time_s += ci->swap_time_s;
-            c.swap_predicted_s += ci->swap_predicted_s;
+            counts_add(&c, &sim[i].counts);
             t_end = fmax(t_end, sim[i].t_now);
             interrupted |= sim[i].interrupted;
         }

@@ -54,8 +54,9 @@ void pkv_sim_release_pages(pkv_sim *s, pkv_sim_request *r);
  * the prompt's last token is left to prefill (its logits sample). Returns the tokens
  * found. */
 int32_t pkv_sim_map_cached(pkv_sim *s, pkv_sim_request *r);
-/* r's prompt is in its pages: its full blocks join the prefix cache. */
-void pkv_sim_cache_prompt(pkv_sim *s, pkv_sim_request *r);
+/* r's prompt is in its pages: its full blocks join the prefix cache (and the set of
+ * every block ever cached). -1: out of memory. */
+int pkv_sim_cache_prompt(pkv_sim *s, pkv_sim_request *r);
 /* r's pages holding its first `tokens` tokens, listed in prefill_pages from n on (a
  * page a cached block shares is listed for each prompt); returns the new count. */
 int32_t pkv_sim_list_pages(pkv_sim *s, const pkv_sim_request *r, int64_t tokens, int32_t n);
