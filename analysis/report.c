@@ -676,8 +676,10 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, unsi
         fputs("experiment", out);
         for (int c = 0; c < n_cols; c++) fprintf(out, ",%s", cols[c]);
         fputs(",policy,backend,runs,interrupted", out);
-        for (int k = 0; k < N_VALUES; k++)
-            fprintf(out, ",%s_mean,%s_sd", value_names[k], value_names[k]);
+        for (int k = 0; k < N_VALUES; k++) { /* times in seconds, and named so */
+            const char *u = value_low(k) && !strstr(value_names[k], "_s") ? "_s" : "";
+            fprintf(out, ",%s%s_mean,%s%s_sd", value_names[k], u, value_names[k], u);
+        }
         fputs(",ratio_vs_baseline,paired_ratio,paired_ci_lo,paired_ci_hi,pairs,tpot_p50_ratio,"
               "ttft_p99_ratio\n",
               out);
