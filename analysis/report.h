@@ -25,10 +25,10 @@ enum {
 };
 
 /* Read the n output files and write the Markdown table to `table` (and the tables
- * the bits of `tables` add, PKV_REPORT_*) and, when csv is not NULL,
- * the first table's numbers as CSV (times in seconds, their columns named NAME_s_mean); when json
- * is not NULL, every group's figures (the counters included) as one JSON document; with best (a
- * figure's name), the best group of each policy and backend by it (a sweep's best
+ * the bits of `tables` add, PKV_REPORT_*) and, when csv is not NULL, the first table's
+ * numbers as CSV (times in seconds, their columns named NAME_s_mean); when json is not
+ * NULL, every group's figures (the counters included) as one JSON document; with best
+ * (a figure's name), the best group of each policy and backend by it (a sweep's best
  * point). Fails naming the file that cannot be read. */
 int pkv_report_write(const char *const *paths, int n, const char *baseline, unsigned tables,
                      const char *best, FILE *table, FILE *csv, FILE *json, pkv_err *e);
