@@ -38,9 +38,20 @@ try:
 
     matplotlib.use("Agg")  # files only, no display
     import matplotlib.pyplot as plt
-except ImportError as exc:  # say what to install, with no traceback
-    sys.exit(f"plot.py: {exc.name} is missing: apt install python3-h5py python3-matplotlib "
-             f"(Debian, Ubuntu) or pip install h5py matplotlib")
+except ImportError as exc:  # run under an interpreter that has them, else say what to install
+    here = os.path.realpath(sys.executable)
+    for other in ("/usr/bin/python3", "/usr/local/bin/python3"):
+        if os.path.exists(other) and os.path.realpath(other) != here and os.environ.get(
+                "PKV_PLOT_REEXEC") is None and os.system(
+                f"{other} -c 'import h5py, matplotlib' 2>/dev/null") == 0:
+            print(f"plot.py: {sys.executable} has no {exc.name}; running under {other}, which has",
+                  file=sys.stderr)
+            os.environ["PKV_PLOT_REEXEC"] = "1"
+            os.execv(other, [other] + sys.argv)
+    sys.exit(f"plot.py: {exc.name} is missing for {sys.executable} (Python "
+             f"{sys.version_info.major}.{sys.version_info.minor}): apt install python3-h5py "
+             f"python3-matplotlib (Debian, Ubuntu, for /usr/bin/python3) or {sys.executable} -m "
+             f"pip install h5py matplotlib")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pkvh5  # noqa: E402

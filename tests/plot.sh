@@ -20,6 +20,13 @@ check "the PNG is not empty" '[ $(stat -c %s "$tmp/run.png") -gt 20000 ]'
 echo "not hdf5" > "$tmp/bad.h5"
 "$py" "$src/analysis/plot_run.py" "$tmp/bad.h5" > /dev/null 2> "$tmp/err"; rc=$?
 check "bad file refused (exit $rc)" '[ $rc -ne 0 ] && grep -q "bad.h5: not a complete pkvsim output" "$tmp/err"'
+# Under a python3 without h5py (where this machine has one) plot.py runs itself under
+# /usr/bin/python3, which has them, and says so.
+if command -v python3 >/dev/null && ! python3 -c "import h5py" 2>/dev/null && [ "$py" = /usr/bin/python3 ]; then
+  python3 "$src/analysis/plot.py" --help > "$tmp/out" 2> "$tmp/err"; rc=$?
+  check "plot.py under a python3 without h5py (exit $rc: $(head -c 200 "$tmp/err"))" \
+    '[ $rc -eq 0 ] && grep -q "running under /usr/bin/python3" "$tmp/err" && grep -q "^usage" "$tmp/out"'
+fi
 # analysis/plot.py: every plot from a small sweep (three policies x two rates) and a run.
 cat > "$tmp/sw.json" <<EOF
 {"name": "sw", "workload": {"arrival": {"process": "poisson", "rate": 10},
