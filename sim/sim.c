@@ -338,12 +338,13 @@ static int handle(pkv_sim *s, const pkv_event *ev, pkv_err *e) {
         pkv_sim_release_pages(s, r);
         if (retire_request(s, ev->arg, e)) return -1;
         if (s->cfg->workload.arrival.kind == PKV_ARRIVAL_CLOSED) {
+            /* its successor arrives now, with its own draw (several finishing at one
+             * instant must not share one queued draw) */
             pkv_request_draw d;
             if (pkv_workload_next(&s->wl, ev->t, &d) == 0) {
-                s->next_draw = d;
-                return pkv_heap_push(&s->heap, ev->t, EVENT_ARRIVAL, 0)
-                           ? pkv_fail(e, "out of memory")
-                           : 0;
+                const int64_t slot = new_request(s, &d, ev->t);
+                if (slot < 0 || pkv_sim_wait_push_back(s, slot))
+                    return pkv_fail(e, "out of memory");
             }
         }
         return 0;

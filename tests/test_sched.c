@@ -363,6 +363,31 @@ int main(void) {
               "the chat class's TTFT SLO attainment: %.2f under priority, %.2f under FCFS",
               attain[1], attain[0]);
     }
+    { /* A closed loop in lockstep (fixed decode lengths: four requests finish at each
+       * instant): every successor keeps its own draw, so the prompts follow the cycle
+       * of draws in arrival order (a queued draw shared by the finishes of one instant
+       * had duplicated one and lost the others). */
+        pkv_summary sum;
+        pkv_err e;
+        CHECK(test_run_json(&sum, NULL, &e,
+                            "{\"workload\": {\"arrival\": {\"process\": \"closed\", "
+                            "\"concurrency\": 4}, \"prompt\": {\"dist\": \"cycle\", \"values\": "
+                            "[100, 200, 300, 400, 500, 600, 700]}, \"decode\": {\"dist\": "
+                            "\"fixed\", \"value\": 8}, \"num_requests\": 40}, \"serving\": "
+                            "{\"max_active\": 4, \"kv_pages\": 4000}, \"route\": "
+                            "{\"calibration\": \"%s\"}, \"run\": {\"backend\": \"model\", "
+                            "\"record\": \"full\", \"output\": \"%s\"}}",
+                            TEST_CALIBRATION, out) == 0,
+              "closed loop: %s", e.msg);
+        pkv_request_rec *rq = NULL;
+        size_t n = 0;
+        CHECK(pkv_h5_read_requests(out, &rq, &n, &e) == 0 && n == 40, "closed loop: %zu", n);
+        int off = 0;
+        for (size_t i = 0; i < n; i++)
+            off += rq[i].prompt_len != (int32_t)(100 * (rq[i].id % 7 + 1));
+        CHECK(off == 0, "closed loop: %d of %zu requests' prompts are not their draw's", off, n);
+        free(rq);
+    }
     /* Multi-turn sessions with prefix caching and a pool that never evicts: a turn that
      * arrives after its session's last turn was prefilled finds at least that prompt's
      * full blocks cached, within 1% of what a cache that never evicts would (the summary's
