@@ -341,13 +341,19 @@ int pkv_config_check_memory(const pkv_config *c, double memory_gib, const char *
 
 /* serving.kv_pages sized to the calibration's GPU as an engine sizes its pool (what
  * serving.gpu_memory_utilization of its memory leaves after the weights and a GiB of
- * activations) where the experiment does not give it, and checked where it does. A
+ * activations; route.overrides apply) where the experiment does not give it, and checked
+ * where it does. A
  * calibration that cannot be read, or gives no memory_gib, leaves the pool as given (the
  * run reports an unreadable one). */
 static int fit_memory(pkv_config *c, const cJSON *root, pkv_err *e) {
     pkv_calib cal;
     pkv_err ignored;
     if (pkv_calib_load(&cal, c->calibration, &ignored)) return 0;
+    if (c->calib_overrides &&
+        pkv_calib_apply(&cal, c->calib_overrides, "route.overrides", &ignored)) {
+        pkv_calib_free(&cal);
+        return 0; /* the run names the bad override */
+    }
     const double mem = cal.memory_gib;
     char gpu[sizeof cal.gpu_name];
     memcpy(gpu, cal.gpu_name, sizeof gpu);
