@@ -177,10 +177,10 @@ static int ranks_merge(const pkv_ranks *r, pkv_sim_counts *c, double *t_end, boo
     part mine = {*c, *t_end, *interrupted}, *all = calloc((size_t)r->size, sizeof *all);
     void *packed = NULL, *got = NULL;
     size_t len = 0, total = 0, *lens = calloc((size_t)r->size, sizeof *lens);
+    /* out of memory here: this rank fails, and the program aborts the job */
     int rc = all && lens && !pkv_summary_pack(s, &packed, &len) ? 0 : -1;
-    /* every rank takes part in both exchanges, whatever its own state */
-    if (r->allgather(r->ctx, &mine, sizeof mine, all ? all : &mine)) rc = -1;
-    if (r->gather(r->ctx, packed, packed ? len : 0, &got, &total, lens)) rc = -1;
+    if (!rc && r->allgather(r->ctx, &mine, sizeof mine, all)) rc = -1;
+    if (!rc && r->gather(r->ctx, packed, len, &got, &total, lens)) rc = -1;
     for (int k = 0; k < r->size && !rc; k++) {
         if (k == r->rank) continue;
         counts_add(c, &all[k].c);
@@ -325,9 +325,10 @@ static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_sp
         pkv_replica_rec *mine = malloc(sizeof *mine * (size_t)(hi - lo));
         for (int i = lo; mine && i < hi; i++) mine[i - lo] = rs[i].row;
         void *all = NULL;
-        if (ranks->gather(ranks->ctx, mine, mine ? sizeof *mine * (size_t)(hi - lo) : 0, &all,
-                          &total, lens) ||
-            !lens || !mine || (ranks->rank == 0 && total != sizeof *rows * (size_t)n))
+        /* out of memory here: this rank fails, and the program aborts the job */
+        if (!lens || !mine ||
+            ranks->gather(ranks->ctx, mine, sizeof *mine * (size_t)(hi - lo), &all, &total, lens) ||
+            (ranks->rank == 0 && total != sizeof *rows * (size_t)n))
             rc = pkv_fail(e, "fleet: the ranks' /replicas rows could not be gathered");
         else
             rows = all; /* rank 0's; NULL elsewhere */
