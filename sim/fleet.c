@@ -117,20 +117,26 @@ static double load(const pkv_fleet *f, const pkv_fleet_group *g, int i) {
     }
 }
 
-static int least_loaded(const pkv_fleet *f, const pkv_fleet_group *g) { /* lowest at a tie */
-    int best = g->idx[0];
-    double lb = load(f, g, best);
+/* The least loaded replica; at a tie the first from where the last such choice left off
+ * (ties rotate: a stale view ties many replicas, and the lowest-numbered ones would take
+ * them all). */
+static int least_loaded(const pkv_fleet *f, pkv_fleet_group *g) {
+    const int start = g->next_rr < g->n ? g->next_rr : 0;
+    int best = start;
+    double lb = load(f, g, g->idx[start]);
     for (int k = 1; k < g->n; k++) {
-        const double li = load(f, g, g->idx[k]);
-        if (li < lb) best = g->idx[k], lb = li;
+        const int j = (start + k) % g->n;
+        const double lj = load(f, g, g->idx[j]);
+        if (lj < lb) best = j, lb = lj;
     }
-    return best;
+    g->next_rr = (best + 1) % g->n;
+    return g->idx[best];
 }
 
 /* prefix_affinity: of the replicas within affinity_cap requests of the least loaded,
  * the one holding the longest cached prefix of d's prompt; the fewer requests, then
  * the lower index, at a tie. */
-static int affinity(const pkv_fleet *f, const pkv_fleet_group *g, const pkv_request_draw *d) {
+static int affinity(const pkv_fleet *f, pkv_fleet_group *g, const pkv_request_draw *d) {
     const int64_t cap = f->spec.affinity_cap + seen(f, g, least_loaded(f, g)).requests;
     int best = -1;
     int64_t best_req = 0;
