@@ -348,6 +348,11 @@ void pkv_summary_print(const pkv_summary *s, FILE *f) {
                 100.0 * (double)s->prefix_hit_tokens / (double)s->prefix_tokens,
                 100.0 * (double)s->prefix_unbounded_hit_tokens / (double)s->prefix_tokens,
                 (unsigned long long)s->prefix_evictions);
+    if (s->clamped)
+        fprintf(f,
+                "  WARNING      %llu requests had their prompt or decode length cut to "
+                "workload.max_context (an engine would refuse them)\n",
+                (unsigned long long)s->clamped);
     for (int k = 0; k < s->n_classes; k++)
         fprintf(f, "  class %-6s %llu finished, %.1f%% within its SLOs\n", s->class_names[k],
                 (unsigned long long)s->class_finished[k],
@@ -532,6 +537,9 @@ const pkv_summary_figure pkv_summary_figures[] = {
     D(e2el_p99, "s", true, "end-to-end latency 99th percentile"),
     D(prefix_hit_rate, "fraction", true,
       "prompt tokens found in the prefix cache over those admitted (NaN: no prefix cache)"),
+    U(clamped, "requests", false,
+      "requests whose prompt or decode length was cut to workload.max_context (an engine "
+      "would refuse them)"),
     U(prefix_unbounded_hit_tokens, "tokens", false,
       "prompt tokens a prefix cache that never evicted would have found"),
     D(prefix_unbounded_hit_rate, "fraction", true,

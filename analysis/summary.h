@@ -72,7 +72,8 @@ typedef struct pkv_summary {
     double itl_p50, itl_p99, e2el_p50, e2el_p99; /* seconds (the sweep index's) */
     double prefix_hit_rate; /* prefix_hit_tokens / prefix_tokens (NaN: no prefix cache) */
     uint64_t prefix_unbounded_hit_tokens; /* the hits of a cache that never evicted */
-    double prefix_unbounded_hit_rate;     /* over prefix_tokens */
+    uint64_t clamped;                 /* requests whose lengths were cut to workload.max_context */
+    double prefix_unbounded_hit_rate; /* over prefix_tokens */
     uint64_t arrived, finished, preemptions;
     uint64_t prefills, prefill_tokens;          /* prefill batches and their prompt tokens */
     uint64_t mixed_steps, mixed_prefill_tokens; /* steps holding prompt chunks, their tokens */

@@ -60,6 +60,7 @@ static int sink_end(void *ctx, double t_end, bool interrupted, const pkv_sim_cou
     s->prefix_hits = c->prefix_hits, s->prefix_hit_tokens = c->prefix_hit_tokens;
     s->prefix_evictions = c->prefix_evictions;
     s->prefix_unbounded_hit_tokens = c->prefix_unbounded_hit_tokens;
+    s->clamped = c->clamped;
     s->swap_outs = c->swap_outs, s->swap_ins = c->swap_ins, s->swap_pages = c->swap_pages;
     s->swap_time_s = c->swap_time_s, s->swap_predicted_s = c->swap_predicted_s;
     return pkv_summary_finish(s, t_end) ? pkv_fail(e, "out of memory") : 0;
@@ -307,6 +308,7 @@ static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_sp
             interrupted |= sim[i].interrupted;
         }
         if (ranks) rc = ranks_merge(ranks, &c, &t_end, &interrupted, &k->sum, e);
+        c.clamped = wl.clamped; /* the arrivals every rank drew alike */
         if (!rc && (!ranks || ranks->rank == 0)) rc = sink_end(k, t_end, interrupted, &c, e);
     }
     for (int i = lo; i < hi && !rc; i++) { /* /replicas */

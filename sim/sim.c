@@ -469,6 +469,7 @@ int pkv_sim_end(pkv_sim *s, pkv_err *e) {
         if (s->req[i].live && retire_request(s, (int64_t)i, e)) return -1;
     s->counts.prefix_hits = s->cache.hits;
     s->counts.prefix_evictions = s->cache.evictions;
+    s->counts.clamped = s->wl.clamped; /* its own arrivals' (a fleet's router counts its) */
     return s->sink.end ? s->sink.end(s->sink.ctx, s->t_now, s->interrupted, &s->counts, e) : 0;
 }
 

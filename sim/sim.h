@@ -56,6 +56,7 @@ struct pkv_scheduler;
 typedef struct pkv_sim_counts {
     uint64_t prefix_blocks, prefix_tokens, prefix_hit_tokens, prefix_hits, prefix_evictions;
     uint64_t prefix_unbounded_hit_tokens; /* hits a cache that never evicted would give */
+    uint64_t clamped; /* requests drawn with a prompt or decode cut to max_context */
     uint64_t swap_outs, swap_ins, swap_pages;
     double swap_time_s, swap_predicted_s;
 } pkv_sim_counts;

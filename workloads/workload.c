@@ -58,11 +58,14 @@ static void draw_class_prefix(pkv_workload *w, pkv_request_draw *out) {
             (int32_t)gsl_rng_uniform_int(w->r_prefix, (unsigned long)s->prefix_groups);
 }
 
-/* Clamp: prompt to [1, max_context - 1], then decode to fit what is left. */
-static void clamp_lengths(const pkv_workload_spec *s, int64_t p, int64_t d, pkv_request_draw *out) {
+/* Clamp: prompt to [1, max_context - 1], then decode to fit what is left (counted in
+ * w->clamped when either is cut). */
+static void clamp_lengths(pkv_workload *w, int64_t p, int64_t d, pkv_request_draw *out) {
+    const pkv_workload_spec *s = &w->spec;
     if (p < 1) p = 1;
-    if (p > s->max_context - 1) p = s->max_context - 1;
     if (d < 1) d = 1;
+    w->clamped += p > s->max_context - 1 || p + d > s->max_context;
+    if (p > s->max_context - 1) p = s->max_context - 1;
     if (p + d > s->max_context) d = s->max_context - p;
     out->prompt_len = (int32_t)p;
     out->decode_len = (int32_t)d;
@@ -124,7 +127,7 @@ static int next_turn(pkv_workload *w, pkv_request_draw *out) {
             w->free_sess[w->n_free_sess++] = k;
             continue;
         }
-        clamp_lengths(s, p, d, out);
+        clamp_lengths(w, p, d, out);
         out->session = ss->id, out->turn = ss->turn++;
         out->prefix_group = ss->prefix_group, out->slo_class = ss->slo_class;
         ss->history = (int64_t)out->prompt_len + out->decode_len;
@@ -168,7 +171,7 @@ int pkv_workload_next(pkv_workload *w, double t_now, pkv_request_draw *out) {
         p = pkv_length_draw(&s->prompt, w->r_prompt, w->drawn);
         d = pkv_length_draw(&s->decode, w->r_decode, w->drawn);
     }
-    clamp_lengths(s, p, d, out);
+    clamp_lengths(w, p, d, out);
     draw_class_prefix(w, out);
     if (s->trace && s->trace->hashes) {
         const size_t *o = s->trace->hash_off;

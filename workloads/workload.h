@@ -71,6 +71,7 @@ typedef struct pkv_workload {
     pkv_arrival_limits limits; /* {INFINITY, NULL} from init; the caller may set them */
     double t_last;             /* seconds: last open-loop arrival */
     int64_t drawn;
+    uint64_t clamped; /* draws whose prompt or decode length was cut to max_context */
     /* multi-turn sessions: the open ones (slots reused through a free list) and
      * their next turns by time; the next new session's start (NaN: not drawn yet,
      * inf: no more) */
