@@ -121,6 +121,8 @@ static const pkv_key rows[] = {
     NUM("workload.arrival", "cv", A, cv, 1, 1e-3, 20, .when = GW),
     I64("workload.arrival", "concurrency", A, concurrency, 1, 1, 1 << 20, .required = true,
         .when = PKV_WHEN(PKV_ARRIVAL_CLOSED)),
+    NUM("workload.arrival", "start_jitter_s", A, start_jitter_s, 0, 0, 1e6,
+        .when = PKV_WHEN(PKV_ARRIVAL_CLOSED)),
     NUM("workload.arrival", "rate_on", A, rate_on, 10, 0, 1e9, .when = MMPP),
     NUM("workload.arrival", "rate_off", A, rate_off, 0, 0, 1e9, .when = MMPP),
     NUM("workload.arrival", "mean_on_s", A, mean_on_s, 1, 1e-9, 1e9, .when = MMPP),

@@ -78,6 +78,7 @@ int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, const pkv_s
 void pkv_sim_free(pkv_sim *s) {
     for (size_t i = 0; i < s->n_slots; i++) free(s->req[i].pages), free(s->req[i].blocks);
     free(s->req);
+    free(s->first);
     free(s->free_slots);
     free(s->wait);
     free(s->prefill);
@@ -320,7 +321,8 @@ static int schedule_arrival(pkv_sim *s, double t_now, pkv_err *e) {
 static int handle(pkv_sim *s, const pkv_event *ev, pkv_err *e) {
     switch (ev->kind) {
     case EVENT_ARRIVAL: {
-        int64_t slot = new_request(s, &s->next_draw, ev->t);
+        const pkv_request_draw *d = ev->arg > 0 ? &s->first[ev->arg - 1] : &s->next_draw;
+        int64_t slot = new_request(s, d, ev->t);
         if (slot < 0 || pkv_sim_wait_push_back(s, slot)) return pkv_fail(e, "out of memory");
         return s->cfg->workload.arrival.kind != PKV_ARRIVAL_CLOSED ? schedule_arrival(s, ev->t, e)
                                                                    : 0;
@@ -371,10 +373,21 @@ int pkv_sim_start(pkv_sim *s, pkv_err *e) {
     if (s->external) {
         /* the router brings the arrivals */
     } else if (a->kind == PKV_ARRIVAL_CLOSED) {
-        /* Each closed-loop arrival carries its own draw: queue them one at a time. */
+        /* Each closed-loop arrival carries its own draw: queue them one at a time (with
+         * a start jitter, each at its own instant; the loop's lockstep breaks up). */
+        if (a->start_jitter_s > 0 &&
+            !(s->first = malloc(sizeof *s->first * (size_t)a->concurrency)))
+            return pkv_fail(e, "out of memory");
         for (int64_t i = 0; i < a->concurrency; i++) {
             pkv_request_draw d;
             if (pkv_workload_next(&s->wl, 0.0, &d)) break;
+            if (s->first) {
+                s->first[i] = d;
+                s->first[i].t_arrival = pkv_workload_start_offset(&s->wl);
+                if (pkv_heap_push(&s->heap, s->first[i].t_arrival, EVENT_ARRIVAL, i + 1))
+                    return pkv_fail(e, "out of memory");
+                continue;
+            }
             int64_t id = new_request(s, &d, 0.0);
             if (id < 0 || pkv_sim_wait_push_back(s, id)) return pkv_fail(e, "out of memory");
         }

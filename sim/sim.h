@@ -119,6 +119,8 @@ typedef struct pkv_sim {
     size_t n_arrived;           /* requests arrived so far */
     size_t n_finished;          /* requests finished so far */
     pkv_request_draw next_draw; /* open loop: the drawn request whose arrival is queued */
+    pkv_request_draw *first;    /* closed loop with a start jitter: its first requests,
+                                   their arrivals queued (event arg: index + 1) */
     /* waiting queue: ring buffer of request indices (preempted ones go to the front) */
     int64_t *wait;
     size_t wait_head, wait_n, wait_cap;

@@ -387,6 +387,27 @@ int main(void) {
             off += rq[i].prompt_len != (int32_t)(100 * (rq[i].id % 7 + 1));
         CHECK(off == 0, "closed loop: %d of %zu requests' prompts are not their draw's", off, n);
         free(rq);
+        /* In lockstep every TTFT is the same; a start jitter breaks the lockstep up. */
+        const double lock = sum.ttft_p99 - sum.ttft_p50;
+        CHECK(test_run_json(&sum, NULL, &e,
+                            "{\"workload\": {\"arrival\": {\"process\": \"closed\", "
+                            "\"concurrency\": 4, \"start_jitter_s\": 0.05}, \"prompt\": "
+                            "{\"dist\": \"fixed\", \"value\": 2000}, \"decode\": {\"dist\": "
+                            "\"fixed\", \"value\": 8}, \"num_requests\": 40}, \"serving\": "
+                            "{\"max_active\": 4, \"kv_pages\": 4000}, \"route\": "
+                            "{\"calibration\": \"%s\"}, \"run\": {\"backend\": \"model\", "
+                            "\"record\": \"full\", \"output\": \"%s\"}}",
+                            TEST_CALIBRATION, out) == 0,
+              "closed loop with a jitter: %s", e.msg);
+        rq = NULL;
+        CHECK(pkv_h5_read_requests(out, &rq, &n, &e) == 0 && n == 40, "jitter: %zu", n);
+        int early = 0; /* of the first four, those that arrived inside the jitter, apart */
+        for (size_t i = 0; i < n; i++)
+            early += rq[i].id < 4 && rq[i].t_arrival > 0 && rq[i].t_arrival < 0.05;
+        CHECK(early == 4 && sum.finished == 40 && sum.ttft_p99 > sum.ttft_p50,
+              "jitter: %d of the first four inside it, TTFT p50 %g p99 %g (lockstep spread %g)",
+              early, sum.ttft_p50, sum.ttft_p99, lock);
+        free(rq);
     }
     /* Multi-turn sessions with prefix caching and a pool that never evicts: a turn that
      * arrives after its session's last turn was prefilled finds at least that prompt's

@@ -23,9 +23,10 @@ enum { PKV_ARRIVAL_MAX_POINTS = 64 };
 
 typedef struct pkv_arrival_spec {
     pkv_arrival_kind kind;
-    double rate;         /* requests/second (open-loop renewal kinds) */
-    double cv;           /* gap coefficient of variation (gamma, weibull) */
-    int64_t concurrency; /* closed loop */
+    double rate;           /* requests/second (open-loop renewal kinds) */
+    double cv;             /* gap coefficient of variation (gamma, weibull) */
+    int64_t concurrency;   /* closed loop */
+    double start_jitter_s; /* closed loop: the first requests arrive uniformly over it */
     /* mmpp: Poisson at rate_on / rate_off; sojourns exponential with these means */
     double rate_on, rate_off, mean_on_s, mean_off_s;
     /* piecewise: rate(t) linear between points (t_s[i], rates[i]), constant after

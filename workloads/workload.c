@@ -58,6 +58,11 @@ static void draw_class_prefix(pkv_workload *w, pkv_request_draw *out) {
             (int32_t)gsl_rng_uniform_int(w->r_prefix, (unsigned long)s->prefix_groups);
 }
 
+double pkv_workload_start_offset(pkv_workload *w) {
+    const double j = w->spec.arrival.start_jitter_s;
+    return j > 0 ? j * gsl_rng_uniform(w->r_arrival) : 0;
+}
+
 /* Clamp: prompt to [1, max_context - 1], then decode to fit what is left (counted in
  * w->clamped when either is cut). */
 static void clamp_lengths(pkv_workload *w, int64_t p, int64_t d, pkv_request_draw *out) {

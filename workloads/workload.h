@@ -88,6 +88,10 @@ int pkv_workload_sessions(const pkv_workload_spec *s);
 
 int pkv_workload_init(pkv_workload *w, const pkv_workload_spec *spec, uint64_t seed);
 void pkv_workload_free(pkv_workload *w);
+/* A closed loop's first requests: each's offset from t = 0, uniform over
+ * arrival.start_jitter_s (0 without it). */
+double pkv_workload_start_offset(pkv_workload *w);
+
 /* Next request: for open-loop kinds its arrival follows the previous one (or is a
  * session's next turn); for the closed loop t_arrival is t_now. Returns 1 when
  * num_requests are exhausted (or the arrival process has no more, or was stopped), -1
