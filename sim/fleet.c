@@ -406,19 +406,16 @@ static int note_ttft(void *ctx, double t, double ttft) {
     if (f->n_ttft == f->cap_ttft) {
         if (f->ttft_first > f->n_ttft / 2) { /* the window's values to the front */
             f->n_ttft -= f->ttft_first;
-            memmove(f->ttft_t, f->ttft_t + f->ttft_first, f->n_ttft * sizeof *f->ttft_t);
-            memmove(f->ttft_v, f->ttft_v + f->ttft_first, f->n_ttft * sizeof *f->ttft_v);
+            memmove(f->ttft, f->ttft + f->ttft_first, f->n_ttft * sizeof *f->ttft);
             f->ttft_first = 0;
         } else {
             const size_t cap = f->cap_ttft ? 2 * f->cap_ttft : 1024;
-            double *a = realloc(f->ttft_t, cap * sizeof *a);
-            if (a) f->ttft_t = a;
-            double *b = a ? realloc(f->ttft_v, cap * sizeof *b) : NULL;
-            if (!b) return -1;
-            f->ttft_v = b, f->cap_ttft = cap;
+            struct pkv_fleet_ttft *a = realloc(f->ttft, cap * sizeof *a);
+            if (!a) return -1;
+            f->ttft = a, f->cap_ttft = cap;
         }
     }
-    f->ttft_t[f->n_ttft] = t, f->ttft_v[f->n_ttft++] = ttft;
+    f->ttft[f->n_ttft++] = (struct pkv_fleet_ttft){t, ttft};
     return 0;
 }
 
@@ -427,13 +424,13 @@ static int note_ttft(void *ctx, double t, double ttft) {
  * window, -1 out of memory. */
 static double ttft_metric(pkv_fleet *f) {
     const pkv_autoscale *a = &f->spec.autoscale;
-    while (f->ttft_first < f->n_ttft && f->ttft_t[f->ttft_first] < f->t_now - a->window_s)
+    while (f->ttft_first < f->n_ttft && f->ttft[f->ttft_first].t < f->t_now - a->window_s)
         f->ttft_first++;
     const size_t m = f->n_ttft - f->ttft_first;
     if (!m) return NAN;
     double *x = malloc(m * sizeof *x);
     if (!x) return -1;
-    memcpy(x, f->ttft_v + f->ttft_first, m * sizeof *x);
+    for (size_t k = 0; k < m; k++) x[k] = f->ttft[f->ttft_first + k].ttft;
     gsl_sort(x, 1, m);
     const double q = gsl_stats_quantile_from_sorted_data(x, 1, m, a->percentile / 100);
     free(x);
@@ -747,9 +744,9 @@ void pkv_fleet_free(pkv_fleet *f) {
     free(f->state), free(f->up_since), free(f->up_s), free(f->ups), free(f->downs), free(f->scale);
     f->state = NULL, f->up_since = f->up_s = NULL, f->ups = f->downs = NULL, f->scale = NULL;
     f->n_scale = f->cap_scale = 0;
-    free(f->ttft_t), free(f->ttft_v), free(f->sync_buf);
+    free(f->ttft), free(f->sync_buf);
     f->sync_buf = NULL;
-    f->ttft_t = f->ttft_v = NULL, f->ttft_first = f->n_ttft = f->cap_ttft = 0;
+    f->ttft = NULL, f->ttft_first = f->n_ttft = f->cap_ttft = 0;
     pkv_heap_free(&f->when);
     pkv_heap_free(&f->events);
     f->queue = NULL, f->queued_at = NULL, f->per_replica = NULL, f->next_t = NULL, f->role = NULL;

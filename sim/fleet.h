@@ -156,8 +156,10 @@ typedef struct pkv_fleet {
     int scale_first;
     pkv_scale_rec *scale;
     size_t n_scale, cap_scale;
-    double *ttft_t, *ttft_v; /* metric ttft: the scaled pool's first tokens, their times
-                                and TTFTs, those of the window from ttft_first */
+    struct pkv_fleet_ttft {
+        double t, ttft;
+    } * ttft; /* metric ttft: the scaled pool's first tokens (when, and their TTFT) in time
+                 order, those of the window from ttft_first */
     size_t ttft_first, n_ttft, cap_ttft;
     bool arrivals_left;
     double t_now;
