@@ -174,16 +174,15 @@ int pkv_sim_cache_prompt(pkv_sim *s, pkv_sim_request *r) {
     const int32_t B = s->cfg->prefix_block_tokens, ppb = s->cache.pages_per_block;
     const block_ids ids = ids_of(r);
     uint64_t h = 0;
-    for (int32_t b = 0; b < r->rec.prompt_len / B; b++)
-        if (pkv_prefix_see(&s->cache, h = block_name(s, &ids, h, b))) return -1;
-    h = 0;
+    bool inserting = true; /* into the cache, until a block is there already or it is full */
     for (int32_t b = 0; b < r->rec.prompt_len / B; b++) {
         h = block_name(s, &ids, h, b);
-        if (b < r->cached_blocks) continue; /* mapped at admission */
-        if (pkv_prefix_contains(&s->cache, h)) break;
+        if (pkv_prefix_see(&s->cache, h)) return -1;
+        if (!inserting || b < r->cached_blocks) continue; /* mapped at admission */
         const int32_t *pages = r->pages + (size_t)b * ppb;
-        const int32_t k = pkv_prefix_insert(&s->cache, h, pages);
-        if (k < 0) break;
+        const int32_t k =
+            pkv_prefix_contains(&s->cache, h) ? -1 : pkv_prefix_insert(&s->cache, h, pages);
+        if (!(inserting = k >= 0)) continue;
         pkv_kvalloc_transfer(&s->alloc, pages, ppb, r->rec.id, PKV_PREFIX_OWNER);
         r->blocks[b] = k;
         r->cached_blocks = b + 1;

@@ -74,11 +74,16 @@ static void lru_unlink(pkv_prefix *c, int32_t b) {
     k->prev = k->next = -1;
 }
 
+/* The slot of hash in the open-addressed set t of cap slots (a power of two): its own,
+ * or the empty one where it would go. */
+static size_t seen_slot(const uint64_t *t, size_t cap, uint64_t hash) {
+    size_t i = mix(hash) & (cap - 1);
+    while (t[i] && t[i] != hash) i = (i + 1) & (cap - 1);
+    return i;
+}
+
 int pkv_prefix_seen(const pkv_prefix *c, uint64_t hash) {
-    for (size_t i = c->seen_cap ? mix(hash) & (c->seen_cap - 1) : 0; c->seen_cap && c->seen[i];
-         i = (i + 1) & (c->seen_cap - 1))
-        if (c->seen[i] == hash) return 1;
-    return 0;
+    return c->seen_cap && c->seen[seen_slot(c->seen, c->seen_cap, hash)] == hash;
 }
 
 int pkv_prefix_see(pkv_prefix *c, uint64_t hash) {
@@ -88,17 +93,11 @@ int pkv_prefix_see(pkv_prefix *c, uint64_t hash) {
         uint64_t *t = calloc(cap, sizeof *t);
         if (!t) return -1;
         for (size_t k = 0; k < c->seen_cap; k++)
-            if (c->seen[k]) {
-                size_t i = mix(c->seen[k]) & (cap - 1);
-                while (t[i]) i = (i + 1) & (cap - 1);
-                t[i] = c->seen[k];
-            }
+            if (c->seen[k]) t[seen_slot(t, cap, c->seen[k])] = c->seen[k];
         free(c->seen);
         c->seen = t, c->seen_cap = cap;
     }
-    size_t i = mix(hash) & (c->seen_cap - 1);
-    while (c->seen[i]) i = (i + 1) & (c->seen_cap - 1);
-    c->seen[i] = hash, c->n_seen++;
+    c->seen[seen_slot(c->seen, c->seen_cap, hash)] = hash, c->n_seen++;
     return 0;
 }
 
