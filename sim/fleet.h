@@ -57,10 +57,9 @@ typedef struct pkv_ranks {
     /* Every rank's `bytes` at mine, in rank order, into all (size x bytes). -1 fails. */
     int (*allgather)(void *ctx, const void *mine, size_t bytes, void *all);
     /* Every rank's buffer (its own length) to rank 0, in rank order: there a new *all
-     * (caller frees) of *total bytes and each rank's length in lens[size]; NULL
-     * elsewhere. -1 fails (on every rank). */
-    int (*gather)(void *ctx, const void *mine, size_t bytes, void **all, size_t *total,
-                  size_t *lens);
+     * (caller frees) and each rank's length in lens[size]; NULL elsewhere. -1 fails (on
+     * every rank). */
+    int (*gather)(void *ctx, const void *mine, size_t bytes, void **all, size_t *lens);
 } pkv_ranks;
 
 /* The replicas [*lo, *hi) of n that rank `rank` of `size` runs. */

@@ -177,11 +177,11 @@ static int ranks_merge(const pkv_ranks *r, pkv_sim_counts *c, double *t_end, boo
     } part;
     part mine = {*c, *t_end, *interrupted}, *all = calloc((size_t)r->size, sizeof *all);
     void *packed = NULL, *got = NULL;
-    size_t len = 0, total = 0, *lens = calloc((size_t)r->size, sizeof *lens);
+    size_t len = 0, *lens = calloc((size_t)r->size, sizeof *lens);
     /* out of memory here: this rank fails, and the program aborts the job */
     int rc = all && lens && !pkv_summary_pack(s, &packed, &len) ? 0 : -1;
     if (!rc && r->allgather(r->ctx, &mine, sizeof mine, all)) rc = -1;
-    if (!rc && r->gather(r->ctx, packed, len, &got, &total, lens)) rc = -1;
+    if (!rc && r->gather(r->ctx, packed, len, &got, lens)) rc = -1;
     for (int k = 0; k < r->size && !rc; k++) {
         if (k == r->rank) continue;
         counts_add(c, &all[k].c);
@@ -323,14 +323,14 @@ static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_sp
     }
     pkv_replica_rec *rows = NULL;
     if (!rc && ranks) { /* every rank's block of rows, in order, to rank 0 */
-        size_t total = 0, *lens = calloc((size_t)ranks->size, sizeof *lens);
+        size_t *lens = calloc((size_t)ranks->size, sizeof *lens);
         pkv_replica_rec *mine = malloc(sizeof *mine * (size_t)(hi - lo));
         for (int i = lo; mine && i < hi; i++) mine[i - lo] = rs[i].row;
         void *all = NULL;
-        /* out of memory here: this rank fails, and the program aborts the job */
+        /* out of memory here: this rank fails, and the program aborts the job; the blocks
+         * are every rank's [lo, hi) of the same n, so rank 0 gets the n rows in order */
         if (!lens || !mine ||
-            ranks->gather(ranks->ctx, mine, sizeof *mine * (size_t)(hi - lo), &all, &total, lens) ||
-            (ranks->rank == 0 && total != sizeof *rows * (size_t)n))
+            ranks->gather(ranks->ctx, mine, sizeof *mine * (size_t)(hi - lo), &all, lens))
             rc = pkv_fail(e, "fleet: the ranks' /replicas rows could not be gathered");
         else
             rows = all; /* rank 0's; NULL elsewhere */

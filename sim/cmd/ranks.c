@@ -21,8 +21,7 @@ static int allgather(void *ctx, const void *mine, size_t bytes, void *all) {
                : -1;
 }
 
-static int gather(void *ctx, const void *mine, size_t bytes, void **all, size_t *total,
-                  size_t *lens) {
+static int gather(void *ctx, const void *mine, size_t bytes, void **all, size_t *lens) {
     (void)ctx;
     const int size = g_ranks.size, root = g_ranks.rank == 0;
     int len = (int)bytes, *ls = root ? calloc((size_t)size, sizeof *ls) : NULL,
@@ -39,7 +38,7 @@ static int gather(void *ctx, const void *mine, size_t bytes, void **all, size_t 
     int all_ok = 0;
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     for (int r = 0; root && all_ok && r < size; r++) lens[r] = (size_t)ls[r];
-    *all = all_ok && root ? buf : NULL, *total = all_ok && root ? sum : 0;
+    *all = all_ok && root ? buf : NULL;
     if (!all_ok || !root) free(buf);
     free(ls), free(at);
     return all_ok ? 0 : -1;
