@@ -203,16 +203,16 @@ void pkv_h5_init(void) {
 }
 
 /* The group and one dataset per kept column; measured columns only when `measured`,
- * a fleet's only when `fleet`. */
+ * those marked k >= 2 (a fleet's, an engine profile's) only where bit k of `kinds` is set. */
 static int table_open(col_table *t, hid_t file, const char *name, const pkv_column *cols,
-                      int n_cols, bool measured, bool fleet) {
+                      int n_cols, bool measured, unsigned kinds) {
     *t = (col_table){.cols = cols, .n_cols = n_cols};
     for (int c = 0; c < MAX_COLS; c++) t->d[c] = t->t[c] = -1;
     t->g = H5Gcreate2(file, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     if (t->g < 0) return -1;
     char left_out[512] = "", units[2048] = "";
     for (int c = 0; c < n_cols; c++) {
-        if (cols[c].measured == 2 && !fleet) continue;
+        if (cols[c].measured >= 2 && !(kinds >> cols[c].measured & 1)) continue;
         if (cols[c].measured == 1 && !measured) {
             if (*left_out) strcat(left_out, ",");
             strcat(left_out, cols[c].name);
@@ -314,22 +314,23 @@ int pkv_h5rec_open(pkv_h5rec **out, const char *path, const pkv_h5rec_opts *o, p
                         path);
     }
     int rc = 0;
+    const unsigned kinds = (unsigned)o->fleet << 2 | (unsigned)o->engine_host << 3;
     if (o->level <= PKV_RECORD_STEPS)
         rc = table_open(&r->steps, r->file, "steps", pkv_step_columns, pkv_step_column_count,
-                        o->measured, o->fleet);
+                        o->measured, kinds);
     if (!rc && o->level == PKV_RECORD_FULL) {
         rc = table_open(&r->routes, r->file, "routes", r->route_cols[0],
-                        routes_columns(r, 0, o->candidates), true, false);
+                        routes_columns(r, 0, o->candidates), true, 0);
         if (!rc && o->routes_measured)
             rc = table_open(&r->routes_measured, r->file, "routes_measured", r->route_cols[1],
-                            routes_columns(r, 1, o->candidates), true, false);
+                            routes_columns(r, 1, o->candidates), true, 0);
     }
     if (!rc && o->level <= PKV_RECORD_STEPS)
         rc = table_open(&r->prefills, r->file, "prefills", pkv_prefill_columns,
-                        pkv_prefill_column_count, o->measured, o->fleet);
+                        pkv_prefill_column_count, o->measured, kinds);
     if (!rc && o->level <= PKV_RECORD_REQUESTS)
         rc = table_open(&r->requests, r->file, "requests", pkv_request_columns,
-                        pkv_request_column_count, true, o->fleet);
+                        pkv_request_column_count, true, kinds);
     if (rc) {
         pkv_h5rec_close(r, 0, e);
         return pkv_fail(e, "%s: cannot create the tables (out of memory or disk?)", path);
@@ -441,7 +442,7 @@ static herr_t summary_family(hid_t g, const pkv_summary *s, const pkv_summary_fi
 int pkv_h5rec_rows(pkv_h5rec *r, const char *name, const pkv_column *cols, int n_cols,
                    const void *rows, size_t row_bytes, size_t n, pkv_err *e) {
     col_table t;
-    int rc = table_open(&t, r->file, name, cols, n_cols, false, true);
+    int rc = table_open(&t, r->file, name, cols, n_cols, false, 1u << 2);
     for (size_t i = 0; i < n && !rc; i++) rc = table_add(&t, (const char *)rows + i * row_bytes);
     if (!rc) rc = table_flush(&t);
     table_close(&t);

@@ -37,6 +37,7 @@ typedef struct pkv_h5rec_opts {
     bool routes_measured; /* write /routes_measured (an oracle on a measuring backend) */
     uint32_t candidates;  /* bit r: route r is planned each step (a column of /routes) */
     bool fleet;           /* a fleet's run: its columns (the replica) too */
+    bool engine_host;     /* serving.engine adds host work: its columns (t_host_engine) */
 } pkv_h5rec_opts;
 
 /* Rows per chunk and deflate level, chosen by measurement (bench/RESULTS.md). */

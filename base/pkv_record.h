@@ -6,7 +6,8 @@
  * X(name, C type, column kind, measured, unit): `measured` columns (1) are NaN unless a
  * backend measures (cpu, cuda); the recorder leaves them out of runs that measure
  * nothing and lists them in the group's `columns_left_out` attribute. Columns marked 2
- * are a fleet's (sim/fleet.h): written only by runs of more than one replica. */
+ * are a fleet's (sim/fleet.h): written only by runs of more than one replica; those
+ * marked 3 an engine profile's (serving.engine): written only by runs that have one. */
 #ifndef PKV_RECORD_H
 #define PKV_RECORD_H
 
@@ -83,6 +84,9 @@ typedef enum pkv_col_kind {
     X(t_choose, double, PKV_COL_F64, 1,                                                            \
       "seconds: host time staging the step, choosing its route and laying out its tasks (in "      \
       "t_wall)")                                                                                   \
+    X(t_host_engine, double, PKV_COL_F64, 3,                                                       \
+      "seconds: the host work serving.engine's profile adds to the iteration (in the clock's "     \
+      "advance: added, or overlapped with the GPU's time)")                                        \
     X(replica, uint32_t, PKV_COL_U32, 2, "the fleet's replica that ran the step")
 
 #define PKV_REQUEST_COLUMNS(X)                                                                     \
@@ -120,6 +124,8 @@ typedef enum pkv_col_kind {
     X(t_swap, double, PKV_COL_F64, 0,                                                              \
       "seconds: swap copies (measured on cuda) the batch waited for")                              \
     X(t_advance, double, PKV_COL_F64, 0, "seconds: how far the batch moved the simulated clock")   \
+    X(t_host_engine, double, PKV_COL_F64, 3,                                                       \
+      "seconds: the host work serving.engine's profile adds to the batch (in t_advance)")          \
     X(replica, uint32_t, PKV_COL_U32, 2, "the fleet's replica that ran the batch")
 
 /* A fleet's /replicas: one row per replica, written at the end of the run. */

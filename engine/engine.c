@@ -154,6 +154,17 @@ static double clock_time(const pkv_engine *eng, double predicted, double wall, d
                                             : predicted;
 }
 
+/* An iteration's time with the engine's host work: requests and prompt tokens it
+ * scheduled, its share of them (a decode step's of its window, else 1); *host receives
+ * the host work alone. */
+static double with_host(const pkv_engine *eng, double gpu, int64_t requests, int64_t tokens,
+                        double share, double *host) {
+    const pkv_engine_host *h = &eng->host;
+    *host = share * (h->iteration_s + h->per_request_s * (double)requests +
+                     h->per_prompt_token_s * (double)tokens);
+    return h->overlap ? fmax(gpu, *host) : gpu + *host;
+}
+
 /* A forward over prompt pieces beyond its dense part: their attention's roofline and
  * the calibration's fitted terms (per forward, token and score; scores: every layer's). */
 static double prompt_extra(const pkv_engine *eng, const pkv_prefill_view *p, int64_t tokens,
@@ -327,6 +338,8 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
     *advance = clock_time(eng, rec->t_predicted, rec->t_wall,
                           rec->t_device + (isnan(rec->t_mlp) ? 0 : rec->t_mlp) +
                               (isnan(rec->t_dense) ? 0 : rec->t_dense));
+    *advance = with_host(eng, *advance, (int64_t)v->n_rows + rec->prefill_chunks, chunk_tok,
+                         eng->host.window > 1 ? 1.0 / eng->host.window : 1, &rec->t_host_engine);
     if (!(*advance >= 0))
         return pkv_fail(e, "step %llu: the %s backend measured no %s time",
                         (unsigned long long)rec->index, eng->backend->name,
@@ -357,6 +370,7 @@ int pkv_engine_prefill(pkv_engine *eng, const pkv_prefill_view *p, pkv_prefill_r
     *advance = dense || eng->prefill_measure
                    ? clock_time(eng, rec->t_predicted, rec->t_wall, rec->t_device)
                    : eng->prefill_base_s + eng->prefill_per_token_s * (double)tokens;
+    *advance = with_host(eng, *advance, p->n_req, tokens, 1, &rec->t_host_engine);
     return 0;
 }
 

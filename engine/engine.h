@@ -18,6 +18,19 @@ typedef enum pkv_clock_source {
     PKV_CLOCK_DEVICE,        /* device time of the attention work */
 } pkv_clock_source;
 
+/* The host work a serving engine adds to each iteration (serving.engine's profile;
+ * all zero for pkvsim's own loop): a fixed part, a part per request of the iteration
+ * (decode rows, or prompts of a prefill batch) and one per prompt token it schedules.
+ * An engine that overlaps it with the GPU (vLLM's async scheduling) takes the longer
+ * of the two for the iteration; one that does not, their sum. Under windows of
+ * `window` decode steps per scheduling (serving.scheduler_steps) a decode step's host
+ * work is its share of the window's. */
+typedef struct pkv_engine_host {
+    double iteration_s, per_request_s, per_prompt_token_s;
+    bool overlap;
+    int window; /* decode steps per scheduling (0 or 1: every step) */
+} pkv_engine_host;
+
 enum { PKV_ORACLE_MAX_REPS = 64 }; /* the most runs of each candidate the oracle makes */
 
 typedef struct pkv_engine {
@@ -38,6 +51,7 @@ typedef struct pkv_engine {
      * (measure) the K/V write's time under the clock */
     double prefill_base_s, prefill_per_token_s;
     bool prefill_measure;
+    pkv_engine_host host; /* serving.engine's host work per iteration (zero: none) */
 } pkv_engine;
 
 /* Plan for steps of at most cap_rows rows and make the backend `b` (b NULL: a model

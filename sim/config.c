@@ -194,6 +194,56 @@ static int parse_model(pkv_config *c, const cJSON *root, pkv_err *e) {
     return 0;
 }
 
+/* serving.engine: "pkvsim" (the default, no profile), a profile of experiments/engines/
+ * by name, or a path (with a '/' or ending in .json) from the experiment's folder. The
+ * profile's "serving" keys are defaults: the experiment's own serving keys (parsed
+ * already) are parsed again on top of them. */
+static int parse_engine(pkv_config *c, const cJSON *root, pkv_err *e) {
+    const cJSON *sv = cJSON_GetObjectItemCaseSensitive(root, "serving");
+    const char *name = "pkvsim";
+    if (sv) TRY(pkv_json_str(sv, "serving", "engine", "pkvsim", NULL, &name, NULL, e));
+    if (!*name || strlen(name) >= sizeof c->engine.name)
+        return pkv_fail(e, "serving.engine: a profile's name is 1 to %zu characters",
+                        sizeof c->engine.name - 1);
+    snprintf(c->engine.name, sizeof c->engine.name, "%s", name);
+    if (!strcmp(name, "pkvsim")) return 0;
+    char path[1024];
+    if (strchr(name, '/') || strstr(name, ".json")) {
+        TRY(pkv_config_path(path, sizeof path, c->file, name, "serving.engine", e));
+    } else {
+        char rel[300];
+        snprintf(rel, sizeof rel, "experiments/engines/%s.json", name);
+        data_path(path, sizeof path, rel);
+    }
+    pkv_err sub;
+    char *text = pkv_read_file(path, NULL, &sub);
+    if (!text) {
+        char names[512], near[64];
+        preset_names(path, name, names, sizeof names, near, sizeof near);
+        return pkv_fail(e, "serving.engine: \"%s\": %s (profiles: pkvsim, %s%s%s%s)", name, sub.msg,
+                        names, *near ? "; did you mean \"" : "", near, *near ? "\"?" : "");
+    }
+    snprintf(c->engine_file, sizeof c->engine_file, "%s", path);
+    cJSON *p = pkv_json_parse(text, path, &sub);
+    const pkv_keys k = pkv_config_keys();
+    const cJSON *host = NULL, *req = NULL, *dflt = NULL;
+    int rc = !p || pkv_keys_check(k, PKV_OBJ_ENGINE, p, "", &sub) ||
+             pkv_json_sub(p, "", "host", &host, &sub) ||
+             pkv_json_sub(p, "", "request", &req, &sub) ||
+             pkv_json_sub(p, "", "serving", &dflt, &sub) ||
+             pkv_keys_parse(k, PKV_OBJ_ENGINE ".host", host, "host", &c->engine, false, &sub) ||
+             pkv_keys_parse(k, PKV_OBJ_ENGINE ".request", req, "request", &c->engine, false, &sub);
+    if (!rc && dflt && cJSON_GetObjectItemCaseSensitive(dflt, "engine"))
+        rc = pkv_fail(&sub, "serving.engine: a profile cannot name another");
+    if (!rc && dflt)
+        rc = pkv_keys_parse(k, "serving", dflt, "serving", c, true, &sub) ||
+             pkv_keys_parse(k, "serving", sv, "serving", c, true, &sub);
+    cJSON_Delete(p);
+    free(text);
+    if (c->client == PKV_CLIENT_OFFLINE) c->engine.client_s = 0;
+    return rc ? pkv_fail(e, "serving.engine: %s: %s", path, sub.msg) : 0;
+}
+
 /* run.seed: a whole number up to 9e15 (a JSON number is a double: below 2^53 every
  * whole number typed is the one read), or any up to 2^64 - 1 as a string of digits;
  * default 1. */
@@ -255,6 +305,10 @@ static int finish_sections(pkv_config *c, const cJSON *root, pkv_err *e) {
             return pkv_fail(e, "serving.prefix_caching: only with the page allocator "
                                "(serving.page_tables.mode \"allocator\")");
     }
+    if (c->scheduler_steps > 1 && c->scheduler != PKV_SCHED_PREFILL_FIRST)
+        return pkv_fail(e, "serving.scheduler_steps: windows of decode steps need the "
+                           "prefill_first scheduler (as vLLM's multi-step scheduling did not "
+                           "mix prompt chunks into its steps)");
     if (c->scheduler == PKV_SCHED_CHUNKED) {
         if (!pkv_model_dense(&c->model))
             return pkv_fail(e, "serving.scheduler: \"chunked\" needs a model with a dense part "
@@ -412,6 +466,7 @@ int pkv_config_inputs(const pkv_config *c, const char **paths, const char **what
     paths[n] = c->file, what[n++] = "the experiment file";
     paths[n] = c->calibration, what[n++] = "the calibration file";
     if (*c->model_file) paths[n] = c->model_file, what[n++] = "the model's preset file";
+    if (*c->engine_file) paths[n] = c->engine_file, what[n++] = "the engine's profile file";
     if (c->workload.trace) paths[n] = c->trace_spec.path, what[n++] = "the trace";
     const pkv_length_spec *ls[2] = {&c->workload.prompt, &c->workload.decode};
     for (int i = 0; i < 2; i++)
@@ -423,6 +478,8 @@ int pkv_config_inputs(const pkv_config *c, const char **paths, const char **what
             paths[n] = pc->calibration, what[n++] = "a fleet pool's calibration file";
         if (*pc->model_file && strcmp(pc->model_file, c->model_file))
             paths[n] = pc->model_file, what[n++] = "a fleet pool's model preset file";
+        if (*pc->engine_file && strcmp(pc->engine_file, c->engine_file))
+            paths[n] = pc->engine_file, what[n++] = "a fleet pool's engine profile file";
     }
     return n;
 }
@@ -467,6 +524,16 @@ int pkv_config_resolve(pkv_config *c) {
     cJSON_AddItemToObject(rr, "seed", seed_json(c->seed));
     cJSON_AddItemToObject(rr, "percentiles",
                           cJSON_CreateDoubleArray(c->percentiles, c->n_percentiles));
+    if (*c->engine_file) { /* the profile's figures: the run depends on them */
+        cJSON *sv = cJSON_GetObjectItemCaseSensitive(r, "serving");
+        cJSON_AddStringToObject(sv, "engine", c->engine.name);
+        cJSON *ep = cJSON_AddObjectToObject(sv, "engine_profile");
+        cJSON_AddStringToObject(ep, "file", c->engine_file);
+        pkv_keys_write(pkv_config_keys(), PKV_OBJ_ENGINE ".host", &c->engine,
+                       cJSON_AddObjectToObject(ep, "host"));
+        pkv_keys_write(pkv_config_keys(), PKV_OBJ_ENGINE ".request", &c->engine,
+                       cJSON_AddObjectToObject(ep, "request"));
+    }
     if (c->calib_overrides)
         cJSON_AddItemToObject(cJSON_GetObjectItemCaseSensitive(r, "route"), "overrides",
                               cJSON_Duplicate(c->calib_overrides, 1));
@@ -664,7 +731,7 @@ int pkv_config_parse(pkv_config *c, char *text, const char *path, pkv_err *e) {
     if (parse_model(c, root, &sub)) goto out;
     for (size_t i = 1; i < sizeof config_objs / sizeof *config_objs; i++) /* after the model */
         if (parse_section(c, root, config_objs[i], &sub)) goto out;
-    if (finish_sections(c, root, &sub) ||
+    if (parse_engine(c, root, &sub) || finish_sections(c, root, &sub) ||
         pkv_config_parse_workload(&c->workload, &c->trace_spec, &c->trace, c->file, w, &sub) ||
         fit_memory(c, root, &sub) || check_consistency(c, &sub) || parse_pools(c, root, &sub))
         goto out;

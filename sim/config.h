@@ -69,6 +69,18 @@ static inline int pkv_fleet_slots(const pkv_fleet_spec *f) {
     return n;
 }
 
+/* serving.engine: a serving engine's profile (experiments/engines/NAME.json), fitted to
+ * published measurements: the host work it adds to each iteration, and the seconds a
+ * client sees beyond the engine on each request (tokenization and the HTTP request on
+ * the way in, detokenization and the response on the way out; their split changes no
+ * figure), which its TTFT and end-to-end latency include. "pkvsim" (the default): none
+ * of it, pkvsim's own loop. */
+typedef struct pkv_engine_profile {
+    char name[64];
+    pkv_engine_host host;
+    double client_s;
+} pkv_engine_profile;
+
 typedef struct pkv_config {
     char *text;     /* the experiment file verbatim (owned) */
     char *resolved; /* resolved values as JSON (owned) */
@@ -76,6 +88,9 @@ typedef struct pkv_config {
     char name[128];
     pkv_model model;       /* the served model (engine/model.h) */
     char model_file[1024]; /* the preset file it came from, or "" */
+    pkv_engine_profile engine;
+    char engine_file[1024]; /* its profile's file, or "" (pkvsim) */
+    int client;             /* serving.client: PKV_CLIENT_* */
     pkv_workload_spec workload;
     pkv_trace_spec trace_spec; /* workload.trace, when given */
     pkv_trace trace;           /* its rows (owned); workload.trace points here */
@@ -84,20 +99,23 @@ typedef struct pkv_config {
     double gpu_memory_utilization; /* of the calibration's memory_gib: weights and KV pool */
     int admission;                 /* index in pkv_admission_names */
     const pkv_admission_policy *admit;
-    int scheduler;               /* pkv_scheduler_names: PKV_SCHED_* */
-    pkv_fleet_spec fleet;        /* the fleet section (sim/fleet.h) */
-    int32_t token_budget;        /* chunked: tokens an iteration holds (decode rows + chunks) */
-    int32_t max_prefill_chunk;   /* chunked: tokens of one prompt in one iteration (0: budget) */
-    int preemption;              /* pkv_preemption_names: PKV_PREEMPT_* */
-    int32_t swap_pages;          /* swap: the host pool's pages (KV pages of every layer) */
-    bool prefix_caching;         /* share the KV blocks of common prompt prefixes (sim/prefix.h) */
-    int32_t prefix_block_tokens; /* tokens of a cached block (a multiple of the page size) */
-    double hole_fraction;        /* fraction of the pool's page ids never handed out */
-    int page_tables;             /* pkv_page_table_modes: 1, generator, reserves whole lengths */
-    int64_t bucket_len;          /* tokens: reservations rounded up to this (generator), 0: pages */
-    double prefill_base_s;       /* seconds per prefill batch */
-    double prefill_per_token_s;  /* seconds per prompt token */
-    bool prefill_measure;        /* prefill time = the measured K/V write (cuda backend) */
+    int scheduler;                /* pkv_scheduler_names: PKV_SCHED_* */
+    pkv_fleet_spec fleet;         /* the fleet section (sim/fleet.h) */
+    int32_t token_budget;         /* chunked: tokens an iteration holds (decode rows + chunks) */
+    int32_t max_prefill_chunk;    /* chunked: tokens of one prompt in one iteration (0: budget) */
+    int32_t prefill_batch_tokens; /* prefill_first: prompt tokens of a prefill batch (0: all) */
+    int32_t scheduler_steps;      /* prefill_first: decode steps per scheduling (vLLM's
+                                     --num-scheduler-steps) */
+    int preemption;               /* pkv_preemption_names: PKV_PREEMPT_* */
+    int32_t swap_pages;           /* swap: the host pool's pages (KV pages of every layer) */
+    bool prefix_caching;          /* share the KV blocks of common prompt prefixes (sim/prefix.h) */
+    int32_t prefix_block_tokens;  /* tokens of a cached block (a multiple of the page size) */
+    double hole_fraction;         /* fraction of the pool's page ids never handed out */
+    int page_tables;              /* pkv_page_table_modes: 1, generator, reserves whole lengths */
+    int64_t bucket_len;         /* tokens: reservations rounded up to this (generator), 0: pages */
+    double prefill_base_s;      /* seconds per prefill batch */
+    double prefill_per_token_s; /* seconds per prompt token */
+    bool prefill_measure;       /* prefill time = the measured K/V write (cuda backend) */
     char policy[32];
     int bucket_mode; /* pkv_bucket_mode */
     char calibration[1024];
@@ -130,8 +148,8 @@ int pkv_config_load(pkv_config *c, const char *path, pkv_err *e);
 int pkv_config_parse(pkv_config *c, char *text, const char *path, pkv_err *e);
 void pkv_config_free(pkv_config *c);
 /* The files a run of c reads (the experiment, its preset, traces and calibration),
- * each with what it is, for the output check; returns how many (at most 6). */
-enum { PKV_CONFIG_INPUTS = 6 + 2 * 64 }; /* the most pkv_config_inputs lists */
+ * each with what it is, for the output check; returns how many (at most PKV_CONFIG_INPUTS). */
+enum { PKV_CONFIG_INPUTS = 7 + 3 * 64 }; /* the most pkv_config_inputs lists */
 int pkv_config_inputs(const pkv_config *c, const char **paths, const char **what);
 /* Rebuild c->resolved after command-line overrides. */
 int pkv_config_resolve(pkv_config *c);

@@ -9,6 +9,7 @@ const char *const pkv_clock_names[] = {"predicted", "wall", "device", "auto", NU
 const char *const pkv_page_table_modes[] = {"allocator", "generator", NULL};
 const char *const pkv_scheduler_names[] = {"prefill_first", "chunked", NULL};
 const char *const pkv_preemption_names[] = {"recompute", "swap", NULL};
+const char *const pkv_client_names[] = {"server", "offline", NULL};
 const char *const pkv_role_names[] = {"mixed", "prefill", "decode", NULL};
 const char *const pkv_scale_metrics[] = {"queue_depth", "requests", "kv_use", "ttft", NULL};
 const char *const pkv_workload_presets[] = {"bucketed", "homogeneous", "bimodal",
@@ -55,6 +56,7 @@ static const char *const bad_row[] = {"stop", "skip", NULL};
     { .obj = o, .name = k, .kind = PKV_KEY_CUSTOM, __VA_ARGS__ }
 
 #define C     pkv_config
+#define EP    pkv_engine_profile
 #define A     pkv_arrival_spec
 #define L     pkv_length_spec
 #define T     pkv_trace_spec
@@ -80,6 +82,7 @@ static const pkv_key rows[] = {
     OBJ("", "sweep"),
     OBJ("", "slo"),
     OBJ("", "fleet"),
+    OBJ("", "validation"),
 
     /* A preset file of experiments/models/ holds these rows too; the defaults are the
      * study's single attention layer (hidden 0: no dense part). */
@@ -171,9 +174,13 @@ static const pkv_key rows[] = {
     ENUM("serving", "scheduler", C, scheduler, "prefill_first", pkv_scheduler_names),
     INT("serving", "token_budget", C, token_budget, 8192, 1, 1 << 20),
     INT("serving", "max_prefill_chunk", C, max_prefill_chunk, 0, 0, 1 << 20),
+    INT("serving", "prefill_batch_tokens", C, prefill_batch_tokens, 0, 0, 1 << 24),
+    INT("serving", "scheduler_steps", C, scheduler_steps, 1, 1, 1024),
     ENUM("serving", "preemption", C, preemption, "recompute", pkv_preemption_names),
     INT("serving", "swap_pages", C, swap_pages, 0, 0, INT32_MAX),
     BOOL("serving", "prefix_caching", C, prefix_caching, false),
+    CUSTOM("serving", "engine"),
+    ENUM("serving", "client", C, client, "server", pkv_client_names),
     INT("serving", "prefix_block_tokens", C, prefix_block_tokens, 512, 1, 1 << 16),
     OBJ("serving", "prefill"),
     OBJ("serving", "page_tables"),
@@ -220,6 +227,22 @@ static const pkv_key rows[] = {
     CUSTOM(PKV_OBJ_POOL, "serving"),
     CUSTOM(PKV_OBJ_POOL, "route"),
 
+    /* An engine profile's file (experiments/engines/): its host work per iteration, the
+     * work on a request's way in and out, and (its "serving") the engine's defaults. */
+    CUSTOM(PKV_OBJ_ENGINE, "name"),
+    CUSTOM(PKV_OBJ_ENGINE, "description"),
+    CUSTOM(PKV_OBJ_ENGINE, "sources"),
+    CUSTOM(PKV_OBJ_ENGINE, "fit"),
+    OBJ(PKV_OBJ_ENGINE, "host"),
+    OBJ(PKV_OBJ_ENGINE, "request"),
+    CUSTOM(PKV_OBJ_ENGINE, "serving"),
+    NUM(PKV_OBJ_ENGINE ".host", "iteration_us", EP, host.iteration_s, 0, 0, 1e7, .scale = 1e-6),
+    NUM(PKV_OBJ_ENGINE ".host", "per_request_us", EP, host.per_request_s, 0, 0, 1e6, .scale = 1e-6),
+    NUM(PKV_OBJ_ENGINE ".host", "per_prompt_token_us", EP, host.per_prompt_token_s, 0, 0, 1e6,
+        .scale = 1e-6),
+    BOOL(PKV_OBJ_ENGINE ".host", "overlap", EP, host.overlap, false),
+    NUM(PKV_OBJ_ENGINE ".request", "client_us", EP, client_s, 0, 0, 1e8, .scale = 1e-6),
+
     I64("run", "max_steps", C, max_steps, 0, 0, BIG),
     NUM("run", "max_time_s", C, max_time, 0, 0, 1e12),
     I64("run", "warmup_steps", C, warmup_steps, 0, 0, BIG),
@@ -240,6 +263,30 @@ static const pkv_key rows[] = {
     NUM("slo", "ttft_ms", C, slo.ttft, 0, 0, 1e9, .scale = 1e-3),
     NUM("slo", "tpot_ms", C, slo.tpot, 0, 0, 1e9, .scale = 1e-3),
     NUM("slo", "e2el_ms", C, slo.e2el, 0, 0, 1e12, .scale = 1e-3),
+
+    /* The validation section (experiments/validation/): sim/cmd/cmd_validate.c reads it. */
+    CUSTOM("validation", "source"),
+    CUSTOM("validation", "role"),
+    CUSTOM("validation", "band_pct"),
+    CUSTOM("validation", "band_note"),
+    CUSTOM("validation", "note"),
+    CUSTOM("validation", "expect"),
+    CUSTOM(PKV_OBJ_SOURCE, "url"),
+    CUSTOM(PKV_OBJ_SOURCE, "title"),
+    CUSTOM(PKV_OBJ_SOURCE, "date"),
+    CUSTOM(PKV_OBJ_SOURCE, "engine"),
+    CUSTOM(PKV_OBJ_SOURCE, "version"),
+    CUSTOM(PKV_OBJ_SOURCE, "gpu"),
+    CUSTOM(PKV_OBJ_SOURCE, "model"),
+    CUSTOM(PKV_OBJ_SOURCE, "precision"),
+    CUSTOM(PKV_OBJ_SOURCE, "settings"),
+    CUSTOM(PKV_OBJ_SOURCE, "command"),
+    CUSTOM(PKV_OBJ_SOURCE, "assumed"),
+    CUSTOM(PKV_OBJ_EXPECT, "figure"),
+    CUSTOM(PKV_OBJ_EXPECT, "value"),
+    CUSTOM(PKV_OBJ_EXPECT, "unit"),
+    CUSTOM(PKV_OBJ_EXPECT, "band_pct"),
+    CUSTOM(PKV_OBJ_EXPECT, "label"),
 
     /* The sweep section: sim/cmd/sweep.c reads it (these rows check and document it). */
     CUSTOM("sweep", "mode"),

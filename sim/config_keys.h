@@ -13,6 +13,9 @@
 #define PKV_OBJ_AXIS    "(axis)"    /* an axis of sweep.axes */
 #define PKV_OBJ_RANGE   "(range)"   /* an axis's range */
 #define PKV_OBJ_POOL    "(pool)"    /* a pool of fleet.pools */
+#define PKV_OBJ_ENGINE  "(engine)"  /* an engine profile's file (serving.engine) */
+#define PKV_OBJ_SOURCE  "(source)"  /* validation.source: where a published figure came from */
+#define PKV_OBJ_EXPECT  "(expect)"  /* a row of validation.expect: one published figure */
 
 extern const char *const pkv_clock_names[]; /* run.clock: predicted, wall, device, auto */
 enum { PKV_CONFIG_CLOCK_AUTO = 3 };
@@ -27,6 +30,11 @@ extern const char *const pkv_cuda_graph_modes[];   /* auto, false, true (JSON bo
 extern const char *const pkv_prefill_attentions[]; /* auto, flashinfer, cublas: PKVK_PREFILL_* */
 enum { PKV_METADATA_COPY = 1 };
 extern const char *const pkv_workload_presets[];
+/* serving.client: the measurement's client talks to a server (the engine profile's
+ * request work applies), or runs in the engine's process (vllm bench latency and
+ * throughput: none). */
+extern const char *const pkv_client_names[];
+enum { PKV_CLIENT_SERVER = 0, PKV_CLIENT_OFFLINE = 1 };
 
 pkv_keys pkv_config_keys(void);
 

@@ -277,6 +277,8 @@ static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_sp
             en->oracle_reps = eng0->oracle_reps, en->prefill_measure = eng0->prefill_measure;
             en->prefill_base_s = ci->prefill_base_s;
             en->prefill_per_token_s = ci->prefill_per_token_s;
+            en->host = ci->engine.host;
+            en->host.window = ci->scheduler_steps;
         }
         const pkv_sim_sink ss = {.ctx = &rs[i],
                                  .step = replica_step,
@@ -378,6 +380,13 @@ static int summary_init(pkv_summary *s, const pkv_config *cfg) {
     return 0;
 }
 
+/* The run or one of its fleet's pools adds an engine profile's host work. */
+static bool has_engine_profile(const pkv_config *cfg) {
+    bool any = *cfg->engine_file;
+    for (int p = 0; p < cfg->fleet.n_pools; p++) any |= *cfg->fleet.pools[p].cfg->engine_file;
+    return any;
+}
+
 int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary *out, pkv_err *e) {
     const char *in[PKV_CONFIG_INPUTS], *what[PKV_CONFIG_INPUTS];
     int n_in = pkv_config_inputs(cfg, in, what);
@@ -450,6 +459,8 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
     eng.prefill_base_s = cfg->prefill_base_s;
     eng.prefill_per_token_s = cfg->prefill_per_token_s;
     eng.prefill_measure = cfg->prefill_measure;
+    eng.host = cfg->engine.host;
+    eng.host.window = cfg->scheduler_steps;
     if (o->record && (!o->ranks || o->ranks->rank == 0)) { /* over ranks: rank 0's file */
         pkv_provenance pv = {
             o->command_line ? o->command_line : "", be->name, gpu, cfg->seed,
@@ -463,7 +474,8 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
                              .measured = be->measures,
                              .routes_measured = be->measures && eng.policy.measured_oracle,
                              .candidates = eng.policy.candidates,
-                             .fleet = pkv_fleet_slots(&cfg->fleet) > 1};
+                             .fleet = pkv_fleet_slots(&cfg->fleet) > 1,
+                             .engine_host = has_engine_profile(cfg)};
         pkv_attr ca[PKV_CALIB_ATTRS];
         int nca = pkv_calib_attrs(&cal, ca, PKV_CALIB_ATTRS);
         if (pkv_h5rec_open(&rec, cfg->output, &ro, e) ||

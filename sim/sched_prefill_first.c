@@ -1,20 +1,29 @@
-/* prefill_first: a prefill batch of every admitted prompt whole (from its first token
- * the prefix cache did not hold), else a decode step over every running request. */
+/* prefill_first: a prefill batch of the admitted prompts whole (from its first token
+ * the prefix cache did not hold), in admission order up to serving.prefill_batch_tokens
+ * (0: every one; a longer prompt runs alone), else a decode step over every running
+ * request. */
 #include "sched.h"
 #include "sim_parts.h"
+
+#include <string.h>
 
 static int next(pkv_sim *s, pkv_iter_kind *kind, pkv_prefill_view *pv, pkv_err *e) {
     *pv = (pkv_prefill_view){0};
     *kind = PKV_ITER_NONE;
     if (s->n_prefill > 0) {
-        int32_t n = 0;
-        for (int32_t i = 0; i < s->n_prefill; i++) {
-            const pkv_sim_request *r = &s->req[s->prefill[i]];
-            s->chunk_start[i] = r->prefilled;
-            s->prefill_lens[i] = (int32_t)pkv_sim_stored_tokens(r) - r->prefilled;
+        const int64_t cap = s->cfg->prefill_batch_tokens;
+        int32_t n = 0, k = 0;
+        for (int64_t tokens = 0; k < s->n_prefill; k++) {
+            const pkv_sim_request *r = &s->req[s->prefill[k]];
+            const int32_t len = (int32_t)pkv_sim_stored_tokens(r) - r->prefilled;
+            if (cap > 0 && k > 0 && tokens + len > cap) break;
+            tokens += len;
+            s->chunk_start[k] = r->prefilled;
+            s->prefill_lens[k] = len;
             n = pkv_sim_list_pages(s, r, pkv_sim_stored_tokens(r), n);
         }
-        *pv = (pkv_prefill_view){.n_req = s->n_prefill,
+        s->prefill_batch = k;
+        *pv = (pkv_prefill_view){.n_req = k,
                                  .lens = s->prefill_lens,
                                  .pages = s->prefill_pages,
                                  .n_pages = n,
@@ -30,9 +39,11 @@ static int next(pkv_sim *s, pkv_iter_kind *kind, pkv_prefill_view *pv, pkv_err *
 
 static int done(pkv_sim *s, pkv_iter_kind kind, pkv_err *e) {
     if (kind != PKV_ITER_PREFILL) return 0;
-    for (int32_t k = 0; k < s->n_prefill; k++)
-        if (pkv_sim_prompt_done(s, s->prefill[k], e)) return -1;
-    s->n_prefill = 0;
+    const int32_t k = s->prefill_batch;
+    for (int32_t i = 0; i < k; i++)
+        if (pkv_sim_prompt_done(s, s->prefill[i], e)) return -1;
+    memmove(s->prefill, s->prefill + k, sizeof *s->prefill * (size_t)(s->n_prefill - k));
+    s->n_prefill -= k;
     return 0;
 }
 

@@ -158,12 +158,21 @@ static int retire_request(pkv_sim *s, int64_t slot, pkv_err *e) {
     return 0;
 }
 
+/* The seconds a client sees beyond the engine's times: the engine profile's work on a
+ * request's way in and out. A constant delay of every arrival shifts an open loop's
+ * whole run in time, so it is added to what the client sees (TTFT, the finish), not to
+ * the engine's clock; a closed loop's next request is sent at the engine's finish. */
+static double client_lag(const pkv_sim *s) {
+    return s->cfg->engine.client_s;
+}
+
 /* A token of r came now: its first stamps TTFT, the others are inter-token latencies. */
 static int token_done(pkv_sim *s, pkv_sim_request *r, pkv_err *e) {
     r->rec.generated++;
     if (isnan(r->rec.t_first_token)) {
-        r->rec.t_first_token = s->t_now;
-        if (s->first_token && s->first_token(s->fleet_ctx, s->t_now, s->t_now - r->rec.t_arrival))
+        r->rec.t_first_token = s->t_now + client_lag(s);
+        if (s->first_token &&
+            s->first_token(s->fleet_ctx, s->t_now, r->rec.t_first_token - r->rec.t_arrival))
             return pkv_fail(e, "out of memory");
     } else if (s->sink.itl && s->sink.itl(s->sink.ctx, s->t_now - r->t_last_token, e))
         return -1;
@@ -255,6 +264,7 @@ static int start_step(pkv_sim *s, const pkv_prefill_view *chunks, pkv_err *e) {
                         .pages_free = (uint32_t)s->alloc.n_free,
                         .pages_cached = (uint32_t)s->cache.n_free_pages};
     s->preempt_run = 0;
+    s->window = (s->window > 0 ? s->window : s->cfg->scheduler_steps) - 1;
     pkv_batch_view v = {s->n_run,      s->seq_lens, s->block_table, s->bt_stride,
                         s->dirty_rows, s->n_dirty,  s->dirty_from,  chunks};
     double adv;
@@ -285,7 +295,9 @@ static int start_prefill(pkv_sim *s, const pkv_prefill_view *pv, pkv_err *e) {
 static int try_schedule(pkv_sim *s, pkv_err *e) {
     for (;;) {
         if (s->busy) return 0;
-        if (pkv_sim_admit(s, e)) return -1;
+        /* serving.scheduler_steps: inside a window of decode steps nothing is admitted */
+        if (s->n_run == 0) s->window = 0;
+        if (s->window == 0 && pkv_sim_admit(s, e)) return -1;
         pkv_iter_kind kind;
         pkv_prefill_view pv;
         if (s->sched->next(s, &kind, &pv, e)) return -1;
@@ -335,7 +347,7 @@ static int handle(pkv_sim *s, const pkv_event *ev, pkv_err *e) {
         return step_tokens(s, e) || s->sched->done(s, PKV_ITER_STEP, e) ? -1 : 0;
     case EVENT_FINISH: {
         pkv_sim_request *r = &s->req[ev->arg];
-        r->rec.t_finish = ev->t;
+        r->rec.t_finish = ev->t + client_lag(s);
         s->n_finished++;
         pkv_sim_release_pages(s, r);
         if (retire_request(s, ev->arg, e)) return -1;
@@ -414,7 +426,7 @@ int pkv_sim_inject(pkv_sim *s, const pkv_request_draw *d, double t_arrival, doub
         const int64_t id = r->rec.id;
         r->rec = *prefilled;
         r->rec.id = id, r->rec.state = PKV_REQ_WAITING;
-        r->t_last_token = r->rec.t_first_token;
+        r->t_last_token = r->rec.t_first_token - client_lag(s);
         r->kv_arrived = true;
     }
     return outside(s, e);

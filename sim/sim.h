@@ -124,10 +124,12 @@ typedef struct pkv_sim {
     /* waiting queue: ring buffer of request indices (preempted ones go to the front) */
     int64_t *wait;
     size_t wait_head, wait_n, wait_cap;
-    /* prefill_first: the prefill batch; chunked: the admitted requests whose prompts are
-     * not all prefilled yet, in admission order */
+    /* the admitted requests whose prompts are not all prefilled yet, in admission order
+     * (prefill_first: its first prefill_batch are the batch in flight) */
     int64_t *prefill;
-    int32_t n_prefill;
+    int32_t n_prefill, prefill_batch;
+    int32_t window; /* decode steps left in the window of serving.scheduler_steps (0: the
+                       scheduler runs before the next iteration) */
     /* chunked: the prompt chunks of the iteration in flight, one per request (prefill
      * order): its slot, first position, tokens, and whether it ends the prompt
      * (prefill_first: chunk_start holds its batch's first positions) */

@@ -73,7 +73,11 @@ int pkv_cmd_bench_fleet(int argc, char **argv);
 int pkv_bench_in_child(void (*run)(const void *arg, void *result), const void *arg, void *result,
                        size_t size);
 int pkv_cmd_report(int argc, char **argv);
-/* pkvsim fit (sim/cmd/cmd_fit.c). */
+/* pkvsim fit (sim/cmd/cmd_fit.c); with --engine, an engine profile's fit
+ * (sim/cmd/cmd_validate.c). */
 int pkv_cmd_fit(int argc, char **argv);
+int pkv_cmd_fit_engine(int argc, char **argv);
+/* pkvsim validate (sim/cmd/cmd_validate.c). */
+int pkv_cmd_validate(int argc, char **argv);
 
 #endif

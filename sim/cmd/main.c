@@ -108,6 +108,13 @@ static void usage(FILE *f) {
           "                        fit the structured cost model of every route to the\n"
           "                        measured steps of cuda runs (GSL nonlinear least squares),\n"
           "                        its error on held-out runs; writes a calibration file\n"
+          "  fit --engine PROFILE.json VALIDATION... [-o OUT.json]\n"
+          "                        fit an engine profile's host work to the published\n"
+          "                        measurements of its engine (experiments/validation/), the\n"
+          "                        held-out files' errors beside the fitted ones\n"
+          "  validate [FILES | DIR]... [--json OUT]\n"
+          "                        replay published measurements of real engines (vLLM,\n"
+          "                        SGLang) on the model backend: published, predicted, error\n"
           "  calibrate [-o FILE] [--reps N] [--model NAME] [--groups LIST]\n"
           "                        measure beta, lambda, occupancy on the GPU, time a sweep of\n"
           "                        decode steps (rows, contexts, GQA groups) and a model's\n"
@@ -331,7 +338,14 @@ int main(int argc, char **argv) {
     }
 #endif
     if (!strcmp(cmd, "report")) return pkv_cmd_report(argc - 1, argv + 1);
-    if (!strcmp(cmd, "fit")) return pkv_cmd_fit(argc - 1, argv + 1);
+    if (!strcmp(cmd, "fit")) {
+        for (int i = 2; i < argc && strcmp(argv[i], "--"); i++)
+            if (!strcmp(argv[i], "--engine") || !strcmp(argv[i], "-e") ||
+                !strncmp(argv[i], "--engine=", 9))
+                return pkv_cmd_fit_engine(argc - 1, argv + 1);
+        return pkv_cmd_fit(argc - 1, argv + 1);
+    }
+    if (!strcmp(cmd, "validate")) return pkv_cmd_validate(argc - 1, argv + 1);
     if (!strcmp(cmd, "keys")) return cmd_keys(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench") && argc >= 3 && !strcmp(argv[2], "sim"))
         return pkv_cmd_bench_sim(argc - 2, argv + 2);

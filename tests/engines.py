@@ -1,0 +1,253 @@
+#!/usr/bin/env python3
+"""Engine profiles and validation files (serving.engine, pkvsim validate, pkvsim fit
+--engine), each check against something computed here:
+- a profile's host work is /steps' and /prefills' t_host_engine exactly as documented
+  (fixed + per request + per prompt token; a decode step's share of its window) and
+  moves the clock by it (added, or overlapped: the longer of the two); its client_us
+  is in every TTFT and finish (a server's client), in none offline;
+- serving.engine "pkvsim" writes the very datasets of a run without the key;
+- serving.scheduler_steps admits nothing inside a window of decode steps;
+- every shipped validation file parses, names its source and band, and stays in it;
+  validate's prediction is the figure of a direct run of the same file;
+- pkvsim fit --engine recovers known constants (within 1%) from rows made with them.
+Usage: engines.py PKVSIM SOURCE_DIR"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import h5py
+import numpy as np
+
+pkvsim, src = sys.argv[1], sys.argv[2]
+tmp = tempfile.mkdtemp()
+fails = passes = 0
+
+
+def check(what, ok):
+    global fails, passes
+    if ok:
+        passes += 1
+    else:
+        fails += 1
+        print("FAIL", what)
+
+
+def run(args, ok=0):
+    p = subprocess.run([pkvsim] + args, capture_output=True, text=True)
+    if p.returncode != ok:
+        print("FAIL", " ".join(args), "exit", p.returncode, p.stderr[-2000:])
+        sys.exit(1)
+    return p
+
+
+def write(name, obj):
+    path = os.path.join(tmp, name)
+    with open(path, "w") as f:
+        json.dump(obj, f)
+    return path
+
+
+CAL = f"{src}/experiments/calibration/h200-llama-3.1-8b.json"
+US = {"iteration_us": 700, "per_request_us": 13, "per_prompt_token_us": 0.7}
+CLIENT_US = 4000
+
+
+def profile(name, overlap=False, **us):
+    host = dict(US, **us)
+    host["overlap"] = overlap
+    return write(name, {"name": "test", "host": host, "request": {"client_us": CLIENT_US},
+                        "serving": {"max_active": 16}})
+
+
+def experiment(name, serving, workload=None, seed=1):
+    wl = workload or {"arrival": {"process": "closed", "concurrency": 4},
+                      "prompt": {"dist": "uniform", "min": 200, "max": 900},
+                      "decode": {"dist": "uniform", "min": 10, "max": 40},
+                      "num_requests": 12}
+    return write(name, {"name": name[:-5], "model": "llama-3.1-8b", "workload": wl,
+                        "serving": serving,
+                        "route": {"policy": "pkv_workqueue", "calibration": CAL},
+                        "run": {"backend": "model", "seed": seed, "record": "full"}})
+
+
+def h5run(exp):
+    out = exp[:-5] + ".h5"
+    run(["run", "-q", exp, "-o", out])
+    return h5py.File(out, "r")
+
+
+def cols(f, group):
+    return {k: f[group][k][()] for k in f[group].keys()}
+
+
+# ---- host work in /steps, /prefills and the clock ----------------------------------
+for overlap in (False, True):
+    fixed = 5500 if overlap else US["iteration_us"]  # overlapped: as long as some steps
+    prof = profile(f"prof_{int(overlap)}.json", overlap, iteration_us=fixed)
+    f = h5run(experiment(f"chunked{int(overlap)}.json",
+                         {"engine": prof, "scheduler": "chunked", "token_budget": 512}))
+    s = cols(f, "steps")
+    want = 1e-6 * (fixed + US["per_request_us"] * (s["rows"] + s["prefill_chunks"])
+                   + US["per_prompt_token_us"] * s["prefill_tokens"])
+    check(f"chunked overlap {overlap}: t_host_engine is fixed + per request + per token",
+          np.allclose(s["t_host_engine"], want, rtol=1e-12, atol=0))
+    adv = np.maximum(s["t_predicted"], want) if overlap else s["t_predicted"] + want
+    gaps = np.diff(s["t_sim"])  # a closed loop: each step starts when the last ends
+    check(f"chunked overlap {overlap}: each step moves the clock by "
+          f"{'the longer of GPU and host' if overlap else 'GPU + host'}",
+          np.allclose(gaps, adv[:-1], rtol=1e-9, atol=1e-12))
+    if overlap:
+        check("overlap: steps where the host is longer and where the GPU is",
+              (want > s["t_predicted"]).any() and (want < s["t_predicted"]).any())
+
+prof = profile("prof_pf.json")
+f = h5run(experiment("pf.json", {"engine": prof, "scheduler": "prefill_first"}))
+p = cols(f, "prefills")
+want = 1e-6 * (US["iteration_us"] + US["per_request_us"] * p["requests"]
+               + US["per_prompt_token_us"] * p["tokens"])
+check("prefill batches: t_host_engine", np.allclose(p["t_host_engine"], want, rtol=1e-12))
+check("prefill batches: t_advance = prediction + host",
+      np.allclose(p["t_advance"], p["t_predicted"] + want, rtol=1e-12))
+
+# the client's lag: every TTFT and finish, a server's client only
+base = experiment("client_srv.json", {"engine": prof, "client": "server"})
+off = experiment("client_off.json", {"engine": prof, "client": "offline"})
+a, b = cols(h5run(base), "requests"), cols(h5run(off), "requests")
+check("client_us: in every first token and finish (server), none offline",
+      np.allclose(a["t_first_token"] - b["t_first_token"], CLIENT_US * 1e-6, atol=1e-12)
+      and np.allclose(a["t_finish"] - b["t_finish"], CLIENT_US * 1e-6, atol=1e-12)
+      and np.array_equal(a["t_arrival"], b["t_arrival"]))
+
+# ---- pkvsim is today's behaviour ------------------------------------------------------
+plain = h5run(experiment("plain.json", {"scheduler": "chunked"}))
+named = h5run(experiment("named.json", {"scheduler": "chunked", "engine": "pkvsim"}))
+same = True
+for g in ("steps", "requests", "prefills", "routes"):
+    if g not in plain:
+        continue
+    same &= sorted(plain[g].keys()) == sorted(named[g].keys())
+    for k in plain[g].keys():
+        same &= np.array_equal(plain[g][k][()], named[g][k][()], equal_nan=True)
+for k, v in plain["summary"].attrs.items():
+    same &= np.array_equal(v, named["summary"].attrs[k], equal_nan=True)
+check("serving.engine pkvsim: the datasets of a run without it", same)
+check("no profile: no t_host_engine column", "t_host_engine" not in plain["steps"])
+
+# ---- windows of decode steps -----------------------------------------------------------
+W = 4
+f = h5run(experiment("window.json", {"engine": prof, "scheduler": "prefill_first",
+                                     "scheduler_steps": W},
+                     {"arrival": {"process": "poisson", "rate": 40},
+                      "prompt": {"dist": "uniform", "min": 100, "max": 400},
+                      "decode": {"dist": "fixed", "value": 400}, "num_requests": 12}))
+s, p = cols(f, "steps"), cols(f, "prefills")
+host = s["t_host_engine"]
+check("windows: a decode step's host work is its share of the window's",
+      np.allclose(host, 1e-6 * (US["iteration_us"] + US["per_request_us"] * s["rows"]) / W))
+ok, seen = True, 0
+for t in p["t_sim"][1:]:
+    before = s["t_sim"] < t
+    last_prefill = p["t_sim"][p["t_sim"] < t].max()
+    k = int((before & (s["t_sim"] > last_prefill)).sum())
+    if k:
+        seen += 1
+        ok &= k % W == 0
+check(f"windows: prompts admitted only between windows of {W} steps ({seen} seen)",
+      ok and seen > 2)
+
+# ---- the shipped validation files --------------------------------------------------
+val = f"{src}/experiments/validation"
+out = os.path.join(tmp, "v.json")
+p = subprocess.run([pkvsim, "validate", val, "--json", out], capture_output=True, text=True,
+                   cwd=src)
+check("pkvsim validate experiments/validation: every figure within its band "
+      f"(exit {p.returncode})", p.returncode == 0)
+if p.returncode:
+    print(p.stdout[-3000:], p.stderr[-2000:])
+rows = json.load(open(out))["rows"]
+files = sorted(x for x in os.listdir(val) if x.endswith(".json"))
+check("every file has rows", sorted({os.path.basename(r["file"]) for r in rows}) == files)
+engines = {r["engine"] for r in rows}
+gpus = {r["gpu"] for r in rows}
+check(f"at least 12 figures, two engines, two GPUs ({len(rows)}, {engines}, {gpus})",
+      len(rows) >= 12 and len(engines) >= 2 and len(gpus) >= 2)
+for eng in engines:
+    mine = [r for r in rows if r["engine"] == eng]
+    held = sum(r["role"] == "held_out" for r in mine)
+    check(f"{eng}: at least a third of its figures held out ({held} of {len(mine)})",
+          3 * held >= len(mine))
+for name in files:
+    d = json.load(open(os.path.join(val, name)))["validation"]
+    check(f"{name}: names its source's url, engine, GPU and command",
+          all(d["source"].get(k) for k in ("url", "engine", "gpu", "command")))
+    check(f"{name}: a band with its reason", "band_note" in d or
+          all("band_pct" in r for r in d["expect"]))
+# a direct run of one file gives validate's prediction
+one = os.path.join(val, "vllm-h200-latency-b8.json")
+direct = os.path.join(tmp, "direct.json")
+run(["run", "-q", one, "-o", os.path.join(tmp, "direct.h5"), "--json", direct])
+pred = [r for r in rows if r["file"].endswith("vllm-h200-latency-b8.json")][0]["predicted"]
+check("validate's prediction is a direct run's figure",
+      abs(json.load(open(direct))["mean_e2el_ms"] - pred) <= 1e-9 * pred)
+
+# bad files: a clear error naming the file and the key
+bad = json.load(open(one))
+del bad["validation"]["source"]["url"]
+r = subprocess.run([pkvsim, "validate", write("bad1.json", bad)], capture_output=True, text=True)
+check("a file without validation.source.url: exit 1 naming it",
+      r.returncode == 1 and "validation.source.url" in r.stderr and "bad1.json" in r.stderr)
+bad = json.load(open(one))
+bad["validation"]["expect"][0]["figure"] = "mean_e2e"
+r = subprocess.run([pkvsim, "validate", write("bad2.json", bad)], capture_output=True, text=True)
+check("an unknown figure: exit 1 naming it", r.returncode == 1 and "mean_e2e" in r.stderr)
+
+# ---- the fit recovers known constants ----------------------------------------------
+TRUE = {"iteration_us": 900, "per_request_us": 30, "per_prompt_token_us": 2.0,
+        "client_us": 2500}
+truth = write("truth.json", {"name": "synthetic", "host": {
+    "iteration_us": TRUE["iteration_us"], "per_request_us": TRUE["per_request_us"],
+    "per_prompt_token_us": TRUE["per_prompt_token_us"], "overlap": False},
+    "request": {"client_us": TRUE["client_us"]}})
+start = write("start.json", {"name": "synthetic", "host": {
+    "iteration_us": 400, "per_request_us": 10, "per_prompt_token_us": 0.5, "overlap": False},
+    "request": {"client_us": 800}})
+shapes = [  # (name, concurrency, prompt, decode, client, figure)
+    ("b1", 1, 64, 200, "offline", "mean_e2el"),
+    ("b48", 48, 64, 200, "offline", "mean_e2el"),
+    ("long", 1, 8000, 2, "offline", "mean_ttft"),
+    ("srv", 1, 64, 8, "server", "mean_ttft"),
+]
+syn = []
+for name, conc, prompt, decode, client, fig in shapes:
+    e = {"name": name, "model": "llama-3.1-8b",
+         "workload": {"arrival": {"process": "closed", "concurrency": conc},
+                      "prompt": {"dist": "fixed", "value": prompt},
+                      "decode": {"dist": "fixed", "value": decode}, "num_requests": conc},
+         "serving": {"engine": truth, "client": client, "scheduler": "prefill_first"},
+         "route": {"policy": "pkv_workqueue", "calibration": CAL},
+         "run": {"backend": "model", "record": "summary"},
+         "validation": {"role": "fit", "band_pct": 50, "band_note": "synthetic",
+                        "source": {"url": "synthetic", "engine": "synthetic", "gpu": "H200",
+                                   "model": "llama-3.1-8b", "command": "none"},
+                        "expect": [{"figure": fig, "value": 1, "unit": "ms"}]}}
+    syn.append((write(f"syn_{name}.json", e), e))
+out = os.path.join(tmp, "syn.json")
+run(["validate", "-q"] + [p for p, _ in syn] + ["--json", out], ok=1)  # values 1: out of band
+made = {os.path.basename(r["file"]): r["predicted"] for r in json.load(open(out))["rows"]}
+for path, e in syn:
+    e["validation"]["expect"][0]["value"] = made[os.path.basename(path)]
+    e["serving"]["engine"] = start
+    write(os.path.basename(path), e)
+fitted = os.path.join(tmp, "fitted.json")
+run(["fit", "--engine", start, "-o", fitted, "--iterations", "400"] + [p for p, _ in syn])
+got = json.load(open(fitted))
+vals = dict(got["host"], **got["request"])
+for k, v in TRUE.items():
+    check(f"fit recovers {k}: {vals[k]} against {v} (1%)", abs(vals[k] - v) <= 0.01 * v)
+check("fit keeps overlap false", got["host"]["overlap"] is False)
+check("fit lists its files", len(got["fit"]["fitted"]) == 4 and got["fit"]["held_out"] == [])
+
+print(f"{passes} checks passed, {fails} failed")
+sys.exit(1 if fails else 0)
