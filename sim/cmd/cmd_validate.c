@@ -192,52 +192,47 @@ static int by_name(const void *a, const void *b) {
 }
 
 /* FILES|DIR...: a folder stands for its *.json in name order. Returns the count, or -1
- * (printed). Names are malloc'ed into names[]. */
+ * (printed, nothing left allocated). Names are malloc'ed into names[]. */
 static int list_files(int argc, char **argv, const char *cmd, char **names, int cap) {
     int n = 0;
-    for (int i = 0; i < argc; i++) {
+    const char *why = NULL, *what = NULL;
+    for (int i = 0; i < argc && !why; i++) {
         struct stat st;
-        if (stat(argv[i], &st)) {
-            fprintf(stderr, "pkvsim %s: %s: %s\n", cmd, argv[i], strerror(errno));
-            return -1;
+        DIR *d = NULL;
+        if (stat(argv[i], &st) || (S_ISDIR(st.st_mode) && !(d = opendir(argv[i])))) {
+            why = strerror(errno), what = argv[i];
+            break;
         }
-        if (!S_ISDIR(st.st_mode)) {
-            if (n == cap) goto full;
-            names[n++] = strdup(argv[i]);
+        if (!d) {
+            if (n == cap)
+                why = "too many files";
+            else
+                names[n++] = strdup(argv[i]);
             continue;
         }
-        DIR *d = opendir(argv[i]);
-        if (!d) {
-            fprintf(stderr, "pkvsim %s: %s: %s\n", cmd, argv[i], strerror(errno));
-            return -1;
-        }
         const int first = n;
-        for (struct dirent *de; (de = readdir(d));) {
+        for (struct dirent *de; !why && (de = readdir(d));) {
             const size_t l = strlen(de->d_name);
             if (l < 6 || strcmp(de->d_name + l - 5, ".json")) continue;
-            if (n == cap) {
-                closedir(d);
-                goto full;
-            }
-            char *p = malloc(strlen(argv[i]) + l + 2);
+            char *p = n < cap ? malloc(strlen(argv[i]) + l + 2) : NULL;
             if (p) sprintf(p, "%s/%s", argv[i], de->d_name);
-            names[n++] = p;
+            if (n < cap)
+                names[n++] = p;
+            else
+                why = "too many files";
         }
         closedir(d);
         qsort(names + first, (size_t)(n - first), sizeof *names, by_name);
-        if (n == first) {
-            fprintf(stderr, "pkvsim %s: %s: no *.json in it\n", cmd, argv[i]);
-            return -1;
-        }
+        if (!why && n == first) why = "no *.json in it", what = argv[i];
     }
-    for (int i = 0; i < n; i++)
-        if (!names[i]) {
-            fputs("out of memory\n", stderr);
-            return -1;
-        }
-    return n;
-full:
-    fprintf(stderr, "pkvsim %s: more than %d files\n", cmd, cap);
+    for (int i = 0; i < n && !why; i++)
+        if (!names[i]) why = "out of memory";
+    if (!why) return n;
+    if (what)
+        fprintf(stderr, "pkvsim %s: %s: %s\n", cmd, what, why);
+    else
+        fprintf(stderr, "pkvsim %s: %s (at most %d)\n", cmd, why, cap);
+    for (int i = 0; i < n; i++) free(names[i]);
     return -1;
 }
 
@@ -304,7 +299,7 @@ static void validate_usage(void) {
 }
 
 typedef struct mae {
-    char key[48];
+    char key[96];
     double sum, sum_base;
     int n;
 } mae;
@@ -415,7 +410,7 @@ int pkv_cmd_validate(int argc, char **argv) {
                        stem(v[i].path), v[i].engine, v[i].gpu, v[i].held_out ? "held_out" : "fit",
                        r->label, r->value, r->unit, r->pred, 100 * err, r->base, 100 * eb, r->band,
                        ok ? "" : "  OUT OF BAND");
-            char key[48];
+            char key[96];
             const char *role = v[i].held_out ? "held_out" : "fit";
             snprintf(key, sizeof key, "engine %s, %s", v[i].engine, role);
             mae_add(m, &nm, 64, key, err, eb);
