@@ -441,6 +441,8 @@ typedef struct fit_ctx {
     vfile *v;
     int n;
     bool overlap;
+    bool fit_client;  /* a fitted file was measured through a server */
+    double client_us; /* else client_us stays this (the profile's) */
     int evals, failed;
     pkv_err e;
 } fit_ctx;
@@ -461,6 +463,7 @@ static double objective(const gsl_vector *x, void *arg) {
     fit_ctx *c = arg;
     double us[N_PARAMS], sum = 0;
     for (int k = 0; k < N_PARAMS; k++) us[k] = gsl_vector_get(x, k) * gsl_vector_get(x, k);
+    if (!c->fit_client) us[3] = c->client_us;
     set_params(c->v, c->n, us, c->overlap);
     int rows = 0;
     c->evals++;
@@ -526,7 +529,7 @@ static void fit_usage(void) {
 }
 
 static int write_profile(const char *out, const char *profile, const double *us, bool overlap,
-                         const vfile *v, int n, double fit_f) {
+                         bool fit_client, const vfile *v, int n, double fit_f) {
     pkv_err e;
     char *text = pkv_read_file(profile, NULL, &e);
     cJSON *root = text ? pkv_json_parse(text, profile, &e) : NULL;
@@ -549,6 +552,7 @@ static int write_profile(const char *out, const char *profile, const double *us,
                             "pkvsim fit --engine: Nelder-Mead on the mean squared log error of "
                             "the fitted files' figures, model backend");
     cJSON_AddNumberToObject(fit, "rms_log_error", round(1e4 * sqrt(fit_f)) / 1e4);
+    cJSON_AddBoolToObject(fit, "client_us_fitted", fit_client);
     char date[16];
     const time_t now = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
@@ -606,6 +610,7 @@ int pkv_cmd_fit_engine(int argc, char **argv) {
     }
     /* the files of the profile's engine, run with it (its serving defaults) */
     int m = 0, n_fit = 0;
+    bool fit_client = false;
     const char *engine = NULL;
     for (int i = 0; i < n; i++) {
         if (strcmp(v[i].cfg.engine_file, "") == 0 ||
@@ -617,6 +622,7 @@ int pkv_cmd_fit_engine(int argc, char **argv) {
         }
         engine = v[i].engine;
         n_fit += !v[i].held_out;
+        fit_client |= !v[i].held_out && v[i].cfg.client == PKV_CLIENT_SERVER;
         v[m++] = v[i];
     }
     int rc = 1;
@@ -624,7 +630,8 @@ int pkv_cmd_fit_engine(int argc, char **argv) {
         fprintf(stderr, "pkvsim fit: no file of role \"fit\" uses %s\n", profile);
         goto done;
     }
-    fit_ctx c = {.v = v, .n = m};
+    fit_ctx c = {
+        .v = v, .n = m, .fit_client = fit_client, .client_us = v[0].cfg.engine.client_s * 1e6};
     double best[N_PARAMS], f_best = INFINITY;
     bool overlap_best = false;
     /* from the profile's constants (floored, so that each can move), the simplex
@@ -655,6 +662,13 @@ int pkv_cmd_fit_engine(int argc, char **argv) {
             memcpy(best, x, sizeof best);
         }
     }
+    if (!fit_client) {
+        best[3] = c.client_us;
+        fprintf(stderr,
+                "pkvsim fit: client_us not fitted (no fitted file was measured through a "
+                "server): %.2f, the profile's, kept\n",
+                c.client_us);
+    }
     set_params(v, m, best, overlap_best);
     for (int i = 0; i < m; i++) {
         pkv_err e;
@@ -674,7 +688,7 @@ int pkv_cmd_fit_engine(int argc, char **argv) {
                    v[i].held_out ? "held_out" : "fit", r->label, r->value, r->pred,
                    100 * rel_err(r->pred, r->value));
         }
-    rc = out && write_profile(out, profile, best, overlap_best, v, m, f_best) ? 1 : 0;
+    rc = out && write_profile(out, profile, best, overlap_best, fit_client, v, m, f_best) ? 1 : 0;
 done:
     free_files(v, m, names, n);
     return rc;
