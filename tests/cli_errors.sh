@@ -286,12 +286,22 @@ expect_fail report-hard-link "are one file" "$pkvsim" report "$tmp/r.h5" "$tmp/r
 
 # Every command's options come from one table (sim/cmd/cli.c): --help answers, an
 # unknown option or a missing value is refused naming the command, a bad count too.
-for c in run workload report fit "bench sim" "bench traces"; do
+for c in run workload report fit validate "bench sim" "bench traces"; do
   # shellcheck disable=SC2086
   if "$pkvsim" $c --help 2>&1 | grep -qi "usage"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL $c --help"; fi
   # shellcheck disable=SC2086
   expect_fail "$c-unknown-option" "pkvsim $c: --no-such-option: unknown option" "$pkvsim" $c --no-such-option x
 done
+# pkvsim validate and fit --engine: a missing operand, a file that is no validation file,
+# an output that is a validation file (left as it was).
+expect_fail validate-missing "no-such-file: No such file" "$pkvsim" validate "$tmp/no-such-file"
+expect_fail validate-not-validation "validation: missing" "$pkvsim" validate "$src/experiments/quickstart.json"
+cp "$src/experiments/validation/vllm-h200-latency-b8.json" "$tmp/v.json"
+cp "$tmp/v.json" "$tmp/v.keep"
+expect_fail validate-onto-input "is a validation file" "$pkvsim" validate "$tmp/v.json" --json "$tmp/v.json"
+expect_fail fit-engine-onto-input "is a validation file" "$pkvsim" fit --engine "$src/experiments/engines/vllm.json" "$tmp/v.json" -o "$tmp/v.json"
+if cmp -s "$tmp/v.json" "$tmp/v.keep"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL validate destroyed its input"; fi
+expect_fail fit-engine-no-files "validation files" "$pkvsim" fit --engine "$src/experiments/engines/vllm.json"
 expect_fail report-missing-value "pkvsim report: --baseline: unknown option, or its value is missing" \
   "$pkvsim" report --baseline
 expect_fail bench-sim-steps "--steps: \"0\" is not a positive integer" "$pkvsim" bench sim --steps 0 --out "$tmp/out.h5"
