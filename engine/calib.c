@@ -48,6 +48,7 @@ static const pkv_key rows[] = {
     ROW("prefill_fixed_us", NUM, prefill_fixed_us, 0, 0, 1e7),
     ROW("prefill_token_us", NUM, prefill_token_us, 0, 0, 1e4),
     ROW("prefill_score_ps", NUM, prefill_score_ps, 0, 0, 1e6),
+    ROW("prefill_row_us", NUM, prefill_row_us, 0, 0, 1e4),
     ROW("prefill_attn_tflops", NUM, prefill_attn_tflops, 0, 0, 1e5),
     ROW("allreduce_gbps", NUM, allreduce_gbps, 400, 1e-3, 1e6),
     ROW("allreduce_us", NUM, allreduce_us, 10, 0, 1e4),

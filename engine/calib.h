@@ -91,6 +91,7 @@ typedef struct pkv_calib {
      * beyond the rooflines above, per forward, per prompt token and per attention score
      * (of every layer; pkvsim fit) */
     double prefill_fixed_us, prefill_token_us, prefill_score_ps;
+    double prefill_row_us; /* per decode row of an iteration that carries prompt chunks */
     /* FlashInfer's fused prefill attention: TFLOP/s over the causal FLOPs of QK^T and
      * PV (pkvsim calibrate; 0: not measured, the model takes cuBLAS's kernel) */
     double prefill_attn_tflops;

@@ -241,8 +241,10 @@ static void predict_model(const pkv_engine *eng, const pkv_batch_view *v, int64_
     /* The route runs in every layer (the study layer's one), around the dense part
      * (none in the study layer), which runs over the rows and the iteration's prompt
      * chunks at once; the chunks' attention is the prefill's. */
-    const double t_chunks =
-        v->chunks ? prompt_extra(eng, v->chunks, chunk_tok, rec->prefill_scores) : 0;
+    const double t_chunks = v->chunks
+                                ? prompt_extra(eng, v->chunks, chunk_tok, rec->prefill_scores) +
+                                      eng->cal->prefill_row_us * 1e-6 * v->n_rows
+                                : 0;
     pkv_dense_cost dc;
     pkv_model_dense_cost(&eng->model, eng->cal, v->n_rows + chunk_tok, v->n_rows + chunk_heads,
                          &dc);

@@ -58,31 +58,33 @@ typedef struct fit_set {
     size_t n[PKV_ROUTE_COUNT], cap[PKV_ROUTE_COUNT];
     /* Forwards over prompt tokens (prefill batches; chunked steps' dense parts): their
      * prompt tokens, attention scores (every layer; 0 where the file does not record
-     * them), measured seconds, predicted seconds without the calibration's prefill
-     * terms, and with them (the run's own prediction) */
-    double *p_tok, *p_sc, *p_meas, *p_base, *p_pred;
+     * them), decode rows beside them (0 in a prefill batch), measured seconds,
+     * predicted seconds without the calibration's prefill terms, and with them (the
+     * run's own prediction) */
+    double *p_tok, *p_sc, *p_rows, *p_meas, *p_base, *p_pred;
     size_t p_n, p_cap;
 } fit_set;
 
 static void set_free(fit_set *s) {
     for (int r = 0; r < PKV_ROUTE_COUNT; r++)
         free(s->k[r]), free(s->t[r]), free(s->host[r]), free(s->ktok[r]);
-    free(s->p_tok), free(s->p_sc), free(s->p_meas), free(s->p_base), free(s->p_pred);
+    free(s->p_tok), free(s->p_sc), free(s->p_rows), free(s->p_meas), free(s->p_base),
+        free(s->p_pred);
 }
 
-static int add_forward(fit_set *s, double tokens, double scores, double meas, double base,
-                       double pred) {
+static int add_forward(fit_set *s, double tokens, double scores, double rows, double meas,
+                       double base, double pred) {
     if (s->p_n == s->p_cap) {
         size_t cap = s->p_cap ? 2 * s->p_cap : 256;
-        double **arr[5] = {&s->p_tok, &s->p_sc, &s->p_meas, &s->p_base, &s->p_pred};
-        for (int k = 0; k < 5; k++) {
+        double **arr[6] = {&s->p_tok, &s->p_sc, &s->p_rows, &s->p_meas, &s->p_base, &s->p_pred};
+        for (int k = 0; k < 6; k++) {
             double *a = realloc(*arr[k], cap * sizeof *a);
             if (!a) return -1;
             *arr[k] = a;
         }
         s->p_cap = cap;
     }
-    s->p_tok[s->p_n] = tokens, s->p_sc[s->p_n] = scores;
+    s->p_tok[s->p_n] = tokens, s->p_sc[s->p_n] = scores, s->p_rows[s->p_n] = rows;
     s->p_meas[s->p_n] = meas, s->p_base[s->p_n] = base;
     s->p_pred[s->p_n++] = pred;
     return 0;
@@ -109,10 +111,10 @@ static int load_forwards(const char *path, const char *grp, const pkv_step_rec *
     if (pkv_h5_read_prefills_at(path, grp, &pf, &np, &ignored)) np = 0;
     int rc = 0;
     for (size_t i = 0; i < n + np && !rc; i++) {
-        double tok, sc, meas, pred;
+        double tok, sc, meas, pred, rows = 0;
         if (i < n) {
             if (st[i].warmup || !st[i].prefill_chunks) continue;
-            tok = st[i].prefill_tokens, sc = st[i].prefill_scores;
+            tok = st[i].prefill_tokens, sc = st[i].prefill_scores, rows = st[i].rows;
             meas = st[i].t_dense, pred = st[i].t_dense_predicted;
         } else {
             const pkv_prefill_rec *p = &pf[i - n];
@@ -120,24 +122,26 @@ static int load_forwards(const char *path, const char *grp, const pkv_step_rec *
         }
         if (!(meas > 0) || !(pred > 0)) continue;
         if (!(sc >= 0)) sc = 0; /* a file from before the column */
-        const double base = pred - (c.prefill_fixed_us + c.prefill_token_us * tok) * 1e-6 -
-                            c.prefill_score_ps * 1e-12 * sc;
+        const double base =
+            pred -
+            (c.prefill_fixed_us + c.prefill_token_us * tok + c.prefill_row_us * rows) * 1e-6 -
+            c.prefill_score_ps * 1e-12 * sc;
         for (fit_set *d = s; d && !rc; d = d == s ? per_file : NULL)
-            rc = add_forward(d, tok, sc, meas, base, pred);
+            rc = add_forward(d, tok, sc, rows, meas, base, pred);
     }
     free(pf);
     return rc ? pkv_fail(e, "out of memory reading %s", path) : 0;
 }
 
 /* MAPE and relative error of the sum of the forwards' predictions: base plus the
- * prefill terms (seconds) fixed + per token x tokens + per score x scores, or (term
- * NULL) the runs' own. */
+ * prefill terms (seconds) fixed + per token x tokens + per score x scores + per decode
+ * row x rows, or (term NULL) the runs' own. */
 static void forward_error(const fit_set *s, const double *term, double *mape, double *sum_err) {
     double ae = 0, sp = 0, sm = 0;
     for (size_t i = 0; i < s->p_n; i++) {
-        const double p =
-            !term ? s->p_pred[i]
-                  : s->p_base[i] + term[0] + term[1] * s->p_tok[i] + term[2] * s->p_sc[i];
+        const double p = !term ? s->p_pred[i]
+                               : s->p_base[i] + term[0] + term[1] * s->p_tok[i] +
+                                     term[2] * s->p_sc[i] + term[3] * s->p_rows[i];
         ae += fabs(p - s->p_meas[i]) / s->p_meas[i], sp += p, sm += s->p_meas[i];
     }
     *mape = s->p_n ? ae / (double)s->p_n : NAN;
@@ -395,8 +399,8 @@ int pkv_cmd_fit(int argc, char **argv) {
      * relative error), no term negative. */
     int prefill_fitted = 0;
     if (fit.p_n >= 3) {
-        double *res = malloc(fit.p_n * sizeof *res), *w = malloc(fit.p_n * sizeof *w), c[3];
-        const double *x[3] = {NULL, fit.p_tok, fit.p_sc};
+        double *res = malloc(fit.p_n * sizeof *res), *w = malloc(fit.p_n * sizeof *w), c[4];
+        const double *x[4] = {NULL, fit.p_tok, fit.p_sc, fit.p_rows};
         if (!res || !w) {
             free(res), free(w);
             fprintf(stderr, "pkvsim fit: out of memory\n");
@@ -405,7 +409,7 @@ int pkv_cmd_fit(int argc, char **argv) {
         }
         for (size_t i = 0; i < fit.p_n; i++)
             res[i] = fit.p_meas[i] - fit.p_base[i], w[i] = 1 / (fit.p_meas[i] * fit.p_meas[i]);
-        const int bad = pkv_fit_nonneg(x, 3, res, w, fit.p_n, c);
+        const int bad = pkv_fit_nonneg(x, 4, res, w, fit.p_n, c);
         free(res), free(w);
         if (bad) {
             fprintf(stderr, "pkvsim fit: out of memory\n");
@@ -413,7 +417,7 @@ int pkv_cmd_fit(int argc, char **argv) {
             goto done;
         }
         fitted.prefill_fixed_us = c[0] * 1e6, fitted.prefill_token_us = c[1] * 1e6;
-        fitted.prefill_score_ps = c[2] * 1e12;
+        fitted.prefill_score_ps = c[2] * 1e12, fitted.prefill_row_us = c[3] * 1e6;
         prefill_fitted = 1;
         double f_mape, f_sum, t_mape = NAN, t_sum = NAN, b_mape = NAN, b_sum = NAN;
         forward_error(&fit, c, &f_mape, &f_sum);
@@ -421,14 +425,15 @@ int pkv_cmd_fit(int argc, char **argv) {
             forward_error(&test, c, &t_mape, &t_sum);
             forward_error(&test, NULL, &b_mape, &b_sum);
         }
-        emit("\n| forwards over prompt tokens | fitted | MAPE | sum err | held out | MAPE | sum "
-             "err | base MAPE held out | base sum err | prefill_fixed_us | prefill_token_us | "
-             "prefill_score_ps |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n"
-             "| prefill batches, chunked steps' dense part | %zu | %.2f%% | %+.2f%% | %zu | "
-             "%.2f%% | %+.2f%% | %.2f%% | %+.2f%% | %.1f | %.3f | %.4f |\n",
-             fit.p_n, 100 * f_mape, 100 * f_sum, test.p_n, 100 * t_mape, 100 * t_sum, 100 * b_mape,
-             100 * b_sum, fitted.prefill_fixed_us, fitted.prefill_token_us,
-             fitted.prefill_score_ps);
+        emit(
+            "\n| forwards over prompt tokens | fitted | MAPE | sum err | held out | MAPE | sum "
+            "err | base MAPE held out | base sum err | prefill_fixed_us | prefill_token_us | "
+            "prefill_score_ps | prefill_row_us |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
+            "---|\n| prefill batches, chunked steps' dense part | %zu | %.2f%% | %+.2f%% | %zu | "
+            "%.2f%% | %+.2f%% | %.2f%% | %+.2f%% | %.1f | %.3f | %.4f | %.3f |\n",
+            fit.p_n, 100 * f_mape, 100 * f_sum, test.p_n, 100 * t_mape, 100 * t_sum, 100 * b_mape,
+            100 * b_sum, fitted.prefill_fixed_us, fitted.prefill_token_us, fitted.prefill_score_ps,
+            fitted.prefill_row_us);
     }
     /* A baseline predicted too slow by b and a split route too fast by p make the
      * split route look 1 + b - p times faster than it is. */
@@ -480,10 +485,11 @@ int pkv_cmd_fit(int argc, char **argv) {
         if (keep_gates) fitted.gates_set = false; /* the base's stay as they are in the file */
         pkv_calib_route_model_json(&fitted, root);
         if (prefill_fitted) {
-            const char *pk[3] = {"prefill_fixed_us", "prefill_token_us", "prefill_score_ps"};
-            const double pv[3] = {fitted.prefill_fixed_us, fitted.prefill_token_us,
-                                  fitted.prefill_score_ps};
-            for (int k = 0; k < 3; k++) {
+            const char *pk[4] = {"prefill_fixed_us", "prefill_token_us", "prefill_score_ps",
+                                 "prefill_row_us"};
+            const double pv[4] = {fitted.prefill_fixed_us, fitted.prefill_token_us,
+                                  fitted.prefill_score_ps, fitted.prefill_row_us};
+            for (int k = 0; k < 4; k++) {
                 cJSON_DeleteItemFromObjectCaseSensitive(root, pk[k]);
                 cJSON_AddNumberToObject(root, pk[k], pv[k]);
             }
