@@ -1,6 +1,8 @@
 #include "summary.h"
 
+#include <errno.h>
 #include <math.h>
+#include <time.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,8 +99,24 @@ void pkv_dist_free(pkv_dist *d) {
     d->v = NULL, d->hist = NULL, d->cap = 0;
 }
 
-void pkv_summary_add_itl(pkv_summary *s, double gap) {
+int pkv_summary_add_itl(pkv_summary *s, int64_t id, double gap) {
     if (s->itl_d.hist) pkv_dist_add(&s->itl_d, gap); /* binned: no allocation */
+    pkv_request_log *l = s->log;
+    if (!l) return 0;
+    if (l->n_itl == l->cap_itl) {
+        const size_t cap = l->cap_itl ? 2 * l->cap_itl : 4096;
+        pkv_itl_row *a = realloc(l->itl, cap * sizeof *a);
+        if (!a) return -1;
+        l->itl = a, l->cap_itl = cap;
+    }
+    l->itl[l->n_itl++] = (pkv_itl_row){id, gap};
+    return 0;
+}
+
+void pkv_request_log_free(pkv_request_log *l) {
+    free(l->req);
+    free(l->itl);
+    *l = (pkv_request_log){0};
 }
 
 void pkv_summary_add_step(pkv_summary *s, const pkv_step_rec *r, double advance) {
@@ -138,6 +156,14 @@ void pkv_summary_add_prefill(pkv_summary *s, const pkv_prefill_rec *p) {
 }
 
 int pkv_summary_add_request(pkv_summary *s, const pkv_request_rec *r) {
+    pkv_request_log *l = s->log;
+    if (l && l->n == l->cap) {
+        const size_t cap = l->cap ? 2 * l->cap : 1024;
+        pkv_request_rec *a = realloc(l->req, cap * sizeof *a);
+        if (!a) return -1;
+        l->req = a, l->cap = cap;
+    }
+    if (l) l->req[l->n++] = *r;
     s->arrived++;
     s->preemptions += (uint64_t)r->preemptions;
     if (r->t_arrival < s->t_first_arrival) s->t_first_arrival = r->t_arrival;
@@ -438,9 +464,104 @@ static void json_latency(FILE *f, const pkv_summary *s, const char *name, const 
     fputc(']', f);
 }
 
-int pkv_summary_json(const pkv_summary *s, FILE *f) {
+static int by_id(const void *a, const void *b) {
+    const pkv_request_rec *x = a, *y = b;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* The log's ITL rows by request id, each request's in the order they came (ids then
+ * their positions). */
+static int by_itl_id(const void *a, const void *b) {
+    const pkv_itl_row *x = *(pkv_itl_row *const *)a, *y = *(pkv_itl_row *const *)b;
+    return x->id != y->id ? (x->id > y->id) - (x->id < y->id) : (x > y) - (x < y);
+}
+
+static void jlist(FILE *f, const char *key, const pkv_request_rec *r, size_t n, int what) {
+    fprintf(f, ",\n  \"%s\": [", key);
+    for (size_t i = 0; i < n; i++) {
+        const bool done = r[i].state == PKV_REQ_FINISHED;
+        if (i) fputs(", ", f);
+        switch (what) {
+        case 0:
+            fprintf(f, "%d", r[i].prompt_len);
+            break;
+        case 1:
+            fprintf(f, "%d", done ? r[i].generated : 0);
+            break;
+        case 2: /* vLLM's ttft: seconds, 0 for a failed request */
+            fprintf(f, "%.17g", done ? r[i].t_first_token - r[i].t_arrival : 0.0);
+            break;
+        case 3:
+            fprintf(f, "%.17g", r[i].t_arrival);
+            break;
+        default:
+            fputs(done ? "\"\"" : "\"not finished when the run ended\"", f);
+        }
+    }
+    fputc(']', f);
+}
+
+/* vLLM's peak: output tokens per one-second window of the run (from the first
+ * arrival), the most of them, and the requests in flight (arrived, not finished) during
+ * that window. */
+static int peak_second(const pkv_summary *s, const pkv_request_log *l, pkv_itl_row **rows,
+                       double *max_tok, uint64_t *max_conc) {
+    const double t0 = s->t_first_arrival;
+    const size_t bins = isfinite(s->t_last_finish) && s->t_last_finish >= t0
+                            ? (size_t)(s->t_last_finish - t0) + 1
+                            : 1;
+    uint64_t *tok = calloc(bins, sizeof *tok);
+    if (!tok) return -1;
+    size_t k = 0; /* the ITL rows, sorted by request: each request's token times */
+    for (size_t i = 0; i < l->n; i++) {
+        const pkv_request_rec *r = &l->req[i];
+        while (k < l->n_itl && rows[k]->id < r->id) k++;
+        if (r->state != PKV_REQ_FINISHED) continue;
+        double t = r->t_first_token;
+        for (int32_t j = 0;; j++) {
+            const size_t b = (size_t)fmax(0, t - t0);
+            tok[b < bins ? b : bins - 1]++;
+            if (j + 1 >= r->generated || k >= l->n_itl || rows[k]->id != r->id) break;
+            t += rows[k++]->gap;
+        }
+    }
+    size_t best = 0;
+    for (size_t b = 1; b < bins; b++)
+        if (tok[b] > tok[best]) best = b;
+    *max_tok = (double)tok[best];
+    *max_conc = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        const pkv_request_rec *r = &l->req[i];
+        const double end = r->state == PKV_REQ_FINISHED ? r->t_finish : INFINITY;
+        *max_conc += r->t_arrival < t0 + (double)best + 1 && end >= t0 + (double)best;
+    }
+    free(tok);
+    return 0;
+}
+
+int pkv_summary_json(const pkv_summary *s, const pkv_vllm_meta *m, pkv_request_log *l, FILE *f) {
     fputc('{', f);
-    jnum(f, "duration", s->duration, 1);
+    pkv_itl_row **rows = NULL;
+    if (m && l) {
+        char date[32];
+        const time_t now = time(NULL);
+        strftime(date, sizeof date, "%Y%m%d-%H%M%S", localtime(&now));
+        fprintf(f, "\n  \"date\": \"%s\",\n  \"endpoint_type\": \"%s\",\n  \"backend\": \"%s\"",
+                date, m->backend, m->backend);
+        fprintf(f, ",\n  \"label\": \"%s\",\n  \"model_id\": \"%s\",\n  \"tokenizer_id\": \"%s\"",
+                m->label, m->model_id, m->model_id);
+        fprintf(f, ",\n  \"num_prompts\": %zu", l->n);
+        if (isinf(m->request_rate))
+            fputs(",\n  \"request_rate\": \"inf\"", f);
+        else
+            jnum(f, "request_rate", m->request_rate, 0);
+        jnum(f, "burstiness", m->burstiness, 0);
+        jnum(f, "max_concurrency", m->max_concurrency >= 0 ? (double)m->max_concurrency : NAN, 0);
+        jnum(f, "duration", s->duration, 0);
+        jnum(f, "failed", (double)(l->n - s->finished), 0);
+    } else {
+        jnum(f, "duration", s->duration, 1);
+    }
     jnum(f, "completed", (double)s->finished, 0);
     jnum(f, "total_input_tokens", (double)s->input_tokens, 0);
     jnum(f, "total_output_tokens", (double)s->output_tokens, 0);
@@ -456,8 +577,42 @@ int pkv_summary_json(const pkv_summary *s, FILE *f) {
     json_latency(f, s, "tpot", &s->tpot);
     json_latency(f, s, "itl", &s->itl);
     json_latency(f, s, "e2el", &s->e2el);
+    int rc = 0;
+    if (m && l) {
+        qsort(l->req, l->n, sizeof *l->req, by_id); /* arrival order (ids are it) */
+        rows = malloc((l->n_itl ? l->n_itl : 1) * sizeof *rows);
+        if (!rows) {
+            errno = ENOMEM;
+            return -1;
+        }
+        for (size_t i = 0; i < l->n_itl; i++) rows[i] = &l->itl[i];
+        qsort(rows, l->n_itl, sizeof *rows, by_itl_id);
+        double max_tok = NAN;
+        uint64_t max_conc = 0;
+        rc = peak_second(s, l, rows, &max_tok, &max_conc);
+        jnum(f, "max_output_tokens_per_s", max_tok, 0);
+        jnum(f, "max_concurrent_requests", (double)max_conc, 0);
+        jlist(f, "input_lens", l->req, l->n, 0);
+        jlist(f, "output_lens", l->req, l->n, 1);
+        jlist(f, "ttfts", l->req, l->n, 2);
+        fputs(",\n  \"itls\": [", f);
+        for (size_t i = 0, k = 0; i < l->n; i++) {
+            while (k < l->n_itl && rows[k]->id < l->req[i].id) k++;
+            fputs(i ? ", [" : "[", f);
+            for (int first = 1; k < l->n_itl && rows[k]->id == l->req[i].id; k++, first = 0)
+                fprintf(f, first ? "%.17g" : ", %.17g", rows[k]->gap);
+            fputc(']', f);
+        }
+        fputc(']', f);
+        jlist(f, "start_times", l->req, l->n, 3);
+        fprintf(f, ",\n  \"generated_texts\": [");
+        for (size_t i = 0; i < l->n; i++) fputs(i ? ", \"\"" : "\"\"", f);
+        fputc(']', f);
+        jlist(f, "errors", l->req, l->n, 4);
+        free(rows);
+    }
     fputs("\n}\n", f);
-    return ferror(f) ? -1 : 0;
+    return rc || ferror(f) ? -1 : 0;
 }
 
 /* ---- the figures' table ---------------------------------------------------------- */

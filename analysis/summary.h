@@ -107,6 +107,7 @@ typedef struct pkv_summary {
     double slo_attainment; /* good / finished */
     /* The distributions behind ttft, tpot, e2el and itl, until finish. */
     pkv_dist ttft_d, tpot_d, e2el_d, itl_d;
+    struct pkv_request_log *log; /* the caller's, or NULL: no per-request record kept */
 } pkv_summary;
 
 /* /summary's figures, one row each, in the order they are written: what the HDF5
@@ -142,10 +143,38 @@ double pkv_summary_figure_value(const pkv_summary *s, const pkv_summary_figure *
 
 /* -1: out of memory. */
 int pkv_summary_init(pkv_summary *s);
-/* One inter-token latency (seconds): a token after a request's first. */
-void pkv_summary_add_itl(pkv_summary *s, double gap);
-/* The serving metrics as vLLM's result file holds them (its key names), JSON. */
-int pkv_summary_json(const pkv_summary *s, FILE *f);
+/* One inter-token latency (seconds): a token of request `id` after its first. -1: out
+ * of memory (the log's). */
+int pkv_summary_add_itl(pkv_summary *s, int64_t id, double gap);
+/* Every request that left the run and every inter-token gap with its request's id,
+ * kept (where the caller gives one: pkv_summary.log) for the per-request arrays of
+ * vLLM's result file. */
+typedef struct pkv_itl_row {
+    int64_t id;
+    double gap;
+} pkv_itl_row;
+typedef struct pkv_request_log {
+    pkv_request_rec *req;
+    size_t n, cap;
+    pkv_itl_row *itl;
+    size_t n_itl, cap_itl;
+} pkv_request_log;
+void pkv_request_log_free(pkv_request_log *l);
+
+/* The run's setup as `vllm bench serve --save-result` writes it before its metrics. */
+typedef struct pkv_vllm_meta {
+    const char *backend, *label, *model_id;
+    double request_rate;     /* requests/s; INFINITY: "inf" (all at once, a closed loop) */
+    double burstiness;       /* the gamma shape of the gaps (1: Poisson); NaN: null */
+    int64_t max_concurrency; /* a closed loop's; -1: null */
+} pkv_vllm_meta;
+
+/* The serving metrics as vLLM's result file holds them (its key names), JSON; with
+ * meta and log, the whole file (its setup, failed, the peak output second and the
+ * per-request arrays) as `vllm bench serve --save-result` writes it (the log is
+ * sorted by request id on the way). */
+int pkv_summary_json(const pkv_summary *s, const pkv_vllm_meta *meta, pkv_request_log *log,
+                     FILE *f);
 void pkv_summary_add_step(pkv_summary *s, const pkv_step_rec *r, double advance);
 /* A request that left the run (finished, or still in it at the end). -1: out of memory. */
 int pkv_summary_add_request(pkv_summary *s, const pkv_request_rec *r);

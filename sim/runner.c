@@ -35,9 +35,8 @@ static int sink_request(void *ctx, const pkv_request_rec *q, pkv_err *e) {
     return k->rec ? pkv_h5rec_request(k->rec, q, e) : 0;
 }
 
-static int sink_itl(void *ctx, double gap, pkv_err *e) {
-    pkv_summary_add_itl(&((run_sink *)ctx)->sum, gap);
-    return 0;
+static int sink_itl(void *ctx, int64_t id, double gap, pkv_err *e) {
+    return pkv_summary_add_itl(&((run_sink *)ctx)->sum, id, gap) ? pkv_fail(e, "out of memory") : 0;
 }
 
 /* On stderr, at most every half second (and at the end). */
@@ -105,8 +104,8 @@ static int replica_request(void *ctx, const pkv_request_rec *q, pkv_err *e) {
     return sink_request(s->k, &c, e);
 }
 
-static int replica_itl(void *ctx, double gap, pkv_err *e) {
-    return sink_itl(((const replica_sink *)ctx)->k, gap, e);
+static int replica_itl(void *ctx, int64_t id, double gap, pkv_err *e) {
+    return sink_itl(((const replica_sink *)ctx)->k, id, gap, e);
 }
 
 /* The experiment's calibration with its route.overrides. */
@@ -488,6 +487,7 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
         pkv_fail(e, "out of memory");
         goto done;
     }
+    sink.sum.log = o->ranks ? NULL : o->request_log; /* over ranks: rank 0 sees its own */
     sum_ok = 1;
     sink.rec = rec;
     const pkv_sim_sink ss = {.ctx = &sink,

@@ -16,6 +16,8 @@ typedef struct pkv_run_opts {
     void *observe_ctx;
     const pkv_ranks *ranks; /* an MPI job running one fleet (each rank its replicas, rank 0
                                the output); NULL: one process */
+    struct pkv_request_log *request_log; /* keeps every request and gap (vLLM's per-request
+                                            arrays); NULL: none */
 } pkv_run_opts;
 
 /* On failure nothing is left at cfg->output. */

@@ -174,7 +174,7 @@ static int token_done(pkv_sim *s, pkv_sim_request *r, pkv_err *e) {
         if (s->first_token &&
             s->first_token(s->fleet_ctx, s->t_now, r->rec.t_first_token - r->rec.t_arrival))
             return pkv_fail(e, "out of memory");
-    } else if (s->sink.itl && s->sink.itl(s->sink.ctx, s->t_now - r->t_last_token, e))
+    } else if (s->sink.itl && s->sink.itl(s->sink.ctx, r->rec.id, s->t_now - r->t_last_token, e))
         return -1;
     r->t_last_token = s->t_now;
     return 0;

@@ -81,7 +81,7 @@ typedef struct pkv_sim_sink {
     /* A request leaves the run (finished, or still in it at the end). */
     int (*request)(void *ctx, const pkv_request_rec *rec, pkv_err *e);
     /* A token after a request's first came `gap` seconds after its previous one. */
-    int (*itl)(void *ctx, double gap, pkv_err *e);
+    int (*itl)(void *ctx, int64_t id, double gap, pkv_err *e);
     /* Now and then (every 1024 steps' events), and once at the end (final). */
     void (*progress)(void *ctx, const pkv_sim_progress *p, bool final);
     /* The run ended at t_end (interrupted: by *stop); its counts. */

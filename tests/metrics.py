@@ -38,7 +38,7 @@ def run(name, workload, serving, slo_cli=None, pcts=None):
 
 
 def close(name, got, want, rel=1e-5):
-    if got is None or not np.isclose(got, want, rtol=rel, atol=1e-12):
+    if got is None or not np.all(np.isclose(got, want, rtol=rel, atol=1e-12)):
         fails.append(f"{name}: {got} against {want}")
 
 
@@ -107,6 +107,79 @@ if f:
         lo = np.sort(gaps)[int(np.floor(p / 100 * (len(gaps) - 1)))]
         close(f"p{p}_itl_ms", m[f"p{p}_itl_ms"], 1e3 * lo, 6e-4)
     close("median_itl_ms", m["median_itl_ms"], 1e3 * np.sort(gaps)[(len(gaps) - 1) // 2], 6e-4)
+
+# vLLM's result file whole: its keys (`vllm bench serve --save-result`), the setup of
+# the experiment, the per-request arrays against /requests, the peak output second
+# recomputed from the arrays; a run cut short counts its unfinished requests as failed.
+VLLM_KEYS = ["date", "endpoint_type", "backend", "label", "model_id", "tokenizer_id",
+             "num_prompts", "request_rate", "burstiness", "max_concurrency", "duration",
+             "completed", "failed", "total_input_tokens", "total_output_tokens",
+             "request_throughput", "request_goodput", "output_throughput",
+             "total_token_throughput", "input_lens", "output_lens", "ttfts", "itls",
+             "start_times", "generated_texts", "errors", "max_output_tokens_per_s",
+             "max_concurrent_requests", "mean_ttft_ms", "median_ttft_ms", "std_ttft_ms",
+             "p99_ttft_ms", "mean_tpot_ms", "median_tpot_ms", "mean_itl_ms", "mean_e2el_ms"]
+for name, arrival, extra in (
+        ("vllm_gamma", {"process": "gamma", "rate": 60, "cv": 2}, {}),
+        ("vllm_closed", {"process": "closed", "concurrency": 5}, {}),
+        ("vllm_cut", {"process": "poisson", "rate": 300}, {"max_time_s": 0.15})):
+    wl = {"arrival": arrival, "num_requests": 80, "prompt": {"dist": "uniform", "min": 100,
+          "max": 3000}, "decode": {"dist": "uniform", "min": 2, "max": 60}}
+    exp = os.path.join(tmp, name + ".json")
+    json.dump({"workload": wl, "serving": {"max_active": 8, "kv_pages": 8192},
+               "route": {"calibration": cal}, "run": dict({"backend": "model"}, **extra)},
+              open(exp, "w"))
+    out, js = os.path.join(tmp, name + ".h5"), os.path.join(tmp, name + "_v.json")
+    r = subprocess.run([pkvsim, "run", "-q", "-o", out, "--json", js, exp], capture_output=True,
+                       text=True)
+    if r.returncode:
+        fails.append(f"{name}: {r.stderr.strip()}")
+        continue
+    v, q = json.load(open(js)), h5py.File(out)["requests"]
+    missing = [k for k in VLLM_KEYS if k not in v]
+    if missing:
+        fails.append(f"{name}: vLLM's keys missing: {missing}")
+        continue
+    n = len(q["id"])
+    done = q["state"][:] == 3
+    want_rate = {"vllm_gamma": (60, 0.25, None), "vllm_closed": ("inf", None, 5),
+                 "vllm_cut": (300, 1, None)}[name]
+    if (v["request_rate"], v["burstiness"], v["max_concurrency"]) != want_rate:
+        fails.append(f"{name}: rate, burstiness, max_concurrency {v['request_rate']}, "
+                     f"{v['burstiness']}, {v['max_concurrency']} against {want_rate}")
+    if v["num_prompts"] != n or v["failed"] != n - done.sum() or v["completed"] != done.sum():
+        fails.append(f"{name}: num_prompts {v['num_prompts']} failed {v['failed']} of {n}")
+    if name == "vllm_cut" and not (v["failed"] > 0 and sum(e != "" for e in v["errors"]) == v["failed"]):
+        fails.append(f"{name}: a run cut short should fail its unfinished requests")
+    for k in ("input_lens", "output_lens", "ttfts", "itls", "start_times", "errors"):
+        if len(v[k]) != n:
+            fails.append(f"{name}: {k} has {len(v[k])} entries for {n} requests")
+    order = np.argsort(q["id"][:])
+    close(f"{name} input_lens", np.array(v["input_lens"]), q["prompt_len"][:][order], 0)
+    close(f"{name} start_times", np.array(v["start_times"]), q["t_arrival"][:][order], 1e-12)
+    ttft = (q["t_first_token"][:] - q["t_arrival"][:])[order]
+    d = done[order]
+    close(f"{name} ttfts", np.array(v["ttfts"])[d], ttft[d], 1e-9)
+    gen = q["generated"][:][order]
+    lens_ok = all(len(v["itls"][i]) == (gen[i] - 1 if d[i] else len(v["itls"][i]))
+                  for i in range(n))
+    if not lens_ok or sum(v["output_lens"]) != v["total_output_tokens"]:
+        fails.append(f"{name}: itls or output_lens disagree with the tokens")
+    # each finished request's last token: start + ttft + its gaps = its finish
+    fin_t = q["t_finish"][:][order]
+    ends = [v["start_times"][i] + v["ttfts"][i] + sum(v["itls"][i]) for i in range(n) if d[i]]
+    close(f"{name} token times end at the finish", np.array(ends), fin_t[d], 1e-9)
+    t0 = min(v["start_times"])
+    bins = {}
+    for i in range(n):
+        if not d[i]:
+            continue
+        t = v["start_times"][i] + v["ttfts"][i]
+        for j in range(v["output_lens"][i]):
+            bins[int(t - t0)] = bins.get(int(t - t0), 0) + 1
+            if j < len(v["itls"][i]):
+                t += v["itls"][i][j]
+    close(f"{name} max_output_tokens_per_s", v["max_output_tokens_per_s"], max(bins.values()), 0)
 
 for x in fails:
     print("FAIL", x)

@@ -68,7 +68,8 @@ static int on_request(void *ctx, const pkv_request_rec *q, pkv_err *e) {
     return 0;
 }
 
-static int on_itl(void *ctx, double gap, pkv_err *e) {
+static int on_itl(void *ctx, int64_t id, double gap, pkv_err *e) {
+    (void)id;
     seen *w = ctx;
     w->itls++;
     mix(w, &gap, sizeof gap);

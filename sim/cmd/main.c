@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <math.h>
 #include <gsl/gsl_errno.h>
 #include <unistd.h>
 
@@ -154,11 +155,44 @@ static int json_ok(const char *path, const pkv_config *cfg) {
 
 /* The run's serving metrics as vLLM's result file names them, under a temporary name;
  * never over one of the run's inputs or its output. */
-static int write_json(const char *path, const pkv_config *cfg, const pkv_summary *sum) {
+/* --json: vLLM's result file whole (its setup from the experiment: a renewal process's
+ * rate and burstiness, the gamma shape 1 / cv^2; a closed loop's concurrency, all at
+ * once; another process's mean rate over its arrivals), with pkvsim's extras. */
+static int write_json(const char *path, const pkv_config *cfg, const pkv_summary *sum,
+                      pkv_request_log *log) {
     if (json_ok(path, cfg)) return -1;
+    const pkv_arrival_spec *a = &cfg->workload.arrival;
+    pkv_vllm_meta m = {.backend = "pkvsim",
+                       .label = cfg->name,
+                       .model_id = cfg->model.name,
+                       .request_rate = NAN,
+                       .burstiness = NAN,
+                       .max_concurrency = -1};
+    switch (a->kind) {
+    case PKV_ARRIVAL_POISSON:
+    case PKV_ARRIVAL_DETERMINISTIC:
+        m.request_rate = a->rate, m.burstiness = a->kind == PKV_ARRIVAL_POISSON ? 1 : NAN;
+        break;
+    case PKV_ARRIVAL_GAMMA:
+        m.request_rate = a->rate, m.burstiness = 1 / (a->cv * a->cv);
+        break;
+    case PKV_ARRIVAL_WEIBULL:
+        m.request_rate = a->rate;
+        break;
+    case PKV_ARRIVAL_CLOSED:
+        m.request_rate = INFINITY;
+        m.max_concurrency = a->concurrency;
+        break;
+    default: /* mmpp, piecewise: the mean rate the run saw */
+        m.request_rate = sum->duration > 0 ? (double)sum->arrived / sum->duration : NAN;
+    }
+    if (cfg->workload.trace && cfg->workload.trace_times) { /* the trace's own times */
+        m.request_rate = sum->duration > 0 ? (double)sum->arrived / sum->duration : NAN;
+        m.burstiness = NAN;
+    }
     pkv_out o;
     FILE *f = pkv_out_open(&o, path);
-    if (!f || pkv_out_close(&o, pkv_summary_json(sum, f) == 0)) {
+    if (!f || pkv_out_close(&o, pkv_summary_json(sum, &m, log, f) == 0)) {
         fprintf(stderr, "pkvsim: --json %s: cannot write it: %s\n", path, strerror(errno));
         return -1;
     }
@@ -186,6 +220,7 @@ static int cmd_run(int argc, char **argv) {
     const char *output = NULL, *backend = NULL, *seed = NULL, *route = NULL, *calib = NULL,
                *slo = NULL, *json = NULL;
     int quiet = 0, dry = 0;
+    pkv_request_log log = {0};
     const pkv_cli_opt opts[] = {{"output", 'o', PKV_CLI_STRING, &output, 0},
                                 {"backend", 'b', PKV_CLI_STRING, &backend, 0},
                                 {"seed", 's', PKV_CLI_STRING, &seed, 0},
@@ -243,8 +278,11 @@ static int cmd_run(int argc, char **argv) {
         if (ranks->rank != 0) quiet = 1, json = NULL; /* rank 0 writes and prints */
     }
     catch_stops();
-    pkv_run_opts ro = {
-        .quiet = quiet || !isatty(2), .record = 1, .stop = &g_stop, .command_line = cmdline};
+    pkv_run_opts ro = {.quiet = quiet || !isatty(2),
+                       .record = 1,
+                       .stop = &g_stop,
+                       .command_line = cmdline,
+                       .request_log = json && !spread ? &log : NULL};
     pkv_summary sum;
     if (!quiet)
         fprintf(stderr, "pkvsim: %s on the %s backend, route %s, seed %llu\n", cfg.name,
@@ -268,9 +306,10 @@ static int cmd_run(int argc, char **argv) {
         printf("%s -> %s\n", cfg.name, cfg.output);
         pkv_summary_print(&sum, stdout);
     }
-    if (json && write_json(json, &cfg, &sum)) goto out;
+    if (json && write_json(json, &cfg, &sum, spread ? NULL : &log)) goto out;
     rc = sum.interrupted ? 128 + (int)g_stop : 0;
 out:
+    pkv_request_log_free(&log);
     pkv_config_free(&cfg);
     return rc;
 }
