@@ -379,10 +379,25 @@ def cmd_timeline(a):
         ax[2].plot(t, s["context_tokens"][k] / 1e3, lw=0.8, color="tab:green")
         ax[2].set_ylabel("KV in use (K tokens)")
     ax[2].set_xlabel("simulated time (s)")
-    ax[0].set_title(os.path.basename(a.input))
+    ax[0].set_title(run_title(g, a.input), fontsize=10)
     for x in ax:
         x.grid(alpha=0.3)
     save(fig, a.output)
+
+
+def run_title(g, path):
+    """The file, its experiment, model, backend and calibration: what the plot shows."""
+    try:
+        raw = g["config/resolved"][()]
+        cfg = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
+        prov = dict(g["provenance"].attrs) if "provenance" in g else {}
+        backend = prov.get("backend", b"?")
+        backend = backend.decode() if isinstance(backend, bytes) else str(backend)
+        cal = os.path.basename(cfg["route"]["calibration"])
+        return (f"{os.path.basename(path)}: {cfg['name']}, {cfg['model']['name']}, "
+                f"{backend} backend ({cal}), route {cfg['route']['policy']}")
+    except (KeyError, ValueError):
+        return os.path.basename(path)
 
 
 def main():

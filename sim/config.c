@@ -283,6 +283,51 @@ static cJSON *seed_json(uint64_t seed) {
     return cJSON_CreateString(digits);
 }
 
+/* No route.calibration: route.gpu's calibration for the run's kind of model, as
+ * experiments/calibration/gpus.json names it (a served model's, or the study layer's);
+ * an error naming the GPUs and kinds there otherwise. A placeholder is never chosen. */
+static int choose_calibration(pkv_config *c, pkv_err *e) {
+    const char *kind = pkv_model_dense(&c->model) ? "served_model" : "study_layer";
+    char index[1024];
+    data_path(index, sizeof index, "experiments/calibration/gpus.json");
+    pkv_err sub;
+    char *text = pkv_read_file(index, NULL, &sub);
+    cJSON *root = text ? pkv_json_parse(text, index, &sub) : NULL;
+    free(text);
+    if (!root)
+        return pkv_fail(e,
+                        "route.calibration: none given, and the GPUs' index cannot be read "
+                        "(%s); name a calibration file",
+                        sub.msg);
+    const cJSON *gpus = cJSON_GetObjectItemCaseSensitive(root, "gpus");
+    const cJSON *g = cJSON_GetObjectItemCaseSensitive(gpus, c->gpu);
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(g, kind);
+    int rc = 0;
+    if (cJSON_IsString(f) && !strchr(f->valuestring, '/')) {
+        char rel[300];
+        snprintf(rel, sizeof rel, "experiments/calibration/%s", f->valuestring);
+        data_path(c->calibration, sizeof c->calibration, rel);
+    } else {
+        char known[512] = "";
+        for (const cJSON *x = gpus ? gpus->child : NULL; x; x = x->next)
+            if (cJSON_GetObjectItemCaseSensitive(x, kind))
+                snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s",
+                         *known ? ", " : "", x->string);
+        const char *what = strcmp(kind, "served_model") ? "study layer's" : "served model's";
+        rc = g ? pkv_fail(e,
+                          "route.calibration: none given, and route.gpu \"%s\" has no %s "
+                          "calibration in %s (GPUs with one: %s); name a file with "
+                          "route.calibration",
+                          c->gpu, what, index, *known ? known : "none")
+               : pkv_fail(e,
+                          "route.gpu: \"%s\" is not in %s (GPUs with a %s calibration: %s); "
+                          "name a calibration file with route.calibration",
+                          c->gpu, index, what, *known ? known : "none");
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
 /* What the rows cannot say: cross-key rules, paths, derived fields. */
 static int finish_sections(pkv_config *c, const cJSON *root, pkv_err *e) {
     if (c->bucket_len > 0 && c->page_tables != PKV_PAGE_TABLES_GENERATOR)
@@ -339,7 +384,7 @@ static int finish_sections(pkv_config *c, const cJSON *root, pkv_err *e) {
         TRY(pkv_config_path(c->calibration, sizeof c->calibration, c->file, given,
                             "route.calibration", e));
     } else {
-        data_path(c->calibration, sizeof c->calibration, "experiments/calibration/default.json");
+        TRY(choose_calibration(c, e));
     }
     const cJSON *ov;
     TRY(pkv_json_sub(r, "route", "overrides", &ov, e));

@@ -119,6 +119,7 @@ typedef struct pkv_config {
     char policy[32];
     int bucket_mode; /* pkv_bucket_mode */
     char calibration[1024];
+    char gpu[32]; /* route.gpu: whose calibration a run without route.calibration takes */
     cJSON *calib_overrides; /* owned; may be NULL */
     bool allow_other_gpu;   /* accept a calibration made on another GPU model */
     int64_t max_steps;      /* 0: no limit */

@@ -195,8 +195,8 @@ static const pkv_key rows[] = {
 
     STR("route", "policy", C, policy, "adaptive", pkv_policy_names),
     ENUM("route", "buckets", C, bucket_mode, "exact", bucket_names),
-    STR("route", "calibration", C, calibration,
-        PKV_SOURCE_DIR "/experiments/calibration/default.json", NULL),
+    STR("route", "calibration", C, calibration, "", NULL),
+    STR("route", "gpu", C, gpu, "h200", NULL),
     CUSTOM("route", "overrides"),
     BOOL("route", "allow_other_gpu", C, allow_other_gpu, false),
     INT("route", "oracle_repeats", C, oracle_repeats, 5, 1, PKV_ORACLE_MAX_REPS),

@@ -15,7 +15,9 @@ echo '{"layers": 2, "hidden": 256, "hq": 4, "hkv": 2, "head_dim": 64, "intermedi
 echo '{"layers": 3, "hidden": 256, "hq": 4, "hkv": 2, "head_dim": 64, "intermediate": 512, "vocab": 1000}' \
   > "$tmp/data/experiments/models/env-only.json"
 src=$(cd "$(dirname "$0")/.." && pwd)
-cp "$src/experiments/calibration/default.json" "$tmp/share/pkvsim/experiments/calibration/default.json"
+for f in gpus.json h200-llama-3.1-8b.json; do
+  cp "$src/experiments/calibration/$f" "$tmp/share/pkvsim/experiments/calibration/$f"
+done
 exp() {
   cat > "$tmp/e.json" <<JSON
 {"name": "p", "model": "$1", "workload": {"arrival": {"process": "poisson", "rate": 50},
@@ -27,8 +29,8 @@ JSON
 exp installed-only
 "$tmp/bin/pkvsim" run -q "$tmp/e.json" > "$tmp/out" 2>&1; rc=$?
 check "a preset beside the installed program (exit $rc: $(head -c 300 "$tmp/out"))" '[ $rc -eq 0 ]'
-check "the calibration beside it is the default" \
-  'strings "$tmp/o.h5" | grep -q "share/pkvsim/experiments/calibration/default.json"'
+check "the calibration beside it is route.gpu's (gpus.json beside it)" \
+  'strings "$tmp/o.h5" | grep -q "share/pkvsim/experiments/calibration/h200-llama-3.1-8b.json"'
 exp env-only
 PKVSIM_DATA="$tmp/data" "$tmp/bin/pkvsim" run -q "$tmp/e.json" > "$tmp/out" 2>&1; rc=$?
 check "a preset under \$PKVSIM_DATA (exit $rc: $(head -c 300 "$tmp/out"))" '[ $rc -eq 0 ]'

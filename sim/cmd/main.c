@@ -285,9 +285,13 @@ static int cmd_run(int argc, char **argv) {
                        .request_log = json && !spread ? &log : NULL};
     pkv_summary sum;
     if (!quiet)
-        fprintf(stderr, "pkvsim: %s on the %s backend, route %s, seed %llu\n", cfg.name,
-                pkv_backend_names[pkv_backend_resolve(cfg.backend)], cfg.policy,
-                (unsigned long long)cfg.seed);
+        fprintf(stderr,
+                "pkvsim: %s: %s%s on the %s backend (calibration %s), route %s, seed %llu\n",
+                cfg.name, cfg.model.name,
+                pkv_model_dense(&cfg.model) ? "" : " (the study's single attention layer)",
+                pkv_backend_names[pkv_backend_resolve(cfg.backend)],
+                strrchr(cfg.calibration, '/') ? strrchr(cfg.calibration, '/') + 1 : cfg.calibration,
+                cfg.policy, (unsigned long long)cfg.seed);
     ro.ranks = ranks;
     if (pkv_run_experiment(&cfg, &ro, &sum, &e)) {
         if (ranks)
