@@ -46,6 +46,9 @@ int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const c
     const pkv_backend_kind kind = pkv_backend_resolve(b ? b->kind : PKV_BACKEND_MODEL);
     if (pkv_policy_init(&eng->policy, policy))
         return pkv_fail(e, "unknown route policy \"%s\"", policy);
+    /* The model backend predicts every route, built here or not (FlashInfer's): its
+     * oracle and adaptive choose among all of them, whatever the build. */
+    if (kind == PKV_BACKEND_MODEL) pkv_policy_predict_all(&eng->policy);
     if (pkv_backend_supports(kind, m, e)) return -1;
     pkv_calib_use_group(cal, s->hq / s->hkv); /* the run's group's route models, if any */
     if (kind == PKV_BACKEND_CUDA) pkv_calib_flashinfer_occupancy(cal, s);

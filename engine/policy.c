@@ -34,7 +34,9 @@ static int fastest(const pkv_step_view *v, uint32_t set) {
 }
 
 pkv_route pkv_policy_adaptive(const pkv_calib *cal, const pkv_step_view *v, uint8_t *why) {
-    int base = fastest(v, pkv_policy_baselines());
+    /* the baselines planned for the step: every one on the model backend, those built
+     * on a backend that runs them */
+    int base = fastest(v, pkv_routes_of_role(PKV_ROLE_BASELINE));
     if (base < 0) base = PKV_ROUTE_REF_PAGED;
     pkv_gate g = pkv_calib_gate(cal, v->gqa_group);
     *why = !g.on                                                      ? PKV_WHY_NO_GATE
@@ -64,6 +66,11 @@ static pkv_route choose_oracle(const pkv_route_policy *self, const pkv_calib *ca
     *why = 0;
     int best = fastest(v, ~0u);
     return best < 0 ? PKV_ROUTE_REF_PAGED : (pkv_route)best;
+}
+
+void pkv_policy_predict_all(pkv_route_policy *p) {
+    if (p->choose == choose_adaptive) p->candidates |= pkv_routes_of_role(PKV_ROLE_BASELINE);
+    if (p->choose == choose_oracle) p->candidates = (1u << PKV_ROUTE_COUNT) - 1;
 }
 
 int pkv_policy_init(pkv_route_policy *p, const char *name) {

@@ -44,6 +44,9 @@ int pkv_policy_init(pkv_route_policy *p, const char *name);
  * they are built, FlashInfer's two paths. */
 uint32_t pkv_policy_baselines(void);
 
+/* A policy that chooses among routes takes every route as a candidate, built or not
+ * (the model backend, which only predicts them). */
+void pkv_policy_predict_all(pkv_route_policy *p);
 /* The adaptive rule, exposed for tests. Its candidates are the baselines and the
  * PersistentKV split routes (pkv_bucket, pkv_workqueue); a candidate's cost is its
  * predicted time plus its host share (t_host); the fallback is the baseline predicted

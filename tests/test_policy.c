@@ -68,28 +68,39 @@ int main(void) {
     v = view(5, 65536, 4, 1.4, 1.0, 2.0);
     CHECK(adapt(&c, &v, PKV_WHY_PROMOTED, "5 rows") == PKV_ROUTE_BUCKET, "5 rows: large margin");
 
-    /* The fallback is the baseline predicted fastest: FlashInfer's paths where they
-     * are built, never a PersistentKV route or the fused ablation. */
+    /* The fallback is the planned baseline predicted fastest (FlashInfer's paths where
+     * they were planned: the model backend plans them whatever the build, a backend
+     * that runs them where they are built), never a PersistentKV route or the fused
+     * ablation. */
     v = view(8, 100, 4, 3.0, 0.5, 0.5); /* context gate: fallback */
     v.valid |= 1u << PKV_ROUTE_FUSED | 1u << PKV_ROUTE_FLASHINFER | 1u << PKV_ROUTE_FLASHINFER_TC;
     v.cand[PKV_ROUTE_FUSED].t_predicted = 0.1;
     v.cand[PKV_ROUTE_FLASHINFER].t_predicted = 2.0;
     v.cand[PKV_ROUTE_FLASHINFER_TC].t_predicted = 1.0;
     pkv_route fb = adapt(&c, &v, PKV_WHY_CONTEXT, "fallback");
-    if (pkvk_route_built(PKV_ROUTE_FLASHINFER_TC))
-        CHECK(fb == PKV_ROUTE_FLASHINFER_TC, "fallback %s, not the fastest baseline",
-              pkv_route_name(fb));
-    else
-        CHECK(fb == PKV_ROUTE_REF_PAGED, "fallback %s without FlashInfer", pkv_route_name(fb));
+    CHECK(fb == PKV_ROUTE_FLASHINFER_TC, "fallback %s, not the fastest baseline",
+          pkv_route_name(fb));
     /* The margin is taken against that best baseline, not against ref_paged. */
     v.context_tokens = 65536;
     v.cand[PKV_ROUTE_BUCKET].t_predicted = v.cand[PKV_ROUTE_WORKQUEUE].t_predicted = 0.98;
-    pkv_route vs =
-        adapt(&c, &v, pkvk_route_built(PKV_ROUTE_FLASHINFER_TC) ? PKV_WHY_MARGIN : PKV_WHY_PROMOTED,
-              "margin against the best baseline");
-    CHECK(vs == (pkvk_route_built(PKV_ROUTE_FLASHINFER_TC) ? PKV_ROUTE_FLASHINFER_TC
-                                                           : PKV_ROUTE_BUCKET),
-          "margin against the best baseline: %s", pkv_route_name(vs));
+    pkv_route vs = adapt(&c, &v, PKV_WHY_MARGIN, "margin against the best baseline");
+    CHECK(vs == PKV_ROUTE_FLASHINFER_TC, "margin against the best baseline: %s",
+          pkv_route_name(vs));
+    /* A baseline not planned (a backend that cannot run it) is no fallback. */
+    v.valid &= ~(1u << PKV_ROUTE_FLASHINFER | 1u << PKV_ROUTE_FLASHINFER_TC);
+    v.context_tokens = 100;
+    fb = adapt(&c, &v, PKV_WHY_CONTEXT, "fallback without FlashInfer planned");
+    CHECK(fb == PKV_ROUTE_REF_PAGED, "fallback %s without FlashInfer planned", pkv_route_name(fb));
+    /* The model backend plans every route; adaptive's candidates take FlashInfer's paths
+     * whatever the build, and the oracle every route. */
+    pkv_route_policy pa, po;
+    pkv_policy_init(&pa, "adaptive");
+    pkv_policy_init(&po, "oracle");
+    pkv_policy_predict_all(&pa);
+    pkv_policy_predict_all(&po);
+    CHECK(pa.candidates >> PKV_ROUTE_FLASHINFER_TC & 1 && pa.candidates >> PKV_ROUTE_FLASHINFER & 1,
+          "adaptive on the model backend plans FlashInfer's paths");
+    CHECK(po.candidates == (1u << PKV_ROUTE_COUNT) - 1, "the model backend's oracle: every route");
 
     /* Gates from the calibration's `gates` object, per G: only the named G has one,
      * with its own minimum and margins. */
