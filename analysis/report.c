@@ -71,6 +71,9 @@ typedef struct run {
     double v[N_VALUES + N_COUNTERS];
     double err_max, err_mean;            /* over the run's checked steps (NaN: none) */
     double route_steps[PKV_ROUTE_COUNT]; /* steps each route ran (/summary steps_ROUTE) */
+    double model_err; /* model backend: its calibration's per-step error over the routes the
+                         run took (held-out MAPE of pkvsim fit, else calibrate's rms); NaN:
+                         measured figures, or none recorded */
     int interrupted;
 } run;
 
@@ -229,6 +232,24 @@ out:
 }
 
 /* One run: a file's root, or a sweep's point (group "points/NNNNN"). */
+/* A calibration's per-step error of its route models (its fit section: pkvsim fit's
+ * held-out MAPE, else calibrate's rms relative error), weighted by the steps each route
+ * ran; NaN where it records none for a route the run took. */
+static double model_error(const cJSON *cal, const double *route_steps) {
+    const cJSON *fit = cal ? cJSON_GetObjectItemCaseSensitive(cal, "fit") : NULL;
+    const cJSON *routes = fit ? cJSON_GetObjectItemCaseSensitive(fit, "routes") : NULL;
+    double sum = 0, steps = 0;
+    for (int k = 0; k < PKV_ROUTE_COUNT; k++) {
+        if (!(route_steps[k] > 0)) continue;
+        const cJSON *o = cJSON_GetObjectItemCaseSensitive(routes, pkv_route_names[k]);
+        const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, "held_out_mape");
+        if (!cJSON_IsNumber(x)) x = cJSON_GetObjectItemCaseSensitive(o, "rms_rel_error");
+        if (!cJSON_IsNumber(x)) return NAN;
+        sum += route_steps[k] * x->valuedouble, steps += route_steps[k];
+    }
+    return steps > 0 ? sum / steps : NAN;
+}
+
 static int load_run(hid_t f, const char *path, const char *group, run *r, pkv_err *e) {
     char *resolved = NULL, *backend = NULL;
     char cp[64], pp[64], sp[64];
@@ -277,6 +298,7 @@ static int load_run(hid_t f, const char *path, const char *group, run *r, pkv_er
                  (unsigned long long)(h >> 32));
         cJSON_ReplaceItemInObjectCaseSensitive(rt, "calibration", cJSON_CreateString(label));
     }
+    cJSON *cal_json = cal_text ? cJSON_Parse(cal_text) : NULL;
     free(cal_text);
     cJSON *wl = cJSON_GetObjectItemCaseSensitive(root, "workload");
     cJSON *tr = wl ? cJSON_GetObjectItemCaseSensitive(wl, "trace") : NULL;
@@ -300,6 +322,8 @@ static int load_run(hid_t f, const char *path, const char *group, run *r, pkv_er
         r->route_steps[k] = attr_f64(f, sp, attr);
     }
     r->interrupted = attr_f64(f, sp, "interrupted") == 1;
+    r->model_err = strcmp(r->backend, "model") ? NAN : model_error(cal_json, r->route_steps);
+    cJSON_Delete(cal_json);
     rc = r->key ? 0 : pkv_fail(e, "out of memory");
 out:
     free(resolved);
@@ -384,6 +408,15 @@ static void group_stats(const run *runs, int n, const run *a, int k, double *mea
 }
 
 /* A group's first row, its configuration columns, policy, backend and run count. */
+/* The mean model error of a group's runs (NaN: measured, or unknown). */
+static double group_model_error(const run *runs, int n, const run *g) {
+    double sum = 0;
+    int c = 0;
+    for (int j = 0; j < n; j++)
+        if (same_group(&runs[j], g)) sum += runs[j].model_err, c++;
+    return c ? sum / c : NAN;
+}
+
 static void group_head(FILE *table, const run *r, int interrupted, int count) {
     fprintf(table, "| %s%s |", r->name, interrupted ? " (interrupted)" : "");
     for (int c = 0; c < n_cols; c++) {
@@ -665,12 +698,12 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, unsi
     for (int c = 0; c < n_cols; c++) fprintf(table, " %s |", cols[c]);
     fprintf(table, " policy | backend | runs |");
     for (int k = 0; k < N_VALUES; k++) fprintf(table, " %s |", value_heads[k]);
-    fprintf(
-        table,
-        " vs %s | paired by seed, 95%% CI | TPOT p50 vs %s | TTFT p99 vs %s |\n|---|---|---|---|",
-        baseline, baseline, baseline);
+    fprintf(table,
+            " vs %s | paired by seed, 95%% CI | TPOT p50 vs %s | TTFT p99 vs %s | model error "
+            "|\n|---|---|---|---|",
+            baseline, baseline, baseline);
     for (int c = 0; c < n_cols; c++) fprintf(table, "---|");
-    for (int k = 0; k <= N_VALUES + 3; k++) fprintf(table, "---|");
+    for (int k = 0; k <= N_VALUES + 4; k++) fprintf(table, "---|");
     fputc('\n', table);
     if (out) {
         fputs("experiment", out);
@@ -681,7 +714,7 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, unsi
             fprintf(out, ",%s%s_mean,%s%s_sd", value_names[k], u, value_names[k], u);
         }
         fputs(",ratio_vs_baseline,paired_ratio,paired_ci_lo,paired_ci_hi,pairs,tpot_p50_ratio,"
-              "ttft_p99_ratio\n",
+              "ttft_p99_ratio,model_error,inside_model_error\n",
               out);
     }
     for (int oi = 0; oi < n; oi++) {
@@ -732,6 +765,15 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, unsi
         print_paired(table, pm, half, np);
         for (int q = 0; q < 2; q++)
             fprintf(table, lat_ratio[q] == lat_ratio[q] ? " %.3fx |" : " — |", lat_ratio[q]);
+        /* A predicted ratio means nothing inside the two groups' model errors. */
+        const double me = group_model_error(runs, n, &runs[i]),
+                     be = group_model_error(runs, n, &base), both = me + be;
+        const int inside = !isnan(both) && !isnan(ratio) && fabs(ratio - 1) < both;
+        if (isnan(me))
+            fputs(" — |", table);
+        else
+            fprintf(table, " ±%.1f%%%s |", 100 * me,
+                    inside ? " (the ratio is inside the two groups' errors)" : "");
         fputc('\n', table);
         if (out) {
             fprintf(out, "%s", runs[i].name);
@@ -742,8 +784,8 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, unsi
             }
             fprintf(out, ",%s,%s,%d,%d", runs[i].policy, runs[i].backend, count, interrupted);
             for (int k = 0; k < N_VALUES; k++) fprintf(out, ",%.9g,%.9g", mean[k], sd[k]);
-            fprintf(out, ",%.9g,%.9g,%.9g,%.9g,%d,%.9g,%.9g\n", ratio, pm, pm - half, pm + half, np,
-                    lat_ratio[0], lat_ratio[1]);
+            fprintf(out, ",%.9g,%.9g,%.9g,%.9g,%d,%.9g,%.9g,%.9g,%d\n", ratio, pm, pm - half,
+                    pm + half, np, lat_ratio[0], lat_ratio[1], me, inside);
         }
         if (groups) {
             cJSON *g = cJSON_CreateObject(), *cf = cJSON_CreateObject();
@@ -769,6 +811,8 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, unsi
             cJSON_AddNumberToObject(pj, "pairs", np);
             add_num(g, "tpot_p50_ratio", lat_ratio[0]);
             add_num(g, "ttft_p99_ratio", lat_ratio[1]);
+            add_num(g, "model_error", me);
+            cJSON_AddBoolToObject(g, "inside_model_error", inside);
             static const char *const paired_names[2] = {"paired_by_seed_wall",
                                                         "paired_by_seed_device"};
             for (int q = 0; q < 2; q++) { /* decode_tok_s_wall, decode_tok_s_device */
