@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
 """Plots of pkvsim runs and sweeps, each into one PNG.
 
-  plot.py curve SWEEP.h5 [--x FIG] [--y FIG] [--by AXIS]
+  plot.py curve SWEEP.h5 [--x FIG] [--y FIG] [--by AXIS] [--logx] [--logy]
       a throughput-latency curve across a sweep: one point per sweep point (x and y
       figures of /sweep/index; default achieved output throughput against TPOT p50),
       one line per value of an axis (default route.policy when it is swept)
-  plot.py threshold SWEEP.h5 --x AXIS --ratio A/B [--y FIG] [--by AXIS]
+  plot.py threshold SWEEP.h5 --x AXIS --ratio A/B [--y FIG] [--by AXIS] [--logx] [--logy]
       the ratio of a figure (default decode_tok_s) between two policies across a swept
-      threshold, one line per value of another axis (an arrival process, a load)
-  plot.py cdf RUN.h5... [--metric ttft|tpot|e2el]
+      threshold, one line per value of another axis (an arrival process, a load); points
+      that differ in an axis neither --x nor --by names are refused, not averaged
+  plot.py cdf RUN.h5... [--metric ttft|tpot|e2el] [--linear]
       the distribution of a latency over the requests of several runs (or sweep
-      points, FILE.h5:N), one curve each
+      points, FILE.h5:N, labelled by their swept values), one curve each
+
+The figures --x and --y take (a sweep's /sweep/index, besides its axes): FIGURES.
   plot.py steps RUN.h5
       each step's time coloured by its route, and its launches and merge bytes
   plot.py timeline RUN.h5
@@ -60,6 +63,15 @@ MAX_POINTS = 20000  # a scatter of more steps is decimated to this many
 # A figure's unit: the one the sweep index records beside it (the summary table's,
 # analysis/summary.c), else none (an axis).
 UNITS = {}
+# The summary figures every sweep index carries (analysis/summary.c, the rows marked
+# `index`; tests/plot.sh checks this list against a sweep file).
+FIGURES = ["steps", "finished", "preemptions", "prefills", "request_throughput",
+           "request_goodput", "output_throughput", "slo_attainment", "mean_ttft", "mean_tpot",
+           "mean_itl", "median_itl", "mean_e2el", "median_e2el", "decode_tok_s",
+           "decode_tok_s_wall", "decode_tok_s_device", "mean_rows", "ttft_p50", "ttft_p90",
+           "ttft_p99", "tpot_p50", "tpot_p90", "tpot_p99", "itl_p50", "itl_p99", "e2el_p50",
+           "e2el_p99", "prefix_hit_rate", "prefix_unbounded_hit_rate"]
+__doc__ = __doc__.replace("FIGURES", ", ".join(FIGURES))
 
 
 def fail(msg):
@@ -138,6 +150,33 @@ def groups(values):
         return u
 
 
+def legend(ax, n):
+    """A legend that fits: inside for a few entries, beside the plot in columns for more."""
+    if n <= 6:
+        ax.legend(fontsize=8)
+    else:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1),
+                  ncol=1 if n <= 16 else 2, borderaxespad=0)
+
+
+def scales(ax, a):
+    if getattr(a, "logx", False):
+        ax.set_xscale("log")
+    if getattr(a, "logy", False):
+        ax.set_yscale("log")
+
+
+def short(v):
+    """A swept value as a legend label: an object's keys and values, compactly."""
+    try:
+        o = json.loads(v)
+    except (TypeError, ValueError):
+        return str(v)
+    if isinstance(o, dict):
+        return ", ".join(f"{k} {short(json.dumps(x))}" for k, x in o.items())
+    return str(o)
+
+
 def save(fig, out):
     fig.tight_layout()
     fig.savefig(out, dpi=110)
@@ -158,12 +197,13 @@ def cmd_curve(a):
     for k in keys:
         m = np.ones(len(x), bool) if k is None else byv == k
         order = np.argsort(x[m])
-        ax.plot(x[m][order], y[m][order], "o-", label=f"{by} = {k}" if by else None)
+        ax.plot(x[m][order], y[m][order], "o-", label=f"{by} = {short(k)}" if by else None)
     ax.set_xlabel(label(a.x).replace("(s)", "(ms)") if xs != 1 else label(a.x))
     ax.set_ylabel(label(a.y).replace("(s)", "(ms)") if ys != 1 else label(a.y))
     ax.set_title(f"{os.path.basename(a.input)}: {a.y} against {a.x}")
     if by:
-        ax.legend()
+        legend(ax, len(keys))
+    scales(ax, a)
     ax.grid(alpha=0.3)
     save(fig, a.output)
 
@@ -177,6 +217,18 @@ def cmd_threshold(a):
     xs = column(ix, a.x, a.input, "axis")
     ys, _ = numeric(column(ix, a.y, a.input, "figure"))
     by = column(ix, a.by, a.input, "axis") if a.by else np.array(["all"] * len(xs))
+    # Points that differ in an axis --x, --by and the policy do not name would be averaged
+    # into one ratio: refuse, naming those axes.
+    named = {a.x, a.by, "route.policy"}
+    others = [k for k in ix if "." in k and k not in named and not any(
+        n and (n.startswith(k + ".") or k.startswith(n + ".")) for n in named)]
+    merged = [k for k in others if any(
+        len(set(ix[k][(xs == xv) & (by == bv) & (pol == pv)].tolist())) > 1
+        for xv in groups(xs) for bv in groups(by) for pv in (pa, pb))]
+    if merged:
+        fail(f"{a.input}: the points at one {a.x} and {a.by or 'plot'} differ in "
+             f"{', '.join(merged)}, which would be averaged; name it with --by (or plot a sweep "
+             "that fixes it)")
     fig, ax = plt.subplots(figsize=(7, 4.5))
     drawn = 0
     for k in groups(by):
@@ -189,7 +241,7 @@ def cmd_threshold(a):
         if pts:
             drawn += 1
             ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-",
-                    label=f"{a.by} = {k}" if a.by else None)
+                    label=f"{a.by} = {short(k)}" if a.by else None)
     if not drawn:
         fail(f"{a.input}: no point has both route.policy {pa} and {pb} at the same {a.x}")
     ax.axhline(1, color="grey", lw=0.8)
@@ -197,7 +249,8 @@ def cmd_threshold(a):
     ax.set_ylabel(f"{a.y}: {pa} / {pb}")
     ax.set_title(f"{os.path.basename(a.input)}: {pa} over {pb} across {a.x}", fontsize=10)
     if a.by:
-        ax.legend()
+        legend(ax, drawn)
+    scales(ax, a)
     ax.grid(alpha=0.3)
     save(fig, a.output)
 
@@ -212,6 +265,36 @@ def run_group(spec, need="requests"):
     if g is None or need not in g:
         fail(f"{spec}: no /{need} (not a run, or recorded below run.record \"{need}\")")
     return g
+
+
+def run_label(spec):
+    """A run's label: a sweep point's swept values (axis = value, the axes that vary),
+    else the experiment's name, its model and route policy."""
+    path, point = spec, None
+    if not os.path.exists(spec) and ":" in spec:
+        path, point = spec.rsplit(":", 1)
+    f = open_file(path)
+    if point is not None and "sweep/index" in f:
+        g = f["sweep/index"]
+        pts = g["point"][:]
+        row = np.nonzero(pts == int(point))[0]
+        vary = []
+        for k in g:
+            if "." not in k or not len(row):
+                continue
+            v = g[k][:]
+            v = [x.decode() if isinstance(x, bytes) else str(x) for x in v]
+            if len(set(v)) > 1:
+                vary.append(f"{k.rsplit('.', 1)[-1]} = {short(v[row[0]])}")
+        if vary:
+            return "; ".join(vary)
+    g = f if point is None else f.get(f"points/{int(point):05d}")
+    try:
+        raw = g["config/resolved"][()]
+        cfg = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
+        return f"{cfg['name']}, {cfg['model']['name']}, {cfg['route']['policy']}"
+    except (KeyError, TypeError, ValueError):
+        return os.path.basename(spec)
 
 
 def cmd_cdf(a):
@@ -230,12 +313,13 @@ def cmd_cdf(a):
         if len(v) == 0:
             continue
         ax.step(v, np.arange(1, len(v) + 1) / len(v), where="post",
-                label=f"{os.path.basename(spec)} ({len(v)} requests)")
+                label=f"{run_label(spec)} ({len(v)} requests)")
     ax.set_xlabel(f"{a.metric} (s)")
     ax.set_ylabel("fraction of requests")
-    ax.set_xscale("log")
+    if not a.linear:
+        ax.set_xscale("log")
     ax.set_title(f"{a.metric.upper()} over the requests")
-    ax.legend(fontsize=8)
+    legend(ax, len(a.input))
     ax.grid(alpha=0.3)
     save(fig, a.output)
 
@@ -405,20 +489,29 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog=__doc__.split("\n\n", 1)[1])
     sub = ap.add_subparsers(dest="cmd", required=True)
-    p = sub.add_parser("curve", help="throughput-latency curve across a sweep")
+    p = sub.add_parser("curve", help="throughput-latency curve across a sweep",
+                       description="--x and --y take these figures of /sweep/index: "
+                       + ", ".join(FIGURES) + " (latencies in seconds are drawn in ms)")
     p.add_argument("input")
     p.add_argument("--x", default="output_throughput")
     p.add_argument("--y", default="tpot_p50")
     p.add_argument("--by")
-    p = sub.add_parser("threshold", help="a policy ratio across a swept threshold")
+    p.add_argument("--logx", action="store_true", help="a log x axis")
+    p.add_argument("--logy", action="store_true", help="a log y axis")
+    p = sub.add_parser("threshold", help="a policy ratio across a swept threshold",
+                       description="--y takes these figures of /sweep/index: "
+                       + ", ".join(FIGURES))
     p.add_argument("input")
     p.add_argument("--x", required=True)
     p.add_argument("--ratio", required=True)
     p.add_argument("--y", default="decode_tok_s")
     p.add_argument("--by")
+    p.add_argument("--logx", action="store_true", help="a log x axis")
+    p.add_argument("--logy", action="store_true", help="a log y axis")
     p = sub.add_parser("cdf", help="latency distributions of several runs")
     p.add_argument("input", nargs="+")
     p.add_argument("--metric", choices=["ttft", "tpot", "e2el"], default="ttft")
+    p.add_argument("--linear", action="store_true", help="a linear latency axis (default: log)")
     p = sub.add_parser("steps", help="step times by route, launches, merge bytes")
     p.add_argument("input")
     p = sub.add_parser("timeline", help="rows, queue and KV in use over time")

@@ -59,5 +59,33 @@ check "curve of a run refused (exit $rc)" '[ $rc -ne 0 ] && grep -q "not a sweep
 "$py" "$src/analysis/plot.py" curve "$tmp/sw.h5" --by serving.max_active -o "$tmp/x.png" > /dev/null 2> "$tmp/err"; rc=$?
 check "an axis the sweep lacks named (exit $rc)" '[ $rc -ne 0 ] && grep -q "no axis \"serving.max_active\"" "$tmp/err"'
 check "plot.py is executable" '[ -x "$src/analysis/plot.py" ]'
+# Paper-ready: log axes; a sweep point's label from its swept values; the figure list
+# of --help is the index's; points that would be averaged over an unnamed axis refused.
+plot "curve --logy" "$tmp/cl.png" curve "$tmp/sw.h5" --logx --logy
+"$py" - "$src/analysis" "$tmp/sw.h5" > "$tmp/out" 2>&1 <<'PY'
+import sys
+sys.argv = [sys.argv[0]] + sys.argv[1:]
+sys.path.insert(0, sys.argv[1])
+import h5py, plot
+ix = h5py.File(sys.argv[2])["sweep/index"]
+figs = sorted(k for k in ix if "." not in k and k not in ("point", "status", "error"))
+assert figs == sorted(plot.FIGURES), (figs, sorted(plot.FIGURES))
+pol = [x.decode() for x in ix["route.policy"][:]]
+rate = ix["workload.arrival.rate"][:]
+lab = plot.run_label(sys.argv[2] + ":1")
+want = f"policy = {pol[1]}; rate = {rate[1]:g}"
+assert lab.replace(".0;", ";").replace(".0", "") == want.replace(".0", ""), (lab, want)
+print("ok")
+PY
+check "figure list and sweep-point labels ($(tail -c 300 "$tmp/out"))" 'grep -q "^ok$" "$tmp/out"'
+sed 's/"values": \[50, 3200\]}\]/"values": [50, 3200]}, {"path": "serving.max_active", "values": [4, 8]}]/' \
+  "$tmp/sw.json" > "$tmp/sw3.json"
+"$pkvsim" run -q --backend model "$tmp/sw3.json" -o "$tmp/sw3.h5" || { echo "FAIL sweep3 run"; exit 1; }
+"$py" "$src/analysis/plot.py" threshold "$tmp/sw3.h5" --x workload.arrival.rate --ratio adaptive/ref_paged \
+  -o "$tmp/x.png" > /dev/null 2> "$tmp/err"; rc=$?
+check "threshold refuses averaging over serving.max_active (exit $rc)" \
+  '[ $rc -ne 0 ] && grep -q "differ in serving.max_active" "$tmp/err"'
+plot "threshold --by the third axis" "$tmp/t3.png" threshold "$tmp/sw3.h5" --x workload.arrival.rate \
+  --ratio adaptive/ref_paged --by serving.max_active --logy
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
