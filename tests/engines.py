@@ -135,6 +135,47 @@ for k, v in plain["summary"].attrs.items():
 check("serving.engine pkvsim: the datasets of a run without it", same)
 check("no profile: no t_host_engine column", "t_host_engine" not in plain["steps"])
 
+# ---- prefill batches of at most prefill_batch_tokens: a TTFT per forward ---------------
+f = h5run(experiment("pbt.json", {"scheduler": "prefill_first", "prefill_batch_tokens": 8192,
+                                  "max_active": 64},
+                     {"arrival": {"process": "closed", "concurrency": 64},
+                      "prompt": {"dist": "fixed", "value": 1024},
+                      "decode": {"dist": "fixed", "value": 4}, "num_requests": 64}))
+p, r = cols(f, "prefills"), cols(f, "requests")
+ttft = np.sort(r["t_first_token"] - r["t_arrival"])
+check("prefill_batch_tokens 8192: 64 prompts of 1K in 8 forwards of 8 prompts",
+      len(p["tokens"]) == 8 and set(p["tokens"].tolist()) == {8192})
+check("each prompt's TTFT is its own forward's end: 8 values, 8 prompts each, increasing",
+      len(np.unique(np.round(ttft, 12))) == 8 and np.all(np.diff(np.unique(np.round(ttft, 12))) > 0))
+
+# ---- route.gpu: a run without a calibration takes its GPU's, and records its name -------
+def resolved_cal(exp):
+    out = run(["run", "-n", exp]).stdout
+    return json.loads(out)["route"]["calibration"]
+
+
+served = write("nocal_served.json", {"model": "llama-3.1-8b", "workload": {
+    "arrival": {"process": "poisson", "rate": 5}, "num_requests": 4}})
+study = write("nocal_study.json", {"workload": {"arrival": {"process": "poisson", "rate": 5},
+                                                "num_requests": 4}})
+a100 = write("nocal_a100.json", {"model": "llama-3.1-8b", "route": {"gpu": "a100-80gb"},
+                                 "workload": {"arrival": {"process": "poisson", "rate": 5},
+                                              "num_requests": 4}})
+check("no calibration, a served model: the H200's fitted file",
+      resolved_cal(served).endswith("/h200-llama-3.1-8b.json"))
+check("no calibration, the study layer: the H200's calibrate file",
+      resolved_cal(study).endswith("/h200.json"))
+check("route.gpu a100-80gb: its derived preset", resolved_cal(a100).endswith("/a100-80gb-derived.json"))
+h = h5run(served)
+cfg = json.loads(h["config/resolved"][()])
+check("the run records the calibration it took (/config/resolved)",
+      cfg["route"]["calibration"].endswith("/h200-llama-3.1-8b.json") and cfg["route"]["gpu"] == "h200")
+bad = write("nocal_bad.json", {"route": {"gpu": "a100-80gb"}, "workload": {
+    "arrival": {"process": "poisson", "rate": 5}, "num_requests": 4}})
+r = subprocess.run([pkvsim, "run", "-n", bad], capture_output=True, text=True)
+check("route.gpu without a study-layer calibration: an error naming the GPUs that have one",
+      r.returncode != 0 and "study layer's" in r.stderr and "h200" in r.stderr)
+
 # ---- windows of decode steps -----------------------------------------------------------
 W = 4
 f = h5run(experiment("window.json", {"engine": prof, "scheduler": "prefill_first",
