@@ -20,14 +20,15 @@ void pkv_backend_device_name(pkv_backend_kind k, char *name, size_t n) {
 }
 
 /* The GPU kernels (kernels/pkvk_attn.cu, kernels/pkvk_model*.cu) run head_dim 128 with
- * 1, 2, 4 or 8 query heads per KV head; the model and cpu backends any shape. */
+ * 1 to 8 query heads per KV head (FlashInfer's routes 1, 2, 4 or 8); the model and cpu
+ * backends any shape. */
 int pkv_backend_supports(pkv_backend_kind k, const pkv_model *m, pkv_err *e) {
     if (pkv_backend_resolve(k) != PKV_BACKEND_CUDA) return 0;
     const pkvk_shape s = pkv_model_attn_shape(m);
     const int g = s.hq / s.hkv;
-    if (s.d == 128 && (g == 1 || g == 2 || g == 4 || g == 8)) return 0;
+    if (s.d == 128 && g >= 1 && g <= 8) return 0;
     return pkv_fail(e,
-                    "model %s: the GPU kernels run head_dim 128 with 1, 2, 4 or 8 query heads per "
+                    "model %s: the GPU kernels run head_dim 128 with 1 to 8 query heads per "
                     "KV head on one GPU; this model has head_dim %d and %d (hq %d, hkv %d, "
                     "tensor_parallel %d); run it on the model backend (--backend model)",
                     m->name, s.d, g, m->hq, m->hkv, m->tp);

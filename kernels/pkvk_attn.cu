@@ -395,12 +395,20 @@ int launch_g(cudaStream_t st, int G, dim3 grid, const Params &p) {
         return launch_attn<D, 1, MODE, FIXED>(st, grid, p);
     case 2:
         return launch_attn<D, 2, MODE, FIXED>(st, grid, p);
+    case 3:
+        return launch_attn<D, 3, MODE, FIXED>(st, grid, p);
     case 4:
         return launch_attn<D, 4, MODE, FIXED>(st, grid, p);
+    case 5:
+        return launch_attn<D, 5, MODE, FIXED>(st, grid, p);
+    case 6:
+        return launch_attn<D, 6, MODE, FIXED>(st, grid, p);
+    case 7:
+        return launch_attn<D, 7, MODE, FIXED>(st, grid, p);
     case 8:
         return launch_attn<D, 8, MODE, FIXED>(st, grid, p);
     default:
-        return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "GQA group size must be 1, 2, 4 or 8");
+        return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "GQA group size must be 1 to 8");
     }
 }
 
@@ -443,7 +451,11 @@ template <int D, int G> int configure_g() {
 int pkvk_attn_configure(void) {
     int rc = configure_g<128, 1>();
     if (!rc) rc = configure_g<128, 2>();
+    if (!rc) rc = configure_g<128, 3>();
     if (!rc) rc = configure_g<128, 4>();
+    if (!rc) rc = configure_g<128, 5>();
+    if (!rc) rc = configure_g<128, 6>();
+    if (!rc) rc = configure_g<128, 7>();
     if (!rc) rc = configure_g<128, 8>();
     return rc;
 }
@@ -553,12 +565,17 @@ extern "C" int pkvk_launch(pkvk_workspace *w, const pkvk_batch *b, const pkvk_pl
 
 extern "C" int pkvk_occupancy(int d, int G, int *ctas_per_sm) {
     if (d != 128) return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "head dimension must be 128");
-    const void *k = G == 1   ? (const void *)attn_kernel<128, 1, MODE_TASKS>
-                    : G == 2 ? (const void *)attn_kernel<128, 2, MODE_TASKS>
-                    : G == 4 ? (const void *)attn_kernel<128, 4, MODE_TASKS>
-                    : G == 8 ? (const void *)attn_kernel<128, 8, MODE_TASKS>
-                             : nullptr;
-    if (!k) return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "GQA group size must be 1, 2, 4 or 8");
+    static const void *const ks[9] = {nullptr,
+                                      (const void *)attn_kernel<128, 1, MODE_TASKS>,
+                                      (const void *)attn_kernel<128, 2, MODE_TASKS>,
+                                      (const void *)attn_kernel<128, 3, MODE_TASKS>,
+                                      (const void *)attn_kernel<128, 4, MODE_TASKS>,
+                                      (const void *)attn_kernel<128, 5, MODE_TASKS>,
+                                      (const void *)attn_kernel<128, 6, MODE_TASKS>,
+                                      (const void *)attn_kernel<128, 7, MODE_TASKS>,
+                                      (const void *)attn_kernel<128, 8, MODE_TASKS>};
+    const void *k = G >= 1 && G <= 8 ? ks[G] : nullptr;
+    if (!k) return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "GQA group size must be 1 to 8");
     int rc = pkvk_attn_configure(); // callable without a context (calibration, tests)
     if (rc) return rc;
     PKVK_CK(

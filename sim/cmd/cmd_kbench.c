@@ -89,6 +89,8 @@ static void usage(void) {
            "                            [--out FILE]\n"
            "Times every route (ref_paged, pkv_bucket, pkv_workqueue, pkv_fused, and flashinfer,\n"
            "flashinfer_tc where built) on isolated decode steps of shape Hq=32 Hkv=8 d=128\n"
+           "(--heads HQ/HKV for another group: 1 to 8 query heads per KV head;\n"
+           "FlashInfer's paths run 1, 2, 4 or 8)\n"
            "page 16, median of N calls (default 30) with the L2 flushed before each, plan\n"
            "upload excluded, merge included; reports KV GB/s against the read ceiling\n"
            "measured in the same run, launches, CTAs, merge bytes and the error against the\n"
@@ -105,13 +107,14 @@ static void usage(void) {
            "                 prefix caching maps a shared prompt (default 0); KV GB/s counts\n"
            "                 each row's reads, so above the read ceiling it shows L2 reuse\n"
            "  --calibration  planner constants (default: built-in placeholders)\n"
+           "  --heads HQ/HKV query and KV heads (default 32/8)\n"
            "  --out FILE     also write the table to FILE (default bench_kernels.txt)\n",
            DEFAULT_CASES);
 }
 
 int pkv_bench_kernels_main(int argc, char **argv) {
     const char *cases = DEFAULT_CASES, *out = "bench_kernels.txt", *calfile = NULL;
-    const char *holes_s = NULL, *splits_s = NULL;
+    const char *holes_s = NULL, *splits_s = NULL, *heads_s = NULL;
     int reps = 30, n_sweep = 0, share = 0;
     int32_t sweep[MAX_SWEEP];
     double holes = 0.5;
@@ -121,9 +124,19 @@ int pkv_bench_kernels_main(int argc, char **argv) {
                                 {"holes", 'H', PKV_CLI_STRING, &holes_s, 0},
                                 {"out", 'o', PKV_CLI_STRING, &out, 0},
                                 {"calibration", 'C', PKV_CLI_STRING, &calfile, 0},
-                                {"share", 'S', PKV_CLI_COUNT, &share, 1 << 24}};
-    const int orc = pkv_cli_options("bench kernels", argc, argv, opts, 7, usage);
+                                {"share", 'S', PKV_CLI_COUNT, &share, 1 << 24},
+                                {"heads", 0, PKV_CLI_STRING, &heads_s, 0}};
+    const int orc = pkv_cli_options("bench kernels", argc, argv, opts, 8, usage);
     if (orc >= 0) return orc;
+    int hq = 32, hkv = 8;
+    if (heads_s && (sscanf(heads_s, "%d/%d", &hq, &hkv) != 2 || hkv < 1 || hq < hkv || hq % hkv ||
+                    hq / hkv > 8 || hq > 256)) {
+        fprintf(stderr,
+                "pkvsim bench kernels: --heads: \"%s\" is not HQ/HKV with 1 to 8 query heads "
+                "per KV head (32/8, 28/4)\n",
+                heads_s);
+        return 2;
+    }
     char *end;
     if (holes_s && (holes = strtod(holes_s, &end), *end || !(holes >= 0 && holes < 0.95))) {
         fprintf(stderr, "pkvsim bench kernels: --holes: \"%s\" is not in [0, 0.95)\n", holes_s);
@@ -179,8 +192,8 @@ int pkv_bench_kernels_main(int argc, char **argv) {
     char when[32];
     time_t now = time(NULL);
     strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", gmtime(&now));
-    emit(&bo, "# pkvsim bench kernels, %s, %s (%d SMs), %s\n", when, dev.name, dev.sm_count,
-         PKV_GIT_REV);
+    emit(&bo, "# pkvsim bench kernels, %s, %s (%d SMs), %s; Hq %d Hkv %d d 128 page 16\n", when,
+         dev.name, dev.sm_count, PKV_GIT_REV, hq, hkv);
     emit(&bo,
          "# ceilings: D2D copy %.0f GB/s (read+write), read-only stream %.0f GB/s, "
          "empty launch %.2f us; median of %d calls, L2 flushed, holes %.2f, shared prefix "
@@ -192,8 +205,9 @@ int pkv_bench_kernels_main(int argc, char **argv) {
          ceil_.idle_launch_us, ceil_.step_floor_us);
     emit(&bo, "| case | route | splits | time us | KV GB/s | %% of read | launches | CTAs | "
               "merge KB | max err | mean err |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
-    pkvk_shape s = {32, 8, 128, 16};
-    pkv_calib_flashinfer_occupancy(&cal, &s);
+    pkvk_shape s = {hq, hkv, 128, 16};
+    const int g = hq / hkv, fi_g = g == 1 || g == 2 || g == 4 || g == 8;
+    if (fi_g) pkv_calib_flashinfer_occupancy(&cal, &s);
     gsl_rng *r = pkv_stream_create(1, PKV_STREAM_TENSORS);
     int rc = 0;
     /* Per case, the fastest route of each family at its own split choice. */
@@ -242,6 +256,7 @@ int pkv_bench_kernels_main(int argc, char **argv) {
             const pkvk_plan *p;
             char splits[16] = "auto";
             if (run < PKV_ROUTE_COUNT && !pkvk_route_built((pkv_route)run)) continue;
+            if (run < PKV_ROUTE_COUNT && pkv_route_is_flashinfer((pkv_route)run) && !fi_g) continue;
             if (run < PKV_ROUTE_COUNT) {
                 rc = pkv_planner_build(&pl, (pkv_route)run, bc[ci].lens, bc[ci].n);
                 p = &pl.plans[run];
@@ -313,8 +328,9 @@ int pkv_bench_kernels_main(int argc, char **argv) {
                  100 * stream_ms[ci] / best[ci][OWN_PKV]);
         }
     }
-    if (rc == 0 && pkvk_flashinfer_built()) {
-        /* The study's claim is always against the faster of FlashInfer's two paths. */
+    if (rc == 0 && pkvk_flashinfer_built() && fi_g) {
+        /* The study's claim is always against the faster of FlashInfer's two paths (which
+         * run 1, 2, 4 or 8 query heads per KV head: no table for another group). */
         emit(&bo, "\n| case | faster FlashInfer | us | best PersistentKV | us | speedup | best "
                   "pkvsim route | us | speedup |\n|---|---|---|---|---|---|---|---|---|\n");
         for (int ci = 0; ci < n_cases; ci++)
