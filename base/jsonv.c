@@ -249,3 +249,10 @@ cJSON *pkv_json_parse(const char *text, const char *file, pkv_err *e) {
     }
     return root;
 }
+
+cJSON *pkv_json_read(const char *path, pkv_err *e) {
+    char *text = pkv_read_file(path, NULL, e);
+    cJSON *root = text ? pkv_json_parse(text, path, e) : NULL;
+    free(text);
+    return root;
+}

@@ -36,6 +36,8 @@ int pkv_json_sub(const cJSON *o, const char *path, const char *key, const cJSON 
 char *pkv_read_file(const char *path, size_t *len, pkv_err *e);
 /* Parse JSON text; a syntax error names the file, line and column. */
 cJSON *pkv_json_parse(const char *text, const char *file, pkv_err *e);
+/* Read and parse a JSON file (pkv_read_file, then pkv_json_parse); NULL with the error. */
+cJSON *pkv_json_read(const char *path, pkv_err *e);
 /* The first key object o gives twice (cJSON keeps both; a lookup finds the first),
  * or NULL (also when o is not an object). */
 const char *pkv_json_key_twice(const cJSON *o);

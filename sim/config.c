@@ -102,6 +102,34 @@ static void data_path(char *out, size_t n, const char *rel) {
     snprintf(out, n, "%s/%s", PKV_SOURCE_DIR, rel);
 }
 
+/* A data file named NAME (DIR/NAME.json from the data path) or given by a path (with a
+ * '/' or ending in .json, from the experiment's folder), parsed; its path into path.
+ * NULL with the error, which names key and, for a name not found, the files beside
+ * it (what: their kind; also: names to list first) and the closest. */
+static cJSON *named_file(const pkv_config *c, const char *name, const char *key, const char *dir,
+                         const char *what, const char *also, char *path, size_t n, pkv_err *e) {
+    if (strchr(name, '/') || strstr(name, ".json")) {
+        if (pkv_config_path(path, n, c->file, name, key, e)) return NULL;
+    } else {
+        char rel[300];
+        snprintf(rel, sizeof rel, "%s/%s.json", dir, name);
+        data_path(path, n, rel);
+    }
+    pkv_err sub;
+    char *text = pkv_read_file(path, NULL, &sub);
+    if (!text) {
+        char names[512], near[64];
+        preset_names(path, name, names, sizeof names, near, sizeof near);
+        pkv_fail(e, "%s: \"%s\": %s (%s: %s%s%s%s%s)", key, name, sub.msg, what, also, names,
+                 *near ? "; did you mean \"" : "", near, *near ? "\"?" : "");
+        return NULL;
+    }
+    cJSON *root = pkv_json_parse(text, path, &sub);
+    free(text);
+    if (!root) pkv_fail(e, "%s: %s", key, sub.msg);
+    return root;
+}
+
 /* The sections of pkv_config whose rows are all scalars or sub-objects of it. */
 static const char *const config_objs[] = {
     "model", "serving", "serving.prefill", "serving.page_tables", "route",
@@ -144,27 +172,14 @@ static int parse_model(pkv_config *c, const cJSON *root, pkv_err *e) {
     }
     if (preset) {
         char path[1024];
-        if (strchr(preset, '/') || strstr(preset, ".json"))
-            TRY(pkv_config_path(path, sizeof path, c->file, preset, "model.preset", e));
-        else {
-            char rel[300];
-            snprintf(rel, sizeof rel, "experiments/models/%s.json", preset);
-            data_path(path, sizeof path, rel);
-        }
-        pkv_err sub;
-        char *text = pkv_read_file(path, NULL, &sub);
-        if (!text) {
-            char names[512], near[64];
-            preset_names(path, preset, names, sizeof names, near, sizeof near);
-            return pkv_fail(e, "model.preset: \"%s\": %s (presets: %s%s%s%s)", preset, sub.msg,
-                            names, *near ? "; did you mean \"" : "", near, *near ? "\"?" : "");
-        }
+        cJSON *p = named_file(c, preset, "model.preset", "experiments/models", "presets", "", path,
+                              sizeof path, e);
+        if (!p) return -1;
         snprintf(c->model_file, sizeof c->model_file, "%s", path);
-        cJSON *p = pkv_json_parse(text, path, &sub);
         snprintf(c->model.name, sizeof c->model.name, "%s", preset);
-        int rc = p ? pkv_keys_parse(k, "model", p, "", c, true, &sub) : -1;
+        pkv_err sub;
+        int rc = pkv_keys_parse(k, "model", p, "", c, true, &sub);
         cJSON_Delete(p);
-        free(text);
         if (rc) return pkv_fail(e, "model.preset: %s: %s", path, sub.msg);
     }
     if (own) TRY(pkv_keys_parse(k, "model", own, "model", c, true, e));
@@ -208,26 +223,14 @@ static int parse_engine(pkv_config *c, const cJSON *root, pkv_err *e) {
     snprintf(c->engine.name, sizeof c->engine.name, "%s", name);
     if (!strcmp(name, "pkvsim")) return 0;
     char path[1024];
-    if (strchr(name, '/') || strstr(name, ".json")) {
-        TRY(pkv_config_path(path, sizeof path, c->file, name, "serving.engine", e));
-    } else {
-        char rel[300];
-        snprintf(rel, sizeof rel, "experiments/engines/%s.json", name);
-        data_path(path, sizeof path, rel);
-    }
-    pkv_err sub;
-    char *text = pkv_read_file(path, NULL, &sub);
-    if (!text) {
-        char names[512], near[64];
-        preset_names(path, name, names, sizeof names, near, sizeof near);
-        return pkv_fail(e, "serving.engine: \"%s\": %s (profiles: pkvsim, %s%s%s%s)", name, sub.msg,
-                        names, *near ? "; did you mean \"" : "", near, *near ? "\"?" : "");
-    }
+    cJSON *p = named_file(c, name, "serving.engine", "experiments/engines", "profiles", "pkvsim, ",
+                          path, sizeof path, e);
+    if (!p) return -1;
     snprintf(c->engine_file, sizeof c->engine_file, "%s", path);
-    cJSON *p = pkv_json_parse(text, path, &sub);
+    pkv_err sub;
     const pkv_keys k = pkv_config_keys();
     const cJSON *host = NULL, *req = NULL, *dflt = NULL;
-    int rc = !p || pkv_keys_check(k, PKV_OBJ_ENGINE, p, "", &sub) ||
+    int rc = pkv_keys_check(k, PKV_OBJ_ENGINE, p, "", &sub) ||
              pkv_json_sub(p, "", "host", &host, &sub) ||
              pkv_json_sub(p, "", "request", &req, &sub) ||
              pkv_json_sub(p, "", "serving", &dflt, &sub) ||
@@ -239,7 +242,6 @@ static int parse_engine(pkv_config *c, const cJSON *root, pkv_err *e) {
         rc = pkv_keys_parse(k, "serving", dflt, "serving", c, true, &sub) ||
              pkv_keys_parse(k, "serving", sv, "serving", c, true, &sub);
     cJSON_Delete(p);
-    free(text);
     if (c->client == PKV_CLIENT_OFFLINE) c->engine.client_s = 0;
     return rc ? pkv_fail(e, "serving.engine: %s: %s", path, sub.msg) : 0;
 }

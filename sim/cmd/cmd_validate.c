@@ -315,6 +315,22 @@ static void mae_add(mae *m, int *n, int cap, const char *key, double err, double
     m[i].sum += fabs(err), m[i].sum_base += fabs(err_base), m[i].n++;
 }
 
+/* Write a JSON document to out (whole, or nothing: pkv_out) and free it; -1 with the
+ * message printed (cmd and opt name the command and its option). */
+static int write_doc(cJSON *root, const char *out, const char *cmd, const char *opt) {
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    pkv_out po;
+    FILE *f = text ? pkv_out_open(&po, out) : NULL;
+    const int ok = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
+    free(text);
+    if (!f || pkv_out_close(&po, ok)) {
+        fprintf(stderr, "pkvsim %s: %s %s: cannot write it: %s\n", cmd, opt, out, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
 static int write_table_json(const char *out, const vfile *v, int n, const mae *m, int nm) {
     cJSON *root = cJSON_CreateObject(), *rows = cJSON_AddArrayToObject(root, "rows");
     for (int i = 0; i < n; i++)
@@ -349,17 +365,7 @@ static int write_table_json(const char *out, const vfile *v, int n, const mae *m
         cJSON_AddNumberToObject(o, "pkvsim", m[i].sum_base / m[i].n);
         cJSON_AddItemToArray(means, o);
     }
-    char *text = cJSON_Print(root);
-    cJSON_Delete(root);
-    pkv_out po;
-    FILE *f = text ? pkv_out_open(&po, out) : NULL;
-    const int ok = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
-    free(text);
-    if (!f || pkv_out_close(&po, ok)) {
-        fprintf(stderr, "pkvsim validate: --json %s: cannot write it: %s\n", out, strerror(errno));
-        return -1;
-    }
-    return 0;
+    return write_doc(root, out, "validate", "--json");
 }
 
 int pkv_cmd_validate(int argc, char **argv) {
@@ -531,9 +537,7 @@ static void fit_usage(void) {
 static int write_profile(const char *out, const char *profile, const double *us, bool overlap,
                          bool fit_client, const vfile *v, int n, double fit_f) {
     pkv_err e;
-    char *text = pkv_read_file(profile, NULL, &e);
-    cJSON *root = text ? pkv_json_parse(text, profile, &e) : NULL;
-    free(text);
+    cJSON *root = pkv_json_read(profile, &e);
     if (!root) {
         fprintf(stderr, "pkvsim fit: %s\n", e.msg);
         return -1;
@@ -568,17 +572,7 @@ static int write_profile(const char *out, const char *profile, const double *us,
             cJSON_AddNumberToObject(o, "error", round(1e4 * rel_err(r->pred, r->value)) / 1e4);
             cJSON_AddItemToArray(v[i].held_out ? held : fitted, o);
         }
-    char *t = cJSON_Print(root);
-    cJSON_Delete(root);
-    pkv_out po;
-    FILE *f = t ? pkv_out_open(&po, out) : NULL;
-    const int ok = f && fputs(t, f) >= 0 && fputc('\n', f) != EOF;
-    free(t);
-    if (!f || pkv_out_close(&po, ok)) {
-        fprintf(stderr, "pkvsim fit: -o %s: cannot write it: %s\n", out, strerror(errno));
-        return -1;
-    }
-    return 0;
+    return write_doc(root, out, "fit", "-o");
 }
 
 int pkv_cmd_fit_engine(int argc, char **argv) {

@@ -147,9 +147,7 @@ static void sweep_free(sweep *s) {
 
 int pkv_sweep_present(const char *path) {
     pkv_err e;
-    char *text = pkv_read_file(path, NULL, &e);
-    cJSON *root = text ? pkv_json_parse(text, path, &e) : NULL;
-    free(text);
+    cJSON *root = pkv_json_read(path, &e);
     if (!root) {
         fprintf(stderr, "pkvsim: %s\n", e.msg);
         return -1;
