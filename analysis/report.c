@@ -768,7 +768,8 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, unsi
         /* A predicted ratio means nothing inside the two groups' model errors. */
         const double me = group_model_error(runs, n, &runs[i]),
                      be = group_model_error(runs, n, &base), both = me + be;
-        const int inside = !isnan(both) && !isnan(ratio) && fabs(ratio - 1) < both;
+        const int inside = !isnan(both) && !isnan(ratio) && fabs(ratio - 1) < both &&
+                           strcmp(runs[i].policy, baseline) != 0; /* not the baseline itself */
         if (isnan(me))
             fputs(" — |", table);
         else

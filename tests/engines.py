@@ -163,8 +163,8 @@ a100 = write("nocal_a100.json", {"model": "llama-3.1-8b", "route": {"gpu": "a100
                                               "num_requests": 4}})
 check("no calibration, a served model: the H200's fitted file",
       resolved_cal(served).endswith("/h200-llama-3.1-8b.json"))
-check("no calibration, the study layer: the H200's calibrate file",
-      resolved_cal(study).endswith("/h200.json"))
+check("no calibration, the study layer: the H200's fitted study-layer file",
+      resolved_cal(study).endswith("/h200-fit.json"))
 check("route.gpu a100-80gb: its derived preset", resolved_cal(a100).endswith("/a100-80gb-derived.json"))
 h = h5run(served)
 cfg = json.loads(h["config/resolved"][()])
