@@ -72,6 +72,12 @@ static inline bool pkv_route_is_flashinfer(pkv_route r) {
     return pkv_route_family_of(r) == PKV_FAMILY_FI;
 }
 
+/* FlashInfer's paths (its decode and prefill kernels, as built here) take 1, 2, 4 or 8
+ * query heads per KV head. */
+static inline bool pkv_flashinfer_group(int g) {
+    return g == 1 || g == 2 || g == 4 || g == 8;
+}
+
 /* Routes whose plan is a workqueue task list (written out only for a launch). */
 static inline bool pkv_route_is_workqueue(pkv_route r) {
     return pkv_route_family_of(r) == PKV_FAMILY_TASKS;

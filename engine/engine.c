@@ -51,7 +51,7 @@ int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const c
     if (kind == PKV_BACKEND_MODEL) pkv_policy_predict_all(&eng->policy);
     /* FlashInfer's paths take 1, 2, 4 or 8 query heads per KV head; the others none. */
     const int g = s->hq / s->hkv;
-    if (g != 1 && g != 2 && g != 4 && g != 8) {
+    if (!pkv_flashinfer_group(g)) {
         const uint32_t fi = 1u << PKV_ROUTE_FLASHINFER | 1u << PKV_ROUTE_FLASHINFER_TC;
         if (eng->policy.candidates & ~fi)
             eng->policy.candidates &= ~fi;

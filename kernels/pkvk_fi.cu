@@ -81,7 +81,7 @@ static int check_shape(const pkvk_shape *s) {
     int G = s->hkv > 0 ? s->hq / s->hkv : 0;
     if (s->d != (int)kHeadDim)
         return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "FlashInfer routes: head dimension must be 128");
-    if (G != 1 && G != 2 && G != 4 && G != 8)
+    if (!pkv_flashinfer_group(G))
         return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED,
                              "FlashInfer routes: GQA group size must be 1, 2, 4 or 8");
     return PKVK_OK;

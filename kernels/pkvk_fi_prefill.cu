@@ -52,7 +52,7 @@ extern "C" int pkvk_fi_prefill_create(const pkvk_ctx *c, pkvk_fi_prefill **out, 
                                       int d, int page_size, int32_t cap_pieces) {
     *out = nullptr;
     const int G = hkv > 0 ? hq / hkv : 0;
-    if (d != (int)kHeadDim || hq % hkv || (G != 1 && G != 2 && G != 4 && G != 8))
+    if (d != (int)kHeadDim || hq % hkv || !pkv_flashinfer_group(G))
         return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "FlashInfer prefill: head dimension 128 and "
                                                    "GQA group size 1, 2, 4 or 8 only");
     pkvk_fi_prefill *f = new (std::nothrow) pkvk_fi_prefill();

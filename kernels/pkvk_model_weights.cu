@@ -30,7 +30,7 @@ size_t score_floats(const pkvk_model_shape *s, int32_t max_prompt) {
 extern "C" int pkvk_model_prefill_kernel(const pkvk_model_shape *s) {
     if (s->prefill_attn == PKVK_PREFILL_CUBLAS) return PKVK_PREFILL_CUBLAS;
     const int G = s->hkv > 0 ? s->hq / s->hkv : 0;
-    if (pkvk_flashinfer_built() && s->d == 128 && (G == 1 || G == 2 || G == 4 || G == 8))
+    if (pkvk_flashinfer_built() && s->d == 128 && pkv_flashinfer_group(G))
         return PKVK_PREFILL_FLASHINFER;
     if (s->prefill_attn == PKVK_PREFILL_AUTO) return PKVK_PREFILL_CUBLAS;
     pkvk_fail_msg(PKVK_ERR_UNSUPPORTED,

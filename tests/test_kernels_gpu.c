@@ -215,7 +215,7 @@ int main(void) {
                   pkvk_last_error());
             int fi_occ = 0;
             /* FlashInfer's paths: group sizes 1, 2, 4 and 8 */
-            const int fi_g = Gs[gi] == 1 || Gs[gi] == 2 || Gs[gi] == 4 || Gs[gi] == 8;
+            const int fi_g = pkv_flashinfer_group(Gs[gi]);
             if (fi_built && fi_g)
                 CHECK(pkvk_flashinfer_occupancy(&s, &fi_occ) == 0 && fi_occ > 0,
                       "FlashInfer occupancy: %s", pkvk_last_error());

@@ -315,16 +315,14 @@ static void mae_add(mae *m, int *n, int cap, const char *key, double err, double
     m[i].sum += fabs(err), m[i].sum_base += fabs(err_base), m[i].n++;
 }
 
-/* Write a JSON document to out (whole, or nothing: pkv_out) and free it; -1 with the
- * message printed (cmd and opt name the command and its option). */
+/* Write a JSON document to out (whole, or nothing: pkv_write_atomic) and free it; -1
+ * with the message printed (cmd and opt name the command and its option). */
 static int write_doc(cJSON *root, const char *out, const char *cmd, const char *opt) {
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
-    pkv_out po;
-    FILE *f = text ? pkv_out_open(&po, out) : NULL;
-    const int ok = f && fputs(text, f) >= 0 && fputc('\n', f) != EOF;
+    const int rc = text ? pkv_write_atomic(out, text) : (errno = ENOMEM, -1);
     free(text);
-    if (!f || pkv_out_close(&po, ok)) {
+    if (rc) {
         fprintf(stderr, "pkvsim %s: %s %s: cannot write it: %s\n", cmd, opt, out, strerror(errno));
         return -1;
     }
