@@ -153,11 +153,10 @@ static int json_ok(const char *path, const pkv_config *cfg) {
     return 0;
 }
 
-/* The run's serving metrics as vLLM's result file names them, under a temporary name;
- * never over one of the run's inputs or its output. */
-/* --json: vLLM's result file whole (its setup from the experiment: a renewal process's
- * rate and burstiness, the gamma shape 1 / cv^2; a closed loop's concurrency, all at
- * once; another process's mean rate over its arrivals), with pkvsim's extras. */
+/* --json: vLLM's result file whole, under a temporary name, never over one of the run's
+ * inputs or its output. Its setup from the experiment: a renewal process's rate and
+ * burstiness (the gamma shape 1 / cv^2); a closed loop's concurrency, all at once;
+ * another process, or a trace at its own times, the mean rate the run saw. */
 static int write_json(const char *path, const pkv_config *cfg, const pkv_summary *sum,
                       pkv_request_log *log) {
     if (json_ok(path, cfg)) return -1;
@@ -183,10 +182,11 @@ static int write_json(const char *path, const pkv_config *cfg, const pkv_summary
         m.request_rate = INFINITY;
         m.max_concurrency = a->concurrency;
         break;
-    default: /* mmpp, piecewise: the mean rate the run saw */
-        m.request_rate = sum->duration > 0 ? (double)sum->arrived / sum->duration : NAN;
+    default:
+        break;
     }
-    if (cfg->workload.trace && cfg->workload.trace_times) { /* the trace's own times */
+    const bool trace_times = cfg->workload.trace && cfg->workload.trace_times;
+    if (trace_times || a->kind == PKV_ARRIVAL_MMPP || a->kind == PKV_ARRIVAL_PIECEWISE) {
         m.request_rate = sum->duration > 0 ? (double)sum->arrived / sum->duration : NAN;
         m.burstiness = NAN;
     }
@@ -310,7 +310,7 @@ static int cmd_run(int argc, char **argv) {
         printf("%s -> %s\n", cfg.name, cfg.output);
         pkv_summary_print(&sum, stdout);
     }
-    if (json && write_json(json, &cfg, &sum, spread ? NULL : &log)) goto out;
+    if (json && write_json(json, &cfg, &sum, ro.request_log)) goto out;
     rc = sum.interrupted ? 128 + (int)g_stop : 0;
 out:
     pkv_request_log_free(&log);
