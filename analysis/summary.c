@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <cjson/cJSON.h>
 #include <gsl/gsl_sort_float.h>
 #include <gsl/gsl_statistics_float.h>
 
@@ -433,6 +434,15 @@ void pkv_summary_print(const pkv_summary *s, FILE *f) {
 }
 
 /* A JSON number, or null for what a run has none of (NaN is not JSON). */
+/* A string member, escaped as JSON wants (a label may hold quotes). */
+static void jstr(FILE *f, const char *key, const char *v, int first) {
+    cJSON *s = cJSON_CreateString(v);
+    char *t = s ? cJSON_PrintUnformatted(s) : NULL;
+    fprintf(f, first ? "\n  \"%s\": %s" : ",\n  \"%s\": %s", key, t ? t : "null");
+    free(t);
+    cJSON_Delete(s);
+}
+
 static void jnum(FILE *f, const char *key, double v, int first) {
     fprintf(f, first ? "\n  \"%s\": " : ",\n  \"%s\": ", key);
     if (isfinite(v))
@@ -546,10 +556,12 @@ int pkv_summary_json(const pkv_summary *s, const pkv_vllm_meta *m, pkv_request_l
         char date[32];
         const time_t now = time(NULL);
         strftime(date, sizeof date, "%Y%m%d-%H%M%S", localtime(&now));
-        fprintf(f, "\n  \"date\": \"%s\",\n  \"endpoint_type\": \"%s\",\n  \"backend\": \"%s\"",
-                date, m->backend, m->backend);
-        fprintf(f, ",\n  \"label\": \"%s\",\n  \"model_id\": \"%s\",\n  \"tokenizer_id\": \"%s\"",
-                m->label, m->model_id, m->model_id);
+        jstr(f, "date", date, 1);
+        jstr(f, "endpoint_type", m->backend, 0);
+        jstr(f, "backend", m->backend, 0);
+        jstr(f, "label", m->label, 0);
+        jstr(f, "model_id", m->model_id, 0);
+        jstr(f, "tokenizer_id", m->model_id, 0);
         fprintf(f, ",\n  \"num_prompts\": %zu", l->n);
         if (isinf(m->request_rate))
             fputs(",\n  \"request_rate\": \"inf\"", f);
