@@ -289,13 +289,13 @@ static cJSON *seed_json(uint64_t seed) {
  * experiments/calibration/gpus.json names it (a served model's, or the study layer's);
  * an error naming the GPUs and kinds there otherwise. A placeholder is never chosen. */
 static int choose_calibration(pkv_config *c, pkv_err *e) {
-    const char *kind = pkv_model_dense(&c->model) ? "served_model" : "study_layer";
+    const bool dense = pkv_model_dense(&c->model);
+    const char *kind = dense ? "served_model" : "study_layer";
+    const char *what = dense ? "served model's" : "study layer's";
     char index[1024];
     data_path(index, sizeof index, "experiments/calibration/gpus.json");
     pkv_err sub;
-    char *text = pkv_read_file(index, NULL, &sub);
-    cJSON *root = text ? pkv_json_parse(text, index, &sub) : NULL;
-    free(text);
+    cJSON *root = pkv_json_read(index, &sub);
     if (!root)
         return pkv_fail(e,
                         "route.calibration: none given, and the GPUs' index cannot be read "
@@ -315,7 +315,6 @@ static int choose_calibration(pkv_config *c, pkv_err *e) {
             if (cJSON_GetObjectItemCaseSensitive(x, kind))
                 snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s",
                          *known ? ", " : "", x->string);
-        const char *what = strcmp(kind, "served_model") ? "study layer's" : "served model's";
         rc = g ? pkv_fail(e,
                           "route.calibration: none given, and route.gpu \"%s\" has no %s "
                           "calibration in %s (GPUs with one: %s); name a file with "
