@@ -65,7 +65,10 @@ static const pkv_key rows[] = {
     {.obj = "", .name = "gates", .kind = PKV_KEY_CUSTOM},          /* the policy's gates per G */
     {.obj = "", .name = "gemm_tflops_at", .kind = PKV_KEY_CUSTOM}, /* GEMM rate per width */
     {.obj = "", .name = "fit", .kind = PKV_KEY_CUSTOM},            /* calibrate's fit record */
-    {.obj = "", .name = "derived", .kind = PKV_KEY_CUSTOM}, /* a derived preset: its sources */
+    {.obj = "", .name = "derived", .kind = PKV_KEY_CUSTOM},     /* a derived preset: its sources */
+    {.obj = "", .name = "section", .kind = PKV_KEY_CUSTOM},     /* the section applied (load) */
+    {.obj = "", .name = "study_layer", .kind = PKV_KEY_CUSTOM}, /* a file's sections (load) */
+    {.obj = "", .name = "served_model", .kind = PKV_KEY_CUSTOM},
 };
 
 const char *const pkv_route_model_keys[PKV_ROUTE_MODEL_PARAMS + 1] = {
@@ -303,8 +306,16 @@ pkv_keys pkv_calib_keys(void) {
     return PKV_KEYS(rows);
 }
 
+static bool is_section(const char *name);
+
 int pkv_calib_apply(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e) {
     if (pkv_keys_parse(pkv_calib_keys(), "", o, path, c, true, e)) return -1;
+    for (const cJSON *it = o ? o->child : NULL; it; it = it->next)
+        if (is_section(it->string))
+            return pkv_fail(e,
+                            "%s%s%s: a section is read from a calibration file's top level only "
+                            "(for a run of its kind)",
+                            path, *path ? "." : "", it->string);
     const cJSON *rs;
     char rp[128];
     pkv_json_path(rp, sizeof rp, path, "route_scale");
@@ -348,19 +359,88 @@ void pkv_calib_flashinfer_occupancy(pkv_calib *c, const pkvk_shape *s) {
         c->flashinfer_decode_ctas_per_sm = occ;
 }
 
-int pkv_calib_load(pkv_calib *c, const char *path, pkv_err *e) {
+static const char *const sections[] = {"study_layer", "served_model", NULL};
+
+const char *pkv_calib_section(bool served_model) {
+    return sections[served_model];
+}
+
+static bool is_section(const char *name) {
+    for (int i = 0; sections[i]; i++)
+        if (!strcmp(name, sections[i])) return true;
+    return false;
+}
+
+bool pkv_calib_sectioned(const cJSON *root) {
+    bool any = false;
+    for (int i = 0; sections[i]; i++) any |= cJSON_HasObjectItem(root, sections[i]);
+    return any;
+}
+
+bool pkv_calib_serves(const cJSON *root, const char *section) {
+    return !pkv_calib_sectioned(root) || cJSON_HasObjectItem(root, section);
+}
+
+/* A file with sections: its top level with `section`'s keys in place (NULL: none),
+ * every section removed, and "section" naming the one applied. *had: whether the file
+ * has sections at all (a file without is left as it is). */
+static int flatten(cJSON *root, const char *section, bool *had, pkv_err *e) {
+    char names[64] = "";
+    *had = false;
+    for (int i = 0; sections[i]; i++) {
+        const cJSON *s = cJSON_GetObjectItemCaseSensitive(root, sections[i]);
+        if (!s) continue;
+        if (!cJSON_IsObject(s)) return pkv_fail(e, "%s: not an object", sections[i]);
+        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", *had ? ", " : "",
+                 sections[i]);
+        *had = true;
+    }
+    if (!*had) return 0;
+    cJSON *s = section ? cJSON_DetachItemFromObjectCaseSensitive(root, section) : NULL;
+    if (section && !s)
+        return pkv_fail(e,
+                        "no \"%s\" section, which a run of this kind reads (the file has: %s); "
+                        "name a calibration for it",
+                        section, names);
+    for (int i = 0; sections[i]; i++) cJSON_DeleteItemFromObjectCaseSensitive(root, sections[i]);
+    for (cJSON *it = s ? s->child : NULL, *next; it; it = next) {
+        next = it->next;
+        if (is_section(it->string) || !strcmp(it->string, "section")) {
+            pkv_fail(e, "%s.%s: a section holds a kind's keys, not another section", section,
+                     it->string);
+            cJSON_Delete(s);
+            return -1;
+        }
+        cJSON_DeleteItemFromObjectCaseSensitive(root, it->string);
+        cJSON_AddItemToObject(root, it->string, cJSON_DetachItemViaPointer(s, it));
+    }
+    cJSON_Delete(s);
+    cJSON_DeleteItemFromObjectCaseSensitive(root, "section");
+    if (section && !cJSON_AddStringToObject(root, "section", section))
+        return pkv_fail(e, "out of memory");
+    return 0;
+}
+
+int pkv_calib_load(pkv_calib *c, const char *path, const char *section, pkv_err *e) {
     pkv_calib_defaults(c);
     c->json = pkv_read_file(path, NULL, e);
     if (!c->json) return -1;
     cJSON *root = pkv_json_parse(c->json, path, e);
     if (!root) goto fail;
     pkv_err sub;
-    if (pkv_calib_apply(c, root, "", &sub)) {
-        pkv_fail(e, "%s: %s", path, sub.msg);
-        cJSON_Delete(root);
-        goto fail;
+    bool had;
+    int bad = flatten(root, section, &had, &sub) || pkv_calib_apply(c, root, "", &sub);
+    if (!bad && had) { /* what the run applied, not the file's other sections */
+        char *text = cJSON_Print(root);
+        if (!text) bad = pkv_fail(&sub, "out of memory") != 0;
+        free(c->json);
+        c->json = text;
     }
     cJSON_Delete(root);
+    if (bad) {
+        pkv_fail(e, "%s: %s", path, sub.msg);
+        goto fail;
+    }
     return 0;
 fail:
     free(c->json);

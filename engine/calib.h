@@ -105,7 +105,7 @@ typedef struct pkv_calib {
     double kv_link_bps, kv_link_s;
     int kv_link_streams;
     double memory_gib; /* the GPU's memory (0: not given: pools are not checked) */
-    char *json;        /* the file verbatim (owned) */
+    char *json;        /* the calibration as applied (pkv_calib_load; owned) */
 } pkv_calib;
 
 /* The FP16 GEMM rate (TFLOP/s) at `width` token rows: gemm_tflops_at's, else gemm_tflops. */
@@ -117,8 +117,22 @@ void pkv_calib_gemm_rates_json(const pkv_calib *c, cJSON *root);
 pkv_keys pkv_calib_keys(void);
 /* Built-in defaults (placeholders), as used for keys a file omits. */
 void pkv_calib_defaults(pkv_calib *c);
-/* Load and validate; errors name the file and JSON path. */
-int pkv_calib_load(pkv_calib *c, const char *path, pkv_err *e);
+/* Load and validate; errors name the file and JSON path. A file holds one GPU's
+ * constants at its top level and, for a GPU fitted for both kinds of run, a section
+ * per kind (pkv_calib_section: "study_layer", the study's single attention layer;
+ * "served_model", a full model's steps) whose keys replace the top level's for runs of
+ * that kind. `section` names the kind's (NULL: the top level alone); a file with
+ * sections but not that one is an error. c->json receives the calibration as applied:
+ * a file without sections verbatim, else its top level with the section's keys in it
+ * and "section" naming the section. */
+int pkv_calib_load(pkv_calib *c, const char *path, const char *section, pkv_err *e);
+/* The section of a calibration file a run reads: a served (full) model's, or the
+ * study layer's. */
+const char *pkv_calib_section(bool served_model);
+/* Whether a calibration file's object has sections; whether it serves a run of
+ * `section`'s kind (it has no sections, or that one). */
+bool pkv_calib_sectioned(const cJSON *root);
+bool pkv_calib_serves(const cJSON *root, const char *section);
 /* Apply the keys of `o` (a calibration object, or an experiment's overrides) on top
  * of the current values; unknown keys and bad values are errors naming `path`. */
 int pkv_calib_apply(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e);

@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """Derive calibrations for GPUs pkvsim has not measured from the H200's measured one.
 
-Each derived file is the measured H200 calibration (experiments/calibration/
-h200-llama-3.1-8b.json) with its rates scaled by the other GPU's datasheet figures over
+Each derived file is the measured H200 calibration for a served model (experiments/
+calibration/h200.json: its top level with its served_model section) with its rates scaled by the other GPU's datasheet figures over
 the H200's: read rates (beta, the GEMMs' weight stream, each route's peak and merge
 rates) by memory bandwidth, a CTA's read rate by bandwidth per SM, GEMM and prefill
 rates (and the prefill's per-token cost) by dense FP16 tensor throughput, host-link
 swaps by the PCIe generation; fixed costs (launches, host work) stay the H200's. So a
 derived GPU keeps the H200's measured efficiency against its own datasheet: a guess,
-marked `derived` with its sources, until `pkvsim calibrate` on that GPU replaces it.
+marked `derived` with its sources, until `pkvsim calibrate` on that GPU replaces it. It
+keeps the H200 file's layout: what the served_model section holds there is its own
+served_model section (a study-layer run on a derived GPU is an error, not a guess).
 
 Usage: derive_gpu_presets.py [OUT_DIR]   (default: experiments/calibration beside this
 script's repository; the test checks the shipped files are this script's output)."""
@@ -18,7 +20,8 @@ import os
 import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
-BASE = "h200-llama-3.1-8b.json"
+BASE = "h200.json"
+SECTION = "served_model"
 
 # Datasheet figures: memory bandwidth (GB/s), dense FP16 tensor TFLOP/s (no sparsity),
 # SMs, memory (GB), host link (PCIe GB/s each way). Sources in each entry.
@@ -83,7 +86,7 @@ def derive(base, name, g):
         "scaled": {"bandwidth": round(bw, 6), "tflops": round(tf, 6), "cta_bandwidth": round(per_sm, 6)},
         "sources": g["sources"],
     }
-    c["note"] = (f"DERIVED, not measured: {BASE} (the H200's measured calibration for the full model) "
+    c["note"] = (f"DERIVED, not measured: {BASE}'s {SECTION} (the H200's measured calibration for a full model) "
                  f"with read rates x{bw:.3f} (memory bandwidth {g['bw']} over 4800 GB/s), a CTA's read "
                  f"rate x{per_sm:.3f} (bandwidth per SM), GEMM and prefill rates x{tf:.3f} (dense FP16 "
                  f"{g['tflops']} over 989.4 TFLOP/s), fixed costs the H200's; by "
@@ -92,14 +95,29 @@ def derive(base, name, g):
     return c
 
 
+def flat(base):
+    """The H200 file as a served model's run applies it: its top level, its section's keys in place."""
+    c = {k: v for k, v in base.items() if k not in ("study_layer", SECTION)}
+    c.update(base[SECTION])
+    return c
+
+
+def sectioned(c, keys):
+    """A derived calibration laid out as the H200 file is: the section's keys in the section."""
+    out = {k: v for k, v in c.items() if k not in keys}
+    out[SECTION] = {k: c[k] for k in c if k in keys}
+    return out
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "experiments", "calibration")
     with open(os.path.join(ROOT, "experiments", "calibration", BASE)) as f:
         base = json.load(f)
+    keys = set(base[SECTION]) - {"note", "date", "fit"}
     for name, g in GPUS.items():
         path = os.path.join(out, f"{name}-derived.json")
         with open(path, "w") as f:
-            json.dump(derive(base, name, g), f, indent=1)
+            json.dump(sectioned(derive(flat(base), name, g), keys), f, indent=1)
             f.write("\n")
         print(path)
 

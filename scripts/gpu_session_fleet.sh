@@ -14,7 +14,7 @@
 set -u
 out=$1
 mkdir -p "$out"
-cal=$PWD/experiments/calibration/h200-fit.json
+cal=$PWD/experiments/calibration/h200.json
 w='"workload": {"arrival": {"process": "poisson", "rate": 16}, "prompt": {"dist": "lognormal", "median": 1000, "sigma": 0.7, "max": 8000}, "decode": {"dist": "lognormal", "median": 128, "sigma": 0.6, "max": 1000}, "num_requests": '${N:-600}', "max_context": 9216}'
 s='"serving": {"max_active": 32, "kv_pages": 5000, "scheduler": "chunked", "token_budget": 2048}'
 r="\"route\": {\"policy\": \"adaptive\", \"calibration\": \"$cal\"}"

@@ -9,7 +9,7 @@
 # l8b_b64_4k"), variants: $VARIANTS (default "eager graph layers4"; auto: run.cuda_graph
 # left at its default; eagerwq and graphwq: the fixed route pkv_workqueue; copy:
 # run.metadata_upload copy), calibration:
-# $CAL (default experiments/calibration/h200-llama-3.1-8b.json). The runs' files end up in runs.tar.xz.
+# $CAL (default experiments/calibration/h200.json). The runs' files end up in runs.tar.xz.
 set -uo pipefail
 out=${1:?usage: gpu_session_graph.sh OUTDIR [STAGES]}
 stages=${2:-tests sanitize bench runs pack calibrate}
@@ -40,7 +40,7 @@ import json, os, sys
 src, dst, variant, root = sys.argv[1:]
 e = json.load(open(src))
 e["name"] += "_" + variant
-e["route"]["calibration"] = os.environ.get("CAL", root + "/experiments/calibration/h200-llama-3.1-8b.json")
+e["route"]["calibration"] = os.environ.get("CAL", root + "/experiments/calibration/h200.json")
 trace = e["workload"].get("trace")
 if trace and not os.path.isabs(trace["path"]):  # relative to the experiment's folder
     trace["path"] = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(src)), trace["path"]))

@@ -15,7 +15,7 @@ for h in 32/8 24/8 40/8 48/8 28/4; do
     --calibration experiments/calibration/h200.json --out "$out/bench_${h/\//_}.txt" > /dev/null 2>&1
   echo "bench $h rc $?" | tee -a "$out/summary.txt"
 done
-cal=$PWD/experiments/calibration/h200-llama-3.1-8b.json
+cal=$PWD/experiments/calibration/h200.json
 for b in cuda model; do
   .bundle/run pkvsim run bench/model/qwen2.5-7b_b8.json -q --backend $b -c "$cal" -o "$out/qwen.$b.h5" \
     --json "$out/qwen.$b.json" > "$out/qwen.$b.log" 2>&1

@@ -16,7 +16,7 @@
 # MODEL (e.g. llama-3.1-8b): every experiment run with that model (copies under
 # OUT/exps; run.layers_measured LAYERS, DECODE tokens a request and NUM_REQUESTS
 # requests where given, the last two not for trace replays) and fitted on BASE_CAL
-# (default experiments/calibration/h200.json; for llama-3.1-8b, h200-llama-3.1-8b.json).
+# (default experiments/calibration/h200.json; for llama-3.1-8b, h200.json).
 # HELDOUT_SEED=N: every fixed route also runs each experiment with --seed N (labelled
 # ROUTE~seedN; a trace replay, which no seed changes, on the trace's next requests;
 # bucketed_b1's lengths do not depend on the seed either), the fit takes the

@@ -14,7 +14,7 @@
 set -u
 out=${1:?usage: gpu_session_saturation.sh OUT}
 mkdir -p "$out"
-cal=$PWD/experiments/calibration/h200-llama-3.1-8b.json
+cal=$PWD/experiments/calibration/h200.json
 python3 - "$out" "$cal" <<'PY'
 import json, sys
 out, cal = sys.argv[1:]

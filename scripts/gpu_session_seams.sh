@@ -12,7 +12,7 @@ mkdir -p "$out"
   [ -x .bundle/bin/$t ] || continue
   .bundle/run $t > "$out/$t.log" 2>&1; echo "$t: rc $? $(tail -1 "$out/$t.log")"; gzip -f "$out/$t.log"
 done
-cal=$PWD/experiments/calibration/h200-llama-3.1-8b.json
+cal=$PWD/experiments/calibration/h200.json
 w='"workload": {"arrival": {"process": "poisson", "rate": 8}, "prompt": {"dist": "uniform", "min": 200, "max": 3000}, "decode": {"dist": "uniform", "min": 32, "max": 160}, "num_requests": 96, "max_context": 4096}'
 echo "{\"name\": \"pf\", \"model\": \"llama-3.1-8b\", $w, \"serving\": {\"max_active\": 16, \"kv_pages\": 2000}, \"route\": {\"policy\": \"adaptive\", \"calibration\": \"$cal\"}, \"run\": {\"seed\": 3}}" > "$out/pf.json"
 echo "{\"name\": \"ch\", \"model\": \"llama-3.1-8b\", $w, \"serving\": {\"max_active\": 32, \"kv_pages\": 450, \"scheduler\": \"chunked\", \"token_budget\": 1024, \"preemption\": \"swap\", \"swap_pages\": 2000}, \"route\": {\"policy\": \"pkv_workqueue\", \"calibration\": \"$cal\"}, \"run\": {\"seed\": 3}}" > "$out/ch.json"

@@ -285,13 +285,26 @@ static cJSON *seed_json(uint64_t seed) {
     return cJSON_CreateString(digits);
 }
 
-/* No route.calibration: route.gpu's calibration for the run's kind of model, as
- * experiments/calibration/gpus.json names it (a served model's, or the study layer's);
- * an error naming the GPUs and kinds there otherwise. A placeholder is never chosen. */
+/* Whether route.gpu `gpu`'s file in the GPUs' index serves a run of `section`'s kind. */
+static bool gpu_serves(const cJSON *gpus, const char *gpu, const char *section) {
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(gpus, gpu);
+    if (!cJSON_IsString(f) || strchr(f->valuestring, '/')) return false;
+    char rel[300], path[1024];
+    snprintf(rel, sizeof rel, "experiments/calibration/%s", f->valuestring);
+    data_path(path, sizeof path, rel);
+    pkv_err ignored;
+    cJSON *cal = pkv_json_read(path, &ignored);
+    const bool ok = cal && pkv_calib_serves(cal, section);
+    cJSON_Delete(cal);
+    return ok;
+}
+
+/* No route.calibration: route.gpu's file, as experiments/calibration/gpus.json names
+ * it, where it serves the run's kind of model (a served model, or the study layer); an
+ * error naming the GPUs whose files do otherwise. A placeholder is never chosen. */
 static int choose_calibration(pkv_config *c, pkv_err *e) {
     const bool dense = pkv_model_dense(&c->model);
-    const char *kind = dense ? "served_model" : "study_layer";
-    const char *what = dense ? "served model's" : "study layer's";
+    const char *section = pkv_calib_section(dense);
     char index[1024];
     data_path(index, sizeof index, "experiments/calibration/gpus.json");
     pkv_err sub;
@@ -302,24 +315,24 @@ static int choose_calibration(pkv_config *c, pkv_err *e) {
                         "(%s); name a calibration file",
                         sub.msg);
     const cJSON *gpus = cJSON_GetObjectItemCaseSensitive(root, "gpus");
-    const cJSON *g = cJSON_GetObjectItemCaseSensitive(gpus, c->gpu);
-    const cJSON *f = cJSON_GetObjectItemCaseSensitive(g, kind);
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(gpus, c->gpu);
     int rc = 0;
-    if (cJSON_IsString(f) && !strchr(f->valuestring, '/')) {
+    if (gpu_serves(gpus, c->gpu, section)) {
         char rel[300];
         snprintf(rel, sizeof rel, "experiments/calibration/%s", f->valuestring);
         data_path(c->calibration, sizeof c->calibration, rel);
     } else {
         char known[512] = "";
         for (const cJSON *x = gpus ? gpus->child : NULL; x; x = x->next)
-            if (cJSON_GetObjectItemCaseSensitive(x, kind))
+            if (gpu_serves(gpus, x->string, section))
                 snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s",
                          *known ? ", " : "", x->string);
-        rc = g ? pkv_fail(e,
+        const char *what = dense ? "served model's" : "study layer's";
+        rc = f ? pkv_fail(e,
                           "route.calibration: none given, and route.gpu \"%s\" has no %s "
-                          "calibration in %s (GPUs with one: %s); name a file with "
-                          "route.calibration",
-                          c->gpu, what, index, *known ? known : "none")
+                          "calibration (a \"%s\" section in its file named by %s; GPUs with one: "
+                          "%s); name a file with route.calibration",
+                          c->gpu, what, section, index, *known ? known : "none")
                : pkv_fail(e,
                           "route.gpu: \"%s\" is not in %s (GPUs with a %s calibration: %s); "
                           "name a calibration file with route.calibration",
@@ -448,7 +461,9 @@ int pkv_config_check_memory(const pkv_config *c, double memory_gib, const char *
 static int fit_memory(pkv_config *c, const cJSON *root, pkv_err *e) {
     pkv_calib cal;
     pkv_err ignored;
-    if (pkv_calib_load(&cal, c->calibration, &ignored)) return 0;
+    if (pkv_calib_load(&cal, c->calibration, pkv_calib_section(pkv_model_dense(&c->model)),
+                       &ignored))
+        return 0;
     if (c->calib_overrides &&
         pkv_calib_apply(&cal, c->calib_overrides, "route.overrides", &ignored)) {
         pkv_calib_free(&cal);
@@ -631,6 +646,11 @@ static int parse_pool(pkv_config *c, const cJSON *root, const cJSON *o, const ch
             return -1;
         }
         if (!mine) continue;
+        if (!strcmp(over[k], "route")) {
+            pool->own_calibration =
+                cJSON_HasObjectItem(mine, "calibration") || cJSON_HasObjectItem(mine, "gpu");
+            pool->own_policy = cJSON_HasObjectItem(mine, "policy");
+        }
         cJSON *base = cJSON_GetObjectItemCaseSensitive(copy, over[k]);
         if (!base) base = cJSON_AddObjectToObject(copy, over[k]);
         for (const cJSON *m = mine->child; base && m; m = m->next) {

@@ -24,6 +24,9 @@ typedef struct pkv_pool {
     int replicas, role;
     struct pkv_config *cfg; /* its settings: the experiment's with the pool's model, serving
                                and route on top (owned) */
+    bool own_calibration;   /* its route names a calibration or GPU (the command line's
+                               --calibration leaves it) */
+    bool own_policy;        /* its route names a policy (--route leaves it) */
 } pkv_pool;
 
 /* fleet.autoscale: one pool's replicas between min and max, by a metric against its
@@ -119,7 +122,7 @@ typedef struct pkv_config {
     char policy[32];
     int bucket_mode; /* pkv_bucket_mode */
     char calibration[1024];
-    char gpu[32]; /* route.gpu: whose calibration a run without route.calibration takes */
+    char gpu[32];           /* route.gpu: whose calibration a run without route.calibration takes */
     cJSON *calib_overrides; /* owned; may be NULL */
     bool allow_other_gpu;   /* accept a calibration made on another GPU model */
     int64_t max_steps;      /* 0: no limit */

@@ -309,7 +309,7 @@ expect_fail fit-too-many-tests "more than 256 --test values" "$pkvsim" fit $(for
 # A served model's pool against the calibration's GPU memory: 65,536 pages of
 # Llama-3.1-8B (128 GiB beside 15 GiB of weights) are refused on the H200 with the most
 # that fit; left out, the pool is sized to them (the resolved configuration says so).
-h200="$src/experiments/calibration/h200-llama-3.1-8b.json"
+h200="$src/experiments/calibration/h200.json"
 case_json kv-pages-gpu "{\"model\": \"llama-3.1-8b\", \"serving\": {\"kv_pages\": 65536}, \"route\": {\"calibration\": \"$h200\"}}" \
   "128.0 GiB; with 15.0 GiB of weights"
 good "{\"model\": \"llama-3.1-8b\", \"route\": {\"calibration\": \"$h200\"}}" > "$tmp/e.json"

@@ -15,7 +15,7 @@ echo '{"layers": 2, "hidden": 256, "hq": 4, "hkv": 2, "head_dim": 64, "intermedi
 echo '{"layers": 3, "hidden": 256, "hq": 4, "hkv": 2, "head_dim": 64, "intermediate": 512, "vocab": 1000}' \
   > "$tmp/data/experiments/models/env-only.json"
 src=$(cd "$(dirname "$0")/.." && pwd)
-for f in gpus.json h200-llama-3.1-8b.json; do
+for f in gpus.json h200.json; do
   cp "$src/experiments/calibration/$f" "$tmp/share/pkvsim/experiments/calibration/$f"
 done
 exp() {
@@ -30,7 +30,7 @@ exp installed-only
 "$tmp/bin/pkvsim" run -q "$tmp/e.json" > "$tmp/out" 2>&1; rc=$?
 check "a preset beside the installed program (exit $rc: $(head -c 300 "$tmp/out"))" '[ $rc -eq 0 ]'
 check "the calibration beside it is route.gpu's (gpus.json beside it)" \
-  'strings "$tmp/o.h5" | grep -q "share/pkvsim/experiments/calibration/h200-llama-3.1-8b.json"'
+  'strings "$tmp/o.h5" | grep -q "share/pkvsim/experiments/calibration/h200.json"'
 exp env-only
 PKVSIM_DATA="$tmp/data" "$tmp/bin/pkvsim" run -q "$tmp/e.json" > "$tmp/out" 2>&1; rc=$?
 check "a preset under \$PKVSIM_DATA (exit $rc: $(head -c 300 "$tmp/out"))" '[ $rc -eq 0 ]'

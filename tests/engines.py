@@ -49,7 +49,7 @@ def write(name, obj):
     return path
 
 
-CAL = f"{src}/experiments/calibration/h200-llama-3.1-8b.json"
+CAL = f"{src}/experiments/calibration/h200.json"
 US = {"iteration_us": 700, "per_request_us": 13, "per_prompt_token_us": 0.7}
 CLIENT_US = 4000
 
@@ -161,15 +161,30 @@ study = write("nocal_study.json", {"workload": {"arrival": {"process": "poisson"
 a100 = write("nocal_a100.json", {"model": "llama-3.1-8b", "route": {"gpu": "a100-80gb"},
                                  "workload": {"arrival": {"process": "poisson", "rate": 5},
                                               "num_requests": 4}})
-check("no calibration, a served model: the H200's fitted file",
-      resolved_cal(served).endswith("/h200-llama-3.1-8b.json"))
-check("no calibration, the study layer: the H200's fitted study-layer file",
-      resolved_cal(study).endswith("/h200-fit.json"))
+check("no calibration, a served model: the H200's file",
+      resolved_cal(served).endswith("/h200.json"))
+check("no calibration, the study layer: the H200's file too",
+      resolved_cal(study).endswith("/h200.json"))
 check("route.gpu a100-80gb: its derived preset", resolved_cal(a100).endswith("/a100-80gb-derived.json"))
 h = h5run(served)
 cfg = json.loads(h["config/resolved"][()])
 check("the run records the calibration it took (/config/resolved)",
-      cfg["route"]["calibration"].endswith("/h200-llama-3.1-8b.json") and cfg["route"]["gpu"] == "h200")
+      cfg["route"]["calibration"].endswith("/h200.json") and cfg["route"]["gpu"] == "h200")
+# The run records the calibration it applied: the file's top level with its kind's section.
+with open(CAL) as fh:
+    whole = json.load(fh)
+applied = json.loads(h["calibration/file"][()])
+check("the recorded calibration is the served model's section over the top level",
+      applied.get("section") == "served_model" and "study_layer" not in applied and
+      "served_model" not in applied and applied["gpu_name"] == whole["gpu_name"] and
+      applied["route_model"] == whole["served_model"]["route_model"] and
+      applied["beta_gbps"] == whole["served_model"]["beta_gbps"])
+hs = h5run(study)
+applied = json.loads(hs["calibration/file"][()])
+check("a study-layer run applies the study layer's section",
+      applied.get("section") == "study_layer" and
+      applied["route_model"] == whole["study_layer"]["route_model"] and
+      applied["sm_count"] == whole["sm_count"])
 bad = write("nocal_bad.json", {"route": {"gpu": "a100-80gb"}, "workload": {
     "arrival": {"process": "poisson", "rate": 5}, "num_requests": 4}})
 r = subprocess.run([pkvsim, "run", "-n", bad], capture_output=True, text=True)

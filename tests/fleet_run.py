@@ -259,7 +259,7 @@ else:
 import shutil
 own_cal = os.path.join(tmp, "pool_cal.json")
 shutil.copy(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "experiments",
-                         "calibration", "h200-fit.json"), own_cal)
+                         "calibration", "h200.json"), own_cal)
 before = open(own_cal, "rb").read()
 exp = dict(BASE, fleet={"pools": [{"name": "a", "replicas": 2, "route": {"calibration": own_cal}}]})
 path = os.path.join(tmp, "own_cal.json")
@@ -268,6 +268,37 @@ with open(path, "w") as f:
 r = subprocess.run([pkvsim, "run", "-q", "-o", own_cal, path], capture_output=True, text=True)
 if r.returncode == 0 or "a fleet pool's calibration file" not in r.stderr or open(own_cal, "rb").read() != before:
     fails.append(f"output over a pool's calibration: rc {r.returncode}, {r.stderr.strip()!r}")
+
+# --calibration and --route reach the pools that name none of their own; a pool that
+# names its calibration keeps it.
+cal_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "experiments", "calibration")
+POOLS = dict(BASE, fleet={"pools": [{"name": "a", "replicas": 1},
+                                    {"name": "b", "replicas": 1, "route": {"calibration": own_cal}}]})
+path = os.path.join(tmp, "pools_cli.json")
+with open(path, "w") as f:
+    json.dump(POOLS, f)
+
+
+def pool_tpot(*opts):
+    out = os.path.join(tmp, "pools_cli.h5")
+    if os.path.exists(out):
+        os.remove(out)
+    r = subprocess.run([pkvsim, "run", "-q", "-o", out, *opts, path], capture_output=True, text=True)
+    if r.returncode:
+        fails.append(f"pools with {opts}: {r.stderr.strip()}")
+        return [np.nan, np.nan]
+    q = table(out, "requests")
+    tpot = (q["t_finish"] - q["t_first_token"]) / np.maximum(q["generated"] - 1, 1)
+    return [float(np.nanmedian(tpot[(q["replica"] == i) & (q["generated"] > 1)])) for i in (0, 1)]
+
+
+plain = pool_tpot()
+placeholder = pool_tpot("-c", os.path.join(cal_dir, "default.json"))
+routed = pool_tpot("--route", "ref_paged")
+if not (placeholder[0] != plain[0] and placeholder[1] == plain[1]):
+    fails.append(f"--calibration and pools: TPOT p50 {plain} without, {placeholder} with")
+if not routed[0] != plain[0]:
+    fails.append(f"--route and pools: TPOT p50 {plain} without, {routed} with")
 
 # The cpu backend runs a small fleet (its attention on the CPU, timed by the wall clock).
 CPU = dict(BASE, run={"backend": "cpu"}, fleet={"replicas": 2, "router": "round_robin"})

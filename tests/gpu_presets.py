@@ -46,7 +46,7 @@ def tpot(calibration):
         return f["summary"].attrs["tpot_p50"]
 
 
-h200 = tpot(os.path.join(cal, "h200-llama-3.1-8b.json"))
+h200 = tpot(os.path.join(cal, "h200.json"))
 for name in shipped:
     with open(os.path.join(cal, name)) as f:
         ship = json.load(f)

@@ -176,8 +176,9 @@ done
 if [ "$(grep -c '^| rep ' "$tmp/cal.md")" != 1 ] || ! grep -q '^| rep .* | 2 |' "$tmp/cal.md"; then
   echo "FAIL one calibration in two folders: not one group of 2 runs"; cat "$tmp/cal.md"; rc=1
 fi
-# Predicted figures carry their calibration's per-step error (h200.json: calibrate's rms
-# per route), and a ratio inside the two groups' errors says so.
+# Predicted figures carry their calibration's per-step error (h200.json's study-layer
+# section: the fit's held-out error per route), and a ratio inside the two groups' errors
+# says so.
 mkdir -p "$tmp/me"
 for pol in ref_paged pkv_workqueue; do
   "$pkvsim" run -q "$tmp/e.json" --route $pol --seed 1 -c "$src/experiments/calibration/h200.json" \
@@ -186,15 +187,15 @@ done
 "$pkvsim" report "$tmp"/me/*.h5 --json "$tmp/me/r.json" > "$tmp/me/t.md" || { echo "FAIL report model error"; exit 1; }
 python3 - "$tmp/me/r.json" "$src/experiments/calibration/h200.json" <<'PY' || rc=1
 import json, sys
-r, cal = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+r, cal = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))["study_layer"]
 g = {x["policy"]: x for x in r["groups"]}
 fails = 0
 for pol in ("ref_paged", "pkv_workqueue"):
-    want = cal["fit"]["routes"][pol]["rms_rel_error"]
+    want = cal["fit"]["routes"][pol]["held_out_mape"]
     if abs(g[pol]["model_error"] - want) > 1e-9:
         fails += 1; print("FAIL model error", pol, g[pol]["model_error"], want)
 ratio = g["pkv_workqueue"]["ratio_vs_baseline"]
-both = sum(cal["fit"]["routes"][p]["rms_rel_error"] for p in ("ref_paged", "pkv_workqueue"))
+both = sum(cal["fit"]["routes"][p]["held_out_mape"] for p in ("ref_paged", "pkv_workqueue"))
 if g["pkv_workqueue"]["inside_model_error"] != (abs(ratio - 1) < both):
     fails += 1; print("FAIL inside flag", ratio, both, g["pkv_workqueue"]["inside_model_error"])
 sys.exit(1 if fails else 0)

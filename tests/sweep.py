@@ -219,7 +219,7 @@ if r.returncode or "running them again" not in r.stderr or \
         [int(point_attrs(sd_out, i)[0]["seed"]) for i in (0, 1)] != [8, 8]:
     fails.append(f"another --seed: rc {r.returncode}, {r.stderr.strip()[-300:]!r}")
 cal = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "experiments",
-                   "calibration", "h200-fit.json")
+                   "calibration", "default.json")
 r = run("-o", sd_out, "--seed", "8", "--calibration", cal, sd)
 if r.returncode or "2 finished points were run with other settings" not in r.stderr or \
         "already finished" in r.stderr:

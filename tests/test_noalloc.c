@@ -89,7 +89,7 @@ static long steps_allocs(pkv_backend_kind kind, const pkv_model *m, const char *
                          int32_t max_len, int check, pkv_err *e) {
     const pkvk_shape sh = pkv_model_attn_shape(m), *s = &sh;
     pkv_calib cal;
-    if (pkv_calib_load(&cal, TEST_CALIBRATION, e)) return -1;
+    if (pkv_calib_load(&cal, TEST_CALIBRATION, NULL, e)) return -1;
     cal.min_context = 0; /* let adaptive pick PersistentKV routes too */
     const int32_t bt_stride = (max_len + s->page_size - 1) / s->page_size;
     pkv_backend_spec bs = {

@@ -5,7 +5,9 @@
 #include "policy.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static pkv_step_view view(int rows, int64_t ctx, int G, double t_ref, double t_bucket,
                           double t_wq) {
@@ -23,6 +25,61 @@ static pkv_route adapt(const pkv_calib *c, const pkv_step_view *v, uint8_t want_
     pkv_route r = pkv_policy_adaptive(c, v, &why);
     CHECK(why == want_why, "%s: policy_why %u, expected %u", what, why, want_why);
     return r;
+}
+
+/* A calibration file with a section per kind of run: each kind reads its section's keys
+ * over the top level's and records what it applied; NULL reads the top level; a file
+ * without the run's section, a section inside a section and a section given as an
+ * override are errors naming it. */
+static void sections(void) {
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/pkv-sections-%d.json", (int)getpid());
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL, "cannot write %s", path);
+    if (!f) return;
+    fputs("{\"gpu_name\": \"G\", \"placeholder\": false, \"sm_count\": 100, \"beta_gbps\": 1000,"
+          " \"study_layer\": {\"beta_gbps\": 2000, \"note\": \"s\"},"
+          " \"served_model\": {\"beta_gbps\": 3000, \"sm_count\": 50}}",
+          f);
+    fclose(f);
+    pkv_calib c;
+    pkv_err e;
+    const double want[3] = {1000e9, 2000e9, 3000e9};
+    const char *sec[3] = {NULL, pkv_calib_section(false), pkv_calib_section(true)};
+    for (int k = 0; k < 3; k++) {
+        int rc = pkv_calib_load(&c, path, sec[k], &e);
+        CHECK(rc == 0, "section %s: %s", sec[k] ? sec[k] : "none", e.msg);
+        if (rc) continue;
+        cJSON *applied = cJSON_Parse(c.json);
+        const cJSON *s = cJSON_GetObjectItemCaseSensitive(applied, "section");
+        CHECK(c.beta == want[k] && c.sm_count == (k == 2 ? 50 : 100) &&
+                  !cJSON_HasObjectItem(applied, "study_layer") &&
+                  !cJSON_HasObjectItem(applied, "served_model") &&
+                  (sec[k] ? cJSON_IsString(s) && !strcmp(s->valuestring, sec[k]) : !s),
+              "section %s: beta %g, %d SMs, recorded %s", sec[k] ? sec[k] : "none", c.beta,
+              c.sm_count, c.json);
+        cJSON_Delete(applied);
+        pkv_calib_free(&c);
+    }
+    f = fopen(path, "w");
+    fputs("{\"study_layer\": {\"beta_gbps\": 2000}}", f);
+    fclose(f);
+    CHECK(pkv_calib_load(&c, path, pkv_calib_section(true), &e) == -1 && strstr(e.msg, path) &&
+              strstr(e.msg, "no \"served_model\" section") && strstr(e.msg, "has: study_layer"),
+          "a missing section: %s", e.msg);
+    f = fopen(path, "w");
+    fputs("{\"served_model\": {\"study_layer\": {}}}", f);
+    fclose(f);
+    CHECK(pkv_calib_load(&c, path, pkv_calib_section(true), &e) == -1 &&
+              strstr(e.msg, "served_model.study_layer"),
+          "a section in a section: %s", e.msg);
+    remove(path);
+    pkv_calib_defaults(&c);
+    cJSON *o = cJSON_Parse("{\"served_model\": {\"beta_gbps\": 1}}");
+    CHECK(pkv_calib_apply(&c, o, "route.overrides", &e) == -1 &&
+              strstr(e.msg, "route.overrides.served_model"),
+          "a section as an override: %s", e.msg);
+    cJSON_Delete(o);
 }
 
 int main(void) {
@@ -251,5 +308,6 @@ int main(void) {
     v.cand[PKV_ROUTE_FUSED].t_predicted = 1.0;
     uint8_t why;
     CHECK(p.choose(&p, &c, &v, &why) == PKV_ROUTE_FUSED && why == 0, "oracle min");
+    sections();
     CHECK_DONE();
 }

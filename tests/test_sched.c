@@ -136,7 +136,7 @@ int main(void) {
     uint64_t preempted = 0, mixed = 0, hits = 0, evictions = 0, swapped = 0, recomputed = 0;
     pkv_calib swap_cal;
     pkv_err ce;
-    CHECK(pkv_calib_load(&swap_cal, TEST_CALIBRATION, &ce) == 0, "%s", ce.msg);
+    CHECK(pkv_calib_load(&swap_cal, TEST_CALIBRATION, NULL, &ce) == 0, "%s", ce.msg);
     for (int trial = 0; trial < 24; trial++) {
         /* Preemption by swap on a quarter of the trials, under pools tight enough that
          * decode growth preempts: a host pool that holds every swap, or one so small
@@ -267,7 +267,7 @@ int main(void) {
                  4096, 0, "false", 512, "recompute", 0, TEST_CALIBRATION, 1, out);
         CHECK(pkv_config_parse(&cfg, strdup(text), "mixed.json", &e) == 0, "%s", e.msg);
         pkv_calib cal;
-        CHECK(pkv_calib_load(&cal, TEST_CALIBRATION, &e) == 0, "%s", e.msg);
+        CHECK(pkv_calib_load(&cal, TEST_CALIBRATION, NULL, &e) == 0, "%s", e.msg);
         /* the fitted prefill terms */
         cal.prefill_fixed_us = 700, cal.prefill_token_us = 3, cal.prefill_score_ps = 2;
         pkv_engine eng;

@@ -194,6 +194,19 @@ int pkv_cli_apply(pkv_config *cfg, const pkv_cli_overrides *o) {
         *dst = ms * 1e-3;
         p += used + (p[used] == ',');
     }
+    /* a fleet's pools take the calibration and policy given here, unless they name
+     * their own */
+    for (int i = 0; i < cfg->fleet.n_pools; i++) {
+        pkv_pool *p = &cfg->fleet.pools[i];
+        if (o->calibration && !p->own_calibration)
+            snprintf(p->cfg->calibration, sizeof p->cfg->calibration, "%s", o->calibration);
+        if (o->route && !p->own_policy)
+            snprintf(p->cfg->policy, sizeof p->cfg->policy, "%s", o->route);
+        if (pkv_config_resolve(p->cfg)) {
+            fputs("pkvsim: out of memory\n", stderr);
+            return 1;
+        }
+    }
     if (pkv_config_resolve(cfg)) {
         fputs("pkvsim: out of memory\n", stderr);
         return 1;

@@ -61,7 +61,8 @@ int pkv_bench_allreduce_main(int argc, char **argv) {
         fprintf(stderr, "pkvsim bench allreduce: %s\n", e.msg);
         return 2;
     }
-    if (pkv_calib_load(&cal, cal_path ? cal_path : cfg.calibration, &e)) {
+    /* the GPU's constants: a file's top level */
+    if (pkv_calib_load(&cal, cal_path ? cal_path : cfg.calibration, NULL, &e)) {
         fprintf(stderr, "pkvsim bench allreduce: %s\n", e.msg);
         pkv_config_free(&cfg);
         return 2;

@@ -65,13 +65,9 @@ static void run_case(const void *arg, void *result) {
     pkv_config cfg;
     pkv_calib cal;
     pkv_err e;
-    int bad = pkv_config_parse(&cfg, strdup(text), "bench-fleet.json", &e);
-    /* the fitted H200 file beside the default one the data path found */
-    char *slash = bad ? NULL : strrchr(cfg.calibration, '/');
-    if (slash)
-        snprintf(slash + 1, sizeof cfg.calibration - (size_t)(slash + 1 - cfg.calibration),
-                 "h200-fit.json");
-    if (bad || pkv_calib_load(&cal, cfg.calibration, &e)) {
+    /* the calibration route.gpu's default (the H200) gives a served model */
+    if (pkv_config_parse(&cfg, strdup(text), "bench-fleet.json", &e) ||
+        pkv_calib_load(&cal, cfg.calibration, pkv_calib_section(true), &e)) {
         snprintf(r->err, sizeof r->err, "%s", e.msg);
         return;
     }

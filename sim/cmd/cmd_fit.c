@@ -22,7 +22,8 @@ enum { MAX_FILES = 256 };
 
 static void usage(void) {
     puts("usage: pkvsim fit FILE.h5... [--test FILE.h5]... [--base CALIBRATION.json]\n"
-         "                 [-o OUT.json] [--out TABLE.md] [--keep-gates]\n"
+         "                 [--section study_layer|served_model] [-o OUT.json]\n"
+         "                 [--out TABLE.md] [--keep-gates]\n"
          "Fits the structured cost model (experiments/README.md, \"route_model\") of every\n"
          "route to the steps of runs on a measuring backend (cuda): each step's counters\n"
          "in /steps against its measured t_device (per layer for a full model), warm-up\n"
@@ -47,7 +48,11 @@ static void usage(void) {
          "rooflines is fitted too, linear in their prompt tokens and attention scores (GSL\n"
          "weighted least squares on the relative error, no term negative):\n"
          "prefill_fixed_us, prefill_token_us and prefill_score_ps. A sweep file's points\n"
-         "are runs.");
+         "are runs.\n"
+         "A base with a section per kind of run (experiments/calibration/h200.json) is\n"
+         "written whole with the runs' section refitted: --section, else the section the\n"
+         "first run applied (its recorded calibration says; runs recorded before sections\n"
+         "need --section).");
 }
 
 typedef struct fit_set {
@@ -256,15 +261,16 @@ static void emit(const char *fmt, ...) {
 }
 
 int pkv_cmd_fit(int argc, char **argv) {
-    const char *test_v[MAX_FILES], *base = NULL, *out = NULL, *table = NULL;
+    const char *test_v[MAX_FILES], *base = NULL, *out = NULL, *table = NULL, *section = NULL;
     pkv_cli_list test_l = {test_v, 0};
     int keep_gates = 0;
     const pkv_cli_opt opts[] = {{"test", 't', PKV_CLI_LIST, &test_l, MAX_FILES},
                                 {"base", 'b', PKV_CLI_STRING, &base, 0},
                                 {"output", 'o', PKV_CLI_STRING, &out, 0},
                                 {"out", 'T', PKV_CLI_STRING, &table, 0},
-                                {"keep-gates", 'k', PKV_CLI_FLAG, &keep_gates, 0}};
-    const int orc = pkv_cli_options("fit", argc, argv, opts, 5, usage);
+                                {"keep-gates", 'k', PKV_CLI_FLAG, &keep_gates, 0},
+                                {"section", 's', PKV_CLI_STRING, &section, 0}};
+    const int orc = pkv_cli_options("fit", argc, argv, opts, 6, usage);
     if (orc >= 0) return orc;
     const char *const *tests = test_l.v;
     const int n_tests = test_l.n;
@@ -286,15 +292,49 @@ int pkv_cmd_fit(int argc, char **argv) {
         fprintf(stderr, "pkvsim fit: %s\n", e.msg);
         return 1;
     }
+    if (section && strcmp(section, pkv_calib_section(false)) &&
+        strcmp(section, pkv_calib_section(true))) {
+        fprintf(stderr, "pkvsim fit: --section: \"%s\" is not %s or %s\n", section,
+                pkv_calib_section(false), pkv_calib_section(true));
+        return 2;
+    }
     pkv_calib cal;
-    char *base_text = NULL, cal_path[96] = "calibration/file", (*first)[32] = NULL;
+    char *base_text = NULL, cal_path[96] = "calibration/file", (*first)[32] = NULL, ran[16] = "";
     int n_first = 0;
-    if (!base && !pkv_h5_runs(fits[0], &first, &n_first, &e) && n_first > 0 && *first[0])
+    if (!pkv_h5_runs(fits[0], &first, &n_first, &e) && n_first > 0 && *first[0])
         snprintf(cal_path, sizeof cal_path, "%s/calibration/file", first[0]);
     free(first);
-    if (base ? pkv_calib_load(&cal, base, &e)
-             : pkv_h5_read_text(fits[0], cal_path, &base_text, &e)) {
+    /* the first run's calibration: the base without --base, and the section it applied */
+    if (pkv_h5_read_text(fits[0], cal_path, &base_text, &e) && !base) {
         fprintf(stderr, "pkvsim fit: %s\n", e.msg);
+        return 1;
+    }
+    if (!section && base_text) {
+        cJSON *o = cJSON_Parse(base_text);
+        const cJSON *s = cJSON_GetObjectItemCaseSensitive(o, "section");
+        if (cJSON_IsString(s)) snprintf(ran, sizeof ran, "%s", s->valuestring);
+        cJSON_Delete(o);
+        section = *ran ? ran : NULL;
+    }
+    /* a base with sections: the whole file, written back with the runs' section refitted */
+    cJSON *whole = base ? pkv_json_read(base, &e) : NULL;
+    if (base && (!whole || (pkv_calib_sectioned(whole) && !section))) {
+        if (whole)
+            fprintf(stderr,
+                    "pkvsim fit: %s has a section per kind of run, and %s does not say which it "
+                    "ran with: give --section\n",
+                    base, fits[0]);
+        else
+            fprintf(stderr, "pkvsim fit: %s\n", e.msg);
+        cJSON_Delete(whole);
+        free(base_text);
+        return 1;
+    }
+    if (whole && !pkv_calib_sectioned(whole)) cJSON_Delete(whole), whole = NULL;
+    if (base) free(base_text), base_text = NULL;
+    if (base && pkv_calib_load(&cal, base, section, &e)) {
+        fprintf(stderr, "pkvsim fit: %s\n", e.msg);
+        cJSON_Delete(whole);
         return 1;
     }
     if (!base) {
@@ -459,8 +499,16 @@ int pkv_cmd_fit(int argc, char **argv) {
     }
     g_out = NULL;
     if (!rc && out) {
-        cJSON *root = cJSON_Parse(cal.json);
-        if (!root) root = cJSON_CreateObject();
+        cJSON *root = whole ? whole : cJSON_Parse(cal.json), *dst = root;
+        whole = NULL;
+        if (!root) root = dst = cJSON_CreateObject();
+        if (cJSON_HasObjectItem(root, section ? section : "")) {
+            dst = cJSON_GetObjectItemCaseSensitive(root, section);
+        } else if (pkv_calib_sectioned(root)) { /* a section the base lacks */
+            dst = cJSON_AddObjectToObject(root, section);
+        } else { /* a flat file: no section applied */
+            cJSON_DeleteItemFromObjectCaseSensitive(root, "section");
+        }
         const char *drop[] = {"route_model",
                               "route_model_by_group",
                               "flashinfer_decode_ctas_by_group",
@@ -469,16 +517,16 @@ int pkv_cmd_fit(int argc, char **argv) {
                               "note",
                               "date"};
         for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++)
-            cJSON_DeleteItemFromObjectCaseSensitive(root, drop[i]);
+            cJSON_DeleteItemFromObjectCaseSensitive(dst, drop[i]);
         if (!keep_gates) {
             static const char *const flat[] = {"min_context_tokens", "margin_small", "margin_large",
                                                "gqa_group"};
             for (size_t i = 0; i < sizeof flat / sizeof flat[0]; i++)
-                cJSON_DeleteItemFromObjectCaseSensitive(root, flat[i]);
+                cJSON_DeleteItemFromObjectCaseSensitive(dst, flat[i]);
         }
         strftime(when, sizeof when, "%Y-%m-%d", gmtime(&now));
-        cJSON_AddStringToObject(root, "date", when);
-        cJSON_AddStringToObject(root, "note",
+        cJSON_AddStringToObject(dst, "date", when);
+        cJSON_AddStringToObject(dst, "note",
                                 "route_model (and the prefill terms where the runs hold prefills) "
                                 "fitted by pkvsim fit to measured steps (see fit); the other "
                                 "constants are the base calibration's.");
@@ -490,11 +538,11 @@ int pkv_cmd_fit(int argc, char **argv) {
             const double pv[4] = {fitted.prefill_fixed_us, fitted.prefill_token_us,
                                   fitted.prefill_score_ps, fitted.prefill_row_us};
             for (int k = 0; k < 4; k++) {
-                cJSON_DeleteItemFromObjectCaseSensitive(root, pk[k]);
-                cJSON_AddNumberToObject(root, pk[k], pv[k]);
+                cJSON_DeleteItemFromObjectCaseSensitive(dst, pk[k]);
+                cJSON_AddNumberToObject(dst, pk[k], pv[k]);
             }
         }
-        cJSON *f = cJSON_AddObjectToObject(root, "fit");
+        cJSON *f = cJSON_AddObjectToObject(dst, "fit");
         cJSON *files = cJSON_AddArrayToObject(f, "files");
         for (int i = 0; i < n_fit; i++) cJSON_AddItemToArray(files, cJSON_CreateString(fits[i]));
         cJSON *held = cJSON_AddArrayToObject(f, "held_out");
@@ -515,6 +563,7 @@ int pkv_cmd_fit(int argc, char **argv) {
     }
     cJSON_Delete(routes);
 done:
+    cJSON_Delete(whole);
     for (int i = 0; per_test && i < n_tests; i++) set_free(&per_test[i]);
     free(per_test);
     set_free(&fit);

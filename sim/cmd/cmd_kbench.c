@@ -162,7 +162,8 @@ int pkv_bench_kernels_main(int argc, char **argv) {
     }
     pkv_calib cal;
     pkv_err e;
-    if (calfile ? pkv_calib_load(&cal, calfile, &e) : (pkv_calib_defaults(&cal), 0)) {
+    if (calfile ? pkv_calib_load(&cal, calfile, pkv_calib_section(false), &e)
+                : (pkv_calib_defaults(&cal), 0)) {
         fprintf(stderr, "pkvsim bench kernels: %s\n", e.msg);
         return 1;
     }
