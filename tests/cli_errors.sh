@@ -238,6 +238,29 @@ expect_fail fit-no-args "measured runs" "$pkvsim" fit
 cp "$tmp/model.h5" "$tmp/keep.h5"
 expect_fail fit-onto-input "is an input" "$pkvsim" fit "$tmp/model.h5" -o "$tmp/model.h5"
 if cmp -s "$tmp/model.h5" "$tmp/keep.h5"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL fit destroyed its input"; fi
+# pkvsim fit onto a base with a section per kind of run: the base written whole, the runs'
+# section (the one they applied: the study layer's) refitted, the other as it was; runs
+# that do not say which they applied need --section; a bad --section is named.
+h200s="$src/experiments/calibration/h200.json"
+good "{\"serving\": {\"max_active\": 4, \"kv_pages\": 2000}, \"route\": {\"policy\": \"pkv_workqueue\", \"calibration\": \"$h200s\"}, \"workload\": {\"num_requests\": 6, \"decode\": {\"dist\": \"fixed\", \"value\": 8}}}" > "$tmp/e.json"
+"$pkvsim" run -q --backend cpu -o "$tmp/cpu.h5" "$tmp/e.json" >/dev/null 2>&1
+"$pkvsim" fit "$tmp/cpu.h5" --base "$h200s" -o "$tmp/fitted.json" >/dev/null 2>&1
+check fit-sectioned 'python3 - "$h200s" "$tmp/fitted.json" <<'"'"'PY'"'"'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+top = [k for k in a if k not in ("study_layer", "served_model")]
+sys.exit(0 if b["served_model"] == a["served_model"] and "route_model" not in b and
+         b["study_layer"]["route_model"] != a["study_layer"]["route_model"] and
+         b["study_layer"]["fit"]["files"][0].endswith("cpu.h5") and
+         all(b[k] == a[k] for k in top) else 1)
+PY'
+"$pkvsim" run -q --backend cpu -o "$tmp/cpuflat.h5" "$tmp/e.json" -c "$cal" >/dev/null 2>&1
+expect_fail fit-which-section "does not say which it ran with: give --section" "$pkvsim" fit "$tmp/cpuflat.h5" --base "$h200s" -o "$tmp/out.json"
+expect_fail fit-bad-section '--section: "decode" is not study_layer or served_model' "$pkvsim" fit "$tmp/cpu.h5" --section decode
+# A study-layer run on a calibration with a served model's section only: refused, naming
+# the file and the section.
+case_json study-on-served "{\"route\": {\"calibration\": \"$src/experiments/calibration/h100-sxm-derived.json\"}}" \
+  'h100-sxm-derived.json: no "study_layer" section, which a run of this kind reads (the file has: served_model)'
 # --help and --version answer
 # pkvsim calibrate's options are refused before it looks for a GPU (a build with CUDA)
 if "$pkvsim" calibrate --help >/dev/null 2>&1; then

@@ -305,11 +305,11 @@ int pkv_cmd_fit(int argc, char **argv) {
         snprintf(cal_path, sizeof cal_path, "%s/calibration/file", first[0]);
     free(first);
     /* the first run's calibration: the base without --base, and the section it applied */
-    if (pkv_h5_read_text(fits[0], cal_path, &base_text, &e) && !base) {
+    if (pkv_h5_read_text(fits[0], cal_path, &base_text, &e)) {
         fprintf(stderr, "pkvsim fit: %s\n", e.msg);
         return 1;
     }
-    if (!section && base_text) {
+    if (!section) {
         cJSON *o = cJSON_Parse(base_text);
         const cJSON *s = cJSON_GetObjectItemCaseSensitive(o, "section");
         if (cJSON_IsString(s)) snprintf(ran, sizeof ran, "%s", s->valuestring);
@@ -531,7 +531,7 @@ int pkv_cmd_fit(int argc, char **argv) {
                                 "fitted by pkvsim fit to measured steps (see fit); the other "
                                 "constants are the base calibration's.");
         if (keep_gates) fitted.gates_set = false; /* the base's stay as they are in the file */
-        pkv_calib_route_model_json(&fitted, root);
+        pkv_calib_route_model_json(&fitted, dst);
         if (prefill_fitted) {
             const char *pk[4] = {"prefill_fixed_us", "prefill_token_us", "prefill_score_ps",
                                  "prefill_row_us"};
