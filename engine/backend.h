@@ -14,6 +14,13 @@
 #include "pkv_record.h"
 #include "pkvk.h"
 
+/* A full model's forward over prompt tokens holds this many at most (its activation
+ * rows, at least the batch's rows): the cpu and cuda backends run a longer prefill
+ * batch as forwards of this many, and prefill_first's batches are this large by
+ * default (serving.prefill_batch_tokens) so that each prompt's first token is its own
+ * forward's. */
+enum { PKV_FORWARD_TOKENS = 8192 };
+
 /* A prefill batch, or the prompt chunks of a mixed iteration; host memory. Piece i
  * covers positions [starts[i], starts[i] + lens[i]) of its prompt and attends to
  * every earlier position of it (in the pages, written by earlier chunks); its pages

@@ -123,16 +123,13 @@ static void cpu_destroy(pkv_backend *base) {
     free(b);
 }
 
-/* A full model's prefill chunk at most (as the cuda backend's). */
-enum { PREFILL_CHUNK = 8192 };
-
 pkv_backend *pkv_backend_cpu_create(const pkv_model *md, int32_t n_pages, int32_t cap_rows,
                                     int32_t cap_slots, uint64_t seed, pkv_err *e) {
     const pkvk_shape sh = pkv_model_attn_shape(md), *s = &sh;
     const pkvk_model_shape ms = pkv_model_gpu_shape(md);
     size_t pool = (size_t)n_pages * s->hkv * s->page_size * s->d;
     const int dense = pkv_model_dense(md);
-    const int32_t chunk = cap_rows > PREFILL_CHUNK ? cap_rows : PREFILL_CHUNK;
+    const int32_t chunk = cap_rows > PKV_FORWARD_TOKENS ? cap_rows : PKV_FORWARD_TOKENS;
     const size_t model_bytes = dense ? pkvk_cpu_model_bytes(&ms, cap_rows, chunk, n_pages) : 0;
     if (model_bytes > (size_t)CPU_POOL_LIMIT_MIB << 20) {
         pkv_fail(e,

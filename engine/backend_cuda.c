@@ -556,9 +556,6 @@ static void cuda_destroy(pkv_backend *base) {
     free(b);
 }
 
-/* A prefill chunk's tokens at most (the full model's activation rows). */
-enum { PREFILL_CHUNK = 8192 };
-
 pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec *spec,
                                      int32_t cap_rows, int32_t cap_slots, int32_t cap_tasks,
                                      pkv_err *e) {
@@ -579,7 +576,7 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec
     /* run.layers_measured: only the first layers exist on the GPU (weights, pools) */
     if (dense && spec->layers_measured > 0 && spec->layers_measured < ms.layers)
         ms.layers = spec->layers_measured;
-    const int32_t cap_tokens = cap_rows > PREFILL_CHUNK ? cap_rows : PREFILL_CHUNK;
+    const int32_t cap_tokens = cap_rows > PKV_FORWARD_TOKENS ? cap_rows : PKV_FORWARD_TOKENS;
     const int32_t max_prompt = bt_stride * s->page_size;
     /* a replica of a model another cuda backend holds reads that one's weights */
     const cuda_backend *donor =

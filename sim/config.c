@@ -1,6 +1,7 @@
 #define _DEFAULT_SOURCE /* realpath */
 #include "config.h"
 #include "fleet.h"
+#include "backend.h"
 #include "calib.h"
 #include "config_workload.h"
 #include "jsonv.h"
@@ -344,6 +345,12 @@ static int choose_calibration(pkv_config *c, pkv_err *e) {
 
 /* What the rows cannot say: cross-key rules, paths, derived fields. */
 static int finish_sections(pkv_config *c, const cJSON *root, pkv_err *e) {
+    /* prefill_first on a served model: batches of one forward each unless given (by the
+     * experiment or its engine profile), so that a prompt's first token is its forward's */
+    const cJSON *sv = cJSON_GetObjectItemCaseSensitive(root, "serving");
+    if (c->scheduler == PKV_SCHED_PREFILL_FIRST && pkv_model_dense(&c->model) &&
+        c->prefill_batch_tokens == 0 && !cJSON_HasObjectItem(sv, "prefill_batch_tokens"))
+        c->prefill_batch_tokens = PKV_FORWARD_TOKENS;
     if (c->bucket_len > 0 && c->page_tables != PKV_PAGE_TABLES_GENERATOR)
         return pkv_fail(e, "serving.page_tables.bucket_len: only with mode \"generator\"");
     if (c->preemption == PKV_PREEMPT_SWAP) {

@@ -136,17 +136,27 @@ check("serving.engine pkvsim: the datasets of a run without it", same)
 check("no profile: no t_host_engine column", "t_host_engine" not in plain["steps"])
 
 # ---- prefill batches of at most prefill_batch_tokens: a TTFT per forward ---------------
-f = h5run(experiment("pbt.json", {"scheduler": "prefill_first", "prefill_batch_tokens": 8192,
-                                  "max_active": 64},
-                     {"arrival": {"process": "closed", "concurrency": 64},
-                      "prompt": {"dist": "fixed", "value": 1024},
-                      "decode": {"dist": "fixed", "value": 4}, "num_requests": 64}))
+# A forward's 8192 tokens is also the default for a served model under prefill_first;
+# 0 puts every admitted prompt in one batch (its TTFTs all at its end).
+PBT = ({"arrival": {"process": "closed", "concurrency": 64},
+        "prompt": {"dist": "fixed", "value": 1024},
+        "decode": {"dist": "fixed", "value": 4}, "num_requests": 64})
+for name, given in (("given", {"prefill_batch_tokens": 8192}), ("default", {})):
+    exp = experiment(f"pbt_{name}.json", dict({"scheduler": "prefill_first", "max_active": 64}, **given),
+                     PBT)
+    f = h5run(exp)
+    p, r = cols(f, "prefills"), cols(f, "requests")
+    ttft = np.sort(r["t_first_token"] - r["t_arrival"])
+    check(f"prefill_batch_tokens 8192 ({name}): 64 prompts of 1K in 8 forwards of 8 prompts",
+          len(p["tokens"]) == 8 and set(p["tokens"].tolist()) == {8192} and
+          json.loads(f["config/resolved"][()])["serving"]["prefill_batch_tokens"] == 8192)
+    check(f"each prompt's TTFT is its own forward's end ({name}): 8 values, 8 prompts each, increasing",
+          len(np.unique(np.round(ttft, 12))) == 8 and np.all(np.diff(np.unique(np.round(ttft, 12))) > 0))
+f = h5run(experiment("pbt_all.json", {"scheduler": "prefill_first", "max_active": 64,
+                                      "prefill_batch_tokens": 0}, PBT))
 p, r = cols(f, "prefills"), cols(f, "requests")
-ttft = np.sort(r["t_first_token"] - r["t_arrival"])
-check("prefill_batch_tokens 8192: 64 prompts of 1K in 8 forwards of 8 prompts",
-      len(p["tokens"]) == 8 and set(p["tokens"].tolist()) == {8192})
-check("each prompt's TTFT is its own forward's end: 8 values, 8 prompts each, increasing",
-      len(np.unique(np.round(ttft, 12))) == 8 and np.all(np.diff(np.unique(np.round(ttft, 12))) > 0))
+check("prefill_batch_tokens 0: one batch of every prompt, one TTFT",
+      len(p["tokens"]) == 1 and len(np.unique(r["t_first_token"] - r["t_arrival"])) == 1)
 
 # ---- route.gpu: a run without a calibration takes its GPU's, and records its name -------
 def resolved_cal(exp):
