@@ -19,7 +19,9 @@ enum { CPU_POOL_LIMIT_MIB = 2048 };
 typedef struct cpu_backend {
     pkv_backend base;
     pkvk_shape shape;
-    uint16_t *k, *v, *q; /* pools [n_pages][hkv][ps][d]; q [cap_rows][hq][d] */
+    uint16_t *k, *v, *q;      /* pools [n_pages][hkv][ps][d] (kv_dtype; FP8: bytes); q
+                                 [cap_rows][hq][d] (dtype) */
+    float *k_scale, *v_scale; /* FP8 KV: [n_pages][hkv] (fp8_scale's) */
     float *o, *o_ref, *part;
     size_t part_cap; /* floats: the planner's most partial states, sized at start */
     pkv_tensors t;
@@ -31,13 +33,28 @@ static size_t page_elems(const pkvk_shape *s) {
     return (size_t)s->hkv * s->page_size * s->d;
 }
 
+/* FP8 KV: the scale of one page's K (or V) of a KV head. The tensors are N(0, 1):
+ * 4.5 to 6.5 standard deviations reach E4M3's 448 (a rarer value saturates), varied by
+ * page and head so that a scale read at the wrong index shows in the check. */
+static float fp8_scale(size_t page_head) {
+    return (4.5f + 0.5f * (float)(page_head % 5)) / 448.f;
+}
+
+/* Element j of a pool (or a row's K/V appended at j) from an FP16 tensor value, in the
+ * pool's type (FP8: over its page and head's scale). */
+static void put_kv(const cpu_backend *b, uint16_t *pool, const float *scale, size_t j, uint16_t h) {
+    const pkvk_shape *s = &b->shape;
+    const float c = scale ? scale[j / ((size_t)s->page_size * s->d)] : 1.f;
+    pkvk_store(s->kv_dtype, pool, j, pkvk_h2f(h) / c);
+}
+
 /* The listed pages (all of the first n when pages is NULL) get the pool's tiles. */
 static void fill_pages(cpu_backend *b, const int32_t *pages, int32_t n) {
     size_t pe = page_elems(&b->shape);
     for (int32_t i = 0; i < n; i++)
         for (size_t j = (size_t)(pages ? pages[i] : i) * pe, end = j + pe; j < end; j++) {
-            b->k[j] = b->t.blk_k[j % PKV_TENSOR_BLOCK];
-            b->v[j] = b->t.blk_v[j % PKV_TENSOR_BLOCK];
+            put_kv(b, b->k, b->k_scale, j, b->t.blk_k[j % PKV_TENSOR_BLOCK]);
+            put_kv(b, b->v, b->v_scale, j, b->t.blk_v[j % PKV_TENSOR_BLOCK]);
         }
 }
 
@@ -64,11 +81,13 @@ static int cpu_prepare(pkv_backend *base, const pkv_batch_view *v, pkv_err *e) {
         size_t src = (size_t)((b->next_src + i) % PKV_TENSOR_SRC_ROWS);
         for (int h = 0; h < s->hkv; h++) {
             size_t off = (((size_t)page * s->hkv + h) * s->page_size + t % s->page_size) * s->d;
-            memcpy(b->k + off, b->t.src_k + (src * s->hkv + h) * s->d, 2 * (size_t)s->d);
-            memcpy(b->v + off, b->t.src_v + (src * s->hkv + h) * s->d, 2 * (size_t)s->d);
+            for (int j = 0; j < s->d; j++) {
+                put_kv(b, b->k, b->k_scale, off + j, b->t.src_k[(src * s->hkv + h) * s->d + j]);
+                put_kv(b, b->v, b->v_scale, off + j, b->t.src_v[(src * s->hkv + h) * s->d + j]);
+            }
         }
-        memcpy(b->q + (size_t)i * s->hq * s->d, b->t.src_q + src * s->hq * s->d,
-               2 * (size_t)s->hq * s->d);
+        for (size_t j = 0, n = (size_t)s->hq * s->d; j < n; j++)
+            pkvk_store(s->dtype, b->q, (size_t)i * n + j, pkvk_h2f(b->t.src_q[src * n + j]));
     }
     b->next_src += v->n_rows;
     return 0;
@@ -82,8 +101,10 @@ static int cpu_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan *
     if (pkvk_partial_floats(s, plan->n_slots) > b->part_cap)
         return pkv_fail(e, "cpu backend: a plan of %d partial states, sized for %zu", plan->n_slots,
                         b->part_cap / pkvk_partial_floats(s, 1));
-    pkvk_batch batch = {*s,   v->n_rows,      b->q,         NULL,        b->k,
-                        b->v, v->block_table, v->bt_stride, v->seq_lens, 1.0f / sqrtf((float)s->d)};
+    pkvk_batch batch = {
+        *s,         v->n_rows,      b->q,         NULL,        b->k,
+        b->v,       v->block_table, v->bt_stride, v->seq_lens, 1.0f / sqrtf((float)s->d),
+        b->k_scale, b->v_scale};
     const pkv_route_ops *ops = pkv_route_ops_of(plan->route);
     const pkvk_cpu_attend attend = ops ? ops->cpu_attend : NULL;
     int rc;
@@ -115,6 +136,7 @@ static void cpu_destroy(pkv_backend *base) {
         pkvk_cpu_model_destroy(b->model); /* and its pools */
     else
         free(b->k), free(b->v);
+    free(b->k_scale), free(b->v_scale);
     free(b->q);
     free(b->o);
     free(b->o_ref);
@@ -166,8 +188,15 @@ pkv_backend *pkv_backend_cpu_create(const pkv_model *md, int32_t n_pages, int32_
         b->k = pkvk_cpu_model_kv(b->model, 0, 0); /* layer 0's, which the check reads */
         b->v = pkvk_cpu_model_kv(b->model, 0, 1);
     } else {
-        b->k = malloc(pool * 2);
-        b->v = malloc(pool * 2);
+        b->k = malloc(pool * pkvk_dtype_bytes(s->kv_dtype));
+        b->v = malloc(pool * pkvk_dtype_bytes(s->kv_dtype));
+        if (s->kv_dtype == PKVK_FP8_E4M3) {
+            const size_t heads = (size_t)n_pages * s->hkv;
+            b->k_scale = malloc(heads * sizeof(float));
+            b->v_scale = malloc(heads * sizeof(float));
+            for (size_t j = 0; b->k_scale && b->v_scale && j < heads; j++)
+                b->k_scale[j] = fp8_scale(j), b->v_scale[j] = fp8_scale(j + 2);
+        }
     }
     b->q = malloc(qn * 2);
     b->o = malloc(qn * 4);
@@ -175,6 +204,7 @@ pkv_backend *pkv_backend_cpu_create(const pkv_model *md, int32_t n_pages, int32_
     b->part_cap = pkvk_partial_floats(s, cap_slots);
     b->part = malloc(b->part_cap * sizeof(float));
     if (!b->k || !b->v || !b->q || !b->o || !b->o_ref || !b->part ||
+        (s->kv_dtype == PKVK_FP8_E4M3 && !dense && (!b->k_scale || !b->v_scale)) ||
         pkv_tensors_make(&b->t, s, seed)) {
         cpu_destroy(&b->base);
         pkv_fail(e, "cpu backend: out of host memory for a %zu MiB KV pool", pool * 4 >> 20);

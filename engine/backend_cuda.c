@@ -225,7 +225,8 @@ static int forward(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *pl
     const pkv_prefill_view *c = v->chunks;
     step_hooks h = {
         b,
-        {*s, rows, b->q, b->o, NULL, NULL, b->bt, b->bt_stride, b->lens, 1.0f / sqrtf((float)s->d)},
+        {*s, rows, b->q, b->o, NULL, NULL, b->bt, b->bt_stride, b->lens, 1.0f / sqrtf((float)s->d),
+         NULL, NULL},
         plan,
         check,
         capture,
@@ -362,7 +363,8 @@ static int cuda_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan 
     if (b->model) return run_model(b, v, plan, check, rec, e);
     const pkvk_shape *s = &b->shape;
     pkvk_batch batch = {*s,   v->n_rows, b->q,         b->o,    b->k,
-                        b->v, b->bt,     b->bt_stride, b->lens, 1.0f / sqrtf((float)s->d)};
+                        b->v, b->bt,     b->bt_stride, b->lens, 1.0f / sqrtf((float)s->d),
+                        NULL, NULL}; /* FP16 KV (pkv_backend_supports) */
     int launches;
     float ms;
     const int fi = pkv_route_is_flashinfer(plan->route);

@@ -23,8 +23,19 @@ void pkv_backend_device_name(pkv_backend_kind k, char *name, size_t n) {
  * 1 to 8 query heads per KV head (FlashInfer's routes 1, 2, 4 or 8); the model and cpu
  * backends any shape. */
 int pkv_backend_supports(pkv_backend_kind k, const pkv_model *m, pkv_err *e) {
-    if (pkv_backend_resolve(k) != PKV_BACKEND_CUDA) return 0;
+    const pkv_backend_kind kind = pkv_backend_resolve(k);
     const pkvk_shape s = pkv_model_attn_shape(m);
+    const bool fp16 = s.dtype == PKVK_FP16 && s.kv_dtype == PKVK_FP16;
+    if (kind == PKV_BACKEND_MODEL || (kind == PKV_BACKEND_CPU && (fp16 || !pkv_model_dense(m))))
+        return 0;
+    if (!fp16)
+        return pkv_fail(e,
+                        "model %s: model.dtype %s with model.kv_dtype %s runs on the model "
+                        "backend (its cost counts the KV type's bytes) and, for the study layer, "
+                        "on the cpu backend; %s runs FP16 only",
+                        m->name, pkvk_dtype_names[s.dtype], pkvk_dtype_names[s.kv_dtype],
+                        kind == PKV_BACKEND_CPU ? "the cpu backend's full model"
+                                                : "the cuda backend");
     const int g = s.hq / s.hkv;
     if (s.d == 128 && g >= 1 && g <= 8) return 0;
     return pkv_fail(e,

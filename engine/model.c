@@ -1,7 +1,12 @@
 #include "model.h"
 
 pkvk_shape pkv_model_attn_shape(const pkv_model *m) {
-    return (pkvk_shape){m->hq / m->tp, m->hkv / m->tp, m->head_dim, m->page_size};
+    return (pkvk_shape){.hq = m->hq / m->tp,
+                        .hkv = m->hkv / m->tp,
+                        .d = m->head_dim,
+                        .page_size = m->page_size,
+                        .dtype = m->dtype,
+                        .kv_dtype = m->kv_dtype};
 }
 
 pkvk_model_shape pkv_model_gpu_shape(const pkv_model *m) {
@@ -109,5 +114,8 @@ double pkv_model_weight_bytes(const pkv_model *m) {
 
 double pkv_model_page_bytes(const pkv_model *m) {
     pkvk_shape s = pkv_model_attn_shape(m);
-    return (m->layers > 0 ? m->layers : 1) * 2.0 /* K, V */ * s.hkv * s.page_size * s.d * 2;
+    /* FP8: the page's K and V scale of each KV head beside its bytes */
+    const double scales = s.kv_dtype == PKVK_FP8_E4M3 ? 2.0 * s.hkv * sizeof(float) : 0;
+    return (m->layers > 0 ? m->layers : 1) *
+           (2.0 /* K, V */ * s.hkv * s.page_size * s.d * pkvk_dtype_bytes(s.kv_dtype) + scales);
 }

@@ -19,7 +19,8 @@
 typedef struct pkv_model {
     char name[64];    /* the preset's name, or "custom" */
     char source[512]; /* where the shape comes from (the model's published config) */
-    char dtype[8];
+    int dtype;        /* pkvk_dtype of the weights, activations, Q and O: FP16 or BF16 */
+    int kv_dtype;     /* pkvk_dtype of the KV caches (FP8 E4M3: a scale per KV head and page) */
     int layers, hidden, hq, hkv, head_dim, inter, vocab, tp, page_size;
     double rope_theta, norm_eps;
     int64_t mlp_tail; /* study layer only: the gated MLP tail's width (0: none) */

@@ -28,30 +28,53 @@ typedef enum pkvk_status {
 /* 1 when this build can launch route r (FlashInfer's only where they are built). */
 int pkvk_route_built(pkv_route r);
 
+/* Element types. FP16 and BF16: IEEE binary16 and bfloat16; FP8_E4M3: OCP E4M3 (4
+ * exponent bits, bias 7, 3 mantissa bits, no infinity, one NaN code per sign, largest
+ * finite 448), stored with a scale per KV head and page (value = code x scale). */
+typedef enum pkvk_dtype { PKVK_FP16 = 0, PKVK_BF16 = 1, PKVK_FP8_E4M3 = 2 } pkvk_dtype;
+enum { PKVK_DTYPES = 3 };
+extern const char *const pkvk_dtype_names[PKVK_DTYPES + 1]; /* "fp16", "bf16", "fp8_e4m3" */
+static inline int pkvk_dtype_bytes(int t) {
+    return t == PKVK_FP8_E4M3 ? 1 : 2;
+}
+
 typedef struct pkvk_shape {
     int hq;        /* query heads */
     int hkv;       /* KV heads; hq % hkv == 0 */
     int d;         /* head dimension */
     int page_size; /* tokens per page */
+    int dtype;     /* pkvk_dtype of Q and O (FP16 or BF16; 0: FP16) */
+    int kv_dtype;  /* pkvk_dtype of the K and V caches (0: FP16) */
 } pkvk_shape;
 
 /* ---- host-side batch description (host or device pointers) --------------------- */
 typedef struct pkvk_batch {
     pkvk_shape shape;
     int32_t n_rows;
-    const uint16_t *q;          /* fp16 [n_rows][hq][d] */
-    uint16_t *o;                /* fp16 [n_rows][hq][d] (device runs) */
-    const uint16_t *k_cache;    /* fp16 [n_pages][hkv][page_size][d] */
-    const uint16_t *v_cache;    /* fp16, as k_cache */
+    const uint16_t *q;          /* shape.dtype [n_rows][hq][d] */
+    uint16_t *o;                /* shape.dtype [n_rows][hq][d] (device runs) */
+    const uint16_t *k_cache;    /* shape.kv_dtype [n_pages][hkv][page_size][d] (for FP8 its
+                                   bytes: read it through pkvk_kv_elem) */
+    const uint16_t *v_cache;    /* as k_cache */
     const int32_t *block_table; /* [n_rows][bt_stride] physical page ids */
     int32_t bt_stride;          /* entries per block-table row */
     const int32_t *seq_lens;    /* [n_rows] tokens */
     float sm_scale;             /* softmax scale, usually 1/sqrt(d) */
+    const float *k_scale;       /* FP8 KV only: [n_pages][hkv] scale of each page's K, V */
+    const float *v_scale;
 } pkvk_batch;
 
-/* ---- fp16 ------------------------------------------------------------------ */
+/* ---- element types (host) --------------------------------------------------- */
 uint16_t pkvk_f2h(float f); /* round to nearest even */
 float pkvk_h2f(uint16_t h);
+uint16_t pkvk_f2bf(float f); /* round to nearest even; NaN stays NaN */
+float pkvk_bf2f(uint16_t h);
+uint8_t pkvk_f2e4m3(float f); /* round to nearest even, saturating at +-448; NaN to NaN */
+float pkvk_e4m32f(uint8_t x);
+/* Element i of an array of type t (FP8: the code's value, unscaled), as a float. */
+float pkvk_elem(int t, const void *base, size_t i);
+/* f stored as type t at element i of base (FP8: f is already divided by its scale). */
+void pkvk_store(int t, void *base, size_t i, float f);
 
 /* ---- device ------------------------------------------------------------------- */
 /* What the last failing call of this thread failed on (errno-like: per thread, kept

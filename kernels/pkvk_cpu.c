@@ -9,16 +9,38 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const uint16_t *kv_row(const pkvk_batch *b, const uint16_t *cache, int32_t row, int kvh,
-                              int32_t t) {
+/* Token t of (row, kvh) in cache (the batch's K or V, with its FP8 scales), as floats
+ * into x[d]: the values the kernels compute with. */
+static void kv_load(const pkvk_batch *b, const uint16_t *cache, const float *scale, int32_t row,
+                    int kvh, int32_t t, float *x) {
     const pkvk_shape *s = &b->shape;
-    int32_t page = b->block_table[(size_t)row * b->bt_stride + t / s->page_size];
-    return cache + (((size_t)page * s->hkv + kvh) * s->page_size + t % s->page_size) * s->d;
+    const int32_t page = b->block_table[(size_t)row * b->bt_stride + t / s->page_size];
+    const size_t at = (((size_t)page * s->hkv + kvh) * s->page_size + t % s->page_size) * s->d;
+    const float c = s->kv_dtype == PKVK_FP8_E4M3 ? scale[(size_t)page * s->hkv + kvh] : 1.f;
+    for (int j = 0; j < s->d; j++) x[j] = pkvk_elem(s->kv_dtype, cache, at + j) * c;
 }
 
-static float dot_qk(const float *q, const uint16_t *k, int d) {
+/* The batch's types: Q FP16 or BF16, KV any, FP8 with its scales; else a status. */
+static int types_ok(const pkvk_batch *b) {
+    const pkvk_shape *s = &b->shape;
+    if (s->d > PKVK_MAX_HEAD_DIM) return PKVK_ERR_UNSUPPORTED;
+    if ((s->dtype != PKVK_FP16 && s->dtype != PKVK_BF16) || s->kv_dtype < 0 ||
+        s->kv_dtype >= PKVK_DTYPES ||
+        (s->kv_dtype == PKVK_FP8_E4M3 && (!b->k_scale || !b->v_scale)))
+        return PKVK_ERR_INVALID;
+    return PKVK_OK;
+}
+
+/* Query head h of a row, as floats into q[d]. */
+static void q_load(const pkvk_batch *b, int32_t row, int h, float *q) {
+    const pkvk_shape *s = &b->shape;
+    for (int j = 0; j < s->d; j++)
+        q[j] = pkvk_elem(s->dtype, b->q, ((size_t)row * s->hq + h) * s->d + j);
+}
+
+static float dot(const float *q, const float *k, int d) {
     float acc = 0.f;
-    for (int j = 0; j < d; j++) acc += q[j] * pkvk_h2f(k[j]);
+    for (int j = 0; j < d; j++) acc += q[j] * k[j];
     return acc;
 }
 
@@ -27,25 +49,28 @@ static float dot_qk(const float *q, const uint16_t *k, int d) {
 int pkvk_cpu_reference(const pkvk_batch *b, float *o) {
     const pkvk_shape *s = &b->shape;
     int G = s->hq / s->hkv, d = s->d;
-    if (d > PKVK_MAX_HEAD_DIM) return PKVK_ERR_UNSUPPORTED;
+    int rc = types_ok(b);
+    if (rc) return rc;
     double acc[PKVK_MAX_HEAD_DIM];
-    float q[PKVK_MAX_HEAD_DIM];
+    float q[PKVK_MAX_HEAD_DIM], x[PKVK_MAX_HEAD_DIM];
     for (int32_t i = 0; i < b->n_rows; i++) {
         for (int h = 0; h < s->hq; h++) {
             int kvh = h / G;
-            for (int j = 0; j < d; j++) q[j] = pkvk_h2f(b->q[((size_t)i * s->hq + h) * d + j]);
+            q_load(b, i, h, q);
             double m = -INFINITY, l = 0;
             for (int32_t t = 0; t < b->seq_lens[i]; t++) {
-                double p = (double)dot_qk(q, kv_row(b, b->k_cache, i, kvh, t), d) * b->sm_scale;
+                kv_load(b, b->k_cache, b->k_scale, i, kvh, t, x);
+                double p = (double)dot(q, x, d) * b->sm_scale;
                 if (p > m) m = p;
             }
             memset(acc, 0, sizeof(double) * (size_t)d);
             for (int32_t t = 0; t < b->seq_lens[i]; t++) {
-                double p = (double)dot_qk(q, kv_row(b, b->k_cache, i, kvh, t), d) * b->sm_scale;
+                kv_load(b, b->k_cache, b->k_scale, i, kvh, t, x);
+                double p = (double)dot(q, x, d) * b->sm_scale;
                 double w = exp(p - m);
-                const uint16_t *v = kv_row(b, b->v_cache, i, kvh, t);
+                kv_load(b, b->v_cache, b->v_scale, i, kvh, t, x);
                 l += w;
-                for (int j = 0; j < d; j++) acc[j] += w * pkvk_h2f(v[j]);
+                for (int j = 0; j < d; j++) acc[j] += w * x[j];
             }
             float *out = o + ((size_t)i * s->hq + h) * d;
             for (int j = 0; j < d; j++) out[j] = (float)(acc[j] / l);
@@ -83,17 +108,17 @@ static void attend_range(const pkvk_batch *b, int32_t row, int kvh, int32_t t_be
     const pkvk_shape *s = &b->shape;
     int G = s->hq / s->hkv, d = s->d;
     const float scale = b->sm_scale * PKVK_LOG2E;
-    float q[PKVK_MAX_HEAD_DIM], sc[PKVK_TILE];
+    float q[PKVK_MAX_HEAD_DIM], sc[PKVK_TILE], kv[PKVK_MAX_HEAD_DIM];
     for (int g = 0; g < G; g++) {
         float *x = st + (size_t)g * (d + 2);
         state_init(x, d);
-        const uint16_t *qh = b->q + ((size_t)row * s->hq + kvh * G + g) * d;
-        for (int j = 0; j < d; j++) q[j] = pkvk_h2f(qh[j]);
+        q_load(b, row, kvh * G + g, q);
         for (int32_t t0 = t_begin; t0 < t_end; t0 += PKVK_TILE) {
             int n = t_end - t0 < PKVK_TILE ? t_end - t0 : PKVK_TILE;
             float mx = -INFINITY;
             for (int t = 0; t < n; t++) {
-                sc[t] = dot_qk(q, kv_row(b, b->k_cache, row, kvh, t0 + t), d) * scale;
+                kv_load(b, b->k_cache, b->k_scale, row, kvh, t0 + t, kv);
+                sc[t] = dot(q, kv, d) * scale;
                 mx = fmaxf(mx, sc[t]);
             }
             float c = pkvk_sm_fold(&x[d], mx);
@@ -101,9 +126,9 @@ static void attend_range(const pkvk_batch *b, int32_t row, int kvh, int32_t t_be
             x[d + 1] *= c;
             for (int t = 0; t < n; t++) {
                 float w = pkvk_sm_weight(sc[t], x[d]);
-                const uint16_t *v = kv_row(b, b->v_cache, row, kvh, t0 + t);
+                kv_load(b, b->v_cache, b->v_scale, row, kvh, t0 + t, kv);
                 x[d + 1] += w;
-                for (int j = 0; j < d; j++) x[j] += w * pkvk_h2f(v[j]);
+                for (int j = 0; j < d; j++) x[j] += w * kv[j];
             }
         }
     }
@@ -192,9 +217,10 @@ int pkvk_cpu_attend_tasks(const pkvk_batch *b, const pkvk_plan *p, float *part) 
 int pkvk_cpu_run(const pkvk_batch *b, const pkvk_plan *p, pkvk_cpu_attend attend, float *part,
                  float *o) {
     const pkvk_shape *s = &b->shape;
-    if (s->d > PKVK_MAX_HEAD_DIM || s->hq % s->hkv) return PKVK_ERR_UNSUPPORTED;
+    if (s->hq % s->hkv) return PKVK_ERR_UNSUPPORTED;
     if (!attend) return PKVK_ERR_INVALID;
-    int rc = attend(b, p, part);
+    int rc = types_ok(b);
+    if (!rc) rc = attend(b, p, part);
     if (rc) return rc;
     for (int32_t i = 0; i < p->n_rows; i++) merge_row(s, part, p, i, o);
     return PKVK_OK;

@@ -179,8 +179,15 @@ static pkvk_batch layer_batch(pkvk_cpu_model *m, int l, int rows, uint16_t *q, c
                               int bt_stride, const int32_t *lens) {
     const pkvk_model_shape *s = &m->s;
     const pkvk_batch b = {
-        {s->hq, s->hkv, s->d, s->page_size}, rows, q,         NULL, pkvk_cpu_model_kv(m, l, 0),
-        pkvk_cpu_model_kv(m, l, 1),          bt,   bt_stride, lens, 1.0f / sqrtf((float)s->d)};
+        .shape = {.hq = s->hq, .hkv = s->hkv, .d = s->d, .page_size = s->page_size},
+        .n_rows = rows,
+        .q = q,
+        .k_cache = pkvk_cpu_model_kv(m, l, 0),
+        .v_cache = pkvk_cpu_model_kv(m, l, 1),
+        .block_table = bt,
+        .bt_stride = bt_stride,
+        .seq_lens = lens,
+        .sm_scale = 1.0f / sqrtf((float)s->d)};
     return b;
 }
 

@@ -1,6 +1,8 @@
-/* IEEE binary16 conversions for the CPU reference and for filling test inputs. */
+/* Element conversions (FP16, BF16, FP8 E4M3) for the CPU reference and mirror and for
+ * filling test inputs. */
 #include "pkvk.h"
 
+#include <math.h>
 #include <string.h>
 
 uint16_t pkvk_f2h(float f) {
@@ -51,4 +53,72 @@ float pkvk_h2f(uint16_t h) {
     float f;
     memcpy(&f, &x, sizeof f);
     return f;
+}
+
+const char *const pkvk_dtype_names[PKVK_DTYPES + 1] = {"fp16", "bf16", "fp8_e4m3", NULL};
+
+uint16_t pkvk_f2bf(float f) {
+    uint32_t x;
+    memcpy(&x, &f, sizeof x);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
+    x += 0x7fffu + ((x >> 16) & 1u); /* to nearest, ties to even (overflow gives inf) */
+    return (uint16_t)(x >> 16);
+}
+
+float pkvk_bf2f(uint16_t h) {
+    uint32_t x = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &x, sizeof f);
+    return f;
+}
+
+/* E4M3: exponent field e (bias 7), mantissa m; e = 0 holds the subnormals m x 2^-9;
+ * e = 15 with m = 7 is NaN, so the largest finite value is 1.75 x 2^8 = 448. */
+float pkvk_e4m32f(uint8_t x) {
+    const int e = (x >> 3) & 0xf, m = x & 7;
+    const float sign = x & 0x80 ? -1.f : 1.f;
+    if (e == 15 && m == 7) return NAN;
+    return sign * (e == 0 ? ldexpf((float)m, -9) : ldexpf(1.f + m / 8.f, e - 7));
+}
+
+uint8_t pkvk_f2e4m3(float f) {
+    if (isnan(f)) return 0x7f;
+    const uint8_t sign = signbit(f) ? 0x80 : 0;
+    float a = fabsf(f);
+    if (a >= 448.f) return sign | 0x7e; /* saturated, as cvt's satfinite */
+    if (a < 0x1p-6f) { /* subnormal (or zero): multiples of 2^-9, 8 of them make 2^-6 */
+        const int m = (int)nearbyintf(a * 0x1p9f);
+        return sign | (uint8_t)m; /* m = 8 is the smallest normal's code */
+    }
+    int ex;
+    frexpf(a, &ex); /* a = fr 2^ex, fr in [0.5, 1): a's exponent is ex - 1 */
+    int e = ex - 1 + 7, m = (int)nearbyintf((ldexpf(a, 1 - ex) - 1.f) * 8.f);
+    if (m == 8) m = 0, e++;
+    if (e > 15 || (e == 15 && m == 7)) return sign | 0x7e;
+    return sign | (uint8_t)(e << 3 | m);
+}
+
+float pkvk_elem(int t, const void *base, size_t i) {
+    switch (t) {
+    case PKVK_BF16:
+        return pkvk_bf2f(((const uint16_t *)base)[i]);
+    case PKVK_FP8_E4M3:
+        return pkvk_e4m32f(((const uint8_t *)base)[i]);
+    default:
+        return pkvk_h2f(((const uint16_t *)base)[i]);
+    }
+}
+
+void pkvk_store(int t, void *base, size_t i, float f) {
+    switch (t) {
+    case PKVK_BF16:
+        ((uint16_t *)base)[i] = pkvk_f2bf(f);
+        break;
+    case PKVK_FP8_E4M3:
+        ((uint8_t *)base)[i] = pkvk_f2e4m3(f);
+        break;
+    default:
+        ((uint16_t *)base)[i] = pkvk_f2h(f);
+        break;
+    }
 }

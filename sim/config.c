@@ -184,7 +184,8 @@ static int parse_model(pkv_config *c, const cJSON *root, pkv_err *e) {
         if (rc) return pkv_fail(e, "model.preset: %s: %s", path, sub.msg);
     }
     if (own) TRY(pkv_keys_parse(k, "model", own, "model", c, true, e));
-    const pkv_model *md = &c->model;
+    pkv_model *md = &c->model;
+    if (md->kv_dtype == PKV_KV_DTYPE_AUTO) md->kv_dtype = md->dtype;
     if (md->hq % md->hkv)
         return pkv_fail(e, "model.hq: %d is not a multiple of model.hkv (%d)", md->hq, md->hkv);
     if (md->head_dim % 8)

@@ -18,7 +18,9 @@ static const char *const bucket_names[] = {"exact", "pow2", NULL};
 const char *const pkv_metadata_uploads[] = {"params", "copy", NULL};
 const char *const pkv_cuda_graph_modes[] = {"auto", "false", "true", NULL};
 const char *const pkv_prefill_attentions[] = {"auto", "flashinfer", "cublas", NULL};
-static const char *const dtypes[] = {"fp16", NULL};
+/* model.dtype's pkvk_dtype values, model.kv_dtype's and "auto" (model.dtype's) */
+static const char *const dtypes[] = {"fp16", "bf16", NULL};
+const char *const pkv_kv_dtypes[] = {"fp16", "bf16", "fp8_e4m3", "auto", NULL};
 static const char *const bad_row[] = {"stop", "skip", NULL};
 
 #define BIG ((double)(INT64_MAX / 2))
@@ -98,7 +100,8 @@ static const pkv_key rows[] = {
     INT("model", "vocab", C, model.vocab, 0, 0, 1 << 22),
     INT("model", "tensor_parallel", C, model.tp, 1, 1, 64),
     INT("model", "page_size", C, model.page_size, 16, 1, 1024),
-    STR("model", "dtype", C, model.dtype, "fp16", dtypes),
+    ENUM("model", "dtype", C, model.dtype, "fp16", dtypes),
+    ENUM("model", "kv_dtype", C, model.kv_dtype, "auto", pkv_kv_dtypes),
     NUM("model", "rope_theta", C, model.rope_theta, 10000, 0, 1e12, .lo_open = true),
     NUM("model", "norm_eps", C, model.norm_eps, 1e-5, 0, 1, .lo_open = true),
     I64("model", "mlp_intermediate", C, model.mlp_tail, 0, 0, 1 << 20),

@@ -28,6 +28,9 @@ enum { PKV_PREEMPT_RECOMPUTE = 0, PKV_PREEMPT_SWAP = 1 };
 extern const char *const pkv_metadata_uploads[];   /* params, copy */
 extern const char *const pkv_cuda_graph_modes[];   /* auto, false, true (JSON booleans too) */
 extern const char *const pkv_prefill_attentions[]; /* auto, flashinfer, cublas: PKVK_PREFILL_* */
+/* model.kv_dtype: fp16, bf16, fp8_e4m3 (the pkvk_dtype values), auto (model.dtype's) */
+extern const char *const pkv_kv_dtypes[];
+enum { PKV_KV_DTYPE_AUTO = 3 };
 enum { PKV_METADATA_COPY = 1 };
 extern const char *const pkv_workload_presets[];
 /* serving.client: the measurement's client talks to a server (the engine profile's

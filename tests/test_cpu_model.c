@@ -63,7 +63,7 @@ int main(void) {
            rms, dkv);
 
     /* A decode step through pkv_workqueue. */
-    const pkvk_shape as = {HQ, HKV, D, PS};
+    const pkvk_shape as = {.hq = HQ, .hkv = HKV, .d = D, .page_size = PS};
     int32_t seq[NREQ], splits[NREQ], in_tok[NREQ];
     for (int r = 0; r < NREQ; r++)
         seq[r] = lens[r] + 1, splits[r] = 1 + r, in_tok[r] = (int32_t)((seed >> (8 * r)) % V);

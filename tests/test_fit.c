@@ -19,7 +19,7 @@ int main(void) {
     gsl_rng_set(r, 11);
     pkv_calib cal;
     pkv_calib_defaults(&cal);
-    const pkvk_shape s = {32, 8, 128, 16};
+    const pkvk_shape s = {.hq = 32, .hkv = 8, .d = 128, .page_size = 16};
     pkv_planner pl;
     CHECK(pkv_planner_init(&pl, &s, &cal, CAP, PKV_BUCKET_MODE_EXACT) == 0, "planner");
     const pkv_route routes[] = {PKV_ROUTE_REF_PAGED, PKV_ROUTE_BUCKET, PKV_ROUTE_WORKQUEUE};

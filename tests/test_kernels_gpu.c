@@ -172,7 +172,7 @@ int main(void) {
     {
         pkvk_mlp *m = NULL;
         pkvk_workspace *w = NULL;
-        const pkvk_shape big = {32, 8, 128, 16};
+        const pkvk_shape big = {.hq = 32, .hkv = 8, .d = 128, .page_size = 16};
         uint16_t wt[64] = {0};
         int rm = pkvk_mlp_create(ctx, &m, 4096, 1 << 20, 1 << 16, wt, 64);
         int rw = pkvk_workspace_create(ctx, &w, &big, 1 << 20, 1 << 30, 1 << 20);
@@ -188,7 +188,7 @@ int main(void) {
     /* Small shapes: every route and split count against the CPU reference. */
     for (int gi = quick ? 2 : 0; gi < (quick ? 3 : 8); gi++)
         for (int pi = quick ? 2 : 0; pi < (quick ? 3 : 4); pi++) {
-            pkvk_shape s = {2 * Gs[gi], 2, 128, pss[pi]};
+            pkvk_shape s = {.hq = 2 * Gs[gi], .hkv = 2, .d = 128, .page_size = pss[pi]};
             int32_t lens[10] = {1, 15, 16, 17, 31, 33, 1029, 2000};
             lens[8] = 1 + (int32_t)gsl_rng_uniform_int(r, 4000);
             lens[9] = 1 + (int32_t)gsl_rng_uniform_int(r, 64);
@@ -270,7 +270,7 @@ int main(void) {
      * row take the serial merge path, for every split route and every way up; the
      * workqueue plans (2500 splits) are too large for a launch's parameters. */
     {
-        pkvk_shape s = {16, 2, 128, 16};
+        pkvk_shape s = {.hq = 16, .hkv = 2, .d = 128, .page_size = 16};
         int32_t lens[2] = {40000, 39990}, S = 1300, splits[2] = {1300, 1300};
         host_batch h;
         make_batch(&h, r, s, lens, 2, 0.5);
@@ -347,7 +347,7 @@ int main(void) {
 
     /* Long rows with the engine's planner (the study's shape), against the GPU FP32
      * reference: B=3 at 100K, 32K and 5 tokens. */
-    pkvk_shape s = {32, 8, 128, 16};
+    pkvk_shape s = {.hq = 32, .hkv = 8, .d = 128, .page_size = 16};
     int32_t lens[3] = {100000, 32768, 5};
     host_batch h;
     make_batch(&h, r, s, lens, 3, 0.5);
@@ -418,7 +418,7 @@ int main(void) {
      * every built route, the output of the same content in private pages, bit for bit,
      * and both agree with the CPU reference. */
     {
-        pkvk_shape s2 = {32, 8, 128, 16};
+        pkvk_shape s2 = {.hq = 32, .hkv = 8, .d = 128, .page_size = 16};
         int32_t l2[5];
         for (int i = 0; i < 5; i++) l2[i] = 300 + (int32_t)gsl_rng_uniform_int(r, 6000);
         host_batch hs, hp;

@@ -22,7 +22,7 @@
 /* Layer l's attention over the decode rows (device buffers). */
 static pkvk_batch layer_batch(pkvk_model *m, int l, uint16_t *q, uint16_t *o, int32_t *bt, int bts,
                               int32_t *seq_lens) {
-    const pkvk_shape as = {HQ, HKV, D, PS};
+    const pkvk_shape as = {.hq = HQ, .hkv = HKV, .d = D, .page_size = PS};
     pkvk_batch b = {as,
                     NREQ,
                     q,
@@ -32,7 +32,9 @@ static pkvk_batch layer_batch(pkvk_model *m, int l, uint16_t *q, uint16_t *o, in
                     bt,
                     bts,
                     seq_lens,
-                    1.f / sqrtf((float)D)};
+                    1.f / sqrtf((float)D),
+                    NULL,
+                    NULL};
     return b;
 }
 
@@ -74,7 +76,7 @@ static void check_model(pkvk_ctx *ctx);
  * step's logits of every row), then every layer's K/V pages. */
 static void check_cpu_mirror(pkvk_ctx *ctx) {
     enum { STEPS = 3, BTS = (MAX_PROMPT + STEPS + PS - 1) / PS };
-    const pkvk_shape as = {HQ, HKV, D, PS};
+    const pkvk_shape as = {.hq = HQ, .hkv = HKV, .d = D, .page_size = PS};
     pkvk_model *m;
     pkvk_cpu_model *cm;
     pkvk_workspace *ws;
@@ -159,7 +161,7 @@ static void check_cpu_mirror(pkvk_ctx *ctx) {
 static void check_graph(pkvk_ctx *ctx, pkvk_model *m, int32_t *bt_d, int bts, const int *len0,
                         int32_t *in_tok) {
     enum { GROWS = 4 };
-    const pkvk_shape as = {HQ, HKV, D, PS};
+    const pkvk_shape as = {.hq = HQ, .hkv = HKV, .d = D, .page_size = PS};
     pkvk_workspace *ws;
     pkvk_plan plan;
     pkvk_graph *g = NULL;
@@ -343,7 +345,7 @@ static void check_model(pkvk_ctx *ctx) {
         in_tok[r] = (int32_t)((seed >> (8 * r)) % V), seq[r] = lens[r] + 1;
     int32_t *lens_d, *bt_d;
     uint16_t *q, *o;
-    const pkvk_shape as = {HQ, HKV, D, PS};
+    const pkvk_shape as = {.hq = HQ, .hkv = HKV, .d = D, .page_size = PS};
     const int bts = MAX_PROMPT / PS + 1;
     pkvk_workspace *ws;
     pkvk_plan plan;

@@ -94,7 +94,7 @@ int main(void) {
     int cases = 0;
     for (int gi = 0; gi < 4; gi++) {
         for (int pi = 0; pi < 4; pi++) {
-            pkvk_shape s = {2 * Gs[gi], 2, 64, pss[pi]};
+            pkvk_shape s = {.hq = 2 * Gs[gi], .hkv = 2, .d = 64, .page_size = pss[pi]};
             /* A batch mixing very short and long rows, plus random lengths. */
             int32_t lens[10];
             int n = 10;
@@ -155,7 +155,7 @@ int main(void) {
     /* Prefix caching's block tables: rows naming the same physical pages give, under
      * every route, the output of the same content in private pages, bit for bit. */
     for (int trial = 0; trial < 6; trial++) {
-        pkvk_shape s = {32, 8, 128, 16};
+        pkvk_shape s = {.hq = 32, .hkv = 8, .d = 128, .page_size = 16};
         int32_t lens[5];
         for (int i = 0; i < 5; i++) lens[i] = 300 + (int32_t)gsl_rng_uniform_int(r, 3000);
         host_batch h, priv;
@@ -197,7 +197,7 @@ int main(void) {
      * bucket (one split launch) per distinct route length. */
     pkv_calib cal;
     pkv_calib_defaults(&cal); /* H200-like: 132 SMs, waves of 264 CTAs */
-    pkvk_shape s = {32, 8, 128, 16};
+    pkvk_shape s = {.hq = 32, .hkv = 8, .d = 128, .page_size = 16};
     pkv_planner pl;
     CHECK(pkv_planner_init(&pl, &s, &cal, 256, PKV_BUCKET_MODE_EXACT) == 0, "planner");
     for (int trial = 0; trial < 500; trial++) {

@@ -17,25 +17,51 @@ void make_batch(host_batch *h, gsl_rng *r, pkvk_shape s, const int32_t *lens, in
     for (int i = 0; i < n; i++) h->lens[i] = lens[i];
     h->kv_elems = (size_t)universe * s.hkv * s.page_size * s.d;
     h->q_elems = (size_t)n * s.hq * s.d;
-    h->k = malloc(h->kv_elems * 2);
-    h->v = malloc(h->kv_elems * 2);
+    const int eb = pkvk_dtype_bytes(s.kv_dtype), fp8 = s.kv_dtype == PKVK_FP8_E4M3;
+    h->k = malloc(h->kv_elems * eb);
+    h->v = malloc(h->kv_elems * eb);
     h->q = malloc(h->q_elems * 2);
-    for (size_t j = 0; j < h->kv_elems; j++) {
-        h->k[j] = pkvk_f2h((float)gsl_ran_gaussian(r, 1.0));
-        h->v[j] = pkvk_f2h((float)gsl_ran_gaussian(r, 1.0));
+    h->kf = h->vf = h->k_scale = h->v_scale = NULL;
+    if (!h->k || !h->v || !h->q) abort();
+    if (fp8) {
+        const size_t heads = (size_t)universe * s.hkv, per = (size_t)s.page_size * s.d;
+        h->kf = malloc(h->kv_elems * sizeof(float)), h->vf = malloc(h->kv_elems * sizeof(float));
+        h->k_scale = malloc(heads * sizeof(float)), h->v_scale = malloc(heads * sizeof(float));
+        if (!h->kf || !h->vf || !h->k_scale || !h->v_scale) abort();
+        for (size_t j = 0; j < h->kv_elems; j++)
+            h->kf[j] = (float)gsl_ran_gaussian(r, 1.0), h->vf[j] = (float)gsl_ran_gaussian(r, 1.0);
+        for (size_t ph = 0; ph < heads; ph++) {
+            float ak = 0, av = 0;
+            for (size_t j = ph * per; j < (ph + 1) * per; j++)
+                ak = fmaxf(ak, fabsf(h->kf[j])), av = fmaxf(av, fabsf(h->vf[j]));
+            h->k_scale[ph] = ak > 0 ? ak / 448.f : 1.f, h->v_scale[ph] = av > 0 ? av / 448.f : 1.f;
+            for (size_t j = ph * per; j < (ph + 1) * per; j++) {
+                pkvk_store(PKVK_FP8_E4M3, h->k, j, h->kf[j] / h->k_scale[ph]);
+                pkvk_store(PKVK_FP8_E4M3, h->v, j, h->vf[j] / h->v_scale[ph]);
+            }
+        }
+    } else {
+        for (size_t j = 0; j < h->kv_elems; j++) {
+            pkvk_store(s.kv_dtype, h->k, j, (float)gsl_ran_gaussian(r, 1.0));
+            pkvk_store(s.kv_dtype, h->v, j, (float)gsl_ran_gaussian(r, 1.0));
+        }
     }
-    for (size_t j = 0; j < h->q_elems; j++) h->q[j] = pkvk_f2h((float)gsl_ran_gaussian(r, 1.0));
+    for (size_t j = 0; j < h->q_elems; j++)
+        pkvk_store(s.dtype, h->q, j, (float)gsl_ran_gaussian(r, 1.0));
     h->n_pages = universe;
-    h->b = (pkvk_batch){s,    n,     h->q,   NULL,    h->k,
-                        h->v, h->bt, stride, h->lens, 1.0f / sqrtf((float)s.d)};
+    h->b = (pkvk_batch){s,          n,         h->q,   NULL,    h->k,
+                        h->v,       h->bt,     stride, h->lens, 1.0f / sqrtf((float)s.d),
+                        h->k_scale, h->v_scale};
 }
 
 void free_batch(host_batch *h) {
     free(h->q), free(h->k), free(h->v), free(h->bt), free(h->lens);
+    free(h->kf), free(h->vf), free(h->k_scale), free(h->v_scale);
 }
 
 int32_t share_prefix(host_batch *h, host_batch *priv) {
     const pkvk_shape s = h->b.shape;
+    if (s.dtype != PKVK_FP16 || s.kv_dtype != PKVK_FP16) abort(); /* FP16 batches only */
     const int n = h->b.n_rows, stride = h->b.bt_stride, ps = s.page_size;
     int32_t m = (h->lens[0] + ps - 1) / ps;
     for (int i = 1; i < n; i++) {
@@ -64,7 +90,7 @@ int32_t share_prefix(host_batch *h, host_batch *priv) {
             memcpy(priv->v + (size_t)to * page, h->v + (size_t)from * page, page * 2);
             priv->bt[(size_t)i * stride + j] = to;
         }
-    priv->b = (pkvk_batch){s,       n,        priv->q, NULL,       priv->k,
-                           priv->v, priv->bt, stride,  priv->lens, h->b.sm_scale};
+    priv->b = (pkvk_batch){s,        n,      priv->q,    NULL,          priv->k, priv->v,
+                           priv->bt, stride, priv->lens, h->b.sm_scale, NULL,    NULL};
     return m;
 }

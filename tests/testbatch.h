@@ -8,13 +8,17 @@
 #include "pkvk.h"
 
 typedef struct host_batch {
-    pkvk_batch b; /* host pointers */
-    uint16_t *q, *k, *v;
+    pkvk_batch b;             /* host pointers */
+    uint16_t *q, *k, *v;      /* shape.dtype's and shape.kv_dtype's elements (FP8: bytes) */
+    float *k_scale, *v_scale; /* FP8 KV: each page and KV head's amax / 448 */
+    float *kf, *vf;           /* FP8 KV: the values before quantization */
     int32_t *bt, *lens;
     int32_t n_pages; /* page universe */
     size_t kv_elems, q_elems;
 } host_batch;
 
+/* In the shape's types: Q FP16 or BF16 (rounded to nearest), KV also FP8 E4M3 (each
+ * page and KV head scaled by its largest magnitude over 448, rounded to nearest). */
 void make_batch(host_batch *h, gsl_rng *r, pkvk_shape s, const int32_t *lens, int n, double holes);
 void free_batch(host_batch *h);
 /* Prefix sharing: rows 1.. of h take row 0's first pages in place of their own (all

@@ -249,7 +249,7 @@ int pkv_calibrate_main(int argc, char **argv) {
      * written; each group's points are planned and counted at their own (its decode
      * kernel's CTAs per SM differ by G: planned at G = 4's, G = 1 and 2 failed the
      * mirror's check) */
-    pkvk_shape s = {32, 32 / cal.gqa_group, 128, 16};
+    pkvk_shape s = {.hq = 32, .hkv = 32 / cal.gqa_group, .d = 128, .page_size = 16};
     pkv_calib_flashinfer_occupancy(&cal, &s);
     const int own_occupancy = cal.flashinfer_decode_ctas_per_sm;
     int occupancy[4];

@@ -206,7 +206,7 @@ int pkv_bench_kernels_main(int argc, char **argv) {
          ceil_.idle_launch_us, ceil_.step_floor_us);
     emit(&bo, "| case | route | splits | time us | KV GB/s | %% of read | launches | CTAs | "
               "merge KB | max err | mean err |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
-    pkvk_shape s = {hq, hkv, 128, 16};
+    pkvk_shape s = {.hq = hq, .hkv = hkv, .d = 128, .page_size = 16};
     const int g = hq / hkv, fi_g = pkv_flashinfer_group(g);
     if (fi_g) pkv_calib_flashinfer_occupancy(&cal, &s);
     gsl_rng *r = pkv_stream_create(1, PKV_STREAM_TENSORS);

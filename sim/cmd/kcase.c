@@ -60,7 +60,8 @@ int pkv_kcase_make(const pkvk_ctx *c, pkv_kcase *d, const char *name, const int3
         rc = pkvk_h2d(d->q, q, d->q_elems * 2) || pkvk_h2d(d->bt, bt, (size_t)n * stride * 4) ||
              pkvk_h2d(d->lens, lens, (size_t)n * 4);
     d->b = (pkvk_batch){*s,   n,     d->q,   d->o,    d->k,
-                        d->v, d->bt, stride, d->lens, 1.0f / sqrtf((float)s->d)};
+                        d->v, d->bt, stride, d->lens, 1.0f / sqrtf((float)s->d),
+                        NULL, NULL};
     if (!rc) rc = pkvk_gpu_reference(c, &d->b, d->ref);
     if (rc && !*err) snprintf(err, errn, "case %.31s: %.400s", name, pkvk_last_error());
     pkv_pagetable_free(&pt);

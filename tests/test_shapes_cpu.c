@@ -1,0 +1,207 @@
+/* The element types and shapes of issue 34 on the CPU: the conversions (every FP8
+ * E4M3 code, random BF16 and FP8 roundings against their half-unit bounds, saturation
+ * and NaN), an FP8 batch's quantization element by element against the bound its
+ * format gives, and the CPU mirror of every route against the FP32 reference for Q in
+ * FP16 and BF16, KV in FP16, BF16 and FP8, 1 to 8 query heads per KV head and head
+ * dimensions 64, 128 and 256, on fresh random batches (odd lengths, page sizes 1 and
+ * 16, holes in the page table). The mirror and the reference read the same stored
+ * values (FP8: code times scale), so they differ by FP32 summation order only: the
+ * tolerance is pkv_tol's, as for FP16; for FP8 the reference is checked against
+ * attention over values dequantized here, so that both cannot share a wrong scale. */
+#include "check.h"
+#include "pkv_tol.h"
+#include "planner.h"
+#include "routes.h"
+#include "testbatch.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
+#include <time.h>
+
+static int32_t three_splits(int32_t route_len, int32_t rows, void *ctx) {
+    return 3;
+}
+
+/* Half a unit in the last place of E4M3 at |v| (unscaled): 2^-10 among the
+ * subnormals (below 2^-6), 2^(e-4) for |v| in [2^e, 2^(e+1)). */
+static double e4m3_half_ulp(double v) {
+    v = fabs(v);
+    if (v < 0x1p-6) return 0x1p-10;
+    int e;
+    frexp(v, &e); /* v in [2^(e-1), 2^e) */
+    return ldexp(1.0, e - 1 - 4);
+}
+
+static void conversions(gsl_rng *r) {
+    int bad = 0;
+    for (int c = 0; c < 256; c++) { /* 0x7f and 0xff are NaN, the rest round-trip */
+        const float f = pkvk_e4m32f((uint8_t)c);
+        bad += (c & 0x7f) == 0x7f ? !isnan(f) : pkvk_f2e4m3(f) != c;
+    }
+    CHECK(bad == 0, "%d of 256 E4M3 codes do not decode and encode back to themselves", bad);
+    CHECK(pkvk_e4m32f(0x7e) == 448.f && pkvk_e4m32f(0x01) == 0x1p-9f &&
+              pkvk_e4m32f(0x08) == 0x1p-6f && pkvk_e4m32f(0xfe) == -448.f,
+          "E4M3's largest, smallest subnormal and smallest normal values");
+    CHECK(pkvk_f2e4m3(1e6f) == 0x7e && pkvk_f2e4m3(-500.f) == 0xfe && pkvk_f2e4m3(INFINITY) == 0x7e,
+          "E4M3 saturates at +-448");
+    CHECK(isnan(pkvk_e4m32f(pkvk_f2e4m3(NAN))) && isnan(pkvk_bf2f(pkvk_f2bf(NAN))), "NaN stays");
+    /* ties to even: 1.0625 lies halfway between 1 (mantissa 0) and 1.125 (mantissa 1) */
+    CHECK(pkvk_f2e4m3(1.0625f) == 0x38 && pkvk_f2e4m3(1.1875f) == 0x3a,
+          "E4M3 ties round to the even mantissa");
+    int over8 = 0, overb = 0;
+    for (int i = 0; i < 100000; i++) {
+        const double v = gsl_ran_gaussian(r, 1.0) * pow(2.0, gsl_rng_uniform(r) * 16 - 10);
+        const float f = (float)v;
+        if (fabs(f) < 448 && fabs(pkvk_e4m32f(pkvk_f2e4m3(f)) - f) > e4m3_half_ulp(f)) over8++;
+        int e;
+        frexp(f, &e);
+        if (f != 0 && fabs(pkvk_bf2f(pkvk_f2bf(f)) - f) > ldexp(1.0, e - 1 - 8)) overb++;
+    }
+    CHECK(over8 == 0, "%d of 100000 values rounded to E4M3 beyond half a unit", over8);
+    CHECK(overb == 0, "%d of 100000 values rounded to BF16 beyond half a unit", overb);
+}
+
+/* Each stored FP8 element, code x scale, within half a unit (times the scale) of the
+ * value it was made from; no code saturated, the scale being the block's amax / 448. */
+static void quantization(gsl_rng *r) {
+    const pkvk_shape s = {.hq = 8, .hkv = 2, .d = 64, .page_size = 16, .kv_dtype = PKVK_FP8_E4M3};
+    const int32_t lens[3] = {1, 77, 300};
+    host_batch h;
+    make_batch(&h, r, s, lens, 3, 0.3);
+    const size_t per = (size_t)s.page_size * s.d;
+    size_t over = 0;
+    for (size_t j = 0; j < h.kv_elems; j++) {
+        const float ks = h.k_scale[j / per], vs = h.v_scale[j / per];
+        const double k = pkvk_e4m32f(((const uint8_t *)h.k)[j]) * (double)ks;
+        const double v = pkvk_e4m32f(((const uint8_t *)h.v)[j]) * (double)vs;
+        over += fabs(k - h.kf[j]) > e4m3_half_ulp(h.kf[j] / ks) * ks * (1 + 1e-6) ||
+                fabs(v - h.vf[j]) > e4m3_half_ulp(h.vf[j] / vs) * vs * (1 + 1e-6);
+    }
+    CHECK(over == 0, "%zu of %zu FP8 elements off their value by more than half a unit", over,
+          h.kv_elems);
+    free_batch(&h);
+}
+
+/* FP8 KV: the reference against attention computed here in double over the stored
+ * values dequantized here (each code times its page and KV head's scale, indexed as the
+ * layout says), within pkv_tol: a scale read at the wrong page or head, or a code
+ * decoded wrong, breaks it (the rounding itself is checked element by element in
+ * quantization()). Returns the rows and heads outside. */
+static int fp8_dequant(const host_batch *h, const float *ref) {
+    const pkvk_shape *s = &h->b.shape;
+    const int G = s->hq / s->hkv, d = s->d;
+    int outside = 0;
+    double q[512], acc[512];
+    for (int32_t i = 0; i < h->b.n_rows; i++)
+        for (int hd = 0; hd < s->hq; hd++) {
+            const int kvh = hd / G;
+            double m = -INFINITY, l = 0;
+            for (int j = 0; j < d; j++)
+                q[j] = pkvk_elem(s->dtype, h->q, ((size_t)i * s->hq + hd) * d + j);
+            memset(acc, 0, sizeof acc);
+            for (int pass = 0; pass < 2; pass++)
+                for (int32_t t = 0; t < h->lens[i]; t++) {
+                    const int32_t pg = h->bt[(size_t)i * h->b.bt_stride + t / s->page_size];
+                    const size_t ph = (size_t)pg * s->hkv + kvh;
+                    const size_t at = (ph * s->page_size + t % s->page_size) * d;
+                    double sc = 0;
+                    for (int j = 0; j < d; j++)
+                        sc += q[j] * pkvk_e4m32f(((const uint8_t *)h->k)[at + j]) * h->k_scale[ph];
+                    sc *= h->b.sm_scale;
+                    if (pass == 0) {
+                        m = fmax(m, sc);
+                        continue;
+                    }
+                    const double w = exp(sc - m);
+                    l += w;
+                    for (int j = 0; j < d; j++)
+                        acc[j] += w * pkvk_e4m32f(((const uint8_t *)h->v)[at + j]) * h->v_scale[ph];
+                }
+            double mx = 0;
+            for (int j = 0; j < d; j++)
+                mx = fmax(mx, fabs(ref[((size_t)i * s->hq + hd) * d + j] - acc[j] / l));
+            outside += !(mx < PKV_TOL_MAX);
+        }
+    return outside;
+}
+
+int main(void) {
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, (unsigned long)time(NULL)); /* fresh inputs each run */
+    conversions(r);
+    quantization(r);
+    const int dtypes[2] = {PKVK_FP16, PKVK_BF16},
+              kv_dtypes[3] = {PKVK_FP16, PKVK_BF16, PKVK_FP8_E4M3};
+    const int heads[3] = {64, 128, 256}, pss[2] = {1, 16};
+    int cases = 0;
+    for (int qt = 0; qt < 2; qt++)
+        for (int kt = 0; kt < 3; kt++)
+            for (int G = 1; G <= 8; G++)
+                for (int hd = 0; hd < 3; hd++) {
+                    const pkvk_shape s = {.hq = 2 * G,
+                                          .hkv = 2,
+                                          .d = heads[hd],
+                                          .page_size = pss[(G + hd) % 2],
+                                          .dtype = dtypes[qt],
+                                          .kv_dtype = kv_dtypes[kt]};
+                    int32_t lens[4] = {1, 33, 1 + (int32_t)gsl_rng_uniform_int(r, 700),
+                                       1 + (int32_t)gsl_rng_uniform_int(r, 64)};
+                    host_batch h;
+                    make_batch(&h, r, s, lens, 4, 0.5);
+                    const size_t on = (size_t)4 * s.hq * s.d;
+                    float *ref = malloc(on * 4), *o = malloc(on * 4);
+                    float *part = malloc(pkvk_partial_floats(&s, 512) * 4);
+                    pkvk_plan p;
+                    CHECK(ref && o && part && pkvk_plan_init(&p, 4, 512) == 0, "memory");
+                    CHECK(pkvk_cpu_reference(&h.b, ref) == PKVK_OK, "reference");
+                    if (s.kv_dtype == PKVK_FP8_E4M3)
+                        CHECK(fp8_dequant(&h, ref) == 0,
+                              "FP8 KV, G=%d, d=%d: the reference is not attention over the "
+                              "dequantized values",
+                              G, s.d);
+                    const int32_t splits[4] = {1, 3, 5, 2};
+                    for (int route = 0; route < PKV_ROUTE_COUNT; route++) {
+                        int rc =
+                            route == PKV_ROUTE_REF_PAGED ? pkvk_plan_ref(&p, lens, 4)
+                            : route == PKV_ROUTE_BUCKET
+                                ? pkvk_plan_bucket(&p, lens, lens, 4, three_splits, NULL)
+                            : route >= PKV_ROUTE_FLASHINFER
+                                ? pkvk_plan_flashinfer(&p, (pkv_route)route, &s, lens, 4, 8, 8)
+                                : pkvk_plan_workqueue(&p, (pkv_route)route, &s, lens, splits, 4);
+                        for (size_t j = 0; j < on; j++) o[j] = NAN;
+                        rc = rc ? rc
+                                : pkvk_cpu_run(&h.b, &p, pkv_route_ops_of(p.route)->cpu_attend,
+                                               part, o);
+                        double mx = NAN, mean = NAN;
+                        if (!rc) pkvk_compare(o, NULL, ref, on, &mx, &mean);
+                        CHECK(!rc && pkv_tol_ok(mx, mean),
+                              "Q %s, KV %s, G=%d, d=%d, ps=%d, %s: status %d, max|e| %.3g mean "
+                              "%.3g",
+                              pkvk_dtype_names[s.dtype], pkvk_dtype_names[s.kv_dtype], G, s.d,
+                              s.page_size, pkv_route_name((pkv_route)route), rc, mx, mean);
+                        cases++;
+                    }
+                    pkvk_plan_free(&p);
+                    free(ref), free(o), free(part);
+                    free_batch(&h);
+                }
+    printf("%d shape and route cases against the FP32 reference\n", cases);
+    /* FP8 KV without its scales, or FP8 queries, are refused, not read. */
+    const int32_t one = 40;
+    host_batch h;
+    make_batch(&h, r,
+               (pkvk_shape){.hq = 4, .hkv = 1, .d = 64, .page_size = 16, .kv_dtype = PKVK_FP8_E4M3},
+               &one, 1, 0);
+    float o[4 * 64];
+    h.b.k_scale = NULL;
+    CHECK(pkvk_cpu_reference(&h.b, o) == PKVK_ERR_INVALID, "FP8 KV without scales");
+    h.b.k_scale = h.k_scale;
+    h.b.shape.dtype = PKVK_FP8_E4M3;
+    CHECK(pkvk_cpu_reference(&h.b, o) == PKVK_ERR_INVALID, "FP8 queries");
+    free_batch(&h);
+    gsl_rng_free(r);
+    CHECK_DONE();
+}
