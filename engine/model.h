@@ -33,6 +33,10 @@ typedef struct pkv_model {
 static inline int pkv_model_dense(const pkv_model *m) {
     return m->hidden > 0;
 }
+/* The section of a calibration file a run of this model reads (pkv_calib_load). */
+static inline const char *pkv_model_calib_section(const pkv_model *m) {
+    return pkv_calib_section(pkv_model_dense(m));
+}
 /* The attention shape one GPU runs, and the dense part's (kernels/pkvk_model.h). */
 pkvk_shape pkv_model_attn_shape(const pkv_model *m);
 pkvk_model_shape pkv_model_gpu_shape(const pkv_model *m);

@@ -305,8 +305,7 @@ static bool gpu_serves(const cJSON *gpus, const char *gpu, const char *section) 
  * it, where it serves the run's kind of model (a served model, or the study layer); an
  * error naming the GPUs whose files do otherwise. A placeholder is never chosen. */
 static int choose_calibration(pkv_config *c, pkv_err *e) {
-    const bool dense = pkv_model_dense(&c->model);
-    const char *section = pkv_calib_section(dense);
+    const char *section = pkv_model_calib_section(&c->model);
     char index[1024];
     data_path(index, sizeof index, "experiments/calibration/gpus.json");
     pkv_err sub;
@@ -329,7 +328,7 @@ static int choose_calibration(pkv_config *c, pkv_err *e) {
             if (gpu_serves(gpus, x->string, section))
                 snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s",
                          *known ? ", " : "", x->string);
-        const char *what = dense ? "served model's" : "study layer's";
+        const char *what = strcmp(section, "study_layer") ? "served model's" : "study layer's";
         rc = f ? pkv_fail(e,
                           "route.calibration: none given, and route.gpu \"%s\" has no %s "
                           "calibration (a \"%s\" section in its file named by %s; GPUs with one: "
@@ -469,8 +468,7 @@ int pkv_config_check_memory(const pkv_config *c, double memory_gib, const char *
 static int fit_memory(pkv_config *c, const cJSON *root, pkv_err *e) {
     pkv_calib cal;
     pkv_err ignored;
-    if (pkv_calib_load(&cal, c->calibration, pkv_calib_section(pkv_model_dense(&c->model)),
-                       &ignored))
+    if (pkv_calib_load(&cal, c->calibration, pkv_model_calib_section(&c->model), &ignored))
         return 0;
     if (c->calib_overrides &&
         pkv_calib_apply(&cal, c->calib_overrides, "route.overrides", &ignored)) {

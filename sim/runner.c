@@ -110,8 +110,7 @@ static int replica_itl(void *ctx, int64_t id, double gap, pkv_err *e) {
 
 /* The experiment's calibration with its route.overrides. */
 static int load_calib(const pkv_config *cfg, pkv_calib *cal, pkv_err *e) {
-    if (pkv_calib_load(cal, cfg->calibration, pkv_calib_section(pkv_model_dense(&cfg->model)), e))
-        return -1;
+    if (pkv_calib_load(cal, cfg->calibration, pkv_model_calib_section(&cfg->model), e)) return -1;
     if (cfg->calib_overrides && pkv_calib_apply(cal, cfg->calib_overrides, "route.overrides", e)) {
         pkv_err sub = *e;
         pkv_calib_free(cal);

@@ -85,8 +85,7 @@ static int on_end(void *ctx, double t_end, bool interrupted, const pkv_sim_count
 int replica_init(replica *r, const char *text, pkv_err *e) {
     memset(r, 0, sizeof *r);
     if (pkv_config_parse(&r->cfg, strdup(text), "replica.json", e) ||
-        pkv_calib_load(&r->cal, r->cfg.calibration,
-                       pkv_calib_section(pkv_model_dense(&r->cfg.model)), e) ||
+        pkv_calib_load(&r->cal, r->cfg.calibration, pkv_model_calib_section(&r->cfg.model), e) ||
         (r->cfg.calib_overrides &&
          pkv_calib_apply(&r->cal, r->cfg.calib_overrides, "route.overrides", e)))
         return -1;
