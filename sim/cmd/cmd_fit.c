@@ -484,7 +484,8 @@ int pkv_cmd_fit(int argc, char **argv) {
         fitted.gates_set = true;
         memset(fitted.gates, 0, sizeof fitted.gates);
         for (int k = 0; k < PKV_GATE_GROUPS; k++)
-            if (groups >> (1 << k) & 1) fitted.gates[k] = (pkv_gate){true, 0, margin, margin};
+            if ((1 << k) < 32 && groups >> (1 << k) & 1) /* groups: bit G for G below 32 */
+                fitted.gates[k] = (pkv_gate){true, 0, margin, margin};
         if (isfinite(bias_pkv) && isfinite(bias_base))
             emit("\ngates: no minimum context, margin %.4f (1 + the baselines' largest summed "
                  "error %+.2f%% - the split routes' smallest %+.2f%%)\n",
