@@ -1,0 +1,103 @@
+/* A simulation's construction and teardown: its queues, block tables and chunk
+ * lists sized by serving.max_active, the KV pools (and the host pool of preemption by
+ * swap), the prefix cache, the workload's streams. The loop is sim.c's. */
+#include "sim_parts.h"
+#include "sched.h"
+#include "rng.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, const pkv_sim_sink *sink,
+                 volatile sig_atomic_t *stop, pkv_err *e) {
+    *s = (pkv_sim){.cfg = cfg,
+                   .eng = eng,
+                   .stop = stop,
+                   .sched = pkv_scheduler_get(cfg->scheduler),
+                   .sink = sink ? *sink : (pkv_sim_sink){0},
+                   .bt_stride = pkv_sim_bt_stride(cfg)};
+    if (!s->sched) return pkv_fail(e, "%s: serving.scheduler: unknown scheduler", cfg->file);
+    if (pkv_sim_check_memory(cfg, s->bt_stride, e)) return -1;
+    pkv_heap_init(&s->heap);
+    int32_t ma = cfg->max_active;
+    s->wait_cap = 1024;
+    s->wait = malloc(sizeof(int64_t) * s->wait_cap);
+    s->prefill = malloc(sizeof(int64_t) * (size_t)ma);
+    s->run = malloc(sizeof(int64_t) * (size_t)ma);
+    s->seq_lens = malloc(sizeof(int32_t) * (size_t)ma);
+    s->block_table = malloc(sizeof(int32_t) * (size_t)ma * (size_t)s->bt_stride);
+    s->dirty_rows = malloc(sizeof(int32_t) * (size_t)ma);
+    s->dirty_from = malloc(sizeof(int32_t) * (size_t)ma);
+    /* a batch lists every prompt's pages, shared cached ones once for each prompt */
+    s->prefill_pages = malloc(sizeof(int32_t) * (size_t)ma * (size_t)s->bt_stride);
+    s->prefill_lens = malloc(sizeof(int32_t) * (size_t)ma);
+    s->chunk_slot = malloc(sizeof(int64_t) * (size_t)ma);
+    s->chunk_start = malloc(sizeof(int32_t) * (size_t)ma);
+    s->chunk_len = malloc(sizeof(int32_t) * (size_t)ma);
+    s->chunk_last = malloc((size_t)ma);
+    if (s->dirty_from)
+        for (int32_t i = 0; i < ma; i++) s->dirty_from[i] = INT32_MAX;
+    s->r_pages = pkv_stream_create(cfg->seed, PKV_STREAM_PAGES);
+    int pool = -1; /* 0 set up; -1 out of memory; -2 stopped */
+    if (s->wait && s->prefill && s->run && s->seq_lens && s->block_table && s->dirty_rows &&
+        s->dirty_from && s->prefill_pages && s->prefill_lens && s->chunk_slot && s->chunk_start &&
+        s->chunk_len && s->chunk_last && s->r_pages)
+        pool = pkv_kvalloc_init(&s->alloc, cfg->kv_pages, cfg->hole_fraction, s->r_pages, stop);
+    if (!pool && cfg->preemption == PKV_PREEMPT_SWAP &&
+        (pkv_kvalloc_init(&s->host, cfg->swap_pages, 0, NULL, stop) ||
+         !(s->swap_slots = malloc(sizeof(int32_t) * (size_t)s->bt_stride))))
+        pool = -1;
+    if (pool) {
+        pkv_sim_free(s);
+        return pool == -2
+                   ? pkv_fail(e, "%s: stopped by a signal while setting up the KV pool", cfg->file)
+                   : pkv_fail(e, "out of memory setting up the simulation (%d KV pages)",
+                              cfg->kv_pages);
+    }
+    if (cfg->prefix_caching) {
+        const int32_t ppb = cfg->prefix_block_tokens / cfg->model.page_size;
+        if (pkv_prefix_init(&s->cache, cfg->kv_pages, ppb) ||
+            !(s->evicted = malloc(sizeof(int32_t) * (size_t)ppb))) {
+            pkv_sim_free(s);
+            return pkv_fail(e, "out of memory setting up the prefix cache");
+        }
+    }
+    if (pkv_workload_init(&s->wl, &cfg->workload, cfg->seed)) {
+        pkv_sim_free(s);
+        return pkv_fail(e, "cannot set up the workload's random streams");
+    }
+    s->wl.limits = (pkv_arrival_limits){cfg->max_time > 0 ? cfg->max_time : INFINITY, stop};
+    return 0;
+}
+
+void pkv_sim_free(pkv_sim *s) {
+    for (size_t i = 0; i < s->n_slots; i++) free(s->req[i].pages), free(s->req[i].blocks);
+    free(s->req);
+    free(s->first);
+    free(s->free_slots);
+    free(s->wait);
+    free(s->prefill);
+    free(s->prefill_pages);
+    free(s->prefill_lens);
+    free(s->chunk_slot);
+    free(s->chunk_start);
+    free(s->chunk_len);
+    free(s->chunk_last);
+    free(s->run);
+    free(s->seq_lens);
+    free(s->block_table);
+    free(s->dirty_rows);
+    free(s->dirty_from);
+    pkv_kvalloc_free(&s->alloc);
+    pkv_kvalloc_free(&s->host);
+    free(s->swap_slots);
+    pkv_prefix_free(&s->cache);
+    free(s->evicted);
+    if (s->r_pages) gsl_rng_free(s->r_pages);
+    pkv_workload_free(&s->wl);
+    pkv_heap_free(&s->heap);
+    s->req = NULL;
+    s->free_slots = NULL;
+    s->n_slots = s->n_free_slots = 0;
+}
