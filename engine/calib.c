@@ -306,7 +306,27 @@ pkv_keys pkv_calib_keys(void) {
     return PKV_KEYS(rows);
 }
 
-static bool is_section(const char *name);
+static const char *const sections[] = {"study_layer", "served_model", NULL};
+
+const char *pkv_calib_section(bool served_model) {
+    return sections[served_model];
+}
+
+static bool is_section(const char *name) {
+    for (int i = 0; sections[i]; i++)
+        if (!strcmp(name, sections[i])) return true;
+    return false;
+}
+
+bool pkv_calib_sectioned(const cJSON *root) {
+    bool any = false;
+    for (int i = 0; sections[i]; i++) any |= cJSON_HasObjectItem(root, sections[i]);
+    return any;
+}
+
+bool pkv_calib_serves(const cJSON *root, const char *section) {
+    return !pkv_calib_sectioned(root) || cJSON_HasObjectItem(root, section);
+}
 
 int pkv_calib_apply(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e) {
     if (pkv_keys_parse(pkv_calib_keys(), "", o, path, c, true, e)) return -1;
@@ -359,28 +379,6 @@ void pkv_calib_flashinfer_occupancy(pkv_calib *c, const pkvk_shape *s) {
         c->flashinfer_decode_ctas_per_sm = occ;
 }
 
-static const char *const sections[] = {"study_layer", "served_model", NULL};
-
-const char *pkv_calib_section(bool served_model) {
-    return sections[served_model];
-}
-
-static bool is_section(const char *name) {
-    for (int i = 0; sections[i]; i++)
-        if (!strcmp(name, sections[i])) return true;
-    return false;
-}
-
-bool pkv_calib_sectioned(const cJSON *root) {
-    bool any = false;
-    for (int i = 0; sections[i]; i++) any |= cJSON_HasObjectItem(root, sections[i]);
-    return any;
-}
-
-bool pkv_calib_serves(const cJSON *root, const char *section) {
-    return !pkv_calib_sectioned(root) || cJSON_HasObjectItem(root, section);
-}
-
 /* A file with sections: its top level with `section`'s keys in place (NULL: none),
  * every section removed, and "section" naming the one applied. *had: whether the file
  * has sections at all (a file without is left as it is). */
@@ -412,7 +410,12 @@ static int flatten(cJSON *root, const char *section, bool *had, pkv_err *e) {
             return -1;
         }
         cJSON_DeleteItemFromObjectCaseSensitive(root, it->string);
-        cJSON_AddItemToObject(root, it->string, cJSON_DetachItemViaPointer(s, it));
+        cJSON *moved = cJSON_DetachItemViaPointer(s, it);
+        if (!cJSON_AddItemToObject(root, moved->string, moved)) {
+            cJSON_Delete(moved);
+            cJSON_Delete(s);
+            return pkv_fail(e, "out of memory");
+        }
     }
     cJSON_Delete(s);
     cJSON_DeleteItemFromObjectCaseSensitive(root, "section");

@@ -510,6 +510,10 @@ int pkv_cmd_fit(int argc, char **argv) {
         } else { /* a flat file: no section applied */
             cJSON_DeleteItemFromObjectCaseSensitive(root, "section");
         }
+        if (!dst) { /* out of memory: nothing is written (below) */
+            cJSON_Delete(root);
+            root = NULL;
+        }
         const char *drop[] = {"route_model",
                               "route_model_by_group",
                               "flashinfer_decode_ctas_by_group",
