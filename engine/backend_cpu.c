@@ -44,6 +44,10 @@ static float fp8_scale(size_t page_head) {
  * pool's type (FP8: over its page and head's scale). */
 static void put_kv(const cpu_backend *b, uint16_t *pool, const float *scale, size_t j, uint16_t h) {
     const pkvk_shape *s = &b->shape;
+    if (s->kv_dtype == PKVK_FP16) { /* the tensor's bits */
+        pool[j] = h;
+        return;
+    }
     const float c = scale ? scale[j / ((size_t)s->page_size * s->d)] : 1.f;
     pkvk_store(s->kv_dtype, pool, j, pkvk_h2f(h) / c);
 }
@@ -86,8 +90,12 @@ static int cpu_prepare(pkv_backend *base, const pkv_batch_view *v, pkv_err *e) {
                 put_kv(b, b->v, b->v_scale, off + j, b->t.src_v[(src * s->hkv + h) * s->d + j]);
             }
         }
-        for (size_t j = 0, n = (size_t)s->hq * s->d; j < n; j++)
-            pkvk_store(s->dtype, b->q, (size_t)i * n + j, pkvk_h2f(b->t.src_q[src * n + j]));
+        const size_t n = (size_t)s->hq * s->d;
+        if (s->dtype == PKVK_FP16)
+            memcpy(b->q + i * n, b->t.src_q + src * n, 2 * n);
+        else
+            for (size_t j = 0; j < n; j++)
+                pkvk_store(s->dtype, b->q, i * n + j, pkvk_h2f(b->t.src_q[src * n + j]));
     }
     b->next_src += v->n_rows;
     return 0;

@@ -8,11 +8,12 @@ void pkv_cost_counters(const pkv_calib *c, const pkvk_shape *s, const pkvk_plan 
                        const int32_t *seq_lens, pkv_counters *out) {
     *out = (pkv_counters){0};
     pkv_plan_sums sums = {0};
+    const bool fp8 = s->kv_dtype == PKVK_FP8_E4M3;
     int64_t pages = 0; /* FP8 KV: each page's scales are read beside its bytes */
     for (int32_t i = 0; i < p->n_rows; i++) {
         const int32_t n = p->split_offsets[i + 1] - p->split_offsets[i];
         sums.tokens += seq_lens[i];
-        pages += (seq_lens[i] + s->page_size - 1) / s->page_size;
+        if (fp8) pages += (seq_lens[i] + s->page_size - 1) / s->page_size;
         if (seq_lens[i] > sums.max_len) sums.max_len = seq_lens[i];
         if (n > sums.max_splits) sums.max_splits = n;
         if (n > 1) sums.merged_slots += n;
@@ -22,9 +23,8 @@ void pkv_cost_counters(const pkv_calib *c, const pkvk_shape *s, const pkvk_plan 
     out->max_splits = sums.max_splits;
     const int elem = pkvk_dtype_bytes(s->kv_dtype);
     out->max_cta_bytes = (int64_t)sums.longest_range * s->d * 2 /* K and V */ * elem;
-    out->kv_bytes =
-        sums.tokens * s->hkv * s->d * 2 /* K and V */ * elem +
-        (s->kv_dtype == PKVK_FP8_E4M3 ? pages * s->hkv * 2 * (int64_t)sizeof(float) : 0);
+    out->kv_bytes = sums.tokens * s->hkv * s->d * 2 /* K and V */ * elem +
+                    pages * s->hkv * 2 * (int64_t)sizeof(float);
     /* A split writes G states of d + 2 floats per KV head, and the merge reads them. */
     out->merge_bytes = sums.merged_slots * s->hq * (s->d + 2) * 4 * 2;
     out->cta_work_per_sm = (double)out->ctas / c->sm_count;
