@@ -425,19 +425,28 @@ static int flatten(cJSON *root, const char *section, bool *had, pkv_err *e) {
 }
 
 int pkv_calib_load(pkv_calib *c, const char *path, const char *section, pkv_err *e) {
+    char *text = pkv_read_file(path, NULL, e);
+    if (!text) {
+        pkv_calib_defaults(c);
+        return -1;
+    }
+    return pkv_calib_load_text(c, text, path, section, e);
+}
+
+int pkv_calib_load_text(pkv_calib *c, char *text, const char *path, const char *section,
+                        pkv_err *e) {
     pkv_calib_defaults(c);
-    c->json = pkv_read_file(path, NULL, e);
-    if (!c->json) return -1;
+    c->json = text;
     cJSON *root = pkv_json_parse(c->json, path, e);
     if (!root) goto fail;
     pkv_err sub;
     bool had;
     int bad = flatten(root, section, &had, &sub) || pkv_calib_apply(c, root, "", &sub);
     if (!bad && had) { /* what the run applied, not the file's other sections */
-        char *text = cJSON_Print(root);
-        if (!text) bad = pkv_fail(&sub, "out of memory") != 0;
+        char *applied = cJSON_Print(root);
+        if (!applied) bad = pkv_fail(&sub, "out of memory") != 0;
         free(c->json);
-        c->json = text;
+        c->json = applied;
     }
     cJSON_Delete(root);
     if (bad) {

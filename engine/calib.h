@@ -126,6 +126,10 @@ void pkv_calib_defaults(pkv_calib *c);
  * a file without sections verbatim, else its top level with the section's keys in it
  * and "section" naming the section. */
 int pkv_calib_load(pkv_calib *c, const char *path, const char *section, pkv_err *e);
+/* The same from a file's text (taken over: freed on failure, else kept or replaced in
+ * c->json); path names it in errors. */
+int pkv_calib_load_text(pkv_calib *c, char *text, const char *path, const char *section,
+                        pkv_err *e);
 /* The section of a calibration file a run reads: a served (full) model's, or the
  * study layer's. */
 const char *pkv_calib_section(bool served_model);
