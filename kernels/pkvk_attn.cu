@@ -6,10 +6,11 @@
 // (rows G..15 are zero), S = Q K^T and O += P V per 16 tokens. Each of the 4 warps
 // streams its own 16 tokens of every 64-token tile through a 3-stage cp.async
 // pipeline into an XOR-swizzled shared-memory layout read by ldmatrix, and keeps
-// its own exact online-softmax state (m, l, O) in FP32 (P is rounded to FP16 for
-// the PV product); the warps' states are merged once at the end. Scores are kept
-// in the log2 domain (scaled by sm_scale * log2 e) so every exponential is exp2f.
+// its own exact online-softmax state (m, l, O) in FP32 (P is rounded to the inputs'
+// type, FP16 or BF16, for the PV product); the warps' states are merged once at the end. Scores are
+// kept in the log2 domain (scaled by sm_scale * log2 e) so every exponential is exp2f.
 #include <cuda/atomic>
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
 #include <string.h>
@@ -47,6 +48,7 @@ struct Params {
     float *part_acc;        // [slot][hkv][G][D]
     float *part_ml;         // [slot][hkv][G][2]: m (log2 domain), l
     int *counters;          // [n_rows * hkv] fused completion counters, left at 0
+    int bf16;               // Q, K, V and O are BF16 (the same 16-bit layout), else FP16
 };
 
 #include "pkvk_attn_tile.cuh"
@@ -65,7 +67,7 @@ template <bool LOAD_CG> __device__ __forceinline__ float ld(const float *x) {
     return LOAD_CG ? __ldcg(x) : *x;
 }
 
-template <int D, int NG, bool LOAD_CG>
+template <int D, int NG, bool LOAD_CG, bool BF>
 __device__ void merge_states(const float *ml, const float *acc, int n, int stride_ml,
                              int stride_acc, float *sh, int sh_floats, __half *out) {
     const int tid = threadIdx.x;
@@ -81,7 +83,7 @@ __device__ void merge_states(const float *ml, const float *acc, int n, int strid
                 L += c * ld<LOAD_CG>(ml + (size_t)s * stride_ml + 2 * g + 1);
                 a += c * ld<LOAD_CG>(acc + (size_t)s * stride_acc + g * D + tid);
             }
-            out[g * D + tid] = __float2half(a / L);
+            store16<BF>(&out[g * D + tid], a / L);
         }
         return;
     }
@@ -116,7 +118,7 @@ __device__ void merge_states(const float *ml, const float *acc, int n, int strid
         for (int g = 0; g < NG; g++)
             a[g] += w[g * n + s] * ld<LOAD_CG>(acc + (size_t)s * stride_acc + g * D + tid);
 #pragma unroll
-    for (int g = 0; g < NG; g++) out[g * D + tid] = __float2half(a[g]);
+    for (int g = 0; g < NG; g++) store16<BF>(&out[g * D + tid], a[g]);
     __syncthreads(); // sh may be reused by the caller
 }
 
@@ -126,7 +128,7 @@ __host__ __device__ constexpr size_t smem_bytes(int D) {
 
 // The work of CTA x of a launch (x: blockIdx.x, or a fixed grid's task index). Every
 // return is taken by the whole CTA.
-template <int D, int G, int MODE>
+template <int D, int G, int MODE, bool BF>
 __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
     static_assert(D % 16 == 0 && G <= 8, "MMA rows hold at most 8 query heads");
     int row, kvh, split, tb, te;
@@ -224,8 +226,8 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
             uint32_t b[4];
             int mi = lane / 8, t = (mi / 2) * 8 + lane % 8;
             ldmatrix_x4(b, ks + swz(t, kk * 2 + mi % 2));
-            mma16816(sc[0], qa[kk][0], qa[kk][1], b[0], b[1]);
-            mma16816(sc[1], qa[kk][0], qa[kk][1], b[2], b[3]);
+            mma16816<BF>(sc[0], qa[kk][0], qa[kk][1], b[0], b[1]);
+            mma16816<BF>(sc[1], qa[kk][0], qa[kk][1], b[2], b[3]);
         }
         // Online softmax of row r over the 16 tokens (4 here, 12 in the quad).
         int t0 = tb + it * CTILE + warp * WTOK + cq;
@@ -254,14 +256,14 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
         for (int n = 0; n < D / 8; n++) o[n][0] *= c, o[n][1] *= c;
 
         // O += P V: P's C fragments are the A fragment of a 16x16 product.
-        uint32_t pa0 = pack_half2(sc[0][0], sc[0][1]), pa1 = pack_half2(sc[1][0], sc[1][1]);
+        uint32_t pa0 = pack2<BF>(sc[0][0], sc[0][1]), pa1 = pack2<BF>(sc[1][0], sc[1][1]);
 #pragma unroll
         for (int nd = 0; nd < D / 16; nd++) {
             uint32_t b[4];
             int mi = lane / 8, t = (mi % 2) * 8 + lane % 8;
             ldmatrix_x4_trans(b, vs + swz(t, nd * 2 + mi / 2));
-            mma16816(o[2 * nd], pa0, pa1, b[0], b[1]);
-            mma16816(o[2 * nd + 1], pa0, pa1, b[2], b[3]);
+            mma16816<BF>(o[2 * nd], pa0, pa1, b[0], b[1]);
+            mma16816<BF>(o[2 * nd + 1], pa0, pa1, b[2], b[3]);
         }
         __syncwarp(); // all lanes are done with this stage before it is refilled
     }
@@ -304,7 +306,7 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
 #pragma unroll
         for (int w = 0; w < WARPS; w++) a += red_acc[(w * G + g) * D + d];
         if (direct)
-            p.o[((size_t)row * p.hq + kvh * G + g) * D + d] = __float2half(a / fin[g * 2 + 1]);
+            store16<BF>(&p.o[((size_t)row * p.hq + kvh * G + g) * D + d], a / fin[g * 2 + 1]);
         else
             p.part_acc[(sidx + g) * D + d] = a;
     }
@@ -331,16 +333,16 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
     static_assert(THREADS == D, "the in-kernel merge uses one thread per dimension");
     const size_t base = ((size_t)slot0 * p.hkv + kvh) * G;
     // All G heads at once: one chain of L2 round trips for the CTA, not one per head.
-    merge_states<D, G, true>(p.part_ml + base * 2, p.part_acc + base * D, nslots, p.hkv * G * 2,
-                             p.hkv * G * D, reinterpret_cast<float *>(smem),
-                             (int)(smem_bytes(D) / sizeof(float)),
-                             p.o + ((size_t)row * p.hq + kvh * G) * D);
+    merge_states<D, G, true, BF>(p.part_ml + base * 2, p.part_acc + base * D, nslots, p.hkv * G * 2,
+                                 p.hkv * G * D, reinterpret_cast<float *>(smem),
+                                 (int)(smem_bytes(D) / sizeof(float)),
+                                 p.o + ((size_t)row * p.hq + kvh * G) * D);
 }
 
 // FIXED (the workqueue only): a grid of fixed size (CUDA graph replay) whose CTAs
 // take the plan's tasks x = blockIdx.x, blockIdx.x + gridDim.x, ... up to its count,
 // read from the device; CTAs past it return at once.
-template <int D, int G, int MODE, bool FIXED = false>
+template <int D, int G, int MODE, bool FIXED, bool BF>
 __global__ void __launch_bounds__(THREADS) attn_kernel(const Params p) {
     // A merge launched after this kernel (launch_merge) may be scheduled now: its
     // blocks wait for this grid's completion (griddepcontrol.wait) while resident.
@@ -348,19 +350,19 @@ __global__ void __launch_bounds__(THREADS) attn_kernel(const Params p) {
     asm volatile("griddepcontrol.launch_dependents;");
 #endif
     if (!FIXED) {
-        attn_cta<D, G, MODE>(p, blockIdx.x);
+        attn_cta<D, G, MODE, BF>(p, blockIdx.x);
         return;
     }
     const unsigned n = (unsigned)(p.split_offsets[p.layout_rows] * p.hkv);
     for (unsigned x = blockIdx.x; x < n; x += gridDim.x) {
-        attn_cta<D, G, MODE>(p, x);
+        attn_cta<D, G, MODE, BF>(p, x);
         __syncthreads(); // the next task refills the shared memory this one read
     }
 }
 
 // Segmented merge: block (row, query head), one thread per dimension. Rows with a
 // single slot were written directly by their split and are skipped.
-template <int D> __global__ void __launch_bounds__(D) merge_kernel(const Params p, int G) {
+template <int D, bool BF> __global__ void __launch_bounds__(D) merge_kernel(const Params p, int G) {
     // Launched as a programmatic dependent of the split kernel (launch_merge): its
     // blocks may be resident before that kernel ends, and wait here until it has
     // completed and its writes are visible.
@@ -373,40 +375,40 @@ template <int D> __global__ void __launch_bounds__(D) merge_kernel(const Params 
     int s0 = p.split_offsets[row], n = p.split_offsets[row + 1] - s0;
     if (n <= 1) return;
     size_t base = ((size_t)s0 * p.hkv + kvh) * G + g;
-    merge_states<D, 1, false>(p.part_ml + base * 2, p.part_acc + base * D, n, p.hkv * G * 2,
-                              p.hkv * G * D, sh, 2 * MERGE_SLOTS,
-                              p.o + ((size_t)row * p.hq + h) * D);
+    merge_states<D, 1, false, BF>(p.part_ml + base * 2, p.part_acc + base * D, n, p.hkv * G * 2,
+                                  p.hkv * G * D, sh, 2 * MERGE_SLOTS,
+                                  p.o + ((size_t)row * p.hq + h) * D);
 }
 
-template <int D, int G, int MODE, bool FIXED>
+template <int D, int G, int MODE, bool FIXED, bool BF>
 int launch_attn(cudaStream_t st, dim3 grid, const Params &p) {
     static_assert((2 * WARPS * G + 2 * G + WARPS * G * D) * sizeof(float) <= smem_bytes(D),
                   "the warp reduction fits in the pipeline's shared memory");
     // The dynamic shared memory limit was raised by pkvk_attn_configure.
-    attn_kernel<D, G, MODE, FIXED><<<grid, THREADS, smem_bytes(D), st>>>(p);
+    attn_kernel<D, G, MODE, FIXED, BF><<<grid, THREADS, smem_bytes(D), st>>>(p);
     PKVK_CK_LAUNCH();
     return PKVK_OK;
 }
 
-template <int D, int MODE, bool FIXED>
+template <int D, int MODE, bool FIXED, bool BF>
 int launch_g(cudaStream_t st, int G, dim3 grid, const Params &p) {
     switch (G) {
     case 1:
-        return launch_attn<D, 1, MODE, FIXED>(st, grid, p);
+        return launch_attn<D, 1, MODE, FIXED, BF>(st, grid, p);
     case 2:
-        return launch_attn<D, 2, MODE, FIXED>(st, grid, p);
+        return launch_attn<D, 2, MODE, FIXED, BF>(st, grid, p);
     case 3:
-        return launch_attn<D, 3, MODE, FIXED>(st, grid, p);
+        return launch_attn<D, 3, MODE, FIXED, BF>(st, grid, p);
     case 4:
-        return launch_attn<D, 4, MODE, FIXED>(st, grid, p);
+        return launch_attn<D, 4, MODE, FIXED, BF>(st, grid, p);
     case 5:
-        return launch_attn<D, 5, MODE, FIXED>(st, grid, p);
+        return launch_attn<D, 5, MODE, FIXED, BF>(st, grid, p);
     case 6:
-        return launch_attn<D, 6, MODE, FIXED>(st, grid, p);
+        return launch_attn<D, 6, MODE, FIXED, BF>(st, grid, p);
     case 7:
-        return launch_attn<D, 7, MODE, FIXED>(st, grid, p);
+        return launch_attn<D, 7, MODE, FIXED, BF>(st, grid, p);
     case 8:
-        return launch_attn<D, 8, MODE, FIXED>(st, grid, p);
+        return launch_attn<D, 8, MODE, FIXED, BF>(st, grid, p);
     default:
         return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "GQA group size must be 1 to 8");
     }
@@ -414,8 +416,10 @@ int launch_g(cudaStream_t st, int G, dim3 grid, const Params &p) {
 
 template <int MODE, bool FIXED = false>
 int launch_mode(cudaStream_t st, int D, int G, dim3 grid, const Params &p) {
-    if (D == 128) return launch_g<128, MODE, FIXED>(st, G, grid, p);
-    return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "head dimension must be 128 on the GPU");
+    if (D != 128)
+        return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "head dimension must be 128 on the GPU");
+    return p.bf16 ? launch_g<128, MODE, FIXED, true>(st, G, grid, p)
+                  : launch_g<128, MODE, FIXED, false>(st, G, grid, p);
 }
 
 int launch_merge(cudaStream_t st, const Params &p, int G, int D, unsigned rows) {
@@ -431,19 +435,26 @@ int launch_merge(cudaStream_t st, const Params &p, int G, int D, unsigned rows) 
     cfg.stream = st;
     cfg.attrs = &attr;
     cfg.numAttrs = 1;
-    PKVK_CK(cudaLaunchKernelEx(&cfg, merge_kernel<128>, p, G));
+    PKVK_CK(cudaLaunchKernelEx(&cfg, p.bf16 ? merge_kernel<128, true> : merge_kernel<128, false>, p,
+                               G));
     return PKVK_OK;
 }
 
-template <int D, int G> int configure_g() {
-    const void *ks[] = {
-        (const void *)attn_kernel<D, G, MODE_REF>, (const void *)attn_kernel<D, G, MODE_BUCKET>,
-        (const void *)attn_kernel<D, G, MODE_TASKS>, (const void *)attn_kernel<D, G, MODE_FUSED>,
-        (const void *)attn_kernel<D, G, MODE_TASKS, true>};
+template <int D, int G, bool BF> int configure_gt() {
+    const void *ks[] = {(const void *)attn_kernel<D, G, MODE_REF, false, BF>,
+                        (const void *)attn_kernel<D, G, MODE_BUCKET, false, BF>,
+                        (const void *)attn_kernel<D, G, MODE_TASKS, false, BF>,
+                        (const void *)attn_kernel<D, G, MODE_FUSED, false, BF>,
+                        (const void *)attn_kernel<D, G, MODE_TASKS, true, BF>};
     for (const void *k : ks)
         PKVK_CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      (int)smem_bytes(D)));
     return PKVK_OK;
+}
+
+template <int D, int G> int configure_g() { // FP16's kernels and BF16's
+    int rc = configure_gt<D, G, false>();
+    return rc ? rc : configure_gt<D, G, true>();
 }
 
 } // namespace
@@ -544,7 +555,13 @@ extern "C" int pkvk_launch(pkvk_workspace *w, const pkvk_batch *b, const pkvk_pl
     int G = s.hq / s.hkv, shift = -1;
     for (int k = 0; k < 31; k++)
         if ((1 << k) == s.page_size) shift = k;
+    if (s.dtype != s.kv_dtype || (s.dtype != PKVK_FP16 && s.dtype != PKVK_BF16))
+        return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED,
+                             "the GPU kernels take Q and KV both FP16 or both BF16");
+    if (s.dtype == PKVK_BF16 && pkv_route_is_flashinfer(plan->route))
+        return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "FlashInfer's routes are built for FP16 only");
     Params p = {};
+    p.bf16 = s.dtype == PKVK_BF16;
     p.q = (const __half *)b->q;
     p.o = (__half *)b->o;
     p.k = (const __half *)b->k_cache;
@@ -566,14 +583,14 @@ extern "C" int pkvk_launch(pkvk_workspace *w, const pkvk_batch *b, const pkvk_pl
 extern "C" int pkvk_occupancy(int d, int G, int *ctas_per_sm) {
     if (d != 128) return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "head dimension must be 128");
     static const void *const ks[9] = {nullptr,
-                                      (const void *)attn_kernel<128, 1, MODE_TASKS>,
-                                      (const void *)attn_kernel<128, 2, MODE_TASKS>,
-                                      (const void *)attn_kernel<128, 3, MODE_TASKS>,
-                                      (const void *)attn_kernel<128, 4, MODE_TASKS>,
-                                      (const void *)attn_kernel<128, 5, MODE_TASKS>,
-                                      (const void *)attn_kernel<128, 6, MODE_TASKS>,
-                                      (const void *)attn_kernel<128, 7, MODE_TASKS>,
-                                      (const void *)attn_kernel<128, 8, MODE_TASKS>};
+                                      (const void *)attn_kernel<128, 1, MODE_TASKS, false, false>,
+                                      (const void *)attn_kernel<128, 2, MODE_TASKS, false, false>,
+                                      (const void *)attn_kernel<128, 3, MODE_TASKS, false, false>,
+                                      (const void *)attn_kernel<128, 4, MODE_TASKS, false, false>,
+                                      (const void *)attn_kernel<128, 5, MODE_TASKS, false, false>,
+                                      (const void *)attn_kernel<128, 6, MODE_TASKS, false, false>,
+                                      (const void *)attn_kernel<128, 7, MODE_TASKS, false, false>,
+                                      (const void *)attn_kernel<128, 8, MODE_TASKS, false, false>};
     const void *k = G >= 1 && G <= 8 ? ks[G] : nullptr;
     if (!k) return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "GQA group size must be 1 to 8");
     int rc = pkvk_attn_configure(); // callable without a context (calibration, tests)

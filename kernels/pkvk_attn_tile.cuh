@@ -1,6 +1,7 @@
 // Private to kernels/pkvk_attn.cu (included inside its anonymous namespace): the
 // device helpers of the CTA body's tile pipeline: -inf, cp.async and its groups, the
-// XOR swizzle of the shared-memory tiles, ldmatrix and the MMA, half packing.
+// XOR swizzle of the shared-memory tiles, ldmatrix and the MMA (FP16 or BF16), packing
+// and the output's rounding.
 #pragma once
 
 __device__ __forceinline__ float neg_inf() {
@@ -41,17 +42,37 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t *b, const void *p) {
                  : "r"(s));
 }
 
-// d += A B for one m16n8k16 tile; A rows 8..15 are zero (a1 = a3 = 0), so only
-// rows 0..7 (the G query heads) carry data.
+// d += A B for one m16n8k16 tile, its inputs FP16 or (BF) BF16; A rows 8..15 are zero
+// (a1 = a3 = 0), so only rows 0..7 (the G query heads) carry data.
+template <bool BF>
 __device__ __forceinline__ void mma16816(float *d, uint32_t a0, uint32_t a2, uint32_t b0,
                                          uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
-                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
+    if (BF)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                     : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
+// Two floats rounded to the inputs' type, packed as one MMA register.
+template <bool BF> __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+    if (BF) {
+        __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+        return *reinterpret_cast<uint32_t *>(&h);
+    }
     __half2 h = __floats2half2_rn(lo, hi);
     return *reinterpret_cast<uint32_t *>(&h);
+}
+
+// One output element, rounded to FP16 or (BF) BF16, stored as its 16 bits.
+template <bool BF> __device__ __forceinline__ void store16(__half *p, float v) {
+    if (BF)
+        *reinterpret_cast<__nv_bfloat16 *>(p) = __float2bfloat16_rn(v);
+    else
+        *p = __float2half(v);
 }

@@ -1,5 +1,6 @@
 // Device helpers behind the C API: errors, memory, timing, L2 flush, ceilings, and
 // the FP32 GPU reference used to check large shapes.
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -446,27 +447,34 @@ extern "C" int pkvk_measure_ceilings(const pkvk_ctx *ctx, pkvk_ceilings *c) {
 // accumulating w * v. The scores are computed in both passes. Slow and plain.
 constexpr int REF_THREADS = 256;
 
+// Element i of a 16-bit array: FP16, or (bf) BF16.
+__device__ __forceinline__ float elem16(const __half *x, size_t i, int bf) {
+    return bf ? __bfloat162float(reinterpret_cast<const __nv_bfloat16 *>(x)[i])
+              : __half2float(x[i]);
+}
+
 __device__ float ref_score(const float *qs, const __half *k, const int32_t *bt, int32_t bt_stride,
-                           int row, int kvh, int hkv, int ps, int d, int t, float scale) {
+                           int row, int kvh, int hkv, int ps, int d, int t, float scale, int bf) {
     int page = bt[(size_t)row * bt_stride + t / ps];
-    const __half *kr = k + (((size_t)page * hkv + kvh) * ps + t % ps) * d;
+    const size_t at = (((size_t)page * hkv + kvh) * ps + t % ps) * d;
     float s = 0;
-    for (int j = 0; j < d; j++) s += qs[j] * __half2float(kr[j]);
+    for (int j = 0; j < d; j++) s += qs[j] * elem16(k, at + j, bf);
     return s * scale;
 }
 
 static __global__ void reference_kernel(const __half *q, const __half *k, const __half *v,
                                         const int32_t *bt, int32_t bt_stride, const int32_t *lens,
-                                        int hq, int hkv, int ps, int d, float scale, float *o) {
+                                        int hq, int hkv, int ps, int d, float scale, int bf,
+                                        float *o) {
     extern __shared__ float sh[]; // q[d], red[REF_THREADS], w[REF_THREADS]
     float *qs = sh, *red = sh + d, *w = red + REF_THREADS;
     int row = blockIdx.x, h = blockIdx.y, kvh = h / (hq / hkv), len = lens[row];
     for (int j = threadIdx.x; j < d; j += blockDim.x)
-        qs[j] = __half2float(q[((size_t)row * hq + h) * d + j]);
+        qs[j] = elem16(q, ((size_t)row * hq + h) * d + j, bf);
     __syncthreads();
     float mx = -INFINITY;
     for (int t = threadIdx.x; t < len; t += blockDim.x)
-        mx = fmaxf(mx, ref_score(qs, k, bt, bt_stride, row, kvh, hkv, ps, d, t, scale));
+        mx = fmaxf(mx, ref_score(qs, k, bt, bt_stride, row, kvh, hkv, ps, d, t, scale, bf));
     red[threadIdx.x] = mx;
     __syncthreads();
     for (int s = blockDim.x / 2; s > 0; s >>= 1) {
@@ -478,9 +486,9 @@ static __global__ void reference_kernel(const __half *q, const __half *k, const 
     float sum = 0, a = 0; // a: this thread's dimension (threadIdx.x < d)
     for (int t0 = 0; t0 < len; t0 += blockDim.x) {
         int t = t0 + threadIdx.x;
-        float x = t < len
-                      ? expf(ref_score(qs, k, bt, bt_stride, row, kvh, hkv, ps, d, t, scale) - mx)
-                      : 0.f;
+        float x =
+            t < len ? expf(ref_score(qs, k, bt, bt_stride, row, kvh, hkv, ps, d, t, scale, bf) - mx)
+                    : 0.f;
         w[threadIdx.x] = x;
         sum += x;
         __syncthreads();
@@ -489,7 +497,7 @@ static __global__ void reference_kernel(const __half *q, const __half *k, const 
             for (int i = 0; i < n; i++) {
                 int tt = t0 + i, page = bt[(size_t)row * bt_stride + tt / ps];
                 a += w[i] *
-                     __half2float(v[(((size_t)page * hkv + kvh) * ps + tt % ps) * d + threadIdx.x]);
+                     elem16(v, (((size_t)page * hkv + kvh) * ps + tt % ps) * d + threadIdx.x, bf);
             }
         __syncthreads();
     }
@@ -507,10 +515,14 @@ extern "C" int pkvk_gpu_reference(const pkvk_ctx *c, const pkvk_batch *b, float 
     const pkvk_shape &s = b->shape;
     if (b->n_rows == 0) return PKVK_OK;
     if (s.d > REF_THREADS) return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "reference: head dim > 256");
+    if (s.dtype != s.kv_dtype || (s.dtype != PKVK_FP16 && s.dtype != PKVK_BF16))
+        return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED,
+                             "reference: Q and KV both FP16 or both BF16 on the GPU");
     reference_kernel<<<dim3(b->n_rows, s.hq), REF_THREADS, (s.d + 2 * REF_THREADS) * sizeof(float),
                        c->stream>>>((const __half *)b->q, (const __half *)b->k_cache,
                                     (const __half *)b->v_cache, b->block_table, b->bt_stride,
-                                    b->seq_lens, s.hq, s.hkv, s.page_size, s.d, b->sm_scale, o32);
+                                    b->seq_lens, s.hq, s.hkv, s.page_size, s.d, b->sm_scale,
+                                    s.dtype == PKVK_BF16, o32);
     PKVK_CK_LAUNCH();
     return PKVK_OK;
 }

@@ -76,7 +76,7 @@ static int run_plan(const pkvk_ctx *c, pkvk_workspace *ws, dev_batch *d, const p
     if (rc || (pkv_route_is_flashinfer(p->route) && pkvk_pack_csr(ws, &d->b)) ||
         pkvk_launch(ws, &d->b, p, &launches) || pkvk_sync(c) || pkvk_d2h(tmp, d->o, n * 2))
         return -1;
-    for (size_t j = 0; j < n; j++) o[j] = pkvk_h2f(tmp[j]);
+    for (size_t j = 0; j < n; j++) o[j] = pkvk_elem(d->b.shape.dtype, tmp, j);
     return 0;
 }
 
@@ -185,78 +185,107 @@ int main(void) {
     const char *q = getenv("PKV_QUICK");
     const int quick = q && *q && strcmp(q, "0") != 0;
     int turn = 0; /* cycles the plans' ways up (run_plan) */
-    /* Small shapes: every route and split count against the CPU reference. */
-    for (int gi = quick ? 2 : 0; gi < (quick ? 3 : 8); gi++)
-        for (int pi = quick ? 2 : 0; pi < (quick ? 3 : 4); pi++) {
-            pkvk_shape s = {.hq = 2 * Gs[gi], .hkv = 2, .d = 128, .page_size = pss[pi]};
-            int32_t lens[10] = {1, 15, 16, 17, 31, 33, 1029, 2000};
-            lens[8] = 1 + (int32_t)gsl_rng_uniform_int(r, 4000);
-            lens[9] = 1 + (int32_t)gsl_rng_uniform_int(r, 64);
-            int n = 10;
-            host_batch h;
-            make_batch(&h, r, s, lens, n, 0.5);
-            dev_batch d = {0};
-            CHECK(upload(&h, &d) == 0, "upload: %s", pkvk_last_error());
-            float *ref = malloc(h.q_elems * 4), *o = malloc(h.q_elems * 4),
-                  *g32 = malloc(h.q_elems * 4);
-            uint16_t *tmp = malloc(h.q_elems * 2);
-            CHECK(pkvk_cpu_reference(&h.b, ref) == PKVK_OK, "CPU reference");
-            /* The GPU FP32 reference agrees with the CPU one. */
-            CHECK(pkvk_gpu_reference(ctx, &d.b, d.o32) == 0 &&
-                      pkvk_d2h(g32, d.o32, h.q_elems * 4) == 0,
-                  "gpu reference: %s", pkvk_last_error());
-            double mx, mean;
-            pkvk_compare(g32, NULL, ref, h.q_elems, &mx, &mean);
-            CHECK(mx < 1e-4, "GPU FP32 reference vs CPU: max|e| %.3g", mx);
-            pkvk_plan p;
-            pkvk_workspace *ws;
-            CHECK(pkvk_plan_init(&p, n, 4096) == 0, "plan");
-            CHECK(pkvk_workspace_create(ctx, &ws, &s, n, 4096, 4096) == 0, "workspace: %s",
-                  pkvk_last_error());
-            int fi_occ = 0;
-            /* FlashInfer's paths: group sizes 1, 2, 4 and 8 */
-            const int fi_g = pkv_flashinfer_group(Gs[gi]);
-            if (fi_built && fi_g)
-                CHECK(pkvk_flashinfer_occupancy(&s, &fi_occ) == 0 && fi_occ > 0,
-                      "FlashInfer occupancy: %s", pkvk_last_error());
-            for (int route = 0; route < PKV_ROUTE_COUNT; route++) {
-                const int32_t counts[3] = {1, 3, 80}; /* 80 splits > 63 tiles: empty splits */
-                if (!pkvk_route_built((pkv_route)route)) continue;
-                if (pkv_route_is_flashinfer((pkv_route)route) && !fi_g) continue;
-                for (int sc = 0; sc < 3; sc++) {
-                    int32_t S = counts[sc], splits[10];
-                    for (int i = 0; i < n; i++) splits[i] = S;
-                    /* ref_paged has no splits; FlashInfer's planners choose their own. */
-                    if ((route == PKV_ROUTE_REF_PAGED ||
-                         pkv_route_is_flashinfer((pkv_route)route)) &&
-                        sc)
-                        continue;
-                    int rc = route == PKV_ROUTE_REF_PAGED ? pkvk_plan_ref(&p, lens, n)
-                             : route == PKV_ROUTE_BUCKET
-                                 ? pkvk_plan_bucket(&p, lens, lens, n, fixed_splits, &S)
-                             : pkv_route_is_flashinfer((pkv_route)route)
-                                 ? pkvk_plan_flashinfer(&p, (pkv_route)route, &s, lens, n,
-                                                        dev.sm_count, fi_occ)
-                                 : pkvk_plan_workqueue(&p, (pkv_route)route, &s, lens, splits, n);
-                    CHECK(rc == 0, "plan");
-                    /* The fused route runs twice: its counters must reset themselves. */
-                    for (int rep = 0; rep < (route == PKV_ROUTE_FUSED ? 2 : 1); rep++) {
-                        CHECK(run_plan(ctx, ws, &d, &p, h.q_elems, o, tmp, turn++) == 0, "run: %s",
-                              pkvk_last_error());
-                        pkvk_compare(o, NULL, ref, h.q_elems, &mx, &mean);
-                        CHECK(pkv_tol_ok(mx, mean),
-                              "G=%d ps=%d %s S=%d rep %d: max|e| %.3g mean|e| %.3g (NaN: an "
-                              "output was not written)",
-                              Gs[gi], pss[pi], pkv_route_name((pkv_route)route), S, rep, mx, mean);
+    /* Small shapes: every route and split count against the CPU reference, in FP16
+     * (every page size) and in BF16 (page sizes 1 and 16; FlashInfer's routes refused). */
+    for (int bf = 0; bf < 2; bf++)
+        for (int gi = quick ? 2 : 0; gi < (quick ? 3 : 8); gi++)
+            for (int pi = quick ? 2 : 0; pi < (quick ? 3 : 4); pi++) {
+                if (bf && pi % 2) continue;
+                const int dt = bf ? PKVK_BF16 : PKVK_FP16;
+                pkvk_shape s = {.hq = 2 * Gs[gi],
+                                .hkv = 2,
+                                .d = 128,
+                                .page_size = pss[pi],
+                                .dtype = dt,
+                                .kv_dtype = dt};
+                int32_t lens[10] = {1, 15, 16, 17, 31, 33, 1029, 2000};
+                lens[8] = 1 + (int32_t)gsl_rng_uniform_int(r, 4000);
+                lens[9] = 1 + (int32_t)gsl_rng_uniform_int(r, 64);
+                int n = 10;
+                host_batch h;
+                make_batch(&h, r, s, lens, n, 0.5);
+                dev_batch d = {0};
+                CHECK(upload(&h, &d) == 0, "upload: %s", pkvk_last_error());
+                float *ref = malloc(h.q_elems * 4), *o = malloc(h.q_elems * 4),
+                      *g32 = malloc(h.q_elems * 4);
+                uint16_t *tmp = malloc(h.q_elems * 2);
+                CHECK(pkvk_cpu_reference(&h.b, ref) == PKVK_OK, "CPU reference");
+                /* The GPU FP32 reference agrees with the CPU one. */
+                CHECK(pkvk_gpu_reference(ctx, &d.b, d.o32) == 0 &&
+                          pkvk_d2h(g32, d.o32, h.q_elems * 4) == 0,
+                      "gpu reference: %s", pkvk_last_error());
+                double mx, mean;
+                pkvk_compare(g32, NULL, ref, h.q_elems, &mx, &mean);
+                CHECK(mx < 1e-4, "GPU FP32 reference vs CPU: max|e| %.3g", mx);
+                /* BF16's bound, from its two roundings (8 significant bits: half a unit is
+                 * 2^-8 of a value): P before the PV product moves the output by at most
+                 * 2^-8 max|V|, the output's own by 2^-8 |O|; FP16's tolerance on top. */
+                double vmax = 0, omax = 0;
+                for (size_t j = 0; j < h.kv_elems; j++)
+                    vmax = fmax(vmax, fabs(pkvk_elem(dt, h.v, j)));
+                for (size_t j = 0; j < h.q_elems; j++) omax = fmax(omax, fabs(ref[j]));
+                const double bf_tol = ldexp(vmax + omax, -8) + PKV_TOL_MAX;
+                pkvk_plan p;
+                pkvk_workspace *ws;
+                CHECK(pkvk_plan_init(&p, n, 4096) == 0, "plan");
+                CHECK(pkvk_workspace_create(ctx, &ws, &s, n, 4096, 4096) == 0, "workspace: %s",
+                      pkvk_last_error());
+                int fi_occ = 0;
+                /* FlashInfer's paths: group sizes 1, 2, 4 and 8 */
+                const int fi_g = pkv_flashinfer_group(Gs[gi]);
+                if (fi_built && fi_g)
+                    CHECK(pkvk_flashinfer_occupancy(&s, &fi_occ) == 0 && fi_occ > 0,
+                          "FlashInfer occupancy: %s", pkvk_last_error());
+                for (int route = 0; route < PKV_ROUTE_COUNT; route++) {
+                    const int32_t counts[3] = {1, 3, 80}; /* 80 splits > 63 tiles: empty splits */
+                    if (!pkvk_route_built((pkv_route)route)) continue;
+                    if (pkv_route_is_flashinfer((pkv_route)route) && (!fi_g || bf)) continue;
+                    for (int sc = 0; sc < 3; sc++) {
+                        int32_t S = counts[sc], splits[10];
+                        for (int i = 0; i < n; i++) splits[i] = S;
+                        /* ref_paged has no splits; FlashInfer's planners choose their own. */
+                        if ((route == PKV_ROUTE_REF_PAGED ||
+                             pkv_route_is_flashinfer((pkv_route)route)) &&
+                            sc)
+                            continue;
+                        int rc =
+                            route == PKV_ROUTE_REF_PAGED ? pkvk_plan_ref(&p, lens, n)
+                            : route == PKV_ROUTE_BUCKET
+                                ? pkvk_plan_bucket(&p, lens, lens, n, fixed_splits, &S)
+                            : pkv_route_is_flashinfer((pkv_route)route)
+                                ? pkvk_plan_flashinfer(&p, (pkv_route)route, &s, lens, n,
+                                                       dev.sm_count, fi_occ)
+                                : pkvk_plan_workqueue(&p, (pkv_route)route, &s, lens, splits, n);
+                        CHECK(rc == 0, "plan");
+                        /* The fused route runs twice: its counters must reset themselves. */
+                        for (int rep = 0; rep < (route == PKV_ROUTE_FUSED ? 2 : 1); rep++) {
+                            CHECK(run_plan(ctx, ws, &d, &p, h.q_elems, o, tmp, turn++) == 0,
+                                  "run: %s", pkvk_last_error());
+                            pkvk_compare(o, NULL, ref, h.q_elems, &mx, &mean);
+                            CHECK(bf ? mx <= bf_tol : pkv_tol_ok(mx, mean),
+                                  "%s G=%d ps=%d %s S=%d rep %d: max|e| %.3g mean|e| %.3g (NaN: an "
+                                  "output was not written)",
+                                  pkvk_dtype_names[dt], Gs[gi], pss[pi],
+                                  pkv_route_name((pkv_route)route), S, rep, mx, mean);
+                            if (bf && rep == 0 && sc == 0 && gi == 0 && pi == 0)
+                                printf("BF16 %s: max|e| %.3g against its bound %.3g\n",
+                                       pkv_route_name((pkv_route)route), mx, bf_tol);
+                        }
                     }
                 }
+                if (bf && fi_built && fi_g && gi == 0 && pi == 0) { /* not run: refused */
+                    int launches;
+                    CHECK(pkvk_plan_flashinfer(&p, PKV_ROUTE_FLASHINFER_TC, &s, lens, n,
+                                               dev.sm_count, fi_occ) == 0 &&
+                              pkvk_launch(ws, &d.b, &p, &launches) == PKVK_ERR_UNSUPPORTED,
+                          "BF16 on FlashInfer's route: not refused");
+                }
+                pkvk_workspace_destroy(ws);
+                pkvk_plan_free(&p);
+                free(ref), free(o), free(g32), free(tmp);
+                release(&d);
+                free_batch(&h);
             }
-            pkvk_workspace_destroy(ws);
-            pkvk_plan_free(&p);
-            free(ref), free(o), free(g32), free(tmp);
-            release(&d);
-            free_batch(&h);
-        }
 
     if (quick) {
         swap_round_trip(r);
