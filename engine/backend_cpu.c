@@ -40,11 +40,12 @@ static float fp8_scale(size_t page_head) {
     return (4.5f + 0.5f * (float)(page_head % 5)) / 448.f;
 }
 
-/* Element j of a pool (or a row's K/V appended at j) from an FP16 tensor value, in the
- * pool's type (FP8: over its page and head's scale). */
+/* Element j of a pool (or a row's K/V appended at j) from a tensor value (tensors.h:
+ * the pool's type, or FP16 for an FP8 pool, quantized here over its page and head's
+ * scale). */
 static void put_kv(const cpu_backend *b, uint16_t *pool, const float *scale, size_t j, uint16_t h) {
     const pkvk_shape *s = &b->shape;
-    if (s->kv_dtype == PKVK_FP16) { /* the tensor's bits */
+    if (s->kv_dtype != PKVK_FP8_E4M3) { /* the tensor's bits */
         pool[j] = h;
         return;
     }
@@ -90,12 +91,8 @@ static int cpu_prepare(pkv_backend *base, const pkv_batch_view *v, pkv_err *e) {
                 put_kv(b, b->v, b->v_scale, off + j, b->t.src_v[(src * s->hkv + h) * s->d + j]);
             }
         }
-        const size_t n = (size_t)s->hq * s->d;
-        if (s->dtype == PKVK_FP16)
-            memcpy(b->q + i * n, b->t.src_q + src * n, 2 * n);
-        else
-            for (size_t j = 0; j < n; j++)
-                pkvk_store(s->dtype, b->q, i * n + j, pkvk_h2f(b->t.src_q[src * n + j]));
+        memcpy(b->q + (size_t)i * s->hq * s->d, b->t.src_q + src * s->hq * s->d,
+               2 * (size_t)s->hq * s->d);
     }
     b->next_src += v->n_rows;
     return 0;
@@ -130,7 +127,7 @@ static int cpu_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan *
         if (pkvk_cpu_reference(&batch, b->o_ref))
             return pkv_fail(e, "cpu backend: the reference does not take head dimension %d", s->d);
         size_t n = (size_t)v->n_rows * s->hq * s->d;
-        pkvk_compare(b->o, NULL, b->o_ref, n, &rec->max_err, &rec->mean_err);
+        pkvk_compare(b->o, NULL, PKVK_FP16, b->o_ref, n, &rec->max_err, &rec->mean_err);
         double l1 = 0;
         for (size_t j = 0; j < n; j++) l1 += fabs(b->o[j]);
         rec->out_mean_abs = n ? l1 / n : 0;

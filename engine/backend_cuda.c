@@ -177,9 +177,9 @@ static int check_output(cuda_backend *b, const pkvk_batch *batch, pkv_step_rec *
     if (pkvk_gpu_reference(b->ctx, batch, b->o_ref) || pkvk_d2h(b->o_host, b->o, n * 2) ||
         pkvk_d2h(b->ref_host, b->o_ref, n * 4))
         return fail_dev(e, "reference check");
-    pkvk_compare(NULL, b->o_host, b->ref_host, n, &rec->max_err, &rec->mean_err);
+    pkvk_compare(NULL, b->o_host, s->dtype, b->ref_host, n, &rec->max_err, &rec->mean_err);
     double l1 = 0;
-    for (size_t j = 0; j < n; j++) l1 += fabs(pkvk_h2f(b->o_host[j]));
+    for (size_t j = 0; j < n; j++) l1 += fabs(pkvk_elem(s->dtype, b->o_host, j));
     rec->out_mean_abs = n ? l1 / n : 0;
     return 0;
 }
@@ -223,16 +223,15 @@ static int forward(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *pl
                    int check, int capture, pkv_step_rec *rec, pkv_err *e) {
     const pkvk_shape *s = &b->shape;
     const pkv_prefill_view *c = v->chunks;
-    step_hooks h = {
-        b,
-        {*s, rows, b->q, b->o, NULL, NULL, b->bt, b->bt_stride, b->lens, 1.0f / sqrtf((float)s->d),
-         NULL, NULL},
-        plan,
-        check,
-        capture,
-        0,
-        rec,
-        e};
+    step_hooks h = {b,
+                    {*s, rows, b->q, b->o, NULL, NULL, b->bt, b->bt_stride, b->lens,
+                     1.0f / sqrtf((float)s->d), NULL, NULL},
+                    plan,
+                    check,
+                    capture,
+                    0,
+                    rec,
+                    e};
     const pkvk_fwd_hooks hooks = {&h, step_attend, step_mark};
     const pkvk_fwd_model f = pkvk_model_forward(b->model);
     pkvk_fwd_in in = {.rows = rows,

@@ -26,16 +26,20 @@ int pkv_backend_supports(pkv_backend_kind k, const pkv_model *m, pkv_err *e) {
     const pkv_backend_kind kind = pkv_backend_resolve(k);
     const pkvk_shape s = pkv_model_attn_shape(m);
     const bool fp16 = s.dtype == PKVK_FP16 && s.kv_dtype == PKVK_FP16;
+    /* the GPU's attention kernels also run BF16 (Q and KV), the study layer's */
+    const bool bf16 = s.dtype == PKVK_BF16 && s.kv_dtype == PKVK_BF16 && !pkv_model_dense(m);
     if (kind == PKV_BACKEND_MODEL || (kind == PKV_BACKEND_CPU && (fp16 || !pkv_model_dense(m))))
         return 0;
-    if (!fp16)
+    if (!fp16 && !bf16)
         return pkv_fail(e,
                         "model %s: model.dtype %s with model.kv_dtype %s runs on the model "
                         "backend (its cost counts the KV type's bytes) and, for the study layer, "
-                        "on the cpu backend; %s runs FP16 only",
+                        "on the cpu backend; %s",
                         m->name, pkvk_dtype_names[s.dtype], pkvk_dtype_names[s.kv_dtype],
-                        kind == PKV_BACKEND_CPU ? "the cpu backend's full model"
-                                                : "the cuda backend");
+                        kind == PKV_BACKEND_CPU
+                            ? "the cpu backend's full model runs FP16 only"
+                            : "the cuda backend runs FP16, and the study layer in BF16 (Q and "
+                              "KV both)");
     const int g = s.hq / s.hkv;
     if (s.d == 128 && g >= 1 && g <= 8) return 0;
     return pkv_fail(e,

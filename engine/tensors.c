@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <gsl/gsl_randist.h>
 
-static void gaussian(uint16_t *x, size_t n, gsl_rng *r) {
-    for (size_t j = 0; j < n; j++) x[j] = pkvk_f2h((float)gsl_ran_gaussian(r, 1.0));
+static void gaussian(uint16_t *x, size_t n, int type, gsl_rng *r) {
+    for (size_t j = 0; j < n; j++) pkvk_store(type, x, j, (float)gsl_ran_gaussian(r, 1.0));
 }
 
 int pkv_tensors_make(pkv_tensors *t, const pkvk_shape *s, uint64_t seed) {
@@ -23,11 +23,12 @@ int pkv_tensors_make(pkv_tensors *t, const pkvk_shape *s, uint64_t seed) {
         pkv_tensors_free(t);
         return -1;
     }
-    gaussian(t->blk_k, PKV_TENSOR_BLOCK, r);
-    gaussian(t->blk_v, PKV_TENSOR_BLOCK, r);
-    gaussian(t->src_k, t->src_kv, r);
-    gaussian(t->src_v, t->src_kv, r);
-    gaussian(t->src_q, t->src_q_n, r);
+    const int kv = pkv_tensors_kv_type(s);
+    gaussian(t->blk_k, PKV_TENSOR_BLOCK, kv, r);
+    gaussian(t->blk_v, PKV_TENSOR_BLOCK, kv, r);
+    gaussian(t->src_k, t->src_kv, kv, r);
+    gaussian(t->src_v, t->src_kv, kv, r);
+    gaussian(t->src_q, t->src_q_n, s->dtype, r);
     gsl_rng_free(r);
     return 0;
 }

@@ -2,7 +2,9 @@
  * same numbers: the KV pool is tiled from two blocks of Gaussian halves (K, V), and
  * the new token of row i at a step comes from prepared row (first + i) % SRC_ROWS of
  * src_k / src_v ([rows][hkv][d]) and its query from src_q ([rows][hq][d]). All drawn
- * from the experiment's tensor stream (GSL), in this order. */
+ * from the experiment's tensor stream (GSL), in this order, and stored in the shape's
+ * types: Q in its dtype, K and V in its KV type where that is 16-bit (FP16 for an FP8
+ * pool, which the backend quantizes). */
 #ifndef PKV_TENSORS_H
 #define PKV_TENSORS_H
 
@@ -20,6 +22,10 @@ typedef struct pkv_tensors {
 } pkv_tensors;
 
 int pkv_tensors_make(pkv_tensors *t, const pkvk_shape *s, uint64_t seed);
+/* The type of the K and V tensors of shape s. */
+static inline int pkv_tensors_kv_type(const pkvk_shape *s) {
+    return s->kv_dtype == PKVK_FP8_E4M3 ? PKVK_FP16 : s->kv_dtype;
+}
 void pkv_tensors_free(pkv_tensors *t);
 
 #endif

@@ -226,11 +226,11 @@ int pkvk_cpu_run(const pkvk_batch *b, const pkvk_plan *p, pkvk_cpu_attend attend
     return PKVK_OK;
 }
 
-void pkvk_compare(const float *o32, const uint16_t *o16, const float *ref, size_t n,
+void pkvk_compare(const float *o32, const uint16_t *o16, int o16_dtype, const float *ref, size_t n,
                   double *max_err, double *mean_err) {
     double mx = 0, sum = 0;
     for (size_t j = 0; j < n; j++) {
-        double d = fabs((o32 ? (double)o32[j] : (double)pkvk_h2f(o16[j])) - ref[j]);
+        double d = fabs((o32 ? (double)o32[j] : (double)pkvk_elem(o16_dtype, o16, j)) - ref[j]);
         if (!(d <= mx)) mx = d; /* NaN propagates */
         sum += d;
     }

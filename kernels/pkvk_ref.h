@@ -34,9 +34,10 @@ int pkvk_cpu_attend_buckets(const pkvk_batch *b, const pkvk_plan *p, float *part
 int pkvk_cpu_attend_chunks(const pkvk_batch *b, const pkvk_plan *p, float *part);
 int pkvk_cpu_attend_tasks(const pkvk_batch *b, const pkvk_plan *p, float *part);
 size_t pkvk_partial_floats(const pkvk_shape *s, int32_t n_slots);
-/* Max and mean of |o - ref| over n elements, o given as floats (o32) or as fp16
- * (o16; pass NULL for the other). A NaN in o (an unwritten output) makes max NaN. */
-void pkvk_compare(const float *o32, const uint16_t *o16, const float *ref, size_t n,
+/* Max and mean of |o - ref| over n elements, o given as floats (o32) or as 16-bit
+ * values of type o16_dtype, FP16 or BF16 (o16; pass NULL for the other). A NaN in o (an
+ * unwritten output) makes max NaN. */
+void pkvk_compare(const float *o32, const uint16_t *o16, int o16_dtype, const float *ref, size_t n,
                   double *max_err, double *mean_err);
 
 /* FP32 GPU reference into o32 (device, float [n_rows][hq][d]): one launch on the

@@ -215,7 +215,7 @@ int main(void) {
                           pkvk_d2h(g32, d.o32, h.q_elems * 4) == 0,
                       "gpu reference: %s", pkvk_last_error());
                 double mx, mean;
-                pkvk_compare(g32, NULL, ref, h.q_elems, &mx, &mean);
+                pkvk_compare(g32, NULL, PKVK_FP16, ref, h.q_elems, &mx, &mean);
                 CHECK(mx < 1e-4, "GPU FP32 reference vs CPU: max|e| %.3g", mx);
                 /* BF16's bound, from its two roundings (8 significant bits: half a unit is
                  * 2^-8 of a value): P before the PV product moves the output by at most
@@ -261,7 +261,7 @@ int main(void) {
                         for (int rep = 0; rep < (route == PKV_ROUTE_FUSED ? 2 : 1); rep++) {
                             CHECK(run_plan(ctx, ws, &d, &p, h.q_elems, o, tmp, turn++) == 0,
                                   "run: %s", pkvk_last_error());
-                            pkvk_compare(o, NULL, ref, h.q_elems, &mx, &mean);
+                            pkvk_compare(o, NULL, PKVK_FP16, ref, h.q_elems, &mx, &mean);
                             CHECK(bf ? mx <= bf_tol : pkv_tol_ok(mx, mean),
                                   "%s G=%d ps=%d %s S=%d rep %d: max|e| %.3g mean|e| %.3g (NaN: an "
                                   "output was not written)",
@@ -321,7 +321,7 @@ int main(void) {
                 CHECK(run_plan(ctx, ws, &d, &p, h.q_elems, o, tmp, how) == 0, "run: %s",
                       pkvk_last_error());
                 double mx, mean;
-                pkvk_compare(o, NULL, ref, h.q_elems, &mx, &mean);
+                pkvk_compare(o, NULL, PKVK_FP16, ref, h.q_elems, &mx, &mean);
                 CHECK(pkv_tol_ok(mx, mean), "%d-slot %s, upload %d: max|e| %.3g mean|e| %.3g",
                       p.split_offsets[1] - p.split_offsets[0], pkv_route_name((pkv_route)route),
                       how, mx, mean);
@@ -401,7 +401,7 @@ int main(void) {
         CHECK(run_plan(ctx, ws, &d, &pl.plans[route], h.q_elems, o, tmp, turn++) == 0, "run: %s",
               pkvk_last_error());
         double mx, mean;
-        pkvk_compare(o, NULL, ref, h.q_elems, &mx, &mean);
+        pkvk_compare(o, NULL, PKVK_FP16, ref, h.q_elems, &mx, &mean);
         CHECK(pkv_tol_ok(mx, mean), "long %s: max|e| %.3g mean|e| %.3g",
               pkv_route_name((pkv_route)route), mx, mean);
         printf("long rows, %-14s max|e| %.3g mean|e| %.3g\n", pkv_route_name((pkv_route)route), mx,
@@ -480,7 +480,7 @@ int main(void) {
                       run_plan(ctx, w2, &dp, &p, on, o2, t2, 0) == 0,
                   "route %d: %s", route, pkvk_last_error());
             double mx, mean;
-            pkvk_compare(o1, NULL, r2, on, &mx, &mean);
+            pkvk_compare(o1, NULL, PKVK_FP16, r2, on, &mx, &mean);
             CHECK(memcmp(o1, o2, on * 4) == 0 && pkv_tol_ok(mx, mean),
                   "route %s: shared pages differ from private ones (max|e| %.3g)",
                   pkv_route_name((pkv_route)route), mx);

@@ -137,7 +137,7 @@ int main(void) {
                               0,
                           "run");
                     double mx, mean;
-                    pkvk_compare(o, NULL, ref, on, &mx, &mean);
+                    pkvk_compare(o, NULL, PKVK_FP16, ref, on, &mx, &mean);
                     CHECK(pkv_tol_ok(mx, mean),
                           "G=%d ps=%d route %s S=%d: max|e| %.3g mean|e| %.3g", Gs[gi], pss[pi],
                           pkv_route_name((pkv_route)route), S, mx, mean);
@@ -184,7 +184,7 @@ int main(void) {
             CHECK(memcmp(o1, o2, on * 4) == 0, "route %s: shared pages differ from private ones",
                   pkv_route_name((pkv_route)route));
             double mx, mean;
-            pkvk_compare(o1, NULL, ref, on, &mx, &mean);
+            pkvk_compare(o1, NULL, PKVK_FP16, ref, on, &mx, &mean);
             CHECK(pkv_tol_ok(mx, mean), "route %s on shared pages: max|e| %.3g",
                   pkv_route_name((pkv_route)route), mx);
         }
@@ -338,7 +338,7 @@ int main(void) {
             double mx = INFINITY, mean = INFINITY;
             const int run = pkvk_cpu_run(&h.b, p, ops->cpu_attend, part, o);
             CHECK(run == 0, "%s: CPU run", name);
-            if (run == 0) pkvk_compare(o, NULL, ref, on, &mx, &mean);
+            if (run == 0) pkvk_compare(o, NULL, PKVK_FP16, ref, on, &mx, &mean);
             CHECK(pkv_tol_ok(mx, mean), "%s: max|e| %.3g mean|e| %.3g", name, mx, mean);
         }
         free(ref), free(o), free(part);

@@ -176,7 +176,7 @@ int main(void) {
                                 : pkvk_cpu_run(&h.b, &p, pkv_route_ops_of(p.route)->cpu_attend,
                                                part, o);
                         double mx = NAN, mean = NAN;
-                        if (!rc) pkvk_compare(o, NULL, ref, on, &mx, &mean);
+                        if (!rc) pkvk_compare(o, NULL, PKVK_FP16, ref, on, &mx, &mean);
                         CHECK(!rc && pkv_tol_ok(mx, mean),
                               "Q %s, KV %s, G=%d, d=%d, ps=%d, %s: status %d, max|e| %.3g mean "
                               "%.3g",

@@ -105,7 +105,7 @@ int pkv_kcase_time(const pkvk_ctx *c, pkvk_workspace *ws, pkv_kcase *d, const pk
             o32[j] = pkvk_elem(d->b.shape.dtype, o, j);
             d->o_max = fmax(d->o_max, fabs(ref[j]));
         }
-        if (!rc) pkvk_compare(o32, NULL, ref, d->q_elems, mx, mean);
+        if (!rc) pkvk_compare(o32, NULL, PKVK_FP16, ref, d->q_elems, mx, mean);
         free(o), free(ref), free(o32);
     }
     free(t);
