@@ -1,16 +1,17 @@
 /* pkvk: paged decode-attention kernels behind a C API.
  *
- * Layout (the PersistentKV study's): K and V caches are FP16
- * [n_pages][hkv][page_size][d]; Q and O are FP16 [n_rows][hq][d]; each row has a
+ * Layout (the PersistentKV study's): K and V caches are [n_pages][hkv][page_size][d] of
+ * the shape's KV type (FP16, BF16; FP8 E4M3 with a scale per page and KV head on the CPU
+ * side); Q and O are [n_rows][hq][d] of its type (FP16, BF16); each row has a
  * block table row (logical page -> physical page) and a true length seq_lens[i].
  * A CTA computes all G = hq/hkv query heads that share one KV head.
  *
  * Plan and run are split: the host builds a pkvk_plan (integer offsets only), the
  * device side only launches. No CUDA type appears here. Without CUDA only the
- * host parts (plans, the CPU reference and mirror, fp16) and the device query are
+ * host parts (plans, the CPU reference and mirror, the element types) and the device query are
  * built: pkvk_device_count() is 0 and pkvk_last_error() says why.
  *
- * This header holds the shared types (status, shape, batch, fp16) and the device
+ * This header holds the shared types (status, shape, batch, element types) and the device
  * query; each job has its own header, all included here:
  *   pkvk_plan.h   plans and the host planners' mechanism (tasks, buckets, FlashInfer's
  *                 planners mirrored);
