@@ -40,17 +40,18 @@ static float fp8_scale(size_t page_head) {
     return (4.5f + 0.5f * (float)(page_head % 5)) / 448.f;
 }
 
-/* Element j of a pool (or a row's K/V appended at j) from a tensor value (tensors.h:
- * the pool's type, or FP16 for an FP8 pool, quantized here over its page and head's
- * scale). */
-static void put_kv(const cpu_backend *b, uint16_t *pool, const float *scale, size_t j, uint16_t h) {
+/* n elements of a pool from j on, within one page's K (or V) of a KV head, from
+ * tensor values (tensors.h: the pool's type, copied as they are; or FP16 for an FP8
+ * pool, quantized here over the page and head's scale). */
+static void put_kv(const cpu_backend *b, uint16_t *pool, const float *scale, size_t j,
+                   const uint16_t *src, size_t n) {
     const pkvk_shape *s = &b->shape;
-    if (s->kv_dtype != PKVK_FP8_E4M3) { /* the tensor's bits */
-        pool[j] = h;
+    if (s->kv_dtype != PKVK_FP8_E4M3) {
+        memcpy(pool + j, src, 2 * n);
         return;
     }
-    const float c = scale ? scale[j / ((size_t)s->page_size * s->d)] : 1.f;
-    pkvk_store(s->kv_dtype, pool, j, pkvk_h2f(h) / c);
+    const float c = scale[j / ((size_t)s->page_size * s->d)];
+    for (size_t k = 0; k < n; k++) pkvk_store(PKVK_FP8_E4M3, pool, j + k, pkvk_h2f(src[k]) / c);
 }
 
 /* The listed pages (all of the first n when pages is NULL) get the pool's tiles. */
@@ -58,8 +59,8 @@ static void fill_pages(cpu_backend *b, const int32_t *pages, int32_t n) {
     size_t pe = page_elems(&b->shape);
     for (int32_t i = 0; i < n; i++)
         for (size_t j = (size_t)(pages ? pages[i] : i) * pe, end = j + pe; j < end; j++) {
-            put_kv(b, b->k, b->k_scale, j, b->t.blk_k[j % PKV_TENSOR_BLOCK]);
-            put_kv(b, b->v, b->v_scale, j, b->t.blk_v[j % PKV_TENSOR_BLOCK]);
+            put_kv(b, b->k, b->k_scale, j, &b->t.blk_k[j % PKV_TENSOR_BLOCK], 1);
+            put_kv(b, b->v, b->v_scale, j, &b->t.blk_v[j % PKV_TENSOR_BLOCK], 1);
         }
 }
 
@@ -86,10 +87,9 @@ static int cpu_prepare(pkv_backend *base, const pkv_batch_view *v, pkv_err *e) {
         size_t src = (size_t)((b->next_src + i) % PKV_TENSOR_SRC_ROWS);
         for (int h = 0; h < s->hkv; h++) {
             size_t off = (((size_t)page * s->hkv + h) * s->page_size + t % s->page_size) * s->d;
-            for (int j = 0; j < s->d; j++) {
-                put_kv(b, b->k, b->k_scale, off + j, b->t.src_k[(src * s->hkv + h) * s->d + j]);
-                put_kv(b, b->v, b->v_scale, off + j, b->t.src_v[(src * s->hkv + h) * s->d + j]);
-            }
+            const size_t from = (src * s->hkv + h) * s->d;
+            put_kv(b, b->k, b->k_scale, off, b->t.src_k + from, (size_t)s->d);
+            put_kv(b, b->v, b->v_scale, off, b->t.src_v + from, (size_t)s->d);
         }
         memcpy(b->q + (size_t)i * s->hq * s->d, b->t.src_q + src * s->hq * s->d,
                2 * (size_t)s->hq * s->d);

@@ -328,7 +328,8 @@ static int choose_calibration(pkv_config *c, pkv_err *e) {
             if (gpu_serves(gpus, x->string, section))
                 snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s",
                          *known ? ", " : "", x->string);
-        const char *what = strcmp(section, "study_layer") ? "served model's" : "study layer's";
+        const char *what =
+            !strcmp(section, pkv_calib_section(true)) ? "served model's" : "study layer's";
         rc = f ? pkv_fail(e,
                           "route.calibration: none given, and route.gpu \"%s\" has no %s "
                           "calibration (a \"%s\" section in its file named by %s; GPUs with one: "
