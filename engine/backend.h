@@ -97,6 +97,10 @@ pkv_backend_kind pkv_backend_resolve(pkv_backend_kind k);
 /* Whether backend kind k runs model m's attention shape: 0, or -1 with e saying why
  * and what to do (the one place that knows which shapes the GPU kernels run). */
 int pkv_backend_supports(pkv_backend_kind k, const pkv_model *m, pkv_err *e);
+/* The routes (bit r) backend kind k can run for model m's attention shape: FlashInfer's
+ * paths only at 1, 2, 4 or 8 query heads per KV head, and on the GPU in FP16 only (their
+ * other types are not built). */
+uint32_t pkv_backend_routes(pkv_backend_kind k, const pkv_model *m);
 /* The routes (bit r) a decode step replayed as a CUDA graph can run (run.cuda_graph):
  * a full model's graphs, of fixed grids, hold ref_paged and pkv_workqueue
  * (pkv_bucket's launches and pkv_fused's merge vary per step); the study layer's,

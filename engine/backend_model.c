@@ -49,6 +49,14 @@ int pkv_backend_supports(pkv_backend_kind k, const pkv_model *m, pkv_err *e) {
                     m->name, s.d, g, m->hq, m->hkv, m->tp);
 }
 
+uint32_t pkv_backend_routes(pkv_backend_kind k, const pkv_model *m) {
+    const pkvk_shape s = pkv_model_attn_shape(m);
+    const uint32_t all = (1u << PKV_ROUTE_COUNT) - 1,
+                   fi = 1u << PKV_ROUTE_FLASHINFER | 1u << PKV_ROUTE_FLASHINFER_TC;
+    const bool gpu_type = pkv_backend_resolve(k) == PKV_BACKEND_CUDA && s.dtype != PKVK_FP16;
+    return pkv_flashinfer_group(s.hq / s.hkv) && !gpu_type ? all : all & ~fi;
+}
+
 uint32_t pkv_backend_graph_routes(const pkv_model *m) {
     return pkv_routes_in_graph(pkv_model_dense(m) ? PKV_GRAPH_FIXED : PKV_GRAPH_CAPTURE);
 }

@@ -49,19 +49,14 @@ int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const c
     /* The model backend predicts every route, built here or not (FlashInfer's): its
      * oracle and adaptive choose among all of them, whatever the build. */
     if (kind == PKV_BACKEND_MODEL) pkv_policy_predict_all(&eng->policy);
-    /* FlashInfer's paths take 1, 2, 4 or 8 query heads per KV head, and on the GPU
-     * FP16 only (its other types are not built); the others none. */
-    const int g = s->hq / s->hkv;
-    if (!pkv_flashinfer_group(g) || (kind == PKV_BACKEND_CUDA && s->dtype != PKVK_FP16)) {
-        const uint32_t fi = 1u << PKV_ROUTE_FLASHINFER | 1u << PKV_ROUTE_FLASHINFER_TC;
-        if (eng->policy.candidates & ~fi)
-            eng->policy.candidates &= ~fi;
-        else
-            return pkv_fail(e,
-                            "route %s: FlashInfer's paths run 1, 2, 4 or 8 query heads per KV "
-                            "head, in FP16 on the GPU; this model has %d in %s",
-                            eng->policy.name, g, pkvk_dtype_names[s->dtype]);
-    }
+    /* the candidates the backend can run for this shape (FlashInfer's: some only) */
+    const uint32_t runs = pkv_backend_routes(kind, m);
+    if (!(eng->policy.candidates & runs))
+        return pkv_fail(e,
+                        "route %s: FlashInfer's paths run 1, 2, 4 or 8 query heads per KV "
+                        "head, in FP16 on the GPU; this model has %d in %s",
+                        eng->policy.name, s->hq / s->hkv, pkvk_dtype_names[s->dtype]);
+    eng->policy.candidates &= runs;
     if (pkv_backend_supports(kind, m, e)) return -1;
     pkv_calib_use_group(cal, s->hq / s->hkv); /* the run's group's route models, if any */
     if (kind == PKV_BACKEND_CUDA) pkv_calib_flashinfer_occupancy(cal, s);
