@@ -9,9 +9,16 @@
 // its own exact online-softmax state (m, l, O) in FP32 (P is rounded to the inputs'
 // type, FP16 or BF16, for the PV product); the warps' states are merged once at the end. Scores are
 // kept in the log2 domain (scaled by sm_scale * log2 e) so every exponential is exp2f.
+//
+// FP8 (E4M3) KV: the pipeline loads the codes (half the bytes; five stages keep as many
+// bytes in flight) and each token's page scales; the warp widens its 16 tokens into one
+// 16-bit tile in the inputs' type, K as the codes (exact in FP16 and BF16; the scale
+// multiplies the FP32 scores), then V times its scale (one rounding), so the MMAs and the
+// softmax are the 16-bit path's.
 #include <cuda/atomic>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -24,7 +31,12 @@ namespace {
 constexpr int WARPS = 4, THREADS = 32 * WARPS;
 constexpr int WTOK = 16;            // tokens per warp per tile
 constexpr int CTILE = WARPS * WTOK; // tokens per CTA iteration
-constexpr int STAGES = 3;           // cp.async pipeline depth, per warp
+
+// The cp.async pipeline's depth per warp: 16-bit KV 3 stages, FP8 KV (F8) 5 (its tiles are
+// half the bytes: as many in flight).
+template <bool F8> __host__ __device__ constexpr int stages() {
+    return F8 ? 5 : 3;
+}
 
 enum Mode { MODE_REF = 0, MODE_BUCKET = 1, MODE_TASKS = 2, MODE_FUSED = 3 };
 
@@ -34,7 +46,8 @@ enum Mode { MODE_REF = 0, MODE_BUCKET = 1, MODE_TASKS = 2, MODE_FUSED = 3 };
 struct Params {
     const __half *q;
     __half *o;
-    const __half *k, *v;
+    const void *k, *v;              // the KV type's elements (FP8: bytes)
+    const float *k_scale, *v_scale; // FP8 KV: [page][hkv]
     const int32_t *bt;
     int32_t bt_stride;
     const int32_t *seq_lens;
@@ -48,10 +61,40 @@ struct Params {
     float *part_acc;        // [slot][hkv][G][D]
     float *part_ml;         // [slot][hkv][G][2]: m (log2 domain), l
     int *counters;          // [n_rows * hkv] fused completion counters, left at 0
-    int bf16;               // Q, K, V and O are BF16 (the same 16-bit layout), else FP16
+    int bf16;               // Q and O (K and V unless kv8) are BF16, else FP16
+    int kv8;                // K and V are FP8 E4M3 codes with their scales
 };
 
 #include "pkvk_attn_tile.cuh"
+
+// FP8 KV: the warp's 16 tokens of K (SCALED false: the codes, exact in FP16 and BF16) or of
+// V (each token times its scale, scale[token]) from the loaded tile src ([WTOK][D / 16]
+// chunks of 16 codes) into the swizzled 16-bit tile dst ([WTOK][D / 8] chunks of 8).
+template <int D, bool BF, bool SCALED>
+__device__ __forceinline__ void widen(const uint4 *src, uint4 *dst, const float *scale, int lane) {
+    constexpr int CL = D / 16, CH = D / 8;
+#pragma unroll
+    for (int j = 0; j < WTOK * CL / 32; j++) {
+        const int tl = j * (32 / CL) + lane / CL, c = lane % CL;
+        const uint4 x = src[tl * CL + c];
+        const uint32_t w[4] = {x.x, x.y, x.z, x.w};
+        const float sc = SCALED ? scale[tl] : 1.f;
+        uint32_t h[8];
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const __half2_raw r = __nv_cvt_fp8x2_to_halfraw2(
+                (__nv_fp8x2_storage_t)(w[i / 2] >> (16 * (i % 2))), __NV_E4M3);
+            if (!BF && !SCALED) {
+                h[i] = r.x | (uint32_t)r.y << 16;
+            } else {
+                const float2 f = __half22float2(__half2(r));
+                h[i] = pack2<BF>(f.x * sc, f.y * sc);
+            }
+        }
+        dst[swz(tl, 2 * c)] = make_uint4(h[0], h[1], h[2], h[3]);
+        dst[swz(tl, 2 * c + 1)] = make_uint4(h[4], h[5], h[6], h[7]);
+    }
+}
 
 // Merge n partial states (m, l, acc[d]) of each of NG query heads into out[g * D + d],
 // with the D threads of a block (thread = dimension). Head g's state s is at
@@ -122,13 +165,19 @@ __device__ void merge_states(const float *ml, const float *acc, int n, int strid
     __syncthreads(); // sh may be reused by the caller
 }
 
-__host__ __device__ constexpr size_t smem_bytes(int D) {
-    return (size_t)STAGES * WARPS * 2 * WTOK * D * sizeof(__half);
+// A CTA's shared memory: the pipeline's stages, [stages][WARPS][K, V][WTOK][D x the KV
+// element's bytes / 16] 16-byte chunks (16-bit KV: swizzled, read by ldmatrix; FP8: as
+// loaded); FP8 KV also one widened 16-bit tile per warp ([WARPS][WTOK][D / 8]) and each
+// loaded token's scales ([stages][WARPS][K, V][WTOK] floats).
+template <bool F8> __host__ __device__ constexpr size_t smem_bytes(int D) {
+    return F8 ? (size_t)stages<true>() * WARPS * 2 * WTOK * (D + sizeof(float)) +
+                    (size_t)WARPS * WTOK * D * 2
+              : (size_t)stages<false>() * WARPS * 2 * WTOK * D * 2;
 }
 
 // The work of CTA x of a launch (x: blockIdx.x, or a fixed grid's task index). Every
 // return is taken by the whole CTA.
-template <int D, int G, int MODE, bool BF>
+template <int D, int G, int MODE, bool BF, bool F8>
 __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
     static_assert(D % 16 == 0 && G <= 8, "MMA rows hold at most 8 query heads");
     int row, kvh, split, tb, te;
@@ -161,8 +210,9 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
         return;
     }
 
-    extern __shared__ uint4 smem[]; // [STAGES][WARPS][K, V][WTOK][D / 8], swizzled
-    constexpr int CH = D / 8;       // 16-byte chunks per token row
+    extern __shared__ uint4 smem[];                  // smem_bytes's layout
+    constexpr int S = stages<F8>(), EB = F8 ? 1 : 2; // KV element bytes
+    constexpr int CH = D / 8, CL = D * EB / 16; // 16-byte chunks per 16-bit, per loaded token row
     const int warp = tid / 32, lane = tid % 32;
     const int r = lane / 4;        // the MMA row (query head) this lane holds
     const int cq = (lane % 4) * 2; // its column pair in a fragment
@@ -182,42 +232,59 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
 
     const int n_iter = (te - tb + CTILE - 1) / CTILE;
     const int32_t *bt_row = p.bt + (size_t)row * p.bt_stride;
-    const size_t page_stride = (size_t)p.hkv * p.ps * D, head_off = (size_t)kvh * p.ps * D;
-    uint4 *wbase = smem + (size_t)warp * 2 * WTOK * CH;
-    constexpr size_t STAGE = (size_t)WARPS * 2 * WTOK * CH; // uint4 per stage
+    const char *kc = static_cast<const char *>(p.k), *vc = static_cast<const char *>(p.v);
+    constexpr size_t STAGE = (size_t)WARPS * 2 * WTOK * CL; // uint4 per stage
+    uint4 *wbase = smem + (size_t)warp * 2 * WTOK * CL;
+    uint4 *wide = smem + S * STAGE + (size_t)warp * WTOK * CH; // FP8: the widened tile
+    float *wscale = reinterpret_cast<float *>(smem + S * STAGE + WARPS * WTOK * CH) +
+                    (size_t)warp * 2 * WTOK; // FP8: + stage * WARPS * 2 * WTOK
 
     // Each warp streams its own 16 tokens of every 64-token tile. One copy instruction
-    // moves two whole token rows (16 lanes x 16 bytes each), so every warp request is
-    // two fully used 256-byte segments. Tokens past te are zero-filled so that P = 0
-    // never meets stale (possibly NaN) V data in the MMA.
+    // moves whole token rows (16-bit: two, 16 lanes x 16 bytes each; FP8: four), so every
+    // warp request is fully used 256-byte (FP8: 128-byte) segments. Tokens past te are
+    // zero-filled (FP8: their scales too) so that P = 0 never meets stale (possibly NaN)
+    // V data in the MMA.
     auto issue = [&](int it) {
         if (it < n_iter) {
-            uint4 *st = wbase + (size_t)(it % STAGES) * STAGE;
-            const int c = lane % CH;
+            uint4 *st = wbase + (size_t)(it % S) * STAGE;
+            float *sst = wscale + (size_t)(it % S) * WARPS * 2 * WTOK;
+            const int c = lane % CL;
 #pragma unroll
-            for (int j = 0; j < WTOK * CH / 32; j++) {
-                int tl = j * (32 / CH) + lane / CH, t = tb + it * CTILE + warp * WTOK + tl;
+            for (int j = 0; j < WTOK * CL / 32; j++) {
+                int tl = j * (32 / CL) + lane / CL, t = tb + it * CTILE + warp * WTOK + tl;
                 bool valid = t < te;
-                size_t off = 0;
+                size_t ph = 0, off = 0; // the page's KV head, the token's byte offset
                 if (valid) {
                     int pi = p.ps_shift >= 0 ? t >> p.ps_shift : t / p.ps;
-                    off = (size_t)bt_row[pi] * page_stride + head_off + (size_t)(t - pi * p.ps) * D;
+                    ph = (size_t)bt_row[pi] * p.hkv + kvh;
+                    off = (ph * p.ps + (t - pi * p.ps)) * D * EB;
                 }
-                cp_async16_zfill(st + swz(tl, c), p.k + off + c * 8, valid);
-                cp_async16_zfill(st + WTOK * CH + swz(tl, c), p.v + off + c * 8, valid);
+                const int at = F8 ? tl * CL + c : swz(tl, c);
+                cp_async16_zfill(st + at, kc + off + c * 16, valid);
+                cp_async16_zfill(st + WTOK * CL + at, vc + off + c * 16, valid);
+                if (F8 && c == 0) {
+                    cp_async4_zfill(sst + tl, p.k_scale + ph, valid);
+                    cp_async4_zfill(sst + WTOK + tl, p.v_scale + ph, valid);
+                }
             }
         }
         cp_async_commit(); // empty groups keep the wait count uniform
     };
 
 #pragma unroll
-    for (int s = 0; s < STAGES - 1; s++) issue(s);
+    for (int s = 0; s < S - 1; s++) issue(s);
 
     for (int it = 0; it < n_iter; it++) {
-        issue(it + STAGES - 1);
-        cp_async_wait<STAGES - 1>();
+        issue(it + S - 1);
+        cp_async_wait<S - 1>();
         __syncwarp(); // the lanes' copies are visible to the whole warp
-        const uint4 *ks = wbase + (size_t)(it % STAGES) * STAGE, *vs = ks + WTOK * CH;
+        const uint4 *ks = wbase + (size_t)(it % S) * STAGE, *vs = ks + WTOK * CL;
+        const float *sst = wscale + (size_t)(it % S) * WARPS * 2 * WTOK; // FP8: K's, V's scales
+        if (F8) {
+            widen<D, BF, false>(ks, wide, nullptr, lane);
+            __syncwarp();
+            ks = wide;
+        }
 
         // S = Q K^T for 16 tokens: two n8 tiles.
         float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
@@ -236,7 +303,8 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
         for (int n = 0; n < 2; n++)
 #pragma unroll
             for (int j = 0; j < 2; j++) {
-                sc[n][j] = t0 + n * 8 + j < te ? sc[n][j] * p.scale_log2 : neg_inf();
+                const float f = F8 ? p.scale_log2 * sst[cq + n * 8 + j] : p.scale_log2;
+                sc[n][j] = t0 + n * 8 + j < te ? sc[n][j] * f : neg_inf();
                 mx = fmaxf(mx, sc[n][j]);
             }
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
@@ -255,6 +323,12 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
 #pragma unroll
         for (int n = 0; n < D / 8; n++) o[n][0] *= c, o[n][1] *= c;
 
+        if (F8) { // V widened into the tile K is done with
+            __syncwarp();
+            widen<D, BF, true>(vs, wide, sst + WTOK, lane);
+            __syncwarp();
+            vs = wide;
+        }
         // O += P V: P's C fragments are the A fragment of a 16x16 product.
         uint32_t pa0 = pack2<BF>(sc[0][0], sc[0][1]), pa1 = pack2<BF>(sc[1][0], sc[1][1]);
 #pragma unroll
@@ -335,14 +409,14 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
     // All G heads at once: one chain of L2 round trips for the CTA, not one per head.
     merge_states<D, G, true, BF>(p.part_ml + base * 2, p.part_acc + base * D, nslots, p.hkv * G * 2,
                                  p.hkv * G * D, reinterpret_cast<float *>(smem),
-                                 (int)(smem_bytes(D) / sizeof(float)),
+                                 (int)(smem_bytes<F8>(D) / sizeof(float)),
                                  p.o + ((size_t)row * p.hq + kvh * G) * D);
 }
 
 // FIXED (the workqueue only): a grid of fixed size (CUDA graph replay) whose CTAs
 // take the plan's tasks x = blockIdx.x, blockIdx.x + gridDim.x, ... up to its count,
 // read from the device; CTAs past it return at once.
-template <int D, int G, int MODE, bool FIXED, bool BF>
+template <int D, int G, int MODE, bool FIXED, bool BF, bool F8>
 __global__ void __launch_bounds__(THREADS) attn_kernel(const Params p) {
     // A merge launched after this kernel (launch_merge) may be scheduled now: its
     // blocks wait for this grid's completion (griddepcontrol.wait) while resident.
@@ -350,12 +424,12 @@ __global__ void __launch_bounds__(THREADS) attn_kernel(const Params p) {
     asm volatile("griddepcontrol.launch_dependents;");
 #endif
     if (!FIXED) {
-        attn_cta<D, G, MODE, BF>(p, blockIdx.x);
+        attn_cta<D, G, MODE, BF, F8>(p, blockIdx.x);
         return;
     }
     const unsigned n = (unsigned)(p.split_offsets[p.layout_rows] * p.hkv);
     for (unsigned x = blockIdx.x; x < n; x += gridDim.x) {
-        attn_cta<D, G, MODE, BF>(p, x);
+        attn_cta<D, G, MODE, BF, F8>(p, x);
         __syncthreads(); // the next task refills the shared memory this one read
     }
 }
@@ -380,46 +454,35 @@ template <int D, bool BF> __global__ void __launch_bounds__(D) merge_kernel(cons
                                   p.o + ((size_t)row * p.hq + h) * D);
 }
 
-template <int D, int G, int MODE, bool FIXED, bool BF>
+template <int D, int G, int MODE, bool FIXED, bool BF, bool F8>
 int launch_attn(cudaStream_t st, dim3 grid, const Params &p) {
-    static_assert((2 * WARPS * G + 2 * G + WARPS * G * D) * sizeof(float) <= smem_bytes(D),
+    static_assert((2 * WARPS * G + 2 * G + WARPS * G * D) * sizeof(float) <= smem_bytes<F8>(D),
                   "the warp reduction fits in the pipeline's shared memory");
     // The dynamic shared memory limit was raised by pkvk_attn_configure.
-    attn_kernel<D, G, MODE, FIXED, BF><<<grid, THREADS, smem_bytes(D), st>>>(p);
+    attn_kernel<D, G, MODE, FIXED, BF, F8><<<grid, THREADS, smem_bytes<F8>(D), st>>>(p);
     PKVK_CK_LAUNCH();
     return PKVK_OK;
 }
 
-template <int D, int MODE, bool FIXED, bool BF>
-int launch_g(cudaStream_t st, int G, dim3 grid, const Params &p) {
-    switch (G) {
-    case 1:
-        return launch_attn<D, 1, MODE, FIXED, BF>(st, grid, p);
-    case 2:
-        return launch_attn<D, 2, MODE, FIXED, BF>(st, grid, p);
-    case 3:
-        return launch_attn<D, 3, MODE, FIXED, BF>(st, grid, p);
-    case 4:
-        return launch_attn<D, 4, MODE, FIXED, BF>(st, grid, p);
-    case 5:
-        return launch_attn<D, 5, MODE, FIXED, BF>(st, grid, p);
-    case 6:
-        return launch_attn<D, 6, MODE, FIXED, BF>(st, grid, p);
-    case 7:
-        return launch_attn<D, 7, MODE, FIXED, BF>(st, grid, p);
-    case 8:
-        return launch_attn<D, 8, MODE, FIXED, BF>(st, grid, p);
-    default:
+// The kernel of group size g (G, G + 1, ... 8 tried in turn).
+template <int D, int MODE, bool FIXED, bool BF, bool F8, int G = 1>
+int launch_g(cudaStream_t st, int g, dim3 grid, const Params &p) {
+    if (g == G) return launch_attn<D, G, MODE, FIXED, BF, F8>(st, grid, p);
+    if constexpr (G < 8)
+        return launch_g<D, MODE, FIXED, BF, F8, G + 1>(st, g, grid, p);
+    else
         return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "GQA group size must be 1 to 8");
-    }
 }
 
 template <int MODE, bool FIXED = false>
 int launch_mode(cudaStream_t st, int D, int G, dim3 grid, const Params &p) {
     if (D != 128)
         return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "head dimension must be 128 on the GPU");
-    return p.bf16 ? launch_g<128, MODE, FIXED, true>(st, G, grid, p)
-                  : launch_g<128, MODE, FIXED, false>(st, G, grid, p);
+    if (p.kv8)
+        return p.bf16 ? launch_g<128, MODE, FIXED, true, true>(st, G, grid, p)
+                      : launch_g<128, MODE, FIXED, false, true>(st, G, grid, p);
+    return p.bf16 ? launch_g<128, MODE, FIXED, true, false>(st, G, grid, p)
+                  : launch_g<128, MODE, FIXED, false, false>(st, G, grid, p);
 }
 
 int launch_merge(cudaStream_t st, const Params &p, int G, int D, unsigned rows) {
@@ -440,35 +503,33 @@ int launch_merge(cudaStream_t st, const Params &p, int G, int D, unsigned rows) 
     return PKVK_OK;
 }
 
-template <int D, int G, bool BF> int configure_gt() {
-    const void *ks[] = {(const void *)attn_kernel<D, G, MODE_REF, false, BF>,
-                        (const void *)attn_kernel<D, G, MODE_BUCKET, false, BF>,
-                        (const void *)attn_kernel<D, G, MODE_TASKS, false, BF>,
-                        (const void *)attn_kernel<D, G, MODE_FUSED, false, BF>,
-                        (const void *)attn_kernel<D, G, MODE_TASKS, true, BF>};
+template <int D, int G, bool BF, bool F8> int configure_gt() {
+    const void *ks[] = {(const void *)attn_kernel<D, G, MODE_REF, false, BF, F8>,
+                        (const void *)attn_kernel<D, G, MODE_BUCKET, false, BF, F8>,
+                        (const void *)attn_kernel<D, G, MODE_TASKS, false, BF, F8>,
+                        (const void *)attn_kernel<D, G, MODE_FUSED, false, BF, F8>,
+                        (const void *)attn_kernel<D, G, MODE_TASKS, true, BF, F8>};
     for (const void *k : ks)
         PKVK_CK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     (int)smem_bytes(D)));
+                                     (int)smem_bytes<F8>(D)));
     return PKVK_OK;
 }
 
-template <int D, int G> int configure_g() { // FP16's kernels and BF16's
-    int rc = configure_gt<D, G, false>();
-    return rc ? rc : configure_gt<D, G, true>();
+// Every type's kernels (FP16, BF16; each with 16-bit or FP8 KV) of group sizes G..8.
+template <int D, int G = 1> int configure_g() {
+    int rc = configure_gt<D, G, false, false>();
+    if (!rc) rc = configure_gt<D, G, true, false>();
+    if (!rc) rc = configure_gt<D, G, false, true>();
+    if (!rc) rc = configure_gt<D, G, true, true>();
+    if constexpr (G < 8)
+        if (!rc) rc = configure_g<D, G + 1>();
+    return rc;
 }
 
 } // namespace
 
 int pkvk_attn_configure(void) {
-    int rc = configure_g<128, 1>();
-    if (!rc) rc = configure_g<128, 2>();
-    if (!rc) rc = configure_g<128, 3>();
-    if (!rc) rc = configure_g<128, 4>();
-    if (!rc) rc = configure_g<128, 5>();
-    if (!rc) rc = configure_g<128, 6>();
-    if (!rc) rc = configure_g<128, 7>();
-    if (!rc) rc = configure_g<128, 8>();
-    return rc;
+    return configure_g<128>();
 }
 #include "pkvk_workspace.cuh"
 
@@ -555,17 +616,22 @@ extern "C" int pkvk_launch(pkvk_workspace *w, const pkvk_batch *b, const pkvk_pl
     int G = s.hq / s.hkv, shift = -1;
     for (int k = 0; k < 31; k++)
         if ((1 << k) == s.page_size) shift = k;
-    if (s.dtype != s.kv_dtype || (s.dtype != PKVK_FP16 && s.dtype != PKVK_BF16))
-        return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED,
-                             "the GPU kernels take Q and KV both FP16 or both BF16");
-    if (s.dtype == PKVK_BF16 && pkv_route_is_flashinfer(plan->route))
+    const bool kv8 = s.kv_dtype == PKVK_FP8_E4M3;
+    if ((s.dtype != PKVK_FP16 && s.dtype != PKVK_BF16) || (s.kv_dtype != s.dtype && !kv8))
+        return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "the GPU kernels take Q FP16 or BF16 and KV "
+                                                   "of Q's type or FP8 E4M3");
+    if (kv8 && (!b->k_scale || !b->v_scale))
+        return pkvk_fail_msg(PKVK_ERR_INVALID, "FP8 KV without its scales");
+    if ((s.dtype != PKVK_FP16 || kv8) && pkv_route_is_flashinfer(plan->route))
         return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "FlashInfer's routes are built for FP16 only");
     Params p = {};
     p.bf16 = s.dtype == PKVK_BF16;
+    p.kv8 = kv8;
     p.q = (const __half *)b->q;
     p.o = (__half *)b->o;
-    p.k = (const __half *)b->k_cache;
-    p.v = (const __half *)b->v_cache;
+    p.k = b->k_cache;
+    p.v = b->v_cache;
+    p.k_scale = b->k_scale, p.v_scale = b->v_scale;
     p.bt = b->block_table;
     p.bt_stride = b->bt_stride;
     p.seq_lens = b->seq_lens;
@@ -582,20 +648,21 @@ extern "C" int pkvk_launch(pkvk_workspace *w, const pkvk_batch *b, const pkvk_pl
 
 extern "C" int pkvk_occupancy(int d, int G, int *ctas_per_sm) {
     if (d != 128) return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "head dimension must be 128");
-    static const void *const ks[9] = {nullptr,
-                                      (const void *)attn_kernel<128, 1, MODE_TASKS, false, false>,
-                                      (const void *)attn_kernel<128, 2, MODE_TASKS, false, false>,
-                                      (const void *)attn_kernel<128, 3, MODE_TASKS, false, false>,
-                                      (const void *)attn_kernel<128, 4, MODE_TASKS, false, false>,
-                                      (const void *)attn_kernel<128, 5, MODE_TASKS, false, false>,
-                                      (const void *)attn_kernel<128, 6, MODE_TASKS, false, false>,
-                                      (const void *)attn_kernel<128, 7, MODE_TASKS, false, false>,
-                                      (const void *)attn_kernel<128, 8, MODE_TASKS, false, false>};
+    static const void *const ks[9] = {
+        nullptr,
+        (const void *)attn_kernel<128, 1, MODE_TASKS, false, false, false>,
+        (const void *)attn_kernel<128, 2, MODE_TASKS, false, false, false>,
+        (const void *)attn_kernel<128, 3, MODE_TASKS, false, false, false>,
+        (const void *)attn_kernel<128, 4, MODE_TASKS, false, false, false>,
+        (const void *)attn_kernel<128, 5, MODE_TASKS, false, false, false>,
+        (const void *)attn_kernel<128, 6, MODE_TASKS, false, false, false>,
+        (const void *)attn_kernel<128, 7, MODE_TASKS, false, false, false>,
+        (const void *)attn_kernel<128, 8, MODE_TASKS, false, false, false>};
     const void *k = G >= 1 && G <= 8 ? ks[G] : nullptr;
     if (!k) return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "GQA group size must be 1 to 8");
     int rc = pkvk_attn_configure(); // callable without a context (calibration, tests)
     if (rc) return rc;
-    PKVK_CK(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, k, THREADS, smem_bytes(128)));
+    PKVK_CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, k, THREADS,
+                                                          smem_bytes<false>(128)));
     return PKVK_OK;
 }

@@ -22,6 +22,13 @@ __device__ __forceinline__ void cp_async16_zfill(void *dst, const void *src, boo
                  "r"(valid ? 16 : 0));
 }
 
+// Copy 4 bytes (through L1), or write 4 zero bytes when !valid.
+__device__ __forceinline__ void cp_async4_zfill(void *dst, const void *src, bool valid) {
+    unsigned s = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(s), "l"(src),
+                 "r"(valid ? 4 : 0));
+}
+
 // Token row t, 16-byte chunk c: XOR-swizzled so that the 8 rows an ldmatrix reads
 // at one chunk index land in 8 different bank groups.
 template <int CH> __device__ __forceinline__ int swz_(int t, int c) {

@@ -1,7 +1,7 @@
 /* GPU kernels against references on fresh random inputs (label gpu; exits 77,
- * skipped, where no GPU is usable). Every route, G in {1,2,4,8}, page sizes
+ * skipped, where no GPU is usable). Every route, G 1 to 8, page sizes
  * 1/8/16/32, lengths 1..33 and long rows, 50% holes, split counts above the tile
- * count (empty splits), outputs poisoned with NaN before each run. Small shapes
+ * count (empty splits), FP16, BF16 and FP8 KV, outputs poisoned with NaN. Small shapes
  * are checked against the CPU FP32 reference, large ones against the GPU FP32
  * reference (itself checked against the CPU on the small ones). The FlashInfer
  * routes, where built, run the same shapes under FlashInfer's own planners, whose
@@ -23,34 +23,42 @@
 typedef struct dev_batch {
     pkvk_batch b; /* device pointers */
     void *q, *o, *k, *v, *bt, *lens;
-    float *o32;
+    float *o32, *k_scale, *v_scale;
 } dev_batch;
 
 static int upload(const host_batch *h, dev_batch *d) {
     const pkvk_batch *hb = &h->b;
     size_t bt_bytes = sizeof(int32_t) * (size_t)hb->n_rows * hb->bt_stride;
+    const size_t kv_bytes = h->kv_elems * pkvk_dtype_bytes(hb->shape.kv_dtype);
+    const size_t scale_bytes = sizeof(float) * (size_t)h->n_pages * hb->shape.hkv;
     int rc = PKVK_OK;
     if (!rc) rc = pkvk_malloc(&d->q, h->q_elems * 2);
     if (!rc) rc = pkvk_malloc(&d->o, h->q_elems * 2);
-    if (!rc) rc = pkvk_malloc(&d->k, h->kv_elems * 2);
-    if (!rc) rc = pkvk_malloc(&d->v, h->kv_elems * 2);
+    if (!rc) rc = pkvk_malloc(&d->k, kv_bytes);
+    if (!rc) rc = pkvk_malloc(&d->v, kv_bytes);
+    if (!rc && h->k_scale) rc = pkvk_malloc((void **)&d->k_scale, scale_bytes);
+    if (!rc && h->k_scale) rc = pkvk_malloc((void **)&d->v_scale, scale_bytes);
+    if (!rc && h->k_scale) rc = pkvk_h2d(d->k_scale, h->k_scale, scale_bytes);
+    if (!rc && h->k_scale) rc = pkvk_h2d(d->v_scale, h->v_scale, scale_bytes);
     if (!rc) rc = pkvk_malloc(&d->bt, bt_bytes);
     if (!rc) rc = pkvk_malloc(&d->lens, sizeof(int32_t) * hb->n_rows);
     if (!rc) rc = pkvk_malloc((void **)&d->o32, h->q_elems * 4);
     if (!rc) rc = pkvk_h2d(d->q, h->q, h->q_elems * 2);
-    if (!rc) rc = pkvk_h2d(d->k, h->k, h->kv_elems * 2);
-    if (!rc) rc = pkvk_h2d(d->v, h->v, h->kv_elems * 2);
+    if (!rc) rc = pkvk_h2d(d->k, h->k, kv_bytes);
+    if (!rc) rc = pkvk_h2d(d->v, h->v, kv_bytes);
     if (!rc) rc = pkvk_h2d(d->bt, h->bt, bt_bytes);
     if (!rc) rc = pkvk_h2d(d->lens, h->lens, sizeof(int32_t) * hb->n_rows);
     d->b = *hb;
     d->b.q = d->q, d->b.o = d->o, d->b.k_cache = d->k, d->b.v_cache = d->v;
     d->b.block_table = d->bt, d->b.seq_lens = d->lens;
+    d->b.k_scale = d->k_scale, d->b.v_scale = d->v_scale;
     return rc;
 }
 
 static void release(dev_batch *d) {
     pkvk_free(d->q), pkvk_free(d->o), pkvk_free(d->k), pkvk_free(d->v);
     pkvk_free(d->bt), pkvk_free(d->lens), pkvk_free(d->o32);
+    pkvk_free(d->k_scale), pkvk_free(d->v_scale);
 }
 
 /* Plan uploads by mode and path: [0] in the launch's parameters, [1] parameters
@@ -186,18 +194,23 @@ int main(void) {
     const int quick = q && *q && strcmp(q, "0") != 0;
     int turn = 0; /* cycles the plans' ways up (run_plan) */
     /* Small shapes: every route and split count against the CPU reference, in FP16
-     * (every page size) and in BF16 (page sizes 1 and 16; FlashInfer's routes refused). */
-    for (int bf = 0; bf < 2; bf++)
+     * (every page size), and in BF16, FP16 over FP8 KV and BF16 over FP8 KV (page sizes
+     * 1 and 16; FlashInfer's routes refused). */
+    const int types[4][2] = {{PKVK_FP16, PKVK_FP16},
+                             {PKVK_BF16, PKVK_BF16},
+                             {PKVK_FP16, PKVK_FP8_E4M3},
+                             {PKVK_BF16, PKVK_FP8_E4M3}};
+    for (int ty = 0; ty < 4; ty++)
         for (int gi = quick ? 2 : 0; gi < (quick ? 3 : 8); gi++)
             for (int pi = quick ? 2 : 0; pi < (quick ? 3 : 4); pi++) {
-                if (bf && pi % 2) continue;
-                const int dt = bf ? PKVK_BF16 : PKVK_FP16;
+                if (ty && pi % 2) continue;
+                const int dt = types[ty][0], kdt = types[ty][1], fp16 = ty == 0;
                 pkvk_shape s = {.hq = 2 * Gs[gi],
                                 .hkv = 2,
                                 .d = 128,
                                 .page_size = pss[pi],
                                 .dtype = dt,
-                                .kv_dtype = dt};
+                                .kv_dtype = kdt};
                 int32_t lens[10] = {1, 15, 16, 17, 31, 33, 1029, 2000};
                 lens[8] = 1 + (int32_t)gsl_rng_uniform_int(r, 4000);
                 lens[9] = 1 + (int32_t)gsl_rng_uniform_int(r, 64);
@@ -217,14 +230,14 @@ int main(void) {
                 double mx, mean;
                 pkvk_compare(g32, NULL, PKVK_FP16, ref, h.q_elems, &mx, &mean);
                 CHECK(mx < 1e-4, "GPU FP32 reference vs CPU: max|e| %.3g", mx);
-                /* BF16's bound, from its two roundings (8 significant bits: half a unit is
-                 * 2^-8 of a value): P before the PV product moves the output by at most
-                 * 2^-8 max|V|, the output's own by 2^-8 |O|; FP16's tolerance on top. */
+                /* The types' bound (pkv_tol.h) needs the largest |V| (dequantized) and
+                 * |output|. */
                 double vmax = 0, omax = 0;
+                const size_t per_head = (size_t)s.page_size * s.d;
                 for (size_t j = 0; j < h.kv_elems; j++)
-                    vmax = fmax(vmax, fabs(pkvk_elem(dt, h.v, j)));
+                    vmax = fmax(vmax, fabs(pkvk_elem(kdt, h.v, j) *
+                                           (h.v_scale ? h.v_scale[j / per_head] : 1.f)));
                 for (size_t j = 0; j < h.q_elems; j++) omax = fmax(omax, fabs(ref[j]));
-                const double bf_tol = ldexp(vmax + omax, -8) + PKV_TOL_MAX;
                 pkvk_plan p;
                 pkvk_workspace *ws;
                 CHECK(pkvk_plan_init(&p, n, 4096) == 0, "plan");
@@ -239,7 +252,7 @@ int main(void) {
                 for (int route = 0; route < PKV_ROUTE_COUNT; route++) {
                     const int32_t counts[3] = {1, 3, 80}; /* 80 splits > 63 tiles: empty splits */
                     if (!pkvk_route_built((pkv_route)route)) continue;
-                    if (pkv_route_is_flashinfer((pkv_route)route) && (!fi_g || bf)) continue;
+                    if (pkv_route_is_flashinfer((pkv_route)route) && (!fi_g || !fp16)) continue;
                     for (int sc = 0; sc < 3; sc++) {
                         int32_t S = counts[sc], splits[10];
                         for (int i = 0; i < n; i++) splits[i] = S;
@@ -262,23 +275,26 @@ int main(void) {
                             CHECK(run_plan(ctx, ws, &d, &p, h.q_elems, o, tmp, turn++) == 0,
                                   "run: %s", pkvk_last_error());
                             pkvk_compare(o, NULL, PKVK_FP16, ref, h.q_elems, &mx, &mean);
-                            CHECK(bf ? mx <= bf_tol : pkv_tol_ok(mx, mean),
-                                  "%s G=%d ps=%d %s S=%d rep %d: max|e| %.3g mean|e| %.3g (NaN: an "
-                                  "output was not written)",
-                                  pkvk_dtype_names[dt], Gs[gi], pss[pi],
+                            CHECK(pkv_tol_typed_ok(dt == PKVK_BF16, kdt == PKVK_FP8_E4M3, vmax,
+                                                   omax, mx, mean),
+                                  "%s/%s G=%d ps=%d %s S=%d rep %d: max|e| %.3g mean|e| %.3g (NaN: "
+                                  "an output was not written)",
+                                  pkvk_dtype_names[dt], pkvk_dtype_names[kdt], Gs[gi], pss[pi],
                                   pkv_route_name((pkv_route)route), S, rep, mx, mean);
-                            if (bf && rep == 0 && sc == 0 && gi == 0 && pi == 0)
-                                printf("BF16 %s: max|e| %.3g against its bound %.3g\n",
-                                       pkv_route_name((pkv_route)route), mx, bf_tol);
+                            if (!fp16 && rep == 0 && sc == 0 && gi == 0 && pi == 0)
+                                printf("%s/%s %s: max|e| %.3g mean|e| %.3g\n", pkvk_dtype_names[dt],
+                                       pkvk_dtype_names[kdt], pkv_route_name((pkv_route)route), mx,
+                                       mean);
                         }
                     }
                 }
-                if (bf && fi_built && fi_g && gi == 0 && pi == 0) { /* not run: refused */
+                if (!fp16 && fi_built && fi_g && gi == 0 && pi == 0) { /* not run: refused */
                     int launches;
                     CHECK(pkvk_plan_flashinfer(&p, PKV_ROUTE_FLASHINFER_TC, &s, lens, n,
                                                dev.sm_count, fi_occ) == 0 &&
                               pkvk_launch(ws, &d.b, &p, &launches) == PKVK_ERR_UNSUPPORTED,
-                          "BF16 on FlashInfer's route: not refused");
+                          "%s/%s on FlashInfer's route: not refused", pkvk_dtype_names[dt],
+                          pkvk_dtype_names[kdt]);
                 }
                 pkvk_workspace_destroy(ws);
                 pkvk_plan_free(&p);

@@ -109,13 +109,16 @@ static void usage(void) {
            "  --heads HQ/HKV query and KV heads (default 32/8)\n"
            "  --dtype T      fp16 (default) or bf16: Q, K, V and O (FlashInfer's paths run\n"
            "                 FP16 only, so a BF16 run has no FlashInfer table)\n"
+           "  --kv-dtype T   the KV cache's: --dtype's (default) or fp8_e4m3 (a scale per\n"
+           "                 page and KV head; KV GB/s counts its bytes, scales included)\n"
            "  --out FILE     also write the table to FILE (default bench_kernels.txt)\n",
            DEFAULT_CASES);
 }
 
 int pkv_bench_kernels_main(int argc, char **argv) {
     const char *cases = DEFAULT_CASES, *out = "bench_kernels.txt", *calfile = NULL;
-    const char *holes_s = NULL, *splits_s = NULL, *heads_s = NULL, *dtype_s = "fp16";
+    const char *holes_s = NULL, *splits_s = NULL, *heads_s = NULL, *dtype_s = "fp16",
+               *kv_dtype_s = NULL;
     int reps = 30, n_sweep = 0, share = 0;
     int32_t sweep[MAX_SWEEP];
     double holes = 0.5;
@@ -127,12 +130,22 @@ int pkv_bench_kernels_main(int argc, char **argv) {
                                 {"calibration", 'C', PKV_CLI_STRING, &calfile, 0},
                                 {"share", 'S', PKV_CLI_COUNT, &share, 1 << 24},
                                 {"heads", 0, PKV_CLI_STRING, &heads_s, 0},
-                                {"dtype", 0, PKV_CLI_STRING, &dtype_s, 0}};
-    const int orc = pkv_cli_options("bench kernels", argc, argv, opts, 9, usage);
+                                {"dtype", 0, PKV_CLI_STRING, &dtype_s, 0},
+                                {"kv-dtype", 0, PKV_CLI_STRING, &kv_dtype_s, 0}};
+    const int orc = pkv_cli_options("bench kernels", argc, argv, opts, 10, usage);
     if (orc >= 0) return orc;
     const int dt = !strcmp(dtype_s, "fp16") ? PKVK_FP16 : !strcmp(dtype_s, "bf16") ? PKVK_BF16 : -1;
     if (dt < 0) {
         fprintf(stderr, "pkvsim bench kernels: --dtype: \"%s\" is not fp16 or bf16\n", dtype_s);
+        return 2;
+    }
+    const int kdt = !kv_dtype_s                       ? dt
+                    : !strcmp(kv_dtype_s, "fp8_e4m3") ? PKVK_FP8_E4M3
+                    : !strcmp(kv_dtype_s, dtype_s)    ? dt
+                                                      : -1;
+    if (kdt < 0) {
+        fprintf(stderr, "pkvsim bench kernels: --kv-dtype: \"%s\" is not %s or fp8_e4m3\n",
+                kv_dtype_s, dtype_s);
         return 2;
     }
     int hq = 32, hkv = 8;
@@ -200,8 +213,9 @@ int pkv_bench_kernels_main(int argc, char **argv) {
     char when[32];
     time_t now = time(NULL);
     strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", gmtime(&now));
-    emit(&bo, "# pkvsim bench kernels, %s, %s (%d SMs), %s; Hq %d Hkv %d d 128 page 16 %s\n", when,
-         dev.name, dev.sm_count, PKV_GIT_REV, hq, hkv, pkvk_dtype_names[dt]);
+    emit(&bo, "# pkvsim bench kernels, %s, %s (%d SMs), %s; Hq %d Hkv %d d 128 page 16 %s KV %s\n",
+         when, dev.name, dev.sm_count, PKV_GIT_REV, hq, hkv, pkvk_dtype_names[dt],
+         pkvk_dtype_names[kdt]);
     emit(&bo,
          "# ceilings: D2D copy %.0f GB/s (read+write), read-only stream %.0f GB/s, "
          "empty launch %.2f us; median of %d calls, L2 flushed, holes %.2f, shared prefix "
@@ -213,8 +227,8 @@ int pkv_bench_kernels_main(int argc, char **argv) {
          ceil_.idle_launch_us, ceil_.step_floor_us);
     emit(&bo, "| case | route | splits | time us | KV GB/s | %% of read | launches | CTAs | "
               "merge KB | max err | mean err |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
-    pkvk_shape s = {.hq = hq, .hkv = hkv, .d = 128, .page_size = 16, .dtype = dt, .kv_dtype = dt};
-    const int g = hq / hkv, fi_g = dt == PKVK_FP16 && pkv_flashinfer_group(g);
+    pkvk_shape s = {.hq = hq, .hkv = hkv, .d = 128, .page_size = 16, .dtype = dt, .kv_dtype = kdt};
+    const int g = hq / hkv, fi_g = dt == PKVK_FP16 && kdt == PKVK_FP16 && pkv_flashinfer_group(g);
     if (fi_g) pkv_calib_flashinfer_occupancy(&cal, &s);
     gsl_rng *r = pkv_stream_create(1, PKV_STREAM_TENSORS);
     int rc = 0;
@@ -248,7 +262,11 @@ int pkv_bench_kernels_main(int argc, char **argv) {
         }
         int64_t tokens = 0;
         for (int i = 0; i < bc[ci].n; i++) tokens += bc[ci].lens[i];
-        double kv_bytes = (double)tokens * s.hkv * s.d * 4;
+        /* K and V of every token, and FP8's scales (K's, V's) once per page and head. */
+        double kv_bytes = (double)tokens * s.hkv * s.d * 2 * pkvk_dtype_bytes(kdt);
+        if (kdt == PKVK_FP8_E4M3)
+            for (int i = 0; i < bc[ci].n; i++)
+                kv_bytes += 8.0 * s.hkv * ((bc[ci].lens[i] + s.page_size - 1) / s.page_size);
         /* The streaming kernel over as many bytes: what one launch can reach at this
          * size, its own ramp and launch included. */
         float sms = 0;

@@ -13,11 +13,14 @@
 void pkv_kcase_free(pkv_kcase *d) {
     pkvk_free(d->q), pkvk_free(d->o), pkvk_free(d->k), pkvk_free(d->v);
     pkvk_free(d->bt), pkvk_free(d->lens), pkvk_free(d->ref);
+    pkvk_free(d->k_scale), pkvk_free(d->v_scale);
 }
 
 /* Device batch for a case: block tables from the study's generator with `holes` of
  * the page universe unused, the shared prefix mapped onto row 0's pages; K and V
- * tiled from 8 MiB blocks of GSL Gaussian values in the shape's 16-bit type. */
+ * tiled from blocks of 4 Mi GSL Gaussian values in the shape's KV type (FP8: the
+ * values over 5.5 / 448 as codes, each page and KV head's scale 4.5 to 6.5 over 448,
+ * varied so that a scale read at the wrong index shows against the reference). */
 int pkv_kcase_make(const pkvk_ctx *c, pkv_kcase *d, const char *name, const int32_t *lens, int n,
                    const pkvk_shape *s, double holes, int32_t share, gsl_rng *r, char *err,
                    size_t errn) {
@@ -34,17 +37,22 @@ int pkv_kcase_make(const pkvk_ctx *c, pkv_kcase *d, const char *name, const int3
         memcpy(bt + (size_t)i * stride, bt, sizeof(int32_t) * (size_t)(tok / s->page_size));
     }
     int64_t universe = pt.universe;
-    const size_t blk = 4u << 20; /* halves */
+    const size_t blk = 4u << 20; /* elements */
+    const int eb = pkvk_dtype_bytes(s->kv_dtype), fp8 = s->kv_dtype == PKVK_FP8_E4M3;
     uint16_t *rnd = malloc(blk * 2);
     size_t page_elems = (size_t)s->hkv * s->page_size * s->d, kv = (size_t)universe * page_elems;
+    const size_t heads = (size_t)universe * s->hkv;
+    float *scales = fp8 ? malloc(heads * sizeof(float)) : NULL;
     d->q_elems = (size_t)n * s->hq * s->d;
     uint16_t *q = malloc(d->q_elems * 2);
-    int rc = !rnd || !q ? PKVK_ERR_OUT_OF_MEMORY : PKVK_OK;
+    int rc = !rnd || !q || (fp8 && !scales) ? PKVK_ERR_OUT_OF_MEMORY : PKVK_OK;
     if (!rc) {
         for (size_t j = 0; j < d->q_elems; j++)
             pkvk_store(s->dtype, q, j, (float)gsl_ran_gaussian(r, 1));
-        if (!rc) rc = pkvk_malloc(&d->k, kv * 2);
-        if (!rc) rc = pkvk_malloc(&d->v, kv * 2);
+        if (!rc) rc = pkvk_malloc(&d->k, kv * eb);
+        if (!rc) rc = pkvk_malloc(&d->v, kv * eb);
+        if (!rc && fp8) rc = pkvk_malloc((void **)&d->k_scale, heads * sizeof(float));
+        if (!rc && fp8) rc = pkvk_malloc((void **)&d->v_scale, heads * sizeof(float));
         if (!rc) rc = pkvk_malloc(&d->q, d->q_elems * 2);
         if (!rc) rc = pkvk_malloc(&d->o, d->q_elems * 2);
         if (!rc) rc = pkvk_malloc((void **)&d->ref, d->q_elems * 4);
@@ -52,25 +60,32 @@ int pkv_kcase_make(const pkvk_ctx *c, pkv_kcase *d, const char *name, const int3
         if (!rc) rc = pkvk_malloc(&d->lens, (size_t)n * 4);
         if (rc) snprintf(err, errn, "case %.31s: %.400s", name, pkvk_last_error());
     }
+    float smax = 1;
+    if (fp8) {
+        for (size_t j = 0; j < heads; j++) scales[j] = (4.5f + 0.5f * (float)(j % 5)) / 448.f;
+        smax = heads < 5 ? scales[heads - 1] : 6.5f / 448.f;
+    }
     for (int which = 0; which < 2 && !rc; which++) {
-        uint16_t *dst = which ? d->v : d->k;
+        char *dst = which ? d->v : d->k;
         for (size_t j = 0; j < blk; j++) {
-            pkvk_store(s->kv_dtype, rnd, j, (float)gsl_ran_gaussian(r, 1));
-            if (which) d->v_max = fmax(d->v_max, fabs(pkvk_elem(s->kv_dtype, rnd, j)));
+            const float g = (float)gsl_ran_gaussian(r, 1);
+            pkvk_store(s->kv_dtype, rnd, j, fp8 ? g / (5.5f / 448.f) : g);
+            if (which) d->v_max = fmax(d->v_max, fabs(pkvk_elem(s->kv_dtype, rnd, j)) * smax);
         }
         for (size_t off = 0; off < kv && !rc; off += blk)
-            rc = pkvk_h2d(dst + off, rnd, 2 * (kv - off < blk ? kv - off : blk));
+            rc = pkvk_h2d(dst + off * eb, rnd, eb * (kv - off < blk ? kv - off : blk));
+        if (!rc && fp8) rc = pkvk_h2d(which ? d->v_scale : d->k_scale, scales, heads * 4);
     }
     if (!rc)
         rc = pkvk_h2d(d->q, q, d->q_elems * 2) || pkvk_h2d(d->bt, bt, (size_t)n * stride * 4) ||
              pkvk_h2d(d->lens, lens, (size_t)n * 4);
-    d->b = (pkvk_batch){*s,   n,     d->q,   d->o,    d->k,
-                        d->v, d->bt, stride, d->lens, 1.0f / sqrtf((float)s->d),
-                        NULL, NULL};
+    d->b = (pkvk_batch){*s,         n,         d->q,   d->o,    d->k,
+                        d->v,       d->bt,     stride, d->lens, 1.0f / sqrtf((float)s->d),
+                        d->k_scale, d->v_scale};
     if (!rc) rc = pkvk_gpu_reference(c, &d->b, d->ref);
     if (rc && !*err) snprintf(err, errn, "case %.31s: %.400s", name, pkvk_last_error());
     pkv_pagetable_free(&pt);
-    free(rnd), free(q);
+    free(rnd), free(q), free(scales);
     return rc;
 }
 
@@ -115,6 +130,6 @@ int pkv_kcase_time(const pkvk_ctx *c, pkvk_workspace *ws, pkv_kcase *d, const pk
 }
 
 int pkv_kcase_ok(const pkv_kcase *d, double mx, double mean) {
-    if (d->b.shape.dtype != PKVK_BF16) return pkv_tol_ok(mx, mean);
-    return mx <= ldexp(d->v_max + d->o_max, -8) + PKV_TOL_MAX;
+    return pkv_tol_typed_ok(d->b.shape.dtype == PKVK_BF16, d->b.shape.kv_dtype == PKVK_FP8_E4M3,
+                            d->v_max, d->o_max, mx, mean);
 }

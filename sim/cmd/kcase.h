@@ -12,7 +12,8 @@
 typedef struct pkv_kcase {
     pkvk_batch b; /* device pointers */
     void *q, *o, *k, *v, *bt, *lens;
-    float *ref; /* device FP32 reference output */
+    float *k_scale, *v_scale; /* FP8 KV: each page and KV head's */
+    float *ref;               /* device FP32 reference output */
     size_t q_elems;
     double v_max, o_max; /* largest |V| (made) and |reference output| (the last timing) */
 } pkv_kcase;
@@ -28,9 +29,7 @@ void pkv_kcase_free(pkv_kcase *d);
  * flushed before each; errors against the reference of the last call. */
 int pkv_kcase_time(const pkvk_ctx *c, pkvk_workspace *ws, pkv_kcase *d, const pkvk_plan *p,
                    int reps, float *med_ms, int *launches, double *mx, double *mean);
-/* Whether a timed output's errors are within its type's tolerance: FP16's (pkv_tol.h);
- * BF16's adds its two roundings' bound, 2^-8 (max|V| + max|O|) (half a unit of 8
- * significant bits: P before the PV product, and the output). */
+/* Whether a timed output's errors are within its types' tolerance (pkv_tol.h). */
 int pkv_kcase_ok(const pkv_kcase *d, double mx, double mean);
 
 #endif
