@@ -11,10 +11,13 @@
 // kept in the log2 domain (scaled by sm_scale * log2 e) so every exponential is exp2f.
 //
 // FP8 (E4M3) KV: the pipeline loads the codes (half the bytes; five stages keep as many
-// bytes in flight) and each token's page scales; the warp widens its 16 tokens into one
-// 16-bit tile in the inputs' type, K as the codes (exact in FP16 and BF16; the scale
-// multiplies the FP32 scores), then V times its scale (one rounding), so the MMAs and the
-// softmax are the 16-bit path's.
+// bytes in flight) and each token's page scales. The MMAs take the codes widened in
+// registers to the inputs' type (exact in FP16 and BF16): ldmatrix gives a lane four
+// consecutive codes of one token, which are K's B fragment once Q's dimensions within each
+// 16 follow the same order, and V's after a movmatrix transpose, its output dimensions
+// permuted (undone when the warp's state is written). K's scale multiplies the FP32
+// scores; V's multiplies P (relative to the first token's page's, so that P stays in the
+// 16-bit type's range), and that reference scale multiplies the output.
 #include <cuda/atomic>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -66,35 +69,6 @@ struct Params {
 };
 
 #include "pkvk_attn_tile.cuh"
-
-// FP8 KV: the warp's 16 tokens of K (SCALED false: the codes, exact in FP16 and BF16) or of
-// V (each token times its scale, scale[token]) from the loaded tile src ([WTOK][D / 16]
-// chunks of 16 codes) into the swizzled 16-bit tile dst ([WTOK][D / 8] chunks of 8).
-template <int D, bool BF, bool SCALED>
-__device__ __forceinline__ void widen(const uint4 *src, uint4 *dst, const float *scale, int lane) {
-    constexpr int CL = D / 16, CH = D / 8;
-#pragma unroll
-    for (int j = 0; j < WTOK * CL / 32; j++) {
-        const int tl = j * (32 / CL) + lane / CL, c = lane % CL;
-        const uint4 x = src[tl * CL + c];
-        const uint32_t w[4] = {x.x, x.y, x.z, x.w};
-        const float sc = SCALED ? scale[tl] : 1.f;
-        uint32_t h[8];
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-            const __half2_raw r = __nv_cvt_fp8x2_to_halfraw2(
-                (__nv_fp8x2_storage_t)(w[i / 2] >> (16 * (i % 2))), __NV_E4M3);
-            if (!BF && !SCALED) {
-                h[i] = r.x | (uint32_t)r.y << 16;
-            } else {
-                const float2 f = __half22float2(__half2(r));
-                h[i] = pack2<BF>(f.x * sc, f.y * sc);
-            }
-        }
-        dst[swz(tl, 2 * c)] = make_uint4(h[0], h[1], h[2], h[3]);
-        dst[swz(tl, 2 * c + 1)] = make_uint4(h[4], h[5], h[6], h[7]);
-    }
-}
 
 // Merge n partial states (m, l, acc[d]) of each of NG query heads into out[g * D + d],
 // with the D threads of a block (thread = dimension). Head g's state s is at
@@ -166,12 +140,10 @@ __device__ void merge_states(const float *ml, const float *acc, int n, int strid
 }
 
 // A CTA's shared memory: the pipeline's stages, [stages][WARPS][K, V][WTOK][D x the KV
-// element's bytes / 16] 16-byte chunks (16-bit KV: swizzled, read by ldmatrix; FP8: as
-// loaded); FP8 KV also one widened 16-bit tile per warp ([WARPS][WTOK][D / 8]) and each
-// loaded token's scales ([stages][WARPS][K, V][WTOK] floats).
+// element's bytes / 16] 16-byte chunks, XOR-swizzled, read by ldmatrix; for FP8 KV also
+// each loaded token's scales ([stages][WARPS][K, V][WTOK] floats).
 template <bool F8> __host__ __device__ constexpr size_t smem_bytes(int D) {
-    return F8 ? (size_t)stages<true>() * WARPS * 2 * WTOK * (D + sizeof(float)) +
-                    (size_t)WARPS * WTOK * D * 2
+    return F8 ? (size_t)stages<true>() * WARPS * 2 * WTOK * (D + sizeof(float))
               : (size_t)stages<false>() * WARPS * 2 * WTOK * D * 2;
 }
 
@@ -212,18 +184,20 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
 
     extern __shared__ uint4 smem[];                  // smem_bytes's layout
     constexpr int S = stages<F8>(), EB = F8 ? 1 : 2; // KV element bytes
-    constexpr int CH = D / 8, CL = D * EB / 16; // 16-byte chunks per 16-bit, per loaded token row
+    constexpr int CH = D * EB / 16;                  // 16-byte chunks per token row
     const int warp = tid / 32, lane = tid % 32;
     const int r = lane / 4;        // the MMA row (query head) this lane holds
     const int cq = (lane % 4) * 2; // its column pair in a fragment
 
     // Q as MMA A fragments, one per 16 dimensions: rows >= G are zero.
     uint32_t qa[D / 16][2];
-    const __half *qrow = p.q + ((size_t)row * p.hq + kvh * G + (r < G ? r : 0)) * D + cq;
+    // FP8 KV: a lane's dimensions of each 16 are K's fragment's, 4c..4c+3 (c = lane % 4).
+    const int q0 = F8 ? 4 * (lane % 4) : cq, q1 = F8 ? q0 + 2 : cq + 8;
+    const __half *qrow = p.q + ((size_t)row * p.hq + kvh * G + (r < G ? r : 0)) * D;
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
-        qa[kk][0] = r < G ? *reinterpret_cast<const uint32_t *>(qrow + kk * 16) : 0u;
-        qa[kk][1] = r < G ? *reinterpret_cast<const uint32_t *>(qrow + kk * 16 + 8) : 0u;
+        qa[kk][0] = r < G ? *reinterpret_cast<const uint32_t *>(qrow + kk * 16 + q0) : 0u;
+        qa[kk][1] = r < G ? *reinterpret_cast<const uint32_t *>(qrow + kk * 16 + q1) : 0u;
     }
     float m = neg_inf(), l = 0.f; // state of row r over this warp's tokens
     float o[D / 8][4];            // O fragments: rows r (and r + 8, unused), 8 dims each
@@ -233,11 +207,17 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
     const int n_iter = (te - tb + CTILE - 1) / CTILE;
     const int32_t *bt_row = p.bt + (size_t)row * p.bt_stride;
     const char *kc = static_cast<const char *>(p.k), *vc = static_cast<const char *>(p.v);
-    constexpr size_t STAGE = (size_t)WARPS * 2 * WTOK * CL; // uint4 per stage
-    uint4 *wbase = smem + (size_t)warp * 2 * WTOK * CL;
-    uint4 *wide = smem + S * STAGE + (size_t)warp * WTOK * CH; // FP8: the widened tile
-    float *wscale = reinterpret_cast<float *>(smem + S * STAGE + WARPS * WTOK * CH) +
+    constexpr size_t STAGE = (size_t)WARPS * 2 * WTOK * CH; // uint4 per stage
+    uint4 *wbase = smem + (size_t)warp * 2 * WTOK * CH;
+    float *wscale = reinterpret_cast<float *>(smem + S * STAGE) +
                     (size_t)warp * 2 * WTOK; // FP8: + stage * WARPS * 2 * WTOK
+    // FP8: the V scale P is taken relative to (tb's page's; 1 where that is not positive).
+    float vref = 1.f;
+    if (F8) {
+        const float v = p.v_scale[(size_t)bt_row[tb / p.ps] * p.hkv + kvh];
+        vref = v > 0.f ? v : 1.f;
+    }
+    const float vinv = 1.f / vref;
 
     // Each warp streams its own 16 tokens of every 64-token tile. One copy instruction
     // moves whole token rows (16-bit: two, 16 lanes x 16 bytes each; FP8: four), so every
@@ -248,10 +228,10 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
         if (it < n_iter) {
             uint4 *st = wbase + (size_t)(it % S) * STAGE;
             float *sst = wscale + (size_t)(it % S) * WARPS * 2 * WTOK;
-            const int c = lane % CL;
+            const int c = lane % CH;
 #pragma unroll
-            for (int j = 0; j < WTOK * CL / 32; j++) {
-                int tl = j * (32 / CL) + lane / CL, t = tb + it * CTILE + warp * WTOK + tl;
+            for (int j = 0; j < WTOK * CH / 32; j++) {
+                int tl = j * (32 / CH) + lane / CH, t = tb + it * CTILE + warp * WTOK + tl;
                 bool valid = t < te;
                 size_t ph = 0, off = 0; // the page's KV head, the token's byte offset
                 if (valid) {
@@ -259,9 +239,8 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
                     ph = (size_t)bt_row[pi] * p.hkv + kvh;
                     off = (ph * p.ps + (t - pi * p.ps)) * D * EB;
                 }
-                const int at = F8 ? tl * CL + c : swz(tl, c);
-                cp_async16_zfill(st + at, kc + off + c * 16, valid);
-                cp_async16_zfill(st + WTOK * CL + at, vc + off + c * 16, valid);
+                cp_async16_zfill(st + swz(tl, c), kc + off + c * 16, valid);
+                cp_async16_zfill(st + WTOK * CH + swz(tl, c), vc + off + c * 16, valid);
                 if (F8 && c == 0) {
                     cp_async4_zfill(sst + tl, p.k_scale + ph, valid);
                     cp_async4_zfill(sst + WTOK + tl, p.v_scale + ph, valid);
@@ -278,23 +257,31 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
         issue(it + S - 1);
         cp_async_wait<S - 1>();
         __syncwarp(); // the lanes' copies are visible to the whole warp
-        const uint4 *ks = wbase + (size_t)(it % S) * STAGE, *vs = ks + WTOK * CL;
+        const uint4 *ks = wbase + (size_t)(it % S) * STAGE, *vs = ks + WTOK * CH;
         const float *sst = wscale + (size_t)(it % S) * WARPS * 2 * WTOK; // FP8: K's, V's scales
-        if (F8) {
-            widen<D, BF, false>(ks, wide, nullptr, lane);
-            __syncwarp();
-            ks = wide;
-        }
 
         // S = Q K^T for 16 tokens: two n8 tiles.
         float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+        if (F8) { // matrices (tokens 0-7, 8-15) x (dimensions kk, kk + 1 of 16 codes each)
 #pragma unroll
-        for (int kk = 0; kk < D / 16; kk++) {
-            uint32_t b[4];
-            int mi = lane / 8, t = (mi / 2) * 8 + lane % 8;
-            ldmatrix_x4(b, ks + swz(t, kk * 2 + mi % 2));
-            mma16816<BF>(sc[0], qa[kk][0], qa[kk][1], b[0], b[1]);
-            mma16816<BF>(sc[1], qa[kk][0], qa[kk][1], b[2], b[3]);
+            for (int kk = 0; kk < D / 16; kk += 2) {
+                uint32_t b[4];
+                int mi = lane / 8, t = (mi % 2) * 8 + lane % 8;
+                ldmatrix_x4(b, ks + swz(t, kk + mi / 2));
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+                    mma16816<BF>(sc[i % 2], qa[kk + i / 2][0], qa[kk + i / 2][1], e4m3x2<BF>(b[i]),
+                                 e4m3x2<BF>(b[i] >> 16));
+            }
+        } else {
+#pragma unroll
+            for (int kk = 0; kk < D / 16; kk++) {
+                uint32_t b[4];
+                int mi = lane / 8, t = (mi / 2) * 8 + lane % 8;
+                ldmatrix_x4(b, ks + swz(t, kk * 2 + mi % 2));
+                mma16816<BF>(sc[0], qa[kk][0], qa[kk][1], b[0], b[1]);
+                mma16816<BF>(sc[1], qa[kk][0], qa[kk][1], b[2], b[3]);
+            }
         }
         // Online softmax of row r over the 16 tokens (4 here, 12 in the quad).
         int t0 = tb + it * CTILE + warp * WTOK + cq;
@@ -323,21 +310,39 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
 #pragma unroll
         for (int n = 0; n < D / 8; n++) o[n][0] *= c, o[n][1] *= c;
 
-        if (F8) { // V widened into the tile K is done with
-            __syncwarp();
-            widen<D, BF, true>(vs, wide, sst + WTOK, lane);
-            __syncwarp();
-            vs = wide;
-        }
-        // O += P V: P's C fragments are the A fragment of a 16x16 product.
-        uint32_t pa0 = pack2<BF>(sc[0][0], sc[0][1]), pa1 = pack2<BF>(sc[1][0], sc[1][1]);
+        // O += P V: P's C fragments are the A fragment of a 16x16 product (FP8: each
+        // token's weight times its V scale over vref).
+        float w[4] = {1.f, 1.f, 1.f, 1.f};
+        if (F8)
 #pragma unroll
-        for (int nd = 0; nd < D / 16; nd++) {
-            uint32_t b[4];
-            int mi = lane / 8, t = (mi % 2) * 8 + lane % 8;
-            ldmatrix_x4_trans(b, vs + swz(t, nd * 2 + mi / 2));
-            mma16816<BF>(o[2 * nd], pa0, pa1, b[0], b[1]);
-            mma16816<BF>(o[2 * nd + 1], pa0, pa1, b[2], b[3]);
+            for (int i = 0; i < 4; i++) w[i] = sst[WTOK + cq + (i / 2) * 8 + i % 2] * vinv;
+        uint32_t pa0 = pack2<BF>(sc[0][0] * w[0], sc[0][1] * w[1]),
+                 pa1 = pack2<BF>(sc[1][0] * w[2], sc[1][1] * w[3]);
+        if (F8) { // matrices as K's; each lane's codes 4c, 4c + 1 (and 4c + 2, 4c + 3)
+                  // transposed into the B fragment of output dimensions 16nd + 4(s / 2) + s % 2
+                  // (and + 2), s = lane / 4
+#pragma unroll
+            for (int nd = 0; nd < D / 16; nd += 2) {
+                uint32_t b[4];
+                int mi = lane / 8, t = (mi % 2) * 8 + lane % 8;
+                ldmatrix_x4(b, vs + swz(t, nd + mi / 2));
+#pragma unroll
+                for (int i = 0; i < 4; i += 2)
+#pragma unroll
+                    for (int h = 0; h < 2; h++)
+                        mma16816<BF>(o[2 * (nd + i / 2) + h], pa0, pa1,
+                                     movmatrix_trans(e4m3x2<BF>(b[i] >> 16 * h)),
+                                     movmatrix_trans(e4m3x2<BF>(b[i + 1] >> 16 * h)));
+            }
+        } else {
+#pragma unroll
+            for (int nd = 0; nd < D / 16; nd++) {
+                uint32_t b[4];
+                int mi = lane / 8, t = (mi % 2) * 8 + lane % 8;
+                ldmatrix_x4_trans(b, vs + swz(t, nd * 2 + mi / 2));
+                mma16816<BF>(o[2 * nd], pa0, pa1, b[0], b[1]);
+                mma16816<BF>(o[2 * nd + 1], pa0, pa1, b[2], b[3]);
+            }
         }
         __syncwarp(); // all lanes are done with this stage before it is refilled
     }
@@ -366,11 +371,12 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
     }
     __syncthreads();
     if (r < G) {
-        float c = pkvk_sm_weight(m, fin[r * 2]);
+        float c = pkvk_sm_weight(m, fin[r * 2]) * vref;
 #pragma unroll
-        for (int n = 0; n < D / 8; n++) {
-            red_acc[(warp * G + r) * D + n * 8 + cq] = o[n][0] * c;
-            red_acc[(warp * G + r) * D + n * 8 + cq + 1] = o[n][1] * c;
+        for (int n = 0; n < D / 8; n++) { // FP8: the permuted dimensions (above) put back
+            const int d0 = F8 ? 16 * (n / 2) + 4 * (lane % 4) + 2 * (n % 2) : n * 8 + cq;
+            red_acc[(warp * G + r) * D + d0] = o[n][0] * c;
+            red_acc[(warp * G + r) * D + d0 + 1] = o[n][1] * c;
         }
     }
     __syncthreads();
