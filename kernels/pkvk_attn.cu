@@ -10,12 +10,13 @@
 // type, FP16 or BF16, for the PV product); the warps' states are merged once at the end. Scores are
 // kept in the log2 domain (scaled by sm_scale * log2 e) so every exponential is exp2f.
 //
-// FP8 (E4M3) KV: the pipeline loads the codes (half the bytes; five stages keep as many
-// bytes in flight) and each token's page scales. The MMAs take the codes widened in
+// FP8 (E4M3) KV: the pipeline loads the codes and each token's page scales, 32 tokens a
+// warp per tile (as many bytes as 16 of the 16-bit types). The MMAs take the codes widened in
 // registers to the inputs' type (exact in FP16 and BF16): ldmatrix gives a lane four
 // consecutive codes of one token, which are K's B fragment once Q's dimensions within each
-// 16 follow the same order, and V's after a movmatrix transpose, its output dimensions
-// permuted (undone when the warp's state is written). K's scale multiplies the FP32
+// 16 follow the same order; ldmatrix's transpose gives a lane two tokens' pairs of codes,
+// whose even and odd dimensions are V's B fragments, the output's dimensions permuted
+// (undone when the warp's state is written). K's scale multiplies the FP32
 // scores; V's multiplies P (relative to the first token's page's, so that P stays in the
 // 16-bit type's range), and that reference scale multiplies the output.
 #include <cuda/atomic>
@@ -25,6 +26,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <type_traits>
+
 #include "pkvk_cuda.h"
 #include "pkvk_fi.h"
 #include "pkvk_softmax.h"
@@ -32,14 +35,14 @@
 namespace {
 
 constexpr int WARPS = 4, THREADS = 32 * WARPS;
-constexpr int WTOK = 16;            // tokens per warp per tile
-constexpr int CTILE = WARPS * WTOK; // tokens per CTA iteration
-
-// The cp.async pipeline's depth per warp: 16-bit KV 3 stages, FP8 KV (F8) 5 (its tiles are
-// half the bytes: as many in flight).
-template <bool F8> __host__ __device__ constexpr int stages() {
-    return F8 ? 5 : 3;
+// Tokens per warp per tile: 16 (16-bit KV) or 32 (FP8 KV, F8: as many bytes), a CTA's
+// iteration WARPS times as many.
+template <bool F8> __host__ __device__ constexpr int wtok() {
+    return F8 ? 32 : 16;
 }
+
+// The cp.async pipeline's depth per warp.
+constexpr int STAGES = 3;
 
 enum Mode { MODE_REF = 0, MODE_BUCKET = 1, MODE_TASKS = 2, MODE_FUSED = 3 };
 
@@ -139,12 +142,11 @@ __device__ void merge_states(const float *ml, const float *acc, int n, int strid
     __syncthreads(); // sh may be reused by the caller
 }
 
-// A CTA's shared memory: the pipeline's stages, [stages][WARPS][K, V][WTOK][D x the KV
+// A CTA's shared memory: the pipeline's stages, [STAGES][WARPS][K, V][wtok][D x the KV
 // element's bytes / 16] 16-byte chunks, XOR-swizzled, read by ldmatrix; for FP8 KV also
-// each loaded token's scales ([stages][WARPS][K, V][WTOK] floats).
+// each loaded token's scales ([STAGES][WARPS][K, V][wtok] floats).
 template <bool F8> __host__ __device__ constexpr size_t smem_bytes(int D) {
-    return F8 ? (size_t)stages<true>() * WARPS * 2 * WTOK * (D + sizeof(float))
-              : (size_t)stages<false>() * WARPS * 2 * WTOK * D * 2;
+    return (size_t)STAGES * WARPS * 2 * wtok<F8>() * (F8 ? D + sizeof(float) : 2 * D);
 }
 
 // The work of CTA x of a launch (x: blockIdx.x, or a fixed grid's task index). Every
@@ -182,9 +184,10 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
         return;
     }
 
-    extern __shared__ uint4 smem[];                  // smem_bytes's layout
-    constexpr int S = stages<F8>(), EB = F8 ? 1 : 2; // KV element bytes
-    constexpr int CH = D * EB / 16;                  // 16-byte chunks per token row
+    extern __shared__ uint4 smem[];                                  // smem_bytes's layout
+    constexpr int S = STAGES, EB = F8 ? 1 : 2;                       // KV element bytes
+    constexpr int CH = D * EB / 16;                                  // 16-byte chunks per token row
+    constexpr int WT = wtok<F8>(), NB = WT / 16, CTILE = WARPS * WT; // NB: 16-token blocks
     const int warp = tid / 32, lane = tid % 32;
     const int r = lane / 4;        // the MMA row (query head) this lane holds
     const int cq = (lane % 4) * 2; // its column pair in a fragment
@@ -207,10 +210,10 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
     const int n_iter = (te - tb + CTILE - 1) / CTILE;
     const int32_t *bt_row = p.bt + (size_t)row * p.bt_stride;
     const char *kc = static_cast<const char *>(p.k), *vc = static_cast<const char *>(p.v);
-    constexpr size_t STAGE = (size_t)WARPS * 2 * WTOK * CH; // uint4 per stage
-    uint4 *wbase = smem + (size_t)warp * 2 * WTOK * CH;
+    constexpr size_t STAGE = (size_t)WARPS * 2 * WT * CH; // uint4 per stage
+    uint4 *wbase = smem + (size_t)warp * 2 * WT * CH;
     float *wscale = reinterpret_cast<float *>(smem + S * STAGE) +
-                    (size_t)warp * 2 * WTOK; // FP8: + stage * WARPS * 2 * WTOK
+                    (size_t)warp * 2 * WT; // FP8: + stage * WARPS * 2 * WT
     // FP8: the V scale P is taken relative to (tb's page's; 1 where that is not positive).
     float vref = 1.f;
     if (F8) {
@@ -219,60 +222,79 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
     }
     const float vinv = 1.f / vref;
 
-    // Each warp streams its own 16 tokens of every 64-token tile. One copy instruction
+    // Each warp streams its own WT tokens of every tile. One copy instruction
     // moves whole token rows (16-bit: two, 16 lanes x 16 bytes each; FP8: four), so every
     // warp request is fully used 256-byte (FP8: 128-byte) segments. Tokens past te are
     // zero-filled (FP8: their scales too) so that P = 0 never meets stale (possibly NaN)
     // V data in the MMA.
-    auto issue = [&](int it) {
+    //
+    // PAGED16 (pages of at least 16 tokens, a power of two, and tb a multiple of 16): each
+    // 16 tokens lie in one page, looked up once per lane; else once per token.
+    auto issue = [&](int it, auto paged16) {
+        constexpr bool P16 = decltype(paged16)::value;
+        constexpr int JG = 16 * CH / 32; // copy steps per 16 tokens
         if (it < n_iter) {
             uint4 *st = wbase + (size_t)(it % S) * STAGE;
-            float *sst = wscale + (size_t)(it % S) * WARPS * 2 * WTOK;
-            const int c = lane % CH;
+            float *sst = wscale + (size_t)(it % S) * WARPS * 2 * WT;
+            const int c = lane % CH, tw = tb + it * CTILE + warp * WT; // the warp's first token
+            uint32_t ph = 0; // the page's KV head (pages x hkv fit 32 bits: int32 ids)
+            size_t base = 0; // a token's byte offset
 #pragma unroll
-            for (int j = 0; j < WTOK * CH / 32; j++) {
-                int tl = j * (32 / CH) + lane / CH, t = tb + it * CTILE + warp * WTOK + tl;
-                bool valid = t < te;
-                size_t ph = 0, off = 0; // the page's KV head, the token's byte offset
-                if (valid) {
-                    int pi = p.ps_shift >= 0 ? t >> p.ps_shift : t / p.ps;
-                    ph = (size_t)bt_row[pi] * p.hkv + kvh;
-                    off = (ph * p.ps + (t - pi * p.ps)) * D * EB;
+            for (int j = 0; j < WT * CH / 32; j++) {
+                const int tl = j * (32 / CH) + lane / CH, t = tw + tl, g16 = 16 * (j / JG);
+                const bool valid = t < te;
+                if (P16 ? j % JG == 0 && tw + g16 < te : valid) { // P16: the 16's first token
+                    const int tt = P16 ? tw + g16 : t;
+                    const int pi = p.ps_shift >= 0 ? tt >> p.ps_shift : tt / p.ps;
+                    ph = (uint32_t)bt_row[pi] * p.hkv + kvh;
+                    base = ((size_t)ph * p.ps + (tt - pi * p.ps)) * D * EB;
                 }
+                const size_t off = P16 ? base + (size_t)(tl - g16) * D * EB : base;
                 cp_async16_zfill(st + swz(tl, c), kc + off + c * 16, valid);
-                cp_async16_zfill(st + WTOK * CH + swz(tl, c), vc + off + c * 16, valid);
+                cp_async16_zfill(st + WT * CH + swz(tl, c), vc + off + c * 16, valid);
                 if (F8 && c == 0) {
                     cp_async4_zfill(sst + tl, p.k_scale + ph, valid);
-                    cp_async4_zfill(sst + WTOK + tl, p.v_scale + ph, valid);
+                    cp_async4_zfill(sst + WT + tl, p.v_scale + ph, valid);
                 }
             }
         }
         cp_async_commit(); // empty groups keep the wait count uniform
     };
 
+    const bool paged16 = p.ps_shift >= 4 && tb % 16 == 0;
+    auto issue_any = [&](int it) {
+        if (paged16)
+            issue(it, std::true_type());
+        else
+            issue(it, std::false_type());
+    };
 #pragma unroll
-    for (int s = 0; s < S - 1; s++) issue(s);
+    for (int s = 0; s < S - 1; s++) issue_any(s);
 
     for (int it = 0; it < n_iter; it++) {
-        issue(it + S - 1);
+        issue_any(it + S - 1);
         cp_async_wait<S - 1>();
         __syncwarp(); // the lanes' copies are visible to the whole warp
-        const uint4 *ks = wbase + (size_t)(it % S) * STAGE, *vs = ks + WTOK * CH;
-        const float *sst = wscale + (size_t)(it % S) * WARPS * 2 * WTOK; // FP8: K's, V's scales
+        const uint4 *ks = wbase + (size_t)(it % S) * STAGE, *vs = ks + WT * CH;
+        const float *sst = wscale + (size_t)(it % S) * WARPS * 2 * WT; // FP8: K's, V's scales
 
-        // S = Q K^T for 16 tokens: two n8 tiles.
-        float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-        if (F8) { // matrices (tokens 0-7, 8-15) x (dimensions kk, kk + 1 of 16 codes each)
+        // S = Q K^T for WT tokens: n8 tiles of 8 tokens each.
+        float sc[2 * NB][4];
 #pragma unroll
-            for (int kk = 0; kk < D / 16; kk += 2) {
-                uint32_t b[4];
-                int mi = lane / 8, t = (mi % 2) * 8 + lane % 8;
-                ldmatrix_x4(b, ks + swz(t, kk + mi / 2));
+        for (int n = 0; n < 2 * NB; n++) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.f;
+        if (F8) { // matrices (tokens 16b + 0-7, + 8-15) x (dimensions kk, kk + 1 of 16 codes)
 #pragma unroll
-                for (int i = 0; i < 4; i++)
-                    mma16816<BF>(sc[i % 2], qa[kk + i / 2][0], qa[kk + i / 2][1], e4m3x2<BF>(b[i]),
-                                 e4m3x2<BF>(b[i] >> 16));
-            }
+            for (int b16 = 0; b16 < NB; b16++)
+#pragma unroll
+                for (int kk = 0; kk < D / 16; kk += 2) {
+                    uint32_t b[4];
+                    int mi = lane / 8, t = 16 * b16 + (mi % 2) * 8 + lane % 8;
+                    ldmatrix_x4(b, ks + swz(t, kk + mi / 2));
+#pragma unroll
+                    for (int i = 0; i < 4; i++)
+                        mma16816<BF>(sc[2 * b16 + i % 2], qa[kk + i / 2][0], qa[kk + i / 2][1],
+                                     e4m3x2<BF>(b[i]), e4m3x2<BF>(b[i] >> 16));
+                }
         } else {
 #pragma unroll
             for (int kk = 0; kk < D / 16; kk++) {
@@ -283,11 +305,11 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
                 mma16816<BF>(sc[1], qa[kk][0], qa[kk][1], b[2], b[3]);
             }
         }
-        // Online softmax of row r over the 16 tokens (4 here, 12 in the quad).
-        int t0 = tb + it * CTILE + warp * WTOK + cq;
+        // Online softmax of row r over the WT tokens (4 NB here, the rest in the quad).
+        int t0 = tb + it * CTILE + warp * WT + cq;
         float mx = neg_inf();
 #pragma unroll
-        for (int n = 0; n < 2; n++)
+        for (int n = 0; n < 2 * NB; n++)
 #pragma unroll
             for (int j = 0; j < 2; j++) {
                 const float f = F8 ? p.scale_log2 * sst[cq + n * 8 + j] : p.scale_log2;
@@ -299,42 +321,52 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
         float c = pkvk_sm_fold(&m, mx);
         if (m != neg_inf()) {
 #pragma unroll
-            for (int n = 0; n < 2; n++)
+            for (int n = 0; n < 2 * NB; n++)
 #pragma unroll
                 for (int j = 0; j < 2; j++) sc[n][j] = exp2f(sc[n][j] - m);
         } else { // no valid token seen yet by this warp
 #pragma unroll
-            for (int n = 0; n < 2; n++) sc[n][0] = sc[n][1] = 0.f;
+            for (int n = 0; n < 2 * NB; n++) sc[n][0] = sc[n][1] = 0.f;
         }
-        l = l * c + sc[0][0] + sc[0][1] + sc[1][0] + sc[1][1];
+        l *= c;
+#pragma unroll
+        for (int n = 0; n < 2 * NB; n++) l += sc[n][0] + sc[n][1];
 #pragma unroll
         for (int n = 0; n < D / 8; n++) o[n][0] *= c, o[n][1] *= c;
 
-        // O += P V: P's C fragments are the A fragment of a 16x16 product (FP8: each
-        // token's weight times its V scale over vref).
-        float w[4] = {1.f, 1.f, 1.f, 1.f};
-        if (F8)
+        // O += P V: P's C fragments are the A fragment of a 16x16 product, one per 16-token
+        // block (FP8: each token's weight times its V scale over vref).
+        uint32_t pa[NB][2];
 #pragma unroll
-            for (int i = 0; i < 4; i++) w[i] = sst[WTOK + cq + (i / 2) * 8 + i % 2] * vinv;
-        uint32_t pa0 = pack2<BF>(sc[0][0] * w[0], sc[0][1] * w[1]),
-                 pa1 = pack2<BF>(sc[1][0] * w[2], sc[1][1] * w[3]);
-        if (F8) { // matrices as K's; each lane's codes 4c, 4c + 1 (and 4c + 2, 4c + 3)
-                  // transposed into the B fragment of output dimensions 16nd + 4(s / 2) + s % 2
-                  // (and + 2), s = lane / 4
+        for (int b16 = 0; b16 < NB; b16++) {
+            float w[4] = {1.f, 1.f, 1.f, 1.f};
+            if (F8)
 #pragma unroll
-            for (int nd = 0; nd < D / 16; nd += 2) {
-                uint32_t b[4];
-                int mi = lane / 8, t = (mi % 2) * 8 + lane % 8;
-                ldmatrix_x4(b, vs + swz(t, nd + mi / 2));
+                for (int i = 0; i < 4; i++)
+                    w[i] = sst[WT + 16 * b16 + cq + (i / 2) * 8 + i % 2] * vinv;
+            pa[b16][0] = pack2<BF>(sc[2 * b16][0] * w[0], sc[2 * b16][1] * w[1]);
+            pa[b16][1] = pack2<BF>(sc[2 * b16 + 1][0] * w[2], sc[2 * b16 + 1][1] * w[3]);
+        }
+        if (F8) { // matrices as K's, transposed in pairs of codes: a lane holds dimensions
+                  // 2s, 2s + 1 (s = lane / 4) of tokens 2c, 2c + 1, so its even and its odd
+                  // dimensions are the B fragments of two n8 tiles
 #pragma unroll
-                for (int i = 0; i < 4; i += 2)
+            for (int b16 = 0; b16 < NB; b16++)
 #pragma unroll
-                    for (int h = 0; h < 2; h++)
-                        mma16816<BF>(o[2 * (nd + i / 2) + h], pa0, pa1,
-                                     movmatrix_trans(e4m3x2<BF>(b[i] >> 16 * h)),
-                                     movmatrix_trans(e4m3x2<BF>(b[i + 1] >> 16 * h)));
-            }
+                for (int nd = 0; nd < D / 16; nd += 2) {
+                    uint32_t b[4];
+                    int mi = lane / 8, t = 16 * b16 + (mi % 2) * 8 + lane % 8;
+                    ldmatrix_x4_trans(b, vs + swz(t, nd + mi / 2));
+#pragma unroll
+                    for (int i = 0; i < 4; i += 2)
+#pragma unroll
+                        for (int h = 0; h < 2; h++) // bytes 0, 2 (h = 0) or 1, 3
+                            mma16816<BF>(o[2 * (nd + i / 2) + h], pa[b16][0], pa[b16][1],
+                                         e4m3x2<BF>(__byte_perm(b[i], 0, 0x20 + 0x11 * h)),
+                                         e4m3x2<BF>(__byte_perm(b[i + 1], 0, 0x20 + 0x11 * h)));
+                }
         } else {
+            const uint32_t pa0 = pa[0][0], pa1 = pa[0][1];
 #pragma unroll
             for (int nd = 0; nd < D / 16; nd++) {
                 uint32_t b[4];
@@ -373,10 +405,10 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
     if (r < G) {
         float c = pkvk_sm_weight(m, fin[r * 2]) * vref;
 #pragma unroll
-        for (int n = 0; n < D / 8; n++) { // FP8: the permuted dimensions (above) put back
-            const int d0 = F8 ? 16 * (n / 2) + 4 * (lane % 4) + 2 * (n % 2) : n * 8 + cq;
+        for (int n = 0; n < D / 8; n++) { // FP8: the dimensions (above) put back in order
+            const int d0 = F8 ? 16 * (n / 2) + 4 * (lane % 4) + n % 2 : n * 8 + cq;
             red_acc[(warp * G + r) * D + d0] = o[n][0] * c;
-            red_acc[(warp * G + r) * D + d0 + 1] = o[n][1] * c;
+            red_acc[(warp * G + r) * D + d0 + (F8 ? 2 : 1)] = o[n][1] * c;
         }
     }
     __syncthreads();
@@ -423,7 +455,7 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
 // take the plan's tasks x = blockIdx.x, blockIdx.x + gridDim.x, ... up to its count,
 // read from the device; CTAs past it return at once.
 template <int D, int G, int MODE, bool FIXED, bool BF, bool F8>
-__global__ void __launch_bounds__(THREADS) attn_kernel(const Params p) {
+__global__ void __launch_bounds__(THREADS, 2) attn_kernel(const Params p) {
     // A merge launched after this kernel (launch_merge) may be scheduled now: its
     // blocks wait for this grid's completion (griddepcontrol.wait) while resident.
 #if __CUDA_ARCH__ >= 900

@@ -1,7 +1,7 @@
 // Private to kernels/pkvk_attn.cu (included inside its anonymous namespace): the
 // device helpers of the CTA body's tile pipeline: -inf, cp.async and its groups, the
 // XOR swizzle of the shared-memory tiles, ldmatrix and the MMA (FP16 or BF16), packing,
-// FP8 codes widened and a fragment's transpose, and the output's rounding.
+// FP8 codes widened, and the output's rounding.
 #pragma once
 
 __device__ __forceinline__ float neg_inf() {
@@ -83,14 +83,6 @@ template <bool BF> __device__ __forceinline__ uint32_t e4m3x2(uint32_t x) {
     if (!BF) return h.x | (uint32_t)h.y << 16;
     const float2 f = __half22float2(__half2(h));
     return pack2<true>(f.x, f.y);
-}
-
-// An 8x8 matrix of 16-bit values held as ldmatrix leaves it (lane: row lane / 4, columns
-// 2 (lane % 4) and + 1), transposed.
-__device__ __forceinline__ uint32_t movmatrix_trans(uint32_t x) {
-    uint32_t y;
-    asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
-    return y;
 }
 
 // One output element, rounded to FP16 or (BF) BF16, stored as its 16 bits.
