@@ -331,8 +331,9 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
         l *= c;
 #pragma unroll
         for (int n = 0; n < 2 * NB; n++) l += sc[n][0] + sc[n][1];
+        if (__any_sync(0xffffffffu, c != 1.f)) // once the maxima settle, no row's moves
 #pragma unroll
-        for (int n = 0; n < D / 8; n++) o[n][0] *= c, o[n][1] *= c;
+            for (int n = 0; n < D / 8; n++) o[n][0] *= c, o[n][1] *= c;
 
         // O += P V: P's C fragments are the A fragment of a 16x16 product, one per 16-token
         // block (FP8: each token's weight times its V scale over vref).
