@@ -273,6 +273,7 @@ case_json fi-group-3 '{"model": {"hq": 6, "hkv": 2}, "route": {"policy": "flashi
 # bench kernels names a type it does not take before it looks for a GPU (a build with CUDA)
 if "$pkvsim" bench kernels --help >/dev/null 2>&1; then
   expect_fail kbench-dtype '--dtype: "fp8" is not fp16 or bf16' "$pkvsim" bench kernels --dtype fp8
+  expect_fail kbench-kv-dtype '--kv-dtype: "int8" is not bf16 or fp8_e4m3' "$pkvsim" bench kernels --dtype bf16 --kv-dtype int8
 fi
 # A study-layer run on a calibration with a served model's section only: refused, naming
 # the file and the section.
