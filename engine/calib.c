@@ -41,6 +41,7 @@ static const pkv_key rows[] = {
     ROW("resident_ctas_per_sm", INT, resident_ctas_per_sm, 2, 1, 64),
     ROW("flashinfer_decode_ctas_per_sm", INT, flashinfer_decode_ctas_per_sm, 8, 1, 64),
     ROW("wave_balance_min", NUM, wave_balance_min, 0.95, 0, 1, .lo_open = true),
+    ROW("kv_fp8_cta_gbps", NUM, kv_fp8_cta_gbps, 15.1, 0, 1e6, .lo_open = true, .scale = 1e9),
     ROW("gemm_tflops", NUM, gemm_tflops, 700, 1e-6, 1e5),
     ROW("gemm_gbps", NUM, gemm_gbps, 4000, 1e-3, 1e6),
     ROW("gemm_us", NUM, gemm_us, 4, 0, 1e4),

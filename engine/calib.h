@@ -64,6 +64,8 @@ typedef struct pkv_calib {
     int resident_ctas_per_sm; /* decode CTAs resident on one SM: a wave is this x sm_count */
     int flashinfer_decode_ctas_per_sm; /* FlashInfer's decode occupancy (its planner's grid) */
     double wave_balance_min; /* a one-wave plan less balanced than this goes over two waves */
+    double kv_fp8_cta_gbps;  /* FP8 KV: the most one PersistentKV CTA streams (the codes'
+                                widening costs instructions), bytes/s */
     double route_scale[PKV_ROUTE_COUNT];          /* fitted factor on each route's modelled time */
     pkv_route_model route_model[PKV_ROUTE_COUNT]; /* the structured model, where fitted */
     /* route_model_by_group: per GQA group size (log2 G), route models fitted to that

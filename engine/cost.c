@@ -25,6 +25,8 @@ void pkv_cost_counters(const pkv_calib *c, const pkvk_shape *s, const pkvk_plan 
     out->max_cta_bytes = (int64_t)sums.longest_range * s->d * 2 /* K and V */ * elem;
     out->kv_bytes = sums.tokens * s->hkv * s->d * 2 /* K and V */ * elem +
                     pages * s->hkv * 2 * (int64_t)sizeof(float);
+    /* Measured for PersistentKV's kernels only (FlashInfer's FP8 paths are not built). */
+    out->cta_bps_max = fp8 && !pkv_route_is_flashinfer(p->route) ? c->kv_fp8_cta_gbps : 0;
     /* A split writes G states of d + 2 floats per KV head, and the merge reads them. */
     out->merge_bytes = sums.merged_slots * s->hq * (s->d + 2) * 4 * 2;
     out->cta_work_per_sm = (double)out->ctas / c->sm_count;
@@ -52,7 +54,8 @@ double pkv_cost_route_time(const pkv_calib *c, pkv_route r, const pkv_route_mode
     if (!m->set) return pkv_cost_time(c, k) * c->route_scale[r];
     const double *v = m->v;
     const double wave = pkv_cost_wave(c, r, k);
-    const double ctas = (double)k->ctas, b = v[PKV_RM_CTA_GBPS] * 1e9;
+    const double ctas = (double)k->ctas, fit = v[PKV_RM_CTA_GBPS] * 1e9,
+                 b = k->cta_bps_max > 0 && k->cta_bps_max < fit ? k->cta_bps_max : fit;
     const double waves = ceil(ctas / wave), conc = ctas < wave ? ctas : wave;
     const double peak = v[PKV_RM_PEAK_GBPS] > 0 ? v[PKV_RM_PEAK_GBPS] * 1e9 : c->beta;
     double bw = conc * b < peak ? conc * b : peak, stream = 0, crit = 0;

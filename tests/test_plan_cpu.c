@@ -298,6 +298,43 @@ int main(void) {
                   wq->n_tasks <= 528,
               "B=8 bimodal: %d tasks", wq->n_tasks);
     }
+    {
+        /* FP8 KV in the cost model: half the bytes plus a scale of K and of V per page and
+         * KV head; on PersistentKV's routes a CTA streams at most kv_fp8_cta_gbps (the
+         * kernels are issue-bound there), on FlashInfer's at its route model's rate. Under
+         * the H200's study-layer model of pkv_workqueue, B = 1 32K: an FP8 step costs more
+         * than half the FP16 step, less than all of it. */
+        const int32_t b1[1] = {32768};
+        pkv_calib c8 = cal;
+        pkv_route_model *m = &c8.route_model[PKV_ROUTE_WORKQUEUE];
+        *m = (pkv_route_model){.set = 1};
+        m->v[PKV_RM_CTA_GBPS] = 29.1, m->v[PKV_RM_CTA_US] = 3.27, m->v[PKV_RM_LAUNCH_US] = 2.57;
+        m->v[PKV_RM_MERGE_GBPS] = 614, m->v[PKV_RM_PEAK_GBPS] = 4106;
+        pkvk_shape s16 = {.hq = 32, .hkv = 8, .d = 128, .page_size = 16}, s8 = s16;
+        s8.kv_dtype = PKVK_FP8_E4M3;
+        pkv_planner p8;
+        CHECK(pkv_planner_init(&p8, &s8, &c8, 1, PKV_BUCKET_MODE_EXACT) == 0, "planner");
+        CHECK(pkv_planner_build(&p8, PKV_ROUTE_WORKQUEUE, b1, 1) == 0 &&
+                  pkv_planner_build(&p8, PKV_ROUTE_FLASHINFER_TC, b1, 1) == 0,
+              "FP8 plans");
+        pkv_counters k16, k8, fi8;
+        pkv_cost_counters(&c8, &s16, &p8.plans[PKV_ROUTE_WORKQUEUE], b1, &k16);
+        pkv_cost_counters(&c8, &s8, &p8.plans[PKV_ROUTE_WORKQUEUE], b1, &k8);
+        pkv_cost_counters(&c8, &s8, &p8.plans[PKV_ROUTE_FLASHINFER_TC], b1, &fi8);
+        CHECK(k8.kv_bytes == 32768LL * 8 * 128 * 2 + 2048LL * 8 * 2 * 4 &&
+                  k16.kv_bytes == 32768LL * 8 * 128 * 4,
+              "FP8 KV bytes %lld, FP16 %lld", (long long)k8.kv_bytes, (long long)k16.kv_bytes);
+        CHECK(k8.cta_bps_max == c8.kv_fp8_cta_gbps && k16.cta_bps_max == 0 && fi8.cta_bps_max == 0,
+              "CTA caps: FP8 %g, FP16 %g, FlashInfer's FP8 %g", k8.cta_bps_max, k16.cta_bps_max,
+              fi8.cta_bps_max);
+        CHECK(k8.t_predicted > 0.5 * k16.t_predicted && k8.t_predicted < k16.t_predicted,
+              "FP8 step %.1f us against FP16's %.1f", k8.t_predicted * 1e6, k16.t_predicted * 1e6);
+        pkv_counters all = k8; /* no cap: the bytes alone */
+        all.cta_bps_max = 0;
+        CHECK(pkv_cost_route_time(&c8, PKV_ROUTE_WORKQUEUE, NULL, &all) < k8.t_predicted,
+              "the FP8 cap does not slow the CTAs");
+        pkv_planner_free(&p8);
+    }
     /* The route table: every route has its operations, and through them plans (in full
      * form, and in counts-only form with the same counters), predicts and runs on the
      * CPU against the reference. */
