@@ -82,6 +82,9 @@ struct pkv_backend {
      * less the host time spent reading a full model's per-layer timers after the
      * step has finished (measurement, not serving). */
     double t_unrun;
+    /* The largest |V| its pools hold (0: none computed); with the types it bounds the
+     * error a checked output may have (pkv_tol_typed_ok). */
+    double v_max;
 };
 
 /* Which backend runs the steps. */

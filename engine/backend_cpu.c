@@ -21,7 +21,7 @@ typedef struct cpu_backend {
     pkvk_shape shape;
     uint16_t *k, *v, *q;      /* pools [n_pages][hkv][ps][d] (kv_dtype; FP8: bytes); q
                                  [cap_rows][hq][d] (dtype) */
-    float *k_scale, *v_scale; /* FP8 KV: [n_pages][hkv] (fp8_scale's) */
+    float *k_scale, *v_scale; /* FP8 KV: [n_pages][hkv] (pkv_tensors_fp8_scale's) */
     float *o, *o_ref, *part;
     size_t part_cap; /* floats: the planner's most partial states, sized at start */
     pkv_tensors t;
@@ -31,13 +31,6 @@ typedef struct cpu_backend {
 
 static size_t page_elems(const pkvk_shape *s) {
     return (size_t)s->hkv * s->page_size * s->d;
-}
-
-/* FP8 KV: the scale of one page's K (or V) of a KV head. The tensors are N(0, 1):
- * 4.5 to 6.5 standard deviations reach E4M3's 448 (a rarer value saturates), varied by
- * page and head so that a scale read at the wrong index shows in the check. */
-static float fp8_scale(size_t page_head) {
-    return (4.5f + 0.5f * (float)(page_head % 5)) / 448.f;
 }
 
 /* n elements of a pool from j on, within one page's K (or V) of a KV head, from
@@ -200,7 +193,8 @@ pkv_backend *pkv_backend_cpu_create(const pkv_model *md, int32_t n_pages, int32_
             b->k_scale = malloc(heads * sizeof(float));
             b->v_scale = malloc(heads * sizeof(float));
             for (size_t j = 0; b->k_scale && b->v_scale && j < heads; j++)
-                b->k_scale[j] = fp8_scale(j), b->v_scale[j] = fp8_scale(j + 2);
+                b->k_scale[j] = pkv_tensors_fp8_scale(j),
+                b->v_scale[j] = pkv_tensors_fp8_scale(j + 2);
         }
     }
     b->q = malloc(qn * 2);
@@ -220,5 +214,6 @@ pkv_backend *pkv_backend_cpu_create(const pkv_model *md, int32_t n_pages, int32_
      * stale values, as in a server (the reference reads the same memory). A full
      * model's pools start at 0, as on the GPU. */
     if (!dense) fill_pages(b, NULL, (int32_t)(pool / page_elems(s)));
+    b->base.v_max = dense ? 0 : b->t.v_max; /* a full model's pools hold its own K and V */
     return &b->base;
 }

@@ -57,14 +57,15 @@ typedef struct cuda_backend {
     pkvk_ctx *ctx; /* the GPU's stream and L2-flush buffer; everything below is made in it */
     pkvk_shape shape;
     int32_t cap_rows, bt_stride;
-    uint16_t *k, *v;         /* device pools [n_pages][hkv][ps][d] */
-    uint16_t *q, *o;         /* device [cap_rows][hq][d] */
-    float *o_ref;            /* device [cap_rows][hq][d], FP32 reference */
-    uint16_t *src_k, *src_v; /* device [SRC_ROWS][hkv][d] */
-    uint16_t *src_q;         /* device [SRC_ROWS][hq][d] */
-    int32_t *bt, *lens;      /* device [cap_rows][bt_stride], [cap_rows] */
-    int32_t *stage_h;        /* the step's lengths, append pages, (row, idx, page) table updates */
-    size_t stage_cap;        /* int32 */
+    uint16_t *k, *v;          /* device pools [n_pages][hkv][ps][d] (kv_dtype; FP8: bytes) */
+    float *k_scale, *v_scale; /* FP8 pools: device [n_pages][hkv] (pkv_tensors_fp8_scale's) */
+    uint16_t *q, *o;          /* device [cap_rows][hq][d] */
+    float *o_ref;             /* device [cap_rows][hq][d], FP32 reference */
+    uint16_t *src_k, *src_v;  /* device [SRC_ROWS][hkv][d] */
+    uint16_t *src_q;          /* device [SRC_ROWS][hq][d] */
+    int32_t *bt, *lens;       /* device [cap_rows][bt_stride], [cap_rows] */
+    int32_t *stage_h;         /* the step's lengths, append pages, (row, idx, page) table updates */
+    size_t stage_cap;         /* int32 */
     int32_t stage_n, stage_updates;
     int stage_pending; /* prepared, not yet uploaded with the step's first plan */
     int64_t next_src;
@@ -155,6 +156,8 @@ static int upload_step(cuda_backend *b, const pkvk_plan *plan, pkv_err *e) {
                     .k_cache = b->k,
                     .v_cache = b->v,
                     .q = b->q,
+                    .k_scale = b->k_scale,
+                    .v_scale = b->v_scale,
                     .src_k = b->src_k,
                     .src_v = b->src_v,
                     .src_q = b->src_q,
@@ -361,9 +364,9 @@ static int cuda_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan 
     cuda_backend *b = (cuda_backend *)base;
     if (b->model) return run_model(b, v, plan, check, rec, e);
     const pkvk_shape *s = &b->shape;
-    pkvk_batch batch = {*s,   v->n_rows, b->q,         b->o,    b->k,
-                        b->v, b->bt,     b->bt_stride, b->lens, 1.0f / sqrtf((float)s->d),
-                        NULL, NULL}; /* FP16 KV (pkv_backend_supports) */
+    pkvk_batch batch = {*s,         v->n_rows, b->q,         b->o,    b->k,
+                        b->v,       b->bt,     b->bt_stride, b->lens, 1.0f / sqrtf((float)s->d),
+                        b->k_scale, b->v_scale};
     int launches;
     float ms;
     const int fi = pkv_route_is_flashinfer(plan->route);
@@ -431,6 +434,20 @@ static int prefill_model(cuda_backend *b, const pkv_prefill_view *p, double *t_d
     return 0;
 }
 
+/* FP8 pools: each page and KV head's scales of K and V, as the cpu backend's. */
+static int make_fp8_scales(cuda_backend *b, size_t bytes) {
+    float *h = malloc(bytes);
+    int rc = h ? PKVK_OK : PKVK_ERR_OUT_OF_MEMORY;
+    if (!rc) rc = pkvk_malloc((void **)&b->k_scale, bytes);
+    if (!rc) rc = pkvk_malloc((void **)&b->v_scale, bytes);
+    for (int w = 0; w < 2 && !rc; w++) {
+        for (size_t j = 0; j < bytes / 4; j++) h[j] = pkv_tensors_fp8_scale(j + 2 * (size_t)w);
+        rc = pkvk_h2d(w ? b->v_scale : b->k_scale, h, bytes);
+    }
+    free(h);
+    return rc;
+}
+
 /* Prefill's K/V write: the listed pages get the pool's tiles, timed with events. */
 static int fill_prompt_pages(cuda_backend *b, const int32_t *pages, int32_t n_pages,
                              double *t_device, pkv_err *e) {
@@ -441,8 +458,8 @@ static int fill_prompt_pages(cuda_backend *b, const int32_t *pages, int32_t n_pa
     if (pages) memcpy(b->pages_h, pages, sizeof(int32_t) * (size_t)n_pages);
     if (pkvk_h2d_async(b->ctx, b->pages_d, b->pages_h, sizeof(int32_t) * (size_t)n_pages) ||
         pkvk_event_record(b->ev[EV_PRE0]) ||
-        pkvk_fill_pages(b->ctx, &b->shape, b->k, b->v, b->pages_d, n_pages, b->blk_k, b->blk_v,
-                        PKV_TENSOR_BLOCK) ||
+        pkvk_fill_pages(b->ctx, &b->shape, b->k, b->v, b->k_scale, b->v_scale, b->pages_d, n_pages,
+                        b->blk_k, b->blk_v, PKV_TENSOR_BLOCK) ||
         pkvk_event_record(b->ev[EV_PRE1]) ||
         pkvk_event_elapsed(b->ev[EV_PRE0], b->ev[EV_PRE1], &ms))
         return fail_dev(e, "prefill K/V write");
@@ -479,7 +496,8 @@ static int make_swap_pool(cuda_backend *b, int32_t slots, pkv_err *e) {
     if (!pools) return pkv_fail(e, "out of memory");
     for (int p = 0; p < n_pools; p++)
         pools[p] = b->model ? pkvk_model_kv(b->model, p / 2, p % 2) : p ? b->v : b->k;
-    const size_t page_bytes = (size_t)b->shape.hkv * b->shape.page_size * b->shape.d * 2;
+    const size_t page_bytes = (size_t)b->shape.hkv * b->shape.page_size * b->shape.d *
+                              pkvk_dtype_bytes(b->shape.kv_dtype);
     int rc = pkvk_swap_create(b->ctx, &b->swap, pools, n_pools, page_bytes, slots, b->bt_stride);
     free(pools);
     if (rc)
@@ -508,8 +526,8 @@ static void cuda_destroy(pkv_backend *base) {
         pkvk_free(b->k);
         pkvk_free(b->v);
     }
-    void *dev[] = {b->q,  b->o,    b->o_ref, b->src_k, b->src_v,  b->src_q,
-                   b->bt, b->lens, b->blk_k, b->blk_v, b->pages_d};
+    void *dev[] = {b->q,    b->o,     b->o_ref, b->src_k,   b->src_v,   b->src_q,  b->bt,
+                   b->lens, b->blk_k, b->blk_v, b->pages_d, b->k_scale, b->v_scale};
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) pkvk_free(dev[i]);
     pkvk_swap_destroy(b->swap);
     pkvk_model_destroy(b->model);
@@ -588,10 +606,12 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec
             : NULL;
     /* bytes: the study layer's K (or V) pool; a full model's pools of every layer with
      * its weights and activations */
-    const size_t pool = (size_t)n_pages * s->hkv * s->page_size * s->d * 2;
+    const size_t pool =
+                     (size_t)n_pages * s->hkv * s->page_size * s->d * pkvk_dtype_bytes(s->kv_dtype),
+                 scales = s->kv_dtype == PKVK_FP8_E4M3 ? (size_t)n_pages * s->hkv * 4 : 0;
     const size_t pools = dense ? pkvk_model_bytes(&ms, cap_tokens, max_prompt, n_pages) -
                                      (donor ? pkvk_model_weight_bytes(&ms) : 0)
-                               : 2 * pool;
+                               : 2 * (pool + scales);
     size_t rows = (size_t)cap_rows * s->hq * s->d;
     size_t need = pools + rows * 8 + (size_t)SRC_ROWS * (2 * s->hkv + s->hq) * s->d * 2 +
                   (size_t)cap_rows * bt_stride * 16 + (size_t)cap_slots * s->hq * (s->d + 2) * 4 +
@@ -665,6 +685,7 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec
     } else {
         if (!rc) rc = pkvk_malloc((void **)&b->k, pool);
         if (!rc) rc = pkvk_malloc((void **)&b->v, pool);
+        if (!rc && scales) rc = make_fp8_scales(b, scales);
     }
     if (!rc) rc = pkvk_malloc((void **)&b->q, rows * 2);
     if (!rc) rc = pkvk_malloc((void **)&b->o, rows * 2);
@@ -703,6 +724,7 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec
     if (!rc && mlp_inter > 0)
         rc = pkvk_mlp_create(ctx, &b->mlp, s->hq * s->d, mlp_inter, cap_rows, t.blk_v,
                              PKV_TENSOR_BLOCK);
+    b->base.v_max = dense ? 0 : t.v_max; /* a full model's pools hold its own K and V */
     pkv_tensors_free(&t);
     if (!rc && spec->swap_slots > 0 && make_swap_pool(b, spec->swap_slots, e)) {
         cuda_destroy(&b->base);

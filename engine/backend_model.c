@@ -26,11 +26,14 @@ int pkv_backend_supports(pkv_backend_kind k, const pkv_model *m, pkv_err *e) {
     const pkv_backend_kind kind = pkv_backend_resolve(k);
     const pkvk_shape s = pkv_model_attn_shape(m);
     const bool fp16 = s.dtype == PKVK_FP16 && s.kv_dtype == PKVK_FP16;
-    /* the GPU's attention kernels also run BF16 (Q and KV), the study layer's */
-    const bool bf16 = s.dtype == PKVK_BF16 && s.kv_dtype == PKVK_BF16 && !pkv_model_dense(m);
+    /* the GPU's attention kernels also run BF16 queries, and KV of the queries' type or
+     * FP8: the study layer's */
+    const bool typed = (s.dtype == PKVK_FP16 || s.dtype == PKVK_BF16) &&
+                       (s.kv_dtype == s.dtype || s.kv_dtype == PKVK_FP8_E4M3) &&
+                       !pkv_model_dense(m);
     if (kind == PKV_BACKEND_MODEL || (kind == PKV_BACKEND_CPU && (fp16 || !pkv_model_dense(m))))
         return 0;
-    if (!fp16 && !bf16)
+    if (!fp16 && !typed)
         return pkv_fail(e,
                         "model %s: model.dtype %s with model.kv_dtype %s runs on the model "
                         "backend (its cost counts the KV type's bytes) and, for the study layer, "
@@ -38,8 +41,8 @@ int pkv_backend_supports(pkv_backend_kind k, const pkv_model *m, pkv_err *e) {
                         m->name, pkvk_dtype_names[s.dtype], pkvk_dtype_names[s.kv_dtype],
                         kind == PKV_BACKEND_CPU
                             ? "the cpu backend's full model runs FP16 only"
-                            : "the cuda backend runs FP16, and the study layer in BF16 (Q and "
-                              "KV both)");
+                            : "the cuda backend runs FP16, and the study layer in BF16 and over "
+                              "FP8 KV");
     const int g = s.hq / s.hkv;
     if (s.d == 128 && g >= 1 && g <= 8) return 0;
     return pkv_fail(e,
@@ -53,7 +56,8 @@ uint32_t pkv_backend_routes(pkv_backend_kind k, const pkv_model *m) {
     const pkvk_shape s = pkv_model_attn_shape(m);
     const uint32_t all = (1u << PKV_ROUTE_COUNT) - 1,
                    fi = 1u << PKV_ROUTE_FLASHINFER | 1u << PKV_ROUTE_FLASHINFER_TC;
-    const bool gpu_type = pkv_backend_resolve(k) == PKV_BACKEND_CUDA && s.dtype != PKVK_FP16;
+    const bool gpu_type = pkv_backend_resolve(k) == PKV_BACKEND_CUDA &&
+                          (s.dtype != PKVK_FP16 || s.kv_dtype != PKVK_FP16);
     return pkv_flashinfer_group(s.hq / s.hkv) && !gpu_type ? all : all & ~fi;
 }
 

@@ -1,6 +1,7 @@
 #include "tensors.h"
 #include "rng.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <gsl/gsl_randist.h>
 
@@ -30,6 +31,12 @@ int pkv_tensors_make(pkv_tensors *t, const pkvk_shape *s, uint64_t seed) {
     gaussian(t->src_v, t->src_kv, kv, r);
     gaussian(t->src_q, t->src_q_n, s->dtype, r);
     gsl_rng_free(r);
+    for (size_t j = 0; j < PKV_TENSOR_BLOCK; j++)
+        t->v_max = fmax(t->v_max, fabs(pkvk_elem(kv, t->blk_v, j)));
+    for (size_t j = 0; j < t->src_kv; j++)
+        t->v_max = fmax(t->v_max, fabs(pkvk_elem(kv, t->src_v, j)));
+    /* an FP8 code rounds a value by at most half its unit: 2^-4 of it */
+    if (s->kv_dtype == PKVK_FP8_E4M3) t->v_max *= 1 + 0x1p-4;
     return 0;
 }
 

@@ -19,6 +19,7 @@ typedef struct pkv_tensors {
     uint16_t *blk_k, *blk_v;         /* [PKV_TENSOR_BLOCK] pool tiles */
     uint16_t *src_k, *src_v, *src_q; /* prepared token rows */
     size_t src_kv, src_q_n;          /* halves in src_k (= src_v), src_q */
+    double v_max; /* the largest |V| a pool made from them holds (FP8: after its rounding) */
 } pkv_tensors;
 
 int pkv_tensors_make(pkv_tensors *t, const pkvk_shape *s, uint64_t seed);
@@ -27,5 +28,12 @@ static inline int pkv_tensors_kv_type(const pkvk_shape *s) {
     return s->kv_dtype == PKVK_FP8_E4M3 ? PKVK_FP16 : s->kv_dtype;
 }
 void pkv_tensors_free(pkv_tensors *t);
+/* FP8 KV: the scale of one page's K (page_head = page x hkv + head; V's: page_head + 2).
+ * The tensors are N(0, 1): 4.5 to 6.5 standard deviations reach E4M3's 448 (a rarer
+ * value saturates), varied by page and head so that a scale read at the wrong index
+ * shows in the check. Both backends' FP8 pools use these. */
+static inline float pkv_tensors_fp8_scale(size_t page_head) {
+    return (4.5f + 0.5f * (float)(page_head % 5)) / 448.f;
+}
 
 #endif

@@ -70,15 +70,17 @@ int pkvk_h2d_async(const pkvk_ctx *c, void *dst, const void *src, size_t bytes);
  *  - block_table[row * bt_stride + idx] = page for each update;
  *  - every row appends its new token (position seq_lens[i] - 1, into page
  *    stage[n_rows + i]): K and V of each KV head copied from row
- *    (first_src + i) % src_rows of src_k / src_v ([src_rows][hkv][d] fp16, prepared
- *    random content), and Q of the step copied likewise from src_q
- *    ([src_rows][hq][d]) into q. */
+ *    (first_src + i) % src_rows of src_k / src_v ([src_rows][hkv][d], prepared
+ *    random content in the caches' 16-bit type; FP8 pools (k_scale set): FP16,
+ *    quantized over the page and head's scale, saturating), and Q of the step copied
+ *    likewise from src_q ([src_rows][hq][d]) into q. */
 typedef struct pkvk_step {
     int32_t n_rows, n_updates;
     const int32_t *stage; /* host */
     int32_t *seq_lens, *block_table;
     int32_t bt_stride;
     uint16_t *k_cache, *v_cache, *q;
+    const float *k_scale, *v_scale; /* FP8 pools: [page][hkv]; NULL: the caches' type is src's */
     const uint16_t *src_k, *src_v, *src_q;
     int32_t src_rows;
     int64_t first_src;
@@ -103,10 +105,11 @@ int pkvk_step_upload(pkvk_workspace *ws, const pkvk_plan *p, const pkvk_step *st
 
 /* Prefill's K/V write: every listed page (pages: device, n_pages ids) of both caches
  * gets the content the pool was filled with, element e of a cache being blk[e %
- * blk_n] (blk_k / blk_v: device, blk_n a multiple of 8), in one launch. */
+ * blk_n] (blk_k / blk_v: device, blk_n a multiple of 8; an FP8 pool's (s->kv_dtype):
+ * FP16, quantized over the page and head's k_scale / v_scale), in one launch. */
 int pkvk_fill_pages(const pkvk_ctx *c, const pkvk_shape *s, uint16_t *k_cache, uint16_t *v_cache,
-                    const int32_t *pages, int32_t n_pages, const uint16_t *blk_k,
-                    const uint16_t *blk_v, size_t blk_n);
+                    const float *k_scale, const float *v_scale, const int32_t *pages,
+                    int32_t n_pages, const uint16_t *blk_k, const uint16_t *blk_v, size_t blk_n);
 
 /* Gated MLP tail (a model-level proxy after attention): Y = X [W_gate | W_up],
  * A = silu(Y_gate) * Y_up, Z = A W_down, FP16 with FP32 accumulation (cuBLAS).

@@ -1,6 +1,7 @@
 // The decode step's prologue: metadata updates and the K/V append of the step's new
 // token, as a serving engine does before attention.
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <stdint.h>
 
 #include "pkvk_cuda.h"
@@ -20,6 +21,21 @@ struct StepArgs {
 };
 
 constexpr int PRO_THREADS = 128;
+
+// Eight FP16 values (one 16-byte chunk) over a scale as eight E4M3 codes: divided (as the
+// CPU backend does), rounded to nearest, saturating at 448.
+__device__ __forceinline__ uint2 quantize8(uint4 x, float scale) {
+    const uint32_t w[4] = {x.x, x.y, x.z, x.w};
+    uint32_t out[2] = {0u, 0u};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const float2 f = __half22float2(*reinterpret_cast<const __half2 *>(&w[i]));
+        const __nv_fp8x2_storage_t c = __nv_cvt_float2_to_fp8x2(
+            make_float2(__fdiv_rn(f.x, scale), __fdiv_rn(f.y, scale)), __NV_SATFINITE, __NV_E4M3);
+        out[i / 2] |= (uint32_t)c << (16 * (i % 2));
+    }
+    return make_uint2(out[0], out[1]);
+}
 
 // Block b of the prologue. Blocks [0, n_rows): row b's length, new K/V token and Q;
 // [n_rows, row_blocks): rows past the step's on a fixed grid, length 0 (no work); the
@@ -58,8 +74,15 @@ __device__ void prologue_block(const StepArgs &a, const int32_t *stage, const ui
     for (int c = tid; c < a.hkv * a.chunks; c += PRO_THREADS) {
         int h = c / a.chunks, j = c % a.chunks;
         size_t dst = (((size_t)page * a.hkv + h) * a.ps + pos % a.ps) * a.chunks + j;
-        k[dst] = sk[(src * a.hkv + h) * a.chunks + j];
-        v[dst] = sv[(src * a.hkv + h) * a.chunks + j];
+        const size_t from = (src * a.hkv + h) * a.chunks + j;
+        if (st.k_scale) { // an FP8 pool: 8 codes (8 bytes) per chunk of the source
+            const size_t ph = (size_t)page * a.hkv + h;
+            reinterpret_cast<uint2 *>(k)[dst] = quantize8(sk[from], st.k_scale[ph]);
+            reinterpret_cast<uint2 *>(v)[dst] = quantize8(sv[from], st.v_scale[ph]);
+        } else {
+            k[dst] = sk[from];
+            v[dst] = sv[from];
+        }
     }
     for (int c = tid; c < a.hq * a.chunks; c += PRO_THREADS)
         q[(size_t)b * a.hq * a.chunks + c] = sq[src * a.hq * a.chunks + c];
@@ -91,30 +114,43 @@ int launch_param(cudaStream_t st, int blocks, const StepArgs &a, const char *hos
     return PKVK_OK;
 }
 
-// One block per listed page: the page's K and V rows, 16 bytes per thread and step.
-__global__ void fill_pages_kernel(const int32_t *__restrict__ pages, size_t page_chunks, uint4 *k,
-                                  uint4 *v, const uint4 *__restrict__ blk_k,
+// One block per listed page: the page's K and V rows, 8 elements per thread and step
+// (16-bit pools: copied; FP8 pools (k_scale set): quantized over the page and head's
+// scales, head_chunks chunks a head).
+__global__ void fill_pages_kernel(const int32_t *__restrict__ pages, size_t page_chunks,
+                                  size_t head_chunks, uint4 *k, uint4 *v, const float *k_scale,
+                                  const float *v_scale, int hkv, const uint4 *__restrict__ blk_k,
                                   const uint4 *__restrict__ blk_v, size_t blk_chunks) {
-    const size_t base = (size_t)pages[blockIdx.x] * page_chunks;
+    const size_t page = (size_t)pages[blockIdx.x], base = page * page_chunks;
     for (size_t j = threadIdx.x; j < page_chunks; j += blockDim.x) {
         size_t b = (base + j) % blk_chunks;
-        k[base + j] = blk_k[b];
-        v[base + j] = blk_v[b];
+        if (k_scale) {
+            const size_t ph = page * hkv + j / head_chunks;
+            reinterpret_cast<uint2 *>(k)[base + j] = quantize8(blk_k[b], k_scale[ph]);
+            reinterpret_cast<uint2 *>(v)[base + j] = quantize8(blk_v[b], v_scale[ph]);
+        } else {
+            k[base + j] = blk_k[b];
+            v[base + j] = blk_v[b];
+        }
     }
 }
 
 } // namespace
 
 extern "C" int pkvk_fill_pages(const pkvk_ctx *c, const pkvk_shape *s, uint16_t *k_cache,
-                               uint16_t *v_cache, const int32_t *pages, int32_t n_pages,
-                               const uint16_t *blk_k, const uint16_t *blk_v, size_t blk_n) {
+                               uint16_t *v_cache, const float *k_scale, const float *v_scale,
+                               const int32_t *pages, int32_t n_pages, const uint16_t *blk_k,
+                               const uint16_t *blk_v, size_t blk_n) {
     if (n_pages == 0) return PKVK_OK;
     if (s->d % 8 || blk_n % 8)
         return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "fill: sizes must be multiples of 8 halves");
-    size_t page_chunks = (size_t)s->hkv * s->page_size * s->d / 8;
-    fill_pages_kernel<<<n_pages, 256, 0, c->stream>>>(pages, page_chunks, (uint4 *)k_cache,
-                                                      (uint4 *)v_cache, (const uint4 *)blk_k,
-                                                      (const uint4 *)blk_v, blk_n / 8);
+    const bool fp8 = s->kv_dtype == PKVK_FP8_E4M3;
+    if (fp8 != (k_scale && v_scale))
+        return pkvk_fail_msg(PKVK_ERR_INVALID, "fill: scales go with an FP8 pool, and only there");
+    size_t head_chunks = (size_t)s->page_size * s->d / 8, page_chunks = s->hkv * head_chunks;
+    fill_pages_kernel<<<n_pages, 256, 0, c->stream>>>(
+        pages, page_chunks, head_chunks, (uint4 *)k_cache, (uint4 *)v_cache, k_scale, v_scale,
+        s->hkv, (const uint4 *)blk_k, (const uint4 *)blk_v, blk_n / 8);
     PKVK_CK_LAUNCH();
     return PKVK_OK;
 }
@@ -135,6 +171,9 @@ extern "C" int pkvk_step_upload(pkvk_workspace *ws, const pkvk_plan *p, const pk
         const pkvk_shape *s = pkvk_workspace_shape(ws);
         if (s->d % 8)
             return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "head dimension must be a multiple of 8");
+        if ((s->kv_dtype == PKVK_FP8_E4M3) != (st->k_scale && st->v_scale))
+            return pkvk_fail_msg(PKVK_ERR_INVALID,
+                                 "the append: scales go with an FP8 pool, and only there");
         a.st = *st;
         a.row_blocks = pk.rows > n_rows ? pk.rows : n_rows;
         a.hkv = s->hkv, a.hq = s->hq, a.ps = s->page_size, a.chunks = s->d / 8;

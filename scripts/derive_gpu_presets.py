@@ -6,7 +6,8 @@ calibration/h200.json: its top level with its served_model section) with its rat
 the H200's: read rates (beta, the GEMMs' weight stream, each route's peak and merge
 rates) by memory bandwidth, a CTA's read rate by bandwidth per SM, GEMM and prefill
 rates (and the prefill's per-token cost) by dense FP16 tensor throughput, host-link
-swaps by the PCIe generation; fixed costs (launches, host work) stay the H200's. So a
+swaps by the PCIe generation; fixed costs (launches, host work) and the FP8 KV CTA's
+rate (kv_fp8_cta_gbps: bound by instruction issue, not by memory) stay the H200's. So a
 derived GPU keeps the H200's measured efficiency against its own datasheet: a guess,
 marked `derived` with its sources, until `pkvsim calibrate` on that GPU replaces it. It
 keeps the H200 file's layout: what the served_model section holds there is its own
