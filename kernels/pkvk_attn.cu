@@ -261,6 +261,12 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
         cp_async_commit(); // empty groups keep the wait count uniform
     };
 
+    // FP8: a lane's row address in ldmatrix's four matrices (tokens 16 b16 + 0-7, + 8-15) x
+    // (16-byte chunks c, c + 1) of a loaded tile.
+    auto f8_at = [&](const uint4 *tile, int b16, int c) {
+        const int mi = lane / 8;
+        return tile + swz(16 * b16 + (mi % 2) * 8 + lane % 8, c + mi / 2);
+    };
     const bool paged16 = p.ps_shift >= 4 && tb % 16 == 0;
     auto issue_any = [&](int it) {
         if (paged16)
@@ -288,8 +294,7 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
 #pragma unroll
                 for (int kk = 0; kk < D / 16; kk += 2) {
                     uint32_t b[4];
-                    int mi = lane / 8, t = 16 * b16 + (mi % 2) * 8 + lane % 8;
-                    ldmatrix_x4(b, ks + swz(t, kk + mi / 2));
+                    ldmatrix_x4(b, f8_at(ks, b16, kk));
 #pragma unroll
                     for (int i = 0; i < 4; i++)
                         mma16816<BF>(sc[2 * b16 + i % 2], qa[kk + i / 2][0], qa[kk + i / 2][1],
@@ -356,8 +361,7 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
 #pragma unroll
                 for (int nd = 0; nd < D / 16; nd += 2) {
                     uint32_t b[4];
-                    int mi = lane / 8, t = 16 * b16 + (mi % 2) * 8 + lane % 8;
-                    ldmatrix_x4_trans(b, vs + swz(t, nd + mi / 2));
+                    ldmatrix_x4_trans(b, f8_at(vs, b16, nd));
 #pragma unroll
                     for (int i = 0; i < 4; i += 2)
 #pragma unroll
