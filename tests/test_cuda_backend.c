@@ -162,10 +162,13 @@ int main(void) {
     }
     /* The cuda and cpu backends see the same tensors (tensors.h): on the same
      * experiment their outputs agree step by step (mean |O| of every step, each
-     * step also checked against its own FP32 reference). */
+     * step also checked against its own FP32 reference). Over FP8 KV too: both quantize
+     * the same values over the same scales, so an append or page write that quantized
+     * otherwise on the GPU (its own reference reads its own pool) shows here. */
     {
         const char *X =
-            "{\"model\": {\"hq\": 8, \"hkv\": 2, \"head_dim\": 128, \"page_size\": 16},"
+            "{\"model\": {\"hq\": 8, \"hkv\": 2, \"head_dim\": 128, \"page_size\": 16,"
+            " \"kv_dtype\": \"%s\"},"
             " \"workload\": {\"arrival\": {\"process\": \"closed\", \"concurrency\": 3},"
             " \"prompt\": {\"dist\": \"uniform\", \"min\": 1, \"max\": 3000},"
             " \"decode\": {\"dist\": \"uniform\", \"min\": 1, \"max\": 12},"
@@ -175,27 +178,30 @@ int main(void) {
             " \"overrides\": {\"min_context_tokens\": 0}},"
             " \"run\": {\"backend\": \"%s\", \"clock\": \"predicted\", \"check_every\": 1,"
             " \"output\": \"%s\"}}";
-        const char *backends[2] = {"cpu", "cuda"}, *files[2] = {a, b};
-        for (int k = 0; k < 2; k++) {
-            CHECK(test_run_json(NULL, NULL, &e, X, TEST_CALIBRATION, backends[k], files[k]) == 0,
-                  "%s: %s", backends[k], e.msg);
+        const char *backends[2] = {"cpu", "cuda"}, *files[2] = {a, b},
+                   *kvs[2] = {"fp16", "fp8_e4m3"};
+        for (int kv = 0; kv < 2; kv++) {
+            for (int k = 0; k < 2; k++)
+                CHECK(test_run_json(NULL, NULL, &e, X, kvs[kv], TEST_CALIBRATION, backends[k],
+                                    files[k]) == 0,
+                      "%s, %s: %s", backends[k], kvs[kv], e.msg);
+            hsize_t nc = 0, ng = 0;
+            pkv_step_rec *sc = read_steps(a, &nc), *sg = read_steps(b, &ng);
+            int same = nc == ng && nc > 10;
+            double worst = 0;
+            for (hsize_t i = 0; same && i < nc; i++) {
+                double d = fabs(sc[i].out_mean_abs - sg[i].out_mean_abs) / sc[i].out_mean_abs;
+                if (!(d <= worst)) worst = d;
+                same = sc[i].route == sg[i].route && sc[i].context_tokens == sg[i].context_tokens;
+            }
+            CHECK(same && worst < 1e-3,
+                  "%s: cpu and cuda outputs differ: %llu vs %llu steps, worst relative "
+                  "difference of mean |O| %.3g",
+                  kvs[kv], (unsigned long long)nc, (unsigned long long)ng, worst);
+            printf("cpu vs cuda, KV %s: %llu steps, worst relative difference of mean |O| %.2e\n",
+                   kvs[kv], (unsigned long long)nc, worst);
+            free(sc), free(sg);
         }
-        hsize_t nc = 0, ng = 0;
-        pkv_step_rec *sc = read_steps(a, &nc), *sg = read_steps(b, &ng);
-        int same = nc == ng && nc > 10;
-        double worst = 0;
-        for (hsize_t i = 0; same && i < nc; i++) {
-            double d = fabs(sc[i].out_mean_abs - sg[i].out_mean_abs) / sc[i].out_mean_abs;
-            if (!(d <= worst)) worst = d;
-            same = sc[i].route == sg[i].route && sc[i].context_tokens == sg[i].context_tokens;
-        }
-        CHECK(same && worst < 1e-3,
-              "cpu and cuda outputs differ: %llu vs %llu steps, worst "
-              "relative difference of mean |O| %.3g",
-              (unsigned long long)nc, (unsigned long long)ng, worst);
-        printf("cpu vs cuda: %llu steps, worst relative difference of mean |O| %.2e\n",
-               (unsigned long long)nc, worst);
-        free(sc), free(sg);
         /* The study layer in BF16, and over FP8 KV under FP16 and BF16 queries, on the cuda
          * backend: every step checked against its FP32 reference within the types' bound
          * (pkv_tol_typed_ok; |O| <= max|V|: its rows are averages of V's), V's largest
