@@ -82,18 +82,23 @@ int pkv_calib_group_index(int G) {
     return -1;
 }
 
-/* Member `it` of an object at `parent` keyed by GQA group size: its log2 G and its
- * path in ip; -1 (with the error) for a key that is not one, or (object: 1) a member
- * that is not an object. */
-static int group_member(const cJSON *it, const char *parent, char *ip, size_t n, int object,
-                        pkv_err *e) {
+/* Member `it` of an object at `parent` keyed by GQA group size (read from key: the
+ * member's name or its end): its log2 G and its path in ip; -1 (with the error) for a
+ * key that is not one, or (object: 1) a member that is not an object. */
+static int group_member_of(const cJSON *it, const char *key, const char *parent, char *ip, size_t n,
+                           int object, pkv_err *e) {
     char *end;
-    long G = strtol(it->string, &end, 10);
+    long G = strtol(key, &end, 10);
     pkv_json_path(ip, n, parent, it->string);
-    int k = *end || end == it->string ? -1 : pkv_calib_group_index((int)G);
+    int k = *end || end == key ? -1 : pkv_calib_group_index((int)G);
     if (k < 0) return pkv_fail(e, "%s: a key is a GQA group size: 1, 2, 4, 8, 16, 32 or 64", ip);
     if (object && !cJSON_IsObject(it)) return pkv_fail(e, "%s: must be an object", ip);
     return k;
+}
+
+static int group_member(const cJSON *it, const char *parent, char *ip, size_t n, int object,
+                        pkv_err *e) {
+    return group_member_of(it, it->string, parent, ip, n, object, e);
 }
 
 /* A route_model object at rp: {"ROUTE": {"cta_gbps": .., "cta_us": .., ...}, ...} into
@@ -218,8 +223,8 @@ void pkv_calib_gemm_rates_json(const pkv_calib *c, cJSON *root) {
     }
 }
 
-/* gates: {"G": {"min_context_tokens": .., "margin_small": .., "margin_large": ..}}:
- * replaces every gate (a G not named has none). */
+/* gates: {"G": {"min_context_tokens": .., "margin_small": .., "margin_large": ..}, and
+ * "fp8_e4m3/G" for FP8 KV's own}: replaces every gate (a G not named has none). */
 static int apply_gates(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e) {
     const cJSON *g;
     char gp[128];
@@ -227,14 +232,16 @@ static int apply_gates(pkv_calib *c, const cJSON *o, const char *path, pkv_err *
     if (pkv_json_sub(o, path, "gates", &g, e)) return -1;
     if (!g) return 0;
     static const char *const keys[] = {"min_context_tokens", "margin_small", "margin_large", NULL};
-    pkv_gate gates[PKV_GATE_GROUPS] = {{0}};
+    pkv_gate gates[2][PKV_GATE_GROUPS] = {{{0}}}; /* 16-bit KV's, FP8's */
     const cJSON *it;
     cJSON_ArrayForEach(it, g) {
         char ip[160];
-        int k = group_member(it, gp, ip, sizeof ip, 1, e);
+        const size_t pre = strlen(PKV_GATE_FP8);
+        const int kv8 = strncmp(it->string, PKV_GATE_FP8, pre) == 0;
+        int k = group_member_of(it, it->string + (kv8 ? pre : 0), gp, ip, sizeof ip, 1, e);
         if (k < 0 || pkv_json_object(it, ip, keys, e)) return -1;
         int64_t mc;
-        pkv_gate *d = &gates[k];
+        pkv_gate *d = &gates[kv8][k];
         d->on = true;
         if (pkv_json_int(it, ip, "min_context_tokens", c->min_context, 0, INT64_MAX / 2, &mc, e) ||
             pkv_json_num(it, ip, "margin_small", c->margin_small, 0, true, 100, &d->margin_small,
@@ -244,15 +251,17 @@ static int apply_gates(pkv_calib *c, const cJSON *o, const char *path, pkv_err *
             return -1;
         d->min_context = mc;
     }
-    memcpy(c->gates, gates, sizeof gates);
+    memcpy(c->gates, gates[0], sizeof gates[0]);
+    memcpy(c->gates_kv8, gates[1], sizeof gates[1]);
     c->gates_set = true;
     return 0;
 }
 
-pkv_gate pkv_calib_gate(const pkv_calib *c, int G) {
+pkv_gate pkv_calib_gate(const pkv_calib *c, int G, int kv_dtype) {
     int k = pkv_calib_group_index(G);
     if (k < 0) return (pkv_gate){0};
-    if (c->gates_set) return c->gates[k];
+    if (c->gates_set)
+        return kv_dtype == PKVK_FP8_E4M3 && c->gates_kv8[k].on ? c->gates_kv8[k] : c->gates[k];
     if (G != c->gqa_group) return (pkv_gate){0};
     return (pkv_gate){true, c->min_context, c->margin_small, c->margin_large};
 }
@@ -272,14 +281,16 @@ static void route_models_json(const pkv_route_model *m, cJSON *parent, const cha
 void pkv_calib_route_model_json(const pkv_calib *c, cJSON *root) {
     if (c->gates_set) {
         cJSON *g = cJSON_AddObjectToObject(root, "gates");
-        for (int k = 0; k < PKV_GATE_GROUPS; k++) {
-            if (!c->gates[k].on) continue;
-            char name[8];
-            snprintf(name, sizeof name, "%d", 1 << k);
+        for (int k = 0; k < 2 * PKV_GATE_GROUPS; k++) {
+            const int kv8 = k >= PKV_GATE_GROUPS, G = 1 << (k % PKV_GATE_GROUPS);
+            const pkv_gate *d = kv8 ? &c->gates_kv8[k - PKV_GATE_GROUPS] : &c->gates[k];
+            if (!d->on) continue;
+            char name[32];
+            snprintf(name, sizeof name, "%s%d", kv8 ? PKV_GATE_FP8 : "", G);
             cJSON *o = cJSON_AddObjectToObject(g, name);
-            cJSON_AddNumberToObject(o, "min_context_tokens", (double)c->gates[k].min_context);
-            cJSON_AddNumberToObject(o, "margin_small", c->gates[k].margin_small);
-            cJSON_AddNumberToObject(o, "margin_large", c->gates[k].margin_large);
+            cJSON_AddNumberToObject(o, "min_context_tokens", (double)d->min_context);
+            cJSON_AddNumberToObject(o, "margin_small", d->margin_small);
+            cJSON_AddNumberToObject(o, "margin_large", d->margin_large);
         }
     }
     route_models_json(c->route_model, root, "route_model");
@@ -354,8 +365,8 @@ int pkv_calib_apply(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e) 
     /* The flat gate keys given on top of a calibration with its own gates (an
      * experiment's route.overrides, a sweep axis) apply to each of those gates. */
     if (c->gates_set && !cJSON_GetObjectItemCaseSensitive(o, "gates"))
-        for (int k = 0; k < PKV_GATE_GROUPS; k++) {
-            pkv_gate *g = &c->gates[k];
+        for (int k = 0; k < 2 * PKV_GATE_GROUPS; k++) {
+            pkv_gate *g = k < PKV_GATE_GROUPS ? &c->gates[k] : &c->gates_kv8[k - PKV_GATE_GROUPS];
             if (!g->on) continue;
             if (cJSON_GetObjectItemCaseSensitive(o, "min_context_tokens"))
                 g->min_context = c->min_context;

@@ -44,7 +44,8 @@ typedef struct pkv_gate {
     double margin_small; /* steps of at most margin_small_rows rows */
     double margin_large;
 } pkv_gate;
-enum { PKV_GATE_GROUPS = 7 }; /* G = 1, 2, 4, ..., 64: gates[log2 G] */
+enum { PKV_GATE_GROUPS = 7 };    /* G = 1, 2, 4, ..., 64: gates[log2 G] */
+#define PKV_GATE_FP8 "fp8_e4m3/" /* a gates key's prefix: FP8 KV's gate of the G after it */
 
 typedef struct pkv_calib {
     char gpu_name[128]; /* GPU model the constants were measured on */
@@ -79,6 +80,9 @@ typedef struct pkv_calib {
      * gqa_group from min_context_tokens and the margins. */
     bool gates_set;
     pkv_gate gates[PKV_GATE_GROUPS];
+    /* FP8 KV's own gates, where the file names them ("fp8_e4m3/G"): an FP8 run of a G
+     * without one takes the plain G's (its crossover context moves: bench/RESULTS.md) */
+    pkv_gate gates_kv8[PKV_GATE_GROUPS];
     /* The served model's dense part (engine/model.h). */
     double gemm_tflops; /* FP16 GEMM throughput at large widths, TFLOP/s */
     /* gemm_tflops_at: the model's GEMMs' measured rate at these token widths (ascending;
@@ -150,7 +154,7 @@ void pkv_calib_route_model_json(const pkv_calib *c, cJSON *root);
  * group_model, fi_ctas_group); -1 for any other G. */
 int pkv_calib_group_index(int G);
 /* The gate for group size G (its `on` false: none). */
-pkv_gate pkv_calib_gate(const pkv_calib *c, int G);
+pkv_gate pkv_calib_gate(const pkv_calib *c, int G, int kv_dtype);
 /* A run at GQA group size G: its group's route models (route_model_by_group), where
  * the file has them, replace route_model's for those routes, and its FlashInfer
  * decode occupancy (flashinfer_decode_ctas_by_group) flashinfer_decode_ctas_per_sm. */

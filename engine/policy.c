@@ -38,7 +38,7 @@ pkv_route pkv_policy_adaptive(const pkv_calib *cal, const pkv_step_view *v, uint
      * on a backend that runs them */
     int base = fastest(v, pkv_routes_of_role(PKV_ROLE_BASELINE));
     if (base < 0) base = PKV_ROUTE_REF_PAGED;
-    pkv_gate g = pkv_calib_gate(cal, v->gqa_group);
+    pkv_gate g = pkv_calib_gate(cal, v->gqa_group, v->kv_dtype);
     *why = !g.on                                                      ? PKV_WHY_NO_GATE
            : !v->no_context_gate && v->context_tokens < g.min_context ? PKV_WHY_CONTEXT
                                                                       : 0;

@@ -194,6 +194,40 @@ int main(void) {
     CHECK(pkv_calib_apply(&g, o, "cal.json", &e) == -1 && strstr(e.msg, "gates.3"),
           "gate 3 accepted (%s)", e.msg);
     cJSON_Delete(o);
+    o = cJSON_Parse("{\"gates\": {\"fp8/4\": {}}}");
+    CHECK(pkv_calib_apply(&g, o, "cal.json", &e) == -1 && strstr(e.msg, "gates.fp8/4"),
+          "gate fp8/4 accepted (%s)", e.msg);
+    cJSON_Delete(o);
+    /* FP8 KV's own gate ("fp8_e4m3/G"): an FP8 step of that G takes it, a 16-bit step
+     * the plain G's; an FP8 step of a G without its own takes the plain one. Written back
+     * as read. */
+    o = cJSON_Parse("{\"gates\": {\"4\": {\"min_context_tokens\": 1000},"
+                    " \"fp8_e4m3/4\": {\"min_context_tokens\": 3000, \"margin_large\": 1.1},"
+                    " \"2\": {\"min_context_tokens\": 500}}}");
+    CHECK(pkv_calib_apply(&g, o, "cal.json", &e) == 0, "fp8 gates: %s", e.msg);
+    cJSON_Delete(o);
+    v = view(8, 2000, 4, 2.0, 1.0, 1.0);
+    CHECK(adapt(&g, &v, PKV_WHY_PROMOTED, "FP16 G=4 over its minimum") == PKV_ROUTE_BUCKET,
+          "fp16 gate");
+    v.kv_dtype = PKVK_FP8_E4M3;
+    CHECK(adapt(&g, &v, PKV_WHY_CONTEXT, "FP8 G=4 under its own minimum") == PKV_ROUTE_REF_PAGED,
+          "fp8 gate");
+    v = view(8, 3000, 4, 1.09, 1.0, 1.0);
+    v.kv_dtype = PKVK_FP8_E4M3;
+    CHECK(adapt(&g, &v, PKV_WHY_MARGIN, "FP8 G=4 under its own margin") == PKV_ROUTE_REF_PAGED,
+          "fp8 margin");
+    v = view(8, 600, 2, 2.0, 1.0, 1.0);
+    v.kv_dtype = PKVK_FP8_E4M3;
+    CHECK(adapt(&g, &v, PKV_WHY_PROMOTED, "FP8 G=2 on the plain gate") == PKV_ROUTE_BUCKET,
+          "fp8 fallback");
+    cJSON *written = cJSON_CreateObject();
+    pkv_calib_route_model_json(&g, written);
+    const cJSON *bg = cJSON_GetObjectItemCaseSensitive(written, "gates"),
+                *b8 = cJSON_GetObjectItemCaseSensitive(bg, "fp8_e4m3/4");
+    CHECK(cJSON_GetArraySize(bg) == 3 && b8 &&
+              cJSON_GetObjectItemCaseSensitive(b8, "min_context_tokens")->valuedouble == 3000,
+          "FP8 gates written back");
+    cJSON_Delete(written);
 
     /* gemm_tflops_at: the rate at a width, in log rows between the file's widths and
      * held beyond them; bad tables are refused naming the entry. */
