@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <gsl/gsl_blas.h>
 #include <gsl/gsl_fit.h>
+#include <gsl/gsl_min.h>
 #include <gsl/gsl_multifit.h>
 #include <gsl/gsl_multifit_nlinear.h>
 #include <gsl/gsl_sort.h>
@@ -180,5 +181,62 @@ int pkv_fit_host(const double *host, const double *ktok, size_t n, pkv_route_mod
     if (nb && pkv_fit_nonneg(x, 2, by, bw, (size_t)nb, c)) return -1;
     m->v[PKV_RM_HOST_US] = c[0] > 0 ? c[0] * 1e6 : 0;
     m->v[PKV_RM_HOST_US_PER_KTOKEN] = c[1] > 0 ? c[1] * 1e6 : 0;
+    return 0;
+}
+
+typedef struct cap_data {
+    const pkv_calib *c;
+    pkv_counters *const *k;
+    const double *const *t;
+    const size_t *n;
+} cap_data;
+
+/* The summed squared log ratio of predicted over measured with the cap at exp(x) GB/s. */
+static double cap_error(double x, void *p) {
+    const cap_data *d = p;
+    double sum = 0;
+    for (int r = 0; r < PKV_ROUTE_COUNT; r++) {
+        if (pkv_route_is_flashinfer((pkv_route)r)) continue;
+        for (size_t i = 0; i < d->n[r]; i++) {
+            pkv_counters k = d->k[r][i];
+            k.cta_bps_max = exp(x) * 1e9;
+            const double l = log(pkv_cost_route_time(d->c, (pkv_route)r, NULL, &k) / d->t[r][i]);
+            sum += l * l;
+        }
+    }
+    return sum;
+}
+
+int pkv_fit_fp8_cap(const pkv_calib *c, pkv_counters *const *k, const double *const *t,
+                    const size_t *n, double *bps, pkv_err *e) {
+    size_t steps = 0;
+    for (int r = 0; r < PKV_ROUTE_COUNT; r++)
+        if (!pkv_route_is_flashinfer((pkv_route)r)) steps += n[r];
+    if (steps == 0) return pkv_fail(e, "no step over FP8 KV on a PersistentKV route");
+    cap_data d = {c, k, t, n};
+    gsl_function f = {cap_error, &d};
+    /* Brent needs an interior point below both ends: the best of a coarse grid. */
+    const double lo = log(1.0), hi = log(1e4);
+    double best = lo, fbest = INFINITY;
+    for (int i = 0; i <= 64; i++) {
+        const double x = lo + (hi - lo) * i / 64, fx = cap_error(x, &d);
+        if (fx < fbest) best = x, fbest = fx;
+    }
+    const double step = (hi - lo) / 64, a = fmax(lo, best - step), b = fmin(hi, best + step);
+    *bps = exp(best) * 1e9;
+    if (!(cap_error(a, &d) > fbest && cap_error(b, &d) > fbest)) return 0; /* at an end, or flat */
+    gsl_min_fminimizer *m = gsl_min_fminimizer_alloc(gsl_min_fminimizer_brent);
+    if (!m) return pkv_fail(e, "out of memory");
+    gsl_error_handler_t *old = gsl_set_error_handler_off();
+    if (gsl_min_fminimizer_set(m, &f, best, a, b) == GSL_SUCCESS)
+        for (int it = 0; it < 100; it++) {
+            if (gsl_min_fminimizer_iterate(m) != GSL_SUCCESS) break;
+            if (gsl_min_test_interval(gsl_min_fminimizer_x_lower(m), gsl_min_fminimizer_x_upper(m),
+                                      1e-6, 0) == GSL_SUCCESS)
+                break;
+        }
+    *bps = exp(gsl_min_fminimizer_x_minimum(m)) * 1e9;
+    gsl_set_error_handler(old);
+    gsl_min_fminimizer_free(m);
     return 0;
 }

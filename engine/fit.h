@@ -22,6 +22,14 @@ int pkv_fit_route(const pkv_calib *c, pkv_route r, const pkv_counters *k, const 
 void pkv_fit_error(const pkv_calib *c, pkv_route r, const pkv_route_model *m, const pkv_counters *k,
                    const double *t, size_t n, double *mape, double *sum_err);
 
+/* FP8 KV: the per-CTA cap (kv_fp8_cta_gbps, bytes/s into *bps) that brings the
+ * calibration's models of PersistentKV's routes closest to steps over FP8 KV (route
+ * r's n[r] steps k[r][i], measured t[r][i]; FlashInfer's routes ignored), minimizing
+ * the summed squared log ratio over a cap from 1 GB/s to 10 TB/s (GSL's Brent
+ * minimizer on its log). 0, or -1 with e set (no step of a PersistentKV route). */
+int pkv_fit_fp8_cap(const pkv_calib *c, pkv_counters *const *k, const double *const *t,
+                    const size_t *n, double *bps, pkv_err *e);
+
 /* y ~ sum_j coef[j] x[j] over n points by (weighted: w, else ordinary) least squares
  * (GSL), no coefficient negative; x[j] NULL is the constant term. Exact for the few
  * terms it takes (every subset is fitted). 0, or -1 (out of memory, or more than

@@ -254,6 +254,18 @@ sys.exit(0 if b["served_model"] == a["served_model"] and "route_model" not in b 
          b["study_layer"]["fit"]["files"][0].endswith("cpu.h5") and
          all(b[k] == a[k] for k in top) else 1)
 PY'
+# An FP8 KV run fits FP8's CTA cap (kv_fp8_cta_gbps, into the section), no route
+# model; --keep-gates keeps the section's gates as they are.
+good "{\"model\": {\"kv_dtype\": \"fp8_e4m3\"}, \"serving\": {\"max_active\": 4, \"kv_pages\": 2000}, \"route\": {\"policy\": \"pkv_workqueue\", \"calibration\": \"$h200s\"}, \"workload\": {\"num_requests\": 6, \"decode\": {\"dist\": \"fixed\", \"value\": 8}}}" > "$tmp/e8.json"
+"$pkvsim" run -q --backend cpu -o "$tmp/cpu8.h5" "$tmp/e8.json" >/dev/null 2>&1
+"$pkvsim" fit "$tmp/cpu8.h5" --base "$h200s" --keep-gates -o "$tmp/fitted8.json" >/dev/null 2>&1
+check fit-fp8 'python3 - "$h200s" "$tmp/fitted8.json" <<'"'"'PY'"'"'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+s, t = a["study_layer"], b["study_layer"]
+sys.exit(0 if t["kv_fp8_cta_gbps"] > 0 and t["route_model"] == s["route_model"] and
+         t["gates"] == s["gates"] and b["served_model"] == a["served_model"] else 1)
+PY'
 "$pkvsim" run -q --backend cpu -o "$tmp/cpuflat.h5" "$tmp/e.json" -c "$cal" >/dev/null 2>&1
 expect_fail fit-which-section "does not say which it ran with: give --section" "$pkvsim" fit "$tmp/cpuflat.h5" --base "$h200s" -o "$tmp/out.json"
 expect_fail fit-bad-section '--section: "decode" is not study_layer or served_model' "$pkvsim" fit "$tmp/cpu.h5" --section decode

@@ -1,8 +1,9 @@
 /* pkv_fit_route recovers known constants of the structured cost model: steps planned
  * from random batches by the engine's planner, their times from a known model with 1%
  * noise; the fit predicts held-out steps within the noise and finds the CTA bandwidth,
- * the one constant every step shows. pkv_fit_nonneg recovers a plane from noisy
- * points and keeps its coefficients non-negative. */
+ * the one constant every step shows. pkv_fit_fp8_cap finds FP8 KV's CTA cap the same
+ * way. pkv_fit_nonneg recovers a plane from noisy points and keeps its coefficients
+ * non-negative. */
 #include "check.h"
 #include "fit.h"
 #include "planner.h"
@@ -54,6 +55,49 @@ int main(void) {
         pkv_fit_error(&cal, rt, NULL, k + N, t + N, N, &mape, &sum);
         CHECK(mape > 0.05, "%s: the default formula fits too (MAPE %.3f): no test",
               pkv_route_name(rt), mape);
+    }
+    /* FP8 KV's CTA cap: steps over FP8 KV timed under known models with a cap of 9 GB/s
+     * (1% noise), FlashInfer's among them timed without it; the fit finds the cap. */
+    {
+        pkv_calib c8 = cal;
+        for (int q = 0; q < PKV_ROUTE_COUNT; q++) c8.route_model[q] = truth;
+        pkvk_shape s8 = s;
+        s8.kv_dtype = PKVK_FP8_E4M3;
+        pkv_planner p8;
+        CHECK(pkv_planner_init(&p8, &s8, &c8, CAP, PKV_BUCKET_MODE_EXACT) == 0, "planner");
+        pkv_counters *k8[PKV_ROUTE_COUNT] = {0};
+        double *t8[PKV_ROUTE_COUNT] = {0};
+        size_t n8[PKV_ROUTE_COUNT] = {0};
+        const pkv_route rs[2] = {PKV_ROUTE_WORKQUEUE, PKV_ROUTE_FLASHINFER_TC};
+        for (int q = 0; q < 2; q++) {
+            k8[rs[q]] = malloc(sizeof **k8 * 200), t8[rs[q]] = malloc(sizeof **t8 * 200);
+            for (int i = 0; i < 200; i++) {
+                int32_t lens[CAP], rows = 1 + (int32_t)gsl_rng_uniform_int(r, CAP);
+                for (int j = 0; j < rows; j++)
+                    lens[j] = 16 + (int32_t)gsl_rng_uniform_int(r, 65536);
+                p8.plans[rs[q]].counts_only = 1;
+                CHECK(pkv_planner_build(&p8, rs[q], lens, rows) == 0, "plan");
+                pkv_counters *kk = &k8[rs[q]][i];
+                pkv_cost_counters(&c8, &s8, &p8.plans[rs[q]], lens, kk);
+                pkv_counters timed = *kk;
+                if (timed.cta_bps_max > 0) timed.cta_bps_max = 9e9;
+                t8[rs[q]][i] =
+                    pkv_cost_route_time(&c8, rs[q], NULL, &timed) * (1 + gsl_ran_gaussian(r, 0.01));
+                n8[rs[q]]++;
+            }
+        }
+        double bps = 0;
+        pkv_err e8;
+        CHECK(pkv_fit_fp8_cap(&c8, k8, (const double *const *)t8, n8, &bps, &e8) == 0 &&
+                  fabs(bps / 9e9 - 1) < 0.02,
+              "FP8 cap %.3f GB/s, truth 9 (%s)", bps / 1e9, e8.msg);
+        printf("FP8 KV's CTA cap: %.3f GB/s (truth 9)\n", bps / 1e9);
+        size_t none[PKV_ROUTE_COUNT] = {0};
+        none[PKV_ROUTE_FLASHINFER_TC] = n8[PKV_ROUTE_FLASHINFER_TC];
+        CHECK(pkv_fit_fp8_cap(&c8, k8, (const double *const *)t8, none, &bps, &e8) == -1,
+              "a cap fitted to FlashInfer's steps alone");
+        for (int q = 0; q < PKV_ROUTE_COUNT; q++) free(k8[q]), free(t8[q]);
+        pkv_planner_free(&p8);
     }
     /* What the fit writes reads back as a calibration: a merge that no step shows,
      * and a fitted model of every route, round-trip through the file's keys. */

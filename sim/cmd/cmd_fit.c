@@ -49,6 +49,9 @@ static void usage(void) {
          "weighted least squares on the relative error, no term negative):\n"
          "prefill_fixed_us, prefill_token_us and prefill_score_ps. A sweep file's points\n"
          "are runs.\n"
+         "Runs over FP8 KV (model.kv_dtype fp8_e4m3) fit no route model: their steps fit\n"
+         "kv_fp8_cta_gbps, the most one PersistentKV CTA streams over FP8 KV, under the\n"
+         "fitted models (GSL's Brent minimizer on the squared log ratios).\n"
          "A base with a section per kind of run (experiments/calibration/h200.json) is\n"
          "written whole with the runs' section refitted: --section, else the section the\n"
          "first run applied (its recorded calibration says; runs recorded before sections\n"
@@ -168,8 +171,8 @@ static pkv_counters counters_of(const pkv_step_rec *s) {
 /* Add the measured steps of a file's run (its root, grp "", or a sweep's point) to *s
  * (and, where per_file is given, to it alone too); *group receives the run's G, *used
  * gains its measured steps. */
-static int load_run(const char *path, const char *grp, fit_set *s, fit_set *per_file, int *group,
-                    size_t *used, pkv_err *e) {
+static int load_run(const char *path, const char *grp, fit_set *s, fit_set *per_file, fit_set *s8,
+                    int *group, size_t *used, pkv_err *e) {
     char *resolved, name[96];
     snprintf(name, sizeof name, "%s%sconfig/resolved", grp, *grp ? "/" : "");
     if (pkv_h5_read_text(path, name, &resolved, e)) return -1;
@@ -178,8 +181,12 @@ static int load_run(const char *path, const char *grp, fit_set *s, fit_set *per_
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model");
     const cJSON *L = cJSON_GetObjectItemCaseSensitive(m, "layers"),
                 *hq = cJSON_GetObjectItemCaseSensitive(m, "hq"),
-                *hkv = cJSON_GetObjectItemCaseSensitive(m, "hkv");
+                *hkv = cJSON_GetObjectItemCaseSensitive(m, "hkv"),
+                *kvt = cJSON_GetObjectItemCaseSensitive(m, "kv_dtype");
     int layers = cJSON_IsNumber(L) ? L->valueint : 1;
+    /* FP8 KV's steps fit its CTA cap (into s8), never the route models */
+    const int fp8 = cJSON_IsString(kvt) && !strcmp(kvt->valuestring, "fp8_e4m3");
+    if (fp8) s = s8, per_file = NULL;
     *group = cJSON_IsNumber(hq) && cJSON_IsNumber(hkv) && hkv->valueint > 0
                  ? hq->valueint / hkv->valueint
                  : 0;
@@ -188,6 +195,7 @@ static int load_run(const char *path, const char *grp, fit_set *s, fit_set *per_
         return pkv_fail(e, "%s: /config/resolved has no model shape", path);
     pkv_step_rec *st;
     size_t n;
+    if (!s) return 0; /* an FP8 run held out: not read */
     if (pkv_h5_read_steps_at(path, grp, &st, &n, e)) return -1;
     for (size_t i = 0; i < n; i++) {
         int r = st[i].route;
@@ -219,21 +227,22 @@ static int load_run(const char *path, const char *grp, fit_set *s, fit_set *per_
         }
         (*used)++;
     }
-    int rc = load_forwards(path, grp, st, n, s, per_file, e);
+    int rc = fp8 ? 0 : load_forwards(path, grp, st, n, s, per_file, e);
     free(st);
     return rc;
 }
 
 /* Every run of a file (a sweep's points are runs); *groups receives the G values seen
  * (bit G). */
-static int load(const char *path, fit_set *s, fit_set *per_file, unsigned *groups, pkv_err *e) {
+static int load(const char *path, fit_set *s, fit_set *per_file, fit_set *s8, unsigned *groups,
+                pkv_err *e) {
     char(*grp)[32];
     int n_runs, rc;
     size_t used = 0;
     if (pkv_h5_runs(path, &grp, &n_runs, e)) return -1;
     for (int i = rc = 0; i < n_runs && !rc; i++) {
         int G;
-        rc = load_run(path, grp[i], s, per_file, &G, &used, e);
+        rc = load_run(path, grp[i], s, per_file, s8, &G, &used, e);
         if (!rc && G < 32) *groups |= 1u << G;
     }
     free(grp);
@@ -349,14 +358,14 @@ int pkv_cmd_fit(int argc, char **argv) {
         }
         cal.json = base_text;
     }
-    fit_set fit = {0}, test = {0};
+    fit_set fit = {0}, test = {0}, fit8 = {0};
     fit_set *per_test = calloc((size_t)n_tests + 1, sizeof *per_test);
     unsigned groups = 0;
     int rc = per_test ? 0 : 1;
     unsigned test_groups = 0;
-    for (int i = 0; i < n_fit && !rc; i++) rc = load(fits[i], &fit, NULL, &groups, &e);
+    for (int i = 0; i < n_fit && !rc; i++) rc = load(fits[i], &fit, NULL, &fit8, &groups, &e);
     for (int i = 0; i < n_tests && !rc; i++)
-        rc = load(tests[i], &test, &per_test[i], &test_groups, &e);
+        rc = load(tests[i], &test, &per_test[i], NULL, &test_groups, &e);
     if (rc) {
         fprintf(stderr, "pkvsim fit: %s\n", per_test ? e.msg : "out of memory");
         goto done;
@@ -420,6 +429,35 @@ int pkv_cmd_fit(int argc, char **argv) {
             cJSON_AddNumberToObject(o, "held_out_steps", (double)test.n[r]);
             cJSON_AddNumberToObject(o, "held_out_mape", t_mape);
             cJSON_AddNumberToObject(o, "held_out_sum_err", t_sum);
+        }
+    }
+    /* FP8 KV's runs: the per-CTA cap under the fitted models (engine/cost.c) */
+    int fp8_fitted = 0;
+    size_t n8 = 0;
+    for (int r = 0; r < PKV_ROUTE_COUNT; r++) n8 += fit8.n[r];
+    if (n8) {
+        double bps = 0, before = 0, after = 0;
+        pkv_err fe;
+        if (pkv_fit_fp8_cap(&fitted, fit8.k, (const double *const *)fit8.t, fit8.n, &bps, &fe)) {
+            emit("\nFP8 KV: %zu steps, kv_fp8_cta_gbps not fitted: %s\n", n8, fe.msg);
+        } else {
+            for (int r = 0; r < PKV_ROUTE_COUNT; r++)
+                for (size_t i = 0; i < fit8.n[r]; i++) {
+                    pkv_counters k = fit8.k[r][i];
+                    k.cta_bps_max = fitted.kv_fp8_cta_gbps;
+                    before += pkv_cost_route_time(&fitted, (pkv_route)r, NULL, &k) - fit8.t[r][i];
+                    k.cta_bps_max = bps;
+                    after += pkv_cost_route_time(&fitted, (pkv_route)r, NULL, &k) - fit8.t[r][i];
+                }
+            double sum_t = 0;
+            for (int r = 0; r < PKV_ROUTE_COUNT; r++)
+                for (size_t i = 0; i < fit8.n[r]; i++) sum_t += fit8.t[r][i];
+            emit("\nFP8 KV: %zu steps; kv_fp8_cta_gbps %.2f (was %.2f): summed error %+.2f%% "
+                 "(was %+.2f%%)\n",
+                 n8, bps / 1e9, fitted.kv_fp8_cta_gbps / 1e9, 100 * after / sum_t,
+                 100 * before / sum_t);
+            fitted.kv_fp8_cta_gbps = bps;
+            fp8_fitted = 1;
         }
     }
     if (n_tests) {
@@ -514,18 +552,14 @@ int pkv_cmd_fit(int argc, char **argv) {
             cJSON_Delete(root);
             root = NULL;
         }
-        const char *drop[] = {"route_model",
-                              "route_model_by_group",
-                              "flashinfer_decode_ctas_by_group",
-                              "gates",
-                              "fit",
-                              "note",
-                              "date"};
+        const char *drop[] = {
+            "route_model", "route_model_by_group", "flashinfer_decode_ctas_by_group", "fit", "note",
+            "date"};
         for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++)
             cJSON_DeleteItemFromObjectCaseSensitive(dst, drop[i]);
-        if (!keep_gates) {
-            static const char *const flat[] = {"min_context_tokens", "margin_small", "margin_large",
-                                               "gqa_group"};
+        if (!keep_gates) { /* else the base's gates stay as they are in the file */
+            static const char *const flat[] = {"gates", "min_context_tokens", "margin_small",
+                                               "margin_large", "gqa_group"};
             for (size_t i = 0; i < sizeof flat / sizeof flat[0]; i++)
                 cJSON_DeleteItemFromObjectCaseSensitive(dst, flat[i]);
         }
@@ -546,6 +580,10 @@ int pkv_cmd_fit(int argc, char **argv) {
                 cJSON_DeleteItemFromObjectCaseSensitive(dst, pk[k]);
                 cJSON_AddNumberToObject(dst, pk[k], pv[k]);
             }
+        }
+        if (fp8_fitted) {
+            cJSON_DeleteItemFromObjectCaseSensitive(dst, "kv_fp8_cta_gbps");
+            cJSON_AddNumberToObject(dst, "kv_fp8_cta_gbps", fitted.kv_fp8_cta_gbps / 1e9);
         }
         cJSON *f = cJSON_AddObjectToObject(dst, "fit");
         cJSON *files = cJSON_AddArrayToObject(f, "files");
@@ -573,6 +611,7 @@ done:
     free(per_test);
     set_free(&fit);
     set_free(&test);
+    set_free(&fit8);
     pkv_calib_free(&cal);
     return rc ? 1 : 0;
 }
