@@ -78,8 +78,12 @@ const char *const pkv_route_model_keys[PKV_ROUTE_MODEL_PARAMS + 1] = {
 
 int pkv_calib_group_index(int G) {
     for (int k = 0; k < PKV_GATE_GROUPS; k++)
-        if (G == 1 << k) return k;
+        if (G == pkv_calib_group_of(k)) return k;
     return -1;
+}
+
+int pkv_calib_group_of(int k) {
+    return k < 8 ? k + 1 : 16 << (k - 8);
 }
 
 /* Member `it` of an object at `parent` keyed by GQA group size (read from key: the
@@ -91,7 +95,7 @@ static int group_member_of(const cJSON *it, const char *key, const char *parent,
     long G = strtol(key, &end, 10);
     pkv_json_path(ip, n, parent, it->string);
     int k = *end || end == key ? -1 : pkv_calib_group_index((int)G);
-    if (k < 0) return pkv_fail(e, "%s: a key is a GQA group size: 1, 2, 4, 8, 16, 32 or 64", ip);
+    if (k < 0) return pkv_fail(e, "%s: a key is a GQA group size: 1 to 8, 16, 32 or 64", ip);
     if (object && !cJSON_IsObject(it)) return pkv_fail(e, "%s: must be an object", ip);
     return k;
 }
@@ -282,7 +286,7 @@ void pkv_calib_route_model_json(const pkv_calib *c, cJSON *root) {
     if (c->gates_set) {
         cJSON *g = cJSON_AddObjectToObject(root, "gates");
         for (int k = 0; k < 2 * PKV_GATE_GROUPS; k++) {
-            const int kv8 = k >= PKV_GATE_GROUPS, G = 1 << (k % PKV_GATE_GROUPS);
+            const int kv8 = k >= PKV_GATE_GROUPS, G = pkv_calib_group_of(k % PKV_GATE_GROUPS);
             const pkv_gate *d = kv8 ? &c->gates_kv8[k - PKV_GATE_GROUPS] : &c->gates[k];
             if (!d->on) continue;
             char name[32];
@@ -300,7 +304,7 @@ void pkv_calib_route_model_json(const pkv_calib *c, cJSON *root) {
         for (int r = 0; r < PKV_ROUTE_COUNT; r++) any |= c->group_model[k][r].set;
         if (!any) continue;
         char name[8];
-        snprintf(name, sizeof name, "%d", 1 << k);
+        snprintf(name, sizeof name, "%d", pkv_calib_group_of(k));
         if (!bg) bg = cJSON_AddObjectToObject(root, "route_model_by_group");
         route_models_json(c->group_model[k], bg, name);
     }
@@ -308,7 +312,7 @@ void pkv_calib_route_model_json(const pkv_calib *c, cJSON *root) {
     for (int k = 0; k < PKV_GATE_GROUPS; k++) {
         if (c->fi_ctas_group[k] <= 0) continue;
         char name[8];
-        snprintf(name, sizeof name, "%d", 1 << k);
+        snprintf(name, sizeof name, "%d", pkv_calib_group_of(k));
         if (!fg) fg = cJSON_AddObjectToObject(root, "flashinfer_decode_ctas_by_group");
         cJSON_AddNumberToObject(fg, name, c->fi_ctas_group[k]);
     }

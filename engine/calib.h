@@ -44,7 +44,7 @@ typedef struct pkv_gate {
     double margin_small; /* steps of at most margin_small_rows rows */
     double margin_large;
 } pkv_gate;
-enum { PKV_GATE_GROUPS = 7 };    /* G = 1, 2, 4, ..., 64: gates[log2 G] */
+enum { PKV_GATE_GROUPS = 11 };   /* G = 1 to 8, 16, 32, 64 (pkv_calib_group_index) */
 #define PKV_GATE_FP8 "fp8_e4m3/" /* a gates key's prefix: FP8 KV's gate of the G after it */
 
 typedef struct pkv_calib {
@@ -150,9 +150,10 @@ void pkv_calib_free(pkv_calib *c);
 /* Add the fitted route models (and the gates, where the calibration has its own) to
  * a calibration object being written. */
 void pkv_calib_route_model_json(const pkv_calib *c, cJSON *root);
-/* The index of GQA group size G (1, 2, 4, ..., 64) in the per-group arrays (gates,
- * group_model, fi_ctas_group); -1 for any other G. */
+/* The index of GQA group size G (1 to 8, 16, 32, 64) in the per-group arrays (gates,
+ * group_model, fi_ctas_group); -1 for any other G. pkv_calib_group_of: its inverse. */
 int pkv_calib_group_index(int G);
+int pkv_calib_group_of(int k);
 /* The gate for group size G (its `on` false: none). */
 pkv_gate pkv_calib_gate(const pkv_calib *c, int G, int kv_dtype);
 /* A run at GQA group size G: its group's route models (route_model_by_group), where

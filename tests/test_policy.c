@@ -190,10 +190,18 @@ int main(void) {
     CHECK(adapt(&g, &v, PKV_WHY_NO_GATE, "G=4 still without a gate") == PKV_ROUTE_REF_PAGED,
           "override adds no gate");
     /* A gate keyed by anything but a power-of-two G is refused, naming it. */
-    o = cJSON_Parse("{\"gates\": {\"3\": {}}}");
-    CHECK(pkv_calib_apply(&g, o, "cal.json", &e) == -1 && strstr(e.msg, "gates.3"),
-          "gate 3 accepted (%s)", e.msg);
+    o = cJSON_Parse("{\"gates\": {\"9\": {}}}");
+    CHECK(pkv_calib_apply(&g, o, "cal.json", &e) == -1 && strstr(e.msg, "gates.9"),
+          "gate 9 accepted (%s)", e.msg);
     cJSON_Delete(o);
+    /* Every group the kernels run has its own gate: 7 query heads per KV head too. */
+    o = cJSON_Parse("{\"gates\": {\"7\": {\"min_context_tokens\": 100}}}");
+    CHECK(pkv_calib_apply(&g, o, "cal.json", &e) == 0, "gate 7: %s", e.msg);
+    cJSON_Delete(o);
+    v = view(8, 200, 7, 2.0, 1.0, 1.0);
+    CHECK(adapt(&g, &v, PKV_WHY_PROMOTED, "G=7 over its minimum") == PKV_ROUTE_BUCKET, "G=7");
+    v = view(8, 200, 6, 2.0, 1.0, 1.0);
+    CHECK(adapt(&g, &v, PKV_WHY_NO_GATE, "G=6 without a gate") == PKV_ROUTE_REF_PAGED, "G=6");
     o = cJSON_Parse("{\"gates\": {\"fp8/4\": {}}}");
     CHECK(pkv_calib_apply(&g, o, "cal.json", &e) == -1 && strstr(e.msg, "gates.fp8/4"),
           "gate fp8/4 accepted (%s)", e.msg);
@@ -292,20 +300,22 @@ int main(void) {
         pkv_calib_route_model_json(&gm, w);
         pkv_calib back;
         pkv_calib_defaults(&back);
-        CHECK(pkv_calib_apply(&back, w, "written", &e) == 0 && back.group_model[3][FI].set &&
-                  back.group_model[3][FI].v[PKV_RM_CTA_GBPS] == 30 &&
-                  !back.group_model[2][FI].set && !back.group_model[3][RP].set &&
-                  back.fi_ctas_group[0] == 4 && back.fi_ctas_group[3] == 6 &&
-                  back.fi_ctas_group[2] == 0,
+        const int i1 = pkv_calib_group_index(1), i4 = pkv_calib_group_index(4),
+                  i8 = pkv_calib_group_index(8);
+        CHECK(pkv_calib_apply(&back, w, "written", &e) == 0 && back.group_model[i8][FI].set &&
+                  back.group_model[i8][FI].v[PKV_RM_CTA_GBPS] == 30 &&
+                  !back.group_model[i4][FI].set && !back.group_model[i8][RP].set &&
+                  back.fi_ctas_group[i1] == 4 && back.fi_ctas_group[i8] == 6 &&
+                  back.fi_ctas_group[i4] == 0,
               "route_model_by_group written and read back: %s", e.msg);
         cJSON_Delete(w);
         static const char *const bad_g[] = {
-            "{\"route_model_by_group\": {\"3\": {}}}",
+            "{\"route_model_by_group\": {\"9\": {}}}",
             "{\"route_model_by_group\": {\"8\": {\"flashinfer\": {\"cta_gbps\": 1}}}}",
             "{\"route_model_by_group\": {\"8\": {\"nope\": {}}}}",
             "{\"route_model_by_group\": [1]}",
             "{\"flashinfer_decode_ctas_by_group\": {\"8\": 0}}",
-            "{\"flashinfer_decode_ctas_by_group\": {\"5\": 2}}",
+            "{\"flashinfer_decode_ctas_by_group\": {\"12\": 2}}",
             "{\"flashinfer_decode_ctas_by_group\": {\"2\": 2.5}}"};
         for (size_t i = 0; i < sizeof bad_g / sizeof bad_g[0]; i++) {
             o = cJSON_Parse(bad_g[i]);

@@ -522,7 +522,8 @@ int pkv_cmd_fit(int argc, char **argv) {
         fitted.gates_set = true;
         memset(fitted.gates, 0, sizeof fitted.gates);
         for (int k = 0; k < PKV_GATE_GROUPS; k++)
-            if ((1 << k) < 32 && groups >> (1 << k) & 1) /* groups: bit G for G below 32 */
+            if (pkv_calib_group_of(k) < 32 &&
+                groups >> pkv_calib_group_of(k) & 1) /* groups: bit G for G below 32 */
                 fitted.gates[k] = (pkv_gate){true, 0, margin, margin};
         if (isfinite(bias_pkv) && isfinite(bias_base))
             emit("\ngates: no minimum context, margin %.4f (1 + the baselines' largest summed "
