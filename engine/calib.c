@@ -255,8 +255,7 @@ static int apply_gates(pkv_calib *c, const cJSON *o, const char *path, pkv_err *
             return -1;
         d->min_context = mc;
     }
-    memcpy(c->gates, gates[0], sizeof gates[0]);
-    memcpy(c->gates_kv8, gates[1], sizeof gates[1]);
+    memcpy(c->gates, gates, sizeof gates);
     c->gates_set = true;
     return 0;
 }
@@ -264,8 +263,7 @@ static int apply_gates(pkv_calib *c, const cJSON *o, const char *path, pkv_err *
 pkv_gate pkv_calib_gate(const pkv_calib *c, int G, int kv_dtype) {
     int k = pkv_calib_group_index(G);
     if (k < 0) return (pkv_gate){0};
-    if (c->gates_set)
-        return kv_dtype == PKVK_FP8_E4M3 && c->gates_kv8[k].on ? c->gates_kv8[k] : c->gates[k];
+    if (c->gates_set) return c->gates[kv_dtype == PKVK_FP8_E4M3 && c->gates[1][k].on][k];
     if (G != c->gqa_group) return (pkv_gate){0};
     return (pkv_gate){true, c->min_context, c->margin_small, c->margin_large};
 }
@@ -285,17 +283,17 @@ static void route_models_json(const pkv_route_model *m, cJSON *parent, const cha
 void pkv_calib_route_model_json(const pkv_calib *c, cJSON *root) {
     if (c->gates_set) {
         cJSON *g = cJSON_AddObjectToObject(root, "gates");
-        for (int k = 0; k < 2 * PKV_GATE_GROUPS; k++) {
-            const int kv8 = k >= PKV_GATE_GROUPS, G = pkv_calib_group_of(k % PKV_GATE_GROUPS);
-            const pkv_gate *d = kv8 ? &c->gates_kv8[k - PKV_GATE_GROUPS] : &c->gates[k];
-            if (!d->on) continue;
-            char name[32];
-            snprintf(name, sizeof name, "%s%d", kv8 ? PKV_GATE_FP8 : "", G);
-            cJSON *o = cJSON_AddObjectToObject(g, name);
-            cJSON_AddNumberToObject(o, "min_context_tokens", (double)d->min_context);
-            cJSON_AddNumberToObject(o, "margin_small", d->margin_small);
-            cJSON_AddNumberToObject(o, "margin_large", d->margin_large);
-        }
+        for (int kv8 = 0; kv8 < 2; kv8++)
+            for (int k = 0; k < PKV_GATE_GROUPS; k++) {
+                const pkv_gate *d = &c->gates[kv8][k];
+                if (!d->on) continue;
+                char name[32];
+                snprintf(name, sizeof name, "%s%d", kv8 ? PKV_GATE_FP8 : "", pkv_calib_group_of(k));
+                cJSON *o = cJSON_AddObjectToObject(g, name);
+                cJSON_AddNumberToObject(o, "min_context_tokens", (double)d->min_context);
+                cJSON_AddNumberToObject(o, "margin_small", d->margin_small);
+                cJSON_AddNumberToObject(o, "margin_large", d->margin_large);
+            }
     }
     route_models_json(c->route_model, root, "route_model");
     cJSON *bg = NULL;
@@ -370,7 +368,7 @@ int pkv_calib_apply(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e) 
      * experiment's route.overrides, a sweep axis) apply to each of those gates. */
     if (c->gates_set && !cJSON_GetObjectItemCaseSensitive(o, "gates"))
         for (int k = 0; k < 2 * PKV_GATE_GROUPS; k++) {
-            pkv_gate *g = k < PKV_GATE_GROUPS ? &c->gates[k] : &c->gates_kv8[k - PKV_GATE_GROUPS];
+            pkv_gate *g = &c->gates[k / PKV_GATE_GROUPS][k % PKV_GATE_GROUPS];
             if (!g->on) continue;
             if (cJSON_GetObjectItemCaseSensitive(o, "min_context_tokens"))
                 g->min_context = c->min_context;

@@ -79,10 +79,9 @@ typedef struct pkv_calib {
     /* The file's `gates` object, one per G (gates_set); without one, a single gate for
      * gqa_group from min_context_tokens and the margins. */
     bool gates_set;
-    pkv_gate gates[PKV_GATE_GROUPS];
-    /* FP8 KV's own gates, where the file names them ("fp8_e4m3/G"): an FP8 run of a G
-     * without one takes the plain G's (its crossover context moves: bench/RESULTS.md) */
-    pkv_gate gates_kv8[PKV_GATE_GROUPS];
+    /* [0][k]: group k's; [1][k]: FP8 KV's own, where the file names them ("fp8_e4m3/G"):
+     * an FP8 run of a G without one takes [0]'s (its crossover context moves) */
+    pkv_gate gates[2][PKV_GATE_GROUPS];
     /* The served model's dense part (engine/model.h). */
     double gemm_tflops; /* FP16 GEMM throughput at large widths, TFLOP/s */
     /* gemm_tflops_at: the model's GEMMs' measured rate at these token widths (ascending;
