@@ -21,7 +21,7 @@ typedef struct cpu_backend {
     pkvk_shape shape;
     uint16_t *k, *v, *q;      /* pools [n_pages][hkv][ps][d] (kv_dtype; FP8: bytes); q
                                  [cap_rows][hq][d] (dtype) */
-    float *k_scale, *v_scale; /* FP8 KV: [n_pages][hkv] (pkv_tensors_fp8_scale's) */
+    float *k_scale, *v_scale; /* FP8 KV: [n_pages][hkv] (pkv_tensors_fp8_scales') */
     float *o, *o_ref, *part;
     size_t part_cap; /* floats: the planner's most partial states, sized at start */
     pkv_tensors t;
@@ -192,9 +192,7 @@ pkv_backend *pkv_backend_cpu_create(const pkv_model *md, int32_t n_pages, int32_
             const size_t heads = (size_t)n_pages * s->hkv;
             b->k_scale = malloc(heads * sizeof(float));
             b->v_scale = malloc(heads * sizeof(float));
-            for (size_t j = 0; b->k_scale && b->v_scale && j < heads; j++)
-                b->k_scale[j] = pkv_tensors_fp8_scale(j),
-                b->v_scale[j] = pkv_tensors_fp8_scale(j + 2);
+            if (b->k_scale && b->v_scale) pkv_tensors_fp8_scales(b->k_scale, b->v_scale, heads);
         }
     }
     b->q = malloc(qn * 2);

@@ -58,7 +58,7 @@ typedef struct cuda_backend {
     pkvk_shape shape;
     int32_t cap_rows, bt_stride;
     uint16_t *k, *v;          /* device pools [n_pages][hkv][ps][d] (kv_dtype; FP8: bytes) */
-    float *k_scale, *v_scale; /* FP8 pools: device [n_pages][hkv] (pkv_tensors_fp8_scale's) */
+    float *k_scale, *v_scale; /* FP8 pools: device [n_pages][hkv] (pkv_tensors_fp8_scales') */
     uint16_t *q, *o;          /* device [cap_rows][hq][d] */
     float *o_ref;             /* device [cap_rows][hq][d], FP32 reference */
     uint16_t *src_k, *src_v;  /* device [SRC_ROWS][hkv][d] */
@@ -436,14 +436,13 @@ static int prefill_model(cuda_backend *b, const pkv_prefill_view *p, double *t_d
 
 /* FP8 pools: each page and KV head's scales of K and V, as the cpu backend's. */
 static int make_fp8_scales(cuda_backend *b, size_t bytes) {
-    float *h = malloc(bytes);
+    float *h = malloc(2 * bytes); /* K's, then V's */
     int rc = h ? PKVK_OK : PKVK_ERR_OUT_OF_MEMORY;
+    if (!rc) pkv_tensors_fp8_scales(h, h + bytes / 4, bytes / 4);
     if (!rc) rc = pkvk_malloc((void **)&b->k_scale, bytes);
     if (!rc) rc = pkvk_malloc((void **)&b->v_scale, bytes);
-    for (int w = 0; w < 2 && !rc; w++) {
-        for (size_t j = 0; j < bytes / 4; j++) h[j] = pkv_tensors_fp8_scale(j + 2 * (size_t)w);
-        rc = pkvk_h2d(w ? b->v_scale : b->k_scale, h, bytes);
-    }
+    if (!rc) rc = pkvk_h2d(b->k_scale, h, bytes);
+    if (!rc) rc = pkvk_h2d(b->v_scale, h + bytes / 4, bytes);
     free(h);
     return rc;
 }

@@ -28,12 +28,15 @@ static inline int pkv_tensors_kv_type(const pkvk_shape *s) {
     return s->kv_dtype == PKVK_FP8_E4M3 ? PKVK_FP16 : s->kv_dtype;
 }
 void pkv_tensors_free(pkv_tensors *t);
-/* FP8 KV: the scale of one page's K (page_head = page x hkv + head; V's: page_head + 2).
- * The tensors are N(0, 1): 4.5 to 6.5 standard deviations reach E4M3's 448 (a rarer
- * value saturates), varied by page and head so that a scale read at the wrong index
- * shows in the check. Both backends' FP8 pools use these. */
-static inline float pkv_tensors_fp8_scale(size_t page_head) {
-    return (4.5f + 0.5f * (float)(page_head % 5)) / 448.f;
+/* FP8 KV: the scales of n (page, KV head) pairs' K and V, [page x hkv + head]. The
+ * tensors are N(0, 1): 4.5 to 6.5 standard deviations reach E4M3's 448 (a rarer value
+ * saturates), varied by page and head (and between K and V) so that a scale read at the
+ * wrong index shows in the check. Both backends' FP8 pools and bench kernels' cases use
+ * these. */
+static inline void pkv_tensors_fp8_scales(float *k, float *v, size_t n) {
+    for (size_t j = 0; j < n; j++)
+        k[j] = (4.5f + 0.5f * (float)(j % 5)) / 448.f,
+        v[j] = (4.5f + 0.5f * (float)((j + 2) % 5)) / 448.f;
 }
 
 #endif

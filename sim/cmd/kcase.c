@@ -1,6 +1,7 @@
 #include "kcase.h"
 #include "pkv_tol.h"
 #include "pagetable.h"
+#include "tensors.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -19,8 +20,8 @@ void pkv_kcase_free(pkv_kcase *d) {
 /* Device batch for a case: block tables from the study's generator with `holes` of
  * the page universe unused, the shared prefix mapped onto row 0's pages; K and V
  * tiled from blocks of 4 Mi GSL Gaussian values in the shape's KV type (FP8: the
- * values over 5.5 / 448 as codes, each page and KV head's scale 4.5 to 6.5 over 448,
- * varied so that a scale read at the wrong index shows against the reference). */
+ * values over 5.5 / 448 as codes, the pages' scales the backends', 4.5 to 6.5 over 448:
+ * pkv_tensors_fp8_scales). */
 int pkv_kcase_make(const pkvk_ctx *c, pkv_kcase *d, const char *name, const int32_t *lens, int n,
                    const pkvk_shape *s, double holes, int32_t share, gsl_rng *r, char *err,
                    size_t errn) {
@@ -42,7 +43,7 @@ int pkv_kcase_make(const pkvk_ctx *c, pkv_kcase *d, const char *name, const int3
     uint16_t *rnd = malloc(blk * 2);
     size_t page_elems = (size_t)s->hkv * s->page_size * s->d, kv = (size_t)universe * page_elems;
     const size_t heads = (size_t)universe * s->hkv;
-    float *scales = fp8 ? malloc(heads * sizeof(float)) : NULL;
+    float *scales = fp8 ? malloc(2 * heads * sizeof(float)) : NULL; /* K's, then V's */
     d->q_elems = (size_t)n * s->hq * s->d;
     uint16_t *q = malloc(d->q_elems * 2);
     int rc = !rnd || !q || (fp8 && !scales) ? PKVK_ERR_OUT_OF_MEMORY : PKVK_OK;
@@ -60,10 +61,11 @@ int pkv_kcase_make(const pkvk_ctx *c, pkv_kcase *d, const char *name, const int3
         if (!rc) rc = pkvk_malloc(&d->lens, (size_t)n * 4);
         if (rc) snprintf(err, errn, "case %.31s: %.400s", name, pkvk_last_error());
     }
-    float smax = 1;
+    float smax = 1; /* V's largest scale */
     if (fp8) {
-        for (size_t j = 0; j < heads; j++) scales[j] = (4.5f + 0.5f * (float)(j % 5)) / 448.f;
-        smax = heads < 5 ? scales[heads - 1] : 6.5f / 448.f;
+        pkv_tensors_fp8_scales(scales, scales + heads, heads);
+        smax = 0;
+        for (size_t j = 0; j < heads; j++) smax = fmaxf(smax, scales[heads + j]);
     }
     for (int which = 0; which < 2 && !rc; which++) {
         char *dst = which ? d->v : d->k;
@@ -74,7 +76,8 @@ int pkv_kcase_make(const pkvk_ctx *c, pkv_kcase *d, const char *name, const int3
         }
         for (size_t off = 0; off < kv && !rc; off += blk)
             rc = pkvk_h2d(dst + off * eb, rnd, eb * (kv - off < blk ? kv - off : blk));
-        if (!rc && fp8) rc = pkvk_h2d(which ? d->v_scale : d->k_scale, scales, heads * 4);
+        if (!rc && fp8)
+            rc = pkvk_h2d(which ? d->v_scale : d->k_scale, scales + which * heads, heads * 4);
     }
     if (!rc)
         rc = pkvk_h2d(d->q, q, d->q_elems * 2) || pkvk_h2d(d->bt, bt, (size_t)n * stride * 4) ||
