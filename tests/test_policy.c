@@ -18,6 +18,15 @@ static pkv_step_view view(int rows, int64_t ctx, int G, double t_ref, double t_b
     return v;
 }
 
+/* pkv_calib_apply of a JSON text (where: the path its errors name); -2 if it does not
+ * parse. */
+static int apply_text(pkv_calib *c, const char *json, const char *where, pkv_err *e) {
+    cJSON *o = cJSON_Parse(json);
+    int rc = o ? pkv_calib_apply(c, o, where, e) : -2;
+    cJSON_Delete(o);
+    return rc;
+}
+
 /* adaptive's route, checking its reason bits too. */
 static pkv_route adapt(const pkv_calib *c, const pkv_step_view *v, uint8_t want_why,
                        const char *what) {
@@ -75,11 +84,9 @@ static void sections(void) {
           "a section in a section: %s", e.msg);
     remove(path);
     pkv_calib_defaults(&c);
-    cJSON *o = cJSON_Parse("{\"served_model\": {\"beta_gbps\": 1}}");
-    CHECK(pkv_calib_apply(&c, o, "route.overrides", &e) == -1 &&
+    CHECK(apply_text(&c, "{\"served_model\": {\"beta_gbps\": 1}}", "route.overrides", &e) == -1 &&
               strstr(e.msg, "route.overrides.served_model"),
           "a section as an override: %s", e.msg);
-    cJSON_Delete(o);
 }
 
 int main(void) {
@@ -164,10 +171,10 @@ int main(void) {
     pkv_calib g;
     pkv_calib_defaults(&g);
     pkv_err e;
-    cJSON *o =
-        cJSON_Parse("{\"gates\": {\"2\": {\"min_context_tokens\": 1000, \"margin_large\": 1.2}}}");
-    CHECK(pkv_calib_apply(&g, o, "cal.json", &e) == 0, "gates: %s", e.msg);
-    cJSON_Delete(o);
+    CHECK(apply_text(&g,
+                     "{\"gates\": {\"2\": {\"min_context_tokens\": 1000, \"margin_large\": 1.2}}}",
+                     "cal.json", &e) == 0,
+          "gates: %s", e.msg);
     v = view(8, 2000, 4, 2.0, 1.0, 1.0);
     CHECK(adapt(&g, &v, PKV_WHY_NO_GATE, "G=4 without a gate") == PKV_ROUTE_REF_PAGED, "G=4");
     v = view(8, 999, 2, 2.0, 1.0, 1.0);
@@ -177,9 +184,9 @@ int main(void) {
     v = view(8, 1000, 2, 1.21, 1.0, 1.0);
     CHECK(adapt(&g, &v, PKV_WHY_PROMOTED, "G=2 over its margin") == PKV_ROUTE_BUCKET, "1.21x");
     /* Flat gate keys given on top (route.overrides, a sweep axis) apply to those gates. */
-    o = cJSON_Parse("{\"min_context_tokens\": 5000, \"margin_large\": 1.5}");
-    CHECK(pkv_calib_apply(&g, o, "route.overrides", &e) == 0, "overrides: %s", e.msg);
-    cJSON_Delete(o);
+    CHECK(apply_text(&g, "{\"min_context_tokens\": 5000, \"margin_large\": 1.5}", "route.overrides",
+                     &e) == 0,
+          "overrides: %s", e.msg);
     v = view(8, 4999, 2, 2.0, 1.0, 1.0);
     CHECK(adapt(&g, &v, PKV_WHY_CONTEXT, "G=2 under the overridden minimum") == PKV_ROUTE_REF_PAGED,
           "override min");
@@ -189,31 +196,31 @@ int main(void) {
     v = view(8, 5000, 4, 2.0, 1.0, 1.0);
     CHECK(adapt(&g, &v, PKV_WHY_NO_GATE, "G=4 still without a gate") == PKV_ROUTE_REF_PAGED,
           "override adds no gate");
-    /* A gate keyed by anything but a power-of-two G is refused, naming it. */
-    o = cJSON_Parse("{\"gates\": {\"9\": {}}}");
-    CHECK(pkv_calib_apply(&g, o, "cal.json", &e) == -1 && strstr(e.msg, "gates.9"),
+    /* A gate keyed by anything but a group the kernels run (1 to 8, 16, 32, 64) is
+     * refused, naming it. */
+    CHECK(apply_text(&g, "{\"gates\": {\"9\": {}}}", "cal.json", &e) == -1 &&
+              strstr(e.msg, "gates.9"),
           "gate 9 accepted (%s)", e.msg);
-    cJSON_Delete(o);
     /* Every group the kernels run has its own gate: 7 query heads per KV head too. */
-    o = cJSON_Parse("{\"gates\": {\"7\": {\"min_context_tokens\": 100}}}");
-    CHECK(pkv_calib_apply(&g, o, "cal.json", &e) == 0, "gate 7: %s", e.msg);
-    cJSON_Delete(o);
+    CHECK(apply_text(&g, "{\"gates\": {\"7\": {\"min_context_tokens\": 100}}}", "cal.json", &e) ==
+              0,
+          "gate 7: %s", e.msg);
     v = view(8, 200, 7, 2.0, 1.0, 1.0);
     CHECK(adapt(&g, &v, PKV_WHY_PROMOTED, "G=7 over its minimum") == PKV_ROUTE_BUCKET, "G=7");
     v = view(8, 200, 6, 2.0, 1.0, 1.0);
     CHECK(adapt(&g, &v, PKV_WHY_NO_GATE, "G=6 without a gate") == PKV_ROUTE_REF_PAGED, "G=6");
-    o = cJSON_Parse("{\"gates\": {\"fp8/4\": {}}}");
-    CHECK(pkv_calib_apply(&g, o, "cal.json", &e) == -1 && strstr(e.msg, "gates.fp8/4"),
+    CHECK(apply_text(&g, "{\"gates\": {\"fp8/4\": {}}}", "cal.json", &e) == -1 &&
+              strstr(e.msg, "gates.fp8/4"),
           "gate fp8/4 accepted (%s)", e.msg);
-    cJSON_Delete(o);
     /* FP8 KV's own gate ("fp8_e4m3/G"): an FP8 step of that G takes it, a 16-bit step
      * the plain G's; an FP8 step of a G without its own takes the plain one. Written back
      * as read. */
-    o = cJSON_Parse("{\"gates\": {\"4\": {\"min_context_tokens\": 1000},"
-                    " \"fp8_e4m3/4\": {\"min_context_tokens\": 3000, \"margin_large\": 1.1},"
-                    " \"2\": {\"min_context_tokens\": 500}}}");
-    CHECK(pkv_calib_apply(&g, o, "cal.json", &e) == 0, "fp8 gates: %s", e.msg);
-    cJSON_Delete(o);
+    CHECK(apply_text(&g,
+                     "{\"gates\": {\"4\": {\"min_context_tokens\": 1000},"
+                     " \"fp8_e4m3/4\": {\"min_context_tokens\": 3000, \"margin_large\": 1.1},"
+                     " \"2\": {\"min_context_tokens\": 500}}}",
+                     "cal.json", &e) == 0,
+          "fp8 gates: %s", e.msg);
     v = view(8, 2000, 4, 2.0, 1.0, 1.0);
     CHECK(adapt(&g, &v, PKV_WHY_PROMOTED, "FP16 G=4 over its minimum") == PKV_ROUTE_BUCKET,
           "fp16 gate");
@@ -242,9 +249,9 @@ int main(void) {
     pkv_calib rc;
     pkv_calib_defaults(&rc);
     CHECK(pkv_calib_gemm_tflops(&rc, 300) == rc.gemm_tflops, "no table: gemm_tflops");
-    o = cJSON_Parse("{\"gemm_tflops_at\": {\"128\": 300, \"512\": 800}}");
-    CHECK(pkv_calib_apply(&rc, o, "cal.json", &e) == 0, "gemm_tflops_at: %s", e.msg);
-    cJSON_Delete(o);
+    CHECK(apply_text(&rc, "{\"gemm_tflops_at\": {\"128\": 300, \"512\": 800}}", "cal.json", &e) ==
+              0,
+          "gemm_tflops_at: %s", e.msg);
     CHECK(pkv_calib_gemm_tflops(&rc, 1) == 300 && pkv_calib_gemm_tflops(&rc, 4096) == 800,
           "held beyond the widths");
     CHECK(fabs(pkv_calib_gemm_tflops(&rc, 256) - 550) < 1e-9, "256 rows: %g (log midpoint 550)",
@@ -253,11 +260,9 @@ int main(void) {
         "{\"gemm_tflops_at\": {\"512\": 800, \"128\": 300}}", "{\"gemm_tflops_at\": {\"x\": 800}}",
         "{\"gemm_tflops_at\": {\"64\": 0}}", "{\"gemm_tflops_at\": [1, 2]}"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        o = cJSON_Parse(bad[i]);
-        CHECK(pkv_calib_apply(&rc, o, "cal.json", &e) == -1 && strstr(e.msg, "cal.json") &&
+        CHECK(apply_text(&rc, bad[i], "cal.json", &e) == -1 && strstr(e.msg, "cal.json") &&
                   strstr(e.msg, "gemm_tflops_at"),
               "%s accepted (%s)", bad[i], e.msg);
-        cJSON_Delete(o);
     }
 
     /* route_model_by_group: a run of group G takes its group's models for the routes
@@ -280,9 +285,7 @@ int main(void) {
                  "\"flashinfer_decode_ctas_per_sm\": 8, "
                  "\"flashinfer_decode_ctas_by_group\": {\"1\": 4, \"8\": 6}}",
                  m10, m20, m30);
-        o = cJSON_Parse(by_group);
-        CHECK(o && pkv_calib_apply(&gm, o, "cal.json", &e) == 0, "by group: %s", e.msg);
-        cJSON_Delete(o);
+        CHECK(apply_text(&gm, by_group, "cal.json", &e) == 0, "by group: %s", e.msg);
         pkv_calib g4 = gm, g8 = gm;
         pkv_calib_use_group(&g4, 4);
         pkv_calib_use_group(&g8, 8);
@@ -318,11 +321,9 @@ int main(void) {
             "{\"flashinfer_decode_ctas_by_group\": {\"12\": 2}}",
             "{\"flashinfer_decode_ctas_by_group\": {\"2\": 2.5}}"};
         for (size_t i = 0; i < sizeof bad_g / sizeof bad_g[0]; i++) {
-            o = cJSON_Parse(bad_g[i]);
-            CHECK(o && pkv_calib_apply(&gm, o, "cal.json", &e) == -1 &&
-                      strstr(e.msg, "cal.json.") && strstr(e.msg, "_by_group"),
+            CHECK(apply_text(&gm, bad_g[i], "cal.json", &e) == -1 && strstr(e.msg, "cal.json.") &&
+                      strstr(e.msg, "_by_group"),
                   "%s accepted (%s)", bad_g[i], e.msg);
-            cJSON_Delete(o);
         }
     }
 
