@@ -191,42 +191,33 @@ typedef struct cap_data {
     const size_t *n;
 } cap_data;
 
-/* The summed squared log ratio of predicted over measured with the cap at exp(x) GB/s. */
-static double cap_error(double x, void *p) {
-    const cap_data *d = p;
-    double sum = 0;
+/* Over the PersistentKV routes' steps with the cap at bps: the summed squared log ratio
+ * of predicted over measured (log_sq), or the relative error of the summed prediction. */
+static double cap_fit(const cap_data *d, double bps, bool log_sq) {
+    double sum = 0, pred = 0, meas = 0;
     for (int r = 0; r < PKV_ROUTE_COUNT; r++) {
         if (pkv_route_is_flashinfer((pkv_route)r)) continue;
         for (size_t i = 0; i < d->n[r]; i++) {
             pkv_counters k = d->k[r][i];
-            k.cta_bps_max = exp(x) * 1e9;
-            const double l = log(pkv_cost_route_time(d->c, (pkv_route)r, NULL, &k) / d->t[r][i]);
-            sum += l * l;
+            k.cta_bps_max = bps;
+            const double p = pkv_cost_route_time(d->c, (pkv_route)r, NULL, &k),
+                         l = log(p / d->t[r][i]);
+            sum += l * l, pred += p, meas += d->t[r][i];
         }
     }
-    return sum;
+    return log_sq ? sum : pred / meas - 1;
 }
 
-int pkv_fit_fp8_cap(const pkv_calib *c, pkv_counters *const *k, const double *const *t,
-                    const size_t *n, double *bps, pkv_err *e) {
-    size_t steps = 0;
-    for (int r = 0; r < PKV_ROUTE_COUNT; r++)
-        if (!pkv_route_is_flashinfer((pkv_route)r)) steps += n[r];
-    if (steps == 0) return pkv_fail(e, "no step over FP8 KV on a PersistentKV route");
-    cap_data d = {c, k, t, n};
-    gsl_function f = {cap_error, &d};
-    /* Brent needs an interior point below both ends: the best of a coarse grid. */
-    const double lo = log(1.0), hi = log(1e4);
-    double best = lo, fbest = INFINITY;
-    for (int i = 0; i <= 64; i++) {
-        const double x = lo + (hi - lo) * i / 64, fx = cap_error(x, &d);
-        if (fx < fbest) best = x, fbest = fx;
-    }
-    const double step = (hi - lo) / 64, a = fmax(lo, best - step), b = fmin(hi, best + step);
-    *bps = exp(best) * 1e9;
-    if (!(cap_error(a, &d) > fbest && cap_error(b, &d) > fbest)) return 0; /* at an end, or flat */
+static double cap_error(double x, void *p) {
+    return cap_fit(p, exp(x) * 1e9, true);
+}
+
+/* Brent's minimizer on cap_error from best (below both ends a, b): the cap's log (the
+ * grid's best where GSL cannot allocate its minimizer). */
+static double refine(cap_data *d, double best, double a, double b) {
+    gsl_function f = {cap_error, d};
     gsl_min_fminimizer *m = gsl_min_fminimizer_alloc(gsl_min_fminimizer_brent);
-    if (!m) return pkv_fail(e, "out of memory");
+    if (!m) return best;
     gsl_error_handler_t *old = gsl_set_error_handler_off();
     if (gsl_min_fminimizer_set(m, &f, best, a, b) == GSL_SUCCESS)
         for (int it = 0; it < 100; it++) {
@@ -235,8 +226,31 @@ int pkv_fit_fp8_cap(const pkv_calib *c, pkv_counters *const *k, const double *co
                                       1e-6, 0) == GSL_SUCCESS)
                 break;
         }
-    *bps = exp(gsl_min_fminimizer_x_minimum(m)) * 1e9;
+    best = gsl_min_fminimizer_x_minimum(m);
     gsl_set_error_handler(old);
     gsl_min_fminimizer_free(m);
+    return best;
+}
+
+int pkv_fit_fp8_cap(const pkv_calib *c, pkv_counters *const *k, const double *const *t,
+                    const size_t *n, double *bps, double sum_err[2], pkv_err *e) {
+    size_t steps = 0;
+    for (int r = 0; r < PKV_ROUTE_COUNT; r++)
+        if (!pkv_route_is_flashinfer((pkv_route)r)) steps += n[r];
+    if (steps == 0) return pkv_fail(e, "no step over FP8 KV on a PersistentKV route");
+    cap_data d = {c, k, t, n};
+    /* Brent needs an interior point below both ends: the best of a coarse grid. */
+    const double lo = log(1.0), hi = log(1e4);
+    double best = lo, fbest = INFINITY;
+    for (int i = 0; i <= 64; i++) {
+        const double x = lo + (hi - lo) * i / 64, fx = cap_error(x, &d);
+        if (fx < fbest) best = x, fbest = fx;
+    }
+    const double step = (hi - lo) / 64, a = fmax(lo, best - step), b = fmin(hi, best + step);
+    if (cap_error(a, &d) > fbest && cap_error(b, &d) > fbest) /* else at an end, or flat */
+        best = refine(&d, best, a, b);
+    *bps = exp(best) * 1e9;
+    if (sum_err)
+        sum_err[0] = cap_fit(&d, c->kv_fp8_cta_gbps, false), sum_err[1] = cap_fit(&d, *bps, false);
     return 0;
 }

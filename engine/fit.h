@@ -26,9 +26,11 @@ void pkv_fit_error(const pkv_calib *c, pkv_route r, const pkv_route_model *m, co
  * calibration's models of PersistentKV's routes closest to steps over FP8 KV (route
  * r's n[r] steps k[r][i], measured t[r][i]; FlashInfer's routes ignored), minimizing
  * the summed squared log ratio over a cap from 1 GB/s to 10 TB/s (GSL's Brent
- * minimizer on its log). 0, or -1 with e set (no step of a PersistentKV route). */
+ * minimizer on its log). sum_err (may be NULL) receives the relative error of those
+ * steps' summed prediction at the calibration's cap and at the fitted one. 0, or -1
+ * with e set (no step of a PersistentKV route). */
 int pkv_fit_fp8_cap(const pkv_calib *c, pkv_counters *const *k, const double *const *t,
-                    const size_t *n, double *bps, pkv_err *e);
+                    const size_t *n, double *bps, double sum_err[2], pkv_err *e);
 
 /* y ~ sum_j coef[j] x[j] over n points by (weighted: w, else ordinary) least squares
  * (GSL), no coefficient negative; x[j] NULL is the constant term. Exact for the few

@@ -88,13 +88,13 @@ int main(void) {
         }
         double bps = 0;
         pkv_err e8;
-        CHECK(pkv_fit_fp8_cap(&c8, k8, (const double *const *)t8, n8, &bps, &e8) == 0 &&
+        CHECK(pkv_fit_fp8_cap(&c8, k8, (const double *const *)t8, n8, &bps, NULL, &e8) == 0 &&
                   fabs(bps / 9e9 - 1) < 0.02,
               "FP8 cap %.3f GB/s, truth 9 (%s)", bps / 1e9, e8.msg);
         printf("FP8 KV's CTA cap: %.3f GB/s (truth 9)\n", bps / 1e9);
         size_t none[PKV_ROUTE_COUNT] = {0};
         none[PKV_ROUTE_FLASHINFER_TC] = n8[PKV_ROUTE_FLASHINFER_TC];
-        CHECK(pkv_fit_fp8_cap(&c8, k8, (const double *const *)t8, none, &bps, &e8) == -1,
+        CHECK(pkv_fit_fp8_cap(&c8, k8, (const double *const *)t8, none, &bps, NULL, &e8) == -1,
               "a cap fitted to FlashInfer's steps alone");
         for (int q = 0; q < PKV_ROUTE_COUNT; q++) free(k8[q]), free(t8[q]);
         pkv_planner_free(&p8);
