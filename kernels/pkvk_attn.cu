@@ -46,9 +46,6 @@ constexpr int STAGES = 3;
 
 enum Mode { MODE_REF = 0, MODE_BUCKET = 1, MODE_TASKS = 2, MODE_FUSED = 3 };
 
-// A workqueue split on the device, worked by hkv CTAs, is the plan's task entry as it
-// is (pkvk_task): the upload copies the list.
-
 struct Params {
     const __half *q;
     __half *o;
@@ -62,85 +59,18 @@ struct Params {
     const int32_t *split_offsets;
     const int32_t *bucket_rows;
     int32_t row_begin, splits;
-    const pkvk_task *spans; // WORKQUEUE / FUSED: CTA x runs span x / hkv for KV head x % hkv
-    int32_t layout_rows;    // a fixed grid's plan: split_offsets[layout_rows] is its slot count
-    float *part_acc;        // [slot][hkv][G][D]
-    float *part_ml;         // [slot][hkv][G][2]: m (log2 domain), l
-    int *counters;          // [n_rows * hkv] fused completion counters, left at 0
-    int bf16;               // Q and O (K and V unless kv8) are BF16, else FP16
-    int kv8;                // K and V are FP8 E4M3 codes with their scales
+    const pkvk_task
+        *spans;          // workqueue, fused: the plan's tasks; CTA x runs x / hkv, KV head x % hkv
+    int32_t layout_rows; // a fixed grid's plan: split_offsets[layout_rows] is its slot count
+    float *part_acc;     // [slot][hkv][G][D]
+    float *part_ml;      // [slot][hkv][G][2]: m (log2 domain), l
+    int *counters;       // [n_rows * hkv] fused completion counters, left at 0
+    int bf16;            // Q and O (K and V unless kv8) are BF16, else FP16
+    int kv8;             // K and V are FP8 E4M3 codes with their scales
 };
 
 #include "pkvk_attn_tile.cuh"
-
-// Merge n partial states (m, l, acc[d]) of each of NG query heads into out[g * D + d],
-// with the D threads of a block (thread = dimension). Head g's state s is at
-// ml[s * stride_ml + 2 * g] and acc[s * stride_acc + g * D]. The NG * n (m, l) pairs
-// are first read in parallel into shared memory (sh: sh_floats) and turned into
-// weights w = exp2(m - M) / L once, one warp per head; then each thread's NG * n loads
-// of acc are independent, so they overlap instead of queuing one L2 round trip per
-// slot or per head. A neutral state (m = -inf) gets weight 0. LOAD_CG reads through
-// L2 only, for states that other CTAs of the same launch wrote (the fused route).
-constexpr int MERGE_SLOTS = 512;
-
-template <bool LOAD_CG> __device__ __forceinline__ float ld(const float *x) {
-    return LOAD_CG ? __ldcg(x) : *x;
-}
-
-template <int D, int NG, bool LOAD_CG, bool BF>
-__device__ void merge_states(const float *ml, const float *acc, int n, int stride_ml,
-                             int stride_acc, float *sh, int sh_floats, __half *out) {
-    const int tid = threadIdx.x;
-    if (2 * NG * n > sh_floats) { // more states than the buffer holds: serial but exact
-        for (int g = 0; g < NG; g++) {
-            float M = neg_inf(), L = 0.f, a = 0.f;
-            for (int s = 0; s < n; s++)
-                M = fmaxf(M, ld<LOAD_CG>(ml + (size_t)s * stride_ml + 2 * g));
-            for (int s = 0; s < n; s++) {
-                float m = ld<LOAD_CG>(ml + (size_t)s * stride_ml + 2 * g);
-                if (m == neg_inf()) continue; // a neutral state: weight 0, acc not read
-                float c = pkvk_sm_weight(m, M);
-                L += c * ld<LOAD_CG>(ml + (size_t)s * stride_ml + 2 * g + 1);
-                a += c * ld<LOAD_CG>(acc + (size_t)s * stride_acc + g * D + tid);
-            }
-            store16<BF>(&out[g * D + tid], a / L);
-        }
-        return;
-    }
-    float *w = sh, *ls = sh + NG * n; // [NG][n] each
-    for (int i = tid; i < NG * n; i += D) {
-        int s = i / NG, g = i % NG; // consecutive threads read consecutive pairs
-        w[g * n + s] = ld<LOAD_CG>(ml + (size_t)s * stride_ml + 2 * g);
-        ls[g * n + s] = ld<LOAD_CG>(ml + (size_t)s * stride_ml + 2 * g + 1);
-    }
-    __syncthreads();
-    const int warp = tid / 32, lane = tid % 32;
-    for (int g = warp; g < NG; g += D / 32) { // M and L over the slots, then the weights
-        float *wg = w + g * n, *lg = ls + g * n;
-        float M = neg_inf();
-        for (int s = lane; s < n; s += 32) M = fmaxf(M, wg[s]);
-        for (int o = 16; o > 0; o >>= 1) M = fmaxf(M, __shfl_xor_sync(0xffffffffu, M, o));
-        float L = 0.f;
-        for (int s = lane; s < n; s += 32) L += pkvk_sm_weight(wg[s], M) * lg[s];
-        for (int o = 16; o > 0; o >>= 1) L += __shfl_xor_sync(0xffffffffu, L, o);
-        __syncwarp();
-        // Neutral states weigh 0 even where L is 0 (tested before the division).
-        for (int s = lane; s < n; s += 32)
-            wg[s] = wg[s] == neg_inf() ? 0.f : pkvk_sm_weight(wg[s], M) / L;
-    }
-    __syncthreads();
-    float a[NG];
-#pragma unroll
-    for (int g = 0; g < NG; g++) a[g] = 0.f;
-#pragma unroll 8
-    for (int s = 0; s < n; s++)
-#pragma unroll
-        for (int g = 0; g < NG; g++)
-            a[g] += w[g * n + s] * ld<LOAD_CG>(acc + (size_t)s * stride_acc + g * D + tid);
-#pragma unroll
-    for (int g = 0; g < NG; g++) store16<BF>(&out[g * D + tid], a[g]);
-    __syncthreads(); // sh may be reused by the caller
-}
+#include "pkvk_attn_merge.cuh"
 
 // A CTA's shared memory: the pipeline's stages, [STAGES][WARPS][K, V][wtok][D x the KV
 // element's bytes / 16] 16-byte chunks, XOR-swizzled, read by ldmatrix; for FP8 KV also
@@ -477,26 +407,6 @@ __global__ void __launch_bounds__(THREADS, 2) attn_kernel(const Params p) {
     }
 }
 
-// Segmented merge: block (row, query head), one thread per dimension. Rows with a
-// single slot were written directly by their split and are skipped.
-template <int D, bool BF> __global__ void __launch_bounds__(D) merge_kernel(const Params p, int G) {
-    // Launched as a programmatic dependent of the split kernel (launch_merge): its
-    // blocks may be resident before that kernel ends, and wait here until it has
-    // completed and its writes are visible.
-#if __CUDA_ARCH__ >= 900
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
-    __shared__ float sh[2 * MERGE_SLOTS];
-    int row = p.bucket_rows ? p.bucket_rows[p.row_begin + blockIdx.x] : blockIdx.x;
-    int h = blockIdx.y, kvh = h / G, g = h % G;
-    int s0 = p.split_offsets[row], n = p.split_offsets[row + 1] - s0;
-    if (n <= 1) return;
-    size_t base = ((size_t)s0 * p.hkv + kvh) * G + g;
-    merge_states<D, 1, false, BF>(p.part_ml + base * 2, p.part_acc + base * D, n, p.hkv * G * 2,
-                                  p.hkv * G * D, sh, 2 * MERGE_SLOTS,
-                                  p.o + ((size_t)row * p.hq + h) * D);
-}
-
 template <int D, int G, int MODE, bool FIXED, bool BF, bool F8>
 int launch_attn(cudaStream_t st, dim3 grid, const Params &p) {
     static_assert((2 * WARPS * G + 2 * G + WARPS * G * D) * sizeof(float) <= smem_bytes<F8>(D),
@@ -526,24 +436,6 @@ int launch_mode(cudaStream_t st, int D, int G, dim3 grid, const Params &p) {
                       : launch_g<128, MODE, FIXED, false, true>(st, G, grid, p);
     return p.bf16 ? launch_g<128, MODE, FIXED, true, false>(st, G, grid, p)
                   : launch_g<128, MODE, FIXED, false, false>(st, G, grid, p);
-}
-
-int launch_merge(cudaStream_t st, const Params &p, int G, int D, unsigned rows) {
-    if (D != 128) return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "head dimension must be 128");
-    // Programmatic dependent launch: the merge's launch overlaps the split kernel's
-    // run instead of following its end.
-    cudaLaunchAttribute attr = {};
-    attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attr.val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(rows, p.hq);
-    cfg.blockDim = dim3(128);
-    cfg.stream = st;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    PKVK_CK(cudaLaunchKernelEx(&cfg, p.bf16 ? merge_kernel<128, true> : merge_kernel<128, false>, p,
-                               G));
-    return PKVK_OK;
 }
 
 template <int D, int G, bool BF, bool F8> int configure_gt() {
@@ -689,19 +581,16 @@ extern "C" int pkvk_launch(pkvk_workspace *w, const pkvk_batch *b, const pkvk_pl
     return launchers[plan->route](w, b, plan, p, G, s.d, rows, launches);
 }
 
+// The workqueue kernel of group size g (FP16), as launch_g finds it.
+template <int G = 1> static const void *tasks_kernel(int g) {
+    if (g == G) return (const void *)attn_kernel<128, G, MODE_TASKS, false, false, false>;
+    if constexpr (G < 8) return tasks_kernel<G + 1>(g);
+    return nullptr;
+}
+
 extern "C" int pkvk_occupancy(int d, int G, int *ctas_per_sm) {
     if (d != 128) return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "head dimension must be 128");
-    static const void *const ks[9] = {
-        nullptr,
-        (const void *)attn_kernel<128, 1, MODE_TASKS, false, false, false>,
-        (const void *)attn_kernel<128, 2, MODE_TASKS, false, false, false>,
-        (const void *)attn_kernel<128, 3, MODE_TASKS, false, false, false>,
-        (const void *)attn_kernel<128, 4, MODE_TASKS, false, false, false>,
-        (const void *)attn_kernel<128, 5, MODE_TASKS, false, false, false>,
-        (const void *)attn_kernel<128, 6, MODE_TASKS, false, false, false>,
-        (const void *)attn_kernel<128, 7, MODE_TASKS, false, false, false>,
-        (const void *)attn_kernel<128, 8, MODE_TASKS, false, false, false>};
-    const void *k = G >= 1 && G <= 8 ? ks[G] : nullptr;
+    const void *k = tasks_kernel(G);
     if (!k) return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "GQA group size must be 1 to 8");
     int rc = pkvk_attn_configure(); // callable without a context (calibration, tests)
     if (rc) return rc;
