@@ -25,14 +25,12 @@ void pkv_backend_device_name(pkv_backend_kind k, char *name, size_t n) {
 int pkv_backend_supports(pkv_backend_kind k, const pkv_model *m, pkv_err *e) {
     const pkv_backend_kind kind = pkv_backend_resolve(k);
     const pkvk_shape s = pkv_model_attn_shape(m);
-    const bool fp16 = s.dtype == PKVK_FP16 && s.kv_dtype == PKVK_FP16;
+    const bool fp16 = s.dtype == PKVK_FP16 && s.kv_dtype == PKVK_FP16, study = !pkv_model_dense(m);
     /* the GPU's attention kernels also run BF16 queries, and KV of the queries' type or
      * FP8: the study layer's */
     const bool typed = (s.dtype == PKVK_FP16 || s.dtype == PKVK_BF16) &&
-                       (s.kv_dtype == s.dtype || s.kv_dtype == PKVK_FP8_E4M3) &&
-                       !pkv_model_dense(m);
-    if (kind == PKV_BACKEND_MODEL || (kind == PKV_BACKEND_CPU && (fp16 || !pkv_model_dense(m))))
-        return 0;
+                       (s.kv_dtype == s.dtype || s.kv_dtype == PKVK_FP8_E4M3) && study;
+    if (kind == PKV_BACKEND_MODEL || (kind == PKV_BACKEND_CPU && (fp16 || study))) return 0;
     if (!fp16 && !typed)
         return pkv_fail(e,
                         "model %s: model.dtype %s with model.kv_dtype %s runs on the model "

@@ -104,7 +104,6 @@ double pkv_model_prefill_attn_time(const pkv_model *m, const pkv_calib *c, const
 }
 
 double pkv_model_weight_bytes(const pkv_model *m) {
-    if (!pkv_model_dense(m)) return 0;
     double kn[5][2];
     widths(m, kn);
     double b = 2.0 * m->vocab / m->tp * m->hidden /* embedding */ + 2 * kn[4][0] * kn[4][1];
@@ -116,6 +115,15 @@ double pkv_model_page_bytes(const pkv_model *m) {
     pkvk_shape s = pkv_model_attn_shape(m);
     /* FP8: the page's K and V scale of each KV head beside its bytes */
     const double scales = s.kv_dtype == PKVK_FP8_E4M3 ? 2.0 * s.hkv * sizeof(float) : 0;
-    return (m->layers > 0 ? m->layers : 1) *
+    return m->layers *
            (2.0 /* K, V */ * s.hkv * s.page_size * s.d * pkvk_dtype_bytes(s.kv_dtype) + scales);
+}
+
+pkv_model_figures pkv_model_figures_of(const pkv_model *m) {
+    pkv_calib none; /* FLOPs are counts: any calibration's */
+    pkv_calib_defaults(&none);
+    pkv_dense_cost dc;
+    pkv_model_dense_cost(m, &none, 1, 1, &dc);
+    return (pkv_model_figures){pkv_model_weight_bytes(m), pkv_model_page_bytes(m) / m->page_size,
+                               dc.flops};
 }

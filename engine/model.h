@@ -76,5 +76,11 @@ double pkv_model_prefill_scores(const pkv_model *m, const int32_t *lens, const i
 /* Bytes on the GPU: weights, and KV pool per page over all layers. */
 double pkv_model_weight_bytes(const pkv_model *m);
 double pkv_model_page_bytes(const pkv_model *m);
+/* What a step reads and computes per token, per GPU (the summary's and the resolved
+ * experiment's figures; the study layer: no weights, no dense FLOPs, its layer's KV). */
+typedef struct pkv_model_figures {
+    double weight_bytes, kv_bytes_per_token, dense_flops_per_token;
+} pkv_model_figures;
+pkv_model_figures pkv_model_figures_of(const pkv_model *m);
 
 #endif

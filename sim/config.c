@@ -577,14 +577,10 @@ int pkv_config_resolve(pkv_config *c) {
         if (i == 0) {
             /* The model's figures (per GPU): what a step reads and computes. */
             cJSON *f = cJSON_AddObjectToObject(sec[i], "figures");
-            pkv_dense_cost dc;
-            pkv_calib none;
-            pkv_calib_defaults(&none);
-            pkv_model_dense_cost(&c->model, &none, 1, 1, &dc);
-            cJSON_AddNumberToObject(f, "weight_bytes", pkv_model_weight_bytes(&c->model));
-            cJSON_AddNumberToObject(f, "kv_bytes_per_token",
-                                    pkv_model_page_bytes(&c->model) / c->model.page_size);
-            cJSON_AddNumberToObject(f, "dense_flops_per_token", dc.flops);
+            const pkv_model_figures mf = pkv_model_figures_of(&c->model);
+            cJSON_AddNumberToObject(f, "weight_bytes", mf.weight_bytes);
+            cJSON_AddNumberToObject(f, "kv_bytes_per_token", mf.kv_bytes_per_token);
+            cJSON_AddNumberToObject(f, "dense_flops_per_token", mf.dense_flops_per_token);
             pkv_config_resolve_workload(&c->workload, &c->trace_spec, r);
         }
     }

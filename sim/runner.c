@@ -511,14 +511,10 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
     sink.t_progress = pkv_clock_now();
     if (pkv_sim_run(&sim, e)) goto done;
 ran:
-    if (pkv_model_dense(&cfg->model)) {
-        sink.sum.model_weight_bytes = pkv_model_weight_bytes(&cfg->model);
-        sink.sum.model_kv_bytes_per_token =
-            pkv_model_page_bytes(&cfg->model) / cfg->model.page_size;
-        pkv_dense_cost dc;
-        pkv_model_dense_cost(&cfg->model, &cal, 1, 1, &dc);
-        sink.sum.model_dense_flops_per_token = dc.flops;
-    }
+    const pkv_model_figures mf = pkv_model_figures_of(&cfg->model);
+    sink.sum.model_weight_bytes = mf.weight_bytes;
+    sink.sum.model_kv_bytes_per_token = mf.kv_bytes_per_token;
+    sink.sum.model_dense_flops_per_token = mf.dense_flops_per_token;
     if (rec && pkv_h5rec_summary(rec, &sink.sum, e)) goto done;
     *out = sink.sum;
     rc = 0;
