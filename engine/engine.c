@@ -310,8 +310,8 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
     } else {
         if (eng->backend->prepare(eng->backend, v, e)) return -1;
         r = eng->policy.choose(&eng->policy, eng->cal, &sv, &rec->policy_why);
-        /* Only the workqueue routes write task lists: the chosen one's, from its plan. */
-        if (lazy && pkv_route_is_workqueue(r)) {
+        /* The chosen plan's task list (the workqueue routes'), from its counted layout. */
+        if (lazy) {
             int rc = pkvk_plan_write_tasks(&eng->planner.plans[r], &eng->shape, v->seq_lens);
             if (rc)
                 return pkv_fail(e, "step %llu: laying out %s failed (status %d)",

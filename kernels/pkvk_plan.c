@@ -101,7 +101,7 @@ int pkvk_plan_workqueue(pkvk_plan *p, pkv_route route, const pkvk_shape *s, cons
 }
 
 int pkvk_plan_write_tasks(pkvk_plan *p, const pkvk_shape *s, const int32_t *seq_lens) {
-    if (!pkv_route_is_workqueue(p->route)) return PKVK_ERR_INVALID;
+    if (!pkv_route_is_workqueue(p->route)) return PKVK_OK;
     if (p->n_tasks > p->cap_tasks) return PKVK_ERR_INVALID;
     int32_t nt = 0;
     for (int32_t i = 0; i < p->n_rows; i++) {

@@ -80,7 +80,8 @@ int pkvk_plan_workqueue(pkvk_plan *p, pkv_route route, const pkvk_shape *s, cons
  * order inside a bucket; buckets come in decreasing route length. Empty splits keep
  * their slot (the kernel writes the neutral state there). */
 /* Write the task list of a workqueue plan made counts-only (its split_offsets say
- * each row's splits): the chosen route of a step is laid out without planning again. */
+ * each row's splits): the chosen route of a step is laid out without planning again.
+ * A plan of another route has no task list: nothing to write. */
 int pkvk_plan_write_tasks(pkvk_plan *p, const pkvk_shape *s, const int32_t *seq_lens);
 int pkvk_plan_bucket(pkvk_plan *p, const int32_t *seq_lens, const int32_t *route_lens,
                      int32_t n_rows,

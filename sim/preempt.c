@@ -109,9 +109,9 @@ int pkv_sim_grow_pages(pkv_sim *s, pkv_err *e) {
             pkv_sim_mark_dirty(s, i, r->n_pages);
             r->n_pages++;
         }
-        /* The step appends its input token: a full model's last sampled one (the
-         * prefill sampled the first), the study layer's next one. */
-        s->seq_lens[i] = (int32_t)(pkv_sim_stored_tokens(r) + !pkv_model_dense(&s->cfg->model));
+        /* The step appends its input token: the last sampled one where the prefill
+         * sampled the first, else (the study layer) the next one. */
+        s->seq_lens[i] = (int32_t)(pkv_sim_stored_tokens(r) + !s->prefill_samples);
     }
     return 0;
 }
