@@ -13,55 +13,13 @@
 /* The simulator's events (pkv_event.kind). */
 enum { EVENT_ARRIVAL = 0, EVENT_PREFILL_DONE, EVENT_STEP_DONE, EVENT_FINISH };
 
-/* ---- requests --------------------------------------------------------------------- */
-/* A request lives in a slot from its arrival to its finish; a finished request's row
- * goes to the sink, and its slot is taken by a later arrival, so memory follows the
- * requests in the system, not the run's length. Slot indices are what the queues and
- * events hold; rec.id numbers requests in arrival order. */
-static int64_t new_request(pkv_sim *s, const pkv_request_draw *d, double t) {
-    int64_t slot;
-    if (s->n_free_slots > 0) {
-        slot = s->free_slots[--s->n_free_slots];
-    } else {
-        if (s->n_slots == s->cap_slots) {
-            size_t cap = s->cap_slots ? s->cap_slots * 2 : 1024;
-            pkv_sim_request *r = realloc(s->req, cap * sizeof *r);
-            if (!r) return -1;
-            s->req = r;
-            int64_t *f = realloc(s->free_slots, cap * sizeof *f);
-            if (!f) return -1;
-            s->free_slots = f;
-            s->cap_slots = cap;
-        }
-        slot = (int64_t)s->n_slots++;
-    }
-    s->req[slot] = (pkv_sim_request){.rec = {.id = (int64_t)s->n_arrived++,
-                                             .t_arrival = t,
-                                             .t_admitted = NAN,
-                                             .t_first_token = NAN,
-                                             .t_finish = NAN,
-                                             .t_transfer_start = NAN,
-                                             .t_transfer_end = NAN,
-                                             .prompt_len = d->prompt_len,
-                                             .slo_class = (uint8_t)d->slo_class,
-                                             .session = d->session,
-                                             .turn = d->turn,
-                                             .decode_len = d->decode_len,
-                                             .state = PKV_REQ_WAITING},
-                                     .prefix_group = d->prefix_group,
-                                     .hashes = d->hashes,
-                                     .n_hashes = d->n_hashes,
-                                     .live = true};
-    return slot;
-}
-
+/* ---- requests (their slots: sim_setup.c) ------------------------------------------ */
 /* A request leaves the simulation (finished, or still in it at the end): its row goes
  * to the sink, its slot is freed. */
 static int retire_request(pkv_sim *s, int64_t slot, pkv_err *e) {
     pkv_sim_request *r = &s->req[slot];
     if (s->sink.request && s->sink.request(s->sink.ctx, &r->rec, e)) return -1;
-    r->live = false;
-    s->free_slots[s->n_free_slots++] = slot;
+    pkv_sim_free_slot(s, slot);
     return 0;
 }
 
@@ -241,7 +199,7 @@ static int handle(pkv_sim *s, const pkv_event *ev, pkv_err *e) {
     switch (ev->kind) {
     case EVENT_ARRIVAL: {
         const pkv_request_draw *d = ev->arg > 0 ? &s->first[ev->arg - 1] : &s->next_draw;
-        int64_t slot = new_request(s, d, ev->t);
+        int64_t slot = pkv_sim_new_request(s, d, ev->t);
         if (slot < 0 || pkv_sim_wait_push_back(s, slot)) return pkv_fail(e, "out of memory");
         return s->cfg->workload.arrival.kind != PKV_ARRIVAL_CLOSED ? schedule_arrival(s, ev->t, e)
                                                                    : 0;
@@ -263,7 +221,7 @@ static int handle(pkv_sim *s, const pkv_event *ev, pkv_err *e) {
              * instant must not share one queued draw) */
             pkv_request_draw d;
             if (pkv_workload_next(&s->wl, ev->t, &d) == 0) {
-                const int64_t slot = new_request(s, &d, ev->t);
+                const int64_t slot = pkv_sim_new_request(s, &d, ev->t);
                 if (slot < 0 || pkv_sim_wait_push_back(s, slot))
                     return pkv_fail(e, "out of memory");
             }
@@ -307,7 +265,7 @@ int pkv_sim_start(pkv_sim *s, pkv_err *e) {
                     return pkv_fail(e, "out of memory");
                 continue;
             }
-            int64_t id = new_request(s, &d, 0.0);
+            int64_t id = pkv_sim_new_request(s, &d, 0.0);
             if (id < 0 || pkv_sim_wait_push_back(s, id)) return pkv_fail(e, "out of memory");
         }
     } else if (schedule_arrival(s, 0.0, e)) {
@@ -326,7 +284,7 @@ static int outside(pkv_sim *s, pkv_err *e) {
 int pkv_sim_inject(pkv_sim *s, const pkv_request_draw *d, double t_arrival, double t,
                    const pkv_request_rec *prefilled, pkv_err *e) {
     if (t > s->t_now) s->t_now = t;
-    const int64_t slot = new_request(s, d, t_arrival);
+    const int64_t slot = pkv_sim_new_request(s, d, t_arrival);
     if (slot < 0 || pkv_sim_wait_push_back(s, slot)) return pkv_fail(e, "out of memory");
     if (prefilled) {
         pkv_sim_request *r = &s->req[slot];
@@ -342,21 +300,8 @@ int pkv_sim_inject(pkv_sim *s, const pkv_request_draw *d, double t_arrival, doub
 int pkv_sim_release(pkv_sim *s, int64_t slot, double t, pkv_err *e) {
     if (t > s->t_now) s->t_now = t;
     pkv_sim_release_pages(s, &s->req[slot]);
-    s->req[slot].live = false;
-    s->free_slots[s->n_free_slots++] = slot;
+    pkv_sim_free_slot(s, slot);
     return outside(s, e);
-}
-
-pkv_request_draw pkv_sim_draw_of(const pkv_sim_request *r) {
-    return (pkv_request_draw){.t_arrival = r->rec.t_arrival,
-                              .prompt_len = r->rec.prompt_len,
-                              .decode_len = r->rec.decode_len,
-                              .prefix_group = r->prefix_group,
-                              .session = r->rec.session,
-                              .turn = r->rec.turn,
-                              .slo_class = r->rec.slo_class,
-                              .hashes = r->hashes,
-                              .n_hashes = r->n_hashes};
 }
 
 double pkv_sim_next_t(const pkv_sim *s) {

@@ -1,7 +1,6 @@
 /* What the simulation's files share (sim.c: the loop and the request lifecycle;
- * pages.c: the waiting queue, the running batch and a request's pages; admit.c;
- * preempt.c;
- * the schedulers). Not for use outside sim/. */
+ * sim_setup.c: its construction and the requests' slots; pages.c: the waiting queue, the running
+ * batch and a request's pages; admit.c; preempt.c; the schedulers). Not for use outside sim/. */
 #ifndef PKV_SIM_PARTS_H
 #define PKV_SIM_PARTS_H
 
@@ -24,6 +23,11 @@ static inline int64_t pkv_sim_reserved_tokens(const pkv_sim *s, const pkv_sim_re
 static inline bool pkv_sim_more_steps(const pkv_sim *s) {
     return s->cfg->max_steps == 0 || (int64_t)s->steps < s->cfg->max_steps;
 }
+
+/* sim_setup.c: a slot for a request arriving at t with draw d (-1: out of memory), and
+ * a slot freed (its request left: its row recorded, or handed to another replica). */
+int64_t pkv_sim_new_request(pkv_sim *s, const pkv_request_draw *d, double t);
+void pkv_sim_free_slot(pkv_sim *s, int64_t slot);
 
 /* pages.c */
 /* The simulation's bookkeeping (the KV pool, the prefix cache's table, the swap pool,

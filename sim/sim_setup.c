@@ -1,6 +1,7 @@
 /* A simulation's construction and teardown: its queues, block tables and chunk
  * lists sized by serving.max_active, the KV pools (and the host pool of preemption by
- * swap), the prefix cache, the workload's streams. The loop is sim.c's. */
+ * swap), the prefix cache, the workload's streams; and the requests' slots, taken at
+ * an arrival and freed when a request leaves. The loop is sim.c's. */
 #include "sim_parts.h"
 #include "sched.h"
 #include "rng.h"
@@ -101,4 +102,63 @@ void pkv_sim_free(pkv_sim *s) {
     s->req = NULL;
     s->free_slots = NULL;
     s->n_slots = s->n_free_slots = 0;
+}
+
+/* ---- request slots ------------------------------------------------------------------ */
+/* A request lives in a slot from its arrival to its finish; a finished request's row
+ * goes to the sink, and its slot is taken by a later arrival, so memory follows the
+ * requests in the system, not the run's length. Slot indices are what the queues and
+ * events hold; rec.id numbers requests in arrival order. */
+int64_t pkv_sim_new_request(pkv_sim *s, const pkv_request_draw *d, double t) {
+    int64_t slot;
+    if (s->n_free_slots > 0) {
+        slot = s->free_slots[--s->n_free_slots];
+    } else {
+        if (s->n_slots == s->cap_slots) {
+            size_t cap = s->cap_slots ? s->cap_slots * 2 : 1024;
+            pkv_sim_request *r = realloc(s->req, cap * sizeof *r);
+            if (!r) return -1;
+            s->req = r;
+            int64_t *f = realloc(s->free_slots, cap * sizeof *f);
+            if (!f) return -1;
+            s->free_slots = f;
+            s->cap_slots = cap;
+        }
+        slot = (int64_t)s->n_slots++;
+    }
+    s->req[slot] = (pkv_sim_request){.rec = {.id = (int64_t)s->n_arrived++,
+                                             .t_arrival = t,
+                                             .t_admitted = NAN,
+                                             .t_first_token = NAN,
+                                             .t_finish = NAN,
+                                             .t_transfer_start = NAN,
+                                             .t_transfer_end = NAN,
+                                             .prompt_len = d->prompt_len,
+                                             .slo_class = (uint8_t)d->slo_class,
+                                             .session = d->session,
+                                             .turn = d->turn,
+                                             .decode_len = d->decode_len,
+                                             .state = PKV_REQ_WAITING},
+                                     .prefix_group = d->prefix_group,
+                                     .hashes = d->hashes,
+                                     .n_hashes = d->n_hashes,
+                                     .live = true};
+    return slot;
+}
+
+void pkv_sim_free_slot(pkv_sim *s, int64_t slot) {
+    s->req[slot].live = false;
+    s->free_slots[s->n_free_slots++] = slot;
+}
+
+pkv_request_draw pkv_sim_draw_of(const pkv_sim_request *r) {
+    return (pkv_request_draw){.t_arrival = r->rec.t_arrival,
+                              .prompt_len = r->rec.prompt_len,
+                              .decode_len = r->rec.decode_len,
+                              .prefix_group = r->prefix_group,
+                              .session = r->rec.session,
+                              .turn = r->rec.turn,
+                              .slo_class = r->rec.slo_class,
+                              .hashes = r->hashes,
+                              .n_hashes = r->n_hashes};
 }
