@@ -152,6 +152,38 @@ int main(void) {
     }
     CHECK(cases == 16 * (1 + 3 * (PKV_ROUTE_COUNT - 1)), "%d cases ran", cases);
 
+    /* The bucket plan's row order, short batches (insertion sort) and long ones (radix
+     * sort on the lengths' bytes): every row once, longest first, ties in row order;
+     * lengths from a few values (ties), from every byte's range, or both. */
+    for (int trial = 0; trial < 24; trial++) {
+        const int32_t n = trial < 4 ? 1 + trial * 10 : 33 + (int32_t)gsl_rng_uniform_int(r, 3000);
+        int32_t *lens = malloc(sizeof(int32_t) * (size_t)n), S = 1;
+        for (int32_t i = 0; i < n; i++) {
+            const int kind = (trial + i) % 3;
+            lens[i] = kind == 0   ? 64 * (1 + (int32_t)gsl_rng_uniform_int(r, 4))
+                      : kind == 1 ? 1 + (int32_t)gsl_rng_uniform_int(r, 1u << (8 * (1 + i % 4) - 2))
+                                  : 1 << (int)gsl_rng_uniform_int(r, 31);
+        }
+        pkvk_plan p;
+        CHECK(pkvk_plan_init(&p, n, 4096) == 0 &&
+                  pkvk_plan_bucket(&p, lens, lens, n, fixed_splits, &S) == 0,
+              "bucket plan of %d rows", n);
+        uint8_t *seen = calloc((size_t)n, 1);
+        int ordered = 1;
+        for (int32_t k = 0; k < n; k++) {
+            const int32_t a = p.bucket_rows[k];
+            ordered &= a >= 0 && a < n && !seen[a];
+            if (a >= 0 && a < n) seen[a] = 1;
+            if (k > 0 && ordered) {
+                const int32_t b = p.bucket_rows[k - 1];
+                ordered &= lens[b] > lens[a] || (lens[b] == lens[a] && b < a);
+            }
+        }
+        CHECK(ordered, "%d rows: the bucket order is not longest first, ties in row order", n);
+        free(seen), free(lens);
+        pkvk_plan_free(&p);
+    }
+
     /* Prefix caching's block tables: rows naming the same physical pages give, under
      * every route, the output of the same content in private pages, bit for bit. */
     for (int trial = 0; trial < 6; trial++) {
