@@ -7,17 +7,24 @@
 void pkv_cost_counters(const pkv_calib *c, const pkvk_shape *s, const pkvk_plan *p,
                        const int32_t *seq_lens, pkv_counters *out) {
     *out = (pkv_counters){0};
-    pkv_plan_sums sums = {0};
     const bool fp8 = s->kv_dtype == PKVK_FP8_E4M3;
     int64_t pages = 0; /* FP8 KV: each page's scales are read beside its bytes */
+    /* summed in locals: sums' address goes to the route's count, which kept the loop's
+     * sums in memory, a chain of stores and loads through every row of every candidate */
+    int64_t tokens = 0, merged_slots = 0;
+    int32_t max_len = 0, max_splits = 0;
     for (int32_t i = 0; i < p->n_rows; i++) {
         const int32_t n = p->split_offsets[i + 1] - p->split_offsets[i];
-        sums.tokens += seq_lens[i];
+        tokens += seq_lens[i];
         if (fp8) pages += (seq_lens[i] + s->page_size - 1) / s->page_size;
-        if (seq_lens[i] > sums.max_len) sums.max_len = seq_lens[i];
-        if (n > sums.max_splits) sums.max_splits = n;
-        if (n > 1) sums.merged_slots += n;
+        if (seq_lens[i] > max_len) max_len = seq_lens[i];
+        if (n > max_splits) max_splits = n;
+        if (n > 1) merged_slots += n;
     }
+    pkv_plan_sums sums = {.tokens = tokens,
+                          .merged_slots = merged_slots,
+                          .max_len = max_len,
+                          .max_splits = max_splits};
     const pkv_route_ops *ops = pkv_route_ops_of(p->route);
     if (ops) ops->count(s, p, seq_lens, &sums, out);
     out->max_splits = sums.max_splits;
