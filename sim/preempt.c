@@ -89,19 +89,25 @@ static int preempt_latest(pkv_sim *s, pkv_err *e) {
     return pkv_sim_wait_push_front(s, slot) ? pkv_fail(e, "out of memory") : 0;
 }
 
+/* r's next token falls past its pages: ceil((t + 1) / ps) > n_pages, without dividing
+ * (twice a row every step). */
+static bool needs_page(const pkv_sim *s, const pkv_sim_request *r) {
+    return pkv_sim_stored_tokens(r) + 1 > (int64_t)r->n_pages * s->cfg->model.page_size;
+}
+
 int pkv_sim_grow_pages(pkv_sim *s, pkv_err *e) {
     for (;;) {
         int32_t demand = 0;
         for (int32_t i = 0; i < s->n_run; i++) {
             const pkv_sim_request *r = &s->req[s->run[i]];
-            demand += pkv_sim_pages_for(s, pkv_sim_stored_tokens(r) + 1) > r->n_pages;
+            demand += needs_page(s, r);
         }
         if (demand <= pkv_sim_pages_available(s)) break;
         if (preempt_latest(s, e)) return -1;
     }
     for (int32_t i = 0; i < s->n_run; i++) {
         pkv_sim_request *r = &s->req[s->run[i]];
-        if (pkv_sim_pages_for(s, pkv_sim_stored_tokens(r) + 1) > r->n_pages) {
+        if (needs_page(s, r)) {
             PKV_ASSERT(r->n_pages < r->cap_pages);
             int32_t *slot = &r->pages[r->n_pages];
             pkv_sim_take_pages(s, 1, r->rec.id, slot); /* demand was covered above */
