@@ -2,12 +2,15 @@
 # Every shipped experiment (experiments/*.json, experiments/policy, paper, thresholds, fleet)
 # runs on the model backend to the end: exit 0, every sweep point done; one that only
 # the cuda backend can run says so (counted apart).
-# Usage: experiments.sh PKVSIM SOURCE_DIR
+# Usage: experiments.sh PKVSIM SOURCE_DIR [single|sweeps] (default: both; the sweeps,
+# 26 s of the 30, are CI's, and the single runs the README test command's).
 set -u
-pkvsim=$1; src=$2
+pkvsim=$1; src=$2; only=${3:-}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 pass=0; fail=0; gpu=0
 for f in "$src"/experiments/*.json "$src"/experiments/{policy,paper,thresholds,fleet}/*.json; do
+  if grep -q '"sweep"' "$f"; then [ "$only" = single ] && continue
+  else [ "$only" = sweeps ] && continue; fi
   n=$(basename "$(dirname "$f")")_$(basename "$f" .json)
   if "$pkvsim" run -q --backend model "$f" -o "$tmp/$n.h5" > "$tmp/$n.log" 2>&1; then
     pass=$((pass + 1))

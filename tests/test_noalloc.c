@@ -173,7 +173,7 @@ int main(void) {
         long a = steps_allocs(PKV_BACKEND_MODEL, &study, policies[k], 3000, 0, &e);
         CHECK(a == 0, "model backend, %s: %ld allocations in steps (%s)", policies[k], a,
               a < 0 ? e.msg : "");
-        a = steps_allocs(PKV_BACKEND_CPU, &small, policies[k], 240, 3, &e);
+        a = steps_allocs(PKV_BACKEND_CPU, &small, policies[k], 240, 10, &e);
         CHECK(a == 0, "cpu backend, %s: %ld allocations in steps (%s)", policies[k], a,
               a < 0 ? e.msg : "");
     }
