@@ -27,8 +27,13 @@ int main(void) {
     pkv_calib cal;
     pkv_calib_defaults(&cal);
     pkv_err e;
-    pkv_model m = {
-        .name = "study-layer", .hq = 32, .hkv = 8, .head_dim = 128, .tp = 1, .page_size = PS};
+    pkv_model m = {.name = "study-layer",
+                   .layers = 1,
+                   .hq = 32,
+                   .hkv = 8,
+                   .head_dim = 128,
+                   .tp = 1,
+                   .page_size = PS};
     static int32_t bt[CAP * STRIDE];
     for (int i = 0; i < CAP * STRIDE; i++) bt[i] = i;
     int32_t lens[CAP], dirty[CAP], from[CAP] = {0};
