@@ -73,6 +73,9 @@ uint8_t pkvk_f2e4m3(float f); /* round to nearest even, saturating at +-448; NaN
 float pkvk_e4m32f(uint8_t x);
 /* Element i of an array of type t (FP8: the code's value, unscaled), as a float. */
 float pkvk_elem(int t, const void *base, size_t i);
+/* Elements i..i+n-1 as pkvk_elem gives them, times scale, into out: a row at once (the
+ * CPU mirror's and reference's loads), the type looked at once. */
+void pkvk_elems(int t, const void *base, size_t i, int n, float scale, float *out);
 /* f stored as type t at element i of base (FP8: f is already divided by its scale). */
 void pkvk_store(int t, void *base, size_t i, float f);
 

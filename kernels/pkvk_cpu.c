@@ -17,7 +17,7 @@ static void kv_load(const pkvk_batch *b, const uint16_t *cache, const float *sca
     const int32_t page = b->block_table[(size_t)row * b->bt_stride + t / s->page_size];
     const size_t at = (((size_t)page * s->hkv + kvh) * s->page_size + t % s->page_size) * s->d;
     const float c = s->kv_dtype == PKVK_FP8_E4M3 ? scale[(size_t)page * s->hkv + kvh] : 1.f;
-    for (int j = 0; j < s->d; j++) x[j] = pkvk_elem(s->kv_dtype, cache, at + j) * c;
+    pkvk_elems(s->kv_dtype, cache, at, s->d, c, x);
 }
 
 /* The batch's types: Q FP16 or BF16, KV any, FP8 with its scales; else a status. */
@@ -34,8 +34,7 @@ static int types_ok(const pkvk_batch *b) {
 /* Query head h of a row, as floats into q[d]. */
 static void q_load(const pkvk_batch *b, int32_t row, int h, float *q) {
     const pkvk_shape *s = &b->shape;
-    for (int j = 0; j < s->d; j++)
-        q[j] = pkvk_elem(s->dtype, b->q, ((size_t)row * s->hq + h) * s->d + j);
+    pkvk_elems(s->dtype, b->q, ((size_t)row * s->hq + h) * s->d, s->d, 1.f, q);
 }
 
 static float dot(const float *q, const float *k, int d) {

@@ -75,10 +75,16 @@ float pkvk_bf2f(uint16_t h) {
 /* E4M3: exponent field e (bias 7), mantissa m; e = 0 holds the subnormals m x 2^-9;
  * e = 15 with m = 7 is NaN, so the largest finite value is 1.75 x 2^8 = 448. */
 float pkvk_e4m32f(uint8_t x) {
-    const int e = (x >> 3) & 0xf, m = x & 7;
-    const float sign = x & 0x80 ? -1.f : 1.f;
+    const uint32_t e = (x >> 3) & 0xf, m = x & 7;
     if (e == 15 && m == 7) return NAN;
-    return sign * (e == 0 ? ldexpf((float)m, -9) : ldexpf(1.f + m / 8.f, e - 7));
+    float f; /* exact either way: m 2^-9, or (1 + m / 8) 2^(e - 7) built from its bits */
+    if (e == 0) {
+        f = (float)m * 0x1p-9f;
+    } else {
+        const uint32_t bits = (e + 120) << 23 | m << 20;
+        memcpy(&f, &bits, sizeof f);
+    }
+    return x & 0x80 ? -f : f;
 }
 
 uint8_t pkvk_f2e4m3(float f) {
@@ -96,6 +102,22 @@ uint8_t pkvk_f2e4m3(float f) {
     if (m == 8) m = 0, e++;
     if (e > 15 || (e == 15 && m == 7)) return sign | 0x7e;
     return sign | (uint8_t)(e << 3 | m);
+}
+
+void pkvk_elems(int t, const void *base, size_t i, int n, float scale, float *out) {
+    const uint16_t *h = (const uint16_t *)base + i;
+    const uint8_t *b = (const uint8_t *)base + i;
+    switch (t) {
+    case PKVK_BF16:
+        for (int k = 0; k < n; k++) out[k] = pkvk_bf2f(h[k]) * scale;
+        break;
+    case PKVK_FP8_E4M3:
+        for (int k = 0; k < n; k++) out[k] = pkvk_e4m32f(b[k]) * scale;
+        break;
+    default:
+        for (int k = 0; k < n; k++) out[k] = pkvk_h2f(h[k]) * scale;
+        break;
+    }
 }
 
 float pkvk_elem(int t, const void *base, size_t i) {
