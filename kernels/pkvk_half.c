@@ -121,14 +121,9 @@ void pkvk_elems(int t, const void *base, size_t i, int n, float scale, float *ou
 }
 
 float pkvk_elem(int t, const void *base, size_t i) {
-    switch (t) {
-    case PKVK_BF16:
-        return pkvk_bf2f(((const uint16_t *)base)[i]);
-    case PKVK_FP8_E4M3:
-        return pkvk_e4m32f(((const uint8_t *)base)[i]);
-    default:
-        return pkvk_h2f(((const uint16_t *)base)[i]);
-    }
+    float x; /* times 1: exact (-0 kept, a NaN stays a NaN) */
+    pkvk_elems(t, base, i, 1, 1.f, &x);
+    return x;
 }
 
 void pkvk_store(int t, void *base, size_t i, float f) {
