@@ -510,10 +510,11 @@ int pkv_cmd_fit(int argc, char **argv) {
     if (!keep_gates) {
         fitted.gates_set = true;
         memset(fitted.gates[0], 0, sizeof fitted.gates[0]); /* FP8's own stay the base's */
-        for (int k = 0; k < PKV_GATE_GROUPS; k++)
-            if (pkv_calib_group_of(k) < 32 &&
-                groups >> pkv_calib_group_of(k) & 1) /* groups: bit G for G below 32 */
+        for (int k = 0; k < PKV_GATE_GROUPS; k++) {
+            const int G = pkv_calib_group_of(k);
+            if (G < 32 && groups >> G & 1) /* groups: bit G for G below 32 */
                 fitted.gates[0][k] = (pkv_gate){true, 0, margin, margin};
+        }
         if (isfinite(bias_pkv) && isfinite(bias_base))
             emit("\ngates: no minimum context, margin %.4f (1 + the baselines' largest summed "
                  "error %+.2f%% - the split routes' smallest %+.2f%%)\n",
