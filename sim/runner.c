@@ -361,8 +361,8 @@ static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_sp
     return rc;
 }
 
-/* The summary as the experiment sets it up: its SLOs (a class's, else the run's) and
- * percentiles. */
+/* The summary as the experiment sets it up: its SLOs (a class's, else the run's),
+ * percentiles and the model's per-token figures. */
 static int summary_init(pkv_summary *s, const pkv_config *cfg) {
     if (pkv_summary_init(s)) return -1;
     s->slo = cfg->slo;
@@ -376,6 +376,10 @@ static int summary_init(pkv_summary *s, const pkv_config *cfg) {
     }
     s->n_pcts = cfg->n_percentiles;
     memcpy(s->pcts, cfg->percentiles, sizeof s->pcts);
+    const pkv_model_figures mf = pkv_model_figures_of(&cfg->model);
+    s->model_weight_bytes = mf.weight_bytes;
+    s->model_kv_bytes_per_token = mf.kv_bytes_per_token;
+    s->model_dense_flops_per_token = mf.dense_flops_per_token;
     return 0;
 }
 
@@ -511,10 +515,6 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
     sink.t_progress = pkv_clock_now();
     if (pkv_sim_run(&sim, e)) goto done;
 ran:
-    const pkv_model_figures mf = pkv_model_figures_of(&cfg->model);
-    sink.sum.model_weight_bytes = mf.weight_bytes;
-    sink.sum.model_kv_bytes_per_token = mf.kv_bytes_per_token;
-    sink.sum.model_dense_flops_per_token = mf.dense_flops_per_token;
     if (rec && pkv_h5rec_summary(rec, &sink.sum, e)) goto done;
     *out = sink.sum;
     rc = 0;
