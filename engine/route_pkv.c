@@ -43,10 +43,12 @@ static int64_t ctas_units(int64_t c, const void *vctx) {
     return ctas_at(x->tiles, x->same, x->n, x->hkv, c);
 }
 
-/* The smallest chunk (>= lo) whose CTAs fit `budget`. */
-static int64_t fit_chunk(const int32_t *tiles, int32_t same, int32_t n, int hkv, int64_t lo,
-                         int64_t most, int64_t budget) {
+/* The smallest chunk (>= lo) whose CTAs fit `budget` (rows of `total` tiles); the
+ * search runs over the answer's bracket only. */
+static int64_t fit_chunk(const int32_t *tiles, int32_t same, int32_t n, int hkv, int64_t total,
+                         int64_t lo, int64_t most, int64_t budget) {
     ctas_ctx x = {tiles, same, n, hkv};
+    pkvk_chunk_bracket(total, n, hkv, budget, &lo, &most);
     return pkvk_smallest_chunk(lo, most, budget, ctas_units, &x);
 }
 
@@ -72,18 +74,15 @@ static int64_t chunk_tiles(const pkv_plan_ctx *x, const int32_t *tiles, int32_t 
         total += tiles[i];
     }
     if (!tiles) total = (int64_t)same * n;
-    total *= hkv;
-    if ((int64_t)n * hkv > W) return ceil_div64(total, W) > lo ? ceil_div64(total, W) : lo;
-    /* sum ceil(t_i / c) lies in [total / c, total / c + n] (KV heads counted), which
-     * brackets the answer: the search runs over that bracket only. */
-    int64_t lo1 = ceil_div64(total, W) > lo ? ceil_div64(total, W) : lo, hi1 = most;
-    if (W > (int64_t)n * hkv && ceil_div64(total, W - (int64_t)n * hkv) < hi1)
-        hi1 = ceil_div64(total, W - (int64_t)n * hkv);
-    int64_t one = fit_chunk(tiles, same, n, hkv, lo1, hi1, W);
+    if ((int64_t)n * hkv > W) {
+        const int64_t mean = ceil_div64(total * hkv, W);
+        return mean > lo ? mean : lo;
+    }
+    int64_t one = fit_chunk(tiles, same, n, hkv, total, lo, most, W);
     /* Unequal CTAs in one wave leave SMs idle while the longest finish: plan two
      * waves of shorter chunks instead, which the block scheduler balances. */
     if (!tiles || balance_at(tiles, n, one) >= c->wave_balance_min) return one;
-    return fit_chunk(tiles, same, n, hkv, lo, most, 2 * W);
+    return fit_chunk(tiles, same, n, hkv, total, lo, most, 2 * W);
 }
 
 /* Each bucket is its own launch, so it is planned as a step of its own. */

@@ -209,12 +209,13 @@ static int64_t fi_units(int64_t chunk, const void *vctx) {
 }
 
 /* The chunk (pages) FlashInfer's binary searches settle on. */
-static int64_t fi_chunk(const int32_t *pages, int32_t n, int64_t lo, int64_t hi, int64_t per_unit,
-                        int64_t budget) {
+static int64_t fi_chunk(const int32_t *pages, int32_t n, int64_t total, int64_t lo, int64_t hi,
+                        int64_t per_unit, int64_t budget) {
     /* Every row is a unit at least, so past the budget no chunk fits and the search
      * would end at hi: many rows (34 at 8 KV heads on 132 SMs for PrefillPlan) need no
      * search. */
     if ((int64_t)n * per_unit > budget) return hi > lo ? hi : lo;
+    pkvk_chunk_bracket(total, n, per_unit, budget, &lo, &hi);
     fi_units_ctx c = {pages, n, per_unit};
     return pkvk_smallest_chunk(lo, hi, budget, fi_units, &c);
 }
@@ -226,12 +227,13 @@ int pkvk_plan_flashinfer(pkvk_plan *p, pkv_route route, const pkvk_shape *s,
     if (rc) return rc;
     if (!pkv_route_is_flashinfer(route)) return PKVK_ERR_INVALID;
     const uint32_t ps = (uint32_t)s->page_size;
-    int64_t max_pages = 1;
+    int64_t max_pages = 1, total = 0;
     /* p->lens holds each row's pages (at least 1: lengths are) for the search, then the
      * lengths; 32-bit divisions, the cheaper ones, on the hot path of every step */
     for (int32_t i = 0; i < n_rows; i++) {
         const int32_t pages = (int32_t)(((uint32_t)seq_lens[i] + ps - 1) / ps);
         p->lens[i] = pages;
+        total += pages;
         if (pages > max_pages) max_pages = pages;
     }
     const int64_t min_chunk = ps < 128 ? 128 / ps : 1;
@@ -242,13 +244,13 @@ int pkvk_plan_flashinfer(pkvk_plan *p, pkv_route route, const pkvk_shape *s,
         int64_t grid = (int64_t)decode_ctas_per_sm * sm_count;
         chunk = (int64_t)n_rows * s->hkv >= grid
                     ? max_pages
-                    : fi_chunk(p->lens, n_rows, min_chunk, max_pages, s->hkv, grid);
+                    : fi_chunk(p->lens, n_rows, total, min_chunk, max_pages, s->hkv, grid);
     } else {
         /* PrefillPlan at one query token per row: one query tile per row (G <= 16),
          * 2 CTAs per SM, the budget counted in rows (it divides the grid by the KV
          * heads). */
         int64_t budget = 2 * (int64_t)sm_count / s->hkv;
-        chunk = fi_chunk(p->lens, n_rows, min_chunk, max_pages, 1, budget);
+        chunk = fi_chunk(p->lens, n_rows, total, min_chunk, max_pages, 1, budget);
     }
     p->route = route;
     p->n_rows = n_rows;

@@ -86,6 +86,18 @@ static void check_flashinfer(const pkvk_plan *p, const pkvk_shape *s, const int3
               (int)pages);
 }
 
+/* Rows for the chunk search: units(c) = per_unit x sum ceil(t_i / c). */
+typedef struct bracket_rows {
+    int32_t t[40], n;
+    int64_t per_unit;
+} bracket_rows;
+static int64_t bracket_units(int64_t c, const void *ctx) {
+    const bracket_rows *b = ctx;
+    int64_t u = 0;
+    for (int32_t i = 0; i < b->n; i++) u += (b->t[i] + c - 1) / c;
+    return u * b->per_unit;
+}
+
 int main(void) {
     gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
     gsl_rng_set(r, 2024);
@@ -182,6 +194,29 @@ int main(void) {
         CHECK(ordered, "%d rows: the bucket order is not longest first, ties in row order", n);
         free(seen), free(lens);
         pkvk_plan_free(&p);
+    }
+
+    /* The chunk search over its bracket finds what it finds over the whole range: rows
+     * of 1..4096 tiles, budgets from below the rows' count (nothing fits) to above
+     * their total, lower bounds above and below the answer, ranges empty or not. */
+    for (int trial = 0; trial < 20000; trial++) {
+        bracket_rows b = {.n = 1 + (int32_t)gsl_rng_uniform_int(r, 40),
+                          .per_unit = 1 + (int64_t)gsl_rng_uniform_int(r, 8)};
+        int64_t total = 0, most = 1;
+        for (int32_t i = 0; i < b.n; i++) {
+            b.t[i] = 1 + (int32_t)gsl_rng_uniform_int(r, trial % 2 ? 64 : 4096);
+            total += b.t[i], most = b.t[i] > most ? b.t[i] : most;
+        }
+        const int64_t budget =
+            1 + (int64_t)gsl_rng_uniform_int(r, (unsigned long)(2 * total * b.per_unit));
+        int64_t lo = 1 + (int64_t)gsl_rng_uniform_int(r, 8),
+                hi = (int64_t)gsl_rng_uniform_int(r, (unsigned long)most + 2);
+        const int64_t whole = pkvk_smallest_chunk(lo, hi, budget, bracket_units, &b);
+        pkvk_chunk_bracket(total, b.n, b.per_unit, budget, &lo, &hi);
+        const int64_t narrow = pkvk_smallest_chunk(lo, hi, budget, bracket_units, &b);
+        CHECK(narrow == whole,
+              "%d rows, budget %lld: chunk %lld over the bracket, %lld over the range", b.n,
+              (long long)budget, (long long)narrow, (long long)whole);
     }
 
     /* Prefix caching's block tables: rows naming the same physical pages give, under

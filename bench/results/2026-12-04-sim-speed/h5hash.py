@@ -11,13 +11,14 @@ def walk(f):
             if d.dtype.names:
                 names = [n for n in d.dtype.names if not any(s in n for s in SKIP)]
                 d = np.ascontiguousarray(d[names]) if names else None
-            if d is not None:
-                out[name] = hashlib.md5(np.asarray(d).tobytes()).hexdigest()[:10]
+            if d is not None:  # variable-length strings: their values, not their pointers
+                raw = repr(d.tolist()).encode() if d.dtype == object else np.asarray(d).tobytes()
+                out[name] = hashlib.md5(raw).hexdigest()[:10]
         for k, a in obj.attrs.items():
             if 'output' in k or any(s in k for s in SKIP): continue
             out[name + '@' + k] = hashlib.md5(repr(a).encode()).hexdigest()[:10]
     f.visititems(v)
     return out
 a = walk(h5py.File(sys.argv[1])); b = walk(h5py.File(sys.argv[2]))
-diff = [k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k) and 'resolved' not in k]
+diff = [k for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k) and 'resolved' not in k and 'provenance' not in k]
 print(f'{len(a)} items, {len(diff)} differ', diff[:12])
