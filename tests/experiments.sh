@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Every shipped experiment (experiments/*.json, experiments/policy, paper, thresholds, fleet)
+# Every shipped experiment (experiments/*.json, experiments/policy, paper, thresholds, fleet,
+# scheduler)
 # runs on the model backend to the end: exit 0, every sweep point done; one that only
 # the cuda backend can run says so (counted apart).
 # Usage: experiments.sh PKVSIM SOURCE_DIR [single|sweeps] (default: both; the sweeps,
@@ -8,7 +9,7 @@ set -u
 pkvsim=$1; src=$2; only=${3:-}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 pass=0; fail=0; gpu=0
-for f in "$src"/experiments/*.json "$src"/experiments/{policy,paper,thresholds,fleet}/*.json; do
+for f in "$src"/experiments/*.json "$src"/experiments/{policy,paper,thresholds,fleet,scheduler}/*.json; do
   if grep -q '"sweep"' "$f"; then [ "$only" = single ] && continue
   else [ "$only" = sweeps ] && continue; fi
   n=$(basename "$(dirname "$f")")_$(basename "$f" .json)
