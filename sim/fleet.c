@@ -45,6 +45,14 @@ static pkv_sim_load seen(const pkv_fleet *f, const pkv_fleet_group *g, int i) {
     return l;
 }
 
+/* seen()'s requests alone: what least_requests, prefix_affinity's cap and central_queue
+ * scan every replica for, from one array (reading each replica's own state, at 1,000
+ * replicas the scan waited on their memory). */
+static inline int64_t seen_requests(const pkv_fleet *f, int i) {
+    if (f->spec.view_refresh_s > 0) return f->view[i].requests;
+    return f->requests[i] + f->sent[i].requests;
+}
+
 /* ranks: what each process gives at a refresh: its next event time, whether it is over
  * (a bound or a stop), and its replicas' loads. */
 typedef struct sync_head {
@@ -109,15 +117,14 @@ static void note_arrived(pkv_fleet *f, int i, int32_t prompt) {
 }
 
 /* A replica's load as the router weighs it: lower is better. */
-static double load(const pkv_fleet *f, const pkv_fleet_group *g, int i) {
-    const pkv_sim_load l = seen(f, g, i);
+static inline int64_t load(const pkv_fleet *f, const pkv_fleet_group *g, int i) {
     switch (g->router) {
     case PKV_ROUTER_LEAST_TOKENS:
-        return (double)l.tokens;
+        return seen(f, g, i).tokens;
     case PKV_ROUTER_LEAST_KV:
-        return -(double)l.free_pages;
+        return -(int64_t)seen(f, g, i).free_pages;
     default:
-        return (double)l.requests;
+        return seen_requests(f, i);
     }
 }
 
@@ -127,10 +134,10 @@ static double load(const pkv_fleet *f, const pkv_fleet_group *g, int i) {
 static int least_loaded(const pkv_fleet *f, pkv_fleet_group *g) {
     const int start = g->next_rr < g->n ? g->next_rr : 0;
     int best = start;
-    double lb = load(f, g, g->idx[start]);
+    int64_t lb = load(f, g, g->idx[start]);
     for (int k = 1, j = start + 1; k < g->n; k++, j++) {
         if (j == g->n) j = 0; /* from start on, round to it (no division per replica) */
-        const double lj = load(f, g, g->idx[j]);
+        const int64_t lj = load(f, g, g->idx[j]);
         if (lj < lb) best = j, lb = lj;
     }
     g->next_rr = (best + 1) % g->n;
@@ -141,13 +148,13 @@ static int least_loaded(const pkv_fleet *f, pkv_fleet_group *g) {
  * the one holding the longest cached prefix of d's prompt; the fewer requests, then
  * the lower index, at a tie. */
 static int affinity(const pkv_fleet *f, pkv_fleet_group *g, const pkv_request_draw *d) {
-    const int64_t cap = f->spec.affinity_cap + seen(f, g, least_loaded(f, g)).requests;
+    const int64_t cap = f->spec.affinity_cap + seen_requests(f, least_loaded(f, g));
     int best = -1;
     int64_t best_req = 0;
     int32_t best_hit = -1;
     for (int k = 0; k < g->n; k++) {
         const int i = g->idx[k];
-        const int64_t req = seen(f, g, i).requests;
+        const int64_t req = seen_requests(f, i);
         if (req > cap) continue;
         const int32_t hit = pkv_sim_cached_tokens(f->replicas[i], d);
         if (hit > best_hit || (hit == best_hit && req < best_req))
@@ -193,7 +200,7 @@ static int choose_now(pkv_fleet *f, pkv_fleet_group *g, const pkv_request_draw *
     case PKV_ROUTER_CENTRAL_QUEUE:
         for (int k = 0; k < g->n; k++) { /* from the replica after the last one served */
             const int j = (g->next_rr + k) % g->n, i = g->idx[j];
-            if (seen(f, g, i).requests < f->replicas[i]->cfg->max_active) {
+            if (seen_requests(f, i) < f->replicas[i]->cfg->max_active) {
                 g->next_rr = (j + 1) % g->n;
                 return i;
             }
@@ -217,8 +224,10 @@ static int choose(pkv_fleet *f, pkv_fleet_group *g, const pkv_request_draw *d) {
     return i;
 }
 
-/* File replica i's next event in the heap (where it moved). */
+/* File replica i's next event in the heap (where it moved), and its requests: every
+ * change to a replica (its events, an arrival, a release) ends here. */
 static int file_next(pkv_fleet *f, int i) {
+    f->requests[i] = pkv_sim_requests(f->replicas[i]);
     const double t = pkv_sim_next_t(f->replicas[i]);
     if (t == f->next_t[i]) return 0;
     f->next_t[i] = t;
@@ -603,14 +612,15 @@ static int setup(pkv_fleet *f, pkv_err *e) {
     f->decode.idx = malloc(sizeof(int) * (size_t)n);
     f->per_replica = calloc((size_t)n, sizeof *f->per_replica);
     f->next_t = malloc(sizeof *f->next_t * (size_t)n);
+    f->requests = calloc((size_t)n, sizeof *f->requests);
     f->view = calloc((size_t)n, sizeof *f->view);
     f->sent = calloc((size_t)n, sizeof *f->sent);
     f->links = calloc((size_t)n, sizeof *f->links);
     f->hands = calloc((size_t)n, sizeof *f->hands);
     pkv_heap_init(&f->when);
     pkv_heap_init(&f->events);
-    if (!f->role || !f->entry.idx || !f->decode.idx || !f->per_replica || !f->next_t || !f->view ||
-        !f->sent || !f->links || !f->hands)
+    if (!f->role || !f->entry.idx || !f->decode.idx || !f->per_replica || !f->next_t ||
+        !f->requests || !f->view || !f->sent || !f->links || !f->hands)
         return pkv_fail(e, "out of memory");
     const pkv_autoscale *a = &f->spec.autoscale;
     f->scale_first = 0;
@@ -742,6 +752,7 @@ int pkv_fleet_run(pkv_fleet *f, pkv_err *e) {
 void pkv_fleet_free(pkv_fleet *f) {
     for (int i = 0; f->links && i < f->n; i++) free(f->links[i].flow);
     free(f->queue), free(f->queued_at), free(f->per_replica), free(f->next_t), free(f->role);
+    free(f->requests);
     free(f->view), free(f->sent), free(f->transit), free(f->free_transit);
     free(f->entry.session_at), free(f->decode.session_at);
     free(f->entry.idx), free(f->decode.idx), free(f->links), free(f->hands);
