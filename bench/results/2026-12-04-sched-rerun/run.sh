@@ -1,6 +1,6 @@
 #!/bin/bash
 # From the repository root: bench/results/2026-12-04-sched-rerun/run.sh [OUT]; then
-# python3 bench/results/2026-12-04-sim-speed/../2026-12-04-sched-rerun/table.py OUT.
+# python3 bench/results/2026-12-04-sched-rerun/table.py OUT.
 # The scheduler section's model-backend tables again, on the calibration a served model
 # now takes (h200.json's served_model section).
 OUT=${1:-/tmp/sr}
