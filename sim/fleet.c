@@ -27,30 +27,19 @@ static bool local(const pkv_fleet *f, int i) {
     return i >= f->lo && i < f->hi;
 }
 
-/* Replica i now, with the requests on their way to it (the router knows those). */
-static pkv_sim_load live(const pkv_fleet *f, int i, bool tokens) {
-    pkv_sim_load l = pkv_sim_load_of(f->replicas[i], tokens);
+/* Replica i now, with the requests on their way to it (the router knows those): from
+ * one array, not from each replica's own state (at 1,000 replicas a scan over those
+ * waited on their memory). */
+static pkv_sim_load live(const pkv_fleet *f, int i) {
+    pkv_sim_load l = f->now[i];
     l.requests += f->sent[i].requests, l.tokens += f->sent[i].tokens;
     return l;
 }
 
 /* Replica i as the router sees it: live, or as of the view's last refresh with what
  * was sent since. */
-static pkv_sim_load seen(const pkv_fleet *f, const pkv_fleet_group *g, int i) {
-    /* written out, not through live(): through it the router's scan ran 3.7x slower
-     * at 1,000 replicas (bench fleet, GCC -O2: 10.1 against 2.7 us a request) */
-    if (f->spec.view_refresh_s > 0) return f->view[i];
-    pkv_sim_load l = pkv_sim_load_of(f->replicas[i], g->router == PKV_ROUTER_LEAST_TOKENS);
-    l.requests += f->sent[i].requests, l.tokens += f->sent[i].tokens;
-    return l;
-}
-
-/* seen()'s requests alone: what least_requests, prefix_affinity's cap and central_queue
- * scan every replica for, from one array (reading each replica's own state, at 1,000
- * replicas the scan waited on their memory). */
-static inline int64_t seen_requests(const pkv_fleet *f, int i) {
-    if (f->spec.view_refresh_s > 0) return f->view[i].requests;
-    return f->requests[i] + f->sent[i].requests;
+static pkv_sim_load seen(const pkv_fleet *f, int i) {
+    return f->spec.view_refresh_s > 0 ? f->view[i] : live(f, i);
 }
 
 /* ranks: what each process gives at a refresh: its next event time, whether it is over
@@ -73,18 +62,16 @@ static size_t sync_block(const pkv_fleet *f) {
  * *t_next (none between holds an event). */
 static int sync_view(pkv_fleet *f, double t_mine, bool over_mine, double *t_next, bool *over,
                      pkv_err *e) {
-    const bool tokens =
-        f->entry.router == PKV_ROUTER_LEAST_TOKENS || f->decode.router == PKV_ROUTER_LEAST_TOKENS;
     *t_next = t_mine, *over = over_mine;
     if (!f->ranks || f->ranks->size == 1) {
-        for (int i = 0; i < f->n; i++) f->view[i] = live(f, i, tokens);
+        for (int i = 0; i < f->n; i++) f->view[i] = live(f, i);
     } else {
         const size_t b = sync_block(f);
         char *all = f->sync_buf, *mine = all + b * (size_t)f->ranks->rank;
         const sync_head h = {t_mine, over_mine};
         memcpy(mine, &h, sizeof h);
         for (int i = f->lo; i < f->hi; i++) {
-            const pkv_sim_load l = live(f, i, tokens);
+            const pkv_sim_load l = live(f, i);
             memcpy(mine + sizeof h + sizeof l * (size_t)(i - f->lo), &l, sizeof l);
         }
         if (f->ranks->allgather(f->ranks->ctx, mine, b, all))
@@ -118,13 +105,14 @@ static void note_arrived(pkv_fleet *f, int i, int32_t prompt) {
 
 /* A replica's load as the router weighs it: lower is better. */
 static inline int64_t load(const pkv_fleet *f, const pkv_fleet_group *g, int i) {
+    const pkv_sim_load l = seen(f, i);
     switch (g->router) {
     case PKV_ROUTER_LEAST_TOKENS:
-        return seen(f, g, i).tokens;
+        return l.tokens;
     case PKV_ROUTER_LEAST_KV:
-        return -(int64_t)seen(f, g, i).free_pages;
+        return -(int64_t)l.free_pages;
     default:
-        return seen_requests(f, i);
+        return l.requests;
     }
 }
 
@@ -148,13 +136,13 @@ static int least_loaded(const pkv_fleet *f, pkv_fleet_group *g) {
  * the one holding the longest cached prefix of d's prompt; the fewer requests, then
  * the lower index, at a tie. */
 static int affinity(const pkv_fleet *f, pkv_fleet_group *g, const pkv_request_draw *d) {
-    const int64_t cap = f->spec.affinity_cap + seen_requests(f, least_loaded(f, g));
+    const int64_t cap = f->spec.affinity_cap + seen(f, least_loaded(f, g)).requests;
     int best = -1;
     int64_t best_req = 0;
     int32_t best_hit = -1;
     for (int k = 0; k < g->n; k++) {
         const int i = g->idx[k];
-        const int64_t req = seen_requests(f, i);
+        const int64_t req = seen(f, i).requests;
         if (req > cap) continue;
         const int32_t hit = pkv_sim_cached_tokens(f->replicas[i], d);
         if (hit > best_hit || (hit == best_hit && req < best_req))
@@ -200,7 +188,7 @@ static int choose_now(pkv_fleet *f, pkv_fleet_group *g, const pkv_request_draw *
     case PKV_ROUTER_CENTRAL_QUEUE:
         for (int k = 0; k < g->n; k++) { /* from the replica after the last one served */
             const int j = (g->next_rr + k) % g->n, i = g->idx[j];
-            if (seen_requests(f, i) < f->replicas[i]->cfg->max_active) {
+            if (seen(f, i).requests < f->replicas[i]->cfg->max_active) {
                 g->next_rr = (j + 1) % g->n;
                 return i;
             }
@@ -224,10 +212,10 @@ static int choose(pkv_fleet *f, pkv_fleet_group *g, const pkv_request_draw *d) {
     return i;
 }
 
-/* File replica i's next event in the heap (where it moved), and its requests: every
- * change to a replica (its events, an arrival, a release) ends here. */
+/* File replica i's next event in the heap (where it moved), and the router's picture of
+ * it: every change to a replica (its events, an arrival, a release) ends here. */
 static int file_next(pkv_fleet *f, int i) {
-    f->requests[i] = pkv_sim_requests(f->replicas[i]);
+    f->now[i] = pkv_sim_load_of(f->replicas[i], f->count_tokens);
     const double t = pkv_sim_next_t(f->replicas[i]);
     if (t == f->next_t[i]) return 0;
     f->next_t[i] = t;
@@ -612,15 +600,15 @@ static int setup(pkv_fleet *f, pkv_err *e) {
     f->decode.idx = malloc(sizeof(int) * (size_t)n);
     f->per_replica = calloc((size_t)n, sizeof *f->per_replica);
     f->next_t = malloc(sizeof *f->next_t * (size_t)n);
-    f->requests = calloc((size_t)n, sizeof *f->requests);
+    f->now = calloc((size_t)n, sizeof *f->now);
     f->view = calloc((size_t)n, sizeof *f->view);
     f->sent = calloc((size_t)n, sizeof *f->sent);
     f->links = calloc((size_t)n, sizeof *f->links);
     f->hands = calloc((size_t)n, sizeof *f->hands);
     pkv_heap_init(&f->when);
     pkv_heap_init(&f->events);
-    if (!f->role || !f->entry.idx || !f->decode.idx || !f->per_replica || !f->next_t ||
-        !f->requests || !f->view || !f->sent || !f->links || !f->hands)
+    if (!f->role || !f->entry.idx || !f->decode.idx || !f->per_replica || !f->next_t || !f->now ||
+        !f->view || !f->sent || !f->links || !f->hands)
         return pkv_fail(e, "out of memory");
     const pkv_autoscale *a = &f->spec.autoscale;
     f->scale_first = 0;
@@ -630,6 +618,8 @@ static int setup(pkv_fleet *f, pkv_err *e) {
             f->role[i++] = f->spec.pools[p].role;
     }
     f->entry.router = f->spec.router, f->decode.router = f->spec.decode_router;
+    f->count_tokens =
+        f->entry.router == PKV_ROUTER_LEAST_TOKENS || f->decode.router == PKV_ROUTER_LEAST_TOKENS;
     if (!(f->state = calloc((size_t)n, sizeof *f->state))) return pkv_fail(e, "out of memory");
     if (a->on) {
         f->up_since = calloc((size_t)n, sizeof *f->up_since);
@@ -752,7 +742,7 @@ int pkv_fleet_run(pkv_fleet *f, pkv_err *e) {
 void pkv_fleet_free(pkv_fleet *f) {
     for (int i = 0; f->links && i < f->n; i++) free(f->links[i].flow);
     free(f->queue), free(f->queued_at), free(f->per_replica), free(f->next_t), free(f->role);
-    free(f->requests);
+    free(f->now);
     free(f->view), free(f->sent), free(f->transit), free(f->free_transit);
     free(f->entry.session_at), free(f->decode.session_at);
     free(f->entry.idx), free(f->decode.idx), free(f->links), free(f->hands);

@@ -131,8 +131,9 @@ typedef struct pkv_fleet {
     size_t q_head, q_n, q_cap;
     uint64_t *per_replica;      /* [n] requests routed to each (prefilled ones to decode ones) */
     double *next_t;             /* [n] each replica's next event as last filed in `when` */
-    int64_t *requests;          /* [n] each (local) replica's requests as of its last event
-                                   (pkv_sim_requests; refreshed where it is filed) */
+    pkv_sim_load *now;          /* [n] each (local) replica as of its last event (refreshed
+                                   where it is filed; tokens counted when a router weighs them) */
+    bool count_tokens;          /* a router is least_tokens */
     pkv_heap when;              /* the replicas by next event (arg: replica; lazy: an entry
                                    whose time is not next_t[arg] is stale) */
     pkv_sim_load *view;         /* [n] the router's view (view_refresh_s > 0): each replica as

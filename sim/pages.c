@@ -221,12 +221,9 @@ int pkv_sim_check_memory(const pkv_config *cfg, int32_t bt_stride, pkv_err *e) {
     return 0;
 }
 
-int64_t pkv_sim_requests(const pkv_sim *s) {
-    return (int64_t)s->wait_n + s->n_run + s->n_prefill;
-}
-
 pkv_sim_load pkv_sim_load_of(const pkv_sim *s, bool tokens) {
-    pkv_sim_load l = {.requests = pkv_sim_requests(s), .free_pages = pkv_sim_pages_available(s)};
+    pkv_sim_load l = {.requests = (int64_t)s->wait_n + s->n_run + s->n_prefill,
+                      .free_pages = pkv_sim_pages_available(s)};
     for (size_t i = 0; tokens && i < s->n_slots; i++)
         if (s->req[i].live) l.tokens += pkv_sim_stored_tokens(&s->req[i]);
     return l;

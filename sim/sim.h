@@ -213,8 +213,6 @@ typedef struct pkv_sim_load {
     int32_t free_pages;
 } pkv_sim_load;
 pkv_sim_load pkv_sim_load_of(const pkv_sim *s, bool tokens);
-/* Its requests alone (waiting, prefilling, running). */
-int64_t pkv_sim_requests(const pkv_sim *s);
 /* Tokens of d's prompt whose KV blocks this replica's prefix cache holds now (0 without
  * prefix caching): what admission would map, as a prefix-aware router sees it. */
 int32_t pkv_sim_cached_tokens(const pkv_sim *s, const pkv_request_draw *d);
