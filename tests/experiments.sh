@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
-# Every shipped experiment (experiments/*.json, experiments/policy, paper, thresholds, fleet,
-# scheduler)
-# runs on the model backend to the end: exit 0, every sweep point done; one that only
-# the cuda backend can run says so (counted apart).
+# Every shipped experiment (experiments/*.json, experiments/policy, paper, thresholds,
+# fleet, scheduler) runs on the model backend to the end: exit 0, every sweep point done;
+# one that only the cuda backend can run says so (counted apart).
 # Usage: experiments.sh PKVSIM SOURCE_DIR [single|sweeps] (default: both; the sweeps,
-# 26 s of the 30, are CI's, and the single runs the README test command's).
+# most of the time, are CI's, and the single runs the README test command's).
 set -u
 pkvsim=$1; src=$2; only=${3:-}
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
