@@ -211,10 +211,6 @@ static int64_t fi_units(int64_t chunk, const void *vctx) {
 /* The chunk (pages) FlashInfer's binary searches settle on. */
 static int64_t fi_chunk(const int32_t *pages, int32_t n, int64_t total, int64_t lo, int64_t hi,
                         int64_t per_unit, int64_t budget) {
-    /* Every row is a unit at least, so past the budget no chunk fits and the search
-     * would end at hi: many rows (34 at 8 KV heads on 132 SMs for PrefillPlan) need no
-     * search. */
-    if ((int64_t)n * per_unit > budget) return hi > lo ? hi : lo;
     pkvk_chunk_bracket(total, n, per_unit, budget, &lo, &hi);
     fi_units_ctx c = {pages, n, per_unit};
     return pkvk_smallest_chunk(lo, hi, budget, fi_units, &c);

@@ -90,15 +90,20 @@ int pkvk_plan_bucket(pkvk_plan *p, const int32_t *seq_lens, const int32_t *route
 
 /* Where units(c) = per_unit x (the sum over n rows of ceil(t_i / c)) and total is the
  * sum of the t_i: units(c) lies in [per_unit total / c, per_unit (total + n (c - 1)) / c],
- * so the smallest chunk that fits budget is at least ceil(per_unit total / budget), and
- * where budget > per_unit n any c >= ceil(per_unit (total - n) / (budget - per_unit n))
- * fits: [*lo, *hi] narrowed to that bracket. */
+ * and is per_unit n at least (a unit a row). So where budget < per_unit n no chunk fits
+ * and the search ends at hi; else the smallest chunk that fits budget is at least
+ * ceil(per_unit total / budget), and where budget > per_unit n any c >= ceil(per_unit
+ * (total - n) / (budget - per_unit n)) fits: [*lo, *hi] narrowed to that bracket. */
 static inline void pkvk_chunk_bracket(int64_t total, int64_t n, int64_t per_unit, int64_t budget,
                                       int64_t *lo, int64_t *hi) {
     if (*hi < *lo) *hi = *lo;
+    const int64_t room = budget - per_unit * n;
+    if (room < 0) { /* many rows (34 at 8 KV heads on 132 SMs for PrefillPlan): no search */
+        *lo = *hi;
+        return;
+    }
     const int64_t least = (per_unit * total + budget - 1) / budget;
     if (least > *lo) *lo = least < *hi ? least : *hi; /* none fits: the search ends at hi */
-    const int64_t room = budget - per_unit * n;
     if (room > 0) {
         const int64_t fits = (per_unit * (total - n) + room - 1) / room;
         if (fits < *hi) *hi = fits;

@@ -207,8 +207,12 @@ int main(void) {
             b.t[i] = 1 + (int32_t)gsl_rng_uniform_int(r, trial % 2 ? 64 : 4096);
             total += b.t[i], most = b.t[i] > most ? b.t[i] : most;
         }
+        /* a quarter of them at a unit a row, one under and one over (where the bracket
+         * changes its form) */
         const int64_t budget =
-            1 + (int64_t)gsl_rng_uniform_int(r, (unsigned long)(2 * total * b.per_unit));
+            trial % 4 == 0
+                ? b.per_unit * b.n + trial / 4 % 3 - 1
+                : 1 + (int64_t)gsl_rng_uniform_int(r, (unsigned long)(2 * total * b.per_unit));
         int64_t lo = 1 + (int64_t)gsl_rng_uniform_int(r, 8),
                 hi = (int64_t)gsl_rng_uniform_int(r, (unsigned long)most + 2);
         const int64_t whole = pkvk_smallest_chunk(lo, hi, budget, bracket_units, &b);
