@@ -85,6 +85,12 @@ typedef struct pkv_summary {
      * the cuda backend, else modelled) and as the cost model predicts them */
     uint64_t swap_outs, swap_ins, swap_pages;
     double swap_time_s, swap_predicted_s;
+    /* TTFT taken apart, set by the simulation (not a figure of /summary): seconds summed
+     * over ttft_parts_n requests (those whose first token came in their first admission)
+     * of waiting for admission, for the prompt's first piece to run, from then to the
+     * first token, and the client's lag */
+    uint64_t ttft_parts_n;
+    double ttft_parts_s[4];
     /* workload.classes (set before the run): names and SLOs; finished and good by class */
     int n_classes;
     char class_names[8][32];

@@ -18,17 +18,38 @@ typedef enum pkv_clock_source {
     PKV_CLOCK_DEVICE,        /* device time of the attention work */
 } pkv_clock_source;
 
+/* The batch sizes an engine captured as CUDA graphs: small[] (increasing), then every
+ * multiple of step above them up to max. A forward of n token rows at most max runs
+ * padded to the smallest captured size >= n (its dense part priced so); above max it
+ * runs eagerly, unpadded. max 0: no padding (pkvsim's own loop). mixed: forwards with
+ * prompt tokens are padded too (vLLM V1's piecewise graphs), else decode steps only. */
+enum { PKV_GRAPH_SMALL = 16 };
+typedef struct pkv_engine_graphs {
+    int32_t small[PKV_GRAPH_SMALL];
+    int n_small;
+    int32_t step, max;
+    bool mixed;
+} pkv_engine_graphs;
+
+/* The token rows a forward of n runs as under g (n itself above g->max, or with none). */
+int64_t pkv_engine_graph_rows(const pkv_engine_graphs *g, int64_t n);
+
 /* The host work a serving engine adds to each iteration (serving.engine's profile;
  * all zero for pkvsim's own loop): a fixed part, a part per request of the iteration
  * (decode rows, or prompts of a prefill batch) and one per prompt token it schedules.
- * An engine that overlaps it with the GPU (vLLM's async scheduling) takes the longer
- * of the two for the iteration; one that does not, their sum. Under windows of
+ * An engine that overlaps it with the GPU (vLLM's async scheduling, SGLang's overlap
+ * scheduler) takes the longer of the two for the iteration; one that does not, their
+ * sum; exposed_s is added in either case. Under windows of
  * `window` decode steps per scheduling (serving.scheduler_steps) a decode step's host
  * work is its share of the window's. */
 typedef struct pkv_engine_host {
     double iteration_s, per_request_s, per_prompt_token_s;
     bool overlap;
-    int window; /* decode steps per scheduling (0 or 1: every step) */
+    double exposed_s; /* seconds of each iteration's host work that the next waits for
+                         even when the rest overlaps (the sampled tokens' copy back, the
+                         next launch); added in either case */
+    int window;       /* decode steps per scheduling (0 or 1: every step) */
+    pkv_engine_graphs graphs;
 } pkv_engine_host;
 
 enum { PKV_ORACLE_MAX_REPS = 64 }; /* the most runs of each candidate the oracle makes */

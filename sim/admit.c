@@ -81,6 +81,7 @@ int pkv_sim_admit(pkv_sim *s, pkv_err *e) {
             continue;
         }
         r->prefilled = cached;
+        r->t_prefill_start = NAN;
         r->rec.state = PKV_REQ_PREFILL;
         s->prefill[s->n_prefill++] = slot;
     }

@@ -3,6 +3,8 @@
 #include "fleet.h"
 #include "backend.h"
 #include "calib.h"
+#include "config_engine.h"
+#include "config_files.h"
 #include "config_workload.h"
 #include "jsonv.h"
 
@@ -16,120 +18,6 @@
 #include <string.h>
 #include <dirent.h>
 #include <unistd.h>
-
-/* Edits (insertions, deletions, substitutions) from a to b, each at most 63 long. */
-static int edit_distance(const char *a, const char *b) {
-    int row[64], la = (int)strlen(a), lb = (int)strlen(b);
-    if (la > 63 || lb > 63) return 1 << 20;
-    for (int j = 0; j <= lb; j++) row[j] = j;
-    for (int i = 1; i <= la; i++) {
-        int diag = row[0];
-        row[0] = i;
-        for (int j = 1; j <= lb; j++) {
-            const int up = row[j];
-            const int sub = diag + (a[i - 1] != b[j - 1]);
-            row[j] = sub < up + 1 ? (sub < row[j - 1] + 1 ? sub : row[j - 1] + 1)
-                                  : (up + 1 < row[j - 1] + 1 ? up + 1 : row[j - 1] + 1);
-            diag = up;
-        }
-    }
-    return row[lb];
-}
-
-static int by_name(const void *a, const void *b) {
-    return strcmp(a, b);
-}
-
-/* The presets beside the missing one at path (the *.json of its folder), by name, and
- * the closest to `want` within a third of its length ("" if none). */
-static void preset_names(const char *path, const char *want, char *names, size_t n, char *near,
-                         size_t nn) {
-    char dir[1024];
-    snprintf(dir, sizeof dir, "%s", path);
-    char *slash = strrchr(dir, '/');
-    if (slash) *slash = 0;
-    *names = *near = 0;
-    int best = (int)strlen(want) / 3 + 1;
-    char found[64][64];
-    int nf = 0;
-    DIR *d = opendir(dir);
-    for (struct dirent *de; d && (de = readdir(d)) && nf < 64;) {
-        const size_t l = strlen(de->d_name);
-        if (l > 6 && l < 68 && !strcmp(de->d_name + l - 5, ".json"))
-            snprintf(found[nf++], sizeof found[0], "%.*s", (int)(l - 5), de->d_name);
-    }
-    if (d) closedir(d);
-    qsort(found, (size_t)nf, sizeof found[0], by_name);
-    for (int i = 0; i < nf; i++) {
-        const size_t used = strlen(names);
-        snprintf(names + used, n - used, "%s%.63s", i ? ", " : "", found[i]);
-        const int dist = edit_distance(want, found[i]);
-        if (dist < best) best = dist, snprintf(near, nn, "%.*s", (int)nn - 1, found[i]);
-    }
-    if (!*names) snprintf(names, n, "none in %.*s", (int)n - 16, dir);
-}
-
-/* Where the shipped data (experiments/models/, experiments/calibration/) is found, so an
- * installed pkvsim works: $PKVSIM_DATA, then beside the program (its folder, the one
- * above it, ../share/pkvsim), then the source tree it was built from. rel: a path
- * under such a root; out receives the first root's path that exists (the source
- * tree's when none does, so the error names it). */
-static void data_path(char *out, size_t n, const char *rel) {
-    char exe[PATH_MAX], dir[PATH_MAX + 32], real[PATH_MAX];
-    const char *roots[5] = {getenv("PKVSIM_DATA"), NULL, NULL, NULL, PKV_SOURCE_DIR};
-    char beside[3][PATH_MAX + 32];
-    const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (len > 0) {
-        exe[len] = 0;
-        char *slash = strrchr(exe, '/');
-        if (slash) *slash = 0;
-        snprintf(beside[0], sizeof beside[0], "%s", exe);
-        snprintf(beside[1], sizeof beside[1], "%s/..", exe);
-        snprintf(beside[2], sizeof beside[2], "%s/../share/pkvsim", exe);
-        for (int k = 0; k < 3; k++) roots[1 + k] = beside[k];
-    }
-    for (int k = 0; k < 5; k++) {
-        if (!roots[k] || !*roots[k]) continue;
-        snprintf(dir, sizeof dir, "%s/%s", roots[k], rel);
-        if (access(dir, R_OK) == 0) {
-            const char *found = realpath(dir, real) ? real : dir;
-            size_t l = strlen(found);
-            l = l < n ? l : n - 1;
-            memcpy(out, found, l);
-            out[l] = 0;
-            return;
-        }
-    }
-    snprintf(out, n, "%s/%s", PKV_SOURCE_DIR, rel);
-}
-
-/* A data file named NAME (DIR/NAME.json from the data path) or given by a path (with a
- * '/' or ending in .json, from the experiment's folder), parsed; its path into path.
- * NULL with the error, which names key and, for a name not found, the files beside
- * it (what: their kind; also: names to list first) and the closest. */
-static cJSON *named_file(const pkv_config *c, const char *name, const char *key, const char *dir,
-                         const char *what, const char *also, char *path, size_t n, pkv_err *e) {
-    if (strchr(name, '/') || strstr(name, ".json")) {
-        if (pkv_config_path(path, n, c->file, name, key, e)) return NULL;
-    } else {
-        char rel[300];
-        snprintf(rel, sizeof rel, "%s/%s.json", dir, name);
-        data_path(path, n, rel);
-    }
-    pkv_err sub;
-    char *text = pkv_read_file(path, NULL, &sub);
-    if (!text) {
-        char names[512], near[64];
-        preset_names(path, name, names, sizeof names, near, sizeof near);
-        pkv_fail(e, "%s: \"%s\": %s (%s: %s%s%s%s%s)", key, name, sub.msg, what, also, names,
-                 *near ? "; did you mean \"" : "", near, *near ? "\"?" : "");
-        return NULL;
-    }
-    cJSON *root = pkv_json_parse(text, path, &sub);
-    free(text);
-    if (!root) pkv_fail(e, "%s: %s", key, sub.msg);
-    return root;
-}
 
 /* The sections of pkv_config whose rows are all scalars or sub-objects of it. */
 static const char *const config_objs[] = {
@@ -173,8 +61,8 @@ static int parse_model(pkv_config *c, const cJSON *root, pkv_err *e) {
     }
     if (preset) {
         char path[1024];
-        cJSON *p = named_file(c, preset, "model.preset", "experiments/models", "presets", "", path,
-                              sizeof path, e);
+        cJSON *p = pkv_config_named_file(c->file, preset, "model.preset", "experiments/models",
+                                         "presets", "", path, sizeof path, e);
         if (!p) return -1;
         snprintf(c->model_file, sizeof c->model_file, "%s", path);
         snprintf(c->model.name, sizeof c->model.name, "%s", preset);
@@ -209,43 +97,6 @@ static int parse_model(pkv_config *c, const cJSON *root, pkv_err *e) {
                            "attention layer (layers 1)");
     }
     return 0;
-}
-
-/* serving.engine: "pkvsim" (the default, no profile), a profile of experiments/engines/
- * by name, or a path (with a '/' or ending in .json) from the experiment's folder. The
- * profile's "serving" keys are defaults: the experiment's own serving keys (parsed
- * already) are parsed again on top of them. */
-static int parse_engine(pkv_config *c, const cJSON *root, pkv_err *e) {
-    const cJSON *sv = cJSON_GetObjectItemCaseSensitive(root, "serving");
-    const char *name = "pkvsim";
-    if (sv) TRY(pkv_json_str(sv, "serving", "engine", "pkvsim", NULL, &name, NULL, e));
-    if (!*name || strlen(name) >= sizeof c->engine.name)
-        return pkv_fail(e, "serving.engine: a profile's name is 1 to %zu characters",
-                        sizeof c->engine.name - 1);
-    snprintf(c->engine.name, sizeof c->engine.name, "%s", name);
-    if (!strcmp(name, "pkvsim")) return 0;
-    char path[1024];
-    cJSON *p = named_file(c, name, "serving.engine", "experiments/engines", "profiles", "pkvsim, ",
-                          path, sizeof path, e);
-    if (!p) return -1;
-    snprintf(c->engine_file, sizeof c->engine_file, "%s", path);
-    pkv_err sub;
-    const pkv_keys k = pkv_config_keys();
-    const cJSON *host = NULL, *req = NULL, *dflt = NULL;
-    int rc = pkv_keys_check(k, PKV_OBJ_ENGINE, p, "", &sub) ||
-             pkv_json_sub(p, "", "host", &host, &sub) ||
-             pkv_json_sub(p, "", "request", &req, &sub) ||
-             pkv_json_sub(p, "", "serving", &dflt, &sub) ||
-             pkv_keys_parse(k, PKV_OBJ_ENGINE ".host", host, "host", &c->engine, false, &sub) ||
-             pkv_keys_parse(k, PKV_OBJ_ENGINE ".request", req, "request", &c->engine, false, &sub);
-    if (!rc && dflt && cJSON_GetObjectItemCaseSensitive(dflt, "engine"))
-        rc = pkv_fail(&sub, "serving.engine: a profile cannot name another");
-    if (!rc && dflt)
-        rc = pkv_keys_parse(k, "serving", dflt, "serving", c, true, &sub) ||
-             pkv_keys_parse(k, "serving", sv, "serving", c, true, &sub);
-    cJSON_Delete(p);
-    if (c->client == PKV_CLIENT_OFFLINE) c->engine.client_s = 0;
-    return rc ? pkv_fail(e, "serving.engine: %s: %s", path, sub.msg) : 0;
 }
 
 /* run.seed: a whole number up to 9e15 (a JSON number is a double: below 2^53 every
@@ -293,7 +144,7 @@ static bool gpu_serves(const cJSON *gpus, const char *gpu, const char *section) 
     if (!cJSON_IsString(f) || strchr(f->valuestring, '/')) return false;
     char rel[300], path[1024];
     snprintf(rel, sizeof rel, "experiments/calibration/%s", f->valuestring);
-    data_path(path, sizeof path, rel);
+    pkv_config_data_path(path, sizeof path, rel);
     pkv_err ignored;
     cJSON *cal = pkv_json_read(path, &ignored);
     const bool ok = cal && pkv_calib_serves(cal, section);
@@ -307,7 +158,7 @@ static bool gpu_serves(const cJSON *gpus, const char *gpu, const char *section) 
 static int choose_calibration(pkv_config *c, pkv_err *e) {
     const char *section = pkv_model_calib_section(&c->model);
     char index[1024];
-    data_path(index, sizeof index, "experiments/calibration/gpus.json");
+    pkv_config_data_path(index, sizeof index, "experiments/calibration/gpus.json");
     pkv_err sub;
     cJSON *root = pkv_json_read(index, &sub);
     if (!root)
@@ -321,7 +172,7 @@ static int choose_calibration(pkv_config *c, pkv_err *e) {
     if (gpu_serves(gpus, c->gpu, section)) {
         char rel[300];
         snprintf(rel, sizeof rel, "experiments/calibration/%s", f->valuestring);
-        data_path(c->calibration, sizeof c->calibration, rel);
+        pkv_config_data_path(c->calibration, sizeof c->calibration, rel);
     } else {
         char known[512] = "";
         for (const cJSON *x = gpus ? gpus->child : NULL; x; x = x->next)
@@ -593,10 +444,17 @@ int pkv_config_resolve(pkv_config *c) {
         cJSON_AddStringToObject(sv, "engine", c->engine.name);
         cJSON *ep = cJSON_AddObjectToObject(sv, "engine_profile");
         cJSON_AddStringToObject(ep, "file", c->engine_file);
+        cJSON_AddStringToObject(ep, "requested", c->engine.requested);
         pkv_keys_write(pkv_config_keys(), PKV_OBJ_ENGINE ".host", &c->engine,
                        cJSON_AddObjectToObject(ep, "host"));
         pkv_keys_write(pkv_config_keys(), PKV_OBJ_ENGINE ".request", &c->engine,
                        cJSON_AddObjectToObject(ep, "request"));
+        const pkv_engine_graphs *g = &c->engine.host.graphs;
+        if (g->max > 0) {
+            cJSON *go = cJSON_AddObjectToObject(ep, "graphs");
+            cJSON_AddItemToObject(go, "sizes", cJSON_CreateIntArray(g->small, g->n_small));
+            pkv_keys_write(pkv_config_keys(), PKV_OBJ_ENGINE ".graphs", g, go);
+        }
     }
     if (c->calib_overrides)
         cJSON_AddItemToObject(cJSON_GetObjectItemCaseSensitive(r, "route"), "overrides",
@@ -800,7 +658,7 @@ int pkv_config_parse(pkv_config *c, char *text, const char *path, pkv_err *e) {
     if (parse_model(c, root, &sub)) goto out;
     for (size_t i = 1; i < sizeof config_objs / sizeof *config_objs; i++) /* after the model */
         if (parse_section(c, root, config_objs[i], &sub)) goto out;
-    if (parse_engine(c, root, &sub) || finish_sections(c, root, &sub) ||
+    if (pkv_config_parse_engine(c, root, &sub) || finish_sections(c, root, &sub) ||
         pkv_config_parse_workload(&c->workload, &c->trace_spec, &c->trace, c->file, w, &sub) ||
         fit_memory(c, root, &sub) || check_consistency(c, &sub) || parse_pools(c, root, &sub))
         goto out;

@@ -72,14 +72,17 @@ static inline int pkv_fleet_slots(const pkv_fleet_spec *f) {
     return n;
 }
 
-/* serving.engine: a serving engine's profile (experiments/engines/NAME.json), fitted to
- * published measurements: the host work it adds to each iteration, and the seconds a
- * client sees beyond the engine on each request (tokenization and the HTTP request on
- * the way in, detokenization and the response on the way out; their split changes no
- * figure), which its TTFT and end-to-end latency include. "pkvsim" (the default): none
- * of it, pkvsim's own loop. */
+/* serving.engine: a serving engine's profile by version (experiments/engines/
+ * NAME@VERSION.json): its serving defaults (scheduler, token budget, batch limits,
+ * prefix caching, by usage: a server's or in-process), the host work it adds to each
+ * iteration and what of it overlaps the GPU, the batch sizes it captured as CUDA
+ * graphs, its attention backends, and the seconds a client sees beyond the engine on
+ * each request (tokenization and the HTTP request on the way in, detokenization and the
+ * response on the way out; their split changes no figure), which its TTFT and
+ * end-to-end latency include. "pkvsim" (the default): none of it, pkvsim's own loop. */
 typedef struct pkv_engine_profile {
-    char name[64];
+    char name[64];      /* the profile taken: NAME@VERSION, a path, or "pkvsim" */
+    char requested[64]; /* serving.engine as the experiment gives it */
     pkv_engine_host host;
     double client_s;
 } pkv_engine_profile;
@@ -92,8 +95,9 @@ typedef struct pkv_config {
     pkv_model model;       /* the served model (engine/model.h) */
     char model_file[1024]; /* the preset file it came from, or "" */
     pkv_engine_profile engine;
-    char engine_file[1024]; /* its profile's file, or "" (pkvsim) */
-    int client;             /* serving.client: PKV_CLIENT_* */
+    char engine_file[1024];     /* its profile's file, or "" (pkvsim) */
+    int client;                 /* serving.client: PKV_CLIENT_* */
+    char attention_backend[32]; /* serving.attention_backend: the engine's backend ("": none) */
     pkv_workload_spec workload;
     pkv_trace_spec trace_spec; /* workload.trace, when given */
     pkv_trace trace;           /* its rows (owned); workload.trace points here */

@@ -59,6 +59,7 @@ static const char *const bad_row[] = {"stop", "skip", NULL};
 
 #define C     pkv_config
 #define EP    pkv_engine_profile
+#define G     pkv_engine_graphs
 #define A     pkv_arrival_spec
 #define L     pkv_length_spec
 #define T     pkv_trace_spec
@@ -184,6 +185,7 @@ static const pkv_key rows[] = {
     BOOL("serving", "prefix_caching", C, prefix_caching, false),
     CUSTOM("serving", "engine"),
     ENUM("serving", "client", C, client, "server", pkv_client_names),
+    STR("serving", "attention_backend", C, attention_backend, "", NULL),
     INT("serving", "prefix_block_tokens", C, prefix_block_tokens, 512, 1, 1 << 16),
     OBJ("serving", "prefill"),
     OBJ("serving", "page_tables"),
@@ -238,12 +240,22 @@ static const pkv_key rows[] = {
     CUSTOM(PKV_OBJ_ENGINE, "fit"),
     OBJ(PKV_OBJ_ENGINE, "host"),
     OBJ(PKV_OBJ_ENGINE, "request"),
+    CUSTOM(PKV_OBJ_ENGINE, "version"),
     CUSTOM(PKV_OBJ_ENGINE, "serving"),
+    CUSTOM(PKV_OBJ_ENGINE, "serving_offline"),
+    CUSTOM(PKV_OBJ_ENGINE, "attention_backend"),
+    CUSTOM(PKV_OBJ_ENGINE, "attention_backends"),
+    OBJ(PKV_OBJ_ENGINE, "graphs"),
+    CUSTOM(PKV_OBJ_ENGINE ".graphs", "sizes"),
+    INT(PKV_OBJ_ENGINE ".graphs", "step", G, step, 0, 0, 1 << 20),
+    INT(PKV_OBJ_ENGINE ".graphs", "max", G, max, 0, 0, 1 << 24),
+    BOOL(PKV_OBJ_ENGINE ".graphs", "mixed", G, mixed, false),
     NUM(PKV_OBJ_ENGINE ".host", "iteration_us", EP, host.iteration_s, 0, 0, 1e7, .scale = 1e-6),
     NUM(PKV_OBJ_ENGINE ".host", "per_request_us", EP, host.per_request_s, 0, 0, 1e6, .scale = 1e-6),
     NUM(PKV_OBJ_ENGINE ".host", "per_prompt_token_us", EP, host.per_prompt_token_s, 0, 0, 1e6,
         .scale = 1e-6),
     BOOL(PKV_OBJ_ENGINE ".host", "overlap", EP, host.overlap, false),
+    NUM(PKV_OBJ_ENGINE ".host", "exposed_us", EP, host.exposed_s, 0, 0, 1e7, .scale = 1e-6),
     NUM(PKV_OBJ_ENGINE ".request", "client_us", EP, client_s, 0, 0, 1e8, .scale = 1e-6),
 
     I64("run", "max_steps", C, max_steps, 0, 0, BIG),
@@ -274,6 +286,8 @@ static const pkv_key rows[] = {
     CUSTOM("validation", "band_note"),
     CUSTOM("validation", "note"),
     CUSTOM("validation", "expect"),
+    CUSTOM(PKV_OBJ_SOURCE, "id"),
+    CUSTOM(PKV_OBJ_SOURCE, "client"),
     CUSTOM(PKV_OBJ_SOURCE, "url"),
     CUSTOM(PKV_OBJ_SOURCE, "title"),
     CUSTOM(PKV_OBJ_SOURCE, "date"),

@@ -62,6 +62,9 @@ static int sink_end(void *ctx, double t_end, bool interrupted, const pkv_sim_cou
     s->clamped = c->clamped;
     s->swap_outs = c->swap_outs, s->swap_ins = c->swap_ins, s->swap_pages = c->swap_pages;
     s->swap_time_s = c->swap_time_s, s->swap_predicted_s = c->swap_predicted_s;
+    s->ttft_parts_n = c->ttft_n;
+    s->ttft_parts_s[0] = c->ttft_queue_s, s->ttft_parts_s[1] = c->ttft_wait_s;
+    s->ttft_parts_s[2] = c->ttft_prefill_s, s->ttft_parts_s[3] = c->ttft_client_s;
     return pkv_summary_finish(s, t_end) ? pkv_fail(e, "out of memory") : 0;
 }
 
@@ -163,6 +166,8 @@ static void counts_add(pkv_sim_counts *a, const pkv_sim_counts *b) {
     a->prefix_unbounded_hit_tokens += b->prefix_unbounded_hit_tokens;
     a->swap_outs += b->swap_outs, a->swap_ins += b->swap_ins, a->swap_pages += b->swap_pages;
     a->swap_time_s += b->swap_time_s, a->swap_predicted_s += b->swap_predicted_s;
+    a->ttft_n += b->ttft_n, a->ttft_queue_s += b->ttft_queue_s, a->ttft_wait_s += b->ttft_wait_s;
+    a->ttft_prefill_s += b->ttft_prefill_s, a->ttft_client_s += b->ttft_client_s;
 }
 
 /* Over ranks: the counts, the end time and interruption of every process, summed, on

@@ -5,6 +5,7 @@
 #include "sched.h"
 #include "sim_parts.h"
 
+#include <math.h>
 #include <stdint.h>
 
 /* The chunks in the token budget the decode rows leave (token_budget >= max_active,
@@ -15,7 +16,8 @@ static void take_chunks(pkv_sim *s, pkv_prefill_view *cv) {
     const int32_t cap = s->cfg->max_prefill_chunk > 0 ? s->cfg->max_prefill_chunk : INT32_MAX;
     s->n_chunks = 0;
     for (int32_t i = 0; i < s->n_prefill && budget > 0; i++) {
-        const pkv_sim_request *r = &s->req[s->prefill[i]];
+        pkv_sim_request *r = &s->req[s->prefill[i]];
+        if (isnan(r->t_prefill_start)) r->t_prefill_start = s->t_now;
         const int32_t k = s->n_chunks++, left = (int32_t)(pkv_sim_stored_tokens(r) - r->prefilled);
         int32_t len = left < cap ? left : cap;
         if (len > budget) len = budget;

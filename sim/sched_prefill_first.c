@@ -5,6 +5,7 @@
 #include "sched.h"
 #include "sim_parts.h"
 
+#include <math.h>
 #include <string.h>
 
 static int next(pkv_sim *s, pkv_iter_kind *kind, pkv_prefill_view *pv, pkv_err *e) {
@@ -18,6 +19,7 @@ static int next(pkv_sim *s, pkv_iter_kind *kind, pkv_prefill_view *pv, pkv_err *
             const int32_t len = (int32_t)pkv_sim_stored_tokens(r) - r->prefilled;
             if (cap > 0 && k > 0 && tokens + len > cap) break;
             tokens += len;
+            if (isnan(r->t_prefill_start)) s->req[s->prefill[k]].t_prefill_start = s->t_now;
             s->chunk_start[k] = r->prefilled;
             s->prefill_lens[k] = len;
             n = pkv_sim_list_pages(s, r, pkv_sim_stored_tokens(r), n);

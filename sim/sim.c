@@ -36,6 +36,14 @@ static int token_done(pkv_sim *s, pkv_sim_request *r, pkv_err *e) {
     r->rec.generated++;
     if (isnan(r->rec.t_first_token)) {
         r->rec.t_first_token = s->t_now + client_lag(s);
+        if (r->rec.preemptions == 0 && !isnan(r->t_prefill_start)) {
+            pkv_sim_counts *c = &s->counts;
+            c->ttft_n++;
+            c->ttft_queue_s += r->rec.t_admitted - r->rec.t_arrival;
+            c->ttft_wait_s += r->t_prefill_start - r->rec.t_admitted;
+            c->ttft_prefill_s += s->t_now - r->t_prefill_start;
+            c->ttft_client_s += client_lag(s);
+        }
         if (s->first_token &&
             s->first_token(s->fleet_ctx, s->t_now, r->rec.t_first_token - r->rec.t_arrival))
             return pkv_fail(e, "out of memory");

@@ -35,15 +35,17 @@ typedef struct pkv_sim_request {
     int32_t prefix_group;  /* the shared prompt it starts with (-1: none) */
     const int64_t *hashes; /* the trace's block ids of its prompt (NULL: none) */
     int32_t n_hashes;
-    int32_t *blocks;       /* [cap_pages / pages per block + 1] cache slots of its leading
-                              cached blocks */
-    int32_t cached_blocks; /* its leading blocks whose pages the cache holds */
-    bool swapped;          /* preempted by swap: its n_pages pages are in the host pool, in
-                              the slots its pages array names */
-    bool kv_arrived;       /* prefilled on another replica (a fleet's prefill pool): its KV
-                              comes with it; admitted, it joins the running batch */
-    double t_last_token;   /* seconds: when its latest token came (for the inter-token latency) */
-    bool live;             /* the slot holds a request still in the simulation */
+    int32_t *blocks;        /* [cap_pages / pages per block + 1] cache slots of its leading
+                               cached blocks */
+    int32_t cached_blocks;  /* its leading blocks whose pages the cache holds */
+    bool swapped;           /* preempted by swap: its n_pages pages are in the host pool, in
+                               the slots its pages array names */
+    bool kv_arrived;        /* prefilled on another replica (a fleet's prefill pool): its KV
+                               comes with it; admitted, it joins the running batch */
+    double t_last_token;    /* seconds: when its latest token came (for the inter-token latency) */
+    double t_prefill_start; /* seconds: the first piece of its prompt began running, this
+                               admission (NaN: not yet) */
+    bool live;              /* the slot holds a request still in the simulation */
 } pkv_sim_request;
 
 struct pkv_sim;
@@ -59,6 +61,12 @@ typedef struct pkv_sim_counts {
     uint64_t clamped; /* requests drawn with a prompt or decode cut to max_context */
     uint64_t swap_outs, swap_ins, swap_pages;
     double swap_time_s, swap_predicted_s;
+    /* TTFT taken apart, over the requests whose first token came in their first
+     * admission (ttft_n): seconds summed of waiting to be admitted, admitted and waiting
+     * for the scheduler to run their prompt's first piece, from then to the first token
+     * (the prefill's iterations, and what runs between them), and the client's lag */
+    uint64_t ttft_n;
+    double ttft_queue_s, ttft_wait_s, ttft_prefill_s, ttft_client_s;
 } pkv_sim_counts;
 
 /* Where the simulation stands, for a progress line. */

@@ -352,9 +352,9 @@ expect_fail validate-not-validation "validation: missing" "$pkvsim" validate "$s
 cp "$src/experiments/validation/vllm-h200-latency-b8.json" "$tmp/v.json"
 cp "$tmp/v.json" "$tmp/v.keep"
 expect_fail validate-onto-input "is a validation file" "$pkvsim" validate "$tmp/v.json" --json "$tmp/v.json"
-expect_fail fit-engine-onto-input "is a validation file" "$pkvsim" fit --engine "$src/experiments/engines/vllm.json" "$tmp/v.json" -o "$tmp/v.json"
+expect_fail fit-engine-onto-input "is a validation file" "$pkvsim" fit --engine "$src/experiments/engines/vllm@0.6.0.json" "$tmp/v.json" -o "$tmp/v.json"
 if cmp -s "$tmp/v.json" "$tmp/v.keep"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL validate destroyed its input"; fi
-expect_fail fit-engine-no-files "validation files" "$pkvsim" fit --engine "$src/experiments/engines/vllm.json"
+expect_fail fit-engine-no-files "validation files" "$pkvsim" fit --engine "$src/experiments/engines/vllm@0.6.0.json"
 expect_fail report-missing-value "pkvsim report: --baseline: unknown option, or its value is missing" \
   "$pkvsim" report --baseline
 expect_fail bench-sim-steps "--steps: \"0\" is not a positive integer" "$pkvsim" bench sim --steps 0 --out "$tmp/out.h5"

@@ -239,11 +239,16 @@ engines = {r["engine"] for r in rows}
 gpus = {r["gpu"] for r in rows}
 check(f"at least 12 figures, two engines, two GPUs ({len(rows)}, {engines}, {gpus})",
       len(rows) >= 12 and len(engines) >= 2 and len(gpus) >= 2)
-for eng in engines:
-    mine = [r for r in rows if r["engine"] == eng]
-    held = sum(r["role"] == "held_out" for r in mine)
-    check(f"{eng}: at least a third of its figures held out ({held} of {len(mine)})",
-          3 * held >= len(mine))
+sources = {r["source"] for r in rows}
+check(f"the corpus: 80 or more figures from 10 or more sources ({len(rows)}, {len(sources)})",
+      len(rows) >= 80 and len(sources) >= 10)
+check("every row names its client and the predicted TTFT's parts",
+      all(r["client"] and set(r["ttft_parts_ms"]) == {"queue", "wait_for_budget", "prefill", "client"}
+          for r in rows))
+ttft_rows = [r for r in rows if r["figure"] == "mean_ttft"]
+check("a mean TTFT is its parts' sum where no request was preempted (within 1%)",
+      ttft_rows and all(abs(sum(r["ttft_parts_ms"].values()) - r["predicted"]) <= 0.01 * r["predicted"]
+                        for r in ttft_rows if r["profile"] != "pkvsim"))
 for name in files:
     d = json.load(open(os.path.join(val, name)))["validation"]
     check(f"{name}: names its source's url, engine, GPU and command",
@@ -279,11 +284,15 @@ truth = write("truth.json", {"name": "synthetic", "host": {
 start = write("start.json", {"name": "synthetic", "host": {
     "iteration_us": 400, "per_request_us": 10, "per_prompt_token_us": 0.5, "overlap": False},
     "request": {"client_us": 800}})
-shapes = [  # (name, concurrency, prompt, decode, client, figure)
+shapes = [  # (name, concurrency, prompt, decode, client, figure); two sources of four
     ("b1", 1, 64, 200, "offline", "mean_e2el"),
     ("b48", 48, 64, 200, "offline", "mean_e2el"),
     ("long", 1, 8000, 2, "offline", "mean_ttft"),
     ("srv", 1, 64, 8, "server", "mean_ttft"),
+    ("c1", 1, 128, 150, "offline", "mean_e2el"),
+    ("c32", 32, 100, 150, "offline", "mean_e2el"),
+    ("lonc", 1, 6000, 2, "offline", "mean_ttft"),
+    ("srw", 1, 100, 8, "server", "mean_ttft"),
 ]
 syn = []
 for name, conc, prompt, decode, client, fig in shapes:
@@ -296,7 +305,10 @@ for name, conc, prompt, decode, client, fig in shapes:
          "run": {"backend": "model", "record": "summary"},
          "validation": {"role": "fit", "band_pct": 50, "band_note": "synthetic",
                         "source": {"url": "synthetic", "engine": "synthetic", "gpu": "H200",
-                                   "model": "llama-3.1-8b", "command": "none"},
+                                   "model": "llama-3.1-8b", "command": "none",
+                                   "id": "src_a" if name in ("b1", "b48", "long", "srv") else "src_b",
+                                   "client": "benchmark_latency" if client == "offline"
+                                   else "vllm bench serve"},
                         "expect": [{"figure": fig, "value": 1, "unit": "ms"}]}}
     syn.append((write(f"syn_{name}.json", e), e))
 out = os.path.join(tmp, "syn.json")
@@ -313,7 +325,92 @@ vals = dict(got["host"], **got["request"])
 for k, v in TRUE.items():
     check(f"fit recovers {k}: {vals[k]} against {v} (1%)", abs(vals[k] - v) <= 0.01 * v)
 check("fit keeps overlap false", got["host"]["overlap"] is False)
-check("fit lists its files", len(got["fit"]["fitted"]) == 4 and got["fit"]["held_out"] == [])
+check("fit lists its files", len(got["fit"]["fitted"]) == 8 and got["fit"]["held_out"] == [])
+
+# ---- held out by source: files made with known constants, three sources -------------------
+out = os.path.join(tmp, "bysrc.json")
+run(["validate", "--by-source", "--iterations", "300"] + [p for p, _ in syn] + ["--json", out])
+bs = json.load(open(out))
+errs = {os.path.basename(r["file"]): r["error"] for r in bs["rows"]}
+check(f"by source: every source predicted by constants fitted without it, within 2% ({errs})",
+      all(r["held_out"] for r in bs["rows"]) and all(abs(e) <= 0.02 for e in errs.values()))
+check("by source: a mean per source",
+      {g["group"] for g in bs["mean_abs_error"] if g["group"].startswith("source ")} ==
+      {"source src_a", "source src_b"})
+
+# ---- engines by version ----------------------------------------------------------------------
+def resolved(engine, **serving):
+    e = write("ver.json", {"model": "llama-3.1-8b", "workload": {
+        "arrival": {"process": "poisson", "rate": 5}, "num_requests": 4},
+        "serving": dict({"engine": engine}, **serving)})
+    p = subprocess.run([pkvsim, "run", "-n", e], capture_output=True, text=True)
+    return (json.loads(p.stdout) if p.returncode == 0 else None), p.stderr
+
+
+for asked, taken in (("vllm@0.7.3", "vllm@0.6.0"), ("vllm@0.9.0", "vllm@0.8.0"),
+                     ("vllm", "vllm@0.8.0"), ("vllm-v0@0.9.0", "vllm-v0@0.8.0"),
+                     ("sglang@0.4.9", "sglang@0.4.0"), ("sglang@0.3.5", "sglang@0.3.0")):
+    r, _ = resolved(asked)
+    check(f"serving.engine {asked} takes {taken} and records both",
+          r and r["serving"]["engine"] == taken and
+          r["serving"]["engine_profile"]["requested"] == asked)
+for bad, says in (("vllm@0.5.0", "older than every profile of vllm (versions: 0.6.0, 0.8.0)"),
+                  ("tgi@1.0", "no profile of engine \"tgi\""), ("vllm@x", "numbers joined by dots")):
+    r, err = resolved(bad)
+    check(f"serving.engine {bad}: an error naming what exists ({err.strip()[-120:]})",
+          r is None and says in err)
+r, _ = resolved("vllm@0.9.0")
+check("vLLM V1 brings its scheduler: one token budget of 8192, 1024 rows, prefix caching",
+      r["serving"]["scheduler"] == "chunked" and r["serving"]["token_budget"] == 8192 and
+      r["serving"]["max_active"] == 1024 and r["serving"]["prefix_caching"] is True)
+r, _ = resolved("vllm@0.9.0", client="offline")
+check("vLLM V1 in process (LLM class): a budget of 16384", r["serving"]["token_budget"] == 16384)
+r, _ = resolved("sglang@0.4.9", token_budget=4096)
+check("SGLang 0.4: prefill batches apart, its FlashInfer backend pricing the attention, "
+      "the experiment's keys over the profile's",
+      r["serving"]["scheduler"] == "prefill_first" and r["route"]["policy"] == "flashinfer" and
+      r["serving"]["token_budget"] == 4096)
+r, _ = resolved("sglang@0.4.9", attention_backend="fa3")
+check("serving.attention_backend fa3: its route policy", r["route"]["policy"] == "adaptive")
+r, err = resolved("sglang@0.4.9", attention_backend="cutlass")
+check("an attention backend the engine does not offer: an error naming those it does",
+      r is None and "flashinfer, fa3" in err)
+
+# ---- overlap with an exposed part, and CUDA-graph padding -------------------------------------
+def prof2(name, **kw):
+    d = {"name": "t", "host": dict({"iteration_us": 3000, "per_request_us": 0,
+                                    "per_prompt_token_us": 0, "overlap": True}, **kw.pop("host", {}))}
+    d.update(kw)
+    return write(name, d)
+
+
+EXPOSED = 150
+f = h5run(experiment("exposed.json", {"engine": prof2("p_exp.json", host={"iteration_us": 6000,
+                                                                        "exposed_us": EXPOSED}),
+                                      "scheduler": "chunked", "token_budget": 512}))
+s = cols(f, "steps")
+gaps = np.diff(s["t_sim"])
+want = np.maximum(s["t_predicted"], 6e-3) + EXPOSED * 1e-6
+check("overlap hides host work shorter than the GPU step and shows the excess, plus exposed_us",
+      np.allclose(gaps, want[:-1], rtol=1e-9) and (s["t_predicted"] > 6e-3).any() and
+      (s["t_predicted"] < 6e-3).any() and np.allclose(s["t_host_engine"], 6e-3 + EXPOSED * 1e-6))
+PAD = {"arrival": {"process": "closed", "concurrency": 5}, "prompt": {"dist": "fixed", "value": 64},
+       "decode": {"dist": "fixed", "value": 40}, "num_requests": 5}
+FULL = dict(PAD, arrival={"process": "closed", "concurrency": 8}, num_requests=8)
+t = {}
+for tag, graphs, wl in (("none", None, PAD), ("pad", {"sizes": [1, 2, 4], "step": 8, "max": 16}, PAD),
+                        ("full", None, FULL), ("fullpad", {"sizes": [1, 2, 4], "step": 8, "max": 16}, FULL),
+                        ("eager", {"sizes": [1, 2, 4], "max": 4}, PAD)):
+    extra = {"graphs": graphs} if graphs else {}
+    pr = prof2(f"p_{tag}.json", host={"iteration_us": 0, "overlap": False}, **extra)
+    s = cols(h5run(experiment(f"pad_{tag}.json", {"engine": pr, "scheduler": "prefill_first"}, wl)), "steps")
+    t[tag] = s["t_dense_predicted"][s["rows"] == s["rows"].max()]
+# (the LM head runs over the real rows only: 5 padded rows cost 8 rows' GEMMs, 5 rows' head)
+check("a graph-padded batch costs its captured size: 5 rows priced as 8 (their head as 5)",
+      (t["pad"] > t["none"]).all() and (t["pad"] < t["full"][0]).all() and
+      (t["pad"] - t["none"]).min() > 0.5 * (t["full"][0] - t["none"]).max())
+check("a batch of a captured size is not padded", np.allclose(t["fullpad"], t["full"]))
+check("above the largest captured size a batch runs unpadded", np.allclose(t["eager"], t["none"]))
 
 print(f"{passes} checks passed, {fails} failed")
 sys.exit(1 if fails else 0)

@@ -1,0 +1,278 @@
+/* pkvsim fit --engine PROFILE.json VALIDATION...: fit a profile's host work to the
+ * validation files that use it and are marked "fit" (GSL's Nelder-Mead simplex over the
+ * constants, on the squared log errors), and report the held-out files' errors beside
+ * the fitted; pkv_vfit_run is the fit, which `validate --by-source` uses too. */
+#include "cli.h"
+#include "jsonv.h"
+#include "pkv_files.h"
+#include "vfile.h"
+
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <gsl/gsl_errno.h>
+#include <gsl/gsl_multimin.h>
+
+/* The constants fitted, in microseconds: a point x of the simplex maps to x^2 (so each
+ * stays non-negative). */
+enum { N_PARAMS = 4 };
+const char *const pkv_vfit_names[N_PARAMS] = {"iteration_us", "per_request_us",
+                                              "per_prompt_token_us", "client_us"};
+
+typedef struct fit_ctx {
+    pkv_vfile *v;
+    int n;
+    const bool *use;
+    bool overlap;
+    bool fit_client;  /* a used file was measured through a server */
+    double client_us; /* else client_us stays this (the profile's) */
+    int evals, failed;
+    pkv_err e;
+} fit_ctx;
+
+void pkv_vfit_set(pkv_vfile *v, int n, const double *us, bool overlap) {
+    for (int i = 0; i < n; i++) {
+        pkv_engine_profile *p = &v[i].cfg.engine;
+        p->host.iteration_s = us[0] * 1e-6;
+        p->host.per_request_s = us[1] * 1e-6;
+        p->host.per_prompt_token_s = us[2] * 1e-6;
+        p->host.overlap = overlap;
+        p->client_s = v[i].cfg.client == PKV_CLIENT_OFFLINE ? 0 : us[3] * 1e-6;
+    }
+}
+
+/* Mean squared log error of the used files' figures. */
+static double objective(const gsl_vector *x, void *arg) {
+    fit_ctx *c = arg;
+    double us[N_PARAMS], sum = 0;
+    for (int k = 0; k < N_PARAMS; k++) us[k] = gsl_vector_get(x, k) * gsl_vector_get(x, k);
+    if (!c->fit_client) us[3] = c->client_us;
+    pkv_vfit_set(c->v, c->n, us, c->overlap);
+    int rows = 0;
+    c->evals++;
+    for (int i = 0; i < c->n; i++) {
+        if (!c->use[i]) continue;
+        if (pkv_vfile_run(&c->v[i], false, &c->e)) {
+            c->failed = 1;
+            return GSL_POSINF;
+        }
+        for (int j = 0; j < c->v[i].n; j++, rows++) {
+            const double l = log(c->v[i].rows[j].pred / c->v[i].rows[j].value);
+            sum += isfinite(l) ? l * l : 1e6;
+        }
+    }
+    return rows ? sum / rows : 0;
+}
+
+/* Minimise from start (microseconds); best receives the constants, the return the
+ * objective there (NAN: a run failed). */
+static double minimise(fit_ctx *c, const double *start, int max_iter, double *best) {
+    const gsl_multimin_fminimizer_type *T = gsl_multimin_fminimizer_nmsimplex2;
+    gsl_multimin_fminimizer *s = gsl_multimin_fminimizer_alloc(T, N_PARAMS);
+    gsl_vector *x = gsl_vector_alloc(N_PARAMS), *step = gsl_vector_alloc(N_PARAMS);
+    double f = NAN;
+    if (s && x && step) {
+        for (int k = 0; k < N_PARAMS; k++) {
+            gsl_vector_set(x, k, sqrt(start[k]));
+            gsl_vector_set(step, k, 0.3 * sqrt(start[k]) + 0.5);
+        }
+        gsl_multimin_function fn = {objective, N_PARAMS, c};
+        gsl_multimin_fminimizer_set(s, &fn, x, step);
+        for (int it = 0; it < max_iter && !c->failed; it++) {
+            if (gsl_multimin_fminimizer_iterate(s)) break;
+            if (gsl_multimin_test_size(gsl_multimin_fminimizer_size(s), 1e-3) == GSL_SUCCESS) break;
+        }
+        f = c->failed ? NAN : s->fval;
+        for (int k = 0; k < N_PARAMS; k++)
+            best[k] = gsl_vector_get(s->x, k) * gsl_vector_get(s->x, k);
+    } else {
+        c->failed = 1;
+        pkv_fail(&c->e, "out of memory");
+    }
+    gsl_multimin_fminimizer_free(s);
+    gsl_vector_free(x);
+    gsl_vector_free(step);
+    return f;
+}
+
+int pkv_vfit_run(pkv_vfile *v, int n, const bool *use, pkv_vfit *f, pkv_err *e) {
+    fit_ctx c = {.v = v, .n = n, .use = use, .overlap = f->overlap};
+    const pkv_engine_profile *p0 = NULL;
+    for (int i = 0; i < n; i++) {
+        if (!use[i]) continue;
+        p0 = p0 ? p0 : &v[i].cfg.engine;
+        c.fit_client |= v[i].cfg.client == PKV_CLIENT_SERVER;
+    }
+    if (!p0) return pkv_fail(e, "no file to fit");
+    c.client_us = p0->client_s * 1e6;
+    /* from the profile's constants (floored, so that each can move), the simplex
+     * restarted where it ended until that no longer improves */
+    double start[N_PARAMS] = {fmax(p0->host.iteration_s * 1e6, 100),
+                              fmax(p0->host.per_request_s * 1e6, 1),
+                              fmax(p0->host.per_prompt_token_s * 1e6, 0.1), fmax(c.client_us, 100)};
+    double x[N_PARAMS], fv = INFINITY;
+    for (int round = 0; round < f->restarts; round++) {
+        const double f_prev = fv;
+        fv = minimise(&c, start, f->max_iter, x);
+        if (c.failed) break;
+        memcpy(start, x, sizeof start);
+        if (!(fv < f_prev * 0.999)) break;
+    }
+    if (c.failed) {
+        *e = c.e;
+        return -1;
+    }
+    if (!c.fit_client) x[3] = c.client_us;
+    memcpy(f->us, x, sizeof f->us);
+    f->rms = sqrt(fv);
+    f->client = c.fit_client;
+    f->evals = c.evals;
+    pkv_vfit_set(v, n, x, f->overlap);
+    return 0;
+}
+
+static void fit_usage(void) {
+    fputs("usage: pkvsim fit --engine PROFILE.json [-o OUT.json] VALIDATION... [--iterations N]\n"
+          "\n"
+          "Fits an engine profile's host work (iteration_us, per_request_us,\n"
+          "per_prompt_token_us; client_us for the files measured through a server) to the\n"
+          "validation files that use the profile and whose role is \"fit\": GSL's\n"
+          "Nelder-Mead simplex on the mean squared log error of their figures, with the\n"
+          "host work overlapped with the GPU as the profile's host.overlap says. The files\n"
+          "held out (role \"held_out\") are run with the fitted profile and reported, never\n"
+          "fitted. OUT (default: the table only) is PROFILE.json with the fitted constants\n"
+          "and a `fit` section naming the fitted and held-out files and their errors.\n"
+          "`pkvsim validate --by-source` fits the same way with each source held out.\n"
+          "\n"
+          "  --iterations N   simplex iterations per start (default 200)\n",
+          stdout);
+}
+
+static int write_profile(const char *out, const char *profile, const pkv_vfit *f,
+                         const pkv_vfile *v, int n) {
+    pkv_err e;
+    cJSON *root = pkv_json_read(profile, &e);
+    if (!root) {
+        fprintf(stderr, "pkvsim fit: %s\n", e.msg);
+        return -1;
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(root, "fit");
+    cJSON *h = cJSON_GetObjectItemCaseSensitive(root, "host");
+    if (!cJSON_IsObject(h)) h = cJSON_AddObjectToObject(root, "host");
+    for (int k = 0; k < 3; k++) {
+        cJSON_DeleteItemFromObjectCaseSensitive(h, pkv_vfit_names[k]);
+        cJSON_AddNumberToObject(h, pkv_vfit_names[k], round(f->us[k] * 100) / 100);
+    }
+    cJSON *rq = cJSON_GetObjectItemCaseSensitive(root, "request");
+    if (!cJSON_IsObject(rq)) rq = cJSON_AddObjectToObject(root, "request");
+    cJSON_DeleteItemFromObjectCaseSensitive(rq, "client_us");
+    cJSON_AddNumberToObject(rq, "client_us", round(f->us[3] * 100) / 100);
+    cJSON *fit = cJSON_AddObjectToObject(root, "fit");
+    cJSON_AddStringToObject(fit, "method",
+                            "pkvsim fit --engine: Nelder-Mead on the mean squared log error of "
+                            "the fitted files' figures, model backend");
+    cJSON_AddNumberToObject(fit, "rms_log_error", round(1e4 * f->rms) / 1e4);
+    cJSON_AddBoolToObject(fit, "client_us_fitted", f->client);
+    char date[16];
+    const time_t now = time(NULL);
+    strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
+    cJSON_AddStringToObject(fit, "date", date);
+    cJSON *fitted = cJSON_AddArrayToObject(fit, "fitted"),
+          *held = cJSON_AddArrayToObject(fit, "held_out");
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < v[i].n; j++) {
+            const pkv_vrow *r = &v[i].rows[j];
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "file", pkv_vfile_stem(v[i].path));
+            cJSON_AddStringToObject(o, "figure", r->label);
+            cJSON_AddNumberToObject(o, "error",
+                                    round(1e4 * pkv_vfile_err(r->pred, r->value)) / 1e4);
+            cJSON_AddItemToArray(v[i].held_out ? held : fitted, o);
+        }
+    return pkv_vfile_write_doc(root, out, "fit", "-o");
+}
+
+int pkv_cmd_fit_engine(int argc, char **argv) {
+    const char *profile = NULL, *out = NULL, *iters = NULL;
+    const pkv_cli_opt opts[] = {{"engine", 'e', PKV_CLI_STRING, &profile, 0},
+                                {"output", 'o', PKV_CLI_STRING, &out, 0},
+                                {"iterations", 0, PKV_CLI_STRING, &iters, 0}};
+    const int orc = pkv_cli_options("fit", argc, argv, opts, 3, fit_usage);
+    if (orc >= 0) return orc;
+    int max_iter = 200;
+    if (!profile || optind >= argc ||
+        (iters && pkv_cli_parse_count("fit", "--iterations", iters, 100000, &max_iter))) {
+        if (!profile || optind >= argc)
+            fputs("pkvsim fit: --engine PROFILE.json and validation files (see --help)\n", stderr);
+        return 2;
+    }
+    char *names[PKV_VFILES_MAX];
+    const int n = pkv_vfile_list(argc - optind, argv + optind, "fit", names, PKV_VFILES_MAX);
+    if (n < 0) return 1;
+    /* -o may be the profile itself (fitted in place), never a validation file */
+    if (out && pkv_vfile_output_ok("fit", out, "-o", names, n)) {
+        pkv_vfile_free(NULL, 0, names, n);
+        return 2;
+    }
+    pkv_vfile *v = pkv_vfile_load_all(names, n, "fit");
+    if (!v) {
+        pkv_vfile_free(NULL, 0, names, n);
+        return 1;
+    }
+    /* the files run with the profile (its serving defaults) */
+    int m = 0, n_fit = 0;
+    bool use[PKV_VFILES_MAX];
+    const char *engine = NULL;
+    for (int i = 0; i < n; i++) {
+        if (strcmp(v[i].cfg.engine_file, "") == 0 ||
+            !pkv_same_file(v[i].cfg.engine_file, profile)) {
+            fprintf(stderr, "pkvsim fit: %s: its serving.engine is not %s; left out\n", v[i].path,
+                    profile);
+            pkv_config_free(&v[i].cfg);
+            continue;
+        }
+        engine = v[i].cfg.engine.name;
+        n_fit += use[m] = !v[i].held_out;
+        v[m++] = v[i];
+    }
+    int rc = 1;
+    if (!n_fit) {
+        fprintf(stderr, "pkvsim fit: no file of role \"fit\" uses %s\n", profile);
+        goto done;
+    }
+    pkv_vfit f = {.max_iter = max_iter, .restarts = 4, .overlap = v[0].cfg.engine.host.overlap};
+    pkv_err e;
+    if (pkv_vfit_run(v, m, use, &f, &e)) {
+        fprintf(stderr, "pkvsim fit: %s\n", e.msg);
+        goto done;
+    }
+    fprintf(stderr, "pkvsim fit: rms log error %.4f after %d runs\n", f.rms, f.evals);
+    if (!f.client)
+        fprintf(stderr,
+                "pkvsim fit: client_us not fitted (no fitted file was measured through a "
+                "server): %.2f, the profile's, kept\n",
+                f.us[3]);
+    for (int i = 0; i < m; i++)
+        if (pkv_vfile_run(&v[i], false, &e)) {
+            fprintf(stderr, "pkvsim fit: %s\n", e.msg);
+            goto done;
+        }
+    printf("engine %s (%s): overlap %s", engine, profile, f.overlap ? "true" : "false");
+    for (int k = 0; k < N_PARAMS; k++) printf(", %s %.2f", pkv_vfit_names[k], f.us[k]);
+    printf("\n%-34s %-8s %-18s %10s %10s %7s\n", "file", "role", "figure", "published", "fitted",
+           "error");
+    for (int i = 0; i < m; i++)
+        for (int j = 0; j < v[i].n; j++) {
+            const pkv_vrow *r = &v[i].rows[j];
+            printf("%-34.34s %-8s %-18.18s %10.4g %10.4g %+6.1f%%\n", pkv_vfile_stem(v[i].path),
+                   v[i].held_out ? "held_out" : "fit", r->label, r->value, r->pred,
+                   100 * pkv_vfile_err(r->pred, r->value));
+        }
+    rc = out && write_profile(out, profile, &f, v, m) ? 1 : 0;
+done:
+    pkv_vfile_free(v, m, names, n);
+    return rc;
+}

@@ -1,0 +1,82 @@
+/* Validation files (experiments/validation/): each an experiment with a `validation`
+ * section that replays one published measurement of a real serving engine: its source
+ * (where the figures were published, by which client, the engine and its settings,
+ * what was assumed), its role (fitted by an engine profile, or held out of every fit)
+ * and the published figures it expects, each within a band. Loaded to run on the model
+ * backend; `pkvsim validate` and `pkvsim fit --engine` run them. */
+#ifndef PKV_VFILE_H
+#define PKV_VFILE_H
+
+#include "config.h"
+#include "summary.h"
+
+enum { PKV_VFILES_MAX = 256, PKV_VFILE_ROWS = 16 };
+
+typedef struct pkv_vrow {
+    char figure[48], unit[16], label[64];
+    const pkv_summary_figure *f;
+    double value, scale, band; /* published; the figure's value times scale is in unit */
+    double pred, base;         /* with the profile; with pkvsim's loop (NaN: not run) */
+} pkv_vrow;
+
+/* TTFT taken apart (pkv_summary's ttft_parts_s), in this order. */
+enum { PKV_TTFT_PARTS = 4 };
+extern const char *const pkv_ttft_part_names[PKV_TTFT_PARTS];
+
+typedef struct pkv_vfile {
+    const char *path;
+    pkv_config cfg;
+    char engine[32], gpu[32], version[64];
+    char source[96]; /* validation.source.id (else its url): files of one source share it */
+    char client[48]; /* validation.source.client: the benchmark tool that measured */
+    bool held_out;
+    int n;
+    pkv_vrow rows[PKV_VFILE_ROWS];
+    double ttft_parts[PKV_TTFT_PARTS]; /* seconds, means over the requests the profile's
+                                          run counted (NaN: none) */
+} pkv_vfile;
+
+/* Run v's experiment with its profile's constants as they are now; each row's
+ * prediction into pred (or, with base, base), the TTFT's parts (with the profile). */
+int pkv_vfile_run(pkv_vfile *v, bool base, pkv_err *e);
+/* With the profile, then with pkvsim's own loop (the profile's serving defaults kept). */
+int pkv_vfile_run_both(pkv_vfile *v, pkv_err *e);
+/* (pred - published) / published */
+double pkv_vfile_err(double pred, double pub);
+/* FILES|DIR...: a folder stands for its *.json in name order. Returns the count, or -1
+ * (printed, nothing left allocated). Names are malloc'ed into names[]. */
+int pkv_vfile_list(int argc, char **argv, const char *cmd, char **names, int cap);
+/* Load every file (NULL, printed, when one cannot be). */
+pkv_vfile *pkv_vfile_load_all(char **names, int n, const char *cmd);
+/* The first nv files' experiments, the array, and the n names. */
+void pkv_vfile_free(pkv_vfile *v, int nv, char **names, int n);
+/* `out` is none of the n files. Returns 0, or 2 with the message printed. */
+int pkv_vfile_output_ok(const char *cmd, const char *out, const char *opt, char **names, int n);
+/* The file name of a path. */
+const char *pkv_vfile_stem(const char *path);
+/* Write a JSON document to out (whole, or nothing: pkv_write_atomic) and free it; -1
+ * with the message printed (cmd and opt name the command and its option). */
+int pkv_vfile_write_doc(cJSON *root, const char *out, const char *cmd, const char *opt);
+
+/* Fit the host-work constants (iteration_us, per_request_us, per_prompt_token_us,
+ * client_us) of the n files v, which share one profile, on the files whose use[i] is
+ * set: GSL's Nelder-Mead on the mean squared log error of their figures, from the
+ * profile's constants, the simplex restarted where it ended until that no longer
+ * improves. overlap: the host work overlaps the GPU, or is added to it; client_us is
+ * fitted only where a used file was measured through a server. The constants found go
+ * into every file's profile; us receives them, *rms the fit's rms log error. */
+typedef struct pkv_vfit {
+    int max_iter; /* simplex iterations per start */
+    int restarts; /* starts at most */
+    bool overlap;
+    double us[4]; /* out: the constants, µs */
+    double rms;   /* out: rms log error over the used files' figures */
+    bool client;  /* out: client_us was fitted */
+    int evals;    /* out: runs of the objective */
+} pkv_vfit;
+extern const char *const pkv_vfit_names[4];
+int pkv_vfit_run(pkv_vfile *v, int n, const bool *use, pkv_vfit *f, pkv_err *e);
+/* Set the constants us (µs) into the n files' profiles (client_us: 0 offline). */
+void pkv_vfit_set(pkv_vfile *v, int n, const double *us, bool overlap);
+
+#endif
