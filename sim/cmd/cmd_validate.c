@@ -88,6 +88,20 @@ static cJSON *ttft_parts(const pkv_vfile *v) {
     return o;
 }
 
+/* The means as root's "mean_abs_error": per group, with the profile and with pkvsim's
+ * own loop (both), or the one error (held out by source). */
+static void add_means(cJSON *root, const mae *m, int nm, bool both) {
+    cJSON *means = cJSON_AddArrayToObject(root, "mean_abs_error");
+    for (int i = 0; i < nm; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "group", m[i].key);
+        cJSON_AddNumberToObject(o, "figures", m[i].n);
+        cJSON_AddNumberToObject(o, both ? "profile" : "error", m[i].sum / m[i].n);
+        if (both) cJSON_AddNumberToObject(o, "pkvsim", m[i].sum_base / m[i].n);
+        cJSON_AddItemToArray(means, o);
+    }
+}
+
 static int write_table_json(const char *out, const pkv_vfile *v, int n, const mae *m, int nm) {
     cJSON *root = cJSON_CreateObject(), *rows = cJSON_AddArrayToObject(root, "rows");
     for (int i = 0; i < n; i++)
@@ -117,15 +131,7 @@ static int write_table_json(const char *out, const pkv_vfile *v, int n, const ma
                                   fabs(pkv_vfile_err(r->pred, r->value)) * 100 <= r->band);
             cJSON_AddItemToArray(rows, o);
         }
-    cJSON *means = cJSON_AddArrayToObject(root, "mean_abs_error");
-    for (int i = 0; i < nm; i++) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "group", m[i].key);
-        cJSON_AddNumberToObject(o, "figures", m[i].n);
-        cJSON_AddNumberToObject(o, "profile", m[i].sum / m[i].n);
-        cJSON_AddNumberToObject(o, "pkvsim", m[i].sum_base / m[i].n);
-        cJSON_AddItemToArray(means, o);
-    }
+    add_means(root, m, nm, true);
     return pkv_vfile_write_doc(root, out, "validate", "--json");
 }
 
@@ -230,14 +236,7 @@ static int print_by_source(const pkv_vfile *v, int n, const bool *alone, const c
             cJSON_AddItemToObject(o, "ttft_parts_ms", ttft_parts(&v[i]));
             cJSON_AddItemToArray(rows, o);
         }
-    cJSON *means = cJSON_AddArrayToObject(root, "mean_abs_error");
-    for (int i = 0; i < nm; i++) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "group", m[i].key);
-        cJSON_AddNumberToObject(o, "figures", m[i].n);
-        cJSON_AddNumberToObject(o, "error", m[i].sum / m[i].n);
-        cJSON_AddItemToArray(means, o);
-    }
+    add_means(root, m, nm, false);
     return pkv_vfile_write_doc(root, json, "validate", "--json");
 }
 
