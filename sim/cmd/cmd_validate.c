@@ -38,7 +38,7 @@ static void validate_usage(void) {
 }
 
 typedef struct mae {
-    char key[96];
+    char key[160];
     double sum, sum_base;
     int n;
 } mae;
@@ -49,7 +49,7 @@ static void mae_add(mae *m, int *n, int cap, const char *key, double err, double
     if (i == *n) {
         if (*n == cap) return;
         m[(*n)++] = (mae){0};
-        snprintf(m[i].key, sizeof m[i].key, "%s", key);
+        snprintf(m[i].key, sizeof m[i].key, "%.159s", key);
     }
     m[i].sum += fabs(err), m[i].sum_base += fabs(err_base), m[i].n++;
 }
@@ -65,7 +65,7 @@ static const char *figure_kind(const char *figure) {
 /* The groups a row's errors count in. */
 static void mae_row(mae *m, int *nm, int cap, const pkv_vfile *v, const pkv_vrow *r,
                     const char *role, double err, double eb) {
-    char key[96];
+    char key[160];
     const char *keys[][2] = {{"engine", v->engine},
                              {"profile", v->cfg.engine.name},
                              {"gpu", v->gpu},
@@ -73,9 +73,9 @@ static void mae_row(mae *m, int *nm, int cap, const pkv_vfile *v, const pkv_vrow
                              {"all", NULL}};
     for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
         if (keys[k][1])
-            snprintf(key, sizeof key, "%s %s, %s", keys[k][0], keys[k][1], role);
+            snprintf(key, sizeof key, "%.16s %.80s, %.24s", keys[k][0], keys[k][1], role);
         else
-            snprintf(key, sizeof key, "all, %s", role);
+            snprintf(key, sizeof key, "all, %.24s", role);
         mae_add(m, nm, cap, key, err, eb);
     }
 }
@@ -206,8 +206,8 @@ static int print_by_source(const pkv_vfile *v, int n, const bool *alone, const c
             n_alone += alone[i];
             if (alone[i]) continue;
             mae_row(m, &nm, 128, &v[i], r, "held out by source", err, err);
-            char key[96];
-            snprintf(key, sizeof key, "source %s", v[i].source);
+            char key[160];
+            snprintf(key, sizeof key, "source %.95s", v[i].source);
             mae_add(m, &nm, 128, key, err, err);
         }
     printf("\nmean absolute error held out by source (figures)\n");
