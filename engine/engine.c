@@ -172,17 +172,18 @@ static double clock_time(const pkv_engine *eng, double predicted, double wall, d
 }
 
 /* An iteration's time with the engine's host work: requests and prompt tokens it
- * scheduled, its share of them (a decode step's of its window, else 1); *host receives
- * the host work alone. */
+ * scheduled, tokens it sampled, its share of them (a decode step's of its window, else
+ * 1); *host receives the host work alone. */
 static double with_host(const pkv_engine *eng, double gpu, int64_t requests, int64_t tokens,
-                        double share, double *host) {
+                        int64_t sampled, double share, double *host) {
     const pkv_engine_host *h = &eng->host;
     *host = share * (h->iteration_s + h->per_request_s * (double)requests +
                      h->per_prompt_token_s * (double)tokens);
     const double t = h->overlap ? fmax(gpu, *host) : gpu + *host;
-    if (h->exposed_s == 0) return t; /* (today's figures, bit for bit) */
-    *host += share * h->exposed_s;
-    return t + share * h->exposed_s;
+    const double serial = share * h->exposed_s + h->per_output_token_s * (double)sampled;
+    if (serial == 0) return t; /* (today's figures, bit for bit) */
+    *host += serial;
+    return t + serial;
 }
 
 int64_t pkv_engine_graph_rows(const pkv_engine_graphs *g, int64_t n) {
@@ -378,6 +379,7 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
                           rec->t_device + (isnan(rec->t_mlp) ? 0 : rec->t_mlp) +
                               (isnan(rec->t_dense) ? 0 : rec->t_dense));
     *advance = with_host(eng, *advance, (int64_t)v->n_rows + rec->prefill_chunks, chunk_tok,
+                         (int64_t)v->n_rows + chunk_heads,
                          eng->host.window > 1 ? 1.0 / eng->host.window : 1, &rec->t_host_engine);
     if (!(*advance >= 0))
         return pkv_fail(e, "step %llu: the %s backend measured no %s time",
@@ -411,7 +413,8 @@ int pkv_engine_prefill(pkv_engine *eng, const pkv_prefill_view *p, pkv_prefill_r
     *advance = dense || eng->prefill_measure
                    ? clock_time(eng, rec->t_predicted, rec->t_wall, rec->t_device)
                    : eng->prefill_base_s + eng->prefill_per_token_s * (double)tokens;
-    *advance = with_host(eng, *advance, p->n_req, tokens, 1, &rec->t_host_engine);
+    *advance =
+        with_host(eng, *advance, p->n_req, tokens, dense ? heads : 0, 1, &rec->t_host_engine);
     return 0;
 }
 

@@ -39,16 +39,21 @@ int64_t pkv_engine_graph_rows(const pkv_engine_graphs *g, int64_t n);
  * (decode rows, or prompts of a prefill batch) and one per prompt token it schedules.
  * An engine that overlaps it with the GPU (vLLM's async scheduling, SGLang's overlap
  * scheduler) takes the longer of the two for the iteration; one that does not, their
- * sum; exposed_s is added in either case. Under windows of
+ * sum; exposed_s and per_output_token_s are added in either case. Under windows of
  * `window` decode steps per scheduling (serving.scheduler_steps) a decode step's host
  * work is its share of the window's. */
 typedef struct pkv_engine_host {
     double iteration_s, per_request_s, per_prompt_token_s;
     bool overlap;
-    double exposed_s; /* seconds of each iteration's host work that the next waits for
-                         even when the rest overlaps (the sampled tokens' copy back, the
-                         next launch); added in either case */
-    int window;       /* decode steps per scheduling (0 or 1: every step) */
+    double exposed_s;          /* seconds of each iteration's host work that the next waits for
+                                  even when the rest overlaps (the sampled tokens' copy back, the
+                                  next launch); added in either case */
+    double per_output_token_s; /* seconds per token the iteration samples, in series with
+                                  the GPU whatever the overlap and in every step of a
+                                  window (output processing and detokenization in the
+                                  engine's own loop: vLLM V0 before its async output
+                                  processor) */
+    int window;                /* decode steps per scheduling (0 or 1: every step) */
     pkv_engine_graphs graphs;
 } pkv_engine_host;
 

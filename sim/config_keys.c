@@ -256,6 +256,8 @@ static const pkv_key rows[] = {
         .scale = 1e-6),
     BOOL(PKV_OBJ_ENGINE ".host", "overlap", EP, host.overlap, false),
     NUM(PKV_OBJ_ENGINE ".host", "exposed_us", EP, host.exposed_s, 0, 0, 1e7, .scale = 1e-6),
+    NUM(PKV_OBJ_ENGINE ".host", "per_output_token_us", EP, host.per_output_token_s, 0, 0, 1e6,
+        .scale = 1e-6),
     NUM(PKV_OBJ_ENGINE ".request", "client_us", EP, client_s, 0, 0, 1e8, .scale = 1e-6),
 
     I64("run", "max_steps", C, max_steps, 0, 0, BIG),

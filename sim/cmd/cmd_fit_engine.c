@@ -18,9 +18,9 @@
 
 /* The constants fitted, in microseconds: a point x of the simplex maps to x^2 (so each
  * stays non-negative). */
-enum { N_PARAMS = 4 };
-const char *const pkv_vfit_names[N_PARAMS] = {"iteration_us", "per_request_us",
-                                              "per_prompt_token_us", "client_us"};
+enum { N_PARAMS = PKV_VFIT_PARAMS };
+const char *const pkv_vfit_names[N_PARAMS] = {
+    "iteration_us", "per_request_us", "per_prompt_token_us", "client_us", "per_output_token_us"};
 
 typedef struct fit_ctx {
     pkv_vfile *v;
@@ -29,6 +29,7 @@ typedef struct fit_ctx {
     bool overlap;
     bool fit_client;  /* a used file was measured through a server */
     double client_us; /* else client_us stays this (the profile's) */
+    bool fit_output;  /* the profile processes outputs in series (per_output_token_us > 0) */
     int evals, failed;
     pkv_err e;
 } fit_ctx;
@@ -41,6 +42,7 @@ void pkv_vfit_set(pkv_vfile *v, int n, const double *us, bool overlap) {
         p->host.per_prompt_token_s = us[2] * 1e-6;
         p->host.overlap = overlap;
         p->client_s = v[i].cfg.client == PKV_CLIENT_OFFLINE ? 0 : us[3] * 1e-6;
+        p->host.per_output_token_s = us[4] * 1e-6;
     }
 }
 
@@ -50,6 +52,7 @@ static double objective(const gsl_vector *x, void *arg) {
     double us[N_PARAMS], sum = 0;
     for (int k = 0; k < N_PARAMS; k++) us[k] = gsl_vector_get(x, k) * gsl_vector_get(x, k);
     if (!c->fit_client) us[3] = c->client_us;
+    if (!c->fit_output) us[4] = 0;
     pkv_vfit_set(c->v, c->n, us, c->overlap);
     int rows = 0;
     c->evals++;
@@ -108,11 +111,13 @@ int pkv_vfit_run(pkv_vfile *v, int n, const bool *use, pkv_vfit *f, pkv_err *e) 
     }
     if (!p0) return pkv_fail(e, "no file to fit");
     c.client_us = p0->client_s * 1e6;
+    c.fit_output = p0->host.per_output_token_s > 0;
     /* from the profile's constants (floored, so that each can move), the simplex
      * restarted where it ended until that no longer improves */
     double start[N_PARAMS] = {fmax(p0->host.iteration_s * 1e6, 100),
                               fmax(p0->host.per_request_s * 1e6, 1),
-                              fmax(p0->host.per_prompt_token_s * 1e6, 0.1), fmax(c.client_us, 100)};
+                              fmax(p0->host.per_prompt_token_s * 1e6, 0.1), fmax(c.client_us, 100),
+                              fmax(p0->host.per_output_token_s * 1e6, 1)};
     double x[N_PARAMS], fv = INFINITY;
     for (int round = 0; round < f->restarts; round++) {
         const double f_prev = fv;
@@ -126,6 +131,7 @@ int pkv_vfit_run(pkv_vfile *v, int n, const bool *use, pkv_vfit *f, pkv_err *e) 
         return -1;
     }
     if (!c.fit_client) x[3] = c.client_us;
+    if (!c.fit_output) x[4] = 0;
     memcpy(f->us, x, sizeof f->us);
     f->rms = sqrt(fv);
     f->client = c.fit_client;
@@ -138,7 +144,9 @@ static void fit_usage(void) {
     fputs("usage: pkvsim fit --engine PROFILE.json [-o OUT.json] VALIDATION... [--iterations N]\n"
           "\n"
           "Fits an engine profile's host work (iteration_us, per_request_us,\n"
-          "per_prompt_token_us; client_us for the files measured through a server) to the\n"
+          "per_prompt_token_us; per_output_token_us where the profile processes outputs in\n"
+          "series, its value above 0; client_us for the files measured through a server)\n"
+          "to the\n"
           "validation files that use the profile and whose role is \"fit\": GSL's\n"
           "Nelder-Mead simplex on the mean squared log error of their figures, with the\n"
           "host work overlapped with the GPU as the profile's host.overlap says. The files\n"
@@ -162,7 +170,8 @@ static int write_profile(const char *out, const char *profile, const pkv_vfit *f
     cJSON_DeleteItemFromObjectCaseSensitive(root, "fit");
     cJSON *h = cJSON_GetObjectItemCaseSensitive(root, "host");
     if (!cJSON_IsObject(h)) h = cJSON_AddObjectToObject(root, "host");
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < N_PARAMS; k++) {
+        if (k == 3) continue; /* client_us: under request */
         cJSON_DeleteItemFromObjectCaseSensitive(h, pkv_vfit_names[k]);
         cJSON_AddNumberToObject(h, pkv_vfit_names[k], round(f->us[k] * 100) / 100);
     }

@@ -58,23 +58,25 @@ const char *pkv_vfile_stem(const char *path);
  * with the message printed (cmd and opt name the command and its option). */
 int pkv_vfile_write_doc(cJSON *root, const char *out, const char *cmd, const char *opt);
 
-/* Fit the host-work constants (iteration_us, per_request_us, per_prompt_token_us,
- * client_us) of the n files v, which share one profile, on the files whose use[i] is
- * set: GSL's Nelder-Mead on the mean squared log error of their figures, from the
- * profile's constants, the simplex restarted where it ended until that no longer
+/* Fit the host-work constants (pkv_vfit_names: iteration_us, per_request_us,
+ * per_prompt_token_us, client_us, per_output_token_us) of the n files v, which share one profile,
+ * on the files whose use[i] is set: GSL's Nelder-Mead on the mean squared log error of their
+ * figures, from the profile's constants, the simplex restarted where it ended until that no longer
  * improves. overlap: the host work overlaps the GPU, or is added to it; client_us is
- * fitted only where a used file was measured through a server. The constants found go
+ * fitted only where a used file was measured through a server, per_output_token_us
+ * only where the profile gives it (above 0: outputs processed in series). The constants found go
  * into every file's profile; us receives them, *rms the fit's rms log error. */
+enum { PKV_VFIT_PARAMS = 5 };
 typedef struct pkv_vfit {
     int max_iter; /* simplex iterations per start */
     int restarts; /* starts at most */
     bool overlap;
-    double us[4]; /* out: the constants, µs */
-    double rms;   /* out: rms log error over the used files' figures */
-    bool client;  /* out: client_us was fitted */
-    int evals;    /* out: runs of the objective */
+    double us[PKV_VFIT_PARAMS]; /* out: the constants, µs */
+    double rms;                 /* out: rms log error over the used files' figures */
+    bool client;                /* out: client_us was fitted */
+    int evals;                  /* out: runs of the objective */
 } pkv_vfit;
-extern const char *const pkv_vfit_names[4];
+extern const char *const pkv_vfit_names[PKV_VFIT_PARAMS];
 int pkv_vfit_run(pkv_vfile *v, int n, const bool *use, pkv_vfit *f, pkv_err *e);
 /* Set the constants us (µs) into the n files' profiles (client_us: 0 offline). */
 void pkv_vfit_set(pkv_vfile *v, int n, const double *us, bool overlap);
