@@ -177,6 +177,7 @@ static double clock_time(const pkv_engine *eng, double predicted, double wall, d
 static double with_host(const pkv_engine *eng, double gpu, int64_t requests, int64_t tokens,
                         int64_t sampled, double share, double *host) {
     const pkv_engine_host *h = &eng->host;
+    gpu += h->prefill_token_s * (double)tokens;
     *host = share * (h->iteration_s + h->per_request_s * (double)requests +
                      h->per_prompt_token_s * (double)tokens);
     const double t = h->overlap ? fmax(gpu, *host) : gpu + *host;

@@ -48,6 +48,9 @@ typedef struct pkv_engine_host {
     double exposed_s;          /* seconds of each iteration's host work that the next waits for
                                   even when the rest overlaps (the sampled tokens' copy back, the
                                   next launch); added in either case */
+    double prefill_token_s;    /* GPU seconds per prompt token the engine's forward takes
+                                  beyond pkvsim's calibrated one (its own kernels): part of
+                                  the iteration's GPU time, under the overlap */
     double per_output_token_s; /* seconds per token the iteration samples, in series with
                                   the GPU whatever the overlap and in every step of a
                                   window (output processing and detokenization in the

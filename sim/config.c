@@ -449,6 +449,8 @@ int pkv_config_resolve(pkv_config *c) {
                        cJSON_AddObjectToObject(ep, "host"));
         pkv_keys_write(pkv_config_keys(), PKV_OBJ_ENGINE ".request", &c->engine,
                        cJSON_AddObjectToObject(ep, "request"));
+        pkv_keys_write(pkv_config_keys(), PKV_OBJ_ENGINE ".gpu", &c->engine,
+                       cJSON_AddObjectToObject(ep, "gpu"));
         const pkv_engine_graphs *g = &c->engine.host.graphs;
         if (g->max > 0) {
             cJSON *go = cJSON_AddObjectToObject(ep, "graphs");

@@ -198,13 +198,15 @@ int pkv_config_parse_engine(pkv_config *c, const cJSON *root, pkv_err *e) {
     snprintf(c->engine_file, sizeof c->engine_file, "%s", path);
     pkv_err sub;
     const pkv_keys k = pkv_config_keys();
-    const cJSON *host = NULL, *req = NULL, *dflt = NULL, *offline = NULL, *graphs = NULL;
+    const cJSON *host = NULL, *req = NULL, *dflt = NULL, *offline = NULL, *graphs = NULL,
+                *gpu = NULL;
     int rc =
         pkv_keys_check(k, PKV_OBJ_ENGINE, p, "", &sub) ||
         pkv_json_sub(p, "", "host", &host, &sub) || pkv_json_sub(p, "", "request", &req, &sub) ||
         pkv_json_sub(p, "", "serving", &dflt, &sub) ||
         pkv_json_sub(p, "", "serving_offline", &offline, &sub) ||
-        pkv_json_sub(p, "", "graphs", &graphs, &sub) ||
+        pkv_json_sub(p, "", "graphs", &graphs, &sub) || pkv_json_sub(p, "", "gpu", &gpu, &sub) ||
+        pkv_keys_parse(k, PKV_OBJ_ENGINE ".gpu", gpu, "gpu", &c->engine, false, &sub) ||
         pkv_keys_parse(k, PKV_OBJ_ENGINE ".host", host, "host", &c->engine, false, &sub) ||
         pkv_keys_parse(k, PKV_OBJ_ENGINE ".request", req, "request", &c->engine, false, &sub) ||
         parse_graphs(&c->engine.host.graphs, graphs, &sub);

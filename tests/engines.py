@@ -275,15 +275,15 @@ r = subprocess.run([pkvsim, "validate", write("bad2.json", bad)], capture_output
 check("an unknown figure: exit 1 naming it", r.returncode == 1 and "mean_e2e" in r.stderr)
 
 # ---- the fit recovers known constants ----------------------------------------------
-TRUE = {"iteration_us": 900, "per_request_us": 30, "per_prompt_token_us": 2.0,
+TRUE = {"iteration_us": 900, "per_request_us": 30, "prefill_token_us": 2.0,
         "client_us": 2500}
 truth = write("truth.json", {"name": "synthetic", "host": {
     "iteration_us": TRUE["iteration_us"], "per_request_us": TRUE["per_request_us"],
-    "per_prompt_token_us": TRUE["per_prompt_token_us"], "overlap": False},
+    "overlap": False}, "gpu": {"prefill_token_us": TRUE["prefill_token_us"]},
     "request": {"client_us": TRUE["client_us"]}})
 start = write("start.json", {"name": "synthetic", "host": {
-    "iteration_us": 400, "per_request_us": 10, "per_prompt_token_us": 0.5, "overlap": False},
-    "request": {"client_us": 800}})
+    "iteration_us": 400, "per_request_us": 10, "overlap": False},
+    "gpu": {"prefill_token_us": 0.5}, "request": {"client_us": 800}})
 shapes = [  # (name, concurrency, prompt, decode, client, figure); two sources of four
     ("b1", 1, 64, 200, "offline", "mean_e2el"),
     ("b48", 48, 64, 200, "offline", "mean_e2el"),
@@ -321,7 +321,7 @@ for path, e in syn:
 fitted = os.path.join(tmp, "fitted.json")
 run(["fit", "--engine", start, "-o", fitted, "--iterations", "400"] + [p for p, _ in syn])
 got = json.load(open(fitted))
-vals = dict(got["host"], **got["request"])
+vals = dict(got["host"], **got["request"], **got["gpu"])
 for k, v in TRUE.items():
     check(f"fit recovers {k}: {vals[k]} against {v} (1%)", abs(vals[k] - v) <= 0.01 * v)
 check("fit keeps overlap false", got["host"]["overlap"] is False)
@@ -354,7 +354,7 @@ for asked, taken in (("vllm@0.7.3", "vllm@0.6.0"), ("vllm@0.9.0", "vllm@0.8.0"),
     check(f"serving.engine {asked} takes {taken} and records both",
           r and r["serving"]["engine"] == taken and
           r["serving"]["engine_profile"]["requested"] == asked)
-for bad, says in (("vllm@0.5.0", "older than every profile of vllm (versions: 0.6.0, 0.8.0)"),
+for bad, says in (("vllm@0.4.2", "older than every profile of vllm (versions: 0.5.0, 0.6.0, 0.8.0)"),
                   ("tgi@1.0", "no profile of engine \"tgi\""), ("vllm@x", "numbers joined by dots")):
     r, err = resolved(bad)
     check(f"serving.engine {bad}: an error naming what exists ({err.strip()[-120:]})",

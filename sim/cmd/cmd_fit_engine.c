@@ -19,8 +19,8 @@
 /* The constants fitted, in microseconds: a point x of the simplex maps to x^2 (so each
  * stays non-negative). */
 enum { N_PARAMS = PKV_VFIT_PARAMS };
-const char *const pkv_vfit_names[N_PARAMS] = {
-    "iteration_us", "per_request_us", "per_prompt_token_us", "client_us", "per_output_token_us"};
+const char *const pkv_vfit_names[N_PARAMS] = {"iteration_us", "per_request_us", "prefill_token_us",
+                                              "client_us", "per_output_token_us"};
 
 typedef struct fit_ctx {
     pkv_vfile *v;
@@ -39,7 +39,7 @@ void pkv_vfit_set(pkv_vfile *v, int n, const double *us, bool overlap) {
         pkv_engine_profile *p = &v[i].cfg.engine;
         p->host.iteration_s = us[0] * 1e-6;
         p->host.per_request_s = us[1] * 1e-6;
-        p->host.per_prompt_token_s = us[2] * 1e-6;
+        p->host.prefill_token_s = us[2] * 1e-6;
         p->host.overlap = overlap;
         p->client_s = v[i].cfg.client == PKV_CLIENT_OFFLINE ? 0 : us[3] * 1e-6;
         p->host.per_output_token_s = us[4] * 1e-6;
@@ -116,7 +116,7 @@ int pkv_vfit_run(pkv_vfile *v, int n, const bool *use, pkv_vfit *f, pkv_err *e) 
      * restarted where it ended until that no longer improves */
     double start[N_PARAMS] = {fmax(p0->host.iteration_s * 1e6, 100),
                               fmax(p0->host.per_request_s * 1e6, 1),
-                              fmax(p0->host.per_prompt_token_s * 1e6, 0.1), fmax(c.client_us, 100),
+                              fmax(p0->host.prefill_token_s * 1e6, 0.1), fmax(c.client_us, 100),
                               fmax(p0->host.per_output_token_s * 1e6, 1)};
     double x[N_PARAMS], fv = INFINITY;
     for (int round = 0; round < f->restarts; round++) {
@@ -143,11 +143,10 @@ int pkv_vfit_run(pkv_vfile *v, int n, const bool *use, pkv_vfit *f, pkv_err *e) 
 static void fit_usage(void) {
     fputs("usage: pkvsim fit --engine PROFILE.json [-o OUT.json] VALIDATION... [--iterations N]\n"
           "\n"
-          "Fits an engine profile's host work (iteration_us, per_request_us,\n"
-          "per_prompt_token_us; per_output_token_us where the profile processes outputs in\n"
+          "Fits an engine profile's constants (iteration_us, per_request_us,\n"
+          "gpu.prefill_token_us; per_output_token_us where the profile processes outputs in\n"
           "series, its value above 0; client_us for the files measured through a server)\n"
-          "to the\n"
-          "validation files that use the profile and whose role is \"fit\": GSL's\n"
+          "to the validation files that use the profile and whose role is \"fit\": GSL's\n"
           "Nelder-Mead simplex on the mean squared log error of their figures, with the\n"
           "host work overlapped with the GPU as the profile's host.overlap says. The files\n"
           "held out (role \"held_out\") are run with the fitted profile and reported, never\n"
@@ -168,17 +167,14 @@ static int write_profile(const char *out, const char *profile, const pkv_vfit *f
         return -1;
     }
     cJSON_DeleteItemFromObjectCaseSensitive(root, "fit");
-    cJSON *h = cJSON_GetObjectItemCaseSensitive(root, "host");
-    if (!cJSON_IsObject(h)) h = cJSON_AddObjectToObject(root, "host");
+    /* each constant under its object: host, gpu (prefill_token_us), request (client_us) */
+    static const char *const under[N_PARAMS] = {"host", "host", "gpu", "request", "host"};
     for (int k = 0; k < N_PARAMS; k++) {
-        if (k == 3) continue; /* client_us: under request */
-        cJSON_DeleteItemFromObjectCaseSensitive(h, pkv_vfit_names[k]);
-        cJSON_AddNumberToObject(h, pkv_vfit_names[k], round(f->us[k] * 100) / 100);
+        cJSON *o = cJSON_GetObjectItemCaseSensitive(root, under[k]);
+        if (!cJSON_IsObject(o)) o = cJSON_AddObjectToObject(root, under[k]);
+        cJSON_DeleteItemFromObjectCaseSensitive(o, pkv_vfit_names[k]);
+        cJSON_AddNumberToObject(o, pkv_vfit_names[k], round(f->us[k] * 100) / 100);
     }
-    cJSON *rq = cJSON_GetObjectItemCaseSensitive(root, "request");
-    if (!cJSON_IsObject(rq)) rq = cJSON_AddObjectToObject(root, "request");
-    cJSON_DeleteItemFromObjectCaseSensitive(rq, "client_us");
-    cJSON_AddNumberToObject(rq, "client_us", round(f->us[3] * 100) / 100);
     cJSON *fit = cJSON_AddObjectToObject(root, "fit");
     cJSON_AddStringToObject(fit, "method",
                             "pkvsim fit --engine: Nelder-Mead on the mean squared log error of "

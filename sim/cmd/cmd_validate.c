@@ -65,10 +65,16 @@ static const char *figure_kind(const char *figure) {
 /* The groups a row's errors count in. */
 static void mae_row(mae *m, int *nm, int cap, const pkv_vfile *v, const pkv_vrow *r,
                     const char *role, double err, double eb) {
-    char key[160];
+    char key[160], gpu[96];
+    /* the GPU as the run takes it: its calibration file, and the GPUs a tensor-parallel
+     * model spans */
+    const char *cal = pkv_vfile_stem(v->cfg.calibration), *dot = strrchr(cal, '.');
+    snprintf(gpu, sizeof gpu, "%.*s", dot ? (int)(dot - cal) : 64, cal);
+    if (v->cfg.model.tp > 1)
+        snprintf(gpu + strlen(gpu), sizeof gpu - strlen(gpu), " x%d", v->cfg.model.tp);
     const char *keys[][2] = {{"engine", v->engine},
                              {"profile", v->cfg.engine.name},
-                             {"gpu", v->gpu},
+                             {"gpu", gpu},
                              {"figure", figure_kind(r->figure)},
                              {"all", NULL}};
     for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {

@@ -59,7 +59,7 @@ const char *pkv_vfile_stem(const char *path);
 int pkv_vfile_write_doc(cJSON *root, const char *out, const char *cmd, const char *opt);
 
 /* Fit the host-work constants (pkv_vfit_names: iteration_us, per_request_us,
- * per_prompt_token_us, client_us, per_output_token_us) of the n files v, which share one profile,
+ * gpu.prefill_token_us, client_us, per_output_token_us) of the n files v, which share one profile,
  * on the files whose use[i] is set: GSL's Nelder-Mead on the mean squared log error of their
  * figures, from the profile's constants, the simplex restarted where it ended until that no longer
  * improves. overlap: the host work overlaps the GPU, or is added to it; client_us is
