@@ -33,13 +33,40 @@ GPUS = {
         "memory_gb": 80, "pcie": 64,
         "sources": ["NVIDIA H100 Tensor Core GPU datasheet (H100 SXM: 3.35 TB/s HBM3, "
                     "FP16 tensor 1,979 TFLOPS with sparsity, half without, 80 GB)",
-                    "NVIDIA Hopper architecture whitepaper (H100 SXM5: 132 SMs)"]},
+                    "NVIDIA Hopper architecture whitepaper (H100 SXM5: 132 SMs)"],
+        # Published measurements of the GPU, against the derived constant each checks.
+        "published": [
+            {"what": "dense BF16 matmul, the best of a shape sweep (torch 2.7.0, CUDA 12.6)",
+             "value": 794.5, "unit": "TFLOP/s",
+             "source": "stas00/ml-engineering, compute/accelerator/README.md, 'Maximum Achievable "
+                       "Matmul FLOPS' (H100 SXM; the table gives the H200 the same)",
+             "against": "gemm_tflops kept at the H200's (x1.0): the same die, as the table says"},
+            {"what": "cuBLAS BF16 GEMM at 8192 x 8192 x 8192", "value": 797.8, "unit": "TFLOP/s",
+             "source": "pranjalssh/fast.cu README ('Run on H100 SXM'; a rerun on CUDA 12.4 got "
+                       "518.6, its issue 13)",
+             "against": "gemm_tflops"},
+            {"what": "device-to-device copy (CUDA 12.6)", "value": 2903, "unit": "GB/s",
+             "source": "aigatech/vpbenchmarking README (H100 SXM5, 86.7% of 3.35 TB/s)",
+             "against": "the read stream (route_model peak_gbps, beta): a copy reads and writes, "
+                        "a decode step only reads; the derived 3,045 GB/s is 4.9% above it"},
+            {"what": "FlashAttention-3 paged decode, batch 16, 32 heads, head 128, 4,000 tokens",
+             "value": 1849, "unit": "GB/s",
+             "source": "Dao-AILab/flash-attention issue 1572 (H100)",
+             "against": "a kernel at a small batch, not the stream: below every route's peak"}]},
     "a100-80gb": {
         "gpu_name": "NVIDIA A100-SXM4-80GB", "bw": 2039, "tflops": 312, "sms": 108,
         "memory_gb": 80, "pcie": 32,
         "sources": ["NVIDIA A100 Tensor Core GPU datasheet (A100 80GB SXM: 2,039 GB/s HBM2e, "
                     "FP16 tensor 312 TFLOPS dense, PCIe Gen4)",
-                    "NVIDIA Ampere architecture whitepaper (A100: 108 SMs)"]},
+                    "NVIDIA Ampere architecture whitepaper (A100: 108 SMs)"],
+        "published": [
+            {"what": "dense BF16 matmul, the best of a shape sweep", "value": 271.2, "unit": "TFLOP/s",
+             "source": "stas00/ml-engineering, compute/accelerator/README.md, 'Maximum Achievable "
+                       "Matmul FLOPS' (A100 SXM, 86.9% of 312)",
+             "against": "gemm_tflops, derived 279.9: 3.2% above it"},
+            {"what": "a read kernel (Nsight Compute: 88% of peak)", "value": 1800, "unit": "GB/s",
+             "source": "NVIDIA Developer Forum, 'Trouble to Reach Peak Bandwidth of A100' (A100 80GB SXM)",
+             "against": "the read stream (beta), derived 1,853 GB/s: 2.9% above it"}]},
     "l40s": {
         "gpu_name": "NVIDIA L40S", "bw": 864, "tflops": 362, "sms": 142, "memory_gb": 48,
         "pcie": 32,
@@ -86,6 +113,7 @@ def derive(base, name, g):
                            "sm_count": H200["sms"], "pcie_gbps": H200["pcie"]},
         "scaled": {"bandwidth": round(bw, 6), "tflops": round(tf, 6), "cta_bandwidth": round(per_sm, 6)},
         "sources": g["sources"],
+        "published": g.get("published", []),
     }
     c["note"] = (f"DERIVED, not measured: {BASE}'s {SECTION} (the H200's measured calibration for a full model) "
                  f"with read rates x{bw:.3f} (memory bandwidth {g['bw']} over 4800 GB/s), a CTA's read "

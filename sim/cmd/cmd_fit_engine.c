@@ -116,7 +116,7 @@ int pkv_vfit_run(pkv_vfile *v, int n, const bool *use, pkv_vfit *f, pkv_err *e) 
      * restarted where it ended until that no longer improves */
     double start[N_PARAMS] = {fmax(p0->host.iteration_s * 1e6, 100),
                               fmax(p0->host.per_request_s * 1e6, 1),
-                              fmax(p0->host.prefill_token_s * 1e6, 0.1), fmax(c.client_us, 100),
+                              fmax(p0->host.prefill_token_s * 1e6, 5), fmax(c.client_us, 100),
                               fmax(p0->host.per_output_token_s * 1e6, 1)};
     double x[N_PARAMS], fv = INFINITY;
     for (int round = 0; round < f->restarts; round++) {
