@@ -54,6 +54,16 @@ static size_t sync_block(const pkv_fleet *f) {
            sizeof(pkv_sim_load) * (size_t)((f->n + f->ranks->size - 1) / f->ranks->size);
 }
 
+/* The first multiple of w strictly after t. (floor(t / w) + 1) * w rounds back to t
+ * itself for some t (0.58 s with w 20 ms): the refresh would repeat at one instant for
+ * ever. A period below the clock's resolution at t refreshes at the next instant. */
+static double next_multiple(double t, double w) {
+    const double k = floor(t / w) + 1;
+    double next = k * w;
+    if (!(next > t)) next = (k + 1) * w;
+    return next > t ? next : nextafter(t, INFINITY);
+}
+
 /* The view's refresh, before anything at or after f->next_refresh happens: every
  * replica as all events before it left them. One process: its own replicas, and t_mine
  * (its next event) is the fleet's. Ranks: each gives its replicas' loads, its next event
@@ -86,8 +96,7 @@ static int sync_view(pkv_fleet *f, double t_mine, bool over_mine, double *t_next
                    sizeof *f->view * (size_t)(hi - lo));
         }
     }
-    const double w = f->spec.view_refresh_s;
-    f->next_refresh = isfinite(*t_next) ? (floor(*t_next / w) + 1) * w : INFINITY;
+    f->next_refresh = isfinite(*t_next) ? next_multiple(*t_next, f->spec.view_refresh_s) : INFINITY;
     return 0;
 }
 
@@ -680,7 +689,17 @@ int pkv_fleet_run(pkv_fleet *f, pkv_err *e) {
     f->arrivals_left = more == 0;
     bool cut = false;  /* a bound or a stop ended the fleet */
     bool over = false; /* ranks: one of this process's replicas ended it; at the refresh */
+    const volatile sig_atomic_t *stop = f->replicas[f->lo]->stop; /* every replica's */
     for (;;) {
+        if (stop && *stop && !over) { /* a signal: every replica ends as it stands */
+            for (int i = f->lo; i < f->hi; i++)
+                f->replicas[i]->over = f->replicas[i]->interrupted = true;
+            if (!f->ranks || f->ranks->size == 1) {
+                cut = true;
+                break;
+            }
+            over = true; /* the others hear of it at the next refresh */
+        }
         const pkv_event *top, *way = pkv_heap_top(&f->events);
         while ((top = pkv_heap_top(&f->when)) && top->t != f->next_t[top->arg]) {
             pkv_event stale;

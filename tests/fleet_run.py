@@ -45,6 +45,29 @@ def table(path, group):
         return {k: f[group][k][:] for k in f[group]}
 
 
+# A view refreshed every 20 ms with arrivals exactly at instants where the next multiple
+# of the period rounds back to the instant itself (0.58 s, 1.16 s, 1.18 s, 2.32 s): the
+# refresh once repeated there for ever (the run hung and did not hear a signal).
+trace = os.path.join(tmp, "on_refresh.csv")
+with open(trace, "w") as f:
+    f.write("t,prompt,decode\n")
+    for t in (0.0, 0.58, 1.16, 1.18, 2.32, 2.4):
+        f.write(f"{t},200,20\n")
+exp = dict(BASE, workload={"trace": {"path": trace, "columns": {"time": "t", "prompt": "prompt",
+                                                                "decode": "decode"}},
+                                  "max_context": 2048},
+           fleet={"replicas": 2, "router": "least_requests", "view_refresh_ms": 20})
+path = os.path.join(tmp, "on_refresh.json")
+with open(path, "w") as f:
+    json.dump(exp, f)
+try:
+    r = subprocess.run([pkvsim, "run", "-q", "-o", os.path.join(tmp, "on_refresh.h5"), path],
+                       capture_output=True, text=True, timeout=60)
+    if r.returncode or len(table(os.path.join(tmp, "on_refresh.h5"), "requests")["id"]) != 6:
+        fails.append(f"arrivals on refresh instants: exit {r.returncode} {r.stderr[-500:]}")
+except subprocess.TimeoutExpired:
+    fails.append("arrivals on refresh instants: the fleet hung (60 s)")
+
 r0, alone = run(BASE, "alone")
 r1, one = run(dict(BASE, fleet={"replicas": 1, "router": "least_requests"}), "one")
 if r0.returncode or r1.returncode:
