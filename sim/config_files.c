@@ -5,6 +5,7 @@
 #include "pkv_files.h"
 
 #include <dirent.h>
+#include <stdbool.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,7 +105,8 @@ void pkv_config_data_path(char *out, size_t n, const char *rel) {
 cJSON *pkv_config_named_file(const char *exp_file, const char *name, const char *key,
                              const char *dir, const char *what, const char *also, char *path,
                              size_t n, pkv_err *e) {
-    if (strchr(name, '/') || strstr(name, ".json")) {
+    const bool by_path = strchr(name, '/') || strstr(name, ".json");
+    if (by_path) {
         if (pkv_config_path(path, n, exp_file, name, key, e)) return NULL;
     } else {
         char rel[300];
@@ -113,6 +115,11 @@ cJSON *pkv_config_named_file(const char *exp_file, const char *name, const char 
     }
     pkv_err sub;
     char *text = pkv_read_file(path, NULL, &sub);
+    if (!text && by_path) { /* a path given: its folder's other files are no list of names */
+        pkv_fail(e, "%s: \"%s\": %s (the path is taken from the experiment's folder: %s)", key,
+                 name, sub.msg, path);
+        return NULL;
+    }
     if (!text) {
         char names[512], near[64];
         preset_names(path, name, names, sizeof names, near, sizeof near);

@@ -274,6 +274,43 @@ bad["validation"]["expect"][0]["figure"] = "mean_e2e"
 r = subprocess.run([pkvsim, "validate", write("bad2.json", bad)], capture_output=True, text=True)
 check("an unknown figure: exit 1 naming it", r.returncode == 1 and "mean_e2e" in r.stderr)
 
+# validation files and their commands refuse what they would not replay (issue 48, 14)
+bad = json.load(open(one))
+bad["validation"]["sourse"] = {}
+r = subprocess.run([pkvsim, "validate", write("bad3.json", bad)], capture_output=True, text=True)
+check("an unknown key in the validation section: exit 1 naming it",
+      r.returncode == 1 and "validation.sourse" in r.stderr)
+bad = json.load(open(one))
+bad["sweep"] = {"axes": [{"path": "run.seed", "values": [1, 2]}]}
+r = subprocess.run([pkvsim, "validate", write("bad4.json", bad)], capture_output=True, text=True)
+check("a sweep in a validation file: refused (its points would not run)",
+      r.returncode == 1 and "sweep" in r.stderr and "bad4.json" in r.stderr)
+twice = os.path.join(tmp, "twice.json")
+r = subprocess.run([pkvsim, "validate", "-q", one, os.path.join(os.path.dirname(one), "..",
+                    "validation", os.path.basename(one)), "--json", twice],
+                   capture_output=True, text=True)
+check("a file named twice counts once",
+      r.returncode == 0 and len(json.load(open(twice))["rows"]) == 1 and "counted once" in r.stderr)
+bad = json.load(open(one))
+bad["run"]["max_steps"] = 1
+bad["route"]["calibration"] = CAL
+r = subprocess.run([pkvsim, "validate", write("bad5.json", bad)], capture_output=True, text=True)
+check("no request finished: exit 1, the row says there is no prediction and why",
+      r.returncode == 1 and "NO PREDICTION" in r.stdout and "nan%" not in r.stdout)
+bad = json.load(open(one))
+bad["serving"]["engine"] = "no/such/profile.json"
+r = subprocess.run([pkvsim, "validate", write("bad6.json", bad)], capture_output=True, text=True)
+check("a missing profile's path is named, not its folder's files",
+      r.returncode == 1 and "no/such/profile.json" in r.stderr and "vllm@" not in r.stderr)
+r = subprocess.run([pkvsim, "fit", "--engine", os.path.join(tmp, "none.json"), one],
+                   capture_output=True, text=True)
+check("fit --engine with a missing profile says so",
+      r.returncode == 1 and "none.json" in r.stderr and "cannot open" in r.stderr)
+r = subprocess.run([pkvsim, "validate", "--by-source", "--iterations", "0", one],
+                   capture_output=True, text=True)
+check("--iterations 0: refused, the option named once",
+      r.returncode == 2 and "--iterations" in r.stderr and "----" not in r.stderr)
+
 # ---- the fit recovers known constants ----------------------------------------------
 TRUE = {"iteration_us": 900, "per_request_us": 30, "prefill_token_us": 2.0,
         "client_us": 2500}

@@ -201,19 +201,24 @@ static int write_profile(const char *out, const char *profile, const pkv_vfit *f
 }
 
 int pkv_cmd_fit_engine(int argc, char **argv) {
-    const char *profile = NULL, *out = NULL, *iters = NULL;
+    const char *profile = NULL, *out = NULL;
+    int max_iter = 200;
     const pkv_cli_opt opts[] = {{"engine", 'e', PKV_CLI_STRING, &profile, 0},
                                 {"output", 'o', PKV_CLI_STRING, &out, 0},
-                                {"iterations", 0, PKV_CLI_STRING, &iters, 0}};
+                                {"iterations", 0, PKV_CLI_COUNT, &max_iter, 100000}};
     const int orc = pkv_cli_options("fit", argc, argv, opts, 3, fit_usage);
     if (orc >= 0) return orc;
-    int max_iter = 200;
-    if (!profile || optind >= argc ||
-        (iters && pkv_cli_parse_count("fit", "--iterations", iters, 100000, &max_iter))) {
-        if (!profile || optind >= argc)
-            fputs("pkvsim fit: --engine PROFILE.json and validation files (see --help)\n", stderr);
+    if (!profile || optind >= argc) {
+        fputs("pkvsim fit: --engine PROFILE.json and validation files (see --help)\n", stderr);
         return 2;
     }
+    pkv_err pe; /* the profile first: one that cannot be read is named as such */
+    cJSON *pj = pkv_json_read(profile, &pe);
+    if (!pj) {
+        fprintf(stderr, "pkvsim fit: --engine %s: %s\n", profile, pe.msg);
+        return 1;
+    }
+    cJSON_Delete(pj);
     char *names[PKV_VFILES_MAX];
     const int n = pkv_vfile_list(argc - optind, argv + optind, "fit", names, PKV_VFILES_MAX);
     if (n < 0) return 1;

@@ -86,6 +86,13 @@ static void mae_row(mae *m, int *nm, int cap, const pkv_vfile *v, const pkv_vrow
     }
 }
 
+/* An error as a signed percentage into buf[16], "-" where there is none. */
+static const char *pct(char *buf, double err) {
+    if (isnan(err)) return "-";
+    snprintf(buf, 16, "%+6.1f%%", 100 * err);
+    return buf;
+}
+
 /* The predicted TTFT's parts of v, ms. */
 static cJSON *ttft_parts(const pkv_vfile *v) {
     cJSON *o = cJSON_CreateObject();
@@ -247,16 +254,14 @@ static int print_by_source(const pkv_vfile *v, int n, const bool *alone, const c
 }
 
 int pkv_cmd_validate(int argc, char **argv) {
-    const char *json = NULL, *iters = NULL;
+    const char *json = NULL;
     int quiet = 0, by_source = 0, max_iter = 60;
     const pkv_cli_opt opts[] = {{"json", 0, PKV_CLI_STRING, &json, 0},
                                 {"quiet", 'q', PKV_CLI_FLAG, &quiet, 0},
                                 {"by-source", 0, PKV_CLI_FLAG, &by_source, 0},
-                                {"iterations", 0, PKV_CLI_STRING, &iters, 0}};
+                                {"iterations", 0, PKV_CLI_COUNT, &max_iter, 100000}};
     const int orc = pkv_cli_options("validate", argc, argv, opts, 4, validate_usage);
     if (orc >= 0) return orc;
-    if (iters && pkv_cli_parse_count("validate", "--iterations", iters, 100000, &max_iter))
-        return 2;
     char *dflt[] = {(char *)"experiments/validation"};
     char **ops = optind < argc ? argv + optind : dflt;
     const int n_ops = optind < argc ? argc - optind : 1;
@@ -304,13 +309,19 @@ int pkv_cmd_validate(int argc, char **argv) {
                          eb = pkv_vfile_err(r->base, r->value);
             const bool ok = fabs(err) * 100 <= r->band;
             out_of_band += !ok, rows++;
+            char e1[16], e2[16];
             if (!quiet || !ok)
-                printf("%-34.34s %-6.6s %-5.5s %-8s %-18.18s %10.4g %-6s %10.4g %+6.1f%% %10.4g "
-                       "%+6.1f%% %4.0f%%%s\n",
+                printf("%-34.34s %-6.6s %-5.5s %-8s %-18.18s %10.4g %-6s %10.4g %7s %10.4g %7s "
+                       "%4.0f%%%s\n",
                        pkv_vfile_stem(v[i].path), v[i].engine, v[i].gpu,
                        v[i].held_out ? "held_out" : "fit", r->label, r->value, r->unit, r->pred,
-                       100 * err, r->base, 100 * eb, r->band, ok ? "" : "  OUT OF BAND");
-            mae_row(m, &nm, 64, &v[i], r, v[i].held_out ? "held_out" : "fit", err, eb);
+                       pct(e1, err), r->base, pct(e2, eb), r->band,
+                       ok           ? ""
+                       : isnan(err) ? "  NO PREDICTION: the run gave no value (no request of it "
+                                      "finished, or none that the figure counts)"
+                                    : "  OUT OF BAND");
+            if (!isnan(err) && !isnan(eb)) /* the means are over the figures predicted */
+                mae_row(m, &nm, 64, &v[i], r, v[i].held_out ? "held_out" : "fit", err, eb);
         }
     }
     printf("\nmean absolute error (figures): with the engine's profile | pkvsim's own loop\n");

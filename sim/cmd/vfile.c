@@ -72,6 +72,10 @@ static int parse_validation(pkv_vfile *v, const cJSON *root, pkv_err *e) {
     if (!val)
         return pkv_fail(e,
                         "validation: missing (a validation file replays a published measurement)");
+    TRY(pkv_keys_check(k, "validation", val, "validation", e));
+    if (cJSON_GetObjectItemCaseSensitive(root, "sweep"))
+        return pkv_fail(e, "sweep: a validation file replays one measurement; a sweep's points "
+                           "would not be run (make one file a point)");
     TRY(pkv_json_sub(val, "validation", "source", &src, e));
     if (!src) return pkv_fail(e, "validation.source: missing (where the figures come from)");
     TRY(pkv_keys_check(k, PKV_OBJ_SOURCE, src, "validation.source", e));
@@ -252,7 +256,20 @@ int pkv_vfile_list(int argc, char **argv, const char *cmd, char **names, int cap
     }
     for (int i = 0; i < n && !why; i++)
         if (!names[i]) why = "out of memory";
-    if (!why) return n;
+    if (!why) { /* a file named twice (or by two paths) counts once */
+        int m = 0;
+        for (int i = 0; i < n; i++) {
+            int j = 0;
+            while (j < m && !pkv_same_file(names[j], names[i])) j++;
+            if (j == m) {
+                names[m++] = names[i];
+                continue;
+            }
+            fprintf(stderr, "pkvsim %s: %s is %s again: counted once\n", cmd, names[i], names[j]);
+            free(names[i]);
+        }
+        return m;
+    }
     if (what)
         fprintf(stderr, "pkvsim %s: %s: %s\n", cmd, what, why);
     else
