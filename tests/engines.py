@@ -362,6 +362,11 @@ vals = dict(got["host"], **got["request"], **got["gpu"])
 for k, v in TRUE.items():
     check(f"fit recovers {k}: {vals[k]} against {v} (1%)", abs(vals[k] - v) <= 0.01 * v)
 check("fit keeps overlap false", got["host"]["overlap"] is False)
+offline_only = [p for p, e in syn if e["serving"]["client"] == "offline"]
+kept = os.path.join(tmp, "kept.json")
+run(["fit", "--engine", start, "-o", kept, "--iterations", "20"] + offline_only)
+check("no file measured through a server: the profile's client_us kept (800), not 0",
+      json.load(open(kept))["request"]["client_us"] == 800)
 check("fit lists its files", len(got["fit"]["fitted"]) == 8 and got["fit"]["held_out"] == [])
 
 # ---- held out by source: files made with known constants, three sources -------------------

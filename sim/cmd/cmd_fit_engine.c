@@ -110,7 +110,13 @@ int pkv_vfit_run(pkv_vfile *v, int n, const bool *use, pkv_vfit *f, pkv_err *e) 
         c.fit_client |= v[i].cfg.client == PKV_CLIENT_SERVER;
     }
     if (!p0) return pkv_fail(e, "no file to fit");
-    c.client_us = p0->client_s * 1e6;
+    /* the profile's client_us as a server-measured file holds it (an offline file's
+     * parse zeroes it), whatever the files' order */
+    for (int i = 0; i < n; i++)
+        if (v[i].cfg.client == PKV_CLIENT_SERVER) {
+            c.client_us = v[i].cfg.engine.client_s * 1e6;
+            break;
+        }
     c.fit_output = p0->host.per_output_token_s > 0;
     /* from the profile's constants (floored, so that each can move), the simplex
      * restarted where it ended until that no longer improves */
@@ -170,6 +176,7 @@ static int write_profile(const char *out, const char *profile, const pkv_vfit *f
     /* each constant under its object: host, gpu (prefill_token_us), request (client_us) */
     static const char *const under[N_PARAMS] = {"host", "host", "gpu", "request", "host"};
     for (int k = 0; k < N_PARAMS; k++) {
+        if (k == 3 && !f->client) continue; /* not fitted: the profile's own stays */
         cJSON *o = cJSON_GetObjectItemCaseSensitive(root, under[k]);
         if (!cJSON_IsObject(o)) o = cJSON_AddObjectToObject(root, under[k]);
         cJSON_DeleteItemFromObjectCaseSensitive(o, pkv_vfit_names[k]);
@@ -261,10 +268,8 @@ int pkv_cmd_fit_engine(int argc, char **argv) {
     }
     fprintf(stderr, "pkvsim fit: rms log error %.4f after %d runs\n", f.rms, f.evals);
     if (!f.client)
-        fprintf(stderr,
-                "pkvsim fit: client_us not fitted (no fitted file was measured through a "
-                "server): %.2f, the profile's, kept\n",
-                f.us[3]);
+        fprintf(stderr, "pkvsim fit: client_us not fitted (no fitted file was measured through a "
+                        "server): the profile's kept\n");
     for (int i = 0; i < m; i++)
         if (pkv_vfile_run(&v[i], false, &e)) {
             fprintf(stderr, "pkvsim fit: %s\n", e.msg);
