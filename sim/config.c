@@ -138,15 +138,17 @@ static cJSON *seed_json(uint64_t seed) {
     return cJSON_CreateString(digits);
 }
 
-/* Whether route.gpu `gpu`'s file in the GPUs' index serves a run of `section`'s kind. */
-static bool gpu_serves(const cJSON *gpus, const char *gpu, const char *section) {
+/* Whether route.gpu `gpu`'s file in the GPUs' index serves a run of `section`'s kind;
+ * why (may be NULL) receives the reason its file cannot be read ("" if it can). */
+static bool gpu_serves(const cJSON *gpus, const char *gpu, const char *section, pkv_err *why) {
+    if (why) why->msg[0] = 0;
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(gpus, gpu);
     if (!cJSON_IsString(f) || strchr(f->valuestring, '/')) return false;
     char rel[300], path[1024];
     snprintf(rel, sizeof rel, "experiments/calibration/%s", f->valuestring);
     pkv_config_data_path(path, sizeof path, rel);
     pkv_err ignored;
-    cJSON *cal = pkv_json_read(path, &ignored);
+    cJSON *cal = pkv_json_read(path, why ? why : &ignored);
     const bool ok = cal && pkv_calib_serves(cal, section);
     cJSON_Delete(cal);
     return ok;
@@ -169,27 +171,34 @@ static int choose_calibration(pkv_config *c, pkv_err *e) {
     const cJSON *gpus = cJSON_GetObjectItemCaseSensitive(root, "gpus");
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(gpus, c->gpu);
     int rc = 0;
-    if (gpu_serves(gpus, c->gpu, section)) {
+    pkv_err unread;
+    if (gpu_serves(gpus, c->gpu, section, &unread)) {
         char rel[300];
         snprintf(rel, sizeof rel, "experiments/calibration/%s", f->valuestring);
         pkv_config_data_path(c->calibration, sizeof c->calibration, rel);
     } else {
         char known[512] = "";
         for (const cJSON *x = gpus ? gpus->child : NULL; x; x = x->next)
-            if (gpu_serves(gpus, x->string, section))
+            if (gpu_serves(gpus, x->string, section, NULL))
                 snprintf(known + strlen(known), sizeof known - strlen(known), "%s%s",
                          *known ? ", " : "", x->string);
         const char *what =
             !strcmp(section, pkv_calib_section(true)) ? "served model's" : "study layer's";
-        rc = f ? pkv_fail(e,
-                          "route.calibration: none given, and route.gpu \"%s\" has no %s "
-                          "calibration (a \"%s\" section in its file named by %s; GPUs with one: "
-                          "%s); name a file with route.calibration",
-                          c->gpu, what, section, index, *known ? known : "none")
-               : pkv_fail(e,
-                          "route.gpu: \"%s\" is not in %s (GPUs with a %s calibration: %s); "
-                          "name a calibration file with route.calibration",
-                          c->gpu, index, what, *known ? known : "none");
+        rc = f && unread.msg[0]
+                 ? pkv_fail(e,
+                            "route.calibration: none given, and route.gpu \"%s\"'s file, as %s "
+                            "names it, cannot be read (%s); name a calibration file with "
+                            "route.calibration",
+                            c->gpu, index, unread.msg)
+             : f ? pkv_fail(e,
+                            "route.calibration: none given, and route.gpu \"%s\" has no %s "
+                            "calibration (a \"%s\" section in its file named by %s; GPUs with one: "
+                            "%s); name a file with route.calibration",
+                            c->gpu, what, section, index, *known ? known : "none")
+                 : pkv_fail(e,
+                            "route.gpu: \"%s\" is not in %s (GPUs with a %s calibration: %s); "
+                            "name a calibration file with route.calibration",
+                            c->gpu, index, what, *known ? known : "none");
     }
     cJSON_Delete(root);
     return rc;

@@ -201,6 +201,19 @@ r = subprocess.run([pkvsim, "run", "-n", bad], capture_output=True, text=True)
 check("route.gpu without a study-layer calibration: an error naming the GPUs that have one",
       r.returncode != 0 and "study layer's" in r.stderr and "h200" in r.stderr)
 
+# a GPUs' index naming a file that cannot be read: the error names that file (issue 48, 13)
+data = os.path.join(tmp, "data")
+os.makedirs(os.path.join(data, "experiments", "calibration"))
+idx = json.load(open(f"{src}/experiments/calibration/gpus.json"))
+idx["gpus"]["h100-sxm"] = "gone-h100.json"
+json.dump(idx, open(os.path.join(data, "experiments", "calibration", "gpus.json"), "w"))
+g = write("gone.json", {"model": "llama-3.1-8b", "route": {"gpu": "h100-sxm"}, "workload": {
+    "arrival": {"process": "poisson", "rate": 5}, "num_requests": 4}})
+r = subprocess.run([pkvsim, "run", "-n", g], capture_output=True, text=True,
+                   env=dict(os.environ, PKVSIM_DATA=data))
+check("route.gpu whose file in the index cannot be read: the error names the file",
+      r.returncode != 0 and "gone-h100.json" in r.stderr and "cannot be read" in r.stderr)
+
 # ---- windows of decode steps -----------------------------------------------------------
 W = 4
 f = h5run(experiment("window.json", {"engine": prof, "scheduler": "prefill_first",
