@@ -340,9 +340,13 @@ int pkv_sim_advance(pkv_sim *s, pkv_err *e) {
     if (handle(s, &ev, e)) return -1;
     /* The scheduler runs only once every event of this instant is handled. */
     const pkv_event *next = pkv_heap_top(&s->heap);
-    if (next && next->t == s->t_now) return 0;
-    if (try_schedule(s, e)) return -1;
-    if (s->sink.progress && (s->steps & 1023) == 0) progress(s, false);
+    if (!next || next->t != s->t_now) {
+        if (try_schedule(s, e)) return -1;
+        if (s->sink.progress && (s->steps & 1023) == 0) progress(s, false);
+    }
+    /* run.max_steps reached: over now, as the next call would find (a fleet advances a
+     * replica only for its events, and a bounded replica has none left) */
+    if (!pkv_sim_more_steps(s) && !s->busy) s->over = s->bounded = true;
     return 0;
 }
 

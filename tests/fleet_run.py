@@ -68,6 +68,13 @@ try:
 except subprocess.TimeoutExpired:
     fails.append("arrivals on refresh instants: the fleet hung (60 s)")
 
+# run.max_steps on a fleet: the replica that reaches it ends the fleet as it stands (it
+# failed, "the run cannot finish", when the bounded replica had no event left)
+r, bounded = run(dict(BASE, fleet={"replicas": 2, "router": "round_robin"},
+                      run={"backend": "model", "max_steps": 50}), "max_steps")
+if r.returncode or not len(table(bounded, "steps")["index"]):
+    fails.append(f"a fleet under run.max_steps: exit {r.returncode} {r.stderr[-300:]}")
+
 r0, alone = run(BASE, "alone")
 r1, one = run(dict(BASE, fleet={"replicas": 1, "router": "least_requests"}), "one")
 if r0.returncode or r1.returncode:
