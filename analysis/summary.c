@@ -302,6 +302,7 @@ int pkv_summary_merge(pkv_summary *s, const void *buf, size_t len) {
     s->t_first_arrival = fmin(s->t_first_arrival, o.t_first_arrival);
     s->t_last_finish = fmax(s->t_last_finish, o.t_last_finish);
     s->interrupted |= o.interrupted;
+    s->bounded |= o.bounded;
     return 0;
 }
 
@@ -431,6 +432,12 @@ void pkv_summary_print(const pkv_summary *s, FILE *f) {
             fprintf(f, " %s %llu", pkv_route_name((pkv_route)r),
                     (unsigned long long)s->route_steps[r]);
     fprintf(f, "%s\n", s->interrupted ? "\n  (interrupted: the run stopped early)" : "");
+    if (s->bounded)
+        fprintf(f,
+                "  (run.max_steps or run.max_time_s ended the run: %llu of %llu requests "
+                "arrived, %llu finished)\n",
+                (unsigned long long)s->arrived, (unsigned long long)s->offered,
+                (unsigned long long)s->finished);
 }
 
 /* A JSON number, or null for what a run has none of (NaN is not JSON). */
@@ -575,6 +582,12 @@ int pkv_summary_json(const pkv_summary *s, const pkv_vllm_meta *m, pkv_request_l
         jnum(f, "duration", s->duration, 1);
     }
     jnum(f, "completed", (double)s->finished, 0);
+    jstr(f, "ended_by",
+         s->interrupted ? "signal"
+         : s->bounded   ? "bound (run.max_steps or run.max_time_s)"
+                        : "end of the workload",
+         0);
+    jnum(f, "not_arrived", s->offered ? (double)(s->offered - s->arrived) : NAN, 0);
     jnum(f, "total_input_tokens", (double)s->input_tokens, 0);
     jnum(f, "total_output_tokens", (double)s->output_tokens, 0);
     jnum(f, "request_throughput", s->request_throughput, 0);
@@ -716,6 +729,9 @@ const pkv_summary_figure pkv_summary_figures[] = {
      "measured steps per route: steps_ROUTE"},
     {"interrupted", PKV_FIGURE_INT, offsetof(pkv_summary, interrupted), "", false,
      "1: the run was interrupted (SIGINT, SIGTERM)"},
+    {"bounded", PKV_FIGURE_INT, offsetof(pkv_summary, bounded), "", false,
+     "1: run.max_steps or run.max_time_s ended the run"},
+    U(offered, "requests", false, "requests the workload holds (0: unbounded)"),
 };
 #undef U
 #undef D

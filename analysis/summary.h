@@ -101,6 +101,9 @@ typedef struct pkv_summary {
     double model_weight_bytes, model_dense_flops_per_token, model_kv_bytes_per_token;
     uint64_t route_steps[PKV_ROUTE_COUNT]; /* measured steps per route */
     int interrupted;
+    int bounded;      /* 1: run.max_steps or run.max_time_s ended the run */
+    uint64_t offered; /* requests the workload holds (num_requests, a trace's rows; 0: no
+                         bound), set by the program */
     /* Serving metrics over the finished requests, vLLM's definitions: set pcts, n_pcts
      * and slo before the run (pkv_summary_init sets 50, 90, 99 and no SLO). */
     double pcts[PKV_MAX_PERCENTILES];

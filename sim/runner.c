@@ -62,6 +62,7 @@ static int sink_end(void *ctx, double t_end, bool interrupted, const pkv_sim_cou
     s->clamped = c->clamped;
     s->swap_outs = c->swap_outs, s->swap_ins = c->swap_ins, s->swap_pages = c->swap_pages;
     s->swap_time_s = c->swap_time_s, s->swap_predicted_s = c->swap_predicted_s;
+    s->bounded = c->bounded > 0 && !interrupted;
     s->ttft_parts_n = c->ttft_n;
     s->ttft_parts_s[0] = c->ttft_queue_s, s->ttft_parts_s[1] = c->ttft_wait_s;
     s->ttft_parts_s[2] = c->ttft_prefill_s, s->ttft_parts_s[3] = c->ttft_client_s;
@@ -168,6 +169,7 @@ static void counts_add(pkv_sim_counts *a, const pkv_sim_counts *b) {
     a->swap_time_s += b->swap_time_s, a->swap_predicted_s += b->swap_predicted_s;
     a->ttft_n += b->ttft_n, a->ttft_queue_s += b->ttft_queue_s, a->ttft_wait_s += b->ttft_wait_s;
     a->ttft_prefill_s += b->ttft_prefill_s, a->ttft_client_s += b->ttft_client_s;
+    a->bounded += b->bounded;
 }
 
 /* Over ranks: the counts, the end time and interruption of every process, summed, on
@@ -380,6 +382,8 @@ static int summary_init(pkv_summary *s, const pkv_config *cfg) {
                                     c->e2el_s > 0 ? c->e2el_s : cfg->slo.e2el};
     }
     s->n_pcts = cfg->n_percentiles;
+    s->offered = cfg->workload.trace ? (uint64_t)cfg->workload.trace->n
+                                     : (uint64_t)cfg->workload.num_requests;
     memcpy(s->pcts, cfg->percentiles, sizeof s->pcts);
     const pkv_model_figures mf = pkv_model_figures_of(&cfg->model);
     s->model_weight_bytes = mf.weight_bytes;

@@ -359,6 +359,7 @@ int pkv_sim_end(pkv_sim *s, pkv_err *e) {
     s->counts.prefix_hits = s->cache.hits;
     s->counts.prefix_evictions = s->cache.evictions;
     s->counts.clamped = s->wl.clamped; /* its own arrivals' (a fleet's router counts its) */
+    s->counts.bounded = s->bounded;
     return s->sink.end ? s->sink.end(s->sink.ctx, s->t_now, s->interrupted, &s->counts, e) : 0;
 }
 

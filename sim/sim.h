@@ -67,6 +67,8 @@ typedef struct pkv_sim_counts {
      * (the prefill's iterations, and what runs between them), and the client's lag */
     uint64_t ttft_n;
     double ttft_queue_s, ttft_wait_s, ttft_prefill_s, ttft_client_s;
+    uint64_t bounded; /* 1 when run.max_steps or run.max_time_s ended the run (summed over
+                         a fleet's replicas: those it ended) */
 } pkv_sim_counts;
 
 /* Where the simulation stands, for a progress line. */

@@ -214,6 +214,23 @@ r = subprocess.run([pkvsim, "run", "-n", g], capture_output=True, text=True,
 check("route.gpu whose file in the index cannot be read: the error names the file",
       r.returncode != 0 and "gone-h100.json" in r.stderr and "cannot be read" in r.stderr)
 
+# a bound says it ended the run, and every offered request is counted once (issue 48, 12)
+for name, fleet in (("alone", None), ("fleet", {"replicas": 2, "router": "least_requests"})):
+    e = {"model": "llama-3.1-8b", "workload": {"arrival": {"process": "poisson", "rate": 20},
+         "prompt": {"dist": "fixed", "value": 200}, "decode": {"dist": "fixed", "value": 100},
+         "num_requests": 100}, "route": {"calibration": CAL},
+         "run": {"backend": "model", "max_time_s": 2}}
+    if fleet:
+        e["fleet"] = fleet
+    out = os.path.join(tmp, f"bound_{name}.json")
+    r = subprocess.run([pkvsim, "run", "-o", os.path.join(tmp, f"bound_{name}.h5"), "--json", out,
+                        write(f"bound_{name}_exp.json", e)], capture_output=True, text=True)
+    d = json.load(open(out)) if r.returncode == 0 else {}
+    check(f"max_time_s ({name}): the run says a bound ended it, and offered = completed + "
+          f"failed + not arrived ({d.get('completed')}, {d.get('failed')}, {d.get('not_arrived')})",
+          r.returncode == 0 and d["ended_by"].startswith("bound") and "ended the run" in r.stdout
+          and d["completed"] + d["failed"] + d["not_arrived"] == 100 and d["not_arrived"] > 0)
+
 # ---- windows of decode steps -----------------------------------------------------------
 W = 4
 f = h5run(experiment("window.json", {"engine": prof, "scheduler": "prefill_first",
