@@ -7,6 +7,7 @@
 #include "jsonv.h"
 
 #include <ctype.h>
+#include <math.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,10 +130,13 @@ static int parse_graphs(pkv_engine_graphs *g, const cJSON *o, pkv_err *e) {
     int32_t last = 0;
     for (int i = 0; i < n; i++) {
         const cJSON *x = cJSON_GetArrayItem(s, i);
-        if (!cJSON_IsNumber(x) || x->valuedouble != (int32_t)x->valuedouble ||
-            (int32_t)x->valuedouble <= last)
-            return pkv_fail(e, "graphs.sizes[%d]: batch sizes are whole and increasing", i);
-        g->small[g->n_small++] = last = (int32_t)x->valuedouble;
+        const double d = cJSON_IsNumber(x) ? x->valuedouble : 0;
+        if (!(d >= 1 && d <= 1 << 24) || d != floor(d) || (int32_t)d <= last)
+            return pkv_fail(e,
+                            "graphs.sizes[%d]: batch sizes are whole numbers from 1 to 2^24, "
+                            "increasing",
+                            i);
+        g->small[g->n_small++] = last = (int32_t)d;
     }
     if (g->max > 0 && g->max < last)
         return pkv_fail(e, "graphs.max: %d is below graphs.sizes' largest (%d)", g->max, last);
@@ -163,8 +167,11 @@ static int parse_attention(pkv_config *c, const cJSON *p, const cJSON *root, pkv
     }
     const cJSON *route = cJSON_GetObjectItemCaseSensitive(root, "route");
     if (cJSON_GetObjectItemCaseSensitive(route, "policy")) return 0; /* the experiment's own */
-    if (strlen(pol->valuestring) >= sizeof c->policy)
-        return pkv_fail(e, "attention_backends.%s: not a route policy", c->attention_backend);
+    int known = 0;
+    while (pkv_policy_names[known] && strcmp(pkv_policy_names[known], pol->valuestring)) known++;
+    if (!pkv_policy_names[known] || strlen(pol->valuestring) >= sizeof c->policy)
+        return pkv_fail(e, "attention_backends.%s: \"%s\" is not a route policy (route.policy's)",
+                        c->attention_backend, pol->valuestring);
     snprintf(c->policy, sizeof c->policy, "%s", pol->valuestring);
     return 0;
 }
