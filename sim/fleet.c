@@ -471,10 +471,11 @@ static int decide(pkv_fleet *f, pkv_err *e) {
     if (a->metric == PKV_SCALE_TTFT && (metric = ttft_metric(f)) < 0)
         return pkv_fail(e, "out of memory");
     /* no first token in the window: an idle pool shrinks, a busy one holds */
-    int want = !isnan(metric) ? (int)ceil(active * metric / a->target - 1e-9)
-               : sum > 0      ? active
-                              : 0;
-    want = want < a->min ? a->min : want > a->max ? a->max : want;
+    /* clamped as a double, converted after: a target near 0 (or a huge metric) wants the
+     * maximum, never an overflowed int (0 / 0, no load against a zero target: hold) */
+    double w = !isnan(metric) ? ceil(active * metric / a->target - 1e-9) : sum > 0 ? active : 0;
+    if (isnan(w)) w = active;
+    const int want = w < a->min ? a->min : w > a->max ? a->max : (int)w;
     /* Scale down no lower than the decisions of the last down_delay_s wanted (as
      * Kubernetes' scale-down stabilization window), so a dip does not drain replicas
      * the next decision wants back. */

@@ -263,6 +263,26 @@ else:
         if not ok:
             fails.append(f"autoscale: {what}")
 
+# A target near zero wants the most replicas (its wish overflowed an int and scaled a
+# loaded pool down to its minimum); a huge one the fewest.
+for target, want in ((1e-12, "max"), (1e9, "min")):
+    e = json.load(open(AS))
+    e["route"]["calibration"] = os.path.join(os.path.dirname(AS), e["route"]["calibration"])
+    e["workload"]["num_requests"] = 3000
+    e["fleet"]["autoscale"]["target"] = target
+    r, out = run(e, f"as_target_{want}")
+    if r.returncode:
+        fails.append(f"autoscale target {target}: {r.stderr.strip()}")
+        continue
+    sc = table(out, "scale")
+    a = e["fleet"]["autoscale"]
+    d, m = sc["desired"][sc["event"] == 0], sc["metric"][sc["event"] == 0]
+    if want == "max" and not ((m > 0).any() and (d[m > 0] == a["max"]).all()):
+        fails.append(f"autoscale target {target}: decisions under load "
+                     f"{sorted(set(d[m > 0].tolist()))}, not {a['max']}")
+    if want == "min" and not (d == a.get("min", 1)).all():
+        fails.append(f"autoscale target {target}: decisions {sorted(set(d.tolist()))}, not the minimum")
+
 # Autoscaling on TTFT: each decision's metric is the 90th percentile (ms) of the first
 # tokens of its last 30 s (NaN where none came), its wish active x metric / target.
 ttft_exp = json.load(open(AS))
