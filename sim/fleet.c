@@ -404,7 +404,7 @@ static int maybe_off(pkv_fleet *f, int i) {
 
 /* Something still to happen besides the autoscaler's decisions. */
 static bool work_left(const pkv_fleet *f) {
-    if (f->arrivals_left || f->events.n > 0 || f->q_n > 0) return true;
+    if (f->arrivals_left || f->events.n > f->n_own || f->q_n > 0) return true;
     for (int i = 0; i < f->n; i++)
         if (isfinite(f->next_t[i])) return true;
     return false;
@@ -495,6 +495,7 @@ static int decide(pkv_fleet *f, pkv_err *e) {
             if (scale_log(f, PKV_SCALE_START, i, NAN, 0) ||
                 pkv_heap_push(&f->events, f->t_now + a->cold_start_s, EV_READY, i))
                 return pkv_fail(e, "out of memory");
+            f->n_own++;
         }
     for (int i = hi - 1; i >= lo && starting == 0 && keep < active; i--)
         if (f->state[i] == PKV_REP_ACTIVE) {
@@ -504,9 +505,11 @@ static int decide(pkv_fleet *f, pkv_err *e) {
         }
     if (moved) regroup(f);
     if (scale_log(f, PKV_SCALE_DECIDE, -1, metric, want)) return pkv_fail(e, "out of memory");
-    return work_left(f) && pkv_heap_push(&f->events, f->t_now + a->interval_s, EV_SCALE, 0)
-               ? pkv_fail(e, "out of memory")
-               : 0;
+    if (!work_left(f)) return 0; /* no decision after the work is over */
+    if (pkv_heap_push(&f->events, f->t_now + a->interval_s, EV_SCALE, 0))
+        return pkv_fail(e, "out of memory");
+    f->n_own++;
+    return 0;
 }
 
 double pkv_fleet_up_s(const pkv_fleet *f, int i, double t_end) {
@@ -549,8 +552,10 @@ static int fleet_event(pkv_fleet *f, pkv_err *e) {
         return link_file(f, (int)ev.arg) ? pkv_fail(e, "out of memory") : 0;
     }
     case EV_SCALE:
+        f->n_own--;
         return decide(f, e);
     case EV_READY: /* a started replica's cold start is over: it takes requests */
+        f->n_own--;
         if (f->state[ev.arg] != PKV_REP_STARTING) return 0;
         f->state[ev.arg] = PKV_REP_ACTIVE;
         regroup(f);
@@ -639,6 +644,7 @@ static int setup(pkv_fleet *f, pkv_err *e) {
         if (!f->up_since || !f->up_s || !f->ups || !f->downs ||
             pkv_heap_push(&f->events, a->interval_s, EV_SCALE, 0))
             return pkv_fail(e, "out of memory");
+        f->n_own++;
         for (int k = a->initial; k < a->max; k++) f->state[f->scale_first + k] = PKV_REP_OFF;
     }
     regroup(f);
@@ -701,6 +707,9 @@ int pkv_fleet_run(pkv_fleet *f, pkv_err *e) {
             }
             over = true; /* the others hear of it at the next refresh */
         }
+        /* what is left is the autoscaler's own (a decision, cold starts): the run is over,
+         * its replica-seconds end with the work */
+        if (!over && f->n_own > 0 && !work_left(f)) break;
         const pkv_event *top, *way = pkv_heap_top(&f->events);
         while ((top = pkv_heap_top(&f->when)) && top->t != f->next_t[top->arg]) {
             pkv_event stale;

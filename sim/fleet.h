@@ -153,6 +153,7 @@ typedef struct pkv_fleet {
      * started, its replica-seconds so far, its starts and drains; the scaled pool's
      * replicas [scale_first, scale_first + max); the decisions and events (/scale) */
     int8_t *state;
+    size_t n_own; /* the autoscaler's own events pending (a decision, cold starts): no work */
     double *up_since, *up_s;
     uint32_t *ups, *downs;
     int scale_first;

@@ -283,6 +283,26 @@ for target, want in ((1e-12, "max"), (1e9, "min")):
     if want == "min" and not (d == a.get("min", 1)).all():
         fails.append(f"autoscale target {target}: decisions {sorted(set(d.tolist()))}, not the minimum")
 
+# A cold start that outlasts the work: no decision after the work is over, and no
+# replica-second past the run's end (decisions went on every interval until the cold
+# start ended, and counted its 1,000 s in a run of a few seconds).
+e = dict(BASE, workload=dict(BASE["workload"], num_requests=60),
+         fleet={"replicas": 1, "router": "least_requests",
+                "autoscale": {"min": 1, "max": 3, "target": 1, "interval_s": 0.05,
+                              "cold_start_s": 1000}})
+r, out = run(e, "as_cold")
+if r.returncode:
+    fails.append(f"autoscale cold start: {r.stderr.strip()}")
+else:
+    sc, q, rep = table(out, "scale"), table(out, "requests"), table(out, "replicas")
+    t_end = q["t_finish"].max()
+    if not (sc["event"] == 1).any():
+        fails.append("autoscale cold start: no replica was started (the case is not exercised)")
+    if sc["t"][sc["event"] == 0].max() > t_end + 0.05 + 1e-9:
+        fails.append(f"autoscale cold start: decisions until {sc['t'].max()} s, the work ended at {t_end} s")
+    if rep["up_s"].sum() > 3 * t_end * (1 + 1e-9):
+        fails.append(f"autoscale cold start: {rep['up_s'].sum()} replica-seconds in a {t_end} s run")
+
 # Autoscaling on TTFT: each decision's metric is the 90th percentile (ms) of the first
 # tokens of its last 30 s (NaN where none came), its wish active x metric / target.
 ttft_exp = json.load(open(AS))
