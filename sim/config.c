@@ -627,6 +627,22 @@ static int parse_pools(pkv_config *c, const cJSON *root, pkv_err *e) {
         return pkv_fail(e, "fleet.pools: a %s pool needs a %s pool to send its requests to",
                         roles[PKV_ROLE_PREFILL] ? "prefill" : "decode",
                         roles[PKV_ROLE_PREFILL] ? "decode" : "prefill");
+    /* a prefilled request's KV continues on a decode pool only where the model that wrote
+     * it runs: the same layers, heads, head dimension, KV type and pages */
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n && c->fleet.pools[i].role == PKV_ROLE_PREFILL; j++) {
+            const pkv_model *a = &c->fleet.pools[i].cfg->model, *b = &c->fleet.pools[j].cfg->model;
+            if (c->fleet.pools[j].role != PKV_ROLE_DECODE) continue;
+            if (a->layers != b->layers || a->hidden != b->hidden || a->hq != b->hq ||
+                a->hkv != b->hkv || a->head_dim != b->head_dim || a->kv_dtype != b->kv_dtype ||
+                a->page_size != b->page_size)
+                return pkv_fail(e,
+                                "fleet.pools[%d]: its model (%s) is not decode pool "
+                                "fleet.pools[%d]'s (%s), where its prefilled KV goes: the KV "
+                                "continues only on the model that wrote it (layers, heads, head "
+                                "dimension, KV type and page size alike)",
+                                i, a->name, j, b->name);
+        }
     c->fleet.replicas = total;
     return parse_autoscale(c, fl, e);
 }

@@ -206,6 +206,9 @@ for bad, why in (({"fleet": {"replicas": 2, "pools": [{"name": "a", "replicas": 
                   "fleet.autoscale: the fleet starts with fleet.replicas (5), outside min 1 and max 4"),
                  ({"fleet": {"pools": [{"name": "a"}], "autoscale": {"pool": "b", "max": 3, "target": 1}}},
                   "fleet.autoscale.pool: \"b\" names no pool"),
+                 ({"fleet": {"pools": [{"name": "p", "role": "prefill"},
+                                       {"name": "d", "role": "decode", "model": {"hkv": 4}}]}},
+                  "fleet.pools[0]: its model (custom) is not decode pool fleet.pools[1]'s"),
                  ({"model": "llama-3.1-8b", "fleet": {
                      "pools": [{"name": "p", "role": "prefill"}, {"name": "d", "role": "decode"}],
                      "autoscale": {"pool": "d", "max": 2, "metric": "ttft", "target": 100}}},
