@@ -100,7 +100,7 @@ void pkv_dist_free(pkv_dist *d) {
     d->v = NULL, d->hist = NULL, d->cap = 0;
 }
 
-int pkv_summary_add_itl(pkv_summary *s, int64_t id, double gap) {
+int pkv_summary_add_itl(pkv_summary *s, uint32_t replica, int64_t id, double gap) {
     if (s->itl_d.hist) pkv_dist_add(&s->itl_d, gap); /* binned: no allocation */
     pkv_request_log *l = s->log;
     if (!l) return 0;
@@ -110,7 +110,7 @@ int pkv_summary_add_itl(pkv_summary *s, int64_t id, double gap) {
         if (!a) return -1;
         l->itl = a, l->cap_itl = cap;
     }
-    l->itl[l->n_itl++] = (pkv_itl_row){id, gap};
+    l->itl[l->n_itl++] = (pkv_itl_row){id, replica, gap};
     return 0;
 }
 
@@ -481,16 +481,43 @@ static void json_latency(FILE *f, const pkv_summary *s, const char *name, const 
     fputc(']', f);
 }
 
-static int by_id(const void *a, const void *b) {
+#define CMP(a, b) (((a) > (b)) - ((a) < (b)))
+
+/* Requests in arrival order (ties: by replica, then by their number, which is each
+ * replica's arrival order). */
+static int by_arrival(const void *a, const void *b) {
     const pkv_request_rec *x = a, *y = b;
-    return (x->id > y->id) - (x->id < y->id);
+    return x->t_arrival != y->t_arrival ? CMP(x->t_arrival, y->t_arrival)
+           : x->replica != y->replica   ? CMP(x->replica, y->replica)
+                                        : CMP(x->id, y->id);
 }
 
-/* The log's ITL rows by request id, each request's in the order they came (ids then
- * their positions). */
-static int by_itl_id(const void *a, const void *b) {
+/* The log's ITL rows by request (replica, then number), each request's in the order they
+ * came (their positions). */
+static int by_itl_key(const void *a, const void *b) {
     const pkv_itl_row *x = *(pkv_itl_row *const *)a, *y = *(pkv_itl_row *const *)b;
-    return x->id != y->id ? (x->id > y->id) - (x->id < y->id) : (x > y) - (x < y);
+    return x->replica != y->replica ? CMP(x->replica, y->replica)
+           : x->id != y->id         ? CMP(x->id, y->id)
+                                    : CMP(x, y);
+}
+
+/* The first of the n sorted rows of request r's (replica, number); n when none. */
+static size_t first_itl(pkv_itl_row *const *rows, size_t n, const pkv_request_rec *r) {
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        const size_t mid = lo + (hi - lo) / 2;
+        const pkv_itl_row *x = rows[mid];
+        if (x->replica < r->replica || (x->replica == r->replica && x->id < r->id))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Whether row x is request r's. */
+static bool itl_of(const pkv_itl_row *x, const pkv_request_rec *r) {
+    return x->replica == r->replica && x->id == r->id;
 }
 
 static void jlist(FILE *f, const char *key, const pkv_request_rec *r, size_t n, int what) {
@@ -529,16 +556,15 @@ static int peak_second(const pkv_summary *s, const pkv_request_log *l, pkv_itl_r
                             : 1;
     uint64_t *tok = calloc(bins, sizeof *tok);
     if (!tok) return -1;
-    size_t k = 0; /* the ITL rows, sorted by request: each request's token times */
-    for (size_t i = 0; i < l->n; i++) {
+    for (size_t i = 0; i < l->n; i++) { /* each request's token times, from its ITL rows */
         const pkv_request_rec *r = &l->req[i];
-        while (k < l->n_itl && rows[k]->id < r->id) k++;
         if (r->state != PKV_REQ_FINISHED) continue;
+        size_t k = first_itl(rows, l->n_itl, r);
         double t = r->t_first_token;
         for (int32_t j = 0;; j++) {
             const size_t b = (size_t)fmax(0, t - t0);
             tok[b < bins ? b : bins - 1]++;
-            if (j + 1 >= r->generated || k >= l->n_itl || rows[k]->id != r->id) break;
+            if (j + 1 >= r->generated || k >= l->n_itl || !itl_of(rows[k], r)) break;
             t += rows[k++]->gap;
         }
     }
@@ -604,14 +630,14 @@ int pkv_summary_json(const pkv_summary *s, const pkv_vllm_meta *m, pkv_request_l
     json_latency(f, s, "e2el", &s->e2el);
     int rc = 0;
     if (m && l) {
-        qsort(l->req, l->n, sizeof *l->req, by_id); /* arrival order (ids are it) */
+        qsort(l->req, l->n, sizeof *l->req, by_arrival);
         rows = malloc((l->n_itl ? l->n_itl : 1) * sizeof *rows);
         if (!rows) {
             errno = ENOMEM;
             return -1;
         }
         for (size_t i = 0; i < l->n_itl; i++) rows[i] = &l->itl[i];
-        qsort(rows, l->n_itl, sizeof *rows, by_itl_id);
+        qsort(rows, l->n_itl, sizeof *rows, by_itl_key);
         double max_tok = NAN;
         uint64_t max_conc = 0;
         rc = peak_second(s, l, rows, &max_tok, &max_conc);
@@ -621,10 +647,10 @@ int pkv_summary_json(const pkv_summary *s, const pkv_vllm_meta *m, pkv_request_l
         jlist(f, "output_lens", l->req, l->n, 1);
         jlist(f, "ttfts", l->req, l->n, 2);
         fputs(",\n  \"itls\": [", f);
-        for (size_t i = 0, k = 0; i < l->n; i++) {
-            while (k < l->n_itl && rows[k]->id < l->req[i].id) k++;
+        for (size_t i = 0; i < l->n; i++) {
             fputs(i ? ", [" : "[", f);
-            for (int first = 1; k < l->n_itl && rows[k]->id == l->req[i].id; k++, first = 0)
+            size_t k = first_itl(rows, l->n_itl, &l->req[i]);
+            for (int first = 1; k < l->n_itl && itl_of(rows[k], &l->req[i]); k++, first = 0)
                 fprintf(f, first ? "%.17g" : ", %.17g", rows[k]->gap);
             fputc(']', f);
         }

@@ -152,14 +152,16 @@ double pkv_summary_figure_value(const pkv_summary *s, const pkv_summary_figure *
 
 /* -1: out of memory. */
 int pkv_summary_init(pkv_summary *s);
-/* One inter-token latency (seconds): a token of request `id` after its first. -1: out
- * of memory (the log's). */
-int pkv_summary_add_itl(pkv_summary *s, int64_t id, double gap);
+/* One inter-token latency (seconds): a token of request `id` of `replica` (a fleet's
+ * replicas number their requests each from 0; 0 alone) after its first. -1: out of
+ * memory (the log's). */
+int pkv_summary_add_itl(pkv_summary *s, uint32_t replica, int64_t id, double gap);
 /* Every request that left the run and every inter-token gap with its request's id,
  * kept (where the caller gives one: pkv_summary.log) for the per-request arrays of
  * vLLM's result file. */
 typedef struct pkv_itl_row {
     int64_t id;
+    uint32_t replica;
     double gap;
 } pkv_itl_row;
 typedef struct pkv_request_log {
@@ -181,7 +183,8 @@ typedef struct pkv_vllm_meta {
 /* The serving metrics as vLLM's result file holds them (its key names), JSON; with
  * meta and log, the whole file (its setup, failed, the peak output second and the
  * per-request arrays) as `vllm bench serve --save-result` writes it (the log is
- * sorted by request id on the way). */
+ * sorted into arrival order on the way, each request's gaps found by its replica and
+ * number). */
 int pkv_summary_json(const pkv_summary *s, const pkv_vllm_meta *meta, pkv_request_log *log,
                      FILE *f);
 void pkv_summary_add_step(pkv_summary *s, const pkv_step_rec *r, double advance);

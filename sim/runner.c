@@ -36,7 +36,8 @@ static int sink_request(void *ctx, const pkv_request_rec *q, pkv_err *e) {
 }
 
 static int sink_itl(void *ctx, int64_t id, double gap, pkv_err *e) {
-    return pkv_summary_add_itl(&((run_sink *)ctx)->sum, id, gap) ? pkv_fail(e, "out of memory") : 0;
+    return pkv_summary_add_itl(&((run_sink *)ctx)->sum, 0, id, gap) ? pkv_fail(e, "out of memory")
+                                                                    : 0;
 }
 
 /* On stderr, at most every half second (and at the end). */
@@ -108,8 +109,11 @@ static int replica_request(void *ctx, const pkv_request_rec *q, pkv_err *e) {
     return sink_request(s->k, &c, e);
 }
 
+/* A replica's requests are numbered from 0 on each: its gaps keep its number. */
 static int replica_itl(void *ctx, int64_t id, double gap, pkv_err *e) {
-    return sink_itl(((const replica_sink *)ctx)->k, id, gap, e);
+    const replica_sink *s = ctx;
+    return pkv_summary_add_itl(&s->k->sum, s->row.replica, id, gap) ? pkv_fail(e, "out of memory")
+                                                                    : 0;
 }
 
 /* The experiment's calibration with its route.overrides. */

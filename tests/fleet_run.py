@@ -75,6 +75,26 @@ r, bounded = run(dict(BASE, fleet={"replicas": 2, "router": "round_robin"},
 if r.returncode or not len(table(bounded, "steps")["index"]):
     fails.append(f"a fleet under run.max_steps: exit {r.returncode} {r.stderr[-300:]}")
 
+# --json of a fleet: each request's inter-token gaps are its own (the replicas number
+# their requests each from 0: their gaps were merged by number), in arrival order
+fj = os.path.join(tmp, "fleet_json.json")
+exp = dict(BASE, fleet={"replicas": 3, "router": "round_robin"})
+path = os.path.join(tmp, "fleet_json_exp.json")
+with open(path, "w") as f:
+    json.dump(exp, f)
+r = subprocess.run([pkvsim, "run", "-q", "-o", os.path.join(tmp, "fleet_json.h5"), "--json", fj,
+                    path], capture_output=True, text=True)
+if r.returncode:
+    fails.append(f"fleet --json: {r.stderr[-300:]}")
+else:
+    d = json.load(open(fj))
+    lens = [len(x) for x in d["itls"]]
+    want = [max(o - 1, 0) for o in d["output_lens"]]
+    if lens != want:
+        fails.append(f"fleet --json: itls lengths {lens[:8]} against output_lens - 1 {want[:8]}")
+    if d["start_times"] != sorted(d["start_times"]):
+        fails.append("fleet --json: requests out of arrival order")
+
 r0, alone = run(BASE, "alone")
 r1, one = run(dict(BASE, fleet={"replicas": 1, "router": "least_requests"}), "one")
 if r0.returncode or r1.returncode:

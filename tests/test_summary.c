@@ -115,7 +115,7 @@ static void check_merge(gsl_rng *r, size_t n, size_t keep) {
         const double gap = 1e-3 * (1 + gsl_rng_uniform(r));
         pkv_summary *p = &part[gsl_rng_uniform_int(r, 3)];
         CHECK(pkv_summary_add_request(&one, &q) == 0 && pkv_summary_add_request(p, &q) == 0, "add");
-        pkv_summary_add_itl(&one, 0, gap), pkv_summary_add_itl(p, 0, gap);
+        pkv_summary_add_itl(&one, 0, 0, gap), pkv_summary_add_itl(p, 0, 0, gap);
         pkv_step_rec st = {.rows = 4, .t_sim = q.t_arrival, .route = 1};
         pkv_summary_add_step(&one, &st, 0.002), pkv_summary_add_step(p, &st, 0.002);
     }
