@@ -182,13 +182,12 @@ static double with_host(const pkv_engine *eng, double gpu, int64_t requests, int
                      h->per_prompt_token_s * (double)tokens);
     const double t = h->overlap ? fmax(gpu, *host) : gpu + *host;
     const double serial = share * h->exposed_s + h->per_output_token_s * (double)sampled;
-    if (serial == 0) return t; /* (today's figures, bit for bit) */
     *host += serial;
     return t + serial;
 }
 
-int64_t pkv_engine_graph_rows(const pkv_engine_graphs *g, int64_t n) {
-    if (n > g->max) return n;
+int64_t pkv_engine_graph_rows(const pkv_engine_graphs *g, int64_t n, bool prompt) {
+    if (n > g->max || (prompt && !g->mixed)) return n;
     for (int i = 0; i < g->n_small; i++)
         if (n <= g->small[i]) return g->small[i];
     if (g->step <= 0) return g->max; /* only the largest above the listed sizes */
@@ -277,11 +276,10 @@ static void predict_model(const pkv_engine *eng, const pkv_batch_view *v, int64_
                                       eng->cal->prefill_row_us * 1e-6 * v->n_rows
                                 : 0;
     pkv_dense_cost dc;
-    const pkv_engine_graphs *g = &eng->host.graphs;
-    const int64_t tokens = v->n_rows + chunk_tok;
-    pkv_model_dense_cost(&eng->model, eng->cal,
-                         v->chunks && !g->mixed ? tokens : pkv_engine_graph_rows(g, tokens),
-                         v->n_rows + chunk_heads, &dc);
+    pkv_model_dense_cost(
+        &eng->model, eng->cal,
+        pkv_engine_graph_rows(&eng->host.graphs, v->n_rows + chunk_tok, v->chunks != NULL),
+        v->n_rows + chunk_heads, &dc);
     rec->t_dense_predicted = dc.t_predicted + t_chunks;
     rec->t_predicted = eng->model.layers * rec->t_predicted + rec->t_dense_predicted;
 }
@@ -400,9 +398,8 @@ int pkv_engine_prefill(pkv_engine *eng, const pkv_prefill_view *p, pkv_prefill_r
     rec->t_predicted = rec->t_device = rec->t_wall = NAN;
     if (dense) {
         pkv_dense_cost dc;
-        const pkv_engine_graphs *g = &eng->host.graphs;
         pkv_model_dense_cost(&eng->model, eng->cal,
-                             g->mixed ? pkv_engine_graph_rows(g, tokens) : tokens, heads, &dc);
+                             pkv_engine_graph_rows(&eng->host.graphs, tokens, true), heads, &dc);
         rec->t_predicted = dc.t_predicted + prompt_extra(eng, p, tokens, rec->scores);
     }
     if (eng->backend->prefill) {

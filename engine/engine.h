@@ -31,8 +31,9 @@ typedef struct pkv_engine_graphs {
     bool mixed;
 } pkv_engine_graphs;
 
-/* The token rows a forward of n runs as under g (n itself above g->max, or with none). */
-int64_t pkv_engine_graph_rows(const pkv_engine_graphs *g, int64_t n);
+/* The token rows a forward of n (prompt: with prompt tokens) runs as under g: n itself
+ * above g->max, with no graphs, or with prompt tokens where g does not pad them. */
+int64_t pkv_engine_graph_rows(const pkv_engine_graphs *g, int64_t n, bool prompt);
 
 /* The host work a serving engine adds to each iteration (serving.engine's profile;
  * all zero for pkvsim's own loop): a fixed part, a part per request of the iteration

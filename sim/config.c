@@ -1,4 +1,4 @@
-#define _DEFAULT_SOURCE /* realpath */
+#define _DEFAULT_SOURCE /* basename */
 #include "config.h"
 #include "fleet.h"
 #include "backend.h"
@@ -11,13 +11,10 @@
 #include <ctype.h>
 #include <errno.h>
 #include <libgen.h>
-#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
-#include <unistd.h>
 
 /* The sections of pkv_config whose rows are all scalars or sub-objects of it. */
 static const char *const config_objs[] = {

@@ -5,7 +5,6 @@
 #include "sched.h"
 #include "sim_parts.h"
 
-#include <math.h>
 #include <stdint.h>
 
 /* The chunks in the token budget the decode rows leave (token_budget >= max_active,
@@ -17,7 +16,7 @@ static void take_chunks(pkv_sim *s, pkv_prefill_view *cv) {
     s->n_chunks = 0;
     for (int32_t i = 0; i < s->n_prefill && budget > 0; i++) {
         pkv_sim_request *r = &s->req[s->prefill[i]];
-        if (isnan(r->t_prefill_start)) r->t_prefill_start = s->t_now;
+        pkv_sim_prefill_runs(s, r);
         const int32_t k = s->n_chunks++, left = (int32_t)(pkv_sim_stored_tokens(r) - r->prefilled);
         int32_t len = left < cap ? left : cap;
         if (len > budget) len = budget;

@@ -5,7 +5,6 @@
 #include "sched.h"
 #include "sim_parts.h"
 
-#include <math.h>
 #include <string.h>
 
 static int next(pkv_sim *s, pkv_iter_kind *kind, pkv_prefill_view *pv, pkv_err *e) {
@@ -15,11 +14,11 @@ static int next(pkv_sim *s, pkv_iter_kind *kind, pkv_prefill_view *pv, pkv_err *
         const int64_t cap = s->cfg->prefill_batch_tokens;
         int32_t n = 0, k = 0;
         for (int64_t tokens = 0; k < s->n_prefill; k++) {
-            const pkv_sim_request *r = &s->req[s->prefill[k]];
+            pkv_sim_request *r = &s->req[s->prefill[k]];
             const int32_t len = (int32_t)pkv_sim_stored_tokens(r) - r->prefilled;
             if (cap > 0 && k > 0 && tokens + len > cap) break;
             tokens += len;
-            if (isnan(r->t_prefill_start)) s->req[s->prefill[k]].t_prefill_start = s->t_now;
+            pkv_sim_prefill_runs(s, r);
             s->chunk_start[k] = r->prefilled;
             s->prefill_lens[k] = len;
             n = pkv_sim_list_pages(s, r, pkv_sim_stored_tokens(r), n);

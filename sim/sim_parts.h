@@ -6,6 +6,7 @@
 
 #include "sim.h"
 
+#include <math.h>
 #include <stdint.h>
 
 static inline int64_t pkv_sim_stored_tokens(const pkv_sim_request *r) {
@@ -18,6 +19,11 @@ static inline int32_t pkv_sim_pages_for(const pkv_sim *s, int64_t tokens) {
 static inline int64_t pkv_sim_reserved_tokens(const pkv_sim *s, const pkv_sim_request *r) {
     int64_t len = (int64_t)r->rec.prompt_len + r->rec.decode_len, b = s->cfg->bucket_len;
     return b > 0 ? (len + b - 1) / b * b : len;
+}
+/* A piece of r's prompt runs in the iteration starting now: the first of this admission
+ * stamps where its TTFT's prefill part begins. */
+static inline void pkv_sim_prefill_runs(const pkv_sim *s, pkv_sim_request *r) {
+    if (isnan(r->t_prefill_start)) r->t_prefill_start = s->t_now;
 }
 /* The scheduler may start another decode step (run.max_steps). */
 static inline bool pkv_sim_more_steps(const pkv_sim *s) {

@@ -227,18 +227,11 @@ int pkv_cmd_fit_engine(int argc, char **argv) {
     }
     cJSON_Delete(pj);
     char *names[PKV_VFILES_MAX];
-    const int n = pkv_vfile_list(argc - optind, argv + optind, "fit", names, PKV_VFILES_MAX);
-    if (n < 0) return 1;
+    int n, status;
     /* -o may be the profile itself (fitted in place), never a validation file */
-    if (out && pkv_vfile_output_ok("fit", out, "-o", names, n)) {
-        pkv_vfile_free(NULL, 0, names, n);
-        return 2;
-    }
-    pkv_vfile *v = pkv_vfile_load_all(names, n, "fit");
-    if (!v) {
-        pkv_vfile_free(NULL, 0, names, n);
-        return 1;
-    }
+    pkv_vfile *v =
+        pkv_vfile_open("fit", argc - optind, argv + optind, out, "-o", names, &n, &status);
+    if (!v) return status;
     /* the files run with the profile (its serving defaults) */
     int m = 0, n_fit = 0;
     bool use[PKV_VFILES_MAX];

@@ -93,11 +93,26 @@ static const char *pct(char *buf, double err) {
     return buf;
 }
 
-/* The predicted TTFT's parts of v, ms. */
-static cJSON *ttft_parts(const pkv_vfile *v) {
+/* A row of the JSON tables: the file, its source and engine, the figure published, and
+ * the predicted TTFT's parts (ms); each table adds its predictions. */
+static cJSON *row_json(const pkv_vfile *v, const pkv_vrow *r) {
     cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "file", v->path);
+    cJSON_AddStringToObject(o, "engine", v->engine);
+    cJSON_AddStringToObject(o, "engine_version", v->version);
+    cJSON_AddStringToObject(o, "gpu", v->gpu);
+    cJSON_AddStringToObject(o, "profile", v->cfg.engine.name);
+    cJSON_AddStringToObject(o, "calibration", v->cfg.calibration);
+    cJSON_AddStringToObject(o, "role", v->held_out ? "held_out" : "fit");
+    cJSON_AddStringToObject(o, "source", v->source);
+    cJSON_AddStringToObject(o, "client", v->client);
+    cJSON *parts = cJSON_AddObjectToObject(o, "ttft_parts_ms");
     for (int k = 0; k < PKV_TTFT_PARTS; k++)
-        cJSON_AddNumberToObject(o, pkv_ttft_part_names[k], v->ttft_parts[k] * 1e3);
+        cJSON_AddNumberToObject(parts, pkv_ttft_part_names[k], v->ttft_parts[k] * 1e3);
+    cJSON_AddStringToObject(o, "figure", r->figure);
+    cJSON_AddStringToObject(o, "label", r->label);
+    cJSON_AddStringToObject(o, "unit", r->unit);
+    cJSON_AddNumberToObject(o, "published", r->value);
     return o;
 }
 
@@ -120,21 +135,7 @@ static int write_table_json(const char *out, const pkv_vfile *v, int n, const ma
     for (int i = 0; i < n; i++)
         for (int j = 0; j < v[i].n; j++) {
             const pkv_vrow *r = &v[i].rows[j];
-            cJSON *o = cJSON_CreateObject();
-            cJSON_AddStringToObject(o, "file", v[i].path);
-            cJSON_AddStringToObject(o, "engine", v[i].engine);
-            cJSON_AddStringToObject(o, "engine_version", v[i].version);
-            cJSON_AddStringToObject(o, "gpu", v[i].gpu);
-            cJSON_AddStringToObject(o, "profile", v[i].cfg.engine.name);
-            cJSON_AddStringToObject(o, "calibration", v[i].cfg.calibration);
-            cJSON_AddStringToObject(o, "role", v[i].held_out ? "held_out" : "fit");
-            cJSON_AddStringToObject(o, "source", v[i].source);
-            cJSON_AddStringToObject(o, "client", v[i].client);
-            cJSON_AddItemToObject(o, "ttft_parts_ms", ttft_parts(&v[i]));
-            cJSON_AddStringToObject(o, "figure", r->figure);
-            cJSON_AddStringToObject(o, "label", r->label);
-            cJSON_AddStringToObject(o, "unit", r->unit);
-            cJSON_AddNumberToObject(o, "published", r->value);
+            cJSON *o = row_json(&v[i], r);
             cJSON_AddNumberToObject(o, "predicted", r->pred);
             cJSON_AddNumberToObject(o, "error", pkv_vfile_err(r->pred, r->value));
             cJSON_AddNumberToObject(o, "predicted_pkvsim", r->base);
@@ -234,19 +235,10 @@ static int print_by_source(const pkv_vfile *v, int n, const bool *alone, const c
     for (int i = 0; i < n; i++)
         for (int j = 0; j < v[i].n; j++) {
             const pkv_vrow *r = &v[i].rows[j];
-            cJSON *o = cJSON_CreateObject();
-            cJSON_AddStringToObject(o, "source", v[i].source);
-            cJSON_AddStringToObject(o, "file", v[i].path);
-            cJSON_AddStringToObject(o, "profile", v[i].cfg.engine.name);
-            cJSON_AddStringToObject(o, "gpu", v[i].gpu);
-            cJSON_AddStringToObject(o, "client", v[i].client);
-            cJSON_AddStringToObject(o, "figure", r->figure);
-            cJSON_AddStringToObject(o, "label", r->label);
-            cJSON_AddNumberToObject(o, "published", r->value);
+            cJSON *o = row_json(&v[i], r);
             cJSON_AddNumberToObject(o, "predicted_held_out", r->pred);
             cJSON_AddNumberToObject(o, "error", pkv_vfile_err(r->pred, r->value));
             cJSON_AddBoolToObject(o, "held_out", !alone[i]);
-            cJSON_AddItemToObject(o, "ttft_parts_ms", ttft_parts(&v[i]));
             cJSON_AddItemToArray(rows, o);
         }
     add_means(root, m, nm, false);
@@ -266,17 +258,9 @@ int pkv_cmd_validate(int argc, char **argv) {
     char **ops = optind < argc ? argv + optind : dflt;
     const int n_ops = optind < argc ? argc - optind : 1;
     char *names[PKV_VFILES_MAX];
-    const int n = pkv_vfile_list(n_ops, ops, "validate", names, PKV_VFILES_MAX);
-    if (n < 0) return 1;
-    if (json && pkv_vfile_output_ok("validate", json, "--json", names, n)) {
-        pkv_vfile_free(NULL, 0, names, n);
-        return 2;
-    }
-    pkv_vfile *v = pkv_vfile_load_all(names, n, "validate");
-    if (!v) {
-        pkv_vfile_free(NULL, 0, names, n);
-        return 1;
-    }
+    int n, status;
+    pkv_vfile *v = pkv_vfile_open("validate", n_ops, ops, json, "--json", names, &n, &status);
+    if (!v) return status;
     if (by_source) {
         bool *alone = calloc((size_t)n, sizeof *alone);
         pkv_err e;

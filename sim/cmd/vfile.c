@@ -222,7 +222,9 @@ static int by_name(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-int pkv_vfile_list(int argc, char **argv, const char *cmd, char **names, int cap) {
+/* FILES|DIR... into names (at most cap): the count, or -1 (printed, nothing left
+ * allocated). */
+static int list_files(int argc, char **argv, const char *cmd, char **names, int cap) {
     int n = 0;
     const char *why = NULL, *what = NULL;
     for (int i = 0; i < argc && !why; i++) {
@@ -284,7 +286,8 @@ void pkv_vfile_free(pkv_vfile *v, int nv, char **names, int n) {
     for (int i = 0; i < n; i++) free(names[i]);
 }
 
-int pkv_vfile_output_ok(const char *cmd, const char *out, const char *opt, char **names, int n) {
+/* `out` is none of the n files: 0, or 2 with the message printed. */
+static int output_ok(const char *cmd, const char *out, const char *opt, char **names, int n) {
     const char *what[PKV_VFILES_MAX];
     for (int i = 0; i < n; i++) what[i] = "a validation file";
     pkv_err e;
@@ -293,7 +296,8 @@ int pkv_vfile_output_ok(const char *cmd, const char *out, const char *opt, char 
     return 2;
 }
 
-pkv_vfile *pkv_vfile_load_all(char **names, int n, const char *cmd) {
+/* Every file loaded (NULL, printed, when one cannot be). */
+static pkv_vfile *load_all(char **names, int n, const char *cmd) {
     pkv_vfile *v = calloc((size_t)n, sizeof *v);
     if (!v) {
         fputs("out of memory\n", stderr);
@@ -307,6 +311,22 @@ pkv_vfile *pkv_vfile_load_all(char **names, int n, const char *cmd) {
             free(v);
             return NULL;
         }
+    }
+    return v;
+}
+
+pkv_vfile *pkv_vfile_open(const char *cmd, int argc, char **argv, const char *out, const char *opt,
+                          char **names, int *n, int *status) {
+    *status = 1;
+    if ((*n = list_files(argc, argv, cmd, names, PKV_VFILES_MAX)) < 0) return NULL;
+    if (out && (*status = output_ok(cmd, out, opt, names, *n))) {
+        pkv_vfile_free(NULL, 0, names, *n);
+        return NULL;
+    }
+    pkv_vfile *v = load_all(names, *n, cmd);
+    if (!v) {
+        *status = 1;
+        pkv_vfile_free(NULL, 0, names, *n);
     }
     return v;
 }

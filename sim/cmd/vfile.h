@@ -43,15 +43,14 @@ int pkv_vfile_run(pkv_vfile *v, bool base, pkv_err *e);
 int pkv_vfile_run_both(pkv_vfile *v, pkv_err *e);
 /* (pred - published) / published */
 double pkv_vfile_err(double pred, double pub);
-/* FILES|DIR...: a folder stands for its *.json in name order. Returns the count, or -1
- * (printed, nothing left allocated). Names are malloc'ed into names[]. */
-int pkv_vfile_list(int argc, char **argv, const char *cmd, char **names, int cap);
-/* Load every file (NULL, printed, when one cannot be). */
-pkv_vfile *pkv_vfile_load_all(char **names, int n, const char *cmd);
+/* Command cmd's files: FILES|DIR... (argc of them; a folder stands for its *.json in name
+ * order, a file named twice counts once) into names[PKV_VFILES_MAX] (malloc'ed, *n of
+ * them), `out` (NULL: none; opt names its option) checked to be none of them, each
+ * loaded. NULL (printed, nothing left allocated) with *status the exit status. */
+pkv_vfile *pkv_vfile_open(const char *cmd, int argc, char **argv, const char *out, const char *opt,
+                          char **names, int *n, int *status);
 /* The first nv files' experiments, the array, and the n names. */
 void pkv_vfile_free(pkv_vfile *v, int nv, char **names, int n);
-/* `out` is none of the n files. Returns 0, or 2 with the message printed. */
-int pkv_vfile_output_ok(const char *cmd, const char *out, const char *opt, char **names, int n);
 /* The file name of a path. */
 const char *pkv_vfile_stem(const char *path);
 /* Write a JSON document to out (whole, or nothing: pkv_write_atomic) and free it; -1
