@@ -19,9 +19,9 @@ void pkv_backend_device_name(pkv_backend_kind k, char *name, size_t n) {
     snprintf(name, n, "%s", dev.name);
 }
 
-/* The GPU kernels (kernels/pkvk_attn.cu, kernels/pkvk_model*.cu) run head_dim 128 with
- * 1 to 8 query heads per KV head (FlashInfer's routes 1, 2, 4 or 8); the model and cpu
- * backends any shape. */
+/* The GPU kernels (kernels/pkvk_attn.cu, kernels/pkvk_model*.cu) run head_dim 64, 128 or 256
+ * with 1 to 8 query heads per KV head (FlashInfer's routes 1, 2, 4 or 8 at head_dim 128);
+ * the model and cpu backends any shape. */
 int pkv_backend_supports(pkv_backend_kind k, const pkv_model *m, pkv_err *e) {
     const pkv_backend_kind kind = pkv_backend_resolve(k);
     const pkvk_shape s = pkv_model_attn_shape(m);
@@ -42,11 +42,11 @@ int pkv_backend_supports(pkv_backend_kind k, const pkv_model *m, pkv_err *e) {
                             : "the cuda backend runs FP16, and the study layer in BF16 and over "
                               "FP8 KV");
     const int g = s.hq / s.hkv;
-    if (s.d == 128 && g >= 1 && g <= 8) return 0;
+    if ((s.d == 64 || s.d == 128 || s.d == 256) && g >= 1 && g <= 8) return 0;
     return pkv_fail(e,
-                    "model %s: the GPU kernels run head_dim 128 with 1 to 8 query heads per "
-                    "KV head on one GPU; this model has head_dim %d and %d (hq %d, hkv %d, "
-                    "tensor_parallel %d); run it on the model backend (--backend model)",
+                    "model %s: the GPU kernels run head_dim 64, 128 or 256 with 1 to 8 query "
+                    "heads per KV head on one GPU; this model has head_dim %d and %d (hq %d, "
+                    "hkv %d, tensor_parallel %d); run it on the model backend (--backend model)",
                     m->name, s.d, g, m->hq, m->hkv, m->tp);
 }
 
@@ -55,7 +55,7 @@ uint32_t pkv_backend_routes(pkv_backend_kind k, const pkv_model *m) {
     const uint32_t all = (1u << PKV_ROUTE_COUNT) - 1,
                    fi = 1u << PKV_ROUTE_FLASHINFER | 1u << PKV_ROUTE_FLASHINFER_TC;
     const bool gpu_type = pkv_backend_resolve(k) == PKV_BACKEND_CUDA &&
-                          (s.dtype != PKVK_FP16 || s.kv_dtype != PKVK_FP16);
+                          (s.dtype != PKVK_FP16 || s.kv_dtype != PKVK_FP16 || s.d != 128);
     return pkv_flashinfer_group(s.hq / s.hkv) && !gpu_type ? all : all & ~fi;
 }
 

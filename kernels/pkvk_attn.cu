@@ -72,11 +72,21 @@ struct Params {
 #include "pkvk_attn_tile.cuh"
 #include "pkvk_attn_merge.cuh"
 
+// Head dimensions above 128 keep Q's MMA fragments in shared memory, read at each use:
+// in registers beside the O fragments (D / 2 floats a lane) they would spill.
+__host__ __device__ constexpr bool q_shared(int D) {
+    return D > 128;
+}
+
 // A CTA's shared memory: the pipeline's stages, [STAGES][WARPS][K, V][wtok][D x the KV
 // element's bytes / 16] 16-byte chunks, XOR-swizzled, read by ldmatrix; for FP8 KV also
-// each loaded token's scales ([STAGES][WARPS][K, V][wtok] floats).
-template <bool F8> __host__ __device__ constexpr size_t smem_bytes(int D) {
+// each loaded token's scales ([STAGES][WARPS][K, V][wtok] floats); then, where q_shared,
+// Q's fragments ([D / 16][2][32 lanes] words).
+template <bool F8> __host__ __device__ constexpr size_t pipe_bytes(int D) {
     return (size_t)STAGES * WARPS * 2 * wtok<F8>() * (F8 ? D + sizeof(float) : 2 * D);
+}
+template <bool F8> __host__ __device__ constexpr size_t smem_bytes(int D) {
+    return pipe_bytes<F8>(D) + (q_shared(D) ? (size_t)D / 16 * 2 * 32 * sizeof(uint32_t) : 0);
 }
 
 // The work of CTA x of a launch (x: blockIdx.x, or a fixed grid's task index). Every
@@ -122,16 +132,33 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
     const int r = lane / 4;        // the MMA row (query head) this lane holds
     const int cq = (lane % 4) * 2; // its column pair in a fragment
 
-    // Q as MMA A fragments, one per 16 dimensions: rows >= G are zero.
-    uint32_t qa[D / 16][2];
+    // Q as MMA A fragments, one per 16 dimensions: rows >= G are zero. Where q_shared,
+    // warp w writes the fragments kk = w, w + WARPS, ... of every lane once, after the
+    // pipeline's buffers, and each use reads its lane's word (qf).
+    constexpr bool QS = q_shared(D);
+    uint32_t qa[QS ? 1 : D / 16][2];
+    uint32_t *qsm =
+        reinterpret_cast<uint32_t *>(reinterpret_cast<char *>(smem) + pipe_bytes<F8>(D));
     // FP8 KV: a lane's dimensions of each 16 are K's fragment's, 4c..4c+3 (c = lane % 4).
     const int q0 = F8 ? 4 * (lane % 4) : cq, q1 = F8 ? q0 + 2 : cq + 8;
     const __half *qrow = p.q + ((size_t)row * p.hq + kvh * G + (r < G ? r : 0)) * D;
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
-        qa[kk][0] = r < G ? *reinterpret_cast<const uint32_t *>(qrow + kk * 16 + q0) : 0u;
-        qa[kk][1] = r < G ? *reinterpret_cast<const uint32_t *>(qrow + kk * 16 + q1) : 0u;
+        if (QS && kk % WARPS != warp) continue;
+        const uint32_t a0 = r < G ? *reinterpret_cast<const uint32_t *>(qrow + kk * 16 + q0) : 0u;
+        const uint32_t a1 = r < G ? *reinterpret_cast<const uint32_t *>(qrow + kk * 16 + q1) : 0u;
+        if constexpr (QS)
+            qsm[kk * 64 + lane] = a0, qsm[kk * 64 + 32 + lane] = a1;
+        else
+            qa[kk][0] = a0, qa[kk][1] = a1;
     }
+    if (QS) __syncthreads();
+    auto qf = [&](int kk, int h) {
+        if constexpr (QS)
+            return qsm[kk * 64 + 32 * h + lane];
+        else
+            return qa[kk][h];
+    };
     float m = neg_inf(), l = 0.f; // state of row r over this warp's tokens
     float o[D / 8][4];            // O fragments: rows r (and r + 8, unused), 8 dims each
 #pragma unroll
@@ -227,7 +254,7 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
                     ldmatrix_x4(b, f8_at(ks, b16, kk));
 #pragma unroll
                     for (int i = 0; i < 4; i++)
-                        mma16816<BF>(sc[2 * b16 + i % 2], qa[kk + i / 2][0], qa[kk + i / 2][1],
+                        mma16816<BF>(sc[2 * b16 + i % 2], qf(kk + i / 2, 0), qf(kk + i / 2, 1),
                                      e4m3x2<BF>(b[i]), e4m3x2<BF>(b[i] >> 16));
                 }
         } else {
@@ -236,8 +263,8 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
                 uint32_t b[4];
                 int mi = lane / 8, t = (mi / 2) * 8 + lane % 8;
                 ldmatrix_x4(b, ks + swz(t, kk * 2 + mi % 2));
-                mma16816<BF>(sc[0], qa[kk][0], qa[kk][1], b[0], b[1]);
-                mma16816<BF>(sc[1], qa[kk][0], qa[kk][1], b[2], b[3]);
+                mma16816<BF>(sc[0], qf(kk, 0), qf(kk, 1), b[0], b[1]);
+                mma16816<BF>(sc[1], qf(kk, 0), qf(kk, 1), b[2], b[3]);
             }
         }
         // Online softmax of row r over the WT tokens (4 NB here, the rest in the quad).
@@ -377,13 +404,12 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
     }
     __syncthreads();
     if (!s_last) return;
-    static_assert(THREADS == D, "the in-kernel merge uses one thread per dimension");
     const size_t base = ((size_t)slot0 * p.hkv + kvh) * G;
     // All G heads at once: one chain of L2 round trips for the CTA, not one per head.
-    merge_states<D, G, true, BF>(p.part_ml + base * 2, p.part_acc + base * D, nslots, p.hkv * G * 2,
-                                 p.hkv * G * D, reinterpret_cast<float *>(smem),
-                                 (int)(smem_bytes<F8>(D) / sizeof(float)),
-                                 p.o + ((size_t)row * p.hq + kvh * G) * D);
+    merge_states<D, THREADS, G, true, BF>(
+        p.part_ml + base * 2, p.part_acc + base * D, nslots, p.hkv * G * 2, p.hkv * G * D,
+        reinterpret_cast<float *>(smem), (int)(smem_bytes<F8>(D) / sizeof(float)),
+        p.o + ((size_t)row * p.hq + kvh * G) * D);
 }
 
 // FIXED (the workqueue only): a grid of fixed size (CUDA graph replay) whose CTAs
@@ -427,15 +453,26 @@ int launch_g(cudaStream_t st, int g, dim3 grid, const Params &p) {
         return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "GQA group size must be 1 to 8");
 }
 
+template <int D, int MODE, bool FIXED>
+int launch_types(cudaStream_t st, int G, dim3 grid, const Params &p) {
+    if (p.kv8)
+        return p.bf16 ? launch_g<D, MODE, FIXED, true, true>(st, G, grid, p)
+                      : launch_g<D, MODE, FIXED, false, true>(st, G, grid, p);
+    return p.bf16 ? launch_g<D, MODE, FIXED, true, false>(st, G, grid, p)
+                  : launch_g<D, MODE, FIXED, false, false>(st, G, grid, p);
+}
+
 template <int MODE, bool FIXED = false>
 int launch_mode(cudaStream_t st, int D, int G, dim3 grid, const Params &p) {
-    if (D != 128)
-        return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "head dimension must be 128 on the GPU");
-    if (p.kv8)
-        return p.bf16 ? launch_g<128, MODE, FIXED, true, true>(st, G, grid, p)
-                      : launch_g<128, MODE, FIXED, false, true>(st, G, grid, p);
-    return p.bf16 ? launch_g<128, MODE, FIXED, true, false>(st, G, grid, p)
-                  : launch_g<128, MODE, FIXED, false, false>(st, G, grid, p);
+    switch (D) {
+    case 64:
+        return launch_types<64, MODE, FIXED>(st, G, grid, p);
+    case 128:
+        return launch_types<128, MODE, FIXED>(st, G, grid, p);
+    case 256:
+        return launch_types<256, MODE, FIXED>(st, G, grid, p);
+    }
+    return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "head dimension must be 64, 128 or 256 on the GPU");
 }
 
 template <int D, int G, bool BF, bool F8> int configure_gt() {
@@ -464,7 +501,10 @@ template <int D, int G = 1> int configure_g() {
 } // namespace
 
 int pkvk_attn_configure(void) {
-    return configure_g<128>();
+    int rc = configure_g<64>();
+    if (!rc) rc = configure_g<128>();
+    if (!rc) rc = configure_g<256>();
+    return rc;
 }
 #include "pkvk_workspace.cuh"
 
@@ -581,20 +621,26 @@ extern "C" int pkvk_launch(pkvk_workspace *w, const pkvk_batch *b, const pkvk_pl
     return launchers[plan->route](w, b, plan, p, G, s.d, rows, launches);
 }
 
-// The workqueue kernel of group size g (FP16), as launch_g finds it.
-template <int G = 1> static const void *tasks_kernel(int g) {
-    if (g == G) return (const void *)attn_kernel<128, G, MODE_TASKS, false, false, false>;
-    if constexpr (G < 8) return tasks_kernel<G + 1>(g);
+// The workqueue kernel of head dimension D and group size g (FP16), as launch_g finds it.
+template <int D, int G = 1> static const void *tasks_kernel(int g) {
+    if (g == G) return (const void *)attn_kernel<D, G, MODE_TASKS, false, false, false>;
+    if constexpr (G < 8) return tasks_kernel<D, G + 1>(g);
     return nullptr;
 }
 
 extern "C" int pkvk_occupancy(int d, int G, int *ctas_per_sm) {
-    if (d != 128) return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "head dimension must be 128");
-    const void *k = tasks_kernel(G);
-    if (!k) return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "GQA group size must be 1 to 8");
+    const void *k = d == 64    ? tasks_kernel<64>(G)
+                    : d == 128 ? tasks_kernel<128>(G)
+                    : d == 256 ? tasks_kernel<256>(G)
+                               : nullptr;
+    if (!k)
+        return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "head dimension 64, 128 or 256 and a GQA "
+                                                   "group of 1 to 8");
     int rc = pkvk_attn_configure(); // callable without a context (calibration, tests)
     if (rc) return rc;
-    PKVK_CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, k, THREADS,
-                                                          smem_bytes<false>(128)));
+    const size_t smem = d == 64    ? smem_bytes<false>(64)
+                        : d == 128 ? smem_bytes<false>(128)
+                                   : smem_bytes<false>(256);
+    PKVK_CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(ctas_per_sm, k, THREADS, smem));
     return PKVK_OK;
 }

@@ -4,7 +4,7 @@
 #pragma once
 
 // Merge n partial states (m, l, acc[d]) of each of NG query heads into out[g * D + d],
-// with the D threads of a block (thread = dimension). Head g's state s is at
+// with the NT threads of a block (thread = dimension, NT apart). Head g's state s is at
 // ml[s * stride_ml + 2 * g] and acc[s * stride_acc + g * D]. The NG * n (m, l) pairs
 // are first read in parallel into shared memory (sh: sh_floats) and turned into
 // weights w = exp2(m - M) / L once, one warp per head; then each thread's NG * n loads
@@ -17,35 +17,37 @@ template <bool LOAD_CG> __device__ __forceinline__ float ld(const float *x) {
     return LOAD_CG ? __ldcg(x) : *x;
 }
 
-template <int D, int NG, bool LOAD_CG, bool BF>
+template <int D, int NT, int NG, bool LOAD_CG, bool BF>
 __device__ void merge_states(const float *ml, const float *acc, int n, int stride_ml,
                              int stride_acc, float *sh, int sh_floats, __half *out) {
+    static_assert(NT % 32 == 0, "whole warps");
     const int tid = threadIdx.x;
     if (2 * NG * n > sh_floats) { // more states than the buffer holds: serial but exact
-        for (int g = 0; g < NG; g++) {
-            float M = neg_inf(), L = 0.f, a = 0.f;
-            for (int s = 0; s < n; s++)
-                M = fmaxf(M, ld<LOAD_CG>(ml + (size_t)s * stride_ml + 2 * g));
-            for (int s = 0; s < n; s++) {
-                float m = ld<LOAD_CG>(ml + (size_t)s * stride_ml + 2 * g);
-                if (m == neg_inf()) continue; // a neutral state: weight 0, acc not read
-                float c = pkvk_sm_weight(m, M);
-                L += c * ld<LOAD_CG>(ml + (size_t)s * stride_ml + 2 * g + 1);
-                a += c * ld<LOAD_CG>(acc + (size_t)s * stride_acc + g * D + tid);
+        for (int g = 0; g < NG; g++)
+            for (int d = tid; d < D; d += NT) {
+                float M = neg_inf(), L = 0.f, a = 0.f;
+                for (int s = 0; s < n; s++)
+                    M = fmaxf(M, ld<LOAD_CG>(ml + (size_t)s * stride_ml + 2 * g));
+                for (int s = 0; s < n; s++) {
+                    float m = ld<LOAD_CG>(ml + (size_t)s * stride_ml + 2 * g);
+                    if (m == neg_inf()) continue; // a neutral state: weight 0, acc not read
+                    float c = pkvk_sm_weight(m, M);
+                    L += c * ld<LOAD_CG>(ml + (size_t)s * stride_ml + 2 * g + 1);
+                    a += c * ld<LOAD_CG>(acc + (size_t)s * stride_acc + g * D + d);
+                }
+                store16<BF>(&out[g * D + d], a / L);
             }
-            store16<BF>(&out[g * D + tid], a / L);
-        }
         return;
     }
     float *w = sh, *ls = sh + NG * n; // [NG][n] each
-    for (int i = tid; i < NG * n; i += D) {
+    for (int i = tid; i < NG * n; i += NT) {
         int s = i / NG, g = i % NG; // consecutive threads read consecutive pairs
         w[g * n + s] = ld<LOAD_CG>(ml + (size_t)s * stride_ml + 2 * g);
         ls[g * n + s] = ld<LOAD_CG>(ml + (size_t)s * stride_ml + 2 * g + 1);
     }
     __syncthreads();
     const int warp = tid / 32, lane = tid % 32;
-    for (int g = warp; g < NG; g += D / 32) { // M and L over the slots, then the weights
+    for (int g = warp; g < NG; g += NT / 32) { // M and L over the slots, then the weights
         float *wg = w + g * n, *lg = ls + g * n;
         float M = neg_inf();
         for (int s = lane; s < n; s += 32) M = fmaxf(M, wg[s]);
@@ -59,16 +61,18 @@ __device__ void merge_states(const float *ml, const float *acc, int n, int strid
             wg[s] = wg[s] == neg_inf() ? 0.f : pkvk_sm_weight(wg[s], M) / L;
     }
     __syncthreads();
-    float a[NG];
+    for (int d = tid; d < D; d += NT) {
+        float a[NG];
 #pragma unroll
-    for (int g = 0; g < NG; g++) a[g] = 0.f;
+        for (int g = 0; g < NG; g++) a[g] = 0.f;
 #pragma unroll 8
-    for (int s = 0; s < n; s++)
+        for (int s = 0; s < n; s++)
 #pragma unroll
-        for (int g = 0; g < NG; g++)
-            a[g] += w[g * n + s] * ld<LOAD_CG>(acc + (size_t)s * stride_acc + g * D + tid);
+            for (int g = 0; g < NG; g++)
+                a[g] += w[g * n + s] * ld<LOAD_CG>(acc + (size_t)s * stride_acc + g * D + d);
 #pragma unroll
-    for (int g = 0; g < NG; g++) store16<BF>(&out[g * D + tid], a[g]);
+        for (int g = 0; g < NG; g++) store16<BF>(&out[g * D + d], a[g]);
+    }
     __syncthreads(); // sh may be reused by the caller
 }
 
@@ -87,13 +91,18 @@ template <int D, bool BF> __global__ void __launch_bounds__(D) merge_kernel(cons
     int s0 = p.split_offsets[row], n = p.split_offsets[row + 1] - s0;
     if (n <= 1) return;
     size_t base = ((size_t)s0 * p.hkv + kvh) * G + g;
-    merge_states<D, 1, false, BF>(p.part_ml + base * 2, p.part_acc + base * D, n, p.hkv * G * 2,
-                                  p.hkv * G * D, sh, 2 * MERGE_SLOTS,
-                                  p.o + ((size_t)row * p.hq + h) * D);
+    merge_states<D, D, 1, false, BF>(p.part_ml + base * 2, p.part_acc + base * D, n, p.hkv * G * 2,
+                                     p.hkv * G * D, sh, 2 * MERGE_SLOTS,
+                                     p.o + ((size_t)row * p.hq + h) * D);
 }
 
 int launch_merge(cudaStream_t st, const Params &p, int G, int D, unsigned rows) {
-    if (D != 128) return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "head dimension must be 128");
+    void (*k)(const Params, int) =
+        D == 64    ? (p.bf16 ? merge_kernel<64, true> : merge_kernel<64, false>)
+        : D == 128 ? (p.bf16 ? merge_kernel<128, true> : merge_kernel<128, false>)
+        : D == 256 ? (p.bf16 ? merge_kernel<256, true> : merge_kernel<256, false>)
+                   : nullptr;
+    if (!k) return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "head dimension must be 64, 128 or 256");
     // Programmatic dependent launch: the merge's launch overlaps the split kernel's
     // run instead of following its end.
     cudaLaunchAttribute attr = {};
@@ -101,11 +110,10 @@ int launch_merge(cudaStream_t st, const Params &p, int G, int D, unsigned rows) 
     attr.val.programmaticStreamSerializationAllowed = 1;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(rows, p.hq);
-    cfg.blockDim = dim3(128);
+    cfg.blockDim = dim3(D);
     cfg.stream = st;
     cfg.attrs = &attr;
     cfg.numAttrs = 1;
-    PKVK_CK(cudaLaunchKernelEx(&cfg, p.bf16 ? merge_kernel<128, true> : merge_kernel<128, false>, p,
-                               G));
+    PKVK_CK(cudaLaunchKernelEx(&cfg, k, p, G));
     return PKVK_OK;
 }

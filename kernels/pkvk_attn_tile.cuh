@@ -30,9 +30,10 @@ __device__ __forceinline__ void cp_async4_zfill(void *dst, const void *src, bool
 }
 
 // Token row t, 16-byte chunk c: XOR-swizzled so that the 8 rows an ldmatrix reads
-// at one chunk index land in 8 different bank groups.
+// at one chunk index land in 8 different bank groups (rows of fewer than 8 chunks, FP8
+// at D = 64: in CH, two rows a 128-byte line).
 template <int CH> __device__ __forceinline__ int swz_(int t, int c) {
-    return t * CH + (c ^ (t & 7));
+    return t * CH + (c ^ (t & (CH < 8 ? CH - 1 : 7)));
 }
 #define swz(t, c) swz_<CH>((t), (c))
 

@@ -151,7 +151,8 @@ int pkvk_graph_launch(pkvk_graph *g); /* on the stream it was captured from */
 void pkvk_graph_abort(const pkvk_ctx *c);
 void pkvk_graph_destroy(pkvk_graph *g);
 
-/* Resident attention CTAs per SM for head dim d and group size G (occupancy). */
+/* Resident attention CTAs per SM for head dim d (64, 128 or 256) and group size G
+ * (occupancy). */
 int pkvk_occupancy(int d, int G, int *ctas_per_sm);
 
 #ifdef __cplusplus

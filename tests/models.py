@@ -78,7 +78,7 @@ if {k: v for k, v in a.items() if k != "source"} != {k: v for k, v in b.items() 
 out = os.path.join(tmp, "g16.h5")
 r = pkv("run", "-q", "-b", "cuda", "-o", out,
         experiment("g16", {"preset": "llama-3.1-8b", "hq": 32, "hkv": 2}))
-if r.returncode == 0 or "head_dim 128 with 1 to 8" not in r.stderr or os.path.exists(out):
+if r.returncode == 0 or "1 to 8 query heads per KV head" not in r.stderr or os.path.exists(out):
     fails.append(f"16 query heads per KV head on cuda: rc {r.returncode}, {r.stderr.strip()!r}")
 r = pkv("run", "-n", experiment("bad", "no-such-model"))
 if r.returncode == 0 or "model.preset" not in r.stderr:

@@ -188,6 +188,18 @@ int main(void) {
         CHECK(rw == PKVK_ERR_OUT_OF_MEMORY && !w, "oversized workspace: status %d", rw);
     }
     const int Gs[8] = {1, 2, 4, 8, 3, 5, 6, 7}, pss[4] = {1, 8, 16, 32};
+    { /* The workqueue kernel's residency (a fixed grid's size): at least one CTA an SM at
+       * every head dimension built (256: its pipeline takes most of an SM's shared
+       * memory), two at 64 and 128; another dimension refused. */
+        int occ[3] = {0, 0, 0}, bad = 0;
+        const int ds[3] = {64, 128, 256};
+        for (int i = 0; i < 3; i++)
+            CHECK(pkvk_occupancy(ds[i], 4, &occ[i]) == 0 && occ[i] >= (ds[i] < 256 ? 2 : 1),
+                  "occupancy at d=%d: %d CTAs an SM (%s)", ds[i], occ[i], pkvk_last_error());
+        CHECK(pkvk_occupancy(96, 4, &bad) == PKVK_ERR_UNSUPPORTED, "d=96 not refused");
+        printf("workqueue CTAs an SM at G=4: d=64 %d, d=128 %d, d=256 %d\n", occ[0], occ[1],
+               occ[2]);
+    }
     /* PKV_QUICK=1 (for compute-sanitizer): one small shape through every route, split
      * count and way up (the step's prologue among them), then the swap copy. */
     const char *q = getenv("PKV_QUICK");
@@ -195,113 +207,120 @@ int main(void) {
     int turn = 0; /* cycles the plans' ways up (run_plan) */
     /* Small shapes: every route and split count against the CPU reference, in FP16
      * (every page size), and in BF16, FP16 over FP8 KV and BF16 over FP8 KV (page sizes
-     * 1 and 16; FlashInfer's routes refused). */
+     * 1 and 16; FlashInfer's routes refused); at head dimension 128, then at 64 and 256
+     * (groups 1, 2, 4, 8 and 7, page sizes 1 and 16; FlashInfer's paths are built for 128
+     * only). */
     const int types[4][2] = {{PKVK_FP16, PKVK_FP16},
                              {PKVK_BF16, PKVK_BF16},
                              {PKVK_FP16, PKVK_FP8_E4M3},
                              {PKVK_BF16, PKVK_FP8_E4M3}};
-    for (int ty = 0; ty < 4; ty++)
-        for (int gi = quick ? 2 : 0; gi < (quick ? 3 : 8); gi++)
-            for (int pi = quick ? 2 : 0; pi < (quick ? 3 : 4); pi++) {
-                if (ty && pi % 2) continue;
-                const int dt = types[ty][0], kdt = types[ty][1], fp16 = ty == 0;
-                pkvk_shape s = {.hq = 2 * Gs[gi],
-                                .hkv = 2,
-                                .d = 128,
-                                .page_size = pss[pi],
-                                .dtype = dt,
-                                .kv_dtype = kdt};
-                int32_t lens[10] = {1, 15, 16, 17, 31, 33, 1029, 2000};
-                lens[8] = 1 + (int32_t)gsl_rng_uniform_int(r, 4000);
-                lens[9] = 1 + (int32_t)gsl_rng_uniform_int(r, 64);
-                int n = 10;
-                host_batch h;
-                make_batch(&h, r, s, lens, n, 0.5);
-                dev_batch d = {0};
-                CHECK(upload(&h, &d) == 0, "upload: %s", pkvk_last_error());
-                float *ref = malloc(h.q_elems * 4), *o = malloc(h.q_elems * 4),
-                      *g32 = malloc(h.q_elems * 4);
-                uint16_t *tmp = malloc(h.q_elems * 2);
-                CHECK(pkvk_cpu_reference(&h.b, ref) == PKVK_OK, "CPU reference");
-                /* The GPU FP32 reference agrees with the CPU one. */
-                CHECK(pkvk_gpu_reference(ctx, &d.b, d.o32) == 0 &&
-                          pkvk_d2h(g32, d.o32, h.q_elems * 4) == 0,
-                      "gpu reference: %s", pkvk_last_error());
-                double mx, mean;
-                pkvk_compare(g32, NULL, PKVK_FP16, ref, h.q_elems, &mx, &mean);
-                CHECK(mx < 1e-4, "GPU FP32 reference vs CPU: max|e| %.3g", mx);
-                /* The types' bound (pkv_tol.h) needs the largest |V| (dequantized) and
-                 * |output|. */
-                double vmax = 0, omax = 0;
-                const size_t per_head = (size_t)s.page_size * s.d;
-                for (size_t j = 0; j < h.kv_elems; j++)
-                    vmax = fmax(vmax, fabs(pkvk_elem(kdt, h.v, j) *
-                                           (h.v_scale ? h.v_scale[j / per_head] : 1.f)));
-                for (size_t j = 0; j < h.q_elems; j++) omax = fmax(omax, fabs(ref[j]));
-                pkvk_plan p;
-                pkvk_workspace *ws;
-                CHECK(pkvk_plan_init(&p, n, 4096) == 0, "plan");
-                CHECK(pkvk_workspace_create(ctx, &ws, &s, n, 4096, 4096) == 0, "workspace: %s",
-                      pkvk_last_error());
-                int fi_occ = 0;
-                /* FlashInfer's paths: group sizes 1, 2, 4 and 8 */
-                const int fi_g = pkv_flashinfer_group(Gs[gi]);
-                if (fi_built && fi_g)
-                    CHECK(pkvk_flashinfer_occupancy(&s, &fi_occ) == 0 && fi_occ > 0,
-                          "FlashInfer occupancy: %s", pkvk_last_error());
-                for (int route = 0; route < PKV_ROUTE_COUNT; route++) {
-                    const int32_t counts[3] = {1, 3, 80}; /* 80 splits > 63 tiles: empty splits */
-                    if (!pkvk_route_built((pkv_route)route)) continue;
-                    if (pkv_route_is_flashinfer((pkv_route)route) && (!fi_g || !fp16)) continue;
-                    for (int sc = 0; sc < 3; sc++) {
-                        int32_t S = counts[sc], splits[10];
-                        for (int i = 0; i < n; i++) splits[i] = S;
-                        /* ref_paged has no splits; FlashInfer's planners choose their own. */
-                        if ((route == PKV_ROUTE_REF_PAGED ||
-                             pkv_route_is_flashinfer((pkv_route)route)) &&
-                            sc)
-                            continue;
-                        int rc =
-                            route == PKV_ROUTE_REF_PAGED ? pkvk_plan_ref(&p, lens, n)
-                            : route == PKV_ROUTE_BUCKET
-                                ? pkvk_plan_bucket(&p, lens, lens, n, fixed_splits, &S)
-                            : pkv_route_is_flashinfer((pkv_route)route)
-                                ? pkvk_plan_flashinfer(&p, (pkv_route)route, &s, lens, n,
-                                                       dev.sm_count, fi_occ)
-                                : pkvk_plan_workqueue(&p, (pkv_route)route, &s, lens, splits, n);
-                        CHECK(rc == 0, "plan");
-                        /* The fused route runs twice: its counters must reset themselves. */
-                        for (int rep = 0; rep < (route == PKV_ROUTE_FUSED ? 2 : 1); rep++) {
-                            CHECK(run_plan(ctx, ws, &d, &p, h.q_elems, o, tmp, turn++) == 0,
-                                  "run: %s", pkvk_last_error());
-                            pkvk_compare(o, NULL, PKVK_FP16, ref, h.q_elems, &mx, &mean);
-                            CHECK(pkv_tol_typed_ok(dt == PKVK_BF16, kdt == PKVK_FP8_E4M3, vmax,
-                                                   omax, mx, mean),
-                                  "%s/%s G=%d ps=%d %s S=%d rep %d: max|e| %.3g mean|e| %.3g (NaN: "
-                                  "an output was not written)",
-                                  pkvk_dtype_names[dt], pkvk_dtype_names[kdt], Gs[gi], pss[pi],
-                                  pkv_route_name((pkv_route)route), S, rep, mx, mean);
-                            if (!fp16 && rep == 0 && sc == 0 && gi == 0 && pi == 0)
-                                printf("%s/%s %s: max|e| %.3g mean|e| %.3g\n", pkvk_dtype_names[dt],
-                                       pkvk_dtype_names[kdt], pkv_route_name((pkv_route)route), mx,
-                                       mean);
+    const int dims[3] = {128, 64, 256};
+    for (int di = 0; di < 3; di++)
+        for (int ty = 0; ty < 4; ty++)
+            for (int gi = quick ? 2 : 0; gi < (quick ? 3 : 8); gi++)
+                for (int pi = quick ? 2 : 0; pi < (quick ? 3 : 4); pi++) {
+                    if ((ty || di) && pi % 2) continue;
+                    if (di && gi > 3 && gi != 7) continue;
+                    const int dt = types[ty][0], kdt = types[ty][1], fp16 = ty == 0;
+                    pkvk_shape s = {.hq = 2 * Gs[gi],
+                                    .hkv = 2,
+                                    .d = dims[di],
+                                    .page_size = pss[pi],
+                                    .dtype = dt,
+                                    .kv_dtype = kdt};
+                    int32_t lens[10] = {1, 15, 16, 17, 31, 33, 1029, 2000};
+                    lens[8] = 1 + (int32_t)gsl_rng_uniform_int(r, 4000);
+                    lens[9] = 1 + (int32_t)gsl_rng_uniform_int(r, 64);
+                    int n = 10;
+                    host_batch h;
+                    make_batch(&h, r, s, lens, n, 0.5);
+                    dev_batch d = {0};
+                    CHECK(upload(&h, &d) == 0, "upload: %s", pkvk_last_error());
+                    float *ref = malloc(h.q_elems * 4), *o = malloc(h.q_elems * 4),
+                          *g32 = malloc(h.q_elems * 4);
+                    uint16_t *tmp = malloc(h.q_elems * 2);
+                    CHECK(pkvk_cpu_reference(&h.b, ref) == PKVK_OK, "CPU reference");
+                    /* The GPU FP32 reference agrees with the CPU one. */
+                    CHECK(pkvk_gpu_reference(ctx, &d.b, d.o32) == 0 &&
+                              pkvk_d2h(g32, d.o32, h.q_elems * 4) == 0,
+                          "gpu reference: %s", pkvk_last_error());
+                    double mx, mean;
+                    pkvk_compare(g32, NULL, PKVK_FP16, ref, h.q_elems, &mx, &mean);
+                    CHECK(mx < 1e-4, "GPU FP32 reference vs CPU: max|e| %.3g", mx);
+                    /* The types' bound (pkv_tol.h) needs the largest |V| (dequantized) and
+                     * |output|. */
+                    double vmax = 0, omax = 0;
+                    const size_t per_head = (size_t)s.page_size * s.d;
+                    for (size_t j = 0; j < h.kv_elems; j++)
+                        vmax = fmax(vmax, fabs(pkvk_elem(kdt, h.v, j) *
+                                               (h.v_scale ? h.v_scale[j / per_head] : 1.f)));
+                    for (size_t j = 0; j < h.q_elems; j++) omax = fmax(omax, fabs(ref[j]));
+                    pkvk_plan p;
+                    pkvk_workspace *ws;
+                    CHECK(pkvk_plan_init(&p, n, 4096) == 0, "plan");
+                    CHECK(pkvk_workspace_create(ctx, &ws, &s, n, 4096, 4096) == 0, "workspace: %s",
+                          pkvk_last_error());
+                    int fi_occ = 0;
+                    /* FlashInfer's paths: group sizes 1, 2, 4 and 8, head dimension 128 */
+                    const int fi_g = pkv_flashinfer_group(Gs[gi]) && s.d == 128;
+                    if (fi_built && fi_g)
+                        CHECK(pkvk_flashinfer_occupancy(&s, &fi_occ) == 0 && fi_occ > 0,
+                              "FlashInfer occupancy: %s", pkvk_last_error());
+                    for (int route = 0; route < PKV_ROUTE_COUNT; route++) {
+                        const int32_t counts[3] = {1, 3,
+                                                   80}; /* 80 splits > 63 tiles: empty splits */
+                        if (!pkvk_route_built((pkv_route)route)) continue;
+                        if (pkv_route_is_flashinfer((pkv_route)route) && (!fi_g || !fp16)) continue;
+                        for (int sc = 0; sc < 3; sc++) {
+                            int32_t S = counts[sc], splits[10];
+                            for (int i = 0; i < n; i++) splits[i] = S;
+                            /* ref_paged has no splits; FlashInfer's planners choose their own. */
+                            if ((route == PKV_ROUTE_REF_PAGED ||
+                                 pkv_route_is_flashinfer((pkv_route)route)) &&
+                                sc)
+                                continue;
+                            int rc = route == PKV_ROUTE_REF_PAGED ? pkvk_plan_ref(&p, lens, n)
+                                     : route == PKV_ROUTE_BUCKET
+                                         ? pkvk_plan_bucket(&p, lens, lens, n, fixed_splits, &S)
+                                     : pkv_route_is_flashinfer((pkv_route)route)
+                                         ? pkvk_plan_flashinfer(&p, (pkv_route)route, &s, lens, n,
+                                                                dev.sm_count, fi_occ)
+                                         : pkvk_plan_workqueue(&p, (pkv_route)route, &s, lens,
+                                                               splits, n);
+                            CHECK(rc == 0, "plan");
+                            /* The fused route runs twice: its counters must reset themselves. */
+                            for (int rep = 0; rep < (route == PKV_ROUTE_FUSED ? 2 : 1); rep++) {
+                                CHECK(run_plan(ctx, ws, &d, &p, h.q_elems, o, tmp, turn++) == 0,
+                                      "run: %s", pkvk_last_error());
+                                pkvk_compare(o, NULL, PKVK_FP16, ref, h.q_elems, &mx, &mean);
+                                CHECK(pkv_tol_typed_ok(dt == PKVK_BF16, kdt == PKVK_FP8_E4M3, vmax,
+                                                       omax, mx, mean),
+                                      "%s/%s d=%d G=%d ps=%d %s S=%d rep %d: max|e| %.3g mean|e| "
+                                      "%.3g "
+                                      "(NaN: an output was not written)",
+                                      pkvk_dtype_names[dt], pkvk_dtype_names[kdt], s.d, Gs[gi],
+                                      pss[pi], pkv_route_name((pkv_route)route), S, rep, mx, mean);
+                                if ((!fp16 || di) && rep == 0 && sc == 0 && gi == 0 && pi == 0)
+                                    printf("%s/%s d=%d %s: max|e| %.3g mean|e| %.3g\n",
+                                           pkvk_dtype_names[dt], pkvk_dtype_names[kdt], s.d,
+                                           pkv_route_name((pkv_route)route), mx, mean);
+                            }
                         }
                     }
+                    if (!fp16 && fi_built && fi_g && gi == 0 && pi == 0) { /* not run: refused */
+                        int launches;
+                        CHECK(pkvk_plan_flashinfer(&p, PKV_ROUTE_FLASHINFER_TC, &s, lens, n,
+                                                   dev.sm_count, fi_occ) == 0 &&
+                                  pkvk_launch(ws, &d.b, &p, &launches) == PKVK_ERR_UNSUPPORTED,
+                              "%s/%s on FlashInfer's route: not refused", pkvk_dtype_names[dt],
+                              pkvk_dtype_names[kdt]);
+                    }
+                    pkvk_workspace_destroy(ws);
+                    pkvk_plan_free(&p);
+                    free(ref), free(o), free(g32), free(tmp);
+                    release(&d);
+                    free_batch(&h);
                 }
-                if (!fp16 && fi_built && fi_g && gi == 0 && pi == 0) { /* not run: refused */
-                    int launches;
-                    CHECK(pkvk_plan_flashinfer(&p, PKV_ROUTE_FLASHINFER_TC, &s, lens, n,
-                                               dev.sm_count, fi_occ) == 0 &&
-                              pkvk_launch(ws, &d.b, &p, &launches) == PKVK_ERR_UNSUPPORTED,
-                          "%s/%s on FlashInfer's route: not refused", pkvk_dtype_names[dt],
-                          pkvk_dtype_names[kdt]);
-                }
-                pkvk_workspace_destroy(ws);
-                pkvk_plan_free(&p);
-                free(ref), free(o), free(g32), free(tmp);
-                release(&d);
-                free_batch(&h);
-            }
 
     if (quick) {
         swap_round_trip(r);

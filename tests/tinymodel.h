@@ -8,7 +8,12 @@
 
 #include "pkvk.h"
 
-enum { L = 2, H = 256, HQ = 4, HKV = 2, D = 128, I = 512, V = 1000, PS = 16 };
+/* The head dimension: 128, or another where a test is built with PKV_TINY_D (64 and 256:
+ * test_model_gpu_d64, _d256). */
+#ifndef PKV_TINY_D
+#define PKV_TINY_D 128
+#endif
+enum { L = 2, H = 256, HQ = 4, HKV = 2, D = PKV_TINY_D, I = 512, V = 1000, PS = 16 };
 enum { NREQ = 3, CAP_TOKENS = 64, MAX_PROMPT = 128, NPAGES = 64, QKVW = (HQ + 2 * HKV) * D };
 enum { CHUNK0 = 20, CHUNK1 = 25 }; /* a chunked prompt: 20 tokens, then 25 in a mixed step */
 extern const int lens[NREQ];       /* the three prompts; chunks of 64: 50+14, 56+8, 1 */

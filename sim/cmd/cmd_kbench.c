@@ -85,7 +85,8 @@ static void emit(bench_out *o, const char *fmt, ...) {
 static void usage(void) {
     printf("usage: pkvsim bench kernels [--cases SPEC] [--splits LIST] [--reps N]\n"
            "                            [--holes F] [--share TOKENS] [--calibration FILE]\n"
-           "                            [--out FILE]\n"
+           "                            [--heads HQ/HKV] [--head-dim D] [--dtype T]\n"
+           "                            [--kv-dtype T] [--out FILE]\n"
            "Times every route (ref_paged, pkv_bucket, pkv_workqueue, pkv_fused, and flashinfer,\n"
            "flashinfer_tc where built) on isolated decode steps of shape Hq=32 Hkv=8 d=128\n"
            "(--heads HQ/HKV for another group: 1 to 8 query heads per KV head;\n"
@@ -107,6 +108,8 @@ static void usage(void) {
            "                 each row's reads, so above the read ceiling it shows L2 reuse\n"
            "  --calibration  planner constants (default: built-in placeholders)\n"
            "  --heads HQ/HKV query and KV heads (default 32/8)\n"
+           "  --head-dim D   64, 128 (default) or 256 (FlashInfer's paths are built for\n"
+           "                 128 only: no FlashInfer table at another)\n"
            "  --dtype T      fp16 (default) or bf16: Q, K, V and O (FlashInfer's paths run\n"
            "                 FP16 only, so a BF16 run has no FlashInfer table)\n"
            "  --kv-dtype T   the KV cache's: --dtype's (default) or fp8_e4m3 (a scale per\n"
@@ -119,7 +122,7 @@ int pkv_bench_kernels_main(int argc, char **argv) {
     const char *cases = DEFAULT_CASES, *out = "bench_kernels.txt", *calfile = NULL;
     const char *holes_s = NULL, *splits_s = NULL, *heads_s = NULL, *dtype_s = "fp16",
                *kv_dtype_s = NULL;
-    int reps = 30, n_sweep = 0, share = 0;
+    int reps = 30, n_sweep = 0, share = 0, hd = 128;
     int32_t sweep[MAX_SWEEP];
     double holes = 0.5;
     const pkv_cli_opt opts[] = {{"cases", 'c', PKV_CLI_STRING, &cases, 0},
@@ -131,8 +134,9 @@ int pkv_bench_kernels_main(int argc, char **argv) {
                                 {"share", 'S', PKV_CLI_COUNT, &share, 1 << 24},
                                 {"heads", 0, PKV_CLI_STRING, &heads_s, 0},
                                 {"dtype", 0, PKV_CLI_STRING, &dtype_s, 0},
-                                {"kv-dtype", 0, PKV_CLI_STRING, &kv_dtype_s, 0}};
-    const int orc = pkv_cli_options("bench kernels", argc, argv, opts, 10, usage);
+                                {"kv-dtype", 0, PKV_CLI_STRING, &kv_dtype_s, 0},
+                                {"head-dim", 0, PKV_CLI_COUNT, &hd, 256}};
+    const int orc = pkv_cli_options("bench kernels", argc, argv, opts, 11, usage);
     if (orc >= 0) return orc;
     const int dt = !strcmp(dtype_s, "fp16") ? PKVK_FP16 : !strcmp(dtype_s, "bf16") ? PKVK_BF16 : -1;
     if (dt < 0) {
@@ -155,6 +159,10 @@ int pkv_bench_kernels_main(int argc, char **argv) {
                 "pkvsim bench kernels: --heads: \"%s\" is not HQ/HKV with 1 to 8 query heads "
                 "per KV head (32/8, 28/4)\n",
                 heads_s);
+        return 2;
+    }
+    if (hd != 64 && hd != 128 && hd != 256) {
+        fprintf(stderr, "pkvsim bench kernels: --head-dim: %d is not 64, 128 or 256\n", hd);
         return 2;
     }
     char *end;
@@ -213,8 +221,8 @@ int pkv_bench_kernels_main(int argc, char **argv) {
     char when[32];
     time_t now = time(NULL);
     strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", gmtime(&now));
-    emit(&bo, "# pkvsim bench kernels, %s, %s (%d SMs), %s; Hq %d Hkv %d d 128 page 16 %s KV %s\n",
-         when, dev.name, dev.sm_count, PKV_GIT_REV, hq, hkv, pkvk_dtype_names[dt],
+    emit(&bo, "# pkvsim bench kernels, %s, %s (%d SMs), %s; Hq %d Hkv %d d %d page 16 %s KV %s\n",
+         when, dev.name, dev.sm_count, PKV_GIT_REV, hq, hkv, hd, pkvk_dtype_names[dt],
          pkvk_dtype_names[kdt]);
     emit(&bo,
          "# ceilings: D2D copy %.0f GB/s (read+write), read-only stream %.0f GB/s, "
@@ -227,8 +235,9 @@ int pkv_bench_kernels_main(int argc, char **argv) {
          ceil_.idle_launch_us, ceil_.step_floor_us);
     emit(&bo, "| case | route | splits | time us | KV GB/s | %% of read | launches | CTAs | "
               "merge KB | max err | mean err |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
-    pkvk_shape s = {.hq = hq, .hkv = hkv, .d = 128, .page_size = 16, .dtype = dt, .kv_dtype = kdt};
-    const int g = hq / hkv, fi_g = dt == PKVK_FP16 && kdt == PKVK_FP16 && pkv_flashinfer_group(g);
+    pkvk_shape s = {.hq = hq, .hkv = hkv, .d = hd, .page_size = 16, .dtype = dt, .kv_dtype = kdt};
+    const int g = hq / hkv,
+              fi_g = dt == PKVK_FP16 && kdt == PKVK_FP16 && hd == 128 && pkv_flashinfer_group(g);
     if (fi_g) pkv_calib_flashinfer_occupancy(&cal, &s);
     gsl_rng *r = pkv_stream_create(1, PKV_STREAM_TENSORS);
     int rc = 0;

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# gpu_session_backlog.sh OUT [PART...]: issue 49's GPU backlog in calls of under 10 minutes,
+# from the repository root of the GPU machine with the programs bundled in .bundle/ (or
+# packed as .gpu/bundle.txz, unpacked first). Every step runs under what is left of
+# DEADLINE seconds (default 540) and writes OUT/w/STEP.log; OUT/summary.txt says each
+# step's exit status and time, and OUT/w travels back packed as OUT/logs.tgz.
+#   tests:   test_kernels_gpu, test_cuda_backend, test_model_gpu (and at head dimensions 64
+#            and 256; whichever are bundled)
+#   sanitize: compute-sanitizer memcheck and racecheck on test_kernels_gpu's quick mode
+#   speed:   bench kernels at 32/8: FP16 (with FlashInfer's paths, B=1 8K-128K and B=8
+#            bimodal), FP16 over FP8 KV, BF16
+#   dims:    bench kernels at head dimensions 64 and 256 (llama-3.2-1b's 32/8, gemma-2-9b's
+#            16/8), FP16 and over FP8 KV
+#   loop:    served-model runs on the cuda backend: qwen2.5-7b B=8 under the G 1-8 gate (not
+#            measured since), llama-3.2-1b and gemma-2-9b B=8 (head dimensions 64 and 256),
+#            the scheduler's chunked_prefill
+set -u
+out=${1:?usage: gpu_session_backlog.sh OUT [tests|sanitize|speed|dims|loop ...]}
+shift
+parts=("$@")
+[ ${#parts[@]} -gt 0 ] || parts=(tests speed)
+deadline=${DEADLINE:-540}
+w=$out/w
+mkdir -p "$w"
+[ -d .bundle ] || tar xJf .gpu/bundle.txz
+# The binaries name files under the checkout they were built in.
+[ -e /work/main ] || { mkdir -p /work && ln -s "$PWD" /work/main; }
+here=$PWD
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv,noheader |
+  tee "$out/summary.txt"
+git rev-parse --short HEAD 2> /dev/null | tee -a "$out/summary.txt"
+
+# step NAME LIMIT CMD...: CMD under min(LIMIT, what the deadline leaves), its output in w/NAME.log.
+step() {
+  local name=$1 lim=$2 left=$((deadline - SECONDS)) t0=$SECONDS
+  shift 2
+  if [ "$left" -lt 15 ]; then echo "$name: skipped (deadline)" | tee -a "$out/summary.txt"; return; fi
+  [ "$lim" -le "$left" ] || lim=$left
+  timeout --signal=INT --kill-after=10 "$lim" "$@" > "$w/$name.log" 2>&1
+  echo "$name: rc $?, $((SECONDS - t0)) s: $(tail -1 "$w/$name.log")" | tee -a "$out/summary.txt"
+}
+has() { [ -x ".bundle/bin/$1" ]; }
+cases="b1-8k:8K;b1-32k:32K;b1-64k:64K;b1-128k:128K;b8-bimodal:64K,8K,8K,8K,64K,8K,8K,8K"
+cal=experiments/calibration/h200.json
+kb() { # kb NAME ARGS...: bench kernels, its table to w/NAME.txt
+  local name=$1
+  shift
+  step "$name" 120 .bundle/run pkvsim bench kernels --reps 20 --calibration "$cal" \
+    --out "$w/$name.txt" "$@"
+}
+
+for part in "${parts[@]}"; do
+  case $part in
+  tests)
+    for t in test_kernels_gpu test_cuda_backend test_model_gpu test_model_gpu_d64 test_model_gpu_d256; do
+      has $t && step "$t" 200 .bundle/run "$t"
+    done
+    ;;
+  sanitize)
+    for tool in memcheck racecheck; do
+      has test_kernels_gpu && PKV_QUICK=1 LD_LIBRARY_PATH=$here/.bundle/lib:/usr/local/cuda/lib64 \
+        step "sanitizer_$tool" 120 compute-sanitizer --tool "$tool" .bundle/bin/test_kernels_gpu
+    done
+    ;;
+  speed)
+    kb fp16 --heads 32/8 --cases "$cases"
+    kb fp16_fp8 --heads 32/8 --kv-dtype fp8_e4m3 --cases "$cases"
+    kb bf16 --heads 32/8 --dtype bf16 --cases "$cases"
+    ;;
+  dims)
+    for hd in 64:32/8 256:16/8; do
+      kb "d${hd%%:*}" --heads "${hd#*:}" --head-dim "${hd%%:*}" --cases "$cases"
+      kb "d${hd%%:*}_fp8" --heads "${hd#*:}" --head-dim "${hd%%:*}" --kv-dtype fp8_e4m3 \
+        --cases "$cases"
+    done
+    ;;
+  loop)
+    for m in qwen2.5-7b llama-3.2-1b gemma-2-9b; do
+      step "${m}_b8_cuda" 90 .bundle/run pkvsim run "bench/model/${m}_b8.json" -b cuda -q \
+        -o /tmp/m.h5 --json "$w/${m}_b8_cuda.json"
+    done
+    step chunked_prefill_cuda 200 .bundle/run pkvsim run experiments/scheduler/chunked_prefill.json \
+      --backend cuda -o /tmp/cp.h5
+    ;;
+  *) echo "unknown part $part" | tee -a "$out/summary.txt" ;;
+  esac
+done
+tar czf "$out/logs.tgz" -C "$out" w
+echo "gpu_session_backlog: ${SECONDS} s" | tee -a "$out/summary.txt"
