@@ -5,17 +5,18 @@
 # DEADLINE seconds (default 540) and writes OUT/w/STEP.log; OUT/summary.txt says each
 # step's exit status and time, and OUT/w travels back packed as OUT/logs.tgz.
 #   tests:   test_kernels_gpu, test_cuda_backend, test_model_gpu (and at head dimensions 64
-#            and 256; whichever are bundled)
+#            and 256; whichever are bundled; TESTS names others)
 #   sanitize: compute-sanitizer memcheck and racecheck on test_kernels_gpu's quick mode
 #   speed:   bench kernels at 32/8: FP16 (with FlashInfer's paths, B=1 8K-128K and B=8
 #            bimodal), FP16 over FP8 KV, BF16
 #   dims:    bench kernels at head dimensions 64 and 256 (llama-3.2-1b's 32/8, gemma-2-9b's
 #            16/8), FP16 and over FP8 KV
+#   FILE:    an executable script, run as FILE W (its files under W)
 #   loop:    served-model runs on the cuda backend: qwen2.5-7b B=8 under the G 1-8 gate (not
 #            measured since), llama-3.2-1b and gemma-2-9b B=8 (head dimensions 64 and 256),
 #            the scheduler's chunked_prefill
 set -u
-out=${1:?usage: gpu_session_backlog.sh OUT [tests|sanitize|speed|dims|loop ...]}
+out=${1:?usage: gpu_session_backlog.sh OUT [tests|sanitize|speed|dims|loop|FILE ...]}
 shift
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(tests speed)
@@ -52,14 +53,14 @@ kb() { # kb NAME ARGS...: bench kernels, its table to w/NAME.txt
 for part in "${parts[@]}"; do
   case $part in
   tests)
-    for t in test_kernels_gpu test_cuda_backend test_model_gpu test_model_gpu_d64 test_model_gpu_d256; do
+    for t in ${TESTS:-test_kernels_gpu test_cuda_backend test_model_gpu test_model_gpu_d64 test_model_gpu_d256}; do
       has $t && step "$t" 200 .bundle/run "$t"
     done
     ;;
   sanitize)
-    for tool in memcheck racecheck; do
+    for tool in ${TOOLS:-memcheck racecheck}; do
       has test_kernels_gpu && PKV_QUICK=1 LD_LIBRARY_PATH=$here/.bundle/lib:/usr/local/cuda/lib64 \
-        step "sanitizer_$tool" 120 compute-sanitizer --tool "$tool" .bundle/bin/test_kernels_gpu
+        step "sanitizer_$tool" 300 compute-sanitizer --tool "$tool" .bundle/bin/test_kernels_gpu
     done
     ;;
   speed)
@@ -82,7 +83,8 @@ for part in "${parts[@]}"; do
     step chunked_prefill_cuda 200 .bundle/run pkvsim run experiments/scheduler/chunked_prefill.json \
       --backend cuda -o /tmp/cp.h5
     ;;
-  *) echo "unknown part $part" | tee -a "$out/summary.txt" ;;
+  *) if [ -x "$part" ]; then step "$(basename "$part")" 120 "$part" "$w"; else
+    echo "unknown part $part" | tee -a "$out/summary.txt"; fi ;;
   esac
 done
 tar czf "$out/logs.tgz" -C "$out" w

@@ -191,15 +191,22 @@ int main(void) {
             pkv_step_rec *sc = read_steps(a, &nc), *sg = read_steps(b, &ng);
             int same = nc == ng && nc > 10;
             double worst = 0;
-            for (hsize_t i = 0; same && i < nc; i++) {
+            hsize_t i = 0;
+            for (; same && i < nc; i++) {
                 double d = fabs(sc[i].out_mean_abs - sg[i].out_mean_abs) / sc[i].out_mean_abs;
                 if (!(d <= worst)) worst = d;
                 same = sc[i].route == sg[i].route && sc[i].context_tokens == sg[i].context_tokens;
             }
             CHECK(same && worst < 1e-3,
                   "%s: cpu and cuda outputs differ: %llu vs %llu steps, worst relative "
-                  "difference of mean |O| %.3g",
-                  kvs[kv], (unsigned long long)nc, (unsigned long long)ng, worst);
+                  "difference of mean |O| %.3g%s (step %llu: routes %s and %s, context %lld "
+                  "and %lld tokens)",
+                  kvs[kv], (unsigned long long)nc, (unsigned long long)ng, worst,
+                  same ? "" : ", a step's route or context differs", (unsigned long long)i - 1,
+                  i && i <= nc ? pkv_route_name((pkv_route)sc[i - 1].route) : "-",
+                  i && i <= ng ? pkv_route_name((pkv_route)sg[i - 1].route) : "-",
+                  i && i <= nc ? (long long)sc[i - 1].context_tokens : -1,
+                  i && i <= ng ? (long long)sg[i - 1].context_tokens : -1);
             printf("cpu vs cuda, KV %s: %llu steps, worst relative difference of mean |O| %.2e\n",
                    kvs[kv], (unsigned long long)nc, worst);
             free(sc), free(sg);
