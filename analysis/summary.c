@@ -614,6 +614,7 @@ int pkv_summary_json(const pkv_summary *s, const pkv_vllm_meta *m, pkv_request_l
                         : "end of the workload",
          0);
     jnum(f, "not_arrived", s->offered ? (double)(s->offered - s->arrived) : NAN, 0);
+    jnum(f, "clamped", (double)s->clamped, 0);
     jnum(f, "total_input_tokens", (double)s->input_tokens, 0);
     jnum(f, "total_output_tokens", (double)s->output_tokens, 0);
     jnum(f, "request_throughput", s->request_throughput, 0);

@@ -231,6 +231,23 @@ for name, fleet in (("alone", None), ("fleet", {"replicas": 2, "router": "least_
           r.returncode == 0 and d["ended_by"].startswith("bound") and "ended the run" in r.stdout
           and d["completed"] + d["failed"] + d["not_arrived"] == 100 and d["not_arrived"] > 0)
 
+# requests cut to max_context are counted in --json, alone and in a fleet (issue 48, 11)
+for name, fleet in (("alone", None), ("fleet", {"replicas": 2, "router": "least_requests"})):
+    e = {"model": "llama-3.1-8b", "workload": {"arrival": {"process": "poisson", "rate": 20},
+         "prompt": {"dist": "uniform", "min": 100, "max": 300},
+         "decode": {"dist": "fixed", "value": 100}, "num_requests": 40, "max_context": 300},
+         "route": {"calibration": CAL}, "run": {"backend": "model"}}
+    if fleet:
+        e["fleet"] = fleet
+    out = os.path.join(tmp, f"clamp_{name}.json")
+    r = subprocess.run([pkvsim, "run", "-o", os.path.join(tmp, f"clamp_{name}.h5"), "--json", out,
+                        write(f"clamp_{name}_exp.json", e)], capture_output=True, text=True)
+    d = json.load(open(out)) if r.returncode == 0 else {}
+    n = sum(1 for p in d.get("input_lens", []) if p + 100 > 300)  # whose decode was cut
+    check(f"max_context ({name}): --json counts the {n} cut requests ({d.get('clamped')}), the "
+          f"summary warns", r.returncode == 0 and 0 < n == d["clamped"] and "WARNING" in r.stdout
+          and str(n) in r.stdout)
+
 # ---- windows of decode steps -----------------------------------------------------------
 W = 4
 f = h5run(experiment("window.json", {"engine": prof, "scheduler": "prefill_first",
