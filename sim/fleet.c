@@ -676,6 +676,31 @@ static int setup(pkv_fleet *f, pkv_err *e) {
     return 0;
 }
 
+/* A cut leaves requests on their way to a replica (router latency) and waiting at the
+ * router (central_queue): each is recorded as arrived and unfinished, as the client that
+ * sent it counts it, on the replica it was sent to (a waiting one: on the one the router
+ * weighs least loaded). The requests on a KV link stay their prefill replica's. */
+static int record_router(pkv_fleet *f, pkv_err *e) {
+    pkv_event ev;
+    while (pkv_heap_pop(&f->events, &ev) == 0)
+        if (ev.kind == EV_DELIVER) {
+            const pkv_fleet_transit tr = f->transit[ev.arg];
+            note_arrived(f, tr.to, tr.d.prompt_len);
+            if (pkv_sim_record_waiting(f->replicas[tr.to], &tr.d, tr.t_arrival, e)) return -1;
+        }
+    for (; f->q_n > 0; f->q_head = (f->q_head + 1) % f->q_cap, f->q_n--) {
+        const pkv_request_draw *d = &f->queue[f->q_head];
+        const double at = f->queued_at[f->q_head];
+        const int i = least_loaded(f, &f->entry);
+        if (f->routed) f->routed(f->routed_ctx, i, d, at, f->t_now);
+        note_sent(f, i, d->prompt_len, false);
+        if (!local(f, i)) continue;
+        if (pkv_sim_record_waiting(f->replicas[i], d, at, e)) return -1;
+        if (file_next(f, i)) return pkv_fail(e, "out of memory");
+    }
+    return 0;
+}
+
 int pkv_fleet_run(pkv_fleet *f, pkv_err *e) {
     if (f->n < 1) return pkv_fail(e, "fleet: no replica");
     if (f->wl->spec.arrival.kind == PKV_ARRIVAL_CLOSED)
@@ -761,6 +786,7 @@ int pkv_fleet_run(pkv_fleet *f, pkv_err *e) {
     }
     for (int i = f->lo; i < f->hi && cut; i++) /* another process's bound or stop */
         f->replicas[i]->over = true;
+    if (cut && record_router(f, e)) return -1;
     for (int i = f->lo; i < f->hi; i++)
         if (pkv_sim_end(f->replicas[i], e)) return replica_failed(e, i);
     if (f->q_n > 0 && !cut)

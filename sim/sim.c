@@ -305,6 +305,11 @@ int pkv_sim_inject(pkv_sim *s, const pkv_request_draw *d, double t_arrival, doub
     return outside(s, e);
 }
 
+int pkv_sim_record_waiting(pkv_sim *s, const pkv_request_draw *d, double t_arrival, pkv_err *e) {
+    const int64_t slot = pkv_sim_new_request(s, d, t_arrival);
+    return slot < 0 || pkv_sim_wait_push_back(s, slot) ? pkv_fail(e, "out of memory") : 0;
+}
+
 int pkv_sim_release(pkv_sim *s, int64_t slot, double t, pkv_err *e) {
     if (t > s->t_now) s->t_now = t;
     pkv_sim_release_pages(s, &s->req[slot]);

@@ -16,6 +16,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from contextlib import nullcontext
 
 import h5py
 import numpy as np
@@ -230,6 +231,28 @@ for name, fleet in (("alone", None), ("fleet", {"replicas": 2, "router": "least_
           f"failed + not arrived ({d.get('completed')}, {d.get('failed')}, {d.get('not_arrived')})",
           r.returncode == 0 and d["ended_by"].startswith("bound") and "ended the run" in r.stdout
           and d["completed"] + d["failed"] + d["not_arrived"] == 100 and d["not_arrived"] > 0)
+
+# a cut fleet records the requests waiting at its router (central_queue) and those on their
+# way to a replica (router latency) as arrived and unfinished (issue 48, 4): at 200 req/s
+# for 0.5 s about 100 arrive, 8 (two replicas of 4 rows) or a few more get a row
+for name, fl in (("central_queue", {"router": "central_queue"}),
+                 ("latency", {"router": "least_requests", "router_latency_ms": 300})):
+    e = {"model": "llama-3.1-8b", "workload": {"arrival": {"process": "poisson", "rate": 200},
+         "prompt": {"dist": "fixed", "value": 2000}, "decode": {"dist": "fixed", "value": 200},
+         "num_requests": 400}, "serving": {"max_active": 4}, "route": {"calibration": CAL},
+         "fleet": dict(fl, replicas=2), "run": {"backend": "model", "max_time_s": 0.5}}
+    out, h5 = os.path.join(tmp, f"cut_{name}.json"), os.path.join(tmp, f"cut_{name}.h5")
+    r = subprocess.run([pkvsim, "run", "-o", h5, "--json", out, write(f"cut_{name}_exp.json", e)],
+                       capture_output=True, text=True)
+    d = json.load(open(out)) if r.returncode == 0 else {}
+    n = d.get("completed", 0) + d.get("failed", 0)
+    with h5py.File(h5) if r.returncode == 0 else nullcontext() as f:
+        rows = len(f["requests"]["id"]) if f else -1
+        routed = int(f["replicas"]["routed"][:].sum()) if f else -1
+    check(f"a fleet cut at 0.5 s ({name}): {n} requests arrived ({d.get('not_arrived')} not), "
+          f"{rows} in /requests, {routed} routed",
+          r.returncode == 0 and 70 <= n <= 130 and rows == n == routed
+          and d["completed"] + d["failed"] + d["not_arrived"] == 400)
 
 # requests cut to max_context are counted in --json, alone and in a fleet (issue 48, 11)
 for name, fleet in (("alone", None), ("fleet", {"replicas": 2, "router": "least_requests"})):
