@@ -744,9 +744,17 @@ int pkv_fleet_run(pkv_fleet *f, pkv_err *e) {
                      t_rep = top ? top->t : INFINITY;
         const double t = over ? INFINITY : fmin(t_arr, fmin(t_way, t_rep));
         if (f->spec.view_refresh_s > 0 && t >= f->next_refresh) { /* the view first */
+            const double t_refresh = f->next_refresh;
             double t_fleet;
             if (sync_view(f, t, over, &t_fleet, &cut, e)) return -1;
-            if (cut || !isfinite(t_fleet)) break;
+            if (cut) break;
+            if (!isfinite(t_fleet)) { /* nothing else will happen: the router's queue may go
+                                       * to the replicas it now sees idle, at the refresh */
+                const size_t waiting = f->q_n;
+                if (isfinite(t_refresh) && t_refresh > f->t_now) f->t_now = t_refresh;
+                if (f->entry.router == PKV_ROUTER_CENTRAL_QUEUE && drain(f, e)) return -1;
+                if (f->q_n == waiting) break;
+            }
             continue;
         }
         if (!isfinite(t)) break;

@@ -331,6 +331,7 @@ static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_sp
         row->prefix_hit_tokens = sim[i].counts.prefix_hit_tokens;
         row->link_transfers = f.links[i].transfers, row->link_most = (uint32_t)f.links[i].most_on;
         row->up_s = pkv_fleet_up_s(&f, i, t_end);
+        if (sim[i].busy) row->busy_s -= fmax(0, sim[i].busy_until - t_end); /* cut in it */
         row->scale_ups = f.ups ? f.ups[i] : 0, row->scale_downs = f.downs ? f.downs[i] : 0;
     }
     pkv_replica_rec *rows = NULL;

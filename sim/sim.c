@@ -122,7 +122,7 @@ static int clock_moves(const pkv_sim *s, double dt, int decode, pkv_err *e) {
 /* The GPU is busy with the iteration that starts now for dt seconds. */
 static int occupy(pkv_sim *s, double dt, int decode_step, pkv_err *e) {
     if (s->observe) s->observe(s, decode_step, s->observe_ctx);
-    s->busy = 1;
+    s->busy = 1, s->busy_until = s->t_now + dt;
     return pkv_heap_push(&s->heap, s->t_now + dt,
                          decode_step ? EVENT_STEP_DONE : EVENT_PREFILL_DONE, 0)
                ? pkv_fail(e, "out of memory")
@@ -358,6 +358,16 @@ int pkv_sim_advance(pkv_sim *s, pkv_err *e) {
 int pkv_sim_end(pkv_sim *s, pkv_err *e) {
     if (s->sink.progress) progress(s, true);
     if (!s->interrupted && !s->bounded && pkv_sim_stranded(s, e)) return -1;
+    /* A cut at an instant where requests finished: their finishes (due now) are stamped. */
+    pkv_event ev;
+    while (pkv_heap_pop(&s->heap, &ev) == 0)
+        if (ev.kind == EVENT_FINISH) {
+            pkv_sim_request *r = &s->req[ev.arg];
+            r->rec.t_finish = ev.t + client_lag(s);
+            s->n_finished++;
+            pkv_sim_release_pages(s, r);
+            if (retire_request(s, ev.arg, e)) return -1;
+        }
     /* Requests still in the system are recorded as they stand. */
     for (size_t i = 0; i < s->n_slots; i++)
         if (s->req[i].live && retire_request(s, (int64_t)i, e)) return -1;

@@ -157,6 +157,7 @@ typedef struct pkv_sim {
     int32_t n_dirty;
     int32_t *dirty_from; /* [max_active] first changed entry; INT32_MAX when clean */
     int busy;
+    double busy_until; /* where busy: the iteration in progress ends then */
     int64_t admit_counter;
     double t_now;
     uint64_t steps;
