@@ -190,21 +190,33 @@ int pkv_sim_cache_prompt(pkv_sim *s, pkv_sim_request *r) {
     return 0;
 }
 
+/* The KV pool's bookkeeping (the allocator's stack and owners: 12 bytes a page, and the
+ * prefix cache's table), the host pool's (12 bytes a slot), the block tables and the
+ * prefill page list (8 bytes an entry). */
+static double memory_need(const pkv_config *cfg, int32_t bt_stride, double *kv_bytes,
+                          double *swap_bytes, double *table_bytes) {
+    *kv_bytes =
+        12.0 * cfg->kv_pages +
+        (cfg->prefix_caching
+             ? pkv_prefix_bytes(cfg->kv_pages, cfg->prefix_block_tokens / cfg->model.page_size)
+             : 0);
+    *swap_bytes = cfg->preemption == PKV_PREEMPT_SWAP ? 12.0 * cfg->swap_pages : 0;
+    *table_bytes = 8.0 * cfg->max_active * bt_stride;
+    return *kv_bytes + *swap_bytes + *table_bytes;
+}
+
+double pkv_sim_memory_need(const pkv_config *cfg) {
+    double kv, swap, table;
+    return memory_need(cfg, pkv_sim_bt_stride(cfg), &kv, &swap, &table);
+}
+
 int pkv_sim_check_memory(const pkv_config *cfg, int32_t bt_stride, pkv_err *e) {
-    /* The KV pool's bookkeeping (the allocator's stack and owners: 12 bytes a page, and
-     * the prefix cache's table), the host pool's (12 bytes a slot), the block tables and
-     * the prefill page list (8 bytes an entry), against what this process may still
-     * allocate, before anything is: such a pool would take its setup's tens of seconds
-     * to fail, or fail blaming another setting. */
-    const double kv_bytes = 12.0 * cfg->kv_pages +
-                            (cfg->prefix_caching
-                                 ? pkv_prefix_bytes(cfg->kv_pages,
-                                                    cfg->prefix_block_tokens / cfg->model.page_size)
-                                 : 0),
-                 swap_bytes = cfg->preemption == PKV_PREEMPT_SWAP ? 12.0 * cfg->swap_pages : 0,
-                 table_bytes = 8.0 * cfg->max_active * bt_stride;
+    /* Against what this process may still allocate, before anything is: such a pool would
+     * take its setup's tens of seconds to fail, or fail blaming another setting. */
+    double kv_bytes, swap_bytes, table_bytes;
+    const double need = memory_need(cfg, bt_stride, &kv_bytes, &swap_bytes, &table_bytes);
     const char *limit;
-    const double allowed = pkv_mem_allowed(&limit), need = kv_bytes + swap_bytes + table_bytes;
+    const double allowed = pkv_mem_allowed(&limit);
     if (need > allowed) {
         const char *key = swap_bytes > kv_bytes && swap_bytes > table_bytes ? "swap_pages"
                           : table_bytes > kv_bytes                          ? "max_active"

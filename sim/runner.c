@@ -4,6 +4,7 @@
 #include "h5rec.h"
 #include "pkv_clock.h"
 #include "pkv_files.h"
+#include "pkv_mem.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -203,6 +204,36 @@ static int ranks_merge(const pkv_ranks *r, pkv_sim_counts *c, double *t_end, boo
     return rc ? pkv_fail(e, "fleet: the ranks' summaries could not be merged") : 0;
 }
 
+/* The bookkeeping of this process's replicas [lo, hi) (an autoscaled pool's up to its
+ * maximum: every slot), summed before any is set up and held against what the process may
+ * use; -1 naming the fleet's setting, the bytes and the limit. Each replica's own check
+ * (pkv_sim_init) would see only what the ones before it left, and blame its pool. */
+static int fleet_memory(const pkv_config *cfg, int n, int lo, int hi, pkv_err *e) {
+    const int np = cfg->fleet.n_pools;
+    double total = 0, most = 0;
+    for (int i = 0, p = 0, in_pool = 0; i < n; i++, in_pool++) {
+        while (np && in_pool == pkv_pool_slots(&cfg->fleet, p)) p++, in_pool = 0;
+        if (i < lo || i >= hi) continue;
+        const double b = pkv_sim_memory_need(np ? cfg->fleet.pools[p].cfg : cfg) +
+                         sizeof(pkv_engine) + sizeof(pkv_sim) + sizeof(pkv_sim *) +
+                         sizeof(replica_sink) + sizeof(bool);
+        total += b, most = fmax(most, b);
+    }
+    const char *limit;
+    const double allowed = pkv_mem_allowed(&limit);
+    if (total <= allowed) return 0;
+    const char *key = cfg->fleet.autoscale.on ? "fleet.autoscale.max"
+                      : np                    ? "fleet.pools' replicas"
+                                              : "fleet.replicas";
+    return pkv_fail(e,
+                    "%s: %s: %d replicas need %.2f GiB of host memory for their bookkeeping "
+                    "(%.2f MiB the largest's: its KV pool's pages, block tables and state), more "
+                    "than the %.2f GiB this process may use (%s); lower %s, or a replica's "
+                    "serving.kv_pages, serving.max_active or workload.max_context",
+                    cfg->file, key, hi - lo, total / 1073741824.0, most / 1048576.0,
+                    allowed / 1073741824.0, limit, key);
+}
+
 /* Replica 0 of a fleet without pools is the run's engine; every other replica gets an
  * engine of its pool's settings and calibration on the run's backend and clock (on the
  * cuda backend each its own KV pool on the one GPU, reading the weights of the first
@@ -232,6 +263,7 @@ static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_sp
         rc = ranks_ok(cfg, ranks, e);
         pkv_ranks_block(n, ranks->rank, ranks->size, &lo, &hi);
     }
+    if (!rc) rc = fleet_memory(cfg, n, lo, hi, e);
     char gpu[128];
     pkv_backend_device_name(bs->kind, gpu, sizeof gpu);
     for (; cals < np && !rc; cals++) {

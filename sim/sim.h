@@ -233,6 +233,9 @@ pkv_sim_load pkv_sim_load_of(const pkv_sim *s, bool tokens);
 int32_t pkv_sim_cached_tokens(const pkv_sim *s, const pkv_request_draw *d);
 /* Block-table entries per row: the experiment's longest request in pages. */
 int32_t pkv_sim_bt_stride(const pkv_config *cfg);
+/* Bytes of host memory a simulation of cfg sets aside for its bookkeeping (its KV and swap
+ * pools' pages, its block tables): what pkv_sim_init checks against the process's limit. */
+double pkv_sim_memory_need(const pkv_config *cfg);
 void pkv_sim_free(pkv_sim *s);
 
 #endif

@@ -13,6 +13,7 @@
 Usage: engines.py PKVSIM SOURCE_DIR"""
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -253,6 +254,28 @@ for name, fl in (("central_queue", {"router": "central_queue"}),
           f"{rows} in /requests, {routed} routed",
           r.returncode == 0 and 70 <= n <= 130 and rows == n == routed
           and d["completed"] + d["failed"] + d["not_arrived"] == 400)
+
+# a fleet that cannot fit is refused before any replica is set up, naming the fleet's setting
+# and the bytes, also under an address-space limit (issue 48, 3)
+for name, fl, key in (("replicas", {"replicas": 100000}, "fleet.replicas"),
+                      ("autoscale", {"replicas": 2, "autoscale": {"min": 1, "max": 100000,
+                                                                   "target": 2}},
+                       "fleet.autoscale.max")):
+    for lim in (None, 3 << 30):
+        e = {"model": "llama-3.1-8b", "workload": {"arrival": {"process": "poisson", "rate": 20},
+             "prompt": {"dist": "fixed", "value": 100}, "decode": {"dist": "fixed", "value": 10},
+             "num_requests": 10}, "serving": {"max_active": 32, "kv_pages": 1000},
+             "route": {"calibration": CAL}, "fleet": dict(fl, router="least_requests"),
+             "run": {"backend": "model"}}
+        out = os.path.join(tmp, f"huge_{name}.h5")
+        r = subprocess.run([pkvsim, "run", "-q", "-o", out, write(f"huge_{name}.json", e)],
+                           capture_output=True, text=True, timeout=60,
+                           preexec_fn=(lambda: resource.setrlimit(resource.RLIMIT_AS, (lim, lim)))
+                           if lim else None)
+        check(f"a fleet of 100,000 replicas ({name}, limit {lim}): refused up front, {key} and "
+              f"the bytes named: {r.stderr.strip()[:160]!r}",
+              r.returncode == 1 and f"{key}: 100000 replicas need" in r.stderr
+              and "GiB" in r.stderr and not os.path.exists(out))
 
 # requests cut to max_context are counted in --json, alone and in a fleet (issue 48, 11)
 for name, fleet in (("alone", None), ("fleet", {"replicas": 2, "router": "least_requests"})):
