@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Every shipped experiment (experiments/*.json, experiments/policy, paper, thresholds,
 # fleet, scheduler) runs on the model backend to the end: exit 0, every sweep point done;
-# one that only the cuda backend can run says so (counted apart).
+# one that only the cuda backend can run says so (counted apart). A single run also
+# writes --json and must count every request once (issue 48's invariant): its /requests
+# rows are completed + failed, and with an offered count (an open loop's workload)
+# completed + failed + not_arrived is it.
 # Usage: experiments.sh PKVSIM SOURCE_DIR [single|sweeps] (default: both; the sweeps,
 # most of the time, are CI's, and the single runs the README test command's).
 set -u
@@ -12,7 +15,21 @@ for f in "$src"/experiments/*.json "$src"/experiments/{policy,paper,thresholds,f
   if grep -q '"sweep"' "$f"; then [ "$only" = single ] && continue
   else [ "$only" = sweeps ] && continue; fi
   n=$(basename "$(dirname "$f")")_$(basename "$f" .json)
-  if "$pkvsim" run -q --backend model "$f" -o "$tmp/$n.h5" > "$tmp/$n.log" 2>&1; then
+  js=(); grep -q '"sweep"' "$f" || js=(--json "$tmp/$n.json")
+  if "$pkvsim" run -q --backend model "$f" -o "$tmp/$n.h5" "${js[@]}" > "$tmp/$n.log" 2>&1; then
+    if [ ${#js[@]} -gt 0 ] && ! bad=$("$(dirname "$0")/with_h5py.sh" - "$tmp/$n.h5" "$tmp/$n.json" 2>&1 <<'PY'
+import json, sys, h5py
+with h5py.File(sys.argv[1]) as f:
+    rows, offered = len(f["requests"]["id"]), int(f["summary"].attrs["offered"])
+d = json.load(open(sys.argv[2]))
+arrived = d["completed"] + d["failed"]
+if rows != arrived or (offered and arrived + d["not_arrived"] != offered):
+    sys.exit(f"{rows} rows, completed {d['completed']} + failed {d['failed']} + not arrived "
+             f"{d['not_arrived']}, offered {offered}")
+PY
+    ); then
+      fail=$((fail + 1)); echo "FAIL $f: requests not counted once: $bad"; continue
+    fi
     pass=$((pass + 1))
   elif grep -q "only the cuda backend" "$tmp/$n.log"; then
     gpu=$((gpu + 1)); echo "needs the cuda backend: $f"
