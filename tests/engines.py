@@ -256,12 +256,23 @@ for name, fl in (("central_queue", {"router": "central_queue"}),
           and d["completed"] + d["failed"] + d["not_arrived"] == 400)
 
 # a fleet that cannot fit is refused before any replica is set up, naming the fleet's setting
-# and the bytes, also under an address-space limit (issue 48, 3)
+# and the bytes, also under an address-space limit (issue 48, 3) where pkvsim runs under one
+# (a sanitized build reserves its shadow memory first: not there)
+def limit_as(lim):
+    return lambda: resource.setrlimit(resource.RLIMIT_AS, (lim, lim))
+
+
+limits = [None]
+if subprocess.run([pkvsim, "--version"], capture_output=True,
+                  preexec_fn=limit_as(3 << 30)).returncode == 0:
+    limits.append(3 << 30)
+else:
+    print("pkvsim does not start under a 3 GiB address-space limit: that case is not run")
 for name, fl, key in (("replicas", {"replicas": 100000}, "fleet.replicas"),
                       ("autoscale", {"replicas": 2, "autoscale": {"min": 1, "max": 100000,
                                                                    "target": 2}},
                        "fleet.autoscale.max")):
-    for lim in (None, 3 << 30):
+    for lim in limits:
         e = {"model": "llama-3.1-8b", "workload": {"arrival": {"process": "poisson", "rate": 20},
              "prompt": {"dist": "fixed", "value": 100}, "decode": {"dist": "fixed", "value": 10},
              "num_requests": 10}, "serving": {"max_active": 32, "kv_pages": 1000},
@@ -270,8 +281,7 @@ for name, fl, key in (("replicas", {"replicas": 100000}, "fleet.replicas"),
         out = os.path.join(tmp, f"huge_{name}.h5")
         r = subprocess.run([pkvsim, "run", "-q", "-o", out, write(f"huge_{name}.json", e)],
                            capture_output=True, text=True, timeout=60,
-                           preexec_fn=(lambda: resource.setrlimit(resource.RLIMIT_AS, (lim, lim)))
-                           if lim else None)
+                           preexec_fn=limit_as(lim) if lim else None)
         check(f"a fleet of 100,000 replicas ({name}, limit {lim}): refused up front, {key} and "
               f"the bytes named: {r.stderr.strip()[:160]!r}",
               r.returncode == 1 and f"{key}: 100000 replicas need" in r.stderr
