@@ -54,7 +54,9 @@ uint32_t pkv_backend_routes(pkv_backend_kind k, const pkv_model *m) {
     const pkvk_shape s = pkv_model_attn_shape(m);
     const uint32_t all = (1u << PKV_ROUTE_COUNT) - 1,
                    fi = 1u << PKV_ROUTE_FLASHINFER | 1u << PKV_ROUTE_FLASHINFER_TC;
-    const bool gpu_type = pkv_backend_resolve(k) == PKV_BACKEND_CUDA &&
+    /* the cpu backend stands in for the GPU (the kernels' CPU mirror): the cuda backend's
+     * candidates (its FP8 study run chose flashinfer where the GPU cannot run it) */
+    const bool gpu_type = pkv_backend_resolve(k) != PKV_BACKEND_MODEL &&
                           (s.dtype != PKVK_FP16 || s.kv_dtype != PKVK_FP16 || s.d != 128);
     return pkv_flashinfer_group(s.hq / s.hkv) && !gpu_type ? all : all & ~fi;
 }
