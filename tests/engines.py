@@ -216,6 +216,15 @@ r = subprocess.run([pkvsim, "run", "-n", g], capture_output=True, text=True,
 check("route.gpu whose file in the index cannot be read: the error names the file",
       r.returncode != 0 and "gone-h100.json" in r.stderr and "cannot be read" in r.stderr)
 
+def run_json(name, e, *opts):
+    """Experiment e run to NAME.h5 with --json NAME.json: the result, the JSON ({} on
+    failure) and the file's path."""
+    out, h5 = os.path.join(tmp, f"{name}.json"), os.path.join(tmp, f"{name}.h5")
+    r = subprocess.run([pkvsim, "run", *opts, "-o", h5, "--json", out,
+                        write(f"{name}_exp.json", e)], capture_output=True, text=True)
+    return r, json.load(open(out)) if r.returncode == 0 else {}, h5
+
+
 # a bound says it ended the run, and every offered request is counted once (issue 48, 12)
 for name, fleet in (("alone", None), ("fleet", {"replicas": 2, "router": "least_requests"})):
     e = {"model": "llama-3.1-8b", "workload": {"arrival": {"process": "poisson", "rate": 20},
@@ -224,10 +233,7 @@ for name, fleet in (("alone", None), ("fleet", {"replicas": 2, "router": "least_
          "run": {"backend": "model", "max_time_s": 2}}
     if fleet:
         e["fleet"] = fleet
-    out = os.path.join(tmp, f"bound_{name}.json")
-    r = subprocess.run([pkvsim, "run", "-o", os.path.join(tmp, f"bound_{name}.h5"), "--json", out,
-                        write(f"bound_{name}_exp.json", e)], capture_output=True, text=True)
-    d = json.load(open(out)) if r.returncode == 0 else {}
+    r, d, _ = run_json(f"bound_{name}", e)
     check(f"max_time_s ({name}): the run says a bound ended it, and offered = completed + "
           f"failed + not arrived ({d.get('completed')}, {d.get('failed')}, {d.get('not_arrived')})",
           r.returncode == 0 and d["ended_by"].startswith("bound") and "ended the run" in r.stdout
@@ -242,10 +248,7 @@ for name, fl in (("central_queue", {"router": "central_queue"}),
          "prompt": {"dist": "fixed", "value": 2000}, "decode": {"dist": "fixed", "value": 200},
          "num_requests": 400}, "serving": {"max_active": 4}, "route": {"calibration": CAL},
          "fleet": dict(fl, replicas=2), "run": {"backend": "model", "max_time_s": 0.5}}
-    out, h5 = os.path.join(tmp, f"cut_{name}.json"), os.path.join(tmp, f"cut_{name}.h5")
-    r = subprocess.run([pkvsim, "run", "-o", h5, "--json", out, write(f"cut_{name}_exp.json", e)],
-                       capture_output=True, text=True)
-    d = json.load(open(out)) if r.returncode == 0 else {}
+    r, d, h5 = run_json(f"cut_{name}", e)
     n = d.get("completed", 0) + d.get("failed", 0)
     with h5py.File(h5) if r.returncode == 0 else nullcontext() as f:
         rows = len(f["requests"]["id"]) if f else -1
@@ -295,10 +298,7 @@ for name, fleet in (("alone", None), ("fleet", {"replicas": 2, "router": "least_
          "route": {"calibration": CAL}, "run": {"backend": "model"}}
     if fleet:
         e["fleet"] = fleet
-    out = os.path.join(tmp, f"clamp_{name}.json")
-    r = subprocess.run([pkvsim, "run", "-o", os.path.join(tmp, f"clamp_{name}.h5"), "--json", out,
-                        write(f"clamp_{name}_exp.json", e)], capture_output=True, text=True)
-    d = json.load(open(out)) if r.returncode == 0 else {}
+    r, d, _ = run_json(f"clamp_{name}", e)
     n = sum(1 for p in d.get("input_lens", []) if p + 100 > 300)  # whose decode was cut
     check(f"max_context ({name}): --json counts the {n} cut requests ({d.get('clamped')}), the "
           f"summary warns", r.returncode == 0 and 0 < n == d["clamped"] and "WARNING" in r.stdout
