@@ -54,10 +54,13 @@ uint32_t pkv_backend_routes(pkv_backend_kind k, const pkv_model *m) {
     const pkvk_shape s = pkv_model_attn_shape(m);
     const uint32_t all = (1u << PKV_ROUTE_COUNT) - 1,
                    fi = 1u << PKV_ROUTE_FLASHINFER | 1u << PKV_ROUTE_FLASHINFER_TC;
-    /* the cpu backend stands in for the GPU (the kernels' CPU mirror): the cuda backend's
-     * candidates (its FP8 study run chose flashinfer where the GPU cannot run it) */
-    const bool gpu_type = pkv_backend_resolve(k) != PKV_BACKEND_MODEL &&
-                          (s.dtype != PKVK_FP16 || s.kv_dtype != PKVK_FP16 || s.d != 128);
+    /* FlashInfer's GPU paths are built for FP16 at head_dim 128; the cpu backend, which
+     * stands in for the GPU, leaves them out for the other types too (its FP8 study run
+     * chose flashinfer where the GPU could not), its mirror running them at any head_dim */
+    const pkv_backend_kind kind = pkv_backend_resolve(k);
+    const bool types = s.dtype != PKVK_FP16 || s.kv_dtype != PKVK_FP16,
+               gpu_type = (kind == PKV_BACKEND_CUDA && (types || s.d != 128)) ||
+                          (kind == PKV_BACKEND_CPU && types);
     return pkv_flashinfer_group(s.hq / s.hkv) && !gpu_type ? all : all & ~fi;
 }
 

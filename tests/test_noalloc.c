@@ -145,7 +145,7 @@ int main(void) {
                              .layers = 1,
                              .hq = 8,
                              .hkv = 2,
-                             .head_dim = 128, /* FlashInfer's paths run 128 (on the cpu too) */
+                             .head_dim = 64,
                              .tp = 1,
                              .page_size = 8},
                     study = {.name = "study-layer",
