@@ -53,6 +53,15 @@ static int token_done(pkv_sim *s, pkv_sim_request *r, pkv_err *e) {
     return 0;
 }
 
+/* Request `slot` finished at t: stamped (as the client sees it), its pages freed, recorded. */
+static int finish_request(pkv_sim *s, int64_t slot, double t, pkv_err *e) {
+    pkv_sim_request *r = &s->req[slot];
+    r->rec.t_finish = t + client_lag(s);
+    s->n_finished++;
+    pkv_sim_release_pages(s, r);
+    return retire_request(s, slot, e);
+}
+
 static int finish_later(pkv_sim *s, int64_t slot, pkv_err *e) {
     s->req[slot].rec.state = PKV_REQ_FINISHED;
     return pkv_heap_push(&s->heap, s->t_now, EVENT_FINISH, slot) ? pkv_fail(e, "out of memory") : 0;
@@ -219,11 +228,7 @@ static int handle(pkv_sim *s, const pkv_event *ev, pkv_err *e) {
         s->busy = 0;
         return step_tokens(s, e) || s->sched->done(s, PKV_ITER_STEP, e) ? -1 : 0;
     case EVENT_FINISH: {
-        pkv_sim_request *r = &s->req[ev->arg];
-        r->rec.t_finish = ev->t + client_lag(s);
-        s->n_finished++;
-        pkv_sim_release_pages(s, r);
-        if (retire_request(s, ev->arg, e)) return -1;
+        if (finish_request(s, ev->arg, ev->t, e)) return -1;
         if (s->cfg->workload.arrival.kind == PKV_ARRIVAL_CLOSED) {
             /* its successor arrives now, with its own draw (several finishing at one
              * instant must not share one queued draw) */
@@ -361,13 +366,7 @@ int pkv_sim_end(pkv_sim *s, pkv_err *e) {
     /* A cut at an instant where requests finished: their finishes (due now) are stamped. */
     pkv_event ev;
     while (pkv_heap_pop(&s->heap, &ev) == 0)
-        if (ev.kind == EVENT_FINISH) {
-            pkv_sim_request *r = &s->req[ev.arg];
-            r->rec.t_finish = ev.t + client_lag(s);
-            s->n_finished++;
-            pkv_sim_release_pages(s, r);
-            if (retire_request(s, ev.arg, e)) return -1;
-        }
+        if (ev.kind == EVENT_FINISH && finish_request(s, ev.arg, ev.t, e)) return -1;
     /* Requests still in the system are recorded as they stand. */
     for (size_t i = 0; i < s->n_slots; i++)
         if (s->req[i].live && retire_request(s, (int64_t)i, e)) return -1;

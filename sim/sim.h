@@ -209,12 +209,12 @@ int pkv_sim_end(pkv_sim *s, pkv_err *e);
  * t_arrival, the router's wait included. `prefilled` (NULL: a new request) is its row
  * as another replica prefilled it (first token, tokens generated, transfer): it comes
  * with its KV, and admitted it joins the running batch without a prefill. */
+int pkv_sim_inject(pkv_sim *s, const pkv_request_draw *d, double t_arrival, double t,
+                   const pkv_request_rec *prefilled, pkv_err *e);
 /* A request that arrived at t_arrival and was at the fleet's router, or on its way to this
  * replica, when a bound or a stop cut the run: recorded here as waiting (arrived, not
  * finished), nothing scheduled. */
 int pkv_sim_record_waiting(pkv_sim *s, const pkv_request_draw *d, double t_arrival, pkv_err *e);
-int pkv_sim_inject(pkv_sim *s, const pkv_request_draw *d, double t_arrival, double t,
-                   const pkv_request_rec *prefilled, pkv_err *e);
 /* The request in `slot`, handed off, leaves at t (>= its clock): its pages free. */
 int pkv_sim_release(pkv_sim *s, int64_t slot, double t, pkv_err *e);
 /* The draw a request in the simulation came from (to inject it elsewhere). */
