@@ -11,7 +11,8 @@
 #            bimodal), FP16 over FP8 KV, BF16
 #   dims:    bench kernels at head dimensions 64 and 256 (llama-3.2-1b's 32/8, gemma-2-9b's
 #            16/8), FP16 and over FP8 KV
-#   FILE:    an executable script, run as FILE W (its files under W)
+#   FILE:    an executable script, run as FILE W (its files under W), for at most
+#            PART_LIMIT seconds (default 120)
 #   loop:    served-model runs on the cuda backend: qwen2.5-7b B=8 under the G 1-8 gate (not
 #            measured since), llama-3.2-1b and gemma-2-9b B=8 (head dimensions 64 and 256),
 #            the scheduler's chunked_prefill
@@ -83,7 +84,7 @@ for part in "${parts[@]}"; do
     step chunked_prefill_cuda 200 .bundle/run pkvsim run experiments/scheduler/chunked_prefill.json \
       --backend cuda -o /tmp/cp.h5
     ;;
-  *) if [ -x "$part" ]; then step "$(basename "$part")" 120 "$part" "$w"; else
+  *) if [ -x "$part" ]; then step "$(basename "$part")" "${PART_LIMIT:-120}" "$part" "$w"; else
     echo "unknown part $part" | tee -a "$out/summary.txt"; fi ;;
   esac
 done
