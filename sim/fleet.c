@@ -43,10 +43,11 @@ static pkv_sim_load seen(const pkv_fleet *f, int i) {
 }
 
 /* ranks: what each process gives at a refresh: its next event time, whether it is over
- * (a bound or a stop), and its replicas' loads. */
+ * and why (OVER_* bits), and its replicas' loads. */
+enum { OVER = 1, OVER_BOUND = 2, OVER_STOP = 4 };
 typedef struct sync_head {
     double t_next;
-    int64_t over;
+    int64_t over; /* 0, or OVER and why */
 } sync_head;
 
 static size_t sync_block(const pkv_fleet *f) {
@@ -68,8 +69,8 @@ static double next_multiple(double t, double w) {
  * replica as all events before it left them. One process: its own replicas, and t_mine
  * (its next event) is the fleet's. Ranks: each gives its replicas' loads, its next event
  * time and whether it is over; *t_next is then the fleet's next event, *over whether any
- * process is over. The next refresh is the first multiple of view_refresh_s after
- * *t_next (none between holds an event). */
+ * process is over (a bound or a stop there marks this process's replicas so). The next refresh is
+ * the first multiple of view_refresh_s after *t_next (none between holds an event). */
 static int sync_view(pkv_fleet *f, double t_mine, bool over_mine, double *t_next, bool *over,
                      pkv_err *e) {
     *t_next = t_mine, *over = over_mine;
@@ -78,7 +79,10 @@ static int sync_view(pkv_fleet *f, double t_mine, bool over_mine, double *t_next
     } else {
         const size_t b = sync_block(f);
         char *all = f->sync_buf, *mine = all + b * (size_t)f->ranks->rank;
-        const sync_head h = {t_mine, over_mine};
+        const pkv_sim *s = f->replicas[f->lo]; /* an end marks every replica of the process */
+        const sync_head h = {t_mine, over_mine ? OVER | (s->bounded ? OVER_BOUND : 0) |
+                                                     (s->interrupted ? OVER_STOP : 0)
+                                               : 0};
         memcpy(mine, &h, sizeof h);
         for (int i = f->lo; i < f->hi; i++) {
             const pkv_sim_load l = live(f, i);
@@ -92,6 +96,10 @@ static int sync_view(pkv_fleet *f, double t_mine, bool over_mine, double *t_next
             sync_head o;
             memcpy(&o, all + b * (size_t)r, sizeof o);
             *t_next = fmin(*t_next, o.t_next), *over |= o.over != 0;
+            for (int i = f->lo; i < f->hi && o.over; i++) { /* why another process ended */
+                f->replicas[i]->bounded |= (o.over & OVER_BOUND) != 0;
+                f->replicas[i]->interrupted |= (o.over & OVER_STOP) != 0;
+            }
             memcpy(f->view + lo, all + b * (size_t)r + sizeof o,
                    sizeof *f->view * (size_t)(hi - lo));
         }

@@ -299,6 +299,7 @@ static int cmd_run(int argc, char **argv) {
         else
             fprintf(stderr, "pkvsim: %s\n", e.msg);
         if (ranks) pkv_cli_ranks_end(1);
+        if (g_stop) rc = 128 + (int)g_stop; /* a signal during the set-up: its status */
         goto out;
     }
     if (ranks) pkv_cli_ranks_end(0);

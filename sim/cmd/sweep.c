@@ -708,5 +708,6 @@ int pkv_sweep_main(const char *path, const pkv_cli_overrides *ov, int quiet, int
     pkv_h5sweep_free_read(old_exp, old_n, old_status, old_keys);
     sweep_free(&s);
     ranks_end(&rk);
-    return rc ? 1 : interrupted ? 128 + (int)*stop : failed ? 3 : 0;
+    /* an error a signal caused (set-up stopped) ends with the signal's status */
+    return rc ? (*stop ? 128 + (int)*stop : 1) : interrupted ? 128 + (int)*stop : failed ? 3 : 0;
 }
