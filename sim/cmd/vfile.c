@@ -154,22 +154,8 @@ static int parse_validation(pkv_vfile *v, const cJSON *root, pkv_err *e) {
     return 0;
 }
 
-/* Load one validation file: its experiment (on the model backend, nothing recorded)
- * and its section. */
-static int load(pkv_vfile *v, const char *path, pkv_err *e) {
-    *v = (pkv_vfile){.path = path};
-    char *text = pkv_read_file(path, NULL, e);
-    if (!text) return -1;
-    pkv_err sub;
-    cJSON *root = pkv_json_parse(text, path, &sub);
-    int rc = root ? parse_validation(v, root, &sub) : -1;
-    cJSON_Delete(root);
-    if (rc) {
-        free(text);
-        return pkv_fail(e, "%s: %s", path, sub.msg);
-    }
-    if (pkv_config_parse(&v->cfg, text, path, e)) return -1; /* takes the text */
-    v->cfg.backend = PKV_BACKEND_MODEL;
+/* v's experiment runs what its source measured: the client's kind, the source's engine. */
+static int check_engine(const pkv_vfile *v, const char *path, pkv_err *e) {
     const int ck = clients[client_kind(v->client)].client;
     if (v->cfg.client != ck)
         return pkv_fail(e,
@@ -187,6 +173,27 @@ static int load(pkv_vfile *v, const char *path, pkv_err *e) {
         !strstr(pe, ".json"))
         return pkv_fail(e, "%s: serving.engine \"%s\" is not the source's engine \"%s\"", path, pe,
                         v->engine);
+    return 0;
+}
+
+int pkv_vfile_load(pkv_vfile *v, const char *path, pkv_err *e) {
+    *v = (pkv_vfile){.path = path};
+    char *text = pkv_read_file(path, NULL, e);
+    if (!text) return -1;
+    pkv_err sub;
+    cJSON *root = pkv_json_parse(text, path, &sub);
+    int rc = root ? parse_validation(v, root, &sub) : -1;
+    cJSON_Delete(root);
+    if (rc) {
+        free(text);
+        return pkv_fail(e, "%s: %s", path, sub.msg);
+    }
+    if (pkv_config_parse(&v->cfg, text, path, e)) return -1; /* takes the text */
+    v->cfg.backend = PKV_BACKEND_MODEL;
+    if (check_engine(v, path, e)) {
+        pkv_config_free(&v->cfg);
+        return -1;
+    }
     return 0;
 }
 
@@ -305,7 +312,7 @@ static pkv_vfile *load_all(char **names, int n, const char *cmd) {
     }
     for (int i = 0; i < n; i++) {
         pkv_err e;
-        if (load(&v[i], names[i], &e)) {
+        if (pkv_vfile_load(&v[i], names[i], &e)) {
             fprintf(stderr, "pkvsim %s: %s\n", cmd, e.msg);
             for (int j = 0; j < i; j++) pkv_config_free(&v[j].cfg);
             free(v);

@@ -36,6 +36,9 @@ typedef struct pkv_vfile {
                                           run counted (NaN: none) */
 } pkv_vfile;
 
+/* Load the validation file at path into v (its experiment on the model backend): 0, or
+ * -1 with an error naming the file and nothing left allocated. */
+int pkv_vfile_load(pkv_vfile *v, const char *path, pkv_err *e);
 /* Run v's experiment with its profile's constants as they are now; each row's
  * prediction into pred (or, with base, base), the TTFT's parts (with the profile). */
 int pkv_vfile_run(pkv_vfile *v, bool base, pkv_err *e);
