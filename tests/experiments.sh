@@ -3,8 +3,8 @@
 # fleet, scheduler) runs on the model backend to the end: exit 0, every sweep point done;
 # one that only the cuda backend can run says so (counted apart). A single run also
 # writes --json and must count every request once (issue 48's invariant): its /requests
-# rows are completed + failed, and with an offered count (an open loop's workload)
-# completed + failed + not_arrived is it.
+# rows are completed + failed (/summary's arrived; its finished is completed), and with
+# an offered count (an open loop's workload) completed + failed + not_arrived is it.
 # Usage: experiments.sh PKVSIM SOURCE_DIR [single|sweeps] (default: both; the sweeps,
 # most of the time, are CI's, and the single runs the README test command's).
 set -u
@@ -20,12 +20,16 @@ for f in "$src"/experiments/*.json "$src"/experiments/{policy,paper,thresholds,f
     if [ ${#js[@]} -gt 0 ] && ! bad=$("$(dirname "$0")/with_h5py.sh" - "$tmp/$n.h5" "$tmp/$n.json" 2>&1 <<'PY'
 import json, sys, h5py
 with h5py.File(sys.argv[1]) as f:
-    rows, offered = len(f["requests"]["id"]), int(f["summary"].attrs["offered"])
+    rows, s = len(f["requests"]["id"]), f["summary"].attrs
+    offered, s_arrived, s_finished = int(s["offered"]), int(s["arrived"]), int(s["finished"])
 d = json.load(open(sys.argv[2]))
 arrived = d["completed"] + d["failed"]
 if rows != arrived or (offered and arrived + d["not_arrived"] != offered):
     sys.exit(f"{rows} rows, completed {d['completed']} + failed {d['failed']} + not arrived "
              f"{d['not_arrived']}, offered {offered}")
+if (s_arrived, s_finished) != (arrived, d["completed"]):
+    sys.exit(f"/summary arrived {s_arrived}, finished {s_finished}; --json completed "
+             f"{d['completed']} + failed {d['failed']}")
 PY
     ); then
       fail=$((fail + 1)); echo "FAIL $f: requests not counted once: $bad"; continue

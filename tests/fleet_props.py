@@ -6,7 +6,7 @@ seed printed first, runs on the model backend under a time limit, and must hold:
 - it ends (within the limit) with exit 0;
 - every offered request is counted once: --json completed + failed + not_arrived is the
   workload's, and /requests holds a row for each that arrived (completed + failed), each
-  (replica, id) once;
+  (replica, id) once; /summary's arrived and finished say the same;
 - /replicas: routed = the rows plus the prefilled ones handed on; finished = completed; no
   replica busy or up longer than the run's span (/summary t_end).
 Usage: fleet_props.py PKVSIM [N] [SEED]"""
@@ -96,6 +96,7 @@ for k in range(n_fleets):
         keys = set(zip(rq["replica"][:].tolist(), rq["id"][:].tolist())) if "replica" in rq else \
             set(rq["id"][:].tolist())
         span = float(f["summary"].attrs["t_end"])  # the run's end: the last event, or the cut
+        s_counts = (int(f["summary"].attrs["arrived"]), int(f["summary"].attrs["finished"]))
         rep = {c: f["replicas"][c][:] for c in f["replicas"]} if "replicas" in f else None
     bad = []
     if d["completed"] + d["failed"] + d["not_arrived"] != offered:
@@ -104,6 +105,9 @@ for k in range(n_fleets):
     if rows != d["completed"] + d["failed"] or len(keys) != rows:
         bad.append(f"/requests {rows} rows ({len(keys)} distinct) for {d['completed']} completed "
                    f"+ {d['failed']} failed")
+    if s_counts != (rows, d["completed"]):
+        bad.append(f"/summary arrived {s_counts[0]}, finished {s_counts[1]} against {rows} rows, "
+                   f"{d['completed']} completed")
     if rep is not None:
         if int(rep["routed"].sum()) != rows + int(rep["handed_off"].sum()):
             bad.append(f"routed {int(rep['routed'].sum())} != {rows} rows + "
