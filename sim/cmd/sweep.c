@@ -1,4 +1,5 @@
 #include "sweep.h"
+#include "axis.h"
 #include "calib.h"
 #include "config_keys.h"
 #include "h5sweep.h"
@@ -26,18 +27,12 @@ enum { MAX_AXES = 8, MAX_POINTS = 100000 };
         if (x) return -1;                                                                          \
     } while (0)
 
-typedef struct axis {
-    char path[128];
-    cJSON *values; /* array (owned) */
-    int n;
-} axis;
-
 typedef struct sweep {
     char *text;  /* the file verbatim (owned) */
     cJSON *base; /* the experiment without its sweep section (owned) */
     int zip;
     int n_axes;
-    axis axes[MAX_AXES];
+    pkv_axis axes[MAX_AXES];
     size_t n_points;
 } sweep;
 
@@ -141,7 +136,7 @@ static void ranks_end(ranks *r) {
 static void sweep_free(sweep *s) {
     free(s->text);
     cJSON_Delete(s->base);
-    for (int a = 0; a < s->n_axes; a++) cJSON_Delete(s->axes[a].values);
+    for (int a = 0; a < s->n_axes; a++) pkv_axis_free(&s->axes[a]);
     *s = (sweep){0};
 }
 
@@ -155,92 +150,6 @@ int pkv_sweep_present(const char *path) {
     int has = cJSON_IsObject(root) && cJSON_GetObjectItemCaseSensitive(root, "sweep");
     cJSON_Delete(root);
     return has;
-}
-
-/* An axis may name any key of the experiment's tables (the rows that serve several
- * places by where they stand) or a calibration key under route.overrides. */
-static int path_known(const char *path) {
-    static const struct {
-        const char *prefix, *obj;
-    } shared[] = {{"workload.prompt.trace.", PKV_OBJ_TRACE},
-                  {"workload.decode.trace.", PKV_OBJ_TRACE},
-                  {"workload.trace.columns.", PKV_OBJ_COLUMNS},
-                  {"workload.trace.", PKV_OBJ_TRACE},
-                  {"workload.prompt.", PKV_OBJ_LENGTH},
-                  {"workload.decode.", PKV_OBJ_LENGTH},
-                  {"route.overrides.", ""}};
-    const char *obj_s = NULL, *name = NULL;
-    char obj[128];
-    pkv_keys k = pkv_config_keys();
-    for (size_t i = 0; i < sizeof shared / sizeof shared[0] && !name; i++)
-        if (!strncmp(path, shared[i].prefix, strlen(shared[i].prefix))) {
-            obj_s = shared[i].obj;
-            name = path + strlen(shared[i].prefix);
-            if (!*obj_s) k = pkv_calib_keys(); /* route.overrides */
-        }
-    if (!name) {
-        const char *dot = strrchr(path, '.');
-        snprintf(obj, sizeof obj, "%.*s", dot ? (int)(dot - path) : 0, path);
-        obj_s = obj;
-        name = dot ? dot + 1 : path;
-    }
-    if (strchr(name, '.')) return 0;
-    for (int i = 0; i < k.n; i++)
-        if (!strcmp(k.rows[i].obj, obj_s) && !strcmp(k.rows[i].name, name)) return 1;
-    return 0;
-}
-
-/* The keys the run command's options set: an axis may not name them too. */
-static const char *option_for(const char *path, const pkv_cli_overrides *o) {
-    if (o->seed && !strcmp(path, "run.seed")) return "--seed";
-    if (o->backend && !strcmp(path, "run.backend")) return "--backend";
-    if (o->route && !strcmp(path, "route.policy")) return "--route";
-    if (o->calibration && !strcmp(path, "route.calibration")) return "--calibration";
-    if (!strcmp(path, "run.output")) return "the sweep's own point files";
-    return NULL;
-}
-
-static int parse_axis(axis *ax, const cJSON *o, const char *P, const pkv_cli_overrides *ov,
-                      pkv_err *e) {
-    const char *path;
-    TRY(pkv_keys_check(pkv_config_keys(), PKV_OBJ_AXIS, o, P, e));
-    TRY(pkv_json_str(o, P, "path", NULL, NULL, &path, NULL, e));
-    if (strlen(path) >= sizeof ax->path || !path_known(path))
-        return pkv_fail(e, "%s.path: \"%s\" is not a key of an experiment file (pkvsim keys)", P,
-                        path);
-    const char *opt = option_for(path, ov);
-    if (opt)
-        return pkv_fail(e, "%s.path: \"%s\" is set by %s; sweep it or set it, not both", P, path,
-                        opt);
-    snprintf(ax->path, sizeof ax->path, "%s", path);
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "values");
-    const cJSON *r = cJSON_GetObjectItemCaseSensitive(o, "range");
-    if (!v == !r) return pkv_fail(e, "%s: give either values (a list) or range", P);
-    if (v) {
-        if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) < 1)
-            return pkv_fail(e, "%s.values: must be a non-empty list", P);
-        ax->values = cJSON_Duplicate(v, 1);
-    } else {
-        char rp[160];
-        snprintf(rp, sizeof rp, "%s.range", P);
-        double from, to, step;
-        TRY(pkv_keys_check(pkv_config_keys(), PKV_OBJ_RANGE, r, rp, e));
-        if (!cJSON_GetObjectItemCaseSensitive(r, "from") ||
-            !cJSON_GetObjectItemCaseSensitive(r, "to"))
-            return pkv_fail(e, "%s: needs from and to (and step, 1 by default)", rp);
-        TRY(pkv_json_num(r, rp, "from", 0, -1e300, false, 1e300, &from, e));
-        TRY(pkv_json_num(r, rp, "to", 0, -1e300, false, 1e300, &to, e));
-        TRY(pkv_json_num(r, rp, "step", 1, 0, true, 1e300, &step, e));
-        if (to < from) return pkv_fail(e, "%s.to: must be >= from", rp);
-        double n = floor((to - from) / step * (1 + 1e-12)) + 1;
-        if (n > MAX_POINTS) return pkv_fail(e, "%s: more than %d values", rp, MAX_POINTS);
-        ax->values = cJSON_CreateArray();
-        for (int i = 0; ax->values && i < (int)n; i++)
-            cJSON_AddItemToArray(ax->values, cJSON_CreateNumber(from + i * step));
-    }
-    if (!ax->values) return pkv_fail(e, "out of memory");
-    ax->n = cJSON_GetArraySize(ax->values);
-    return 0;
 }
 
 /* The sweep of a file's text (taken: freed with the sweep); path names it in errors. */
@@ -268,7 +177,7 @@ static int sweep_parse(sweep *s, char *text, const char *path, const pkv_cli_ove
     for (int a = 0; a < n; a++) {
         char P[32];
         snprintf(P, sizeof P, "sweep.axes[%d]", a);
-        if (parse_axis(&s->axes[a], cJSON_GetArrayItem(axes, a), P, ov, &sub)) goto out;
+        if (pkv_axis_parse(&s->axes[a], cJSON_GetArrayItem(axes, a), P, ov, &sub)) goto out;
         s->n_axes = a + 1;
         for (int b = 0; b < a; b++)
             if (!strcmp(s->axes[b].path, s->axes[a].path)) {
@@ -305,45 +214,10 @@ static const cJSON *point_value(const sweep *s, size_t i, int a) {
     return cJSON_GetArrayItem(s->axes[a].values, (int)(i / stride % (size_t)s->axes[a].n));
 }
 
-/* Set `path` in root to a copy of v, making the objects on the way. */
-static int set_path(cJSON *root, const char *path, const cJSON *v, pkv_err *e) {
-    char buf[128];
-    snprintf(buf, sizeof buf, "%s", path);
-    cJSON *o = root;
-    for (char *p = buf, *dot; (dot = strchr(p, '.')); p = dot + 1) {
-        *dot = 0;
-        cJSON *next = cJSON_GetObjectItemCaseSensitive(o, p);
-        if (next && cJSON_IsString(next) && o == root && !strcmp(p, "model")) {
-            /* "model": "NAME" is {"preset": "NAME"} */
-            cJSON *obj = cJSON_CreateObject();
-            cJSON_AddStringToObject(obj, "preset", next->valuestring);
-            cJSON_ReplaceItemInObjectCaseSensitive(o, p, obj);
-            next = obj;
-        }
-        if (!next) next = cJSON_AddObjectToObject(o, p);
-        if (!cJSON_IsObject(next))
-            return pkv_fail(e, "sweep: %s: the experiment's \"%s\" is not an object", path, p);
-        o = next;
-    }
-    const char *last = strrchr(path, '.') ? strrchr(path, '.') + 1 : path;
-    cJSON *copy = cJSON_Duplicate(v, 1);
-    if (!copy) return pkv_fail(e, "out of memory");
-    if (cJSON_GetObjectItemCaseSensitive(o, last))
-        cJSON_ReplaceItemInObjectCaseSensitive(o, last, copy);
-    else
-        cJSON_AddItemToObject(o, last, copy);
-    return 0;
-}
-
-/* The JSON text of a value as the index holds it (a string without its quotes). */
-static char *value_text(const cJSON *v) {
-    return cJSON_IsString(v) ? strdup(v->valuestring) : cJSON_PrintUnformatted(v);
-}
-
 static void describe(const sweep *s, size_t i, char *buf, size_t n) {
     buf[0] = 0;
     for (int a = 0; a < s->n_axes; a++) {
-        char *t = value_text(point_value(s, i, a));
+        char *t = pkv_json_value_text(point_value(s, i, a));
         snprintf(buf + strlen(buf), n - strlen(buf), "%s%s=%s", a ? " " : "", s->axes[a].path,
                  t ? t : "?");
         free(t);
@@ -364,7 +238,7 @@ static char *point_text(const sweep *s, size_t i, pkv_err *e) {
     }
     int rc = 0;
     for (int a = 0; a < s->n_axes && !rc; a++)
-        rc = set_path(root, s->axes[a].path, point_value(s, i, a), e);
+        rc = pkv_json_set_path(root, s->axes[a].path, point_value(s, i, a), e);
     char *text = rc ? NULL : cJSON_Print(root);
     cJSON_Delete(root);
     if (!rc && !text) pkv_fail(e, "out of memory");
@@ -525,7 +399,7 @@ int pkv_sweep_main(const char *path, const pkv_cli_overrides *ov, int quiet, int
         for (size_t i = 0; i < s.n_points; i++) {
             printf("%zu", i);
             for (int a = 0; a < s.n_axes; a++) {
-                char *t = value_text(point_value(&s, i, a));
+                char *t = pkv_json_value_text(point_value(&s, i, a));
                 printf("\t%s", t ? t : "?");
                 free(t);
             }
@@ -591,7 +465,7 @@ int pkv_sweep_main(const char *path, const pkv_cli_overrides *ov, int quiet, int
     for (size_t i = 0; i < n && !rc; i++) {
         snprintf(files[i], sizeof files[i], "%s/%05zu.h5", dir, i);
         for (int a = 0; a < s.n_axes; a++)
-            if (!(vals[i * s.n_axes + a] = value_text(point_value(&s, i, a)))) rc = 1;
+            if (!(vals[i * s.n_axes + a] = pkv_json_value_text(point_value(&s, i, a)))) rc = 1;
         pts[i] = (pkv_h5sweep_point){NULL, "/", "pending", ""};
         char *text = point_text(&s, i, &e);
         if (text) point_key(text, ov, keys[i]); /* else the point fails when it runs */
