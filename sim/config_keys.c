@@ -86,6 +86,7 @@ static const pkv_key rows[] = {
     OBJ("", "slo"),
     OBJ("", "fleet"),
     OBJ("", "validation"),
+    OBJ("", "plan"),
 
     /* A preset file of experiments/models/ holds these rows too; the defaults are the
      * study's single attention layer (hidden 0: no dense part). */
@@ -309,6 +310,20 @@ static const pkv_key rows[] = {
     CUSTOM(PKV_OBJ_EXPECT, "unit"),
     CUSTOM(PKV_OBJ_EXPECT, "band_pct"),
     CUSTOM(PKV_OBJ_EXPECT, "label"),
+
+    /* The plan section: sim/cmd/cmd_plan.c reads it (pkvsim plan). */
+    CUSTOM("plan", "slo"),
+    CUSTOM("plan", "loads"),
+    CUSTOM("plan", "candidates"),
+    CUSTOM("plan", "replicas"),
+    CUSTOM("plan", "prices"),
+    CUSTOM("plan", "held_out"),
+    CUSTOM(PKV_OBJ_PLAN_SLO, "figure"),
+    CUSTOM(PKV_OBJ_PLAN_SLO, "max_ms"),
+    CUSTOM(PKV_OBJ_PLAN_SLO, "min"),
+    CUSTOM(PKV_OBJ_PLAN_REPLICAS, "path"),
+    CUSTOM(PKV_OBJ_PLAN_REPLICAS, "min"),
+    CUSTOM(PKV_OBJ_PLAN_REPLICAS, "max"),
 
     /* The sweep section: sim/cmd/sweep.c reads it (these rows check and document it). */
     CUSTOM("sweep", "mode"),

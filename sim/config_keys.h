@@ -7,15 +7,17 @@
 #include "pkv_keys.h"
 
 /* The object names of the rows that serve several places. */
-#define PKV_OBJ_LENGTH  "(length)"  /* workload.prompt, workload.decode */
-#define PKV_OBJ_TRACE   "(trace)"   /* workload.trace, an empirical length's trace */
-#define PKV_OBJ_COLUMNS "(columns)" /* a trace's columns object */
-#define PKV_OBJ_AXIS    "(axis)"    /* an axis of sweep.axes */
-#define PKV_OBJ_RANGE   "(range)"   /* an axis's range */
-#define PKV_OBJ_POOL    "(pool)"    /* a pool of fleet.pools */
-#define PKV_OBJ_ENGINE  "(engine)"  /* an engine profile's file (serving.engine) */
-#define PKV_OBJ_SOURCE  "(source)"  /* validation.source: where a published figure came from */
-#define PKV_OBJ_EXPECT  "(expect)"  /* a row of validation.expect: one published figure */
+#define PKV_OBJ_LENGTH        "(length)"  /* workload.prompt, workload.decode */
+#define PKV_OBJ_TRACE         "(trace)"   /* workload.trace, an empirical length's trace */
+#define PKV_OBJ_COLUMNS       "(columns)" /* a trace's columns object */
+#define PKV_OBJ_AXIS          "(axis)"    /* an axis of sweep.axes */
+#define PKV_OBJ_RANGE         "(range)"   /* an axis's range */
+#define PKV_OBJ_POOL          "(pool)"    /* a pool of fleet.pools */
+#define PKV_OBJ_ENGINE        "(engine)"  /* an engine profile's file (serving.engine) */
+#define PKV_OBJ_SOURCE        "(source)" /* validation.source: where a published figure came from */
+#define PKV_OBJ_EXPECT        "(expect)" /* a row of validation.expect: one published figure */
+#define PKV_OBJ_PLAN_SLO      "(slo target)"    /* a row of plan.slo */
+#define PKV_OBJ_PLAN_REPLICAS "(plan replicas)" /* plan.replicas */
 
 extern const char *const pkv_clock_names[]; /* run.clock: predicted, wall, device, auto */
 enum { PKV_CONFIG_CLOCK_AUTO = 3 };

@@ -71,7 +71,8 @@ for p in documented:
 
 # Length objects, traces and their columns: the rows that serve several places.
 for obj, title in (("(length)", "Length objects"), ("(trace)", "Traces"),
-                   ("(columns)", "Traces"), ("(axis)", "Sweeps"), ("(range)", "Sweeps")):
+                   ("(columns)", "Traces"), ("(axis)", "Sweeps"), ("(range)", "Sweeps"),
+                   ("(slo target)", "Plans"), ("(plan replicas)", "Plans")):
     body = section(title)
     tokens = set(re.findall(r"`([^`]+)`", body)) | set(re.findall(r'"([a-z_]+)"', body))
     for p, kind, d in exp:

@@ -2,6 +2,7 @@
 #ifndef PKV_CLI_H
 #define PKV_CLI_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -79,5 +80,8 @@ int pkv_cmd_fit(int argc, char **argv);
 int pkv_cmd_fit_engine(int argc, char **argv);
 /* pkvsim validate (sim/cmd/cmd_validate.c). */
 int pkv_cmd_validate(int argc, char **argv);
+/* pkvsim plan: the fewest replicas and the cheapest configuration meeting a workload's
+ * SLOs at each load (sim/cmd/cmd_plan.c); stop: set by a signal. */
+int pkv_cmd_plan(int argc, char **argv, volatile sig_atomic_t *stop);
 
 #endif

@@ -116,6 +116,9 @@ static void usage(FILE *f) {
           "  validate [FILES | DIR]... [--json OUT]\n"
           "                        replay published measurements of real engines (vLLM,\n"
           "                        SGLang) on the model backend: published, predicted, error\n"
+          "  plan PLAN.json [--json OUT] [-b BACKEND] [-q]\n"
+          "                        the fewest replicas and the cheapest configuration that\n"
+          "                        meet a workload's SLOs at each load, with the margin\n"
           "  calibrate [-o FILE] [--reps N] [--model NAME] [--groups LIST]\n"
           "                        measure beta, lambda, occupancy on the GPU, time a sweep of\n"
           "                        decode steps (rows, contexts, GQA groups) and a model's\n"
@@ -390,6 +393,10 @@ int main(int argc, char **argv) {
         return pkv_cmd_fit(argc - 1, argv + 1);
     }
     if (!strcmp(cmd, "validate")) return pkv_cmd_validate(argc - 1, argv + 1);
+    if (!strcmp(cmd, "plan")) {
+        catch_stops();
+        return pkv_cmd_plan(argc - 1, argv + 1, &g_stop);
+    }
     if (!strcmp(cmd, "keys")) return cmd_keys(argc - 1, argv + 1);
     if (!strcmp(cmd, "bench") && argc >= 3 && !strcmp(argv[2], "sim"))
         return pkv_cmd_bench_sim(argc - 2, argv + 2);

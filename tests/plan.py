@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""pkvsim plan (issue 46):
+- a known answer: deterministic arrivals at rate lam to c replicas (round_robin or
+  least_requests) of one request at a time, each S seconds of service (a fixed decode of
+  steps of a constant cost, no prefill time), wait for ever longer unless c >= lam * S;
+  the plan's replicas for a TTFT p99 limit far below the queue's growth are
+  ceil(lam * S) at each load;
+- doubling and bisection find what the full grid finds: every shipped plan, swept over
+  its loads x candidates x replicas 1..answer+1 with `pkvsim run` (an independent path),
+  gives the plan's answer as the smallest count meeting every SLO, and its figures at
+  that count are the plan's;
+- the cheapest candidate is chosen; a load no candidate meets exits 3 and says so;
+- bad plans end in a clear error naming the JSON path, and --json onto the plan file is
+  refused with the file left as it was.
+Usage: plan.py PKVSIM SOURCE_DIR"""
+import glob
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import h5py
+
+pkvsim, src = sys.argv[1], os.path.abspath(sys.argv[2])
+tmp = tempfile.mkdtemp()
+fails = []
+
+
+def check(ok, what):
+    if not ok:
+        fails.append(what)
+        print("FAIL", what)
+    return ok
+
+
+def plan(exp, *opts, name="p"):
+    path = os.path.join(tmp, name + ".json")
+    with open(path, "w") as f:
+        json.dump(exp, f)
+    out = os.path.join(tmp, name + ".out.json")
+    r = subprocess.run([pkvsim, "plan", path, "--json", out, *opts], capture_output=True,
+                       text=True, timeout=300)
+    return r, (json.load(open(out)) if r.returncode in (0, 3) and os.path.exists(out) else None)
+
+
+STEP_S, DECODE = 0.001, 50  # service: 50 steps of 1 ms
+queue = {
+    "model": {"hq": 32, "hkv": 8, "head_dim": 128, "page_size": 16},
+    "workload": {"arrival": {"process": "deterministic", "rate": 10},
+                 "prompt": {"dist": "fixed", "value": 16},
+                 "decode": {"dist": "fixed", "value": DECODE},
+                 "num_requests": 600, "max_context": 2048},
+    "serving": {"max_active": 1, "kv_pages": 4096, "prefill": {"base_us": 0, "per_token_us": 0}},
+    "route": {"policy": "ref_paged",
+              "calibration": os.path.join(src, "experiments/calibration/default.json"),
+              "overrides": {"beta_gbps": 1000000, "launch_us": 1000}},
+    "fleet": {"replicas": 1, "router": "round_robin"},
+    "run": {"backend": "model", "record": "summary"},
+    "plan": {"slo": [{"figure": "ttft_p99", "max_ms": 20}],
+             "loads": {"path": "workload.arrival.rate", "values": [70, 130, 250]},
+             "candidates": [{"path": "fleet.router", "values": ["round_robin", "least_requests"]}],
+             "replicas": {"min": 1, "max": 32},
+             "prices": os.path.join(src, "experiments/prices.json")}}
+r, d = plan(queue, name="queue")
+check(r.returncode == 0 and d, f"the queue plan: exit {r.returncode}: {r.stderr[-400:]}")
+if d:
+    for p in d["plans"]:
+        want = math.ceil(p["load"] * DECODE * STEP_S - 1e-9)
+        for c in p["candidates"]:
+            check(c["replicas"] == want,
+                  f"rate {p['load']}/s, {c['candidate']}: {c['replicas']} replicas, the queue "
+                  f"needs {want} (lam x S = {p['load'] * DECODE * STEP_S:.2f})")
+        check(sum(c["chosen"] for c in p["candidates"]) == 1, f"rate {p['load']}: one chosen")
+
+# The cheapest candidate wins: the same queue on two GPUs of different prices (the plan
+# prices route.gpu; the calibration stays the file above for both).
+prices = os.path.join(tmp, "prices.json")
+json.dump({"date": "test", "gpus": {"h200": {"usd_per_hour": 5}, "h100-sxm": {"usd_per_hour": 2}}},
+          open(prices, "w"))
+two = json.loads(json.dumps(queue))
+two["plan"].update(prices=prices, candidates=[{"path": "route.gpu", "values": ["h200", "h100-sxm"]}])
+two["plan"]["loads"]["values"] = [70]
+r, d = plan(two, name="two")
+if check(r.returncode == 0 and d, f"two GPUs: exit {r.returncode}: {r.stderr[-300:]}"):
+    chosen = [c for c in d["plans"][0]["candidates"] if c["chosen"]]
+    check(chosen and chosen[0]["candidate"]["route.gpu"] == "h100-sxm" and
+          chosen[0]["usd_per_hour"] == 8, f"the cheaper GPU chosen: {chosen}")
+
+# No candidate within the bound: exit 3, the plan says none.
+none = json.loads(json.dumps(queue))
+none["plan"]["replicas"]["max"] = 3
+r, d = plan(none, name="none")
+check(r.returncode == 3 and "plan: none" in r.stdout,
+      f"a load beyond the bound: exit {r.returncode} (want 3), {r.stdout[-300:]!r}")
+
+# Doubling and bisection against the full grid, on every shipped plan.
+for f in sorted(glob.glob(os.path.join(src, "experiments/plan/*.json"))):
+    # copied to tmp: its paths from experiments/plan/ made absolute
+    exp = json.loads(open(f).read().replace('"../', '"' + os.path.dirname(os.path.dirname(f)) + "/"))
+    r, d = plan(exp, name="shipped")
+    check(r.returncode in (0, 3) and d, f"{f}: exit {r.returncode}: {r.stderr[-300:]}")
+    if not d:
+        continue
+    p = exp.pop("plan")
+    top = max((c["replicas"] or 0) for pl in d["plans"] for c in pl["candidates"])
+    rep_path = p.get("replicas", {}).get("path", "fleet.replicas")
+    axes = [p["loads"]] + p.get("candidates", []) + \
+           [{"path": rep_path, "values": list(range(p.get("replicas", {}).get("min", 1), top + 2))}]
+    exp["sweep"] = {"axes": [{"path": a["path"], "values": a["values"]} for a in axes]}
+    exp["run"]["output"] = os.path.join(tmp, "grid.h5")
+    sw = os.path.join(tmp, "grid.json")
+    json.dump(exp, open(sw, "w"))
+    g = subprocess.run([pkvsim, "run", "-q", sw], capture_output=True, text=True, timeout=600)
+    check(g.returncode == 0, f"{f}: the grid sweep: exit {g.returncode}: {g.stderr[-300:]}")
+    if g.returncode:
+        continue
+    slo = p["slo"]
+    def norm(v):  # an axis value as the plan's JSON and the sweep's index hold it
+        if isinstance(v, bytes):
+            v = v.decode()
+        try:
+            return float(v)
+        except (TypeError, ValueError):
+            return str(v)
+
+    with h5py.File(exp["run"]["output"]) as h:
+        idx = h["sweep/index"]
+        grid = {}
+        for i, pt in enumerate(idx["point"][:]):
+            s = h["points"][f"{int(pt):05d}"]["summary"].attrs
+            key = tuple(norm(idx[a["path"]][i]) for a in axes[:-1])
+            n = int(idx[rep_path][i])
+            ok = int(s["finished"]) == int(s["offered"] or s["arrived"]) and all(
+                (float(s[o["figure"]]) <= o["max_ms"] / 1e3) if "max_ms" in o
+                else float(s[o["figure"]]) >= o["min"] for o in slo)
+            grid.setdefault(key, {})[n] = (ok, {o["figure"]: float(s[o["figure"]]) for o in slo})
+    for li, pl in enumerate(d["plans"]):
+        for c in pl["candidates"]:
+            key = tuple(norm(v) for v in [pl["load"]] + [c["candidate"][a["path"]] for a in axes[1:-1]])
+            g_pts = grid.get(key)
+            if g_pts is None:
+                check(False, f"{f}: the grid has no point {key}")
+                continue
+            best = min([n for n, (ok, _) in g_pts.items() if ok], default=None)
+            check(best == c["replicas"], f"{f}: {key}: the plan says {c['replicas']} replicas, "
+                                         f"the grid {best}")
+            if best is not None and c["replicas"] == best:
+                for fig, v in g_pts[best][1].items():
+                    check(math.isclose(v, c["figures"][fig], rel_tol=1e-9),
+                          f"{f}: {key}: {fig} {c['figures'][fig]} in the plan, {v} in the grid")
+
+# Bad plans: a clear error naming the JSON path; nothing written.
+bad = [("no plan section", lambda e: e.pop("plan"), "plan: needs a plan section"),
+       ("unknown figure", lambda e: e["plan"]["slo"][0].update(figure="ttft_p98"),
+        'plan.slo[0].figure: "ttft_p98" is not a figure'),
+       ("max_ms of a count", lambda e: e["plan"]["slo"].append({"figure": "finished", "max_ms": 3}),
+        "plan.slo[1].max_ms"),
+       ("max and min", lambda e: e["plan"]["slo"][0].update(min=1), "plan.slo[0]: give either"),
+       ("no loads", lambda e: e["plan"].pop("loads"), "plan.loads: required"),
+       ("a load path unknown", lambda e: e["plan"]["loads"].update(path="workload.rate"),
+        "plan.loads.path"),
+       ("named twice", lambda e: e["plan"]["candidates"].append(
+           {"path": "workload.arrival.rate", "values": [1]}), "is named twice"),
+       ("bounds", lambda e: e["plan"]["replicas"].update(min=5, max=2), "plan.replicas.max"),
+       ("unknown key", lambda e: e["plan"].update(budget=3), "plan"),
+       ("no price", lambda e: e["route"].update(gpu="l40s"), 'no price for route.gpu "l40s"')]
+for what, edit, want in bad:
+    e = json.loads(json.dumps(queue))
+    edit(e)
+    r, d = plan(e, name="bad")
+    if what == "no price":  # a run that cannot be priced is that candidate's error
+        ok = r.returncode == 3 and want in r.stdout
+    else:
+        ok = r.returncode == 1 and want in r.stderr
+    check(ok, f"{what}: exit {r.returncode}, {(r.stderr or r.stdout)[-300:]!r} (want {want!r})")
+path = os.path.join(tmp, "queue.json")
+before = open(path, "rb").read()
+r = subprocess.run([pkvsim, "plan", path, "--json", path], capture_output=True, text=True)
+check(r.returncode == 2 and open(path, "rb").read() == before,
+      f"--json onto the plan file: exit {r.returncode}, file kept: {open(path, 'rb').read() == before}")
+
+shutil.rmtree(tmp, ignore_errors=True)
+print(f"{len(fails)} failed")
+sys.exit(1 if fails else 0)
