@@ -12,7 +12,8 @@
 - the cheapest candidate is chosen; a load no candidate meets exits 3 and says so;
 - bad plans end in a clear error naming the JSON path, and --json onto the plan file is
   refused with the file left as it was.
-Usage: plan.py PKVSIM SOURCE_DIR"""
+Usage: plan.py PKVSIM SOURCE_DIR [PLAN.json...] (the plans compared with the grid; default
+every shipped plan, experiments/plan/*.json)"""
 import glob
 import json
 import math
@@ -97,8 +98,9 @@ check(r.returncode == 3 and "plan: none" in r.stdout,
       f"a load beyond the bound: exit {r.returncode} (want 3), {r.stdout[-300:]!r}")
 
 # Doubling and bisection against the full grid, on every shipped plan.
-for f in sorted(glob.glob(os.path.join(src, "experiments/plan/*.json"))):
-    # copied to tmp: its paths from experiments/plan/ made absolute
+for f in sys.argv[3:] or sorted(glob.glob(os.path.join(src, "experiments/plan/*.json"))):
+    f = os.path.abspath(f)
+    # copied to tmp: its relative paths made absolute
     exp = json.loads(open(f).read().replace('"../', '"' + os.path.dirname(os.path.dirname(f)) + "/"))
     r, d = plan(exp, name="shipped")
     check(r.returncode in (0, 3) and d, f"{f}: exit {r.returncode}: {r.stderr[-300:]}")

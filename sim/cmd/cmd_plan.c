@@ -571,8 +571,8 @@ static void print_load(const planner *pl, int l, answer *ans, size_t n) {
         else if (hb == ha)
             printf("  %s: the same cost and headroom\n", d);
         else
-            printf("  %s: the same cost, less headroom (%s %.0f%% from its limit, against "
-                   "%.0f%%)\n",
+            printf("  %s: the same cost, less headroom (%s %.1f%% from its limit, against "
+                   "%.1f%%)\n",
                    d, sb >= 0 ? p->slo[sb].f->name : "-", 100 * hb, 100 * ha);
     }
 }
