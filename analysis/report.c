@@ -663,6 +663,18 @@ static void add_num(cJSON *o, const char *name, double x) {
         cJSON_AddNullToObject(o, name);
 }
 
+/* A CSV field, quoted, its quotes doubled (RFC 4180): a resolved value may hold commas,
+ * quotes and newlines (a pool list). */
+static void csv_field(FILE *out, const char *sep, const char *v) {
+    fputs(sep, out);
+    fputc('"', out);
+    for (; v && *v; v++) {
+        if (*v == '"') fputc('"', out);
+        fputc(*v, out);
+    }
+    fputc('"', out);
+}
+
 int pkv_report_write(const char *const *paths, int n, const char *baseline, unsigned tables,
                      const char *best, FILE *table, FILE *csv, FILE *json, pkv_err *e) {
     const int best_k = best ? value_index(best) : -1;
@@ -707,7 +719,7 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, unsi
     fputc('\n', table);
     if (out) {
         fputs("experiment", out);
-        for (int c = 0; c < n_cols; c++) fprintf(out, ",%s", cols[c]);
+        for (int c = 0; c < n_cols; c++) csv_field(out, ",", cols[c]);
         fputs(",policy,backend,runs,interrupted", out);
         for (int k = 0; k < N_VALUES; k++) { /* times in seconds, and named so */
             const char *u = value_low(k) && !strstr(value_names[k], "_s") ? "_s" : "";
@@ -777,13 +789,15 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, unsi
                     inside ? " (the ratio is inside the two groups' errors)" : "");
         fputc('\n', table);
         if (out) {
-            fprintf(out, "%s", runs[i].name);
+            csv_field(out, "", runs[i].name);
             for (int c = 0; c < n_cols; c++) {
                 char *v = value_at(runs[i].conf, cols[c]);
-                fprintf(out, ",\"%s\"", v ? v : "");
+                csv_field(out, ",", v);
                 free(v);
             }
-            fprintf(out, ",%s,%s,%d,%d", runs[i].policy, runs[i].backend, count, interrupted);
+            csv_field(out, ",", runs[i].policy);
+            csv_field(out, ",", runs[i].backend);
+            fprintf(out, ",%d,%d", count, interrupted);
             for (int k = 0; k < N_VALUES; k++) fprintf(out, ",%.9g,%.9g", mean[k], sd[k]);
             fprintf(out, ",%.9g,%.9g,%.9g,%.9g,%d,%.9g,%.9g,%.9g,%d\n", ratio, pm, pm - half,
                     pm + half, np, lat_ratio[0], lat_ratio[1], me, inside);

@@ -200,6 +200,32 @@ if g["pkv_workqueue"]["inside_model_error"] != (abs(ratio - 1) < both):
     fails += 1; print("FAIL inside flag", ratio, both, g["pkv_workqueue"]["inside_model_error"])
 sys.exit(1 if fails else 0)
 PY
+# A sweep over fleet.pools (whole lists of pools: commas, quotes and braces in the
+# values) gives CSV that Python's csv reads, a row per point of as many fields as the
+# header, with the swept key a column.
+mkdir -p "$tmp/pools"
+cat > "$tmp/pools/p.json" <<JSON
+{"name": "rep-pools", "model": {"layers": 2, "hidden": 512, "hq": 8, "hkv": 2, "head_dim": 128,
+  "intermediate": 1024, "vocab": 1000},
+ "workload": {"arrival": {"process": "poisson", "rate": 50}, "num_requests": 30,
+  "prompt": {"dist": "fixed", "value": 64}, "decode": {"dist": "fixed", "value": 8}},
+ "serving": {"max_active": 8, "kv_pages": 2000},
+ "route": {"calibration": "$src/experiments/calibration/default.json"}, "run": {"backend": "model"},
+ "sweep": {"axes": [{"path": "fleet.pools", "values": [
+   [{"name": "a", "replicas": 2}],
+   [{"name": "p", "replicas": 1, "role": "prefill"}, {"name": "d", "replicas": 1, "role": "decode"}]]}]}}
+JSON
+"$pkvsim" run -q "$tmp/pools/p.json" -o "$tmp/pools/p.h5" || { echo "FAIL pools sweep"; exit 1; }
+"$pkvsim" report "$tmp/pools/p.h5" --csv "$tmp/pools/p.csv" > /dev/null || { echo "FAIL report pools"; exit 1; }
+if ! python3 - "$tmp/pools/p.csv" <<'PY'
+import csv, sys
+rows = list(csv.reader(open(sys.argv[1], newline="")))
+head, body = rows[0], rows[1:]
+ok = len(body) == 2 and all(len(r) == len(head) for r in body) and "fleet.pools" in head
+sys.exit(0 if ok else f"{len(body)} rows, widths {[len(r) for r in body]} for {len(head)} columns, "
+                      f"fleet.pools a column: {'fleet.pools' in head}")
+PY
+then echo "FAIL report --csv of a pools sweep"; rc=1; fi
 echo "not hdf5" > "$tmp/bad.h5"
 if "$pkvsim" report "$tmp/bad.h5" 2> "$tmp/err" >/dev/null || ! grep -q "bad.h5: not a readable HDF5 file" "$tmp/err"; then
   echo "FAIL bad file: $(cat "$tmp/err")"; exit 1
