@@ -103,6 +103,45 @@ static char *value_at(const cJSON *o, const char *path) {
     return cJSON_IsString(o) ? strdup(o->valuestring) : cJSON_PrintUnformatted(o);
 }
 
+/* A configuration value as the table and the CSV show it (owned; NULL: none): a list of
+ * pools as its pools' names, replicas, roles and calibrations ("p 1 prefill h200 + d 2
+ * decode h200");
+ * a path as its file's name. Groups are still told apart by the whole value (value_at). */
+static char *value_shown(const cJSON *conf, const char *path) {
+    char *v = value_at(conf, path);
+    if (!v) return NULL;
+    cJSON *o = cJSON_Parse(v);
+    if (cJSON_IsArray(o) && cJSON_GetArraySize(o) > 0 && cJSON_IsObject(o->child) &&
+        cJSON_IsString(cJSON_GetObjectItemCaseSensitive(o->child, "name"))) {
+        char buf[512] = "";
+        const cJSON *p;
+        cJSON_ArrayForEach(p, o) {
+            const cJSON *name = cJSON_GetObjectItemCaseSensitive(p, "name"),
+                        *rep = cJSON_GetObjectItemCaseSensitive(p, "replicas"),
+                        *role = cJSON_GetObjectItemCaseSensitive(p, "role"),
+                        *route = cJSON_GetObjectItemCaseSensitive(p, "route"),
+                        *cal = cJSON_GetObjectItemCaseSensitive(route, "calibration");
+            /* the GPU as the pool's calibration file names it */
+            const char *c = cJSON_IsString(cal) ? cal->valuestring : "", *slash = strrchr(c, '/');
+            if (slash) c = slash + 1;
+            const char *dot = strrchr(c, '.');
+            snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s %d %s%s%.*s",
+                     *buf ? " + " : "", cJSON_IsString(name) ? name->valuestring : "?",
+                     cJSON_IsNumber(rep) ? rep->valueint : 1,
+                     cJSON_IsString(role) ? role->valuestring : "mixed", *c ? " " : "",
+                     dot ? (int)(dot - c) : (int)strlen(c), c);
+        }
+        free(v);
+        v = strdup(buf);
+    } else if (!o && strchr(v, '/')) { /* a string: a path shown as its file's name */
+        char *base = strdup(strrchr(v, '/') + 1);
+        free(v);
+        v = base;
+    }
+    cJSON_Delete(o);
+    return v;
+}
+
 /* Every leaf path of o under prefix, appended to paths (up to cap). */
 static void leaves(const cJSON *o, const char *prefix, char (*paths)[256], int *n, int cap) {
     for (const cJSON *c = o->child; c && *n < cap; c = c->next) {
@@ -420,7 +459,7 @@ static double group_model_error(const run *runs, int n, const run *g) {
 static void group_head(FILE *table, const run *r, int interrupted, int count) {
     fprintf(table, "| %s%s |", r->name, interrupted ? " (interrupted)" : "");
     for (int c = 0; c < n_cols; c++) {
-        char *v = value_at(r->conf, cols[c]);
+        char *v = value_shown(r->conf, cols[c]);
         fprintf(table, " %s |", v ? v : "—");
         free(v);
     }
@@ -791,7 +830,7 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, unsi
         if (out) {
             csv_field(out, "", runs[i].name);
             for (int c = 0; c < n_cols; c++) {
-                char *v = value_at(runs[i].conf, cols[c]);
+                char *v = value_shown(runs[i].conf, cols[c]);
                 csv_field(out, ",", v);
                 free(v);
             }

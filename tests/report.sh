@@ -226,6 +226,12 @@ sys.exit(0 if ok else f"{len(body)} rows, widths {[len(r) for r in body]} for {l
                       f"fleet.pools a column: {'fleet.pools' in head}")
 PY
 then echo "FAIL report --csv of a pools sweep"; rc=1; fi
+# Its table names each point's pools (name, replicas, role, calibration), not their JSON.
+"$pkvsim" report "$tmp/pools/p.h5" > "$tmp/pools/p.md"
+if ! grep -q '^| rep-pools | p 1 prefill default + d 1 decode default |' "$tmp/pools/p.md" ||
+   grep -q '{' "$tmp/pools/p.md"; then
+  echo "FAIL report of a pools sweep: $(grep '^| rep-pools' "$tmp/pools/p.md" | cut -c1-200)"; rc=1
+fi
 echo "not hdf5" > "$tmp/bad.h5"
 if "$pkvsim" report "$tmp/bad.h5" 2> "$tmp/err" >/dev/null || ! grep -q "bad.h5: not a readable HDF5 file" "$tmp/err"; then
   echo "FAIL bad file: $(cat "$tmp/err")"; exit 1
