@@ -232,6 +232,20 @@ if ! grep -q '^| rep-pools | p 1 prefill default + d 1 decode default |' "$tmp/p
    grep -q '{' "$tmp/pools/p.md"; then
   echo "FAIL report of a pools sweep: $(grep '^| rep-pools' "$tmp/pools/p.md" | cut -c1-200)"; rc=1
 fi
+# A pool's key as an axis (fleet.pools[N].KEY): each point sets that pool's, and a pool
+# the experiment lacks fails its points naming the path.
+sed -e 's/"sweep": {"axes": \[{"path": "fleet.pools", "values": \[/"fleet": {"pools": [{"name": "p", "replicas": 1, "role": "prefill"}, {"name": "d", "replicas": 1, "role": "decode"}]}, "sweep": {"axes": [{"path": "fleet.pools[1].replicas", "values": [1, 3]}, {"path": "fleet.pools[0].serving.max_active", "values": [4]}]}} /' \
+  -e '/^   \[{"name": "a"/,$d' "$tmp/pools/p.json" > "$tmp/pools/q.json"
+"$pkvsim" run -q "$tmp/pools/q.json" -o "$tmp/pools/q.h5" || { echo "FAIL pool-key sweep: $(cat "$tmp/pools/q.json")"; exit 1; }
+"$pkvsim" report "$tmp/pools/q.h5" > "$tmp/pools/q.md"
+if ! grep -q '| d | decode | 3 |' "$tmp/pools/q.md" || ! grep -q '| d | decode | 1 |' "$tmp/pools/q.md"; then
+  echo "FAIL a pool's replicas as an axis: $(grep '| d | decode' "$tmp/pools/q.md" | cut -c1-160)"; rc=1
+fi
+sed -i 's/pools\[1\].replicas/pools[2].replicas/' "$tmp/pools/q.json"
+"$pkvsim" run -q "$tmp/pools/q.json" -o "$tmp/pools/q2.h5" 2> "$tmp/err"
+if ! grep -q 'fleet.pools\[2\].replicas: the experiment.s "pools" has 2 items: no item 2' "$tmp/err"; then
+  echo "FAIL a missing pool as an axis: $(cat "$tmp/err")"; rc=1
+fi
 echo "not hdf5" > "$tmp/bad.h5"
 if "$pkvsim" report "$tmp/bad.h5" 2> "$tmp/err" >/dev/null || ! grep -q "bad.h5: not a readable HDF5 file" "$tmp/err"; then
   echo "FAIL bad file: $(cat "$tmp/err")"; exit 1

@@ -4,6 +4,7 @@
 #include "config_keys.h"
 #include "jsonv.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,21 @@
 /* An axis may name any key of the experiment's tables (the rows that serve several
  * places by where they stand) or a calibration key under route.overrides. */
 static int path_known(const char *path) {
+    /* a pool's key: fleet.pools[N].KEY, its own (name, replicas, role, ...) or one of its
+     * model, serving and route members, which take the experiment's keys */
+    static const char pools[] = "fleet.pools[";
+    if (!strncmp(path, pools, sizeof pools - 1)) {
+        const char *p = path + sizeof pools - 1;
+        if (!isdigit((unsigned char)*p)) return 0;
+        while (isdigit((unsigned char)*p)) p++;
+        if (strncmp(p, "].", 2)) return 0;
+        p += 2;
+        if (strchr(p, '.')) return path_known(p);
+        const pkv_keys k = pkv_config_keys();
+        for (int i = 0; i < k.n; i++)
+            if (!strcmp(k.rows[i].obj, PKV_OBJ_POOL) && !strcmp(k.rows[i].name, p)) return 1;
+        return 0;
+    }
     static const struct {
         const char *prefix, *obj;
     } shared[] = {{"workload.prompt.trace.", PKV_OBJ_TRACE},
@@ -107,8 +123,20 @@ int pkv_json_set_path(cJSON *root, const char *path, const cJSON *v, pkv_err *e)
     cJSON *o = root;
     for (char *p = buf, *dot; (dot = strchr(p, '.')); p = dot + 1) {
         *dot = 0;
+        char *br = strchr(p, '[');
+        if (br) { /* NAME[N]: the experiment's list NAME, its item N */
+            *br = 0;
+            const cJSON *list = cJSON_GetObjectItemCaseSensitive(o, p);
+            const int i = atoi(br + 1), n = cJSON_IsArray(list) ? cJSON_GetArraySize(list) : 0;
+            cJSON *item = cJSON_GetArrayItem(list, i);
+            if (!cJSON_IsObject(item))
+                return pkv_fail(e, "%s: the experiment's \"%s\" has %d item%s: no item %d", path, p,
+                                n, n == 1 ? "" : "s", i);
+            o = item;
+            continue;
+        }
         cJSON *next = cJSON_GetObjectItemCaseSensitive(o, p);
-        if (next && cJSON_IsString(next) && o == root && !strcmp(p, "model")) {
+        if (next && cJSON_IsString(next) && !strcmp(p, "model")) {
             /* "model": "NAME" is {"preset": "NAME"} */
             cJSON *obj = cJSON_CreateObject();
             cJSON_AddStringToObject(obj, "preset", next->valuestring);

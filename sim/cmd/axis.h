@@ -1,6 +1,7 @@
 /* An axis over an experiment's keys, as a sweep's axes and a plan's loads and candidates
- * give it: a JSON path (any key of an experiment file, or a calibration key under
- * route.overrides) with a list or a range of values; and a path set in an experiment. */
+ * give it: a JSON path (any key of an experiment file, a pool's as fleet.pools[N].KEY,
+ * or a calibration key under route.overrides) with a list or a range of values; and a
+ * path set in an experiment. */
 #ifndef PKV_AXIS_H
 #define PKV_AXIS_H
 
@@ -24,7 +25,8 @@ int pkv_axis_parse(pkv_axis *ax, const cJSON *o, const char *P, const pkv_cli_ov
                    pkv_err *e);
 void pkv_axis_free(pkv_axis *ax);
 /* Set `path` in root to a copy of v, making the objects on the way ("model": "NAME"
- * becomes {"preset": "NAME"}). 0, or -1 with the error naming the path. */
+ * becomes {"preset": "NAME"}; NAME[N] is item N of the list NAME, which must exist). 0,
+ * or -1 with the error naming the path. */
 int pkv_json_set_path(cJSON *root, const char *path, const cJSON *v, pkv_err *e);
 /* The JSON text of a value as an index holds it (a string without its quotes; owned;
  * NULL when out of memory). */
