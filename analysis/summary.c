@@ -644,6 +644,8 @@ int pkv_summary_json(const pkv_summary *s, const pkv_vllm_meta *m, pkv_request_l
         rc = peak_second(s, l, rows, &max_tok, &max_conc);
         jnum(f, "max_output_tokens_per_s", max_tok, 0);
         jnum(f, "max_concurrent_requests", (double)max_conc, 0);
+    }
+    if (m && l && m->detailed) {
         jlist(f, "input_lens", l->req, l->n, 0);
         jlist(f, "output_lens", l->req, l->n, 1);
         jlist(f, "ttfts", l->req, l->n, 2);
@@ -661,8 +663,8 @@ int pkv_summary_json(const pkv_summary *s, const pkv_vllm_meta *m, pkv_request_l
         for (size_t i = 0; i < l->n; i++) fputs(i ? ", \"\"" : "\"\"", f);
         fputc(']', f);
         jlist(f, "errors", l->req, l->n, 4);
-        free(rows);
     }
+    free(rows);
     fputs("\n}\n", f);
     return rc || ferror(f) ? -1 : 0;
 }

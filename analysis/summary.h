@@ -178,13 +178,14 @@ typedef struct pkv_vllm_meta {
     double request_rate;     /* requests/s; INFINITY: "inf" (all at once, a closed loop) */
     double burstiness;       /* the gamma shape of the gaps (1: Poisson); NaN: null */
     int64_t max_concurrency; /* a closed loop's; -1: null */
+    bool detailed;           /* the per-request arrays too (vLLM's --save-detailed) */
 } pkv_vllm_meta;
 
 /* The serving metrics as vLLM's result file holds them (its key names), JSON; with
- * meta and log, the whole file (its setup, failed, the peak output second and the
- * per-request arrays) as `vllm bench serve --save-result` writes it (the log is
- * sorted into arrival order on the way, each request's gaps found by its replica and
- * number). */
+ * meta and log, the whole file (its setup, failed, the peak output second, and with
+ * meta->detailed the per-request arrays) as `vllm bench serve --save-result` writes it
+ * (the log is sorted into arrival order on the way, each request's gaps found by its
+ * replica and number). */
 int pkv_summary_json(const pkv_summary *s, const pkv_vllm_meta *meta, pkv_request_log *log,
                      FILE *f);
 void pkv_summary_add_step(pkv_summary *s, const pkv_step_rec *r, double advance);

@@ -220,7 +220,7 @@ def run_json(name, e, *opts):
     """Experiment e run to NAME.h5 with --json NAME.json: the result, the JSON ({} on
     failure) and the file's path."""
     out, h5 = os.path.join(tmp, f"{name}.json"), os.path.join(tmp, f"{name}.h5")
-    r = subprocess.run([pkvsim, "run", *opts, "-o", h5, "--json", out,
+    r = subprocess.run([pkvsim, "run", *opts, "-o", h5, "--json", out, "--detailed",
                         write(f"{name}_exp.json", e)], capture_output=True, text=True)
     return r, json.load(open(out)) if r.returncode == 0 else {}, h5
 

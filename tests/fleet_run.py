@@ -82,7 +82,7 @@ exp = dict(BASE, fleet={"replicas": 3, "router": "round_robin"})
 path = os.path.join(tmp, "fleet_json_exp.json")
 with open(path, "w") as f:
     json.dump(exp, f)
-r = subprocess.run([pkvsim, "run", "-q", "-o", os.path.join(tmp, "fleet_json.h5"), "--json", fj,
+r = subprocess.run([pkvsim, "run", "-q", "-o", os.path.join(tmp, "fleet_json.h5"), "--json", fj, "--detailed",
                     path], capture_output=True, text=True)
 if r.returncode:
     fails.append(f"fleet --json: {r.stderr[-300:]}")

@@ -27,7 +27,7 @@ def run(name, workload, serving, slo_cli=None, pcts=None):
         e["run"]["percentiles"] = pcts
     json.dump(e, open(exp, "w"))
     out, js = os.path.join(tmp, name + ".h5"), os.path.join(tmp, name + "_metrics.json")
-    args = [pkvsim, "run", "-q", "-o", out, "--json", js, exp]
+    args = [pkvsim, "run", "-q", "-o", out, "--json", js, "--detailed", exp]
     if slo_cli:
         args[2:2] = ["--slo", slo_cli]
     r = subprocess.run(args, capture_output=True, text=True)
@@ -130,7 +130,7 @@ for name, arrival, extra in (
                "route": {"calibration": cal}, "run": dict({"backend": "model"}, **extra)},
               open(exp, "w"))
     out, js = os.path.join(tmp, name + ".h5"), os.path.join(tmp, name + "_v.json")
-    r = subprocess.run([pkvsim, "run", "-q", "-o", out, "--json", js, exp], capture_output=True,
+    r = subprocess.run([pkvsim, "run", "-q", "-o", out, "--json", js, "--detailed", exp], capture_output=True,
                        text=True)
     if r.returncode:
         fails.append(f"{name}: {r.stderr.strip()}")
@@ -180,6 +180,39 @@ for name, arrival, extra in (
             if j < len(v["itls"][i]):
                 t += v["itls"][i][j]
     close(f"{name} max_output_tokens_per_s", v["max_output_tokens_per_s"], max(bins.values()), 0)
+
+# Without --detailed the file has no per-request arrays (vLLM's --save-result without
+# --save-detailed); a trace at its own times, at 256x its rate on a server it overloads,
+# gives the rate and the
+# burstiness its arrivals offered (requests after the first over their span; 1 / cv^2 of
+# the gaps), not the throughput the run achieved.
+exp = os.path.join(tmp, "trace.json")
+json.dump({"model": "llama-3.1-8b",
+           "workload": {"trace": {"path": os.path.join(src, "experiments/traces/azure2023_code_first200.csv"),
+                                  "rate_scale": 256}},
+           "serving": {"max_active": 2}, "route": {"calibration": cal},
+           "run": {"backend": "model"}}, open(exp, "w"))
+out, js = os.path.join(tmp, "trace.h5"), os.path.join(tmp, "trace_v.json")
+r = subprocess.run([pkvsim, "run", "-q", "-o", out, "--json", js, exp], capture_output=True, text=True)
+if r.returncode:
+    fails.append(f"trace: {r.stderr.strip()}")
+else:
+    v = json.load(open(js))
+    arrays = [k for k in ("input_lens", "output_lens", "ttfts", "itls", "start_times",
+                          "generated_texts", "errors") if k in v]
+    if arrays or "max_output_tokens_per_s" not in v:
+        fails.append(f"--json without --detailed: arrays {arrays}, peak second "
+                     f"{'max_output_tokens_per_s' in v}")
+    t = np.sort(h5py.File(out)["requests"]["t_arrival"][:])
+    g = np.diff(t)
+    close("a trace's offered request_rate", v["request_rate"], (len(t) - 1) / (t[-1] - t[0]), 1e-9)
+    close("a trace's burstiness", v["burstiness"], g.mean() ** 2 / g.var(ddof=1), 1e-9)
+    if not v["request_rate"] > 1.5 * v["request_throughput"]:
+        fails.append(f"a trace at 256x: request_rate {v['request_rate']} against the throughput "
+                     f"{v['request_throughput']} (the offered rate should exceed it here)")
+r = subprocess.run([pkvsim, "run", "-q", "-o", out, "--detailed", exp], capture_output=True, text=True)
+if r.returncode != 2 or "--detailed adds the per-request arrays to --json" not in r.stderr:
+    fails.append(f"--detailed without --json: exit {r.returncode}, {r.stderr.strip()}")
 
 for x in fails:
     print("FAIL", x)

@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <math.h>
 #include <gsl/gsl_errno.h>
+#include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_double.h>
 #include <unistd.h>
 
 #include "cmd_calibrate.h"
@@ -56,6 +58,9 @@ static const char run_options[] =
     "          --json FILE         the serving metrics (TTFT, TPOT, ITL, E2E latency: mean,\n"
     "                              median, std, percentiles; throughputs, goodput) with\n"
     "                              the key names of vLLM's benchmark result files\n"
+    "          --detailed          --json with the per-request arrays too (input_lens,\n"
+    "                              output_lens, ttfts, itls, start_times, errors), as vLLM's\n"
+    "                              --save-detailed\n"
     "      -n, --dry-run           print the resolved experiment (every key, the model's\n"
     "                              bytes and FLOPs), or a sweep's points, and run nothing\n"
     "                        an experiment with a `sweep` section runs every point into\n"
@@ -156,12 +161,34 @@ static int json_ok(const char *path, const pkv_config *cfg) {
     return 0;
 }
 
-/* --json: vLLM's result file whole, under a temporary name, never over one of the run's
- * inputs or its output. Its setup from the experiment: a renewal process's rate and
- * burstiness (the gamma shape 1 / cv^2); a closed loop's concurrency, all at once;
- * another process, or a trace at its own times, the mean rate the run saw. */
+/* The offered rate of the arrivals the log holds (requests after the first over the span
+ * of their arrivals) and their burstiness, as vLLM's gamma shape: 1 / cv^2 of the gaps. */
+static void offered(const pkv_request_log *log, double *rate, double *burstiness) {
+    *rate = *burstiness = NAN;
+    if (!log || log->n < 3) return;
+    double *t = malloc(log->n * sizeof *t);
+    if (!t) return;
+    for (size_t i = 0; i < log->n; i++) t[i] = log->req[i].t_arrival;
+    gsl_sort(t, 1, log->n);
+    const double span = t[log->n - 1] - t[0];
+    if (span > 0) {
+        for (size_t i = log->n - 1; i > 0; i--) t[i] -= t[i - 1]; /* the gaps, in t[1..] */
+        const double mean = gsl_stats_mean(t + 1, 1, log->n - 1),
+                     var = gsl_stats_variance_m(t + 1, 1, log->n - 1, mean);
+        *rate = (double)(log->n - 1) / span;
+        *burstiness = var > 0 ? mean * mean / var : NAN;
+    }
+    free(t);
+}
+
+/* --json: vLLM's result file (its per-request arrays with --detailed, as vLLM's
+ * --save-detailed), under a temporary name, never over one of the run's inputs or its
+ * output. Its setup from the experiment: a renewal process's rate and burstiness (the
+ * gamma shape 1 / cv^2); a closed loop's concurrency, all at once; another process, or
+ * a trace at its own times, the rate and burstiness of the arrivals offered (over their
+ * span, after rate_scale). */
 static int write_json(const char *path, const pkv_config *cfg, const pkv_summary *sum,
-                      pkv_request_log *log) {
+                      pkv_request_log *log, int detailed) {
     if (json_ok(path, cfg)) return -1;
     const pkv_arrival_spec *a = &cfg->workload.arrival;
     pkv_vllm_meta m = {.backend = "pkvsim",
@@ -169,7 +196,8 @@ static int write_json(const char *path, const pkv_config *cfg, const pkv_summary
                        .model_id = cfg->model.name,
                        .request_rate = NAN,
                        .burstiness = NAN,
-                       .max_concurrency = -1};
+                       .max_concurrency = -1,
+                       .detailed = detailed};
     switch (a->kind) {
     case PKV_ARRIVAL_POISSON:
     case PKV_ARRIVAL_DETERMINISTIC:
@@ -189,10 +217,9 @@ static int write_json(const char *path, const pkv_config *cfg, const pkv_summary
         break;
     }
     const bool trace_times = cfg->workload.trace && cfg->workload.trace_times;
-    if (trace_times || a->kind == PKV_ARRIVAL_MMPP || a->kind == PKV_ARRIVAL_PIECEWISE) {
-        m.request_rate = sum->duration > 0 ? (double)sum->arrived / sum->duration : NAN;
-        m.burstiness = NAN;
-    }
+    if (trace_times || a->kind == PKV_ARRIVAL_MMPP || a->kind == PKV_ARRIVAL_PIECEWISE)
+        offered(log, &m.request_rate, &m.burstiness);
+    (void)sum;
     pkv_out o;
     FILE *f = pkv_out_open(&o, path);
     if (!f || pkv_out_close(&o, pkv_summary_json(sum, &m, log, f) == 0)) {
@@ -222,7 +249,7 @@ static int bench_usage(int argc, char **argv) {
 static int cmd_run(int argc, char **argv) {
     const char *output = NULL, *backend = NULL, *seed = NULL, *route = NULL, *calib = NULL,
                *slo = NULL, *json = NULL;
-    int quiet = 0, dry = 0;
+    int quiet = 0, dry = 0, detailed = 0;
     pkv_request_log log = {0};
     const pkv_cli_opt opts[] = {{"output", 'o', PKV_CLI_STRING, &output, 0},
                                 {"backend", 'b', PKV_CLI_STRING, &backend, 0},
@@ -232,11 +259,18 @@ static int cmd_run(int argc, char **argv) {
                                 {"quiet", 'q', PKV_CLI_FLAG, &quiet, 0},
                                 {"dry-run", 'n', PKV_CLI_FLAG, &dry, 0},
                                 {"slo", 0, PKV_CLI_STRING, &slo, 0},
-                                {"json", 0, PKV_CLI_STRING, &json, 0}};
+                                {"json", 0, PKV_CLI_STRING, &json, 0},
+                                {"detailed", 0, PKV_CLI_FLAG, &detailed, 0}};
     char cmdline[4096];
     pkv_cli_join_args(cmdline, sizeof cmdline, argc, argv);
-    const int orc = pkv_cli_options("run", argc, argv, opts, 9, help);
+    const int orc =
+        pkv_cli_options("run", argc, argv, opts, (int)(sizeof opts / sizeof *opts), help);
     if (orc >= 0) return orc;
+    if (detailed && !json) {
+        fputs("pkvsim run: --detailed adds the per-request arrays to --json FILE; give both\n",
+              stderr);
+        return 2;
+    }
     const pkv_cli_overrides ov = {output, backend, seed, route, calib, slo};
     if (optind + 1 != argc) {
         fputs("pkvsim run: expected exactly one EXPERIMENT.json (see pkvsim --help)\n", stderr);
@@ -314,7 +348,7 @@ static int cmd_run(int argc, char **argv) {
         printf("%s -> %s\n", cfg.name, cfg.output);
         pkv_summary_print(&sum, stdout);
     }
-    if (json && write_json(json, &cfg, &sum, ro.request_log)) goto out;
+    if (json && write_json(json, &cfg, &sum, ro.request_log, detailed)) goto out;
     rc = sum.interrupted ? 128 + (int)g_stop : 0;
 out:
     pkv_request_log_free(&log);
