@@ -415,6 +415,16 @@ void pkv_summary_print(const pkv_summary *s, FILE *f) {
     }
     fprintf(f, "\n  TTFT         p50 %.4g s  p90 %.4g s  p99 %.4g s\n", s->ttft_p50, s->ttft_p90,
             s->ttft_p99);
+    if (s->ttft_parts_n) { /* where the time to the first token went (its tail: the queue) */
+        const double n = (double)s->ttft_parts_n;
+        fprintf(f,
+                "               mean %.4g s waiting for admission + %.4g s for the prompt's "
+                "first piece to run\n"
+                "               + %.4g s of prefill to the first token + %.4g s the client's "
+                "(over %llu requests)\n",
+                s->ttft_parts_s[0] / n, s->ttft_parts_s[1] / n, s->ttft_parts_s[2] / n,
+                s->ttft_parts_s[3] / n, (unsigned long long)s->ttft_parts_n);
+    }
     fprintf(f, "  TPOT         p50 %.4g s  p90 %.4g s  p99 %.4g s\n", s->tpot_p50, s->tpot_p90,
             s->tpot_p99);
     fprintf(f, "  ITL          mean %.4g s  median %.4g s  (%llu gaps)\n", s->itl.mean,
@@ -440,7 +450,6 @@ void pkv_summary_print(const pkv_summary *s, FILE *f) {
                 (unsigned long long)s->finished);
 }
 
-/* A JSON number, or null for what a run has none of (NaN is not JSON). */
 /* A string member, escaped as JSON wants (a label may hold quotes). */
 static void jstr(FILE *f, const char *key, const char *v, int first) {
     cJSON *s = cJSON_CreateString(v);
@@ -450,6 +459,7 @@ static void jstr(FILE *f, const char *key, const char *v, int first) {
     cJSON_Delete(s);
 }
 
+/* A JSON number, or null for what a run has none of (NaN is not JSON). */
 static void jnum(FILE *f, const char *key, double v, int first) {
     fprintf(f, first ? "\n  \"%s\": " : ",\n  \"%s\": ", key);
     if (isfinite(v))

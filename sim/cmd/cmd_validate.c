@@ -4,6 +4,7 @@
  * outside its band fails the command. With --by-source, each source's files are
  * predicted by profiles fitted on every other source (pkv_vfit_run). */
 #include "cli.h"
+#include "config_files.h"
 #include "vfile.h"
 
 #include <getopt.h>
@@ -20,7 +21,8 @@ static void validate_usage(void) {
           "settings, what was assumed, the published figures with their bands). Each runs\n"
           "on the model backend with its engine's profile (serving.engine) and with\n"
           "pkvsim's own loop (no profile); per figure the table shows the published value,\n"
-          "both predictions and their errors. Without operands: experiments/validation/.\n"
+          "both predictions and their errors. Without operands: the shipped\n"
+          "experiments/validation/ (found beside the program, or under $PKVSIM_DATA).\n"
           "\n"
           "  --json OUT    the table as JSON (rows with the predicted TTFT's parts, and the\n"
           "                mean absolute error per engine, profile, GPU, figure and role)\n"
@@ -254,7 +256,9 @@ int pkv_cmd_validate(int argc, char **argv) {
                                 {"iterations", 0, PKV_CLI_COUNT, &max_iter, 100000}};
     const int orc = pkv_cli_options("validate", argc, argv, opts, 4, validate_usage);
     if (orc >= 0) return orc;
-    char *dflt[] = {(char *)"experiments/validation"};
+    char folder[1024]; /* the shipped files, found as presets are (beside the program) */
+    pkv_config_data_path(folder, sizeof folder, "experiments/validation");
+    char *dflt[] = {folder};
     char **ops = optind < argc ? argv + optind : dflt;
     const int n_ops = optind < argc ? argc - optind : 1;
     char *names[PKV_VFILES_MAX];
