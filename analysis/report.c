@@ -96,7 +96,10 @@ static char *value_at(const cJSON *o, const char *path) {
     for (char *p = buf, *dot; o; p = dot + 1) {
         dot = strchr(p, '.');
         if (dot) *dot = 0;
+        char *br = strchr(p, '['); /* NAME[N]: item N of the list NAME (a pool's key) */
+        if (br) *br = 0;
         o = cJSON_GetObjectItemCaseSensitive(o, p);
+        if (br) o = cJSON_IsArray(o) ? cJSON_GetArrayItem(o, atoi(br + 1)) : NULL;
         if (!dot) break;
     }
     if (!o) return NULL;
@@ -371,6 +374,20 @@ out:
 }
 
 /* The runs of one file: itself, or each point of a sweep. */
+/* A sweep's axes (the /sweep/index columns that are JSON paths): their columns come
+ * first. */
+static char axes[MAX_COLS * 2][256];
+static int n_axes;
+
+static herr_t note_axis(hid_t g, const char *name, const H5L_info_t *info, void *op) {
+    (void)g, (void)info, (void)op;
+    int known = 0;
+    for (int a = 0; a < n_axes && !known; a++) known = !strcmp(axes[a], name);
+    if (strchr(name, '.') && !known && n_axes < MAX_COLS * 2)
+        snprintf(axes[n_axes++], sizeof axes[0], "%.255s", name);
+    return 0;
+}
+
 static int load_file(const char *path, run *runs, int *n, pkv_err *e) {
     char(*grp)[32];
     int n_runs;
@@ -380,6 +397,14 @@ static int load_file(const char *path, run *runs, int *n, pkv_err *e) {
     for (int i = 0; !rc && i < n_runs; i++)
         rc = *n == MAX_RUNS ? pkv_fail(e, "at most %d runs", MAX_RUNS)
                             : load_run(f, path, grp[i], &runs[(*n)++], e);
+    if (!rc && H5Lexists(f, "/sweep", H5P_DEFAULT) > 0 &&
+        H5Lexists(f, "/sweep/index", H5P_DEFAULT) > 0) {
+        hid_t g = H5Gopen2(f, "/sweep/index", H5P_DEFAULT);
+        if (g >= 0) {
+            H5Literate(g, H5_INDEX_NAME, H5_ITER_NATIVE, NULL, note_axis, NULL);
+            H5Gclose(g);
+        }
+    }
     if (f >= 0) H5Fclose(f);
     free(grp);
     return rc;
@@ -394,24 +419,65 @@ static int same_group(const run *a, const run *b) {
 static char cols[MAX_COLS][256];
 static int n_cols;
 
+static int by_string(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* How many distinct tuples the runs' values of cols[0..n_cols) and path make. */
+static int distinct_with(const run *runs, int n, const char *path) {
+    char **t = calloc((size_t)n, sizeof *t);
+    int k = 0;
+    for (int i = 0; t && i < n; i++) {
+        size_t len = 1, used = 0;
+        char *v[MAX_COLS + 1];
+        for (int c = 0; c <= n_cols; c++) {
+            v[c] = value_at(runs[i].conf, c < n_cols ? cols[c] : path);
+            len += (v[c] ? strlen(v[c]) : 0) + 1;
+        }
+        t[i] = malloc(len);
+        for (int c = 0; c <= n_cols; c++) {
+            if (t[i]) used += (size_t)snprintf(t[i] + used, len - used, "%s\x1f", v[c] ? v[c] : "");
+            free(v[c]);
+        }
+        if (!t[i]) break;
+    }
+    if (t && (n == 0 || t[n - 1])) {
+        qsort(t, (size_t)n, sizeof *t, by_string);
+        for (int i = 0; i < n; i++) k += i == 0 || strcmp(t[i], t[i - 1]);
+    }
+    for (int i = 0; t && i < n; i++) free(t[i]);
+    free(t);
+    return k;
+}
+
+/* Of the paths whose values differ between runs, a sweep's axes first, then the first
+ * (in the configuration's order) that tell more runs apart than those taken before
+ * them: a path that follows
+ * from others (an engine's scheduler, batch and cache defaults when serving.engine is
+ * swept) takes no column from one that is swept beside them (fleet.replicas). */
 static void find_columns(const run *runs, int n) {
     static char paths[512][256];
     n_cols = 0;
+    int have = 1; /* distinct tuples of the columns taken */
+    for (int a = 0; a < n_axes && n_cols < MAX_COLS; a++) { /* a sweep's axes first */
+        const int d = distinct_with(runs, n, axes[a]);
+        if (d > have) {
+            snprintf(cols[n_cols++], sizeof cols[0], "%.255s", axes[a]);
+            have = d;
+        }
+    }
     for (int i = 0; i < n && n_cols < MAX_COLS; i++) {
         int np = 0;
         leaves(runs[i].conf, "", paths, &np, 512);
         for (int p = 0; p < np && n_cols < MAX_COLS; p++) {
             int known = 0;
             for (int c = 0; c < n_cols && !known; c++) known = !strcmp(cols[c], paths[p]);
-            char *v0 = value_at(runs[0].conf, paths[p]);
-            int differs = 0;
-            for (int j = 0; j < n && !differs && !known; j++) {
-                char *v = value_at(runs[j].conf, paths[p]);
-                differs = !v || !v0 || strcmp(v, v0);
-                free(v);
+            if (known) continue;
+            const int d = distinct_with(runs, n, paths[p]);
+            if (d > have) {
+                snprintf(cols[n_cols++], sizeof cols[0], "%.255s", paths[p]);
+                have = d;
             }
-            free(v0);
-            if (differs && !known) snprintf(cols[n_cols++], sizeof cols[0], "%.255s", paths[p]);
         }
     }
 }
@@ -745,16 +811,26 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, unsi
         cJSON_AddStringToObject(doc, "baseline", baseline);
         groups = cJSON_AddArrayToObject(doc, "groups");
     }
+    /* The table leaves out a figure no run has (measured times on the model backend);
+     * the CSV and JSON keep every column. */
+    bool shown[N_VALUES];
+    int n_shown = 0;
+    for (int k = 0; k < N_VALUES; k++) {
+        shown[k] = false;
+        for (int j = 0; j < n && !shown[k]; j++) shown[k] = !isnan(runs[j].v[k]);
+        n_shown += shown[k];
+    }
     fprintf(table, "| experiment |");
     for (int c = 0; c < n_cols; c++) fprintf(table, " %s |", cols[c]);
     fprintf(table, " policy | backend | runs |");
-    for (int k = 0; k < N_VALUES; k++) fprintf(table, " %s |", value_heads[k]);
+    for (int k = 0; k < N_VALUES; k++)
+        if (shown[k]) fprintf(table, " %s |", value_heads[k]);
     fprintf(table,
-            " vs %s | paired by seed, 95%% CI | TPOT p50 vs %s | TTFT p99 vs %s | model error "
-            "|\n|---|---|---|---|",
+            " vs %s | paired by seed, 95%% CI | TPOT p50 vs %s | TTFT p99 vs %s | model's "
+            "per-step error |\n|---|---|---|---|",
             baseline, baseline, baseline);
     for (int c = 0; c < n_cols; c++) fprintf(table, "---|");
-    for (int k = 0; k <= N_VALUES + 4; k++) fprintf(table, "---|");
+    for (int k = 0; k <= n_shown + 4; k++) fprintf(table, "---|");
     fputc('\n', table);
     if (out) {
         fputs("experiment", out);
@@ -800,7 +876,9 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, unsi
         }
         group_head(table, &runs[i], interrupted, count);
         for (int k = 0; k < N_VALUES; k++) {
-            if (mean[k] != mean[k])
+            if (!shown[k])
+                continue;
+            else if (mean[k] != mean[k])
                 fprintf(table, " — |");
             else if (fabs(mean[k] * value_scale(k)) >= 1000) /* throughputs: whole numbers */
                 fprintf(table, sd[k] == sd[k] ? " %.0f ± %.0f |" : " %.0f |",

@@ -64,7 +64,7 @@ queue = {
              "loads": {"path": "workload.arrival.rate", "values": [70, 130, 250]},
              "candidates": [{"path": "fleet.router", "values": ["round_robin", "least_requests"]}],
              "replicas": {"min": 1, "max": 32},
-             "prices": os.path.join(src, "experiments/prices.json")}}
+             "prices": os.path.join(src, "experiments/planning/prices.json")}}
 r, d = plan(queue, name="queue")
 check(r.returncode == 0 and d, f"the queue plan: exit {r.returncode}: {r.stderr[-400:]}")
 if d:

@@ -39,8 +39,8 @@ static void plan_usage(void) {
           "{\"path\": \"workload.trace.rate_scale\", \"values\": [1, 4, 8]}), `candidates`\n"
           "(axes whose product is weighed: GPUs, routers, engines, ...), `replicas` (the\n"
           "path searched, fleet.replicas by default, and its bounds), `prices` (per GPU hour:\n"
-          "experiments/prices.json by default) and `held_out` (the held-out errors of\n"
-          "`validate --by-source --json`: experiments/held_out.json).\n"
+          "experiments/planning/prices.json by default) and `held_out` (the held-out errors of\n"
+          "`validate --by-source --json`: experiments/planning/held_out.json).\n"
           "\n"
           "For each load and candidate, the fewest replicas meeting every SLO (every request\n"
           "finished, each figure within its limit) are searched by doubling and bisection;\n"
@@ -183,8 +183,9 @@ static int parse_replicas(plan_spec *p, const cJSON *o, pkv_err *e) {
 static int load_prices(plan_spec *p, const char *exp, const cJSON *plan, pkv_err *e) {
     const char *name;
     TRY(pkv_json_str(plan, "plan", "prices", "prices", NULL, &name, NULL, e));
-    cJSON *root = pkv_config_named_file(exp, name, "plan.prices", "experiments", "price files", "",
-                                        p->prices_file, sizeof p->prices_file, e);
+    cJSON *root =
+        pkv_config_named_file(exp, name, "plan.prices", "experiments/planning", "price files", "",
+                              p->prices_file, sizeof p->prices_file, e);
     if (!root) return -1;
     int rc = -1;
     const cJSON *gpus = cJSON_GetObjectItemCaseSensitive(root, "gpus");
@@ -229,9 +230,9 @@ out:
 static int load_held_out(plan_spec *p, const char *exp, const cJSON *plan, pkv_err *e) {
     const char *name;
     TRY(pkv_json_str(plan, "plan", "held_out", "held_out", NULL, &name, NULL, e));
-    cJSON *root =
-        pkv_config_named_file(exp, name, "plan.held_out", "experiments", "held-out error files", "",
-                              p->held_out_file, sizeof p->held_out_file, e);
+    cJSON *root = pkv_config_named_file(exp, name, "plan.held_out", "experiments/planning",
+                                        "held-out error files", "", p->held_out_file,
+                                        sizeof p->held_out_file, e);
     if (!root) return -1;
     double sum[4] = {0};
     const cJSON *rows = cJSON_GetObjectItemCaseSensitive(root, "rows"), *r;
