@@ -2,9 +2,12 @@
 """Plots of pkvsim runs and sweeps, each into one PNG.
 
   plot.py curve SWEEP.h5 [--x FIG] [--y FIG] [--by AXIS] [--logx] [--logy]
+                [--hline VALUE[:LABEL]]...
       a throughput-latency curve across a sweep: one point per sweep point (x and y
       figures of /sweep/index; default achieved output throughput against TPOT p50),
-      one line per value of an axis (default route.policy when it is swept)
+      one line per value of an axis (default route.policy when it is swept), tracing
+      one other swept axis (a sweep of two others is refused: name one with --by);
+      --hline draws an SLO's limit
   plot.py threshold SWEEP.h5 --x AXIS --ratio A/B [--y FIG] [--by AXIS] [--logx] [--logy]
       the ratio of a figure (default decode_tok_s) between two policies across a swept
       threshold, one line per value of another axis (an arrival process, a load); points
@@ -20,6 +23,9 @@ The figures --x and --y take (a sweep's /sweep/index, besides its axes): FIGURES
       active rows, waiting requests and the KV pool (pages in use, held by the prefix
       cache alone, free) over simulated time; a fleet's: one line a replica (at most
       16, the busiest), and its KV pages in use
+  plot.py plan PLAN_OUT.json
+      pkvsim plan's --json: USD an hour against the load, one line per candidate (its
+      fewest replicas meeting the SLOs), each load's plan starred with its replicas
   plot.py replicas RUN.h5
       a fleet's per-replica load (requests routed, the share of the run its GPU was
       busy, replica-seconds) and, autoscaled, its replicas over time with the metric
@@ -160,21 +166,77 @@ def legend(ax, n):
 
 
 def scales(ax, a):
-    if getattr(a, "logx", False):
-        ax.set_xscale("log")
-    if getattr(a, "logy", False):
-        ax.set_yscale("log")
+    """Log axes where asked, with plain numbers at every decade and between decades where
+    an axis spans less than two (matplotlib's default labels one tick of such an axis)."""
+    from matplotlib.ticker import LogLocator, FuncFormatter
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    for on, axis, setter in ((getattr(a, "logx", False), ax.xaxis, ax.set_xscale),
+                             (getattr(a, "logy", False), ax.yaxis, ax.set_yscale)):
+        if not on:
+            continue
+        setter("log")
+        lo, hi = (ax.get_xlim() if axis is ax.xaxis else ax.get_ylim())
+        axis.set_major_locator(LogLocator(base=10, subs=(1.0,) if hi / lo > 100 else (1, 2, 5)))
+        axis.set_major_formatter(plain)
+        axis.set_minor_formatter(FuncFormatter(lambda v, _: ""))
+
+
+def hlines(ax, a):
+    """--hline VALUE[:LABEL] (repeatable): horizontal lines, an SLO's limit, in the y
+    axis's units."""
+    for h in getattr(a, "hline", None) or []:
+        v, _, text = h.partition(":")
+        try:
+            y = float(v)
+        except ValueError:
+            fail(f"--hline {h}: a number, optionally :LABEL")
+        ax.axhline(y, color="crimson", ls="--", lw=1, label=text or f"{y:g}")
 
 
 def short(v):
-    """A swept value as a legend label: an object's keys and values, compactly."""
+    """A swept value as a legend label: an object's keys and values, compactly; whole
+    numbers without a decimal point."""
     try:
         o = json.loads(v)
     except (TypeError, ValueError):
-        return str(v)
+        try:
+            f = float(v)
+            return f"{f:g}"
+        except (TypeError, ValueError):
+            return str(v)
     if isinstance(o, dict):
         return ", ".join(f"{k} {short(json.dumps(x))}" for k, x in o.items())
+    if isinstance(o, list) and o and all(isinstance(x, dict) and "name" in x for x in o):
+        return " + ".join(f"{x['name']} {x.get('replicas', 1)} {x.get('role', 'mixed')}" for x in o)
+    if isinstance(o, float):
+        return f"{o:g}"
     return str(o)
+
+
+def axis_name(path):
+    """An axis as a legend or label names it: its last key (fleet.router: router)."""
+    return path.rsplit(".", 1)[-1] if path else path
+
+
+def sweep_name(path):
+    """A sweep's experiment name (its file's when it has none)."""
+    try:
+        with h5py.File(path) as f:
+            raw = f["sweep/experiment"][()]
+        return json.loads(raw.decode() if isinstance(raw, bytes) else raw).get(
+            "name", os.path.basename(path))
+    except (KeyError, OSError, ValueError):
+        return os.path.basename(path)
+
+
+def unnamed_axes(ix, path, named, traced):
+    """The swept axes besides `named` along which points of one line would be joined
+    although the line traces at most one (`traced`: the figure the x axis is, or an
+    axis): refused, as threshold refuses them."""
+    others = [k for k in ix if "." in k and k not in named and not any(
+        n and (n.startswith(k + ".") or k.startswith(n + ".")) for n in named)]
+    varying = [k for k in others if len(set(ix[k].tolist())) > 1]
+    return varying if len(varying) > traced else []
 
 
 def save(fig, out):
@@ -186,23 +248,31 @@ def save(fig, out):
 def cmd_curve(a):
     ix = sweep_index(a.input)
     by = a.by or ("route.policy" if "route.policy" in ix else None)
+    byv = column(ix, by, a.input, "axis") if by else None
+    # A line joins the points of one --by value: across one swept axis (the load it
+    # traces); a second one would zig-zag between its values.
+    extra = unnamed_axes(ix, a.input, {by}, 1)
+    if extra:
+        fail(f"{a.input}: the points of one line differ in {', '.join(extra)}; a curve traces "
+             f"one of them: name another with --by (or plot a sweep that fixes it)")
     x, _ = numeric(column(ix, a.x, a.input, "figure"))
     y, _ = numeric(column(ix, a.y, a.input, "figure"))
     # Latencies in milliseconds, as serving benchmarks give them.
     xs, ys = (1e3 if unit(a.x) == "s" else 1), (1e3 if unit(a.y) == "s" else 1)
     x, y = x * xs, y * ys
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    byv = column(ix, by, a.input, "axis") if by else None
     keys = groups(byv) if by else [None]
     for k in keys:
         m = np.ones(len(x), bool) if k is None else byv == k
         order = np.argsort(x[m])
-        ax.plot(x[m][order], y[m][order], "o-", label=f"{by} = {short(k)}" if by else None)
+        ax.plot(x[m][order], y[m][order], "o-",
+                label=f"{axis_name(by)} {short(k)}" if by else None)
     ax.set_xlabel(label(a.x).replace("(s)", "(ms)") if xs != 1 else label(a.x))
     ax.set_ylabel(label(a.y).replace("(s)", "(ms)") if ys != 1 else label(a.y))
-    ax.set_title(f"{os.path.basename(a.input)}: {a.y} against {a.x}")
-    if by:
-        legend(ax, len(keys))
+    ax.set_title(f"{sweep_name(a.input)}: {a.y} against {a.x}")
+    hlines(ax, a)
+    if by or getattr(a, "hline", None):
+        legend(ax, len(keys) + len(a.hline or []))
     scales(ax, a)
     ax.grid(alpha=0.3)
     save(fig, a.output)
@@ -220,8 +290,7 @@ def cmd_threshold(a):
     # Points that differ in an axis --x, --by and the policy do not name would be averaged
     # into one ratio: refuse, naming those axes.
     named = {a.x, a.by, "route.policy"}
-    others = [k for k in ix if "." in k and k not in named and not any(
-        n and (n.startswith(k + ".") or k.startswith(n + ".")) for n in named)]
+    others = unnamed_axes(ix, a.input, named, 0)
     merged = [k for k in others if any(
         len(set(ix[k][(xs == xv) & (by == bv) & (pol == pv)].tolist())) > 1
         for xv in groups(xs) for bv in groups(by) for pv in (pa, pb))]
@@ -241,13 +310,13 @@ def cmd_threshold(a):
         if pts:
             drawn += 1
             ax.plot([p[0] for p in pts], [p[1] for p in pts], "o-",
-                    label=f"{a.by} = {short(k)}" if a.by else None)
+                    label=f"{axis_name(a.by)} {short(k)}" if a.by else None)
     if not drawn:
         fail(f"{a.input}: no point has both route.policy {pa} and {pb} at the same {a.x}")
     ax.axhline(1, color="grey", lw=0.8)
     ax.set_xlabel(a.x)
     ax.set_ylabel(f"{a.y}: {pa} / {pb}")
-    ax.set_title(f"{os.path.basename(a.input)}: {pa} over {pb} across {a.x}", fontsize=10)
+    ax.set_title(f"{sweep_name(a.input)}: {pa} over {pb} across {axis_name(a.x)}", fontsize=10)
     if a.by:
         legend(ax, drawn)
     scales(ax, a)
@@ -469,6 +538,47 @@ def cmd_timeline(a):
     save(fig, a.output)
 
 
+def cmd_plan(a):
+    """pkvsim plan --json OUT: cost against load, a line per candidate (its fewest
+    replicas' USD an hour at each load, none where it met no SLO within the bound), the
+    plan of each load marked."""
+    try:
+        d = json.load(open(a.input))
+        plans = d["plans"]
+    except (OSError, ValueError, KeyError) as exc:
+        fail(f"{a.input}: not the --json of pkvsim plan ({exc})")
+    loads = [p["load"] for p in plans]
+    numeric_load = all(isinstance(v, (int, float)) for v in loads)
+    xs = loads if numeric_load else list(range(len(loads)))
+    lines = {}
+    for i, p in enumerate(plans):
+        for c in p["candidates"]:
+            key = ", ".join(f"{axis_name(k)} {short(json.dumps(v))}" for k, v in
+                            c["candidate"].items()) or "the experiment"
+            lines.setdefault(key, [None] * len(plans))[i] = (c.get("usd_per_hour"),
+                                                             c.get("replicas"), c["chosen"])
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for key, pts in lines.items():
+        xy = [(xs[i], p[0]) for i, p in enumerate(pts) if p and p[0] is not None]
+        if xy:
+            ax.plot([q[0] for q in xy], [q[1] for q in xy], "o-", label=key, alpha=0.8)
+        for i, p in enumerate(pts):
+            if p and p[2]:
+                ax.plot(xs[i], p[0], "*", ms=16, color="black", zorder=5)
+                ax.annotate(f"{p[1]}", (xs[i], p[0]), textcoords="offset points",
+                            xytext=(8, -12), fontsize=8)
+    ax.plot([], [], "*", ms=12, color="black", label="the plan (its replicas)")
+    ax.set_xlabel(d.get("load_path", "load") if numeric_load else "load")
+    if not numeric_load:
+        ax.set_xticks(xs, [short(json.dumps(v)) for v in loads])
+    ax.set_ylabel("USD per hour")
+    ax.set_title(f"{os.path.basename(d.get('experiment', a.input))}: the cheapest fleet "
+                 f"meeting the SLOs", fontsize=10)
+    legend(ax, len(lines) + 1)
+    ax.grid(alpha=0.3)
+    save(fig, a.output)
+
+
 def run_title(g, path):
     """The file, its experiment, model, backend and calibration: what the plot shows."""
     try:
@@ -498,6 +608,8 @@ def main():
     p.add_argument("--by")
     p.add_argument("--logx", action="store_true", help="a log x axis")
     p.add_argument("--logy", action="store_true", help="a log y axis")
+    p.add_argument("--hline", action="append", metavar="VALUE[:LABEL]",
+                   help="a horizontal line (an SLO's limit) in the y axis's units; repeatable")
     p = sub.add_parser("threshold", help="a policy ratio across a swept threshold",
                        description="--y takes these figures of /sweep/index: "
                        + ", ".join(FIGURES))
@@ -518,6 +630,8 @@ def main():
     p.add_argument("input")
     p = sub.add_parser("replicas", help="a fleet's per-replica load and its scaling")
     p.add_argument("input")
+    p = sub.add_parser("plan", help="pkvsim plan's --json: cost against load per candidate")
+    p.add_argument("input")
     for s in sub.choices.values():
         s.add_argument("-o", "--output", help="PNG to write")
     a = ap.parse_args()
@@ -525,7 +639,7 @@ def main():
     if not a.output:
         a.output = first.split(":")[0].rsplit(".", 1)[0] + f"_{a.cmd}.png"
     {"curve": cmd_curve, "threshold": cmd_threshold, "cdf": cmd_cdf, "steps": cmd_steps,
-     "timeline": cmd_timeline, "replicas": cmd_replicas}[a.cmd](a)
+     "timeline": cmd_timeline, "replicas": cmd_replicas, "plan": cmd_plan}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -59,6 +59,12 @@ check "curve of a run refused (exit $rc)" '[ $rc -ne 0 ] && grep -q "not a sweep
 "$py" "$src/analysis/plot.py" curve "$tmp/sw.h5" --by serving.max_active -o "$tmp/x.png" > /dev/null 2> "$tmp/err"; rc=$?
 check "an axis the sweep lacks named (exit $rc)" '[ $rc -ne 0 ] && grep -q "no axis \"serving.max_active\"" "$tmp/err"'
 check "plot.py is executable" '[ -x "$src/analysis/plot.py" ]'
+# --hline draws an SLO's limit.
+plot "curve --hline" "$tmp/ch.png" curve "$tmp/sw.h5" --hline 5:SLO --hline 10
+# pkvsim plan's --json: cost against load
+"$pkvsim" plan "$src/experiments/plan/code_h200_h100.json" -q --json "$tmp/plan.json" > /dev/null ||
+  { echo "FAIL plan"; exit 1; }
+plot plan "$tmp/plan.png" plan "$tmp/plan.json"
 # Paper-ready: log axes; a sweep point's label from its swept values; the figure list
 # of --help is the index's; points that would be averaged over an unnamed axis refused.
 plot "curve --logy" "$tmp/cl.png" curve "$tmp/sw.h5" --logx --logy
@@ -87,5 +93,10 @@ check "threshold refuses averaging over serving.max_active (exit $rc)" \
   '[ $rc -ne 0 ] && grep -q "differ in serving.max_active" "$tmp/err"'
 plot "threshold --by the third axis" "$tmp/t3.png" threshold "$tmp/sw3.h5" --x workload.arrival.rate \
   --ratio adaptive/ref_paged --by serving.max_active --logy
+# A curve joins each line's points along one swept axis: two besides --by (the rate and
+# serving.max_active, by policy) would zig-zag, and are refused, naming them.
+"$py" "$src/analysis/plot.py" curve "$tmp/sw3.h5" -o "$tmp/x.png" > /dev/null 2> "$tmp/err"; rc=$?
+check "a curve over two unnamed axes refused (exit $rc)" \
+  '[ $rc -ne 0 ] && grep -q "differ in serving.max_active, workload.arrival.rate" "$tmp/err"'
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

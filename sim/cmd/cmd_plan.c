@@ -603,6 +603,7 @@ static int write_json(const planner *pl, answer *ans, const char *out) {
     const plan_spec *p = &pl->p;
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "experiment", pl->path);
+    cJSON_AddStringToObject(root, "load_path", p->load.path);
     cJSON_AddStringToObject(root, "prices", p->prices_file);
     cJSON_AddStringToObject(root, "held_out", p->held_out_file);
     cJSON *he = cJSON_AddObjectToObject(root, "held_out_error");
