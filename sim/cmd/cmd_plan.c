@@ -6,9 +6,8 @@
  * the answer of the load below it), the cheapest candidate is the plan, and each answer
  * carries its margin: how far its figures are from their targets against the error
  * pkvsim's predictions of that figure showed on held-out published runs. */
-#include "axis.h"
+#include "plan_spec.h"
 #include "cli.h"
-#include "config_files.h"
 #include "jsonv.h"
 #include "pkv_files.h"
 #include "runner.h"
@@ -22,12 +21,7 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { MAX_SLO = 8, MAX_CANDIDATE_AXES = 6, MAX_CANDIDATES = 4096, MAX_EVALS = 16384 };
-
-#define TRY(x)                                                                                     \
-    do {                                                                                           \
-        if (x) return -1;                                                                          \
-    } while (0)
+enum { MAX_EVALS = 16384 };
 
 static void plan_usage(void) {
     fputs("usage: pkvsim plan PLAN.json [--json OUT] [-b BACKEND] [-c CAL] [-q]\n"
@@ -59,47 +53,18 @@ static void plan_usage(void) {
           stdout);
 }
 
-typedef struct slo_t {
-    const pkv_summary_figure *f;
-    double limit; /* in the figure's unit */
-    bool is_max;  /* the figure at most limit (else at least) */
-    char label[40];
-} slo_t;
-
-typedef struct price_t {
-    char gpu[32];
-    double usd_per_hour;
-} price_t;
-
-typedef struct plan_spec {
-    slo_t slo[MAX_SLO];
-    int n_slo;
-    pkv_axis load;
-    pkv_axis cand[MAX_CANDIDATE_AXES];
-    int n_cand;
-    size_t n_candidates;
-    char rep_path[128];
-    int rep_min, rep_max;
-    price_t *prices;
-    int n_prices;
-    char prices_file[1024], prices_note[256];
-    double held_out[4]; /* mean absolute held-out error by figure kind (NaN: none) */
-    int held_out_n[4];
-    char held_out_file[1024];
-} plan_spec;
-
 /* One run searched: a load, a candidate, a replica count. */
 typedef struct eval_t {
     int load, cand, replicas;
     bool pass, ran;
     char why[160]; /* the first SLO missed, or the error */
-    double fig[MAX_SLO];
+    double fig[PKV_PLAN_MAX_SLO];
     double cost; /* USD per hour */
     int gpus;
 } eval_t;
 
 typedef struct planner {
-    plan_spec p;
+    pkv_plan_spec p;
     cJSON *base; /* the experiment without its plan section */
     const char *path;
     pkv_cli_overrides ov;
@@ -109,213 +74,9 @@ typedef struct planner {
     int quiet;
 } planner;
 
-/* What a figure measures, as validate groups its held-out errors. */
-static const char *const kind_names[4] = {"TTFT", "TPOT", "E2E", "throughput"};
-static int figure_kind(const char *figure) {
-    return strstr(figure, "ttft")                            ? 0
-           : strstr(figure, "tpot") || strstr(figure, "itl") ? 1
-           : strstr(figure, "throughput")                    ? 3
-                                                             : 2;
-}
-
-static void spec_free(plan_spec *p) {
-    pkv_axis_free(&p->load);
-    for (int a = 0; a < p->n_cand; a++) pkv_axis_free(&p->cand[a]);
-    free(p->prices);
-    *p = (plan_spec){0};
-}
-
-static int parse_slo(plan_spec *p, const cJSON *list, pkv_err *e) {
-    const int n = cJSON_IsArray(list) ? cJSON_GetArraySize(list) : 0;
-    if (n < 1 || n > MAX_SLO)
-        return pkv_fail(e,
-                        "plan.slo: must be a list of 1 to %d objects ({\"figure\": "
-                        "\"ttft_p99\", \"max_ms\": 1000})",
-                        MAX_SLO);
-    for (int i = 0; i < n; i++) {
-        const cJSON *o = cJSON_GetArrayItem(list, i);
-        char P[32];
-        snprintf(P, sizeof P, "plan.slo[%d]", i);
-        TRY(pkv_keys_check(pkv_config_keys(), PKV_OBJ_PLAN_SLO, o, P, e));
-        const char *name;
-        TRY(pkv_json_str(o, P, "figure", NULL, NULL, &name, NULL, e));
-        slo_t *s = &p->slo[i];
-        s->f = pkv_summary_figure_find(name);
-        if (!s->f || s->f->type == PKV_FIGURE_BY_CLASS)
-            return pkv_fail(e,
-                            "%s.figure: \"%s\" is not a figure of /summary (experiments/README.md, "
-                            "Serving metrics)",
-                            P, name);
-        const bool has_max = cJSON_GetObjectItemCaseSensitive(o, "max_ms") != NULL,
-                   has_min = cJSON_GetObjectItemCaseSensitive(o, "min") != NULL;
-        if (has_max == has_min) return pkv_fail(e, "%s: give either max_ms or min", P);
-        if (has_max) {
-            if (strcmp(s->f->unit, "s"))
-                return pkv_fail(e, "%s.max_ms: %s is in %s, not seconds; give min", P, name,
-                                *s->f->unit ? s->f->unit : "a count");
-            TRY(pkv_json_num(o, P, "max_ms", 0, 0, true, 1e12, &s->limit, e));
-            s->limit *= 1e-3, s->is_max = true;
-            snprintf(s->label, sizeof s->label, "%s <= %g ms", name, s->limit * 1e3);
-        } else {
-            TRY(pkv_json_num(o, P, "min", 0, -1e300, false, 1e300, &s->limit, e));
-            snprintf(s->label, sizeof s->label, "%s >= %g", name, s->limit);
-        }
-        p->n_slo = i + 1;
-    }
-    return 0;
-}
-
-static int parse_replicas(plan_spec *p, const cJSON *o, pkv_err *e) {
-    const char *path;
-    int64_t lo, hi;
-    if (o) TRY(pkv_keys_check(pkv_config_keys(), PKV_OBJ_PLAN_REPLICAS, o, "plan.replicas", e));
-    TRY(pkv_json_str(o, "plan.replicas", "path", "fleet.replicas", NULL, &path, NULL, e));
-    TRY(pkv_json_int(o, "plan.replicas", "min", 1, 1, 100000, &lo, e));
-    TRY(pkv_json_int(o, "plan.replicas", "max", 64, 1, 100000, &hi, e));
-    if (hi < lo) return pkv_fail(e, "plan.replicas.max: must be >= min (%lld)", (long long)lo);
-    if (strlen(path) >= sizeof p->rep_path) return pkv_fail(e, "plan.replicas.path: too long");
-    snprintf(p->rep_path, sizeof p->rep_path, "%s", path);
-    p->rep_min = (int)lo, p->rep_max = (int)hi;
-    return 0;
-}
-
-/* The prices file: {"date", "source", "gpus": {NAME: {"usd_per_hour": X, ...}}}. */
-static int load_prices(plan_spec *p, const char *exp, const cJSON *plan, pkv_err *e) {
-    const char *name;
-    TRY(pkv_json_str(plan, "plan", "prices", "prices", NULL, &name, NULL, e));
-    cJSON *root =
-        pkv_config_named_file(exp, name, "plan.prices", "experiments/planning", "price files", "",
-                              p->prices_file, sizeof p->prices_file, e);
-    if (!root) return -1;
-    int rc = -1;
-    const cJSON *gpus = cJSON_GetObjectItemCaseSensitive(root, "gpus");
-    const cJSON *date = cJSON_GetObjectItemCaseSensitive(root, "date");
-    const int n = cJSON_IsObject(gpus) ? cJSON_GetArraySize(gpus) : 0;
-    if (n < 1) {
-        pkv_fail(e, "%s: needs \"gpus\": {NAME: {\"usd_per_hour\": X}, ...}", p->prices_file);
-        goto out;
-    }
-    p->prices = calloc((size_t)n, sizeof *p->prices);
-    if (!p->prices) {
-        pkv_fail(e, "out of memory");
-        goto out;
-    }
-    const cJSON *g;
-    cJSON_ArrayForEach(g, gpus) {
-        char P[96];
-        snprintf(P, sizeof P, "%s: gpus.%.40s", pkv_vfile_stem(p->prices_file), g->string);
-        price_t *pr = &p->prices[p->n_prices];
-        if (!cJSON_IsObject(g) || strlen(g->string) >= sizeof pr->gpu) {
-            pkv_fail(e, "%s: must be an object with usd_per_hour", P);
-            goto out;
-        }
-        if (pkv_json_num(g, P, "usd_per_hour", NAN, 0, true, 1e6, &pr->usd_per_hour, e)) goto out;
-        if (isnan(pr->usd_per_hour)) {
-            pkv_fail(e, "%s.usd_per_hour: required", P);
-            goto out;
-        }
-        snprintf(pr->gpu, sizeof pr->gpu, "%s", g->string);
-        p->n_prices++;
-    }
-    snprintf(p->prices_note, sizeof p->prices_note, "%s%s%s", pkv_vfile_stem(p->prices_file),
-             cJSON_IsString(date) ? ", " : "", cJSON_IsString(date) ? date->valuestring : "");
-    rc = 0;
-out:
-    cJSON_Delete(root);
-    return rc;
-}
-
-/* The held-out errors: the rows of `validate --by-source --json` (figure, error,
- * held_out), averaged by the kind of figure. */
-static int load_held_out(plan_spec *p, const char *exp, const cJSON *plan, pkv_err *e) {
-    const char *name;
-    TRY(pkv_json_str(plan, "plan", "held_out", "held_out", NULL, &name, NULL, e));
-    cJSON *root = pkv_config_named_file(exp, name, "plan.held_out", "experiments/planning",
-                                        "held-out error files", "", p->held_out_file,
-                                        sizeof p->held_out_file, e);
-    if (!root) return -1;
-    double sum[4] = {0};
-    const cJSON *rows = cJSON_GetObjectItemCaseSensitive(root, "rows"), *r;
-    cJSON_ArrayForEach(r, rows) {
-        const cJSON *f = cJSON_GetObjectItemCaseSensitive(r, "figure"),
-                    *err = cJSON_GetObjectItemCaseSensitive(r, "error"),
-                    *ho = cJSON_GetObjectItemCaseSensitive(r, "held_out");
-        if (!cJSON_IsString(f) || !cJSON_IsNumber(err) || !cJSON_IsTrue(ho)) continue;
-        const int k = figure_kind(f->valuestring);
-        sum[k] += fabs(err->valuedouble), p->held_out_n[k]++;
-    }
-    cJSON_Delete(root);
-    for (int k = 0; k < 4; k++) p->held_out[k] = p->held_out_n[k] ? sum[k] / p->held_out_n[k] : NAN;
-    return 0;
-}
-
-static int parse_plan(plan_spec *p, const cJSON *plan, const char *exp, const pkv_cli_overrides *ov,
-                      pkv_err *e) {
-    if (!cJSON_IsObject(plan)) return pkv_fail(e, "plan: needs a plan section (an object)");
-    TRY(pkv_keys_check(pkv_config_keys(), "plan", plan, "plan", e));
-    TRY(parse_slo(p, cJSON_GetObjectItemCaseSensitive(plan, "slo"), e));
-    const cJSON *load = cJSON_GetObjectItemCaseSensitive(plan, "loads");
-    if (!load)
-        return pkv_fail(e, "plan.loads: required (an axis: {\"path\": KEY, \"values\": [...]})");
-    TRY(pkv_axis_parse(&p->load, load, "plan.loads", ov, e));
-    const cJSON *cands = cJSON_GetObjectItemCaseSensitive(plan, "candidates");
-    const int nc = cJSON_IsArray(cands) ? cJSON_GetArraySize(cands) : 0;
-    if (cands && (!cJSON_IsArray(cands) || nc > MAX_CANDIDATE_AXES))
-        return pkv_fail(e, "plan.candidates: must be a list of at most %d axes",
-                        MAX_CANDIDATE_AXES);
-    p->n_candidates = 1;
-    for (int a = 0; a < nc; a++) {
-        char P[40];
-        snprintf(P, sizeof P, "plan.candidates[%d]", a);
-        TRY(pkv_axis_parse(&p->cand[a], cJSON_GetArrayItem(cands, a), P, ov, e));
-        p->n_cand = a + 1;
-        p->n_candidates *= (size_t)p->cand[a].n;
-        if (p->n_candidates > MAX_CANDIDATES)
-            return pkv_fail(e, "plan.candidates: more than %d candidates", MAX_CANDIDATES);
-    }
-    TRY(parse_replicas(p, cJSON_GetObjectItemCaseSensitive(plan, "replicas"), e));
-    const char *axes[MAX_CANDIDATE_AXES + 2];
-    int n_axes = 0;
-    axes[n_axes++] = p->load.path, axes[n_axes++] = p->rep_path;
-    for (int a = 0; a < p->n_cand; a++) axes[n_axes++] = p->cand[a].path;
-    for (int a = 0; a < n_axes; a++)
-        for (int b = 0; b < a; b++)
-            if (!strcmp(axes[a], axes[b]))
-                return pkv_fail(e, "plan: \"%s\" is named twice (loads, replicas, candidates)",
-                                axes[a]);
-    TRY(load_prices(p, exp, plan, e));
-    return load_held_out(p, exp, plan, e);
-}
-
-/* Candidate c's value of candidate axis a (the last axis varies fastest). */
-static const cJSON *cand_value(const plan_spec *p, size_t c, int a) {
-    size_t stride = 1;
-    for (int b = p->n_cand - 1; b > a; b--) stride *= (size_t)p->cand[b].n;
-    return cJSON_GetArrayItem(p->cand[a].values, (int)(c / stride % (size_t)p->cand[a].n));
-}
-
-static void describe_cand(const plan_spec *p, size_t c, char *buf, size_t n) {
-    buf[0] = 0;
-    for (int a = 0; a < p->n_cand; a++) {
-        char *t = pkv_json_value_text(cand_value(p, c, a));
-        snprintf(buf + strlen(buf), n - strlen(buf), "%s%s=%s", a ? " " : "",
-                 strrchr(p->cand[a].path, '.') ? strrchr(p->cand[a].path, '.') + 1
-                                               : p->cand[a].path,
-                 t ? t : "?");
-        free(t);
-    }
-    if (!p->n_cand) snprintf(buf, n, "(the experiment)");
-}
-
-static const price_t *price_of(const plan_spec *p, const char *gpu) {
-    for (int i = 0; i < p->n_prices; i++)
-        if (!strcmp(p->prices[i].gpu, gpu)) return &p->prices[i];
-    return NULL;
-}
-
 /* Its GPUs and their price per hour: each replica's (or pool's) route.gpu, times the
  * replicas and the GPUs a tensor-parallel model spans. */
-static int cost_of(const plan_spec *p, const pkv_config *cfg, eval_t *ev, pkv_err *e) {
+static int cost_of(const pkv_plan_spec *p, const pkv_config *cfg, eval_t *ev, pkv_err *e) {
     const int n_groups = cfg->fleet.n_pools ? cfg->fleet.n_pools : 1;
     ev->cost = 0, ev->gpus = 0;
     for (int g = 0; g < n_groups; g++) {
@@ -323,7 +84,7 @@ static int cost_of(const plan_spec *p, const pkv_config *cfg, eval_t *ev, pkv_er
         const int replicas = cfg->fleet.n_pools
                                  ? cfg->fleet.pools[g].replicas
                                  : (cfg->fleet.replicas > 0 ? cfg->fleet.replicas : 1);
-        const price_t *pr = price_of(p, c->gpu);
+        const pkv_gpu_price *pr = pkv_plan_price(p, c->gpu);
         if (!pr)
             return pkv_fail(e, "%s has no price for route.gpu \"%s\" (add it to its gpus)",
                             p->prices_file, c->gpu);
@@ -336,7 +97,7 @@ static int cost_of(const plan_spec *p, const pkv_config *cfg, eval_t *ev, pkv_er
 /* Run one point (load l, candidate c, n replicas): *ev, its figures and whether it meets
  * every SLO. -1 only for an error that stops the plan (out of memory, a signal). */
 static int evaluate(planner *pl, int l, size_t c, int n, eval_t *ev) {
-    plan_spec *p = &pl->p;
+    pkv_plan_spec *p = &pl->p;
     *ev = (eval_t){.load = l, .cand = (int)c, .replicas = n, .cost = NAN};
     for (int s = 0; s < p->n_slo; s++) ev->fig[s] = NAN;
     pkv_err e;
@@ -344,7 +105,7 @@ static int evaluate(planner *pl, int l, size_t c, int n, eval_t *ev) {
     int rc = root && nv ? 0 : pkv_fail(&e, "out of memory");
     if (!rc) rc = pkv_json_set_path(root, p->load.path, cJSON_GetArrayItem(p->load.values, l), &e);
     for (int a = 0; a < p->n_cand && !rc; a++)
-        rc = pkv_json_set_path(root, p->cand[a].path, cand_value(p, c, a), &e);
+        rc = pkv_json_set_path(root, p->cand[a].path, pkv_plan_cand_value(p, c, a), &e);
     if (!rc) rc = pkv_json_set_path(root, p->rep_path, nv, &e);
     char *text = rc ? NULL : cJSON_Print(root);
     cJSON_Delete(root), cJSON_Delete(nv);
@@ -377,7 +138,7 @@ static int evaluate(planner *pl, int l, size_t c, int n, eval_t *ev) {
         return 0;
     }
     for (int s = 0; s < p->n_slo; s++) {
-        const slo_t *o = &p->slo[s];
+        const pkv_plan_slo *o = &p->slo[s];
         const double v = ev->fig[s];
         if (isnan(v) || (o->is_max ? v > o->limit : v < o->limit)) {
             snprintf(ev->why, sizeof ev->why, "%s: %.4g%s", o->label, o->is_max ? v * 1e3 : v,
@@ -410,7 +171,7 @@ static const eval_t *at(planner *pl, int l, size_t c, int n) {
     pl->n_evals++;
     if (!pl->quiet && isatty(2)) {
         char d[256];
-        describe_cand(&pl->p, c, d, sizeof d);
+        pkv_plan_describe(&pl->p, c, d, sizeof d);
         fprintf(stderr, "pkvsim plan: load %d, %s, %d replica%s: %s%s\n", l, d, n,
                 n == 1 ? "" : "s",
                 ev->pass ? "meets the SLOs" : "misses: ", ev->pass ? "" : ev->why);
@@ -421,7 +182,7 @@ static const eval_t *at(planner *pl, int l, size_t c, int n) {
 /* The fewest replicas in [lo, max] meeting the SLOs at load l for candidate c (lo: the
  * answer at a lower load, or the minimum); 0 when none does; -1 to stop. */
 static int search(planner *pl, int l, size_t c, int lo) {
-    const plan_spec *p = &pl->p;
+    const pkv_plan_spec *p = &pl->p;
     const eval_t *ev = at(pl, l, c, lo);
     if (!ev) return -1;
     if (ev->pass) return lo;
@@ -444,11 +205,11 @@ static int search(planner *pl, int l, size_t c, int lo) {
 
 /* How much higher the figures of the answer may be than predicted before one misses
  * (the nearest: its SLO s), as a fraction; how far the count below missed, likewise. */
-static double headroom(const plan_spec *p, const eval_t *ev, int *s_near) {
+static double headroom(const pkv_plan_spec *p, const eval_t *ev, int *s_near) {
     double best = INFINITY;
     *s_near = -1;
     for (int s = 0; s < p->n_slo; s++) {
-        const slo_t *o = &p->slo[s];
+        const pkv_plan_slo *o = &p->slo[s];
         const double v = ev->fig[s];
         const double h = o->is_max ? o->limit / v - 1 : v / o->limit - 1;
         if (isfinite(h) && h < best) best = h, *s_near = s;
@@ -456,11 +217,11 @@ static double headroom(const plan_spec *p, const eval_t *ev, int *s_near) {
     return best;
 }
 
-static double shortfall(const plan_spec *p, const eval_t *ev, int *s_miss) {
+static double shortfall(const pkv_plan_spec *p, const eval_t *ev, int *s_miss) {
     double worst = -INFINITY;
     *s_miss = -1;
     for (int s = 0; s < p->n_slo; s++) {
-        const slo_t *o = &p->slo[s];
+        const pkv_plan_slo *o = &p->slo[s];
         const double v = ev->fig[s];
         const double m = o->is_max ? v / o->limit - 1 : o->limit / v - 1;
         if (isfinite(m) && m > worst) worst = m, *s_miss = s;
@@ -474,7 +235,7 @@ typedef struct answer {
     const eval_t *ev, *below;
 } answer;
 
-static const plan_spec *g_sort_spec; /* by_cost's headroom (qsort takes no context) */
+static const pkv_plan_spec *g_sort_spec; /* by_cost's headroom (qsort takes no context) */
 
 /* The cheapest first; at a tie the fewer GPUs, then the wider headroom, then the order
  * given. Candidates with no answer last. */
@@ -492,23 +253,23 @@ static int by_cost(const void *a, const void *b) {
 }
 
 /* The margin of an answer, in words, into buf. */
-static void margin_text(const plan_spec *p, const answer *a, char *buf, size_t n) {
+static void margin_text(const pkv_plan_spec *p, const answer *a, char *buf, size_t n) {
     int sn, sm;
     const double h = headroom(p, a->ev, &sn);
     buf[0] = 0;
     if (sn >= 0) {
-        const int k = figure_kind(p->slo[sn].f->name);
+        const int k = pkv_plan_figure_kind(p->slo[sn].f->name);
         const double err = p->held_out[k];
         snprintf(buf, n, "%s %.0f%% from its limit", p->slo[sn].f->name, 100 * h);
         if (!isnan(err))
             snprintf(buf + strlen(buf), n - strlen(buf), " (held-out %s error %.0f%%: %s)",
-                     kind_names[k], 100 * err,
+                     pkv_plan_kind_names[k], 100 * err,
                      h < err ? "it may need more replicas" : "safe at that error");
     }
     if (a->below && a->below->ran) {
         const double m = shortfall(p, a->below, &sm);
         if (sm >= 0) {
-            const int k = figure_kind(p->slo[sm].f->name);
+            const int k = pkv_plan_figure_kind(p->slo[sm].f->name);
             const double err = p->held_out[k];
             snprintf(buf + strlen(buf), n - strlen(buf), "; %d replica%s miss%s %s by %.0f%%%s",
                      a->below->replicas, a->below->replicas == 1 ? "" : "s",
@@ -522,7 +283,7 @@ static void margin_text(const plan_spec *p, const answer *a, char *buf, size_t n
 }
 
 static void print_load(const planner *pl, int l, answer *ans, size_t n) {
-    const plan_spec *p = &pl->p;
+    const pkv_plan_spec *p = &pl->p;
     char *lv = pkv_json_value_text(cJSON_GetArrayItem(p->load.values, l));
     printf("\nload %s = %s\n", p->load.path, lv ? lv : "?");
     free(lv);
@@ -531,7 +292,7 @@ static void print_load(const planner *pl, int l, answer *ans, size_t n) {
     printf("\n");
     for (size_t i = 0; i < n; i++) {
         char d[256];
-        describe_cand(p, ans[i].cand, d, sizeof d);
+        pkv_plan_describe(p, ans[i].cand, d, sizeof d);
         printf("%c %-40.40s", i == 0 && ans[i].replicas ? '*' : ' ', d);
         if (!ans[i].replicas) {
             const eval_t *last = NULL;
@@ -557,12 +318,12 @@ static void print_load(const planner *pl, int l, answer *ans, size_t n) {
         return;
     }
     char d[256], m[512];
-    describe_cand(p, ans[0].cand, d, sizeof d);
+    pkv_plan_describe(p, ans[0].cand, d, sizeof d);
     margin_text(p, &ans[0], m, sizeof m);
     printf("  plan: %d replica%s (%d GPUs), %s, USD %.2f an hour\n  margin: %s\n", ans[0].replicas,
            ans[0].replicas == 1 ? "" : "s", ans[0].ev->gpus, d, ans[0].ev->cost, m);
     for (size_t i = 1; i < n && ans[i].replicas; i++) {
-        describe_cand(p, ans[i].cand, d, sizeof d);
+        pkv_plan_describe(p, ans[i].cand, d, sizeof d);
         const double more = ans[i].ev->cost - ans[0].ev->cost;
         int sa, sb;
         const double ha = headroom(p, ans[0].ev, &sa), hb = headroom(p, ans[i].ev, &sb);
@@ -579,14 +340,14 @@ static void print_load(const planner *pl, int l, answer *ans, size_t n) {
 }
 
 static cJSON *eval_json(const planner *pl, const eval_t *ev) {
-    const plan_spec *p = &pl->p;
+    const pkv_plan_spec *p = &pl->p;
     cJSON *o = cJSON_CreateObject();
     cJSON_AddItemToObject(o, "load",
                           cJSON_Duplicate(cJSON_GetArrayItem(p->load.values, ev->load), 1));
     cJSON *cand = cJSON_AddObjectToObject(o, "candidate");
     for (int a = 0; a < p->n_cand; a++)
         cJSON_AddItemToObject(cand, p->cand[a].path,
-                              cJSON_Duplicate(cand_value(p, (size_t)ev->cand, a), 1));
+                              cJSON_Duplicate(pkv_plan_cand_value(p, (size_t)ev->cand, a), 1));
     cJSON_AddNumberToObject(o, "replicas", ev->replicas);
     cJSON_AddNumberToObject(o, "gpus", ev->gpus);
     if (isfinite(ev->cost)) cJSON_AddNumberToObject(o, "usd_per_hour", ev->cost);
@@ -600,7 +361,7 @@ static cJSON *eval_json(const planner *pl, const eval_t *ev) {
 
 /* Every load's answers (n_loads x n_candidates, each load sorted by cost) as JSON. */
 static int write_json(const planner *pl, answer *ans, const char *out) {
-    const plan_spec *p = &pl->p;
+    const pkv_plan_spec *p = &pl->p;
     cJSON *root = cJSON_CreateObject();
     cJSON_AddStringToObject(root, "experiment", pl->path);
     cJSON_AddStringToObject(root, "load_path", p->load.path);
@@ -608,7 +369,8 @@ static int write_json(const planner *pl, answer *ans, const char *out) {
     cJSON_AddStringToObject(root, "held_out", p->held_out_file);
     cJSON *he = cJSON_AddObjectToObject(root, "held_out_error");
     for (int k = 0; k < 4; k++)
-        if (!isnan(p->held_out[k])) cJSON_AddNumberToObject(he, kind_names[k], p->held_out[k]);
+        if (!isnan(p->held_out[k]))
+            cJSON_AddNumberToObject(he, pkv_plan_kind_names[k], p->held_out[k]);
     cJSON *plans = cJSON_AddArrayToObject(root, "plans");
     for (int l = 0; l < p->load.n; l++) {
         const answer *a = &ans[(size_t)l * p->n_candidates];
@@ -622,7 +384,7 @@ static int write_json(const planner *pl, answer *ans, const char *out) {
                 cJSON *cand = cJSON_AddObjectToObject(c, "candidate");
                 for (int x = 0; x < p->n_cand; x++)
                     cJSON_AddItemToObject(cand, p->cand[x].path,
-                                          cJSON_Duplicate(cand_value(p, a[i].cand, x), 1));
+                                          cJSON_Duplicate(pkv_plan_cand_value(p, a[i].cand, x), 1));
                 cJSON_AddNullToObject(c, "replicas");
             } else {
                 char m[512];
@@ -675,7 +437,7 @@ int pkv_cmd_plan(int argc, char **argv, volatile sig_atomic_t *stop) {
     }
     if (!(pl.base = pkv_json_read(pl.path, &e))) goto fail;
     cJSON *plan = cJSON_DetachItemFromObjectCaseSensitive(pl.base, "plan");
-    const int prc = parse_plan(&pl.p, plan, pl.path, &pl.ov, &e);
+    const int prc = pkv_plan_parse(&pl.p, plan, pl.path, &pl.ov, &e);
     cJSON_Delete(plan);
     if (prc) goto fail;
     pl.evals = malloc(sizeof *pl.evals * MAX_EVALS);
@@ -724,7 +486,7 @@ fail:
     fprintf(stderr, "pkvsim plan: %s\n", e.msg);
 out:
     free(ans), free(pl.evals);
-    spec_free(&pl.p);
+    pkv_plan_free(&pl.p);
     cJSON_Delete(pl.base);
     return rc;
 }

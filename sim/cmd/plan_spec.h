@@ -1,0 +1,58 @@
+/* A plan file's plan section (pkvsim plan, sim/cmd/cmd_plan.c): its SLOs, loads,
+ * candidates, replica bounds, prices and held-out errors, parsed and checked with errors
+ * naming the JSON path; a candidate's values and description; a GPU's price. */
+#ifndef PKV_PLAN_SPEC_H
+#define PKV_PLAN_SPEC_H
+
+#include "axis.h"
+#include "summary.h"
+
+enum { PKV_PLAN_MAX_SLO = 8, PKV_PLAN_MAX_AXES = 6, PKV_PLAN_MAX_CANDIDATES = 4096 };
+
+typedef struct pkv_plan_slo {
+    const pkv_summary_figure *f;
+    double limit; /* in the figure's unit */
+    bool is_max;  /* the figure at most limit (else at least) */
+    char label[40];
+} pkv_plan_slo;
+
+typedef struct pkv_gpu_price {
+    char gpu[32];
+    double usd_per_hour;
+} pkv_gpu_price;
+
+typedef struct pkv_plan_spec {
+    pkv_plan_slo slo[PKV_PLAN_MAX_SLO];
+    int n_slo;
+    pkv_axis load;
+    pkv_axis cand[PKV_PLAN_MAX_AXES];
+    int n_cand;
+    size_t n_candidates;
+    char rep_path[128];
+    int rep_min, rep_max;
+    pkv_gpu_price *prices;
+    int n_prices;
+    char prices_file[1024], prices_note[256];
+    double held_out[4]; /* mean absolute held-out error by figure kind (NaN: none) */
+    int held_out_n[4];
+    char held_out_file[1024];
+} pkv_plan_spec;
+
+/* What a figure measures, as validate groups its held-out errors: 0 TTFT, 1 TPOT (and
+ * ITL), 2 E2E, 3 throughput; their names. */
+int pkv_plan_figure_kind(const char *figure);
+extern const char *const pkv_plan_kind_names[4];
+/* The plan section of the experiment at exp (its prices and held-out files found from
+ * its folder or the data path); ov: the run options that no axis may name. 0, or -1 with
+ * the error. */
+int pkv_plan_parse(pkv_plan_spec *p, const cJSON *plan, const char *exp, const pkv_cli_overrides *ov,
+                   pkv_err *e);
+void pkv_plan_free(pkv_plan_spec *p);
+/* Candidate c's value of candidate axis a (the last axis varies fastest). */
+const cJSON *pkv_plan_cand_value(const pkv_plan_spec *p, size_t c, int a);
+/* "gpu=h200 router=least_requests": candidate c's values by their keys' last names. */
+void pkv_plan_describe(const pkv_plan_spec *p, size_t c, char *buf, size_t n);
+/* The price of route.gpu `gpu` (NULL: none in the prices file). */
+const pkv_gpu_price *pkv_plan_price(const pkv_plan_spec *p, const char *gpu);
+
+#endif
