@@ -440,20 +440,35 @@ def fleet_timeline(a, g, s):
     ids = np.unique(s["replica"])
     if len(ids) > MAX_REPLICAS:  # the busiest
         ids = np.sort(ids[np.argsort(-np.bincount(s["replica"])[ids])[:MAX_REPLICAS]])
-    fig, ax = plt.subplots(3, 1, figsize=(9, 7), sharex=True)
+    # panels: active rows; waiting requests (left out where no replica ever queued); the KV
+    # pages in use against each replica's pool (its capacity, dashed)
+    queued = bool(np.any(s["queue_depth"][np.isin(s["replica"], ids)] > 0))
+    names = ["rows", "queue", "kv"] if queued else ["rows", "kv"]
+    fig, axs = plt.subplots(len(names), 1, figsize=(9, 2.4 * len(names) + 0.5), sharex=True)
+    ax = dict(zip(names, axs))
+    caps = set()
     for i in ids:
         m = s["replica"] == i
         k = np.flatnonzero(m)[decimate(int(m.sum()))]
         t = s["t_sim"][k]
-        ax[0].plot(t, s["rows"][k], lw=0.7, label=f"replica {i}")
-        ax[1].plot(t, s["queue_depth"][k], lw=0.7)
+        line, = ax["rows"].plot(t, s["rows"][k], lw=0.7, label=f"replica {i}")
+        if queued:
+            ax["queue"].plot(t, s["queue_depth"][k], lw=0.7, color=line.get_color())
         if rep is not None:
             used = rep["kv_pages"][i] - s["pages_free"][k].astype(float) - s["pages_cached"][k]
-            ax[2].plot(t, used, lw=0.7)
-    ax[0].set_ylabel("active rows")
-    ax[1].set_ylabel("waiting requests")
-    ax[2].set_ylabel("KV pages in use")
-    ax[2].set_xlabel("simulated time (s)")
+            ax["kv"].plot(t, used, lw=0.7, color=line.get_color())
+            caps.add(int(rep["kv_pages"][i]))
+    for c in sorted(caps):
+        ax["kv"].axhline(c, color="grey", ls="--", lw=0.8,
+                         label=f"pool of {c} pages" if len(caps) < 4 else None)
+    if caps and len(caps) < 4:
+        ax["kv"].legend(fontsize=7, loc="lower right")
+    ax["rows"].set_ylabel("active rows")
+    if queued:
+        ax["queue"].set_ylabel("waiting requests")
+    ax["kv"].set_ylabel("KV pages in use")
+    axs[-1].set_xlabel("simulated time (s)")
+    ax = axs
     ax[0].legend(fontsize=7, ncol=4)
     n = len(np.unique(s["replica"]))
     ax[0].set_title(os.path.basename(a.input) + f" ({len(ids)} of {n} replicas)")
@@ -473,6 +488,8 @@ def cmd_replicas(a):
     x = rep["replica"]
     top.bar(x - 0.2, rep["routed"], width=0.4, label="requests routed")
     top.set_xlabel("replica")
+    from matplotlib.ticker import MaxNLocator
+    top.xaxis.set_major_locator(MaxNLocator(integer=True))  # replicas are whole
     top.set_ylabel("requests")
     right = top.twinx()
     if t_end > 0:
