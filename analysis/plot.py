@@ -22,7 +22,8 @@ The figures --x and --y take (a sweep's /sweep/index, besides its axes): FIGURES
   plot.py timeline RUN.h5
       active rows, waiting requests and the KV pool (pages in use, held by the prefix
       cache alone, free) over simulated time; a fleet's: one line a replica (at most
-      16, the busiest), and its KV pages in use
+      16, the busiest), its KV pages in use against its pool's capacity (the waiting
+      panel left out where no replica queued)
   plot.py plan PLAN_OUT.json
       pkvsim plan's --json: USD an hour against the load, one line per candidate (its
       fewest replicas meeting the SLOs), each load's plan starred with its replicas
