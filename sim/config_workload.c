@@ -150,6 +150,15 @@ static int parse_trace(pkv_trace_spec *t, const cJSON *o, const char *P, const c
         t->time_optional = strcmp(name, "study") == 0;
     } else {
         TRY(pkv_keys_parse(pkv_config_keys(), PKV_OBJ_COLUMNS, cols, cp, &t->cols, false, e));
+        /* a unit guessed wrong runs a trace 1000 times slow or fast: said, never assumed */
+        const cJSON *time = cJSON_GetObjectItemCaseSensitive(cols, "time");
+        if (cJSON_IsString(time) && *time->valuestring &&
+            !cJSON_GetObjectItemCaseSensitive(cols, "unit"))
+            return pkv_fail(e,
+                            "%s.unit: required where a time column is named: s, ms, datetime "
+                            "or steps (times in ms read as seconds would arrive 1000 times "
+                            "slower)",
+                            cp);
     }
     const cJSON *win = cJSON_GetObjectItemCaseSensitive(o, "window_s");
     if (win) {

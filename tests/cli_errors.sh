@@ -379,6 +379,10 @@ case_json preset-typo '{"model": "llama-3-8b"}' 'did you mean "llama-3.1-8b"?'
 printf 't,a,b\n0,1,2\n' > "$tmp/cols.csv"
 case_json trace-columns "{\"workload\": {\"trace\": {\"path\": \"$tmp/cols.csv\"}, \"prompt\": null, \"decode\": null, \"arrival\": null, \"num_requests\": null}}" \
   '(it has: t,a,b); name the trace'"'"'s columns in workload.trace.columns'
+# Named columns with a time column say its unit (milliseconds read as seconds ran 1000
+# times slower, silently).
+case_json trace-unit "{\"workload\": {\"trace\": {\"path\": \"$tmp/cols.csv\", \"columns\": {\"time\": \"t\", \"prompt\": \"a\", \"decode\": \"b\"}}, \"prompt\": null, \"decode\": null, \"arrival\": null, \"num_requests\": null}}" \
+  'workload.trace.columns.unit: required where a time column is named'
 # `bench` lists its benchmarks (--help: on stdout, exit 0); an unknown one is named;
 # `run --help` is the run's own text; --version names the revision.
 check bench-help '"$pkvsim" bench --help | grep -q "bench fleet"'

@@ -54,7 +54,7 @@ with open(trace, "w") as f:
     for t in (0.0, 0.58, 1.16, 1.18, 2.32, 2.4):
         f.write(f"{t},200,20\n")
 exp = dict(BASE, workload={"trace": {"path": trace, "columns": {"time": "t", "prompt": "prompt",
-                                                                "decode": "decode"}},
+                                                                "decode": "decode", "unit": "s"}},
                                   "max_context": 2048},
            fleet={"replicas": 2, "router": "least_requests", "view_refresh_ms": 20})
 path = os.path.join(tmp, "on_refresh.json")
