@@ -23,7 +23,9 @@ typedef struct pkv_model {
     int kv_dtype;     /* pkvk_dtype of the KV caches (FP8 E4M3: a scale per KV head and page) */
     int layers, hidden, hq, hkv, head_dim, inter, vocab, tp, page_size;
     double rope_theta, norm_eps;
-    int64_t mlp_tail; /* study layer only: the gated MLP tail's width (0: none) */
+    int64_t mlp_tail;      /* study layer only: the gated MLP tail's width (0: none) */
+    int64_t max_model_len; /* the model's own context (its config's max_position_embeddings):
+                              workload.max_context's default and bound; 0: unknown */
     /* The prefill attention's kernel (PKVK_PREFILL_*, run.prefill_attention); the
      * engine resolves AUTO: on the cuda backend to the kernel the build runs, on the
      * others to FlashInfer's where the calibration has its throughput. */

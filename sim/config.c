@@ -41,6 +41,23 @@ static int parse_section(pkv_config *c, const cJSON *root, const char *obj, pkv_
  * experiment's own keys. "model": "NAME" is {"preset": "NAME"}; a preset is a file
  * of experiments/models/ by name, or a path (with a '/' or ending in .json) taken from
  * the experiment file's folder. */
+/* workload.max_context within the model's own context: its default where the workload
+ * gives none, and refused past it (an engine refuses a model length past the model's). */
+static int model_context(pkv_config *c, const cJSON *w, pkv_err *e) {
+    const int64_t own = c->model.max_model_len;
+    if (own <= 0) return 0;
+    if (!cJSON_GetObjectItemCaseSensitive(w, "max_context")) {
+        c->workload.max_context = own;
+        return 0;
+    }
+    if (c->workload.max_context > own)
+        return pkv_fail(e,
+                        "workload.max_context: %lld tokens is past %s's context of %lld "
+                        "(model.max_model_len, its config's max_position_embeddings)",
+                        (long long)c->workload.max_context, c->model.name, (long long)own);
+    return 0;
+}
+
 static int parse_model(pkv_config *c, const cJSON *root, pkv_err *e) {
     pkv_keys k = pkv_config_keys();
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model"), *own = m;
@@ -684,7 +701,8 @@ int pkv_config_parse(pkv_config *c, char *text, const char *path, pkv_err *e) {
         if (parse_section(c, root, config_objs[i], &sub)) goto out;
     if (pkv_config_parse_engine(c, root, &sub) || finish_sections(c, root, &sub) ||
         pkv_config_parse_workload(&c->workload, &c->trace_spec, &c->trace, c->file, w, &sub) ||
-        fit_memory(c, root, &sub) || check_consistency(c, &sub) || parse_pools(c, root, &sub))
+        model_context(c, w, &sub) || fit_memory(c, root, &sub) || check_consistency(c, &sub) ||
+        parse_pools(c, root, &sub))
         goto out;
     rc = pkv_config_resolve(c);
     if (rc) pkv_fail(&sub, "out of memory");

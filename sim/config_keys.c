@@ -107,6 +107,7 @@ static const pkv_key rows[] = {
     NUM("model", "rope_theta", C, model.rope_theta, 10000, 0, 1e12, .lo_open = true),
     NUM("model", "norm_eps", C, model.norm_eps, 1e-5, 0, 1, .lo_open = true),
     I64("model", "mlp_intermediate", C, model.mlp_tail, 0, 0, 1 << 20),
+    I64("model", "max_model_len", C, model.max_model_len, 0, 0, MAXL),
 
     /* The preset and the trace change the other rows' meaning: config_workload.c. */
     CUSTOM("workload", "preset"),

@@ -379,6 +379,12 @@ case_json preset-typo '{"model": "llama-3-8b"}' 'did you mean "llama-3.1-8b"?'
 printf 't,a,b\n0,1,2\n' > "$tmp/cols.csv"
 case_json trace-columns "{\"workload\": {\"trace\": {\"path\": \"$tmp/cols.csv\"}, \"prompt\": null, \"decode\": null, \"arrival\": null, \"num_requests\": null}}" \
   '(it has: t,a,b); name the trace'"'"'s columns in workload.trace.columns'
+# A model's own context bounds workload.max_context (mistral-7b took 50,000-token
+# prompts) and is its default.
+case_json past-model-context '{"model": "mistral-7b", "workload": {"max_context": 50000}}' \
+  "workload.max_context: 50000 tokens is past mistral-7b's context of 32768"
+good '{"model": "mistral-7b"}' > "$tmp/e.json"
+check model-context-default '"$pkvsim" run -n "$tmp/e.json" | grep -q "\"max_context\":[[:space:]]*32768"'
 # Named columns with a time column say its unit (milliseconds read as seconds ran 1000
 # times slower, silently).
 case_json trace-unit "{\"workload\": {\"trace\": {\"path\": \"$tmp/cols.csv\", \"columns\": {\"time\": \"t\", \"prompt\": \"a\", \"decode\": \"b\"}}, \"prompt\": null, \"decode\": null, \"arrival\": null, \"num_requests\": null}}" \
