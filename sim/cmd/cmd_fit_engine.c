@@ -62,9 +62,12 @@ static double objective(const gsl_vector *x, void *arg) {
             c->failed = 1;
             return GSL_POSINF;
         }
-        for (int j = 0; j < c->v[i].n; j++, rows++) {
-            const double l = log(c->v[i].rows[j].pred / c->v[i].rows[j].value);
+        for (int j = 0; j < c->v[i].n; j++) {
+            const pkv_vrow *r = &c->v[i].rows[j];
+            if (r->tail) continue; /* a profile's constants are not fitted to a tail */
+            const double l = log(r->pred / r->value);
             sum += isfinite(l) ? l * l : 1e6;
+            rows++;
         }
     }
     return rows ? sum / rows : 0;

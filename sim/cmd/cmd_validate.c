@@ -56,12 +56,14 @@ static void mae_add(mae *m, int *n, int cap, const char *key, double err, double
     m[i].sum += fabs(err), m[i].sum_base += fabs(err_base), m[i].n++;
 }
 
-/* What a figure measures, for the means: TTFT, TPOT (and ITL), E2E, throughput. */
+/* What a figure measures, for the means: TTFT, TPOT (and ITL), E2E, throughput; the 99th
+ * percentiles apart. */
 static const char *figure_kind(const char *figure) {
-    return strstr(figure, "ttft")                            ? "TTFT"
-           : strstr(figure, "tpot") || strstr(figure, "itl") ? "TPOT"
+    const bool tail = strstr(figure, "p99") != NULL; /* the tails apart */
+    return strstr(figure, "ttft")                            ? (tail ? "TTFT p99" : "TTFT")
+           : strstr(figure, "tpot") || strstr(figure, "itl") ? (tail ? "TPOT p99" : "TPOT")
            : strstr(figure, "throughput")                    ? "throughput"
-                                                             : "E2E";
+                                                             : (tail ? "E2E p99" : "E2E");
 }
 
 /* The groups a row's errors count in. */

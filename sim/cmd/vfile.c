@@ -136,6 +136,7 @@ static int parse_validation(pkv_vfile *v, const cJSON *root, pkv_err *e) {
                             "lists them)",
                             P, s);
         snprintf(r->figure, sizeof r->figure, "%s", s);
+        r->tail = strstr(s, "p99") != NULL;
         if (!cJSON_GetObjectItemCaseSensitive(o, "value"))
             return pkv_fail(e, "%s.value: required (the published figure)", P);
         TRY(pkv_json_num(o, P, "value", 0, 0, true, 1e15, &r->value, e));

@@ -17,6 +17,7 @@ typedef struct pkv_vrow {
     const pkv_summary_figure *f;
     double value, scale, band; /* published; the figure's value times scale is in unit */
     double pred, base;         /* with the profile; with pkvsim's loop (NaN: not run) */
+    bool tail;                 /* a 99th percentile: checked and reported, never fitted */
 } pkv_vrow;
 
 /* TTFT taken apart (pkv_summary's ttft_parts_s), in this order. */
