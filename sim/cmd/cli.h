@@ -62,8 +62,9 @@ int pkv_cli_apply(pkv_config *cfg, const pkv_cli_overrides *o);
 /* `pkvsim run` of one fleet under mpirun (more than one rank): MPI started, *r the
  * ranks' exchange (sim/fleet.h). -1 with the message printed (a build without MPI). */
 int pkv_cli_ranks_start(const pkv_ranks **r);
-/* MPI finished (after a failure: the job aborted, the other ranks wait in an exchange). */
-void pkv_cli_ranks_end(int failed);
+/* MPI finished; after a failure (status: the exit status, nonzero) the job aborted with
+ * it, since the other ranks wait in an exchange. */
+void pkv_cli_ranks_end(int status);
 
 int pkv_cmd_workload(int argc, char **argv);
 int pkv_cmd_bench_sim(int argc, char **argv);

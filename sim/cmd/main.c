@@ -335,8 +335,8 @@ static int cmd_run(int argc, char **argv) {
             fprintf(stderr, "pkvsim: rank %d of %d: %s\n", ranks->rank, ranks->size, e.msg);
         else
             fprintf(stderr, "pkvsim: %s\n", e.msg);
-        if (ranks) pkv_cli_ranks_end(1);
-        if (g_stop) rc = 128 + (int)g_stop; /* a signal during the set-up: its status */
+        rc = g_stop ? 128 + (int)g_stop : 1; /* a signal during the set-up: its status */
+        if (ranks) pkv_cli_ranks_end(rc);
         goto out;
     }
     if (ranks) pkv_cli_ranks_end(0);

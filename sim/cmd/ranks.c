@@ -58,9 +58,9 @@ int pkv_cli_ranks_start(const pkv_ranks **r) {
     return 0;
 }
 
-void pkv_cli_ranks_end(int failed) {
+void pkv_cli_ranks_end(int status) {
     if (!g_started) return;
-    if (failed) MPI_Abort(MPI_COMM_WORLD, 1); /* the others wait in an exchange */
+    if (status) MPI_Abort(MPI_COMM_WORLD, status); /* the others wait in an exchange */
     MPI_Finalize();
 }
 #else
@@ -72,7 +72,7 @@ int pkv_cli_ranks_start(const pkv_ranks **r) {
     return -1;
 }
 
-void pkv_cli_ranks_end(int failed) {
-    (void)failed;
+void pkv_cli_ranks_end(int status) {
+    (void)status;
 }
 #endif
