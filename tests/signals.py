@@ -9,9 +9,9 @@ printed first, sends the signal at that instant and asserts:
   (/provenance), the last marked interrupted when the exit says so;
 - under MPI: the signal goes to the ranks (as a batch system's does) or to one of them, and
   they end so (one rank's stop reaches the other at the view's next refresh, or, when it
-  lands during the set-up, by mpirun's abort: a second more); sent
+  lands during the set-up, by mpirun's abort: two seconds more); sent
   to mpirun itself, Open MPI's own kill sequence (SIGTERM, then SIGKILL a second later)
-  ends the job within LIMIT + 2 s with a valid file or none.
+  ends the job within LIMIT + 3 s with a valid file or none.
 Usage: signals.py PKVSIM SOURCE_DIR [N] [SEED] [--mpiexec MPIEXEC] [--limit S]"""
 import argparse
 import glob
@@ -88,13 +88,14 @@ def draw(kinds):
 
 
 def ranks_of(pid):
-    """The processes mpirun started (its children running pkvsim)."""
+    """The processes mpirun started that run pkvsim already (a child signalled between
+    its fork and its exec would take mpirun's handlers and never hear it)."""
     out = []
     for st in glob.glob("/proc/[0-9]*/stat"):
         try:
             with open(st) as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            if int(fields[1]) == pid:
+                head, tail = f.read().rsplit(")", 1)
+            if int(tail.split()[1]) == pid and head.split("(", 1)[1] == "pkvsim":
                 out.append(int(st.split("/")[2]))
         except (OSError, IndexError, ValueError):
             pass
@@ -158,12 +159,17 @@ for k in range(a.n):
         fails.append(f"{what}: over before the signal (exit {p.returncode}): "
                      f"{p.stderr.read().strip()[-300:]}")
         continue
-    targets = [p.pid] if kind != "mpi_fleet" or via_mpirun else ranks_of(p.pid)
+    targets = [p.pid]
+    if kind == "mpi_fleet" and not via_mpirun:  # the ranks, once mpirun has started both
+        t_wait = time.monotonic()
+        while len(targets := ranks_of(p.pid)) < 2 and time.monotonic() - t_wait < 5:
+            time.sleep(0.005)
     t0 = time.monotonic()
     for t in targets[:1] if to == "a rank" else targets:  # one rank: the other hears of it
         os.kill(t, sig)
-    # mpirun ends its job after a rank's nonzero exit on its own time (about 1-2 s)
-    limit = a.limit + (2 if kind == "mpi_fleet" else 0)
+    # mpirun ends its job after a rank's nonzero exit on its own time (1-2 s, more when
+    # it aborts a rank that waits in an exchange)
+    limit = a.limit + (3 if kind == "mpi_fleet" else 0)
     took_ranks = None
     while p.poll() is None and time.monotonic() - t0 < limit + 10:
         if took_ranks is None and kind == "mpi_fleet" and not via_mpirun and \
@@ -181,8 +187,8 @@ for k in range(a.n):
     if took > limit:
         bad.append(f"ended {took:.2f} s after the signal (limit {limit} s)")
     # one rank signalled during the set-up ends there, and the other, waiting in MPI,
-    # ends by mpirun's abort (about a second later): a second more for that case
-    rank_limit = a.limit + (1 if to == "a rank" else 0)
+    # ends by mpirun's abort (SIGTERM, SIGKILL a second later): two seconds more then
+    rank_limit = a.limit + (2 if to == "a rank" else 0)
     if took_ranks is not None and took_ranks > rank_limit:
         bad.append(f"the ranks ended {took_ranks:.2f} s after the signal (limit {rank_limit} s)")
     if via_mpirun:
