@@ -16,12 +16,19 @@
     } while (0)
 
 /* What a figure measures, as validate groups its held-out errors. */
-const char *const pkv_plan_kind_names[4] = {"TTFT", "TPOT", "E2E", "throughput"};
+const char *const pkv_plan_kind_names[PKV_PLAN_KINDS] = {
+    "TTFT", "TPOT", "E2E", "throughput", "TTFT p99", "TPOT p99", "E2E p99"};
 int pkv_plan_figure_kind(const char *figure) {
-    return strstr(figure, "ttft")                            ? 0
-           : strstr(figure, "tpot") || strstr(figure, "itl") ? 1
-           : strstr(figure, "throughput")                    ? 3
-                                                             : 2;
+    const int k = strstr(figure, "ttft")                            ? 0
+                  : strstr(figure, "tpot") || strstr(figure, "itl") ? 1
+                  : strstr(figure, "throughput")                    ? 3
+                                                                    : 2;
+    return k != 3 && strstr(figure, "p99") ? 4 + k : k;
+}
+
+double pkv_plan_held_out(const pkv_plan_spec *p, int k, int *used) {
+    *used = k >= 4 && isnan(p->held_out[k]) ? k - 4 : k;
+    return p->held_out[*used];
 }
 
 void pkv_plan_free(pkv_plan_spec *p) {
@@ -140,7 +147,7 @@ static int load_held_out(pkv_plan_spec *p, const char *exp, const cJSON *plan, p
                                         "held-out error files", "", p->held_out_file,
                                         sizeof p->held_out_file, e);
     if (!root) return -1;
-    double sum[4] = {0};
+    double sum[PKV_PLAN_KINDS] = {0};
     const cJSON *rows = cJSON_GetObjectItemCaseSensitive(root, "rows"), *r;
     cJSON_ArrayForEach(r, rows) {
         const cJSON *f = cJSON_GetObjectItemCaseSensitive(r, "figure"),
@@ -151,12 +158,13 @@ static int load_held_out(pkv_plan_spec *p, const char *exp, const cJSON *plan, p
         sum[k] += fabs(err->valuedouble), p->held_out_n[k]++;
     }
     cJSON_Delete(root);
-    for (int k = 0; k < 4; k++) p->held_out[k] = p->held_out_n[k] ? sum[k] / p->held_out_n[k] : NAN;
+    for (int k = 0; k < PKV_PLAN_KINDS; k++)
+        p->held_out[k] = p->held_out_n[k] ? sum[k] / p->held_out_n[k] : NAN;
     return 0;
 }
 
-int pkv_plan_parse(pkv_plan_spec *p, const cJSON *plan, const char *exp, const pkv_cli_overrides *ov,
-                   pkv_err *e) {
+int pkv_plan_parse(pkv_plan_spec *p, const cJSON *plan, const char *exp,
+                   const pkv_cli_overrides *ov, pkv_err *e) {
     if (!cJSON_IsObject(plan)) return pkv_fail(e, "plan: needs a plan section (an object)");
     TRY(pkv_keys_check(pkv_config_keys(), "plan", plan, "plan", e));
     TRY(parse_slo(p, cJSON_GetObjectItemCaseSensitive(plan, "slo"), e));
