@@ -108,8 +108,8 @@ static char *value_at(const cJSON *o, const char *path) {
 
 /* A configuration value as the table and the CSV show it (owned; NULL: none): a list of
  * pools as its pools' names, replicas, roles and calibrations ("p 1 prefill h200 + d 2
- * decode h200");
- * a path as its file's name. Groups are still told apart by the whole value (value_at). */
+ * decode h200"); a path as its file's name. Groups are still told apart by the whole value
+ * (value_at). */
 static char *value_shown(const cJSON *conf, const char *path) {
     char *v = value_at(conf, path);
     if (!v) return NULL;
@@ -373,7 +373,6 @@ out:
     return rc;
 }
 
-/* The runs of one file: itself, or each point of a sweep. */
 /* A sweep's axes (the /sweep/index columns that are JSON paths): their columns come
  * first. */
 static char axes[MAX_COLS * 2][256];
@@ -388,6 +387,7 @@ static herr_t note_axis(hid_t g, const char *name, const H5L_info_t *info, void 
     return 0;
 }
 
+/* The runs of one file: itself, or each point of a sweep (whose axes are noted). */
 static int load_file(const char *path, run *runs, int *n, pkv_err *e) {
     char(*grp)[32];
     int n_runs;
@@ -452,9 +452,8 @@ static int distinct_with(const run *runs, int n, const char *path) {
 
 /* Of the paths whose values differ between runs, a sweep's axes first, then the first
  * (in the configuration's order) that tell more runs apart than those taken before
- * them: a path that follows
- * from others (an engine's scheduler, batch and cache defaults when serving.engine is
- * swept) takes no column from one that is swept beside them (fleet.replicas). */
+ * them: a path that follows from others (an engine's scheduler, batch and cache defaults when
+ * serving.engine is swept) takes no column from one that is swept beside them (fleet.replicas). */
 static void find_columns(const run *runs, int n) {
     static char paths[512][256];
     n_cols = 0;
@@ -798,6 +797,7 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, unsi
         return pkv_fail(e, "out of memory");
     }
     int nr = 0, rc = 0;
+    n_axes = 0;
     for (int i = 0; i < n && !rc; i++) rc = load_file(paths[i], runs, &nr, e);
     if (rc) goto done;
     n = nr;

@@ -37,10 +37,6 @@ static int parse_section(pkv_config *c, const cJSON *root, const char *obj, pkv_
     return pkv_keys_parse(pkv_config_keys(), obj, o, obj, c, false, e);
 }
 
-/* The model: its rows' defaults (the study layer), then a preset's file, then the
- * experiment's own keys. "model": "NAME" is {"preset": "NAME"}; a preset is a file
- * of experiments/models/ by name, or a path (with a '/' or ending in .json) taken from
- * the experiment file's folder. */
 /* workload.max_context within the model's own context: its default where the workload
  * gives none, and refused past it (an engine refuses a model length past the model's). */
 static int model_context(pkv_config *c, const cJSON *w, pkv_err *e) {
@@ -58,6 +54,10 @@ static int model_context(pkv_config *c, const cJSON *w, pkv_err *e) {
     return 0;
 }
 
+/* The model: its rows' defaults (the study layer), then a preset's file, then the
+ * experiment's own keys. "model": "NAME" is {"preset": "NAME"}; a preset is a file
+ * of experiments/models/ by name, or a path (with a '/' or ending in .json) taken from
+ * the experiment file's folder. */
 static int parse_model(pkv_config *c, const cJSON *root, pkv_err *e) {
     pkv_keys k = pkv_config_keys();
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model"), *own = m;

@@ -69,8 +69,9 @@ static double next_multiple(double t, double w) {
  * replica as all events before it left them. One process: its own replicas, and t_mine
  * (its next event) is the fleet's. Ranks: each gives its replicas' loads, its next event
  * time and whether it is over; *t_next is then the fleet's next event, *over whether any
- * process is over (a bound or a stop there marks this process's replicas so). The next refresh is
- * the first multiple of view_refresh_s after *t_next (none between holds an event). */
+ * process is over (a bound or a stop there marks this process's replicas so). The next
+ * refresh is the first multiple of view_refresh_s after *t_next (none between holds an
+ * event). */
 static int sync_view(pkv_fleet *f, double t_mine, bool over_mine, double *t_next, bool *over,
                      pkv_err *e) {
     *t_next = t_mine, *over = over_mine;

@@ -259,18 +259,18 @@ static void margin_text(const pkv_plan_spec *p, const answer *a, char *buf, size
     buf[0] = 0;
     if (sn >= 0) {
         int k;
-        const double err = pkv_plan_held_out(p, pkv_plan_figure_kind(p->slo[sn].f->name), &k);
+        const double err = pkv_plan_held_out(p, pkv_vfile_figure_kind(p->slo[sn].f->name), &k);
         snprintf(buf, n, "%s %.0f%% from its limit", p->slo[sn].f->name, 100 * h);
         if (!isnan(err))
             snprintf(buf + strlen(buf), n - strlen(buf), " (held-out %s error %.0f%%: %s)",
-                     pkv_plan_kind_names[k], 100 * err,
+                     pkv_vfile_kind_names[k], 100 * err,
                      h < err ? "it may need more replicas" : "safe at that error");
     }
     if (a->below && a->below->ran) {
         const double m = shortfall(p, a->below, &sm);
         if (sm >= 0) {
             int k;
-            const double err = pkv_plan_held_out(p, pkv_plan_figure_kind(p->slo[sm].f->name), &k);
+            const double err = pkv_plan_held_out(p, pkv_vfile_figure_kind(p->slo[sm].f->name), &k);
             snprintf(buf + strlen(buf), n - strlen(buf), "; %d replica%s miss%s %s by %.0f%%%s",
                      a->below->replicas, a->below->replicas == 1 ? "" : "s",
                      a->below->replicas == 1 ? "es" : "", p->slo[sm].f->name, 100 * m,
@@ -368,9 +368,9 @@ static int write_json(const planner *pl, answer *ans, const char *out) {
     cJSON_AddStringToObject(root, "prices", p->prices_file);
     cJSON_AddStringToObject(root, "held_out", p->held_out_file);
     cJSON *he = cJSON_AddObjectToObject(root, "held_out_error");
-    for (int k = 0; k < PKV_PLAN_KINDS; k++)
+    for (int k = 0; k < PKV_FIG_KINDS; k++)
         if (!isnan(p->held_out[k]))
-            cJSON_AddNumberToObject(he, pkv_plan_kind_names[k], p->held_out[k]);
+            cJSON_AddNumberToObject(he, pkv_vfile_kind_names[k], p->held_out[k]);
     cJSON *plans = cJSON_AddArrayToObject(root, "plans");
     for (int l = 0; l < p->load.n; l++) {
         const answer *a = &ans[(size_t)l * p->n_candidates];

@@ -56,16 +56,6 @@ static void mae_add(mae *m, int *n, int cap, const char *key, double err, double
     m[i].sum += fabs(err), m[i].sum_base += fabs(err_base), m[i].n++;
 }
 
-/* What a figure measures, for the means: TTFT, TPOT (and ITL), E2E, throughput; the 99th
- * percentiles apart. */
-static const char *figure_kind(const char *figure) {
-    const bool tail = strstr(figure, "p99") != NULL; /* the tails apart */
-    return strstr(figure, "ttft")                            ? (tail ? "TTFT p99" : "TTFT")
-           : strstr(figure, "tpot") || strstr(figure, "itl") ? (tail ? "TPOT p99" : "TPOT")
-           : strstr(figure, "throughput")                    ? "throughput"
-                                                             : (tail ? "E2E p99" : "E2E");
-}
-
 /* The groups a row's errors count in (a 99th percentile only in its kind's: the others
  * stay the means of the figures a profile is fitted to). */
 static void mae_row(mae *m, int *nm, int cap, const pkv_vfile *v, const pkv_vrow *r,
@@ -80,7 +70,7 @@ static void mae_row(mae *m, int *nm, int cap, const pkv_vfile *v, const pkv_vrow
     const char *keys[][2] = {{"engine", v->engine},
                              {"profile", v->cfg.engine.name},
                              {"gpu", gpu},
-                             {"figure", figure_kind(r->figure)},
+                             {"figure", pkv_vfile_kind_names[pkv_vfile_figure_kind(r->figure)]},
                              {"all", NULL}};
     for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
         if (r->tail && k != 3) continue; /* a tail counts under its kind alone */

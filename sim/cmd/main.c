@@ -219,7 +219,6 @@ static int write_json(const char *path, const pkv_config *cfg, const pkv_summary
     const bool trace_times = cfg->workload.trace && cfg->workload.trace_times;
     if (trace_times || a->kind == PKV_ARRIVAL_MMPP || a->kind == PKV_ARRIVAL_PIECEWISE)
         offered(log, &m.request_rate, &m.burstiness);
-    (void)sum;
     pkv_out o;
     FILE *f = pkv_out_open(&o, path);
     if (!f || pkv_out_close(&o, pkv_summary_json(sum, &m, log, f) == 0)) {

@@ -15,19 +15,8 @@
         if (x) return -1;                                                                          \
     } while (0)
 
-/* What a figure measures, as validate groups its held-out errors. */
-const char *const pkv_plan_kind_names[PKV_PLAN_KINDS] = {
-    "TTFT", "TPOT", "E2E", "throughput", "TTFT p99", "TPOT p99", "E2E p99"};
-int pkv_plan_figure_kind(const char *figure) {
-    const int k = strstr(figure, "ttft")                            ? 0
-                  : strstr(figure, "tpot") || strstr(figure, "itl") ? 1
-                  : strstr(figure, "throughput")                    ? 3
-                                                                    : 2;
-    return k != 3 && strstr(figure, "p99") ? 4 + k : k;
-}
-
 double pkv_plan_held_out(const pkv_plan_spec *p, int k, int *used) {
-    *used = k >= 4 && isnan(p->held_out[k]) ? k - 4 : k;
+    *used = k >= PKV_FIG_TTFT_P99 && isnan(p->held_out[k]) ? k - PKV_FIG_TTFT_P99 : k;
     return p->held_out[*used];
 }
 
@@ -147,18 +136,18 @@ static int load_held_out(pkv_plan_spec *p, const char *exp, const cJSON *plan, p
                                         "held-out error files", "", p->held_out_file,
                                         sizeof p->held_out_file, e);
     if (!root) return -1;
-    double sum[PKV_PLAN_KINDS] = {0};
+    double sum[PKV_FIG_KINDS] = {0};
     const cJSON *rows = cJSON_GetObjectItemCaseSensitive(root, "rows"), *r;
     cJSON_ArrayForEach(r, rows) {
         const cJSON *f = cJSON_GetObjectItemCaseSensitive(r, "figure"),
                     *err = cJSON_GetObjectItemCaseSensitive(r, "error"),
                     *ho = cJSON_GetObjectItemCaseSensitive(r, "held_out");
         if (!cJSON_IsString(f) || !cJSON_IsNumber(err) || !cJSON_IsTrue(ho)) continue;
-        const int k = pkv_plan_figure_kind(f->valuestring);
+        const int k = pkv_vfile_figure_kind(f->valuestring);
         sum[k] += fabs(err->valuedouble), p->held_out_n[k]++;
     }
     cJSON_Delete(root);
-    for (int k = 0; k < PKV_PLAN_KINDS; k++)
+    for (int k = 0; k < PKV_FIG_KINDS; k++)
         p->held_out[k] = p->held_out_n[k] ? sum[k] / p->held_out_n[k] : NAN;
     return 0;
 }

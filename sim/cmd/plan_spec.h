@@ -6,10 +6,9 @@
 
 #include "axis.h"
 #include "summary.h"
+#include "vfile.h"
 
 enum { PKV_PLAN_MAX_SLO = 8, PKV_PLAN_MAX_AXES = 6, PKV_PLAN_MAX_CANDIDATES = 4096 };
-/* The kinds of figure held-out errors are averaged by (pkv_plan_kind_names). */
-enum { PKV_PLAN_KINDS = 7 };
 
 typedef struct pkv_plan_slo {
     const pkv_summary_figure *f;
@@ -35,16 +34,11 @@ typedef struct pkv_plan_spec {
     pkv_gpu_price *prices;
     int n_prices;
     char prices_file[1024], prices_note[256];
-    double held_out[PKV_PLAN_KINDS]; /* mean absolute held-out error by kind (NaN: none) */
-    int held_out_n[PKV_PLAN_KINDS];
+    double held_out[PKV_FIG_KINDS]; /* mean absolute held-out error by kind (NaN: none) */
+    int held_out_n[PKV_FIG_KINDS];
     char held_out_file[1024];
 } pkv_plan_spec;
 
-/* What a figure measures, as validate groups its held-out errors: 0 TTFT, 1 TPOT (and
- * ITL), 2 E2E, 3 throughput, and the 99th percentiles apart: 4 TTFT p99, 5 TPOT p99,
- * 6 E2E p99; their names. */
-int pkv_plan_figure_kind(const char *figure);
-extern const char *const pkv_plan_kind_names[PKV_PLAN_KINDS];
 /* The held-out error a figure of kind k is weighed against (a tail's own where the
  * file has tails, else its kind's mean and median's); *used: the kind it is. */
 double pkv_plan_held_out(const pkv_plan_spec *p, int k, int *used);

@@ -136,7 +136,7 @@ static int parse_validation(pkv_vfile *v, const cJSON *root, pkv_err *e) {
                             "lists them)",
                             P, s);
         snprintf(r->figure, sizeof r->figure, "%s", s);
-        r->tail = strstr(s, "p99") != NULL;
+        r->tail = pkv_vfile_figure_kind(s) >= PKV_FIG_TTFT_P99;
         if (!cJSON_GetObjectItemCaseSensitive(o, "value"))
             return pkv_fail(e, "%s.value: required (the published figure)", P);
         TRY(pkv_json_num(o, P, "value", 0, 0, true, 1e15, &r->value, e));
@@ -153,6 +153,17 @@ static int parse_validation(pkv_vfile *v, const cJSON *root, pkv_err *e) {
         r->pred = r->base = NAN;
     }
     return 0;
+}
+
+const char *const pkv_vfile_kind_names[PKV_FIG_KINDS] = {
+    "TTFT", "TPOT", "E2E", "throughput", "TTFT p99", "TPOT p99", "E2E p99"};
+
+int pkv_vfile_figure_kind(const char *figure) {
+    const int k = strstr(figure, "ttft")                            ? PKV_FIG_TTFT
+                  : strstr(figure, "tpot") || strstr(figure, "itl") ? PKV_FIG_TPOT
+                  : strstr(figure, "throughput")                    ? PKV_FIG_THROUGHPUT
+                                                                    : PKV_FIG_E2E;
+    return k != PKV_FIG_THROUGHPUT && strstr(figure, "p99") ? k + PKV_FIG_TTFT_P99 : k;
 }
 
 /* v's experiment runs what its source measured: the client's kind, the source's engine. */

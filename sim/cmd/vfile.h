@@ -20,6 +20,22 @@ typedef struct pkv_vrow {
     bool tail;                 /* a 99th percentile: checked and reported, never fitted */
 } pkv_vrow;
 
+/* What a figure measures, as validate's means and a plan's margins group it: TTFT,
+ * TPOT (and ITL), E2E, throughput, and the 99th percentiles of the first three apart
+ * (a tail: checked and reported, never fitted). */
+enum {
+    PKV_FIG_TTFT,
+    PKV_FIG_TPOT,
+    PKV_FIG_E2E,
+    PKV_FIG_THROUGHPUT,
+    PKV_FIG_TTFT_P99,
+    PKV_FIG_TPOT_P99,
+    PKV_FIG_E2E_P99,
+    PKV_FIG_KINDS
+};
+extern const char *const pkv_vfile_kind_names[PKV_FIG_KINDS];
+int pkv_vfile_figure_kind(const char *figure);
+
 /* TTFT taken apart (pkv_summary's ttft_parts_s), in this order. */
 enum { PKV_TTFT_PARTS = 4 };
 extern const char *const pkv_ttft_part_names[PKV_TTFT_PARTS];
