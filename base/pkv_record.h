@@ -7,7 +7,8 @@
  * backend measures (cpu, cuda); the recorder leaves them out of runs that measure
  * nothing and lists them in the group's `columns_left_out` attribute. Columns marked 2
  * are a fleet's (sim/fleet.h): written only by runs of more than one replica; those
- * marked 3 an engine profile's (serving.engine): written only by runs that have one. */
+ * marked 3 an engine profile's (serving.engine): written only by runs that have one; those
+ * marked 4 a mixture of experts' (model.experts): written only by runs of such a model. */
 #ifndef PKV_RECORD_H
 #define PKV_RECORD_H
 
@@ -87,7 +88,11 @@ typedef enum pkv_col_kind {
     X(t_host_engine, double, PKV_COL_F64, 3,                                                       \
       "seconds: the host work serving.engine's profile adds to the iteration (in the clock's "     \
       "advance: added, or overlapped with the GPU's time)")                                        \
-    X(replica, uint32_t, PKV_COL_U32, 2, "the fleet's replica that ran the step")
+    X(replica, uint32_t, PKV_COL_U32, 2, "the fleet's replica that ran the step")                  \
+    X(experts_active, double, PKV_COL_F64, 4,                                                      \
+      "a mixture of experts': experts given tokens, per MoE layer on average")                     \
+    X(expert_tokens_max, uint32_t, PKV_COL_U32, 4,                                                 \
+      "a mixture of experts': tokens on the busiest expert of any MoE layer")
 
 #define PKV_REQUEST_COLUMNS(X)                                                                     \
     X(id, int64_t, PKV_COL_I64, 0, "request number, in arrival order")                             \

@@ -16,6 +16,7 @@
 #define PKV_STREAM_PREFIX   "prefix_groups"
 #define PKV_STREAM_CLASSES  "slo_classes"
 #define PKV_STREAM_SESSIONS "sessions"
+#define PKV_STREAM_EXPERTS  "expert_routing"
 
 /* FNV-1a of text continued from h (PKV_TEXT_HASH_START to begin): fixed across
  * platforms; a fingerprint, not a defence against a chosen collision. */

@@ -30,6 +30,12 @@ int pkv_backend_supports(pkv_backend_kind k, const pkv_model *m, pkv_err *e) {
      * FP8: the study layer's */
     const bool typed = (s.dtype == PKVK_FP16 || s.dtype == PKVK_BF16) &&
                        (s.kv_dtype == s.dtype || s.kv_dtype == PKVK_FP8_E4M3) && study;
+    if (kind != PKV_BACKEND_MODEL && pkv_model_moe_layers(m))
+        return pkv_fail(e,
+                        "model %s: a mixture of experts (model.experts %d) runs on the model "
+                        "backend (--backend model); the %s backend's expert layers are not "
+                        "built yet",
+                        m->name, m->experts, pkv_backend_names[kind]);
     if (kind == PKV_BACKEND_MODEL || (kind == PKV_BACKEND_CPU && (fp16 || study))) return 0;
     if (!fp16 && !typed)
         return pkv_fail(e,

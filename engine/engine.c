@@ -87,13 +87,20 @@ int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const c
                         "model's step (%s can); run it without graphs",
                         pkv_route_name((pkv_route)__builtin_ctz(eng->policy.candidates)), can);
     }
-    if (pkv_planner_init(&eng->planner, s, cal, cap_rows, mode))
+    if (pkv_model_moe_layers(m) &&
+        pkv_moe_init(&eng->moe, m->experts, m->experts_per_token, (pkv_expert_law)m->expert_law,
+                     m->expert_exponent, m->expert_seed))
+        return pkv_fail(e, "out of memory for the experts' draws (%d experts)", m->experts);
+    if (pkv_planner_init(&eng->planner, s, cal, cap_rows, mode)) {
+        pkv_moe_free(&eng->moe);
         return pkv_fail(e, "out of memory for the planner (%d rows)", cap_rows);
+    }
     if (!b) return 0;
     eng->mlp_bytes = 3.0 * (double)m->mlp_tail * s->hq * s->d * 2;
     eng->backend = make_backend(eng, kind, b, cap_rows, e);
     if (!eng->backend) {
         pkv_planner_free(&eng->planner);
+        pkv_moe_free(&eng->moe);
         return -1;
     }
     return 0;
@@ -101,6 +108,7 @@ int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const c
 
 void pkv_engine_free(pkv_engine *eng) {
     pkv_planner_free(&eng->planner);
+    pkv_moe_free(&eng->moe);
     if (eng->backend) eng->backend->destroy(eng->backend);
     eng->backend = NULL;
 }
@@ -263,7 +271,7 @@ static void record_route(pkv_step_rec *rec, pkv_route r, const pkv_counters *c) 
 
 /* What the cost model adds to the route's time: the MLP tail, and a full model's
  * layers around its dense part. */
-static void predict_model(const pkv_engine *eng, const pkv_batch_view *v, int64_t chunk_tok,
+static void predict_model(pkv_engine *eng, const pkv_batch_view *v, int64_t chunk_tok,
                           int64_t chunk_heads, pkv_step_rec *rec) {
     /* The MLP tail reads its weights once per step: memory bound at decode sizes. */
     if (eng->mlp_bytes > 0)
@@ -279,7 +287,9 @@ static void predict_model(const pkv_engine *eng, const pkv_batch_view *v, int64_
     pkv_model_dense_cost(
         &eng->model, eng->cal,
         pkv_engine_graph_rows(&eng->host.graphs, v->n_rows + chunk_tok, v->chunks != NULL),
-        v->n_rows + chunk_heads, &dc);
+        v->n_rows + chunk_heads, eng->moe.experts ? &eng->moe : NULL, &dc);
+    rec->experts_active = dc.experts_active;
+    rec->expert_tokens_max = (uint32_t)dc.expert_tokens_max;
     rec->t_dense_predicted = dc.t_predicted + t_chunks;
     rec->t_predicted = eng->model.layers * rec->t_predicted + rec->t_dense_predicted;
 }
@@ -399,7 +409,8 @@ int pkv_engine_prefill(pkv_engine *eng, const pkv_prefill_view *p, pkv_prefill_r
     if (dense) {
         pkv_dense_cost dc;
         pkv_model_dense_cost(&eng->model, eng->cal,
-                             pkv_engine_graph_rows(&eng->host.graphs, tokens, true), heads, &dc);
+                             pkv_engine_graph_rows(&eng->host.graphs, tokens, true), heads,
+                             eng->moe.experts ? &eng->moe : NULL, &dc);
         rec->t_predicted = dc.t_predicted + prompt_extra(eng, p, tokens, rec->scores);
     }
     if (eng->backend->prefill) {

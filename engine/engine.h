@@ -82,6 +82,7 @@ typedef struct pkv_engine {
     double prefill_base_s, prefill_per_token_s;
     bool prefill_measure;
     pkv_engine_host host; /* serving.engine's host work per iteration (zero: none) */
+    pkv_moe moe;          /* a MoE model's expert draws (experts 0: none) */
 } pkv_engine;
 
 /* Plan for steps of at most cap_rows rows and make the backend `b` (b NULL: a model

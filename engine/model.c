@@ -1,5 +1,7 @@
 #include "model.h"
 
+#include <math.h>
+
 pkvk_shape pkv_model_attn_shape(const pkv_model *m) {
     return (pkvk_shape){.hq = m->hq / m->tp,
                         .hkv = m->hkv / m->tp,
@@ -46,28 +48,85 @@ static void widths(const pkv_model *m, double kn[5][2]) {
  * gather, the final norm, the gather of the rows that sample and the argmax. */
 enum { SMALL_FINAL = 4 };
 
-void pkv_model_dense_cost(const pkv_model *m, const pkv_calib *c, int64_t tokens, int64_t heads,
+/* One GEMM's FLOPs, weights and activations into out, its time returned. */
+static double gemm(const pkv_calib *c, double rows, double k, double n, double times,
+                   pkv_dense_cost *out) {
+    out->flops += times * 2 * rows * k * n;
+    out->weight_bytes += times * 2 * k * n;
+    out->act_bytes += times * 2 * rows * (k + n);
+    out->launches += (int32_t)times;
+    return times * pkv_gemm_time(c, rows, k, n);
+}
+
+/* A grouped GEMM over the experts, `rows` tokens on each of `n` experts (n may be a
+ * fraction: the expected spread), into out without the launch, its time returned. */
+static double expert_gemm(const pkv_calib *c, double rows, double n, double k, double nn,
                           pkv_dense_cost *out) {
+    if (rows <= 0 || n <= 0) return 0;
+    out->flops += n * 2 * rows * k * nn;
+    out->weight_bytes += n * 2 * k * nn;
+    out->act_bytes += n * 2 * rows * (k + nn);
+    return n * (pkv_gemm_time(c, rows, k, nn) - c->gemm_us * 1e-6);
+}
+
+/* One MoE layer's MLP over `tokens` tokens: the router's GEMM, the shared experts',
+ * the experts' two grouped GEMMs (gate and up, then down) over their tokens (a draw of
+ * `moe`, or the expected spread), and the top-k, the permutation of the tokens to
+ * their experts and the weighted combine (small kernels streaming k copies). */
+static void moe_layer(const pkv_model *m, const pkv_calib *c, double tokens, pkv_moe *moe,
+                      pkv_dense_cost *out) {
+    const double h = m->hidden, w = (double)m->expert_inter / m->tp, E = m->experts,
+                 k = m->experts_per_token;
+    out->t_gemm += gemm(c, tokens, h, E, 1, out);
+    if (m->shared_experts)
+        out->t_gemm += gemm(c, tokens, h, 2 * m->shared_experts * w, 1, out) +
+                       gemm(c, tokens, m->shared_experts * w, h, 1, out);
+    double active = 0, t = 2 * c->gemm_us * 1e-6;
+    if (moe) {
+        pkv_moe_draw(moe, (int64_t)tokens);
+        for (int e = 0; e < m->experts; e++) {
+            const double n = moe->counts[e];
+            if (n <= 0) continue;
+            active += 1;
+            if (n > out->expert_tokens_max) out->expert_tokens_max = n;
+            t += expert_gemm(c, n, 1, h, 2 * w, out) + expert_gemm(c, n, 1, w, h, out);
+        }
+    } else {
+        active = E * (1 - pow(1 - k / E, tokens));
+        const double n = tokens * k / active;
+        if (n > out->expert_tokens_max) out->expert_tokens_max = n;
+        t += expert_gemm(c, n, active, h, 2 * w, out) + expert_gemm(c, n, active, w, h, out);
+    }
+    out->t_gemm += t;
+    out->launches += 2;
+    out->experts_active += active;
+    out->t_small += 3 * c->small_kernel_us * 1e-6 + (2 + 2 * k) * 2 * h * tokens / c->beta;
+    out->launches += 3;
+}
+
+void pkv_model_dense_cost(const pkv_model *m, const pkv_calib *c, int64_t tokens, int64_t heads,
+                          pkv_moe *moe, pkv_dense_cost *out) {
     *out = (pkv_dense_cost){0};
     if (!pkv_model_dense(m) || tokens <= 0) return;
     double kn[5][2];
     widths(m, kn);
+    const int moe_layers = pkv_model_moe_layers(m);
     for (int g = 0; g < 5; g++) {
-        double rows = g == 4 ? (double)heads : (double)tokens, times = g == 4 ? 1 : m->layers;
-        if (rows <= 0) continue;
-        out->flops += times * 2 * rows * kn[g][0] * kn[g][1];
-        out->weight_bytes += times * 2 * kn[g][0] * kn[g][1];
-        out->act_bytes += times * 2 * rows * (kn[g][0] + kn[g][1]);
-        out->t_gemm += times * pkv_gemm_time(c, rows, kn[g][0], kn[g][1]);
-        out->launches += (int32_t)times;
+        double rows = g == 4 ? (double)heads : (double)tokens, times = g == 4 ? 1
+                                                                       : g >= 2
+                                                                           ? m->layers - moe_layers
+                                                                           : m->layers;
+        if (rows > 0 && times > 0) out->t_gemm += gemm(c, rows, kn[g][0], kn[g][1], times, out);
     }
+    for (int l = 0; l < moe_layers; l++) moe_layer(m, c, (double)tokens, moe, out);
+    if (moe_layers) out->experts_active /= moe_layers;
     /* The small kernels stream their activations: a fixed cost plus bytes / beta
      * (RoPE and SiLU read the residual rows for their norm, the norm kernels read
      * them, where they run). */
     const int per_layer = tokens > PKVK_NORM_FUSED_ROWS ? 4 : 2;
     double row_bytes = 2.0 * m->hidden * (double)tokens;
-    out->t_small = m->layers * (per_layer * c->small_kernel_us * 1e-6 + 4 * row_bytes / c->beta) +
-                   SMALL_FINAL * c->small_kernel_us * 1e-6 + 3 * row_bytes / c->beta;
+    out->t_small += m->layers * (per_layer * c->small_kernel_us * 1e-6 + 4 * row_bytes / c->beta) +
+                    SMALL_FINAL * c->small_kernel_us * 1e-6 + 3 * row_bytes / c->beta;
     out->launches += m->layers * per_layer + SMALL_FINAL;
     if (m->tp > 1)
         out->t_allreduce = 2.0 * m->layers *
@@ -107,7 +166,12 @@ double pkv_model_weight_bytes(const pkv_model *m) {
     double kn[5][2];
     widths(m, kn);
     double b = 2.0 * m->vocab / m->tp * m->hidden /* embedding */ + 2 * kn[4][0] * kn[4][1];
-    for (int g = 0; g < 4; g++) b += m->layers * 2 * kn[g][0] * kn[g][1];
+    const int moe = pkv_model_moe_layers(m);
+    for (int g = 0; g < 4; g++)
+        b += (g >= 2 ? m->layers - moe : m->layers) * 2 * kn[g][0] * kn[g][1];
+    /* a MoE layer: the router, every expert and the shared ones */
+    const double w = (double)m->expert_inter / m->tp;
+    b += moe * 2.0 * m->hidden * (m->experts + 3.0 * (m->experts + m->shared_experts) * w);
     return b + m->layers * 2.0 * 2 * m->hidden; /* the norms' weights */
 }
 
@@ -123,7 +187,7 @@ pkv_model_figures pkv_model_figures_of(const pkv_model *m) {
     pkv_calib none; /* FLOPs are counts: any calibration's */
     pkv_calib_defaults(&none);
     pkv_dense_cost dc;
-    pkv_model_dense_cost(m, &none, 1, 1, &dc);
+    pkv_model_dense_cost(m, &none, 1, 1, NULL, &dc);
     return (pkv_model_figures){pkv_model_weight_bytes(m), pkv_model_page_bytes(m) / m->page_size,
                                dc.flops};
 }

@@ -9,11 +9,18 @@
  * vocabulary divide by tp; each layer adds two all-reduces of rows x hidden FP16
  * values, modelled (one GPU runs) as
  *   allreduce_us + 2 (tp - 1) / tp * bytes / allreduce_gbps
- * from the calibration. */
+ * from the calibration.
+ *
+ * A mixture-of-experts model (experts > 0): after its first dense_layers layers (their
+ * MLP `inter` wide), each layer's MLP is a router over `experts` experts, each token
+ * sent to experts_per_token of them (engine/moe.h: which ones, by model.expert_routing's
+ * law), each expert a gated MLP expert_inter wide, beside shared_experts of that width
+ * that every token passes. Under tensor parallelism each expert's width divides by tp. */
 #ifndef PKV_MODEL_H
 #define PKV_MODEL_H
 
 #include "calib.h"
+#include "moe.h"
 #include "pkvk.h"
 
 typedef struct pkv_model {
@@ -22,6 +29,10 @@ typedef struct pkv_model {
     int dtype;        /* pkvk_dtype of the weights, activations, Q and O: FP16 or BF16 */
     int kv_dtype;     /* pkvk_dtype of the KV caches (FP8 E4M3: a scale per KV head and page) */
     int layers, hidden, hq, hkv, head_dim, inter, vocab, tp, page_size;
+    int experts, experts_per_token, expert_inter, shared_experts, dense_layers;
+    int expert_law;         /* pkv_expert_law */
+    double expert_exponent; /* Zipf's exponent */
+    uint64_t expert_seed;   /* the experts' draws' seed (run.seed) */
     double rope_theta, norm_eps;
     int64_t mlp_tail;      /* study layer only: the gated MLP tail's width (0: none) */
     int64_t max_model_len; /* the model's own context (its config's max_position_embeddings):
@@ -35,6 +46,10 @@ typedef struct pkv_model {
 static inline int pkv_model_dense(const pkv_model *m) {
     return m->hidden > 0;
 }
+/* The layers whose MLP is a mixture of experts (0: a dense model). */
+static inline int pkv_model_moe_layers(const pkv_model *m) {
+    return m->experts > 0 ? m->layers - m->dense_layers : 0;
+}
 /* The section of a calibration file a run of this model reads (pkv_calib_load). */
 static inline const char *pkv_model_calib_section(const pkv_model *m) {
     return pkv_calib_section(pkv_model_dense(m));
@@ -46,19 +61,28 @@ pkvk_model_shape pkv_model_gpu_shape(const pkv_model *m);
 /* The dense part of one forward over `tokens` token rows (decode: one per row;
  * prefill: the prompts' tokens), of which `heads` rows go through the LM head. */
 typedef struct pkv_dense_cost {
-    double flops;        /* GEMM FLOPs */
-    double weight_bytes; /* weights read (each once per forward) */
-    double act_bytes;    /* activations read and written by the GEMMs */
-    int32_t launches;    /* GEMMs and small kernels */
-    double t_gemm, t_small, t_allreduce;
-    double t_predicted; /* seconds: the sum */
+    double flops;                        /* GEMM FLOPs */
+    double weight_bytes;                 /* weights read (each once per forward) */
+    double act_bytes;                    /* activations read and written by the GEMMs */
+    int32_t launches;                    /* GEMMs and small kernels */
+    double t_gemm, t_small, t_allreduce; /* a MoE layer's: in t_gemm and t_small */
+    double t_predicted;                  /* seconds: the sum */
+    /* A MoE model's: experts with tokens, per MoE layer on average; the most tokens on
+     * one expert in one layer */
+    double experts_active, expert_tokens_max;
 } pkv_dense_cost;
 
 /* One GEMM of m x k by k x n (FP16): max(FLOPs / the GEMM rate at m rows, bytes / gemm
  * bandwidth) + its fixed cost. */
 double pkv_gemm_time(const pkv_calib *c, double m, double k, double n);
+/* A MoE model's expert layers take their tokens per expert from `moe`, one draw a
+ * layer; NULL: the expected spread of a uniform law (E (1 - (1 - k/E)^tokens) experts
+ * active, an equal share each), as the plan and the per-token figures use. A grouped
+ * GEMM (one launch over the experts) costs each active expert's GEMM over its tokens,
+ * as pkv_gemm_time without the fixed cost, plus one fixed cost: the GEMM terms are the
+ * dense ones, not a grouped GEMM's own measurement (not calibrated yet). */
 void pkv_model_dense_cost(const pkv_model *m, const pkv_calib *c, int64_t tokens, int64_t heads,
-                          pkv_dense_cost *out);
+                          pkv_moe *moe, pkv_dense_cost *out);
 /* Causal attention of a prefill over prompt pieces of these lengths, each from
  * position starts[i] of its prompt on (NULL: whole prompts) and attending to every
  * earlier position (one GPU, every layer), as the GPU's prefill attention runs it

@@ -54,6 +54,30 @@ static int model_context(pkv_config *c, const cJSON *w, pkv_err *e) {
     return 0;
 }
 
+/* A mixture of experts' keys: all of them or experts 0 (a dense model). */
+static int check_experts(const pkv_model *md, pkv_err *e) {
+    if (!md->experts) {
+        if (md->experts_per_token || md->expert_inter || md->shared_experts || md->dense_layers)
+            return pkv_fail(e, "model.experts: experts_per_token, expert_intermediate, "
+                               "shared_experts and dense_layers describe a mixture of experts; "
+                               "give model.experts too (0: a dense model)");
+        return 0;
+    }
+    if (md->experts_per_token < 1 || md->experts_per_token > md->experts)
+        return pkv_fail(e, "model.experts_per_token: %d must be 1 to model.experts (%d)",
+                        md->experts_per_token, md->experts);
+    if (md->expert_inter <= 0)
+        return pkv_fail(e, "model.expert_intermediate: a mixture of experts needs each expert's "
+                           "width (its config's moe_intermediate_size)");
+    if (md->expert_inter % md->tp)
+        return pkv_fail(e, "model.tensor_parallel: %d does not divide expert_intermediate (%d)",
+                        md->tp, md->expert_inter);
+    if (md->dense_layers >= md->layers)
+        return pkv_fail(e, "model.dense_layers: %d leaves no MoE layer of %d", md->dense_layers,
+                        md->layers);
+    return 0;
+}
+
 /* The model: its rows' defaults (the study layer), then a preset's file, then the
  * experiment's own keys. "model": "NAME" is {"preset": "NAME"}; a preset is a file
  * of experiments/models/ by name, or a path (with a '/' or ending in .json) taken from
@@ -86,7 +110,13 @@ static int parse_model(pkv_config *c, const cJSON *root, pkv_err *e) {
         if (rc) return pkv_fail(e, "model.preset: %s: %s", path, sub.msg);
     }
     if (own) TRY(pkv_keys_parse(k, "model", own, "model", c, true, e));
+    const cJSON *er = NULL;
+    if (own) TRY(pkv_json_sub(own, "model", "expert_routing", &er, e));
+    TRY(pkv_keys_parse(k, "model.expert_routing", er, "model.expert_routing", c, false, e));
     pkv_model *md = &c->model;
+    if (er && !md->experts)
+        return pkv_fail(e, "model.expert_routing: routes a mixture of experts' tokens; this "
+                           "model has none (model.experts 0)");
     if (md->kv_dtype == PKV_KV_DTYPE_AUTO) md->kv_dtype = md->dtype;
     if (md->hq % md->hkv)
         return pkv_fail(e, "model.hq: %d is not a multiple of model.hkv (%d)", md->hq, md->hkv);
@@ -96,8 +126,9 @@ static int parse_model(pkv_config *c, const cJSON *root, pkv_err *e) {
         return pkv_fail(e, "model.tensor_parallel: %d does not divide hq (%d) and hkv (%d)", md->tp,
                         md->hq, md->hkv);
     if (pkv_model_dense(md)) {
-        if (md->inter <= 0 || md->vocab <= 0)
-            return pkv_fail(e, "model: a model with a hidden size needs intermediate and vocab");
+        if ((md->inter <= 0 && (!md->experts || md->dense_layers)) || md->vocab <= 0)
+            return pkv_fail(e, "model: a model with a hidden size needs intermediate (the dense "
+                               "layers' MLP) and vocab");
         if (md->inter % md->tp || md->vocab % md->tp)
             return pkv_fail(e,
                             "model.tensor_parallel: %d does not divide intermediate (%d) and "
@@ -106,6 +137,10 @@ static int parse_model(pkv_config *c, const cJSON *root, pkv_err *e) {
         if (md->mlp_tail)
             return pkv_fail(e, "model.mlp_intermediate: the study layer's MLP tail; a model with "
                                "a hidden size has its own MLP (model.intermediate)");
+        TRY(check_experts(md, e));
+    } else if (md->experts) {
+        return pkv_fail(e, "model.experts: a mixture of experts needs a model with a hidden size "
+                           "(model.hidden > 0); the study layer has no MLP to route");
     } else if (md->layers != 1) {
         return pkv_fail(e, "model.layers: a model without a hidden size is the study's single "
                            "attention layer (layers 1)");
@@ -287,6 +322,7 @@ static int finish_sections(pkv_config *c, const cJSON *root, pkv_err *e) {
     c->calib_overrides = ov ? cJSON_Duplicate(ov, 1) : NULL;
     const cJSON *run = cJSON_GetObjectItemCaseSensitive(root, "run");
     TRY(parse_seed(run ? cJSON_GetObjectItemCaseSensitive(run, "seed") : NULL, &c->seed, e));
+    c->model.expert_seed = c->seed;
     const cJSON *pc = run ? cJSON_GetObjectItemCaseSensitive(run, "percentiles") : NULL;
     static const double def_pcts[] = {50, 90, 99};
     c->n_percentiles = 3;
@@ -448,6 +484,16 @@ int pkv_config_resolve(pkv_config *c) {
                     parent = sec[j];
         sec[i] = cJSON_AddObjectToObject(parent, dot ? dot + 1 : obj);
         pkv_keys_write(pkv_config_keys(), obj, c, sec[i]);
+        if (i == 0 && c->model.experts) {
+            pkv_keys_write(pkv_config_keys(), "model.expert_routing", c,
+                           cJSON_AddObjectToObject(sec[i], "expert_routing"));
+        } else if (i == 0) { /* a dense model's record as before the experts came */
+            static const char *const moe_keys[] = {"experts", "experts_per_token",
+                                                   "expert_intermediate", "shared_experts",
+                                                   "dense_layers"};
+            for (size_t j = 0; j < sizeof moe_keys / sizeof *moe_keys; j++)
+                cJSON_DeleteItemFromObjectCaseSensitive(sec[i], moe_keys[j]);
+        }
         if (i == 0) {
             /* The model's figures (per GPU): what a step reads and computes. */
             cJSON *f = cJSON_AddObjectToObject(sec[i], "figures");

@@ -108,6 +108,16 @@ static const pkv_key rows[] = {
     NUM("model", "norm_eps", C, model.norm_eps, 1e-5, 0, 1, .lo_open = true),
     I64("model", "mlp_intermediate", C, model.mlp_tail, 0, 0, 1 << 20),
     I64("model", "max_model_len", C, model.max_model_len, 0, 0, MAXL),
+    INT("model", "experts", C, model.experts, 0, 0, 4096),
+    INT("model", "experts_per_token", C, model.experts_per_token, 0, 0, 4096),
+    INT("model", "expert_intermediate", C, model.expert_inter, 0, 0, 1 << 20),
+    INT("model", "shared_experts", C, model.shared_experts, 0, 0, 64),
+    INT("model", "dense_layers", C, model.dense_layers, 0, 0, 1024),
+    OBJ("model", "expert_routing"),
+    ENUM("model.expert_routing", "law", C, model.expert_law, "uniform", pkv_expert_law_names,
+         .selects = true),
+    NUM("model.expert_routing", "exponent", C, model.expert_exponent, 1, 0, 8,
+        .when = PKV_WHEN(PKV_EXPERTS_ZIPF)),
 
     /* The preset and the trace change the other rows' meaning: config_workload.c. */
     CUSTOM("workload", "preset"),

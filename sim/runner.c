@@ -315,6 +315,7 @@ static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_sp
                 break;
             }
             made[i] = true;
+            if (en->moe.experts) pkv_moe_seed(&en->moe, ci->seed, (uint32_t)i); /* its own draws */
             en->check_every = eng0->check_every, en->check_first = eng0->check_first;
             en->oracle_reps = eng0->oracle_reps, en->prefill_measure = eng0->prefill_measure;
             en->prefill_base_s = ci->prefill_base_s;
@@ -436,6 +437,13 @@ static bool has_engine_profile(const pkv_config *cfg) {
     return any;
 }
 
+static bool has_experts(const pkv_config *cfg) {
+    bool any = pkv_model_moe_layers(&cfg->model) > 0;
+    for (int p = 0; p < cfg->fleet.n_pools; p++)
+        any |= pkv_model_moe_layers(&cfg->fleet.pools[p].cfg->model) > 0;
+    return any;
+}
+
 int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary *out, pkv_err *e) {
     const char *in[PKV_CONFIG_INPUTS], *what[PKV_CONFIG_INPUTS];
     int n_in = pkv_config_inputs(cfg, in, what);
@@ -524,7 +532,8 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
                              .routes_measured = be->measures && eng.policy.measured_oracle,
                              .candidates = eng.policy.candidates,
                              .fleet = pkv_fleet_slots(&cfg->fleet) > 1,
-                             .engine_host = has_engine_profile(cfg)};
+                             .engine_host = has_engine_profile(cfg),
+                             .moe = has_experts(cfg)};
         pkv_attr ca[PKV_CALIB_ATTRS];
         int nca = pkv_calib_attrs(&cal, ca, PKV_CALIB_ATTRS);
         if (pkv_h5rec_open(&rec, cfg->output, &ro, e) ||

@@ -385,6 +385,19 @@ case_json past-model-context '{"model": "mistral-7b", "workload": {"max_context"
   "workload.max_context: 50000 tokens is past mistral-7b's context of 32768"
 good '{"model": "mistral-7b"}' > "$tmp/e.json"
 check model-context-default '"$pkvsim" run -n "$tmp/e.json" | grep -q "\"max_context\":[[:space:]]*32768"'
+# A mixture of experts: its keys whole, its routing only where it has experts, and the
+# backends whose expert layers are not built refuse it by name.
+case_json moe-k-above-experts '{"model": {"preset": "mixtral-8x7b", "experts_per_token": 9}, "route": {"calibration": null}}' \
+  'model.experts_per_token: 9 must be 1 to model.experts (8)'
+case_json moe-keys-without-experts '{"model": {"preset": "llama-3.1-8b", "expert_intermediate": 768}, "route": {"calibration": null}}' \
+  'give model.experts too'
+case_json moe-routing-dense '{"model": {"preset": "llama-3.1-8b", "expert_routing": {"law": "zipf"}}, "route": {"calibration": null}}' \
+  'model.expert_routing: routes a mixture of experts'
+case_json moe-law '{"model": {"preset": "qwen3-30b-a3b", "expert_routing": {"law": "pareto"}}, "route": {"calibration": null}}' \
+  'model.expert_routing.law'
+good '{"model": "qwen3-30b-a3b", "route": {"calibration": null}}' > "$tmp/e.json"
+expect_fail moe-cpu-backend 'a mixture of experts (model.experts 128) runs on the model backend' \
+  "$pkvsim" run -q -b cpu "$tmp/e.json"
 # Named columns with a time column say its unit (milliseconds read as seconds ran 1000
 # times slower, silently).
 case_json trace-unit "{\"workload\": {\"trace\": {\"path\": \"$tmp/cols.csv\", \"columns\": {\"time\": \"t\", \"prompt\": \"a\", \"decode\": \"b\"}}, \"prompt\": null, \"decode\": null, \"arrival\": null, \"num_requests\": null}}" \

@@ -293,7 +293,7 @@ int main(void) {
         v.chunks = &cv;
         CHECK(pkv_engine_step(&eng, &v, &mix, &adv, &e) == 0, "%s", e.msg);
         pkv_dense_cost dc;
-        pkv_model_dense_cost(&cfg.model, &cal, 4 + 356, 4 + 1, &dc);
+        pkv_model_dense_cost(&cfg.model, &cal, 4 + 356, 4 + 1, NULL, &dc);
         const double attn = pkv_model_prefill_attn_time(&cfg.model, &cal, clens, cstarts, 2);
         /* The causal rectangle: 256 queries from position 512 see 512 + their triangle. */
         const double hq = 8, d = 128,

@@ -1,0 +1,90 @@
+#include "moe.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "rng.h"
+
+const char *const pkv_expert_law_names[] = {"uniform", "zipf", NULL};
+
+enum { INCL_TOKENS = 1 << 15 }; /* tokens drawn at set-up to estimate a Zipf law's shares */
+
+/* k distinct experts for one token, by rejection, counted into counts. */
+static void draw_token(pkv_moe *m, gsl_rng *r, double *counts) {
+    const uint32_t t = ++m->token;
+    for (int j = 0; j < m->k;) {
+        size_t e = gsl_ran_discrete(r, m->law);
+        if (m->stamp[e] == t) continue;
+        m->stamp[e] = t;
+        counts[e] += 1;
+        j++;
+    }
+}
+
+int pkv_moe_init(pkv_moe *m, int experts, int k, pkv_expert_law law, double exponent,
+                 uint64_t seed) {
+    *m = (pkv_moe){.experts = experts, .k = k};
+    double *w = malloc(sizeof(double) * (size_t)experts);
+    m->incl = calloc((size_t)experts, sizeof(double));
+    m->stamp = calloc((size_t)experts, sizeof(uint32_t));
+    m->count = malloc(sizeof(unsigned int) * (size_t)experts);
+    m->counts = malloc(sizeof(double) * (size_t)experts);
+    m->r = pkv_stream_create(seed, PKV_STREAM_EXPERTS);
+    if (w)
+        for (int e = 0; e < experts; e++)
+            w[e] = law == PKV_EXPERTS_ZIPF ? pow(e + 1.0, -exponent) : 1.0;
+    m->law = w ? gsl_ran_discrete_preproc((size_t)experts, w) : NULL;
+    free(w);
+    gsl_rng *est = law == PKV_EXPERTS_ZIPF ? pkv_stream_create(0, PKV_STREAM_EXPERTS) : NULL;
+    if (!m->incl || !m->stamp || !m->count || !m->counts || !m->r || !m->law ||
+        (law == PKV_EXPERTS_ZIPF && !est)) {
+        if (est) gsl_rng_free(est);
+        pkv_moe_free(m);
+        return -1;
+    }
+    if (est) { /* the shares under distinct picks: the law's, flattened where k > 1 */
+        for (int i = 0; i < INCL_TOKENS; i++) draw_token(m, est, m->incl);
+        for (int e = 0; e < experts; e++) m->incl[e] /= (double)INCL_TOKENS * k;
+        gsl_rng_free(est);
+    } else {
+        for (int e = 0; e < experts; e++) m->incl[e] = 1.0 / experts;
+    }
+    return 0;
+}
+
+void pkv_moe_seed(pkv_moe *m, uint64_t seed, uint32_t replica) {
+    gsl_rng_set(m->r, pkv_stream_seed(seed + replica, PKV_STREAM_EXPERTS));
+}
+
+void pkv_moe_free(pkv_moe *m) {
+    if (m->r) gsl_rng_free(m->r);
+    if (m->law) gsl_ran_discrete_free(m->law);
+    free(m->incl);
+    free(m->stamp);
+    free(m->count);
+    free(m->counts);
+    *m = (pkv_moe){0};
+}
+
+void pkv_moe_draw(pkv_moe *m, int64_t tokens) {
+    const int E = m->experts;
+    double *counts = m->counts;
+    for (int e = 0; e < E; e++) counts[e] = 0;
+    if (tokens <= 0) return;
+    if (tokens * m->k <= PKV_MOE_EXACT_DRAWS) {
+        for (int64_t t = 0; t < tokens; t++) draw_token(m, m->r, counts);
+        return;
+    }
+    gsl_ran_multinomial(m->r, (size_t)E, (unsigned int)(tokens * m->k), m->incl, m->count);
+    /* a token chooses an expert once: what lands above `tokens` goes to the others */
+    double excess = 0;
+    for (int e = 0; e < E; e++) {
+        counts[e] = m->count[e];
+        if (counts[e] > (double)tokens) excess += counts[e] - (double)tokens, counts[e] = tokens;
+    }
+    for (int e = 0; e < E && excess > 0; e++) {
+        double room = (double)tokens - counts[e], add = room < excess ? room : excess;
+        counts[e] += add;
+        excess -= add;
+    }
+}

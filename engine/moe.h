@@ -1,0 +1,51 @@
+/* Mixture of experts: which of a model's experts a step's tokens choose.
+ *
+ * Each token of a MoE layer goes to experts_per_token (k) distinct experts of `experts`
+ * (E), drawn from the routing law (model.expert_routing): uniform, or expert r (by
+ * rank) chosen with weight (r + 1)^-exponent (Zipf), as a router that prefers a few
+ * experts does. The law, not the weights, decides the time: on one GPU a step reads
+ * every expert some token chose and runs one GEMM per expert over its tokens, so the
+ * step's time moves with how many experts are active and how their tokens spread.
+ *
+ * A layer's draw is exact (k distinct experts per token, by rejection) where the
+ * step's tokens are few (tokens x k <= PKV_MOE_EXACT_DRAWS); above that it draws the
+ * experts' counts at once, multinomially over each expert's probability of being among
+ * a token's k (for Zipf estimated once at set-up), then caps each at the step's tokens:
+ * the counts sum to tokens x k either way. */
+#ifndef PKV_MOE_H
+#define PKV_MOE_H
+
+#include <stdint.h>
+
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
+
+#define PKV_MOE_EXACT_DRAWS 4096
+
+typedef enum pkv_expert_law { PKV_EXPERTS_UNIFORM = 0, PKV_EXPERTS_ZIPF } pkv_expert_law;
+extern const char *const pkv_expert_law_names[]; /* model.expert_routing.law's names */
+
+typedef struct pkv_moe {
+    int experts, k;
+    gsl_rng *r;
+    gsl_ran_discrete_t *law; /* one expert drawn from the law */
+    double *incl;            /* each expert's share of the k picks (sums to 1) */
+    uint32_t *stamp;         /* the token that last chose each expert (the exact draw) */
+    uint32_t token;
+    unsigned int *count; /* the multinomial draw's */
+    double *counts;      /* the last draw: tokens per expert */
+} pkv_moe;
+
+/* E experts, k a token, the law (exponent: Zipf's), seeded from (seed, the experts'
+ * stream). 0, or -1 on a lack of memory (nothing held). */
+int pkv_moe_init(pkv_moe *m, int experts, int k, pkv_expert_law law, double exponent,
+                 uint64_t seed);
+void pkv_moe_free(pkv_moe *m);
+/* Reseed the draws: replica 0 from (seed, the experts' stream) as pkv_moe_init does, a
+ * fleet's replica r > 0 from (seed + r), so that replicas draw apart. */
+void pkv_moe_seed(pkv_moe *m, uint64_t seed, uint32_t replica);
+/* One layer's draw for `tokens` tokens: m->counts[e] tokens on expert e (their sum
+ * tokens x k). */
+void pkv_moe_draw(pkv_moe *m, int64_t tokens);
+
+#endif

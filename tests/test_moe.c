@@ -1,0 +1,162 @@
+/* Mixture of experts (engine/moe.h, engine/model.c): the draws conserve tokens, give a
+ * token distinct experts, spread as their law says; the cost reads the chosen experts'
+ * weights and no others; the presets weigh what their configs say. */
+#include "check.h"
+#include "model.h"
+#include "config.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Every draw: tokens x k in all, none above the tokens. */
+static void conservation(pkv_expert_law law) {
+    pkv_moe m;
+    CHECK(pkv_moe_init(&m, 128, 8, law, 1.2, 5) == 0, "init");
+    const int64_t sizes[] = {1, 3, 64, 511, 512, 2000, 8192};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        for (int rep = 0; rep < 20; rep++) {
+            pkv_moe_draw(&m, sizes[i]);
+            double sum = 0, most = 0;
+            int active = 0;
+            for (int e = 0; e < 128; e++) {
+                sum += m.counts[e];
+                most = fmax(most, m.counts[e]);
+                active += m.counts[e] > 0;
+            }
+            CHECK(sum == 8.0 * (double)sizes[i], "law %d, %lld tokens: %g picks", (int)law,
+                  (long long)sizes[i], sum);
+            CHECK(most <= (double)sizes[i], "law %d: an expert got %g of %lld tokens", (int)law,
+                  most, (long long)sizes[i]);
+            /* one token: its k experts are distinct */
+            if (sizes[i] == 1) CHECK(active == 8, "one token on %d experts", active);
+        }
+    }
+    pkv_moe_free(&m);
+}
+
+/* Uniform: each expert's mean over draws near tokens x k / E, the spread a binomial's
+ * (exact draws below PKV_MOE_EXACT_DRAWS picks, the multinomial above). */
+static void uniform_spread(int64_t tokens) {
+    enum { E = 64, K = 4, DRAWS = 400 };
+    pkv_moe m;
+    CHECK(pkv_moe_init(&m, E, K, PKV_EXPERTS_UNIFORM, 0, 11) == 0, "init");
+    double sum[E] = {0}, sq = 0;
+    for (int d = 0; d < DRAWS; d++) {
+        pkv_moe_draw(&m, tokens);
+        for (int e = 0; e < E; e++) sum[e] += m.counts[e], sq += m.counts[e] * m.counts[e];
+    }
+    const double p = (double)K / E, mean = (double)tokens * p, var = (double)tokens * p * (1 - p);
+    double worst = 0, all = 0;
+    for (int e = 0; e < E; e++) {
+        worst = fmax(worst, fabs(sum[e] / DRAWS - mean));
+        all += sum[e];
+    }
+    /* the mean of 400 draws: 6 of its standard deviations */
+    CHECK(worst <= 6 * sqrt(var / DRAWS), "%lld tokens: an expert's mean %g off %g",
+          (long long)tokens, worst, mean);
+    const double v =
+        sq / ((double)DRAWS * E) - (all / ((double)DRAWS * E)) * (all / ((double)DRAWS * E));
+    CHECK(v > 0.7 * var && v < 1.3 * var, "%lld tokens: variance %g, a binomial's %g",
+          (long long)tokens, v, var);
+    pkv_moe_free(&m);
+}
+
+/* Zipf: the first expert busier than the last, more so as the exponent grows; 0 is
+ * uniform. */
+static void zipf_skew(void) {
+    double first[3], last[3];
+    const double exps[3] = {0, 1, 2};
+    for (int i = 0; i < 3; i++) {
+        pkv_moe m;
+        CHECK(pkv_moe_init(&m, 32, 2, PKV_EXPERTS_ZIPF, exps[i], 3) == 0, "init");
+        first[i] = last[i] = 0;
+        for (int d = 0; d < 200; d++) {
+            pkv_moe_draw(&m, 1000);
+            first[i] += m.counts[0], last[i] += m.counts[31];
+        }
+        pkv_moe_free(&m);
+    }
+    CHECK(fabs(first[0] / last[0] - 1) < 0.1, "exponent 0: first %g, last %g", first[0], last[0]);
+    CHECK(first[1] / last[1] > 5 && first[2] / last[2] > first[1] / last[1], "skew: %g, %g",
+          first[1] / last[1], first[2] / last[2]);
+}
+
+static pkv_model preset(const char *name, pkv_calib *cal) {
+    pkv_config cfg;
+    char json[256];
+    snprintf(json, sizeof json,
+             "{\"model\": \"%s\", \"workload\": {\"preset\": \"uniform\"}, \"route\": {\"gpu\": "
+             "\"h200\"}}",
+             name);
+    pkv_err e;
+    pkv_model m = {0};
+    if (pkv_config_parse(&cfg, strdup(json), PKV_SOURCE_DIR "/experiments/moe.json", &e)) {
+        CHECK(0, "%s: %s", name, e.msg);
+        return m;
+    }
+    m = cfg.model;
+    if (cal)
+        CHECK(pkv_calib_load(cal, cfg.calibration, pkv_model_calib_section(&m), &e) == 0,
+              "calibration: %s", e.msg);
+    pkv_config_free(&cfg);
+    return m;
+}
+
+/* Weights: the presets' totals (Mixtral-8x7B 46.7B, Qwen3-30B-A3B 30.5B parameters in
+ * 16 bits); a decode of one token reads k experts a layer and no more. */
+static void cost(void) {
+    pkv_calib cal;
+    pkv_model mx = preset("mixtral-8x7b", &cal);
+    if (!mx.experts) return;
+    CHECK(fabs(pkv_model_weight_bytes(&mx) / 2 / 46.7e9 - 1) < 0.01, "mixtral %g parameters",
+          pkv_model_weight_bytes(&mx) / 2);
+    pkv_model qw = preset("qwen3-30b-a3b", NULL);
+    CHECK(fabs(pkv_model_weight_bytes(&qw) / 2 / 30.5e9 - 1) < 0.01, "qwen3 %g parameters",
+          pkv_model_weight_bytes(&qw) / 2);
+    pkv_moe m;
+    CHECK(pkv_moe_init(&m, mx.experts, mx.experts_per_token, PKV_EXPERTS_UNIFORM, 0, 1) == 0,
+          "init");
+    pkv_dense_cost one, drawn, big;
+    pkv_model_dense_cost(&mx, &cal, 1, 1, NULL, &one);
+    pkv_model_dense_cost(&mx, &cal, 1, 1, &m, &drawn);
+    /* the same model with its experts as one dense MLP of k experts' width */
+    pkv_model dense = mx;
+    dense.experts = dense.experts_per_token = dense.expert_inter = 0;
+    dense.inter = mx.experts_per_token * mx.expert_inter;
+    pkv_dense_cost d;
+    pkv_model_dense_cost(&dense, &cal, 1, 1, NULL, &d);
+    const double router = mx.layers * 2.0 * mx.hidden * mx.experts;
+    CHECK(one.experts_active == 2 && drawn.experts_active == 2, "one token: %g, %g experts",
+          one.experts_active, drawn.experts_active);
+    CHECK(fabs(one.weight_bytes - (d.weight_bytes + router)) < 1 &&
+              fabs(drawn.weight_bytes - one.weight_bytes) < 1,
+          "one token reads %g, %g bytes; two experts' and the router's %g", one.weight_bytes,
+          drawn.weight_bytes, d.weight_bytes + router);
+    CHECK(fabs(one.flops - (d.flops + router)) < 1, "FLOPs %g against %g", one.flops,
+          d.flops + router); /* a token's 2 FLOPs a router weight */
+    /* 8K prompt tokens: every expert read, the FLOPs the active ones' */
+    pkv_model_dense_cost(&mx, &cal, 8192, 1, &m, &big);
+    CHECK(big.experts_active == 8 && big.expert_tokens_max <= 8192,
+          "8K tokens: %g experts, %g most", big.experts_active, big.expert_tokens_max);
+    CHECK(big.t_predicted > one.t_predicted * 20, "8K tokens %g s, one %g s", big.t_predicted,
+          one.t_predicted);
+    pkv_moe_free(&m);
+    pkv_calib_free(&cal);
+    /* dense_layers: those layers' MLP is `intermediate` wide */
+    pkv_model half = mx;
+    half.dense_layers = 16, half.inter = 14336;
+    CHECK(fabs(pkv_model_weight_bytes(&mx) - pkv_model_weight_bytes(&half) -
+               16 * (2.0 * 3 * 4096 * 14336 * 7 + 2.0 * 4096 * 8)) < 1,
+          "dense layers' weights");
+}
+
+int main(void) {
+    conservation(PKV_EXPERTS_UNIFORM);
+    conservation(PKV_EXPERTS_ZIPF);
+    uniform_spread(100);   /* exact */
+    uniform_spread(20000); /* multinomial */
+    zipf_skew();
+    cost();
+    CHECK_DONE();
+}
