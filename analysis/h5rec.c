@@ -314,8 +314,8 @@ int pkv_h5rec_open(pkv_h5rec **out, const char *path, const pkv_h5rec_opts *o, p
                         path);
     }
     int rc = 0;
-    const unsigned kinds =
-        (unsigned)o->fleet << 2 | (unsigned)o->engine_host << 3 | (unsigned)o->moe << 4;
+    const unsigned kinds = (unsigned)o->fleet << 2 | (unsigned)o->engine_host << 3 |
+                           (unsigned)o->moe << 4 | (unsigned)o->speculative << 5;
     if (o->level <= PKV_RECORD_STEPS)
         rc = table_open(&r->steps, r->file, "steps", pkv_step_columns, pkv_step_column_count,
                         o->measured, kinds);

@@ -39,6 +39,7 @@ typedef struct pkv_h5rec_opts {
     bool fleet;           /* a fleet's run: its columns (the replica) too */
     bool engine_host;     /* serving.engine adds host work: its columns (t_host_engine) */
     bool moe;             /* a mixture of experts is served: its columns (experts_active...) */
+    bool speculative;     /* serving.speculative: its columns (spec_proposed, spec_accepted) */
 } pkv_h5rec_opts;
 
 /* Rows per chunk and deflate level, chosen by measurement (bench/RESULTS.md). */

@@ -126,7 +126,9 @@ void pkv_summary_add_step(pkv_summary *s, const pkv_step_rec *r, double advance)
     s->mixed_prefill_tokens += r->prefill_tokens;
     if (r->warmup) return;
     if (s->steps_measured++ == 0) s->t_measure_begin = r->t_sim;
-    s->decode_tokens += r->rows;
+    s->decode_tokens += r->rows + r->spec_accepted;
+    s->row_steps += r->rows;
+    s->spec_proposed += r->spec_proposed, s->spec_accepted += r->spec_accepted;
     s->step_time_sum += advance;
     if (!isnan(r->t_wall)) {
         s->wall_sum += r->t_wall;
@@ -289,7 +291,8 @@ int pkv_summary_merge(pkv_summary *s, const void *buf, size_t len) {
     for (int k = 0; k < 4 && p; k++) p = dist_merge(ds[k], p, end);
     if (!p) return -1;
 #define ADD(f) s->f += o.f
-    ADD(steps), ADD(steps_measured), ADD(decode_tokens), ADD(step_time_sum), ADD(wall_sum);
+    ADD(steps), ADD(steps_measured), ADD(decode_tokens), ADD(row_steps), ADD(step_time_sum);
+    ADD(wall_sum), ADD(spec_proposed), ADD(spec_accepted);
     ADD(device_sum), ADD(wall_n), ADD(device_n), ADD(meta_sum), ADD(meta_n), ADD(plan_sum);
     ADD(choose_sum), ADD(plan_n), ADD(arrived), ADD(finished), ADD(preemptions), ADD(prefills);
     ADD(prefill_tokens), ADD(mixed_steps), ADD(mixed_prefill_tokens), ADD(prefill_time_s);
@@ -344,7 +347,7 @@ int pkv_summary_finish(pkv_summary *s, double t_end) {
     s->decode_tok_s_device = s->device_n == s->steps_measured && s->device_sum > 0
                                  ? s->decode_tokens / s->device_sum
                                  : NAN;
-    s->mean_rows = s->steps_measured ? s->decode_tokens / (double)s->steps_measured : NAN;
+    s->mean_rows = s->steps_measured ? s->row_steps / (double)s->steps_measured : NAN;
     s->host_overhead_s = s->wall_n && s->wall_n == s->device_n
                              ? (s->wall_sum - s->device_sum) / (double)s->wall_n
                              : NAN;
@@ -396,6 +399,12 @@ void pkv_summary_print(const pkv_summary *s, FILE *f) {
     if (s->mixed_steps)
         fprintf(f, "  chunks       %llu prompt tokens inside %llu decode steps\n",
                 (unsigned long long)s->mixed_prefill_tokens, (unsigned long long)s->mixed_steps);
+    if (s->spec_proposed)
+        fprintf(f,
+                "  speculative  %.2f tokens a row and step; %.3f of the proposed tokens "
+                "accepted\n",
+                s->decode_tokens / (double)s->row_steps,
+                s->spec_accepted / (double)s->spec_proposed);
     fprintf(f, "  decode       %.1f tokens/s (simulated clock)", s->decode_tok_s);
     if (s->decode_tok_s_wall == s->decode_tok_s_wall)
         fprintf(f, ", %.1f (wall)", s->decode_tok_s_wall);
@@ -697,6 +706,9 @@ const pkv_summary_figure pkv_summary_figures[] = {
     U(steps, "steps", true, "decode steps, warm-up included"),
     U(steps_measured, "steps", false, "decode steps after run.warmup_steps"),
     U(decode_tokens, "tokens", false, "decode tokens of the measured steps"),
+    U(spec_proposed, "tokens", false,
+      "speculative decoding: tokens proposed in the measured steps (beyond the rows' own)"),
+    U(spec_accepted, "tokens", false, "speculative decoding: of them, the tokens accepted"),
     U(arrived, "requests", false, "requests that arrived"),
     U(finished, "requests", true, "requests finished"),
     U(preemptions, "", true, "preemptions (recompute and swap)"),

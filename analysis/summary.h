@@ -51,7 +51,9 @@ void pkv_dist_free(pkv_dist *d);
 typedef struct pkv_summary {
     uint64_t steps;                             /* all decode steps */
     uint64_t steps_measured;                    /* after warm-up */
-    uint64_t decode_tokens;                     /* after warm-up */
+    uint64_t decode_tokens;                     /* after warm-up (speculating: accepted too) */
+    uint64_t row_steps;                         /* rows of the steps after warm-up */
+    uint64_t spec_proposed, spec_accepted;      /* speculative decoding, after warm-up */
     double t_measure_begin;                     /* seconds: start of the first measured step */
     double t_end;                               /* seconds: simulated time at the end of the run */
     double step_time_sum, wall_sum, device_sum; /* seconds over measured steps */

@@ -8,7 +8,8 @@
  * nothing and lists them in the group's `columns_left_out` attribute. Columns marked 2
  * are a fleet's (sim/fleet.h): written only by runs of more than one replica; those
  * marked 3 an engine profile's (serving.engine): written only by runs that have one; those
- * marked 4 a mixture of experts' (model.experts): written only by runs of such a model. */
+ * marked 4 a mixture of experts' (model.experts): written only by runs of such a model;
+ * those marked 5 speculative decoding's (serving.speculative). */
 #ifndef PKV_RECORD_H
 #define PKV_RECORD_H
 
@@ -92,7 +93,11 @@ typedef enum pkv_col_kind {
     X(experts_active, double, PKV_COL_F64, 4,                                                      \
       "a mixture of experts': experts given tokens, per MoE layer on average")                     \
     X(expert_tokens_max, uint32_t, PKV_COL_U32, 4,                                                 \
-      "a mixture of experts': tokens on the busiest expert of any MoE layer")
+      "a mixture of experts': tokens on the busiest expert of any MoE layer")                      \
+    X(spec_proposed, uint32_t, PKV_COL_U32, 5,                                                     \
+      "speculative decoding: tokens proposed for the step's rows (beyond their own)")              \
+    X(spec_accepted, uint32_t, PKV_COL_U32, 5,                                                     \
+      "speculative decoding: of them, the tokens the verify kept")
 
 #define PKV_REQUEST_COLUMNS(X)                                                                     \
     X(id, int64_t, PKV_COL_I64, 0, "request number, in arrival order")                             \

@@ -8,15 +8,16 @@
 #include <gsl/gsl_rng.h>
 
 /* Stream names used by the simulator. */
-#define PKV_STREAM_ARRIVALS "arrivals"
-#define PKV_STREAM_PROMPT   "prompt_lengths"
-#define PKV_STREAM_DECODE   "decode_lengths"
-#define PKV_STREAM_PAGES    "page_placement"
-#define PKV_STREAM_TENSORS  "tensor_contents"
-#define PKV_STREAM_PREFIX   "prefix_groups"
-#define PKV_STREAM_CLASSES  "slo_classes"
-#define PKV_STREAM_SESSIONS "sessions"
-#define PKV_STREAM_EXPERTS  "expert_routing"
+#define PKV_STREAM_ARRIVALS    "arrivals"
+#define PKV_STREAM_PROMPT      "prompt_lengths"
+#define PKV_STREAM_DECODE      "decode_lengths"
+#define PKV_STREAM_PAGES       "page_placement"
+#define PKV_STREAM_TENSORS     "tensor_contents"
+#define PKV_STREAM_PREFIX      "prefix_groups"
+#define PKV_STREAM_CLASSES     "slo_classes"
+#define PKV_STREAM_SESSIONS    "sessions"
+#define PKV_STREAM_EXPERTS     "expert_routing"
+#define PKV_STREAM_SPECULATIVE "speculative"
 
 /* FNV-1a of text continued from h (PKV_TEXT_HASH_START to begin): fixed across
  * platforms; a fingerprint, not a defence against a chosen collision. */

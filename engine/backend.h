@@ -48,6 +48,9 @@ typedef struct pkv_batch_view {
     /* Prompt chunks run in the same iteration (serving.scheduler chunked): the dense
      * part runs over the rows and the chunks' tokens at once; NULL: none. */
     const pkv_prefill_view *chunks;
+    /* Speculative decoding's verify step: each row runs this many proposed tokens beside
+     * its own (their KV in seq_lens already); 0: a plain decode step. */
+    int32_t spec_tokens;
 } pkv_batch_view;
 
 typedef struct pkv_backend pkv_backend;

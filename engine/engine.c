@@ -269,6 +269,24 @@ static void record_route(pkv_step_rec *rec, pkv_route r, const pkv_counters *c) 
     rec->t_predicted = c->t_predicted;
 }
 
+const char *const pkv_spec_method_names[] = {"none", "draft", "eagle", "ngram", NULL};
+
+/* Speculative decoding's proposals for the step's rows: k passes of the proposer over one
+ * token a row, each its dense part and its attention's KV read at the calibration's
+ * bandwidth (the rows' contexts, as the verify reads them), a launch a layer. */
+static double proposals(const pkv_engine *eng, const pkv_batch_view *v) {
+    const pkv_speculative *sp = &eng->spec;
+    if (sp->method != PKV_SPEC_DRAFT && sp->method != PKV_SPEC_EAGLE) return 0;
+    pkv_model m = sp->method == PKV_SPEC_DRAFT ? sp->draft : eng->model;
+    if (sp->method == PKV_SPEC_EAGLE) m.layers = 1, m.dense_layers = 0; /* EAGLE's head */
+    double context = 0;
+    for (int32_t i = 0; i < v->n_rows; i++) context += v->seq_lens[i];
+    pkv_dense_cost dc;
+    pkv_model_dense_cost(&m, eng->cal, v->n_rows, v->n_rows, NULL, &dc);
+    const double kv = context * pkv_model_page_bytes(&m) / m.page_size;
+    return sp->tokens * (dc.t_predicted + kv / eng->cal->beta + m.layers * eng->cal->lambda);
+}
+
 /* What the cost model adds to the route's time: the MLP tail, and a full model's
  * layers around its dense part. */
 static void predict_model(pkv_engine *eng, const pkv_batch_view *v, int64_t chunk_tok,
@@ -284,13 +302,14 @@ static void predict_model(pkv_engine *eng, const pkv_batch_view *v, int64_t chun
                                       eng->cal->prefill_row_us * 1e-6 * v->n_rows
                                 : 0;
     pkv_dense_cost dc;
+    const int64_t rows = (int64_t)v->n_rows * (1 + v->spec_tokens); /* a verify: k + 1 a row */
     pkv_model_dense_cost(
         &eng->model, eng->cal,
-        pkv_engine_graph_rows(&eng->host.graphs, v->n_rows + chunk_tok, v->chunks != NULL),
-        v->n_rows + chunk_heads, eng->moe.experts ? &eng->moe : NULL, &dc);
+        pkv_engine_graph_rows(&eng->host.graphs, rows + chunk_tok, v->chunks != NULL),
+        rows + chunk_heads, eng->moe.experts ? &eng->moe : NULL, &dc);
     rec->experts_active = dc.experts_active;
     rec->expert_tokens_max = (uint32_t)dc.expert_tokens_max;
-    rec->t_dense_predicted = dc.t_predicted + t_chunks;
+    rec->t_dense_predicted = dc.t_predicted + t_chunks + proposals(eng, v);
     rec->t_predicted = eng->model.layers * rec->t_predicted + rec->t_dense_predicted;
 }
 

@@ -61,6 +61,30 @@ typedef struct pkv_engine_host {
     pkv_engine_graphs graphs;
 } pkv_engine_host;
 
+/* Speculative decoding (serving.speculative): each decode step first proposes `tokens`
+ * (k) tokens a row, then verifies them in one forward of the served model over k + 1
+ * tokens a row (its attention over the row's context and the k proposed tokens); a row
+ * keeps the accepted prefix and the target's own next token. The proposer: `draft`, a
+ * small model's k decode passes (`draft`, its shape); `eagle`, k passes of one decoder
+ * layer of the served model's shape with its LM head (EAGLE's head); `ngram`, a lookup in
+ * the prompt on the host (no GPU work). */
+typedef enum pkv_spec_method {
+    PKV_SPEC_NONE = 0,
+    PKV_SPEC_DRAFT,
+    PKV_SPEC_EAGLE,
+    PKV_SPEC_NGRAM
+} pkv_spec_method;
+extern const char *const pkv_spec_method_names[]; /* "none", "draft", "eagle", "ngram" */
+
+typedef struct pkv_speculative {
+    int method;           /* pkv_spec_method */
+    int32_t tokens;       /* k: tokens proposed a row and step */
+    double acceptance;    /* the chance that each proposed token is accepted, given the ones
+                             before it were (the run draws each row's accepted prefix) */
+    char draft_model[64]; /* draft: the proposer's preset */
+    pkv_model draft;      /* draft: its shape, resolved */
+} pkv_speculative;
+
 enum { PKV_ORACLE_MAX_REPS = 64 }; /* the most runs of each candidate the oracle makes */
 
 typedef struct pkv_engine {
@@ -83,6 +107,7 @@ typedef struct pkv_engine {
     bool prefill_measure;
     pkv_engine_host host; /* serving.engine's host work per iteration (zero: none) */
     pkv_moe moe;          /* a MoE model's expert draws (experts 0: none) */
+    pkv_speculative spec; /* serving.speculative (method none: plain decoding) */
 } pkv_engine;
 
 /* Plan for steps of at most cap_rows rows and make the backend `b` (b NULL: a model

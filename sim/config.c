@@ -18,7 +18,7 @@
 
 /* The sections of pkv_config whose rows are all scalars or sub-objects of it. */
 static const char *const config_objs[] = {
-    "model", "serving", "serving.prefill", "serving.page_tables", "route",
+    "model", "serving", "serving.prefill", "serving.page_tables", "serving.speculative", "route",
     "run",   "slo",     "fleet",           "fleet.autoscale"};
 
 static int parse_section(pkv_config *c, const cJSON *root, const char *obj, pkv_err *e) {
@@ -254,7 +254,49 @@ static int choose_calibration(pkv_config *c, pkv_err *e) {
 }
 
 /* What the rows cannot say: cross-key rules, paths, derived fields. */
+/* serving.speculative: on a served model, its draft model's preset read as model.preset
+ * reads one (a dense model). */
+static int parse_speculative(pkv_config *c, pkv_err *e) {
+    pkv_speculative *sp = &c->spec;
+    if (sp->method == PKV_SPEC_NONE) {
+        sp->tokens = 0;
+        return 0;
+    }
+    if (!pkv_model_dense(&c->model))
+        return pkv_fail(e, "serving.speculative: proposes tokens for a served model "
+                           "(model.hidden > 0); the study layer decodes none");
+    if (c->scheduler_steps > 1)
+        return pkv_fail(e, "serving.speculative: not with serving.scheduler_steps > 1 (vLLM "
+                           "ran its multi-step scheduling without speculation)");
+    if (sp->method != PKV_SPEC_DRAFT) return 0;
+    char path[1024];
+    cJSON *p = pkv_config_named_file(c->file, sp->draft_model, "serving.speculative.draft_model",
+                                     "experiments/models", "presets", "", path, sizeof path, e);
+    if (!p) return -1;
+    pkv_config *d = calloc(1, sizeof *d);
+    if (!d) {
+        cJSON_Delete(p);
+        return pkv_fail(e, "out of memory");
+    }
+    pkv_keys k = pkv_config_keys();
+    pkv_keys_defaults(k, "model", d);
+    pkv_err sub;
+    int rc = pkv_keys_parse(k, "model", p, "", d, true, &sub);
+    cJSON_Delete(p);
+    sp->draft = d->model;
+    free(d);
+    snprintf(sp->draft.name, sizeof sp->draft.name, "%s", sp->draft_model);
+    if (rc) return pkv_fail(e, "serving.speculative.draft_model: %s: %s", path, sub.msg);
+    if (!pkv_model_dense(&sp->draft) || sp->draft.experts)
+        return pkv_fail(e, "serving.speculative.draft_model: %s is not a dense served model",
+                        sp->draft_model);
+    sp->draft.tp = 1; /* the draft runs whole on each GPU, as vLLM runs it */
+    sp->draft.dtype = c->model.dtype, sp->draft.kv_dtype = c->model.kv_dtype;
+    return 0;
+}
+
 static int finish_sections(pkv_config *c, const cJSON *root, pkv_err *e) {
+    if (parse_speculative(c, e)) return -1;
     /* prefill_first on a served model: batches of one forward each unless given (by the
      * experiment or its engine profile), so that a prompt's first token is its forward's */
     const cJSON *sv = cJSON_GetObjectItemCaseSensitive(root, "serving");

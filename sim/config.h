@@ -113,6 +113,7 @@ typedef struct pkv_config {
     int32_t prefill_batch_tokens; /* prefill_first: prompt tokens of a prefill batch (0: all) */
     int32_t scheduler_steps;      /* prefill_first: decode steps per scheduling (vLLM's
                                      --num-scheduler-steps) */
+    pkv_speculative spec;         /* serving.speculative */
     int preemption;               /* pkv_preemption_names: PKV_PREEMPT_* */
     int32_t swap_pages;           /* swap: the host pool's pages (KV pages of every layer) */
     bool prefix_caching;          /* share the KV blocks of common prompt prefixes (sim/prefix.h) */

@@ -73,6 +73,7 @@ static const char *const bad_row[] = {"stop", "skip", NULL};
 #define BIMOD PKV_WHEN(PKV_LENGTH_BIMODAL)
 #define LOGN  PKV_WHEN(PKV_LENGTH_LOGNORMAL)
 #define MAXL  (1 << 24)
+#define SPEC  (PKV_WHEN(PKV_SPEC_DRAFT) | PKV_WHEN(PKV_SPEC_EAGLE) | PKV_WHEN(PKV_SPEC_NGRAM))
 
 static const pkv_key rows[] = {
     CUSTOM("", "name"),
@@ -201,6 +202,13 @@ static const pkv_key rows[] = {
     INT("serving", "prefix_block_tokens", C, prefix_block_tokens, 512, 1, 1 << 16),
     OBJ("serving", "prefill"),
     OBJ("serving", "page_tables"),
+    OBJ("serving", "speculative"),
+    ENUM("serving.speculative", "method", C, spec.method, "none", pkv_spec_method_names,
+         .selects = true),
+    INT("serving.speculative", "tokens", C, spec.tokens, 3, 1, 16, .when = SPEC),
+    NUM("serving.speculative", "acceptance", C, spec.acceptance, 0.7, 0, 1, .when = SPEC),
+    STR("serving.speculative", "draft_model", C, spec.draft_model, "llama-3.2-1b", NULL,
+        .when = PKV_WHEN(PKV_SPEC_DRAFT)),
     /* Affine prefill model: base + per_token * prompt tokens of the batch. The
      * defaults are of the order of a 7B model's prefill on one H200 (placeholders). */
     NUM("serving.prefill", "base_us", C, prefill_base_s, 2000, 0, 1e9, .scale = 1e-6),

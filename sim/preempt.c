@@ -89,10 +89,13 @@ static int preempt_latest(pkv_sim *s, pkv_err *e) {
     return pkv_sim_wait_push_front(s, slot) ? pkv_fail(e, "out of memory") : 0;
 }
 
-/* r's next token falls past its pages: ceil((t + 1) / ps) > n_pages, without dividing
- * (twice a row every step). */
-static bool needs_page(const pkv_sim *s, const pkv_sim_request *r) {
-    return pkv_sim_stored_tokens(r) + 1 > (int64_t)r->n_pages * s->cfg->model.page_size;
+/* The pages r's next step needs beyond its own: its next token (and, speculating, the
+ * tokens proposed after it, whose KV the verify writes; the rejected ones' is written over
+ * by the next step, as vLLM's lookahead slots are) past its pages. */
+static int32_t pages_short(const pkv_sim *s, const pkv_sim_request *r) {
+    const int64_t want = pkv_sim_stored_tokens(r) + 1 + pkv_sim_spec_tokens(s, r);
+    if (want <= (int64_t)r->n_pages * s->cfg->model.page_size) return 0; /* most steps */
+    return pkv_sim_pages_for(s, want) - r->n_pages;
 }
 
 int pkv_sim_grow_pages(pkv_sim *s, pkv_err *e) {
@@ -100,14 +103,14 @@ int pkv_sim_grow_pages(pkv_sim *s, pkv_err *e) {
         int32_t demand = 0;
         for (int32_t i = 0; i < s->n_run; i++) {
             const pkv_sim_request *r = &s->req[s->run[i]];
-            demand += needs_page(s, r);
+            demand += pages_short(s, r);
         }
         if (demand <= pkv_sim_pages_available(s)) break;
         if (preempt_latest(s, e)) return -1;
     }
     for (int32_t i = 0; i < s->n_run; i++) {
         pkv_sim_request *r = &s->req[s->run[i]];
-        if (needs_page(s, r)) {
+        for (int32_t n = pages_short(s, r); n > 0; n--) {
             PKV_ASSERT(r->n_pages < r->cap_pages);
             int32_t *slot = &r->pages[r->n_pages];
             pkv_sim_take_pages(s, 1, r->rec.id, slot); /* demand was covered above */
@@ -116,8 +119,10 @@ int pkv_sim_grow_pages(pkv_sim *s, pkv_err *e) {
             r->n_pages++;
         }
         /* The step appends its input token: the last sampled one where the prefill
-         * sampled the first, else (the study layer) the next one. */
-        s->seq_lens[i] = (int32_t)(pkv_sim_stored_tokens(r) + !s->prefill_samples);
+         * sampled the first, else (the study layer) the next one; speculating, the
+         * proposed ones after it. */
+        s->seq_lens[i] =
+            (int32_t)(pkv_sim_stored_tokens(r) + !s->prefill_samples + pkv_sim_spec_tokens(s, r));
     }
     return 0;
 }

@@ -322,6 +322,7 @@ static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_sp
             en->prefill_per_token_s = ci->prefill_per_token_s;
             en->host = ci->engine.host;
             en->host.window = ci->scheduler_steps;
+            en->spec = ci->spec;
         }
         const pkv_sim_sink ss = {.ctx = &rs[i],
                                  .step = replica_step,
@@ -437,6 +438,13 @@ static bool has_engine_profile(const pkv_config *cfg) {
     return any;
 }
 
+static bool speculates(const pkv_config *cfg) {
+    bool any = cfg->spec.method != PKV_SPEC_NONE;
+    for (int p = 0; p < cfg->fleet.n_pools; p++)
+        any |= cfg->fleet.pools[p].cfg->spec.method != PKV_SPEC_NONE;
+    return any;
+}
+
 static bool has_experts(const pkv_config *cfg) {
     bool any = pkv_model_moe_layers(&cfg->model) > 0;
     for (int p = 0; p < cfg->fleet.n_pools; p++)
@@ -459,6 +467,13 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
     int clock = cfg->clock != PKV_CONFIG_CLOCK_AUTO ? cfg->clock
                 : bk == PKV_BACKEND_CUDA            ? PKV_CLOCK_WALL
                                                     : PKV_CLOCK_PREDICTED;
+    if (bk != PKV_BACKEND_MODEL && speculates(cfg)) {
+        pkv_calib_free(&cal);
+        return pkv_fail(e,
+                        "%s: serving.speculative runs on the model backend (--backend model); "
+                        "the %s backend's draft and verify steps are not built yet",
+                        cfg->file, pkv_backend_names[bk]);
+    }
     if (bk == PKV_BACKEND_MODEL && clock != PKV_CLOCK_PREDICTED) {
         pkv_calib_free(&cal);
         return pkv_fail(e, "%s: run.clock: the model backend measures nothing; use \"predicted\"",
@@ -517,6 +532,7 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
     eng.prefill_per_token_s = cfg->prefill_per_token_s;
     eng.prefill_measure = cfg->prefill_measure;
     eng.host = cfg->engine.host;
+    eng.spec = cfg->spec;
     eng.host.window = cfg->scheduler_steps;
     if (o->record && (!o->ranks || o->ranks->rank == 0)) { /* over ranks: rank 0's file */
         pkv_provenance pv = {
@@ -533,7 +549,8 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
                              .candidates = eng.policy.candidates,
                              .fleet = pkv_fleet_slots(&cfg->fleet) > 1,
                              .engine_host = has_engine_profile(cfg),
-                             .moe = has_experts(cfg)};
+                             .moe = has_experts(cfg),
+                             .speculative = speculates(cfg)};
         pkv_attr ca[PKV_CALIB_ATTRS];
         int nca = pkv_calib_attrs(&cal, ca, PKV_CALIB_ATTRS);
         if (pkv_h5rec_open(&rec, cfg->output, &ro, e) ||

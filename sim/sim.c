@@ -83,11 +83,15 @@ int pkv_sim_prompt_done(pkv_sim *s, int64_t slot, pkv_err *e) {
     return 0;
 }
 
-/* The decode step's rows each have their token; the finished ones leave the batch. */
+/* The decode step's rows each have their token (speculating, and the proposed ones
+ * accepted before it, arriving with it: one inter-token gap); the finished ones leave
+ * the batch. */
 static int step_tokens(pkv_sim *s, pkv_err *e) {
     for (int32_t i = 0; i < s->n_run;) {
         pkv_sim_request *r = &s->req[s->run[i]];
         if (token_done(s, r, e)) return -1;
+        r->rec.generated += r->spec_accepted;
+        r->spec_accepted = 0;
         if (r->rec.generated >= r->rec.decode_len) {
             int64_t slot = s->run[i];
             pkv_sim_run_remove(s, i); /* row i now holds another request: do not advance */
@@ -138,6 +142,21 @@ static int occupy(pkv_sim *s, double dt, int decode_step, pkv_err *e) {
                : 0;
 }
 
+/* Speculative decoding: each row's proposed tokens and the prefix of them its verify
+ * keeps, each accepted with the configured chance where the ones before it were. */
+static void propose(pkv_sim *s, pkv_step_rec *rec) {
+    const double p = s->cfg->spec.acceptance;
+    for (int32_t i = 0; i < s->n_run; i++) {
+        pkv_sim_request *r = &s->req[s->run[i]];
+        const int32_t k = pkv_sim_spec_tokens(s, r);
+        int32_t a = 0;
+        while (a < k && gsl_rng_uniform(s->r_spec) < p) a++;
+        r->spec_accepted = a;
+        rec->spec_proposed += (uint32_t)k;
+        rec->spec_accepted += (uint32_t)a;
+    }
+}
+
 static int start_step(pkv_sim *s, const pkv_prefill_view *chunks, pkv_err *e) {
     pkv_step_rec rec = {.index = s->steps,
                         .t_sim = s->t_now,
@@ -147,8 +166,10 @@ static int start_step(pkv_sim *s, const pkv_prefill_view *chunks, pkv_err *e) {
                         .pages_cached = (uint32_t)s->cache.n_free_pages};
     s->preempt_run = 0;
     s->window = (s->window > 0 ? s->window : s->cfg->scheduler_steps) - 1;
-    pkv_batch_view v = {s->n_run,      s->seq_lens, s->block_table, s->bt_stride,
-                        s->dirty_rows, s->n_dirty,  s->dirty_from,  chunks};
+    pkv_batch_view v = {s->n_run,      s->seq_lens,   s->block_table,
+                        s->bt_stride,  s->dirty_rows, s->n_dirty,
+                        s->dirty_from, chunks,        s->cfg->spec.tokens};
+    if (s->r_spec) propose(s, &rec);
     double adv;
     if (pkv_engine_step(s->eng, &v, &rec, &adv, e)) return -1;
     rec.t_swap = pkv_sim_take_swap_time(s);

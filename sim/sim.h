@@ -46,6 +46,8 @@ typedef struct pkv_sim_request {
     double t_prefill_start; /* seconds: the first piece of its prompt began running, this
                                admission (NaN: not yet) */
     bool live;              /* the slot holds a request still in the simulation */
+    int32_t spec_accepted;  /* speculative decoding: of its running step's proposed tokens,
+                               those accepted (drawn as the step starts) */
 } pkv_sim_request;
 
 struct pkv_sim;
@@ -118,6 +120,7 @@ typedef struct pkv_sim {
     int32_t *swap_slots;
     double swap_pending_s;
     gsl_rng *r_pages;
+    gsl_rng *r_spec; /* speculative decoding's accepted prefixes (NULL: plain decoding) */
     pkv_heap heap;
     int32_t *prefill_pages; /* [max_active][bt_stride] scratch: the page list of a prefill
                                batch (a shared page once for each prompt) */

@@ -12,6 +12,13 @@
 static inline int64_t pkv_sim_stored_tokens(const pkv_sim_request *r) {
     return (int64_t)r->rec.prompt_len + r->rec.generated;
 }
+/* Speculative decoding: the tokens r's next step proposes beyond its own, as many as it
+ * may still keep (0: plain decoding). */
+static inline int32_t pkv_sim_spec_tokens(const pkv_sim *s, const pkv_sim_request *r) {
+    const int64_t left = (int64_t)r->rec.decode_len - r->rec.generated - 1;
+    const int32_t k = s->cfg->spec.tokens;
+    return left < k ? (int32_t)(left > 0 ? left : 0) : k;
+}
 static inline int32_t pkv_sim_pages_for(const pkv_sim *s, int64_t tokens) {
     return (int32_t)((tokens + s->cfg->model.page_size - 1) / s->cfg->model.page_size);
 }

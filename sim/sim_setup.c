@@ -41,10 +41,13 @@ int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, const pkv_s
     if (s->dirty_from)
         for (int32_t i = 0; i < ma; i++) s->dirty_from[i] = INT32_MAX;
     s->r_pages = pkv_stream_create(cfg->seed, PKV_STREAM_PAGES);
+    if (cfg->spec.method != PKV_SPEC_NONE)
+        s->r_spec = pkv_stream_create(cfg->seed, PKV_STREAM_SPECULATIVE);
     int pool = -1; /* 0 set up; -1 out of memory; -2 stopped */
     if (s->wait && s->prefill && s->run && s->seq_lens && s->block_table && s->dirty_rows &&
         s->dirty_from && s->prefill_pages && s->prefill_lens && s->chunk_slot && s->chunk_start &&
-        s->chunk_len && s->chunk_last && s->r_pages)
+        s->chunk_len && s->chunk_last && s->r_pages &&
+        (cfg->spec.method == PKV_SPEC_NONE || s->r_spec))
         pool = pkv_kvalloc_init(&s->alloc, cfg->kv_pages, cfg->hole_fraction, s->r_pages, stop);
     if (!pool && cfg->preemption == PKV_PREEMPT_SWAP &&
         (pkv_kvalloc_init(&s->host, cfg->swap_pages, 0, NULL, stop) ||
@@ -97,6 +100,7 @@ void pkv_sim_free(pkv_sim *s) {
     pkv_prefix_free(&s->cache);
     free(s->evicted);
     if (s->r_pages) gsl_rng_free(s->r_pages);
+    if (s->r_spec) gsl_rng_free(s->r_spec);
     pkv_workload_free(&s->wl);
     pkv_heap_free(&s->heap);
     s->req = NULL;

@@ -398,6 +398,16 @@ case_json moe-law '{"model": {"preset": "qwen3-30b-a3b", "expert_routing": {"law
 good '{"model": "qwen3-30b-a3b", "route": {"calibration": null}}' > "$tmp/e.json"
 expect_fail moe-cpu-backend 'a mixture of experts (model.experts 128) runs on the model backend' \
   "$pkvsim" run -q -b cpu "$tmp/e.json"
+# Speculative decoding: on a served model, a dense draft, the model backend.
+case_json spec-study-layer '{"serving": {"speculative": {"method": "ngram"}}}' \
+  'serving.speculative: proposes tokens for a served model'
+case_json spec-draft-moe '{"model": "llama-3.1-8b", "serving": {"speculative": {"method": "draft", "draft_model": "mixtral-8x7b"}}, "route": {"calibration": null}}' \
+  'serving.speculative.draft_model: mixtral-8x7b is not a dense served model'
+case_json spec-draft-typo '{"model": "llama-3.1-8b", "serving": {"speculative": {"method": "draft", "draft_model": "llama-1b"}}, "route": {"calibration": null}}' \
+  'serving.speculative.draft_model'
+good '{"model": "llama-3.1-8b", "serving": {"speculative": {"method": "eagle"}}, "route": {"calibration": null}}' > "$tmp/e.json"
+expect_fail spec-cpu-backend 'serving.speculative runs on the model backend' \
+  "$pkvsim" run -q -b cpu "$tmp/e.json"
 # Named columns with a time column say its unit (milliseconds read as seconds ran 1000
 # times slower, silently).
 case_json trace-unit "{\"workload\": {\"trace\": {\"path\": \"$tmp/cols.csv\", \"columns\": {\"time\": \"t\", \"prompt\": \"a\", \"decode\": \"b\"}}, \"prompt\": null, \"decode\": null, \"arrival\": null, \"num_requests\": null}}" \

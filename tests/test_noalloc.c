@@ -117,7 +117,7 @@ static long steps_allocs(pkv_backend_kind kind, const pkv_model *m, const char *
                 from[i] = step == 0 ? 0 : (lens[i] - 1) / s->page_size;
             }
         }
-        pkv_batch_view v = {rows, lens, bt, bt_stride, dirty, nd, from, NULL};
+        pkv_batch_view v = {rows, lens, bt, bt_stride, dirty, nd, from, NULL, 0};
         pkv_step_rec rec = {.index = (uint64_t)step};
         double adv;
         counting = step >= STEPS;

@@ -51,7 +51,7 @@ int main(void) {
         int32_t rows = 1 + (int32_t)gsl_rng_uniform_int(r, CAP);
         for (int i = 0; i < rows; i++)
             lens[i] = 1 + (int32_t)gsl_rng_uniform_int(r, step % 3 ? MAX_LEN : 64);
-        pkv_batch_view v = {rows, lens, bt, STRIDE, dirty, rows, from, NULL};
+        pkv_batch_view v = {rows, lens, bt, STRIDE, dirty, rows, from, NULL, 0};
         pkv_step_rec rec = {.index = (uint64_t)step};
         double t_oracle, t, best = INFINITY;
         CHECK(pkv_engine_step(&oracle, &v, &rec, &t_oracle, &e) == 0, "oracle step: %s", e.msg);
@@ -76,7 +76,7 @@ int main(void) {
     for (int step = 0; step < 20; step++) {
         int32_t rows = 1 + step % CAP;
         for (int i = 0; i < rows; i++) lens[i] = 1 + (int32_t)gsl_rng_uniform_int(r, MAX_LEN);
-        pkv_batch_view v = {rows, lens, bt, STRIDE, dirty, rows, from, NULL};
+        pkv_batch_view v = {rows, lens, bt, STRIDE, dirty, rows, from, NULL, 0};
         pkv_step_rec rec = {.index = (uint64_t)step};
         double adv, sum = 0, best = INFINITY;
         CHECK(pkv_engine_step(&eng, &v, &rec, &adv, &e) == 0, "cpu oracle step: %s", e.msg);
@@ -112,7 +112,7 @@ int main(void) {
     for (int step = 0; step < 20; step++) {
         int32_t rows = 1 + step % CAP;
         for (int i = 0; i < rows; i++) lens[i] = 1 + (int32_t)gsl_rng_uniform_int(r, MAX_LEN);
-        pkv_batch_view v = {rows, lens, bt, STRIDE, dirty, rows, from, NULL};
+        pkv_batch_view v = {rows, lens, bt, STRIDE, dirty, rows, from, NULL, 0};
         pkv_step_rec rec = {.index = (uint64_t)step};
         double adv;
         CHECK(pkv_engine_step(&eng, &v, &rec, &adv, &e) == 0, "cpu adaptive step: %s", e.msg);

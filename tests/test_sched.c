@@ -286,7 +286,7 @@ int main(void) {
                                .n_pages = 48 + 7,
                                .starts = cstarts,
                                .last = clast};
-        pkv_batch_view v = {4, lens, bt, 1250, dirty, 4, from, NULL};
+        pkv_batch_view v = {4, lens, bt, 1250, dirty, 4, from, NULL, 0};
         pkv_step_rec plain = {.index = 0}, mix = {.index = 1};
         double adv;
         CHECK(pkv_engine_step(&eng, &v, &plain, &adv, &e) == 0, "%s", e.msg);

@@ -1,0 +1,72 @@
+/* Speculative decoding (serving.speculative): with acceptance 1 every proposed token is
+ * kept and the steps fall k + 1 fold; with 0 a step yields one token a row; in between
+ * the kept share is the truncated geometric law's; the pages a request holds never pass
+ * its prompt and output; the verify costs k + 1 tokens a row and the proposer's passes. */
+#include "check.h"
+#include "model.h"
+#include "testrun.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#define EXP                                                                                        \
+    "{\"model\": \"llama-3.1-8b\", \"workload\": {\"arrival\": {\"process\": \"closed\", "         \
+    "\"concurrency\": %d}, \"prompt\": {\"dist\": \"fixed\", \"value\": 100}, \"decode\": "        \
+    "{\"dist\": \"fixed\", \"value\": %d}, \"num_requests\": %d}, \"serving\": {\"max_active\": "  \
+    "8, \"kv_pages\": %d, \"speculative\": {\"method\": \"%s\", \"tokens\": %d, \"acceptance\": "  \
+    "%g}}, \"route\": {\"calibration\": \"%s\"}, \"run\": {\"backend\": \"model\", \"output\": "   \
+    "\"%s\"}}"
+#define CAL PKV_SOURCE_DIR "/experiments/calibration/h200.json"
+
+static int run(pkv_summary *s, int conc, int decode, int n, int pages, const char *method, int k,
+               double acc) {
+    pkv_err e;
+    int rc = test_run_json(s, NULL, &e, EXP, conc, decode, n, pages, method, k, acc, CAL,
+                           "test_spec.h5");
+    CHECK(rc == 0, "%s k %d acceptance %g: %s", method, k, acc, e.msg);
+    return rc;
+}
+
+int main(void) {
+    pkv_summary plain, all, none, half;
+    /* one request at a time: 1 token from its prefill, 200 from its steps (the last steps
+     * propose only what the request may still keep: 2, 1, 0) */
+    if (run(&plain, 1, 201, 4, 4096, "none", 3, 0) || run(&all, 1, 201, 4, 4096, "draft", 3, 1) ||
+        run(&none, 1, 201, 4, 4096, "eagle", 3, 0))
+        CHECK_DONE();
+    CHECK(plain.steps == 4 * 200 && plain.spec_proposed == 0, "plain: %llu steps",
+          (unsigned long long)plain.steps);
+    CHECK(all.steps == 4 * 50, "acceptance 1: %llu steps, 4 x 200 / (3 + 1) wanted",
+          (unsigned long long)all.steps);
+    CHECK(all.spec_accepted == all.spec_proposed && all.decode_tokens == 4 * 200,
+          "acceptance 1: %llu of %llu kept, %llu tokens", (unsigned long long)all.spec_accepted,
+          (unsigned long long)all.spec_proposed, (unsigned long long)all.decode_tokens);
+    CHECK(none.steps == 4 * 200 && none.spec_accepted == 0 &&
+              none.spec_proposed == 4 * (197 * 3 + 2 + 1),
+          "acceptance 0: %llu steps, %llu of %llu kept", (unsigned long long)none.steps,
+          (unsigned long long)none.spec_accepted, (unsigned long long)none.spec_proposed);
+    CHECK(none.finished == 4 && all.finished == 4, "finished %llu, %llu",
+          (unsigned long long)none.finished, (unsigned long long)all.finished);
+    /* a verify of 4 tokens a row with its proposals costs more than a plain step; kept
+     * tokens bring the time per token below plain decoding's at one request */
+    CHECK(none.tpot.mean > plain.tpot.mean && all.tpot.mean < plain.tpot.mean / 2,
+          "TPOT: plain %g, acceptance 0 %g, 1 %g", plain.tpot.mean, none.tpot.mean, all.tpot.mean);
+    /* acceptance 0.6, k 3: each kept with 0.6 after a kept one, E[kept] = 0.6 + 0.36 +
+     * 0.216 of 3 proposed; over thousands of proposals, within 5 standard deviations */
+    if (run(&half, 8, 400, 64, 4096, "ngram", 3, 0.6) == 0) {
+        const double p = 0.6, m = p + p * p + p * p * p,
+                     m2 = p * (1 - p) * 1 + p * p * (1 - p) * 4 + p * p * p * 9, v = m2 - m * m;
+        const double rows = half.spec_proposed / 3.0, got = half.spec_accepted / rows;
+        CHECK(fabs(got - m) < 5 * sqrt(v / rows), "kept a row-step %g, expected %g (%g rows)", got,
+              m, rows);
+        CHECK(half.finished == 64, "finished %llu", (unsigned long long)half.finished);
+    }
+    /* a pool too small for every request's lookahead at once: preemption keeps the run
+     * whole (each request's pages: at most its prompt and output) */
+    pkv_summary tight;
+    if (run(&tight, 8, 400, 16, 8 * 32, "draft", 7, 0.9) == 0)
+        CHECK(tight.finished == 16, "tight pool: %llu finished",
+              (unsigned long long)tight.finished);
+    remove("test_spec.h5");
+    CHECK_DONE();
+}
