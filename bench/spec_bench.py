@@ -3,9 +3,10 @@
 Llama-3.2-1B draft (k 3) and with EAGLE (k 4) at acceptance 0.6 and 0.8, against plain
 decoding, at 1 to 64 requests in flight (closed loop, 1K prompts, 256 tokens out, the
 H200's calibration): TPOT p50, output tokens/s and the speed-up, and where speculation
-stops paying. Beside it, the published check: vLLM V1 on one H100 at batch 1 (vLLM issue
-20780: TPOT 7.07 ms plain, 4.05 ms with EAGLE-3 at k 4, acceptance length 3.08, i.e.
-acceptance about 0.75) against pkvsim on the derived H100 preset.
+stops paying. Beside it, the published check: vLLM V1 at batch 1 on MT-bench (vLLM issue
+20780, 2025-07-10, its GPU not stated: TPOT 7.07 ms plain, 4.05 ms with EAGLE-3 at k 4,
+acceptance length 3.08, i.e. acceptance about 0.75) against pkvsim on the derived H100
+preset (an assumption).
 Usage: spec_bench.py PKVSIM [OUT.txt]; prints the table and writes it to OUT (default
 bench/results/spec.txt)."""
 import json
@@ -56,7 +57,7 @@ with tempfile.TemporaryDirectory() as tmp:
     # the published check (its prompts: MT-bench's, about 100 tokens; its outputs 256)
     p = run(tmp, 1, {"method": "none"}, "h100-sxm", 100, 256)
     e = run(tmp, 1, {"method": "eagle", "tokens": 4, "acceptance": 0.75}, "h100-sxm", 100, 256)
-    lines += ["", "# against vLLM V1 on one H100, batch 1 (issue 20780)",
+    lines += ["", "# against vLLM V1 at batch 1 (issue 20780; its GPU not stated, pkvsim on h100-sxm)",
               "| | published TPOT ms | pkvsim TPOT p50 ms | error |", "|---|---|---|---|",
               f"| plain | 7.07 | {1e3 * p[0]:.2f} | {100 * (p[0] * 1e3 / 7.07 - 1):+.1f}% |",
               f"| EAGLE-3, k 4, acceptance 0.75 | 4.05 | {1e3 * e[0]:.2f} | "

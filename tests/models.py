@@ -34,6 +34,12 @@ PUBLISHED = {
                          vocab=128256, rope_theta=500000, norm_eps=1e-5, max_model_len=131072),
     "gemma-2-9b": dict(layers=42, hidden=3584, hq=16, hkv=8, head_dim=256, intermediate=14336,
                        vocab=256000, rope_theta=10000, norm_eps=1e-6, max_model_len=8192),
+    "mixtral-8x7b": dict(layers=32, hidden=4096, hq=32, hkv=8, head_dim=128, experts=8,
+                         experts_per_token=2, expert_intermediate=14336, vocab=32000,
+                         rope_theta=1e6, norm_eps=1e-5, max_model_len=32768),
+    "qwen3-30b-a3b": dict(layers=48, hidden=2048, hq=32, hkv=4, head_dim=128, experts=128,
+                          experts_per_token=8, expert_intermediate=768, vocab=151936,
+                          rope_theta=1e6, norm_eps=1e-6, max_model_len=40960),
     "study-layer": dict(layers=1, hidden=0, hq=32, hkv=8, head_dim=128, page_size=16),
 }
 WORKLOAD = {"arrival": {"process": "poisson", "rate": 4}, "num_requests": 40,
