@@ -27,8 +27,8 @@ lines = [f"# pkvsim moe bench, model backend, calibration h200.json (beta {beta 
          "|" + "---|" * 10]
 
 
-def run(tmp, name, model, law, b, prompt, decode, n):
-    exp = {"name": name, "model": {"preset": model, "expert_routing": law},
+def run(tmp, name, model, law, b, prompt, decode, n, **more):
+    exp = {"name": name, "model": dict({"preset": model, "expert_routing": law}, **more),
            "workload": {"arrival": {"process": "closed", "concurrency": b},
                         "prompt": {"dist": "fixed", "value": prompt},
                         "decode": {"dist": "fixed", "value": decode}, "num_requests": n},
@@ -71,6 +71,19 @@ with tempfile.TemporaryDirectory() as tmp:
                         f"| {model} | {lname} | {b} | {act.mean():.1f} ({E}) | {most.mean():.1f} | "
                         f"{1e3 * np.median(step):.2f} | {b / np.median(step):.0f} | "
                         f"{1e3 * roof.mean():.2f} | {np.mean(step / roof):.2f} | {pre_ms:.1f} |")
+    # four GPUs: every expert sliced four ways, or whole experts spread (expert parallel)
+    lines += ["", "# qwen3-30b-a3b over 4 GPUs (modelled), B = 64: sliced experts against "
+              "expert parallel", "| routing | sliced TPOT p50 ms | expert parallel TPOT p50 ms "
+              "| ratio |", "|---|---|---|---|"]
+    for lname, law in laws:
+        t = []
+        for ep in (False, True):
+            h5 = run(tmp, "ep", "qwen3-30b-a3b", law, 64, 1024, 256, 128, tensor_parallel=4,
+                     expert_parallel=ep)
+            with h5py.File(h5) as f:
+                s = f["steps"]
+                t.append(np.median(s["t_predicted"][:][s["rows"][:] == 64]))
+        lines.append(f"| {lname} | {1e3 * t[0]:.2f} | {1e3 * t[1]:.2f} | {t[1] / t[0]:.2f} |")
 text = "\n".join(lines) + "\n"
 print(text, end="")
 os.makedirs(os.path.dirname(out), exist_ok=True)

@@ -58,30 +58,34 @@ static double gemm(const pkv_calib *c, double rows, double k, double n, double t
     return times * pkv_gemm_time(c, rows, k, n);
 }
 
-/* A grouped GEMM over the experts, `rows` tokens on each of `n` experts (n may be a
- * fraction: the expected spread), into out without the launch, its time returned. */
-static double expert_gemm(const pkv_calib *c, double rows, double n, double k, double nn,
-                          pkv_dense_cost *out) {
-    if (rows <= 0 || n <= 0) return 0;
-    out->flops += n * 2 * rows * k * nn;
-    out->weight_bytes += n * 2 * k * nn;
-    out->act_bytes += n * 2 * rows * (k + nn);
-    return n * (pkv_gemm_time(c, rows, k, nn) - c->gemm_us * 1e-6);
+/* One expert's two GEMMs (gate and up, then down, `w` wide) over `rows` tokens, without
+ * the grouped launch's fixed cost; `share` experts' FLOPs, weights and activations into
+ * out (a fraction: the expected spread, or one GPU's share of an expert-parallel one). */
+static double expert_gemms(const pkv_calib *c, double rows, double share, double h, double w,
+                           pkv_dense_cost *out) {
+    out->flops += share * 2 * rows * 3 * h * w;
+    out->weight_bytes += share * 2 * 3 * h * w;
+    out->act_bytes += share * 2 * rows * (3 * h + 3 * w);
+    return pkv_gemm_time(c, rows, h, 2 * w) + pkv_gemm_time(c, rows, w, h) - 2 * c->gemm_us * 1e-6;
 }
 
 /* One MoE layer's MLP over `tokens` tokens: the router's GEMM, the shared experts',
  * the experts' two grouped GEMMs (gate and up, then down) over their tokens (a draw of
  * `moe`, or the expected spread), and the top-k, the permutation of the tokens to
- * their experts and the weighted combine (small kernels streaming k copies). */
+ * their experts and the weighted combine (small kernels streaming k copies). Expert
+ * parallel, each GPU runs its whole experts and the layer waits for the busiest GPU
+ * (its FLOPs and bytes counted as a GPU's mean share). */
 static void moe_layer(const pkv_model *m, const pkv_calib *c, double tokens, pkv_moe *moe,
                       pkv_dense_cost *out) {
-    const double h = m->hidden, w = (double)m->expert_inter / m->tp, E = m->experts,
-                 k = m->experts_per_token;
+    const int ep = m->expert_parallel ? m->tp : 1;
+    const double h = m->hidden, E = m->experts, k = m->experts_per_token,
+                 w = (double)m->expert_inter / (m->tp / ep);
     out->t_gemm += gemm(c, tokens, h, E, 1, out);
-    if (m->shared_experts)
-        out->t_gemm += gemm(c, tokens, h, 2 * m->shared_experts * w, 1, out) +
-                       gemm(c, tokens, m->shared_experts * w, h, 1, out);
-    double active = 0, t = 2 * c->gemm_us * 1e-6;
+    if (m->shared_experts) {
+        const double sw = (double)m->shared_experts * m->expert_inter / m->tp;
+        out->t_gemm += gemm(c, tokens, h, 2 * sw, 1, out) + gemm(c, tokens, sw, h, 1, out);
+    }
+    double active = 0, t = 0, gpu[PKV_MOE_MAX_EP] = {0};
     if (moe) {
         pkv_moe_draw(moe, (int64_t)tokens);
         for (int e = 0; e < m->experts; e++) {
@@ -89,15 +93,16 @@ static void moe_layer(const pkv_model *m, const pkv_calib *c, double tokens, pkv
             if (n <= 0) continue;
             active += 1;
             if (n > out->expert_tokens_max) out->expert_tokens_max = n;
-            t += expert_gemm(c, n, 1, h, 2 * w, out) + expert_gemm(c, n, 1, w, h, out);
+            gpu[moe->place[e] * ep / m->experts] += expert_gemms(c, n, 1.0 / ep, h, w, out);
         }
+        for (int g = 0; g < ep; g++) t = t > gpu[g] ? t : gpu[g];
     } else {
         active = E * (1 - pow(1 - k / E, tokens));
         const double n = tokens * k / active;
         if (n > out->expert_tokens_max) out->expert_tokens_max = n;
-        t += expert_gemm(c, n, active, h, 2 * w, out) + expert_gemm(c, n, active, w, h, out);
+        t = active / ep * expert_gemms(c, n, active / ep, h, w, out);
     }
-    out->t_gemm += t;
+    out->t_gemm += t + 2 * c->gemm_us * 1e-6;
     out->launches += 2;
     out->experts_active += active;
     out->t_small += 3 * c->small_kernel_us * 1e-6 + (2 + 2 * k) * 2 * h * tokens / c->beta;

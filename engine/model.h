@@ -15,7 +15,10 @@
  * MLP `inter` wide), each layer's MLP is a router over `experts` experts, each token
  * sent to experts_per_token of them (engine/moe.h: which ones, by model.expert_routing's
  * law), each expert a gated MLP expert_inter wide, beside shared_experts of that width
- * that every token passes. Under tensor parallelism each expert's width divides by tp. */
+ * that every token passes. Under tensor parallelism each expert's width divides by tp;
+ * expert parallel (vLLM's --enable-expert-parallel over the same GPUs), each GPU holds
+ * experts / tp whole experts instead, and a layer waits for its busiest GPU (the
+ * all-reduces as tensor parallelism's: the tokens are on every GPU after attention). */
 #ifndef PKV_MODEL_H
 #define PKV_MODEL_H
 
@@ -30,6 +33,7 @@ typedef struct pkv_model {
     int kv_dtype;     /* pkvk_dtype of the KV caches (FP8 E4M3: a scale per KV head and page) */
     int layers, hidden, hq, hkv, head_dim, inter, vocab, tp, page_size;
     int experts, experts_per_token, expert_inter, shared_experts, dense_layers;
+    bool expert_parallel;   /* the experts spread whole over the tp GPUs (else each sliced) */
     int expert_law;         /* pkv_expert_law */
     double expert_exponent; /* Zipf's exponent */
     uint64_t expert_seed;   /* the experts' draws' seed (run.seed) */

@@ -29,6 +29,7 @@ int pkv_moe_init(pkv_moe *m, int experts, int k, pkv_expert_law law, double expo
     m->stamp = calloc((size_t)experts, sizeof(uint32_t));
     m->count = malloc(sizeof(unsigned int) * (size_t)experts);
     m->counts = malloc(sizeof(double) * (size_t)experts);
+    m->place = malloc(sizeof(int32_t) * (size_t)experts);
     m->r = pkv_stream_create(seed, PKV_STREAM_EXPERTS);
     if (w)
         for (int e = 0; e < experts; e++)
@@ -36,12 +37,14 @@ int pkv_moe_init(pkv_moe *m, int experts, int k, pkv_expert_law law, double expo
     m->law = w ? gsl_ran_discrete_preproc((size_t)experts, w) : NULL;
     free(w);
     gsl_rng *est = law == PKV_EXPERTS_ZIPF ? pkv_stream_create(0, PKV_STREAM_EXPERTS) : NULL;
-    if (!m->incl || !m->stamp || !m->count || !m->counts || !m->r || !m->law ||
+    if (!m->incl || !m->stamp || !m->count || !m->counts || !m->place || !m->r || !m->law ||
         (law == PKV_EXPERTS_ZIPF && !est)) {
         if (est) gsl_rng_free(est);
         pkv_moe_free(m);
         return -1;
     }
+    for (int e = 0; e < experts; e++) m->place[e] = e;
+    gsl_ran_shuffle(m->r, m->place, (size_t)experts, sizeof(int32_t)); /* before any draw */
     if (est) { /* the shares under distinct picks: the law's, flattened where k > 1 */
         for (int i = 0; i < INCL_TOKENS; i++) draw_token(m, est, m->incl);
         for (int e = 0; e < experts; e++) m->incl[e] /= (double)INCL_TOKENS * k;
@@ -63,6 +66,7 @@ void pkv_moe_free(pkv_moe *m) {
     free(m->stamp);
     free(m->count);
     free(m->counts);
+    free(m->place);
     *m = (pkv_moe){0};
 }
 

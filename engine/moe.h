@@ -21,6 +21,8 @@
 #include <gsl/gsl_rng.h>
 
 #define PKV_MOE_EXACT_DRAWS 4096
+#define PKV_MOE_MAX_EP      64 /* GPUs an expert-parallel layer spreads over (tensor_parallel's most) \
+                                */
 
 typedef enum pkv_expert_law { PKV_EXPERTS_UNIFORM = 0, PKV_EXPERTS_ZIPF } pkv_expert_law;
 extern const char *const pkv_expert_law_names[]; /* model.expert_routing.law's names */
@@ -34,6 +36,9 @@ typedef struct pkv_moe {
     uint32_t token;
     unsigned int *count; /* the multinomial draw's */
     double *counts;      /* the last draw: tokens per expert */
+    int32_t *place;      /* each expert's slot in a fixed shuffle of them: expert parallel,
+                            GPU g of G holds the slots [g E / G, (g + 1) E / G), so that the
+                            law's favourites (its first ranks) fall on GPUs at random */
 } pkv_moe;
 
 /* E experts, k a token, the law (exponent: Zipf's), seeded from (seed, the experts'

@@ -57,10 +57,11 @@ static int model_context(pkv_config *c, const cJSON *w, pkv_err *e) {
 /* A mixture of experts' keys: all of them or experts 0 (a dense model). */
 static int check_experts(const pkv_model *md, pkv_err *e) {
     if (!md->experts) {
-        if (md->experts_per_token || md->expert_inter || md->shared_experts || md->dense_layers)
+        if (md->experts_per_token || md->expert_inter || md->shared_experts || md->dense_layers ||
+            md->expert_parallel)
             return pkv_fail(e, "model.experts: experts_per_token, expert_intermediate, "
-                               "shared_experts and dense_layers describe a mixture of experts; "
-                               "give model.experts too (0: a dense model)");
+                               "shared_experts, dense_layers and expert_parallel describe a "
+                               "mixture of experts; give model.experts too (0: a dense model)");
         return 0;
     }
     if (md->experts_per_token < 1 || md->experts_per_token > md->experts)
@@ -69,7 +70,13 @@ static int check_experts(const pkv_model *md, pkv_err *e) {
     if (md->expert_inter <= 0)
         return pkv_fail(e, "model.expert_intermediate: a mixture of experts needs each expert's "
                            "width (its config's moe_intermediate_size)");
-    if (md->expert_inter % md->tp)
+    if (md->expert_parallel && (md->tp < 2 || md->experts % md->tp))
+        return pkv_fail(e,
+                        "model.expert_parallel: spreads the experts over the tensor-parallel "
+                        "GPUs; model.tensor_parallel (%d) must be 2 or more and divide "
+                        "model.experts (%d)",
+                        md->tp, md->experts);
+    if (!md->expert_parallel && md->expert_inter % md->tp)
         return pkv_fail(e, "model.tensor_parallel: %d does not divide expert_intermediate (%d)",
                         md->tp, md->expert_inter);
     if (md->dense_layers >= md->layers)
@@ -530,9 +537,9 @@ int pkv_config_resolve(pkv_config *c) {
             pkv_keys_write(pkv_config_keys(), "model.expert_routing", c,
                            cJSON_AddObjectToObject(sec[i], "expert_routing"));
         } else if (i == 0) { /* a dense model's record as before the experts came */
-            static const char *const moe_keys[] = {"experts", "experts_per_token",
-                                                   "expert_intermediate", "shared_experts",
-                                                   "dense_layers"};
+            static const char *const moe_keys[] = {
+                "experts",        "experts_per_token", "expert_intermediate",
+                "shared_experts", "dense_layers",      "expert_parallel"};
             for (size_t j = 0; j < sizeof moe_keys / sizeof *moe_keys; j++)
                 cJSON_DeleteItemFromObjectCaseSensitive(sec[i], moe_keys[j]);
         }

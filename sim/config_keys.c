@@ -114,6 +114,7 @@ static const pkv_key rows[] = {
     INT("model", "expert_intermediate", C, model.expert_inter, 0, 0, 1 << 20),
     INT("model", "shared_experts", C, model.shared_experts, 0, 0, 64),
     INT("model", "dense_layers", C, model.dense_layers, 0, 0, 1024),
+    BOOL("model", "expert_parallel", C, model.expert_parallel, false),
     OBJ("model", "expert_routing"),
     ENUM("model.expert_routing", "law", C, model.expert_law, "uniform", pkv_expert_law_names,
          .selects = true),

@@ -393,6 +393,8 @@ case_json moe-keys-without-experts '{"model": {"preset": "llama-3.1-8b", "expert
   'give model.experts too'
 case_json moe-routing-dense '{"model": {"preset": "llama-3.1-8b", "expert_routing": {"law": "zipf"}}, "route": {"calibration": null}}' \
   'model.expert_routing: routes a mixture of experts'
+case_json moe-ep-one-gpu '{"model": {"preset": "qwen3-30b-a3b", "expert_parallel": true}, "route": {"calibration": null}}' \
+  'model.expert_parallel: spreads the experts over the tensor-parallel GPUs'
 case_json moe-law '{"model": {"preset": "qwen3-30b-a3b", "expert_routing": {"law": "pareto"}}, "route": {"calibration": null}}' \
   'model.expert_routing.law'
 good '{"model": "qwen3-30b-a3b", "route": {"calibration": null}}' > "$tmp/e.json"
