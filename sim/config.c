@@ -5,6 +5,8 @@
 #include "calib.h"
 #include "config_engine.h"
 #include "config_files.h"
+#include "config_model.h"
+#include "config_pools.h"
 #include "config_workload.h"
 #include "jsonv.h"
 
@@ -35,124 +37,6 @@ static int parse_section(pkv_config *c, const cJSON *root, const char *obj, pkv_
         p += n + (p[n] == '.');
     }
     return pkv_keys_parse(pkv_config_keys(), obj, o, obj, c, false, e);
-}
-
-/* workload.max_context within the model's own context: its default where the workload
- * gives none, and refused past it (an engine refuses a model length past the model's). */
-static int model_context(pkv_config *c, const cJSON *w, pkv_err *e) {
-    const int64_t own = c->model.max_model_len;
-    if (own <= 0) return 0;
-    if (!cJSON_GetObjectItemCaseSensitive(w, "max_context")) {
-        c->workload.max_context = own;
-        return 0;
-    }
-    if (c->workload.max_context > own)
-        return pkv_fail(e,
-                        "workload.max_context: %lld tokens is past %s's context of %lld "
-                        "(model.max_model_len, its config's max_position_embeddings)",
-                        (long long)c->workload.max_context, c->model.name, (long long)own);
-    return 0;
-}
-
-/* A mixture of experts' keys: all of them or experts 0 (a dense model). */
-static int check_experts(const pkv_model *md, pkv_err *e) {
-    if (!md->experts) {
-        if (md->experts_per_token || md->expert_inter || md->shared_experts || md->dense_layers ||
-            md->expert_parallel)
-            return pkv_fail(e, "model.experts: experts_per_token, expert_intermediate, "
-                               "shared_experts, dense_layers and expert_parallel describe a "
-                               "mixture of experts; give model.experts too (0: a dense model)");
-        return 0;
-    }
-    if (md->experts_per_token < 1 || md->experts_per_token > md->experts)
-        return pkv_fail(e, "model.experts_per_token: %d must be 1 to model.experts (%d)",
-                        md->experts_per_token, md->experts);
-    if (md->expert_inter <= 0)
-        return pkv_fail(e, "model.expert_intermediate: a mixture of experts needs each expert's "
-                           "width (its config's moe_intermediate_size)");
-    if (md->expert_parallel && (md->tp < 2 || md->experts % md->tp))
-        return pkv_fail(e,
-                        "model.expert_parallel: spreads the experts over the tensor-parallel "
-                        "GPUs; model.tensor_parallel (%d) must be 2 or more and divide "
-                        "model.experts (%d)",
-                        md->tp, md->experts);
-    if (!md->expert_parallel && md->expert_inter % md->tp)
-        return pkv_fail(e, "model.tensor_parallel: %d does not divide expert_intermediate (%d)",
-                        md->tp, md->expert_inter);
-    if (md->dense_layers >= md->layers)
-        return pkv_fail(e, "model.dense_layers: %d leaves no MoE layer of %d", md->dense_layers,
-                        md->layers);
-    return 0;
-}
-
-/* The model: its rows' defaults (the study layer), then a preset's file, then the
- * experiment's own keys. "model": "NAME" is {"preset": "NAME"}; a preset is a file
- * of experiments/models/ by name, or a path (with a '/' or ending in .json) taken from
- * the experiment file's folder. */
-static int parse_model(pkv_config *c, const cJSON *root, pkv_err *e) {
-    pkv_keys k = pkv_config_keys();
-    const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model"), *own = m;
-    pkv_keys_defaults(k, "model", c);
-    const char *preset = NULL;
-    if (cJSON_IsString(m)) {
-        preset = m->valuestring, own = NULL;
-    } else if (m && !cJSON_IsObject(m)) {
-        return pkv_fail(e, "model: must be a preset name or an object");
-    } else if (m) {
-        TRY(pkv_keys_check(k, "model", m, "model", e));
-        TRY(pkv_json_str(m, "model", "preset", "", NULL, &preset, NULL, e));
-        if (!*preset) preset = NULL;
-        snprintf(c->model.name, sizeof c->model.name, "custom");
-    }
-    if (preset) {
-        char path[1024];
-        cJSON *p = pkv_config_named_file(c->file, preset, "model.preset", "experiments/models",
-                                         "presets", "", path, sizeof path, e);
-        if (!p) return -1;
-        snprintf(c->model_file, sizeof c->model_file, "%s", path);
-        snprintf(c->model.name, sizeof c->model.name, "%s", preset);
-        pkv_err sub;
-        int rc = pkv_keys_parse(k, "model", p, "", c, true, &sub);
-        cJSON_Delete(p);
-        if (rc) return pkv_fail(e, "model.preset: %s: %s", path, sub.msg);
-    }
-    if (own) TRY(pkv_keys_parse(k, "model", own, "model", c, true, e));
-    const cJSON *er = NULL;
-    if (own) TRY(pkv_json_sub(own, "model", "expert_routing", &er, e));
-    TRY(pkv_keys_parse(k, "model.expert_routing", er, "model.expert_routing", c, false, e));
-    pkv_model *md = &c->model;
-    if (er && !md->experts)
-        return pkv_fail(e, "model.expert_routing: routes a mixture of experts' tokens; this "
-                           "model has none (model.experts 0)");
-    if (md->kv_dtype == PKV_KV_DTYPE_AUTO) md->kv_dtype = md->dtype;
-    if (md->hq % md->hkv)
-        return pkv_fail(e, "model.hq: %d is not a multiple of model.hkv (%d)", md->hq, md->hkv);
-    if (md->head_dim % 8)
-        return pkv_fail(e, "model.head_dim: must be a multiple of 8 (got %d)", md->head_dim);
-    if (md->hq % md->tp || md->hkv % md->tp)
-        return pkv_fail(e, "model.tensor_parallel: %d does not divide hq (%d) and hkv (%d)", md->tp,
-                        md->hq, md->hkv);
-    if (pkv_model_dense(md)) {
-        if ((md->inter <= 0 && (!md->experts || md->dense_layers)) || md->vocab <= 0)
-            return pkv_fail(e, "model: a model with a hidden size needs intermediate (the dense "
-                               "layers' MLP) and vocab");
-        if (md->inter % md->tp || md->vocab % md->tp)
-            return pkv_fail(e,
-                            "model.tensor_parallel: %d does not divide intermediate (%d) and "
-                            "vocab (%d)",
-                            md->tp, md->inter, md->vocab);
-        if (md->mlp_tail)
-            return pkv_fail(e, "model.mlp_intermediate: the study layer's MLP tail; a model with "
-                               "a hidden size has its own MLP (model.intermediate)");
-        TRY(check_experts(md, e));
-    } else if (md->experts) {
-        return pkv_fail(e, "model.experts: a mixture of experts needs a model with a hidden size "
-                           "(model.hidden > 0); the study layer has no MLP to route");
-    } else if (md->layers != 1) {
-        return pkv_fail(e, "model.layers: a model without a hidden size is the study's single "
-                           "attention layer (layers 1)");
-    }
-    return 0;
 }
 
 /* run.seed: a whole number up to 9e15 (a JSON number is a double: below 2^53 every
@@ -261,49 +145,8 @@ static int choose_calibration(pkv_config *c, pkv_err *e) {
 }
 
 /* What the rows cannot say: cross-key rules, paths, derived fields. */
-/* serving.speculative: on a served model, its draft model's preset read as model.preset
- * reads one (a dense model). */
-static int parse_speculative(pkv_config *c, pkv_err *e) {
-    pkv_speculative *sp = &c->spec;
-    if (sp->method == PKV_SPEC_NONE) {
-        sp->tokens = 0;
-        return 0;
-    }
-    if (!pkv_model_dense(&c->model))
-        return pkv_fail(e, "serving.speculative: proposes tokens for a served model "
-                           "(model.hidden > 0); the study layer decodes none");
-    if (c->scheduler_steps > 1)
-        return pkv_fail(e, "serving.speculative: not with serving.scheduler_steps > 1 (vLLM "
-                           "ran its multi-step scheduling without speculation)");
-    if (sp->method != PKV_SPEC_DRAFT) return 0;
-    char path[1024];
-    cJSON *p = pkv_config_named_file(c->file, sp->draft_model, "serving.speculative.draft_model",
-                                     "experiments/models", "presets", "", path, sizeof path, e);
-    if (!p) return -1;
-    pkv_config *d = calloc(1, sizeof *d);
-    if (!d) {
-        cJSON_Delete(p);
-        return pkv_fail(e, "out of memory");
-    }
-    pkv_keys k = pkv_config_keys();
-    pkv_keys_defaults(k, "model", d);
-    pkv_err sub;
-    int rc = pkv_keys_parse(k, "model", p, "", d, true, &sub);
-    cJSON_Delete(p);
-    sp->draft = d->model;
-    free(d);
-    snprintf(sp->draft.name, sizeof sp->draft.name, "%s", sp->draft_model);
-    if (rc) return pkv_fail(e, "serving.speculative.draft_model: %s: %s", path, sub.msg);
-    if (!pkv_model_dense(&sp->draft) || sp->draft.experts)
-        return pkv_fail(e, "serving.speculative.draft_model: %s is not a dense served model",
-                        sp->draft_model);
-    sp->draft.tp = 1; /* the draft runs whole on each GPU, as vLLM runs it */
-    sp->draft.dtype = c->model.dtype, sp->draft.kv_dtype = c->model.kv_dtype;
-    return 0;
-}
-
 static int finish_sections(pkv_config *c, const cJSON *root, pkv_err *e) {
-    if (parse_speculative(c, e)) return -1;
+    if (pkv_config_parse_speculative(c, e)) return -1;
     /* prefill_first on a served model: batches of one forward each unless given (by the
      * experiment or its engine profile), so that a prompt's first token is its forward's */
     const cJSON *sv = cJSON_GetObjectItemCaseSensitive(root, "serving");
@@ -601,161 +444,6 @@ int pkv_config_resolve(pkv_config *c) {
     return c->resolved ? 0 : -1;
 }
 
-/* A pool's settings: the experiment's, its model, serving and route objects with the
- * pool's members on top, without the fleet section; parsed as an experiment. */
-static int parse_pool(pkv_config *c, const cJSON *root, const cJSON *o, const char *P,
-                      pkv_pool *pool, pkv_err *e) {
-    const char *name, *role;
-    int64_t replicas;
-    TRY(pkv_keys_check(pkv_config_keys(), PKV_OBJ_POOL, o, P, e));
-    TRY(pkv_json_str(o, P, "name", "", NULL, &name, NULL, e));
-    TRY(pkv_json_int(o, P, "replicas", 1, 1, 100000, &replicas, e));
-    TRY(pkv_json_str(o, P, "role", "mixed", pkv_role_names, &role, &pool->role, e));
-    if (!*name || strlen(name) >= sizeof pool->name)
-        return pkv_fail(e, "%s.name: a pool's name is 1 to %zu characters", P,
-                        sizeof pool->name - 1);
-    snprintf(pool->name, sizeof pool->name, "%s", name);
-    pool->replicas = (int)replicas;
-    cJSON *copy = cJSON_Duplicate(root, 1);
-    if (!copy) return pkv_fail(e, "out of memory");
-    cJSON_DeleteItemFromObjectCaseSensitive(copy, "fleet");
-    static const char *const over[] = {"model", "serving", "route"};
-    for (size_t k = 0; k < sizeof over / sizeof *over; k++) {
-        const cJSON *mine;
-        if (pkv_json_sub(o, P, over[k], &mine, e)) {
-            cJSON_Delete(copy);
-            return -1;
-        }
-        if (!mine) continue;
-        if (!strcmp(over[k], "route")) {
-            pool->own_calibration =
-                cJSON_HasObjectItem(mine, "calibration") || cJSON_HasObjectItem(mine, "gpu");
-            pool->own_policy = cJSON_HasObjectItem(mine, "policy");
-        }
-        cJSON *base = cJSON_GetObjectItemCaseSensitive(copy, over[k]);
-        if (!base) base = cJSON_AddObjectToObject(copy, over[k]);
-        for (const cJSON *m = mine->child; base && m; m = m->next) {
-            cJSON_DeleteItemFromObjectCaseSensitive(base, m->string);
-            cJSON_AddItemToObject(base, m->string, cJSON_Duplicate(m, 1));
-        }
-    }
-    char *text = cJSON_PrintUnformatted(copy);
-    cJSON_Delete(copy);
-    pool->cfg = calloc(1, sizeof *pool->cfg);
-    if (!text || !pool->cfg) {
-        free(text);
-        return pkv_fail(e, "out of memory");
-    }
-    pkv_err sub;
-    if (pkv_config_parse(pool->cfg, text, c->file, &sub)) {
-        free(pool->cfg);
-        pool->cfg = NULL;
-        const size_t n = strlen(c->file); /* its message begins with the file */
-        const char *msg =
-            strncmp(sub.msg, c->file, n) == 0 && sub.msg[n] == ':' ? sub.msg + n + 2 : sub.msg;
-        return pkv_fail(e, "%s (pool \"%s\", the experiment with its settings): %s", P, name, msg);
-    }
-    if (pool->role != PKV_ROLE_MIXED && !pkv_model_dense(&pool->cfg->model))
-        return pkv_fail(e,
-                        "%s.role: a %s pool needs a served model (model.hidden > 0): the study "
-                        "layer's prefill samples no first token to hand over",
-                        P, role);
-    return 0;
-}
-
-/* fleet.autoscale: its pool, and the replicas it starts with within min and max. */
-static int parse_autoscale(pkv_config *c, const cJSON *fl, pkv_err *e) {
-    pkv_autoscale *a = &c->fleet.autoscale;
-    if (!(a->on = fl && cJSON_GetObjectItemCaseSensitive(fl, "autoscale"))) return 0;
-    if (a->max < 1) return pkv_fail(e, "fleet.autoscale.max: required, 1 or more");
-    if (!(a->target > 0))
-        return pkv_fail(e, "fleet.autoscale.target: required, above 0 (the metric's value it "
-                           "aims at: waiting requests or requests per replica, the KV pool's "
-                           "used share, or the TTFT percentile in ms)");
-    if (a->min > a->max)
-        return pkv_fail(e, "fleet.autoscale.min: %d is above fleet.autoscale.max %d", a->min,
-                        a->max);
-    const char *key = "fleet.replicas";
-    a->pool_index = 0;
-    if (c->fleet.n_pools) {
-        a->pool_index = -1;
-        for (int p = 0; p < c->fleet.n_pools; p++)
-            if (!*a->pool ? p == 0 : !strcmp(a->pool, c->fleet.pools[p].name)) a->pool_index = p;
-        if (a->pool_index < 0)
-            return pkv_fail(e, "fleet.autoscale.pool: \"%s\" names no pool of fleet.pools",
-                            a->pool);
-        a->initial = c->fleet.pools[a->pool_index].replicas;
-        key = "its pool's replicas";
-    } else if (*a->pool) {
-        return pkv_fail(e, "fleet.autoscale.pool: there are no fleet.pools to name");
-    } else {
-        a->initial = c->fleet.replicas;
-    }
-    if (a->metric == PKV_SCALE_TTFT && c->fleet.n_pools &&
-        c->fleet.pools[a->pool_index].role == PKV_ROLE_DECODE)
-        return pkv_fail(e,
-                        "fleet.autoscale.metric: ttft is stamped where a request is "
-                        "prefilled, not on the decode pool \"%s\"",
-                        c->fleet.pools[a->pool_index].name);
-    if (a->initial < a->min || a->initial > a->max)
-        return pkv_fail(e,
-                        "fleet.autoscale: the fleet starts with %s (%d), outside min %d and "
-                        "max %d",
-                        key, a->initial, a->min, a->max);
-    return 0;
-}
-
-/* fleet.pools: the pools in order (replicas numbered across them). */
-static int parse_pools(pkv_config *c, const cJSON *root, pkv_err *e) {
-    const cJSON *fl = cJSON_GetObjectItemCaseSensitive(root, "fleet");
-    const cJSON *pl = fl ? cJSON_GetObjectItemCaseSensitive(fl, "pools") : NULL;
-    if (!pl) return parse_autoscale(c, fl, e);
-    if (cJSON_GetObjectItemCaseSensitive(fl, "replicas"))
-        return pkv_fail(e, "fleet.replicas: give fleet.replicas or fleet.pools (each pool "
-                           "its own replicas), not both");
-    const int n = cJSON_IsArray(pl) ? cJSON_GetArraySize(pl) : 0;
-    if (n < 1 || n > 64) return pkv_fail(e, "fleet.pools: must be a list of 1 to 64 pools");
-    if (!(c->fleet.pools = calloc((size_t)n, sizeof *c->fleet.pools)))
-        return pkv_fail(e, "out of memory");
-    c->fleet.n_pools = n;
-    int roles[3] = {0}, total = 0;
-    for (int i = 0; i < n; i++) {
-        char P[32];
-        snprintf(P, sizeof P, "fleet.pools[%d]", i);
-        const cJSON *o = cJSON_GetArrayItem(pl, i);
-        pkv_pool *pool = &c->fleet.pools[i];
-        TRY(parse_pool(c, root, o, P, pool, e));
-        for (int j = 0; j < i; j++)
-            if (!strcmp(c->fleet.pools[j].name, pool->name))
-                return pkv_fail(e, "%s.name: \"%s\" names fleet.pools[%d] too", P, pool->name, j);
-        roles[pool->role] += pool->replicas;
-        if ((total += pool->replicas) > 100000)
-            return pkv_fail(e, "fleet.pools: more than 100000 replicas in all");
-    }
-    if (!roles[PKV_ROLE_PREFILL] != !roles[PKV_ROLE_DECODE])
-        return pkv_fail(e, "fleet.pools: a %s pool needs a %s pool to send its requests to",
-                        roles[PKV_ROLE_PREFILL] ? "prefill" : "decode",
-                        roles[PKV_ROLE_PREFILL] ? "decode" : "prefill");
-    /* a prefilled request's KV continues on a decode pool only where the model that wrote
-     * it runs: the same layers, heads, head dimension, KV type and pages */
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < n && c->fleet.pools[i].role == PKV_ROLE_PREFILL; j++) {
-            const pkv_model *a = &c->fleet.pools[i].cfg->model, *b = &c->fleet.pools[j].cfg->model;
-            if (c->fleet.pools[j].role != PKV_ROLE_DECODE) continue;
-            if (a->layers != b->layers || a->hidden != b->hidden || a->hq != b->hq ||
-                a->hkv != b->hkv || a->head_dim != b->head_dim || a->kv_dtype != b->kv_dtype ||
-                a->page_size != b->page_size)
-                return pkv_fail(e,
-                                "fleet.pools[%d]: its model (%s) is not decode pool "
-                                "fleet.pools[%d]'s (%s), where its prefilled KV goes: the KV "
-                                "continues only on the model that wrote it (layers, heads, head "
-                                "dimension, KV type and page size alike)",
-                                i, a->name, j, b->name);
-        }
-    c->fleet.replicas = total;
-    return parse_autoscale(c, fl, e);
-}
-
 int pkv_config_load(pkv_config *c, const char *path, pkv_err *e) {
     char *text = pkv_read_file(path, NULL, e);
     return text ? pkv_config_parse(c, text, path, e) : -1;
@@ -791,13 +479,13 @@ int pkv_config_parse(pkv_config *c, char *text, const char *path, pkv_err *e) {
         goto out;
     }
     snprintf(c->name, sizeof c->name, "%s", name);
-    if (parse_model(c, root, &sub)) goto out;
+    if (pkv_config_parse_model(c, root, &sub)) goto out;
     for (size_t i = 1; i < sizeof config_objs / sizeof *config_objs; i++) /* after the model */
         if (parse_section(c, root, config_objs[i], &sub)) goto out;
     if (pkv_config_parse_engine(c, root, &sub) || finish_sections(c, root, &sub) ||
         pkv_config_parse_workload(&c->workload, &c->trace_spec, &c->trace, c->file, w, &sub) ||
-        model_context(c, w, &sub) || fit_memory(c, root, &sub) || check_consistency(c, &sub) ||
-        parse_pools(c, root, &sub))
+        pkv_config_model_context(c, w, &sub) || fit_memory(c, root, &sub) ||
+        check_consistency(c, &sub) || pkv_config_parse_pools(c, root, &sub))
         goto out;
     rc = pkv_config_resolve(c);
     if (rc) pkv_fail(&sub, "out of memory");

@@ -431,24 +431,20 @@ static int summary_init(pkv_summary *s, const pkv_config *cfg) {
     return 0;
 }
 
-/* The run or one of its fleet's pools adds an engine profile's host work. */
-static bool has_engine_profile(const pkv_config *cfg) {
-    bool any = *cfg->engine_file;
-    for (int p = 0; p < cfg->fleet.n_pools; p++) any |= *cfg->fleet.pools[p].cfg->engine_file;
-    return any;
+/* What the run or one of its fleet's pools has, for the record's optional columns: an
+ * engine profile's host work, speculative decoding, a mixture of experts. */
+static bool profiled(const pkv_config *c) {
+    return *c->engine_file;
 }
-
-static bool speculates(const pkv_config *cfg) {
-    bool any = cfg->spec.method != PKV_SPEC_NONE;
-    for (int p = 0; p < cfg->fleet.n_pools; p++)
-        any |= cfg->fleet.pools[p].cfg->spec.method != PKV_SPEC_NONE;
-    return any;
+static bool speculating(const pkv_config *c) {
+    return c->spec.method != PKV_SPEC_NONE;
 }
-
-static bool has_experts(const pkv_config *cfg) {
-    bool any = pkv_model_moe_layers(&cfg->model) > 0;
-    for (int p = 0; p < cfg->fleet.n_pools; p++)
-        any |= pkv_model_moe_layers(&cfg->fleet.pools[p].cfg->model) > 0;
+static bool has_experts(const pkv_config *c) {
+    return pkv_model_moe_layers(&c->model) > 0;
+}
+static bool any_pool(const pkv_config *cfg, bool (*has)(const pkv_config *)) {
+    bool any = has(cfg);
+    for (int p = 0; p < cfg->fleet.n_pools; p++) any |= has(cfg->fleet.pools[p].cfg);
     return any;
 }
 
@@ -467,7 +463,7 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
     int clock = cfg->clock != PKV_CONFIG_CLOCK_AUTO ? cfg->clock
                 : bk == PKV_BACKEND_CUDA            ? PKV_CLOCK_WALL
                                                     : PKV_CLOCK_PREDICTED;
-    if (bk != PKV_BACKEND_MODEL && speculates(cfg)) {
+    if (bk != PKV_BACKEND_MODEL && any_pool(cfg, speculating)) {
         pkv_calib_free(&cal);
         return pkv_fail(e,
                         "%s: serving.speculative runs on the model backend (--backend model); "
@@ -484,13 +480,7 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
         return pkv_fail(e,
                         "%s: serving.prefill.measure: only the cuda backend measures the prefill's "
                         "K/V write, on a wall or device clock (here: the %s backend, clock %s)",
-                        cfg->file,
-                        bk == PKV_BACKEND_CUDA  ? "cuda"
-                        : bk == PKV_BACKEND_CPU ? "cpu"
-                                                : "model",
-                        clock == PKV_CLOCK_WALL     ? "wall"
-                        : clock == PKV_CLOCK_DEVICE ? "device"
-                                                    : "predicted");
+                        cfg->file, pkv_backend_names[bk], pkv_clock_names[clock]);
     }
     pkv_engine eng;
     run_sink sink = {0};
@@ -548,9 +538,9 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
                              .routes_measured = be->measures && eng.policy.measured_oracle,
                              .candidates = eng.policy.candidates,
                              .fleet = pkv_fleet_slots(&cfg->fleet) > 1,
-                             .engine_host = has_engine_profile(cfg),
-                             .moe = has_experts(cfg),
-                             .speculative = speculates(cfg)};
+                             .engine_host = any_pool(cfg, profiled),
+                             .moe = any_pool(cfg, has_experts),
+                             .speculative = any_pool(cfg, speculating)};
         pkv_attr ca[PKV_CALIB_ATTRS];
         int nca = pkv_calib_attrs(&cal, ca, PKV_CALIB_ATTRS);
         if (pkv_h5rec_open(&rec, cfg->output, &ro, e) ||
