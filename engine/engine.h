@@ -81,6 +81,8 @@ typedef struct pkv_speculative {
     int32_t tokens;       /* k: tokens proposed a row and step */
     double acceptance;    /* the chance that each proposed token is accepted, given the ones
                              before it were (the run draws each row's accepted prefix) */
+    double acceptance_sd; /* > 0: each request's own chance, drawn from a beta law of mean
+                             `acceptance` and this standard deviation */
     char draft_model[64]; /* draft: the proposer's preset */
     pkv_model draft;      /* draft: its shape, resolved */
 } pkv_speculative;

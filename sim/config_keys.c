@@ -208,6 +208,7 @@ static const pkv_key rows[] = {
          .selects = true),
     INT("serving.speculative", "tokens", C, spec.tokens, 3, 1, 16, .when = SPEC),
     NUM("serving.speculative", "acceptance", C, spec.acceptance, 0.7, 0, 1, .when = SPEC),
+    NUM("serving.speculative", "acceptance_sd", C, spec.acceptance_sd, 0, 0, 0.5, .when = SPEC),
     STR("serving.speculative", "draft_model", C, spec.draft_model, "llama-3.2-1b", NULL,
         .when = PKV_WHEN(PKV_SPEC_DRAFT)),
     /* Affine prefill model: base + per_token * prompt tokens of the batch. The

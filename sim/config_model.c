@@ -6,6 +6,7 @@
 #include "config_workload.h"
 #include "jsonv.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -142,6 +143,12 @@ int pkv_config_parse_speculative(pkv_config *c, pkv_err *e) {
     if (c->scheduler_steps > 1)
         return pkv_fail(e, "serving.speculative: not with serving.scheduler_steps > 1 (vLLM "
                            "ran its multi-step scheduling without speculation)");
+    const double m = sp->acceptance, sd = sp->acceptance_sd;
+    if (sd > 0 && !(sd * sd < m * (1 - m)))
+        return pkv_fail(e,
+                        "serving.speculative.acceptance_sd: %g is too wide for a mean of %g: a "
+                        "beta law's standard deviation is below sqrt(mean (1 - mean)) = %.4g",
+                        sd, m, sqrt(m * (1 - m)));
     if (sp->method != PKV_SPEC_DRAFT) return 0;
     char path[1024];
     cJSON *p = pkv_config_named_file(c->file, sp->draft_model, "serving.speculative.draft_model",

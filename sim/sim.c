@@ -143,14 +143,13 @@ static int occupy(pkv_sim *s, double dt, int decode_step, pkv_err *e) {
 }
 
 /* Speculative decoding: each row's proposed tokens and the prefix of them its verify
- * keeps, each accepted with the configured chance where the ones before it were. */
+ * keeps, each accepted with its request's chance where the ones before it were. */
 static void propose(pkv_sim *s, pkv_step_rec *rec) {
-    const double p = s->cfg->spec.acceptance;
     for (int32_t i = 0; i < s->n_run; i++) {
         pkv_sim_request *r = &s->req[s->run[i]];
         const int32_t k = pkv_sim_spec_tokens(s, r);
         int32_t a = 0;
-        while (a < k && gsl_rng_uniform(s->r_spec) < p) a++;
+        while (a < k && gsl_rng_uniform(s->r_spec) < r->spec_p) a++;
         r->spec_accepted = a;
         rec->spec_proposed += (uint32_t)k;
         rec->spec_accepted += (uint32_t)a;

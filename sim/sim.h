@@ -48,6 +48,7 @@ typedef struct pkv_sim_request {
     bool live;              /* the slot holds a request still in the simulation */
     int32_t spec_accepted;  /* speculative decoding: of its running step's proposed tokens,
                                those accepted (drawn as the step starts) */
+    double spec_p;          /* speculative decoding: its chance to keep a proposed token */
 } pkv_sim_request;
 
 struct pkv_sim;

@@ -6,6 +6,7 @@
 #include "sched.h"
 #include "rng.h"
 
+#include <gsl/gsl_randist.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -143,10 +144,16 @@ int64_t pkv_sim_new_request(pkv_sim *s, const pkv_request_draw *d, double t) {
                                              .turn = d->turn,
                                              .decode_len = d->decode_len,
                                              .state = PKV_REQ_WAITING},
+                                     .spec_p = s->cfg->spec.acceptance,
                                      .prefix_group = d->prefix_group,
                                      .hashes = d->hashes,
                                      .n_hashes = d->n_hashes,
                                      .live = true};
+    const pkv_speculative *sp = &s->cfg->spec;
+    if (sp->acceptance_sd > 0 && s->r_spec) { /* its own chance: a beta law's draw */
+        const double m = sp->acceptance, sd = sp->acceptance_sd, nu = m * (1 - m) / (sd * sd) - 1;
+        s->req[slot].spec_p = gsl_ran_beta(s->r_spec, m * nu, (1 - m) * nu);
+    }
     return slot;
 }
 

@@ -407,6 +407,8 @@ case_json spec-draft-moe '{"model": "llama-3.1-8b", "serving": {"speculative": {
   'serving.speculative.draft_model: mixtral-8x7b is not a dense served model'
 case_json spec-draft-typo '{"model": "llama-3.1-8b", "serving": {"speculative": {"method": "draft", "draft_model": "llama-1b"}}, "route": {"calibration": null}}' \
   'serving.speculative.draft_model'
+case_json spec-sd-wide '{"model": "llama-3.1-8b", "serving": {"speculative": {"method": "ngram", "acceptance": 0.9, "acceptance_sd": 0.4}}, "route": {"calibration": null}}' \
+  'serving.speculative.acceptance_sd: 0.4 is too wide for a mean of 0.9'
 good '{"model": "llama-3.1-8b", "serving": {"speculative": {"method": "eagle"}}, "route": {"calibration": null}}' > "$tmp/e.json"
 expect_fail spec-cpu-backend 'serving.speculative runs on the model backend' \
   "$pkvsim" run -q -b cpu "$tmp/e.json"

@@ -6,6 +6,7 @@
 #include "model.h"
 #include "testrun.h"
 
+#include <gsl/gsl_randist.h>
 #include <math.h>
 #include <stdio.h>
 
@@ -14,17 +15,23 @@
     "\"concurrency\": %d}, \"prompt\": {\"dist\": \"fixed\", \"value\": 100}, \"decode\": "        \
     "{\"dist\": \"fixed\", \"value\": %d}, \"num_requests\": %d}, \"serving\": {\"max_active\": "  \
     "8, \"kv_pages\": %d, \"speculative\": {\"method\": \"%s\", \"tokens\": %d, \"acceptance\": "  \
-    "%g}}, \"route\": {\"calibration\": \"%s\"}, \"run\": {\"backend\": \"model\", \"output\": "   \
+    "%g, \"acceptance_sd\": %g}}, \"route\": {\"calibration\": \"%s\"}, \"run\": {\"backend\": "   \
+    "\"model\", \"output\": "                                                                      \
     "\"%s\"}}"
 #define CAL PKV_SOURCE_DIR "/experiments/calibration/h200.json"
 
-static int run(pkv_summary *s, int conc, int decode, int n, int pages, const char *method, int k,
-               double acc) {
+static int run_sd(pkv_summary *s, int conc, int decode, int n, int pages, const char *method, int k,
+                  double acc, double sd) {
     pkv_err e;
-    int rc = test_run_json(s, NULL, &e, EXP, conc, decode, n, pages, method, k, acc, CAL,
+    int rc = test_run_json(s, NULL, &e, EXP, conc, decode, n, pages, method, k, acc, sd, CAL,
                            "test_spec.h5");
     CHECK(rc == 0, "%s k %d acceptance %g: %s", method, k, acc, e.msg);
     return rc;
+}
+
+static int run(pkv_summary *s, int conc, int decode, int n, int pages, const char *method, int k,
+               double acc) {
+    return run_sd(s, conc, decode, n, pages, method, k, acc, 0);
 }
 
 int main(void) {
@@ -60,6 +67,26 @@ int main(void) {
         CHECK(fabs(got - m) < 5 * sqrt(v / rows), "kept a row-step %g, expected %g (%g rows)", got,
               m, rows);
         CHECK(half.finished == 64, "finished %llu", (unsigned long long)half.finished);
+    }
+    /* each request its own chance (a beta law, mean 0.6, sd 0.3): requests yield 99 tokens
+     * in 99 / (1 + f(p)) steps, f(p) = p + p^2 + p^3, so the kept tokens a row-step are
+     * 1 / E[1 / (1 + f(p))] - 1 (by numerical integration over the law), within 10% over
+     * 256 requests; and the requests' TPOTs spread where they do not with one chance */
+    pkv_summary spread, same;
+    if (run_sd(&spread, 8, 100, 256, 4096, "ngram", 3, 0.6, 0.3) == 0 &&
+        run_sd(&same, 8, 100, 256, 4096, "ngram", 3, 0.6, 0) == 0) {
+        const double m = 0.6, nu = m * (1 - m) / 0.09 - 1;
+        double h = 0, w = 0;
+        for (int i = 0; i < 10000; i++) {
+            const double p = (i + 0.5) / 10000, d = gsl_ran_beta_pdf(p, m * nu, (1 - m) * nu);
+            h += d / (1 + p + p * p + p * p * p), w += d;
+        }
+        const double want = w / h - 1, got = spread.spec_accepted / (spread.spec_proposed / 3.0);
+        CHECK(fabs(got / want - 1) < 0.1, "kept a row-step %g with a spread of 0.3, %g expected",
+              got, want);
+        CHECK(spread.tpot_p90 / spread.tpot_p50 > 1.3 && same.tpot_p90 / same.tpot_p50 < 1.15,
+              "TPOT p90 / p50: %g with a spread, %g without", spread.tpot_p90 / spread.tpot_p50,
+              same.tpot_p90 / same.tpot_p50);
     }
     /* a pool too small for every request's lookahead at once: preemption keeps the run
      * whole (each request's pages: at most its prompt and output) */
