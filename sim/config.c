@@ -485,7 +485,7 @@ int pkv_config_parse(pkv_config *c, char *text, const char *path, pkv_err *e) {
     if (pkv_config_parse_engine(c, root, &sub) || finish_sections(c, root, &sub) ||
         pkv_config_parse_workload(&c->workload, &c->trace_spec, &c->trace, c->file, w, &sub) ||
         pkv_config_model_context(c, w, &sub) || fit_memory(c, root, &sub) ||
-        check_consistency(c, &sub) || pkv_config_parse_pools(c, root, &sub))
+        check_consistency(c, &sub) || pkv_config_parse_pools(c, root, pkv_config_parse, &sub))
         goto out;
     rc = pkv_config_resolve(c);
     if (rc) pkv_fail(&sub, "out of memory");

@@ -12,7 +12,7 @@
 /* A pool's settings: the experiment's, its model, serving and route objects with the
  * pool's members on top, without the fleet section; parsed as an experiment. */
 static int parse_pool(pkv_config *c, const cJSON *root, const cJSON *o, const char *P,
-                      pkv_pool *pool, pkv_err *e) {
+                      pkv_pool *pool, pkv_config_parser parse, pkv_err *e) {
     const char *name, *role;
     int64_t replicas;
     TRY(pkv_keys_check(pkv_config_keys(), PKV_OBJ_POOL, o, P, e));
@@ -55,7 +55,7 @@ static int parse_pool(pkv_config *c, const cJSON *root, const cJSON *o, const ch
         return pkv_fail(e, "out of memory");
     }
     pkv_err sub;
-    if (pkv_config_parse(pool->cfg, text, c->file, &sub)) {
+    if (parse(pool->cfg, text, c->file, &sub)) {
         free(pool->cfg);
         pool->cfg = NULL;
         const size_t n = strlen(c->file); /* its message begins with the file */
@@ -114,7 +114,7 @@ static int parse_autoscale(pkv_config *c, const cJSON *fl, pkv_err *e) {
 }
 
 /* fleet.pools: the pools in order (replicas numbered across them). */
-int pkv_config_parse_pools(pkv_config *c, const cJSON *root, pkv_err *e) {
+int pkv_config_parse_pools(pkv_config *c, const cJSON *root, pkv_config_parser parse, pkv_err *e) {
     const cJSON *fl = cJSON_GetObjectItemCaseSensitive(root, "fleet");
     const cJSON *pl = fl ? cJSON_GetObjectItemCaseSensitive(fl, "pools") : NULL;
     if (!pl) return parse_autoscale(c, fl, e);
@@ -132,7 +132,7 @@ int pkv_config_parse_pools(pkv_config *c, const cJSON *root, pkv_err *e) {
         snprintf(P, sizeof P, "fleet.pools[%d]", i);
         const cJSON *o = cJSON_GetArrayItem(pl, i);
         pkv_pool *pool = &c->fleet.pools[i];
-        TRY(parse_pool(c, root, o, P, pool, e));
+        TRY(parse_pool(c, root, o, P, pool, parse, e));
         for (int j = 0; j < i; j++)
             if (!strcmp(c->fleet.pools[j].name, pool->name))
                 return pkv_fail(e, "%s.name: \"%s\" names fleet.pools[%d] too", P, pool->name, j);

@@ -7,7 +7,10 @@
 
 #include "config.h"
 
-/* fleet.pools in order (replicas numbered across them), then fleet.autoscale. */
-int pkv_config_parse_pools(pkv_config *c, const cJSON *root, pkv_err *e);
+/* An experiment's parser (pkv_config_parse): each pool is parsed as an experiment. */
+typedef int (*pkv_config_parser)(pkv_config *c, char *text, const char *path, pkv_err *e);
+/* fleet.pools in order (replicas numbered across them, each pool's settings by `parse`),
+ * then fleet.autoscale. */
+int pkv_config_parse_pools(pkv_config *c, const cJSON *root, pkv_config_parser parse, pkv_err *e);
 
 #endif
