@@ -46,8 +46,8 @@ typedef struct pkv_moe {
 int pkv_moe_init(pkv_moe *m, int experts, int k, pkv_expert_law law, double exponent,
                  uint64_t seed);
 void pkv_moe_free(pkv_moe *m);
-/* Reseed the draws: replica 0 from (seed, the experts' stream) as pkv_moe_init does, a
- * fleet's replica r > 0 from (seed + r), so that replicas draw apart. */
+/* Reseed the draws of a fleet's replica r from (seed + r, the experts' stream), so that
+ * replicas draw apart (the experts' placement stays pkv_moe_init's). */
 void pkv_moe_seed(pkv_moe *m, uint64_t seed, uint32_t replica);
 /* One layer's draw for `tokens` tokens: m->counts[e] tokens on expert e (their sum
  * tokens x k). */
