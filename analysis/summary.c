@@ -167,6 +167,7 @@ int pkv_summary_add_request(pkv_summary *s, const pkv_request_rec *r) {
     s->arrived++;
     s->preemptions += (uint64_t)r->preemptions;
     if (r->t_arrival < s->t_first_arrival) s->t_first_arrival = r->t_arrival;
+    s->refused += r->state == PKV_REQ_REFUSED;
     if (r->state != PKV_REQ_FINISHED) return 0;
     s->finished++;
     const double ttft = r->t_first_token - r->t_arrival, e2el = r->t_finish - r->t_arrival;
@@ -291,7 +292,8 @@ int pkv_summary_merge(pkv_summary *s, const void *buf, size_t len) {
     ADD(steps), ADD(steps_measured), ADD(decode_tokens), ADD(row_steps), ADD(step_time_sum);
     ADD(wall_sum), ADD(spec_proposed), ADD(spec_accepted);
     ADD(device_sum), ADD(wall_n), ADD(device_n), ADD(meta_sum), ADD(meta_n), ADD(plan_sum);
-    ADD(choose_sum), ADD(plan_n), ADD(arrived), ADD(finished), ADD(preemptions), ADD(prefills);
+    ADD(choose_sum), ADD(plan_n), ADD(arrived), ADD(finished), ADD(refused), ADD(preemptions),
+        ADD(prefills);
     ADD(prefill_tokens), ADD(mixed_steps), ADD(mixed_prefill_tokens), ADD(prefill_time_s);
     ADD(good), ADD(input_tokens), ADD(output_tokens);
     for (int k = 0; k < 8; k++) ADD(class_finished[k]), ADD(class_good[k]);
@@ -376,6 +378,11 @@ void pkv_summary_print(const pkv_summary *s, FILE *f) {
                 100.0 * (double)s->prefix_hit_tokens / (double)s->prefix_tokens,
                 100.0 * (double)s->prefix_unbounded_hit_tokens / (double)s->prefix_tokens,
                 (unsigned long long)s->prefix_evictions);
+    if (s->refused)
+        fprintf(f,
+                "  refused      %llu requests past workload.max_context, failed as an "
+                "engine's server fails them, out of the latencies (workload.over_context)\n",
+                (unsigned long long)s->refused);
     if (s->clamped)
         fprintf(f,
                 "  WARNING      %llu requests had their prompt or decode length cut to "
@@ -479,6 +486,9 @@ const pkv_summary_figure pkv_summary_figures[] = {
     U(spec_accepted, "tokens", false, "speculative decoding: of them, the tokens accepted"),
     U(arrived, "requests", false, "requests that arrived"),
     U(finished, "requests", true, "requests finished"),
+    U(refused, "requests", false,
+      "requests past workload.max_context, refused as an engine refuses them (failed; "
+      "workload.over_context)"),
     U(preemptions, "", true, "preemptions (recompute and swap)"),
     U(prefills, "batches", true, "prefill batches"),
     U(prefill_tokens, "tokens", false, "prompt tokens of the prefill batches"),

@@ -77,6 +77,7 @@ typedef struct pkv_summary {
     uint64_t clamped;                 /* requests whose lengths were cut to workload.max_context */
     double prefix_unbounded_hit_rate; /* over prefix_tokens */
     uint64_t arrived, finished, preemptions;
+    uint64_t refused; /* requests past the model's context, refused (workload.over_context) */
     uint64_t prefills, prefill_tokens;          /* prefill batches and their prompt tokens */
     uint64_t mixed_steps, mixed_prefill_tokens; /* steps holding prompt chunks, their tokens */
     /* The prefix cache, set by the simulation: the admissions' full prompt blocks and

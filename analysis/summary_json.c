@@ -110,7 +110,13 @@ static void jlist(FILE *f, const char *key, const pkv_request_rec *r, size_t n, 
             fprintf(f, "%.17g", r[i].t_arrival);
             break;
         default:
-            fputs(done ? "\"\"" : "\"not finished when the run ended\"", f);
+            if (r[i].state == PKV_REQ_REFUSED)
+                fprintf(f,
+                        "\"refused: %d prompt and %d output tokens are past the model's context "
+                        "(workload.max_context)\"",
+                        r[i].prompt_len, r[i].decode_len);
+            else
+                fputs(done ? "\"\"" : "\"not finished when the run ended\"", f);
         }
     }
     fputc(']', f);
@@ -185,6 +191,7 @@ int pkv_summary_json(const pkv_summary *s, const pkv_vllm_meta *m, pkv_request_l
                         : "end of the workload",
          0);
     jnum(f, "not_arrived", s->offered ? (double)(s->offered - s->arrived) : NAN, 0);
+    jnum(f, "refused", (double)s->refused, 0);
     jnum(f, "clamped", (double)s->clamped, 0);
     jnum(f, "total_input_tokens", (double)s->input_tokens, 0);
     jnum(f, "total_output_tokens", (double)s->output_tokens, 0);

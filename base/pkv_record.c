@@ -31,7 +31,7 @@ const int pkv_scale_column_count = (int)(sizeof pkv_scale_columns / sizeof pkv_s
 
 const char *pkv_request_state_name(pkv_request_state s) {
     static const char *const names[PKV_REQ_STATE_COUNT] = {"waiting", "prefill", "running",
-                                                           "finished"};
+                                                           "finished", "refused"};
     return (unsigned)s < PKV_REQ_STATE_COUNT ? names[s] : "unknown";
 }
 

@@ -231,6 +231,7 @@ typedef enum pkv_request_state {
     PKV_REQ_PREFILL,
     PKV_REQ_RUNNING,
     PKV_REQ_FINISHED,
+    PKV_REQ_REFUSED, /* past the model's context: answered with an error (workload.over_context) */
     PKV_REQ_STATE_COUNT
 } pkv_request_state;
 

@@ -131,6 +131,7 @@ static const pkv_key rows[] = {
     OBJ("workload", "turns"),
     I64("workload", "num_requests", W, num_requests, 0, 0, BIG, .keep = true),
     I64("workload", "max_context", W, max_context, 131072, 2, MAXL),
+    ENUM("workload", "over_context", W, over_context, "refuse", pkv_over_context_names),
     I64("workload", "shared_prefix_tokens", W, prefix_tokens, 0, 0, MAXL),
     NUM("workload", "shared_prefix_share", W, prefix_share, 1, 0, 1),
     I64("workload", "shared_prefix_groups", W, prefix_groups, 1, 1, 1 << 20),

@@ -62,6 +62,44 @@ static int finish_request(pkv_sim *s, int64_t slot, double t, pkv_err *e) {
     return retire_request(s, slot, e);
 }
 
+/* Request d arrives at t: it waits for admission or, past the model's context
+ * (workload.over_context "refuse"), is refused at once as the engine's server refuses it,
+ * recorded as failed when the answer reaches the client. *slot: its slot, -1 if refused. */
+static int arrive(pkv_sim *s, const pkv_request_draw *d, double t, int64_t *slot, pkv_err *e) {
+    *slot = pkv_sim_new_request(s, d, t);
+    if (*slot < 0) return pkv_fail(e, "out of memory");
+    if (!d->refused) return pkv_sim_wait_push_back(s, *slot) ? pkv_fail(e, "out of memory") : 0;
+    pkv_sim_request *r = &s->req[*slot];
+    r->rec.state = PKV_REQ_REFUSED;
+    r->rec.t_finish = t + client_lag(s);
+    s->n_refused++;
+    const int64_t k = *slot;
+    *slot = -1;
+    return retire_request(s, k, e);
+}
+
+/* A closed loop's client sends a request at t; one refused is followed by the next at
+ * once. A loop of refusals only (every length past the context) cannot go on. */
+static int closed_send(pkv_sim *s, double t, const pkv_request_draw *first, pkv_err *e) {
+    enum { REFUSALS = 100000 };
+    pkv_request_draw d;
+    for (int n = 0;; n++) {
+        if (first && n == 0)
+            d = *first;
+        else if (pkv_workload_next(&s->wl, t, &d))
+            return 0; /* the workload is over */
+        if (d.refused && n == REFUSALS)
+            return pkv_fail(e,
+                            "%s: workload: %d requests in a row are past workload.max_context "
+                            "(%lld tokens) and refused: the closed loop cannot go on; shorten "
+                            "the lengths, or set workload.over_context \"cut\"",
+                            s->cfg->file, REFUSALS, (long long)s->cfg->workload.max_context);
+        int64_t slot;
+        if (arrive(s, &d, t, &slot, e)) return -1;
+        if (slot >= 0) return 0;
+    }
+}
+
 static int finish_later(pkv_sim *s, int64_t slot, pkv_err *e) {
     s->req[slot].rec.state = PKV_REQ_FINISHED;
     return pkv_heap_push(&s->heap, s->t_now, EVENT_FINISH, slot) ? pkv_fail(e, "out of memory") : 0;
@@ -236,10 +274,9 @@ static int handle(pkv_sim *s, const pkv_event *ev, pkv_err *e) {
     switch (ev->kind) {
     case EVENT_ARRIVAL: {
         const pkv_request_draw *d = ev->arg > 0 ? &s->first[ev->arg - 1] : &s->next_draw;
-        int64_t slot = pkv_sim_new_request(s, d, ev->t);
-        if (slot < 0 || pkv_sim_wait_push_back(s, slot)) return pkv_fail(e, "out of memory");
-        return s->cfg->workload.arrival.kind != PKV_ARRIVAL_CLOSED ? schedule_arrival(s, ev->t, e)
-                                                                   : 0;
+        if (s->cfg->workload.arrival.kind == PKV_ARRIVAL_CLOSED) return closed_send(s, ev->t, d, e);
+        int64_t slot;
+        return arrive(s, d, ev->t, &slot, e) ? -1 : schedule_arrival(s, ev->t, e);
     }
     case EVENT_PREFILL_DONE:
         s->busy = 0;
@@ -249,17 +286,10 @@ static int handle(pkv_sim *s, const pkv_event *ev, pkv_err *e) {
         return step_tokens(s, e) || s->sched->done(s, PKV_ITER_STEP, e) ? -1 : 0;
     case EVENT_FINISH: {
         if (finish_request(s, ev->arg, ev->t, e)) return -1;
-        if (s->cfg->workload.arrival.kind == PKV_ARRIVAL_CLOSED) {
-            /* its successor arrives now, with its own draw (several finishing at one
-             * instant must not share one queued draw) */
-            pkv_request_draw d;
-            if (pkv_workload_next(&s->wl, ev->t, &d) == 0) {
-                const int64_t slot = pkv_sim_new_request(s, &d, ev->t);
-                if (slot < 0 || pkv_sim_wait_push_back(s, slot))
-                    return pkv_fail(e, "out of memory");
-            }
-        }
-        return 0;
+        /* a closed loop's successor arrives now, with its own draw (several finishing at
+         * one instant must not share one queued draw) */
+        return s->cfg->workload.arrival.kind == PKV_ARRIVAL_CLOSED ? closed_send(s, ev->t, NULL, e)
+                                                                   : 0;
     }
     }
     return 0;
@@ -271,7 +301,7 @@ static void progress(const pkv_sim *s, bool final) {
     if (c->max_steps > 0) f = fmax(f, (double)s->steps / c->max_steps);
     if (c->max_time > 0) f = fmax(f, s->t_now / c->max_time);
     int64_t n = c->workload.trace ? (int64_t)c->workload.trace->n : c->workload.num_requests;
-    if (n > 0) f = fmax(f, (double)s->n_finished / n);
+    if (n > 0) f = fmax(f, (double)(s->n_finished + s->n_refused) / n);
     const pkv_sim_progress p = {f,         s->steps,      s->t_now,    s->n_run,
                                 s->wait_n, s->n_finished, s->n_arrived};
     s->sink.progress(s->sink.ctx, &p, final);
@@ -298,8 +328,7 @@ int pkv_sim_start(pkv_sim *s, pkv_err *e) {
                     return pkv_fail(e, "out of memory");
                 continue;
             }
-            int64_t id = pkv_sim_new_request(s, &d, 0.0);
-            if (id < 0 || pkv_sim_wait_push_back(s, id)) return pkv_fail(e, "out of memory");
+            if (closed_send(s, 0.0, &d, e)) return -1;
         }
     } else if (schedule_arrival(s, 0.0, e)) {
         return -1;
@@ -317,9 +346,9 @@ static int outside(pkv_sim *s, pkv_err *e) {
 int pkv_sim_inject(pkv_sim *s, const pkv_request_draw *d, double t_arrival, double t,
                    const pkv_request_rec *prefilled, pkv_err *e) {
     if (t > s->t_now) s->t_now = t;
-    const int64_t slot = pkv_sim_new_request(s, d, t_arrival);
-    if (slot < 0 || pkv_sim_wait_push_back(s, slot)) return pkv_fail(e, "out of memory");
-    if (prefilled) {
+    int64_t slot;
+    if (arrive(s, d, t_arrival, &slot, e)) return -1;
+    if (prefilled && slot >= 0) {
         pkv_sim_request *r = &s->req[slot];
         const int64_t id = r->rec.id;
         r->rec = *prefilled;
@@ -331,8 +360,8 @@ int pkv_sim_inject(pkv_sim *s, const pkv_request_draw *d, double t_arrival, doub
 }
 
 int pkv_sim_record_waiting(pkv_sim *s, const pkv_request_draw *d, double t_arrival, pkv_err *e) {
-    const int64_t slot = pkv_sim_new_request(s, d, t_arrival);
-    return slot < 0 || pkv_sim_wait_push_back(s, slot) ? pkv_fail(e, "out of memory") : 0;
+    int64_t slot;
+    return arrive(s, d, t_arrival, &slot, e);
 }
 
 int pkv_sim_release(pkv_sim *s, int64_t slot, double t, pkv_err *e) {

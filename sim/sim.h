@@ -132,6 +132,7 @@ typedef struct pkv_sim {
     size_t n_free_slots;
     size_t n_arrived;           /* requests arrived so far */
     size_t n_finished;          /* requests finished so far */
+    size_t n_refused;           /* requests refused so far (workload.over_context) */
     pkv_request_draw next_draw; /* open loop: the drawn request whose arrival is queued */
     pkv_request_draw *first;    /* closed loop with a start jitter: its first requests,
                                    their arrivals queued (event arg: index + 1) */

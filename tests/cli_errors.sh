@@ -367,12 +367,17 @@ case_json kv-pages-gpu "{\"model\": \"llama-3.1-8b\", \"serving\": {\"kv_pages\"
   "128.0 GiB; with 15.0 GiB of weights"
 good "{\"model\": \"llama-3.1-8b\", \"route\": {\"calibration\": \"$h200\"}}" > "$tmp/e.json"
 check kv-pages-sized '"$pkvsim" run -n "$tmp/e.json" | grep -Eq "\"kv_pages\":[[:space:]]*56526,"'
-# Prompts past workload.max_context are cut, and the summary says how many (all five of
-# 9,000 tokens in 8,192), in one run and in a fleet (whose router draws them).
-good '{"workload": {"prompt": {"dist": "fixed", "value": 9000}, "max_context": 8192}, "serving": {"kv_pages": 4000}}' > "$tmp/e.json"
-check clamped-run '"$pkvsim" run "$tmp/e.json" 2>/dev/null | grep -q "WARNING      5 requests had their prompt or decode length cut"'
-good '{"workload": {"prompt": {"dist": "fixed", "value": 9000}, "max_context": 8192}, "serving": {"kv_pages": 4000}, "fleet": {"replicas": 2}}' > "$tmp/e.json"
-check clamped-fleet '"$pkvsim" run "$tmp/e.json" 2>/dev/null | grep -q "WARNING      5 requests had their prompt or decode length cut"'
+# Prompts past workload.max_context are refused (an engine's answer) or, with
+# workload.over_context "cut", cut; the summary says how many (all five of 9,000 tokens in
+# 8,192), in one run and in a fleet (whose router draws them).
+for fl in "" ', "fleet": {"replicas": 2}'; do
+  name=${fl:+-fleet}
+  good "{\"workload\": {\"prompt\": {\"dist\": \"fixed\", \"value\": 9000}, \"max_context\": 8192}, \"serving\": {\"kv_pages\": 4000}$fl}" > "$tmp/e.json"
+  check refused-run$name '"$pkvsim" run "$tmp/e.json" 2>/dev/null | grep -q "refused      5 requests past workload.max_context"'
+  good "{\"workload\": {\"prompt\": {\"dist\": \"fixed\", \"value\": 9000}, \"max_context\": 8192, \"over_context\": \"cut\"}, \"serving\": {\"kv_pages\": 4000}$fl}" > "$tmp/e.json"
+  check clamped-run$name '"$pkvsim" run "$tmp/e.json" 2>/dev/null | grep -q "WARNING      5 requests had their prompt or decode length cut"'
+done
+case_json over-context-bad '{"workload": {"over_context": "truncate"}}' 'workload.over_context'
 # A mistyped preset lists the presets and offers the closest; a trace without the
 # default columns shows its header and names workload.trace.columns.
 case_json preset-typo '{"model": "llama-3-8b"}' 'did you mean "llama-3.1-8b"?'

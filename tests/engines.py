@@ -290,19 +290,43 @@ for name, fl, key in (("replicas", {"replicas": 100000}, "fleet.replicas"),
               r.returncode == 1 and f"{key}: 100000 replicas need" in r.stderr
               and "GiB" in r.stderr and not os.path.exists(out))
 
-# requests cut to max_context are counted in --json, alone and in a fleet (issue 48, 11)
+# a request past max_context is refused as vLLM's server refuses it (prompt + max_tokens past
+# max_model_len): failed, its error in --json, out of the latencies, "refused" in /requests;
+# workload.over_context "cut" runs it cut and counts it (issue 46, 4; issue 48, 11)
 for name, fleet in (("alone", None), ("fleet", {"replicas": 2, "router": "least_requests"})):
-    e = {"model": "llama-3.1-8b", "workload": {"arrival": {"process": "poisson", "rate": 20},
-         "prompt": {"dist": "uniform", "min": 100, "max": 300},
-         "decode": {"dist": "fixed", "value": 100}, "num_requests": 40, "max_context": 300},
-         "route": {"calibration": CAL}, "run": {"backend": "model"}}
-    if fleet:
-        e["fleet"] = fleet
-    r, d, _ = run_json(f"clamp_{name}", e)
-    n = sum(1 for p in d.get("input_lens", []) if p + 100 > 300)  # whose decode was cut
-    check(f"max_context ({name}): --json counts the {n} cut requests ({d.get('clamped')}), the "
-          f"summary warns", r.returncode == 0 and 0 < n == d["clamped"] and "WARNING" in r.stdout
-          and str(n) in r.stdout)
+    for mode in ("refuse", "cut"):
+        e = {"model": "llama-3.1-8b", "workload": {"arrival": {"process": "poisson", "rate": 20},
+             "prompt": {"dist": "uniform", "min": 100, "max": 300},
+             "decode": {"dist": "fixed", "value": 100}, "num_requests": 40, "max_context": 300},
+             "route": {"calibration": CAL}, "run": {"backend": "model"}}
+        if mode == "cut":
+            e["workload"]["over_context"] = "cut"
+        if fleet:
+            e["fleet"] = fleet
+        r, d, h5 = run_json(f"over_{name}_{mode}", e)
+        lens = d.get("input_lens", [])
+        over = [i for i, p in enumerate(lens) if p + 100 > 300]
+        n = len(over)
+        if mode == "cut":
+            check(f"max_context ({name}, cut): --json counts the {n} cut requests "
+                  f"({d.get('clamped')}), the summary warns",
+                  r.returncode == 0 and 0 < n == d["clamped"] and d["failed"] == 0
+                  and "WARNING" in r.stdout and str(n) in r.stdout)
+            continue
+        errs, ttfts = d.get("errors", []), d.get("ttfts", [])
+        with h5py.File(h5) as f:
+            states = f["requests/state"][:]
+            names = dict((v, k) for k, v in h5py.check_enum_dtype(
+                f["requests/state"].dtype).items())
+            refused = sum(1 for x in states if names[x] == "refused")
+        check(f"max_context ({name}): the {n} requests past it are refused: failed "
+              f"({d.get('failed')}), refused ({d.get('refused')}, /requests {refused}), their "
+              f"errors said, TTFT 0, none cut",
+              r.returncode == 0 and 0 < n == d["failed"] == d["refused"] == refused
+              and d["completed"] == 40 - n and d["clamped"] == 0
+              and all(errs[i].startswith("refused") and ttfts[i] == 0 for i in over)
+              and all(errs[i] == "" for i in range(len(lens)) if i not in over)
+              and f"refused      {n} requests" in r.stdout)
 
 # ---- windows of decode steps -----------------------------------------------------------
 W = 4

@@ -41,7 +41,7 @@ with tempfile.TemporaryDirectory() as tmp:
     check(np.array_equal(df["t_sim"].to_numpy(), f["steps/t_sim"][:]), "t_sim differs")
     req = pkvh5.frame(out, "requests")
     check(len(req) == int(f["summary"].attrs["arrived"]), "one row per request")
-    check(set(map(str, req["state"].unique())) <= {"waiting", "prefill", "running", "finished"},
+    check(set(map(str, req["state"].unique())) <= {"waiting", "prefill", "running", "finished", "refused"},
           "state names")
 
     def visit(name, obj):

@@ -43,10 +43,8 @@ def mooncake():
             rows.append((o["timestamp"] / 1000.0, o["input_length"], o["output_length"]))
     return rows, 131072
 
-def clamp(p, d, mc):
-    p = min(max(p, 1), mc - 1)
-    d = max(d, 1)
-    return p, min(d, mc - p)
+def clamp(p, d, mc):  # a request past the context is refused, its lengths kept as drawn
+    return max(p, 1), max(d, 1)
 
 def q(xs, f):  # linear interpolation at (n-1) f, the definition GSL uses
     xs = sorted(xs); h = (len(xs) - 1) * f; lo = math.floor(h)
@@ -58,7 +56,8 @@ def expected(rows, mc):
     n = len(rows); gaps = [t[i] - t[i - 1] for i in range(1, n)]
     m = sum(gaps) / len(gaps)
     sd = math.sqrt(sum((g - m) ** 2 for g in gaps) / (len(gaps) - 1))
-    out = {"requests": n, "duration": t[-1] - t[0], "rate": (n - 1) / (t[-1] - t[0]), "cv": sd / m}
+    out = {"requests": n, "duration": t[-1] - t[0], "rate": (n - 1) / (t[-1] - t[0]), "cv": sd / m,
+           "past": sum(1 for p, d in pd if p + d > mc)}
     for name, xs in (("prompt", [x[0] for x in pd]), ("decode", [x[1] for x in pd])):
         out[name] = [sum(xs) / n, q(xs, .5), q(xs, .9), q(xs, .99), min(xs), max(xs)]
     return out
@@ -70,6 +69,8 @@ def reported(path):
            "duration": float(re.search(r"duration\s+" + num, text).group(1)),
            "rate": float(re.search(r"rate\s+" + num, text).group(1)),
            "cv": float(re.search(r"gap CV\s+" + num, text).group(1))}
+    m = re.search(r"context\s+(\d+) requests past workload.max_context .*: refused", text)
+    got["past"] = int(m.group(1)) if m else 0
     for name in ("prompt", "decode"):
         m = re.search(name + r"\s+mean " + num + r"\s+p50 " + num + r"\s+p90 " + num + r"\s+p99 " +
                       num + r"\s+min " + num + r"\s+max " + num, text)
@@ -82,7 +83,7 @@ def close(a, b, rel):
 
 for name, (rows, mc) in (("azure", azure()), ("mooncake", mooncake())):
     e, g = expected(rows, mc), reported(f"{tmp}/{name}.out")
-    checks = [("requests", e["requests"] == g["requests"])]
+    checks = [("requests", e["requests"] == g["requests"]), ("past", e["past"] == g["past"])]
     for k in ("duration", "rate", "cv"):
         checks.append((k, close(e[k], g[k], 2e-5)))
     for k in ("prompt", "decode"):

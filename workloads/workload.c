@@ -63,12 +63,23 @@ double pkv_workload_start_offset(pkv_workload *w) {
     return j > 0 ? j * gsl_rng_uniform(w->r_arrival) : 0;
 }
 
-/* Clamp: prompt to [1, max_context - 1], then decode to fit what is left (counted in
- * w->clamped when either is cut). */
+const char *const pkv_over_context_names[] = {"refuse", "cut", NULL};
+
+/* Lengths of at least 1; past max_context, refused (as drawn, within int32) or cut:
+ * prompt to [1, max_context - 1], then decode to fit what is left (counted in w->clamped
+ * when either is cut). */
 static void clamp_lengths(pkv_workload *w, int64_t p, int64_t d, pkv_request_draw *out) {
     const pkv_workload_spec *s = &w->spec;
     if (p < 1) p = 1;
     if (d < 1) d = 1;
+    out->refused = false;
+    if (p + d > s->max_context && s->over_context == PKV_OVER_REFUSE) {
+        w->refused++;
+        out->refused = true;
+        out->prompt_len = (int32_t)(p < INT32_MAX ? p : INT32_MAX);
+        out->decode_len = (int32_t)(d < INT32_MAX ? d : INT32_MAX);
+        return;
+    }
     w->clamped += p > s->max_context - 1 || p + d > s->max_context;
     if (p > s->max_context - 1) p = s->max_context - 1;
     if (p + d > s->max_context) d = s->max_context - p;

@@ -9,6 +9,9 @@
 #include "pkv_heap.h"
 #include "trace.h"
 
+#include <stdbool.h>
+#include <stdint.h>
+
 /* A class of requests with its own SLOs and admission priority (workload.classes). */
 enum { PKV_MAX_CLASSES = 8 };
 typedef struct pkv_slo_class {
@@ -18,11 +21,18 @@ typedef struct pkv_slo_class {
     double ttft_s, tpot_s, e2el_s; /* its SLOs; 0: the experiment's slo section's */
 } pkv_slo_class;
 
+/* workload.over_context (pkv_over_context_names' order): a request whose prompt and decode
+ * pass max_context is refused, as an engine's server refuses it (vLLM: prompt + max_tokens
+ * past max_model_len), or cut to fit and run. */
+enum { PKV_OVER_REFUSE = 0, PKV_OVER_CUT };
+extern const char *const pkv_over_context_names[];
+
 typedef struct pkv_workload_spec {
     pkv_arrival_spec arrival;
     pkv_length_spec prompt, decode;
     int64_t num_requests; /* requests to generate; 0 = unbounded (run limits stop it) */
-    int64_t max_context;  /* tokens: prompt + decode of any request is clamped to this */
+    int64_t max_context;  /* tokens: a request's prompt + decode may not pass it */
+    int over_context;     /* PKV_OVER_*: what a request past max_context gets */
     /* Replay: requests come from the trace in order (borrowed; NULL = synthetic).
      * trace_times: 1 keeps the trace's (scaled) timestamps, 0 takes arrival times
      * from the arrival process instead. */
@@ -47,6 +57,7 @@ typedef struct pkv_workload_spec {
 typedef struct pkv_request_draw {
     double t_arrival; /* seconds */
     int32_t prompt_len, decode_len;
+    bool refused;          /* past max_context under PKV_OVER_REFUSE: lengths as drawn */
     int32_t prefix_group;  /* the shared prompt it starts with; -1: none */
     int64_t session;       /* its multi-turn session; -1: none */
     int32_t turn;          /* its turn in the session, from 0 */
@@ -72,6 +83,7 @@ typedef struct pkv_workload {
     double t_last;             /* seconds: last open-loop arrival */
     int64_t drawn;
     uint64_t clamped; /* draws whose prompt or decode length was cut to max_context */
+    uint64_t refused; /* draws past max_context, refused (PKV_OVER_REFUSE) */
     /* multi-turn sessions: the open ones (slots reused through a free list) and
      * their next turns by time; the next new session's start (NaN: not drawn yet,
      * inf: no more) */

@@ -138,6 +138,11 @@ int pkv_cmd_workload(int argc, char **argv) {
                first_turns, (double)n / (double)first_turns);
     print_lengths(stdout, "prompt", p, n);
     print_lengths(stdout, "decode", d, n);
+    if (w.refused || w.clamped)
+        printf("  context   %llu requests past workload.max_context (%lld tokens): %s\n",
+               (unsigned long long)(w.refused + w.clamped), (long long)ws->max_context,
+               w.refused ? "refused by the engine (failed; their lengths above are as drawn)"
+                         : "cut to fit (workload.over_context \"cut\"; the lengths above are cut)");
     if (out) {
         out = NULL;
         if (pkv_out_close(&csv_out, 1)) {
