@@ -14,16 +14,18 @@
 #include <gsl/gsl_sort.h>
 #include <gsl/gsl_statistics_double.h>
 
-enum { MAX_RUNS = 4096, N_VALUES = 9, MAX_COLS = 6 };
+enum { MAX_RUNS = 4096, N_VALUES = 10, MAX_COLS = 6 };
 
 /* The /summary figures reported (summary.h's rows), in column order, and their heads;
  * seconds are shown in ms or us as the head says. */
 static const char *const value_names[N_VALUES] = {
-    "decode_tok_s", "decode_tok_s_wall", "decode_tok_s_device", "ttft_p50",       "ttft_p99",
-    "tpot_p50",     "tpot_p99",          "host_overhead_s",     "request_goodput"};
-static const char *const value_heads[N_VALUES] = {"tok/s (sim)", "tok/s (wall)", "tok/s (device)",
-                                                  "TTFT p50 ms", "TTFT p99 ms",  "TPOT p50 us",
-                                                  "TPOT p99 us", "host us/step", "goodput req/s"};
+    "decode_tok_s",  "decode_tok_s_wall", "decode_tok_s_device",
+    "ttft_p50",      "ttft_p99",          "tpot_p50",
+    "tpot_p99",      "host_overhead_s",   "request_goodput",
+    "slo_attainment"};
+static const char *const value_heads[N_VALUES] = {
+    "tok/s (sim)", "tok/s (wall)", "tok/s (device)", "TTFT p50 ms",   "TTFT p99 ms",
+    "TPOT p50 us", "TPOT p99 us",  "host us/step",   "goodput req/s", "SLO met %"};
 
 /* Value k is a time (its summary row's unit is seconds): best low, shown scaled. */
 static bool value_low(int k) {
@@ -33,9 +35,11 @@ static bool value_low(int k) {
 
 /* From the figure's unit to its head's. */
 static double value_scale(int k) {
+    if (strchr(value_heads[k], '%')) return 100; /* a fraction */
     return !value_low(k) ? 1 : strstr(value_heads[k], "ms") ? 1e3 : 1e6;
 }
 enum { V_TTFT_P99 = 4, V_TPOT_P50 = 5 }; /* the latencies given as ratios too */
+enum { V_ATTAIN = 9 };                   /* slo_attainment: a group meets its SLOs by it */
 /* The structural counters (the study's Table 4): means over a run's steps after warm-up,
  * kept after the summary values in run.v. */
 enum { N_COUNTERS = 5 };
@@ -75,6 +79,8 @@ typedef struct run {
                          run took (held-out MAPE of pkvsim fit, else calibrate's rms); NaN:
                          measured figures, or none recorded */
     int interrupted;
+    bool served; /* every request it offered finished (or was refused: past the context) */
+    int gpus;    /* replicas x tensor parallel, over the fleet's pools */
 } run;
 
 /* What the grouping leaves out of the configuration: the label, the seed (runs over
@@ -166,6 +172,29 @@ static double attr_f64(hid_t f, const char *obj, const char *name) {
         H5Aclose(a);
     }
     return x;
+}
+
+/* The GPUs a resolved configuration runs: each pool's (else the fleet's, else one) replicas
+ * times its model's tensor parallelism. */
+static int run_gpus(const cJSON *conf) {
+    const cJSON *fl = cJSON_GetObjectItemCaseSensitive(conf, "fleet"),
+                *pools = cJSON_GetObjectItemCaseSensitive(fl, "pools"),
+                *rep = cJSON_GetObjectItemCaseSensitive(fl, "replicas");
+    const cJSON *tp = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(conf, "model"), "tensor_parallel");
+    const int tp0 = cJSON_IsNumber(tp) && tp->valueint > 0 ? tp->valueint : 1;
+    if (!cJSON_GetArraySize(pools))
+        return (cJSON_IsNumber(rep) && rep->valueint > 0 ? rep->valueint : 1) * tp0;
+    int gpus = 0;
+    const cJSON *p;
+    cJSON_ArrayForEach(p, pools) {
+        const cJSON *n = cJSON_GetObjectItemCaseSensitive(p, "replicas"),
+                    *t = cJSON_GetObjectItemCaseSensitive(
+                        cJSON_GetObjectItemCaseSensitive(p, "model"), "tensor_parallel");
+        gpus += (cJSON_IsNumber(n) ? n->valueint : 1) *
+                (cJSON_IsNumber(t) && t->valueint > 0 ? t->valueint : tp0);
+    }
+    return gpus;
 }
 
 /* The mean and the largest value of /steps column col over the steps after warm-up,
@@ -364,6 +393,12 @@ static int load_run(hid_t f, const char *path, const char *group, run *r, pkv_er
         r->route_steps[k] = attr_f64(f, sp, attr);
     }
     r->interrupted = attr_f64(f, sp, "interrupted") == 1;
+    const double offered = attr_f64(f, sp, "offered"), arrived = attr_f64(f, sp, "arrived"),
+                 refused = attr_f64(f, sp, "refused"); /* NaN: a file from before refusals */
+    r->served = attr_f64(f, sp, "bounded") != 1 && !r->interrupted &&
+                !(offered > 0 && arrived < offered) &&
+                attr_f64(f, sp, "finished") + (isnan(refused) ? 0 : refused) >= arrived;
+    r->gpus = run_gpus(root);
     r->model_err = strcmp(r->backend, "model") ? NAN : model_error(cal_json, r->route_steps);
     cJSON_Delete(cal_json);
     rc = r->key ? 0 : pkv_fail(e, "out of memory");
@@ -538,37 +573,93 @@ static int value_index(const char *name) {
     return -1;
 }
 
+/* Whether g's group meets its SLOs: 1 when every run served every request it offered and
+ * the group's mean SLO attainment is at least attain; 0 when the attainment is short, -2
+ * when a run left requests unserved; -1 when no SLO is set. */
+static int group_meets(const run *runs, int n, const run *g, double attain) {
+    double m, sd;
+    int c;
+    group_stats(runs, n, g, V_ATTAIN, &m, &sd, &c);
+    if (isnan(m)) return -1;
+    for (int j = 0; j < n; j++)
+        if (same_group(&runs[j], g) && !runs[j].served) return -2;
+    return m >= attain;
+}
+
+enum { BEST_CHEAPEST = -2 }; /* --best cheapest */
+
+/* Whether column c sizes the fleet (its GPUs): --best cheapest searches over it. */
+static bool size_column(int c) {
+    return strstr(cols[c], "replicas") || strstr(cols[c], "pools") ||
+           strstr(cols[c], "tensor_parallel");
+}
+
+/* Whether runs a and b are alike but for what --best searches: policy and backend (and,
+ * cheap, every column but the fleet's size: one answer per load and setting). */
+static bool same_setting(const run *a, const run *b, bool cheap) {
+    if (strcmp(a->policy, b->policy) || strcmp(a->backend, b->backend)) return false;
+    for (int c = 0; cheap && c < n_cols; c++) {
+        if (size_column(c)) continue;
+        char *x = value_at(a->conf, cols[c]), *y = value_at(b->conf, cols[c]);
+        const bool same = (!x && !y) || (x && y && !strcmp(x, y));
+        free(x), free(y);
+        if (!same) return false;
+    }
+    return true;
+}
+
 /* The best group of each policy and backend by value k (a sweep's best point): the
- * largest throughput, the smallest latency. */
-static void best_table(FILE *table, const run *runs, const int *order, int n, int k) {
-    const int low = value_low(k);
-    fprintf(table, "\nBest group of each policy and backend by %s (%s):\n\n| experiment |",
-            value_names[k], low ? "lowest" : "highest");
+ * largest throughput, the smallest latency; by BEST_CHEAPEST, of the groups that meet
+ * their SLOs, the one of fewest GPUs (then the highest attainment). */
+static void best_table(FILE *table, const run *runs, const int *order, int n, int k,
+                       double attain) {
+    const int cheap = k == BEST_CHEAPEST, low = cheap || value_low(k);
+    if (cheap)
+        fprintf(table,
+                "\nCheapest group meeting its SLOs (every request served, %.4g%% or more within "
+                "them), for each setting but the fleet's size: the fewest GPUs\n\n| experiment |",
+                100 * attain);
+    else
+        fprintf(table, "\nBest group of each policy and backend by %s (%s):\n\n| experiment |",
+                value_names[k], low ? "lowest" : "highest");
     for (int c = 0; c < n_cols; c++) fprintf(table, " %s |", cols[c]);
-    fprintf(table, " policy | backend | runs | %s |\n|---|", value_heads[k]);
-    for (int c = 0; c < n_cols + 4; c++) fprintf(table, "---|");
+    fprintf(table, " policy | backend | runs |%s %s |\n|---|", cheap ? " GPUs |" : "",
+            value_heads[cheap ? V_ATTAIN : k]);
+    for (int c = 0; c < n_cols + 4 + cheap; c++) fprintf(table, "---|");
     fputc('\n', table);
-    for (int oi = 0; oi < n; oi++) { /* each policy and backend once, in table order */
+    for (int oi = 0; oi < n; oi++) { /* each setting once, in table order */
         const run *a = &runs[order[oi]];
         int seen = 0;
-        for (int oj = 0; oj < oi && !seen; oj++)
-            seen = !strcmp(runs[order[oj]].policy, a->policy) &&
-                   !strcmp(runs[order[oj]].backend, a->backend);
+        for (int oj = 0; oj < oi && !seen; oj++) seen = same_setting(&runs[order[oj]], a, cheap);
         if (seen) continue;
         int best = -1, best_count = 0;
         double best_m = NAN;
         for (int j = 0; j < n; j++) {
             const run *b = &runs[j];
-            if (strcmp(b->policy, a->policy) || strcmp(b->backend, a->backend)) continue;
+            if (!same_setting(a, b, cheap)) continue;
+            if (cheap && group_meets(runs, n, b, attain) != 1) continue;
             double m, sd;
             int c;
-            group_stats(runs, n, b, k, &m, &sd, &c);
-            if (!isnan(m) && (best < 0 || (low ? m < best_m : m > best_m)))
-                best = j, best_m = m, best_count = c;
+            group_stats(runs, n, b, cheap ? V_ATTAIN : k, &m, &sd, &c);
+            const bool better = cheap ? best < 0 || b->gpus < runs[best].gpus ||
+                                            (b->gpus == runs[best].gpus && m > best_m)
+                                      : !isnan(m) && (best < 0 || (low ? m < best_m : m > best_m));
+            if (better) best = j, best_m = m, best_count = c;
         }
-        if (best < 0) continue;
+        if (best < 0 && !cheap) continue;
+        if (best < 0) { /* the setting, its size columns blank: no answer */
+            fprintf(table, "| %s |", a->name);
+            for (int c = 0; c < n_cols; c++) {
+                char *v = size_column(c) ? NULL : value_shown(a->conf, cols[c]);
+                fprintf(table, " %s |", v ? v : "—");
+                free(v);
+            }
+            fprintf(table, " %s | %s | — | none meets the SLOs | — |\n", a->policy, a->backend);
+            continue;
+        }
         group_head(table, &runs[best], 0, best_count);
-        fprintf(table, " %.4g |\n", best_m * value_scale(k));
+        if (cheap) fprintf(table, " %d |", runs[best].gpus);
+        fprintf(table, " %.4g |\n", best_m * value_scale(cheap ? V_ATTAIN : k));
     }
 }
 
@@ -780,14 +871,14 @@ static void csv_field(FILE *out, const char *sep, const char *v) {
 }
 
 int pkv_report_write(const char *const *paths, int n, const char *baseline, unsigned tables,
-                     const char *best, FILE *table, FILE *csv, FILE *json, pkv_err *e) {
-    const int best_k = best ? value_index(best) : -1;
-    if (best && best_k < 0) {
+                     const char *best, double attain, FILE *table, FILE *csv, FILE *json,
+                     pkv_err *e) {
+    const int best_k = !best ? -1 : !strcmp(best, "cheapest") ? BEST_CHEAPEST : value_index(best);
+    if (best && best_k == -1) {
         char names[512] = "";
         for (int k = 0; k < N_VALUES; k++)
-            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", k ? ", " : "",
-                     value_names[k]);
-        return pkv_fail(e, "--best %s: not a reported figure (%s)", best, names);
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s, ", value_names[k]);
+        return pkv_fail(e, "--best %s: not a reported figure (%scheapest)", best, names);
     }
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     run *runs = calloc(MAX_RUNS, sizeof *runs);
@@ -825,12 +916,13 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, unsi
     fprintf(table, " policy | backend | runs |");
     for (int k = 0; k < N_VALUES; k++)
         if (shown[k]) fprintf(table, " %s |", value_heads[k]);
+    if (shown[V_ATTAIN]) fprintf(table, " meets SLOs (%.4g%%) |", 100 * attain);
     fprintf(table,
             " vs %s | paired by seed, 95%% CI | TPOT p50 vs %s | TTFT p99 vs %s | model's "
             "per-step error |\n|---|---|---|---|",
             baseline, baseline, baseline);
     for (int c = 0; c < n_cols; c++) fprintf(table, "---|");
-    for (int k = 0; k <= n_shown + 4; k++) fprintf(table, "---|");
+    for (int k = 0; k <= n_shown + 4 + shown[V_ATTAIN]; k++) fprintf(table, "---|");
     fputc('\n', table);
     if (out) {
         fputs("experiment", out);
@@ -841,7 +933,7 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, unsi
             fprintf(out, ",%s%s_mean,%s%s_sd", value_names[k], u, value_names[k], u);
         }
         fputs(",ratio_vs_baseline,paired_ratio,paired_ci_lo,paired_ci_hi,pairs,tpot_p50_ratio,"
-              "ttft_p99_ratio,model_error,inside_model_error\n",
+              "ttft_p99_ratio,model_error,inside_model_error,gpus,meets_slo\n",
               out);
     }
     for (int oi = 0; oi < n; oi++) {
@@ -887,6 +979,13 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, unsi
                 fprintf(table, sd[k] == sd[k] ? " %.4g ± %.2g |" : " %.4g |",
                         mean[k] * value_scale(k), sd[k] * value_scale(k));
         }
+        const int meets = group_meets(runs, n, &runs[i], attain);
+        if (shown[V_ATTAIN])
+            fputs(meets == 1    ? " yes |"
+                  : meets == 0  ? " no |"
+                  : meets == -2 ? " no: unserved |"
+                                : " — |",
+                  table);
         if (!isnan(ratio))
             fprintf(table, " %.3fx |", ratio);
         else
@@ -916,8 +1015,11 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, unsi
             csv_field(out, ",", runs[i].backend);
             fprintf(out, ",%d,%d", count, interrupted);
             for (int k = 0; k < N_VALUES; k++) fprintf(out, ",%.9g,%.9g", mean[k], sd[k]);
-            fprintf(out, ",%.9g,%.9g,%.9g,%.9g,%d,%.9g,%.9g,%.9g,%d\n", ratio, pm, pm - half,
-                    pm + half, np, lat_ratio[0], lat_ratio[1], me, inside);
+            fprintf(out, ",%.9g,%.9g,%.9g,%.9g,%d,%.9g,%.9g,%.9g,%d,%d,%s\n", ratio, pm, pm - half,
+                    pm + half, np, lat_ratio[0], lat_ratio[1], me, inside, runs[i].gpus,
+                    meets == -1  ? ""
+                    : meets == 1 ? "1"
+                                 : "0");
         }
         if (groups) {
             cJSON *g = cJSON_CreateObject(), *cf = cJSON_CreateObject();
@@ -945,6 +1047,11 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, unsi
             add_num(g, "ttft_p99_ratio", lat_ratio[1]);
             add_num(g, "model_error", me);
             cJSON_AddBoolToObject(g, "inside_model_error", inside);
+            cJSON_AddNumberToObject(g, "gpus", runs[i].gpus);
+            if (meets == -1)
+                cJSON_AddNullToObject(g, "meets_slo");
+            else
+                cJSON_AddBoolToObject(g, "meets_slo", meets == 1);
             static const char *const paired_names[2] = {"paired_by_seed_wall",
                                                         "paired_by_seed_device"};
             for (int q = 0; q < 2; q++) { /* decode_tok_s_wall, decode_tok_s_device */
@@ -994,7 +1101,7 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, unsi
     pools_table(table, runs, order, n);
     if (tables & PKV_REPORT_ROUTES) routes_table(table, runs, order, n, baseline);
     if (tables & PKV_REPORT_COUNTERS) counters_table(table, runs, order, n);
-    if (best_k >= 0) best_table(table, runs, order, n, best_k);
+    if (best_k != -1) best_table(table, runs, order, n, best_k, attain);
 done:
     for (int i = 0; i < nr; i++) {
         free(runs[i].key);

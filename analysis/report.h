@@ -29,8 +29,12 @@ enum {
  * numbers as CSV (times in seconds, their columns named NAME_s_mean); when json is not
  * NULL, every group's figures (the counters included) as one JSON document; with best
  * (a figure's name), the best group of each policy and backend by it (a sweep's best
- * point). Fails naming the file that cannot be read. */
+ * point), or ("cheapest") the one of fewest GPUs that meets its SLOs. A group meets its
+ * SLOs (the experiment's slo section) when its runs served every request and its mean
+ * SLO attainment is at least attain (a fraction). Fails naming the file that cannot be
+ * read. */
 int pkv_report_write(const char *const *paths, int n, const char *baseline, unsigned tables,
-                     const char *best, FILE *table, FILE *csv, FILE *json, pkv_err *e);
+                     const char *best, double attain, FILE *table, FILE *csv, FILE *json,
+                     pkv_err *e);
 
 #endif

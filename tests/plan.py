@@ -91,6 +91,23 @@ if check(r.returncode == 0 and d, f"two GPUs: exit {r.returncode}: {r.stderr[-30
     check(chosen and chosen[0]["candidate"]["route.gpu"] == "h100-sxm" and
           chosen[0]["usd_per_hour"] == 8, f"the cheaper GPU chosen: {chosen}")
 
+# Layouts: a candidate giving fleet.pools is searched in units of its layout (each pool
+# n times its replicas): the same queue on one pool and on two pools of 1 + 2 replicas
+# (round_robin over all of them) needs ceil(lam S) replicas and ceil(lam S / 3) units.
+lay = json.loads(json.dumps(queue))
+del lay["fleet"]["replicas"]
+lay["fleet"]["pools"] = [{"name": "all", "replicas": 1}]
+lay["plan"].update(candidates=[{"path": "fleet.pools", "values": [
+    [{"name": "all", "replicas": 1}], [{"name": "a", "replicas": 1}, {"name": "b", "replicas": 2}]]}])
+r, d = plan(lay, name="layouts")
+if check(r.returncode == 0 and d, f"layouts: exit {r.returncode}: {r.stderr[-300:]}"):
+    for pl in d["plans"]:
+        need = math.ceil(pl["load"] * DECODE * STEP_S - 1e-9)
+        got = [(c["replicas"], c["gpus"]) for c in pl["candidates"]]
+        want = [(need, need), (math.ceil(need / 3), 3 * math.ceil(need / 3))]
+        check(sorted(got) == sorted(want), f"layouts at rate {pl['load']}: {got}, want {want}")
+    check("a 1 mixed + b 2 mixed" in r.stdout, f"a layout described by its pools: {r.stdout[-600:]}")
+
 # No candidate within the bound: exit 3, the plan says none.
 none = json.loads(json.dumps(queue))
 none["plan"]["replicas"]["max"] = 3
@@ -187,6 +204,42 @@ before = open(path, "rb").read()
 r = subprocess.run([pkvsim, "plan", path, "--json", path], capture_output=True, text=True)
 check(r.returncode == 2 and open(path, "rb").read() == before,
       f"--json onto the plan file: exit {r.returncode}, file kept: {open(path, 'rb').read() == before}")
+
+# report over the same queue swept as a grid: a group meets its SLOs (TTFT under 20 ms for
+# 99% of the requests, every request served) from ceil(lam x S) replicas, and --best
+# cheapest gives that count per load; the CSV parses and names both axes and the verdict.
+import csv
+RATES, REPLICAS = (70, 130), list(range(1, 9))
+grid = json.loads(json.dumps(queue))
+del grid["plan"]
+grid.update(slo={"ttft_ms": 20}, sweep={"axes": [
+    {"path": "workload.arrival.rate", "values": list(RATES)},
+    {"path": "fleet.replicas", "values": REPLICAS}]})
+grid["run"]["output"] = os.path.join(tmp, "queue_grid.h5")
+with open(os.path.join(tmp, "queue_grid.json"), "w") as f:
+    json.dump(grid, f)
+r = subprocess.run([pkvsim, "run", "-q", os.path.join(tmp, "queue_grid.json")], capture_output=True,
+                   text=True, timeout=300)
+rep = subprocess.run([pkvsim, "report", grid["run"]["output"], "--best", "cheapest", "--csv",
+                      os.path.join(tmp, "queue_grid.csv")], capture_output=True, text=True, timeout=60)
+check(r.returncode == 0 and rep.returncode == 0,
+      f"report of the queue's grid: exit {r.returncode}, {rep.returncode}: {rep.stderr[-300:]}")
+if rep.returncode == 0:
+    rows = list(csv.DictReader(open(os.path.join(tmp, "queue_grid.csv"))))
+    check(len(rows) == len(RATES) * len(REPLICAS) and "fleet.replicas" in rows[0]
+          and "workload.arrival.rate" in rows[0], f"report --csv: {len(rows)} rows, both axes")
+    for row in rows:
+        lam, c = float(row["workload.arrival.rate"]), int(row["fleet.replicas"])
+        want = c >= math.ceil(lam * DECODE * STEP_S - 1e-9)
+        check(row["meets_slo"] == ("1" if want else "0") and int(row["gpus"]) == c,
+              f"report: rate {lam}, {c} replicas: meets_slo {row['meets_slo']!r} (want {want}), "
+              f"gpus {row['gpus']}")
+    table = rep.stdout[rep.stdout.index("Cheapest group"):]
+    for lam in RATES:
+        want = math.ceil(lam * DECODE * STEP_S - 1e-9)
+        check(any(f"| {want} | {lam} |" in line and f"| {want} |" in line
+                  for line in table.splitlines()),
+              f"--best cheapest at rate {lam}: {want} replicas in\n{table}")
 
 shutil.rmtree(tmp, ignore_errors=True)
 print(f"{len(fails)} failed")

@@ -37,10 +37,11 @@ static void plan_usage(void) {
           "`validate --by-source --json`: experiments/planning/held_out.json).\n"
           "\n"
           "For each load and candidate, the fewest replicas meeting every SLO (every request\n"
-          "finished, each figure within its limit) are searched by doubling and bisection;\n"
-          "the cheapest candidate per load is the plan. Each answer says its margin: the\n"
-          "figure nearest its limit, how much higher it may be than predicted before the\n"
-          "answer fails, and pkvsim's held-out error on that kind of figure.\n"
+          "finished but those past the model's context, each figure within its limit) are\n"
+          "searched by doubling and bisection; the cheapest candidate per load is the plan.\n"
+          "Each answer says its margin: the figure nearest its limit, how much higher it may\n"
+          "be than predicted before the answer fails, and pkvsim's held-out error on that\n"
+          "kind of figure.\n"
           "\n"
           "  --json OUT          the plans and every run searched, as JSON\n"
           "  -b, --backend NAME  model (default: the experiment's run.backend) | cpu | cuda\n"
@@ -94,6 +95,32 @@ static int cost_of(const pkv_plan_spec *p, const pkv_config *cfg, eval_t *ev, pk
     return 0;
 }
 
+/* The searched count n into root: at path, or, where path is fleet.replicas and the
+ * experiment gives fleet.pools (a layout: prefill 1 + decode 2), n units of the layout,
+ * each pool n times its replicas. */
+static int set_replicas(cJSON *root, const char *path, int n, pkv_err *e) {
+    cJSON *pools =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "fleet"), "pools");
+    if (strcmp(path, "fleet.replicas") || !cJSON_IsArray(pools)) {
+        cJSON *nv = cJSON_CreateNumber(n);
+        const int rc = nv ? pkv_json_set_path(root, path, nv, e) : pkv_fail(e, "out of memory");
+        cJSON_Delete(nv);
+        return rc;
+    }
+    cJSON *pool;
+    cJSON_ArrayForEach(pool, pools) {
+        if (!cJSON_IsObject(pool)) continue; /* the configuration's check names it */
+        const cJSON *r = cJSON_GetObjectItemCaseSensitive(pool, "replicas");
+        cJSON *nv = cJSON_CreateNumber((cJSON_IsNumber(r) ? r->valuedouble : 1) * n);
+        if (!nv) return pkv_fail(e, "out of memory");
+        if (r)
+            cJSON_ReplaceItemInObjectCaseSensitive(pool, "replicas", nv);
+        else
+            cJSON_AddItemToObject(pool, "replicas", nv);
+    }
+    return 0;
+}
+
 /* Run one point (load l, candidate c, n replicas): *ev, its figures and whether it meets
  * every SLO. -1 only for an error that stops the plan (out of memory, a signal). */
 static int evaluate(planner *pl, int l, size_t c, int n, eval_t *ev) {
@@ -101,14 +128,14 @@ static int evaluate(planner *pl, int l, size_t c, int n, eval_t *ev) {
     *ev = (eval_t){.load = l, .cand = (int)c, .replicas = n, .cost = NAN};
     for (int s = 0; s < p->n_slo; s++) ev->fig[s] = NAN;
     pkv_err e;
-    cJSON *root = cJSON_Duplicate(pl->base, 1), *nv = cJSON_CreateNumber(n);
-    int rc = root && nv ? 0 : pkv_fail(&e, "out of memory");
+    cJSON *root = cJSON_Duplicate(pl->base, 1);
+    int rc = root ? 0 : pkv_fail(&e, "out of memory");
     if (!rc) rc = pkv_json_set_path(root, p->load.path, cJSON_GetArrayItem(p->load.values, l), &e);
     for (int a = 0; a < p->n_cand && !rc; a++)
         rc = pkv_json_set_path(root, p->cand[a].path, pkv_plan_cand_value(p, c, a), &e);
-    if (!rc) rc = pkv_json_set_path(root, p->rep_path, nv, &e);
+    if (!rc) rc = set_replicas(root, p->rep_path, n, &e);
     char *text = rc ? NULL : cJSON_Print(root);
-    cJSON_Delete(root), cJSON_Delete(nv);
+    cJSON_Delete(root);
     if (!rc && !text) rc = pkv_fail(&e, "out of memory");
     if (rc) goto failed;
     pkv_config cfg;
@@ -129,10 +156,11 @@ static int evaluate(planner *pl, int l, size_t c, int n, eval_t *ev) {
     if (rc) goto failed;
     ev->ran = true;
     for (int s = 0; s < p->n_slo; s++) ev->fig[s] = pkv_summary_figure_value(&sum, p->slo[s].f);
-    if (sum.bounded || (sum.offered && sum.arrived < sum.offered) || sum.finished < sum.arrived) {
+    /* a request past the model's context is refused whatever the fleet: not a miss */
+    const uint64_t done = sum.finished + sum.refused;
+    if (sum.bounded || (sum.offered && sum.arrived < sum.offered) || done < sum.arrived) {
         snprintf(ev->why, sizeof ev->why, "%llu of %llu requests unfinished%s",
-                 (unsigned long long)(sum.offered ? sum.offered - sum.finished
-                                                  : sum.arrived - sum.finished),
+                 (unsigned long long)((sum.offered ? sum.offered : sum.arrived) - done),
                  (unsigned long long)(sum.offered ? sum.offered : sum.arrived),
                  sum.bounded ? " (a bound ended the run)" : "");
         return 0;

@@ -184,8 +184,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     pkv_err e;
     const char *paths[] = {path};
-    pkv_report_write(paths, 1, NULL, PKV_REPORT_ROUTES | PKV_REPORT_COUNTERS, "decode_tok_s", null,
-                     null, null, &e);
+    pkv_report_write(paths, 1, NULL, PKV_REPORT_ROUTES | PKV_REPORT_COUNTERS, "decode_tok_s", 0.99,
+                     null, null, null, &e);
     char(*groups)[32] = NULL;
     int n = 0;
     if (!pkv_h5_runs(path, &groups, &n, &e)) {
