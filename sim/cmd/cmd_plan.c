@@ -315,13 +315,19 @@ static void print_load(const planner *pl, int l, answer *ans, size_t n) {
     char *lv = pkv_json_value_text(cJSON_GetArrayItem(p->load.values, l));
     printf("\nload %s = %s\n", p->load.path, lv ? lv : "?");
     free(lv);
-    printf("  %-40s %8s %5s %9s", "candidate", "replicas", "GPUs", "USD/hour");
+    int w = 9; /* the candidates' column: as wide as the longest, up to 100 */
+    for (size_t i = 0; i < n; i++) {
+        char d[256];
+        pkv_plan_describe(p, ans[i].cand, d, sizeof d);
+        if ((int)strlen(d) > w) w = strlen(d) < 100 ? (int)strlen(d) : 100;
+    }
+    printf("  %-*s %8s %5s %9s", w, "candidate", "replicas", "GPUs", "USD/hour");
     for (int s = 0; s < p->n_slo; s++) printf("  %20s", p->slo[s].label);
     printf("\n");
     for (size_t i = 0; i < n; i++) {
         char d[256];
         pkv_plan_describe(p, ans[i].cand, d, sizeof d);
-        printf("%c %-40.40s", i == 0 && ans[i].replicas ? '*' : ' ', d);
+        printf("%c %-*.*s", i == 0 && ans[i].replicas ? '*' : ' ', w, w, d);
         if (!ans[i].replicas) {
             const eval_t *last = NULL;
             for (int k = 0; k < pl->n_evals; k++)
