@@ -97,6 +97,16 @@ static double figure(hid_t out, const char *point_group, const char *name) {
     return v;
 }
 
+int pkv_h5sweep_figures(const char *file, const char *group, int n, const char *const *names,
+                        double *out) {
+    hid_t f = H5Fopen(file, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (f < 0) return -1;
+    const char *g = strcmp(group, "/") ? group : ""; /* "/summary", not "//summary" */
+    for (int i = 0; i < n; i++) out[i] = figure(f, g, names[i]);
+    H5Fclose(f);
+    return 0;
+}
+
 static int numeric(const char *json) {
     char *end;
     strtod(json, &end);

@@ -32,5 +32,10 @@ void pkv_h5sweep_free_read(char *experiment, size_t n_points, char **status, cha
  * caller frees): 1; 0 for an HDF5 file that has none (not a sweep's point); -1 for a
  * file HDF5 cannot open. */
 int pkv_h5sweep_point_key(const char *file, char **key);
+/* The /summary figures `names` of the run at `group` of `file` ("/" for a point's own file,
+ * "/points/NNNNN" in a sweep file) into out (NaN where absent); -1 when the file cannot be
+ * opened. */
+int pkv_h5sweep_figures(const char *file, const char *group, int n, const char *const *names,
+                        double *out);
 
 #endif

@@ -174,6 +174,18 @@ static double attr_f64(hid_t f, const char *obj, const char *name) {
     return x;
 }
 
+/* Whether a resolved configuration sets an SLO: its slo section's, or its classes'. */
+static bool has_slo(const cJSON *conf) {
+    static const char *const keys[] = {"ttft_ms", "tpot_ms", "e2el_ms"};
+    const cJSON *slo = cJSON_GetObjectItemCaseSensitive(conf, "slo");
+    for (size_t k = 0; k < sizeof keys / sizeof *keys; k++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(slo, keys[k]);
+        if (cJSON_IsNumber(v) && v->valuedouble > 0) return true;
+    }
+    return cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(
+               cJSON_GetObjectItemCaseSensitive(conf, "workload"), "classes")) > 0;
+}
+
 /* The GPUs a resolved configuration runs: each pool's (else the fleet's, else one) replicas
  * times its model's tensor parallelism. */
 static int run_gpus(const cJSON *conf) {
@@ -399,6 +411,7 @@ static int load_run(hid_t f, const char *path, const char *group, run *r, pkv_er
                 !(offered > 0 && arrived < offered) &&
                 attr_f64(f, sp, "finished") + (isnan(refused) ? 0 : refused) >= arrived;
     r->gpus = run_gpus(root);
+    if (!has_slo(root)) r->v[V_ATTAIN] = NAN; /* every request "meets" no SLO: no figure */
     r->model_err = strcmp(r->backend, "model") ? NAN : model_error(cal_json, r->route_steps);
     cJSON_Delete(cal_json);
     rc = r->key ? 0 : pkv_fail(e, "out of memory");

@@ -67,6 +67,7 @@ queue = {
              "replicas": {"min": 1, "max": 32},
              "prices": os.path.join(src, "experiments/planning/prices.json")}}
 r, d = plan(queue, name="queue")
+d_queue = d
 check(r.returncode == 0 and d, f"the queue plan: exit {r.returncode}: {r.stderr[-400:]}")
 if d:
     for p in d["plans"]:
@@ -107,6 +108,34 @@ if check(r.returncode == 0 and d, f"layouts: exit {r.returncode}: {r.stderr[-300
         want = [(need, need), (math.ceil(need / 3), 3 * math.ceil(need / 3))]
         check(sorted(got) == sorted(want), f"layouts at rate {pl['load']}: {got}, want {want}")
     check("a 1 mixed + b 2 mixed" in r.stdout, f"a layout described by its pools: {r.stdout[-600:]}")
+
+# --output: every run searched in one sweep-like file; run again, the plan reads its
+# finished runs (a load added: only its runs are new) and gives the same answers.
+out_h5 = os.path.join(tmp, "resume.h5")
+part = json.loads(json.dumps(queue))
+part["plan"]["loads"]["values"] = [70, 130]
+r1, d1 = plan(part, "-o", out_h5, name="resume1")
+r2, d2 = plan(queue, "-o", out_h5, name="resume2")
+r3, d3 = plan(queue, "-o", out_h5, name="resume3")
+if check(r1.returncode == 0 and r2.returncode == 0 and r3.returncode == 0 and d1 and d2 and d3,
+         f"--output: exits {r1.returncode} {r2.returncode} {r3.returncode}: {r3.stderr[-300:]}"):
+    n1, n2, n3 = len(d1["runs"]), len(d2["runs"]), len(d3["runs"])
+    check(f"{n1} of them read" not in r1.stdout and f"({n1} of them read" in r2.stdout
+          and f"({n3} of them read" in r3.stdout and n3 == n2 > n1,
+          f"--output resumes: {n1}, {n2}, {n3} runs: {r2.stdout[-200:]!r} {r3.stdout[-200:]!r}")
+    check([c["replicas"] for p in d2["plans"] for c in p["candidates"]]
+          == [c["replicas"] for p in d3["plans"] for c in p["candidates"]]
+          == [c["replicas"] for p in (d_queue or {"plans": []})["plans"] for c in p["candidates"]],
+          "--output: the resumed plan's answers are the plan's")
+    with h5py.File(out_h5) as f:
+        ix = f["sweep/index"]
+        cols = list(ix.keys())
+        check(len(ix["point"]) == n3 and "fleet.replicas" in cols and "workload.arrival.rate" in cols
+              and "fleet.router" in cols and len(f["points"]) == n3
+              and not os.path.exists(out_h5 + ".points"),
+              f"--output: {len(ix['point'])} index rows for {n3} runs, columns {cols}")
+    rep = subprocess.run([pkvsim, "report", out_h5], capture_output=True, text=True)
+    check(rep.returncode == 0, f"report of the plan's file: {rep.stderr[-300:]}")
 
 # No candidate within the bound: exit 3, the plan says none.
 none = json.loads(json.dumps(queue))

@@ -8,23 +8,27 @@
  * pkvsim's predictions of that figure showed on held-out published runs. */
 #include "plan_spec.h"
 #include "cli.h"
+#include "h5sweep.h"
 #include "jsonv.h"
 #include "pkv_files.h"
 #include "runner.h"
+#include "sweep.h"
 #include "vfile.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 enum { MAX_EVALS = 16384 };
 
 static void plan_usage(void) {
-    fputs("usage: pkvsim plan PLAN.json [--json OUT] [-b BACKEND] [-c CAL] [-q]\n"
+    fputs("usage: pkvsim plan PLAN.json [--json OUT] [-o OUT.h5] [-b BACKEND] [-c CAL] [-q]\n"
           "\n"
           "The fewest replicas, and the cheapest configuration, that meet a workload's SLOs\n"
           "at each load. PLAN.json is an experiment (model, workload, serving, fleet) with a\n"
@@ -44,6 +48,11 @@ static void plan_usage(void) {
           "kind of figure.\n"
           "\n"
           "  --json OUT          the plans and every run searched, as JSON\n"
+          "  -o, --output OUT.h5 every run searched, as a sweep's file (/points/NNNNN and\n"
+          "                      /sweep/index: the load, the candidate's axes, the replicas):\n"
+          "                      for report and plot.py; a plan run again with it reads the\n"
+          "                      runs it finished (of the same experiment text and options)\n"
+          "                      instead of running them, so a stopped plan goes on\n"
           "  -b, --backend NAME  model (default: the experiment's run.backend) | cpu | cuda\n"
           "  -c, --calibration FILE  for every run (default: route.calibration / route.gpu)\n"
           "  -q, --quiet         the plans only, no progress\n"
@@ -62,6 +71,9 @@ typedef struct eval_t {
     double fig[PKV_PLAN_MAX_SLO];
     double cost; /* USD per hour */
     int gpus;
+    char key[PKV_SWEEP_KEY_LEN]; /* --output: its run's key */
+    long old;                    /* --output: its point in the earlier file; -1: none */
+    bool kept;                   /* --output: its run's file is in the points folder */
 } eval_t;
 
 typedef struct planner {
@@ -73,6 +85,13 @@ typedef struct planner {
     eval_t *evals;
     int n_evals;
     int quiet;
+    /* --output: the file of the runs searched, its folder of point files, and the points
+     * of an earlier one (their keys: those reused) */
+    const char *out;
+    char dir[1100];
+    char *old_exp, **old_status, **old_keys;
+    size_t old_n;
+    int reused, lock;
 } planner;
 
 /* Its GPUs and their price per hour: each replica's (or pool's) route.gpu, times the
@@ -121,11 +140,80 @@ static int set_replicas(cJSON *root, const char *path, int n, pkv_err *e) {
     return 0;
 }
 
+/* What the plan reads of a run beyond its SLO figures: whether it served its workload. */
+static const char *const served_names[] = {"bounded", "offered", "arrived", "finished", "refused"};
+enum { N_SERVED = 5 };
+
+/* ev's verdict from its figures and served (served_names' values): unfinished (a request
+ * past the model's context is refused whatever the fleet: not a miss), an SLO missed, or
+ * met. */
+static void judge(const pkv_plan_spec *p, eval_t *ev, const double *sv) {
+    const double offered = sv[1], arrived = sv[2], done = sv[3] + (isnan(sv[4]) ? 0 : sv[4]);
+    ev->ran = true;
+    if (sv[0] == 1 || (offered > 0 && arrived < offered) || !(done >= arrived)) {
+        const double all = offered > 0 ? offered : arrived;
+        snprintf(ev->why, sizeof ev->why, "%.0f of %.0f requests unfinished%s", all - done, all,
+                 sv[0] == 1 ? " (a bound ended the run)" : "");
+        return;
+    }
+    for (int s = 0; s < p->n_slo; s++) {
+        const pkv_plan_slo *o = &p->slo[s];
+        const double v = ev->fig[s];
+        if (isnan(v) || (o->is_max ? v > o->limit : v < o->limit)) {
+            snprintf(ev->why, sizeof ev->why, "%s: %.4g%s", o->label, o->is_max ? v * 1e3 : v,
+                     o->is_max ? " ms" : "");
+            return;
+        }
+    }
+    ev->pass = true;
+}
+
+static bool file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* --output: ev's point file, named by its key. */
+static void point_file(const planner *pl, const eval_t *ev, char *buf, size_t n) {
+    snprintf(buf, n, "%s/%s.h5", pl->dir, ev->key + 3); /* the key less its "v1:" */
+}
+
+/* --output: ev's figures from a finished run of its key (its point file, else the earlier
+ * file's point); false when there is none. */
+static bool reuse(planner *pl, eval_t *ev, const char *file) {
+    const char *names[N_SERVED + PKV_PLAN_MAX_SLO];
+    double v[N_SERVED + PKV_PLAN_MAX_SLO];
+    const pkv_plan_spec *p = &pl->p;
+    for (int i = 0; i < N_SERVED; i++) names[i] = served_names[i];
+    for (int s = 0; s < p->n_slo; s++) names[N_SERVED + s] = p->slo[s].f->name;
+    char *k = NULL, group[32] = "/";
+    const char *src = NULL;
+    if (file_exists(file) && pkv_h5sweep_point_key(file, &k) == 1 && !strcmp(k, ev->key))
+        src = file, ev->kept = true;
+    for (size_t i = 0; !src && i < pl->old_n; i++)
+        if (pl->old_keys[i] && !strcmp(pl->old_keys[i], ev->key) &&
+            !strcmp(pl->old_status[i], "done")) {
+            src = pl->out, ev->old = (long)i;
+            snprintf(group, sizeof group, "/points/%05zu", i);
+        }
+    free(k);
+    if (!src || pkv_h5sweep_figures(src, group, N_SERVED + p->n_slo, names, v)) {
+        ev->kept = false, ev->old = -1;
+        return false;
+    }
+    for (int s = 0; s < p->n_slo; s++) ev->fig[s] = v[N_SERVED + s];
+    judge(p, ev, v);
+    pl->reused++;
+    return true;
+}
+
 /* Run one point (load l, candidate c, n replicas): *ev, its figures and whether it meets
- * every SLO. -1 only for an error that stops the plan (out of memory, a signal). */
+ * every SLO (with --output, a finished run of its key is read instead, and a new one
+ * kept in the points folder). -1 only for an error that stops the plan (out of memory, a
+ * signal). */
 static int evaluate(planner *pl, int l, size_t c, int n, eval_t *ev) {
     pkv_plan_spec *p = &pl->p;
-    *ev = (eval_t){.load = l, .cand = (int)c, .replicas = n, .cost = NAN};
+    *ev = (eval_t){.load = l, .cand = (int)c, .replicas = n, .cost = NAN, .old = -1};
     for (int s = 0; s < p->n_slo; s++) ev->fig[s] = NAN;
     pkv_err e;
     cJSON *root = cJSON_Duplicate(pl->base, 1);
@@ -138,9 +226,16 @@ static int evaluate(planner *pl, int l, size_t c, int n, eval_t *ev) {
     cJSON_Delete(root);
     if (!rc && !text) rc = pkv_fail(&e, "out of memory");
     if (rc) goto failed;
+    char file[1200] = "";
+    pkv_cli_overrides o = pl->ov;
+    if (pl->out) {
+        pkv_sweep_point_key(text, &pl->ov, ev->key);
+        point_file(pl, ev, file, sizeof file);
+        o.output = file;
+    }
     pkv_config cfg;
     if (pkv_config_parse(&cfg, text, pl->path, &e)) goto failed; /* takes the text */
-    if (pkv_cli_apply(&cfg, &pl->ov)) {
+    if (pkv_cli_apply(&cfg, &o)) {
         pkv_config_free(&cfg);
         return -1; /* printed; every point would fail so */
     }
@@ -148,33 +243,27 @@ static int evaluate(planner *pl, int l, size_t c, int n, eval_t *ev) {
         pkv_config_free(&cfg);
         goto failed;
     }
-    pkv_run_opts ro = {.quiet = 1, .stop = pl->stop};
+    if (pl->out && reuse(pl, ev, file)) {
+        pkv_config_free(&cfg);
+        return 0;
+    }
+    pkv_run_opts ro = {.quiet = 1,
+                       .stop = pl->stop,
+                       .record = pl->out != NULL,
+                       .sweep_point = pl->out ? ev->key : NULL};
     pkv_summary sum;
     rc = pkv_run_experiment(&cfg, &ro, &sum, &e);
     pkv_config_free(&cfg);
-    if (pl->stop && *pl->stop) return -1;
+    if (pl->stop && *pl->stop) {
+        if (pl->out) unlink(file); /* not a finished point */
+        return -1;
+    }
     if (rc) goto failed;
-    ev->ran = true;
+    ev->kept = pl->out != NULL;
     for (int s = 0; s < p->n_slo; s++) ev->fig[s] = pkv_summary_figure_value(&sum, p->slo[s].f);
-    /* a request past the model's context is refused whatever the fleet: not a miss */
-    const uint64_t done = sum.finished + sum.refused;
-    if (sum.bounded || (sum.offered && sum.arrived < sum.offered) || done < sum.arrived) {
-        snprintf(ev->why, sizeof ev->why, "%llu of %llu requests unfinished%s",
-                 (unsigned long long)((sum.offered ? sum.offered : sum.arrived) - done),
-                 (unsigned long long)(sum.offered ? sum.offered : sum.arrived),
-                 sum.bounded ? " (a bound ended the run)" : "");
-        return 0;
-    }
-    for (int s = 0; s < p->n_slo; s++) {
-        const pkv_plan_slo *o = &p->slo[s];
-        const double v = ev->fig[s];
-        if (isnan(v) || (o->is_max ? v > o->limit : v < o->limit)) {
-            snprintf(ev->why, sizeof ev->why, "%s: %.4g%s", o->label, o->is_max ? v * 1e3 : v,
-                     o->is_max ? " ms" : "");
-            return 0;
-        }
-    }
-    ev->pass = true;
+    const double sv[N_SERVED] = {sum.bounded, (double)sum.offered, (double)sum.arrived,
+                                 (double)sum.finished, (double)sum.refused};
+    judge(p, ev, sv);
     return 0;
 failed:
     if (!strcmp(e.msg, "out of memory")) {
@@ -440,10 +529,80 @@ static int write_json(const planner *pl, answer *ans, const char *out) {
     return pkv_vfile_write_doc(root, out, "plan", "--json");
 }
 
+/* --output: every run searched into one file, as a sweep's (/points/NNNNN, /sweep/index
+ * with the load, the candidate's axes and the replicas as its columns), from the point
+ * files and the earlier file's points; then the point files go. */
+static int assemble(planner *pl, pkv_err *e) {
+    const pkv_plan_spec *p = &pl->p;
+    const size_t n = (size_t)pl->n_evals;
+    const int n_axes = 2 + p->n_cand;
+    const char *paths[2 + PKV_PLAN_MAX_AXES];
+    paths[0] = p->load.path;
+    for (int a = 0; a < p->n_cand; a++) paths[1 + a] = p->cand[a].path;
+    paths[1 + p->n_cand] = p->rep_path;
+    pkv_h5sweep_point *pts = calloc(n + 1, sizeof *pts);
+    char **vals = calloc(n * (size_t)n_axes + 1, sizeof *vals);
+    char(*files)[1200] = calloc(n + 1, sizeof *files);
+    char(*grp)[32] = calloc(n + 1, sizeof *grp);
+    char *text = pkv_read_file(pl->path, NULL, e);
+    int rc = !pts || !vals || !files || !grp ? pkv_fail(e, "out of memory") : text ? 0 : -1;
+    for (size_t i = 0; i < n && !rc; i++) {
+        const eval_t *ev = &pl->evals[i];
+        char **v = vals + i * (size_t)n_axes;
+        v[0] = pkv_json_value_text(cJSON_GetArrayItem(p->load.values, ev->load));
+        for (int a = 0; a < p->n_cand; a++)
+            v[1 + a] = pkv_json_value_text(pkv_plan_cand_value(p, (size_t)ev->cand, a));
+        char r[16];
+        snprintf(r, sizeof r, "%d", ev->replicas);
+        v[1 + p->n_cand] = strdup(r);
+        for (int a = 0; a < n_axes; a++)
+            if (!v[a]) rc = pkv_fail(e, "out of memory");
+        pts[i] =
+            (pkv_h5sweep_point){NULL, "/", ev->ran ? "done" : "failed", ev->ran ? "" : ev->why};
+        if (ev->kept) {
+            point_file(pl, ev, files[i], sizeof files[i]);
+            pts[i].src_file = files[i];
+        } else if (ev->old >= 0) {
+            snprintf(grp[i], sizeof grp[i], "/points/%05ld", ev->old);
+            pts[i].src_file = pl->out, pts[i].src_group = grp[i];
+        }
+    }
+    if (!rc && n)
+        rc = pkv_h5sweep_write(pl->out, text, "plan", n_axes, paths, n, pts,
+                               (const char *const *)vals, e);
+    if (!rc) {
+        for (size_t i = 0; i < n; i++)
+            if (pl->evals[i].kept) unlink(files[i]);
+        char lock[1200];
+        snprintf(lock, sizeof lock, "%s/.lock", pl->dir);
+        unlink(lock);
+        rmdir(pl->dir); /* left where files other than the plan's are in it */
+    }
+    for (size_t i = 0; vals && i < n * (size_t)n_axes; i++) free(vals[i]);
+    free(pts), free(vals), free(files), free(grp), free(text);
+    return rc;
+}
+
+/* --output: its points folder, and what an earlier file of the plan holds. */
+static int open_output(planner *pl, pkv_err *e) {
+    snprintf(pl->dir, sizeof pl->dir, "%s.points", pl->out);
+    if (file_exists(pl->out) &&
+        pkv_h5sweep_read(pl->out, &pl->old_exp, &pl->old_n, &pl->old_status, &pl->old_keys, e))
+        return pkv_fail(e,
+                        "%s: not the file of a plan or a sweep (%s); it is left as it is: remove "
+                        "it or choose another --output",
+                        pl->out, e->msg);
+    if (mkdir(pl->dir, 0777) != 0 && errno != EEXIST)
+        return pkv_fail(e, "%s: cannot create the folder of point files: %s", pl->dir,
+                        strerror(errno));
+    return pkv_sweep_lock(pl->dir, pl->out, &pl->lock, e);
+}
+
 int pkv_cmd_plan(int argc, char **argv, volatile sig_atomic_t *stop) {
-    const char *json = NULL, *backend = NULL, *cal = NULL;
+    const char *json = NULL, *backend = NULL, *cal = NULL, *output = NULL;
     int quiet = 0;
     const pkv_cli_opt opts[] = {{"json", 0, PKV_CLI_STRING, &json, 0},
+                                {"output", 'o', PKV_CLI_STRING, &output, 0},
                                 {"backend", 'b', PKV_CLI_STRING, &backend, 0},
                                 {"calibration", 'c', PKV_CLI_STRING, &cal, 0},
                                 {"quiet", 'q', PKV_CLI_FLAG, &quiet, 0}};
@@ -457,23 +616,24 @@ int pkv_cmd_plan(int argc, char **argv, volatile sig_atomic_t *stop) {
     planner pl = {.path = argv[optind],
                   .ov = {.backend = backend, .calibration = cal},
                   .stop = stop,
-                  .quiet = quiet};
+                  .quiet = quiet,
+                  .out = output,
+                  .lock = -1};
     pkv_err e;
     answer *ans = NULL;
     rc = 1;
-    if (json) {
-        const char *in[] = {pl.path};
-        const char *what[] = {"the plan file"};
-        if (pkv_output_ok(json, in, what, 1, "--json", &e)) {
-            fprintf(stderr, "pkvsim plan: %s\n", e.msg);
-            return 2;
-        }
+    const char *in[] = {pl.path, output};
+    const char *what[] = {"the plan file", "--output"};
+    if ((json && pkv_output_ok(json, in, what, output ? 2 : 1, "--json", &e)) ||
+        (output && pkv_output_ok(output, in, what, 1, "--output", &e))) {
+        fprintf(stderr, "pkvsim plan: %s\n", e.msg);
+        return 2;
     }
     if (!(pl.base = pkv_json_read(pl.path, &e))) goto fail;
     cJSON *plan = cJSON_DetachItemFromObjectCaseSensitive(pl.base, "plan");
     const int prc = pkv_plan_parse(&pl.p, plan, pl.path, &pl.ov, &e);
     cJSON_Delete(plan);
-    if (prc) goto fail;
+    if (prc || (pl.out && open_output(&pl, &e))) goto fail;
     pl.evals = malloc(sizeof *pl.evals * MAX_EVALS);
     ans = calloc((size_t)pl.p.load.n * pl.p.n_candidates, sizeof *ans);
     if (!pl.evals || !ans) {
@@ -507,18 +667,27 @@ int pkv_cmd_plan(int argc, char **argv, volatile sig_atomic_t *stop) {
         all &= a[0].replicas > 0;
         print_load(&pl, l, a, pl.p.n_candidates);
     }
-    printf("\n%d runs; prices %s; held-out errors %s\n", pl.n_evals, pl.p.prices_note,
+    printf("\n%d runs", pl.n_evals);
+    if (pl.out) printf(" (%d of them read from earlier runs), into %s", pl.reused, pl.out);
+    printf("; prices %s; held-out errors %s\n", pl.p.prices_note,
            pkv_vfile_stem(pl.p.held_out_file));
     rc = json && write_json(&pl, ans, json) ? 1 : all ? 0 : 3;
     goto out;
 stopped:
     rc = stop && *stop ? 128 + (int)*stop : 1;
     if (stop && *stop)
-        fprintf(stderr, "pkvsim plan: stopped by a signal after %d runs\n", pl.n_evals);
+        fprintf(stderr, "pkvsim plan: stopped by a signal after %d runs%s\n", pl.n_evals,
+                pl.out ? " (kept: running it again goes on from them)" : "");
     goto out;
 fail:
     fprintf(stderr, "pkvsim plan: %s\n", e.msg);
 out:
+    if (pl.out && pl.evals && assemble(&pl, &e)) {
+        fprintf(stderr, "pkvsim plan: %s\n", e.msg);
+        rc = 1;
+    }
+    if (pl.lock >= 0) close(pl.lock);
+    pkv_h5sweep_free_read(pl.old_exp, pl.old_n, pl.old_status, pl.old_keys);
     free(ans), free(pl.evals);
     pkv_plan_free(&pl.p);
     cJSON_Delete(pl.base);

@@ -247,8 +247,8 @@ static char *point_text(const sweep *s, size_t i, pkv_err *e) {
 
 /* A point's key: its experiment's text and the run command's options that apply to it,
  * hashed. A point file is reused only when its key is this one. */
-enum { KEY_LEN = 24 };
-static void point_key(const char *text, const pkv_cli_overrides *o, char key[KEY_LEN]) {
+enum { KEY_LEN = PKV_SWEEP_KEY_LEN };
+void pkv_sweep_point_key(const char *text, const pkv_cli_overrides *o, char key[KEY_LEN]) {
     uint64_t h = pkv_text_hash(PKV_TEXT_HASH_START, text);
     const char *opts[] = {o->seed, o->backend, o->route, o->calibration, o->slo};
     for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++) {
@@ -307,7 +307,7 @@ static int run_point(const sweep *s, size_t i, int gpu, const char *sweep_path, 
 /* One process at a time on a sweep's output: a lock (fcntl, so the system drops it when
  * the process ends, however it ends) on DIR/.lock. 0 with *fd set; -1 with a message
  * naming the process that holds it. */
-static int lock_sweep(const char *dir, const char *out, int *fd, pkv_err *e) {
+int pkv_sweep_lock(const char *dir, const char *out, int *fd, pkv_err *e) {
     char path[1200];
     snprintf(path, sizeof path, "%s/.lock", dir);
     for (int tries = 0; tries < 8; tries++) {
@@ -322,10 +322,10 @@ static int lock_sweep(const char *dir, const char *out, int *fd, pkv_err *e) {
             close(f);
             if (err == EACCES || err == EAGAIN)
                 return got ? pkv_fail(e,
-                                      "%s: another pkvsim (pid %ld) is running this sweep now; "
+                                      "%s: another pkvsim (pid %ld) is running it now; "
                                       "wait for it, or stop it and run again",
                                       out, (long)who.l_pid)
-                           : pkv_fail(e, "%s: another process is running this sweep now", out);
+                           : pkv_fail(e, "%s: another process is running it now", out);
             return pkv_fail(e, "%s: cannot lock: %s", path, strerror(err));
         }
         /* Locked; the file may have been removed by a sweep that just finished. */
@@ -438,7 +438,7 @@ int pkv_sweep_main(const char *path, const pkv_cli_overrides *ov, int quiet, int
     if (bad)
         pkv_fail(&e, "%s: cannot create the folder of point files: %s", dir, strerror(errno));
     else if (rk.rank == 0)
-        bad = lock_sweep(dir, out, &lock, &e);
+        bad = pkv_sweep_lock(dir, out, &lock, &e);
 #ifdef PKV_HAVE_MPI
     if (rk.size > 1) MPI_Bcast(&bad, 1, MPI_INT, 0, MPI_COMM_WORLD);
 #endif
@@ -468,7 +468,7 @@ int pkv_sweep_main(const char *path, const pkv_cli_overrides *ov, int quiet, int
             if (!(vals[i * s.n_axes + a] = pkv_json_value_text(point_value(&s, i, a)))) rc = 1;
         pts[i] = (pkv_h5sweep_point){NULL, "/", "pending", ""};
         char *text = point_text(&s, i, &e);
-        if (text) point_key(text, ov, keys[i]); /* else the point fails when it runs */
+        if (text) pkv_sweep_point_key(text, ov, keys[i]); /* else the point fails when it runs */
         free(text);
         if (file_exists(files[i])) {
             char *k = NULL;

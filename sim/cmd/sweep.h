@@ -27,6 +27,16 @@
 #include "cli.h"
 #include "pkv_err.h"
 
+/* A point's key (its run's /provenance sweep_point): a hash of its experiment's text and
+ * the run command's options that apply to it ("v1:" and 16 hex digits). */
+enum { PKV_SWEEP_KEY_LEN = 24 };
+void pkv_sweep_point_key(const char *text, const pkv_cli_overrides *o, char key[PKV_SWEEP_KEY_LEN]);
+
+/* One process at a time on a sweep's (or a plan's) output: a lock on DIR/.lock (its
+ * folder of point files; fcntl: the system drops it when the process ends, however it
+ * ends). 0 with *fd set; -1 with a message naming out and the process that holds it. */
+int pkv_sweep_lock(const char *dir, const char *out, int *fd, pkv_err *e);
+
 /* 1: the file has a `sweep` section; 0: it has none; -1: it cannot be read (printed). */
 int pkv_sweep_present(const char *path);
 /* Parse a sweep file's text and the experiments of its first max_points points, as
