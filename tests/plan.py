@@ -109,6 +109,30 @@ if check(r.returncode == 0 and d, f"layouts: exit {r.returncode}: {r.stderr[-300
         check(sorted(got) == sorted(want), f"layouts at rate {pl['load']}: {got}, want {want}")
     check("a 1 mixed + b 2 mixed" in r.stdout, f"a layout described by its pools: {r.stdout[-600:]}")
 
+# Each candidate starts from its own answer at the load below (the loads' answers are
+# sorted by cost): two step times, answers ceil(lam S) each, the cheaper first.
+fast = json.loads(json.dumps(queue))
+fast["plan"]["loads"]["values"] = [100, 110]
+fast["plan"]["candidates"] = [{"path": "route.overrides.launch_us", "values": [1000, 500]}]
+r, d = plan(fast, name="fast")
+if check(r.returncode == 0 and d, f"two step times: exit {r.returncode}: {r.stderr[-300:]}"):
+    for p in d["plans"]:
+        for c in p["candidates"]:
+            s_ = DECODE * c["candidate"]["route.overrides.launch_us"] * 1e-6
+            want = math.ceil(p["load"] * s_ - 1e-9)
+            check(c["replicas"] == want, f"rate {p['load']}, step {s_ / DECODE * 1e3:g} ms: "
+                  f"{c['replicas']} replicas, the queue needs {want}")
+
+# --jobs: two processes search a share of the candidates each; the answers are one's.
+r, dj = plan(fast, "-o", os.path.join(tmp, "jobs.h5"), "-j", "2", name="jobs")
+if check(r.returncode == 0 and dj and d, f"--jobs 2: exit {r.returncode}: {r.stderr[-300:]}"):
+    check([(c["candidate"], c["replicas"]) for p in dj["plans"] for c in p["candidates"]]
+          == [(c["candidate"], c["replicas"]) for p in d["plans"] for c in p["candidates"]],
+          "--jobs 2: the answers of one process")
+r = subprocess.run([pkvsim, "plan", os.path.join(tmp, "fast.json"), "-j", "2"],
+                   capture_output=True, text=True)
+check(r.returncode == 2 and "-o" in r.stderr, f"--jobs without -o: {r.stderr[-200:]}")
+
 # --output: every run searched in one sweep-like file; run again, the plan reads its
 # finished runs (a load added: only its runs are new) and gives the same answers.
 out_h5 = os.path.join(tmp, "resume.h5")
@@ -120,8 +144,8 @@ r3, d3 = plan(queue, "-o", out_h5, name="resume3")
 if check(r1.returncode == 0 and r2.returncode == 0 and r3.returncode == 0 and d1 and d2 and d3,
          f"--output: exits {r1.returncode} {r2.returncode} {r3.returncode}: {r3.stderr[-300:]}"):
     n1, n2, n3 = len(d1["runs"]), len(d2["runs"]), len(d3["runs"])
-    check(f"{n1} of them read" not in r1.stdout and f"({n1} of them read" in r2.stdout
-          and f"({n3} of them read" in r3.stdout and n3 == n2 > n1,
+    check(f"{n1} read from" not in r1.stdout and f"({n1} read from" in r2.stdout
+          and f"({n3} read from" in r3.stdout and n3 == n2 > n1,
           f"--output resumes: {n1}, {n2}, {n3} runs: {r2.stdout[-200:]!r} {r3.stdout[-200:]!r}")
     check([c["replicas"] for p in d2["plans"] for c in p["candidates"]]
           == [c["replicas"] for p in d3["plans"] for c in p["candidates"]]

@@ -23,44 +23,48 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
-enum { MAX_EVALS = 16384 };
+enum { MAX_EVALS = 16384, PKV_PLAN_MAX_JOBS = 64 };
 
 static void plan_usage(void) {
-    fputs("usage: pkvsim plan PLAN.json [--json OUT] [-o OUT.h5] [-b BACKEND] [-c CAL] [-q]\n"
-          "\n"
-          "The fewest replicas, and the cheapest configuration, that meet a workload's SLOs\n"
-          "at each load. PLAN.json is an experiment (model, workload, serving, fleet) with a\n"
-          "`plan` section (experiments/README.md, Plans): `slo` (figures of /summary with\n"
-          "their limits: {\"figure\": \"ttft_p99\", \"max_ms\": 1000}), `loads` (an axis:\n"
-          "{\"path\": \"workload.trace.rate_scale\", \"values\": [1, 4, 8]}), `candidates`\n"
-          "(axes whose product is weighed: GPUs, routers, engines, ...), `replicas` (the\n"
-          "path searched, fleet.replicas by default, and its bounds), `prices` (per GPU hour:\n"
-          "experiments/planning/prices.json by default) and `held_out` (the held-out errors of\n"
-          "`validate --by-source --json`: experiments/planning/held_out.json).\n"
-          "\n"
-          "For each load and candidate, the fewest replicas meeting every SLO (every request\n"
-          "finished but those past the model's context, each figure within its limit) are\n"
-          "searched by doubling and bisection; the cheapest candidate per load is the plan.\n"
-          "Each answer says its margin: the figure nearest its limit, how much higher it may\n"
-          "be than predicted before the answer fails, and pkvsim's held-out error on that\n"
-          "kind of figure.\n"
-          "\n"
-          "  --json OUT          the plans and every run searched, as JSON\n"
-          "  -o, --output OUT.h5 every run searched, as a sweep's file (/points/NNNNN and\n"
-          "                      /sweep/index: the load, the candidate's axes, the replicas):\n"
-          "                      for report and plot.py; a plan run again with it reads the\n"
-          "                      runs it finished (of the same experiment text and options)\n"
-          "                      instead of running them, so a stopped plan goes on\n"
-          "  -b, --backend NAME  model (default: the experiment's run.backend) | cpu | cuda\n"
-          "  -c, --calibration FILE  for every run (default: route.calibration / route.gpu)\n"
-          "  -q, --quiet         the plans only, no progress\n"
-          "\n"
-          "Exit status: 0 with a plan for every load, 3 when a load has none (no candidate\n"
-          "meets the SLOs within the replica bound), 1 on an error, 2 on bad usage, 128 + the\n"
-          "signal when one stopped it.\n",
-          stdout);
+    fputs(
+        "usage: pkvsim plan PLAN.json [--json OUT] [-o OUT.h5 [-j N]] [-b BACKEND] [-c CAL] [-q]\n"
+        "\n"
+        "The fewest replicas, and the cheapest configuration, that meet a workload's SLOs\n"
+        "at each load. PLAN.json is an experiment (model, workload, serving, fleet) with a\n"
+        "`plan` section (experiments/README.md, Plans): `slo` (figures of /summary with\n"
+        "their limits: {\"figure\": \"ttft_p99\", \"max_ms\": 1000}), `loads` (an axis:\n"
+        "{\"path\": \"workload.trace.rate_scale\", \"values\": [1, 4, 8]}), `candidates`\n"
+        "(axes whose product is weighed: GPUs, routers, engines, ...), `replicas` (the\n"
+        "path searched, fleet.replicas by default, and its bounds), `prices` (per GPU hour:\n"
+        "experiments/planning/prices.json by default) and `held_out` (the held-out errors of\n"
+        "`validate --by-source --json`: experiments/planning/held_out.json).\n"
+        "\n"
+        "For each load and candidate, the fewest replicas meeting every SLO (every request\n"
+        "finished but those past the model's context, each figure within its limit) are\n"
+        "searched by doubling and bisection; the cheapest candidate per load is the plan.\n"
+        "Each answer says its margin: the figure nearest its limit, how much higher it may\n"
+        "be than predicted before the answer fails, and pkvsim's held-out error on that\n"
+        "kind of figure.\n"
+        "\n"
+        "  --json OUT          the plans and every run searched, as JSON\n"
+        "  -o, --output OUT.h5 every run searched, as a sweep's file (/points/NNNNN and\n"
+        "                      /sweep/index: the load, the candidate's axes, the replicas):\n"
+        "                      for report and plot.py; a plan run again with it reads the\n"
+        "                      runs it finished (of the same experiment text and options)\n"
+        "                      instead of running them, so a stopped plan goes on\n"
+        "  -j, --jobs N        with -o: N processes search the candidates (a share each),\n"
+        "                      then the plan reads their runs (default 1)\n"
+        "  -b, --backend NAME  model (default: the experiment's run.backend) | cpu | cuda\n"
+        "  -c, --calibration FILE  for every run (default: route.calibration / route.gpu)\n"
+        "  -q, --quiet         the plans only, no progress\n"
+        "\n"
+        "Exit status: 0 with a plan for every load, 3 when a load has none (no candidate\n"
+        "meets the SLOs within the replica bound), 1 on an error, 2 on bad usage, 128 + the\n"
+        "signal when one stopped it.\n",
+        stdout);
 }
 
 /* One run searched: a load, a candidate, a replica count. */
@@ -92,6 +96,7 @@ typedef struct planner {
     char *old_exp, **old_status, **old_keys;
     size_t old_n;
     int reused, lock;
+    int job, jobs; /* --jobs: this process's share of the candidates, of jobs */
 } planner;
 
 /* Its GPUs and their price per hour: each replica's (or pool's) route.gpu, times the
@@ -529,6 +534,71 @@ static int write_json(const planner *pl, answer *ans, const char *out) {
     return pkv_vfile_write_doc(root, out, "plan", "--json");
 }
 
+/* Every load's answers into ans (n_loads x n_candidates, each load sorted by cost, printed
+ * unless this is one of --jobs' children: then only the candidates of its share, c %
+ * jobs == job, are searched); *all: whether every load has a plan. -1 to stop. */
+static int search_all(planner *pl, answer *ans, bool *all) {
+    const pkv_plan_spec *p = &pl->p;
+    const size_t nc = p->n_candidates;
+    *all = true;
+    for (int l = 0; l < p->load.n; l++) {
+        answer *a = &ans[(size_t)l * nc], *below = l ? a - nc : NULL;
+        /* Loads given in increasing numbers: a load's answer is at least the one below's
+         * (that load's answers are sorted by cost: found by candidate). */
+        const cJSON *lv = cJSON_GetArrayItem(p->load.values, l),
+                    *lp = l ? cJSON_GetArrayItem(p->load.values, l - 1) : NULL;
+        const bool above =
+            lp && cJSON_IsNumber(lv) && cJSON_IsNumber(lp) && lv->valuedouble >= lp->valuedouble;
+        for (size_t c = 0; c < nc; c++) {
+            a[c] = (answer){.cand = c};
+            if (pl->jobs > 1 && (int)(c % (size_t)pl->jobs) != pl->job) continue;
+            int prev = 0;
+            for (size_t i = 0; above && i < nc; i++)
+                if (below[i].cand == c) prev = below[i].replicas;
+            if (above && prev == 0) continue; /* none at a lower load: none here */
+            const int n = search(pl, l, c, prev > 0 ? prev : p->rep_min);
+            if (n < 0) return -1;
+            a[c].replicas = n;
+            if (n > 0) { /* the count below, for the margin (evaluations stay put) */
+                a[c].ev = at(pl, l, c, n);
+                if (n > p->rep_min && !(a[c].below = at(pl, l, c, n - 1))) return -1;
+            }
+        }
+        g_sort_spec = p;
+        qsort(a, nc, sizeof *a, by_cost);
+        *all &= a[0].replicas > 0;
+        if (pl->jobs <= 1) print_load(pl, l, a, nc);
+    }
+    return 0;
+}
+
+/* --jobs N: N - 1 children and this process each search a share of the candidates, every
+ * run kept as its point file; the plan then runs whole here, reading them (-o's resume).
+ * -1 to stop (a signal). */
+static int spread(planner *pl, answer *ans, int jobs) {
+    fflush(stdout), fflush(stderr);
+    pid_t kids[PKV_PLAN_MAX_JOBS];
+    int n = 0;
+    for (int k = 1; k < jobs; k++) {
+        const pid_t pid = fork();
+        if (pid < 0) break; /* fewer jobs */
+        if (pid == 0) {
+            pl->job = k, pl->jobs = jobs, pl->quiet = 1;
+            bool all;
+            const int rc = search_all(pl, ans, &all);
+            _exit(rc ? 1 : 0); /* its runs are in the folder; nothing else is its own */
+        }
+        kids[n++] = pid;
+    }
+    pl->job = 0, pl->jobs = n + 1;
+    bool all;
+    int rc = pl->jobs > 1 ? search_all(pl, ans, &all) : 0;
+    for (int k = 0; k < n; k++)
+        while (waitpid(kids[k], NULL, 0) < 0 && errno == EINTR) continue;
+    pl->jobs = 1;
+    return rc || (pl->stop && *pl->stop) ? -1 : 0;
+}
+
 /* --output: every run searched into one file, as a sweep's (/points/NNNNN, /sweep/index
  * with the load, the candidate's axes and the replicas as its columns), from the point
  * files and the earlier file's points; then the point files go. */
@@ -599,10 +669,11 @@ static int open_output(planner *pl, pkv_err *e) {
 }
 
 int pkv_cmd_plan(int argc, char **argv, volatile sig_atomic_t *stop) {
-    const char *json = NULL, *backend = NULL, *cal = NULL, *output = NULL;
+    const char *json = NULL, *backend = NULL, *cal = NULL, *output = NULL, *jobs_s = "1";
     int quiet = 0;
     const pkv_cli_opt opts[] = {{"json", 0, PKV_CLI_STRING, &json, 0},
                                 {"output", 'o', PKV_CLI_STRING, &output, 0},
+                                {"jobs", 'j', PKV_CLI_STRING, &jobs_s, 0},
                                 {"backend", 'b', PKV_CLI_STRING, &backend, 0},
                                 {"calibration", 'c', PKV_CLI_STRING, &cal, 0},
                                 {"quiet", 'q', PKV_CLI_FLAG, &quiet, 0}};
@@ -611,6 +682,15 @@ int pkv_cmd_plan(int argc, char **argv, volatile sig_atomic_t *stop) {
     if (optind != argc - 1) {
         fprintf(stderr, "usage: pkvsim plan PLAN.json [--json OUT] [-b BACKEND] [-c CAL] [-q] "
                         "(pkvsim plan --help)\n");
+        return 2;
+    }
+    char *end;
+    const long jobs = strtol(jobs_s, &end, 10);
+    if (*end || end == jobs_s || jobs < 1 || jobs > PKV_PLAN_MAX_JOBS || (jobs > 1 && !output)) {
+        fprintf(stderr, "pkvsim plan: --jobs %s: %s\n", jobs_s,
+                jobs > 1 && jobs <= PKV_PLAN_MAX_JOBS && !*end
+                    ? "give -o OUT.h5 too (the processes' runs meet in its folder)"
+                    : "a count of processes from 1 to 64");
         return 2;
     }
     planner pl = {.path = argv[optind],
@@ -640,35 +720,11 @@ int pkv_cmd_plan(int argc, char **argv, volatile sig_atomic_t *stop) {
         pkv_fail(&e, "out of memory");
         goto fail;
     }
+    if (jobs > 1 && spread(&pl, ans, jobs)) goto stopped;
     bool all = true;
-    for (int l = 0; l < pl.p.load.n; l++) {
-        answer *a = &ans[(size_t)l * pl.p.n_candidates];
-        /* Loads given in increasing numbers: a load's answer is at least the one below's. */
-        const cJSON *lv = cJSON_GetArrayItem(pl.p.load.values, l),
-                    *lp = l ? cJSON_GetArrayItem(pl.p.load.values, l - 1) : NULL;
-        const bool above =
-            lp && cJSON_IsNumber(lv) && cJSON_IsNumber(lp) && lv->valuedouble >= lp->valuedouble;
-        for (size_t c = 0; c < pl.p.n_candidates; c++) {
-            const int prev = above ? ans[(size_t)(l - 1) * pl.p.n_candidates + c].replicas : 0;
-            if (above && prev == 0 && l > 0) { /* none at a lower load: none here */
-                a[c] = (answer){.cand = ans[(size_t)(l - 1) * pl.p.n_candidates + c].cand};
-                continue;
-            }
-            const int n = search(&pl, l, c, prev > 0 ? prev : pl.p.rep_min);
-            if (n < 0) goto stopped;
-            a[c] = (answer){.cand = c, .replicas = n};
-            if (n > 0) { /* the count below, for the margin (evaluations stay put) */
-                a[c].ev = at(&pl, l, c, n);
-                if (n > pl.p.rep_min && !(a[c].below = at(&pl, l, c, n - 1))) goto stopped;
-            }
-        }
-        g_sort_spec = &pl.p;
-        qsort(a, pl.p.n_candidates, sizeof *a, by_cost);
-        all &= a[0].replicas > 0;
-        print_load(&pl, l, a, pl.p.n_candidates);
-    }
+    if (search_all(&pl, ans, &all)) goto stopped;
     printf("\n%d runs", pl.n_evals);
-    if (pl.out) printf(" (%d of them read from earlier runs), into %s", pl.reused, pl.out);
+    if (pl.out) printf(" (%d read from runs kept before), into %s", pl.reused, pl.out);
     printf("; prices %s; held-out errors %s\n", pl.p.prices_note,
            pkv_vfile_stem(pl.p.held_out_file));
     rc = json && write_json(&pl, ans, json) ? 1 : all ? 0 : 3;
