@@ -6,9 +6,8 @@
  * the answer of the load below it), the cheapest candidate is the plan, and each answer
  * carries its margin: how far its figures are from their targets against the error
  * pkvsim's predictions of that figure showed on held-out published runs. */
-#include "plan_spec.h"
+#include "plan_run.h"
 #include "cli.h"
-#include "h5sweep.h"
 #include "jsonv.h"
 #include "pkv_files.h"
 #include "runner.h"
@@ -22,7 +21,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -66,38 +64,6 @@ static void plan_usage(void) {
         "signal when one stopped it.\n",
         stdout);
 }
-
-/* One run searched: a load, a candidate, a replica count. */
-typedef struct eval_t {
-    int load, cand, replicas;
-    bool pass, ran;
-    char why[160]; /* the first SLO missed, or the error */
-    double fig[PKV_PLAN_MAX_SLO];
-    double cost; /* USD per hour */
-    int gpus;
-    char key[PKV_SWEEP_KEY_LEN]; /* --output: its run's key */
-    long old;                    /* --output: its point in the earlier file; -1: none */
-    bool kept;                   /* --output: its run's file is in the points folder */
-} eval_t;
-
-typedef struct planner {
-    pkv_plan_spec p;
-    cJSON *base; /* the experiment without its plan section */
-    const char *path;
-    pkv_cli_overrides ov;
-    volatile sig_atomic_t *stop;
-    eval_t *evals;
-    int n_evals;
-    int quiet;
-    /* --output: the file of the runs searched, its folder of point files, and the points
-     * of an earlier one (their keys: those reused) */
-    const char *out;
-    char dir[1100];
-    char *old_exp, **old_status, **old_keys;
-    size_t old_n;
-    int reused, lock;
-    int job, jobs; /* --jobs: this process's share of the candidates, of jobs */
-} planner;
 
 /* Its GPUs and their price per hour: each replica's (or pool's) route.gpu, times the
  * replicas and the GPUs a tensor-parallel model spans. */
@@ -145,73 +111,6 @@ static int set_replicas(cJSON *root, const char *path, int n, pkv_err *e) {
     return 0;
 }
 
-/* What the plan reads of a run beyond its SLO figures: whether it served its workload. */
-static const char *const served_names[] = {"bounded", "offered", "arrived", "finished", "refused"};
-enum { N_SERVED = 5 };
-
-/* ev's verdict from its figures and served (served_names' values): unfinished (a request
- * past the model's context is refused whatever the fleet: not a miss), an SLO missed, or
- * met. */
-static void judge(const pkv_plan_spec *p, eval_t *ev, const double *sv) {
-    const double offered = sv[1], arrived = sv[2], done = sv[3] + (isnan(sv[4]) ? 0 : sv[4]);
-    ev->ran = true;
-    if (sv[0] == 1 || (offered > 0 && arrived < offered) || !(done >= arrived)) {
-        const double all = offered > 0 ? offered : arrived;
-        snprintf(ev->why, sizeof ev->why, "%.0f of %.0f requests unfinished%s", all - done, all,
-                 sv[0] == 1 ? " (a bound ended the run)" : "");
-        return;
-    }
-    for (int s = 0; s < p->n_slo; s++) {
-        const pkv_plan_slo *o = &p->slo[s];
-        const double v = ev->fig[s];
-        if (isnan(v) || (o->is_max ? v > o->limit : v < o->limit)) {
-            snprintf(ev->why, sizeof ev->why, "%s: %.4g%s", o->label, o->is_max ? v * 1e3 : v,
-                     o->is_max ? " ms" : "");
-            return;
-        }
-    }
-    ev->pass = true;
-}
-
-static bool file_exists(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0;
-}
-
-/* --output: ev's point file, named by its key. */
-static void point_file(const planner *pl, const eval_t *ev, char *buf, size_t n) {
-    snprintf(buf, n, "%s/%s.h5", pl->dir, ev->key + 3); /* the key less its "v1:" */
-}
-
-/* --output: ev's figures from a finished run of its key (its point file, else the earlier
- * file's point); false when there is none. */
-static bool reuse(planner *pl, eval_t *ev, const char *file) {
-    const char *names[N_SERVED + PKV_PLAN_MAX_SLO];
-    double v[N_SERVED + PKV_PLAN_MAX_SLO];
-    const pkv_plan_spec *p = &pl->p;
-    for (int i = 0; i < N_SERVED; i++) names[i] = served_names[i];
-    for (int s = 0; s < p->n_slo; s++) names[N_SERVED + s] = p->slo[s].f->name;
-    char *k = NULL, group[32] = "/";
-    const char *src = NULL;
-    if (file_exists(file) && pkv_h5sweep_point_key(file, &k) == 1 && !strcmp(k, ev->key))
-        src = file, ev->kept = true;
-    for (size_t i = 0; !src && i < pl->old_n; i++)
-        if (pl->old_keys[i] && !strcmp(pl->old_keys[i], ev->key) &&
-            !strcmp(pl->old_status[i], "done")) {
-            src = pl->out, ev->old = (long)i;
-            snprintf(group, sizeof group, "/points/%05zu", i);
-        }
-    free(k);
-    if (!src || pkv_h5sweep_figures(src, group, N_SERVED + p->n_slo, names, v)) {
-        ev->kept = false, ev->old = -1;
-        return false;
-    }
-    for (int s = 0; s < p->n_slo; s++) ev->fig[s] = v[N_SERVED + s];
-    judge(p, ev, v);
-    pl->reused++;
-    return true;
-}
-
 /* Run one point (load l, candidate c, n replicas): *ev, its figures and whether it meets
  * every SLO (with --output, a finished run of its key is read instead, and a new one
  * kept in the points folder). -1 only for an error that stops the plan (out of memory, a
@@ -235,7 +134,7 @@ static int evaluate(planner *pl, int l, size_t c, int n, eval_t *ev) {
     pkv_cli_overrides o = pl->ov;
     if (pl->out) {
         pkv_sweep_point_key(text, &pl->ov, ev->key);
-        point_file(pl, ev, file, sizeof file);
+        pkv_plan_point_file(pl, ev, file, sizeof file);
         o.output = file;
     }
     pkv_config cfg;
@@ -248,7 +147,7 @@ static int evaluate(planner *pl, int l, size_t c, int n, eval_t *ev) {
         pkv_config_free(&cfg);
         goto failed;
     }
-    if (pl->out && reuse(pl, ev, file)) {
+    if (pl->out && pkv_plan_reuse(pl, ev, file)) {
         pkv_config_free(&cfg);
         return 0;
     }
@@ -266,9 +165,9 @@ static int evaluate(planner *pl, int l, size_t c, int n, eval_t *ev) {
     if (rc) goto failed;
     ev->kept = pl->out != NULL;
     for (int s = 0; s < p->n_slo; s++) ev->fig[s] = pkv_summary_figure_value(&sum, p->slo[s].f);
-    const double sv[N_SERVED] = {sum.bounded, (double)sum.offered, (double)sum.arrived,
-                                 (double)sum.finished, (double)sum.refused};
-    judge(p, ev, sv);
+    const double sv[PKV_PLAN_N_SERVED] = {sum.bounded, (double)sum.offered, (double)sum.arrived,
+                                          (double)sum.finished, (double)sum.refused};
+    pkv_plan_judge(p, ev, sv);
     return 0;
 failed:
     if (!strcmp(e.msg, "out of memory")) {
@@ -599,75 +498,6 @@ static int spread(planner *pl, answer *ans, int jobs) {
     return rc || (pl->stop && *pl->stop) ? -1 : 0;
 }
 
-/* --output: every run searched into one file, as a sweep's (/points/NNNNN, /sweep/index
- * with the load, the candidate's axes and the replicas as its columns), from the point
- * files and the earlier file's points; then the point files go. */
-static int assemble(planner *pl, pkv_err *e) {
-    const pkv_plan_spec *p = &pl->p;
-    const size_t n = (size_t)pl->n_evals;
-    const int n_axes = 2 + p->n_cand;
-    const char *paths[2 + PKV_PLAN_MAX_AXES];
-    paths[0] = p->load.path;
-    for (int a = 0; a < p->n_cand; a++) paths[1 + a] = p->cand[a].path;
-    paths[1 + p->n_cand] = p->rep_path;
-    pkv_h5sweep_point *pts = calloc(n + 1, sizeof *pts);
-    char **vals = calloc(n * (size_t)n_axes + 1, sizeof *vals);
-    char(*files)[1200] = calloc(n + 1, sizeof *files);
-    char(*grp)[32] = calloc(n + 1, sizeof *grp);
-    char *text = pkv_read_file(pl->path, NULL, e);
-    int rc = !pts || !vals || !files || !grp ? pkv_fail(e, "out of memory") : text ? 0 : -1;
-    for (size_t i = 0; i < n && !rc; i++) {
-        const eval_t *ev = &pl->evals[i];
-        char **v = vals + i * (size_t)n_axes;
-        v[0] = pkv_json_value_text(cJSON_GetArrayItem(p->load.values, ev->load));
-        for (int a = 0; a < p->n_cand; a++)
-            v[1 + a] = pkv_json_value_text(pkv_plan_cand_value(p, (size_t)ev->cand, a));
-        char r[16];
-        snprintf(r, sizeof r, "%d", ev->replicas);
-        v[1 + p->n_cand] = strdup(r);
-        for (int a = 0; a < n_axes; a++)
-            if (!v[a]) rc = pkv_fail(e, "out of memory");
-        pts[i] =
-            (pkv_h5sweep_point){NULL, "/", ev->ran ? "done" : "failed", ev->ran ? "" : ev->why};
-        if (ev->kept) {
-            point_file(pl, ev, files[i], sizeof files[i]);
-            pts[i].src_file = files[i];
-        } else if (ev->old >= 0) {
-            snprintf(grp[i], sizeof grp[i], "/points/%05ld", ev->old);
-            pts[i].src_file = pl->out, pts[i].src_group = grp[i];
-        }
-    }
-    if (!rc && n)
-        rc = pkv_h5sweep_write(pl->out, text, "plan", n_axes, paths, n, pts,
-                               (const char *const *)vals, e);
-    if (!rc) {
-        for (size_t i = 0; i < n; i++)
-            if (pl->evals[i].kept) unlink(files[i]);
-        char lock[1200];
-        snprintf(lock, sizeof lock, "%s/.lock", pl->dir);
-        unlink(lock);
-        rmdir(pl->dir); /* left where files other than the plan's are in it */
-    }
-    for (size_t i = 0; vals && i < n * (size_t)n_axes; i++) free(vals[i]);
-    free(pts), free(vals), free(files), free(grp), free(text);
-    return rc;
-}
-
-/* --output: its points folder, and what an earlier file of the plan holds. */
-static int open_output(planner *pl, pkv_err *e) {
-    snprintf(pl->dir, sizeof pl->dir, "%s.points", pl->out);
-    if (file_exists(pl->out) &&
-        pkv_h5sweep_read(pl->out, &pl->old_exp, &pl->old_n, &pl->old_status, &pl->old_keys, e))
-        return pkv_fail(e,
-                        "%s: not the file of a plan or a sweep (%s); it is left as it is: remove "
-                        "it or choose another --output",
-                        pl->out, e->msg);
-    if (mkdir(pl->dir, 0777) != 0 && errno != EEXIST)
-        return pkv_fail(e, "%s: cannot create the folder of point files: %s", pl->dir,
-                        strerror(errno));
-    return pkv_sweep_lock(pl->dir, pl->out, &pl->lock, e);
-}
-
 int pkv_cmd_plan(int argc, char **argv, volatile sig_atomic_t *stop) {
     const char *json = NULL, *backend = NULL, *cal = NULL, *output = NULL, *jobs_s = "1";
     int quiet = 0;
@@ -713,7 +543,7 @@ int pkv_cmd_plan(int argc, char **argv, volatile sig_atomic_t *stop) {
     cJSON *plan = cJSON_DetachItemFromObjectCaseSensitive(pl.base, "plan");
     const int prc = pkv_plan_parse(&pl.p, plan, pl.path, &pl.ov, &e);
     cJSON_Delete(plan);
-    if (prc || (pl.out && open_output(&pl, &e))) goto fail;
+    if (prc || (pl.out && pkv_plan_open_output(&pl, &e))) goto fail;
     pl.evals = malloc(sizeof *pl.evals * MAX_EVALS);
     ans = calloc((size_t)pl.p.load.n * pl.p.n_candidates, sizeof *ans);
     if (!pl.evals || !ans) {
@@ -738,12 +568,11 @@ stopped:
 fail:
     fprintf(stderr, "pkvsim plan: %s\n", e.msg);
 out:
-    if (pl.out && pl.evals && assemble(&pl, &e)) {
+    if (pl.out && pl.evals && pkv_plan_assemble(&pl, &e)) {
         fprintf(stderr, "pkvsim plan: %s\n", e.msg);
         rc = 1;
     }
-    if (pl.lock >= 0) close(pl.lock);
-    pkv_h5sweep_free_read(pl.old_exp, pl.old_n, pl.old_status, pl.old_keys);
+    pkv_plan_close_output(&pl);
     free(ans), free(pl.evals);
     pkv_plan_free(&pl.p);
     cJSON_Delete(pl.base);
