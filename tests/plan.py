@@ -16,6 +16,7 @@ Usage: plan.py PKVSIM SOURCE_DIR [--grid [PLAN.json...]] (the comparison with th
 only with --grid, of the plans named, default every shipped plan, experiments/plan/*.json:
 CI's, a minute on two cores)"""
 import glob
+import itertools
 import json
 import math
 import os
@@ -183,39 +184,53 @@ for f in grid_plans:
     p = exp.pop("plan")
     top = max((c["replicas"] or 0) for pl in d["plans"] for c in pl["candidates"])
     rep_path = p.get("replicas", {}).get("path", "fleet.replicas")
-    axes = [p["loads"]] + p.get("candidates", []) + \
-           [{"path": rep_path, "values": list(range(p.get("replicas", {}).get("min", 1), top + 2))}]
-    exp["sweep"] = {"axes": [{"path": a["path"], "values": a["values"]} for a in axes]}
-    exp["run"]["output"] = os.path.join(tmp, "grid.h5")
-    sw = os.path.join(tmp, "grid.json")
+    cand_axes = p.get("candidates", [])
+    # Every (load, candidate, count) as one point of a zipped sweep; a layout (a candidate's
+    # or the experiment's fleet.pools, searched by fleet.replicas) set as its n units.
+    points = [(lv, cv, n) for lv in p["loads"]["values"]
+              for cv in itertools.product(*[a["values"] for a in cand_axes])
+              for n in range(p.get("replicas", {}).get("min", 1), top + 2)]
+    def units(cv, n):
+        pools = dict(zip([a["path"] for a in cand_axes], cv)).get(
+            "fleet.pools", exp.get("fleet", {}).get("pools"))
+        if rep_path != "fleet.replicas" or pools is None:
+            return None
+        return [dict(q, replicas=q.get("replicas", 1) * n) for q in pools]
+    zipped = [{"path": p["loads"]["path"], "values": [pt[0] for pt in points]}]
+    zipped += [{"path": a["path"], "values": [pt[1][k] for pt in points]}
+               for k, a in enumerate(cand_axes) if a["path"] != "fleet.pools"]
+    if units(points[0][1], 1) is not None:
+        zipped.append({"path": "fleet.pools", "values": [units(pt[1], pt[2]) for pt in points]})
+    else:
+        zipped.append({"path": rep_path, "values": [pt[2] for pt in points]})
+    exp["sweep"] = {"mode": "zip", "axes": zipped}
+    stem = os.path.splitext(os.path.basename(f))[0]
+    exp["run"]["output"] = os.path.join(tmp, f"grid_{stem}.h5")
+    sw = os.path.join(tmp, f"grid_{stem}.json")
     json.dump(exp, open(sw, "w"))
     g = subprocess.run([pkvsim, "run", "-q", sw], capture_output=True, text=True, timeout=600)
     check(g.returncode == 0, f"{f}: the grid sweep: exit {g.returncode}: {g.stderr[-300:]}")
     if g.returncode:
         continue
     slo = p["slo"]
-    def norm(v):  # an axis value as the plan's JSON and the sweep's index hold it
-        if isinstance(v, bytes):
-            v = v.decode()
-        try:
-            return float(v)
-        except (TypeError, ValueError):
-            return str(v)
+    def norm(v):  # a candidate's value as a key
+        return json.dumps(v, sort_keys=True)
 
     with h5py.File(exp["run"]["output"]) as h:
         idx = h["sweep/index"]
         grid = {}
         for i, pt in enumerate(idx["point"][:]):
             s = h["points"][f"{int(pt):05d}"]["summary"].attrs
-            key = tuple(norm(idx[a["path"]][i]) for a in axes[:-1])
-            n = int(idx[rep_path][i])
-            ok = int(s["finished"]) == int(s["offered"] or s["arrived"]) and all(
+            lv, cv, n = points[int(pt)]
+            served = int(s["finished"]) + int(s.get("refused", 0))
+            ok = served == int(s["offered"] or s["arrived"]) and all(
                 (float(s[o["figure"]]) <= o["max_ms"] / 1e3) if "max_ms" in o
                 else float(s[o["figure"]]) >= o["min"] for o in slo)
+            key = (norm(lv),) + tuple(norm(v) for v in cv)
             grid.setdefault(key, {})[n] = (ok, {o["figure"]: float(s[o["figure"]]) for o in slo})
     for li, pl in enumerate(d["plans"]):
         for c in pl["candidates"]:
-            key = tuple(norm(v) for v in [pl["load"]] + [c["candidate"][a["path"]] for a in axes[1:-1]])
+            key = (norm(pl["load"]),) + tuple(norm(c["candidate"][a["path"]]) for a in cand_axes)
             g_pts = grid.get(key)
             if g_pts is None:
                 check(False, f"{f}: the grid has no point {key}")
