@@ -53,36 +53,42 @@ static char *value_at(const cJSON *o, const char *path) {
     return cJSON_IsString(o) ? strdup(o->valuestring) : cJSON_PrintUnformatted(o);
 }
 
+char *pkv_report_pools_text(const cJSON *o) {
+    if (!cJSON_IsArray(o) || cJSON_GetArraySize(o) == 0 || !cJSON_IsObject(o->child) ||
+        !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(o->child, "name")))
+        return NULL;
+    char buf[512] = "";
+    const cJSON *p;
+    cJSON_ArrayForEach(p, o) {
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(p, "name"),
+                    *rep = cJSON_GetObjectItemCaseSensitive(p, "replicas"),
+                    *role = cJSON_GetObjectItemCaseSensitive(p, "role"),
+                    *route = cJSON_GetObjectItemCaseSensitive(p, "route"),
+                    *cal = cJSON_GetObjectItemCaseSensitive(route, "calibration");
+        /* the GPU as the pool's calibration file names it */
+        const char *c = cJSON_IsString(cal) ? cal->valuestring : "", *slash = strrchr(c, '/');
+        if (slash) c = slash + 1;
+        const char *dot = strrchr(c, '.');
+        snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s %d %s%s%.*s", *buf ? " + " : "",
+                 cJSON_IsString(name) ? name->valuestring : "?",
+                 cJSON_IsNumber(rep) ? rep->valueint : 1,
+                 cJSON_IsString(role) ? role->valuestring : "mixed", *c ? " " : "",
+                 dot ? (int)(dot - c) : (int)strlen(c), c);
+    }
+    return strdup(buf);
+}
+
 /* A configuration value as the table and the CSV show it (owned; NULL: none): a list of
- * pools as its pools' names, replicas, roles and calibrations ("p 1 prefill h200 + d 2
- * decode h200"); a path as its file's name. Groups are still told apart by the whole value
- * (value_at). */
+ * pools as pkv_report_pools_text gives it; a path as its file's name. Groups are still
+ * told apart by the whole value (value_at). */
 static char *value_shown(const cJSON *conf, const char *path) {
     char *v = value_at(conf, path);
     if (!v) return NULL;
     cJSON *o = cJSON_Parse(v);
-    if (cJSON_IsArray(o) && cJSON_GetArraySize(o) > 0 && cJSON_IsObject(o->child) &&
-        cJSON_IsString(cJSON_GetObjectItemCaseSensitive(o->child, "name"))) {
-        char buf[512] = "";
-        const cJSON *p;
-        cJSON_ArrayForEach(p, o) {
-            const cJSON *name = cJSON_GetObjectItemCaseSensitive(p, "name"),
-                        *rep = cJSON_GetObjectItemCaseSensitive(p, "replicas"),
-                        *role = cJSON_GetObjectItemCaseSensitive(p, "role"),
-                        *route = cJSON_GetObjectItemCaseSensitive(p, "route"),
-                        *cal = cJSON_GetObjectItemCaseSensitive(route, "calibration");
-            /* the GPU as the pool's calibration file names it */
-            const char *c = cJSON_IsString(cal) ? cal->valuestring : "", *slash = strrchr(c, '/');
-            if (slash) c = slash + 1;
-            const char *dot = strrchr(c, '.');
-            snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s %d %s%s%.*s",
-                     *buf ? " + " : "", cJSON_IsString(name) ? name->valuestring : "?",
-                     cJSON_IsNumber(rep) ? rep->valueint : 1,
-                     cJSON_IsString(role) ? role->valuestring : "mixed", *c ? " " : "",
-                     dot ? (int)(dot - c) : (int)strlen(c), c);
-        }
+    char *pools = pkv_report_pools_text(o);
+    if (pools) {
         free(v);
-        v = strdup(buf);
+        v = pools;
     } else if (!o && strchr(v, '/')) { /* a string: a path shown as its file's name */
         char *base = strdup(strrchr(v, '/') + 1);
         free(v);
@@ -256,18 +262,22 @@ static bool size_column(int c) {
            strstr(cols[c], "tensor_parallel");
 }
 
-/* Whether runs a and b are alike but for what --best searches: policy and backend (and,
- * cheap, every column but the fleet's size: one answer per load and setting). */
-static bool same_setting(const run *a, const run *b, bool cheap) {
-    if (strcmp(a->policy, b->policy) || strcmp(a->backend, b->backend)) return false;
+/* A run's setting for --best: its policy and backend and, cheap, every column but the
+ * fleet's size (one answer per load and setting), as one text (owned; NULL: out of
+ * memory). */
+static char *setting_of(const run *r, bool cheap) {
+    cJSON *a = cJSON_CreateArray();
+    cJSON_AddItemToArray(a, cJSON_CreateString(r->policy));
+    cJSON_AddItemToArray(a, cJSON_CreateString(r->backend));
     for (int c = 0; cheap && c < n_cols; c++) {
         if (size_column(c)) continue;
-        char *x = value_at(a->conf, cols[c]), *y = value_at(b->conf, cols[c]);
-        const bool same = (!x && !y) || (x && y && !strcmp(x, y));
-        free(x), free(y);
-        if (!same) return false;
+        char *v = value_at(r->conf, cols[c]);
+        cJSON_AddItemToArray(a, v ? cJSON_CreateString(v) : cJSON_CreateNull());
+        free(v);
     }
-    return true;
+    char *text = cJSON_PrintUnformatted(a);
+    cJSON_Delete(a);
+    return text;
 }
 
 /* The best group of each policy and backend by value k (a sweep's best point): the
@@ -289,16 +299,26 @@ static void best_table(FILE *table, const run *runs, const int *order, int n, in
             value_heads[cheap ? V_ATTAIN : k]);
     for (int c = 0; c < n_cols + 4 + cheap; c++) fprintf(table, "---|");
     fputc('\n', table);
+    char **set = calloc((size_t)n + 1, sizeof *set); /* each run's setting, once */
+    for (int i = 0; set && i < n; i++)
+        if (!(set[i] = setting_of(&runs[i], cheap))) {
+            for (int j = 0; j < i; j++) free(set[j]);
+            free(set), set = NULL;
+        }
+    if (!set) {
+        fputs("(out of memory)\n", table);
+        return;
+    }
     for (int oi = 0; oi < n; oi++) { /* each setting once, in table order */
         const run *a = &runs[order[oi]];
         int seen = 0;
-        for (int oj = 0; oj < oi && !seen; oj++) seen = same_setting(&runs[order[oj]], a, cheap);
+        for (int oj = 0; oj < oi && !seen; oj++) seen = !strcmp(set[order[oj]], set[order[oi]]);
         if (seen) continue;
         int best = -1, best_count = 0;
         double best_m = NAN;
         for (int j = 0; j < n; j++) {
             const run *b = &runs[j];
-            if (!same_setting(a, b, cheap)) continue;
+            if (strcmp(set[j], set[order[oi]])) continue;
             if (cheap && group_meets(runs, n, b, attain) != 1) continue;
             double m, sd;
             int c;
@@ -323,6 +343,8 @@ static void best_table(FILE *table, const run *runs, const int *order, int n, in
         if (cheap) fprintf(table, " %d |", runs[best].gpus);
         fprintf(table, " %.4g |\n", best_m * value_scale(cheap ? V_ATTAIN : k));
     }
+    for (int i = 0; i < n; i++) free(set[i]);
+    free(set);
 }
 
 /* Paired by seed: value k of each run of g's group over the baseline group's run of

@@ -14,6 +14,8 @@
 
 #include <stdio.h>
 
+#include <cJSON.h>
+
 #include "pkv_err.h"
 
 /* The tables a report adds to its first. */
@@ -36,5 +38,10 @@ enum {
 int pkv_report_write(const char *const *paths, int n, const char *baseline, unsigned tables,
                      const char *best, double attain, FILE *table, FILE *csv, FILE *json,
                      pkv_err *e);
+
+/* A list of fleet pools (a resolved configuration's, or a plan's layout) as text, each
+ * pool's name, replicas, role and the GPU its calibration file names ("p 1 prefill h200 +
+ * d 2 decode h200"; owned); NULL when v is not one. */
+char *pkv_report_pools_text(const cJSON *v);
 
 #endif

@@ -3,6 +3,7 @@
 #include "config_files.h"
 #include "config_keys.h"
 #include "jsonv.h"
+#include "report.h"
 #include "vfile.h"
 
 #include <math.h>
@@ -195,22 +196,11 @@ const cJSON *pkv_plan_cand_value(const pkv_plan_spec *p, size_t c, int a) {
     return cJSON_GetArrayItem(p->cand[a].values, (int)(c / stride % (size_t)p->cand[a].n));
 }
 
-/* A candidate value as text (owned): a list of pools as its layout, each pool's name,
- * replicas and role ("prefill 1 prefill + decode 2 decode"), else the value. */
+/* A candidate value as text (owned): a list of pools as its layout
+ * (pkv_report_pools_text), else the value. */
 static char *value_text(const cJSON *v) {
-    if (!cJSON_IsArray(v) || !cJSON_IsObject(v->child)) return pkv_json_value_text(v);
-    char buf[256] = "";
-    const cJSON *pool;
-    cJSON_ArrayForEach(pool, v) {
-        const cJSON *name = cJSON_GetObjectItemCaseSensitive(pool, "name"),
-                    *rep = cJSON_GetObjectItemCaseSensitive(pool, "replicas"),
-                    *role = cJSON_GetObjectItemCaseSensitive(pool, "role");
-        snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s %d %s", *buf ? " + " : "",
-                 cJSON_IsString(name) ? name->valuestring : "?",
-                 cJSON_IsNumber(rep) ? rep->valueint : 1,
-                 cJSON_IsString(role) ? role->valuestring : "mixed");
-    }
-    return strdup(buf);
+    char *pools = pkv_report_pools_text(v);
+    return pools ? pools : pkv_json_value_text(v);
 }
 
 void pkv_plan_describe(const pkv_plan_spec *p, size_t c, char *buf, size_t n) {
