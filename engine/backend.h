@@ -104,8 +104,9 @@ pkv_backend_kind pkv_backend_resolve(pkv_backend_kind k);
  * and what to do (the one place that knows which shapes the GPU kernels run). */
 int pkv_backend_supports(pkv_backend_kind k, const pkv_model *m, pkv_err *e);
 /* The routes (bit r) backend kind k can run for model m's attention shape: FlashInfer's
- * paths only at 1, 2, 4 or 8 query heads per KV head, and on the GPU in FP16 only (their
- * other types are not built). */
+ * paths only at 1, 2, 4 or 8 query heads per KV head, on the GPU at head_dim 128, and
+ * over 16-bit KV only (their FP8 path takes one scale for the whole cache; the pools
+ * hold one per page and head). */
 uint32_t pkv_backend_routes(pkv_backend_kind k, const pkv_model *m);
 /* The routes (bit r) a decode step replayed as a CUDA graph can run (run.cuda_graph):
  * a full model's graphs, of fixed grids, hold ref_paged and pkv_workqueue

@@ -99,10 +99,18 @@ static int cpu_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan *
     if (pkvk_partial_floats(s, plan->n_slots) > b->part_cap)
         return pkv_fail(e, "cpu backend: a plan of %d partial states, sized for %zu", plan->n_slots,
                         b->part_cap / pkvk_partial_floats(s, 1));
-    pkvk_batch batch = {
-        *s,         v->n_rows,      b->q,         NULL,        b->k,
-        b->v,       v->block_table, v->bt_stride, v->seq_lens, 1.0f / sqrtf((float)s->d),
-        b->k_scale, b->v_scale};
+    /* FP8: the pool's scales vary by page and head (no k_scale_all) */
+    pkvk_batch batch = {.shape = *s,
+                        .n_rows = v->n_rows,
+                        .q = b->q,
+                        .k_cache = b->k,
+                        .v_cache = b->v,
+                        .block_table = v->block_table,
+                        .bt_stride = v->bt_stride,
+                        .seq_lens = v->seq_lens,
+                        .sm_scale = 1.0f / sqrtf((float)s->d),
+                        .k_scale = b->k_scale,
+                        .v_scale = b->v_scale};
     const pkv_route_ops *ops = pkv_route_ops_of(plan->route);
     const pkvk_cpu_attend attend = ops ? ops->cpu_attend : NULL;
     int rc;

@@ -227,8 +227,14 @@ static int forward(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *pl
     const pkvk_shape *s = &b->shape;
     const pkv_prefill_view *c = v->chunks;
     step_hooks h = {b,
-                    {*s, rows, b->q, b->o, NULL, NULL, b->bt, b->bt_stride, b->lens,
-                     1.0f / sqrtf((float)s->d), NULL, NULL},
+                    {.shape = *s,
+                     .n_rows = rows,
+                     .q = b->q,
+                     .o = b->o,
+                     .block_table = b->bt,
+                     .bt_stride = b->bt_stride,
+                     .seq_lens = b->lens,
+                     .sm_scale = 1.0f / sqrtf((float)s->d)},
                     plan,
                     check,
                     capture,
@@ -364,9 +370,19 @@ static int cuda_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan 
     cuda_backend *b = (cuda_backend *)base;
     if (b->model) return run_model(b, v, plan, check, rec, e);
     const pkvk_shape *s = &b->shape;
-    pkvk_batch batch = {*s,         v->n_rows, b->q,         b->o,    b->k,
-                        b->v,       b->bt,     b->bt_stride, b->lens, 1.0f / sqrtf((float)s->d),
-                        b->k_scale, b->v_scale};
+    /* FP8: the pool's scales vary by page and head (no k_scale_all) */
+    pkvk_batch batch = {.shape = *s,
+                        .n_rows = v->n_rows,
+                        .q = b->q,
+                        .o = b->o,
+                        .k_cache = b->k,
+                        .v_cache = b->v,
+                        .block_table = b->bt,
+                        .bt_stride = b->bt_stride,
+                        .seq_lens = b->lens,
+                        .sm_scale = 1.0f / sqrtf((float)s->d),
+                        .k_scale = b->k_scale,
+                        .v_scale = b->v_scale};
     int launches;
     float ms;
     const int fi = pkv_route_is_flashinfer(plan->route);

@@ -60,13 +60,15 @@ uint32_t pkv_backend_routes(pkv_backend_kind k, const pkv_model *m) {
     const pkvk_shape s = pkv_model_attn_shape(m);
     const uint32_t all = (1u << PKV_ROUTE_COUNT) - 1,
                    fi = 1u << PKV_ROUTE_FLASHINFER | 1u << PKV_ROUTE_FLASHINFER_TC;
-    /* FlashInfer's GPU paths are built for FP16 at head_dim 128; the cpu backend, which
-     * stands in for the GPU, leaves them out for the other types too (its FP8 study run
-     * chose flashinfer where the GPU could not), its mirror running them at any head_dim */
+    /* FlashInfer's GPU paths are built at head_dim 128, in FP16 and BF16, and over FP8 KV
+     * with one scale for the whole cache: the backends' FP8 pools hold a scale per page and
+     * head, so FP8 leaves them out. The cpu backend, which stands in for the GPU, leaves out
+     * what the GPU does over FP8 (its FP8 study run chose flashinfer where the GPU could
+     * not), its mirror running them at any head_dim */
     const pkv_backend_kind kind = pkv_backend_resolve(k);
-    const bool types = s.dtype != PKVK_FP16 || s.kv_dtype != PKVK_FP16,
-               gpu_type = (kind == PKV_BACKEND_CUDA && (types || s.d != 128)) ||
-                          (kind == PKV_BACKEND_CPU && types);
+    const bool fp8 = s.kv_dtype == PKVK_FP8_E4M3,
+               gpu_type = (kind == PKV_BACKEND_CUDA && (fp8 || s.d != 128)) ||
+                          (kind == PKV_BACKEND_CPU && fp8);
     return pkv_flashinfer_group(s.hq / s.hkv) && !gpu_type ? all : all & ~fi;
 }
 

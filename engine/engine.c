@@ -54,8 +54,9 @@ int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const c
     if (!(eng->policy.candidates & runs))
         return pkv_fail(e,
                         "route %s: FlashInfer's paths run 1, 2, 4 or 8 query heads per KV "
-                        "head, in FP16 on the GPU; this model has %d in %s",
-                        eng->policy.name, s->hq / s->hkv, pkvk_dtype_names[s->dtype]);
+                        "head, over FP16 or BF16 KV (and head_dim 128 on the GPU); this model "
+                        "has %d, KV %s, head_dim %d",
+                        eng->policy.name, s->hq / s->hkv, pkvk_dtype_names[s->kv_dtype], s->d);
     eng->policy.candidates &= runs;
     if (pkv_backend_supports(kind, m, e)) return -1;
     pkv_calib_use_group(cal, s->hq / s->hkv); /* the run's group's route models, if any */

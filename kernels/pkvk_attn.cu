@@ -534,8 +534,6 @@ extern "C" int pkvk_launch(pkvk_workspace *w, const pkvk_batch *b, const pkvk_pl
                                                    "of Q's type or FP8 E4M3");
     if (kv8 && (!b->k_scale || !b->v_scale))
         return pkvk_fail_msg(PKVK_ERR_INVALID, "FP8 KV without its scales");
-    if ((s.dtype != PKVK_FP16 || kv8) && pkv_route_is_flashinfer(plan->route))
-        return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "FlashInfer's routes are built for FP16 only");
     Params p = {};
     p.bf16 = s.dtype == PKVK_BF16;
     p.kv8 = kv8;

@@ -62,6 +62,10 @@ typedef struct pkvk_batch {
     float sm_scale;             /* softmax scale, usually 1/sqrt(d) */
     const float *k_scale;       /* FP8 KV only: [n_pages][hkv] scale of each page's K, V */
     const float *v_scale;
+    /* FP8 KV: the one value every entry of k_scale (v_scale) holds, for FlashInfer's FP8
+     * path, which takes one scale for the whole cache; 0: the scales vary, and FlashInfer's
+     * routes refuse the batch. */
+    float k_scale_all, v_scale_all;
 } pkvk_batch;
 
 /* ---- element types (host) --------------------------------------------------- */

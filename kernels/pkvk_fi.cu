@@ -6,8 +6,15 @@
 //                   PrefillPlan (fixed uniform query length 1), merged when split.
 // The cache is used in place: FlashInfer's HND layout [page][head][token][d] is
 // pkvsim's. Only the page list differs (CSR instead of a strided block table); one
-// small kernel packs it from the block table.
+// small kernel packs it from the block table. Every element type pkvsim's kernels take
+// is instantiated: FP16, BF16, and Q of either over FP8 E4M3 KV. FlashInfer's FP8 path
+// takes one scale for all of K and one for V (as vLLM passes them): K's goes into the
+// softmax scale, V's multiplies the output after the kernel (as FlashInfer's Python
+// wrapper does; skipped at 1, vLLM's default), so a pool whose scales vary by page and
+// head is refused (pkvk_batch's k_scale_all).
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <flashinfer/attention/decode.cuh>
 #include <flashinfer/attention/default_decode_params.cuh>
@@ -20,6 +27,7 @@
 #include <exception>
 #include <stdlib.h>
 #include <string.h>
+#include <type_traits>
 
 #include "pkvk_cuda.h"
 #include "pkvk_fi.h"
@@ -29,8 +37,16 @@ namespace {
 
 constexpr uint32_t kHeadDim = 128;
 constexpr auto kPos = fi::PosEncodingMode::kNone;
-using DecParams = fi::BatchDecodeParams<half, half, half, int32_t>;
-using PreParams = fi::BatchPrefillPagedParams<half, half, half, int32_t>;
+// The element types of one instantiation: Q and O (FP16 or BF16), K and V (Q's or FP8).
+template <class Q, class KV> struct Types {
+    using TQ = Q;
+    using TKV = KV;
+};
+template <class T>
+using DecParams = fi::BatchDecodeParams<typename T::TQ, typename T::TKV, typename T::TQ, int32_t>;
+template <class T>
+using PreParams =
+    fi::BatchPrefillPagedParams<typename T::TQ, typename T::TKV, typename T::TQ, int32_t>;
 // What the decode wrapper builds by default: no custom mask, no sliding window, no
 // soft cap, no ALiBi.
 using Variant = fi::DefaultAttention<false, false, false, false>;
@@ -61,6 +77,35 @@ static __global__ void pack_csr_kernel(const int32_t *__restrict__ seq_lens,
         indices[base + j] = bt[(size_t)row * bt_stride + j];
 }
 
+// o[i] *= scale over n elements: FP8 V's one scale, after the kernel.
+template <class O> static __global__ void scale_kernel(O *o, size_t n, float scale) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+         i += (size_t)gridDim.x * blockDim.x)
+        o[i] = (O)((float)o[i] * scale);
+}
+
+// f(Types<...>{}) for the shape's element types (check_shape admits no others).
+template <class F> static auto with_types(const pkvk_shape &s, F &&f) {
+    const bool bf = s.dtype == PKVK_BF16;
+    if (s.kv_dtype == PKVK_FP8_E4M3)
+        return bf ? f(Types<__nv_bfloat16, __nv_fp8_e4m3>{}) : f(Types<half, __nv_fp8_e4m3>{});
+    return bf ? f(Types<__nv_bfloat16, __nv_bfloat16>{}) : f(Types<half, half>{});
+}
+
+// f(std::integral_constant<uint32_t, G>{}) for the group sizes FlashInfer's decode takes.
+template <class F> static cudaError_t with_group(int G, F &&f) {
+    switch (G) {
+    case 1:
+        return f(std::integral_constant<uint32_t, 1>{});
+    case 2:
+        return f(std::integral_constant<uint32_t, 2>{});
+    case 4:
+        return f(std::integral_constant<uint32_t, 4>{});
+    default:
+        return f(std::integral_constant<uint32_t, 8>{});
+    }
+}
+
 } // namespace
 
 struct pkvk_fi {
@@ -84,12 +129,16 @@ static int check_shape(const pkvk_shape *s) {
     if (!pkv_flashinfer_group(G))
         return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED,
                              "FlashInfer routes: GQA group size must be 1, 2, 4 or 8");
+    if ((s->dtype != PKVK_FP16 && s->dtype != PKVK_BF16) ||
+        (s->kv_dtype != s->dtype && s->kv_dtype != PKVK_FP8_E4M3))
+        return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "FlashInfer routes: Q FP16 or BF16 and KV of "
+                                                   "Q's type or FP8 E4M3");
     return PKVK_OK;
 }
 
-template <uint32_t G> static auto decode_estimator() {
+template <uint32_t G, class T> static auto decode_estimator() {
     return fi::BatchDecodeWithPagedKVCacheWorkEstimationDispatched<G, kHeadDim, kPos, Variant,
-                                                                   DecParams>;
+                                                                   DecParams<T>>;
 }
 
 extern "C" int pkvk_flashinfer_built(void) {
@@ -105,20 +154,13 @@ extern "C" int pkvk_flashinfer_occupancy(const pkvk_shape *s, int *ctas_per_sm) 
     uint32_t grid = 0, pages, nb, gdy;
     int G = s->hq / s->hkv, sms = 0, dev = 0;
     rc = guarded("FlashInfer decode occupancy", [&] {
-        switch (G) {
-        case 1:
-            return decode_estimator<1>()(split, grid, pages, nb, gdy, 1, indptr, s->hq,
-                                         s->page_size, false, /*stream=*/nullptr);
-        case 2:
-            return decode_estimator<2>()(split, grid, pages, nb, gdy, 1, indptr, s->hq,
-                                         s->page_size, false, /*stream=*/nullptr);
-        case 4:
-            return decode_estimator<4>()(split, grid, pages, nb, gdy, 1, indptr, s->hq,
-                                         s->page_size, false, /*stream=*/nullptr);
-        default:
-            return decode_estimator<8>()(split, grid, pages, nb, gdy, 1, indptr, s->hq,
-                                         s->page_size, false, /*stream=*/nullptr);
-        }
+        return with_types(*s, [&](auto t) {
+            return with_group(G, [&](auto g) {
+                return decode_estimator<decltype(g)::value, decltype(t)>()(
+                    split, grid, pages, nb, gdy, 1, indptr, s->hq, s->page_size, false,
+                    /*stream=*/nullptr);
+            });
+        });
     });
     if (rc) return rc;
     PKVK_CK(cudaGetDevice(&dev));
@@ -176,11 +218,11 @@ extern "C" void pkvk_fi_destroy(pkvk_fi *f) {
     delete f;
 }
 
-template <uint32_t G> static cudaError_t decode_plan(pkvk_fi *f, uint32_t n) {
-    return fi::DecodePlan<kHeadDim, kPos, Variant, DecParams>(
+template <uint32_t G, class T> static cudaError_t decode_plan(pkvk_fi *f, uint32_t n) {
+    return fi::DecodePlan<kHeadDim, kPos, Variant, DecParams<T>>(
         f->float_ws, kFloatBytes, f->int_ws, f->int_host, kIntBytes, f->dinfo, f->indptr_h, n,
         f->shape.hq, f->shape.page_size, /*enable_cuda_graph=*/false, f->stream,
-        decode_estimator<G>());
+        decode_estimator<G, T>());
 }
 
 extern "C" int pkvk_fi_upload(pkvk_fi *f, const pkvk_plan *p) {
@@ -198,16 +240,10 @@ extern "C" int pkvk_fi_upload(pkvk_fi *f, const pkvk_plan *p) {
     const int32_t *o_indptr; // FlashInfer's partial-output offsets per row, on the host
     if (p->route == PKV_ROUTE_FLASHINFER) {
         rc = guarded("FlashInfer DecodePlan", [&] {
-            switch (G) {
-            case 1:
-                return decode_plan<1>(f, n);
-            case 2:
-                return decode_plan<2>(f, n);
-            case 4:
-                return decode_plan<4>(f, n);
-            default:
-                return decode_plan<8>(f, n);
-            }
+            return with_types(s, [&](auto t) {
+                return with_group(
+                    G, [&](auto g) { return decode_plan<decltype(g)::value, decltype(t)>(f, n); });
+            });
         });
         o_indptr = fi::GetPtrFromBaseOffset<int32_t>(f->int_host, f->dinfo.o_indptr_offset);
     } else if (p->route == PKV_ROUTE_FLASHINFER_TC) {
@@ -265,25 +301,25 @@ extern "C" int pkvk_fi_pack_csr(pkvk_fi *f, const pkvk_batch *b) {
     return PKVK_OK;
 }
 
-extern "C" int pkvk_fi_launch(pkvk_fi *f, const pkvk_batch *b, const pkvk_plan *p, int *launches) {
+// The uploaded plan's kernels in types T, the softmax scale sm_scale (FP8: K's folded in).
+template <class T>
+static int launch_typed(pkvk_fi *f, const pkvk_batch *b, const pkvk_plan *p, float sm_scale,
+                        int *launches) {
+    using TQ = typename T::TQ;
+    using TKV = typename T::TKV;
     const pkvk_shape &s = b->shape;
-    *launches = 0;
-    if (p->n_rows == 0) return PKVK_OK;
-    if (f->planned != p->route || f->n_rows != p->n_rows || !f->indices_d)
-        return pkvk_fail_msg(PKVK_ERR_INVALID,
-                             "FlashInfer route: upload the plan and pack the page list first");
-    fi::paged_kv_t<half, int32_t> kv(s.hkv, s.page_size, kHeadDim, p->n_rows, fi::QKVLayout::kHND,
-                                     (half *)b->k_cache, (half *)b->v_cache, f->indices_d,
-                                     f->indptr_d, f->last_d);
+    fi::paged_kv_t<TKV, int32_t> kv(s.hkv, s.page_size, kHeadDim, p->n_rows, fi::QKVLayout::kHND,
+                                    (TKV *)b->k_cache, (TKV *)b->v_cache, f->indices_d, f->indptr_d,
+                                    f->last_d);
     const int32_t q_stride_n = s.hq * s.d, q_stride_h = s.d;
     int rc;
+    TQ *tmp_v;
+    float *tmp_s;
     if (p->route == PKV_ROUTE_FLASHINFER) {
-        DecParams q((half *)b->q, nullptr, kv, (half *)b->o, nullptr, nullptr, s.hq, q_stride_n,
-                    q_stride_h, /*window_left=*/-1, /*logits_soft_cap=*/0.f, b->sm_scale,
-                    /*rope_scale=*/1.f, /*rope_theta=*/1e4f);
+        DecParams<T> q((TQ *)b->q, nullptr, kv, (TQ *)b->o, nullptr, nullptr, s.hq, q_stride_n,
+                       q_stride_h, /*window_left=*/-1, /*logits_soft_cap=*/0.f, sm_scale,
+                       /*rope_scale=*/1.f, /*rope_theta=*/1e4f);
         const fi::DecodePlanInfo &pi = f->dinfo;
-        half *tmp_v;
-        float *tmp_s;
         set_plan_arrays(f->int_ws, f->float_ws, pi, q, &tmp_v, &tmp_s);
         rc = guarded("FlashInfer batch decode", [&] {
             return fi::BatchDecodeWithPagedKVCacheDispatched<kHeadDim, kPos, Variant>(
@@ -291,13 +327,11 @@ extern "C" int pkvk_fi_launch(pkvk_fi *f, const pkvk_batch *b, const pkvk_plan *
         });
         *launches = rc ? 0 : 1 + (int)pi.split_kv;
     } else {
-        PreParams q((half *)b->q, kv, nullptr, f->qo_indptr_d, nullptr, nullptr, (half *)b->o,
-                    nullptr, nullptr, s.hq, q_stride_n, q_stride_h, /*window_left=*/-1,
-                    /*logits_soft_cap=*/0.f, b->sm_scale, /*rope_scale=*/1.f,
-                    /*rope_theta=*/1e4f);
+        PreParams<T> q((TQ *)b->q, kv, nullptr, f->qo_indptr_d, nullptr, nullptr, (TQ *)b->o,
+                       nullptr, nullptr, s.hq, q_stride_n, q_stride_h, /*window_left=*/-1,
+                       /*logits_soft_cap=*/0.f, sm_scale, /*rope_scale=*/1.f,
+                       /*rope_theta=*/1e4f);
         const fi::PrefillPlanInfo &pi = f->pinfo;
-        half *tmp_v;
-        float *tmp_s;
         set_plan_arrays(f->int_ws, f->float_ws, pi, q, &tmp_v, &tmp_s);
         q.qo_tile_indices = fi::GetPtrFromBaseOffset<int32_t>(f->int_ws, pi.qo_tile_indices_offset);
         q.max_total_num_rows = (uint32_t)pi.total_num_rows;
@@ -314,5 +348,35 @@ extern "C" int pkvk_fi_launch(pkvk_fi *f, const pkvk_batch *b, const pkvk_plan *
     }
     if (rc) return rc;
     PKVK_CK_LAUNCH();
+    if constexpr (std::is_same_v<TKV, __nv_fp8_e4m3>) {
+        if (b->v_scale_all == 1.f) return PKVK_OK;
+        const size_t n = (size_t)p->n_rows * s.hq * s.d;
+        scale_kernel<<<(unsigned)((n + 255) / 256 < 1024 ? (n + 255) / 256 : 1024), 256, 0,
+                       f->stream>>>((TQ *)b->o, n, b->v_scale_all);
+        PKVK_CK_LAUNCH();
+        ++*launches;
+    }
     return PKVK_OK;
+}
+
+extern "C" int pkvk_fi_launch(pkvk_fi *f, const pkvk_batch *b, const pkvk_plan *p, int *launches) {
+    const pkvk_shape &s = b->shape;
+    *launches = 0;
+    if (p->n_rows == 0) return PKVK_OK;
+    if (s.dtype != f->shape.dtype || s.kv_dtype != f->shape.kv_dtype)
+        return pkvk_fail_msg(PKVK_ERR_INVALID, "FlashInfer route: batch types differ from the "
+                                               "workspace's");
+    float sm_scale = b->sm_scale;
+    if (s.kv_dtype == PKVK_FP8_E4M3) {
+        if (!(b->k_scale_all > 0.f) || !(b->v_scale_all > 0.f))
+            return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED,
+                                 "FlashInfer's FP8 path takes one K and one V scale for the "
+                                 "whole cache; this pool's scales vary by page and head");
+        sm_scale *= b->k_scale_all;
+    }
+    if (f->planned != p->route || f->n_rows != p->n_rows || !f->indices_d)
+        return pkvk_fail_msg(PKVK_ERR_INVALID,
+                             "FlashInfer route: upload the plan and pack the page list first");
+    return with_types(
+        s, [&](auto t) { return launch_typed<decltype(t)>(f, b, p, sm_scale, launches); });
 }

@@ -28,15 +28,15 @@ template <typename F> static int guarded(const char *what, F &&f) {
 
 // The arrays both of FlashInfer's plans share, from their places in the workspaces,
 // and the split's temporary outputs (null when the plan does not split).
-template <class Info, class Params>
-static void set_plan_arrays(void *int_ws, void *float_ws, const Info &pi, Params &q, half **tmp_v,
+template <class Info, class Params, class O>
+static void set_plan_arrays(void *int_ws, void *float_ws, const Info &pi, Params &q, O **tmp_v,
                             float **tmp_s) {
     q.request_indices = fi::GetPtrFromBaseOffset<int32_t>(int_ws, pi.request_indices_offset);
     q.kv_tile_indices = fi::GetPtrFromBaseOffset<int32_t>(int_ws, pi.kv_tile_indices_offset);
     q.o_indptr = fi::GetPtrFromBaseOffset<int32_t>(int_ws, pi.o_indptr_offset);
     q.kv_chunk_size_ptr = fi::GetPtrFromBaseOffset<int32_t>(int_ws, pi.kv_chunk_size_ptr_offset);
     q.padded_batch_size = (uint32_t)pi.padded_batch_size;
-    *tmp_v = pi.split_kv ? fi::GetPtrFromBaseOffset<half>(float_ws, pi.v_offset) : nullptr;
+    *tmp_v = pi.split_kv ? fi::GetPtrFromBaseOffset<O>(float_ws, pi.v_offset) : nullptr;
     *tmp_s = pi.split_kv ? fi::GetPtrFromBaseOffset<float>(float_ws, pi.s_offset) : nullptr;
 }
 

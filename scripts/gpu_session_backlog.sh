@@ -7,12 +7,19 @@
 #   tests:   test_kernels_gpu, test_cuda_backend, test_model_gpu (and at head dimensions 64
 #            and 256; whichever are bundled; TESTS names others)
 #   sanitize: compute-sanitizer memcheck and racecheck on test_kernels_gpu's quick mode
-#   speed:   bench kernels at 32/8: FP16 (with FlashInfer's paths, B=1 8K-128K and B=8
-#            bimodal), FP16 over FP8 KV, BF16
+#   speed:   bench kernels at 32/8 (B=1 8K-128K and B=8 bimodal, FlashInfer's paths in the
+#            same types): FP16, FP16 over FP8 KV, BF16 (SPEED names fewer: fp16 fp16_fp8 bf16)
 #   dims:    bench kernels at head dimensions 64 and 256 (llama-3.2-1b's 32/8, gemma-2-9b's
 #            16/8), FP16 and over FP8 KV
 #   FILE:    an executable script, run as FILE W (its files under W), for at most
 #            PART_LIMIT seconds (default 120)
+#   types:   FlashInfer's paths in every type against PersistentKV's best route: BF16 over
+#            FP8 KV at 32/8, then groups 1 and 8 (32/32, 64/8) in BF16 and FP16 over FP8 KV
+#            on B=1 32K and B=8 bimodal (GROUP_TYPES, KB_GROUPS name others); w/types.md
+#            gathers each run's last table (the speed part's runs too, where this call made
+#            them)
+#   calfp8:  pkvsim calibrate at G=4 without the dense part, its FP8 sweep and fit
+#            (kv_fp8_cta_gbps) among the rest
 #   loop:    served-model runs on the cuda backend: qwen2.5-7b B=8 under the G 1-8 gate (not
 #            measured since), llama-3.2-1b and gemma-2-9b B=8 (head dimensions 64 and 256),
 #            the scheduler's chunked_prefill
@@ -65,9 +72,13 @@ for part in "${parts[@]}"; do
     done
     ;;
   speed)
-    kb fp16 --heads 32/8 --cases "$cases"
-    kb fp16_fp8 --heads 32/8 --kv-dtype fp8_e4m3 --cases "$cases"
-    kb bf16 --heads 32/8 --dtype bf16 --cases "$cases"
+    for run in ${SPEED:-fp16 fp16_fp8 bf16}; do
+      case $run in
+      fp16) kb fp16 --heads 32/8 --cases "$cases" ;;
+      fp16_fp8) kb fp16_fp8 --heads 32/8 --kv-dtype fp8_e4m3 --cases "$cases" ;;
+      bf16) kb bf16 --heads 32/8 --dtype bf16 --cases "$cases" ;;
+      esac
+    done
     ;;
   dims)
     for hd in 64:32/8 256:16/8; do
@@ -75,6 +86,24 @@ for part in "${parts[@]}"; do
       kb "d${hd%%:*}_fp8" --heads "${hd#*:}" --head-dim "${hd%%:*}" --kv-dtype fp8_e4m3 \
         --cases "$cases"
     done
+    ;;
+  types)
+    kb bf16_fp8 --heads 32/8 --dtype bf16 --kv-dtype fp8_e4m3 --cases "$cases"
+    for g in ${KB_GROUPS:-32/32:1 64/8:8}; do
+      for t in ${GROUP_TYPES:-bf16:bf16 fp16:fp8_e4m3}; do
+        kb "g${g#*:}_${t%%:*}_${t#*:}" --heads "${g%%:*}" --dtype "${t%%:*}" --kv-dtype "${t#*:}" \
+          --cases "b1-32k:32K;b8-bimodal:64K,8K,8K,8K,64K,8K,8K,8K"
+      done
+    done
+    for f in "$w"/*.txt; do # each run's PersistentKV-against-FlashInfer table, named
+      grep -q "faster FlashInfer" "$f" || continue
+      echo "### $(basename "$f" .txt)"
+      sed -n '/faster FlashInfer/,$p' "$f"
+    done > "$w/types.md"
+    ;;
+  calfp8)
+    step calibrate_fp8 240 .bundle/run pkvsim calibrate --groups 4 --model none \
+      -o "$w/calibration_g4.json"
     ;;
   loop)
     for m in qwen2.5-7b llama-3.2-1b gemma-2-9b; do

@@ -277,11 +277,12 @@ good '{"model": {"layers": 2, "hidden": 1024, "hq": 8, "hkv": 2, "head_dim": 128
 expect_fail kv-dtype-cuda 'runs on the model backend' "$pkvsim" run -q --backend cuda "$tmp/e.json"
 good '{"model": {"layers": 2, "hidden": 256, "hq": 4, "hkv": 2, "head_dim": 64, "intermediate": 512, "vocab": 1000, "dtype": "bf16"}, "serving": {"kv_pages": 200}}' > "$tmp/e.json"
 expect_fail dtype-cpu-model "the cpu backend's full model runs FP16 only" "$pkvsim" run -q --backend cpu "$tmp/e.json"
-# FlashInfer's paths alone, where the backend cannot run them: a BF16 model on the GPU,
-# a group of 3 anywhere (refused at the engine, before any GPU is looked for).
-case_json fi-bf16-gpu '{"model": {"hq": 8, "hkv": 2, "dtype": "bf16"}, "route": {"policy": "flashinfer_tc"}, "run": {"backend": "cuda"}}' \
-  'FlashInfer'"'"'s paths run 1, 2, 4 or 8 query heads per KV head, in FP16 on the GPU; this model has 4 in bf16'
-case_json fi-group-3 '{"model": {"hq": 6, "hkv": 2}, "route": {"policy": "flashinfer"}}' 'this model has 3 in fp16'
+# FlashInfer's paths alone, where the backend cannot run them: FP8 KV on the GPU (its
+# FP8 path takes one scale for the whole cache), a group of 3 anywhere (refused at the
+# engine, before any GPU is looked for).
+case_json fi-fp8-gpu '{"model": {"hq": 8, "hkv": 2, "kv_dtype": "fp8_e4m3"}, "route": {"policy": "flashinfer_tc"}, "run": {"backend": "cuda"}}' \
+  'FlashInfer'"'"'s paths run 1, 2, 4 or 8 query heads per KV head, over FP16 or BF16 KV (and head_dim 128 on the GPU); this model has 4, KV fp8_e4m3, head_dim 128'
+case_json fi-group-3 '{"model": {"hq": 6, "hkv": 2}, "route": {"policy": "flashinfer"}}' 'this model has 3, KV fp16'
 # bench kernels names a type it does not take before it looks for a GPU (a build with CUDA)
 if "$pkvsim" bench kernels --help >/dev/null 2>&1; then
   expect_fail kbench-dtype '--dtype: "fp8" is not fp16 or bf16' "$pkvsim" bench kernels --dtype fp8

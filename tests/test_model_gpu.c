@@ -23,18 +23,16 @@
 static pkvk_batch layer_batch(pkvk_model *m, int l, uint16_t *q, uint16_t *o, int32_t *bt, int bts,
                               int32_t *seq_lens) {
     const pkvk_shape as = {.hq = HQ, .hkv = HKV, .d = D, .page_size = PS};
-    pkvk_batch b = {as,
-                    NREQ,
-                    q,
-                    o,
-                    pkvk_model_kv(m, l, 0),
-                    pkvk_model_kv(m, l, 1),
-                    bt,
-                    bts,
-                    seq_lens,
-                    1.f / sqrtf((float)D),
-                    NULL,
-                    NULL};
+    pkvk_batch b = {.shape = as,
+                    .n_rows = NREQ,
+                    .q = q,
+                    .o = o,
+                    .k_cache = pkvk_model_kv(m, l, 0),
+                    .v_cache = pkvk_model_kv(m, l, 1),
+                    .block_table = bt,
+                    .bt_stride = bts,
+                    .seq_lens = seq_lens,
+                    .sm_scale = 1.f / sqrtf((float)D)};
     return b;
 }
 

@@ -49,9 +49,32 @@ void make_batch(host_batch *h, gsl_rng *r, pkvk_shape s, const int32_t *lens, in
     for (size_t j = 0; j < h->q_elems; j++)
         pkvk_store(s.dtype, h->q, j, (float)gsl_ran_gaussian(r, 1.0));
     h->n_pages = universe;
-    h->b = (pkvk_batch){s,          n,         h->q,   NULL,    h->k,
-                        h->v,       h->bt,     stride, h->lens, 1.0f / sqrtf((float)s.d),
-                        h->k_scale, h->v_scale};
+    h->b = (pkvk_batch){.shape = s,
+                        .n_rows = n,
+                        .q = h->q,
+                        .k_cache = h->k,
+                        .v_cache = h->v,
+                        .block_table = h->bt,
+                        .bt_stride = stride,
+                        .seq_lens = h->lens,
+                        .sm_scale = 1.0f / sqrtf((float)s.d),
+                        .k_scale = h->k_scale,
+                        .v_scale = h->v_scale};
+}
+
+void fp8_one_scale(host_batch *h) {
+    if (h->b.shape.kv_dtype != PKVK_FP8_E4M3) abort();
+    float ak = 0, av = 0;
+    for (size_t j = 0; j < h->kv_elems; j++)
+        ak = fmaxf(ak, fabsf(h->kf[j])), av = fmaxf(av, fabsf(h->vf[j]));
+    const float ks = ak > 0 ? ak / 448.f : 1.f, vs = av > 0 ? av / 448.f : 1.f;
+    for (size_t ph = 0; ph < (size_t)h->n_pages * h->b.shape.hkv; ph++)
+        h->k_scale[ph] = ks, h->v_scale[ph] = vs;
+    for (size_t j = 0; j < h->kv_elems; j++) {
+        pkvk_store(PKVK_FP8_E4M3, h->k, j, h->kf[j] / ks);
+        pkvk_store(PKVK_FP8_E4M3, h->v, j, h->vf[j] / vs);
+    }
+    h->b.k_scale_all = ks, h->b.v_scale_all = vs;
 }
 
 void free_batch(host_batch *h) {
@@ -90,7 +113,14 @@ int32_t share_prefix(host_batch *h, host_batch *priv) {
             memcpy(priv->v + (size_t)to * page, h->v + (size_t)from * page, page * 2);
             priv->bt[(size_t)i * stride + j] = to;
         }
-    priv->b = (pkvk_batch){s,        n,      priv->q,    NULL,          priv->k, priv->v,
-                           priv->bt, stride, priv->lens, h->b.sm_scale, NULL,    NULL};
+    priv->b = (pkvk_batch){.shape = s,
+                           .n_rows = n,
+                           .q = priv->q,
+                           .k_cache = priv->k,
+                           .v_cache = priv->v,
+                           .block_table = priv->bt,
+                           .bt_stride = stride,
+                           .seq_lens = priv->lens,
+                           .sm_scale = h->b.sm_scale};
     return m;
 }

@@ -21,6 +21,9 @@ typedef struct host_batch {
  * page and KV head scaled by its largest magnitude over 448, rounded to nearest). */
 void make_batch(host_batch *h, gsl_rng *r, pkvk_shape s, const int32_t *lens, int n, double holes);
 void free_batch(host_batch *h);
+/* FP8 KV: h's codes again over one K and one V scale for the whole cache (the largest
+ * magnitude of each over 448), as FlashInfer's FP8 path takes them (b.k_scale_all). */
+void fp8_one_scale(host_batch *h);
 /* Prefix sharing: rows 1.. of h take row 0's first pages in place of their own (all
  * but the last page of the shortest of them, at most row 0's: their contexts begin
  * with row 0's); *priv receives the same batch with each row's shared pages copied

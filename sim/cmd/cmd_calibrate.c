@@ -166,6 +166,72 @@ static int32_t fixed_splits(int32_t route_len, int32_t rows, void *ctx) {
     return *(int32_t *)ctx;
 }
 
+/* Time shape s's step over B rows of lengths lens (the sweep's shape index `shape`, its
+ * group G): each built route at its planner's choice and, with forced, pkv_bucket and
+ * pkv_workqueue at each forced split count (FP8 KV: the PersistentKV routes' own plans
+ * only); each a point of pts (at most MAX_POINTS, *n of them) and a row of the table. */
+static int sweep_shape(pkvk_ctx *ctx, pkv_calib *cal, const pkvk_shape *s, const int32_t *lens,
+                       int B, int G, int shape, int forced, int reps, gsl_rng *r, point *pts,
+                       int *n) {
+    static const int32_t splits[] = {4, 16, 64};
+    const int fp8 = s->kv_dtype == PKVK_FP8_E4M3, L = lens[0];
+    pkv_kcase kc;
+    pkv_planner pl;
+    pkvk_plan fixed;
+    pkvk_workspace *ws = NULL;
+    char err[512] = "", name[40];
+    snprintf(name, sizeof name, "G%d-B%d-%d%s", G, B, L, fp8 ? "-fp8" : "");
+    int rc = 0;
+    if (pkv_kcase_make(ctx, &kc, name, lens, B, s, 0.5, 0, r, err, sizeof err) ||
+        pkv_planner_init(&pl, s, cal, B, PKV_BUCKET_MODE_EXACT) ||
+        pkvk_plan_init(&fixed, B, 64 * B * s->hkv + 64) ||
+        pkvk_workspace_create(ctx, &ws, s, B, pl.plans[0].cap_tasks + 64 * B,
+                              pl.plans[0].cap_tasks + 64 * B * s->hkv)) {
+        fprintf(stderr, "pkvsim calibrate: %s\n", *err ? err : pkvk_last_error());
+        pkv_kcase_free(&kc);
+        return 1;
+    }
+    for (int run = 0; run < PKV_ROUTE_COUNT + (forced ? 6 : 0) && !rc && *n < MAX_POINTS; run++) {
+        const pkvk_plan *p;
+        if (run < PKV_ROUTE_COUNT && !pkvk_route_built((pkv_route)run)) continue;
+        if (run < PKV_ROUTE_COUNT && fp8 && pkv_route_is_flashinfer((pkv_route)run)) continue;
+        if (run < PKV_ROUTE_COUNT) {
+            rc = pkv_planner_build(&pl, (pkv_route)run, lens, B);
+            p = &pl.plans[run];
+        } else {
+            int32_t S = splits[(run - PKV_ROUTE_COUNT) / 2], per[256];
+            for (int i = 0; i < B; i++) per[i] = S;
+            rc = (run - PKV_ROUTE_COUNT) % 2
+                     ? pkvk_plan_workqueue(&fixed, PKV_ROUTE_WORKQUEUE, s, lens, per, B)
+                     : pkvk_plan_bucket(&fixed, lens, lens, B, fixed_splits, &S);
+            p = &fixed;
+        }
+        float ms;
+        int launches;
+        double mx, mean;
+        if (!rc) rc = pkv_kcase_time(ctx, ws, &kc, p, reps, &ms, &launches, &mx, &mean);
+        if (rc) {
+            fprintf(stderr, "pkvsim calibrate: %s: %s\n", name, pkvk_last_error());
+            break;
+        }
+        point *pt = &pts[(*n)++];
+        pt->route = p->route;
+        pt->shape = shape;
+        pt->G = G;
+        pt->planned = run < PKV_ROUTE_COUNT;
+        pkv_cost_counters(cal, s, p, lens, &pt->c);
+        pt->t = ms * 1e-3;
+        printf("| %d | %d | %d | %s%s | %d | %.1f | %.1f |\n", G, B, L, pkv_route_name(p->route),
+               fp8 ? " (fp8)" : "", pt->c.max_splits, pt->t * 1e6,
+               pkv_cost_time(cal, &pt->c) * 1e6);
+    }
+    pkvk_workspace_destroy(ws);
+    pkvk_plan_free(&fixed);
+    pkv_planner_free(&pl);
+    pkv_kcase_free(&kc);
+    return rc;
+}
+
 static void usage(void) {
     puts("usage: pkvsim calibrate [-o FILE] [--reps N] [--model NAME] [--groups LIST]\n"
          "Measures on the present GPU the read bandwidth (beta), the launch overhead (lambda),\n"
@@ -177,7 +243,9 @@ static void usage(void) {
          "shapes in three, its error printed on the third, also per G, and with several\n"
          "groups one model per G as well: route_model_by_group), and writes a\n"
          "calibration file (default calibration.json) with the GPU's name, driver, date and\n"
-         "the fit's residuals.\n"
+         "the fit's residuals. At the calibration's own group (gqa_group) each shape is\n"
+         "timed over FP8 KV too, the PersistentKV routes at their planner's choice, and the\n"
+         "most one CTA streams there (kv_fp8_cta_gbps) fitted under the routes' models.\n"
          "It also times the copies of preemption by swap (swap_us, swap_gbps) and the\n"
          "dense part of the preset --model (default llama-3.1-8b; none: skip): its GEMMs\n"
          "alone at 1-8192 token rows (gemm_gbps, gemm_us, gemm_tflops) and its prefill\n"
@@ -239,12 +307,11 @@ int pkv_calibrate_main(int argc, char **argv) {
     printf("%s, %d SMs: read %.0f GB/s, launch %.2f us, %d attention CTAs per SM\n", dev.name,
            dev.sm_count, ceil_.read_gbps, ceil_.launch_us, resident);
 
-    static point pts[MAX_POINTS];
-    int n = 0, rc = 0;
+    static point pts[MAX_POINTS], pts8[MAX_POINTS];
+    int n = 0, n8 = 0, rc = 0;
     const int Bs[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
     const int32_t Ls[] = {128, 512, 2048, 4096, 8192, 32768, 131072};
     int shape = 0;
-    const int32_t forced[] = {4, 16, 64};
     /* FlashInfer's occupancy at the calibration's own group size (gqa_group), the one
      * written; each group's points are planned and counted at their own (its decode
      * kernel's CTAs per SM differ by G: planned at G = 4's, G = 1 and 2 failed the
@@ -274,60 +341,13 @@ int pkv_calibrate_main(int argc, char **argv) {
                 if ((int64_t)B * L > 262144) continue; /* keep the sweep to a few GB */
                 for (int i = 0; i < B; i++) lens[i] = L - (37 * i) % (L / 2); /* ragged, distinct */
                 shape++;
-                pkv_kcase kc;
-                pkv_planner pl;
-                pkvk_plan fixed;
-                pkvk_workspace *ws = NULL;
-                char err[512] = "", name[32];
-                snprintf(name, sizeof name, "G%d-B%d-%d", G, B, L);
-                if (pkv_kcase_make(ctx, &kc, name, lens, B, &s, 0.5, 0, r, err, sizeof err) ||
-                    pkv_planner_init(&pl, &s, &cal, B, PKV_BUCKET_MODE_EXACT) ||
-                    pkvk_plan_init(&fixed, B, 64 * B * s.hkv + 64) ||
-                    pkvk_workspace_create(ctx, &ws, &s, B, pl.plans[0].cap_tasks + 64 * B,
-                                          pl.plans[0].cap_tasks + 64 * B * s.hkv)) {
-                    fprintf(stderr, "pkvsim calibrate: %s\n", *err ? err : pkvk_last_error());
-                    rc = 1;
-                    pkv_kcase_free(&kc);
-                    break;
-                }
-                for (int run = 0; run < PKV_ROUTE_COUNT + 6 && !rc && n < MAX_POINTS; run++) {
-                    const pkvk_plan *p;
-                    if (run < PKV_ROUTE_COUNT && !pkvk_route_built((pkv_route)run)) continue;
-                    if (run < PKV_ROUTE_COUNT) {
-                        rc = pkv_planner_build(&pl, (pkv_route)run, lens, B);
-                        p = &pl.plans[run];
-                    } else {
-                        int32_t S = forced[(run - PKV_ROUTE_COUNT) / 2], per[256];
-                        for (int i = 0; i < B; i++) per[i] = S;
-                        rc =
-                            (run - PKV_ROUTE_COUNT) % 2
-                                ? pkvk_plan_workqueue(&fixed, PKV_ROUTE_WORKQUEUE, &s, lens, per, B)
-                                : pkvk_plan_bucket(&fixed, lens, lens, B, fixed_splits, &S);
-                        p = &fixed;
-                    }
-                    float ms;
-                    int launches;
-                    double mx, mean;
-                    if (!rc) rc = pkv_kcase_time(ctx, ws, &kc, p, reps, &ms, &launches, &mx, &mean);
-                    if (rc) {
-                        fprintf(stderr, "pkvsim calibrate: %s: %s\n", name, pkvk_last_error());
-                        break;
-                    }
-                    point *pt = &pts[n++];
-                    pt->route = p->route;
-                    pt->shape = shape;
-                    pt->G = G;
-                    pt->planned = run < PKV_ROUTE_COUNT;
-                    pkv_cost_counters(&cal, &s, p, lens, &pt->c);
-                    pt->t = ms * 1e-3;
-                    printf("| %d | %d | %d | %s | %d | %.1f | %.1f |\n", G, B, L,
-                           pkv_route_name(p->route), pt->c.max_splits, pt->t * 1e6,
-                           pkv_cost_time(&cal, &pt->c) * 1e6);
-                }
-                pkvk_workspace_destroy(ws);
-                pkvk_plan_free(&fixed);
-                pkv_planner_free(&pl);
-                pkv_kcase_free(&kc);
+                rc = sweep_shape(ctx, &cal, &s, lens, B, G, shape, 1, reps, r, pts, &n);
+                /* FP8 KV at the calibration's own group: the planner's own plans of the
+                 * PersistentKV routes (kv_fp8_cta_gbps is fitted to them) */
+                pkvk_shape s8 = s;
+                s8.kv_dtype = PKVK_FP8_E4M3;
+                if (!rc && G == cal.gqa_group)
+                    rc = sweep_shape(ctx, &cal, &s8, lens, B, G, shape, 0, reps, r, pts8, &n8);
             }
     gsl_rng_free(r);
     cal.flashinfer_decode_ctas_per_sm = own_occupancy;
@@ -443,6 +463,35 @@ int pkv_calibrate_main(int argc, char **argv) {
             printf("; its own model %.1f%% (summed %+.1f%%)\n", 100 * o_mape, 100 * o_sum);
         }
     }
+    /* FP8 KV: the per-CTA cap under the fitted models, the group's own as a run takes them */
+    if (n8) {
+        static pkv_counters k8[PKV_ROUTE_COUNT][MAX_POINTS];
+        static double t8[PKV_ROUTE_COUNT][MAX_POINTS];
+        pkv_counters *kp[PKV_ROUTE_COUNT];
+        const double *tp[PKV_ROUTE_COUNT];
+        size_t c8[PKV_ROUTE_COUNT] = {0};
+        for (int i = 0; i < n8; i++) {
+            const int k = pts8[i].route;
+            k8[k][c8[k]] = pts8[i].c, t8[k][c8[k]++] = pts8[i].t;
+        }
+        for (int k = 0; k < PKV_ROUTE_COUNT; k++) kp[k] = k8[k], tp[k] = t8[k];
+        pkv_calib g = cal;
+        pkv_calib_use_group(&g, cal.gqa_group);
+        double bps, err[2];
+        pkv_err fe;
+        cJSON *o = cJSON_AddObjectToObject(fit, "kv_fp8");
+        cJSON_AddNumberToObject(o, "points", n8);
+        if (pkv_fit_fp8_cap(&g, kp, tp, c8, &bps, err, &fe)) {
+            printf("FP8 KV: %d points, kv_fp8_cta_gbps not fitted: %s\n", n8, fe.msg);
+        } else {
+            printf("FP8 KV: %d points at G=%d; kv_fp8_cta_gbps %.2f (default %.2f): summed "
+                   "error %+.2f%% (%+.2f%% at the default)\n",
+                   n8, cal.gqa_group, bps / 1e9, cal.kv_fp8_cta_gbps / 1e9, 100 * err[1],
+                   100 * err[0]);
+            cal.kv_fp8_cta_gbps = bps;
+            cJSON_AddNumberToObject(o, "sum_err", err[1]);
+        }
+    }
     char when[32], driver[64];
     time_t now = time(NULL);
     strftime(when, sizeof when, "%Y-%m-%d", gmtime(&now));
@@ -455,15 +504,16 @@ int pkv_calibrate_main(int argc, char **argv) {
     pkv_keys_write(pkv_calib_keys(), "", &cal, root);
     pkv_calib_route_model_json(&cal, root);
     pkv_calib_gemm_rates_json(&cal, root);
-    cJSON_AddStringToObject(root, "note",
-                            "Measured by pkvsim calibrate: beta, launch_us, sm_count and "
-                            "resident_ctas_per_sm measured; c_min, route_scale, route_model "
-                            "(device time; its host_us 0), swap_us and "
-                            "swap_gbps fitted; gemm_gbps, gemm_us, gemm_tflops, gemm_tflops_at and "
-                            "prefill_attn_tflops fitted to a model's GEMMs and prefill "
-                            "attention alone (fit.dense; unless --model none); "
-                            "min_context_tokens set to 4096 (not fitted); the other gates, "
-                            "margins and split constants are the defaults.");
+    cJSON_AddStringToObject(
+        root, "note",
+        "Measured by pkvsim calibrate: beta, launch_us, sm_count and "
+        "resident_ctas_per_sm measured; c_min, route_scale, route_model "
+        "(device time; its host_us 0), kv_fp8_cta_gbps (over FP8 KV), "
+        "swap_us and swap_gbps fitted; gemm_gbps, gemm_us, gemm_tflops, gemm_tflops_at and "
+        "prefill_attn_tflops fitted to a model's GEMMs and prefill "
+        "attention alone (fit.dense; unless --model none); "
+        "min_context_tokens set to 4096 (not fitted); the other gates, "
+        "margins and split constants are the defaults.");
     cJSON_AddItemToObject(root, "route_scale", rs);
     cJSON_AddNumberToObject(fit, "points", n);
     cJSON_AddNumberToObject(fit, "rms_rel_error_before_scales", rms_all);

@@ -110,10 +110,12 @@ static void usage(void) {
            "  --heads HQ/HKV query and KV heads (default 32/8)\n"
            "  --head-dim D   64, 128 (default) or 256 (FlashInfer's paths are built for\n"
            "                 128 only: no FlashInfer table at another)\n"
-           "  --dtype T      fp16 (default) or bf16: Q, K, V and O (FlashInfer's paths run\n"
-           "                 FP16 only, so a BF16 run has no FlashInfer table)\n"
+           "  --dtype T      fp16 (default) or bf16: Q, K, V and O (FlashInfer's paths in\n"
+           "                 the same type)\n"
            "  --kv-dtype T   the KV cache's: --dtype's (default) or fp8_e4m3 (a scale per\n"
-           "                 page and KV head; KV GB/s counts its bytes, scales included)\n"
+           "                 page and KV head, all 1 as vLLM's default, so that FlashInfer's\n"
+           "                 FP8 path, one scale for the cache, runs the same pool; KV GB/s\n"
+           "                 counts its bytes, scales included)\n"
            "  --out FILE     also write the table to FILE (default bench_kernels.txt)\n",
            DEFAULT_CASES);
 }
@@ -236,8 +238,7 @@ int pkv_bench_kernels_main(int argc, char **argv) {
     emit(&bo, "| case | route | splits | time us | KV GB/s | %% of read | launches | CTAs | "
               "merge KB | max err | mean err |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
     pkvk_shape s = {.hq = hq, .hkv = hkv, .d = hd, .page_size = 16, .dtype = dt, .kv_dtype = kdt};
-    const int g = hq / hkv,
-              fi_g = dt == PKVK_FP16 && kdt == PKVK_FP16 && hd == 128 && pkv_flashinfer_group(g);
+    const int g = hq / hkv, fi_g = hd == 128 && pkv_flashinfer_group(g);
     if (fi_g) pkv_calib_flashinfer_occupancy(&cal, &s);
     gsl_rng *r = pkv_stream_create(1, PKV_STREAM_TENSORS);
     int rc = 0;

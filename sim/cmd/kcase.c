@@ -1,7 +1,6 @@
 #include "kcase.h"
 #include "pkv_tol.h"
 #include "pagetable.h"
-#include "tensors.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -19,9 +18,9 @@ void pkv_kcase_free(pkv_kcase *d) {
 
 /* Device batch for a case: block tables from the study's generator with `holes` of
  * the page universe unused, the shared prefix mapped onto row 0's pages; K and V
- * tiled from blocks of 4 Mi GSL Gaussian values in the shape's KV type (FP8: the
- * values over 5.5 / 448 as codes, the pages' scales the backends', 4.5 to 6.5 over 448:
- * pkv_tensors_fp8_scales). */
+ * tiled from blocks of 4 Mi GSL Gaussian values in the shape's KV type (FP8: the values
+ * as codes, every page's K and V scale 1, vLLM's default without calibrated scales, so
+ * that FlashInfer's FP8 path, one scale for the whole cache, runs the same pool). */
 int pkv_kcase_make(const pkvk_ctx *c, pkv_kcase *d, const char *name, const int32_t *lens, int n,
                    const pkvk_shape *s, double holes, int32_t share, gsl_rng *r, char *err,
                    size_t errn) {
@@ -61,18 +60,13 @@ int pkv_kcase_make(const pkvk_ctx *c, pkv_kcase *d, const char *name, const int3
         if (!rc) rc = pkvk_malloc(&d->lens, (size_t)n * 4);
         if (rc) snprintf(err, errn, "case %.31s: %.400s", name, pkvk_last_error());
     }
-    float smax = 1; /* V's largest scale */
-    if (fp8) {
-        pkv_tensors_fp8_scales(scales, scales + heads, heads);
-        smax = 0;
-        for (size_t j = 0; j < heads; j++) smax = fmaxf(smax, scales[heads + j]);
-    }
+    for (size_t j = 0; fp8 && j < 2 * heads; j++) scales[j] = 1.f;
     for (int which = 0; which < 2 && !rc; which++) {
         char *dst = which ? d->v : d->k;
         for (size_t j = 0; j < blk; j++) {
             const float g = (float)gsl_ran_gaussian(r, 1);
-            pkvk_store(s->kv_dtype, rnd, j, fp8 ? g / (5.5f / 448.f) : g);
-            if (which) d->v_max = fmax(d->v_max, fabs(pkvk_elem(s->kv_dtype, rnd, j)) * smax);
+            pkvk_store(s->kv_dtype, rnd, j, g);
+            if (which) d->v_max = fmax(d->v_max, fabs(pkvk_elem(s->kv_dtype, rnd, j)));
         }
         for (size_t off = 0; off < kv && !rc; off += blk)
             rc = pkvk_h2d(dst + off * eb, rnd, eb * (kv - off < blk ? kv - off : blk));
@@ -82,9 +76,20 @@ int pkv_kcase_make(const pkvk_ctx *c, pkv_kcase *d, const char *name, const int3
     if (!rc)
         rc = pkvk_h2d(d->q, q, d->q_elems * 2) || pkvk_h2d(d->bt, bt, (size_t)n * stride * 4) ||
              pkvk_h2d(d->lens, lens, (size_t)n * 4);
-    d->b = (pkvk_batch){*s,         n,         d->q,   d->o,    d->k,
-                        d->v,       d->bt,     stride, d->lens, 1.0f / sqrtf((float)s->d),
-                        d->k_scale, d->v_scale};
+    d->b = (pkvk_batch){.shape = *s,
+                        .n_rows = n,
+                        .q = d->q,
+                        .o = d->o,
+                        .k_cache = d->k,
+                        .v_cache = d->v,
+                        .block_table = d->bt,
+                        .bt_stride = stride,
+                        .seq_lens = d->lens,
+                        .sm_scale = 1.0f / sqrtf((float)s->d),
+                        .k_scale = d->k_scale,
+                        .v_scale = d->v_scale,
+                        .k_scale_all = fp8 ? 1.f : 0.f,
+                        .v_scale_all = fp8 ? 1.f : 0.f};
     if (!rc) rc = pkvk_gpu_reference(c, &d->b, d->ref);
     if (rc && !*err) snprintf(err, errn, "case %.31s: %.400s", name, pkvk_last_error());
     pkv_pagetable_free(&pt);
