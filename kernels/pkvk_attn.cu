@@ -504,6 +504,11 @@ static int launch_fused(const pkvk_workspace *w, const pkvk_batch *b, const pkvk
 // FlashInfer's routes: their planner's state and kernels (pkvk_fi.cu).
 static int launch_fi(const pkvk_workspace *w, const pkvk_batch *b, const pkvk_plan *plan, Params &p,
                      int G, int d, int32_t rows, int *launches) {
+    // FlashInfer's FP8 path takes one K and one V scale for the whole cache.
+    if (b->shape.kv_dtype == PKVK_FP8_E4M3 && !(b->k_scale_all > 0.f && b->v_scale_all > 0.f))
+        return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED,
+                             "FlashInfer's FP8 path takes one K and one V scale for the whole "
+                             "cache; this pool's scales vary by page and head");
     if (!w->fi) return pkvk_fail_msg(PKVK_ERR_INVALID, "FlashInfer plan not uploaded");
     return pkvk_fi_launch(w->fi, b, plan, launches);
 }

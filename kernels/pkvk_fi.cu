@@ -366,14 +366,8 @@ extern "C" int pkvk_fi_launch(pkvk_fi *f, const pkvk_batch *b, const pkvk_plan *
     if (s.dtype != f->shape.dtype || s.kv_dtype != f->shape.kv_dtype)
         return pkvk_fail_msg(PKVK_ERR_INVALID, "FlashInfer route: batch types differ from the "
                                                "workspace's");
-    float sm_scale = b->sm_scale;
-    if (s.kv_dtype == PKVK_FP8_E4M3) {
-        if (!(b->k_scale_all > 0.f) || !(b->v_scale_all > 0.f))
-            return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED,
-                                 "FlashInfer's FP8 path takes one K and one V scale for the "
-                                 "whole cache; this pool's scales vary by page and head");
-        sm_scale *= b->k_scale_all;
-    }
+    // FP8: one scale for all of K (checked by pkvk_launch), folded into the softmax's
+    const float sm_scale = b->sm_scale * (s.kv_dtype == PKVK_FP8_E4M3 ? b->k_scale_all : 1.f);
     if (f->planned != p->route || f->n_rows != p->n_rows || !f->indices_d)
         return pkvk_fail_msg(PKVK_ERR_INVALID,
                              "FlashInfer route: upload the plan and pack the page list first");
