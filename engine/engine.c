@@ -233,9 +233,13 @@ static int64_t chunk_tokens(const pkv_prefill_view *p, int64_t *heads) {
  * rec->t_route; plan_wall[r]: the measuring oracle's planning time of route r. */
 static int plan_candidates(pkv_engine *eng, const pkv_batch_view *v, int lazy, int measured_oracle,
                            pkv_step_view *sv, double *plan_wall, pkv_step_rec *rec, pkv_err *e) {
+    /* Without a per-step record of the candidates, only those the policy consults */
+    const uint32_t plan = eng->plan_needed && !eng->backend->measures
+                              ? pkv_policy_needed(&eng->policy, eng->cal, sv)
+                              : eng->policy.candidates;
     for (int r = 0; r < PKV_ROUTE_COUNT; r++) {
         rec->t_route[r] = NAN;
-        if (!(eng->policy.candidates >> r & 1)) continue;
+        if (!(plan >> r & 1)) continue;
         double tp = measured_oracle ? pkv_clock_now() : 0;
         eng->planner.plans[r].counts_only = lazy || !eng->backend->measures;
         int rc = pkv_planner_build(&eng->planner, (pkv_route)r, v->seq_lens, v->n_rows);

@@ -95,6 +95,10 @@ typedef struct pkv_engine {
     const pkv_calib *cal;
     pkv_route_policy policy;
     bool no_context_gate; /* pkv_step_view.no_context_gate */
+    /* The step's record keeps no candidates (/steps, /routes: run.record requests or
+     * summary): on a backend that measures nothing, plan only what the policy consults
+     * (pkv_policy_needed) */
+    bool plan_needed;
     pkv_planner planner;
     pkv_backend *backend; /* owned */
     pkv_clock_source clock;

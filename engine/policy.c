@@ -33,15 +33,22 @@ static int fastest(const pkv_step_view *v, uint32_t set) {
     return best;
 }
 
+/* Why adaptive keeps to the baselines for the step, before any prediction (0: its gate is
+ * open). */
+static uint8_t gated(const pkv_calib *cal, const pkv_step_view *v, pkv_gate *g) {
+    *g = pkv_calib_gate(cal, v->gqa_group, v->kv_dtype);
+    return !g->on                                                      ? PKV_WHY_NO_GATE
+           : !v->no_context_gate && v->context_tokens < g->min_context ? PKV_WHY_CONTEXT
+                                                                       : 0;
+}
+
 pkv_route pkv_policy_adaptive(const pkv_calib *cal, const pkv_step_view *v, uint8_t *why) {
     /* the baselines planned for the step: every one on the model backend, those built
      * on a backend that runs them */
     int base = fastest(v, pkv_routes_of_role(PKV_ROLE_BASELINE));
     if (base < 0) base = PKV_ROUTE_REF_PAGED;
-    pkv_gate g = pkv_calib_gate(cal, v->gqa_group, v->kv_dtype);
-    *why = !g.on                                                      ? PKV_WHY_NO_GATE
-           : !v->no_context_gate && v->context_tokens < g.min_context ? PKV_WHY_CONTEXT
-                                                                      : 0;
+    pkv_gate g;
+    *why = gated(cal, v, &g);
     int pkv = fastest(v, pkv_routes_of_role(PKV_ROLE_SPLIT));
     if (*why || pkv < 0) return (pkv_route)base;
     double margin = v->rows <= cal->margin_small_rows ? g.margin_small : g.margin_large;
@@ -57,6 +64,14 @@ pkv_route pkv_policy_adaptive(const pkv_calib *cal, const pkv_step_view *v, uint
 static pkv_route choose_adaptive(const pkv_route_policy *self, const pkv_calib *cal,
                                  const pkv_step_view *v, uint8_t *why) {
     return pkv_policy_adaptive(cal, v, why);
+}
+
+uint32_t pkv_policy_needed(const pkv_route_policy *p, const pkv_calib *cal,
+                           const pkv_step_view *v) {
+    pkv_gate g;
+    if (p->choose == choose_adaptive && gated(cal, v, &g))
+        return p->candidates & ~pkv_routes_of_role(PKV_ROLE_SPLIT);
+    return p->candidates;
 }
 
 /* On the model backend the oracle's "measured" times are the predictions, so it is

@@ -58,5 +58,10 @@ void pkv_policy_predict_all(pkv_route_policy *p);
  * margin_small for steps of at most margin_small_rows rows, else margin_large).
  * *why receives the PKV_WHY_ bits. */
 pkv_route pkv_policy_adaptive(const pkv_calib *cal, const pkv_step_view *v, uint8_t *why);
+/* The candidates of p that a step of v's rows, group, KV type and context needs planned
+ * (v's counters unread): adaptive's PersistentKV routes only where its gate is open for
+ * the step (it chooses the fastest baseline otherwise, unseen); all of them for the other
+ * policies. */
+uint32_t pkv_policy_needed(const pkv_route_policy *p, const pkv_calib *cal, const pkv_step_view *v);
 
 #endif

@@ -323,6 +323,7 @@ static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_sp
             en->host = ci->engine.host;
             en->host.window = ci->scheduler_steps;
             en->spec = ci->spec;
+            en->plan_needed = eng0->plan_needed;
         }
         const pkv_sim_sink ss = {.ctx = &rs[i],
                                  .step = replica_step,
@@ -517,6 +518,7 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
     }
     eng.check_every = cfg->check_every;
     eng.check_first = cfg->check_first;
+    eng.plan_needed = !o->record || cfg->record >= PKV_RECORD_REQUESTS;
     eng.oracle_reps = cfg->oracle_repeats;
     eng.prefill_base_s = cfg->prefill_base_s;
     eng.prefill_per_token_s = cfg->prefill_per_token_s;

@@ -41,5 +41,24 @@ PY
     fail=$((fail + 1)); echo "FAIL $f: $(tail -2 "$tmp/$n.log")"
   fi
 done
+# run.record "summary" plans only the routes adaptive consults (the split routes not where
+# its gate is closed: pkv_policy_needed); its answers are those of the full record above.
+if [ "$only" != sweeps ]; then
+  for n in bimodal_b4 uniform_b8; do
+    sed -e "s#\"\\.\\./calibration/#\"$(cd "$src" && pwd)/experiments/calibration/#" \
+      -e 's#"run": {#"run": {"record": "summary", #' "$src/experiments/policy/$n.json" > "$tmp/lean_$n.json"
+    if ! "$pkvsim" run -q --backend model "$tmp/lean_$n.json" -o "$tmp/lean_$n.h5" \
+      --json "$tmp/lean_$n.out.json" > "$tmp/lean_$n.log" 2>&1 ||
+      ! python3 - "$tmp/policy_$n.json" "$tmp/lean_$n.out.json" <<'PY'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:])
+diff = sorted(k for k in a.keys() | b.keys() if k != "date" and a.get(k) != b.get(k))
+sys.exit(f"differs in {diff}" if diff else 0)
+PY
+    then
+      fail=$((fail + 1)); echo "FAIL policy/$n.json with run.record summary: $(tail -2 "$tmp/lean_$n.log")"
+    fi
+  done
+fi
 echo "$pass passed, $fail failed, $gpu for the cuda backend only"
 [ $fail -eq 0 ]

@@ -113,6 +113,26 @@ int main(void) {
     v.cand[PKV_ROUTE_REF_PAGED].t_predicted = 1.04;
     CHECK(adapt(&c, &v, PKV_WHY_MARGIN, "graphs, 1.04x") == PKV_ROUTE_REF_PAGED,
           "no context gate: the margin");
+    /* What a step needs planned: adaptive's PersistentKV routes only where its gate is
+     * open (the same gates as its choice), every candidate of another policy. */
+    {
+        pkv_route_policy ad, fixed;
+        CHECK(pkv_policy_init(&ad, "adaptive") == 0 && pkv_policy_init(&fixed, "pkv_bucket") == 0,
+              "policies");
+        pkv_policy_predict_all(&ad);
+        const uint32_t split = pkv_routes_of_role(PKV_ROLE_SPLIT);
+        CHECK((ad.candidates & split) == split, "adaptive plans the split routes");
+        v = view(8, 16383, 4, 2.0, 1.0, 1.0);
+        CHECK(pkv_policy_needed(&ad, &c, &v) == (ad.candidates & ~split), "context gate closed");
+        v = view(8, 100000, 8, 2.0, 1.0, 1.0);
+        CHECK(pkv_policy_needed(&ad, &c, &v) == (ad.candidates & ~split), "no gate for G 8");
+        v = view(8, 16384, 4, 2.0, 1.0, 1.0);
+        CHECK(pkv_policy_needed(&ad, &c, &v) == ad.candidates, "gate open");
+        v = view(8, 1000, 4, 2.0, 1.0, 1.0);
+        v.no_context_gate = true;
+        CHECK(pkv_policy_needed(&ad, &c, &v) == ad.candidates, "no context gate");
+        CHECK(pkv_policy_needed(&fixed, &c, &v) == 1u << PKV_ROUTE_BUCKET, "a fixed route");
+    }
     /* The cheaper PersistentKV route is the one promoted. */
     v = view(8, 65536, 4, 2.0, 1.5, 1.0);
     CHECK(adapt(&c, &v, PKV_WHY_PROMOTED, "wq") == PKV_ROUTE_WORKQUEUE, "promote to workqueue");
