@@ -13,6 +13,9 @@
  * (held out); the calibration predicts by it. The shapes run from 1 row to 256, from
  * 128 tokens to 128K, each row's length drawn in [L/2, L] (ragged), for GQA group
  * sizes 1, 2, 4 and 8 (32 query heads over 32, 16, 8 or 4 KV heads; --groups).
+ * At the calibration's own group (gqa_group) each shape is timed over FP8 KV as well, the
+ * PersistentKV routes at their planners' choice, and kv_fp8_cta_gbps fitted to those
+ * points under the fitted route models (pkv_fit_fp8_cap, as `pkvsim fit` does).
  * swap_us and swap_gbps are fitted to timed copies of preemption by swap.
  * The file records the fit's residuals. Gates and margins keep their defaults. */
 #include "cli.h"
