@@ -38,10 +38,12 @@ static pkv_backend *make_backend(pkv_engine *eng, pkv_backend_kind kind, const p
     }
 }
 
-int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const char *policy,
-                    pkv_bucket_mode mode, int32_t cap_rows, const pkv_backend_spec *b,
-                    pkv_clock_source clock, pkv_err *e) {
-    *eng = (pkv_engine){.model = *m, .shape = pkv_model_attn_shape(m), .cal = cal, .clock = clock};
+int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const pkv_engine_opts *o,
+                    const pkv_backend_spec *b, pkv_err *e) {
+    *eng = (pkv_engine){.model = *m, .shape = pkv_model_attn_shape(m), .cal = cal, .opts = *o};
+    eng->opts.policy = NULL;
+    const char *policy = o->policy;
+    const int32_t cap_rows = o->cap_rows;
     const pkvk_shape *s = &eng->shape;
     const pkv_backend_kind kind = pkv_backend_resolve(b ? b->kind : PKV_BACKEND_MODEL);
     if (pkv_policy_init(&eng->policy, policy))
@@ -92,7 +94,7 @@ int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const c
         pkv_moe_init(&eng->moe, m->experts, m->experts_per_token, (pkv_expert_law)m->expert_law,
                      m->expert_exponent, m->expert_seed))
         return pkv_fail(e, "out of memory for the experts' draws (%d experts)", m->experts);
-    if (pkv_planner_init(&eng->planner, s, cal, cap_rows, mode)) {
+    if (pkv_planner_init(&eng->planner, s, cal, cap_rows, o->bucket_mode)) {
         pkv_moe_free(&eng->moe);
         return pkv_fail(e, "out of memory for the planner (%d rows)", cap_rows);
     }
@@ -127,7 +129,7 @@ static int run_oracle(pkv_engine *eng, const pkv_batch_view *v, const pkv_step_v
     double dev[MAX_REPS], wall[MAX_REPS], meta[MAX_REPS], wall_med[PKV_ROUTE_COUNT];
     double noise[PKV_ROUTE_COUNT], meta_med[PKV_ROUTE_COUNT];
     double score[PKV_ROUTE_COUNT]; /* the median under the run's clock */
-    const int reps = eng->oracle_reps < 1 ? 1 : eng->oracle_reps;
+    const int reps = eng->opts.oracle_reps < 1 ? 1 : eng->opts.oracle_reps;
     double max_err = NAN, mean_err = NAN;
     int b = -1;
     *spent = 0;
@@ -156,7 +158,7 @@ static int run_oracle(pkv_engine *eng, const pkv_batch_view *v, const pkv_step_v
         noise[k] = (gsl_stats_quantile_from_sorted_data(dev, 1, (size_t)reps, 0.75) -
                     gsl_stats_quantile_from_sorted_data(dev, 1, (size_t)reps, 0.25)) /
                    (2 * med);
-        score[k] = eng->clock == PKV_CLOCK_WALL ? wall_med[k] : med;
+        score[k] = eng->opts.clock == PKV_CLOCK_WALL ? wall_med[k] : med;
         if (b < 0 || score[k] < score[b]) b = k;
     }
     if (b < 0)
@@ -175,9 +177,9 @@ static int run_oracle(pkv_engine *eng, const pkv_batch_view *v, const pkv_step_v
  * prefills and swaps alike: the cost model's prediction, the host's wall time or
  * the device's time. */
 static double clock_time(const pkv_engine *eng, double predicted, double wall, double device) {
-    return eng->clock == PKV_CLOCK_WALL     ? wall
-           : eng->clock == PKV_CLOCK_DEVICE ? device
-                                            : predicted;
+    return eng->opts.clock == PKV_CLOCK_WALL     ? wall
+           : eng->opts.clock == PKV_CLOCK_DEVICE ? device
+                                                 : predicted;
 }
 
 /* An iteration's time with the engine's host work: requests and prompt tokens it
@@ -185,7 +187,7 @@ static double clock_time(const pkv_engine *eng, double predicted, double wall, d
  * 1); *host receives the host work alone. */
 static double with_host(const pkv_engine *eng, double gpu, int64_t requests, int64_t tokens,
                         int64_t sampled, double share, double *host) {
-    const pkv_engine_host *h = &eng->host;
+    const pkv_engine_host *h = &eng->opts.host;
     gpu += h->prefill_token_s * (double)tokens;
     *host = share * (h->iteration_s + h->per_request_s * (double)requests +
                      h->per_prompt_token_s * (double)tokens);
@@ -234,7 +236,7 @@ static int64_t chunk_tokens(const pkv_prefill_view *p, int64_t *heads) {
 static int plan_candidates(pkv_engine *eng, const pkv_batch_view *v, int lazy, int measured_oracle,
                            pkv_step_view *sv, double *plan_wall, pkv_step_rec *rec, pkv_err *e) {
     /* Without a per-step record of the candidates, only those the policy consults */
-    const uint32_t plan = eng->plan_needed && !eng->backend->measures
+    const uint32_t plan = eng->opts.plan_needed && !eng->backend->measures
                               ? pkv_policy_needed(&eng->policy, eng->cal, sv)
                               : eng->policy.candidates;
     for (int r = 0; r < PKV_ROUTE_COUNT; r++) {
@@ -248,7 +250,7 @@ static int plan_candidates(pkv_engine *eng, const pkv_batch_view *v, int lazy, i
                             (unsigned long long)rec->index, pkv_route_name((pkv_route)r), rc);
         pkv_cost_counters(eng->cal, &eng->shape, &eng->planner.plans[r], v->seq_lens, &sv->cand[r]);
         const pkv_route_model *rm = &eng->cal->route_model[r];
-        if (eng->clock == PKV_CLOCK_WALL && rm->set)
+        if (eng->opts.clock == PKV_CLOCK_WALL && rm->set)
             sv->cand[r].t_host = (rm->v[PKV_RM_HOST_US] +
                                   rm->v[PKV_RM_HOST_US_PER_KTOKEN] * 1e-3 * sv->context_tokens) *
                                  1e-6;
@@ -280,7 +282,7 @@ const char *const pkv_spec_method_names[] = {"none", "draft", "eagle", "ngram", 
  * token a row, each its dense part and its attention's KV read at the calibration's
  * bandwidth (the rows' contexts, as the verify reads them), a launch a layer. */
 static double proposals(const pkv_engine *eng, const pkv_batch_view *v) {
-    const pkv_speculative *sp = &eng->spec;
+    const pkv_speculative *sp = &eng->opts.spec;
     if (sp->method != PKV_SPEC_DRAFT && sp->method != PKV_SPEC_EAGLE) return 0;
     pkv_model m = sp->method == PKV_SPEC_DRAFT ? sp->draft : eng->model;
     if (sp->method == PKV_SPEC_EAGLE) m.layers = 1, m.dense_layers = 0; /* EAGLE's head */
@@ -310,7 +312,7 @@ static void predict_model(pkv_engine *eng, const pkv_batch_view *v, int64_t chun
     const int64_t rows = (int64_t)v->n_rows * (1 + v->spec_tokens); /* a verify: k + 1 a row */
     pkv_model_dense_cost(
         &eng->model, eng->cal,
-        pkv_engine_graph_rows(&eng->host.graphs, rows + chunk_tok, v->chunks != NULL),
+        pkv_engine_graph_rows(&eng->opts.host.graphs, rows + chunk_tok, v->chunks != NULL),
         rows + chunk_heads, eng->moe.experts ? &eng->moe : NULL, &dc);
     rec->experts_active = dc.experts_active;
     rec->expert_tokens_max = (uint32_t)dc.expert_tokens_max;
@@ -343,9 +345,9 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
     const double t_planned = eng->backend->measures ? pkv_clock_now() : 0;
     for (int k = 0; k < PKV_ROUTE_COUNT; k++) rec->t_route_measured[k] = NAN;
     /* Only a backend that computes outputs (cpu, cuda) can be checked. */
-    int check =
-        eng->backend->measures && eng->check_every > 0 &&
-        ((int64_t)rec->index < eng->check_first || (int64_t)rec->index % eng->check_every == 0);
+    int check = eng->backend->measures && eng->opts.check_every > 0 &&
+                ((int64_t)rec->index < eng->opts.check_first ||
+                 (int64_t)rec->index % eng->opts.check_every == 0);
     rec->t_meta = NAN;
     rec->t_device = rec->t_dense = rec->max_err = rec->mean_err = rec->out_mean_abs = NAN;
     rec->t_noise = rec->t_plan = rec->t_choose = NAN;
@@ -411,13 +413,14 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
     *advance = clock_time(eng, rec->t_predicted, rec->t_wall,
                           rec->t_device + (isnan(rec->t_mlp) ? 0 : rec->t_mlp) +
                               (isnan(rec->t_dense) ? 0 : rec->t_dense));
-    *advance = with_host(eng, *advance, (int64_t)v->n_rows + rec->prefill_chunks, chunk_tok,
-                         (int64_t)v->n_rows + chunk_heads,
-                         eng->host.window > 1 ? 1.0 / eng->host.window : 1, &rec->t_host_engine);
+    *advance =
+        with_host(eng, *advance, (int64_t)v->n_rows + rec->prefill_chunks, chunk_tok,
+                  (int64_t)v->n_rows + chunk_heads,
+                  eng->opts.host.window > 1 ? 1.0 / eng->opts.host.window : 1, &rec->t_host_engine);
     if (!(*advance >= 0))
         return pkv_fail(e, "step %llu: the %s backend measured no %s time",
                         (unsigned long long)rec->index, eng->backend->name,
-                        eng->clock == PKV_CLOCK_WALL ? "wall" : "device");
+                        eng->opts.clock == PKV_CLOCK_WALL ? "wall" : "device");
     return 0;
 }
 
@@ -433,7 +436,7 @@ int pkv_engine_prefill(pkv_engine *eng, const pkv_prefill_view *p, pkv_prefill_r
     if (dense) {
         pkv_dense_cost dc;
         pkv_model_dense_cost(&eng->model, eng->cal,
-                             pkv_engine_graph_rows(&eng->host.graphs, tokens, true), heads,
+                             pkv_engine_graph_rows(&eng->opts.host.graphs, tokens, true), heads,
                              eng->moe.experts ? &eng->moe : NULL, &dc);
         rec->t_predicted = dc.t_predicted + prompt_extra(eng, p, tokens, rec->scores);
     }
@@ -443,9 +446,9 @@ int pkv_engine_prefill(pkv_engine *eng, const pkv_prefill_view *p, pkv_prefill_r
         rec->t_wall = pkv_clock_now() - t0 + eng->backend->t_unrun;
         eng->backend->t_unrun = 0;
     }
-    *advance = dense || eng->prefill_measure
+    *advance = dense || eng->opts.prefill_measure
                    ? clock_time(eng, rec->t_predicted, rec->t_wall, rec->t_device)
-                   : eng->prefill_base_s + eng->prefill_per_token_s * (double)tokens;
+                   : eng->opts.prefill_base_s + eng->opts.prefill_per_token_s * (double)tokens;
     *advance =
         with_host(eng, *advance, p->n_req, tokens, dense ? heads : 0, 1, &rec->t_host_engine);
     return 0;

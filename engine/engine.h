@@ -89,40 +89,48 @@ typedef struct pkv_speculative {
 
 enum { PKV_ORACLE_MAX_REPS = 64 }; /* the most runs of each candidate the oracle makes */
 
+/* What an engine is made with (pkv_engine_init): the route policy and its planner, the
+ * clock, and the run's settings it keeps. */
+typedef struct pkv_engine_opts {
+    const char *policy;          /* a route's name, "adaptive" or "oracle" */
+    pkv_bucket_mode bucket_mode; /* pkv_bucket's split choice */
+    int32_t cap_rows;            /* the most rows a step has */
+    pkv_clock_source clock;
+    int64_t check_every; /* compare every N steps (0 = never); steps < check_first always */
+    int64_t check_first;
+    int oracle_reps; /* the measuring oracle's runs of each candidate (their median) */
+    /* The study layer's prefill (serving.prefill): seconds per batch and per token, or
+     * (measure) the K/V write's time under the clock */
+    double prefill_base_s, prefill_per_token_s;
+    bool prefill_measure;
+    /* The step's record keeps no candidates (/steps, /routes: run.record requests or
+     * summary): on a backend that measures nothing, plan only what the policy consults
+     * (pkv_policy_needed) */
+    bool plan_needed;
+    pkv_engine_host host; /* serving.engine's host work per iteration (zero: none) */
+    pkv_speculative spec; /* serving.speculative (method none: plain decoding) */
+} pkv_engine_opts;
+
 typedef struct pkv_engine {
     pkv_model model;
     pkvk_shape shape; /* the attention shape one GPU runs */
     const pkv_calib *cal;
     pkv_route_policy policy;
     bool no_context_gate; /* pkv_step_view.no_context_gate */
-    /* The step's record keeps no candidates (/steps, /routes: run.record requests or
-     * summary): on a backend that measures nothing, plan only what the policy consults
-     * (pkv_policy_needed) */
-    bool plan_needed;
+    pkv_engine_opts opts; /* as made (opts.policy not kept: the policy's name is policy.name) */
     pkv_planner planner;
     pkv_backend *backend; /* owned */
-    pkv_clock_source clock;
-    int64_t check_every; /* compare every N steps (0 = never); steps < check_first always */
-    int64_t check_first;
-    int oracle_reps;  /* the measuring oracle's runs of each candidate (their median) */
-    double mlp_bytes; /* bytes of MLP weights read per step (0: no MLP tail) */
-    int64_t prefills; /* prefill batches run */
-    /* The study layer's prefill (serving.prefill): seconds per batch and per token, or
-     * (measure) the K/V write's time under the clock */
-    double prefill_base_s, prefill_per_token_s;
-    bool prefill_measure;
-    pkv_engine_host host; /* serving.engine's host work per iteration (zero: none) */
+    double mlp_bytes;     /* bytes of MLP weights read per step (0: no MLP tail) */
+    int64_t prefills;     /* prefill batches run */
     pkv_moe moe;          /* a MoE model's expert draws (experts 0: none) */
-    pkv_speculative spec; /* serving.speculative (method none: plain decoding) */
 } pkv_engine;
 
-/* Plan for steps of at most cap_rows rows and make the backend `b` (b NULL: a model
- * backend; tests may set eng->backend afterwards). On the cuda backend the
- * calibration's FlashInfer occupancy is taken from the GPU (their plans must match
+/* Plan for steps of at most o->cap_rows rows under o's policy and make the backend `b`
+ * (b NULL: a model backend; tests may set eng->backend afterwards). On the cuda backend
+ * the calibration's FlashInfer occupancy is taken from the GPU (their plans must match
  * FlashInfer's own planner). */
-int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const char *policy,
-                    pkv_bucket_mode mode, int32_t cap_rows, const pkv_backend_spec *b,
-                    pkv_clock_source clock, pkv_err *e);
+int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const pkv_engine_opts *o,
+                    const pkv_backend_spec *b, pkv_err *e);
 void pkv_engine_free(pkv_engine *eng);
 /* Run one step; rec->index and rec->t_sim are the caller's. *advance: seconds by
  * which the step moves the simulated clock. A check beyond tolerance is an error. */

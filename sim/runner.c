@@ -118,6 +118,26 @@ static int replica_itl(void *ctx, int64_t id, double gap, pkv_err *e) {
 }
 
 /* The experiment's calibration with its route.overrides. */
+/* An engine's options from an experiment (or a pool's) under the run's clock; the run's
+ * record decides what its steps plan. */
+static pkv_engine_opts engine_opts(const pkv_config *c, pkv_clock_source clock, bool plan_needed) {
+    pkv_engine_opts eo = {.policy = c->policy,
+                          .bucket_mode = (pkv_bucket_mode)c->bucket_mode,
+                          .cap_rows = c->max_active,
+                          .clock = clock,
+                          .check_every = c->check_every,
+                          .check_first = c->check_first,
+                          .oracle_reps = c->oracle_repeats,
+                          .prefill_base_s = c->prefill_base_s,
+                          .prefill_per_token_s = c->prefill_per_token_s,
+                          .prefill_measure = c->prefill_measure,
+                          .plan_needed = plan_needed,
+                          .host = c->engine.host,
+                          .spec = c->spec};
+    eo.host.window = c->scheduler_steps;
+    return eo;
+}
+
 static int load_calib(const pkv_config *cfg, pkv_calib *cal, pkv_err *e) {
     if (pkv_calib_load(cal, cfg->calibration, pkv_model_calib_section(&cfg->model), e)) return -1;
     if (cfg->calib_overrides && pkv_calib_apply(cal, cfg->calib_overrides, "route.overrides", e)) {
@@ -305,9 +325,12 @@ static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_sp
                 if (made[j] && same_weights(ci, np ? cfg->fleet.pools[q].cfg : cfg))
                     bi.weights_from = eng[j].backend;
             }
-            if (pkv_engine_init(en, &ci->model, np ? &pcal[p] : cal, ci->policy,
-                                (pkv_bucket_mode)ci->bucket_mode, ci->max_active, &bi, eng0->clock,
-                                e)) {
+            /* the pool's own settings, the run's checks, oracle and prefill measurement */
+            pkv_engine_opts eo = engine_opts(ci, eng0->opts.clock, eng0->opts.plan_needed);
+            eo.check_every = eng0->opts.check_every, eo.check_first = eng0->opts.check_first;
+            eo.oracle_reps = eng0->opts.oracle_reps;
+            eo.prefill_measure = eng0->opts.prefill_measure;
+            if (pkv_engine_init(en, &ci->model, np ? &pcal[p] : cal, &eo, &bi, e)) {
                 char msg[sizeof e->msg];
                 memcpy(msg, e->msg, sizeof msg);
                 rc = pkv_fail(e, "%s: replica %d of %d (the fleet's engines): %.*s", cfg->file, i,
@@ -316,14 +339,6 @@ static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_sp
             }
             made[i] = true;
             if (en->moe.experts) pkv_moe_seed(&en->moe, ci->seed, (uint32_t)i); /* its own draws */
-            en->check_every = eng0->check_every, en->check_first = eng0->check_first;
-            en->oracle_reps = eng0->oracle_reps, en->prefill_measure = eng0->prefill_measure;
-            en->prefill_base_s = ci->prefill_base_s;
-            en->prefill_per_token_s = ci->prefill_per_token_s;
-            en->host = ci->engine.host;
-            en->host.window = ci->scheduler_steps;
-            en->spec = ci->spec;
-            en->plan_needed = eng0->plan_needed;
         }
         const pkv_sim_sink ss = {.ctx = &rs[i],
                                  .step = replica_step,
@@ -500,8 +515,9 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
         .layers_measured = cfg->layers_measured,
         .log = log_line,
     };
-    if (pkv_engine_init(&eng, &cfg->model, &cal, cfg->policy, (pkv_bucket_mode)cfg->bucket_mode,
-                        cfg->max_active, &bs, (pkv_clock_source)clock, e)) {
+    const pkv_engine_opts eo =
+        engine_opts(cfg, (pkv_clock_source)clock, !o->record || cfg->record >= PKV_RECORD_REQUESTS);
+    if (pkv_engine_init(&eng, &cfg->model, &cal, &eo, &bs, e)) {
         pkv_calib_free(&cal);
         return -1;
     }
@@ -516,16 +532,6 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
                  cfg->file, cfg->calibration, cal.gpu_name, gpu);
         goto done;
     }
-    eng.check_every = cfg->check_every;
-    eng.check_first = cfg->check_first;
-    eng.plan_needed = !o->record || cfg->record >= PKV_RECORD_REQUESTS;
-    eng.oracle_reps = cfg->oracle_repeats;
-    eng.prefill_base_s = cfg->prefill_base_s;
-    eng.prefill_per_token_s = cfg->prefill_per_token_s;
-    eng.prefill_measure = cfg->prefill_measure;
-    eng.host = cfg->engine.host;
-    eng.spec = cfg->spec;
-    eng.host.window = cfg->scheduler_steps;
     if (o->record && (!o->ranks || o->ranks->rank == 0)) { /* over ranks: rank 0's file */
         pkv_provenance pv = {
             o->command_line ? o->command_line : "", be->name, gpu, cfg->seed,

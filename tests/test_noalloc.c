@@ -95,12 +95,16 @@ static long steps_allocs(pkv_backend_kind kind, const pkv_model *m, const char *
     pkv_backend_spec bs = {
         .kind = kind, .kv_pages = CAP_ROWS * bt_stride + 8, .bt_stride = bt_stride, .seed = 7};
     pkv_engine eng;
-    if (pkv_engine_init(&eng, m, &cal, policy, PKV_BUCKET_MODE_EXACT, CAP_ROWS, &bs,
-                        kind == PKV_BACKEND_MODEL ? PKV_CLOCK_PREDICTED : PKV_CLOCK_WALL, e)) {
+    const pkv_engine_opts eo = {.policy = policy,
+                                .bucket_mode = PKV_BUCKET_MODE_EXACT,
+                                .cap_rows = CAP_ROWS,
+                                .clock = kind == PKV_BACKEND_MODEL ? PKV_CLOCK_PREDICTED
+                                                                   : PKV_CLOCK_WALL,
+                                .check_every = check};
+    if (pkv_engine_init(&eng, m, &cal, &eo, &bs, e)) {
         pkv_calib_free(&cal);
         return -1;
     }
-    eng.check_every = check;
     static int32_t bt[CAP_ROWS * 375]; /* bt_stride is at most 375 (page size 8) */
     int32_t lens[CAP_ROWS], dirty[CAP_ROWS], from[CAP_ROWS];
     for (int32_t i = 0; i < CAP_ROWS * bt_stride; i++) bt[i] = i; /* each row its own pages */

@@ -13,10 +13,15 @@
 enum { CAP = 8, MAX_LEN = 4096, PS = 16, STRIDE = MAX_LEN / PS };
 
 static int init(pkv_engine *eng, pkv_calib *cal, const pkv_model *m, const char *policy,
-                pkv_backend_kind kind, pkv_clock_source clock) {
+                pkv_backend_kind kind, pkv_clock_source clock, int oracle_reps) {
     pkv_backend_spec bs = {.kind = kind, .kv_pages = CAP * STRIDE, .bt_stride = STRIDE, .seed = 3};
+    const pkv_engine_opts o = {.policy = policy,
+                               .bucket_mode = PKV_BUCKET_MODE_EXACT,
+                               .cap_rows = CAP,
+                               .clock = clock,
+                               .oracle_reps = oracle_reps};
     pkv_err e;
-    int rc = pkv_engine_init(eng, m, cal, policy, PKV_BUCKET_MODE_EXACT, CAP, &bs, clock, &e);
+    int rc = pkv_engine_init(eng, m, cal, &o, &bs, &e);
     if (rc) printf("engine %s: %s\n", policy, e.msg);
     return rc;
 }
@@ -41,10 +46,11 @@ int main(void) {
 
     /* Model backend: the oracle against every fixed route on 200 random steps. */
     pkv_engine oracle, fixed[PKV_ROUTE_COUNT];
-    CHECK(init(&oracle, &cal, &m, "oracle", PKV_BACKEND_MODEL, PKV_CLOCK_PREDICTED) == 0, "oracle");
+    CHECK(init(&oracle, &cal, &m, "oracle", PKV_BACKEND_MODEL, PKV_CLOCK_PREDICTED, 0) == 0,
+          "oracle");
     for (int k = 0; k < PKV_ROUTE_COUNT; k++)
         CHECK(init(&fixed[k], &cal, &m, pkv_route_name((pkv_route)k), PKV_BACKEND_MODEL,
-                   PKV_CLOCK_PREDICTED) == 0,
+                   PKV_CLOCK_PREDICTED, 0) == 0,
               "fixed %d", k);
     int worse = 0, wins = 0;
     for (int step = 0; step < 200; step++) {
@@ -71,8 +77,7 @@ int main(void) {
     pkv_model small = m;
     small.hq = 4, small.hkv = 2, small.head_dim = 16, small.page_size = PS;
     pkv_engine eng;
-    CHECK(init(&eng, &cal, &small, "oracle", PKV_BACKEND_CPU, PKV_CLOCK_DEVICE) == 0, "cpu");
-    eng.oracle_reps = 5;
+    CHECK(init(&eng, &cal, &small, "oracle", PKV_BACKEND_CPU, PKV_CLOCK_DEVICE, 5) == 0, "cpu");
     for (int step = 0; step < 20; step++) {
         int32_t rows = 1 + step % CAP;
         for (int i = 0; i < rows; i++) lens[i] = 1 + (int32_t)gsl_rng_uniform_int(r, MAX_LEN);
@@ -108,7 +113,8 @@ int main(void) {
 
     /* cpu backend, adaptive on the wall clock: the host's parts before the run are
      * measured and lie inside the step's wall time. */
-    CHECK(init(&eng, &cal, &small, "adaptive", PKV_BACKEND_CPU, PKV_CLOCK_WALL) == 0, "adaptive");
+    CHECK(init(&eng, &cal, &small, "adaptive", PKV_BACKEND_CPU, PKV_CLOCK_WALL, 0) == 0,
+          "adaptive");
     for (int step = 0; step < 20; step++) {
         int32_t rows = 1 + step % CAP;
         for (int i = 0; i < rows; i++) lens[i] = 1 + (int32_t)gsl_rng_uniform_int(r, MAX_LEN);

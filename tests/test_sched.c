@@ -272,9 +272,11 @@ int main(void) {
         cal.prefill_fixed_us = 700, cal.prefill_token_us = 3, cal.prefill_score_ps = 2;
         pkv_engine eng;
         pkv_backend_spec bs = {.kind = PKV_BACKEND_MODEL, .kv_pages = 4000, .bt_stride = 1250};
-        CHECK(pkv_engine_init(&eng, &cfg.model, &cal, "pkv_workqueue", PKV_BUCKET_MODE_EXACT, 8,
-                              &bs, PKV_CLOCK_PREDICTED, &e) == 0,
-              "%s", e.msg);
+        const pkv_engine_opts eo = {.policy = "pkv_workqueue",
+                                    .bucket_mode = PKV_BUCKET_MODE_EXACT,
+                                    .cap_rows = 8,
+                                    .clock = PKV_CLOCK_PREDICTED};
+        CHECK(pkv_engine_init(&eng, &cfg.model, &cal, &eo, &bs, &e) == 0, "%s", e.msg);
         static int32_t bt[4 * 1250], pages[64];
         int32_t lens[4] = {300, 1200, 17, 5000}, dirty[4] = {0, 1, 2, 3}, from[4] = {0};
         for (int i = 0; i < 64; i++) pages[i] = i;

@@ -98,12 +98,13 @@ int replica_init(replica *r, const char *text, pkv_err *e) {
                                  .kv_pages = r->cfg.kv_pages,
                                  .bt_stride = pkv_sim_bt_stride(&r->cfg),
                                  .seed = r->cfg.seed};
-    if (pkv_engine_init(&r->eng, &r->cfg.model, &r->cal, r->cfg.policy,
-                        (pkv_bucket_mode)r->cfg.bucket_mode, r->cfg.max_active, &bs,
-                        PKV_CLOCK_PREDICTED, e))
-        return -1;
-    r->eng.prefill_base_s = r->cfg.prefill_base_s;
-    r->eng.prefill_per_token_s = r->cfg.prefill_per_token_s;
+    const pkv_engine_opts eo = {.policy = r->cfg.policy,
+                                .bucket_mode = (pkv_bucket_mode)r->cfg.bucket_mode,
+                                .cap_rows = r->cfg.max_active,
+                                .clock = PKV_CLOCK_PREDICTED,
+                                .prefill_base_s = r->cfg.prefill_base_s,
+                                .prefill_per_token_s = r->cfg.prefill_per_token_s};
+    if (pkv_engine_init(&r->eng, &r->cfg.model, &r->cal, &eo, &bs, e)) return -1;
     const pkv_sim_sink sink = {.ctx = &r->w,
                                .step = on_step,
                                .prefill = on_prefill,

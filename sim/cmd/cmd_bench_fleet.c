@@ -84,12 +84,14 @@ static void run_case(const void *arg, void *result) {
                                  .seed = cfg.seed};
     int rc = !eng || !sim || !sims, made = 0;
     for (; made < n && !rc; made++) {
-        rc = pkv_engine_init(&eng[made], &cfg.model, &cal, cfg.policy,
-                             (pkv_bucket_mode)cfg.bucket_mode, cfg.max_active, &bs,
-                             PKV_CLOCK_PREDICTED, &e);
+        const pkv_engine_opts eo = {.policy = cfg.policy,
+                                    .bucket_mode = (pkv_bucket_mode)cfg.bucket_mode,
+                                    .cap_rows = cfg.max_active,
+                                    .clock = PKV_CLOCK_PREDICTED,
+                                    .prefill_base_s = cfg.prefill_base_s,
+                                    .prefill_per_token_s = cfg.prefill_per_token_s};
+        rc = pkv_engine_init(&eng[made], &cfg.model, &cal, &eo, &bs, &e);
         if (rc) break;
-        eng[made].prefill_base_s = cfg.prefill_base_s;
-        eng[made].prefill_per_token_s = cfg.prefill_per_token_s;
         rc = pkv_sim_init(&sim[made], &cfg, &eng[made], &sink, NULL, &e);
         sims[made] = &sim[made];
         if (rc) pkv_engine_free(&eng[made]);
