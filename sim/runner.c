@@ -118,19 +118,21 @@ static int replica_itl(void *ctx, int64_t id, double gap, pkv_err *e) {
 }
 
 /* The experiment's calibration with its route.overrides. */
-/* An engine's options from an experiment (or a pool's) under the run's clock; the run's
- * record decides what its steps plan. */
-static pkv_engine_opts engine_opts(const pkv_config *c, pkv_clock_source clock, bool plan_needed) {
+/* An engine's options: its serving settings from c (the experiment, or a fleet pool's
+ * configuration), the run's own from run (its checks, the oracle's runs, the prefill's
+ * measurement), under the run's clock; the run's record decides what its steps plan. */
+static pkv_engine_opts engine_opts(const pkv_config *c, const pkv_config *run,
+                                   pkv_clock_source clock, bool plan_needed) {
     pkv_engine_opts eo = {.policy = c->policy,
                           .bucket_mode = (pkv_bucket_mode)c->bucket_mode,
                           .cap_rows = c->max_active,
                           .clock = clock,
-                          .check_every = c->check_every,
-                          .check_first = c->check_first,
-                          .oracle_reps = c->oracle_repeats,
+                          .check_every = run->check_every,
+                          .check_first = run->check_first,
+                          .oracle_reps = run->oracle_repeats,
                           .prefill_base_s = c->prefill_base_s,
                           .prefill_per_token_s = c->prefill_per_token_s,
-                          .prefill_measure = c->prefill_measure,
+                          .prefill_measure = run->prefill_measure,
                           .plan_needed = plan_needed,
                           .host = c->engine.host,
                           .spec = c->spec};
@@ -325,11 +327,8 @@ static int run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_sp
                 if (made[j] && same_weights(ci, np ? cfg->fleet.pools[q].cfg : cfg))
                     bi.weights_from = eng[j].backend;
             }
-            /* the pool's own settings, the run's checks, oracle and prefill measurement */
-            pkv_engine_opts eo = engine_opts(ci, eng0->opts.clock, eng0->opts.plan_needed);
-            eo.check_every = eng0->opts.check_every, eo.check_first = eng0->opts.check_first;
-            eo.oracle_reps = eng0->opts.oracle_reps;
-            eo.prefill_measure = eng0->opts.prefill_measure;
+            const pkv_engine_opts eo =
+                engine_opts(ci, cfg, eng0->opts.clock, eng0->opts.plan_needed);
             if (pkv_engine_init(en, &ci->model, np ? &pcal[p] : cal, &eo, &bi, e)) {
                 char msg[sizeof e->msg];
                 memcpy(msg, e->msg, sizeof msg);
@@ -515,8 +514,8 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
         .layers_measured = cfg->layers_measured,
         .log = log_line,
     };
-    const pkv_engine_opts eo =
-        engine_opts(cfg, (pkv_clock_source)clock, !o->record || cfg->record >= PKV_RECORD_REQUESTS);
+    const pkv_engine_opts eo = engine_opts(cfg, cfg, (pkv_clock_source)clock,
+                                           !o->record || cfg->record >= PKV_RECORD_REQUESTS);
     if (pkv_engine_init(&eng, &cfg->model, &cal, &eo, &bs, e)) {
         pkv_calib_free(&cal);
         return -1;

@@ -194,7 +194,8 @@ static int sweep_shape(pkvk_ctx *ctx, pkv_calib *cal, const pkvk_shape *s, const
         pkv_kcase_free(&kc);
         return 1;
     }
-    for (int run = 0; run < PKV_ROUTE_COUNT + (forced ? 6 : 0) && !rc && *n < MAX_POINTS; run++) {
+    const int n_forced = forced ? 2 * (int)(sizeof splits / sizeof splits[0]) : 0;
+    for (int run = 0; run < PKV_ROUTE_COUNT + n_forced && !rc && *n < MAX_POINTS; run++) {
         const pkvk_plan *p;
         if (run < PKV_ROUTE_COUNT && !pkvk_route_built((pkv_route)run)) continue;
         if (run < PKV_ROUTE_COUNT && fp8 && pkv_route_is_flashinfer((pkv_route)run)) continue;
