@@ -234,7 +234,11 @@ static int forward(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *pl
                      .block_table = b->bt,
                      .bt_stride = b->bt_stride,
                      .seq_lens = b->lens,
-                     .sm_scale = 1.0f / sqrtf((float)s->d)},
+                     .sm_scale = 1.0f / sqrtf((float)s->d),
+                     .k_scale = b->k_scale, /* FP8: 1 on every page and head */
+                     .v_scale = b->v_scale,
+                     .k_scale_all = b->k_scale ? 1.0f : 0.0f,
+                     .v_scale_all = b->v_scale ? 1.0f : 0.0f},
                     plan,
                     check,
                     capture,
@@ -450,11 +454,15 @@ static int prefill_model(cuda_backend *b, const pkv_prefill_view *p, double *t_d
     return 0;
 }
 
-/* FP8 pools: each page and KV head's scales of K and V, as the cpu backend's. */
-static int make_fp8_scales(cuda_backend *b, size_t bytes) {
+/* FP8 pools: each page and KV head's scales of K and V, as the cpu backend's; unit: 1
+ * everywhere (a full model's pools, kernels/pkvk_model.h). */
+static int make_fp8_scales(cuda_backend *b, size_t bytes, int unit) {
     float *h = malloc(2 * bytes); /* K's, then V's */
     int rc = h ? PKVK_OK : PKVK_ERR_OUT_OF_MEMORY;
-    if (!rc) pkv_tensors_fp8_scales(h, h + bytes / 4, bytes / 4);
+    if (!rc && unit)
+        for (size_t i = 0; i < bytes / 2; i++) h[i] = 1.0f;
+    else if (!rc)
+        pkv_tensors_fp8_scales(h, h + bytes / 4, bytes / 4);
     if (!rc) rc = pkvk_malloc((void **)&b->k_scale, bytes);
     if (!rc) rc = pkvk_malloc((void **)&b->v_scale, bytes);
     if (!rc) rc = pkvk_h2d(b->k_scale, h, bytes);
@@ -625,7 +633,7 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec
                      (size_t)n_pages * s->hkv * s->page_size * s->d * pkvk_dtype_bytes(s->kv_dtype),
                  scales = s->kv_dtype == PKVK_FP8_E4M3 ? (size_t)n_pages * s->hkv * 4 : 0;
     const size_t pools = dense ? pkvk_model_bytes(&ms, cap_tokens, max_prompt, n_pages) -
-                                     (donor ? pkvk_model_weight_bytes(&ms) : 0)
+                                     (donor ? pkvk_model_weight_bytes(&ms) : 0) + 2 * scales
                                : 2 * (pool + scales);
     size_t rows = (size_t)cap_rows * s->hq * s->d;
     size_t need = pools + rows * 8 + (size_t)SRC_ROWS * (2 * s->hkv + s->hq) * s->d * 2 +
@@ -692,6 +700,7 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec
         if (!rc) {
             b->k = pkvk_model_kv(b->model, 0, 0); /* the prologue's append lands in layer 0 */
             b->v = pkvk_model_kv(b->model, 0, 1);
+            if (scales) rc = make_fp8_scales(b, scales, 1);
             b->att_ev = calloc(2 * (size_t)b->layers, sizeof *b->att_ev);
             if (use_graph) b->graphs = calloc((size_t)graph_slots(cap_rows), sizeof *b->graphs);
             if (!b->att_ev || (use_graph && !b->graphs)) rc = PKVK_ERR_OUT_OF_MEMORY;
@@ -700,7 +709,7 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec
     } else {
         if (!rc) rc = pkvk_malloc((void **)&b->k, pool);
         if (!rc) rc = pkvk_malloc((void **)&b->v, pool);
-        if (!rc && scales) rc = make_fp8_scales(b, scales);
+        if (!rc && scales) rc = make_fp8_scales(b, scales, 0);
     }
     if (!rc) rc = pkvk_malloc((void **)&b->q, rows * 2);
     if (!rc) rc = pkvk_malloc((void **)&b->o, rows * 2);

@@ -26,10 +26,10 @@ int pkv_backend_supports(pkv_backend_kind k, const pkv_model *m, pkv_err *e) {
     const pkv_backend_kind kind = pkv_backend_resolve(k);
     const pkvk_shape s = pkv_model_attn_shape(m);
     const bool fp16 = s.dtype == PKVK_FP16 && s.kv_dtype == PKVK_FP16, study = !pkv_model_dense(m);
-    /* the GPU's attention kernels also run BF16 queries, and KV of the queries' type or
-     * FP8: the study layer's */
+    /* the GPU's kernels also run BF16, and KV of the activations' type or FP8: the study
+     * layer and the served model (kernels/pkvk_model.h) */
     const bool typed = (s.dtype == PKVK_FP16 || s.dtype == PKVK_BF16) &&
-                       (s.kv_dtype == s.dtype || s.kv_dtype == PKVK_FP8_E4M3) && study;
+                       (s.kv_dtype == s.dtype || s.kv_dtype == PKVK_FP8_E4M3);
     if (kind != PKV_BACKEND_MODEL && pkv_model_moe_layers(m))
         return pkv_fail(e,
                         "model %s: a mixture of experts (model.experts %d) runs on the model "
@@ -37,7 +37,7 @@ int pkv_backend_supports(pkv_backend_kind k, const pkv_model *m, pkv_err *e) {
                         "built yet",
                         m->name, m->experts, pkv_backend_names[kind]);
     if (kind == PKV_BACKEND_MODEL || (kind == PKV_BACKEND_CPU && (fp16 || study))) return 0;
-    if (!fp16 && !typed)
+    if (kind == PKV_BACKEND_CPU || !typed)
         return pkv_fail(e,
                         "model %s: model.dtype %s with model.kv_dtype %s runs on the model "
                         "backend (its cost counts the KV type's bytes) and, for the study layer, "
@@ -45,8 +45,7 @@ int pkv_backend_supports(pkv_backend_kind k, const pkv_model *m, pkv_err *e) {
                         m->name, pkvk_dtype_names[s.dtype], pkvk_dtype_names[s.kv_dtype],
                         kind == PKV_BACKEND_CPU
                             ? "the cpu backend's full model runs FP16 only"
-                            : "the cuda backend runs FP16, and the study layer in BF16 and over "
-                              "FP8 KV");
+                            : "the cuda backend runs FP16 or BF16 with KV of that type or FP8");
     const int g = s.hq / s.hkv;
     if ((s.d == 64 || s.d == 128 || s.d == 256) && g >= 1 && g <= 8) return 0;
     return pkv_fail(e,

@@ -23,7 +23,9 @@ pkvk_model_shape pkv_model_gpu_shape(const pkv_model *m) {
                               s.page_size,
                               (float)m->rope_theta,
                               (float)m->norm_eps,
-                              m->prefill_attn};
+                              m->prefill_attn,
+                              s.dtype,
+                              s.kv_dtype};
 }
 
 double pkv_gemm_time(const pkv_calib *c, double m, double k, double n) {

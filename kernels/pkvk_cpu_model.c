@@ -58,8 +58,9 @@ void pkvk_cpu_model_destroy(pkvk_cpu_model *m) {
 int pkvk_cpu_model_create(pkvk_cpu_model **out, const pkvk_model_shape *s, int32_t cap_rows,
                           int32_t cap_tokens, int32_t n_pages, uint64_t seed) {
     *out = NULL;
-    if (s->layers < 1 || s->layers > 1024 || s->hq % s->hkv || s->d % 2 ||
-        s->d > PKVK_MAX_HEAD_DIM || s->hidden <= 0 || cap_rows < 1 || cap_tokens < cap_rows)
+    if (s->dtype != PKVK_FP16 || s->kv_dtype != PKVK_FP16 || s->layers < 1 || s->layers > 1024 ||
+        s->hq % s->hkv || s->d % 2 || s->d > PKVK_MAX_HEAD_DIM || s->hidden <= 0 || cap_rows < 1 ||
+        cap_tokens < cap_rows)
         return PKVK_ERR_UNSUPPORTED;
     pkvk_cpu_model *m = calloc(1, sizeof *m);
     if (!m) return PKVK_ERR_OUT_OF_MEMORY;

@@ -31,12 +31,14 @@ int pkvk_fi_launch(pkvk_fi *f, const pkvk_batch *b, const pkvk_plan *p, int *lau
 
 /* The model's prefill attention on FlashInfer's batch prefill kernel over the paged
  * cache, causal (pkvk_fi_prefill.cu): prompt pieces of a chunk attend to their
- * prompts' pages up to their own positions. Queries and outputs [tokens][hq][d]. */
+ * prompts' pages up to their own positions. Queries and outputs [tokens][hq][d] of
+ * type dtype (pkvk_dtype FP16 or BF16), the pages of dtype's type or FP8 E4M3 (kv_dtype;
+ * scale 1). */
 typedef struct pkvk_fi_prefill pkvk_fi_prefill;
 /* Device and pinned bytes one takes. At most cap_pieces pieces a plan. */
 size_t pkvk_fi_prefill_bytes(int32_t cap_pieces);
 int pkvk_fi_prefill_create(const pkvk_ctx *c, pkvk_fi_prefill **f, int hq, int hkv, int d,
-                           int page_size, int32_t cap_pieces);
+                           int page_size, int dtype, int kv_dtype, int32_t cap_pieces);
 void pkvk_fi_prefill_destroy(pkvk_fi_prefill *f);
 /* Plan n pieces (host arrays): piece k is tokens [qo_indptr[k], qo_indptr[k + 1]) of
  * the chunk and its prompt's pages [kv_indptr[k], kv_indptr[k + 1]) of the device

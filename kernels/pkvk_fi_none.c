@@ -32,7 +32,7 @@ size_t pkvk_fi_prefill_bytes(int32_t cap_pieces) {
     return 0;
 }
 int pkvk_fi_prefill_create(const pkvk_ctx *c, pkvk_fi_prefill **f, int hq, int hkv, int d,
-                           int page_size, int32_t cap_pieces) {
+                           int page_size, int dtype, int kv_dtype, int32_t cap_pieces) {
     *f = 0;
     return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, not_built);
 }

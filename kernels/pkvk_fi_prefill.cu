@@ -2,8 +2,11 @@
 // cache (pkvk_fi.h): causal, each piece's queries at its prompt's last positions, the
 // keys and values read in place from the layer's pages, planned by FlashInfer's own
 // PrefillPlan as its prefill wrapper does (split over the keys where the pieces give
-// too few CTAs, merged by FlashInfer).
+// too few CTAs, merged by FlashInfer); queries and outputs FP16 or BF16, the pages of
+// their type or FP8 E4M3 at scale 1 (FlashInfer widens the codes in shared memory).
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <flashinfer/attention/default_prefill_params.cuh>
 #include <flashinfer/attention/prefill.cuh>
@@ -20,13 +23,14 @@
 
 namespace {
 constexpr uint32_t kHeadDim = 128;
-using Params = fi::BatchPrefillPagedParams<half, half, half, int32_t>;
+template <class DQ, class DKV> using Params = fi::BatchPrefillPagedParams<DQ, DKV, DQ, int32_t>;
 using Variant = fi::DefaultAttention<false, false, false, false>;
 // The prefill wrapper's float workspace holds the split's partial outputs; the plan
 // fails with FlashInfer's message if a plan would need more.
 constexpr size_t kFloatBytes = 64u << 20, kIntBytes = 8u << 20;
 
-template <uint32_t TILE> cudaError_t launch(Params &p, half *tmp_v, float *tmp_s, cudaStream_t st) {
+template <uint32_t TILE, class DQ, class DKV>
+cudaError_t launch(Params<DQ, DKV> &p, DQ *tmp_v, float *tmp_s, cudaStream_t st) {
     return fi::BatchPrefillWithPagedKVCacheDispatched<
         /*SAME_KV_STRIDES=*/true, TILE, kHeadDim, kHeadDim, fi::PosEncodingMode::kNone,
         /*USE_FP16_QK_REDUCTION=*/false, fi::MaskMode::kCausal, /*USE_TOKEN_HEAD_SF=*/false,
@@ -36,7 +40,7 @@ template <uint32_t TILE> cudaError_t launch(Params &p, half *tmp_v, float *tmp_s
 
 struct pkvk_fi_prefill {
     cudaStream_t stream;
-    int hq, hkv, ps;
+    int hq, hkv, ps, dtype, kv_dtype;
     int32_t cap, n, tokens;
     void *float_ws, *int_ws, *int_host;
     int32_t *meta_h, *meta_d; // qo_indptr [cap + 1], kv_indptr [cap + 1], last [cap]
@@ -49,7 +53,8 @@ extern "C" size_t pkvk_fi_prefill_bytes(int32_t cap_pieces) {
 }
 
 extern "C" int pkvk_fi_prefill_create(const pkvk_ctx *c, pkvk_fi_prefill **out, int hq, int hkv,
-                                      int d, int page_size, int32_t cap_pieces) {
+                                      int d, int page_size, int dtype, int kv_dtype,
+                                      int32_t cap_pieces) {
     *out = nullptr;
     const int G = hkv > 0 ? hq / hkv : 0;
     if (d != (int)kHeadDim || hq % hkv || !pkv_flashinfer_group(G))
@@ -58,6 +63,7 @@ extern "C" int pkvk_fi_prefill_create(const pkvk_ctx *c, pkvk_fi_prefill **out, 
     pkvk_fi_prefill *f = new (std::nothrow) pkvk_fi_prefill();
     if (!f) return PKVK_ERR_OUT_OF_MEMORY;
     f->stream = c->stream, f->hq = hq, f->hkv = hkv, f->ps = page_size, f->cap = cap_pieces;
+    f->dtype = dtype, f->kv_dtype = kv_dtype;
     const size_t meta = (3 * (size_t)cap_pieces + 2) * sizeof(int32_t);
     int rc = pkvk_malloc(&f->float_ws, kFloatBytes);
     if (!rc) rc = pkvk_malloc(&f->int_ws, kIntBytes);
@@ -111,24 +117,24 @@ extern "C" int pkvk_fi_prefill_plan(pkvk_fi_prefill *f, int n, const int32_t *qo
     return PKVK_OK;
 }
 
-extern "C" int pkvk_fi_prefill_run(pkvk_fi_prefill *f, const void *q, const void *k_pool,
-                                   const void *v_pool, void *o) {
+template <class DQ, class DKV>
+static int run(pkvk_fi_prefill *f, const void *q, const void *k_pool, const void *v_pool, void *o) {
     int32_t *qo = f->meta_d, *kvi = qo + f->cap + 1, *lp = kvi + f->cap + 1;
-    fi::paged_kv_t<half, int32_t> kv(f->hkv, f->ps, kHeadDim, f->n, fi::QKVLayout::kHND,
-                                     (half *)k_pool, (half *)v_pool, (int32_t *)f->pages, kvi, lp);
-    Params p((half *)q, kv, nullptr, qo, nullptr, nullptr, (half *)o, nullptr, nullptr, f->hq,
-             f->hq * (int32_t)kHeadDim, (int32_t)kHeadDim, /*window_left=*/-1,
-             /*logits_soft_cap=*/0.f, 1.f / sqrtf((float)kHeadDim), /*rope_scale=*/1.f,
-             /*rope_theta=*/1e4f);
+    fi::paged_kv_t<DKV, int32_t> kv(f->hkv, f->ps, kHeadDim, f->n, fi::QKVLayout::kHND,
+                                    (DKV *)k_pool, (DKV *)v_pool, (int32_t *)f->pages, kvi, lp);
+    Params<DQ, DKV> p((DQ *)q, kv, nullptr, qo, nullptr, nullptr, (DQ *)o, nullptr, nullptr, f->hq,
+                      f->hq * (int32_t)kHeadDim, (int32_t)kHeadDim, /*window_left=*/-1,
+                      /*logits_soft_cap=*/0.f, 1.f / sqrtf((float)kHeadDim), /*rope_scale=*/1.f,
+                      /*rope_theta=*/1e4f);
     const fi::PrefillPlanInfo &pi = f->info;
-    half *tmp_v;
+    DQ *tmp_v;
     float *tmp_s;
     set_plan_arrays(f->int_ws, f->float_ws, pi, p, &tmp_v, &tmp_s);
     p.qo_tile_indices = fi::GetPtrFromBaseOffset<int32_t>(f->int_ws, pi.qo_tile_indices_offset);
     p.max_total_num_rows = (uint32_t)pi.total_num_rows;
     if (pi.split_kv)
         p.merge_indptr = fi::GetPtrFromBaseOffset<int32_t>(f->int_ws, pi.merge_indptr_offset);
-    int rc = guarded("FlashInfer batch prefill (causal)", [&] {
+    return guarded("FlashInfer batch prefill (causal)", [&] {
         switch (pi.cta_tile_q) {
         case 16:
             return launch<16>(p, tmp_v, tmp_s, f->stream);
@@ -138,6 +144,15 @@ extern "C" int pkvk_fi_prefill_run(pkvk_fi_prefill *f, const void *q, const void
             return launch<128>(p, tmp_v, tmp_s, f->stream);
         }
     });
+}
+
+extern "C" int pkvk_fi_prefill_run(pkvk_fi_prefill *f, const void *q, const void *k_pool,
+                                   const void *v_pool, void *o) {
+    const bool bf = f->dtype == PKVK_BF16, fp8 = f->kv_dtype == PKVK_FP8_E4M3;
+    int rc = fp8  ? (bf ? run<__nv_bfloat16, __nv_fp8_e4m3>(f, q, k_pool, v_pool, o)
+                        : run<half, __nv_fp8_e4m3>(f, q, k_pool, v_pool, o))
+             : bf ? run<__nv_bfloat16, __nv_bfloat16>(f, q, k_pool, v_pool, o)
+                  : run<half, half>(f, q, k_pool, v_pool, o);
     if (rc) return rc;
     PKVK_CK_LAUNCH();
     return PKVK_OK;

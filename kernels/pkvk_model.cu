@@ -23,7 +23,7 @@ static norm_in norm_of(pkvk_model *m, int rows) {
 static int norm_rows(pkvk_model *m, int rows) {
     const pkvk_model_shape *s = &m->s;
     if (rows <= PKVK_NORM_FUSED_ROWS) return PKVK_OK;
-    return inv_rms(m->ctx->stream, m->x, m->inv, rows, s->hidden, s->eps);
+    return inv_rms(m->ctx->stream, s->dtype, m->x, m->inv, rows, s->hidden, s->eps);
 }
 // The norm of rows from `first` on.
 static norm_in rows_from(norm_in n, int first) {
@@ -39,27 +39,30 @@ static int layer_post(pkvk_model *m, int l, int rows, const uint16_t *o) {
     if (over(m, rows)) return PKVK_ERR_INVALID;
     if (rows == 0) return PKVK_OK;
     const int hd = s->hq * s->d, h = s->hidden;
-    int rc = gemm(m->h, rows, h, hd, (const __half *)o, hd, W(m, l, PKVK_W_O), h, m->x, h, 1.f);
+    int rc =
+        gemm(m->h, m->ct, rows, h, hd, (const elem16 *)o, hd, W(m, l, PKVK_W_O), h, m->x, h, 1.f);
     if (!rc) rc = norm_rows(m, rows);
     if (!rc) /* y = x W'_GU: the norm's weights folded in, its 1 / rms applied by the SiLU */
-        rc = gemm(m->h, rows, 2 * s->inter, h, m->x, h, W(m, l, PKVK_W_GU), 2 * s->inter, m->y,
-                  2 * s->inter, 0.f);
-    if (!rc) rc = silu_mul(m->ctx->stream, m->y, m->a, rows, s->inter, norm_of(m, rows));
+        rc = gemm(m->h, m->ct, rows, 2 * s->inter, h, m->x, h, W(m, l, PKVK_W_GU), 2 * s->inter,
+                  m->y, 2 * s->inter, 0.f);
+    if (!rc) rc = silu_mul(m->ctx->stream, s->dtype, m->y, m->a, rows, s->inter, norm_of(m, rows));
     if (!rc)
-        rc = gemm(m->h, rows, h, s->inter, m->a, s->inter, W(m, l, PKVK_W_DOWN), h, m->x, h, 1.f);
+        rc = gemm(m->h, m->ct, rows, h, s->inter, m->a, s->inter, W(m, l, PKVK_W_DOWN), h, m->x, h,
+                  1.f);
     return rc;
 }
 
 // Final norm over rows of src (already gathered), LM head and argmax into tok, in
 // groups of PKVK_MODEL_HEAD_ROWS.
-static int head(pkvk_model *m, const __half *src, int rows, int32_t *tok) {
+static int head(pkvk_model *m, const elem16 *src, int rows, int32_t *tok) {
     const pkvk_model_shape *s = &m->s;
-    int rc = rmsnorm(m->ctx->stream, src, m->xn, W(m, -1, PKVK_W_NORM), rows, s->hidden, s->eps);
+    int rc = rmsnorm(m->ctx->stream, s->dtype, src, m->xn, W(m, -1, PKVK_W_NORM), rows, s->hidden,
+                     s->eps);
     for (int r0 = 0; !rc && r0 < rows; r0 += PKVK_MODEL_HEAD_ROWS) {
         int n = rows - r0 < PKVK_MODEL_HEAD_ROWS ? rows - r0 : PKVK_MODEL_HEAD_ROWS;
-        rc = gemm(m->h, n, s->vocab, s->hidden, m->xn + (size_t)r0 * s->hidden, s->hidden,
+        rc = gemm(m->h, m->ct, n, s->vocab, s->hidden, m->xn + (size_t)r0 * s->hidden, s->hidden,
                   W(m, -1, PKVK_W_HEAD), s->vocab, m->logits, s->vocab, 0.f);
-        if (!rc) rc = argmax(m->ctx->stream, m->logits, n, s->vocab, tok + r0);
+        if (!rc) rc = argmax(m->ctx->stream, s->dtype, m->logits, n, s->vocab, tok + r0);
     }
     m->last_rows = rows;
     return rc;
@@ -94,13 +97,15 @@ extern "C" int pkvk_model_prefill(pkvk_model *m, int n, const int32_t *lens, con
 int pkvkm::layer_gemms(pkvk_model *m, int l, int rows) {
     const pkvk_model_shape *s = &m->s;
     const int qkvw = (s->hq + 2 * s->hkv) * s->d, hd = s->hq * s->d, h = s->hidden;
-    int rc = gemm(m->h, rows, qkvw, h, m->xn, h, W(m, l, PKVK_W_QKV), qkvw, m->qkv, qkvw, 0.f);
-    if (!rc) rc = gemm(m->h, rows, h, hd, m->o, hd, W(m, l, PKVK_W_O), h, m->x, h, 1.f);
+    int rc =
+        gemm(m->h, m->ct, rows, qkvw, h, m->xn, h, W(m, l, PKVK_W_QKV), qkvw, m->qkv, qkvw, 0.f);
+    if (!rc) rc = gemm(m->h, m->ct, rows, h, hd, m->o, hd, W(m, l, PKVK_W_O), h, m->x, h, 1.f);
     if (!rc)
-        rc = gemm(m->h, rows, 2 * s->inter, h, m->xn, h, W(m, l, PKVK_W_GU), 2 * s->inter, m->y,
-                  2 * s->inter, 0.f);
+        rc = gemm(m->h, m->ct, rows, 2 * s->inter, h, m->xn, h, W(m, l, PKVK_W_GU), 2 * s->inter,
+                  m->y, 2 * s->inter, 0.f);
     if (!rc)
-        rc = gemm(m->h, rows, h, s->inter, m->a, s->inter, W(m, l, PKVK_W_DOWN), h, m->x, h, 1.f);
+        rc = gemm(m->h, m->ct, rows, h, s->inter, m->a, s->inter, W(m, l, PKVK_W_DOWN), h, m->x, h,
+                  1.f);
     return rc;
 }
 
@@ -111,8 +116,8 @@ extern "C" int pkvk_model_warmup(pkvk_model *m) {
     for (int w = 1; w <= m->cap_tokens; w += w < 16 ? 1 : w < 512 ? 8 : w < 2048 ? 32 : 128) {
         int rc = layer_gemms(m, 0, w);
         if (!rc && w <= PKVK_MODEL_HEAD_ROWS)
-            rc = gemm(m->h, w, m->s.vocab, m->s.hidden, m->xn, m->s.hidden, W(m, -1, PKVK_W_HEAD),
-                      m->s.vocab, m->logits, m->s.vocab, 0.f);
+            rc = gemm(m->h, m->ct, w, m->s.vocab, m->s.hidden, m->xn, m->s.hidden,
+                      W(m, -1, PKVK_W_HEAD), m->s.vocab, m->logits, m->s.vocab, 0.f);
         if (rc) return rc;
     }
     int most = m->cap_tokens < m->max_prompt ? m->cap_tokens : m->max_prompt;
@@ -161,7 +166,7 @@ static int op_qkv(void *self, int l, const pkvk_fwd_in *in) {
     const int rows = in->rows + in->T, qkvw = (s->hq + 2 * s->hkv) * s->d;
     int rc = norm_rows(m, rows);
     return rc ? rc
-              : gemm(m->h, rows, qkvw, s->hidden, m->x, s->hidden, W(m, l, PKVK_W_QKV), qkvw,
+              : gemm(m->h, m->ct, rows, qkvw, s->hidden, m->x, s->hidden, W(m, l, PKVK_W_QKV), qkvw,
                      m->qkv, qkvw, 0.f);
 }
 
@@ -172,13 +177,13 @@ static int op_rope(void *self, int l, const pkvk_fwd_in *in) {
     const pkvk_model_shape *s = &m->s;
     const int rows = in->rows, T = in->T, qkvw = (s->hq + 2 * s->hkv) * s->d;
     const norm_in nin = norm_of(m, rows + T);
-    __half *kp = (__half *)pkvk_model_kv(m, l, 0), *vp = (__half *)pkvk_model_kv(m, l, 1);
+    void *kp = pkvk_model_kv(m, l, 0), *vp = pkvk_model_kv(m, l, 1);
     segs_t none;
     none.n = 0;
     int rc = PKVK_OK;
     if (rows > 0)
         rc = rope_append(m->ctx->stream, false, s, rows, m->qkv, in->lens, in->block_table,
-                         in->bt_stride, nullptr, none, m->cap_tokens, 1, kp, vp, (__half *)in->q,
+                         in->bt_stride, nullptr, none, m->cap_tokens, 1, kp, vp, (elem16 *)in->q,
                          nin);
     if (!rc && T > 0)
         rc = rope_append(m->ctx->stream, true, s, T, m->qkv + (size_t)rows * qkvw, nullptr, nullptr,

@@ -4,10 +4,14 @@
  * K/V append into the layer's own pages, [attention: a route of pkvk_run.h, or the
  * prefill attention here], the output projection onto the residual, RMSNorm, the
  * gated MLP (gate and up in one GEMM, SiLU(gate) * up, down onto the residual); after
- * the last layer the final RMSNorm, the LM head and greedy sampling (argmax). GEMMs
- * are cuBLAS, FP16 in and out with FP32 accumulation; the small kernels compute in
- * FP32. Weights are FP16 drawn on the device from pkvk_model_weight (below), so a
- * CPU reference can rebuild every value; they stay resident. The two RMSNorms of a
+ * the last layer the final RMSNorm, the LM head and greedy sampling (argmax). Weights
+ * and activations are in the shape's dtype, FP16 or BF16; GEMMs are cuBLAS, that type
+ * in and out with FP32 accumulation; the small kernels compute in FP32. Weights are
+ * drawn on the device from pkvk_model_weight (below), so a CPU reference can rebuild
+ * every value; they stay resident. The K/V pools hold the shape's kv_dtype: the
+ * activations' type, or FP8 E4M3 codes at scale 1 for every page and head (vLLM's
+ * FP8 cache without calibrated scales: code = value, rounded, saturating at 448), so
+ * that the routes read them with unit scales. The two RMSNorms of a
  * layer are folded into the GEMMs after them, as RMSNorm(x) W = (x W') / rms(x) with
  * W' = diag(w) W (their weights multiplied into the QKV and gate/up rows once, at
  * creation): the GEMM reads the residual stream x itself and the kernel that reads
@@ -25,10 +29,12 @@
  * attention is causal over each prompt's own tokens, on tensor cores, by one of two
  * kernels (pkvk_model_shape.prefill_attn):
  *  - FlashInfer's batch prefill over the paged cache (fused: scores stay on chip;
- *    builds with FlashInfer, head dimension 128, GQA group 1, 2, 4 or 8);
+ *    builds with FlashInfer, head dimension 128, GQA group 1, 2, 4 or 8; FP8 pages
+ *    widened in shared memory);
  *  - cuBLAS: per query block, S = Q K^T over the keys up to the block's last
- *    position (FP32), a causal softmax into P (FP16), O = P V, the keys and values
- *    gathered from the pages first (every build and shape; materializes the scores). */
+ *    position (FP32), a causal softmax into P (dtype), O = P V, the keys and values
+ *    gathered from the pages first, FP8 codes widened to dtype (every build and shape;
+ *    materializes the scores). */
 #ifndef PKVK_MODEL_H
 #define PKVK_MODEL_H
 
@@ -57,6 +63,8 @@ typedef struct pkvk_model_shape {
     int page_size;
     float rope_theta, eps;
     int prefill_attn; /* PKVK_PREFILL_*: the prefill attention's kernel */
+    int dtype;        /* pkvk_dtype of the weights and activations: FP16 (0) or BF16 */
+    int kv_dtype;     /* pkvk_dtype of the K/V pools: dtype's, or FP8 E4M3 at scale 1 */
 } pkvk_model_shape;
 
 enum {
@@ -86,7 +94,7 @@ enum {
 
 /* Element i of tensor t of layer l (l = -1: model-level): the norms' weights are
  * 1 + u/8, the others u / sqrt(fan-in), with u uniform in [-1, 1) from a hash of
- * (seed, l, t, i); the FP16 rounding of this value is what the GPU holds. */
+ * (seed, l, t, i); its rounding to the model's dtype is what the GPU holds. */
 static inline PKVK_HD float pkvk_model_weight(uint64_t seed, int l, int t, uint64_t i, int fan_in) {
     uint64_t x =
         seed ^ ((uint64_t)(l + 1) << 56) ^ ((uint64_t)t << 48) ^ (i * 0x9E3779B97F4A7C15ull);
@@ -142,7 +150,7 @@ int pkvk_model_create_sharing(const pkvk_ctx *c, pkvk_model **m, const pkvk_mode
                               int32_t cap_tokens, int32_t max_prompt, int32_t n_pages,
                               uint64_t seed, const pkvk_model *weights);
 void pkvk_model_destroy(pkvk_model *m);
-/* Layer l's K (v = 0) or V (v = 1) pool. */
+/* Layer l's K (v = 0) or V (v = 1) pool (kv_dtype; FP8: its bytes). */
 uint16_t *pkvk_model_kv(pkvk_model *m, int l, int v);
 
 /* The model's operations for the one forward (pkvk_forward.h): a decode step's rows
@@ -172,7 +180,7 @@ int pkvk_model_prefill(pkvk_model *m, int n, const int32_t *lens, const int32_t 
 int pkvk_model_warmup(pkvk_model *m);
 
 /* The last head's output (a step's or a prefill's), to host: logits [rows][vocab]
- * FP16 of the last group of at most PKVK_MODEL_HEAD_ROWS rows, and tokens of every
+ * (dtype) of the last group of at most PKVK_MODEL_HEAD_ROWS rows, and tokens of every
  * row (NULL: skip). Synchronous (tests). */
 enum { PKVK_MODEL_HEAD_ROWS = 256 };
 int pkvk_model_read(pkvk_model *m, int rows, uint16_t *logits, int32_t *tokens);
@@ -207,7 +215,8 @@ int pkvk_model_time_gemms_forward(pkvk_model *m, int rows, float *ms);
  * the K/V append (FP16) into the layer's own pages, the step's route through its CPU
  * mirror (pkvk_cpu_run) on those pages, a prompt piece's attention by the reference,
  * the output projection, RMSNorm, the gated MLP, then the final norm, the LM head and
- * argmax. Weights: pkvk_model_weight rounded to FP16, as the GPU holds them. Rows keep
+ * argmax. Weights: pkvk_model_weight rounded to FP16, as the GPU holds them (the mirror
+ * runs FP16 shapes only: dtype and kv_dtype 0). Rows keep
  * their last sampled tokens, and a prefill samples into them, as pkvk_model does (its
  * chunks of cap_tokens tokens or 64 pieces each sampling from row 0 on). */
 typedef struct pkvk_cpu_model pkvk_cpu_model;
@@ -243,7 +252,7 @@ int pkvk_model_set_tokens(pkvk_model *m, int rows, const int32_t *tokens);
 static inline PKVK_HD int pkvk_prompt_token(int req, int pos, int vocab) {
     return (int)(((unsigned)pos * 7919u + (unsigned)req * 104729u + 17u) % (unsigned)vocab);
 }
-/* The residual stream x [rows][hidden], to host (tests). */
+/* The residual stream x [rows][hidden] (dtype), to host (tests). */
 int pkvk_model_read_hidden(pkvk_model *m, int rows, uint16_t *x);
 
 #ifdef __cplusplus

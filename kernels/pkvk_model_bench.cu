@@ -39,15 +39,16 @@ extern "C" int pkvk_model_time_gemm(pkvk_model *m, int g, int rows, int reps, fl
     if (over(m, rows) || g < 0 || g > 4) return PKVK_ERR_INVALID;
     const int qkvw = (s->hq + 2 * s->hkv) * s->d, hd = s->hq * s->d, h = s->hidden;
     const int k[5] = {h, hd, h, s->inter, h}, n[5] = {qkvw, h, 2 * s->inter, h, s->vocab};
-    const __half *w[5] = {W(m, 0, PKVK_W_QKV), W(m, 0, PKVK_W_O), W(m, 0, PKVK_W_GU),
+    const elem16 *w[5] = {W(m, 0, PKVK_W_QKV), W(m, 0, PKVK_W_O), W(m, 0, PKVK_W_GU),
                           W(m, 0, PKVK_W_DOWN), W(m, -1, PKVK_W_HEAD)};
     if (g == 4 && rows > PKVK_MODEL_HEAD_ROWS) return PKVK_ERR_INVALID;
     // Operands from the activation buffers (each large enough), output to y / logits.
-    __half *out = g == 4 ? m->logits : g == 0 ? m->qkv : g == 2 ? m->y : m->x;
-    const __half *in = g == 1 ? m->o : g == 3 ? m->a : m->xn;
+    elem16 *out = g == 4 ? m->logits : g == 0 ? m->qkv : g == 2 ? m->y : m->x;
+    const elem16 *in = g == 1 ? m->o : g == 3 ? m->a : m->xn;
     return time_reps(
         m->ctx, reps,
-        [&] { return gemm(m->h, rows, n[g], k[g], in, k[g], w[g], n[g], out, n[g], 0.f); }, ms);
+        [&] { return gemm(m->h, m->ct, rows, n[g], k[g], in, k[g], w[g], n[g], out, n[g], 0.f); },
+        ms);
 }
 
 extern "C" int pkvk_model_time_prefill_attn(pkvk_model *m, int n, const int32_t *lens, int reps,
@@ -152,7 +153,7 @@ extern "C" int pkvk_time_square_gemm(const pkvk_ctx *ctx, int n, int reps, float
 }
 
 extern "C" int pkvk_time_square_gemms(const pkvk_ctx *ctx, int n, int count, int reps, float *ms) {
-    __half *a = nullptr, *b = nullptr, *c = nullptr;
+    elem16 *a = nullptr, *b = nullptr, *c = nullptr;
     cublasHandle_t h = nullptr;
     size_t bytes = (size_t)n * n * 2;
     int rc = pkvk_malloc((void **)&a, bytes);
@@ -167,7 +168,8 @@ extern "C" int pkvk_time_square_gemms(const pkvk_ctx *ctx, int n, int count, int
     }
     auto run = [&] {
         int rc = 0;
-        for (int i = 0; i < count && !rc; i++) rc = gemm(h, n, n, n, a, n, b, n, c, n, 0.f);
+        for (int i = 0; i < count && !rc; i++)
+            rc = gemm(h, CUDA_R_16F, n, n, n, a, n, b, n, c, n, 0.f);
         return rc;
     };
     if (!rc) rc = time_reps(ctx, reps, run, ms);

@@ -13,13 +13,13 @@ int cublas_fail(cublasStatus_t st, const char *what) {
 }
 
 // C (n x m, row-major, ldc) = A (n x k, row-major, lda) B (k x m, row-major, ldb)
-// (+ C with beta = 1): in cuBLAS's column-major terms C^T = B^T A^T.
-int gemm(cublasHandle_t h, int n, int m, int k, const __half *A, int lda, const __half *B, int ldb,
-         __half *C, int ldc, float beta) {
+// (+ C with beta = 1), all of type ct: in cuBLAS's column-major terms C^T = B^T A^T.
+int gemm(cublasHandle_t h, cudaDataType_t ct, int n, int m, int k, const elem16 *A, int lda,
+         const elem16 *B, int ldb, elem16 *C, int ldc, float beta) {
     const float one = 1.f;
     cublasStatus_t st =
-        cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, B, CUDA_R_16F, ldb, A, CUDA_R_16F,
-                     lda, &beta, C, CUDA_R_16F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, B, ct, ldb, A, ct, lda, &beta, C,
+                     ct, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     return st == CUBLAS_STATUS_SUCCESS ? PKVK_OK : cublas_fail(st, "cublasGemmEx");
 }
 

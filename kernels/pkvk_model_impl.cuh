@@ -5,7 +5,9 @@
 #pragma once
 
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include "pkvk_cuda.h"
 #include "pkvk_fi.h"
@@ -20,6 +22,40 @@ static inline int key_pad(int n) {
     return (n + KEY_PAD - 1) / KEY_PAD * KEY_PAD;
 }
 
+// The model's element types: weights and activations T (__half or __nv_bfloat16), the
+// K/V pools KT (T or __nv_fp8_e4m3, at scale 1). Buffers hold them as 16-bit words
+// (elem16) or, the pools, bytes; the kernels see the typed values.
+typedef uint16_t elem16;
+static __device__ __forceinline__ float to_f(__half v) {
+    return __half2float(v);
+}
+static __device__ __forceinline__ float to_f(__nv_bfloat16 v) {
+    return __bfloat162float(v);
+}
+static __device__ __forceinline__ float to_f(__nv_fp8_e4m3 v) {
+    return (float)v;
+}
+template <class T> static __device__ __forceinline__ T from_f(float f) {
+    return T(f); // __nv_fp8_e4m3: round to nearest, saturating at 448
+}
+template <> __device__ __forceinline__ __half from_f<__half>(float f) {
+    return __float2half_rn(f);
+}
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float f) {
+    return __float2bfloat16_rn(f);
+}
+// f(T{}) for the activations' type of dtype.
+template <class F> static inline auto with_t(int dtype, F &&f) {
+    return dtype == PKVK_BF16 ? f(__nv_bfloat16{}) : f(__half{});
+}
+// f(T{}, KT{}) for the shape's types.
+template <class F> static inline auto with_tk(const pkvk_model_shape *s, F &&f) {
+    return with_t(s->dtype, [&](auto t) {
+        using T = decltype(t);
+        return s->kv_dtype == PKVK_FP8_E4M3 ? f(t, __nv_fp8_e4m3{}) : f(t, T{});
+    });
+}
+
 // A forward's prompt pieces (pkvk_forward.h), launch parameters of the kernels that
 // read them.
 typedef pkvk_piece seg_t;
@@ -32,21 +68,22 @@ struct pkvk_model {
     int32_t kv_rows; // rows of kc and vc: max_prompt padded to KEY_PAD
     uint64_t seed;
     cublasHandle_t h;
-    __half *w;    // every weight, one allocation
-    int w_shared; // w is another model's (pkvk_model_create_sharing): not freed here
+    cudaDataType_t ct; // the GEMMs' type: CUDA_R_16F or CUDA_R_16BF (s.dtype)
+    elem16 *w;         // every weight, one allocation
+    int w_shared;      // w is another model's (pkvk_model_create_sharing): not freed here
     size_t off[1024][PKVK_W_LAYER_COUNT], off_embed, off_norm, off_head, w_elems;
-    __half *kv;                       // [layers][2][pool]
-    size_t pool;                      // elements of one pool
-    __half *x, *xn, *qkv, *o, *y, *a; // [cap_tokens][...]
+    unsigned char *kv;                // [layers][2][pool] (kv_dtype)
+    size_t pool;                      // bytes of one pool
+    elem16 *x, *xn, *qkv, *o, *y, *a; // [cap_tokens][...]
     float *inv;                       // [cap_tokens]: the rows' 1 / rms (norm_rows)
-    __half *logits;                   // [PKVK_MODEL_HEAD_ROWS][vocab]
+    elem16 *logits;                   // [PKVK_MODEL_HEAD_ROWS][vocab]
     int32_t *tok;                     // [cap_tokens]: each row's last sampled token
     pkvk_fi_prefill *fip;             // prefill attention on FlashInfer's kernel (else cuBLAS)
-    __half *qp;                 // prefill Q: FlashInfer [T][hq][d], cuBLAS [hkv][cap_tokens][G][d]
-    __half *op;                 // cuBLAS prefill: [hkv][cap_tokens][G][d]
-    __half *kc, *vc;            // cuBLAS prefill: [hkv][kv_rows][d]
+    elem16 *qp;                 // prefill Q: FlashInfer [T][hq][d], cuBLAS [hkv][cap_tokens][G][d]
+    elem16 *op;                 // cuBLAS prefill: [hkv][cap_tokens][G][d]
+    elem16 *kc, *vc;            // cuBLAS prefill: [hkv][kv_rows][d] (dtype)
     float *S;                   // cuBLAS prefill: scores
-    __half *P;                  // cuBLAS prefill: probabilities
+    elem16 *P;                  // cuBLAS prefill: probabilities
     int32_t *pages_h, *pages_d; // prefill: the batch's pages (pinned host, device)
     int last_rows;              // rows of the last head
 };
@@ -69,11 +106,12 @@ static __device__ inline float block_sum(float v, float *sh) {
     return r;
 }
 
-// 1 / rms of one row of x (the whole block takes part). A row of 8k halves takes 16
+// 1 / rms of one row of x (the whole block takes part). A row of 8k elements takes 16
 // bytes a load, up to ROW_LOADS loads a thread issued at once (a decode row is one L2
 // round trip, not one per element).
 enum { ROW_LOADS = 8 };
-static __device__ inline float row_inv_rms(const __half *__restrict__ xr, int hidden, float eps,
+template <class T>
+static __device__ inline float row_inv_rms(const T *__restrict__ xr, int hidden, float eps,
                                            float *sh) {
     float ss = 0.f;
     if (hidden % 8 == 0) {
@@ -88,17 +126,17 @@ static __device__ inline float row_inv_rms(const __half *__restrict__ xr, int hi
             }
 #pragma unroll
             for (int k = 0; k < ROW_LOADS; k++) {
-                const __half2 *h = reinterpret_cast<const __half2 *>(&u[k]);
+                const T *h = reinterpret_cast<const T *>(&u[k]);
 #pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    const float2 f = __half22float2(h[j]);
-                    ss += f.x * f.x + f.y * f.y;
+                for (int j = 0; j < 8; j++) {
+                    const float f = to_f(h[j]);
+                    ss += f * f;
                 }
             }
         }
     } else {
         for (int i = threadIdx.x; i < hidden; i += blockDim.x) {
-            const float v = __half2float(xr[i]);
+            const float v = to_f(xr[i]);
             ss += v * v;
         }
     }
@@ -110,13 +148,15 @@ static __device__ inline float row_inv_rms(const __half *__restrict__ xr, int hi
 // PKVK_NORM_FUSED_ROWS rows), else from the row itself (the block reduces it; x
 // NULL: no norm, 1).
 struct norm_in {
-    const __half *x = nullptr;
+    const elem16 *x = nullptr;
     const float *inv = nullptr;
     int hidden = 0;
     float eps = 0.f;
-    __device__ float scale(int row, float *sh) const {
+    template <class T> __device__ float scale(int row, float *sh) const {
         if (inv) return inv[row];
-        return x ? row_inv_rms(x + (size_t)row * hidden, hidden, eps, sh) : 1.f;
+        return x ? row_inv_rms(reinterpret_cast<const T *>(x) + (size_t)row * hidden, hidden, eps,
+                               sh)
+                 : 1.f;
     }
 };
 
@@ -124,37 +164,39 @@ struct norm_in {
 // pkvk_model_gemm.cu
 int cublas_fail(cublasStatus_t st, const char *what);
 // C (n x m, row-major, ldc) = A (n x k, row-major, lda) B (k x m, row-major, ldb)
-// (+ C with beta = 1): in cuBLAS's column-major terms C^T = B^T A^T.
-int gemm(cublasHandle_t h, int n, int m, int k, const __half *A, int lda, const __half *B, int ldb,
-         __half *C, int ldc, float beta);
+// (+ C with beta = 1), all of type ct: in cuBLAS's column-major terms C^T = B^T A^T.
+int gemm(cublasHandle_t h, cudaDataType_t ct, int n, int m, int k, const elem16 *A, int lda,
+         const elem16 *B, int ldb, elem16 *C, int ldc, float beta);
 
-// pkvk_model_norm.cu: y = x / rms(x) * w, one row a block; inv[row] = 1 / rms(x[row]).
-int rmsnorm(cudaStream_t st, const __half *x, __half *y, const __half *w, int rows, int hidden,
+// pkvk_model_norm.cu: y = x / rms(x) * w, one row a block; inv[row] = 1 / rms(x[row]);
+// x, y and w of type dtype.
+int rmsnorm(cudaStream_t st, int dtype, const elem16 *x, elem16 *y, const elem16 *w, int rows,
+            int hidden, float eps);
+int inv_rms(cudaStream_t st, int dtype, const elem16 *x, float *inv, int rows, int hidden,
             float eps);
-int inv_rms(cudaStream_t st, const __half *x, float *inv, int rows, int hidden, float eps);
 
 // pkvk_model_rope.cu: RoPE on q and k of `rows` rows of qkv, q to its place, k and v into
 // the pages (decode: by lens and the block table; prefill: by the pieces and pages).
 int rope_append(cudaStream_t st, bool prefill, const pkvk_model_shape *s, int rows,
-                const __half *qkv, const int32_t *lens, const int32_t *bt, int bt_stride,
-                const int32_t *pages, const segs_t &segs, int cap_tokens, int ragged, __half *kpool,
-                __half *vpool, __half *q, norm_in nin);
+                const elem16 *qkv, const int32_t *lens, const int32_t *bt, int bt_stride,
+                const int32_t *pages, const segs_t &segs, int cap_tokens, int ragged, void *kpool,
+                void *vpool, elem16 *q, norm_in nin);
 
-// pkvk_model_act.cu: a = silu(gate) * up, scaled by the rows' norm.
-int silu_mul(cudaStream_t st, const void *y, void *a, int rows, int inter, norm_in nin);
+// pkvk_model_act.cu: a = silu(gate) * up, scaled by the rows' norm (type dtype).
+int silu_mul(cudaStream_t st, int dtype, const void *y, void *a, int rows, int inter, norm_in nin);
 
 // pkvk_model_tokens.cu: embedding (tok: decode rows' tokens; NULL: the pieces' prompt
-// tokens), greedy sampling, and the rows that sample gathered.
-int embed(cudaStream_t st, const __half *emb, __half *x, const int32_t *tok, const segs_t &segs,
+// tokens), greedy sampling (logits of type dtype), and the rows that sample gathered.
+int embed(cudaStream_t st, const elem16 *emb, elem16 *x, const int32_t *tok, const segs_t &segs,
           int rows, int hidden, int vocab);
-int argmax(cudaStream_t st, const __half *logits, int rows, int vocab, int32_t *tok);
-int gather_rows(cudaStream_t st, const __half *x, __half *dst, const segs_t &segs, int heads,
+int argmax(cudaStream_t st, int dtype, const elem16 *logits, int rows, int vocab, int32_t *tok);
+int gather_rows(cudaStream_t st, const elem16 *x, elem16 *dst, const segs_t &segs, int heads,
                 int hidden);
 
 // pkvk_model_weights.cu: the model's memory and weights.
 // Tensor t of layer l (l < 0: the model's embedding, final norm, head); inline, as
 // the step's host path asks for it several times a layer.
-static inline __half *W(pkvk_model *m, int l, int t) {
+static inline elem16 *W(pkvk_model *m, int l, int t) {
     return m->w + (l < 0 ? (t == PKVK_W_EMBED  ? m->off_embed
                             : t == PKVK_W_NORM ? m->off_norm
                                                : m->off_head)
@@ -164,7 +206,7 @@ size_t score_floats(const pkvk_model_shape *s, int32_t max_prompt);
 
 // pkvk_model_prefill_attn.cu: a chunk's causal attention (FlashInfer's plan first).
 int plan_chunk(pkvk_model *m, const segs_t &segs);
-int chunk_attention(pkvk_model *m, int l, const segs_t &segs, int T, __half *o);
+int chunk_attention(pkvk_model *m, int l, const segs_t &segs, int T, elem16 *o);
 
 // pkvk_model.cu: the forward's pieces the benchmarks time.
 int over(pkvk_model *m, int rows);

@@ -6,20 +6,20 @@ namespace pkvkm {
 // One warp per (row, head of q, k and v), four heads a block: RoPE (rotate-half, at
 // the row's position) on q and k, then q to its place (decode and FlashInfer's
 // prefill: [rows][hq][d]; cuBLAS's prefill: [hkv][cap_tokens][G][d]) and k, v into
-// the layer's pages at the row's position.
+// the layer's pages at the row's position, as KT (the activations' type T, or FP8
+// codes at scale 1).
 enum { ROPE_HEADS = 4 };
-template <bool PREFILL>
+template <class T, class KT, bool PREFILL>
 static __global__ void
-rope_append_kernel(const __half *__restrict__ qkv, int hq, int hkv, int d, int ps, float theta,
+rope_append_kernel(const T *__restrict__ qkv, int hq, int hkv, int d, int ps, float theta,
                    const int32_t *__restrict__ lens, const int32_t *__restrict__ bt, int bt_stride,
                    const int32_t *__restrict__ pages, segs_t segs, int cap_tokens, int ragged,
-                   __half *__restrict__ kpool, __half *__restrict__ vpool, __half *__restrict__ q,
-                   norm_in nin) {
+                   KT *__restrict__ kpool, KT *__restrict__ vpool, T *__restrict__ q, norm_in nin) {
     const int r = blockIdx.x, hd = blockIdx.y * ROPE_HEADS + threadIdx.x / 32,
               lane = threadIdx.x % 32, W = (hq + 2 * hkv) * d;
     if (!PREFILL && lens[r] <= 0) return; // a row past the step's on a fixed grid (graph replay)
     __shared__ float sh[32];
-    const float sc = nin.scale(r, sh); // qkv is x W' (the norm folded): RMSNorm(x) W = sc x W'
+    const float sc = nin.scale<T>(r, sh); // qkv is x W' (the norm folded): RMSNorm(x) W = sc x W'
     if (hd >= hq + 2 * hkv) return;
     int pos, page;
     if (PREFILL) {
@@ -32,19 +32,20 @@ rope_append_kernel(const __half *__restrict__ qkv, int hq, int hkv, int d, int p
         pos = lens[r] - 1;
         page = bt[(size_t)r * bt_stride + pos / ps];
     }
-    const __half *src = qkv + (size_t)r * W + (size_t)hd * d;
-    __half *dst;
+    const T *src = qkv + (size_t)r * W + (size_t)hd * d;
+    T *qd = nullptr;
+    KT *kd = nullptr;
     if (hd < hq) {
         const int G = hq / hkv;
-        dst = PREFILL && !ragged ? q + (((size_t)(hd / G) * cap_tokens + r) * G + hd % G) * d
-                                 : q + ((size_t)r * hq + hd) * d;
+        qd = PREFILL && !ragged ? q + (((size_t)(hd / G) * cap_tokens + r) * G + hd % G) * d
+                                : q + ((size_t)r * hq + hd) * d;
     } else {
         const int kh = hd < hq + hkv ? hd - hq : hd - hq - hkv;
-        dst = (hd < hq + hkv ? kpool : vpool) + (((size_t)page * hkv + kh) * ps + pos % ps) * d;
+        kd = (hd < hq + hkv ? kpool : vpool) + (((size_t)page * hkv + kh) * ps + pos % ps) * d;
     }
     const bool rotate = hd < hq + hkv;
     for (int i = lane; i < d / 2; i += 32) {
-        float a = __half2float(src[i]) * sc, b = __half2float(src[i + d / 2]) * sc;
+        float a = to_f(src[i]) * sc, b = to_f(src[i + d / 2]) * sc;
         if (rotate) {
             float f = powf(theta, -2.f * i / d) * pos, c, sn;
             sincosf(f, &sn, &c);
@@ -52,8 +53,10 @@ rope_append_kernel(const __half *__restrict__ qkv, int hq, int hkv, int d, int p
             b = b * c + a * sn;
             a = ra;
         }
-        dst[i] = __float2half(a);
-        dst[i + d / 2] = __float2half(b);
+        if (qd)
+            qd[i] = from_f<T>(a), qd[i + d / 2] = from_f<T>(b);
+        else
+            kd[i] = from_f<KT>(a), kd[i + d / 2] = from_f<KT>(b);
     }
 }
 
@@ -62,17 +65,18 @@ static dim3 rope_grid(const pkvk_model_shape *s, int rows) {
 }
 
 int rope_append(cudaStream_t st, bool prefill, const pkvk_model_shape *s, int rows,
-                const __half *qkv, const int32_t *lens, const int32_t *bt, int bt_stride,
-                const int32_t *pages, const segs_t &segs, int cap_tokens, int ragged, __half *kpool,
-                __half *vpool, __half *q, norm_in nin) {
-    if (prefill)
-        rope_append_kernel<true><<<rope_grid(s, rows), 32 * ROPE_HEADS, 0, st>>>(
-            qkv, s->hq, s->hkv, s->d, s->page_size, s->rope_theta, lens, bt, bt_stride, pages, segs,
-            cap_tokens, ragged, kpool, vpool, q, nin);
-    else
-        rope_append_kernel<false><<<rope_grid(s, rows), 32 * ROPE_HEADS, 0, st>>>(
-            qkv, s->hq, s->hkv, s->d, s->page_size, s->rope_theta, lens, bt, bt_stride, pages, segs,
-            cap_tokens, ragged, kpool, vpool, q, nin);
+                const elem16 *qkv, const int32_t *lens, const int32_t *bt, int bt_stride,
+                const int32_t *pages, const segs_t &segs, int cap_tokens, int ragged, void *kpool,
+                void *vpool, elem16 *q, norm_in nin) {
+    with_tk(s, [&](auto t, auto kt) {
+        using T = decltype(t);
+        using KT = decltype(kt);
+        auto k = prefill ? rope_append_kernel<T, KT, true> : rope_append_kernel<T, KT, false>;
+        k<<<rope_grid(s, rows), 32 * ROPE_HEADS, 0, st>>>(
+            (const T *)qkv, s->hq, s->hkv, s->d, s->page_size, s->rope_theta, lens, bt, bt_stride,
+            pages, segs, cap_tokens, ragged, (KT *)kpool, (KT *)vpool, (T *)q, nin);
+        return 0;
+    });
     PKVK_CK_LAUNCH();
     return PKVK_OK;
 }

@@ -6,7 +6,7 @@ namespace pkvkm {
 
 // One block per row: x[row] = embed[token]. tok != NULL: decode rows' tokens; else
 // the prefill chunk's prompt tokens.
-static __global__ void embed_kernel(const __half *__restrict__ emb, __half *__restrict__ x,
+static __global__ void embed_kernel(const elem16 *__restrict__ emb, elem16 *__restrict__ x,
                                     const int32_t *__restrict__ tok, segs_t segs, int hidden,
                                     int vocab) {
     int r = blockIdx.x, t;
@@ -19,20 +19,21 @@ static __global__ void embed_kernel(const __half *__restrict__ emb, __half *__re
         const seg_t &g = segs.s[k];
         t = pkvk_prompt_token(g.req, g.q0 + r - g.t0, vocab);
     }
-    const __half *e = emb + (size_t)t * hidden;
+    const elem16 *e = emb + (size_t)t * hidden;
     for (int i = threadIdx.x; i < hidden; i += blockDim.x) x[(size_t)r * hidden + i] = e[i];
 }
 
 // One block per row: tok[row] = argmax of its logits (the first of equal maxima).
-static __global__ void argmax_kernel(const __half *__restrict__ logits, int vocab,
+template <class T>
+static __global__ void argmax_kernel(const T *__restrict__ logits, int vocab,
                                      int32_t *__restrict__ tok) {
     __shared__ float sv[32];
     __shared__ int si[32];
-    const __half *l = logits + (size_t)blockIdx.x * vocab;
+    const T *l = logits + (size_t)blockIdx.x * vocab;
     float best = -INFINITY;
     int bi = 0;
     for (int i = threadIdx.x; i < vocab; i += blockDim.x) {
-        float v = __half2float(l[i]);
+        float v = to_f(l[i]);
         if (v > best) best = v, bi = i;
     }
     for (int o = 16; o > 0; o >>= 1) {
@@ -50,7 +51,7 @@ static __global__ void argmax_kernel(const __half *__restrict__ logits, int voca
 }
 
 // Rows of a prefill chunk that sample (each prompt's last token) into dst, in order.
-static __global__ void gather_rows_kernel(const __half *__restrict__ x, __half *__restrict__ dst,
+static __global__ void gather_rows_kernel(const elem16 *__restrict__ x, elem16 *__restrict__ dst,
                                           segs_t segs, int hidden) {
     int k = -1, r = blockIdx.x;
     for (int i = 0; i < segs.n; i++)
@@ -59,25 +60,29 @@ static __global__ void gather_rows_kernel(const __half *__restrict__ x, __half *
             break;
         }
     if (k < 0) return;
-    const __half *src = x + (size_t)(segs.s[k].t0 + segs.s[k].len - 1) * hidden;
+    const elem16 *src = x + (size_t)(segs.s[k].t0 + segs.s[k].len - 1) * hidden;
     for (int i = threadIdx.x; i < hidden; i += blockDim.x)
         dst[(size_t)blockIdx.x * hidden + i] = src[i];
 }
 
-int embed(cudaStream_t st, const __half *emb, __half *x, const int32_t *tok, const segs_t &segs,
+int embed(cudaStream_t st, const elem16 *emb, elem16 *x, const int32_t *tok, const segs_t &segs,
           int rows, int hidden, int vocab) {
     embed_kernel<<<rows, 128, 0, st>>>(emb, x, tok, segs, hidden, vocab);
     PKVK_CK_LAUNCH();
     return PKVK_OK;
 }
 
-int argmax(cudaStream_t st, const __half *logits, int rows, int vocab, int32_t *tok) {
-    argmax_kernel<<<rows, 1024, 0, st>>>(logits, vocab, tok);
+int argmax(cudaStream_t st, int dtype, const elem16 *logits, int rows, int vocab, int32_t *tok) {
+    with_t(dtype, [&](auto t) {
+        using T = decltype(t);
+        argmax_kernel<T><<<rows, 1024, 0, st>>>((const T *)logits, vocab, tok);
+        return 0;
+    });
     PKVK_CK_LAUNCH();
     return PKVK_OK;
 }
 
-int gather_rows(cudaStream_t st, const __half *x, __half *dst, const segs_t &segs, int heads,
+int gather_rows(cudaStream_t st, const elem16 *x, elem16 *dst, const segs_t &segs, int heads,
                 int hidden) {
     gather_rows_kernel<<<heads, 128, 0, st>>>(x, dst, segs, hidden);
     PKVK_CK_LAUNCH();

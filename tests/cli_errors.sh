@@ -270,11 +270,10 @@ PY'
 expect_fail fit-which-section "does not say which it ran with: give --section" "$pkvsim" fit "$tmp/cpuflat.h5" --base "$h200s" -o "$tmp/out.json"
 expect_fail fit-bad-section '--section: "decode" is not study_layer or served_model' "$pkvsim" fit "$tmp/cpu.h5" --section decode
 # model.kv_dtype: a type it does not take is named with the choices; a full model's FP8
-# KV on the cuda backend, or a full model's BF16 on the cpu backend, is refused naming
-# the backends that run it.
+# KV or BF16 on the cpu backend is refused naming the backends that run it.
 case_json kv-dtype-bad '{"model": {"kv_dtype": "int4"}}' 'model.kv_dtype'
 good '{"model": {"layers": 2, "hidden": 1024, "hq": 8, "hkv": 2, "head_dim": 128, "intermediate": 2048, "vocab": 1000, "kv_dtype": "fp8_e4m3"}, "serving": {"kv_pages": 200}}' > "$tmp/e.json"
-expect_fail kv-dtype-cuda 'runs on the model backend' "$pkvsim" run -q --backend cuda "$tmp/e.json"
+expect_fail kv-dtype-cpu-model 'runs on the model backend' "$pkvsim" run -q --backend cpu "$tmp/e.json"
 good '{"model": {"layers": 2, "hidden": 256, "hq": 4, "hkv": 2, "head_dim": 64, "intermediate": 512, "vocab": 1000, "dtype": "bf16"}, "serving": {"kv_pages": 200}}' > "$tmp/e.json"
 expect_fail dtype-cpu-model "the cpu backend's full model runs FP16 only" "$pkvsim" run -q --backend cpu "$tmp/e.json"
 # FlashInfer's paths alone, where the backend cannot run them: FP8 KV on the GPU (its

@@ -1,12 +1,12 @@
 /* The full model's dense part on the GPU against a direct FP32 computation on the
  * CPU, on a tiny model (two layers, small widths) with fresh weights from a random
- * seed: a prefill of three prompts split over chunks (every layer's K/V pages and
- * the last prompt's logits), then a decode step through the reference route (the
- * step's logits), then chunked prefill: a fourth prompt's first chunk alone, its
- * second in a mixed step with the three decode rows (the rows' and the prompt's
- * logits, the prompt's K/V pages), then two decode steps replayed from one CUDA
- * graph of fixed grids; and the cpu backend's model (its CPU mirror) against the GPU's
- * step by step. GPU test: skips without a GPU. */
+ * seed, in each type (FP16, BF16, either over FP8 KV at scale 1): a prefill of three prompts split
+ * over chunks (every layer's K/V pages and the last prompt's logits), then a decode step through
+ * the reference route (the step's logits), then chunked prefill: a fourth prompt's first chunk
+ * alone, its second in a mixed step with the three decode rows (the rows' and the prompt's logits,
+ * the prompt's K/V pages), then two decode steps replayed from one CUDA graph of fixed grids; and
+ * the cpu backend's model (its CPU mirror) against the GPU's step by step. GPU test: skips without
+ * a GPU. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -19,11 +19,32 @@
 
 #include "tinymodel.h"
 
+/* FP8 pools' scales: 1 for every page and KV head (device), as the model writes them. */
+static float *unit_d;
+
+/* The attention's shape of the tiny model in its current types. */
+static pkvk_shape attn_shape(void) {
+    return (pkvk_shape){
+        .hq = HQ, .hkv = HKV, .d = D, .page_size = PS, .dtype = S.dtype, .kv_dtype = S.kv_dtype};
+}
+static int fp8(void) {
+    return S.kv_dtype == PKVK_FP8_E4M3;
+}
+/* The bounds against the reference: FP16 as before; with BF16's 8-bit mantissa in the
+ * activations, or FP8 K/V (a code rounded on the other side of a boundary from the
+ * reference's changes the later layers' inputs), twice those, the logits' and the K/V
+ * elements' beyond the rounding kv_excess allows. */
+static double tol_scale(void) {
+    return S.dtype == PKVK_FP16 && !fp8() ? 1 : 2;
+}
+static double logit_tol(double rms) {
+    return tol_scale() * 0.03 * rms + 0.01;
+}
+
 /* Layer l's attention over the decode rows (device buffers). */
 static pkvk_batch layer_batch(pkvk_model *m, int l, uint16_t *q, uint16_t *o, int32_t *bt, int bts,
                               int32_t *seq_lens) {
-    const pkvk_shape as = {.hq = HQ, .hkv = HKV, .d = D, .page_size = PS};
-    pkvk_batch b = {.shape = as,
+    pkvk_batch b = {.shape = attn_shape(),
                     .n_rows = NREQ,
                     .q = q,
                     .o = o,
@@ -32,7 +53,11 @@ static pkvk_batch layer_batch(pkvk_model *m, int l, uint16_t *q, uint16_t *o, in
                     .block_table = bt,
                     .bt_stride = bts,
                     .seq_lens = seq_lens,
-                    .sm_scale = 1.f / sqrtf((float)D)};
+                    .sm_scale = 1.f / sqrtf((float)D),
+                    .k_scale = fp8() ? unit_d : NULL,
+                    .v_scale = fp8() ? unit_d : NULL,
+                    .k_scale_all = fp8() ? 1.f : 0.f,
+                    .v_scale_all = fp8() ? 1.f : 0.f};
     return b;
 }
 
@@ -159,7 +184,7 @@ static void check_cpu_mirror(pkvk_ctx *ctx) {
 static void check_graph(pkvk_ctx *ctx, pkvk_model *m, int32_t *bt_d, int bts, const int *len0,
                         int32_t *in_tok) {
     enum { GROWS = 4 };
-    const pkvk_shape as = {.hq = HQ, .hkv = HKV, .d = D, .page_size = PS};
+    const pkvk_shape as = attn_shape();
     pkvk_workspace *ws;
     pkvk_plan plan;
     pkvk_graph *g = NULL;
@@ -201,6 +226,8 @@ static void check_graph(pkvk_ctx *ctx, pkvk_model *m, int32_t *bt_d, int bts, co
                         .k_cache = pkvk_model_kv(m, 0, 0),
                         .v_cache = pkvk_model_kv(m, 0, 1),
                         .q = q,
+                        .k_scale = fp8() ? unit_d : NULL,
+                        .v_scale = fp8() ? unit_d : NULL,
                         .src_k = src,
                         .src_v = src,
                         .src_q = src,
@@ -223,7 +250,7 @@ static void check_graph(pkvk_ctx *ctx, pkvk_model *m, int32_t *bt_d, int bts, co
         for (int r = 0; r < NREQ; r++) {
             forward(r, seq[r] - 1, in_tok[r], ref);
             double d = max_diff_logits(glog + (size_t)r * V, ref, &rms);
-            CHECK(d < 0.03 * rms + 0.01, "graph step %d row %d: logits max |diff| %.4g (rms %.3g)",
+            CHECK(d < logit_tol(rms), "graph step %d row %d: logits max |diff| %.4g (rms %.3g)",
                   step, r, d, rms);
             if (d > worst) worst = d;
         }
@@ -243,17 +270,34 @@ int main(void) {
     }
     pkvk_ctx *ctx = NULL;
     CHECK(pkvk_ctx_create(&ctx, 0) == 0, "context: %s", pkvk_last_error());
-    tiny_model_init((uint64_t)time(NULL) * 2654435761u);
-    printf("seed %llu\n", (unsigned long long)seed);
-    /* Both prefill attention kernels where FlashInfer's is built, else cuBLAS's. */
-    int kinds[2] = {pkvk_model_prefill_kernel(&S), PKVK_PREFILL_CUBLAS};
-    for (int k = kinds[0] == PKVK_PREFILL_CUBLAS; k < 2; k++) {
-        S.prefill_attn = kinds[k];
-        printf("prefill attention: %s\n",
-               kinds[k] == PKVK_PREFILL_CUBLAS ? "cuBLAS" : "FlashInfer");
-        check_model(ctx);
-        check_cpu_mirror(ctx);
+    const uint64_t s0 = (uint64_t)time(NULL) * 2654435761u;
+    printf("seed %llu\n", (unsigned long long)s0);
+    float ones[NPAGES * HKV];
+    for (int i = 0; i < NPAGES * HKV; i++) ones[i] = 1.f;
+    CHECK(pkvk_malloc((void **)&unit_d, sizeof ones) == 0 &&
+              pkvk_h2d(unit_d, ones, sizeof ones) == 0,
+          "scales: %s", pkvk_last_error());
+    static const int types[][2] = {{PKVK_FP16, PKVK_FP16},
+                                   {PKVK_BF16, PKVK_BF16},
+                                   {PKVK_FP16, PKVK_FP8_E4M3},
+                                   {PKVK_BF16, PKVK_FP8_E4M3}};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        S.dtype = types[t][0], S.kv_dtype = types[t][1];
+        tiny_model_init(s0);
+        /* Both prefill attention kernels where FlashInfer's is built and takes the types,
+         * else cuBLAS's. */
+        S.prefill_attn = PKVK_PREFILL_AUTO;
+        int kinds[2] = {pkvk_model_prefill_kernel(&S), PKVK_PREFILL_CUBLAS};
+        for (int k = kinds[0] == PKVK_PREFILL_CUBLAS; k < 2; k++) {
+            S.prefill_attn = kinds[k];
+            printf("%s over %s KV, prefill attention: %s\n", pkvk_dtype_names[S.dtype],
+                   pkvk_dtype_names[S.kv_dtype],
+                   kinds[k] == PKVK_PREFILL_CUBLAS ? "cuBLAS" : "FlashInfer");
+            check_model(ctx);
+            if (S.dtype == PKVK_FP16 && !fp8()) check_cpu_mirror(ctx); /* the mirror's FP16 */
+        }
     }
+    pkvk_free(unit_d);
     pkvk_ctx_destroy(ctx);
     CHECK_DONE();
 }
@@ -289,7 +333,7 @@ static void check_model(pkvk_ctx *ctx) {
     int32_t tok;
     CHECK(pkvk_model_read(m, 1, logits, &tok) == 0, "read: %s", pkvk_last_error());
     double rms, dl = max_diff_logits(logits, ref_logits, &rms);
-    CHECK(dl < 0.03 * rms + 0.01, "prefill logits: max |diff| %.4g (rms %.3g)", dl, rms);
+    CHECK(dl < logit_tol(rms), "prefill logits: max |diff| %.4g (rms %.3g)", dl, rms);
     printf("prefill: last prompt's logits max |diff| %.4g, rms %.3g\n", dl, rms);
     { /* A replica's model reading these weights gives the same logits bit for bit and
        * leaves them in place when it goes; another shape's weights are refused. */
@@ -325,16 +369,16 @@ static void check_model(pkvk_ctx *ctx) {
               "the weights changed when the model sharing them went: %s", pkvk_last_error());
     }
     /* Every layer's K and V pages of every prompt token. */
-    size_t pool = (size_t)NPAGES * HKV * PS * D;
-    uint16_t *host = malloc(pool * 2);
+    const size_t pool = (size_t)NPAGES * HKV * PS * D * pkvk_dtype_bytes(S.kv_dtype);
+    uint8_t *host = malloc(pool);
     double dkv = 0;
     for (int l = 0; l < L; l++)
         for (int v = 0; v < 2; v++) {
-            CHECK(pkvk_d2h(host, pkvk_model_kv(m, l, v), pool * 2) == 0, "d2h");
+            CHECK(pkvk_d2h(host, pkvk_model_kv(m, l, v), pool) == 0, "d2h");
             double d = kv_max_diff(host, l, v, &bt[0][0], MAX_PROMPT / PS + 1);
             if (d > dkv) dkv = d;
         }
-    CHECK(dkv < 0.02, "prefill K/V pages: max |diff| %.4g", dkv);
+    CHECK(dkv < 0.02 * tol_scale(), "prefill K/V pages: max |diff| %.4g", dkv);
     printf("prefill: K/V pages of %d layers max |diff| %.4g\n", L, dkv);
 
     /* A decode step: each row's input token at position lens[r], the reference route. */
@@ -343,7 +387,7 @@ static void check_model(pkvk_ctx *ctx) {
         in_tok[r] = (int32_t)((seed >> (8 * r)) % V), seq[r] = lens[r] + 1;
     int32_t *lens_d, *bt_d;
     uint16_t *q, *o;
-    const pkvk_shape as = {.hq = HQ, .hkv = HKV, .d = D, .page_size = PS};
+    const pkvk_shape as = attn_shape();
     const int bts = MAX_PROMPT / PS + 1;
     pkvk_workspace *ws;
     pkvk_plan plan;
@@ -367,11 +411,12 @@ static void check_model(pkvk_ctx *ctx) {
     for (int r = 0; r < NREQ; r++) {
         forward(r, lens[r], in_tok[r], ref_logits);
         double d = max_diff_logits(dlog + (size_t)r * V, ref_logits, &rms);
-        CHECK(d < 0.03 * rms + 0.01, "decode row %d: logits max |diff| %.4g (rms %.3g)", r, d, rms);
+        CHECK(d < logit_tol(rms), "decode row %d: logits max |diff| %.4g (rms %.3g)", r, d, rms);
         if (d > worst) worst = d;
         /* Greedy sampling: the GPU's token is an argmax of its own logits. */
         for (int i = 0; i < V; i++)
-            CHECK(pkvk_h2f(dlog[(size_t)r * V + i]) <= pkvk_h2f(dlog[(size_t)r * V + dtok[r]]),
+            CHECK(pkvk_elem(S.dtype, dlog, (size_t)r * V + i) <=
+                      pkvk_elem(S.dtype, dlog, (size_t)r * V + dtok[r]),
                   "row %d: token %d is not the argmax", r, dtok[r]);
     }
     printf("decode: logits of %d rows max |diff| %.4g\n", NREQ, worst);
@@ -406,24 +451,24 @@ static void check_model(pkvk_ctx *ctx) {
                         pos == CHUNK0 + CHUNK1 - 1 ? ref_logits : NULL);
         }
         double d = max_diff_logits(mlog + (size_t)r * V, ref_logits, &rms);
-        CHECK(d < 0.03 * rms + 0.01, "mixed step row %d: logits max |diff| %.4g (rms %.3g)", r, d,
+        CHECK(d < logit_tol(rms), "mixed step row %d: logits max |diff| %.4g (rms %.3g)", r, d,
               rms);
         if (d > worst) worst = d;
     }
     double dck = 0;
     for (int l = 0; l < L; l++)
         for (int v = 0; v < 2; v++) {
-            CHECK(pkvk_d2h(host, pkvk_model_kv(m, l, v), pool * 2) == 0, "d2h");
+            CHECK(pkvk_d2h(host, pkvk_model_kv(m, l, v), pool) == 0, "d2h");
             for (int pos = 0; pos < CHUNK0 + CHUNK1; pos++)
                 for (int h = 0; h < HKV; h++)
                     for (int e = 0; e < D; e++) {
                         size_t at = (((size_t)cpages[pos / PS] * HKV + h) * PS + pos % PS) * D + e;
                         float want = v ? vc[l][NREQ][pos][h][e] : kc[l][NREQ][pos][h][e];
-                        double d = fabs(pkvk_h2f(host[at]) - want);
+                        double d = kv_excess(pkvk_elem(S.kv_dtype, host, at), want);
                         if (d > dck) dck = d;
                     }
         }
-    CHECK(dck < 0.02, "chunked prompt's K/V pages: max |diff| %.4g", dck);
+    CHECK(dck < 0.02 * tol_scale(), "chunked prompt's K/V pages: max |diff| %.4g", dck);
     printf("chunked prefill: mixed step logits max |diff| %.4g, the prompt's K/V max |diff| %.4g\n",
            worst, dck);
     check_graph(ctx, m, bt_d, bts, lens, in_tok);

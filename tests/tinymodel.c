@@ -1,4 +1,5 @@
-/* The tiny model of the model tests (tinymodel.h): a direct FP32 computation. */
+/* The tiny model of the model tests (tinymodel.h): a direct FP32 computation, its weights
+ * and K/V rounded to the shape's types. */
 #include "tinymodel.h"
 
 #include <math.h>
@@ -9,16 +10,20 @@ const int lens[NREQ] = {50, 70, 9}; /* chunks of 64: 50+14, 56+8, 1 */
 uint64_t seed;
 static float *wt[L + 1][PKVK_W_LAYER_COUNT]; /* [L]: the model-level tensors */
 
-pkvk_model_shape S = {L, H, HQ, HKV, D, I, V, PS, 10000.f, 1e-5f, PKVK_PREFILL_AUTO};
+pkvk_model_shape S = {L,         H,        HQ, HKV, D, I, V, PS, 10000.f, 1e-5f, PKVK_PREFILL_AUTO,
+                      PKVK_FP16, PKVK_FP16};
 
-static float fp16(float x) {
-    return pkvk_h2f(pkvk_f2h(x));
+/* x rounded to type t (FP8: at scale 1). */
+static float round_to(int t, float x) {
+    uint16_t b = 0;
+    pkvk_store(t, &b, 0, x);
+    return pkvk_elem(t, &b, 0);
 }
 
 static float *weights(int l, int t, size_t n) {
     float *w = malloc(n * sizeof *w);
     int fan = pkvk_model_fan_in(&S, l, t);
-    for (size_t i = 0; i < n; i++) w[i] = fp16(pkvk_model_weight(seed, l, t, i, fan));
+    for (size_t i = 0; i < n; i++) w[i] = round_to(S.dtype, pkvk_model_weight(seed, l, t, i, fan));
     return w;
 }
 
@@ -56,10 +61,11 @@ void forward(int r, int pos, int token, float *logits) {
         rmsnorm(x, wt[l][PKVK_W_LN1], xn);
         matvec(xn, wt[l][PKVK_W_QKV], H, QKVW, qkv);
         for (int h = 0; h < HQ + HKV; h++) rope(qkv + h * D, pos);
-        for (int h = 0; h < HKV; h++) {
-            memcpy(kc[l][r][pos][h], qkv + (HQ + h) * D, sizeof(float) * D);
-            memcpy(vc[l][r][pos][h], qkv + (HQ + HKV + h) * D, sizeof(float) * D);
-        }
+        for (int h = 0; h < HKV; h++) /* as the pools hold them */
+            for (int e = 0; e < D; e++) {
+                kc[l][r][pos][h][e] = round_to(S.kv_dtype, qkv[(HQ + h) * D + e]);
+                vc[l][r][pos][h][e] = round_to(S.kv_dtype, qkv[(HQ + HKV + h) * D + e]);
+            }
         for (int h = 0; h < HQ; h++) {
             int g = h / (HQ / HKV);
             double m = -1e30, z = 0, acc[D] = {0}, sc[MAX_PROMPT + 2];
@@ -92,7 +98,7 @@ void forward(int r, int pos, int token, float *logits) {
 double max_diff_logits(const uint16_t *gpu, const float *ref, double *rms) {
     double m = 0, ss = 0;
     for (int i = 0; i < V; i++) {
-        double d = fabs(pkvk_h2f(gpu[i]) - ref[i]);
+        double d = fabs(pkvk_elem(S.dtype, gpu, i) - ref[i]);
         if (d > m) m = d;
         ss += (double)ref[i] * ref[i];
     }
@@ -102,6 +108,8 @@ double max_diff_logits(const uint16_t *gpu, const float *ref, double *rms) {
 
 void tiny_model_init(uint64_t s) {
     seed = s;
+    for (int l = 0; l <= L; l++)
+        for (int t = 0; t < PKVK_W_LAYER_COUNT; t++) free(wt[l][t]), wt[l][t] = NULL;
     for (int l = 0; l < L; l++) {
         wt[l][PKVK_W_LN1] = weights(l, PKVK_W_LN1, H);
         wt[l][PKVK_W_QKV] = weights(l, PKVK_W_QKV, (size_t)H * QKVW);
@@ -115,7 +123,12 @@ void tiny_model_init(uint64_t s) {
     wt[L][PKVK_W_HEAD] = weights(-1, PKVK_W_HEAD, (size_t)H * V);
 }
 
-double kv_max_diff(const uint16_t *pool, int l, int v, const int32_t *bt, int bts) {
+double kv_excess(double got, double want) {
+    const double ulp = S.kv_dtype == PKVK_FP8_E4M3 ? 0.125 : S.kv_dtype == PKVK_BF16 ? 1.0 / 64 : 0;
+    return fabs(got - want) - ulp * fabs(want);
+}
+
+double kv_max_diff(const void *pool, int l, int v, const int32_t *bt, int bts) {
     double m = 0;
     for (int r = 0; r < NREQ; r++)
         for (int pos = 0; pos < lens[r]; pos++)
@@ -124,7 +137,7 @@ double kv_max_diff(const uint16_t *pool, int l, int v, const int32_t *bt, int bt
                     size_t at =
                         (((size_t)bt[r * bts + pos / PS] * HKV + h) * PS + pos % PS) * D + e;
                     float want = v ? vc[l][r][pos][h][e] : kc[l][r][pos][h][e];
-                    double d = fabs(pkvk_h2f(pool[at]) - want);
+                    double d = kv_excess(pkvk_elem(S.kv_dtype, pool, at), want);
                     if (d > m) m = d;
                 }
     return m;

@@ -23,15 +23,22 @@ extern pkvk_model_shape S;
  * (request NREQ: a chunked prompt). */
 extern float kc[L][NREQ + 1][MAX_PROMPT + 2][HKV][D], vc[L][NREQ + 1][MAX_PROMPT + 2][HKV][D];
 
-/* Draw the weights of seed s (FP16-rounded, as the GPU holds them). */
+/* Draw the weights of seed s (rounded to S.dtype, as the GPU holds them; again for
+ * another seed or type). */
 void tiny_model_init(uint64_t s);
 /* One token of request r at position pos through every layer (its K and V into the
- * caches); logits [V] when not NULL. */
+ * caches, rounded to S.kv_dtype as the pools hold them); logits [V] when not NULL. */
 void forward(int r, int pos, int token, float *logits);
-/* Max |pool - the caches| over the three prompts' positions of layer l's K (v = 0) or
- * V pool ([pages][HKV][PS][D] FP16; prompt r's pages bt[r * bts + p]). */
-double kv_max_diff(const uint16_t *pool, int l, int v, const int32_t *bt, int bts);
-/* Max |gpu - ref| over the V logits (gpu FP16), and ref's rms into *rms. */
+/* |got - want| for a K/V element beyond the rounding S.kv_dtype allows at want: FP8 one
+ * unit in the last place (2^-3 |want|: a value the GPU rounds on the other side of a
+ * boundary from the reference's), BF16 two (2^-6 |want|: the GPU's QKV GEMM also rounds
+ * its output to BF16 before RoPE), FP16 none. */
+double kv_excess(double got, double want);
+/* Max kv_excess of the pool against the caches over the three prompts' positions of
+ * layer l's K (v = 0) or V pool ([pages][HKV][PS][D] S.kv_dtype; prompt r's pages
+ * bt[r * bts + p]). */
+double kv_max_diff(const void *pool, int l, int v, const int32_t *bt, int bts);
+/* Max |gpu - ref| over the V logits (gpu S.dtype), and ref's rms into *rms. */
 double max_diff_logits(const uint16_t *gpu, const float *ref, double *rms);
 
 #endif
