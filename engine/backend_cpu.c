@@ -193,7 +193,14 @@ pkv_backend *pkv_backend_cpu_create(const pkv_model *md, int32_t n_pages, int32_
         }
         b->k = pkvk_cpu_model_kv(b->model, 0, 0); /* layer 0's, which the check reads */
         b->v = pkvk_cpu_model_kv(b->model, 0, 1);
-    } else {
+    }
+    if (dense && s->kv_dtype == PKVK_FP8_E4M3) { /* the model's codes are at scale 1 */
+        const size_t heads = (size_t)n_pages * s->hkv;
+        b->k_scale = malloc(heads * sizeof(float));
+        b->v_scale = malloc(heads * sizeof(float));
+        for (size_t i = 0; b->k_scale && b->v_scale && i < heads; i++)
+            b->k_scale[i] = b->v_scale[i] = 1.f;
+    } else if (!dense) {
         b->k = malloc(pool * pkvk_dtype_bytes(s->kv_dtype));
         b->v = malloc(pool * pkvk_dtype_bytes(s->kv_dtype));
         if (s->kv_dtype == PKVK_FP8_E4M3) {
@@ -209,7 +216,7 @@ pkv_backend *pkv_backend_cpu_create(const pkv_model *md, int32_t n_pages, int32_
     b->part_cap = pkvk_partial_floats(s, cap_slots);
     b->part = malloc(b->part_cap * sizeof(float));
     if (!b->k || !b->v || !b->q || !b->o || !b->o_ref || !b->part ||
-        (s->kv_dtype == PKVK_FP8_E4M3 && !dense && (!b->k_scale || !b->v_scale)) ||
+        (s->kv_dtype == PKVK_FP8_E4M3 && (!b->k_scale || !b->v_scale)) ||
         pkv_tensors_make(&b->t, s, seed)) {
         cpu_destroy(&b->base);
         pkv_fail(e, "cpu backend: out of host memory for a %zu MiB KV pool", pool * 4 >> 20);

@@ -25,9 +25,8 @@ void pkv_backend_device_name(pkv_backend_kind k, char *name, size_t n) {
 int pkv_backend_supports(pkv_backend_kind k, const pkv_model *m, pkv_err *e) {
     const pkv_backend_kind kind = pkv_backend_resolve(k);
     const pkvk_shape s = pkv_model_attn_shape(m);
-    const bool fp16 = s.dtype == PKVK_FP16 && s.kv_dtype == PKVK_FP16, study = !pkv_model_dense(m);
-    /* the GPU's kernels also run BF16, and KV of the activations' type or FP8: the study
-     * layer and the served model (kernels/pkvk_model.h) */
+    /* the GPU's kernels and their CPU mirrors run FP16 or BF16, and KV of that type or
+     * FP8: the study layer and the served model (kernels/pkvk_model.h) alike */
     const bool typed = (s.dtype == PKVK_FP16 || s.dtype == PKVK_BF16) &&
                        (s.kv_dtype == s.dtype || s.kv_dtype == PKVK_FP8_E4M3);
     if (kind != PKV_BACKEND_MODEL && pkv_model_moe_layers(m))
@@ -36,16 +35,13 @@ int pkv_backend_supports(pkv_backend_kind k, const pkv_model *m, pkv_err *e) {
                         "backend (--backend model); the %s backend's expert layers are not "
                         "built yet",
                         m->name, m->experts, pkv_backend_names[kind]);
-    if (kind == PKV_BACKEND_MODEL || (kind == PKV_BACKEND_CPU && (fp16 || study))) return 0;
-    if (kind == PKV_BACKEND_CPU || !typed)
+    if (kind == PKV_BACKEND_MODEL || (kind == PKV_BACKEND_CPU && typed)) return 0;
+    if (!typed)
         return pkv_fail(e,
                         "model %s: model.dtype %s with model.kv_dtype %s runs on the model "
-                        "backend (its cost counts the KV type's bytes) and, for the study layer, "
-                        "on the cpu backend; %s",
-                        m->name, pkvk_dtype_names[s.dtype], pkvk_dtype_names[s.kv_dtype],
-                        kind == PKV_BACKEND_CPU
-                            ? "the cpu backend's full model runs FP16 only"
-                            : "the cuda backend runs FP16 or BF16 with KV of that type or FP8");
+                        "backend (its cost counts the KV type's bytes); the cpu and cuda "
+                        "backends run FP16 or BF16 with KV of that type or FP8",
+                        m->name, pkvk_dtype_names[s.dtype], pkvk_dtype_names[s.kv_dtype]);
     const int g = s.hq / s.hkv;
     if ((s.d == 64 || s.d == 128 || s.d == 256) && g >= 1 && g <= 8) return 0;
     return pkv_fail(e,
@@ -60,8 +56,9 @@ uint32_t pkv_backend_routes(pkv_backend_kind k, const pkv_model *m) {
     const uint32_t all = (1u << PKV_ROUTE_COUNT) - 1,
                    fi = 1u << PKV_ROUTE_FLASHINFER | 1u << PKV_ROUTE_FLASHINFER_TC;
     /* FlashInfer's GPU paths are built at head_dim 128, in FP16 and BF16, and over FP8 KV
-     * with one scale for the whole cache: the backends' FP8 pools hold a scale per page and
-     * head, so FP8 leaves them out. The cpu backend, which stands in for the GPU, leaves out
+     * with one scale for the whole cache: the study layer's FP8 pools hold a scale per page
+     * and head, so FP8 leaves them out (a served model's too, its codes at scale 1: not
+     * measured in a run yet). The cpu backend, which stands in for the GPU, leaves out
      * what the GPU does over FP8 (its FP8 study run chose flashinfer where the GPU could
      * not), its mirror running them at any head_dim */
     const pkv_backend_kind kind = pkv_backend_resolve(k);

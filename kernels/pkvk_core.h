@@ -82,6 +82,8 @@ float pkvk_elem(int t, const void *base, size_t i);
 void pkvk_elems(int t, const void *base, size_t i, int n, float scale, float *out);
 /* f stored as type t at element i of base (FP8: f is already divided by its scale). */
 void pkvk_store(int t, void *base, size_t i, float f);
+/* f rounded to type t and back, as pkvk_store and pkvk_elem give it (FP8: at scale 1). */
+float pkvk_round(int t, float f);
 
 /* ---- device ------------------------------------------------------------------- */
 /* What the last failing call of this thread failed on (errno-like: per thread, kept

@@ -1,7 +1,7 @@
 /* The CPU mirror of the served model (pkvk_model.h): its operations for the one
  * forward (pkvk_forward.h), in FP32 on the host, one token row at a time, with the
- * step's route run by the kernels' CPU mirror (pkvk_cpu_run) on FP16 pages. The cpu
- * backend runs it. */
+ * step's route run by the kernels' CPU mirror (pkvk_cpu_run) on pages of the shape's
+ * kv_dtype. The cpu backend runs it. */
 #include "pkv_clock.h"
 #include "pkvk.h"
 
@@ -12,13 +12,14 @@
 struct pkvk_cpu_model {
     pkvk_model_shape s;
     int32_t cap_rows, cap_tokens, n_pages;
-    float *w[1024][PKVK_W_LAYER_COUNT], *embed, *norm, *head; /* FP16 values, as floats */
-    uint16_t *kv;                                             /* [layers][2][pool] */
-    size_t pool;                                              /* halves of one pool */
+    float *w[1024][PKVK_W_LAYER_COUNT], *embed, *norm, *head; /* dtype's values, as floats */
+    unsigned char *kv;                                        /* [layers][2][pool] */
+    size_t pool;                                              /* bytes of one pool */
+    float *unit; /* FP8 pools: [n_pages][hkv] scales, 1 (as the GPU model's); else NULL */
     /* [cap_tokens][hidden]; [cap_rows + PKVK_MAX_PIECES][vocab] (the rows', then the
      * pieces' that sample) */
     float *x, *logits;
-    uint16_t *q;             /* [cap_tokens][hq][d]: the layer's Q (FP16, as the GPU's) */
+    uint16_t *q;             /* [cap_tokens][hq][d]: the layer's Q (dtype, as the GPU's) */
     float *o;                /* [cap_tokens][hq][d]: the layer's attention output */
     float *xn, *qkv, *y, *a; /* one row's */
     int32_t *tok;            /* [cap_tokens]: each row's last sampled token */
@@ -30,10 +31,11 @@ size_t pkvk_cpu_model_bytes(const pkvk_model_shape *s, int32_t cap_rows, int32_t
                pkvk_model_tensor_elems(s, -1, PKVK_W_NORM);
     for (int t = 0; t < PKVK_W_LAYER_COUNT; t++)
         w += (size_t)s->layers * pkvk_model_tensor_elems(s, 0, t);
-    const size_t kv = (size_t)s->layers * 2 * n_pages * s->hkv * s->page_size * s->d;
+    const size_t kv = (size_t)s->layers * 2 * n_pages * s->hkv * s->page_size * s->d *
+                      pkvk_dtype_bytes(s->kv_dtype);
     const size_t rows = (size_t)cap_tokens * (s->hidden + 3 * (size_t)s->hq * s->d) +
                         (size_t)(cap_rows + PKVK_MAX_PIECES) * s->vocab;
-    return 4 * w + 2 * kv + 4 * rows;
+    return 4 * w + kv + 4 * rows + 4 * (size_t)n_pages * s->hkv;
 }
 
 static float *weights(const pkvk_model_shape *s, uint64_t seed, int l, int t) {
@@ -41,7 +43,7 @@ static float *weights(const pkvk_model_shape *s, uint64_t seed, int l, int t) {
     float *w = malloc(n * sizeof *w);
     const int fan_in = pkvk_model_fan_in(s, l, t);
     for (size_t i = 0; w && i < n; i++)
-        w[i] = pkvk_h2f(pkvk_f2h(pkvk_model_weight(seed, l, t, i, fan_in)));
+        w[i] = pkvk_round(s->dtype, pkvk_model_weight(seed, l, t, i, fan_in));
     return w;
 }
 
@@ -49,8 +51,8 @@ void pkvk_cpu_model_destroy(pkvk_cpu_model *m) {
     if (!m) return;
     for (int l = 0; l < m->s.layers; l++)
         for (int t = 0; t < PKVK_W_LAYER_COUNT; t++) free(m->w[l][t]);
-    void *p[] = {m->embed, m->norm, m->head, m->kv, m->x, m->logits, m->q,
-                 m->o,     m->xn,   m->qkv,  m->y,  m->a, m->tok};
+    void *p[] = {m->embed, m->norm, m->head, m->kv,  m->unit, m->x, m->logits,
+                 m->q,     m->o,    m->xn,   m->qkv, m->y,    m->a, m->tok};
     for (size_t i = 0; i < sizeof p / sizeof p[0]; i++) free(p[i]);
     free(m);
 }
@@ -58,9 +60,10 @@ void pkvk_cpu_model_destroy(pkvk_cpu_model *m) {
 int pkvk_cpu_model_create(pkvk_cpu_model **out, const pkvk_model_shape *s, int32_t cap_rows,
                           int32_t cap_tokens, int32_t n_pages, uint64_t seed) {
     *out = NULL;
-    if (s->dtype != PKVK_FP16 || s->kv_dtype != PKVK_FP16 || s->layers < 1 || s->layers > 1024 ||
-        s->hq % s->hkv || s->d % 2 || s->d > PKVK_MAX_HEAD_DIM || s->hidden <= 0 || cap_rows < 1 ||
-        cap_tokens < cap_rows)
+    if ((s->dtype != PKVK_FP16 && s->dtype != PKVK_BF16) ||
+        (s->kv_dtype != s->dtype && s->kv_dtype != PKVK_FP8_E4M3) || s->layers < 1 ||
+        s->layers > 1024 || s->hq % s->hkv || s->d % 2 || s->d > PKVK_MAX_HEAD_DIM ||
+        s->hidden <= 0 || cap_rows < 1 || cap_tokens < cap_rows)
         return PKVK_ERR_UNSUPPORTED;
     pkvk_cpu_model *m = calloc(1, sizeof *m);
     if (!m) return PKVK_ERR_OUT_OF_MEMORY;
@@ -71,10 +74,12 @@ int pkvk_cpu_model_create(pkvk_cpu_model **out, const pkvk_model_shape *s, int32
     m->embed = weights(s, seed, -1, PKVK_W_EMBED);
     m->norm = weights(s, seed, -1, PKVK_W_NORM);
     m->head = weights(s, seed, -1, PKVK_W_HEAD);
-    m->pool = (size_t)n_pages * s->hkv * s->page_size * s->d;
+    m->pool = (size_t)n_pages * s->hkv * s->page_size * s->d * pkvk_dtype_bytes(s->kv_dtype);
     const size_t hd = (size_t)s->hq * s->d, qkvw = (size_t)(s->hq + 2 * s->hkv) * s->d;
     const size_t widest = qkvw > 2 * (size_t)s->inter ? qkvw : 2 * (size_t)s->inter;
-    m->kv = calloc((size_t)s->layers * 2 * m->pool, 2);
+    m->kv = calloc((size_t)s->layers * 2, m->pool);
+    if (s->kv_dtype == PKVK_FP8_E4M3 && (m->unit = malloc((size_t)n_pages * s->hkv * 4)))
+        for (size_t i = 0; i < (size_t)n_pages * s->hkv; i++) m->unit[i] = 1.f;
     m->x = malloc((size_t)cap_tokens * s->hidden * 4);
     m->logits = malloc((size_t)(cap_rows + PKVK_MAX_PIECES) * s->vocab * 4);
     m->q = malloc((size_t)cap_tokens * hd * 2);
@@ -85,7 +90,7 @@ int pkvk_cpu_model_create(pkvk_cpu_model **out, const pkvk_model_shape *s, int32
     m->a = malloc((size_t)s->inter * 4);
     m->tok = calloc((size_t)cap_tokens, 4);
     ok &= m->embed && m->norm && m->head && m->kv && m->x && m->logits && m->q && m->o && m->xn &&
-          m->qkv && m->y && m->a && m->tok;
+          m->qkv && m->y && m->a && m->tok && (s->kv_dtype != PKVK_FP8_E4M3 || m->unit);
     if (!ok) {
         pkvk_cpu_model_destroy(m);
         return PKVK_ERR_OUT_OF_MEMORY;
@@ -95,7 +100,7 @@ int pkvk_cpu_model_create(pkvk_cpu_model **out, const pkvk_model_shape *s, int32
 }
 
 uint16_t *pkvk_cpu_model_kv(pkvk_cpu_model *m, int l, int v) {
-    return m->kv + ((size_t)l * 2 + v) * m->pool;
+    return (uint16_t *)(m->kv + ((size_t)l * 2 + v) * m->pool);
 }
 const float *pkvk_cpu_model_logits(const pkvk_cpu_model *m) {
     return m->logits;
@@ -130,8 +135,8 @@ static void rope(float *v, int d, float theta, int pos) {
     }
 }
 
-/* Layer l's norm, QKV and RoPE of token row x at position pos: Q (FP16) into q, K and
- * V (FP16) into the layer's page `page` at pos. */
+/* Layer l's norm, QKV and RoPE of token row x at position pos: Q (dtype) into q, K and
+ * V (kv_dtype; FP8 at scale 1) into the layer's page `page` at pos. */
 static void layer_pre(pkvk_cpu_model *m, int l, const float *x, int pos, int32_t page,
                       uint16_t *q) {
     const pkvk_model_shape *s = &m->s;
@@ -140,14 +145,14 @@ static void layer_pre(pkvk_cpu_model *m, int l, const float *x, int pos, int32_t
     matvec(m->xn, m->w[l][PKVK_W_QKV], s->hidden, qkvw, m->qkv, 0);
     for (int h = 0; h < s->hq + s->hkv; h++)
         rope(m->qkv + (size_t)h * s->d, s->d, s->rope_theta, pos);
-    for (int j = 0; j < s->hq * s->d; j++) q[j] = pkvk_f2h(m->qkv[j]);
+    for (int j = 0; j < s->hq * s->d; j++) pkvk_store(s->dtype, q, (size_t)j, m->qkv[j]);
     for (int v = 0; v < 2; v++) {
         uint16_t *pool = pkvk_cpu_model_kv(m, l, v);
         for (int h = 0; h < s->hkv; h++) {
             const float *src = m->qkv + (size_t)(s->hq + v * s->hkv + h) * s->d;
-            uint16_t *dst =
-                pool + (((size_t)page * s->hkv + h) * s->page_size + pos % s->page_size) * s->d;
-            for (int j = 0; j < s->d; j++) dst[j] = pkvk_f2h(src[j]);
+            const size_t at =
+                (((size_t)page * s->hkv + h) * s->page_size + pos % s->page_size) * s->d;
+            for (int j = 0; j < s->d; j++) pkvk_store(s->kv_dtype, pool, at + j, src[j]);
         }
     }
 }
@@ -179,16 +184,24 @@ static int32_t head(pkvk_cpu_model *m, const float *x, float *logits) {
 static pkvk_batch layer_batch(pkvk_cpu_model *m, int l, int rows, uint16_t *q, const int32_t *bt,
                               int bt_stride, const int32_t *lens) {
     const pkvk_model_shape *s = &m->s;
-    const pkvk_batch b = {
-        .shape = {.hq = s->hq, .hkv = s->hkv, .d = s->d, .page_size = s->page_size},
-        .n_rows = rows,
-        .q = q,
-        .k_cache = pkvk_cpu_model_kv(m, l, 0),
-        .v_cache = pkvk_cpu_model_kv(m, l, 1),
-        .block_table = bt,
-        .bt_stride = bt_stride,
-        .seq_lens = lens,
-        .sm_scale = 1.0f / sqrtf((float)s->d)};
+    const pkvk_batch b = {.shape = {.hq = s->hq,
+                                    .hkv = s->hkv,
+                                    .d = s->d,
+                                    .page_size = s->page_size,
+                                    .dtype = s->dtype,
+                                    .kv_dtype = s->kv_dtype},
+                          .n_rows = rows,
+                          .q = q,
+                          .k_cache = pkvk_cpu_model_kv(m, l, 0),
+                          .v_cache = pkvk_cpu_model_kv(m, l, 1),
+                          .block_table = bt,
+                          .bt_stride = bt_stride,
+                          .seq_lens = lens,
+                          .sm_scale = 1.0f / sqrtf((float)s->d),
+                          .k_scale = m->unit,
+                          .v_scale = m->unit,
+                          .k_scale_all = m->unit ? 1.f : 0.f,
+                          .v_scale_all = m->unit ? 1.f : 0.f};
     return b;
 }
 

@@ -139,3 +139,9 @@ void pkvk_store(int t, void *base, size_t i, float f) {
         break;
     }
 }
+
+float pkvk_round(int t, float f) {
+    uint16_t b = 0;
+    pkvk_store(t, &b, 0, f);
+    return pkvk_elem(t, &b, 0);
+}

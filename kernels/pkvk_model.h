@@ -212,11 +212,11 @@ int pkvk_model_time_gemms_forward(pkvk_model *m, int rows, float *ms);
 
 /* ---- the CPU mirror (host memory, every build; the cpu backend's full model) ----
  * The same layers in FP32, one token row at a time: RMSNorm (not folded), QKV, RoPE,
- * the K/V append (FP16) into the layer's own pages, the step's route through its CPU
- * mirror (pkvk_cpu_run) on those pages, a prompt piece's attention by the reference,
- * the output projection, RMSNorm, the gated MLP, then the final norm, the LM head and
- * argmax. Weights: pkvk_model_weight rounded to FP16, as the GPU holds them (the mirror
- * runs FP16 shapes only: dtype and kv_dtype 0). Rows keep
+ * the K/V append (kv_dtype; FP8 at scale 1) into the layer's own pages, the step's route
+ * through its CPU mirror (pkvk_cpu_run) on those pages, a prompt piece's attention by
+ * the reference, the output projection, RMSNorm, the gated MLP, then the final norm, the
+ * LM head and argmax. Weights: pkvk_model_weight rounded to dtype, as the GPU holds them;
+ * Q rounded to dtype (the activations otherwise stay FP32). Rows keep
  * their last sampled tokens, and a prefill samples into them, as pkvk_model does (its
  * chunks of cap_tokens tokens or 64 pieces each sampling from row 0 on). */
 typedef struct pkvk_cpu_model pkvk_cpu_model;
@@ -233,7 +233,7 @@ uint16_t *pkvk_cpu_model_kv(pkvk_cpu_model *m, int l, int v);
 pkvk_fwd_model pkvk_cpu_model_forward(pkvk_cpu_model *m);
 /* A decode step of rows (host lens and block table, as for the GPU) through plan p,
  * its CTAs by attend (pkvk_cpu_run; part: pkvk_partial_floats(p->n_slots) floats); o0 and q0 (NULL:
- * skip) receive layer 0's attention output [rows][hq][d] and its Q (FP16), *t_attention (NULL:
+ * skip) receive layer 0's attention output [rows][hq][d] and its Q (dtype), *t_attention (NULL:
  * skip) the seconds the route took over all layers. */
 int pkvk_cpu_model_decode(pkvk_cpu_model *m, int rows, const int32_t *lens, const int32_t *bt,
                           int bt_stride, const pkvk_plan *p, pkvk_cpu_attend attend, float *part,

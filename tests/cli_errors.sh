@@ -269,13 +269,14 @@ PY'
 "$pkvsim" run -q --backend cpu -o "$tmp/cpuflat.h5" "$tmp/e.json" -c "$cal" >/dev/null 2>&1
 expect_fail fit-which-section "does not say which it ran with: give --section" "$pkvsim" fit "$tmp/cpuflat.h5" --base "$h200s" -o "$tmp/out.json"
 expect_fail fit-bad-section '--section: "decode" is not study_layer or served_model' "$pkvsim" fit "$tmp/cpu.h5" --section decode
-# model.kv_dtype: a type it does not take is named with the choices; a full model's FP8
-# KV or BF16 on the cpu backend is refused naming the backends that run it.
+# model.kv_dtype: a type it does not take is named with the choices; KV of another 16-bit
+# type than the activations' is refused on the cpu backend naming the backends that run
+# it (a full model's BF16 over FP8 runs there).
 case_json kv-dtype-bad '{"model": {"kv_dtype": "int4"}}' 'model.kv_dtype'
-good '{"model": {"layers": 2, "hidden": 1024, "hq": 8, "hkv": 2, "head_dim": 128, "intermediate": 2048, "vocab": 1000, "kv_dtype": "fp8_e4m3"}, "serving": {"kv_pages": 200}}' > "$tmp/e.json"
+good '{"model": {"layers": 2, "hidden": 256, "hq": 4, "hkv": 2, "head_dim": 64, "intermediate": 512, "vocab": 1000, "kv_dtype": "bf16"}, "serving": {"kv_pages": 200}}' > "$tmp/e.json"
 expect_fail kv-dtype-cpu-model 'runs on the model backend' "$pkvsim" run -q --backend cpu "$tmp/e.json"
-good '{"model": {"layers": 2, "hidden": 256, "hq": 4, "hkv": 2, "head_dim": 64, "intermediate": 512, "vocab": 1000, "dtype": "bf16"}, "serving": {"kv_pages": 200}}' > "$tmp/e.json"
-expect_fail dtype-cpu-model "the cpu backend's full model runs FP16 only" "$pkvsim" run -q --backend cpu "$tmp/e.json"
+good '{"model": {"layers": 2, "hidden": 256, "hq": 4, "hkv": 2, "head_dim": 64, "intermediate": 512, "vocab": 1000, "dtype": "bf16", "kv_dtype": "fp8_e4m3"}, "workload": {"num_requests": 4, "prompt": {"dist": "fixed", "value": 40}, "decode": {"dist": "fixed", "value": 4}}, "serving": {"kv_pages": 200}}' > "$tmp/e.json"
+check dtype-cpu-model '"$pkvsim" run -q --backend cpu -o "$tmp/bf16fp8.h5" "$tmp/e.json"'
 # FlashInfer's paths alone, where the backend cannot run them: FP8 KV on the GPU (its
 # FP8 path takes one scale for the whole cache), a group of 3 anywhere (refused at the
 # engine, before any GPU is looked for).

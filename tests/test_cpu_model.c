@@ -1,10 +1,9 @@
 /* The cpu backend's full model (pkvk_cpu_model, the CPU mirror of the GPU's layers)
  * against the direct FP32 computation of the tiny model (tinymodel.h) with fresh
- * weights from a random seed: a prefill of three prompts on shuffled pages (the last
- * prompt's logits, every layer's K/V pages), a decode step of the three rows through
- * pkv_workqueue with rows split 1 to 3 ways (every row's logits); then the cpu
- * backend running a tiny model end to end, every step's route checked against the
- * reference. */
+ * weights from a random seed, in each type (FP16, BF16, either over FP8 KV): a prefill of three
+ * prompts on shuffled pages (the last prompt's logits, every layer's K/V pages), a decode step of
+ * the three rows through pkv_workqueue with rows split 1 to 3 ways (every row's logits); then the
+ * cpu backend running a tiny model end to end, every step's route checked against the reference. */
 #include "check.h"
 #include "pkv_tol.h"
 #include "testrun.h"
@@ -17,9 +16,14 @@
 #include <time.h>
 #include <unistd.h>
 
-int main(void) {
-    tiny_model_init((uint64_t)time(NULL) * 2654435761u);
-    printf("seed %llu\n", (unsigned long long)seed);
+/* The logits' and K/V bounds: FP16's, twice them with BF16's weights or FP8 K/V (the
+ * later layers' inputs move with a code rounded on the other side of a boundary). */
+static double tol_scale(void) {
+    return S.dtype == PKVK_FP16 && S.kv_dtype == PKVK_FP16 ? 1 : 2;
+}
+
+/* The mirror's prefill and decode step in the types of S, against the direct computation. */
+static void check_mirror(void) {
     enum { BTS = MAX_PROMPT / PS + 1 };
     pkvk_cpu_model *m;
     CHECK(pkvk_cpu_model_create(&m, &S, NREQ, CAP_TOKENS, NPAGES, seed) == 0, "create");
@@ -44,9 +48,10 @@ int main(void) {
             forward(r, pos, pkvk_prompt_token(r, pos, V),
                     r == NREQ - 1 && pos == lens[r] - 1 ? ref : NULL);
     const float *lg = pkvk_cpu_model_logits(m);
-    for (int i = 0; i < V; i++) got[i] = pkvk_f2h(lg[i]);
+    for (int i = 0; i < V; i++) pkvk_store(S.dtype, got, (size_t)i, lg[i]);
     double rms, d = max_diff_logits(got, ref, &rms);
-    CHECK(d < 0.03 * rms + 0.01, "prefill logits: max |diff| %.4g (rms %.3g)", d, rms);
+    CHECK(d < tol_scale() * 0.03 * rms + 0.01, "prefill logits: max |diff| %.4g (rms %.3g)", d,
+          rms);
     int32_t best = 0;
     for (int i = 1; i < V; i++)
         if (lg[i] > lg[best]) best = i;
@@ -58,12 +63,14 @@ int main(void) {
             double x = kv_max_diff(pkvk_cpu_model_kv(m, l, v), l, v, &bt[0][0], BTS);
             if (x > dkv) dkv = x;
         }
-    CHECK(dkv < 0.02, "prefill K/V pages: max |diff| %.4g", dkv);
-    printf("prefill: last prompt's logits max |diff| %.4g (rms %.3g), K/V max |diff| %.4g\n", d,
-           rms, dkv);
+    CHECK(dkv < 0.02 * tol_scale(), "prefill K/V pages: max |diff| %.4g", dkv);
+    printf("%s over %s KV: prefill: last prompt's logits max |diff| %.4g (rms %.3g), K/V max "
+           "|diff| %.4g\n",
+           pkvk_dtype_names[S.dtype], pkvk_dtype_names[S.kv_dtype], d, rms, dkv);
 
     /* A decode step through pkv_workqueue. */
-    const pkvk_shape as = {.hq = HQ, .hkv = HKV, .d = D, .page_size = PS};
+    const pkvk_shape as = {
+        .hq = HQ, .hkv = HKV, .d = D, .page_size = PS, .dtype = S.dtype, .kv_dtype = S.kv_dtype};
     int32_t seq[NREQ], splits[NREQ], in_tok[NREQ];
     for (int r = 0; r < NREQ; r++)
         seq[r] = lens[r] + 1, splits[r] = 1 + r, in_tok[r] = (int32_t)((seed >> (8 * r)) % V);
@@ -82,15 +89,31 @@ int main(void) {
     double worst = 0;
     for (int r = 0; r < NREQ; r++) {
         forward(r, lens[r], in_tok[r], ref);
-        for (int i = 0; i < V; i++) got[i] = pkvk_f2h(lg[(size_t)r * V + i]);
+        for (int i = 0; i < V; i++) pkvk_store(S.dtype, got, (size_t)i, lg[(size_t)r * V + i]);
         d = max_diff_logits(got, ref, &rms);
-        CHECK(d < 0.03 * rms + 0.01, "decode row %d: logits max |diff| %.4g (rms %.3g)", r, d, rms);
+        CHECK(d < tol_scale() * 0.03 * rms + 0.01,
+              "decode row %d: logits max |diff| %.4g (rms %.3g)", r, d, rms);
         if (d > worst) worst = d;
     }
     printf("decode: logits of %d rows max |diff| %.4g\n", NREQ, worst);
     pkvk_plan_free(&plan);
     free(part);
     pkvk_cpu_model_destroy(m);
+}
+
+int main(void) {
+    const uint64_t s0 = (uint64_t)time(NULL) * 2654435761u;
+    printf("seed %llu\n", (unsigned long long)s0);
+    static const int types[][2] = {{PKVK_FP16, PKVK_FP16},
+                                   {PKVK_BF16, PKVK_BF16},
+                                   {PKVK_FP16, PKVK_FP8_E4M3},
+                                   {PKVK_BF16, PKVK_FP8_E4M3}};
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        S.dtype = types[t][0], S.kv_dtype = types[t][1];
+        tiny_model_init(s0);
+        check_mirror();
+    }
+    S.dtype = S.kv_dtype = PKVK_FP16;
 
     /* The cpu backend end to end on a tiny model: every step's route checked. */
     char out[64];

@@ -1,12 +1,13 @@
 /* The full model's dense part on the GPU against a direct FP32 computation on the
  * CPU, on a tiny model (two layers, small widths) with fresh weights from a random
- * seed, in each type (FP16, BF16, either over FP8 KV at scale 1): a prefill of three prompts split
- * over chunks (every layer's K/V pages and the last prompt's logits), then a decode step through
- * the reference route (the step's logits), then chunked prefill: a fourth prompt's first chunk
- * alone, its second in a mixed step with the three decode rows (the rows' and the prompt's logits,
- * the prompt's K/V pages), then two decode steps replayed from one CUDA graph of fixed grids; and
- * the cpu backend's model (its CPU mirror) against the GPU's step by step. GPU test: skips without
- * a GPU. */
+ * seed, in each type (FP16, BF16, either over FP8 KV at scale 1): a prefill of three
+ * prompts split over chunks (every layer's K/V pages and the last prompt's logits),
+ * then a decode step through the reference route (the step's logits), then chunked
+ * prefill: a fourth prompt's first chunk alone, its second in a mixed step with the
+ * three decode rows (the rows' and the prompt's logits, the prompt's K/V pages), then
+ * two decode steps replayed from one CUDA graph of fixed grids; and the cpu backend's
+ * model (its CPU mirror) against the GPU's step by step, in the same types. GPU test:
+ * skips without a GPU. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -99,7 +100,7 @@ static void check_model(pkvk_ctx *ctx);
  * step's logits of every row), then every layer's K/V pages. */
 static void check_cpu_mirror(pkvk_ctx *ctx) {
     enum { STEPS = 3, BTS = (MAX_PROMPT + STEPS + PS - 1) / PS };
-    const pkvk_shape as = {.hq = HQ, .hkv = HKV, .d = D, .page_size = PS};
+    const pkvk_shape as = attn_shape();
     pkvk_model *m;
     pkvk_cpu_model *cm;
     pkvk_workspace *ws;
@@ -128,7 +129,7 @@ static void check_cpu_mirror(pkvk_ctx *ctx) {
           "cpu mirror prefill: %s", pkvk_last_error());
     double rms, worst = 0,
                 d = max_diff_logits(glog, pkvk_cpu_model_logits(cm), &rms); /* its last head */
-    CHECK(d < 0.03 * rms + 0.01, "cpu mirror prefill: logits max |diff| %.4g (rms %.3g)", d, rms);
+    CHECK(d < logit_tol(rms), "cpu mirror prefill: logits max |diff| %.4g (rms %.3g)", d, rms);
     for (int step = 0; step < STEPS; step++) {
         int32_t seq[NREQ], splits[NREQ];
         for (int r = 0; r < NREQ; r++) seq[r] = lens[r] + 1 + step, splits[r] = 1 + (r + step) % 3;
@@ -147,24 +148,24 @@ static void check_cpu_mirror(pkvk_ctx *ctx) {
         for (int r = 0; r < NREQ; r++) {
             d = max_diff_logits(glog + (size_t)r * V, pkvk_cpu_model_logits(cm) + (size_t)r * V,
                                 &rms);
-            CHECK(d < 0.03 * rms + 0.01, "cpu mirror step %d row %d: logits max |diff| %.4g", step,
-                  r, d);
+            CHECK(d < logit_tol(rms), "cpu mirror step %d row %d: logits max |diff| %.4g", step, r,
+                  d);
             if (d > worst) worst = d;
         }
     }
-    size_t pool = (size_t)NPAGES * HKV * PS * D;
-    uint16_t *host = malloc(pool * 2);
+    const size_t pool = (size_t)NPAGES * HKV * PS * D * pkvk_dtype_bytes(S.kv_dtype);
+    uint8_t *host = malloc(pool);
     double dkv = 0;
     for (int l = 0; host && l < L; l++)
         for (int v = 0; v < 2; v++) {
-            CHECK(pkvk_d2h(host, pkvk_model_kv(m, l, v), pool * 2) == 0, "d2h");
+            CHECK(pkvk_d2h(host, pkvk_model_kv(m, l, v), pool) == 0, "d2h");
             const uint16_t *c = pkvk_cpu_model_kv(cm, l, v);
             for (size_t i = 0; i < (size_t)NREQ * BTS * HKV * PS * D; i++) {
-                double e = fabs(pkvk_h2f(host[i]) - pkvk_h2f(c[i]));
+                double e = kv_excess(pkvk_elem(S.kv_dtype, host, i), pkvk_elem(S.kv_dtype, c, i));
                 if (e > dkv) dkv = e;
             }
         }
-    CHECK(host && dkv < 0.02, "cpu mirror: K/V pages max |diff| %.4g", dkv);
+    CHECK(host && dkv < 0.02 * tol_scale(), "cpu mirror: K/V pages max |diff| %.4g", dkv);
     printf("cpu mirror: prefill and %d decode steps, logits max |diff| %.4g, K/V %.4g\n", STEPS,
            worst, dkv);
     free(host);
@@ -294,7 +295,7 @@ int main(void) {
                    pkvk_dtype_names[S.kv_dtype],
                    kinds[k] == PKVK_PREFILL_CUBLAS ? "cuBLAS" : "FlashInfer");
             check_model(ctx);
-            if (S.dtype == PKVK_FP16 && !fp8()) check_cpu_mirror(ctx); /* the mirror's FP16 */
+            check_cpu_mirror(ctx);
         }
     }
     pkvk_free(unit_d);

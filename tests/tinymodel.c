@@ -13,17 +13,11 @@ static float *wt[L + 1][PKVK_W_LAYER_COUNT]; /* [L]: the model-level tensors */
 pkvk_model_shape S = {L,         H,        HQ, HKV, D, I, V, PS, 10000.f, 1e-5f, PKVK_PREFILL_AUTO,
                       PKVK_FP16, PKVK_FP16};
 
-/* x rounded to type t (FP8: at scale 1). */
-static float round_to(int t, float x) {
-    uint16_t b = 0;
-    pkvk_store(t, &b, 0, x);
-    return pkvk_elem(t, &b, 0);
-}
-
 static float *weights(int l, int t, size_t n) {
     float *w = malloc(n * sizeof *w);
     int fan = pkvk_model_fan_in(&S, l, t);
-    for (size_t i = 0; i < n; i++) w[i] = round_to(S.dtype, pkvk_model_weight(seed, l, t, i, fan));
+    for (size_t i = 0; i < n; i++)
+        w[i] = pkvk_round(S.dtype, pkvk_model_weight(seed, l, t, i, fan));
     return w;
 }
 
@@ -63,8 +57,8 @@ void forward(int r, int pos, int token, float *logits) {
         for (int h = 0; h < HQ + HKV; h++) rope(qkv + h * D, pos);
         for (int h = 0; h < HKV; h++) /* as the pools hold them */
             for (int e = 0; e < D; e++) {
-                kc[l][r][pos][h][e] = round_to(S.kv_dtype, qkv[(HQ + h) * D + e]);
-                vc[l][r][pos][h][e] = round_to(S.kv_dtype, qkv[(HQ + HKV + h) * D + e]);
+                kc[l][r][pos][h][e] = pkvk_round(S.kv_dtype, qkv[(HQ + h) * D + e]);
+                vc[l][r][pos][h][e] = pkvk_round(S.kv_dtype, qkv[(HQ + HKV + h) * D + e]);
             }
         for (int h = 0; h < HQ; h++) {
             int g = h / (HQ / HKV);
