@@ -16,12 +16,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The logits' and K/V bounds: FP16's, twice them with BF16's weights or FP8 K/V (the
- * later layers' inputs move with a code rounded on the other side of a boundary). */
-static double tol_scale(void) {
-    return S.dtype == PKVK_FP16 && S.kv_dtype == PKVK_FP16 ? 1 : 2;
-}
-
 /* The mirror's prefill and decode step in the types of S, against the direct computation. */
 static void check_mirror(void) {
     enum { BTS = MAX_PROMPT / PS + 1 };
@@ -50,7 +44,7 @@ static void check_mirror(void) {
     const float *lg = pkvk_cpu_model_logits(m);
     for (int i = 0; i < V; i++) pkvk_store(S.dtype, got, (size_t)i, lg[i]);
     double rms, d = max_diff_logits(got, ref, &rms);
-    CHECK(d < tol_scale() * 0.03 * rms + 0.01, "prefill logits: max |diff| %.4g (rms %.3g)", d,
+    CHECK(d < tiny_tol_scale() * 0.03 * rms + 0.01, "prefill logits: max |diff| %.4g (rms %.3g)", d,
           rms);
     int32_t best = 0;
     for (int i = 1; i < V; i++)
@@ -63,7 +57,7 @@ static void check_mirror(void) {
             double x = kv_max_diff(pkvk_cpu_model_kv(m, l, v), l, v, &bt[0][0], BTS);
             if (x > dkv) dkv = x;
         }
-    CHECK(dkv < 0.02 * tol_scale(), "prefill K/V pages: max |diff| %.4g", dkv);
+    CHECK(dkv < 0.02 * tiny_tol_scale(), "prefill K/V pages: max |diff| %.4g", dkv);
     printf("%s over %s KV: prefill: last prompt's logits max |diff| %.4g (rms %.3g), K/V max "
            "|diff| %.4g\n",
            pkvk_dtype_names[S.dtype], pkvk_dtype_names[S.kv_dtype], d, rms, dkv);
@@ -91,7 +85,7 @@ static void check_mirror(void) {
         forward(r, lens[r], in_tok[r], ref);
         for (int i = 0; i < V; i++) pkvk_store(S.dtype, got, (size_t)i, lg[(size_t)r * V + i]);
         d = max_diff_logits(got, ref, &rms);
-        CHECK(d < tol_scale() * 0.03 * rms + 0.01,
+        CHECK(d < tiny_tol_scale() * 0.03 * rms + 0.01,
               "decode row %d: logits max |diff| %.4g (rms %.3g)", r, d, rms);
         if (d > worst) worst = d;
     }
@@ -104,16 +98,11 @@ static void check_mirror(void) {
 int main(void) {
     const uint64_t s0 = (uint64_t)time(NULL) * 2654435761u;
     printf("seed %llu\n", (unsigned long long)s0);
-    static const int types[][2] = {{PKVK_FP16, PKVK_FP16},
-                                   {PKVK_BF16, PKVK_BF16},
-                                   {PKVK_FP16, PKVK_FP8_E4M3},
-                                   {PKVK_BF16, PKVK_FP8_E4M3}};
-    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
-        S.dtype = types[t][0], S.kv_dtype = types[t][1];
-        tiny_model_init(s0);
+    for (int t = 0; t < TINY_TYPES; t++) {
+        tiny_model_types(t, s0);
         check_mirror();
     }
-    S.dtype = S.kv_dtype = PKVK_FP16;
+    tiny_model_types(0, s0);
 
     /* The cpu backend end to end on a tiny model: every step's route checked. */
     char out[64];

@@ -117,6 +117,19 @@ void tiny_model_init(uint64_t s) {
     wt[L][PKVK_W_HEAD] = weights(-1, PKVK_W_HEAD, (size_t)H * V);
 }
 
+void tiny_model_types(int i, uint64_t s) {
+    static const int types[TINY_TYPES][2] = {{PKVK_FP16, PKVK_FP16},
+                                             {PKVK_BF16, PKVK_BF16},
+                                             {PKVK_FP16, PKVK_FP8_E4M3},
+                                             {PKVK_BF16, PKVK_FP8_E4M3}};
+    S.dtype = types[i][0], S.kv_dtype = types[i][1];
+    tiny_model_init(s);
+}
+
+double tiny_tol_scale(void) {
+    return S.dtype == PKVK_FP16 && S.kv_dtype == PKVK_FP16 ? 1 : 2;
+}
+
 double kv_excess(double got, double want) {
     const double ulp = S.kv_dtype == PKVK_FP8_E4M3 ? 0.125 : S.kv_dtype == PKVK_BF16 ? 1.0 / 64 : 0;
     return fabs(got - want) - ulp * fabs(want);

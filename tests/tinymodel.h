@@ -23,6 +23,14 @@ extern pkvk_model_shape S;
  * (request NREQ: a chunked prompt). */
 extern float kc[L][NREQ + 1][MAX_PROMPT + 2][HKV][D], vc[L][NREQ + 1][MAX_PROMPT + 2][HKV][D];
 
+/* The types the model tests run, TINY_TYPES (dtype, kv_dtype) pairs: FP16, BF16, either
+ * over FP8 KV. Pair i's into S, and the weights of seed s drawn in them. */
+enum { TINY_TYPES = 4 };
+void tiny_model_types(int i, uint64_t s);
+/* The tests' bounds against the direct computation are FP16's times this: 1, or 2 with
+ * BF16 or FP8 in the types (an 8-bit mantissa in the activations, or an FP8 code rounded
+ * on the other side of a boundary from the reference's, moves the later layers' inputs). */
+double tiny_tol_scale(void);
 /* Draw the weights of seed s (rounded to S.dtype, as the GPU holds them; again for
  * another seed or type). */
 void tiny_model_init(uint64_t s);
