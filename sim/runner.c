@@ -117,7 +117,6 @@ static int replica_itl(void *ctx, int64_t id, double gap, pkv_err *e) {
                                                                     : 0;
 }
 
-/* The experiment's calibration with its route.overrides. */
 /* An engine's options: its serving settings from c (the experiment, or a fleet pool's
  * configuration), the run's own from run (its checks, the oracle's runs, the prefill's
  * measurement), under the run's clock; the run's record decides what its steps plan. */
@@ -140,6 +139,7 @@ static pkv_engine_opts engine_opts(const pkv_config *c, const pkv_config *run,
     return eo;
 }
 
+/* The experiment's calibration with its route.overrides. */
 static int load_calib(const pkv_config *cfg, pkv_calib *cal, pkv_err *e) {
     if (pkv_calib_load(cal, cfg->calibration, pkv_model_calib_section(&cfg->model), e)) return -1;
     if (cfg->calib_overrides && pkv_calib_apply(cal, cfg->calib_overrides, "route.overrides", e)) {
