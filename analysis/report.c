@@ -16,87 +16,17 @@ static const char *const value_heads[N_VALUES] = {
     "tok/s (sim)", "tok/s (wall)", "tok/s (device)", "TTFT p50 ms",   "TTFT p99 ms",
     "TPOT p50 us", "TPOT p99 us",  "host us/step",   "goodput req/s", "SLO met %"};
 
-/* Value k is a time (its summary row's unit is seconds): best low, shown scaled. */
-static bool value_low(int k) {
-    const pkv_summary_figure *f = pkv_summary_figure_find(report_value_names[k]);
-    return f && !strcmp(f->unit, "s");
-}
-
 /* From the figure's unit to its head's. */
 static double value_scale(int k) {
     if (strchr(value_heads[k], '%')) return 100; /* a fraction */
-    return !value_low(k) ? 1 : strstr(value_heads[k], "ms") ? 1e3 : 1e6;
+    return !report_value_low(k) ? 1 : strstr(value_heads[k], "ms") ? 1e3 : 1e6;
 }
 static const char *const counter_heads[N_COUNTERS] = {
     "launches/step", "merge launches/step", "CTA work/SM", "useful KV MB/step", "merge MB/step"};
 static const double counter_scale[N_COUNTERS] = {1, 1, 1, 1e-6, 1e-6};
-static const char *const pool_names[N_POOL_V] = {
-    "routed", "finished", "busy_share", "replica_s", "prefix_hit_rate", "ttft_p50", "tpot_p50"};
 static const char *const pool_heads[N_POOL_V] = {
     "routed", "finished", "busy %", "replica-s", "prefix hit %", "TTFT p50 ms", "TPOT p50 ms"};
 static const double pool_scale[N_POOL_V] = {1, 1, 100, 1, 100, 1e3, 1e3};
-
-/* The text of the value at a dotted path of o (NULL when absent; caller frees). */
-static char *value_at(const cJSON *o, const char *path) {
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", path);
-    for (char *p = buf, *dot; o; p = dot + 1) {
-        dot = strchr(p, '.');
-        if (dot) *dot = 0;
-        char *br = strchr(p, '['); /* NAME[N]: item N of the list NAME (a pool's key) */
-        if (br) *br = 0;
-        o = cJSON_GetObjectItemCaseSensitive(o, p);
-        if (br) o = cJSON_IsArray(o) ? cJSON_GetArrayItem(o, atoi(br + 1)) : NULL;
-        if (!dot) break;
-    }
-    if (!o) return NULL;
-    return cJSON_IsString(o) ? strdup(o->valuestring) : cJSON_PrintUnformatted(o);
-}
-
-char *pkv_report_pools_text(const cJSON *o) {
-    if (!cJSON_IsArray(o) || cJSON_GetArraySize(o) == 0 || !cJSON_IsObject(o->child) ||
-        !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(o->child, "name")))
-        return NULL;
-    char buf[512] = "";
-    const cJSON *p;
-    cJSON_ArrayForEach(p, o) {
-        const cJSON *name = cJSON_GetObjectItemCaseSensitive(p, "name"),
-                    *rep = cJSON_GetObjectItemCaseSensitive(p, "replicas"),
-                    *role = cJSON_GetObjectItemCaseSensitive(p, "role"),
-                    *route = cJSON_GetObjectItemCaseSensitive(p, "route"),
-                    *cal = cJSON_GetObjectItemCaseSensitive(route, "calibration");
-        /* the GPU as the pool's calibration file names it */
-        const char *c = cJSON_IsString(cal) ? cal->valuestring : "", *slash = strrchr(c, '/');
-        if (slash) c = slash + 1;
-        const char *dot = strrchr(c, '.');
-        snprintf(buf + strlen(buf), sizeof buf - strlen(buf), "%s%s %d %s%s%.*s", *buf ? " + " : "",
-                 cJSON_IsString(name) ? name->valuestring : "?",
-                 cJSON_IsNumber(rep) ? rep->valueint : 1,
-                 cJSON_IsString(role) ? role->valuestring : "mixed", *c ? " " : "",
-                 dot ? (int)(dot - c) : (int)strlen(c), c);
-    }
-    return strdup(buf);
-}
-
-/* A configuration value as the table and the CSV show it (owned; NULL: none): a list of
- * pools as pkv_report_pools_text gives it; a path as its file's name. Groups are still
- * told apart by the whole value (value_at). */
-static char *value_shown(const cJSON *conf, const char *path) {
-    char *v = value_at(conf, path);
-    if (!v) return NULL;
-    cJSON *o = cJSON_Parse(v);
-    char *pools = pkv_report_pools_text(o);
-    if (pools) {
-        free(v);
-        v = pools;
-    } else if (!o && strchr(v, '/')) { /* a string: a path shown as its file's name */
-        char *base = strdup(strrchr(v, '/') + 1);
-        free(v);
-        v = base;
-    }
-    cJSON_Delete(o);
-    return v;
-}
 
 /* Every leaf path of o under prefix, appended to paths (up to cap). */
 static void leaves(const cJSON *o, const char *prefix, char (*paths)[256], int *n, int cap) {
@@ -108,11 +38,6 @@ static void leaves(const cJSON *o, const char *prefix, char (*paths)[256], int *
         else
             snprintf(paths[(*n)++], sizeof paths[0], "%s", p);
     }
-}
-
-static int same_group(const run *a, const run *b) {
-    return !strcmp(a->key, b->key) && !strcmp(a->policy, b->policy) &&
-           !strcmp(a->backend, b->backend);
 }
 
 /* The sweeps' axes of the files read (their columns come first). */
@@ -134,7 +59,7 @@ static int distinct_with(const run *runs, int n, const char *path) {
         size_t len = 1, used = 0;
         char *v[MAX_COLS + 1];
         for (int c = 0; c <= n_cols; c++) {
-            v[c] = value_at(runs[i].conf, c < n_cols ? cols[c] : path);
+            v[c] = report_value_at(runs[i].conf, c < n_cols ? cols[c] : path);
             len += (v[c] ? strlen(v[c]) : 0) + 1;
         }
         t[i] = malloc(len);
@@ -190,7 +115,7 @@ static int cmp_runs(const void *pa, const void *pb) {
     const run *a = &sort_runs[*(const int *)pa], *b = &sort_runs[*(const int *)pb];
     int c = strcmp(a->name, b->name);
     for (int k = 0; !c && k < n_cols; k++) {
-        char *x = value_at(a->conf, cols[k]), *y = value_at(b->conf, cols[k]);
+        char *x = report_value_at(a->conf, cols[k]), *y = report_value_at(b->conf, cols[k]);
         char *ex, *ey;
         double dx = x ? strtod(x, &ex) : 0, dy = y ? strtod(y, &ey) : 0;
         if (x && y && *x && *y && !*ex && !*ey)
@@ -202,32 +127,10 @@ static int cmp_runs(const void *pa, const void *pb) {
     return c ? c : strcmp(a->policy, b->policy);
 }
 
-/* mean and sample sd of value k over the runs of a's group; NaN values are skipped. */
-static void group_stats(const run *runs, int n, const run *a, int k, double *mean, double *sd,
-                        int *count) {
-    static double x[MAX_RUNS];
-    int m = 0;
-    for (int i = 0; i < n; i++)
-        if (same_group(&runs[i], a) && runs[i].v[k] == runs[i].v[k]) x[m++] = runs[i].v[k];
-    *count = m;
-    *mean = m ? gsl_stats_mean(x, 1, (size_t)m) : NAN;
-    *sd = m > 1 ? gsl_stats_sd_m(x, 1, (size_t)m, *mean) : NAN;
-}
-
-/* A group's first row, its configuration columns, policy, backend and run count. */
-/* The mean model error of a group's runs (NaN: measured, or unknown). */
-static double group_model_error(const run *runs, int n, const run *g) {
-    double sum = 0;
-    int c = 0;
-    for (int j = 0; j < n; j++)
-        if (same_group(&runs[j], g)) sum += runs[j].model_err, c++;
-    return c ? sum / c : NAN;
-}
-
 static void group_head(FILE *table, const run *r, int interrupted, int count) {
     fprintf(table, "| %s%s |", r->name, interrupted ? " (interrupted)" : "");
     for (int c = 0; c < n_cols; c++) {
-        char *v = value_shown(r->conf, cols[c]);
+        char *v = report_value_shown(r->conf, cols[c]);
         fprintf(table, " %s |", v ? v : "—");
         free(v);
     }
@@ -239,19 +142,6 @@ static int value_index(const char *name) {
     for (int k = 0; k < N_VALUES; k++)
         if (!strcmp(report_value_names[k], name)) return k;
     return -1;
-}
-
-/* Whether g's group meets its SLOs: 1 when every run served every request it offered and
- * the group's mean SLO attainment is at least attain; 0 when the attainment is short, -2
- * when a run left requests unserved; -1 when no SLO is set. */
-static int group_meets(const run *runs, int n, const run *g, double attain) {
-    double m, sd;
-    int c;
-    group_stats(runs, n, g, V_ATTAIN, &m, &sd, &c);
-    if (isnan(m)) return -1;
-    for (int j = 0; j < n; j++)
-        if (same_group(&runs[j], g) && !runs[j].served) return -2;
-    return m >= attain;
 }
 
 enum { BEST_CHEAPEST = -2 }; /* --best cheapest */
@@ -271,7 +161,7 @@ static char *setting_of(const run *r, bool cheap) {
     cJSON_AddItemToArray(a, cJSON_CreateString(r->backend));
     for (int c = 0; cheap && c < n_cols; c++) {
         if (size_column(c)) continue;
-        char *v = value_at(r->conf, cols[c]);
+        char *v = report_value_at(r->conf, cols[c]);
         cJSON_AddItemToArray(a, v ? cJSON_CreateString(v) : cJSON_CreateNull());
         free(v);
     }
@@ -285,7 +175,7 @@ static char *setting_of(const run *r, bool cheap) {
  * their SLOs, the one of fewest GPUs (then the highest attainment). */
 static void best_table(FILE *table, const run *runs, const int *order, int n, int k,
                        double attain) {
-    const int cheap = k == BEST_CHEAPEST, low = cheap || value_low(k);
+    const int cheap = k == BEST_CHEAPEST, low = cheap || report_value_low(k);
     if (cheap)
         fprintf(table,
                 "\nCheapest group meeting its SLOs (every request served, %.4g%% or more within "
@@ -319,10 +209,10 @@ static void best_table(FILE *table, const run *runs, const int *order, int n, in
         for (int j = 0; j < n; j++) {
             const run *b = &runs[j];
             if (strcmp(set[j], set[order[oi]])) continue;
-            if (cheap && group_meets(runs, n, b, attain) != 1) continue;
+            if (cheap && report_group_meets(runs, n, b, attain) != 1) continue;
             double m, sd;
             int c;
-            group_stats(runs, n, b, cheap ? V_ATTAIN : k, &m, &sd, &c);
+            report_group_stats(runs, n, b, cheap ? V_ATTAIN : k, &m, &sd, &c);
             const bool better = cheap ? best < 0 || b->gpus < runs[best].gpus ||
                                             (b->gpus == runs[best].gpus && m > best_m)
                                       : !isnan(m) && (best < 0 || (low ? m < best_m : m > best_m));
@@ -332,7 +222,7 @@ static void best_table(FILE *table, const run *runs, const int *order, int n, in
         if (best < 0) { /* the setting, its size columns blank: no answer */
             fprintf(table, "| %s |", a->name);
             for (int c = 0; c < n_cols; c++) {
-                char *v = size_column(c) ? NULL : value_shown(a->conf, cols[c]);
+                char *v = size_column(c) ? NULL : report_value_shown(a->conf, cols[c]);
                 fprintf(table, " %s |", v ? v : "—");
                 free(v);
             }
@@ -347,28 +237,6 @@ static void best_table(FILE *table, const run *runs, const int *order, int n, in
     free(set);
 }
 
-/* Paired by seed: value k of each run of g's group over the baseline group's run of
- * its seed; *pm the mean of those ratios, *half the half-width of its 95% Student t
- * interval (NaN under two pairs), *np the pairs. */
-static void paired_ratio(const run *runs, int n, const run *g, const run *base, int k, double *pm,
-                         double *half, int *np) {
-    static double pr[MAX_RUNS];
-    *np = 0;
-    for (int j = 0; j < n; j++) {
-        if (!same_group(&runs[j], g)) continue;
-        for (int b = 0; b < n; b++)
-            if (same_group(&runs[b], base) && runs[b].has_seed && runs[j].has_seed &&
-                runs[b].seed == runs[j].seed && runs[b].v[k] > 0 && runs[j].v[k] == runs[j].v[k]) {
-                pr[(*np)++] = runs[j].v[k] / runs[b].v[k];
-                break;
-            }
-    }
-    *pm = *np ? gsl_stats_mean(pr, 1, (size_t)*np) : NAN;
-    *half = *np > 1 ? gsl_cdf_tdist_Pinv(0.975, *np - 1) * gsl_stats_sd_m(pr, 1, (size_t)*np, *pm) /
-                          sqrt((double)*np)
-                    : NAN;
-}
-
 static void print_paired(FILE *table, double pm, double half, int np) {
     if (!isnan(half))
         fprintf(table, " %.3fx [%.3f, %.3f] (%d) |", pm, pm - half, pm + half, np);
@@ -376,28 +244,6 @@ static void print_paired(FILE *table, double pm, double half, int np) {
         fprintf(table, " %.3fx (%d) |", pm, np);
     else
         fprintf(table, " — |");
-}
-
-/* The runs of g's group: their largest error, the mean of their mean errors (NaN
- * where no step was checked), each route's share of their steps; returns the runs. */
-static int group_checks(const run *runs, int n, const run *g, double *err_max, double *err_mean,
-                        double share[PKV_ROUTE_COUNT]) {
-    double err_sum = 0, all = 0;
-    int err_n = 0, count = 0;
-    *err_max = NAN;
-    for (int r = 0; r < PKV_ROUTE_COUNT; r++) share[r] = 0;
-    for (int j = 0; j < n; j++) {
-        if (!same_group(&runs[j], g)) continue;
-        count++;
-        if (!(runs[j].err_max <= *err_max)) *err_max = runs[j].err_max;
-        if (runs[j].err_mean == runs[j].err_mean) err_sum += runs[j].err_mean, err_n++;
-        for (int r = 0; r < PKV_ROUTE_COUNT; r++)
-            if (runs[j].route_steps[r] > 0) share[r] += runs[j].route_steps[r];
-    }
-    for (int r = 0; r < PKV_ROUTE_COUNT; r++) all += share[r];
-    for (int r = 0; r < PKV_ROUTE_COUNT && all > 0; r++) share[r] /= all;
-    *err_mean = err_n ? err_sum / err_n : NAN;
-    return count;
 }
 
 /* Wall and device throughput against the baseline (paired by seed), the largest and
@@ -420,19 +266,20 @@ static void routes_table(FILE *table, const run *runs, const int *order, int n,
     for (int oi = 0; oi < n; oi++) {
         const int i = order[oi];
         int first = 1, count = 0;
-        for (int oj = 0; oj < oi && first; oj++) first = !same_group(&runs[order[oj]], &runs[i]);
+        for (int oj = 0; oj < oi && first; oj++)
+            first = !report_same_group(&runs[order[oj]], &runs[i]);
         if (!first) continue;
         double err_max, err_mean, share[PKV_ROUTE_COUNT];
-        count = group_checks(runs, n, &runs[i], &err_max, &err_mean, share);
+        count = report_group_checks(runs, n, &runs[i], &err_max, &err_mean, share);
         group_head(table, &runs[i], 0, count);
         run base = runs[i];
         snprintf(base.policy, sizeof base.policy, "%s", baseline);
         for (int q = 0; q < 2; q++) {
             double m, sd, pm, half;
             int c, np;
-            group_stats(runs, n, &runs[i], ks[q], &m, &sd, &c);
+            report_group_stats(runs, n, &runs[i], ks[q], &m, &sd, &c);
             fprintf(table, isnan(m) ? " — |" : !isnan(sd) ? " %.0f ± %.0f |" : " %.0f |", m, sd);
-            paired_ratio(runs, n, &runs[i], &base, ks[q], &pm, &half, &np);
+            report_paired_ratio(runs, n, &runs[i], &base, ks[q], &pm, &half, &np);
             print_paired(table, pm, half, np);
         }
         fprintf(table, !isnan(err_max) ? " %.2e |" : " — |", err_max);
@@ -459,14 +306,15 @@ static void counters_table(FILE *table, const run *runs, const int *order, int n
     for (int oi = 0; oi < n; oi++) {
         const int i = order[oi];
         int first = 1, count = 0;
-        for (int oj = 0; oj < oi && first; oj++) first = !same_group(&runs[order[oj]], &runs[i]);
+        for (int oj = 0; oj < oi && first; oj++)
+            first = !report_same_group(&runs[order[oj]], &runs[i]);
         if (!first) continue;
-        for (int j = 0; j < n; j++) count += same_group(&runs[j], &runs[i]);
+        for (int j = 0; j < n; j++) count += report_same_group(&runs[j], &runs[i]);
         group_head(table, &runs[i], 0, count);
         for (int k = 0; k < N_COUNTERS; k++) {
             double m, sd;
             int c;
-            group_stats(runs, n, &runs[i], N_VALUES + k, &m, &sd, &c);
+            report_group_stats(runs, n, &runs[i], N_VALUES + k, &m, &sd, &c);
             if (isnan(m))
                 fprintf(table, " — |");
             else
@@ -476,19 +324,6 @@ static void counters_table(FILE *table, const run *runs, const int *order, int n
         fputc('\n', table);
     }
 }
-
-/* Pool p's figure k, mean over the runs of g's group that have it (NaN: none). */
-static double pool_mean(const run *runs, int n, const run *g, int p, int k) {
-    double sum = 0;
-    int m = 0;
-    for (int j = 0; j < n; j++)
-        if (same_group(&runs[j], g) && p < runs[j].n_pools &&
-            runs[j].pools[p].v[k] == runs[j].pools[p].v[k])
-            sum += runs[j].pools[p].v[k], m++;
-    return m ? sum / m : NAN;
-}
-
-static const char *const role_names[3] = {"mixed", "prefill", "decode"}; /* /replicas role */
 
 /* A fleet's figures per pool (mean over the group's runs), when any run is a fleet. */
 static void pools_table(FILE *table, const run *runs, const int *order, int n) {
@@ -506,52 +341,20 @@ static void pools_table(FILE *table, const run *runs, const int *order, int n) {
     for (int oi = 0; oi < n; oi++) {
         const run *g = &runs[order[oi]];
         int first = 1, count = 0;
-        for (int oj = 0; oj < oi && first; oj++) first = !same_group(&runs[order[oj]], g);
+        for (int oj = 0; oj < oi && first; oj++) first = !report_same_group(&runs[order[oj]], g);
         if (!first || !g->pools) continue;
-        for (int j = 0; j < n; j++) count += same_group(&runs[j], g);
+        for (int j = 0; j < n; j++) count += report_same_group(&runs[j], g);
         for (int p = 0; p < g->n_pools; p++) {
             const pool_fig *q = &g->pools[p];
             group_head(table, g, 0, count);
-            fprintf(table, " %s | %s | %d |", q->name, role_names[q->role % 3], q->replicas);
+            fprintf(table, " %s | %s | %d |", q->name, report_role_names[q->role % 3], q->replicas);
             for (int k = 0; k < N_POOL_V; k++) {
-                const double v = pool_mean(runs, n, g, p, k) * pool_scale[k];
+                const double v = report_pool_mean(runs, n, g, p, k) * pool_scale[k];
                 fprintf(table, v != v ? " — |" : fabs(v) >= 100 ? " %.0f |" : " %.3g |", v);
             }
             fputc('\n', table);
         }
     }
-}
-
-/* {"mean": m, "sd": s} (null for NaN: cJSON writes no NaN). */
-static void add_stat(cJSON *o, const char *name, double mean, double sd) {
-    cJSON *v = cJSON_AddObjectToObject(o, name);
-    if (!isnan(mean))
-        cJSON_AddNumberToObject(v, "mean", mean);
-    else
-        cJSON_AddNullToObject(v, "mean");
-    if (!isnan(sd))
-        cJSON_AddNumberToObject(v, "sd", sd);
-    else
-        cJSON_AddNullToObject(v, "sd");
-}
-
-static void add_num(cJSON *o, const char *name, double x) {
-    if (!isnan(x))
-        cJSON_AddNumberToObject(o, name, x);
-    else
-        cJSON_AddNullToObject(o, name);
-}
-
-/* A CSV field, quoted, its quotes doubled (RFC 4180): a resolved value may hold commas,
- * quotes and newlines (a pool list). */
-static void csv_field(FILE *out, const char *sep, const char *v) {
-    fputs(sep, out);
-    fputc('"', out);
-    for (; v && *v; v++) {
-        if (*v == '"') fputc('"', out);
-        fputc(*v, out);
-    }
-    fputc('"', out);
 }
 
 int pkv_report_write(const char *const *paths, int n, const char *baseline, unsigned tables,
@@ -609,46 +412,36 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, unsi
     for (int c = 0; c < n_cols; c++) fprintf(table, "---|");
     for (int k = 0; k <= n_shown + 4 + shown[V_ATTAIN]; k++) fprintf(table, "---|");
     fputc('\n', table);
-    if (out) {
-        fputs("experiment", out);
-        for (int c = 0; c < n_cols; c++) csv_field(out, ",", cols[c]);
-        fputs(",policy,backend,runs,interrupted", out);
-        for (int k = 0; k < N_VALUES; k++) { /* times in seconds, and named so */
-            const char *u = value_low(k) && !strstr(report_value_names[k], "_s") ? "_s" : "";
-            fprintf(out, ",%s%s_mean,%s%s_sd", report_value_names[k], u, report_value_names[k], u);
-        }
-        fputs(",ratio_vs_baseline,paired_ratio,paired_ci_lo,paired_ci_hi,pairs,tpot_p50_ratio,"
-              "ttft_p99_ratio,model_error,inside_model_error,gpus,meets_slo\n",
-              out);
-    }
+    if (out) report_csv_head(out, cols, n_cols);
     for (int oi = 0; oi < n; oi++) {
         const int i = order[oi];
         int first = 1;
-        for (int oj = 0; oj < oi && first; oj++) first = !same_group(&runs[order[oj]], &runs[i]);
+        for (int oj = 0; oj < oi && first; oj++)
+            first = !report_same_group(&runs[order[oj]], &runs[i]);
         if (!first) continue;
         int interrupted = 0, count = 0;
         for (int j = 0; j < n; j++)
-            interrupted |= same_group(&runs[j], &runs[i]) && runs[j].interrupted;
+            interrupted |= report_same_group(&runs[j], &runs[i]) && runs[j].interrupted;
         double mean[N_VALUES], sd[N_VALUES];
         for (int k = 0; k < N_VALUES; k++)
-            group_stats(runs, n, &runs[i], k, &mean[k], &sd[k], &count);
-        count = 0; /* runs in the group (group_stats counted non-missing values) */
-        for (int j = 0; j < n; j++) count += same_group(&runs[j], &runs[i]);
+            report_group_stats(runs, n, &runs[i], k, &mean[k], &sd[k], &count);
+        count = 0; /* runs in the group (report_group_stats counted non-missing values) */
+        for (int j = 0; j < n; j++) count += report_same_group(&runs[j], &runs[i]);
         run base = runs[i];
         snprintf(base.policy, sizeof base.policy, "%s", baseline);
         double bm, bsd;
         int bc;
-        group_stats(runs, n, &base, 0, &bm, &bsd, &bc);
+        report_group_stats(runs, n, &base, 0, &bm, &bsd, &bc);
         double ratio = bc && bm > 0 ? mean[0] / bm : NAN;
         double pm, half;
         int np;
-        paired_ratio(runs, n, &runs[i], &base, 0, &pm, &half, &np);
+        report_paired_ratio(runs, n, &runs[i], &base, 0, &pm, &half, &np);
         double lat_ratio[2]; /* TPOT p50 and TTFT p99 over the baseline group's */
         for (int q = 0; q < 2; q++) {
             const int k = q ? V_TTFT_P99 : V_TPOT_P50;
             double tm, tsd;
             int tc;
-            group_stats(runs, n, &base, k, &tm, &tsd, &tc);
+            report_group_stats(runs, n, &base, k, &tm, &tsd, &tc);
             lat_ratio[q] = tc && tm > 0 ? mean[k] / tm : NAN;
         }
         group_head(table, &runs[i], interrupted, count);
@@ -664,7 +457,7 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, unsi
                 fprintf(table, sd[k] == sd[k] ? " %.4g ± %.2g |" : " %.4g |",
                         mean[k] * value_scale(k), sd[k] * value_scale(k));
         }
-        const int meets = group_meets(runs, n, &runs[i], attain);
+        const int meets = report_group_meets(runs, n, &runs[i], attain);
         if (shown[V_ATTAIN])
             fputs(meets == 1    ? " yes |"
                   : meets == 0  ? " no |"
@@ -679,8 +472,8 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, unsi
         for (int q = 0; q < 2; q++)
             fprintf(table, lat_ratio[q] == lat_ratio[q] ? " %.3fx |" : " — |", lat_ratio[q]);
         /* A predicted ratio means nothing inside the two groups' model errors. */
-        const double me = group_model_error(runs, n, &runs[i]),
-                     be = group_model_error(runs, n, &base), both = me + be;
+        const double me = report_group_model_error(runs, n, &runs[i]),
+                     be = report_group_model_error(runs, n, &base), both = me + be;
         const int inside = !isnan(both) && !isnan(ratio) && fabs(ratio - 1) < both &&
                            strcmp(runs[i].policy, baseline) != 0; /* not the baseline itself */
         if (isnan(me))
@@ -689,93 +482,19 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, unsi
             fprintf(table, " ±%.1f%%%s |", 100 * me,
                     inside ? " (the ratio is inside the two groups' errors)" : "");
         fputc('\n', table);
-        if (out) {
-            csv_field(out, "", runs[i].name);
-            for (int c = 0; c < n_cols; c++) {
-                char *v = value_shown(runs[i].conf, cols[c]);
-                csv_field(out, ",", v);
-                free(v);
-            }
-            csv_field(out, ",", runs[i].policy);
-            csv_field(out, ",", runs[i].backend);
-            fprintf(out, ",%d,%d", count, interrupted);
-            for (int k = 0; k < N_VALUES; k++) fprintf(out, ",%.9g,%.9g", mean[k], sd[k]);
-            fprintf(out, ",%.9g,%.9g,%.9g,%.9g,%d,%.9g,%.9g,%.9g,%d,%d,%s\n", ratio, pm, pm - half,
-                    pm + half, np, lat_ratio[0], lat_ratio[1], me, inside, runs[i].gpus,
-                    meets == -1  ? ""
-                    : meets == 1 ? "1"
-                                 : "0");
-        }
-        if (groups) {
-            cJSON *g = cJSON_CreateObject(), *cf = cJSON_CreateObject();
-            cJSON_AddItemToArray(groups, g);
-            cJSON_AddStringToObject(g, "experiment", runs[i].name);
-            for (int c = 0; c < n_cols; c++) {
-                char *v = value_at(runs[i].conf, cols[c]);
-                if (v) cJSON_AddStringToObject(cf, cols[c], v);
-                free(v);
-            }
-            cJSON_AddItemToObject(g, "config", cf);
-            cJSON_AddStringToObject(g, "policy", runs[i].policy);
-            cJSON_AddStringToObject(g, "backend", runs[i].backend);
-            cJSON_AddNumberToObject(g, "runs", count);
-            cJSON_AddBoolToObject(g, "interrupted", interrupted);
-            cJSON *vals = cJSON_AddObjectToObject(g, "values");
-            for (int k = 0; k < N_VALUES; k++)
-                add_stat(vals, report_value_names[k], mean[k], sd[k]);
-            add_num(g, "ratio_vs_baseline", ratio);
-            cJSON *pj = cJSON_AddObjectToObject(g, "paired_by_seed");
-            add_num(pj, "ratio", pm);
-            add_num(pj, "ci95_lo", pm - half);
-            add_num(pj, "ci95_hi", pm + half);
-            cJSON_AddNumberToObject(pj, "pairs", np);
-            add_num(g, "tpot_p50_ratio", lat_ratio[0]);
-            add_num(g, "ttft_p99_ratio", lat_ratio[1]);
-            add_num(g, "model_error", me);
-            cJSON_AddBoolToObject(g, "inside_model_error", inside);
-            cJSON_AddNumberToObject(g, "gpus", runs[i].gpus);
-            if (meets == -1)
-                cJSON_AddNullToObject(g, "meets_slo");
-            else
-                cJSON_AddBoolToObject(g, "meets_slo", meets == 1);
-            static const char *const paired_names[2] = {"paired_by_seed_wall",
-                                                        "paired_by_seed_device"};
-            for (int q = 0; q < 2; q++) { /* decode_tok_s_wall, decode_tok_s_device */
-                double wm, wh;
-                int wn;
-                paired_ratio(runs, n, &runs[i], &base, 1 + q, &wm, &wh, &wn);
-                cJSON *w = cJSON_AddObjectToObject(g, paired_names[q]);
-                add_num(w, "ratio", wm);
-                add_num(w, "ci95_lo", wm - wh);
-                add_num(w, "ci95_hi", wm + wh);
-                cJSON_AddNumberToObject(w, "pairs", wn);
-            }
-            double err_max, err_mean, share[PKV_ROUTE_COUNT];
-            group_checks(runs, n, &runs[i], &err_max, &err_mean, share);
-            add_num(g, "max_abs_err", err_max);
-            add_num(g, "mean_abs_err", err_mean);
-            cJSON *sh = cJSON_AddObjectToObject(g, "steps_by_route");
-            for (int r = 0; r < PKV_ROUTE_COUNT; r++) add_num(sh, pkv_route_names[r], share[r]);
-            if (runs[i].pools) {
-                cJSON *pa = cJSON_AddArrayToObject(g, "pools");
-                for (int p = 0; p < runs[i].n_pools; p++) {
-                    cJSON *o = cJSON_CreateObject();
-                    cJSON_AddItemToArray(pa, o);
-                    cJSON_AddStringToObject(o, "pool", runs[i].pools[p].name);
-                    cJSON_AddStringToObject(o, "role", role_names[runs[i].pools[p].role % 3]);
-                    cJSON_AddNumberToObject(o, "replicas", runs[i].pools[p].replicas);
-                    for (int k = 0; k < N_POOL_V; k++)
-                        add_num(o, pool_names[k], pool_mean(runs, n, &runs[i], p, k));
-                }
-            }
-            cJSON *cj = cJSON_AddObjectToObject(g, "counters");
-            for (int k = 0; k < N_COUNTERS; k++) {
-                double m, sdv;
-                int c;
-                group_stats(runs, n, &runs[i], N_VALUES + k, &m, &sdv, &c);
-                add_stat(cj, report_counter_names[k], m, sdv);
-            }
-        }
+        report_fig fig = {.ratio = ratio,
+                          .pm = pm,
+                          .half = half,
+                          .np = np,
+                          .lat_ratio = {lat_ratio[0], lat_ratio[1]},
+                          .me = me,
+                          .count = count,
+                          .interrupted = interrupted,
+                          .inside = inside,
+                          .meets = meets};
+        memcpy(fig.mean, mean, sizeof mean), memcpy(fig.sd, sd, sizeof sd);
+        if (out) report_csv_row(out, &runs[i], &fig, cols, n_cols);
+        if (groups) report_group_json(groups, runs, n, &runs[i], &base, &fig, cols, n_cols);
     }
     if (doc) {
         char *text = cJSON_Print(doc);

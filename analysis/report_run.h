@@ -7,6 +7,7 @@
 #include <cJSON.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "pkv_err.h"
 #include "pkv_route.h"
@@ -61,5 +62,51 @@ typedef struct report_axes {
 /* The runs of one file into runs[*n...] (itself, or each point of a sweep, whose axes are
  * noted in ax): at most MAX_RUNS in all. -1 naming the file that cannot be read. */
 int report_load_file(const char *path, run *runs, int *n, report_axes *ax, pkv_err *e);
+
+/* report_group.c: a group is the runs of one configuration key, policy and backend. Its
+ * value k's mean and sample sd (NaN values skipped; count: the values); its mean model
+ * error (NaN: measured, or unknown); whether it meets its SLOs (1: every run served every
+ * request it offered and the mean attainment is at least attain; 0: short; -2: a run
+ * left requests unserved; -1: no SLO set); paired by seed, value k of each run over the
+ * baseline group's run of its seed (*pm the mean ratio, *half its 95% Student t
+ * half-width, NaN under two pairs; *np the pairs); its largest and mean check errors and
+ * each route's share of its steps (returns its runs); pool p's figure k, mean over the
+ * group's runs that have it. */
+int report_same_group(const run *a, const run *b);
+void report_group_stats(const run *runs, int n, const run *a, int k, double *mean, double *sd,
+                        int *count);
+double report_group_model_error(const run *runs, int n, const run *g);
+int report_group_meets(const run *runs, int n, const run *g, double attain);
+void report_paired_ratio(const run *runs, int n, const run *g, const run *base, int k, double *pm,
+                         double *half, int *np);
+int report_group_checks(const run *runs, int n, const run *g, double *err_max, double *err_mean,
+                        double share[PKV_ROUTE_COUNT]);
+double report_pool_mean(const run *runs, int n, const run *g, int p, int k);
+
+/* A group's figures as the table, the CSV and the JSON give them. */
+typedef struct report_fig {
+    double mean[N_VALUES], sd[N_VALUES];
+    double ratio;                          /* throughput over the baseline group's */
+    double pm, half;                       /* paired by seed: the mean ratio, its 95% half-width */
+    int np;                                /* pairs */
+    double lat_ratio[2];                   /* TPOT p50 and TTFT p99 over the baseline group's */
+    double me;                             /* the group's model error (NaN: none) */
+    int count, interrupted, inside, meets; /* runs; any cut; the ratio inside the model
+                                              errors; report_group_meets' answer */
+} report_fig;
+
+/* report_out.c: /replicas roles by number; the text of the value at a dotted path of a
+ * configuration (NULL when absent; caller frees), and as the table and CSV show it (a
+ * pool list as pkv_report_pools_text gives it, a path as its file's name); whether value
+ * k is a time (best low); the CSV's head and a group's row; a group's JSON object into
+ * groups. cols: the configuration paths shown as columns. */
+extern const char *const report_role_names[3];
+char *report_value_at(const cJSON *o, const char *path);
+char *report_value_shown(const cJSON *conf, const char *path);
+bool report_value_low(int k);
+void report_csv_head(FILE *out, char (*cols)[256], int n_cols);
+void report_csv_row(FILE *out, const run *r, const report_fig *f, char (*cols)[256], int n_cols);
+void report_group_json(cJSON *groups, const run *runs, int n, const run *r, const run *base,
+                       const report_fig *f, char (*cols)[256], int n_cols);
 
 #endif

@@ -265,7 +265,44 @@ void pkv_keys_defaults(pkv_keys k, const char *obj, void *dst) {
     }
 }
 
-void pkv_keys_print(pkv_keys k, const char *prefix, FILE *out) {
+/* Whether a scalar row's value in src is other than its default (pkv_keys_defaults'). */
+static bool not_default(const pkv_key *r, const void *src) {
+    const void *f = cfield(src, r);
+    switch (r->kind) {
+    case PKV_KEY_I64:
+        return *(const int64_t *)f != (int64_t)r->def;
+    case PKV_KEY_INT:
+        return *(const int *)f != (int)r->def;
+    case PKV_KEY_NUM:
+        return *(const double *)f != r->def * (r->scale != 0 ? r->scale : 1);
+    case PKV_KEY_BOOL:
+        return *(const bool *)f != (r->def != 0);
+    case PKV_KEY_ENUM:
+        return strcmp(r->choices[*(const int *)f], r->def_s ? r->def_s : r->choices[0]) != 0;
+    case PKV_KEY_STR:
+        return strcmp((const char *)f, r->def_s ? r->def_s : "") != 0;
+    default:
+        return false;
+    }
+}
+
+int pkv_keys_check_kinds(pkv_keys k, const void *src, int kind, const char *const *what,
+                         pkv_err *e) {
+    for (int i = 0; i < k.n; i++) {
+        const pkv_key *r = &k.rows[i];
+        if (!r->kinds || r->kinds >> kind & 1 || !scalar(r) || !not_default(r, src)) continue;
+        char to[256] = "";
+        for (int j = 0; what[j]; j++)
+            if (r->kinds >> j & 1)
+                snprintf(to + strlen(to), sizeof to - strlen(to), "%s%s", *to ? " or " : "",
+                         what[j]);
+        return pkv_fail(e, "%s%s%s: applies to %s only; this model is %s", r->obj,
+                        *r->obj ? "." : "", r->name, to, what[kind]);
+    }
+    return 0;
+}
+
+void pkv_keys_print(pkv_keys k, const char *prefix, const char *const *kind_names, FILE *out) {
     static const char *const kinds[] = {"int",  "int",    "number", "bool",
                                         "enum", "string", "object", "custom"};
     for (int i = 0; i < k.n; i++) {
@@ -284,6 +321,15 @@ void pkv_keys_print(pkv_keys k, const char *prefix, FILE *out) {
             snprintf(def, sizeof def, "%s", r->def != 0 ? "true" : "false");
         else
             snprintf(def, sizeof def, "%.15g", r->def);
-        fprintf(out, "%s\t%s\t%s\n", p, kinds[r->kind], def);
+        fprintf(out, "%s\t%s\t%s", p, kinds[r->kind], def);
+        if (kind_names) {
+            char to[128] = "";
+            for (int j = 0; kind_names[j]; j++)
+                if (r->kinds >> j & 1)
+                    snprintf(to + strlen(to), sizeof to - strlen(to), "%s%s", *to ? "," : "",
+                             kind_names[j]);
+            fprintf(out, "\t%s", *to ? to : "-");
+        }
+        fputc('\n', out);
     }
 }

@@ -40,6 +40,8 @@ typedef struct pkv_key {
     const char *const *choices; /* ENUM, STR: NULL-terminated */
     const char *def_key;        /* I64, INT: absent takes this key's (already parsed) value */
     uint32_t when;              /* bit i: applies when the selector's index is i; 0: always */
+    uint32_t kinds; /* bit i: the key applies to the caller's kind i only (a model's kind,
+                       pkv_keys_check_kinds); 0: to every kind */
 } pkv_key;
 
 typedef struct pkv_keys {
@@ -67,8 +69,15 @@ void pkv_keys_write(pkv_keys k, const char *obj, const void *src, cJSON *out);
 int pkv_keys_attrs(pkv_keys k, const char *obj, const void *src, pkv_attr *a, int cap);
 /* Every row's default into dst (the rows with a numeric or string default). */
 void pkv_keys_defaults(pkv_keys k, const char *obj, void *dst);
+/* The first scalar row whose kinds leave out `kind` (an index) and whose value in src
+ * is not its default: -1 with an error naming the key, what it applies to and what
+ * this is (what[i]: kind i, in words); else 0. */
+int pkv_keys_check_kinds(pkv_keys k, const void *src, int kind, const char *const *what,
+                         pkv_err *e);
 /* One line per row, "PATH\tKIND\tDEFAULT" ("-": none, required, or the caller's), for
- * the documentation check; PATH is prefix.obj.name without empty parts. */
-void pkv_keys_print(pkv_keys k, const char *prefix, FILE *out);
+ * the documentation check; PATH is prefix.obj.name without empty parts. With kind
+ * names (NULL-terminated, index i: bit i of pkv_key.kinds), a fourth column names the
+ * kinds a row applies to, comma-separated ("-": every kind). */
+void pkv_keys_print(pkv_keys k, const char *prefix, const char *const *kind_names, FILE *out);
 
 #endif

@@ -14,13 +14,6 @@
 #include "pkv_record.h"
 #include "pkvk.h"
 
-/* A full model's forward over prompt tokens holds this many at most (its activation
- * rows, at least the batch's rows): the cpu and cuda backends run a longer prefill
- * batch as forwards of this many, and prefill_first's batches are this large by
- * default (serving.prefill_batch_tokens) so that each prompt's first token is its own
- * forward's. */
-enum { PKV_FORWARD_TOKENS = 8192 };
-
 /* A prefill batch, or the prompt chunks of a mixed iteration; host memory. Piece i
  * covers positions [starts[i], starts[i] + lens[i]) of its prompt and attends to
  * every earlier position of it (in the pages, written by earlier chunks); its pages
@@ -100,8 +93,27 @@ typedef enum pkv_backend_kind {
 extern const char *const pkv_backend_names[]; /* "auto", "model", "cpu", "cuda", NULL */
 /* The backend `auto` resolves to on this machine. */
 pkv_backend_kind pkv_backend_resolve(pkv_backend_kind k);
+/* What a backend kind can run (engine/backend_caps.c, one row per kind). */
+typedef struct pkv_backend_caps {
+    bool measures;        /* it runs what it is given and times it (run.clock wall, device);
+                             else it predicts every route, built here or not */
+    bool gpu;             /* on the GPU: the kernels this build has (FlashInfer's occupancy,
+                             the prefill kernel), graphs replayed for real */
+    bool any_types;       /* every model.dtype x kv_dtype (else FP16 or BF16, KV of that
+                             type or FP8 E4M3) */
+    bool any_shape;       /* every head_dim and query group (else the GPU kernels': head_dim
+                             64, 128 or 256, 1 to 8 query heads per KV head) */
+    bool experts;         /* a mixture of experts' layers */
+    bool speculative;     /* serving.speculative's draft and verify steps */
+    bool prefill_measure; /* serving.prefill.measure: the prefill's K/V write timed */
+    bool fi_fp8;          /* FlashInfer's paths over FP8 KV (as the pools' scales are) */
+    int fi_head_dim;      /* FlashInfer's paths at this head_dim only (0: any) */
+    int clock;            /* pkv_clock_source of run.clock "auto" */
+} pkv_backend_caps;
+/* Backend kind k's row (auto resolved). */
+const pkv_backend_caps *pkv_backend_caps_of(pkv_backend_kind k);
 /* Whether backend kind k runs model m's attention shape: 0, or -1 with e saying why
- * and what to do (the one place that knows which shapes the GPU kernels run). */
+ * and what to do (from k's row of the table). */
 int pkv_backend_supports(pkv_backend_kind k, const pkv_model *m, pkv_err *e);
 /* The routes (bit r) backend kind k can run for model m's attention shape: FlashInfer's
  * paths only at 1, 2, 4 or 8 query heads per KV head, on the GPU at head_dim 128, and

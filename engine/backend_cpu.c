@@ -156,9 +156,10 @@ pkv_backend *pkv_backend_cpu_create(const pkv_model *md, int32_t n_pages, int32_
     const pkvk_shape sh = pkv_model_attn_shape(md), *s = &sh;
     const pkvk_model_shape ms = pkv_model_gpu_shape(md);
     size_t pool = (size_t)n_pages * s->hkv * s->page_size * s->d;
-    const int dense = pkv_model_dense(md);
+    const pkv_model_kind *mk = pkv_model_kind_of(md);
+    const bool forward = !mk->kv_synthetic; /* the model's forward, over its own KV */
     const int32_t chunk = cap_rows > PKV_FORWARD_TOKENS ? cap_rows : PKV_FORWARD_TOKENS;
-    const size_t model_bytes = dense ? pkvk_cpu_model_bytes(&ms, cap_rows, chunk, n_pages) : 0;
+    const size_t model_bytes = forward ? pkvk_cpu_model_bytes(&ms, cap_rows, chunk, n_pages) : 0;
     if (model_bytes > (size_t)CPU_POOL_LIMIT_MIB << 20) {
         pkv_fail(e,
                  "the cpu backend runs a full model in host memory, in FP32, and is meant for "
@@ -167,7 +168,7 @@ pkv_backend *pkv_backend_cpu_create(const pkv_model *md, int32_t n_pages, int32_
                  md->name, n_pages, model_bytes >> 20, CPU_POOL_LIMIT_MIB);
         return NULL;
     }
-    if (!dense && pool * 4 > (size_t)CPU_POOL_LIMIT_MIB << 20) {
+    if (!forward && pool * 4 > (size_t)CPU_POOL_LIMIT_MIB << 20) {
         pkv_fail(e,
                  "the cpu backend holds the KV pool in host memory and is meant for small "
                  "shapes: %d pages need %zu MiB (limit %d MiB); lower serving.kv_pages or use "
@@ -185,7 +186,7 @@ pkv_backend *pkv_backend_cpu_create(const pkv_model *md, int32_t n_pages, int32_
                             .destroy = cpu_destroy};
     b->shape = *s;
     size_t qn = (size_t)cap_rows * s->hq * s->d;
-    if (dense) {
+    if (forward) {
         if (pkvk_cpu_model_create(&b->model, &ms, cap_rows, chunk, n_pages, seed)) {
             cpu_destroy(&b->base);
             pkv_fail(e, "cpu backend: out of host memory for model %s", md->name);
@@ -194,13 +195,13 @@ pkv_backend *pkv_backend_cpu_create(const pkv_model *md, int32_t n_pages, int32_
         b->k = pkvk_cpu_model_kv(b->model, 0, 0); /* layer 0's, which the check reads */
         b->v = pkvk_cpu_model_kv(b->model, 0, 1);
     }
-    if (dense && s->kv_dtype == PKVK_FP8_E4M3) { /* the model's codes are at scale 1 */
+    if (forward && s->kv_dtype == PKVK_FP8_E4M3) { /* the model's codes are at scale 1 */
         const size_t heads = (size_t)n_pages * s->hkv;
         b->k_scale = malloc(heads * sizeof(float));
         b->v_scale = malloc(heads * sizeof(float));
         for (size_t i = 0; b->k_scale && b->v_scale && i < heads; i++)
             b->k_scale[i] = b->v_scale[i] = 1.f;
-    } else if (!dense) {
+    } else if (!forward) {
         b->k = malloc(pool * pkvk_dtype_bytes(s->kv_dtype));
         b->v = malloc(pool * pkvk_dtype_bytes(s->kv_dtype));
         if (s->kv_dtype == PKVK_FP8_E4M3) {
@@ -226,7 +227,7 @@ pkv_backend *pkv_backend_cpu_create(const pkv_model *md, int32_t n_pages, int32_
      * with the same tiles, and a page freed and taken again by a decode step keeps
      * stale values, as in a server (the reference reads the same memory). A full
      * model's pools start at 0, as on the GPU. */
-    if (!dense) fill_pages(b, NULL, (int32_t)(pool / page_elems(s)));
-    b->base.v_max = dense ? 0 : b->t.v_max; /* a full model's pools hold its own K and V */
+    if (!forward) fill_pages(b, NULL, (int32_t)(pool / page_elems(s)));
+    b->base.v_max = forward ? 0 : b->t.v_max; /* a full model's pools hold its own K and V */
     return &b->base;
 }

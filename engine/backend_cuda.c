@@ -316,7 +316,7 @@ static int run_model(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *
                       .block_table = b->bt,
                       .bt_stride = b->bt_stride,
                       .seq_lens = b->lens};
-    if (pkv_route_is_flashinfer(plan->route) && pkvk_pack_csr(b->ws, &csr))
+    if (pkv_route_has(plan->route, PKV_RP_CSR) && pkvk_pack_csr(b->ws, &csr))
         return fail_dev(e, "FlashInfer page list");
     /* The first step of its kind captures its graph, then replays it like the rest; a
      * server captures its graphs at start, so the capture's host time (tens of ms at
@@ -389,7 +389,6 @@ static int cuda_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan 
                         .v_scale = b->v_scale};
     int launches;
     float ms;
-    const int fi = pkv_route_is_flashinfer(plan->route);
     /* The plan upload is part of the step (and of its wall time), not of the
      * attention's device time. */
     if (b->use_graph) {
@@ -397,7 +396,7 @@ static int cuda_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan 
          * route's kernels are captured and run as one graph; its device time covers
          * all of them. */
         int reused = 0;
-        if (fi)
+        if (pkv_route_graph_of(plan->route) == PKV_GRAPH_NONE)
             return pkv_fail(e, "run.cuda_graph: the FlashInfer routes cannot be captured (their "
                                "planner may allocate); run them without it");
         if (pkvk_graph_begin(b->ctx)) return fail_dev(e, "graph capture");
@@ -423,7 +422,8 @@ static int cuda_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan 
         if (upload_step(b, plan, e)) return -1;
         /* FlashInfer's page list, like the prologue, is the step's metadata: outside
          * the attention's device time. */
-        if (fi && pkvk_pack_csr(b->ws, &batch)) return fail_dev(e, "FlashInfer page list");
+        if (pkv_route_has(plan->route, PKV_RP_CSR) && pkvk_pack_csr(b->ws, &batch))
+            return fail_dev(e, "FlashInfer page list");
         if (pkvk_event_record(b->ev[EV_ATT0]) || pkvk_launch(b->ws, &batch, plan, &launches) ||
             pkvk_event_record(b->ev[EV_ATT1]) ||
             pkvk_event_elapsed(b->ev[EV_ATT0], b->ev[EV_ATT1], &ms))
@@ -612,17 +612,18 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec
         return NULL;
     }
     const pkvk_shape sh = pkv_model_attn_shape(md), *s = &sh;
-    const int dense = pkv_model_dense(md);
+    const pkv_model_kind *mk = pkv_model_kind_of(md);
+    const bool forward = !mk->kv_synthetic; /* the model's forward, over its own KV */
     const int32_t mlp_inter = (int32_t)md->mlp_tail;
     pkvk_model_shape ms = pkv_model_gpu_shape(md);
     /* run.layers_measured: only the first layers exist on the GPU (weights, pools) */
-    if (dense && spec->layers_measured > 0 && spec->layers_measured < ms.layers)
+    if (forward && spec->layers_measured > 0 && spec->layers_measured < ms.layers)
         ms.layers = spec->layers_measured;
     const int32_t cap_tokens = cap_rows > PKV_FORWARD_TOKENS ? cap_rows : PKV_FORWARD_TOKENS;
     const int32_t max_prompt = bt_stride * s->page_size;
     /* a replica of a model another cuda backend holds reads that one's weights */
     const cuda_backend *donor =
-        dense && spec->weights_from && spec->weights_from->destroy == cuda_destroy &&
+        mk->weights && spec->weights_from && spec->weights_from->destroy == cuda_destroy &&
                 ((const cuda_backend *)spec->weights_from)->model &&
                 ((const cuda_backend *)spec->weights_from)->layers == ms.layers
             ? (const cuda_backend *)spec->weights_from
@@ -632,9 +633,9 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec
     const size_t pool =
                      (size_t)n_pages * s->hkv * s->page_size * s->d * pkvk_dtype_bytes(s->kv_dtype),
                  scales = s->kv_dtype == PKVK_FP8_E4M3 ? (size_t)n_pages * s->hkv * 4 : 0;
-    const size_t pools = dense ? pkvk_model_bytes(&ms, cap_tokens, max_prompt, n_pages) -
-                                     (donor ? pkvk_model_weight_bytes(&ms) : 0) + 2 * scales
-                               : 2 * (pool + scales);
+    const size_t pools = forward ? pkvk_model_bytes(&ms, cap_tokens, max_prompt, n_pages) -
+                                       (donor ? pkvk_model_weight_bytes(&ms) : 0) + 2 * scales
+                                 : 2 * (pool + scales);
     size_t rows = (size_t)cap_rows * s->hq * s->d;
     size_t need = pools + rows * 8 + (size_t)SRC_ROWS * (2 * s->hkv + s->hq) * s->d * 2 +
                   (size_t)cap_rows * bt_stride * 16 + (size_t)cap_slots * s->hq * (s->d + 2) * 4 +
@@ -643,7 +644,7 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec
     if (need + (256u << 20) > dev.mem_free) {
         pkv_model run = *md; /* the layers on the GPU */
         run.layers = ms.layers;
-        if (dense)
+        if (forward)
             pkv_fail(e,
                      "--backend cuda: model %s needs %.2f GiB on the GPU (%.2f GiB of weights, "
                      "%.2f GiB for %d KV pages of %d layers, the rest activations and "
@@ -672,7 +673,7 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec
     b->log = spec->log, b->log_ctx = spec->log_ctx;
     b->base = (pkv_backend){.name = "cuda",
                             .measures = 1,
-                            .mixed = dense,
+                            .mixed = mk->mixed,
                             .prepare = cuda_prepare,
                             .run = cuda_run,
                             .finish = cuda_finish,
@@ -692,7 +693,7 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec
     b->ref_host = malloc(rows * 4);
     int rc = !b->o_host || !b->ref_host ? PKVK_ERR_OUT_OF_MEMORY : PKVK_OK;
     if (!rc && pkv_tensors_make(&t, s, seed)) rc = PKVK_ERR_OUT_OF_MEMORY;
-    if (!rc && dense) {
+    if (!rc && forward) {
         b->layers = ms.layers;
         b->layer_scale = (double)md->layers / ms.layers;
         rc = pkvk_model_create_sharing(ctx, &b->model, &ms, cap_tokens, max_prompt, n_pages, seed,
@@ -740,7 +741,7 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec
         for (int32_t i = 0; i < n_pages; i++) b->pages_h[i] = i;
         if (!rc) rc = pkvk_h2d(b->blk_k, t.blk_k, (size_t)PKV_TENSOR_BLOCK * 2);
         if (!rc) rc = pkvk_h2d(b->blk_v, t.blk_v, (size_t)PKV_TENSOR_BLOCK * 2);
-        if (!rc && !dense) rc = fill_prompt_pages(b, NULL, n_pages, &t_fill, e);
+        if (!rc && !forward) rc = fill_prompt_pages(b, NULL, n_pages, &t_fill, e);
     }
     if (!rc) rc = pkvk_h2d(b->src_k, t.src_k, t.src_kv * 2);
     if (!rc) rc = pkvk_h2d(b->src_v, t.src_v, t.src_kv * 2);
@@ -748,7 +749,7 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec
     if (!rc && mlp_inter > 0)
         rc = pkvk_mlp_create(ctx, &b->mlp, s->hq * s->d, mlp_inter, cap_rows, t.blk_v,
                              PKV_TENSOR_BLOCK);
-    b->base.v_max = dense ? 0 : t.v_max; /* a full model's pools hold its own K and V */
+    b->base.v_max = forward ? 0 : t.v_max; /* a full model's pools hold its own K and V */
     pkv_tensors_free(&t);
     if (!rc && spec->swap_slots > 0 && make_swap_pool(b, spec->swap_slots, e)) {
         cuda_destroy(&b->base);
@@ -756,7 +757,7 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec
     }
     /* A server warms up before it serves: the first forward's kernel loads and cuBLAS's
      * choices are made here, not in the first prefill the run times. */
-    if (!rc && dense) {
+    if (!rc && forward) {
         const double t_warm = pkv_clock_now();
         if (!(rc = pkvk_model_warmup(b->model)))
             note(b, "warm-up forwards took %.1f ms (before the run)",

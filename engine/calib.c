@@ -320,7 +320,7 @@ pkv_keys pkv_calib_keys(void) {
     return PKV_KEYS(rows);
 }
 
-static const char *const sections[] = {"study_layer", "served_model", NULL};
+static const char *const sections[] = {PKV_CALIB_STUDY_LAYER, PKV_CALIB_SERVED_MODEL, NULL};
 
 const char *pkv_calib_section(bool served_model) {
     return sections[served_model];

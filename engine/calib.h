@@ -135,6 +135,9 @@ int pkv_calib_load(pkv_calib *c, const char *path, const char *section, pkv_err 
  * c->json); path names it in errors. */
 int pkv_calib_load_text(pkv_calib *c, char *text, const char *path, const char *section,
                         pkv_err *e);
+/* The sections of a calibration file (a model kind's name, engine/model.h). */
+#define PKV_CALIB_STUDY_LAYER  "study_layer"
+#define PKV_CALIB_SERVED_MODEL "served_model"
 /* The section of a calibration file a run reads: a served (full) model's, or the
  * study layer's. */
 const char *pkv_calib_section(bool served_model);

@@ -32,8 +32,8 @@ void pkv_cost_counters(const pkv_calib *c, const pkvk_shape *s, const pkvk_plan 
     out->max_cta_bytes = (int64_t)sums.longest_range * s->d * 2 /* K and V */ * elem;
     out->kv_bytes = sums.tokens * s->hkv * s->d * 2 /* K and V */ * elem +
                     pages * s->hkv * 2 * (int64_t)sizeof(float);
-    /* Measured for PersistentKV's kernels only (FlashInfer's FP8 paths are not built). */
-    out->cta_bps_max = fp8 && !pkv_route_is_flashinfer(p->route) ? c->kv_fp8_cta_gbps : 0;
+    /* Measured for PersistentKV's kernels and the reference's (the route's row says). */
+    out->cta_bps_max = fp8 && pkv_route_has(p->route, PKV_RP_FP8_CAP) ? c->kv_fp8_cta_gbps : 0;
     /* A split writes G states of d + 2 floats per KV head, and the merge reads them. */
     out->merge_bytes = sums.merged_slots * s->hq * (s->d + 2) * 4 * 2;
     out->cta_work_per_sm = (double)out->ctas / c->sm_count;

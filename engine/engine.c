@@ -1,7 +1,7 @@
 /* The engine: one step of the served model through its route policy (candidates
  * planned and priced, one chosen, the backend runs it), a prefill batch, a swap, each
- * timed under the run's one clock (clock_time). */
-#include "engine.h"
+ * timed under the run's one clock (engine/clock.c); the oracle's runs in engine/oracle.c. */
+#include "engine_parts.h"
 #include "backends.h"
 
 #include "pkv_clock.h"
@@ -11,8 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <gsl/gsl_sort.h>
-#include <gsl/gsl_statistics_double.h>
 
 /* The cuda backend is made after the planner, whose task bound sizes its workspace. */
 static pkv_backend *make_backend(pkv_engine *eng, pkv_backend_kind kind, const pkv_backend_spec *b,
@@ -40,17 +38,22 @@ static pkv_backend *make_backend(pkv_engine *eng, pkv_backend_kind kind, const p
 
 int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const pkv_engine_opts *o,
                     const pkv_backend_spec *b, pkv_err *e) {
-    *eng = (pkv_engine){.model = *m, .shape = pkv_model_attn_shape(m), .cal = cal, .opts = *o};
+    *eng = (pkv_engine){.model = *m,
+                        .kind = pkv_model_kind_of(m),
+                        .shape = pkv_model_attn_shape(m),
+                        .cal = cal,
+                        .opts = *o};
     eng->opts.policy = NULL;
     const char *policy = o->policy;
     const int32_t cap_rows = o->cap_rows;
     const pkvk_shape *s = &eng->shape;
     const pkv_backend_kind kind = pkv_backend_resolve(b ? b->kind : PKV_BACKEND_MODEL);
+    const pkv_backend_caps *caps = pkv_backend_caps_of(kind);
     if (pkv_policy_init(&eng->policy, policy))
         return pkv_fail(e, "unknown route policy \"%s\"", policy);
     /* The model backend predicts every route, built here or not (FlashInfer's): its
      * oracle and adaptive choose among all of them, whatever the build. */
-    if (kind == PKV_BACKEND_MODEL) pkv_policy_predict_all(&eng->policy);
+    if (!caps->measures) pkv_policy_predict_all(&eng->policy);
     /* the candidates the backend can run for this shape (FlashInfer's: some only) */
     const uint32_t runs = pkv_backend_routes(kind, m);
     if (!(eng->policy.candidates & runs))
@@ -62,8 +65,8 @@ int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const p
     eng->policy.candidates &= runs;
     if (pkv_backend_supports(kind, m, e)) return -1;
     pkv_calib_use_group(cal, s->hq / s->hkv); /* the run's group's route models, if any */
-    if (kind == PKV_BACKEND_CUDA) pkv_calib_flashinfer_occupancy(cal, s);
-    if (kind == PKV_BACKEND_CUDA && pkv_model_dense(m)) {
+    if (caps->gpu) pkv_calib_flashinfer_occupancy(cal, s);
+    if (caps->gpu && eng->kind->prefill_attention) {
         const pkvk_model_shape ms = pkv_model_gpu_shape(m);
         int k = pkvk_model_prefill_kernel(&ms);
         if (k < 0) return pkv_fail(e, "run.prefill_attention: %s", pkvk_last_error());
@@ -76,10 +79,10 @@ int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const p
      * of its candidates; a fixed route of them is refused. */
     const uint32_t no_graph = ((1u << PKV_ROUTE_COUNT) - 1) & ~pkv_backend_graph_routes(m);
     if (b && b->cuda_graph && (eng->policy.candidates & (eng->policy.candidates - 1))) {
-        eng->no_context_gate = pkv_model_dense(m); /* FlashInfer's paths never candidates */
+        eng->no_context_gate = !eng->kind->graph_context_gate;
         eng->policy.candidates &= ~no_graph;
     }
-    if (b && b->cuda_graph && kind == PKV_BACKEND_CUDA && (eng->policy.candidates & no_graph)) {
+    if (b && b->cuda_graph && caps->gpu && (eng->policy.candidates & no_graph)) {
         char can[128] = "";
         for (int r = 0; r < PKV_ROUTE_COUNT; r++)
             if (!(no_graph >> r & 1))
@@ -114,87 +117,6 @@ void pkv_engine_free(pkv_engine *eng) {
     pkv_moe_free(&eng->moe);
     if (eng->backend) eng->backend->destroy(eng->backend);
     eng->backend = NULL;
-}
-
-/* The oracle on a measuring backend: every candidate's whole step (the backend's
- * staging, the upload, the launches and the kernels) run in isolation oracle_reps
- * times; /routes_measured gets each one's median device time, and the candidate
- * fastest under the run's clock (its median wall time on the wall clock, else its
- * median device time) is the step's route. *spent receives the wall time of all the
- * runs, *best_wall the chosen one's median wall time. */
-static int run_oracle(pkv_engine *eng, const pkv_batch_view *v, const pkv_step_view *sv, int check,
-                      pkv_step_rec *rec, pkv_route *best, double *spent, double *best_wall,
-                      pkv_err *e) {
-    enum { MAX_REPS = PKV_ORACLE_MAX_REPS };
-    double dev[MAX_REPS], wall[MAX_REPS], meta[MAX_REPS], wall_med[PKV_ROUTE_COUNT];
-    double noise[PKV_ROUTE_COUNT], meta_med[PKV_ROUTE_COUNT];
-    double score[PKV_ROUTE_COUNT]; /* the median under the run's clock */
-    const int reps = eng->opts.oracle_reps < 1 ? 1 : eng->opts.oracle_reps;
-    double max_err = NAN, mean_err = NAN;
-    int b = -1;
-    *spent = 0;
-    for (int k = 0; k < PKV_ROUTE_COUNT; k++) {
-        if (!(sv->valid >> k & 1)) continue;
-        for (int i = 0; i < reps; i++) {
-            double t0 = pkv_clock_now();
-            rec->t_meta = NAN;
-            if (eng->backend->prepare(eng->backend, v, e) ||
-                eng->backend->run(eng->backend, v, &eng->planner.plans[k], check && i == 0, rec, e))
-                return -1;
-            wall[i] = pkv_clock_now() - t0;
-            dev[i] = rec->t_device;
-            meta[i] = rec->t_meta; /* sampled on this step's every run, or on none */
-            *spent += wall[i];
-            if (check && i == 0 && !(rec->max_err <= max_err)) /* the worst candidate's */
-                max_err = rec->max_err, mean_err = rec->mean_err;
-        }
-        gsl_sort(dev, 1, (size_t)reps);
-        gsl_sort(wall, 1, (size_t)reps);
-        gsl_sort(meta, 1, (size_t)reps);
-        meta_med[k] = gsl_stats_median_from_sorted_data(meta, 1, (size_t)reps);
-        double med = gsl_stats_median_from_sorted_data(dev, 1, (size_t)reps);
-        rec->t_route_measured[k] = med;
-        wall_med[k] = gsl_stats_median_from_sorted_data(wall, 1, (size_t)reps);
-        noise[k] = (gsl_stats_quantile_from_sorted_data(dev, 1, (size_t)reps, 0.75) -
-                    gsl_stats_quantile_from_sorted_data(dev, 1, (size_t)reps, 0.25)) /
-                   (2 * med);
-        score[k] = eng->opts.clock == PKV_CLOCK_WALL ? wall_med[k] : med;
-        if (b < 0 || score[k] < score[b]) b = k;
-    }
-    if (b < 0)
-        return pkv_fail(e, "step %llu: the oracle has no candidate",
-                        (unsigned long long)rec->index);
-    *best = (pkv_route)b;
-    *best_wall = wall_med[b];
-    rec->t_device = rec->t_route_measured[b];
-    rec->t_meta = meta_med[b]; /* the chosen route's, not the last run's */
-    rec->t_noise = noise[b];
-    rec->max_err = max_err, rec->mean_err = mean_err;
-    return 0;
-}
-
-/* The one place a time under the engine's clock is chosen, for decode steps,
- * prefills and swaps alike: the cost model's prediction, the host's wall time or
- * the device's time. */
-static double clock_time(const pkv_engine *eng, double predicted, double wall, double device) {
-    return eng->opts.clock == PKV_CLOCK_WALL     ? wall
-           : eng->opts.clock == PKV_CLOCK_DEVICE ? device
-                                                 : predicted;
-}
-
-/* An iteration's time with the engine's host work: requests and prompt tokens it
- * scheduled, tokens it sampled, its share of them (a decode step's of its window, else
- * 1); *host receives the host work alone. */
-static double with_host(const pkv_engine *eng, double gpu, int64_t requests, int64_t tokens,
-                        int64_t sampled, double share, double *host) {
-    const pkv_engine_host *h = &eng->opts.host;
-    gpu += h->prefill_token_s * (double)tokens;
-    *host = share * (h->iteration_s + h->per_request_s * (double)requests +
-                     h->per_prompt_token_s * (double)tokens);
-    const double t = h->overlap ? fmax(gpu, *host) : gpu + *host;
-    const double serial = share * h->exposed_s + h->per_output_token_s * (double)sampled;
-    *host += serial;
-    return t + serial;
 }
 
 int64_t pkv_engine_graph_rows(const pkv_engine_graphs *g, int64_t n, bool prompt) {
@@ -357,7 +279,8 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
     pkv_route r = PKV_ROUTE_REF_PAGED;
     double oracle_spent = 0, oracle_wall = 0;
     if (measured_oracle) {
-        if (run_oracle(eng, v, &sv, check, rec, &r, &oracle_spent, &oracle_wall, e)) return -1;
+        if (pkv_engine_run_oracle(eng, v, &sv, check, rec, &r, &oracle_spent, &oracle_wall, e))
+            return -1;
     } else {
         if (eng->backend->prepare(eng->backend, v, e)) return -1;
         r = eng->policy.choose(&eng->policy, eng->cal, &sv, &rec->policy_why);
@@ -410,13 +333,13 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
                         (unsigned long long)rec->index, pkv_route_name(r), rec->max_err,
                         pkv_tol_typed_max(bf16, fp8, vmax, vmax), rec->mean_err,
                         bf16 || fp8 ? INFINITY : PKV_TOL_MEAN);
-    *advance = clock_time(eng, rec->t_predicted, rec->t_wall,
-                          rec->t_device + (isnan(rec->t_mlp) ? 0 : rec->t_mlp) +
-                              (isnan(rec->t_dense) ? 0 : rec->t_dense));
-    *advance =
-        with_host(eng, *advance, (int64_t)v->n_rows + rec->prefill_chunks, chunk_tok,
-                  (int64_t)v->n_rows + chunk_heads,
-                  eng->opts.host.window > 1 ? 1.0 / eng->opts.host.window : 1, &rec->t_host_engine);
+    *advance = pkv_engine_clock_time(eng, rec->t_predicted, rec->t_wall,
+                                     rec->t_device + (isnan(rec->t_mlp) ? 0 : rec->t_mlp) +
+                                         (isnan(rec->t_dense) ? 0 : rec->t_dense));
+    *advance = pkv_engine_with_host(eng, *advance, (int64_t)v->n_rows + rec->prefill_chunks,
+                                    chunk_tok, (int64_t)v->n_rows + chunk_heads,
+                                    eng->opts.host.window > 1 ? 1.0 / eng->opts.host.window : 1,
+                                    &rec->t_host_engine);
     if (!(*advance >= 0))
         return pkv_fail(e, "step %llu: the %s backend measured no %s time",
                         (unsigned long long)rec->index, eng->backend->name,
@@ -427,13 +350,12 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
 int pkv_engine_prefill(pkv_engine *eng, const pkv_prefill_view *p, pkv_prefill_rec *rec,
                        double *advance, pkv_err *e) {
     int64_t heads = 0, tokens = chunk_tokens(p, &heads);
-    const bool dense = pkv_model_dense(&eng->model);
     rec->index = (uint64_t)eng->prefills++;
     rec->requests = (uint32_t)p->n_req;
     rec->tokens = (uint64_t)tokens;
     rec->scores = chunk_scores(eng, p);
     rec->t_predicted = rec->t_device = rec->t_wall = NAN;
-    if (dense) {
+    if (eng->kind->prefill_predicted) {
         pkv_dense_cost dc;
         pkv_model_dense_cost(&eng->model, eng->cal,
                              pkv_engine_graph_rows(&eng->opts.host.graphs, tokens, true), heads,
@@ -446,11 +368,11 @@ int pkv_engine_prefill(pkv_engine *eng, const pkv_prefill_view *p, pkv_prefill_r
         rec->t_wall = pkv_clock_now() - t0 + eng->backend->t_unrun;
         eng->backend->t_unrun = 0;
     }
-    *advance = dense || eng->opts.prefill_measure
-                   ? clock_time(eng, rec->t_predicted, rec->t_wall, rec->t_device)
+    *advance = eng->kind->prefill_predicted || eng->opts.prefill_measure
+                   ? pkv_engine_clock_time(eng, rec->t_predicted, rec->t_wall, rec->t_device)
                    : eng->opts.prefill_base_s + eng->opts.prefill_per_token_s * (double)tokens;
-    *advance =
-        with_host(eng, *advance, p->n_req, tokens, dense ? heads : 0, 1, &rec->t_host_engine);
+    *advance = pkv_engine_with_host(eng, *advance, p->n_req, tokens,
+                                    eng->kind->prefill_samples ? heads : 0, 1, &rec->t_host_engine);
     return 0;
 }
 
@@ -462,7 +384,8 @@ int pkv_engine_swap(pkv_engine *eng, int to_host, const int32_t *pages, const in
     if (!eng->backend->swap) return 0; /* modelled only, whatever the clock */
     double t_device, t0 = pkv_clock_now();
     if (eng->backend->swap(eng->backend, to_host, pages, slots, n, &t_device, e)) return -1;
-    *t = clock_time(eng, *t_predicted, pkv_clock_now() - t0 + eng->backend->t_unrun, t_device);
+    *t = pkv_engine_clock_time(eng, *t_predicted, pkv_clock_now() - t0 + eng->backend->t_unrun,
+                               t_device);
     eng->backend->t_unrun = 0;
     return 0;
 }

@@ -16,7 +16,11 @@ typedef enum pkv_clock_source {
     PKV_CLOCK_PREDICTED = 0, /* cost model */
     PKV_CLOCK_WALL,          /* host wall time of the step */
     PKV_CLOCK_DEVICE,        /* device time of the attention work */
+    PKV_CLOCK_AUTO,          /* run.clock "auto": the backend's own (pkv_engine_clock_of) */
 } pkv_clock_source;
+/* The clock a run of backend kind k takes under run.clock `configured` (a
+ * pkv_clock_source; AUTO: the backend's row, pkv_backend_caps.clock). */
+pkv_clock_source pkv_engine_clock_of(int configured, pkv_backend_kind k);
 
 /* The batch sizes an engine captured as CUDA graphs: small[] (increasing), then every
  * multiple of step above them up to max. A forward of n token rows at most max runs
@@ -113,7 +117,8 @@ typedef struct pkv_engine_opts {
 
 typedef struct pkv_engine {
     pkv_model model;
-    pkvk_shape shape; /* the attention shape one GPU runs */
+    const pkv_model_kind *kind; /* what the model can do (pkv_model_kind_of) */
+    pkvk_shape shape;           /* the attention shape one GPU runs */
     const pkv_calib *cal;
     pkv_route_policy policy;
     bool no_context_gate; /* pkv_step_view.no_context_gate */

@@ -196,7 +196,7 @@ typedef struct cap_data {
 static double cap_fit(const cap_data *d, double bps, bool log_sq) {
     double sum = 0, pred = 0, meas = 0;
     for (int r = 0; r < PKV_ROUTE_COUNT; r++) {
-        if (pkv_route_is_flashinfer((pkv_route)r)) continue;
+        if (!pkv_route_has((pkv_route)r, PKV_RP_FP8_CAP)) continue;
         for (size_t i = 0; i < d->n[r]; i++) {
             pkv_counters k = d->k[r][i];
             k.cta_bps_max = bps;
@@ -236,7 +236,7 @@ int pkv_fit_fp8_cap(const pkv_calib *c, pkv_counters *const *k, const double *co
                     const size_t *n, double *bps, double sum_err[2], pkv_err *e) {
     size_t steps = 0;
     for (int r = 0; r < PKV_ROUTE_COUNT; r++)
-        if (!pkv_route_is_flashinfer((pkv_route)r)) steps += n[r];
+        if (pkv_route_has((pkv_route)r, PKV_RP_FP8_CAP)) steps += n[r];
     if (steps == 0) return pkv_fail(e, "no step over FP8 KV on a PersistentKV route");
     cap_data d = {c, k, t, n};
     /* Brent needs an interior point below both ends: the best of a coarse grid. */

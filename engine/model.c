@@ -2,6 +2,36 @@
 
 #include <math.h>
 
+/* The study's single attention layer: its prefill is a placeholder that samples no
+ * token, and its graphs are captured steps over synthetic pools (the study's published
+ * figures are of this kind, as it is). */
+static const pkv_model_kind study_layer = {
+    .id = PKV_KIND_STUDY_LAYER,
+    .name = PKV_CALIB_STUDY_LAYER,
+    .what = "the study's single attention layer (model.hidden 0)",
+    .label = " (the study's single attention layer)",
+    .kv_synthetic = true,
+    .graph_mode = PKV_GRAPH_CAPTURE,
+    .graph_context_gate = true,
+};
+/* A served model: weights, a predicted (or measured) prefill that samples the first
+ * token, chunked prefill, fixed-grid graphs by default. */
+static const pkv_model_kind served_model = {
+    .id = PKV_KIND_SERVED_MODEL,
+    .name = PKV_CALIB_SERVED_MODEL,
+    .what = "a served model (model.hidden > 0)",
+    .label = "",
+    .weights = true,
+    .prefill_samples = true,
+    .prefill_predicted = true,
+    .prefill_attention = true,
+    .mixed = true,
+    .graph_mode = PKV_GRAPH_FIXED,
+    .graphs_default = true,
+    .prefill_batch_tokens = PKV_FORWARD_TOKENS,
+};
+const pkv_model_kind *const pkv_model_kinds[PKV_KIND_COUNT] = {&study_layer, &served_model};
+
 pkvk_shape pkv_model_attn_shape(const pkv_model *m) {
     return (pkvk_shape){.hq = m->hq / m->tp,
                         .hkv = m->hkv / m->tp,
@@ -114,7 +144,7 @@ static void moe_layer(const pkv_model *m, const pkv_calib *c, double tokens, pkv
 void pkv_model_dense_cost(const pkv_model *m, const pkv_calib *c, int64_t tokens, int64_t heads,
                           pkv_moe *moe, pkv_dense_cost *out) {
     *out = (pkv_dense_cost){0};
-    if (!pkv_model_dense(m) || tokens <= 0) return;
+    if (!pkv_model_kind_of(m)->weights || tokens <= 0) return;
     double kn[5][2];
     widths(m, kn);
     const int moe_layers = pkv_model_moe_layers(m);
@@ -197,4 +227,60 @@ pkv_model_figures pkv_model_figures_of(const pkv_model *m) {
     pkv_model_dense_cost(m, &none, 1, 1, NULL, &dc);
     return (pkv_model_figures){pkv_model_weight_bytes(m), pkv_model_page_bytes(m) / m->page_size,
                                dc.flops};
+}
+
+/* A mixture of experts' keys: all of them or experts 0 (a dense model). */
+static int check_experts(const pkv_model *m, pkv_err *e) {
+    if (!m->experts) {
+        if (m->experts_per_token || m->expert_inter || m->shared_experts || m->dense_layers ||
+            m->expert_parallel)
+            return pkv_fail(e, "model.experts: experts_per_token, expert_intermediate, "
+                               "shared_experts, dense_layers and expert_parallel describe a "
+                               "mixture of experts; give model.experts too (0: a dense model)");
+        return 0;
+    }
+    if (m->experts_per_token < 1 || m->experts_per_token > m->experts)
+        return pkv_fail(e, "model.experts_per_token: %d must be 1 to model.experts (%d)",
+                        m->experts_per_token, m->experts);
+    if (m->expert_inter <= 0)
+        return pkv_fail(e, "model.expert_intermediate: a mixture of experts needs each expert's "
+                           "width (its config's moe_intermediate_size)");
+    if (m->expert_parallel && (m->tp < 2 || m->experts % m->tp))
+        return pkv_fail(e,
+                        "model.expert_parallel: spreads the experts over the tensor-parallel "
+                        "GPUs; model.tensor_parallel (%d) must be 2 or more and divide "
+                        "model.experts (%d)",
+                        m->tp, m->experts);
+    if (!m->expert_parallel && m->expert_inter % m->tp)
+        return pkv_fail(e, "model.tensor_parallel: %d does not divide expert_intermediate (%d)",
+                        m->tp, m->expert_inter);
+    if (m->dense_layers >= m->layers)
+        return pkv_fail(e, "model.dense_layers: %d leaves no MoE layer of %d", m->dense_layers,
+                        m->layers);
+    return 0;
+}
+
+int pkv_model_check(const pkv_model *m, pkv_err *e) {
+    if (m->hq % m->hkv)
+        return pkv_fail(e, "model.hq: %d is not a multiple of model.hkv (%d)", m->hq, m->hkv);
+    if (m->head_dim % 8)
+        return pkv_fail(e, "model.head_dim: must be a multiple of 8 (got %d)", m->head_dim);
+    if (m->hq % m->tp || m->hkv % m->tp)
+        return pkv_fail(e, "model.tensor_parallel: %d does not divide hq (%d) and hkv (%d)", m->tp,
+                        m->hq, m->hkv);
+    if (!pkv_model_kind_of(m)->weights) {
+        if (m->layers != 1)
+            return pkv_fail(e, "model.layers: a model without a hidden size is the study's "
+                               "single attention layer (layers 1)");
+        return 0;
+    }
+    if ((m->inter <= 0 && (!m->experts || m->dense_layers)) || m->vocab <= 0)
+        return pkv_fail(e, "model: a model with a hidden size needs intermediate (the dense "
+                           "layers' MLP) and vocab");
+    if (m->inter % m->tp || m->vocab % m->tp)
+        return pkv_fail(e,
+                        "model.tensor_parallel: %d does not divide intermediate (%d) and vocab "
+                        "(%d)",
+                        m->tp, m->inter, m->vocab);
+    return check_experts(m, e);
 }

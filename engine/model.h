@@ -24,6 +24,7 @@
 
 #include "calib.h"
 #include "moe.h"
+#include "pkv_route.h"
 #include "pkvk.h"
 
 typedef struct pkv_model {
@@ -47,16 +48,54 @@ typedef struct pkv_model {
     int prefill_attn;
 } pkv_model;
 
-static inline int pkv_model_dense(const pkv_model *m) {
-    return m->hidden > 0;
+/* A full model's forward over prompt tokens holds this many at most (its activation
+ * rows, at least the batch's rows): the cpu and cuda backends run a longer prefill
+ * batch as forwards of this many, and prefill_first's batches are this large by
+ * default (serving.prefill_batch_tokens) so that each prompt's first token is its own
+ * forward's. */
+enum { PKV_FORWARD_TOKENS = 8192 };
+
+/* What a kind of model can do, decided once from its shape (pkv_model_kind_of): the
+ * study's single attention layer (hidden = 0) or a served model. Every difference
+ * between the two is a field here, and code asks for the capability it needs, never
+ * which kind it holds; a new model feature adds a field, not a branch. */
+enum { PKV_KIND_STUDY_LAYER, PKV_KIND_SERVED_MODEL, PKV_KIND_COUNT };
+typedef struct pkv_model_kind {
+    int id;            /* PKV_KIND_*: keys that apply to one kind carry its bit (pkv_key.kinds) */
+    const char *name;  /* "study_layer", "served_model": its section of a calibration file */
+    const char *what;  /* in messages: "a served model (model.hidden > 0)" */
+    const char *label; /* the run's banner, after the model's name ("": none) */
+    bool weights;      /* a dense part: GEMMs, norms, the LM head, weights replicas share */
+    bool kv_synthetic; /* the cpu and cuda backends run the layer alone over KV pools of
+                          random values; else the model's forward writes its KV */
+    bool prefill_samples;   /* a prefill samples the prompt's first token */
+    bool prefill_predicted; /* a prefill's time is the cost model's (else serving.prefill's
+                               placeholder, unless the cuda backend measures it) */
+    bool prefill_attention; /* a prefill runs a causal attention kernel (run.prefill_attention) */
+    bool mixed;             /* prompt chunks ride in decode steps (serving.scheduler chunked) */
+    int graph_mode;         /* pkv_route_graph: a graph replays a fixed grid, or a captured step */
+    bool graphs_default;    /* run.cuda_graph auto replays graphs */
+    /* Under graphs, adaptive's context gates still apply (they were fitted against
+     * FlashInfer's paths, which a fixed grid's replay leaves out of the candidates). */
+    bool graph_context_gate;
+    int32_t prefill_batch_tokens; /* prefill_first's batch default (0: the whole batch) */
+} pkv_model_kind;
+
+/* The kinds by id, and the one a model is (the only place that asks its shape). */
+extern const pkv_model_kind *const pkv_model_kinds[PKV_KIND_COUNT];
+static inline const pkv_model_kind *pkv_model_kind_of(const pkv_model *m) {
+    return pkv_model_kinds[m->hidden > 0 ? PKV_KIND_SERVED_MODEL : PKV_KIND_STUDY_LAYER];
 }
+/* The shape's rules (heads, widths, tensor parallelism, a mixture of experts' keys):
+ * 0, or -1 with an error naming the key. */
+int pkv_model_check(const pkv_model *m, pkv_err *e);
 /* The layers whose MLP is a mixture of experts (0: a dense model). */
 static inline int pkv_model_moe_layers(const pkv_model *m) {
     return m->experts > 0 ? m->layers - m->dense_layers : 0;
 }
 /* The section of a calibration file a run of this model reads (pkv_calib_load). */
 static inline const char *pkv_model_calib_section(const pkv_model *m) {
-    return pkv_calib_section(pkv_model_dense(m));
+    return pkv_model_kind_of(m)->name;
 }
 /* The attention shape one GPU runs, and the dense part's (kernels/pkvk_model.h). */
 pkvk_shape pkv_model_attn_shape(const pkv_model *m);

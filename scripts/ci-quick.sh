@@ -3,8 +3,9 @@
 # (a change whose CI fails does not land). From the repository root:
 #   1. the clang build with -Werror (build-fuzz: clang, CUDA and MPI off, the fuzz targets);
 #   2. the sanitized build (build-asan) and, under ASan and UBSan, the tests whose files
-#      changed since BASE (default HEAD~1; tests/test_NAME.c runs NAME, a tests/ script
-#      the ctest tests that call it) with the C unit tests of the simulation beside them;
+#      changed since BASE (default HEAD~1; tests/test_NAME.c runs NAME or its cases
+#      NAME.CASE, a tests/ script the ctest tests that call it) with the C unit tests of
+#      the simulation beside them;
 #   3. one libFuzzer target (the experiment parser) for 10 s from its seed corpus;
 #   4. each sanitized test's measured time against ctest's default limit (1500 s) and
 #      .ci/run's budget: a test past a third of the limit is named.
@@ -40,7 +41,7 @@ for f in $(git diff --name-only "$base" -- tests/ 2> /dev/null; git ls-files --o
   esac
 done
 stage "sanitized build: ok; running ^($names)\$"
-(cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest -j2 -LE long -R "^($names)\$" \
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1 ctest -j2 -LE long -R "^($names)(\\..*)?\$" \
   > /tmp/ci-quick-ctest.log 2>&1) || { grep -E "Failed|\*\*\*" /tmp/ci-quick-ctest.log; fail "the sanitized tests"; }
 stage "sanitized tests: $(grep -o '[0-9]*% tests passed.*' /tmp/ci-quick-ctest.log | head -1)"
 

@@ -144,15 +144,25 @@ static int choose_calibration(pkv_config *c, pkv_err *e) {
     return rc;
 }
 
+/* The keys that apply to one kind of model (pkv_key.kinds) hold their defaults on
+ * another. */
+static int check_kinds(const pkv_config *c, pkv_err *e) {
+    const char *what[PKV_KIND_COUNT + 1] = {0};
+    for (int i = 0; i < PKV_KIND_COUNT; i++) what[i] = pkv_model_kinds[i]->what;
+    return pkv_keys_check_kinds(pkv_config_keys(), c, pkv_model_kind_of(&c->model)->id, what, e);
+}
+
 /* What the rows cannot say: cross-key rules, paths, derived fields. */
 static int finish_sections(pkv_config *c, const cJSON *root, pkv_err *e) {
     if (pkv_config_parse_speculative(c, e)) return -1;
-    /* prefill_first on a served model: batches of one forward each unless given (by the
-     * experiment or its engine profile), so that a prompt's first token is its forward's */
+    /* prefill_first: batches of the model kind's size unless given (by the experiment or
+     * its engine profile); a served model's are one forward each, so that a prompt's
+     * first token is its forward's */
     const cJSON *sv = cJSON_GetObjectItemCaseSensitive(root, "serving");
-    if (c->scheduler == PKV_SCHED_PREFILL_FIRST && pkv_model_dense(&c->model) &&
-        c->prefill_batch_tokens == 0 && !cJSON_HasObjectItem(sv, "prefill_batch_tokens"))
-        c->prefill_batch_tokens = PKV_FORWARD_TOKENS;
+    const pkv_model_kind *mk = pkv_model_kind_of(&c->model);
+    if (c->scheduler == PKV_SCHED_PREFILL_FIRST && c->prefill_batch_tokens == 0 &&
+        !cJSON_HasObjectItem(sv, "prefill_batch_tokens"))
+        c->prefill_batch_tokens = mk->prefill_batch_tokens;
     if (c->bucket_len > 0 && c->page_tables != PKV_PAGE_TABLES_GENERATOR)
         return pkv_fail(e, "serving.page_tables.bucket_len: only with mode \"generator\"");
     if (c->preemption == PKV_PREEMPT_SWAP) {
@@ -178,7 +188,7 @@ static int finish_sections(pkv_config *c, const cJSON *root, pkv_err *e) {
                            "prefill_first scheduler (as vLLM's multi-step scheduling did not "
                            "mix prompt chunks into its steps)");
     if (c->scheduler == PKV_SCHED_CHUNKED) {
-        if (!pkv_model_dense(&c->model))
+        if (!mk->mixed)
             return pkv_fail(e, "serving.scheduler: \"chunked\" needs a model with a dense part "
                                "(model.hidden > 0): the study layer's prefill is the placeholder "
                                "of serving.prefill, which has no chunks to batch");
@@ -299,9 +309,6 @@ static int fit_memory(pkv_config *c, const cJSON *root, pkv_err *e) {
 
 static int check_consistency(const pkv_config *c, pkv_err *e) {
     const pkv_workload_spec *w = &c->workload;
-    if (c->layers_measured > 0 && !pkv_model_dense(&c->model))
-        return pkv_fail(e, "run.layers_measured: the study layer has one layer; it applies to a "
-                           "model with a dense part");
     if (c->layers_measured > c->model.layers)
         return pkv_fail(e, "run.layers_measured: %d, but model %s has %d layers",
                         c->layers_measured, c->model.name, c->model.layers);
@@ -358,8 +365,9 @@ bool pkv_config_graphs(const pkv_config *c) {
     if (strcmp(c->policy, "oracle") == 0) return false; /* it times every route apart */
     if (c->cuda_graph != PKV_GRAPH_AUTO) return c->cuda_graph == PKV_GRAPH_ON;
     const int r = pkv_route_parse(c->policy);
-    return pkv_model_dense(&c->model) && (strcmp(c->policy, "adaptive") == 0 ||
-                                          (r >= 0 && pkv_backend_graph_routes(&c->model) >> r & 1));
+    return pkv_model_kind_of(&c->model)->graphs_default &&
+           (strcmp(c->policy, "adaptive") == 0 ||
+            (r >= 0 && pkv_backend_graph_routes(&c->model) >> r & 1));
 }
 
 int pkv_config_resolve(pkv_config *c) {
@@ -482,6 +490,7 @@ int pkv_config_parse(pkv_config *c, char *text, const char *path, pkv_err *e) {
     if (pkv_config_parse_model(c, root, &sub)) goto out;
     for (size_t i = 1; i < sizeof config_objs / sizeof *config_objs; i++) /* after the model */
         if (parse_section(c, root, config_objs[i], &sub)) goto out;
+    if (check_kinds(c, &sub)) goto out;
     if (pkv_config_parse_engine(c, root, &sub) || finish_sections(c, root, &sub) ||
         pkv_config_parse_workload(&c->workload, &c->trace_spec, &c->trace, c->file, w, &sub) ||
         pkv_config_model_context(c, w, &sub) || fit_memory(c, root, &sub) ||

@@ -136,7 +136,7 @@ typedef struct pkv_config {
     uint64_t seed;
     char output[1024];
     int backend; /* pkv_backend_kind */
-    int clock;   /* pkv_clock_names: a pkv_clock_source or PKV_CONFIG_CLOCK_AUTO */
+    int clock;   /* pkv_clock_names: a pkv_clock_source (PKV_CLOCK_AUTO: the backend's) */
     int64_t check_every, check_first;
     int oracle_repeats;    /* route.oracle_repeats: the measuring oracle's runs of a candidate */
     int cuda_graph;        /* PKV_GRAPH_*: replay decode steps as CUDA graphs, as given */

@@ -74,6 +74,9 @@ static const char *const bad_row[] = {"stop", "skip", NULL};
 #define LOGN  PKV_WHEN(PKV_LENGTH_LOGNORMAL)
 #define MAXL  (1 << 24)
 #define SPEC  (PKV_WHEN(PKV_SPEC_DRAFT) | PKV_WHEN(PKV_SPEC_EAGLE) | PKV_WHEN(PKV_SPEC_NGRAM))
+/* Keys of one kind of model (engine/model.h): one check, one message (config.c). */
+#define STUDY_ONLY  .kinds = 1u << PKV_KIND_STUDY_LAYER
+#define SERVED_ONLY .kinds = 1u << PKV_KIND_SERVED_MODEL
 
 static const pkv_key rows[] = {
     CUSTOM("", "name"),
@@ -107,9 +110,9 @@ static const pkv_key rows[] = {
     ENUM("model", "kv_dtype", C, model.kv_dtype, "auto", pkv_kv_dtypes),
     NUM("model", "rope_theta", C, model.rope_theta, 10000, 0, 1e12, .lo_open = true),
     NUM("model", "norm_eps", C, model.norm_eps, 1e-5, 0, 1, .lo_open = true),
-    I64("model", "mlp_intermediate", C, model.mlp_tail, 0, 0, 1 << 20),
+    I64("model", "mlp_intermediate", C, model.mlp_tail, 0, 0, 1 << 20, STUDY_ONLY),
     I64("model", "max_model_len", C, model.max_model_len, 0, 0, MAXL),
-    INT("model", "experts", C, model.experts, 0, 0, 4096),
+    INT("model", "experts", C, model.experts, 0, 0, 4096, SERVED_ONLY),
     INT("model", "experts_per_token", C, model.experts_per_token, 0, 0, 4096),
     INT("model", "expert_intermediate", C, model.expert_inter, 0, 0, 1 << 20),
     INT("model", "shared_experts", C, model.shared_experts, 0, 0, 64),
@@ -206,7 +209,7 @@ static const pkv_key rows[] = {
     OBJ("serving", "page_tables"),
     OBJ("serving", "speculative"),
     ENUM("serving.speculative", "method", C, spec.method, "none", pkv_spec_method_names,
-         .selects = true),
+         .selects = true, SERVED_ONLY),
     INT("serving.speculative", "tokens", C, spec.tokens, 3, 1, 16, .when = SPEC),
     NUM("serving.speculative", "acceptance", C, spec.acceptance, 0.7, 0, 1, .when = SPEC),
     NUM("serving.speculative", "acceptance_sd", C, spec.acceptance_sd, 0, 0, 0.5, .when = SPEC),
@@ -298,7 +301,7 @@ static const pkv_key rows[] = {
     ENUM("run", "cuda_graph", C, cuda_graph, "auto", pkv_cuda_graph_modes),
     ENUM("run", "metadata_upload", C, metadata_upload, "params", pkv_metadata_uploads),
     ENUM("run", "prefill_attention", C, prefill_attention, "auto", pkv_prefill_attentions),
-    INT("run", "layers_measured", C, layers_measured, 0, 0, 1024),
+    INT("run", "layers_measured", C, layers_measured, 0, 0, 1024, SERVED_ONLY),
     ENUM("run", "record", C, record, "full", pkv_record_level_names),
     CUSTOM("run", "percentiles"),
 

@@ -28,37 +28,6 @@ int pkv_config_model_context(pkv_config *c, const cJSON *w, pkv_err *e) {
     return 0;
 }
 
-/* A mixture of experts' keys: all of them or experts 0 (a dense model). */
-static int check_experts(const pkv_model *md, pkv_err *e) {
-    if (!md->experts) {
-        if (md->experts_per_token || md->expert_inter || md->shared_experts || md->dense_layers ||
-            md->expert_parallel)
-            return pkv_fail(e, "model.experts: experts_per_token, expert_intermediate, "
-                               "shared_experts, dense_layers and expert_parallel describe a "
-                               "mixture of experts; give model.experts too (0: a dense model)");
-        return 0;
-    }
-    if (md->experts_per_token < 1 || md->experts_per_token > md->experts)
-        return pkv_fail(e, "model.experts_per_token: %d must be 1 to model.experts (%d)",
-                        md->experts_per_token, md->experts);
-    if (md->expert_inter <= 0)
-        return pkv_fail(e, "model.expert_intermediate: a mixture of experts needs each expert's "
-                           "width (its config's moe_intermediate_size)");
-    if (md->expert_parallel && (md->tp < 2 || md->experts % md->tp))
-        return pkv_fail(e,
-                        "model.expert_parallel: spreads the experts over the tensor-parallel "
-                        "GPUs; model.tensor_parallel (%d) must be 2 or more and divide "
-                        "model.experts (%d)",
-                        md->tp, md->experts);
-    if (!md->expert_parallel && md->expert_inter % md->tp)
-        return pkv_fail(e, "model.tensor_parallel: %d does not divide expert_intermediate (%d)",
-                        md->tp, md->expert_inter);
-    if (md->dense_layers >= md->layers)
-        return pkv_fail(e, "model.dense_layers: %d leaves no MoE layer of %d", md->dense_layers,
-                        md->layers);
-    return 0;
-}
-
 /* The model: its rows' defaults (the study layer), then a preset's file, then the
  * experiment's own keys. "model": "NAME" is {"preset": "NAME"}; a preset is a file
  * of experiments/models/ by name, or a path (with a '/' or ending in .json) taken from
@@ -99,34 +68,7 @@ int pkv_config_parse_model(pkv_config *c, const cJSON *root, pkv_err *e) {
         return pkv_fail(e, "model.expert_routing: routes a mixture of experts' tokens; this "
                            "model has none (model.experts 0)");
     if (md->kv_dtype == PKV_KV_DTYPE_AUTO) md->kv_dtype = md->dtype;
-    if (md->hq % md->hkv)
-        return pkv_fail(e, "model.hq: %d is not a multiple of model.hkv (%d)", md->hq, md->hkv);
-    if (md->head_dim % 8)
-        return pkv_fail(e, "model.head_dim: must be a multiple of 8 (got %d)", md->head_dim);
-    if (md->hq % md->tp || md->hkv % md->tp)
-        return pkv_fail(e, "model.tensor_parallel: %d does not divide hq (%d) and hkv (%d)", md->tp,
-                        md->hq, md->hkv);
-    if (pkv_model_dense(md)) {
-        if ((md->inter <= 0 && (!md->experts || md->dense_layers)) || md->vocab <= 0)
-            return pkv_fail(e, "model: a model with a hidden size needs intermediate (the dense "
-                               "layers' MLP) and vocab");
-        if (md->inter % md->tp || md->vocab % md->tp)
-            return pkv_fail(e,
-                            "model.tensor_parallel: %d does not divide intermediate (%d) and "
-                            "vocab (%d)",
-                            md->tp, md->inter, md->vocab);
-        if (md->mlp_tail)
-            return pkv_fail(e, "model.mlp_intermediate: the study layer's MLP tail; a model with "
-                               "a hidden size has its own MLP (model.intermediate)");
-        TRY(check_experts(md, e));
-    } else if (md->experts) {
-        return pkv_fail(e, "model.experts: a mixture of experts needs a model with a hidden size "
-                           "(model.hidden > 0); the study layer has no MLP to route");
-    } else if (md->layers != 1) {
-        return pkv_fail(e, "model.layers: a model without a hidden size is the study's single "
-                           "attention layer (layers 1)");
-    }
-    return 0;
+    return pkv_model_check(md, e);
 }
 
 /* serving.speculative: on a served model, its draft model's preset read as model.preset
@@ -137,9 +79,6 @@ int pkv_config_parse_speculative(pkv_config *c, pkv_err *e) {
         sp->tokens = 0;
         return 0;
     }
-    if (!pkv_model_dense(&c->model))
-        return pkv_fail(e, "serving.speculative: proposes tokens for a served model "
-                           "(model.hidden > 0); the study layer decodes none");
     if (c->scheduler_steps > 1)
         return pkv_fail(e, "serving.speculative: not with serving.scheduler_steps > 1 (vLLM "
                            "ran its multi-step scheduling without speculation)");
@@ -168,7 +107,7 @@ int pkv_config_parse_speculative(pkv_config *c, pkv_err *e) {
     free(d);
     snprintf(sp->draft.name, sizeof sp->draft.name, "%s", sp->draft_model);
     if (rc) return pkv_fail(e, "serving.speculative.draft_model: %s: %s", path, sub.msg);
-    if (!pkv_model_dense(&sp->draft) || sp->draft.experts)
+    if (!pkv_model_kind_of(&sp->draft)->weights || sp->draft.experts)
         return pkv_fail(e, "serving.speculative.draft_model: %s is not a dense served model",
                         sp->draft_model);
     sp->draft.tp = 1; /* the draft runs whole on each GPU, as vLLM runs it */

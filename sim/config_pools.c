@@ -63,11 +63,12 @@ static int parse_pool(pkv_config *c, const cJSON *root, const cJSON *o, const ch
             strncmp(sub.msg, c->file, n) == 0 && sub.msg[n] == ':' ? sub.msg + n + 2 : sub.msg;
         return pkv_fail(e, "%s (pool \"%s\", the experiment with its settings): %s", P, name, msg);
     }
-    if (pool->role != PKV_ROLE_MIXED && !pkv_model_dense(&pool->cfg->model))
+    const pkv_model_kind *mk = pkv_model_kind_of(&pool->cfg->model);
+    if (pool->role != PKV_ROLE_MIXED && !mk->prefill_samples)
         return pkv_fail(e,
-                        "%s.role: a %s pool needs a served model (model.hidden > 0): the study "
-                        "layer's prefill samples no first token to hand over",
-                        P, role);
+                        "%s.role: a %s pool needs a prefill that samples the first token to "
+                        "hand over, which %s's does not",
+                        P, role, mk->what);
     return 0;
 }
 

@@ -27,7 +27,7 @@ static int retire_request(pkv_sim *s, int64_t slot, pkv_err *e) {
  * request's way in and out. A constant delay of every arrival shifts an open loop's
  * whole run in time, so it is added to what the client sees (TTFT, the finish), not to
  * the engine's clock; a closed loop's next request is sent at the engine's finish. */
-static double client_lag(const pkv_sim *s) {
+double pkv_sim_client_lag(const pkv_sim *s) {
     return s->cfg->engine.client_s;
 }
 
@@ -35,14 +35,14 @@ static double client_lag(const pkv_sim *s) {
 static int token_done(pkv_sim *s, pkv_sim_request *r, pkv_err *e) {
     r->rec.generated++;
     if (isnan(r->rec.t_first_token)) {
-        r->rec.t_first_token = s->t_now + client_lag(s);
+        r->rec.t_first_token = s->t_now + pkv_sim_client_lag(s);
         if (r->rec.preemptions == 0 && !isnan(r->t_prefill_start)) {
             pkv_sim_counts *c = &s->counts;
             c->ttft_n++;
             c->ttft_queue_s += r->rec.t_admitted - r->rec.t_arrival;
             c->ttft_wait_s += r->t_prefill_start - r->rec.t_admitted;
             c->ttft_prefill_s += s->t_now - r->t_prefill_start;
-            c->ttft_client_s += client_lag(s);
+            c->ttft_client_s += pkv_sim_client_lag(s);
         }
         if (s->first_token &&
             s->first_token(s->fleet_ctx, s->t_now, r->rec.t_first_token - r->rec.t_arrival))
@@ -56,7 +56,7 @@ static int token_done(pkv_sim *s, pkv_sim_request *r, pkv_err *e) {
 /* Request `slot` finished at t: stamped (as the client sees it), its pages freed, recorded. */
 static int finish_request(pkv_sim *s, int64_t slot, double t, pkv_err *e) {
     pkv_sim_request *r = &s->req[slot];
-    r->rec.t_finish = t + client_lag(s);
+    r->rec.t_finish = t + pkv_sim_client_lag(s);
     s->n_finished++;
     pkv_sim_release_pages(s, r);
     return retire_request(s, slot, e);
@@ -65,13 +65,13 @@ static int finish_request(pkv_sim *s, int64_t slot, double t, pkv_err *e) {
 /* Request d arrives at t: it waits for admission or, past the model's context
  * (workload.over_context "refuse"), is refused at once as the engine's server refuses it,
  * recorded as failed when the answer reaches the client. *slot: its slot, -1 if refused. */
-static int arrive(pkv_sim *s, const pkv_request_draw *d, double t, int64_t *slot, pkv_err *e) {
+int pkv_sim_arrive(pkv_sim *s, const pkv_request_draw *d, double t, int64_t *slot, pkv_err *e) {
     *slot = pkv_sim_new_request(s, d, t);
     if (*slot < 0) return pkv_fail(e, "out of memory");
     if (!d->refused) return pkv_sim_wait_push_back(s, *slot) ? pkv_fail(e, "out of memory") : 0;
     pkv_sim_request *r = &s->req[*slot];
     r->rec.state = PKV_REQ_REFUSED;
-    r->rec.t_finish = t + client_lag(s);
+    r->rec.t_finish = t + pkv_sim_client_lag(s);
     s->n_refused++;
     const int64_t k = *slot;
     *slot = -1;
@@ -95,7 +95,7 @@ static int closed_send(pkv_sim *s, double t, const pkv_request_draw *first, pkv_
                             "the lengths, or set workload.over_context \"cut\"",
                             s->cfg->file, REFUSALS, (long long)s->cfg->workload.max_context);
         int64_t slot;
-        if (arrive(s, &d, t, &slot, e)) return -1;
+        if (pkv_sim_arrive(s, &d, t, &slot, e)) return -1;
         if (slot >= 0) return 0;
     }
 }
@@ -232,7 +232,7 @@ static int start_prefill(pkv_sim *s, const pkv_prefill_view *pv, pkv_err *e) {
 
 /* Admit, and start the scheduler's next iteration; a step whose rows were all
  * preempted did not start: admit again. */
-static int try_schedule(pkv_sim *s, pkv_err *e) {
+int pkv_sim_try_schedule(pkv_sim *s, pkv_err *e) {
     for (;;) {
         if (s->busy) return 0;
         /* serving.scheduler_steps: inside a window of decode steps nothing is admitted */
@@ -276,7 +276,7 @@ static int handle(pkv_sim *s, const pkv_event *ev, pkv_err *e) {
         const pkv_request_draw *d = ev->arg > 0 ? &s->first[ev->arg - 1] : &s->next_draw;
         if (s->cfg->workload.arrival.kind == PKV_ARRIVAL_CLOSED) return closed_send(s, ev->t, d, e);
         int64_t slot;
-        return arrive(s, d, ev->t, &slot, e) ? -1 : schedule_arrival(s, ev->t, e);
+        return pkv_sim_arrive(s, d, ev->t, &slot, e) ? -1 : schedule_arrival(s, ev->t, e);
     }
     case EVENT_PREFILL_DONE:
         s->busy = 0;
@@ -333,42 +333,7 @@ int pkv_sim_start(pkv_sim *s, pkv_err *e) {
     } else if (schedule_arrival(s, 0.0, e)) {
         return -1;
     }
-    return try_schedule(s, e);
-}
-
-/* Something from outside changed the simulation at t: an idle engine starts once this
- * instant's events are handled. */
-static int outside(pkv_sim *s, pkv_err *e) {
-    const pkv_event *next = pkv_heap_top(&s->heap);
-    return next && next->t == s->t_now ? 0 : try_schedule(s, e);
-}
-
-int pkv_sim_inject(pkv_sim *s, const pkv_request_draw *d, double t_arrival, double t,
-                   const pkv_request_rec *prefilled, pkv_err *e) {
-    if (t > s->t_now) s->t_now = t;
-    int64_t slot;
-    if (arrive(s, d, t_arrival, &slot, e)) return -1;
-    if (prefilled && slot >= 0) {
-        pkv_sim_request *r = &s->req[slot];
-        const int64_t id = r->rec.id;
-        r->rec = *prefilled;
-        r->rec.id = id, r->rec.state = PKV_REQ_WAITING;
-        r->t_last_token = r->rec.t_first_token - client_lag(s);
-        r->kv_arrived = true;
-    }
-    return outside(s, e);
-}
-
-int pkv_sim_record_waiting(pkv_sim *s, const pkv_request_draw *d, double t_arrival, pkv_err *e) {
-    int64_t slot;
-    return arrive(s, d, t_arrival, &slot, e);
-}
-
-int pkv_sim_release(pkv_sim *s, int64_t slot, double t, pkv_err *e) {
-    if (t > s->t_now) s->t_now = t;
-    pkv_sim_release_pages(s, &s->req[slot]);
-    pkv_sim_free_slot(s, slot);
-    return outside(s, e);
+    return pkv_sim_try_schedule(s, e);
 }
 
 double pkv_sim_next_t(const pkv_sim *s) {
@@ -400,7 +365,7 @@ int pkv_sim_advance(pkv_sim *s, pkv_err *e) {
     /* The scheduler runs only once every event of this instant is handled. */
     const pkv_event *next = pkv_heap_top(&s->heap);
     if (!next || next->t != s->t_now) {
-        if (try_schedule(s, e)) return -1;
+        if (pkv_sim_try_schedule(s, e)) return -1;
         if (s->sink.progress && (s->steps & 1023) == 0) progress(s, false);
     }
     /* run.max_steps reached: over now, as the next call would find (a fleet advances a

@@ -1,6 +1,7 @@
 /* What the simulation's files share (sim.c: the loop and the request lifecycle;
- * sim_setup.c: its construction and the requests' slots; pages.c: the waiting queue, the running
- * batch and a request's pages; admit.c; preempt.c; the schedulers). Not for use outside sim/. */
+ * sim_setup.c: its construction and the requests' slots; sim_fleet.c: what a fleet does
+ * to it; pages.c: the waiting queue, the running batch and a request's pages; admit.c;
+ * preempt.c; the schedulers). Not for use outside sim/. */
 #ifndef PKV_SIM_PARTS_H
 #define PKV_SIM_PARTS_H
 
@@ -99,5 +100,11 @@ double pkv_sim_take_swap_time(pkv_sim *s);
 /* sim.c: a request's prompt is all in its pages (a full model sampled its first
  * token, which may be its last); else it joins the running batch. */
 int pkv_sim_prompt_done(pkv_sim *s, int64_t slot, pkv_err *e);
+/* The seconds a client sees beyond the engine's times (the engine profile's request
+ * work); request d arrives at t (*slot its slot, -1 if refused); admit, and start the
+ * scheduler's next iteration. */
+double pkv_sim_client_lag(const pkv_sim *s);
+int pkv_sim_arrive(pkv_sim *s, const pkv_request_draw *d, double t, int64_t *slot, pkv_err *e);
+int pkv_sim_try_schedule(pkv_sim *s, pkv_err *e);
 
 #endif

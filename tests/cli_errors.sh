@@ -91,7 +91,13 @@ case_json bad-upload '{"run": {"metadata_upload": "mapped"}}' 'run.metadata_uplo
 case_json bad-prefill-attn '{"run": {"prefill_attention": "fused"}}' 'run.prefill_attention: "fused" is not one of'
 case_json bad-graph '{"run": {"cuda_graph": 3}}' 'run.cuda_graph: must be true, false or one of: auto'
 case_json bad-graph-word '{"run": {"cuda_graph": "yes"}}' 'run.cuda_graph: "yes" is not one of'
-case_json layers-measured-study '{"run": {"layers_measured": 1}}' 'run.layers_measured: the study layer'
+# Keys of one kind of model (the key table's kinds): one check, one message.
+case_json layers-measured-study '{"run": {"layers_measured": 1}}' \
+  'run.layers_measured: applies to a served model (model.hidden > 0) only; this model is the study'
+case_json experts-study '{"model": {"experts": 8, "experts_per_token": 2}}' \
+  'model.experts: applies to a served model (model.hidden > 0) only'
+case_json mlp-tail-served '{"model": {"preset": "llama-3.1-8b", "mlp_intermediate": 4096}, "route": {"calibration": null}}' \
+  'model.mlp_intermediate: applies to the study'
 case_json layers-measured-over '{"model": "llama-3.1-8b", "run": {"layers_measured": 33}}' 'run.layers_measured: 33, but model llama-3.1-8b has 32 layers'
 case_json layers-measured-oracle '{"model": "llama-3.1-8b", "route": {"policy": "oracle"}, "run": {"layers_measured": 4}}' 'run.layers_measured: the oracle'
 case_json class-shares '{"workload": {"classes": [{"name": "a", "share": 0.5}, {"name": "b", "share": 0.4}]}}' "workload.classes: the shares must sum to 1 (got 0.9)"
@@ -408,7 +414,7 @@ expect_fail moe-cpu-backend 'a mixture of experts (model.experts 128) runs on th
   "$pkvsim" run -q -b cpu "$tmp/e.json"
 # Speculative decoding: on a served model, a dense draft, the model backend.
 case_json spec-study-layer '{"serving": {"speculative": {"method": "ngram"}}}' \
-  'serving.speculative: proposes tokens for a served model'
+  'serving.speculative.method: applies to a served model'
 case_json spec-draft-moe '{"model": "llama-3.1-8b", "serving": {"speculative": {"method": "draft", "draft_model": "mixtral-8x7b"}}, "route": {"calibration": null}}' \
   'serving.speculative.draft_model: mixtral-8x7b is not a dense served model'
 case_json spec-draft-typo '{"model": "llama-3.1-8b", "serving": {"speculative": {"method": "draft", "draft_model": "llama-1b"}}, "route": {"calibration": null}}' \

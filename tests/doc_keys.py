@@ -55,8 +55,8 @@ for ks, cells in rows(main):
         parent = full.rsplit(".", 1)[0] if "." in full else ""
         documented[full] = cells
 exp = keys("experiment")
-table = {p: (kind, d) for p, kind, d in exp}
-for p, kind, d in exp:
+table = {p: (kind, d) for p, kind, d, _ in exp}
+for p, kind, d, applies in exp:
     if p.startswith("("):
         continue
     if kind != "object" and p not in documented:
@@ -65,6 +65,11 @@ for p, kind, d in exp:
         cell = documented[p][2]
         if cell and not cell.startswith("—") and not same_default(cell, d):
             fails.append(f"{p}: README says default {cell!r}, the parser {d!r}")
+    # A key of one kind of model (pkvsim keys' fourth column) says so: "served model only".
+    for k in (applies.split(",") if applies != "-" else []):
+        said = k.replace("_", " ") + " only"
+        if p in documented and said not in " ".join(documented[p]):
+            fails.append(f"{p}: applies to the {k} only; README's row does not say '{said}'")
 for p in documented:
     if p not in table:
         fails.append(f"README documents {p}, which the parser does not take")
@@ -75,7 +80,7 @@ for obj, title in (("(length)", "Length objects"), ("(trace)", "Traces"),
                    ("(slo target)", "Plans"), ("(plan replicas)", "Plans")):
     body = section(title)
     tokens = set(re.findall(r"`([^`]+)`", body)) | set(re.findall(r'"([a-z_]+)"', body))
-    for p, kind, d in exp:
+    for p, kind, d, _ in exp:
         if p.startswith(obj + ".") and p.split(".", 1)[1] not in tokens:
             fails.append(f"{p} is not documented under '## {title}'")
 trace_doc = {k for ks, _ in rows(section("Traces")) for k in ks[:1]}

@@ -218,7 +218,7 @@ for bad, why in (({"fleet": {"replicas": 2, "pools": [{"name": "a", "replicas": 
                  ({"model": {"hq": 8, "hkv": 2, "head_dim": 128},
                    "serving": {"max_active": 8, "kv_pages": 2000},
                    "fleet": {"pools": [{"name": "p", "role": "prefill"}, {"name": "d", "role": "decode"}]}},
-                  "fleet.pools[0].role: a prefill pool needs a served model"),
+                  "fleet.pools[0].role: a prefill pool needs a prefill that samples the first token"),
                  ({"fleet": {"pools": [{"name": "a", "colour": "red"}]}}, "fleet.pools[0]"),
                  ({"fleet": {"replicas": 2, "autoscale": {"target": 4}}},
                   "fleet.autoscale.max: required"),

@@ -4,12 +4,13 @@
 
 #include <gsl/gsl_rng.h>
 
-int main(void) {
+/* Pushes and pops at random, coarse times forcing ties (the arg records push order):
+ * every pop comes in (time, push order) order, and the heap ends empty. */
+static void pops_in_time_then_push_order(void) {
     pkv_heap h;
     pkv_heap_init(&h);
     gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
     gsl_rng_set(r, 7);
-    /* Coarse times force many ties; the arg records push order. */
     int64_t pushed = 0;
     double last_t = -1;
     int64_t last_arg = -1;
@@ -39,5 +40,9 @@ int main(void) {
     CHECK(pkv_heap_top(&h) == NULL, "heap not empty");
     pkv_heap_free(&h);
     gsl_rng_free(r);
-    CHECK_DONE();
 }
+
+static const pkv_test_case cases[] = {
+    PKV_CASE(pops_in_time_then_push_order),
+};
+PKV_TEST_MAIN(cases)

@@ -1,5 +1,5 @@
-/* Allocator properties over long random admit/grow/finish/preempt sequences: no page
- * is owned twice, none leaks, the budget is never exceeded, all-or-nothing takes. */
+/* The KV page allocator (sim/kvalloc.h): ownership over long random sequences, holes,
+ * its permutation and its stop flag. */
 #include "check.h"
 #include "kvalloc.h"
 
@@ -10,7 +10,9 @@
 
 enum { POOL = 500, OWNERS = 40, MAXP = 200 };
 
-int main(void) {
+/* Random admit/grow/finish/preempt sequences: no page is owned twice, the owner table
+ * agrees with the owners, none leaks, a refused take changes nothing, the pool runs dry. */
+static void pages_owned_once_none_leaks(void) {
     gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
     gsl_rng_set(r, 11);
     pkv_kvalloc a;
@@ -58,9 +60,14 @@ int main(void) {
     CHECK(a.n_free == POOL, "pages leaked at the end: %d free of %d", a.n_free, POOL);
     CHECK(refused > 0, "the sequence never ran the pool dry (test too weak)");
     pkv_kvalloc_free(&a);
+    gsl_rng_free(r);
+}
 
-    /* Holes: with 30% holes only 350 ids are ever handed out, always the same ones,
-     * and a fresh pool's consecutive takes are consecutive slices of its permutation. */
+/* With 30% holes only 350 ids are ever handed out, always the same ones. */
+static void holes_are_never_handed_out(void) {
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 12);
+    pkv_kvalloc a;
     CHECK(pkv_kvalloc_init(&a, POOL, 0.3, r, NULL) == 0 && a.n_free == 350 && a.n_usable == 350,
           "holes: %d free", a.n_free);
     static int ever[POOL];
@@ -81,10 +88,16 @@ int main(void) {
     for (int i = 0; i < POOL; i++) distinct += ever[i];
     CHECK(distinct == 350, "%d distinct ids handed out with 350 usable", distinct);
     pkv_kvalloc_free(&a);
+    gsl_rng_free(r);
+}
 
-    /* The pool's permutation is gsl_ran_shuffle's (the allocator shuffles in slices to
-     * poll its stop flag), so page placement is what it was; a set stop ends the
-     * shuffle of a large pool. */
+/* The pool's permutation is gsl_ran_shuffle's (the allocator shuffles in slices to poll
+ * its stop flag), so page placement is what it was; a set stop ends the shuffle of a
+ * large pool. */
+static void permutation_is_gsl_shuffle_and_stops(void) {
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 13);
+    pkv_kvalloc a;
     for (int32_t size = 1; size <= (1 << 21); size = size * 7 + 3) {
         gsl_rng *ra = gsl_rng_alloc(gsl_rng_mt19937), *rb = gsl_rng_alloc(gsl_rng_mt19937);
         unsigned long seed = gsl_rng_get(r);
@@ -103,5 +116,11 @@ int main(void) {
     CHECK(pkv_kvalloc_init(&a, 1 << 21, 0.0, r, &stop) == -2 && !a.free_list,
           "a stopped shuffle: not -2");
     gsl_rng_free(r);
-    CHECK_DONE();
 }
+
+static const pkv_test_case cases[] = {
+    PKV_CASE(pages_owned_once_none_leaks),
+    PKV_CASE(holes_are_never_handed_out),
+    PKV_CASE(permutation_is_gsl_shuffle_and_stops),
+};
+PKV_TEST_MAIN(cases)

@@ -11,7 +11,9 @@
 
 enum { PPB = 4, POOL = 4096 };
 
-int main(void) {
+/* Three blocks released in the order 1, 0, 2 are evicted in that order; a referenced
+ * block (a hit takes one out of the LRU list) is never evicted. */
+static void evicts_least_recently_released_unreferenced(void) {
     pkv_prefix c;
     CHECK(pkv_prefix_init(&c, POOL, PPB) == 0, "init");
     int32_t pages[PPB], out[PPB];
@@ -22,10 +24,8 @@ int main(void) {
         CHECK(blk[k] >= 0, "insert %d", k);
     }
     CHECK(pkv_prefix_evict(&c, out) == -1, "evicted a referenced block");
-    /* Released in the order 1, 0, 2: evicted in that order. */
     pkv_prefix_release(&c, blk[1]), pkv_prefix_release(&c, blk[0]), pkv_prefix_release(&c, blk[2]);
     CHECK(c.n_free_pages == 3 * PPB, "evictable pages %d", c.n_free_pages);
-    /* A hit takes block 0 out of the LRU list: it is not evicted while referenced. */
     CHECK(pkv_prefix_acquire(&c, pkv_prefix_chain(0, 0)) == blk[0], "hit");
     CHECK(pkv_prefix_acquire(&c, pkv_prefix_chain(0, 7)) == -1, "a miss hit");
     CHECK(pkv_prefix_evict(&c, out) == 0 && out[0] == 100, "first evicted: pages from %d", out[0]);
@@ -36,14 +36,25 @@ int main(void) {
           "contents after eviction");
     pkv_prefix_release(&c, blk[0]);
     CHECK(pkv_prefix_evict(&c, out) == 0 && out[0] == 0 && c.n_blocks == 0, "last eviction");
-    /* Names chain: the same ids give the same name, another earlier block another. */
+    pkv_prefix_free(&c);
+}
+
+/* The same ids give the same name, another earlier block another. */
+static void names_chain(void) {
     CHECK(pkv_prefix_chain(pkv_prefix_chain(0, 5), 6) ==
                   pkv_prefix_chain(pkv_prefix_chain(0, 5), 6) &&
               pkv_prefix_chain(pkv_prefix_chain(0, 5), 6) !=
                   pkv_prefix_chain(pkv_prefix_chain(0, 4), 6),
           "chained names");
+}
 
-    /* Random operations against a direct model of the reference counts. */
+/* Random inserts, hits, releases and evictions against a direct model of the reference
+ * counts: hits find exactly the cached names, only unreferenced blocks are evicted, and
+ * the block and free-page counts agree with the model. */
+static void counts_agree_with_a_direct_model(void) {
+    pkv_prefix c;
+    CHECK(pkv_prefix_init(&c, POOL, PPB) == 0, "init");
+    int32_t pages[PPB], out[PPB];
     gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
     gsl_rng_set(r, 5);
     enum { NAMES = 300 };
@@ -79,5 +90,11 @@ int main(void) {
     CHECK(bad == 0, "%d disagreements with the model", bad);
     gsl_rng_free(r);
     pkv_prefix_free(&c);
-    CHECK_DONE();
 }
+
+static const pkv_test_case cases[] = {
+    PKV_CASE(evicts_least_recently_released_unreferenced),
+    PKV_CASE(names_chain),
+    PKV_CASE(counts_agree_with_a_direct_model),
+};
+PKV_TEST_MAIN(cases)

@@ -198,7 +198,8 @@ static int sweep_shape(pkvk_ctx *ctx, pkv_calib *cal, const pkvk_shape *s, const
     for (int run = 0; run < PKV_ROUTE_COUNT + n_forced && !rc && *n < MAX_POINTS; run++) {
         const pkvk_plan *p;
         if (run < PKV_ROUTE_COUNT && !pkvk_route_built((pkv_route)run)) continue;
-        if (run < PKV_ROUTE_COUNT && fp8 && pkv_route_is_flashinfer((pkv_route)run)) continue;
+        if (run < PKV_ROUTE_COUNT && fp8 && !pkv_route_has((pkv_route)run, PKV_RP_FP8_CAP))
+            continue;
         if (run < PKV_ROUTE_COUNT) {
             rc = pkv_planner_build(&pl, (pkv_route)run, lens, B);
             p = &pl.plans[run];

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "fit_runs.h"
 #include "fit.h"
 #include "h5rec.h"
 #include "jsonv.h"
@@ -56,202 +57,6 @@ static void usage(void) {
          "written whole with the runs' section refitted: --section, else the section the\n"
          "first run applied (its recorded calibration says; runs recorded before sections\n"
          "need --section).");
-}
-
-typedef struct fit_set {
-    pkv_counters *k[PKV_ROUTE_COUNT];
-    double *t[PKV_ROUTE_COUNT];
-    double *host[PKV_ROUTE_COUNT]; /* wall less the device times of the step's work */
-    double *ktok[PKV_ROUTE_COUNT]; /* the step's context, thousands of tokens */
-    size_t n[PKV_ROUTE_COUNT], cap[PKV_ROUTE_COUNT];
-    /* Forwards over prompt tokens (prefill batches; chunked steps' dense parts): their
-     * prompt tokens, attention scores (every layer; 0 where the file does not record
-     * them), decode rows beside them (0 in a prefill batch), measured seconds,
-     * predicted seconds without the calibration's prefill terms, and with them (the
-     * run's own prediction) */
-    double *p_tok, *p_sc, *p_rows, *p_meas, *p_base, *p_pred;
-    size_t p_n, p_cap;
-} fit_set;
-
-static void set_free(fit_set *s) {
-    for (int r = 0; r < PKV_ROUTE_COUNT; r++)
-        free(s->k[r]), free(s->t[r]), free(s->host[r]), free(s->ktok[r]);
-    free(s->p_tok), free(s->p_sc), free(s->p_rows), free(s->p_meas), free(s->p_base),
-        free(s->p_pred);
-}
-
-static int add_forward(fit_set *s, double tokens, double scores, double rows, double meas,
-                       double base, double pred) {
-    if (s->p_n == s->p_cap) {
-        size_t cap = s->p_cap ? 2 * s->p_cap : 256;
-        double **arr[6] = {&s->p_tok, &s->p_sc, &s->p_rows, &s->p_meas, &s->p_base, &s->p_pred};
-        for (int k = 0; k < 6; k++) {
-            double *a = realloc(*arr[k], cap * sizeof *a);
-            if (!a) return -1;
-            *arr[k] = a;
-        }
-        s->p_cap = cap;
-    }
-    s->p_tok[s->p_n] = tokens, s->p_sc[s->p_n] = scores, s->p_rows[s->p_n] = rows;
-    s->p_meas[s->p_n] = meas, s->p_base[s->p_n] = base;
-    s->p_pred[s->p_n++] = pred;
-    return 0;
-}
-
-/* A file's forwards over prompt tokens into s (and per_file): its /prefills rows and
- * its chunked steps' dense parts, measured on the device; a file without them (the
- * study layer, a model-backend run) adds none. */
-static int load_forwards(const char *path, const char *grp, const pkv_step_rec *st, size_t n,
-                         fit_set *s, fit_set *per_file, pkv_err *e) {
-    char *text = NULL, name[96];
-    pkv_calib c;
-    pkv_calib_defaults(&c);
-    snprintf(name, sizeof name, "%s%scalibration/file", grp, *grp ? "/" : "");
-    if (pkv_h5_read_text(path, name, &text, e)) return -1;
-    cJSON *o = cJSON_Parse(text);
-    int bad = !o || pkv_calib_apply(&c, o, "calibration/file", e);
-    cJSON_Delete(o);
-    free(text);
-    if (bad) return pkv_fail(e, "%s: the run's calibration: %s", path, e->msg);
-    pkv_prefill_rec *pf = NULL;
-    size_t np = 0;
-    pkv_err ignored;
-    if (pkv_h5_read_prefills_at(path, grp, &pf, &np, &ignored)) np = 0;
-    int rc = 0;
-    for (size_t i = 0; i < n + np && !rc; i++) {
-        double tok, sc, meas, pred, rows = 0;
-        if (i < n) {
-            if (st[i].warmup || !st[i].prefill_chunks) continue;
-            tok = st[i].prefill_tokens, sc = st[i].prefill_scores, rows = st[i].rows;
-            meas = st[i].t_dense, pred = st[i].t_dense_predicted;
-        } else {
-            const pkv_prefill_rec *p = &pf[i - n];
-            tok = (double)p->tokens, sc = p->scores, meas = p->t_device, pred = p->t_predicted;
-        }
-        if (!(meas > 0) || !(pred > 0)) continue;
-        if (!(sc >= 0)) sc = 0; /* a file from before the column */
-        const double base =
-            pred -
-            (c.prefill_fixed_us + c.prefill_token_us * tok + c.prefill_row_us * rows) * 1e-6 -
-            c.prefill_score_ps * 1e-12 * sc;
-        for (fit_set *d = s; d && !rc; d = d == s ? per_file : NULL)
-            rc = add_forward(d, tok, sc, rows, meas, base, pred);
-    }
-    free(pf);
-    return rc ? pkv_fail(e, "out of memory reading %s", path) : 0;
-}
-
-/* MAPE and relative error of the sum of the forwards' predictions: base plus the
- * prefill terms (seconds) fixed + per token x tokens + per score x scores + per decode
- * row x rows, or (term NULL) the runs' own. */
-static void forward_error(const fit_set *s, const double *term, double *mape, double *sum_err) {
-    double ae = 0, sp = 0, sm = 0;
-    for (size_t i = 0; i < s->p_n; i++) {
-        const double p = !term ? s->p_pred[i]
-                               : s->p_base[i] + term[0] + term[1] * s->p_tok[i] +
-                                     term[2] * s->p_sc[i] + term[3] * s->p_rows[i];
-        ae += fabs(p - s->p_meas[i]) / s->p_meas[i], sp += p, sm += s->p_meas[i];
-    }
-    *mape = s->p_n ? ae / (double)s->p_n : NAN;
-    *sum_err = sm > 0 ? sp / sm - 1 : NAN;
-}
-
-static pkv_counters counters_of(const pkv_step_rec *s) {
-    return (pkv_counters){.launches = (int32_t)s->launches,
-                          .merge_launches = (int32_t)s->merge_launches,
-                          .ctas = (int64_t)s->ctas,
-                          .cta_work_per_sm = s->cta_work_per_sm,
-                          .kv_bytes = (int64_t)s->kv_bytes,
-                          .merge_bytes = (int64_t)s->merge_bytes,
-                          .tasks = (int32_t)s->tasks,
-                          .max_splits = (int32_t)s->splits,
-                          .max_cta_bytes = (int64_t)s->max_cta_bytes};
-}
-
-/* Add the measured steps of a file's run (its root, grp "", or a sweep's point) to *s
- * (and, where per_file is given, to it alone too); *group receives the run's G, *used
- * gains its measured steps. */
-static int load_run(const char *path, const char *grp, fit_set *s, fit_set *per_file, fit_set *s8,
-                    int *group, size_t *used, pkv_err *e) {
-    char *resolved, name[96];
-    snprintf(name, sizeof name, "%s%sconfig/resolved", grp, *grp ? "/" : "");
-    if (pkv_h5_read_text(path, name, &resolved, e)) return -1;
-    cJSON *root = cJSON_Parse(resolved);
-    free(resolved);
-    const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model");
-    const cJSON *L = cJSON_GetObjectItemCaseSensitive(m, "layers"),
-                *hq = cJSON_GetObjectItemCaseSensitive(m, "hq"),
-                *hkv = cJSON_GetObjectItemCaseSensitive(m, "hkv"),
-                *kvt = cJSON_GetObjectItemCaseSensitive(m, "kv_dtype");
-    int layers = cJSON_IsNumber(L) ? L->valueint : 1;
-    /* FP8 KV's steps fit its CTA cap (into s8), never the route models */
-    const int fp8 = cJSON_IsString(kvt) && !strcmp(kvt->valuestring, "fp8_e4m3");
-    if (fp8) s = s8, per_file = NULL;
-    *group = cJSON_IsNumber(hq) && cJSON_IsNumber(hkv) && hkv->valueint > 0
-                 ? hq->valueint / hkv->valueint
-                 : 0;
-    cJSON_Delete(root);
-    if (layers < 1 || *group < 1)
-        return pkv_fail(e, "%s: /config/resolved has no model shape", path);
-    pkv_step_rec *st;
-    size_t n;
-    if (!s) return 0; /* an FP8 run held out: not read */
-    if (pkv_h5_read_steps_at(path, grp, &st, &n, e)) return -1;
-    for (size_t i = 0; i < n; i++) {
-        int r = st[i].route;
-        double t = st[i].t_device / layers;
-        if (st[i].warmup || !(t > 0) || r >= PKV_ROUTE_COUNT) continue;
-        for (fit_set *d = s; d; d = d == s ? per_file : NULL) {
-            if (d->n[r] == d->cap[r]) {
-                size_t cap = d->cap[r] ? 2 * d->cap[r] : 1024;
-                pkv_counters *k = realloc(d->k[r], cap * sizeof *k);
-                if (k) d->k[r] = k;
-                double *tt = realloc(d->t[r], cap * sizeof *tt);
-                if (tt) d->t[r] = tt;
-                double *hh = realloc(d->host[r], cap * sizeof *hh);
-                if (hh) d->host[r] = hh;
-                double *kt = realloc(d->ktok[r], cap * sizeof *kt);
-                if (kt) d->ktok[r] = kt;
-                if (!k || !tt || !hh || !kt) {
-                    free(st);
-                    return pkv_fail(e, "out of memory reading %s", path);
-                }
-                d->cap[r] = cap;
-            }
-            d->k[r][d->n[r]] = counters_of(&st[i]);
-            double other = (isfinite(st[i].t_dense) ? st[i].t_dense : 0) +
-                           (isfinite(st[i].t_mlp) ? st[i].t_mlp : 0);
-            d->host[r][d->n[r]] = st[i].t_wall - st[i].t_device - other;
-            d->ktok[r][d->n[r]] = 1e-3 * (double)st[i].context_tokens;
-            d->t[r][d->n[r]++] = t;
-        }
-        (*used)++;
-    }
-    int rc = fp8 ? 0 : load_forwards(path, grp, st, n, s, per_file, e);
-    free(st);
-    return rc;
-}
-
-/* Every run of a file (a sweep's points are runs); *groups receives the G values seen
- * (bit G). */
-static int load(const char *path, fit_set *s, fit_set *per_file, fit_set *s8, unsigned *groups,
-                pkv_err *e) {
-    char(*grp)[32];
-    int n_runs, rc;
-    size_t used = 0;
-    if (pkv_h5_runs(path, &grp, &n_runs, e)) return -1;
-    for (int i = rc = 0; i < n_runs && !rc; i++) {
-        int G;
-        rc = load_run(path, grp[i], s, per_file, s8, &G, &used, e);
-        if (!rc && G < 32) *groups |= 1u << G;
-    }
-    free(grp);
-    if (!rc && used == 0)
-        return pkv_fail(e,
-                        "%s: no measured steps (a run on the cuda backend, record \"full\" or "
-                        "\"steps\", is needed)",
-                        path);
-    return rc;
 }
 
 /* The table: to stdout and, where given, to a file. */
@@ -358,14 +163,15 @@ int pkv_cmd_fit(int argc, char **argv) {
         }
         cal.json = base_text;
     }
-    fit_set fit = {0}, test = {0}, fit8 = {0};
-    fit_set *per_test = calloc((size_t)n_tests + 1, sizeof *per_test);
+    pkv_fit_set fit = {0}, test = {0}, fit8 = {0};
+    pkv_fit_set *per_test = calloc((size_t)n_tests + 1, sizeof *per_test);
     unsigned groups = 0;
     int rc = per_test ? 0 : 1;
     unsigned test_groups = 0;
-    for (int i = 0; i < n_fit && !rc; i++) rc = load(fits[i], &fit, NULL, &fit8, &groups, &e);
+    for (int i = 0; i < n_fit && !rc; i++)
+        rc = pkv_fit_load(fits[i], &fit, NULL, &fit8, &groups, &e);
     for (int i = 0; i < n_tests && !rc; i++)
-        rc = load(tests[i], &test, &per_test[i], NULL, &test_groups, &e);
+        rc = pkv_fit_load(tests[i], &test, &per_test[i], NULL, &test_groups, &e);
     if (rc) {
         fprintf(stderr, "pkvsim fit: %s\n", per_test ? e.msg : "out of memory");
         goto done;
@@ -487,10 +293,10 @@ int pkv_cmd_fit(int argc, char **argv) {
         fitted.prefill_score_ps = c[2] * 1e12, fitted.prefill_row_us = c[3] * 1e6;
         prefill_fitted = 1;
         double f_mape, f_sum, t_mape = NAN, t_sum = NAN, b_mape = NAN, b_sum = NAN;
-        forward_error(&fit, c, &f_mape, &f_sum);
+        pkv_fit_forward_error(&fit, c, &f_mape, &f_sum);
         if (test.p_n) {
-            forward_error(&test, c, &t_mape, &t_sum);
-            forward_error(&test, NULL, &b_mape, &b_sum);
+            pkv_fit_forward_error(&test, c, &t_mape, &t_sum);
+            pkv_fit_forward_error(&test, NULL, &b_mape, &b_sum);
         }
         emit(
             "\n| forwards over prompt tokens | fitted | MAPE | sum err | held out | MAPE | sum "
@@ -598,11 +404,11 @@ int pkv_cmd_fit(int argc, char **argv) {
     cJSON_Delete(routes);
 done:
     cJSON_Delete(whole);
-    for (int i = 0; per_test && i < n_tests; i++) set_free(&per_test[i]);
+    for (int i = 0; per_test && i < n_tests; i++) pkv_fit_set_free(&per_test[i]);
     free(per_test);
-    set_free(&fit);
-    set_free(&test);
-    set_free(&fit8);
+    pkv_fit_set_free(&fit);
+    pkv_fit_set_free(&test);
+    pkv_fit_set_free(&fit8);
     pkv_calib_free(&cal);
     return rc ? 1 : 0;
 }

@@ -292,7 +292,8 @@ int pkv_bench_kernels_main(int argc, char **argv) {
             const pkvk_plan *p;
             char splits[16] = "auto";
             if (run < PKV_ROUTE_COUNT && !pkvk_route_built((pkv_route)run)) continue;
-            if (run < PKV_ROUTE_COUNT && pkv_route_is_flashinfer((pkv_route)run) && !fi_g) continue;
+            if (run < PKV_ROUTE_COUNT && pkv_route_has((pkv_route)run, PKV_RP_FI_SHAPES) && !fi_g)
+                continue;
             if (run < PKV_ROUTE_COUNT) {
                 rc = pkv_planner_build(&pl, (pkv_route)run, bc[ci].lens, bc[ci].n);
                 p = &pl.plans[run];
@@ -326,7 +327,7 @@ int pkv_bench_kernels_main(int argc, char **argv) {
             }
             double gbps = kv_bytes / (ms * 1e-3) / 1e9;
             if (run < PKV_ROUTE_COUNT) {
-                int fi = pkv_route_is_flashinfer((pkv_route)run);
+                int fi = pkv_route_family_of((pkv_route)run) == PKV_FAMILY_FI; /* its column */
                 int pkv = pkv_route_role_of((pkv_route)run) != PKV_ROLE_BASELINE;
                 for (int f = 0; f < FAMILIES; f++)
                     if ((f == FI_ANY ? fi : f == OWN_PKV ? pkv : !fi) && ms < best[ci][f])

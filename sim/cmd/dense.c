@@ -96,7 +96,7 @@ int pkv_model_preset_config(const char *model, pkv_config *cfg, pkv_err *e) {
              "\"concurrency\": 1}, \"num_requests\": 1}}",
              model);
     if (pkv_config_parse(cfg, text, "model preset", e)) return -1;
-    if (!pkv_model_dense(&cfg->model)) {
+    if (!pkv_model_kind_of(&cfg->model)->weights) {
         pkv_config_free(cfg);
         return pkv_fail(e, "model %s has no dense part", model);
     }

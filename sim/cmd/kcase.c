@@ -105,7 +105,7 @@ int pkv_kcase_time(const pkvk_ctx *c, pkvk_workspace *ws, pkv_kcase *d, const pk
     int rc = t ? pkvk_plan_upload(ws, p) : PKVK_ERR_OUT_OF_MEMORY;
     if (!rc) rc = pkvk_event_create(c, &e0);
     if (!rc) rc = pkvk_event_create(c, &e1);
-    if (!rc && pkv_route_is_flashinfer(p->route))
+    if (!rc && pkv_route_has(p->route, PKV_RP_CSR))
         rc = pkvk_pack_csr(ws, &d->b); /* FlashInfer's page list: plan work, not timed */
     for (int w = 0; w < 3 && !rc; w++) rc = pkvk_launch(ws, &d->b, p, launches);
     if (!rc) rc = pkvk_memset(d->o, 0xff, d->q_elems * 2); /* poison: NaN halves */

@@ -323,8 +323,7 @@ static int cmd_run(int argc, char **argv) {
     if (!quiet)
         fprintf(stderr,
                 "pkvsim: %s: %s%s on the %s backend (calibration %s), route %s, seed %llu\n",
-                cfg.name, cfg.model.name,
-                pkv_model_dense(&cfg.model) ? "" : " (the study's single attention layer)",
+                cfg.name, cfg.model.name, pkv_model_kind_of(&cfg.model)->label,
                 pkv_backend_names[pkv_backend_resolve(cfg.backend)],
                 strrchr(cfg.calibration, '/') ? strrchr(cfg.calibration, '/') + 1 : cfg.calibration,
                 cfg.policy, (unsigned long long)cfg.seed);
@@ -362,10 +361,12 @@ static int cmd_keys(int argc, char **argv) {
         fprintf(stderr, "usage: pkvsim keys [experiment | calibration]\n");
         return 2;
     }
+    const char *kinds[PKV_KIND_COUNT + 1] = {0}; /* the model kinds a key applies to */
+    for (int i = 0; i < PKV_KIND_COUNT; i++) kinds[i] = pkv_model_kinds[i]->name;
     if (!strcmp(which, "experiment"))
-        pkv_keys_print(pkv_config_keys(), "", stdout);
+        pkv_keys_print(pkv_config_keys(), "", kinds, stdout);
     else
-        pkv_keys_print(pkv_calib_keys(), "", stdout);
+        pkv_keys_print(pkv_calib_keys(), "", NULL, stdout);
     return 0;
 }
 

@@ -1,0 +1,25 @@
+/* What the engine's files share (engine.c: set-up, a step, a prefill, a swap; clock.c:
+ * the time under the run's clock and the host work; oracle.c: the oracle's runs). Not
+ * for use outside engine/. */
+#ifndef PKV_ENGINE_PARTS_H
+#define PKV_ENGINE_PARTS_H
+
+#include "engine.h"
+
+/* The one place a time under the engine's clock is chosen, for decode steps,
+ * prefills and swaps alike: the cost model's prediction, the host's wall time or
+ * the device's time. */
+double pkv_engine_clock_time(const pkv_engine *eng, double predicted, double wall, double device);
+/* An iteration's time with the engine's host work: requests and prompt tokens it
+ * scheduled, tokens it sampled, its share of them (a decode step's of its window, else
+ * 1); *host receives the host work alone. */
+double pkv_engine_with_host(const pkv_engine *eng, double gpu, int64_t requests, int64_t tokens,
+                            int64_t sampled, double share, double *host);
+/* The oracle: each valid candidate of the step run in isolation oracle_reps times; the
+ * fastest under the run's clock is *best (rec: its measured figures; *spent the wall
+ * time of every run, *best_wall the chosen one's median). */
+int pkv_engine_run_oracle(pkv_engine *eng, const pkv_batch_view *v, const pkv_step_view *sv,
+                          int check, pkv_step_rec *rec, pkv_route *best, double *spent,
+                          double *best_wall, pkv_err *e);
+
+#endif
