@@ -1,7 +1,8 @@
-/* What the fleet's files share (fleet.c: the loop, the requests on their way and the
- * router's queue; fleet_router.c: the routers; fleet_link.c: the KV links between
- * prefill and decode replicas; fleet_scale.c: the autoscaler; fleet_sync.c: the
- * router's view and the ranks' exchange). Not for use outside sim/. */
+/* What the fleet's files share (fleet.c: the state, what was sent and what arrived, the
+ * requests on their way; fleet_run.c: the loop and the router's queue; fleet_router.c:
+ * the routers; fleet_link.c: the KV links between prefill and decode replicas;
+ * fleet_scale.c: the autoscaler; fleet_sync.c: the router's view and the ranks'
+ * exchange). Not for use outside sim/. */
 #ifndef PKV_FLEET_PARTS_H
 #define PKV_FLEET_PARTS_H
 

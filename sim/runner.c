@@ -11,98 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- the run's sink: the HDF5 recorder, the summary, the progress line ---------------- */
-
-int pkv_run_sink_step(void *ctx, const pkv_step_rec *r, double advance, pkv_err *e) {
-    pkv_run_sink *k = ctx;
-    pkv_summary_add_step(&k->sum, r, advance);
-    return k->rec ? pkv_h5rec_step(k->rec, r, e) : 0;
-}
-
-int pkv_run_sink_prefill(void *ctx, const pkv_prefill_rec *p, pkv_err *e) {
-    pkv_run_sink *k = ctx;
-    pkv_summary_add_prefill(&k->sum, p);
-    return k->rec ? pkv_h5rec_prefill(k->rec, p, e) : 0;
-}
-
-int pkv_run_sink_request(void *ctx, const pkv_request_rec *q, pkv_err *e) {
-    pkv_run_sink *k = ctx;
-    if (pkv_summary_add_request(&k->sum, q)) return pkv_fail(e, "out of memory");
-    return k->rec ? pkv_h5rec_request(k->rec, q, e) : 0;
-}
-
-static int sink_itl(void *ctx, int64_t id, double gap, pkv_err *e) {
-    return pkv_summary_add_itl(&((pkv_run_sink *)ctx)->sum, 0, id, gap)
-               ? pkv_fail(e, "out of memory")
-               : 0;
-}
-
-/* On stderr, at most every half second (and at the end). */
-static void sink_progress(void *ctx, const pkv_sim_progress *p, bool final) {
-    pkv_run_sink *k = ctx;
-    if (!final && pkv_clock_now() - k->t_progress <= 0.5) return;
-    k->t_progress = pkv_clock_now();
-    char pct[16] = "";
-    if (p->done >= 0) snprintf(pct, sizeof pct, "%5.1f%%  ", 100 * fmin(p->done, 1));
-    fprintf(stderr, "\r  %sstep %llu  t=%.4g s  running %d  waiting %zu  finished %zu/%zu%s", pct,
-            (unsigned long long)p->steps, p->t_now, p->running, p->waiting, p->finished, p->arrived,
-            final ? "\n" : "   ");
-}
-
-int pkv_run_sink_end(void *ctx, double t_end, bool interrupted, const pkv_sim_counts *c,
-                     pkv_err *e) {
-    pkv_summary *s = &((pkv_run_sink *)ctx)->sum;
-    s->interrupted = interrupted;
-    s->prefix_blocks = c->prefix_blocks, s->prefix_tokens = c->prefix_tokens;
-    s->prefix_hits = c->prefix_hits, s->prefix_hit_tokens = c->prefix_hit_tokens;
-    s->prefix_evictions = c->prefix_evictions;
-    s->prefix_unbounded_hit_tokens = c->prefix_unbounded_hit_tokens;
-    s->clamped = c->clamped;
-    s->swap_outs = c->swap_outs, s->swap_ins = c->swap_ins, s->swap_pages = c->swap_pages;
-    s->swap_time_s = c->swap_time_s, s->swap_predicted_s = c->swap_predicted_s;
-    s->bounded = c->bounded > 0 && !interrupted;
-    s->ttft_parts_n = c->ttft_n;
-    s->ttft_parts_s[0] = c->ttft_queue_s, s->ttft_parts_s[1] = c->ttft_wait_s;
-    s->ttft_parts_s[2] = c->ttft_prefill_s, s->ttft_parts_s[3] = c->ttft_client_s;
-    return pkv_summary_finish(s, t_end) ? pkv_fail(e, "out of memory") : 0;
-}
-
 /* The backend's side notes (the warm-up's time, a step's host parts), on stderr. */
 static void log_line(void *ctx, const char *line) {
     fprintf(stderr, "pkvsim: %s\n", line);
-}
-
-/* An engine's options: its serving settings from c (the experiment, or a fleet pool's
- * configuration), the run's own from run (its checks, the oracle's runs, the prefill's
- * measurement), under the run's clock; the run's record decides what its steps plan. */
-pkv_engine_opts pkv_run_engine_opts(const pkv_config *c, const pkv_config *run,
-                                    pkv_clock_source clock, bool plan_needed) {
-    pkv_engine_opts eo = {.policy = c->policy,
-                          .bucket_mode = (pkv_bucket_mode)c->bucket_mode,
-                          .cap_rows = c->max_active,
-                          .clock = clock,
-                          .check_every = run->check_every,
-                          .check_first = run->check_first,
-                          .oracle_reps = run->oracle_repeats,
-                          .prefill_base_s = c->prefill_base_s,
-                          .prefill_per_token_s = c->prefill_per_token_s,
-                          .prefill_measure = run->prefill_measure,
-                          .plan_needed = plan_needed,
-                          .host = c->engine.host,
-                          .spec = c->spec};
-    eo.host.window = c->scheduler_steps;
-    return eo;
-}
-
-/* The experiment's calibration with its route.overrides. */
-int pkv_run_load_calib(const pkv_config *cfg, pkv_calib *cal, pkv_err *e) {
-    if (pkv_calib_load(cal, cfg->calibration, pkv_model_calib_section(&cfg->model), e)) return -1;
-    if (cfg->calib_overrides && pkv_calib_apply(cal, cfg->calib_overrides, "route.overrides", e)) {
-        pkv_err sub = *e;
-        pkv_calib_free(cal);
-        return pkv_fail(e, "%s: %s", cfg->file, sub.msg);
-    }
-    return 0;
 }
 
 /* The summary as the experiment sets it up: its SLOs (a class's, else the run's),
@@ -249,14 +160,14 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
                              .step = pkv_run_sink_step,
                              .prefill = pkv_run_sink_prefill,
                              .request = pkv_run_sink_request,
-                             .itl = sink_itl,
-                             .progress = o->quiet ? NULL : sink_progress,
+                             .itl = pkv_run_sink_itl,
+                             .progress = o->quiet ? NULL : pkv_run_sink_progress,
                              .end = pkv_run_sink_end};
     if (!o->quiet && (double)cfg->kv_pages + (double)cfg->swap_pages >= 1e8)
         fprintf(stderr, "pkvsim: setting up %d KV pages%s (a few seconds a hundred million)\n",
                 cfg->kv_pages, cfg->preemption == PKV_PREEMPT_SWAP ? " and the swap pool" : "");
     if (pkv_fleet_slots(&cfg->fleet) > 1) {
-        if (pkv_run_fleet(cfg, &cal, &bs, &eng, &sink, o, e)) goto done;
+        if (pkv_run_fleet(cfg, &cal, &bs, &eng, &sink, o->ranks, o->stop, e)) goto done;
         goto ran;
     }
     if (pkv_sim_init(&sim, cfg, &eng, &ss, o->stop, e)) goto done;

@@ -163,11 +163,12 @@ static int fleet_memory(const pkv_config *cfg, int n, int lo, int hi, pkv_err *e
  * engine of its model (the run's own where it is that model), its steps run and timed
  * one at a time, as the fleet's loop takes them), and a simulation;
  * one arrival stream feeds them through the router; the sink ends once, at the last
- * replica's end, with the replicas' counts summed. Over MPI ranks (o->ranks) each
+ * replica's end, with the replicas' counts summed. Over MPI ranks (ranks_in) each
  * process sets up and runs its block of the replicas; rank 0 ends the sink with every
  * process's summary merged and writes every replica's /replicas row. */
 int pkv_run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_spec *bs,
-                  pkv_engine *eng0, pkv_run_sink *k, const pkv_run_opts *o, pkv_err *e) {
+                  pkv_engine *eng0, pkv_run_sink *k, const pkv_ranks *ranks_in,
+                  volatile sig_atomic_t *stop, pkv_err *e) {
     const int n = pkv_fleet_slots(&cfg->fleet), np = cfg->fleet.n_pools;
     pkv_engine *eng = calloc((size_t)n, sizeof *eng);
     bool *made = calloc((size_t)n, sizeof *made);
@@ -181,7 +182,7 @@ int pkv_run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_spec 
                  ? 0
                  : pkv_fail(e, "out of memory for %d replicas", n);
     int cals = 0, wl_ok = 0, lo = 0, hi = n;
-    const pkv_ranks *ranks = o->ranks && o->ranks->size > 1 ? o->ranks : NULL;
+    const pkv_ranks *ranks = ranks_in && ranks_in->size > 1 ? ranks_in : NULL;
     if (!rc && ranks) {
         rc = ranks_ok(cfg, ranks, e);
         pkv_ranks_block(n, ranks->rank, ranks->size, &lo, &hi);
@@ -245,7 +246,7 @@ int pkv_run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_spec 
                                  .prefill = replica_prefill,
                                  .request = replica_request,
                                  .itl = replica_itl};
-        if (pkv_sim_init(&sim[i], ci, en, &ss, o->stop, e)) {
+        if (pkv_sim_init(&sim[i], ci, en, &ss, stop, e)) {
             rc = -1;
             break;
         }
