@@ -29,8 +29,8 @@ static int check_failures = 0, check_count = 0;
 #define SKIP_CODE 77
 
 /* Cases by behaviour: a test program's cases are functions named for what they hold,
- * in a table of PKV_CASE rows, one to a line (tests/CMakeLists.txt registers each with
- * ctest as PROGRAM.CASE: `ctest -R kvalloc.no_page_owned_twice`). PKV_TEST_MAIN(table)
+ * in a table of PKV_CASE rows (tests/CMakeLists.txt registers each with
+ * ctest as PROGRAM.CASE: `ctest -R kvalloc.holes_are_never_handed_out`). PKV_TEST_MAIN(table)
  * is the program's main: no argument runs every case, a case's name runs that one,
  * --list prints the names; the counts of CHECK_DONE at the end. */
 typedef struct pkv_test_case {

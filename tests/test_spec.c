@@ -9,6 +9,7 @@
 #include <gsl/gsl_randist.h>
 #include <math.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #define EXP                                                                                        \
     "{\"model\": \"llama-3.1-8b\", \"workload\": {\"arrival\": {\"process\": \"closed\", "         \
@@ -20,12 +21,15 @@
     "\"%s\"}}"
 #define CAL PKV_SOURCE_DIR "/experiments/calibration/h200.json"
 
+/* Each case's runs write a file of their own (ctest runs the cases side by side). */
 static int run_sd(pkv_summary *s, int conc, int decode, int n, int pages, const char *method, int k,
                   double acc, double sd) {
     pkv_err e;
-    int rc = test_run_json(s, NULL, &e, EXP, conc, decode, n, pages, method, k, acc, sd, CAL,
-                           "test_spec.h5");
+    char out[64];
+    snprintf(out, sizeof out, "test_spec_%ld.h5", (long)getpid());
+    int rc = test_run_json(s, NULL, &e, EXP, conc, decode, n, pages, method, k, acc, sd, CAL, out);
     CHECK(rc == 0, "%s k %d acceptance %g: %s", method, k, acc, e.msg);
+    remove(out);
     return rc;
 }
 
@@ -34,13 +38,15 @@ static int run(pkv_summary *s, int conc, int decode, int n, int pages, const cha
     return run_sd(s, conc, decode, n, pages, method, k, acc, 0);
 }
 
-int main(void) {
-    pkv_summary plain, all, none, half;
-    /* one request at a time: 1 token from its prefill, 200 from its steps (the last steps
-     * propose only what the request may still keep: 2, 1, 0) */
+/* One request at a time: 1 token from its prefill, 200 from its steps (the last steps
+ * propose only what the request may still keep: 2, 1, 0). With acceptance 1 the steps
+ * fall k + 1 fold, with 0 a step yields one token; a verify with its proposals costs
+ * more than a plain step, kept tokens bring the time per token below plain decoding's. */
+static void acceptance_one_and_zero_bound_the_steps(void) {
+    pkv_summary plain, all, none;
     if (run(&plain, 1, 201, 4, 4096, "none", 3, 0) || run(&all, 1, 201, 4, 4096, "draft", 3, 1) ||
         run(&none, 1, 201, 4, 4096, "eagle", 3, 0))
-        CHECK_DONE();
+        return;
     CHECK(plain.steps == 4 * 200 && plain.spec_proposed == 0, "plain: %llu steps",
           (unsigned long long)plain.steps);
     CHECK(all.steps == 4 * 50, "acceptance 1: %llu steps, 4 x 200 / (3 + 1) wanted",
@@ -54,12 +60,14 @@ int main(void) {
           (unsigned long long)none.spec_accepted, (unsigned long long)none.spec_proposed);
     CHECK(none.finished == 4 && all.finished == 4, "finished %llu, %llu",
           (unsigned long long)none.finished, (unsigned long long)all.finished);
-    /* a verify of 4 tokens a row with its proposals costs more than a plain step; kept
-     * tokens bring the time per token below plain decoding's at one request */
     CHECK(none.tpot.mean > plain.tpot.mean && all.tpot.mean < plain.tpot.mean / 2,
           "TPOT: plain %g, acceptance 0 %g, 1 %g", plain.tpot.mean, none.tpot.mean, all.tpot.mean);
-    /* acceptance 0.6, k 3: each kept with 0.6 after a kept one, E[kept] = 0.6 + 0.36 +
-     * 0.216 of 3 proposed; over thousands of proposals, within 5 standard deviations */
+}
+
+/* Acceptance 0.6, k 3: each kept with 0.6 after a kept one, E[kept] = 0.6 + 0.36 + 0.216
+ * of 3 proposed; over thousands of proposals, within 5 standard deviations. */
+static void kept_share_is_the_truncated_geometric_law(void) {
+    pkv_summary half;
     if (run(&half, 8, 400, 64, 4096, "ngram", 3, 0.6) == 0) {
         const double p = 0.6, m = p + p * p + p * p * p,
                      m2 = p * (1 - p) * 1 + p * p * (1 - p) * 4 + p * p * p * 9, v = m2 - m * m;
@@ -68,10 +76,13 @@ int main(void) {
               m, rows);
         CHECK(half.finished == 64, "finished %llu", (unsigned long long)half.finished);
     }
-    /* each request its own chance (a beta law, mean 0.6, sd 0.3): requests yield 99 tokens
-     * in 99 / (1 + f(p)) steps, f(p) = p + p^2 + p^3, so the kept tokens a row-step are
-     * 1 / E[1 / (1 + f(p))] - 1 (by numerical integration over the law), within 10% over
-     * 256 requests; and the requests' TPOTs spread where they do not with one chance */
+}
+
+/* Each request its own chance (a beta law, mean 0.6, sd 0.3): requests yield 99 tokens
+ * in 99 / (1 + f(p)) steps, f(p) = p + p^2 + p^3, so the kept tokens a row-step are
+ * 1 / E[1 / (1 + f(p))] - 1 (by numerical integration over the law), within 10% over 256
+ * requests; and the requests' TPOTs spread where they do not with one chance. */
+static void per_request_acceptance_spreads_tpot(void) {
     pkv_summary spread, same;
     if (run_sd(&spread, 8, 100, 256, 4096, "ngram", 3, 0.6, 0.3) == 0 &&
         run_sd(&same, 8, 100, 256, 4096, "ngram", 3, 0.6, 0) == 0) {
@@ -88,12 +99,21 @@ int main(void) {
               "TPOT p90 / p50: %g with a spread, %g without", spread.tpot_p90 / spread.tpot_p50,
               same.tpot_p90 / same.tpot_p50);
     }
-    /* a pool too small for every request's lookahead at once: preemption keeps the run
-     * whole (each request's pages: at most its prompt and output) */
+}
+
+/* A pool too small for every request's lookahead at once: preemption keeps the run whole
+ * (each request's pages: at most its prompt and output). */
+static void tight_pool_preempts_and_finishes(void) {
     pkv_summary tight;
     if (run(&tight, 8, 400, 16, 8 * 32, "draft", 7, 0.9) == 0)
         CHECK(tight.finished == 16, "tight pool: %llu finished",
               (unsigned long long)tight.finished);
-    remove("test_spec.h5");
-    CHECK_DONE();
 }
+
+static const pkv_test_case cases[] = {
+    PKV_CASE(acceptance_one_and_zero_bound_the_steps),
+    PKV_CASE(kept_share_is_the_truncated_geometric_law),
+    PKV_CASE(per_request_acceptance_spreads_tpot),
+    PKV_CASE(tight_pool_preempts_and_finishes),
+};
+PKV_TEST_MAIN(cases)

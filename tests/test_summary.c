@@ -68,7 +68,7 @@ static void check_dist(gsl_rng *r, size_t n, size_t keep) {
 
 /* The figures' table: single rows have unique names and read their own fields; every
  * row has a unit and a description; the sweep index carries some. */
-static void check_table(void) {
+static void figures_table_reads_its_fields(void) {
     pkv_summary s;
     memset(&s, 0, sizeof s);
     s.finished = 7, s.decode_tok_s = 2.5, s.interrupted = 1, s.e2el.median = 0.25;
@@ -147,22 +147,38 @@ static void check_merge(gsl_rng *r, size_t n, size_t keep) {
           "merged moments differ: TTFT mean %.12g against %.12g", m->ttft.mean, one.ttft.mean);
 }
 
-int main(void) {
+/* A random stream seeded by the time, printed so that a failure can be replayed. */
+static gsl_rng *fresh_rng(void) {
     unsigned long seed = (unsigned long)time(NULL);
     printf("seed %lu\n", seed);
     gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
     gsl_rng_set(r, seed);
+    return r;
+}
+
+/* Quantiles of values kept (under the bound and at it) are exact, of binned values
+ * within half a bin. */
+static void quantiles_exact_kept_binned_close(void) {
+    gsl_rng *r = fresh_rng();
     check_dist(r, 5000, PKV_LATENCY_KEEP);
     check_dist(r, 200000, 1000);
     check_dist(r, 1000, 1000); /* at the bound: still exact */
+    gsl_rng_free(r);
+}
+
+static void empty_distribution_is_nan(void) {
     pkv_dist empty = {.keep = 10};
     pkv_latency l;
     const double p50 = 50;
     pkv_dist_stats(&empty, &p50, 1, &l);
     CHECK(isnan(l.mean) && isnan(l.pct[0]) && isnan(pkv_dist_quantile(&empty, 0.5)),
           "an empty distribution's figures are NaN");
+}
 
-    /* A summary of 3M finished requests: the per-request stores go to histograms. */
+/* A summary of 3M finished requests: the per-request stores go to histograms, and the
+ * medians stay where they are. */
+static void millions_of_requests_go_to_histograms(void) {
+    gsl_rng *r = fresh_rng();
     pkv_summary s;
     CHECK(pkv_summary_init(&s) == 0, "init");
     const uint64_t n = 3 * (uint64_t)PKV_LATENCY_KEEP;
@@ -183,10 +199,21 @@ int main(void) {
     CHECK(fabs(s.ttft.median / 0.15 - 1) < 2e-3 && fabs(s.tpot.median / 0.02 - 1) < 1e-3 &&
               s.ttft.n == n,
           "TTFT median %.6g (0.15), TPOT median %.6g (0.02)", s.ttft.median, s.tpot.median);
+    gsl_rng_free(r);
+}
+
+/* Summaries merged (over ranks) give the figures of one summary of every request. */
+static void merged_summaries_equal_one(void) {
+    gsl_rng *r = fresh_rng();
     check_merge(r, 3000, PKV_LATENCY_KEEP); /* values kept */
     check_merge(r, 3000, 500);              /* each part's under the bound, the whole over */
     check_merge(r, 3000, 100);              /* every part binned */
     gsl_rng_free(r);
-    check_table();
-    CHECK_DONE();
 }
+
+static const pkv_test_case cases[] = {
+    PKV_CASE(quantiles_exact_kept_binned_close),     PKV_CASE(empty_distribution_is_nan),
+    PKV_CASE(millions_of_requests_go_to_histograms), PKV_CASE(merged_summaries_equal_one),
+    PKV_CASE(figures_table_reads_its_fields),
+};
+PKV_TEST_MAIN(cases)
