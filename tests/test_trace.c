@@ -44,15 +44,25 @@ static void expect_error(const char *name, const char *text, const char *want) {
     if (rc == 0) pkv_trace_free(&tr);
 }
 
-int main(void) {
+/* Each case's files in a folder of its own process's. */
+static void dir_begin(void) {
     snprintf(dir, sizeof dir, "/tmp/pkv-trace-%d", (int)getpid());
     char cmd[128];
     snprintf(cmd, sizeof cmd, "mkdir -p %s", dir);
     CHECK(system(cmd) == 0, "mkdir");
+}
 
-    /* The real traces. */
-    const char *azure = PKV_TRACE_DIR "/azure2023_code.csv";
+static void dir_end(void) {
+    char cmd[128];
+    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+    CHECK(system(cmd) == 0, "cleanup");
+}
+
+/* The two real traces load with their row counts and first and last values. */
+static void real_traces_load_their_rows(void) {
+    dir_begin();
     const char *moon = PKV_TRACE_DIR "/mooncake2025_synthetic.jsonl";
+    const char *azure = PKV_TRACE_DIR "/azure2023_code.csv";
     pkv_trace_spec s;
     pkv_trace tr;
     pkv_err e;
@@ -78,8 +88,21 @@ int main(void) {
               tr.decode[tr.n - 1] == 83,
           "mooncake last row");
     pkv_trace_free(&tr);
+    dir_end();
+}
 
-    /* Options on the mooncake trace: window, first N, scales, tick spreading. */
+/* Options on the mooncake trace: window, first N, scales, tick spreading (a tick wider
+ * than the gap to the next timestamp spreads the rows at 0 over the second before the row
+ * at 1, not over 100 s, which reordered them). */
+static void options_window_first_n_and_ticks(void) {
+    dir_begin();
+    const char *moon = PKV_TRACE_DIR "/mooncake2025_synthetic.jsonl";
+    pkv_trace_spec s;
+    pkv_trace tr;
+    pkv_err e;
+    pkv_trace_spec_default(&s);
+    pkv_trace_columns_builtin("mooncake", &s.cols);
+    snprintf(s.path, sizeof s.path, "%s", moon);
     s.window_begin = 100, s.window_end = 200, s.first_n = 50, s.rate_scale = 2, s.time_scale = 1;
     CHECK(pkv_trace_load(&tr, &s, &e) == 0, "window: %s", e.msg);
     CHECK(tr.n == 50 && tr.t[0] == 0, "window/first_n: %zu rows", tr.n);
@@ -115,8 +138,17 @@ int main(void) {
             break;
         }
     pkv_trace_free(&tr);
+    dir_end();
+}
 
-    /* Malformed inputs: each class, with its line number. */
+/* Every malformed-input class gives its documented error with its line number: CSV and
+ * JSON Lines, numbers out of range refused before any cast, lenient parsing refused and
+ * named; 2024's Feb 29 is a day. */
+static void malformed_inputs_named_by_line(void) {
+    dir_begin();
+    pkv_trace_spec s;
+    pkv_trace tr;
+    pkv_err e;
     const char *H = "TIMESTAMP,ContextTokens,GeneratedTokens\n";
     char buf[512];
     expect_error("empty.csv", "", "empty file");
@@ -211,8 +243,16 @@ int main(void) {
     snprintf(buf, sizeof buf, "%s2024-02-29 18:17:03.0,5,2\n", H);
     CHECK(load_text("leap.csv", buf, "azure", 0, &tr, &e) == 0 && tr.n == 1, "leap day: %s", e.msg);
     pkv_trace_free(&tr);
+    dir_end();
+}
 
-    /* Skip policy: bad rows are skipped and counted. */
+/* Skip policy: bad rows are skipped and counted. */
+static void skip_policy_counts_bad_rows(void) {
+    dir_begin();
+    pkv_trace tr;
+    pkv_err e;
+    const char *H = "TIMESTAMP,ContextTokens,GeneratedTokens\n";
+    char buf[512];
     snprintf(buf, sizeof buf,
              "%s2023-11-16 18:17:03.0,12,4\nx,1,1\n2023-11-16 18:17:05.0,-1,4\n"
              "2023-11-16 18:17:06.5,7,3\n",
@@ -221,8 +261,16 @@ int main(void) {
               tr.t[1] == 3.5 && tr.prompt[1] == 7,
           "skip policy: rc n=%zu skipped=%zu", tr.n, tr.skipped);
     pkv_trace_free(&tr);
+    dir_end();
+}
 
-    /* The other built-in mappings and the JSON array format. */
+/* The other built-in mappings (vidur, study with and without arrival steps) and the JSON
+ * array format. */
+static void other_mappings_and_json_array(void) {
+    dir_begin();
+    pkv_trace_spec s;
+    pkv_trace tr;
+    pkv_err e;
     CHECK(load_text("vidur.csv",
                     "arrived_at,num_prefill_tokens,num_decode_tokens\n0.5,100,7\n2.25,"
                     "300,9\n",
@@ -250,8 +298,12 @@ int main(void) {
     CHECK(pkv_trace_load(&tr, &s, &e) == 0 && tr.n == 2 && tr.t[1] == 1.0 && tr.decode[1] == 3,
           "json array: %s", e.msg);
     pkv_trace_free(&tr);
-
-    snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
-    CHECK(system(cmd) == 0, "cleanup");
-    CHECK_DONE();
+    dir_end();
 }
+
+static const pkv_test_case cases[] = {
+    PKV_CASE(real_traces_load_their_rows),    PKV_CASE(options_window_first_n_and_ticks),
+    PKV_CASE(malformed_inputs_named_by_line), PKV_CASE(skip_policy_counts_bad_rows),
+    PKV_CASE(other_mappings_and_json_array),
+};
+PKV_TEST_MAIN(cases)
