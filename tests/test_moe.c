@@ -64,7 +64,7 @@ static void uniform_spread(int64_t tokens) {
 
 /* Zipf: the first expert busier than the last, more so as the exponent grows; 0 is
  * uniform. */
-static void zipf_skew(void) {
+static void zipf_favours_the_first_experts(void) {
     double first[3], last[3];
     const double exps[3] = {0, 1, 2};
     for (int i = 0; i < 3; i++) {
@@ -105,7 +105,7 @@ static pkv_model preset(const char *name, pkv_calib *cal) {
 
 /* Weights: the presets' totals (Mixtral-8x7B 46.7B, Qwen3-30B-A3B 30.5B parameters in
  * 16 bits); a decode of one token reads k experts a layer and no more. */
-static void cost(void) {
+static void cost_reads_the_chosen_experts_only(void) {
     pkv_calib cal;
     pkv_model mx = preset("mixtral-8x7b", &cal);
     if (!mx.experts) return;
@@ -155,7 +155,7 @@ static void cost(void) {
  * that sends most tokens to a few experts the layer waits for their GPU, slower than the
  * sliced layer (every GPU a quarter of each expert) on the same draws; uniform, within 15%
  * (whole experts: wider GEMMs, the busiest GPU a little above the mean). */
-static void expert_parallel(void) {
+static void expert_parallel_waits_for_the_busiest_gpu(void) {
     pkv_calib cal;
     pkv_model tp = preset("qwen3-30b-a3b", &cal);
     if (!tp.experts) return;
@@ -187,13 +187,25 @@ static void expert_parallel(void) {
     pkv_calib_free(&cal);
 }
 
-int main(void) {
+static void draws_conserve_tokens_uniform(void) {
     conservation(PKV_EXPERTS_UNIFORM);
+}
+
+static void draws_conserve_tokens_zipf(void) {
     conservation(PKV_EXPERTS_ZIPF);
+}
+
+static void uniform_spreads_as_a_binomial(void) {
     uniform_spread(100);   /* exact */
     uniform_spread(20000); /* multinomial */
-    zipf_skew();
-    cost();
-    expert_parallel();
-    CHECK_DONE();
 }
+
+static const pkv_test_case cases[] = {
+    PKV_CASE(draws_conserve_tokens_uniform),
+    PKV_CASE(draws_conserve_tokens_zipf),
+    PKV_CASE(uniform_spreads_as_a_binomial),
+    PKV_CASE(zipf_favours_the_first_experts),
+    PKV_CASE(cost_reads_the_chosen_experts_only),
+    PKV_CASE(expert_parallel_waits_for_the_busiest_gpu),
+};
+PKV_TEST_MAIN(cases)
