@@ -290,7 +290,8 @@ int pkv_keys_check_kinds(pkv_keys k, const void *src, int kind, const char *cons
                          pkv_err *e) {
     for (int i = 0; i < k.n; i++) {
         const pkv_key *r = &k.rows[i];
-        if (!r->kinds || r->kinds >> kind & 1 || !scalar(r) || !not_default(r, src)) continue;
+        if (!r->kinds || r->kinds >> kind & 1 || !scalar(r)) continue;
+        if (!applies(r, pkv_keys_variant(k, r->obj, src)) || !not_default(r, src)) continue;
         char to[256] = "";
         for (int j = 0; what[j]; j++)
             if (r->kinds >> j & 1)
