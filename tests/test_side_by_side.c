@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-int main(void) {
+static void interleaved_runs_end_as_alone(void) {
     pkv_err e = {0};
     seen alone[2];
     for (int k = 0; k < 2; k++) {
@@ -54,5 +54,9 @@ int main(void) {
     replica_free(&r[0]);
     replica_free(&r[1]);
     free(r);
-    CHECK_DONE();
 }
+
+static const pkv_test_case cases[] = {
+    PKV_CASE(interleaved_runs_end_as_alone),
+};
+PKV_TEST_MAIN(cases)
