@@ -26,30 +26,36 @@ static int init(pkv_engine *eng, pkv_calib *cal, const pkv_model *m, const char 
     return rc;
 }
 
-int main(void) {
+/* The study layer's shape, a block table of every page in order, rows marked dirty. */
+static const pkv_model study = {.name = "study-layer",
+                                .layers = 1,
+                                .hq = 32,
+                                .hkv = 8,
+                                .head_dim = 128,
+                                .tp = 1,
+                                .page_size = PS};
+static int32_t bt[CAP * STRIDE], dirty[CAP], from[CAP];
+
+static gsl_rng *setup(void) {
+    for (int i = 0; i < CAP * STRIDE; i++) bt[i] = i;
+    for (int i = 0; i < CAP; i++) dirty[i] = i, from[i] = 0;
     gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
     gsl_rng_set(r, 20261201);
+    return r;
+}
+
+/* Model backend: the oracle against every fixed route on 200 random steps. */
+static void never_slower_than_a_fixed_route(void) {
+    gsl_rng *r = setup();
     pkv_calib cal;
     pkv_calib_defaults(&cal);
     pkv_err e;
-    pkv_model m = {.name = "study-layer",
-                   .layers = 1,
-                   .hq = 32,
-                   .hkv = 8,
-                   .head_dim = 128,
-                   .tp = 1,
-                   .page_size = PS};
-    static int32_t bt[CAP * STRIDE];
-    for (int i = 0; i < CAP * STRIDE; i++) bt[i] = i;
-    int32_t lens[CAP], dirty[CAP], from[CAP] = {0};
-    for (int i = 0; i < CAP; i++) dirty[i] = i;
-
-    /* Model backend: the oracle against every fixed route on 200 random steps. */
+    int32_t lens[CAP];
     pkv_engine oracle, fixed[PKV_ROUTE_COUNT];
-    CHECK(init(&oracle, &cal, &m, "oracle", PKV_BACKEND_MODEL, PKV_CLOCK_PREDICTED, 0) == 0,
+    CHECK(init(&oracle, &cal, &study, "oracle", PKV_BACKEND_MODEL, PKV_CLOCK_PREDICTED, 0) == 0,
           "oracle");
     for (int k = 0; k < PKV_ROUTE_COUNT; k++)
-        CHECK(init(&fixed[k], &cal, &m, pkv_route_name((pkv_route)k), PKV_BACKEND_MODEL,
+        CHECK(init(&fixed[k], &cal, &study, pkv_route_name((pkv_route)k), PKV_BACKEND_MODEL,
                    PKV_CLOCK_PREDICTED, 0) == 0,
               "fixed %d", k);
     int worse = 0, wins = 0;
@@ -72,9 +78,18 @@ int main(void) {
     pkv_engine_free(&oracle);
     for (int k = 0; k < PKV_ROUTE_COUNT; k++) pkv_engine_free(&fixed[k]);
 
-    /* cpu backend, device clock: the route is the fastest median; the wall time is one
-     * step's. */
-    pkv_model small = m;
+    gsl_rng_free(r);
+}
+
+/* cpu backend, device clock: every candidate measured, the route the fastest median;
+ * the wall time is one step's. */
+static void cpu_route_is_the_fastest_median(void) {
+    gsl_rng *r = setup();
+    pkv_calib cal;
+    pkv_calib_defaults(&cal);
+    pkv_err e;
+    int32_t lens[CAP];
+    pkv_model small = study;
     small.hq = 4, small.hkv = 2, small.head_dim = 16, small.page_size = PS;
     pkv_engine eng;
     CHECK(init(&eng, &cal, &small, "oracle", PKV_BACKEND_CPU, PKV_CLOCK_DEVICE, 5) == 0, "cpu");
@@ -111,8 +126,20 @@ int main(void) {
     }
     pkv_engine_free(&eng);
 
-    /* cpu backend, adaptive on the wall clock: the host's parts before the run are
-     * measured and lie inside the step's wall time. */
+    gsl_rng_free(r);
+}
+
+/* cpu backend, adaptive on the wall clock: the host's parts before the run are measured
+ * and lie inside the step's wall time. */
+static void host_parts_inside_the_wall(void) {
+    gsl_rng *r = setup();
+    pkv_calib cal;
+    pkv_calib_defaults(&cal);
+    pkv_err e;
+    int32_t lens[CAP];
+    pkv_model small = study;
+    small.hq = 4, small.hkv = 2, small.head_dim = 16, small.page_size = PS;
+    pkv_engine eng;
     CHECK(init(&eng, &cal, &small, "adaptive", PKV_BACKEND_CPU, PKV_CLOCK_WALL, 0) == 0,
           "adaptive");
     for (int step = 0; step < 20; step++) {
@@ -128,5 +155,11 @@ int main(void) {
     }
     pkv_engine_free(&eng);
     gsl_rng_free(r);
-    CHECK_DONE();
 }
+
+static const pkv_test_case cases[] = {
+    PKV_CASE(never_slower_than_a_fixed_route),
+    PKV_CASE(cpu_route_is_the_fastest_median),
+    PKV_CASE(host_parts_inside_the_wall),
+};
+PKV_TEST_MAIN(cases)
