@@ -1,10 +1,8 @@
 #include "runner_parts.h"
 #include "fleet.h"
-#include "rng.h"
 #include "h5rec.h"
 #include "pkv_clock.h"
 #include "pkv_files.h"
-#include "pkv_mem.h"
 
 #include <math.h>
 #include <stdio.h>
