@@ -15,16 +15,21 @@
 
 enum { N = 600, CAP = 16 };
 
-int main(void) {
+/* The shape and the known route model the steps are timed under. */
+static const pkvk_shape s = {.hq = 32, .hkv = 8, .d = 128, .page_size = 16};
+static const pkv_route_model truth = {true, {14.0, 1.5, 2.5, 4.0, 900.0}};
+
+/* Steps planned from random batches for three routes, timed under the known model with
+ * 1% noise: the fit predicts held-out steps within the noise and finds the CTA
+ * bandwidth, where the study's formula is far off; too few steps are refused. */
+static void route_fit_recovers_known_constants(void) {
     gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
     gsl_rng_set(r, 11);
     pkv_calib cal;
     pkv_calib_defaults(&cal);
-    const pkvk_shape s = {.hq = 32, .hkv = 8, .d = 128, .page_size = 16};
     pkv_planner pl;
     CHECK(pkv_planner_init(&pl, &s, &cal, CAP, PKV_BUCKET_MODE_EXACT) == 0, "planner");
     const pkv_route routes[] = {PKV_ROUTE_REF_PAGED, PKV_ROUTE_BUCKET, PKV_ROUTE_WORKQUEUE};
-    const pkv_route_model truth = {true, {14.0, 1.5, 2.5, 4.0, 900.0}};
     pkv_counters *k = malloc(sizeof *k * 2 * N);
     double *t = malloc(sizeof *t * 2 * N);
     for (size_t ri = 0; ri < sizeof routes / sizeof routes[0]; ri++) {
@@ -56,51 +61,68 @@ int main(void) {
         CHECK(mape > 0.05, "%s: the default formula fits too (MAPE %.3f): no test",
               pkv_route_name(rt), mape);
     }
-    /* FP8 KV's CTA cap: steps over FP8 KV timed under known models with a cap of 9 GB/s
-     * (1% noise), FlashInfer's among them timed without it; the fit finds the cap. */
-    {
-        pkv_calib c8 = cal;
-        for (int q = 0; q < PKV_ROUTE_COUNT; q++) c8.route_model[q] = truth;
-        pkvk_shape s8 = s;
-        s8.kv_dtype = PKVK_FP8_E4M3;
-        pkv_planner p8;
-        CHECK(pkv_planner_init(&p8, &s8, &c8, CAP, PKV_BUCKET_MODE_EXACT) == 0, "planner");
-        pkv_counters *k8[PKV_ROUTE_COUNT] = {0};
-        double *t8[PKV_ROUTE_COUNT] = {0};
-        size_t n8[PKV_ROUTE_COUNT] = {0};
-        const pkv_route rs[2] = {PKV_ROUTE_WORKQUEUE, PKV_ROUTE_FLASHINFER_TC};
-        for (int q = 0; q < 2; q++) {
-            k8[rs[q]] = malloc(sizeof **k8 * 200), t8[rs[q]] = malloc(sizeof **t8 * 200);
-            for (int i = 0; i < 200; i++) {
-                int32_t lens[CAP], rows = 1 + (int32_t)gsl_rng_uniform_int(r, CAP);
-                for (int j = 0; j < rows; j++)
-                    lens[j] = 16 + (int32_t)gsl_rng_uniform_int(r, 65536);
-                p8.plans[rs[q]].counts_only = 1;
-                CHECK(pkv_planner_build(&p8, rs[q], lens, rows) == 0, "plan");
-                pkv_counters *kk = &k8[rs[q]][i];
-                pkv_cost_counters(&c8, &s8, &p8.plans[rs[q]], lens, kk);
-                pkv_counters timed = *kk;
-                if (timed.cta_bps_max > 0) timed.cta_bps_max = 9e9;
-                t8[rs[q]][i] =
-                    pkv_cost_route_time(&c8, rs[q], NULL, &timed) * (1 + gsl_ran_gaussian(r, 0.01));
-                n8[rs[q]]++;
-            }
+    /* Too few steps to fit are refused. */
+    pkv_route_model m;
+    pkv_err e;
+    CHECK(pkv_fit_route(&cal, PKV_ROUTE_REF_PAGED, k, t, 5, &m, &e) == -1, "5 steps fitted");
+    free(k), free(t);
+    pkv_planner_free(&pl);
+    gsl_rng_free(r);
+}
+
+/* FP8 KV's CTA cap: steps over FP8 KV timed under known models with a cap of 9 GB/s
+ * (1% noise), FlashInfer's among them timed without it; the fit finds the cap. */
+static void fp8_cap_found_over_persistentkv_steps(void) {
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 12);
+    pkv_calib cal;
+    pkv_calib_defaults(&cal);
+    pkv_calib c8 = cal;
+    for (int q = 0; q < PKV_ROUTE_COUNT; q++) c8.route_model[q] = truth;
+    pkvk_shape s8 = s;
+    s8.kv_dtype = PKVK_FP8_E4M3;
+    pkv_planner p8;
+    CHECK(pkv_planner_init(&p8, &s8, &c8, CAP, PKV_BUCKET_MODE_EXACT) == 0, "planner");
+    pkv_counters *k8[PKV_ROUTE_COUNT] = {0};
+    double *t8[PKV_ROUTE_COUNT] = {0};
+    size_t n8[PKV_ROUTE_COUNT] = {0};
+    const pkv_route rs[2] = {PKV_ROUTE_WORKQUEUE, PKV_ROUTE_FLASHINFER_TC};
+    for (int q = 0; q < 2; q++) {
+        k8[rs[q]] = malloc(sizeof **k8 * 200), t8[rs[q]] = malloc(sizeof **t8 * 200);
+        for (int i = 0; i < 200; i++) {
+            int32_t lens[CAP], rows = 1 + (int32_t)gsl_rng_uniform_int(r, CAP);
+            for (int j = 0; j < rows; j++) lens[j] = 16 + (int32_t)gsl_rng_uniform_int(r, 65536);
+            p8.plans[rs[q]].counts_only = 1;
+            CHECK(pkv_planner_build(&p8, rs[q], lens, rows) == 0, "plan");
+            pkv_counters *kk = &k8[rs[q]][i];
+            pkv_cost_counters(&c8, &s8, &p8.plans[rs[q]], lens, kk);
+            pkv_counters timed = *kk;
+            if (timed.cta_bps_max > 0) timed.cta_bps_max = 9e9;
+            t8[rs[q]][i] =
+                pkv_cost_route_time(&c8, rs[q], NULL, &timed) * (1 + gsl_ran_gaussian(r, 0.01));
+            n8[rs[q]]++;
         }
-        double bps = 0;
-        pkv_err e8;
-        CHECK(pkv_fit_fp8_cap(&c8, k8, (const double *const *)t8, n8, &bps, NULL, &e8) == 0 &&
-                  fabs(bps / 9e9 - 1) < 0.02,
-              "FP8 cap %.3f GB/s, truth 9 (%s)", bps / 1e9, e8.msg);
-        printf("FP8 KV's CTA cap: %.3f GB/s (truth 9)\n", bps / 1e9);
-        size_t none[PKV_ROUTE_COUNT] = {0};
-        none[PKV_ROUTE_FLASHINFER_TC] = n8[PKV_ROUTE_FLASHINFER_TC];
-        CHECK(pkv_fit_fp8_cap(&c8, k8, (const double *const *)t8, none, &bps, NULL, &e8) == -1,
-              "a cap fitted to FlashInfer's steps alone");
-        for (int q = 0; q < PKV_ROUTE_COUNT; q++) free(k8[q]), free(t8[q]);
-        pkv_planner_free(&p8);
     }
-    /* What the fit writes reads back as a calibration: a merge that no step shows,
-     * and a fitted model of every route, round-trip through the file's keys. */
+    double bps = 0;
+    pkv_err e8;
+    CHECK(pkv_fit_fp8_cap(&c8, k8, (const double *const *)t8, n8, &bps, NULL, &e8) == 0 &&
+              fabs(bps / 9e9 - 1) < 0.02,
+          "FP8 cap %.3f GB/s, truth 9 (%s)", bps / 1e9, e8.msg);
+    printf("FP8 KV's CTA cap: %.3f GB/s (truth 9)\n", bps / 1e9);
+    size_t none[PKV_ROUTE_COUNT] = {0};
+    none[PKV_ROUTE_FLASHINFER_TC] = n8[PKV_ROUTE_FLASHINFER_TC];
+    CHECK(pkv_fit_fp8_cap(&c8, k8, (const double *const *)t8, none, &bps, NULL, &e8) == -1,
+          "a cap fitted to FlashInfer's steps alone");
+    for (int q = 0; q < PKV_ROUTE_COUNT; q++) free(k8[q]), free(t8[q]);
+    pkv_planner_free(&p8);
+    gsl_rng_free(r);
+}
+
+/* What the fit writes reads back as a calibration: a merge that no step shows,
+ * and a fitted model of every route, round-trip through the file's keys. */
+static void fitted_models_round_trip(void) {
+    pkv_calib cal;
+    pkv_calib_defaults(&cal);
     pkv_calib w = cal;
     for (int q = 0; q < PKV_ROUTE_COUNT; q++) {
         w.route_model[q] = truth;
@@ -118,68 +140,73 @@ int main(void) {
             CHECK(back.route_model[q].set && back.route_model[q].v[j] == w.route_model[q].v[j],
                   "route_model %d constant %d did not round-trip", q, j);
     cJSON_Delete(o);
-    /* Too few steps to fit are refused. */
-    pkv_route_model m;
-    pkv_err e;
-    CHECK(pkv_fit_route(&cal, PKV_ROUTE_REF_PAGED, k, t, 5, &m, &e) == -1, "5 steps fitted");
-    free(k), free(t);
-    pkv_planner_free(&pl);
-    /* The prefill terms: 3 ms + 15 us a token + 2 ps a score, 2% noise, 200 forwards
-     * of 1 to 8192 tokens after 0 to 32K earlier keys, fitted on the relative error;
-     * then a line through below the origin (its intercept dropped), and a falling one
-     * (slope 0, the mean). */
-    {
-        double tok[200], sc[200], y[200], wt[200], c[3];
-        const double *x[3] = {NULL, tok, sc};
-        for (int i = 0; i < 200; i++) {
-            tok[i] = 1 + (double)gsl_rng_uniform_int(r, 8192);
-            sc[i] = 1024 * tok[i] * (double)gsl_rng_uniform_int(r, 32768);
-            y[i] = (3e-3 + 15e-6 * tok[i] + 2e-12 * sc[i]) * (1 + gsl_ran_gaussian(r, 0.02));
-            wt[i] = 1 / (y[i] * y[i]);
-        }
-        CHECK(pkv_fit_nonneg(x, 3, y, wt, 200, c) == 0 && fabs(c[0] - 3e-3) < 0.5e-3 &&
-                  fabs(c[1] - 15e-6) < 0.5e-6 && fabs(c[2] - 2e-12) < 0.1e-12,
-              "plane: %g + %g tokens + %g scores", c[0], c[1], c[2]);
-        for (int i = 0; i < 200; i++) y[i] = -2e-3 + 10e-6 * tok[i];
-        pkv_fit_nonneg(x, 2, y, NULL, 200, c);
-        CHECK(c[0] == 0 && c[1] > 0 && c[1] < 10e-6, "below the origin: %g + %g x", c[0], c[1]);
-        double mean = 0;
-        for (int i = 0; i < 200; i++) y[i] = 5e-3 - 1e-7 * tok[i], mean += y[i] / 200;
-        pkv_fit_nonneg(x, 2, y, NULL, 200, c);
-        CHECK(c[1] == 0 && fabs(c[0] - mean) < 1e-12, "falling: %g + %g x (mean %g)", c[0], c[1],
-              mean);
-        CHECK(pkv_fit_nonneg(x, PKV_FIT_MAX_TERMS + 1, y, NULL, 200, c) == -1,
-              "too many terms taken");
-    }
-    /* The host's share: 20 us + 4 us per 1000 context tokens, with 1 us of jitter and
-     * one step in 20 preempted (+0.5 ms), over contexts of 1K to 64K tokens; then one
-     * context size (the median); then a time that falls with the context (no negative
-     * slope: the bins' weighted mean). */
-    {
-        enum { NH = 4000 };
-        static double host[NH], ktok[NH];
-        for (int i = 0; i < NH; i++) {
-            ktok[i] = 1 + 63 * gsl_rng_uniform(r);
-            host[i] = 20e-6 + 4e-6 * ktok[i] + gsl_ran_gaussian(r, 1e-6) +
-                      (gsl_rng_uniform(r) < 0.05 ? 500e-6 : 0);
-            if (i % 97 == 0) host[i] = NAN; /* a wall that was not read */
-        }
-        pkv_route_model hm = {0};
-        CHECK(pkv_fit_host(host, ktok, NH, &hm) == 0 && fabs(hm.v[PKV_RM_HOST_US] - 20) < 1.5 &&
-                  fabs(hm.v[PKV_RM_HOST_US_PER_KTOKEN] - 4) < 0.1,
-              "host line: %.2f us + %.3f us per 1K tokens (truth 20 + 4)", hm.v[PKV_RM_HOST_US],
-              hm.v[PKV_RM_HOST_US_PER_KTOKEN]);
-        for (int i = 0; i < NH; i++) ktok[i] = 8, host[i] = (i % 10 == 0 ? 900e-6 : 30e-6);
-        CHECK(pkv_fit_host(host, ktok, NH, &hm) == 0 && fabs(hm.v[PKV_RM_HOST_US] - 30) < 1e-6 &&
-                  hm.v[PKV_RM_HOST_US_PER_KTOKEN] == 0,
-              "one context: %.3f us + %.3f us per 1K tokens (median 30)", hm.v[PKV_RM_HOST_US],
-              hm.v[PKV_RM_HOST_US_PER_KTOKEN]);
-        for (int i = 0; i < NH; i++) ktok[i] = 1 + i % 64, host[i] = (60 - 0.5 * ktok[i]) * 1e-6;
-        CHECK(pkv_fit_host(host, ktok, NH, &hm) == 0 && hm.v[PKV_RM_HOST_US_PER_KTOKEN] == 0 &&
-                  hm.v[PKV_RM_HOST_US] > 40 && hm.v[PKV_RM_HOST_US] < 60,
-              "falling: %.3f us + %.3f us per 1K tokens", hm.v[PKV_RM_HOST_US],
-              hm.v[PKV_RM_HOST_US_PER_KTOKEN]);
-    }
-    gsl_rng_free(r);
-    CHECK_DONE();
 }
+
+/* The prefill terms: 3 ms + 15 us a token + 2 ps a score, 2% noise, 200 forwards
+ * of 1 to 8192 tokens after 0 to 32K earlier keys, fitted on the relative error;
+ * then a line through below the origin (its intercept dropped), and a falling one
+ * (slope 0, the mean). */
+static void prefill_terms_nonnegative_least_squares(void) {
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 13);
+    double tok[200], sc[200], y[200], wt[200], c[3];
+    const double *x[3] = {NULL, tok, sc};
+    for (int i = 0; i < 200; i++) {
+        tok[i] = 1 + (double)gsl_rng_uniform_int(r, 8192);
+        sc[i] = 1024 * tok[i] * (double)gsl_rng_uniform_int(r, 32768);
+        y[i] = (3e-3 + 15e-6 * tok[i] + 2e-12 * sc[i]) * (1 + gsl_ran_gaussian(r, 0.02));
+        wt[i] = 1 / (y[i] * y[i]);
+    }
+    CHECK(pkv_fit_nonneg(x, 3, y, wt, 200, c) == 0 && fabs(c[0] - 3e-3) < 0.5e-3 &&
+              fabs(c[1] - 15e-6) < 0.5e-6 && fabs(c[2] - 2e-12) < 0.1e-12,
+          "plane: %g + %g tokens + %g scores", c[0], c[1], c[2]);
+    for (int i = 0; i < 200; i++) y[i] = -2e-3 + 10e-6 * tok[i];
+    pkv_fit_nonneg(x, 2, y, NULL, 200, c);
+    CHECK(c[0] == 0 && c[1] > 0 && c[1] < 10e-6, "below the origin: %g + %g x", c[0], c[1]);
+    double mean = 0;
+    for (int i = 0; i < 200; i++) y[i] = 5e-3 - 1e-7 * tok[i], mean += y[i] / 200;
+    pkv_fit_nonneg(x, 2, y, NULL, 200, c);
+    CHECK(c[1] == 0 && fabs(c[0] - mean) < 1e-12, "falling: %g + %g x (mean %g)", c[0], c[1], mean);
+    CHECK(pkv_fit_nonneg(x, PKV_FIT_MAX_TERMS + 1, y, NULL, 200, c) == -1, "too many terms taken");
+    gsl_rng_free(r);
+}
+
+/* The host's share: 20 us + 4 us per 1000 context tokens, with 1 us of jitter and
+ * one step in 20 preempted (+0.5 ms), over contexts of 1K to 64K tokens; then one
+ * context size (the median); then a time that falls with the context (no negative
+ * slope: the bins' weighted mean). */
+static void host_share_a_nonnegative_line(void) {
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 14);
+    enum { NH = 4000 };
+    static double host[NH], ktok[NH];
+    for (int i = 0; i < NH; i++) {
+        ktok[i] = 1 + 63 * gsl_rng_uniform(r);
+        host[i] = 20e-6 + 4e-6 * ktok[i] + gsl_ran_gaussian(r, 1e-6) +
+                  (gsl_rng_uniform(r) < 0.05 ? 500e-6 : 0);
+        if (i % 97 == 0) host[i] = NAN; /* a wall that was not read */
+    }
+    pkv_route_model hm = {0};
+    CHECK(pkv_fit_host(host, ktok, NH, &hm) == 0 && fabs(hm.v[PKV_RM_HOST_US] - 20) < 1.5 &&
+              fabs(hm.v[PKV_RM_HOST_US_PER_KTOKEN] - 4) < 0.1,
+          "host line: %.2f us + %.3f us per 1K tokens (truth 20 + 4)", hm.v[PKV_RM_HOST_US],
+          hm.v[PKV_RM_HOST_US_PER_KTOKEN]);
+    for (int i = 0; i < NH; i++) ktok[i] = 8, host[i] = (i % 10 == 0 ? 900e-6 : 30e-6);
+    CHECK(pkv_fit_host(host, ktok, NH, &hm) == 0 && fabs(hm.v[PKV_RM_HOST_US] - 30) < 1e-6 &&
+              hm.v[PKV_RM_HOST_US_PER_KTOKEN] == 0,
+          "one context: %.3f us + %.3f us per 1K tokens (median 30)", hm.v[PKV_RM_HOST_US],
+          hm.v[PKV_RM_HOST_US_PER_KTOKEN]);
+    for (int i = 0; i < NH; i++) ktok[i] = 1 + i % 64, host[i] = (60 - 0.5 * ktok[i]) * 1e-6;
+    CHECK(pkv_fit_host(host, ktok, NH, &hm) == 0 && hm.v[PKV_RM_HOST_US_PER_KTOKEN] == 0 &&
+              hm.v[PKV_RM_HOST_US] > 40 && hm.v[PKV_RM_HOST_US] < 60,
+          "falling: %.3f us + %.3f us per 1K tokens", hm.v[PKV_RM_HOST_US],
+          hm.v[PKV_RM_HOST_US_PER_KTOKEN]);
+    gsl_rng_free(r);
+}
+
+static const pkv_test_case cases[] = {
+    PKV_CASE(route_fit_recovers_known_constants), PKV_CASE(fp8_cap_found_over_persistentkv_steps),
+    PKV_CASE(fitted_models_round_trip),           PKV_CASE(prefill_terms_nonnegative_least_squares),
+    PKV_CASE(host_share_a_nonnegative_line),
+};
+PKV_TEST_MAIN(cases)
