@@ -51,14 +51,16 @@ static void gaps(pkv_arrival_spec *a, double *x, uint64_t seed) {
     gsl_rng_free(r);
 }
 
-int main(void) {
+/* Gaps of Poisson, gamma and Weibull arrivals: their rate and coefficient of variation,
+ * and their law (Kolmogorov-Smirnov). */
+static void gaps_follow_their_laws(void) {
     double *x = malloc(sizeof(double) * N);
     const double crit = 1.949 / sqrt((double)N);
-
+    double d;
     pkv_arrival_spec a = {.kind = PKV_ARRIVAL_POISSON, .rate = 50};
     gaps(&a, x, 1);
     double p[2] = {1.0 / 50};
-    double d = ks_stat(x, N, cdf_exp, p);
+    d = ks_stat(x, N, cdf_exp, p);
     CHECK(d < crit, "poisson KS D=%.4g >= %.4g", d, crit);
 
     const double cvs[3] = {0.5, 2.0, 4.0};
@@ -85,7 +87,15 @@ int main(void) {
         CHECK(d < crit, "weibull cv %.1f KS D=%.4g", cvs[k], d);
     }
 
-    /* Uniform integer lengths: chi-square over 100 values, 99 dof, 0.001 level. */
+    free(x);
+}
+
+/* Lengths from one stream: uniform integers (chi-square over 100 values, 99 dof, 0.001
+ * level), bimodal's long share, lognormal (Kolmogorov-Smirnov), the cycle's order. */
+static void lengths_follow_their_laws(void) {
+    double *x = malloc(sizeof(double) * N);
+    const double crit = 1.949 / sqrt((double)N);
+    double p[2], d;
     pkv_length_spec u = {.kind = PKV_LENGTH_UNIFORM, .min = 1000, .max = 1099};
     gsl_rng *r = pkv_stream_create(3, PKV_STREAM_PROMPT);
     long count[100] = {0};
@@ -125,8 +135,14 @@ int main(void) {
           "cycle order");
     gsl_rng_free(r);
 
+    free(x);
+}
+
+/* Zipf over [1000, 1019], s = 1.5 (chi-square against v^-s / H, 19 dof), and empirical
+ * lengths on their listed values with their frequencies. */
+static void zipf_and_empirical_lengths(void) {
+    gsl_rng *r;
     r = pkv_stream_create(5, PKV_STREAM_DECODE);
-    /* Zipf over [1000, 1019], s = 1.5: chi-square against v^-s / H, 19 dof. */
     pkv_length_spec zf = {.kind = PKV_LENGTH_ZIPF, .min = 1000, .max = 1019, .s = 1.5};
     CHECK(pkv_length_prepare(&zf) == 0, "zipf table");
     long zc[20] = {0};
@@ -162,7 +178,15 @@ int main(void) {
     CHECK(e10 + e20 == N && ech < gsl_cdf_chisq_Pinv(0.999, 1), "empirical chi2 %.4g", ech);
     pkv_length_free(&em);
     gsl_rng_free(r);
+}
 
+/* Rate-modulated arrivals from one stream: a piecewise rate (time-rescaled gaps Exp(1)),
+ * one that ends at 0 (the stream ends), MMPP's rate and index of dispersion; the search's
+ * limits (a time bound, a stop, periods that vanish against the clock). */
+static void modulated_arrivals_and_limits(void) {
+    double *x = malloc(sizeof(double) * N);
+    const double crit = 1.949 / sqrt((double)N);
+    double p[2], d;
     /* Piecewise rate (a ramp 2 -> 20 req/s over 50 s, then 5, period 100 s): by the
      * time-rescaling theorem the gaps of Lambda(t_i) are Exp(1); KS test. */
     pkv_arrival_spec pw = {.kind = PKV_ARRIVAL_PIECEWISE,
@@ -263,66 +287,70 @@ int main(void) {
     }
     gsl_rng_free(ra);
 
-    /* Multi-turn sessions (1 session/s, 2-6 turns 5 s apart, messages 100-900 tokens,
-     * answers 50-250, contexts of at most 6000): arrivals never go back in time; a
-     * session's turns come in order, each prompt its history (the last prompt and
-     * answer) and a new message; a session holds at most 6 turns and fewer only where
-     * the next one would pass max_context; the first turns start the sessions at the
-     * arrival process's rate; the stream ends at num_requests. */
-    {
-        pkv_workload_spec ws = {
-            .arrival = {.kind = PKV_ARRIVAL_POISSON, .rate = 1},
-            .prompt = {.kind = PKV_LENGTH_UNIFORM, .min = 100, .max = 900},
-            .decode = {.kind = PKV_LENGTH_UNIFORM, .min = 50, .max = 250},
-            .turns = {.kind = PKV_LENGTH_UNIFORM, .min = 2, .max = 6},
-            .think_s = 5,
-            .num_requests = 20000,
-            .max_context = 6000,
-        };
-        pkv_workload w;
-        CHECK(pkv_workload_sessions(&ws) && pkv_workload_init(&w, &ws, 11) == 0, "sessions init");
-        enum { S = 8000 };
-        static int32_t last_turn[S], turns[S];
-        static int64_t history[S];
-        static double first_t[S];
-        for (int i = 0; i < S; i++) last_turn[i] = -1;
-        pkv_request_draw dr;
-        double t_prev = 0;
-        int n = 0, ordered = 1, grown = 1, fits = 1, sessions = 0;
-        while (pkv_workload_next(&w, 0, &dr) == 0) {
-            n++;
-            ordered &= dr.t_arrival >= t_prev && dr.session >= 0 && dr.session < S;
-            t_prev = dr.t_arrival;
-            if (dr.session < 0 || dr.session >= S) continue;
-            int64_t k = dr.session;
-            ordered &= dr.turn == last_turn[k] + 1;
-            if (dr.turn == 0) first_t[sessions++] = dr.t_arrival;
-            const int64_t msg = dr.prompt_len - history[k];
-            grown &= dr.turn == 0 ? dr.prompt_len >= 100 && dr.prompt_len <= 900
-                                  : msg >= 100 && msg <= 900;
-            fits &= dr.prompt_len + dr.decode_len <= 6000;
-            last_turn[k] = dr.turn, turns[k]++;
-            history[k] = (int64_t)dr.prompt_len + dr.decode_len;
-        }
-        int short_ok = 1, too_many = 0;
-        for (int k = 0; k < sessions && k < S; k++) {
-            too_many |= turns[k] > 6;
-            /* fewer than 2 turns only where a second would not have fit */
-            if (turns[k] < 2 && k < sessions - 50) short_ok &= history[k] + 100 > 6000 - 1;
-        }
-        CHECK(n == 20000, "sessions: %d requests of 20000", n);
-        CHECK(ordered, "sessions: an arrival out of order, or a turn out of sequence");
-        CHECK(grown && fits, "sessions: a prompt is not its history and a new message");
-        CHECK(!too_many && short_ok, "sessions: a session's turn count is out of its range");
-        const double srate = (sessions - 1) / (first_t[sessions - 1] - first_t[0]);
-        CHECK(fabs(srate - 1) < 0.05, "sessions start at %.3f/s, not 1/s", srate);
-        pkv_workload_free(&w);
-        pkv_workload_spec one = ws;
-        one.turns = (pkv_length_spec){.kind = PKV_LENGTH_FIXED, .value = 1};
-        CHECK(!pkv_workload_sessions(&one), "one turn a session is no session");
-    }
+    free(x);
+}
 
-    /* Page tables: universe size, disjoint slices inside it, order, determinism. */
+/* Multi-turn sessions (1 session/s, 2-6 turns 5 s apart, messages 100-900 tokens,
+ * answers 50-250, contexts of at most 6000): arrivals never go back in time; a
+ * session's turns come in order, each prompt its history (the last prompt and
+ * answer) and a new message; a session holds at most 6 turns and fewer only where
+ * the next one would pass max_context; the first turns start the sessions at the
+ * arrival process's rate; the stream ends at num_requests. */
+static void sessions_in_order_within_context(void) {
+    pkv_workload_spec ws = {
+        .arrival = {.kind = PKV_ARRIVAL_POISSON, .rate = 1},
+        .prompt = {.kind = PKV_LENGTH_UNIFORM, .min = 100, .max = 900},
+        .decode = {.kind = PKV_LENGTH_UNIFORM, .min = 50, .max = 250},
+        .turns = {.kind = PKV_LENGTH_UNIFORM, .min = 2, .max = 6},
+        .think_s = 5,
+        .num_requests = 20000,
+        .max_context = 6000,
+    };
+    pkv_workload w;
+    CHECK(pkv_workload_sessions(&ws) && pkv_workload_init(&w, &ws, 11) == 0, "sessions init");
+    enum { S = 8000 };
+    static int32_t last_turn[S], turns[S];
+    static int64_t history[S];
+    static double first_t[S];
+    for (int i = 0; i < S; i++) last_turn[i] = -1;
+    pkv_request_draw dr;
+    double t_prev = 0;
+    int n = 0, ordered = 1, grown = 1, fits = 1, sessions = 0;
+    while (pkv_workload_next(&w, 0, &dr) == 0) {
+        n++;
+        ordered &= dr.t_arrival >= t_prev && dr.session >= 0 && dr.session < S;
+        t_prev = dr.t_arrival;
+        if (dr.session < 0 || dr.session >= S) continue;
+        int64_t k = dr.session;
+        ordered &= dr.turn == last_turn[k] + 1;
+        if (dr.turn == 0) first_t[sessions++] = dr.t_arrival;
+        const int64_t msg = dr.prompt_len - history[k];
+        grown &=
+            dr.turn == 0 ? dr.prompt_len >= 100 && dr.prompt_len <= 900 : msg >= 100 && msg <= 900;
+        fits &= dr.prompt_len + dr.decode_len <= 6000;
+        last_turn[k] = dr.turn, turns[k]++;
+        history[k] = (int64_t)dr.prompt_len + dr.decode_len;
+    }
+    int short_ok = 1, too_many = 0;
+    for (int k = 0; k < sessions && k < S; k++) {
+        too_many |= turns[k] > 6;
+        /* fewer than 2 turns only where a second would not have fit */
+        if (turns[k] < 2 && k < sessions - 50) short_ok &= history[k] + 100 > 6000 - 1;
+    }
+    CHECK(n == 20000, "sessions: %d requests of 20000", n);
+    CHECK(ordered, "sessions: an arrival out of order, or a turn out of sequence");
+    CHECK(grown && fits, "sessions: a prompt is not its history and a new message");
+    CHECK(!too_many && short_ok, "sessions: a session's turn count is out of its range");
+    const double srate = (sessions - 1) / (first_t[sessions - 1] - first_t[0]);
+    CHECK(fabs(srate - 1) < 0.05, "sessions start at %.3f/s, not 1/s", srate);
+    pkv_workload_free(&w);
+    pkv_workload_spec one = ws;
+    one.turns = (pkv_length_spec){.kind = PKV_LENGTH_FIXED, .value = 1};
+    CHECK(!pkv_workload_sessions(&one), "one turn a session is no session");
+}
+
+/* Page tables: universe size, disjoint slices inside it, order, determinism. */
+static void page_tables_disjoint_and_deterministic(void) {
     int32_t lens[5] = {1, 16, 17, 1000, 333};
     pkv_pagetable pt1, pt2;
     gsl_rng *g1 = pkv_stream_create(4, PKV_STREAM_PAGES),
@@ -352,7 +380,11 @@ int main(void) {
           "bucket_len rounds every reservation to 1024 tokens");
     pkv_pagetable_free(&pt1), pkv_pagetable_free(&pt2), pkv_pagetable_free(&pb);
     gsl_rng_free(g1), gsl_rng_free(g2);
+}
 
+/* Every kind has its name (experiment files select kinds by these); distinct stream names
+ * give distinct seeds, the same pair the same. */
+static void kinds_named_streams_seeded(void) {
     /* Every kind has its name (experiment files select kinds by these). */
     CHECK(!strcmp(pkv_arrival_names[PKV_ARRIVAL_PIECEWISE], "piecewise") &&
               !strcmp(pkv_arrival_names[PKV_ARRIVAL_MMPP], "mmpp") &&
@@ -370,6 +402,12 @@ int main(void) {
           "stream seed not a function");
     CHECK(pkv_stream_seed(1, PKV_STREAM_ARRIVALS) != pkv_stream_seed(2, PKV_STREAM_ARRIVALS),
           "seed ignored");
-    free(x);
-    CHECK_DONE();
 }
+
+static const pkv_test_case cases[] = {
+    PKV_CASE(gaps_follow_their_laws),           PKV_CASE(lengths_follow_their_laws),
+    PKV_CASE(zipf_and_empirical_lengths),       PKV_CASE(modulated_arrivals_and_limits),
+    PKV_CASE(sessions_in_order_within_context), PKV_CASE(page_tables_disjoint_and_deterministic),
+    PKV_CASE(kinds_named_streams_seeded),
+};
+PKV_TEST_MAIN(cases)
