@@ -95,16 +95,22 @@ static void check_mirror(void) {
     pkvk_cpu_model_destroy(m);
 }
 
-int main(void) {
+/* The mirror in each type (FP16, BF16, either over FP8 KV) on fresh weights. */
+static void mirror_matches_the_direct_computation(void) {
     const uint64_t s0 = (uint64_t)time(NULL) * 2654435761u;
     printf("seed %llu\n", (unsigned long long)s0);
     for (int t = 0; t < TINY_TYPES; t++) {
         tiny_model_types(t, s0);
         check_mirror();
     }
-    tiny_model_types(0, s0);
+}
 
-    /* The cpu backend end to end on a tiny model: every step's route checked. */
+/* The cpu backend end to end on a tiny model: every step's route checked, adaptive's
+ * candidates the two routes graphs hold. */
+static void cpu_backend_checks_every_step(void) {
+    const uint64_t s0 = (uint64_t)time(NULL) * 2654435761u;
+    printf("seed %llu\n", (unsigned long long)s0);
+    tiny_model_types(0, s0);
     char out[64];
     snprintf(out, sizeof out, "/tmp/pkv-cpu-model-%d.h5", (int)getpid());
     pkv_summary sum;
@@ -140,5 +146,10 @@ int main(void) {
     printf("cpu backend: %zu steps of a 2-layer model, every one checked\n", n);
     free(st);
     unlink(out);
-    CHECK_DONE();
 }
+
+static const pkv_test_case cases[] = {
+    PKV_CASE(mirror_matches_the_direct_computation),
+    PKV_CASE(cpu_backend_checks_every_step),
+};
+PKV_TEST_MAIN(cases)
