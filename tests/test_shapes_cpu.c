@@ -128,11 +128,28 @@ static int fp8_dequant(const host_batch *h, const float *ref) {
     return outside;
 }
 
-int main(void) {
+static gsl_rng *fresh_rng(void) {
     gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
     gsl_rng_set(r, (unsigned long)time(NULL)); /* fresh inputs each run */
+    return r;
+}
+
+static void types_convert_and_round(void) {
+    gsl_rng *r = fresh_rng();
     conversions(r);
+    gsl_rng_free(r);
+}
+
+static void fp8_quantizes_within_half_an_ulp(void) {
+    gsl_rng *r = fresh_rng();
     quantization(r);
+    gsl_rng_free(r);
+}
+
+/* Every shape (1 to 8 query heads per KV head, head_dim 64, 128, 256, pages of 1 and 16)
+ * x type x route through the CPU mirror, against the FP32 reference. */
+static void every_shape_type_route_matches_the_reference(void) {
+    gsl_rng *r = fresh_rng();
     const int dtypes[2] = {PKVK_FP16, PKVK_BF16},
               kv_dtypes[3] = {PKVK_FP16, PKVK_BF16, PKVK_FP8_E4M3};
     const int heads[3] = {64, 128, 256}, pss[2] = {1, 16};
@@ -189,7 +206,12 @@ int main(void) {
                     free_batch(&h);
                 }
     printf("%d shape and route cases against the FP32 reference\n", cases);
-    /* FP8 KV without its scales, or FP8 queries, are refused, not read. */
+    gsl_rng_free(r);
+}
+
+/* FP8 KV without its scales, or FP8 queries, are refused, not read. */
+static void fp8_without_scales_refused(void) {
+    gsl_rng *r = fresh_rng();
     const int32_t one = 40;
     host_batch h;
     make_batch(&h, r,
@@ -203,5 +225,12 @@ int main(void) {
     CHECK(pkvk_cpu_reference(&h.b, o) == PKVK_ERR_INVALID, "FP8 queries");
     free_batch(&h);
     gsl_rng_free(r);
-    CHECK_DONE();
 }
+
+static const pkv_test_case cases[] = {
+    PKV_CASE(types_convert_and_round),
+    PKV_CASE(fp8_quantizes_within_half_an_ulp),
+    PKV_CASE(every_shape_type_route_matches_the_reference),
+    PKV_CASE(fp8_without_scales_refused),
+};
+PKV_TEST_MAIN(cases)
