@@ -40,7 +40,7 @@ static pkv_route adapt(const pkv_calib *c, const pkv_step_view *v, uint8_t want_
  * over the top level's and records what it applied; NULL reads the top level; a file
  * without the run's section, a section inside a section and a section given as an
  * override are errors naming it. */
-static void sections(void) {
+static void calibration_sections(void) {
     char path[64];
     snprintf(path, sizeof path, "/tmp/pkv-sections-%d.json", (int)getpid());
     FILE *f = fopen(path, "w");
@@ -89,23 +89,34 @@ static void sections(void) {
           "a section as an override: %s", e.msg);
 }
 
-int main(void) {
-    pkv_calib c = {.gqa_group = 4,
-                   .min_context = 16384,
-                   .margin_small_rows = 4,
-                   .margin_small = 1.5,
-                   .margin_large = 1.05};
+/* The calibration the constructed steps are judged under: gates for G 4 from 16K tokens
+ * of context, margin 1.5 up to 4 rows, 1.05 above. */
+static pkv_calib base(void) {
+    return (pkv_calib){.gqa_group = 4,
+                       .min_context = 16384,
+                       .margin_small_rows = 4,
+                       .margin_small = 1.5,
+                       .margin_large = 1.05};
+}
+
+/* Gate on G: a 2x win is ignored for an uncalibrated group size. Gate on context: just
+ * under 16K tokens stays on ref; at 16K it may promote. */
+static void gates_on_group_and_context(void) {
+    pkv_calib c = base();
     pkv_step_view v;
-    /* Gate on G: a 2x win is ignored for an uncalibrated group size. */
     v = view(8, 100000, 8, 2.0, 1.0, 1.0);
     CHECK(adapt(&c, &v, PKV_WHY_NO_GATE, "G") == PKV_ROUTE_REF_PAGED, "G gate");
-    /* Gate on context: just under 16K tokens stays on ref; at 16K it may promote. */
     v = view(8, 16383, 4, 2.0, 1.0, 1.0);
     CHECK(adapt(&c, &v, PKV_WHY_CONTEXT, "context") == PKV_ROUTE_REF_PAGED, "context gate");
     v = view(8, 16384, 4, 2.0, 1.0, 1.5);
     CHECK(adapt(&c, &v, PKV_WHY_PROMOTED, "bucket") == PKV_ROUTE_BUCKET, "promote to bucket");
-    /* A full model's graphs (ref_paged and pkv_workqueue only): no context gate, the
-     * margin still holds. */
+}
+
+/* A full model's graphs (ref_paged and pkv_workqueue only): no context gate, the
+ * margin still holds. */
+static void graphs_drop_the_context_gate_not_the_margin(void) {
+    pkv_calib c = base();
+    pkv_step_view v;
     v = view(8, 1000, 4, 2.0, 9.0, 1.0);
     v.valid = 1u << PKV_ROUTE_REF_PAGED | 1u << PKV_ROUTE_WORKQUEUE;
     v.no_context_gate = true;
@@ -113,27 +124,37 @@ int main(void) {
     v.cand[PKV_ROUTE_REF_PAGED].t_predicted = 1.04;
     CHECK(adapt(&c, &v, PKV_WHY_MARGIN, "graphs, 1.04x") == PKV_ROUTE_REF_PAGED,
           "no context gate: the margin");
-    /* What a step needs planned: adaptive's PersistentKV routes only where its gate is
-     * open (the same gates as its choice), every candidate of another policy. */
-    {
-        pkv_route_policy ad, fixed;
-        CHECK(pkv_policy_init(&ad, "adaptive") == 0 && pkv_policy_init(&fixed, "pkv_bucket") == 0,
-              "policies");
-        pkv_policy_predict_all(&ad);
-        const uint32_t split = pkv_routes_of_role(PKV_ROLE_SPLIT);
-        CHECK((ad.candidates & split) == split, "adaptive plans the split routes");
-        v = view(8, 16383, 4, 2.0, 1.0, 1.0);
-        CHECK(pkv_policy_needed(&ad, &c, &v) == (ad.candidates & ~split), "context gate closed");
-        v = view(8, 100000, 8, 2.0, 1.0, 1.0);
-        CHECK(pkv_policy_needed(&ad, &c, &v) == (ad.candidates & ~split), "no gate for G 8");
-        v = view(8, 16384, 4, 2.0, 1.0, 1.0);
-        CHECK(pkv_policy_needed(&ad, &c, &v) == ad.candidates, "gate open");
-        v = view(8, 1000, 4, 2.0, 1.0, 1.0);
-        v.no_context_gate = true;
-        CHECK(pkv_policy_needed(&ad, &c, &v) == ad.candidates, "no context gate");
-        CHECK(pkv_policy_needed(&fixed, &c, &v) == 1u << PKV_ROUTE_BUCKET, "a fixed route");
-    }
-    /* The cheaper PersistentKV route is the one promoted. */
+}
+
+/* What a step needs planned: adaptive's PersistentKV routes only where its gate is
+ * open (the same gates as its choice), every candidate of another policy. */
+static void needed_routes_follow_the_gates(void) {
+    pkv_calib c = base();
+    pkv_step_view v;
+    pkv_route_policy ad, fixed;
+    CHECK(pkv_policy_init(&ad, "adaptive") == 0 && pkv_policy_init(&fixed, "pkv_bucket") == 0,
+          "policies");
+    pkv_policy_predict_all(&ad);
+    const uint32_t split = pkv_routes_of_role(PKV_ROLE_SPLIT);
+    CHECK((ad.candidates & split) == split, "adaptive plans the split routes");
+    v = view(8, 16383, 4, 2.0, 1.0, 1.0);
+    CHECK(pkv_policy_needed(&ad, &c, &v) == (ad.candidates & ~split), "context gate closed");
+    v = view(8, 100000, 8, 2.0, 1.0, 1.0);
+    CHECK(pkv_policy_needed(&ad, &c, &v) == (ad.candidates & ~split), "no gate for G 8");
+    v = view(8, 16384, 4, 2.0, 1.0, 1.0);
+    CHECK(pkv_policy_needed(&ad, &c, &v) == ad.candidates, "gate open");
+    v = view(8, 1000, 4, 2.0, 1.0, 1.0);
+    v.no_context_gate = true;
+    CHECK(pkv_policy_needed(&ad, &c, &v) == ad.candidates, "no context gate");
+    CHECK(pkv_policy_needed(&fixed, &c, &v) == 1u << PKV_ROUTE_BUCKET, "a fixed route");
+}
+
+/* The cheaper PersistentKV route is the one promoted; the large-batch margin (1.05:
+ * 1.04x stays and says so, 1.06x promotes), a baseline predicted faster than both (no
+ * reason bit), the small-batch margin (1.5 up to 4 rows). */
+static void margins_promote_the_cheaper_route(void) {
+    pkv_calib c = base();
+    pkv_step_view v;
     v = view(8, 65536, 4, 2.0, 1.5, 1.0);
     CHECK(adapt(&c, &v, PKV_WHY_PROMOTED, "wq") == PKV_ROUTE_WORKQUEUE, "promote to workqueue");
     /* Large-batch margin 1.05: 1.04x stays (and says so), 1.06x promotes. */
@@ -151,11 +172,15 @@ int main(void) {
     CHECK(adapt(&c, &v, PKV_WHY_PROMOTED, "1.6x") == PKV_ROUTE_BUCKET, "1.6x over margin 1.5");
     v = view(5, 65536, 4, 1.4, 1.0, 2.0);
     CHECK(adapt(&c, &v, PKV_WHY_PROMOTED, "5 rows") == PKV_ROUTE_BUCKET, "5 rows: large margin");
+}
 
-    /* The fallback is the planned baseline predicted fastest (FlashInfer's paths where
-     * they were planned: the model backend plans them whatever the build, a backend
-     * that runs them where they are built), never a PersistentKV route or the fused
-     * ablation. */
+/* The fallback is the planned baseline predicted fastest (FlashInfer's paths where
+ * they were planned: the model backend plans them whatever the build, a backend
+ * that runs them where they are built), never a PersistentKV route or the fused
+ * ablation. */
+static void fallback_is_the_fastest_planned_baseline(void) {
+    pkv_calib c = base();
+    pkv_step_view v;
     v = view(8, 100, 4, 3.0, 0.5, 0.5); /* context gate: fallback */
     v.valid |= 1u << PKV_ROUTE_FUSED | 1u << PKV_ROUTE_FLASHINFER | 1u << PKV_ROUTE_FLASHINFER_TC;
     v.cand[PKV_ROUTE_FUSED].t_predicted = 0.1;
@@ -175,8 +200,11 @@ int main(void) {
     v.context_tokens = 100;
     fb = adapt(&c, &v, PKV_WHY_CONTEXT, "fallback without FlashInfer planned");
     CHECK(fb == PKV_ROUTE_REF_PAGED, "fallback %s without FlashInfer planned", pkv_route_name(fb));
-    /* The model backend plans every route; adaptive's candidates take FlashInfer's paths
-     * whatever the build, and the oracle every route. */
+}
+
+/* The model backend plans every route; adaptive's candidates take FlashInfer's paths
+ * whatever the build, and the oracle every route. */
+static void model_backend_plans_every_route(void) {
     pkv_route_policy pa, po;
     pkv_policy_init(&pa, "adaptive");
     pkv_policy_init(&po, "oracle");
@@ -185,9 +213,12 @@ int main(void) {
     CHECK(pa.candidates >> PKV_ROUTE_FLASHINFER_TC & 1 && pa.candidates >> PKV_ROUTE_FLASHINFER & 1,
           "adaptive on the model backend plans FlashInfer's paths");
     CHECK(po.candidates == (1u << PKV_ROUTE_COUNT) - 1, "the model backend's oracle: every route");
+}
 
-    /* Gates from the calibration's `gates` object, per G: only the named G has one,
-     * with its own minimum and margins. */
+/* Gates from the calibration's `gates` object, per G: only the named G has one,
+ * with its own minimum and margins. */
+static void calibrated_gates_per_group(void) {
+    pkv_step_view v;
     pkv_calib g;
     pkv_calib_defaults(&g);
     pkv_err e;
@@ -263,9 +294,12 @@ int main(void) {
               cJSON_GetObjectItemCaseSensitive(b8, "min_context_tokens")->valuedouble == 3000,
           "FP8 gates written back");
     cJSON_Delete(written);
+}
 
-    /* gemm_tflops_at: the rate at a width, in log rows between the file's widths and
-     * held beyond them; bad tables are refused naming the entry. */
+/* gemm_tflops_at: the rate at a width, in log rows between the file's widths and
+ * held beyond them; bad tables are refused naming the entry. */
+static void gemm_tflops_at_interpolates(void) {
+    pkv_err e;
     pkv_calib rc;
     pkv_calib_defaults(&rc);
     CHECK(pkv_calib_gemm_tflops(&rc, 300) == rc.gemm_tflops, "no table: gemm_tflops");
@@ -284,70 +318,72 @@ int main(void) {
                   strstr(e.msg, "gemm_tflops_at"),
               "%s accepted (%s)", bad[i], e.msg);
     }
+}
 
-    /* route_model_by_group: a run of group G takes its group's models for the routes
-     * that have one, the joint route_model's for the rest; written back as read; bad
-     * keys and partial models refused, naming them. */
-    {
-        pkv_calib gm;
-        pkv_calib_defaults(&gm);
-        /* a route's model: every constant given, cta_gbps %d */
-        static const char rm[] = "{\"cta_gbps\": %d, \"cta_us\": 1, \"launch_us\": 2, "
-                                 "\"fixed_us\": 3, \"merge_gbps\": 0, \"peak_gbps\": 0, "
-                                 "\"host_us\": 0}";
-        char m10[160], m20[160], m30[160], by_group[800];
-        snprintf(m10, sizeof m10, rm, 10);
-        snprintf(m20, sizeof m20, rm, 20);
-        snprintf(m30, sizeof m30, rm, 30);
-        snprintf(by_group, sizeof by_group,
-                 "{\"route_model\": {\"ref_paged\": %s, \"flashinfer\": %s}, "
-                 "\"route_model_by_group\": {\"8\": {\"flashinfer\": %s}}, "
-                 "\"flashinfer_decode_ctas_per_sm\": 8, "
-                 "\"flashinfer_decode_ctas_by_group\": {\"1\": 4, \"8\": 6}}",
-                 m10, m20, m30);
-        CHECK(apply_text(&gm, by_group, "cal.json", &e) == 0, "by group: %s", e.msg);
-        pkv_calib g4 = gm, g8 = gm;
-        pkv_calib_use_group(&g4, 4);
-        pkv_calib_use_group(&g8, 8);
-        const int FI = PKV_ROUTE_FLASHINFER, RP = PKV_ROUTE_REF_PAGED;
-        CHECK(g4.flashinfer_decode_ctas_per_sm == 8 && g8.flashinfer_decode_ctas_per_sm == 6,
-              "FlashInfer's occupancy by group: G=4 %d, G=8 %d", g4.flashinfer_decode_ctas_per_sm,
-              g8.flashinfer_decode_ctas_per_sm);
-        CHECK(g4.route_model[FI].v[PKV_RM_CTA_GBPS] == 20 &&
-                  g8.route_model[FI].v[PKV_RM_CTA_GBPS] == 30 &&
-                  g8.route_model[RP].v[PKV_RM_CTA_GBPS] == 10,
-              "group models: G=4 flashinfer %g, G=8 flashinfer %g, G=8 ref_paged %g",
-              g4.route_model[FI].v[PKV_RM_CTA_GBPS], g8.route_model[FI].v[PKV_RM_CTA_GBPS],
-              g8.route_model[RP].v[PKV_RM_CTA_GBPS]);
-        cJSON *w = cJSON_CreateObject();
-        pkv_calib_route_model_json(&gm, w);
-        pkv_calib back;
-        pkv_calib_defaults(&back);
-        const int i1 = pkv_calib_group_index(1), i4 = pkv_calib_group_index(4),
-                  i8 = pkv_calib_group_index(8);
-        CHECK(pkv_calib_apply(&back, w, "written", &e) == 0 && back.group_model[i8][FI].set &&
-                  back.group_model[i8][FI].v[PKV_RM_CTA_GBPS] == 30 &&
-                  !back.group_model[i4][FI].set && !back.group_model[i8][RP].set &&
-                  back.fi_ctas_group[i1] == 4 && back.fi_ctas_group[i8] == 6 &&
-                  back.fi_ctas_group[i4] == 0,
-              "route_model_by_group written and read back: %s", e.msg);
-        cJSON_Delete(w);
-        static const char *const bad_g[] = {
-            "{\"route_model_by_group\": {\"9\": {}}}",
-            "{\"route_model_by_group\": {\"8\": {\"flashinfer\": {\"cta_gbps\": 1}}}}",
-            "{\"route_model_by_group\": {\"8\": {\"nope\": {}}}}",
-            "{\"route_model_by_group\": [1]}",
-            "{\"flashinfer_decode_ctas_by_group\": {\"8\": 0}}",
-            "{\"flashinfer_decode_ctas_by_group\": {\"12\": 2}}",
-            "{\"flashinfer_decode_ctas_by_group\": {\"2\": 2.5}}"};
-        for (size_t i = 0; i < sizeof bad_g / sizeof bad_g[0]; i++) {
-            CHECK(apply_text(&gm, bad_g[i], "cal.json", &e) == -1 && strstr(e.msg, "cal.json.") &&
-                      strstr(e.msg, "_by_group"),
-                  "%s accepted (%s)", bad_g[i], e.msg);
-        }
+/* route_model_by_group: a run of group G takes its group's models for the routes
+ * that have one, the joint route_model's for the rest; written back as read; bad
+ * keys and partial models refused, naming them. */
+static void route_models_by_group(void) {
+    pkv_err e;
+    pkv_calib gm;
+    pkv_calib_defaults(&gm);
+    /* a route's model: every constant given, cta_gbps %d */
+    static const char rm[] = "{\"cta_gbps\": %d, \"cta_us\": 1, \"launch_us\": 2, "
+                             "\"fixed_us\": 3, \"merge_gbps\": 0, \"peak_gbps\": 0, "
+                             "\"host_us\": 0}";
+    char m10[160], m20[160], m30[160], by_group[800];
+    snprintf(m10, sizeof m10, rm, 10);
+    snprintf(m20, sizeof m20, rm, 20);
+    snprintf(m30, sizeof m30, rm, 30);
+    snprintf(by_group, sizeof by_group,
+             "{\"route_model\": {\"ref_paged\": %s, \"flashinfer\": %s}, "
+             "\"route_model_by_group\": {\"8\": {\"flashinfer\": %s}}, "
+             "\"flashinfer_decode_ctas_per_sm\": 8, "
+             "\"flashinfer_decode_ctas_by_group\": {\"1\": 4, \"8\": 6}}",
+             m10, m20, m30);
+    CHECK(apply_text(&gm, by_group, "cal.json", &e) == 0, "by group: %s", e.msg);
+    pkv_calib g4 = gm, g8 = gm;
+    pkv_calib_use_group(&g4, 4);
+    pkv_calib_use_group(&g8, 8);
+    const int FI = PKV_ROUTE_FLASHINFER, RP = PKV_ROUTE_REF_PAGED;
+    CHECK(g4.flashinfer_decode_ctas_per_sm == 8 && g8.flashinfer_decode_ctas_per_sm == 6,
+          "FlashInfer's occupancy by group: G=4 %d, G=8 %d", g4.flashinfer_decode_ctas_per_sm,
+          g8.flashinfer_decode_ctas_per_sm);
+    CHECK(g4.route_model[FI].v[PKV_RM_CTA_GBPS] == 20 &&
+              g8.route_model[FI].v[PKV_RM_CTA_GBPS] == 30 &&
+              g8.route_model[RP].v[PKV_RM_CTA_GBPS] == 10,
+          "group models: G=4 flashinfer %g, G=8 flashinfer %g, G=8 ref_paged %g",
+          g4.route_model[FI].v[PKV_RM_CTA_GBPS], g8.route_model[FI].v[PKV_RM_CTA_GBPS],
+          g8.route_model[RP].v[PKV_RM_CTA_GBPS]);
+    cJSON *w = cJSON_CreateObject();
+    pkv_calib_route_model_json(&gm, w);
+    pkv_calib back;
+    pkv_calib_defaults(&back);
+    const int i1 = pkv_calib_group_index(1), i4 = pkv_calib_group_index(4),
+              i8 = pkv_calib_group_index(8);
+    CHECK(pkv_calib_apply(&back, w, "written", &e) == 0 && back.group_model[i8][FI].set &&
+              back.group_model[i8][FI].v[PKV_RM_CTA_GBPS] == 30 && !back.group_model[i4][FI].set &&
+              !back.group_model[i8][RP].set && back.fi_ctas_group[i1] == 4 &&
+              back.fi_ctas_group[i8] == 6 && back.fi_ctas_group[i4] == 0,
+          "route_model_by_group written and read back: %s", e.msg);
+    cJSON_Delete(w);
+    static const char *const bad_g[] = {
+        "{\"route_model_by_group\": {\"9\": {}}}",
+        "{\"route_model_by_group\": {\"8\": {\"flashinfer\": {\"cta_gbps\": 1}}}}",
+        "{\"route_model_by_group\": {\"8\": {\"nope\": {}}}}",
+        "{\"route_model_by_group\": [1]}",
+        "{\"flashinfer_decode_ctas_by_group\": {\"8\": 0}}",
+        "{\"flashinfer_decode_ctas_by_group\": {\"12\": 2}}",
+        "{\"flashinfer_decode_ctas_by_group\": {\"2\": 2.5}}"};
+    for (size_t i = 0; i < sizeof bad_g / sizeof bad_g[0]; i++) {
+        CHECK(apply_text(&gm, bad_g[i], "cal.json", &e) == -1 && strstr(e.msg, "cal.json.") &&
+                  strstr(e.msg, "_by_group"),
+              "%s accepted (%s)", bad_g[i], e.msg);
     }
+}
 
-    /* The route table: every route has one role and its name parses back to it. */
+/* The route table: every route has one role and its name parses back to it. */
+static void route_roles_and_policy_names(void) {
     unsigned all = (1u << PKV_ROUTE_COUNT) - 1, b = pkv_routes_of_role(PKV_ROLE_BASELINE),
              sp = pkv_routes_of_role(PKV_ROLE_SPLIT), ab = pkv_routes_of_role(PKV_ROLE_ABLATION);
     CHECK((b | sp | ab) == all && !(b & sp) && !(b & ab) && !(sp & ab), "route roles");
@@ -366,13 +402,33 @@ int main(void) {
               p.candidates ==
                   (pkv_policy_baselines() | 1u << PKV_ROUTE_BUCKET | 1u << PKV_ROUTE_WORKQUEUE),
           "adaptive plans the baselines and the split routes");
-    /* The oracle picks the minimum predicted among all planned candidates. */
+}
+
+/* The oracle picks the minimum predicted among all planned candidates. */
+static void oracle_takes_the_minimum(void) {
+    pkv_calib c = base();
+    pkv_step_view v;
+    pkv_route_policy p;
     CHECK(pkv_policy_init(&p, "oracle") == 0, "oracle");
     v = view(2, 100, 1, 3.0, 2.0, 4.0); /* gates do not apply to the oracle */
     v.valid = 15;
     v.cand[PKV_ROUTE_FUSED].t_predicted = 1.0;
     uint8_t why;
     CHECK(p.choose(&p, &c, &v, &why) == PKV_ROUTE_FUSED && why == 0, "oracle min");
-    sections();
-    CHECK_DONE();
 }
+
+static const pkv_test_case cases[] = {
+    PKV_CASE(gates_on_group_and_context),
+    PKV_CASE(graphs_drop_the_context_gate_not_the_margin),
+    PKV_CASE(needed_routes_follow_the_gates),
+    PKV_CASE(margins_promote_the_cheaper_route),
+    PKV_CASE(fallback_is_the_fastest_planned_baseline),
+    PKV_CASE(model_backend_plans_every_route),
+    PKV_CASE(calibrated_gates_per_group),
+    PKV_CASE(gemm_tflops_at_interpolates),
+    PKV_CASE(route_models_by_group),
+    PKV_CASE(route_roles_and_policy_names),
+    PKV_CASE(oracle_takes_the_minimum),
+    PKV_CASE(calibration_sections),
+};
+PKV_TEST_MAIN(cases)
