@@ -98,7 +98,10 @@ static int64_t bracket_units(int64_t c, const void *ctx) {
     return u * b->per_unit;
 }
 
-int main(void) {
+/* Every route on a batch mixing very short and long rows (and random lengths), over G
+ * 1 to 8 and pages of 1 to 32 tokens, split 1, 3 and 64 ways (more splits than tiles:
+ * empty splits), against the CPU reference. */
+static void every_route_matches_the_reference_on_odd_lengths(void) {
     gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
     gsl_rng_set(r, 2024);
     const int Gs[4] = {1, 2, 4, 8}, pss[4] = {1, 8, 16, 32};
@@ -164,9 +167,15 @@ int main(void) {
     }
     CHECK(cases == 16 * (1 + 3 * (PKV_ROUTE_COUNT - 1)), "%d cases ran", cases);
 
-    /* The bucket plan's row order, short batches (insertion sort) and long ones (radix
-     * sort on the lengths' bytes): every row once, longest first, ties in row order;
-     * lengths from a few values (ties), from every byte's range, or both. */
+    gsl_rng_free(r);
+}
+
+/* The bucket plan's row order, short batches (insertion sort) and long ones (radix
+ * sort on the lengths' bytes): every row once, longest first, ties in row order;
+ * lengths from a few values (ties), from every byte's range, or both. */
+static void bucket_order_longest_first_ties_by_row(void) {
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 2025);
     for (int trial = 0; trial < 24; trial++) {
         const int32_t n = trial < 4 ? 1 + trial * 10 : 33 + (int32_t)gsl_rng_uniform_int(r, 3000);
         int32_t *lens = malloc(sizeof(int32_t) * (size_t)n), S = 1;
@@ -195,10 +204,15 @@ int main(void) {
         free(seen), free(lens);
         pkvk_plan_free(&p);
     }
+    gsl_rng_free(r);
+}
 
-    /* The chunk search over its bracket finds what it finds over the whole range: rows
-     * of 1..4096 tiles, budgets from below the rows' count (nothing fits) to above
-     * their total, lower bounds above and below the answer, ranges empty or not. */
+/* The chunk search over its bracket finds what it finds over the whole range: rows
+ * of 1..4096 tiles, budgets from below the rows' count (nothing fits) to above
+ * their total, lower bounds above and below the answer, ranges empty or not. */
+static void chunk_search_over_its_bracket(void) {
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 2026);
     for (int trial = 0; trial < 20000; trial++) {
         bracket_rows b = {.n = 1 + (int32_t)gsl_rng_uniform_int(r, 40),
                           .per_unit = 1 + (int64_t)gsl_rng_uniform_int(r, 8)};
@@ -222,9 +236,14 @@ int main(void) {
               "%d rows, budget %lld: chunk %lld over the bracket, %lld over the range", b.n,
               (long long)budget, (long long)narrow, (long long)whole);
     }
+    gsl_rng_free(r);
+}
 
-    /* Prefix caching's block tables: rows naming the same physical pages give, under
-     * every route, the output of the same content in private pages, bit for bit. */
+/* Prefix caching's block tables: rows naming the same physical pages give, under
+ * every route, the output of the same content in private pages, bit for bit. */
+static void shared_prefix_pages_equal_private_ones(void) {
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 2027);
     for (int trial = 0; trial < 6; trial++) {
         pkvk_shape s = {.hq = 8, .hkv = 2, .d = 128, .page_size = 16};
         int32_t lens[5];
@@ -263,9 +282,14 @@ int main(void) {
         free(o1), free(o2), free(ref), free(part);
         free_batch(&h), free_batch(&priv);
     }
+    gsl_rng_free(r);
+}
 
-    /* Planner properties over random batches: task coverage, the wave rule, and one
-     * bucket (one split launch) per distinct route length. */
+/* Planner properties over random batches: task coverage, the wave rule, and one
+ * bucket (one split launch) per distinct route length. */
+static void planner_properties_over_random_batches(void) {
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 2028);
     pkv_calib cal;
     pkv_calib_defaults(&cal); /* H200-like: 132 SMs, waves of 264 CTAs */
     pkvk_shape s = {.hq = 32, .hkv = 8, .d = 128, .page_size = 16};
@@ -406,9 +430,21 @@ int main(void) {
               "the FP8 cap does not slow the CTAs");
         pkv_planner_free(&p8);
     }
-    /* The route table: every route has its operations, and through them plans (in full
-     * form, and in counts-only form with the same counters), predicts and runs on the
-     * CPU against the reference. */
+    pkv_planner_free(&pl);
+    gsl_rng_free(r);
+}
+
+/* The route table: every route has its operations, and through them plans (in full
+ * form, and in counts-only form with the same counters), predicts and runs on the
+ * CPU against the reference. */
+static void route_table_plans_counts_and_runs(void) {
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 2029);
+    pkv_calib cal;
+    pkv_calib_defaults(&cal); /* H200-like: 132 SMs, waves of 264 CTAs */
+    pkvk_shape s = {.hq = 32, .hkv = 8, .d = 128, .page_size = 16};
+    pkv_planner pl;
+    CHECK(pkv_planner_init(&pl, &s, &cal, 256, PKV_BUCKET_MODE_EXACT) == 0, "planner");
     CHECK(pkv_route_ops_of(PKV_ROUTE_COUNT) == NULL, "no operations outside the enum");
     {
         const int32_t lens[4] = {100, 5000, 12000, 17};
@@ -454,5 +490,14 @@ int main(void) {
     }
     pkv_planner_free(&pl);
     gsl_rng_free(r);
-    CHECK_DONE();
 }
+
+static const pkv_test_case cases[] = {
+    PKV_CASE(every_route_matches_the_reference_on_odd_lengths),
+    PKV_CASE(bucket_order_longest_first_ties_by_row),
+    PKV_CASE(chunk_search_over_its_bracket),
+    PKV_CASE(shared_prefix_pages_equal_private_ones),
+    PKV_CASE(planner_properties_over_random_batches),
+    PKV_CASE(route_table_plans_counts_and_runs),
+};
+PKV_TEST_MAIN(cases)
