@@ -36,6 +36,20 @@ static const pkv_model study = {.name = "study-layer",
                                 .page_size = PS};
 static int32_t bt[CAP * STRIDE], dirty[CAP], from[CAP];
 
+/* A layer small enough for the cpu backend. */
+static pkv_model small_layer(void) {
+    pkv_model m = study;
+    m.hq = 4, m.hkv = 2, m.head_dim = 16;
+    return m;
+}
+
+/* Step `step` of the cpu cases: 1 + step % CAP rows of random lengths (into lens). */
+static pkv_batch_view cpu_step(gsl_rng *r, int step, int32_t *lens) {
+    const int32_t rows = 1 + step % CAP;
+    for (int i = 0; i < rows; i++) lens[i] = 1 + (int32_t)gsl_rng_uniform_int(r, MAX_LEN);
+    return (pkv_batch_view){rows, lens, bt, STRIDE, dirty, rows, from, NULL, 0};
+}
+
 static gsl_rng *setup(void) {
     for (int i = 0; i < CAP * STRIDE; i++) bt[i] = i;
     for (int i = 0; i < CAP; i++) dirty[i] = i, from[i] = 0;
@@ -87,16 +101,13 @@ static void cpu_route_is_the_fastest_median(void) {
     gsl_rng *r = setup();
     pkv_calib cal;
     pkv_calib_defaults(&cal);
+    const pkv_model small = small_layer();
     pkv_err e;
     int32_t lens[CAP];
-    pkv_model small = study;
-    small.hq = 4, small.hkv = 2, small.head_dim = 16, small.page_size = PS;
     pkv_engine eng;
     CHECK(init(&eng, &cal, &small, "oracle", PKV_BACKEND_CPU, PKV_CLOCK_DEVICE, 5) == 0, "cpu");
     for (int step = 0; step < 20; step++) {
-        int32_t rows = 1 + step % CAP;
-        for (int i = 0; i < rows; i++) lens[i] = 1 + (int32_t)gsl_rng_uniform_int(r, MAX_LEN);
-        pkv_batch_view v = {rows, lens, bt, STRIDE, dirty, rows, from, NULL, 0};
+        const pkv_batch_view v = cpu_step(r, step, lens);
         pkv_step_rec rec = {.index = (uint64_t)step};
         double adv, sum = 0, best = INFINITY;
         CHECK(pkv_engine_step(&eng, &v, &rec, &adv, &e) == 0, "cpu oracle step: %s", e.msg);
@@ -137,15 +148,12 @@ static void host_parts_inside_the_wall(void) {
     pkv_calib_defaults(&cal);
     pkv_err e;
     int32_t lens[CAP];
-    pkv_model small = study;
-    small.hq = 4, small.hkv = 2, small.head_dim = 16, small.page_size = PS;
+    const pkv_model small = small_layer();
     pkv_engine eng;
     CHECK(init(&eng, &cal, &small, "adaptive", PKV_BACKEND_CPU, PKV_CLOCK_WALL, 0) == 0,
           "adaptive");
     for (int step = 0; step < 20; step++) {
-        int32_t rows = 1 + step % CAP;
-        for (int i = 0; i < rows; i++) lens[i] = 1 + (int32_t)gsl_rng_uniform_int(r, MAX_LEN);
-        pkv_batch_view v = {rows, lens, bt, STRIDE, dirty, rows, from, NULL, 0};
+        const pkv_batch_view v = cpu_step(r, step, lens);
         pkv_step_rec rec = {.index = (uint64_t)step};
         double adv;
         CHECK(pkv_engine_step(&eng, &v, &rec, &adv, &e) == 0, "cpu adaptive step: %s", e.msg);

@@ -285,16 +285,25 @@ static void shared_prefix_pages_equal_private_ones(void) {
     gsl_rng_free(r);
 }
 
+/* The planner's cases: 32 query and 8 KV heads of 128, the default calibration
+ * (H200-like: 132 SMs, waves of 264 CTAs), a planner of 256 rows; returns the case's
+ * random stream. */
+static const pkvk_shape shape32 = {.hq = 32, .hkv = 8, .d = 128, .page_size = 16};
+static gsl_rng *planner_case(unsigned long seed, pkv_calib *cal, pkv_planner *pl) {
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, seed);
+    pkv_calib_defaults(cal);
+    CHECK(pkv_planner_init(pl, &shape32, cal, 256, PKV_BUCKET_MODE_EXACT) == 0, "planner");
+    return r;
+}
+
 /* Planner properties over random batches: task coverage, the wave rule, and one
  * bucket (one split launch) per distinct route length. */
 static void planner_properties_over_random_batches(void) {
-    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(r, 2028);
     pkv_calib cal;
-    pkv_calib_defaults(&cal); /* H200-like: 132 SMs, waves of 264 CTAs */
-    pkvk_shape s = {.hq = 32, .hkv = 8, .d = 128, .page_size = 16};
     pkv_planner pl;
-    CHECK(pkv_planner_init(&pl, &s, &cal, 256, PKV_BUCKET_MODE_EXACT) == 0, "planner");
+    const pkvk_shape s = shape32;
+    gsl_rng *r = planner_case(2028, &cal, &pl);
     for (int trial = 0; trial < 500; trial++) {
         int n = 1 + (int)gsl_rng_uniform_int(r, trial % 3 ? 256 : 33);
         int32_t lens[256];
@@ -438,13 +447,10 @@ static void planner_properties_over_random_batches(void) {
  * form, and in counts-only form with the same counters), predicts and runs on the
  * CPU against the reference. */
 static void route_table_plans_counts_and_runs(void) {
-    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(r, 2029);
     pkv_calib cal;
-    pkv_calib_defaults(&cal); /* H200-like: 132 SMs, waves of 264 CTAs */
-    pkvk_shape s = {.hq = 32, .hkv = 8, .d = 128, .page_size = 16};
     pkv_planner pl;
-    CHECK(pkv_planner_init(&pl, &s, &cal, 256, PKV_BUCKET_MODE_EXACT) == 0, "planner");
+    const pkvk_shape s = shape32;
+    gsl_rng *r = planner_case(2029, &cal, &pl);
     CHECK(pkv_route_ops_of(PKV_ROUTE_COUNT) == NULL, "no operations outside the enum");
     {
         const int32_t lens[4] = {100, 5000, 12000, 17};
