@@ -127,7 +127,10 @@ static int32_t flat(const void *ctx, size_t i) {
     return 0;
 }
 
-int main(void) {
+/* Random runs (24 trials of pools, budgets, chunks, caching, admission and preemption by
+ * recompute or swap, each under prefill_first and chunked) keep the scheduler's invariants
+ * and reach every feature: preemption, mixed steps, cache hits and evictions, swaps. */
+static void random_runs_keep_the_scheduler_invariants(void) {
     char out[] = "/tmp/pkv_sched_XXXXXX";
     int fd = mkstemp(out);
     if (fd >= 0) close(fd);
@@ -255,167 +258,183 @@ int main(void) {
           (unsigned long long)swapped, (unsigned long long)recomputed);
     gsl_rng_free(g);
     pkv_calib_free(&swap_cal);
+    unlink(out);
+}
 
-    /* A mixed step's prediction: the dense forward over rows + chunk tokens (heads: the
-     * rows and the chunk that ends its prompt), the chunks' attention from their start,
-     * and the rows' route in every layer. */
-    {
-        pkv_config cfg;
-        pkv_err e;
-        char text[4096];
-        snprintf(text, sizeof text, EXP, 10.0, 1.0, 0, 1, 100, 10, 1, 8, 4000, "fcfs", "chunked",
-                 4096, 0, "false", 512, "recompute", 0, TEST_CALIBRATION, 1, out);
-        CHECK(pkv_config_parse(&cfg, strdup(text), "mixed.json", &e) == 0, "%s", e.msg);
-        pkv_calib cal;
-        CHECK(pkv_calib_load(&cal, TEST_CALIBRATION, NULL, &e) == 0, "%s", e.msg);
-        /* the fitted prefill terms */
-        cal.prefill_fixed_us = 700, cal.prefill_token_us = 3, cal.prefill_score_ps = 2;
-        pkv_engine eng;
-        pkv_backend_spec bs = {.kind = PKV_BACKEND_MODEL, .kv_pages = 4000, .bt_stride = 1250};
-        const pkv_engine_opts eo = {.policy = "pkv_workqueue",
-                                    .bucket_mode = PKV_BUCKET_MODE_EXACT,
-                                    .cap_rows = 8,
-                                    .clock = PKV_CLOCK_PREDICTED};
-        CHECK(pkv_engine_init(&eng, &cfg.model, &cal, &eo, &bs, &e) == 0, "%s", e.msg);
-        static int32_t bt[4 * 1250], pages[64];
-        int32_t lens[4] = {300, 1200, 17, 5000}, dirty[4] = {0, 1, 2, 3}, from[4] = {0};
-        for (int i = 0; i < 64; i++) pages[i] = i;
-        int32_t clens[2] = {256, 100}, cstarts[2] = {512, 0};
-        uint8_t clast[2] = {0, 1};
-        pkv_prefill_view cv = {.n_req = 2,
-                               .lens = clens,
-                               .pages = pages,
-                               .n_pages = 48 + 7,
-                               .starts = cstarts,
-                               .last = clast};
-        pkv_batch_view v = {4, lens, bt, 1250, dirty, 4, from, NULL, 0};
-        pkv_step_rec plain = {.index = 0}, mix = {.index = 1};
-        double adv;
-        CHECK(pkv_engine_step(&eng, &v, &plain, &adv, &e) == 0, "%s", e.msg);
-        v.chunks = &cv;
-        CHECK(pkv_engine_step(&eng, &v, &mix, &adv, &e) == 0, "%s", e.msg);
-        pkv_dense_cost dc;
-        pkv_model_dense_cost(&cfg.model, &cal, 4 + 356, 4 + 1, NULL, &dc);
-        const double attn = pkv_model_prefill_attn_time(&cfg.model, &cal, clens, cstarts, 2);
-        /* The causal rectangle: 256 queries from position 512 see 512 + their triangle. */
-        const double hq = 8, d = 128,
-                     scores = hq * (256.0 * 512 + 256.0 * 257 / 2 + 100.0 * 101 / 2);
-        const double extra = (700 + 3 * 356.0) * 1e-6 + 2e-12 * 2 * scores; /* 2 layers */
-        CHECK(fabs(mix.t_dense_predicted - (dc.t_predicted + attn + extra)) <=
-                  1e-12 * dc.t_predicted,
-              "mixed dense %g, expected %g + %g + %g", mix.t_dense_predicted, dc.t_predicted, attn,
-              extra);
-        CHECK(fabs(mix.t_predicted - plain.t_predicted -
-                   (mix.t_dense_predicted - plain.t_dense_predicted)) <= 1e-9 * mix.t_predicted,
-              "the rows' attention differs between the plain and the mixed step");
-        CHECK(mix.prefill_tokens == 356 && mix.prefill_chunks == 2 && plain.prefill_tokens == 0 &&
-                  mix.prefill_scores == 2 * scores && plain.prefill_scores == 0,
-              "recorded %u chunk tokens in %u chunks, %g scores", mix.prefill_tokens,
-              mix.prefill_chunks, mix.prefill_scores);
-        const double want =
-            2 * (4 * d * scores / (cal.gemm_tflops * 1e12) + scores * 12 / cal.beta);
-        CHECK(fabs(attn - want) <= 1e-12 * want, "chunk attention %g, expected %g", attn, want);
-        pkv_engine_free(&eng);
-        pkv_calib_free(&cal);
-        pkv_config_free(&cfg);
-    }
-    /* Admission by priority: the first waiting request of the highest priority, when
-     * its pages fit, and nobody overtakes it; equal priorities are FCFS. */
-    {
-        const pkv_admission_policy *pp = pkv_admission_get(2);
-        CHECK(pp && !strcmp(pp->name, "priority"), "the priority policy");
-        pkv_admission_view v = {4, 10, pages_of, priority_of, NULL};
-        CHECK(pp->pick(&v) == 1, "picked %lld, not the first of priority 1",
-              (long long)pp->pick(&v));
-        v.free_pages = 8;
-        CHECK(pp->pick(&v) == -1, "a lower priority overtook a waiting one");
-        v.priority = flat;
-        CHECK(pp->pick(&v) == 0, "equal priorities are not FCFS");
-    }
-    /* End to end: a class of priority 1 and its SLOs ahead of a batch class: classes
-     * drawn by their shares, the first one's TTFT better under priority than FCFS. */
-    {
-        double attain[2];
-        for (int prio = 0; prio < 2; prio++) {
-            pkv_summary sum;
-            pkv_err e;
-            CHECK(test_run_json(&sum, NULL, &e,
-                                "{\"model\": \"llama-3.1-8b\", \"workload\": {\"arrival\": "
-                                "{\"process\": \"poisson\", \"rate\": 8}, \"prompt\": {\"dist\": "
-                                "\"uniform\", \"min\": 500, \"max\": 8000}, \"decode\": {\"dist\": "
-                                "\"uniform\", \"min\": 50, \"max\": 300}, \"num_requests\": 300, "
-                                "\"max_context\": 8448, \"classes\": [{\"name\": \"chat\", "
-                                "\"share\": 0.3, \"priority\": 1, \"ttft_ms\": 1000}, {\"name\": "
-                                "\"batch\", \"share\": 0.7}]}, \"serving\": {\"max_active\": 16, "
-                                "\"kv_pages\": 20000, \"scheduler\": \"chunked\", \"admission\": "
-                                "\"%s\"}, \"route\": {\"calibration\": \"%s\"}, \"run\": "
-                                "{\"output\": \"%s\"}}",
-                                prio ? "priority" : "fcfs", TEST_CALIBRATION, out) == 0,
-                  "classes run: %s", e.msg);
-            CHECK(sum.n_classes == 2 && sum.class_finished[0] + sum.class_finished[1] == 300 &&
-                      sum.class_finished[0] > 60 && sum.class_finished[0] < 120,
-                  "classes drawn: %llu and %llu", (unsigned long long)sum.class_finished[0],
-                  (unsigned long long)sum.class_finished[1]);
-            attain[prio] = (double)sum.class_good[0] / (double)sum.class_finished[0];
-        }
-        printf("classes: the chat class within its TTFT SLO %.2f under priority, %.2f under "
-               "FCFS\n",
-               attain[1], attain[0]);
-        CHECK(attain[1] > attain[0] + 0.2,
-              "the chat class's TTFT SLO attainment: %.2f under priority, %.2f under FCFS",
-              attain[1], attain[0]);
-    }
-    { /* A closed loop in lockstep (fixed decode lengths: four requests finish at each
-       * instant): every successor keeps its own draw, so the prompts follow the cycle
-       * of draws in arrival order (a queued draw shared by the finishes of one instant
-       * had duplicated one and lost the others). */
+/* A mixed step's prediction: the dense forward over rows + chunk tokens (heads: the
+ * rows and the chunk that ends its prompt), the chunks' attention from their start,
+ * and the rows' route in every layer. */
+static void mixed_step_prediction_sums_its_parts(void) {
+    const char *out = "/tmp/pkv_sched_mixed.h5"; /* parsed, never written */
+    pkv_config cfg;
+    pkv_err e;
+    char text[4096];
+    snprintf(text, sizeof text, EXP, 10.0, 1.0, 0, 1, 100, 10, 1, 8, 4000, "fcfs", "chunked", 4096,
+             0, "false", 512, "recompute", 0, TEST_CALIBRATION, 1, out);
+    CHECK(pkv_config_parse(&cfg, strdup(text), "mixed.json", &e) == 0, "%s", e.msg);
+    pkv_calib cal;
+    CHECK(pkv_calib_load(&cal, TEST_CALIBRATION, NULL, &e) == 0, "%s", e.msg);
+    /* the fitted prefill terms */
+    cal.prefill_fixed_us = 700, cal.prefill_token_us = 3, cal.prefill_score_ps = 2;
+    pkv_engine eng;
+    pkv_backend_spec bs = {.kind = PKV_BACKEND_MODEL, .kv_pages = 4000, .bt_stride = 1250};
+    const pkv_engine_opts eo = {.policy = "pkv_workqueue",
+                                .bucket_mode = PKV_BUCKET_MODE_EXACT,
+                                .cap_rows = 8,
+                                .clock = PKV_CLOCK_PREDICTED};
+    CHECK(pkv_engine_init(&eng, &cfg.model, &cal, &eo, &bs, &e) == 0, "%s", e.msg);
+    static int32_t bt[4 * 1250], pages[64];
+    int32_t lens[4] = {300, 1200, 17, 5000}, dirty[4] = {0, 1, 2, 3}, from[4] = {0};
+    for (int i = 0; i < 64; i++) pages[i] = i;
+    int32_t clens[2] = {256, 100}, cstarts[2] = {512, 0};
+    uint8_t clast[2] = {0, 1};
+    pkv_prefill_view cv = {.n_req = 2,
+                           .lens = clens,
+                           .pages = pages,
+                           .n_pages = 48 + 7,
+                           .starts = cstarts,
+                           .last = clast};
+    pkv_batch_view v = {4, lens, bt, 1250, dirty, 4, from, NULL, 0};
+    pkv_step_rec plain = {.index = 0}, mix = {.index = 1};
+    double adv;
+    CHECK(pkv_engine_step(&eng, &v, &plain, &adv, &e) == 0, "%s", e.msg);
+    v.chunks = &cv;
+    CHECK(pkv_engine_step(&eng, &v, &mix, &adv, &e) == 0, "%s", e.msg);
+    pkv_dense_cost dc;
+    pkv_model_dense_cost(&cfg.model, &cal, 4 + 356, 4 + 1, NULL, &dc);
+    const double attn = pkv_model_prefill_attn_time(&cfg.model, &cal, clens, cstarts, 2);
+    /* The causal rectangle: 256 queries from position 512 see 512 + their triangle. */
+    const double hq = 8, d = 128, scores = hq * (256.0 * 512 + 256.0 * 257 / 2 + 100.0 * 101 / 2);
+    const double extra = (700 + 3 * 356.0) * 1e-6 + 2e-12 * 2 * scores; /* 2 layers */
+    CHECK(fabs(mix.t_dense_predicted - (dc.t_predicted + attn + extra)) <= 1e-12 * dc.t_predicted,
+          "mixed dense %g, expected %g + %g + %g", mix.t_dense_predicted, dc.t_predicted, attn,
+          extra);
+    CHECK(fabs(mix.t_predicted - plain.t_predicted -
+               (mix.t_dense_predicted - plain.t_dense_predicted)) <= 1e-9 * mix.t_predicted,
+          "the rows' attention differs between the plain and the mixed step");
+    CHECK(mix.prefill_tokens == 356 && mix.prefill_chunks == 2 && plain.prefill_tokens == 0 &&
+              mix.prefill_scores == 2 * scores && plain.prefill_scores == 0,
+          "recorded %u chunk tokens in %u chunks, %g scores", mix.prefill_tokens,
+          mix.prefill_chunks, mix.prefill_scores);
+    const double want = 2 * (4 * d * scores / (cal.gemm_tflops * 1e12) + scores * 12 / cal.beta);
+    CHECK(fabs(attn - want) <= 1e-12 * want, "chunk attention %g, expected %g", attn, want);
+    pkv_engine_free(&eng);
+    pkv_calib_free(&cal);
+    pkv_config_free(&cfg);
+}
+
+/* Admission by priority: the first waiting request of the highest priority, when
+ * its pages fit, and nobody overtakes it; equal priorities are FCFS. */
+static void priority_admits_the_first_of_the_highest(void) {
+    const pkv_admission_policy *pp = pkv_admission_get(2);
+    CHECK(pp && !strcmp(pp->name, "priority"), "the priority policy");
+    pkv_admission_view v = {4, 10, pages_of, priority_of, NULL};
+    CHECK(pp->pick(&v) == 1, "picked %lld, not the first of priority 1", (long long)pp->pick(&v));
+    v.free_pages = 8;
+    CHECK(pp->pick(&v) == -1, "a lower priority overtook a waiting one");
+    v.priority = flat;
+    CHECK(pp->pick(&v) == 0, "equal priorities are not FCFS");
+}
+
+/* End to end: a class of priority 1 and its SLOs ahead of a batch class: classes
+ * drawn by their shares, the first one's TTFT better under priority than FCFS. */
+static void a_priority_class_meets_its_slo_better(void) {
+    char out[] = "/tmp/pkv_sched_XXXXXX";
+    int fd = mkstemp(out);
+    if (fd >= 0) close(fd);
+    double attain[2];
+    for (int prio = 0; prio < 2; prio++) {
         pkv_summary sum;
         pkv_err e;
         CHECK(test_run_json(&sum, NULL, &e,
-                            "{\"workload\": {\"arrival\": {\"process\": \"closed\", "
-                            "\"concurrency\": 4}, \"prompt\": {\"dist\": \"cycle\", \"values\": "
-                            "[100, 200, 300, 400, 500, 600, 700]}, \"decode\": {\"dist\": "
-                            "\"fixed\", \"value\": 8}, \"num_requests\": 40}, \"serving\": "
-                            "{\"max_active\": 4, \"kv_pages\": 4000}, \"route\": "
-                            "{\"calibration\": \"%s\"}, \"run\": {\"backend\": \"model\", "
-                            "\"record\": \"full\", \"output\": \"%s\"}}",
-                            TEST_CALIBRATION, out) == 0,
-              "closed loop: %s", e.msg);
-        pkv_request_rec *rq = NULL;
-        size_t n = 0;
-        CHECK(pkv_h5_read_requests(out, &rq, &n, &e) == 0 && n == 40, "closed loop: %zu", n);
-        int off = 0;
-        for (size_t i = 0; i < n; i++)
-            off += rq[i].prompt_len != (int32_t)(100 * (rq[i].id % 7 + 1));
-        CHECK(off == 0, "closed loop: %d of %zu requests' prompts are not their draw's", off, n);
-        free(rq);
-        /* In lockstep every TTFT is the same; a start jitter breaks the lockstep up. */
-        const double lock = sum.ttft_p99 - sum.ttft_p50;
-        CHECK(test_run_json(&sum, NULL, &e,
-                            "{\"workload\": {\"arrival\": {\"process\": \"closed\", "
-                            "\"concurrency\": 4, \"start_jitter_s\": 0.05}, \"prompt\": "
-                            "{\"dist\": \"fixed\", \"value\": 2000}, \"decode\": {\"dist\": "
-                            "\"fixed\", \"value\": 8}, \"num_requests\": 40}, \"serving\": "
-                            "{\"max_active\": 4, \"kv_pages\": 4000}, \"route\": "
-                            "{\"calibration\": \"%s\"}, \"run\": {\"backend\": \"model\", "
-                            "\"record\": \"full\", \"output\": \"%s\"}}",
-                            TEST_CALIBRATION, out) == 0,
-              "closed loop with a jitter: %s", e.msg);
-        rq = NULL;
-        CHECK(pkv_h5_read_requests(out, &rq, &n, &e) == 0 && n == 40, "jitter: %zu", n);
-        int early = 0; /* of the first four, those that arrived inside the jitter, apart */
-        for (size_t i = 0; i < n; i++)
-            early += rq[i].id < 4 && rq[i].t_arrival > 0 && rq[i].t_arrival < 0.05;
-        CHECK(early == 4 && sum.finished == 40 && sum.ttft_p99 > sum.ttft_p50,
-              "jitter: %d of the first four inside it, TTFT p50 %g p99 %g (lockstep spread %g)",
-              early, sum.ttft_p50, sum.ttft_p99, lock);
-        free(rq);
+                            "{\"model\": \"llama-3.1-8b\", \"workload\": {\"arrival\": "
+                            "{\"process\": \"poisson\", \"rate\": 8}, \"prompt\": {\"dist\": "
+                            "\"uniform\", \"min\": 500, \"max\": 8000}, \"decode\": {\"dist\": "
+                            "\"uniform\", \"min\": 50, \"max\": 300}, \"num_requests\": 300, "
+                            "\"max_context\": 8448, \"classes\": [{\"name\": \"chat\", "
+                            "\"share\": 0.3, \"priority\": 1, \"ttft_ms\": 1000}, {\"name\": "
+                            "\"batch\", \"share\": 0.7}]}, \"serving\": {\"max_active\": 16, "
+                            "\"kv_pages\": 20000, \"scheduler\": \"chunked\", \"admission\": "
+                            "\"%s\"}, \"route\": {\"calibration\": \"%s\"}, \"run\": "
+                            "{\"output\": \"%s\"}}",
+                            prio ? "priority" : "fcfs", TEST_CALIBRATION, out) == 0,
+              "classes run: %s", e.msg);
+        CHECK(sum.n_classes == 2 && sum.class_finished[0] + sum.class_finished[1] == 300 &&
+                  sum.class_finished[0] > 60 && sum.class_finished[0] < 120,
+              "classes drawn: %llu and %llu", (unsigned long long)sum.class_finished[0],
+              (unsigned long long)sum.class_finished[1]);
+        attain[prio] = (double)sum.class_good[0] / (double)sum.class_finished[0];
     }
-    /* Multi-turn sessions with prefix caching and a pool that never evicts: a turn that
-     * arrives after its session's last turn was prefilled finds at least that prompt's
-     * full blocks cached, within 1% of what a cache that never evicts would (the summary's
-     * counterfactual); without caching nothing is found. A pool of 1,500 pages evicts:
-     * the counterfactual finds more than the cache. */
+    printf("classes: the chat class within its TTFT SLO %.2f under priority, %.2f under "
+           "FCFS\n",
+           attain[1], attain[0]);
+    CHECK(attain[1] > attain[0] + 0.2,
+          "the chat class's TTFT SLO attainment: %.2f under priority, %.2f under FCFS", attain[1],
+          attain[0]);
+    unlink(out);
+}
+
+/* A closed loop in lockstep (fixed decode lengths: four requests finish at each
+ * instant): every successor keeps its own draw, so the prompts follow the cycle
+ * of draws in arrival order (a queued draw shared by the finishes of one instant
+ * had duplicated one and lost the others). In lockstep every TTFT is the same; a start
+ * jitter breaks the lockstep up. */
+static void closed_loop_successors_keep_their_draws(void) {
+    char out[] = "/tmp/pkv_sched_XXXXXX";
+    int fd = mkstemp(out);
+    if (fd >= 0) close(fd);
+    pkv_summary sum;
+    pkv_err e;
+    CHECK(test_run_json(&sum, NULL, &e,
+                        "{\"workload\": {\"arrival\": {\"process\": \"closed\", "
+                        "\"concurrency\": 4}, \"prompt\": {\"dist\": \"cycle\", \"values\": "
+                        "[100, 200, 300, 400, 500, 600, 700]}, \"decode\": {\"dist\": "
+                        "\"fixed\", \"value\": 8}, \"num_requests\": 40}, \"serving\": "
+                        "{\"max_active\": 4, \"kv_pages\": 4000}, \"route\": "
+                        "{\"calibration\": \"%s\"}, \"run\": {\"backend\": \"model\", "
+                        "\"record\": \"full\", \"output\": \"%s\"}}",
+                        TEST_CALIBRATION, out) == 0,
+          "closed loop: %s", e.msg);
+    pkv_request_rec *rq = NULL;
+    size_t n = 0;
+    CHECK(pkv_h5_read_requests(out, &rq, &n, &e) == 0 && n == 40, "closed loop: %zu", n);
+    int off = 0;
+    for (size_t i = 0; i < n; i++) off += rq[i].prompt_len != (int32_t)(100 * (rq[i].id % 7 + 1));
+    CHECK(off == 0, "closed loop: %d of %zu requests' prompts are not their draw's", off, n);
+    free(rq);
+    /* In lockstep every TTFT is the same; a start jitter breaks the lockstep up. */
+    const double lock = sum.ttft_p99 - sum.ttft_p50;
+    CHECK(test_run_json(&sum, NULL, &e,
+                        "{\"workload\": {\"arrival\": {\"process\": \"closed\", "
+                        "\"concurrency\": 4, \"start_jitter_s\": 0.05}, \"prompt\": "
+                        "{\"dist\": \"fixed\", \"value\": 2000}, \"decode\": {\"dist\": "
+                        "\"fixed\", \"value\": 8}, \"num_requests\": 40}, \"serving\": "
+                        "{\"max_active\": 4, \"kv_pages\": 4000}, \"route\": "
+                        "{\"calibration\": \"%s\"}, \"run\": {\"backend\": \"model\", "
+                        "\"record\": \"full\", \"output\": \"%s\"}}",
+                        TEST_CALIBRATION, out) == 0,
+          "closed loop with a jitter: %s", e.msg);
+    rq = NULL;
+    CHECK(pkv_h5_read_requests(out, &rq, &n, &e) == 0 && n == 40, "jitter: %zu", n);
+    int early = 0; /* of the first four, those that arrived inside the jitter, apart */
+    for (size_t i = 0; i < n; i++)
+        early += rq[i].id < 4 && rq[i].t_arrival > 0 && rq[i].t_arrival < 0.05;
+    CHECK(early == 4 && sum.finished == 40 && sum.ttft_p99 > sum.ttft_p50,
+          "jitter: %d of the first four inside it, TTFT p50 %g p99 %g (lockstep spread %g)", early,
+          sum.ttft_p50, sum.ttft_p99, lock);
+    free(rq);
+    unlink(out);
+}
+
+/* Multi-turn sessions with prefix caching and a pool that never evicts: a turn that
+ * arrives after its session's last turn was prefilled finds at least that prompt's
+ * full blocks cached, within 1% of what a cache that never evicts would (the summary's
+ * counterfactual); without caching nothing is found. A pool of 1,500 pages evicts:
+ * the counterfactual finds more than the cache. */
+static void sessions_find_their_history_cached(void) {
+    char out[] = "/tmp/pkv_sched_XXXXXX";
+    int fd = mkstemp(out);
+    if (fd >= 0) close(fd);
     for (int caching = 0; caching < 3; caching++) {
         pkv_summary sum;
         pkv_err e;
@@ -478,5 +497,14 @@ int main(void) {
             CHECK(sum.prefix_hit_tokens == 0, "sessions: hits without caching");
     }
     unlink(out);
-    CHECK_DONE();
 }
+
+static const pkv_test_case cases[] = {
+    PKV_CASE(random_runs_keep_the_scheduler_invariants),
+    PKV_CASE(mixed_step_prediction_sums_its_parts),
+    PKV_CASE(priority_admits_the_first_of_the_highest),
+    PKV_CASE(a_priority_class_meets_its_slo_better),
+    PKV_CASE(closed_loop_successors_keep_their_draws),
+    PKV_CASE(sessions_find_their_history_cached),
+};
+PKV_TEST_MAIN(cases)
