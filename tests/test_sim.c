@@ -101,19 +101,14 @@ static herr_t no_gaps(hid_t o, const char *name, const H5L_info_t *info, void *g
     return 0;
 }
 
-int main(void) {
-    char a[64], b[64], c[64];
+/* A small pool (6000 pages of 16 tokens) forces preemptions; all 300 requests arrive and
+ * finish, their times in order, and the tokens are the sum of the decode lengths. */
+static void conserves_requests_and_tokens(void) {
+    char a[64];
     snprintf(a, sizeof a, "/tmp/pkv-test-a-%d.h5", (int)getpid());
-    snprintf(b, sizeof b, "/tmp/pkv-test-b-%d.h5", (int)getpid());
-    snprintf(c, sizeof c, "/tmp/pkv-test-c-%d.h5", (int)getpid());
-    run_result r1 = {0}, r2 = {0}, r3 = {0}, r4 = {0};
-
-    /* A small pool (6000 pages of 16 tokens) forces preemptions. */
+    run_result r1 = {0};
     CHECK(run(6000, "adaptive", 5, a, &r1, NULL) == 0, "run 1");
-    CHECK(run(6000, "adaptive", 5, b, &r2, NULL) == 0, "run 2 (same seed)");
     CHECK(r1.sum.preemptions > 0, "no preemption happened: the test pool is too large");
-
-    /* Conservation: all 300 arrived and finished; tokens = sum of decode lengths. */
     uint64_t tokens = 0;
     size_t finished = 0;
     for (size_t i = 0; i < r1.n_req; i++) {
@@ -131,7 +126,21 @@ int main(void) {
     CHECK(tokens == r1.sum.decode_tokens, "tokens %llu != decode tokens %llu",
           (unsigned long long)tokens, (unsigned long long)r1.sum.decode_tokens);
 
-    /* Determinism: same seed -> byte-identical tables; different seed -> different. */
+    unlink(a);
+    free(r1.req);
+}
+
+/* Determinism: same seed -> byte-identical tables; different seed -> different. */
+static void same_seed_same_tables(void) {
+    char a[64];
+    snprintf(a, sizeof a, "/tmp/pkv-test-a-%d.h5", (int)getpid());
+    char b[64];
+    snprintf(b, sizeof b, "/tmp/pkv-test-b-%d.h5", (int)getpid());
+    char c[64];
+    snprintf(c, sizeof c, "/tmp/pkv-test-c-%d.h5", (int)getpid());
+    run_result r1 = {0}, r2 = {0}, r3 = {0};
+    CHECK(run(6000, "adaptive", 5, a, &r1, NULL) == 0, "run 1");
+    CHECK(run(6000, "adaptive", 5, b, &r2, NULL) == 0, "run 2 (same seed)");
     pkv_step_rec *s1, *s2, *s3;
     pkv_request_rec *q1, *q2, *q3;
     hsize_t ns1, ns2, ns3, nq1, nq2, nq3;
@@ -143,8 +152,23 @@ int main(void) {
     CHECK(file_tables(c, &s3, &ns3, &q3, &nq3) == 0, "read %s", c);
     CHECK(nq3 != nq1 || memcmp(q1, q3, nq1 * sizeof *q1) != 0,
           "another seed gave the same requests");
+    unlink(a), unlink(b), unlink(c);
+    free(s1), free(s2), free(s3), free(q1), free(q2), free(q3);
+    free(r1.req), free(r2.req), free(r3.req);
+}
 
-    /* Read back field by field against what the run returned. */
+/* The file read back field by field against what the run returned: rows in the order
+ * requests left, each once; steps in order with their fields; the summary's figures; no
+ * hidden bytes; the model backend's measured columns left out and listed. */
+static void file_reads_back_the_run(void) {
+    char a[64];
+    snprintf(a, sizeof a, "/tmp/pkv-test-a-%d.h5", (int)getpid());
+    run_result r1 = {0};
+    CHECK(run(6000, "adaptive", 5, a, &r1, NULL) == 0, "run 1");
+    pkv_step_rec *s1;
+    pkv_request_rec *q1;
+    hsize_t ns1, nq1;
+    CHECK(file_tables(a, &s1, &ns1, &q1, &nq1) == 0, "read %s", a);
     CHECK(ns1 == r1.sum.steps, "%llu step rows, summary says %llu", (unsigned long long)ns1,
           (unsigned long long)r1.sum.steps);
     CHECK(nq1 == r1.n_req, "request rows");
@@ -166,7 +190,7 @@ int main(void) {
         CHECK(isnan(x->t_device) && isnan(x->t_wall), "model backend recorded a measurement");
     }
     CHECK(file_tokens == r1.sum.decode_tokens, "file tokens %llu", (unsigned long long)file_tokens);
-    hid_t f = H5Fopen(a, H5F_ACC_RDONLY, H5P_DEFAULT);
+    const hid_t f = H5Fopen(a, H5F_ACC_RDONLY, H5P_DEFAULT);
     CHECK(f >= 0, "open");
     CHECK(attr_f64(f, "summary", "decode_tok_s") == r1.sum.decode_tok_s, "summary tok/s");
     CHECK(attr_f64(f, "summary", "ttft_p99") == r1.sum.ttft_p99, "summary ttft");
@@ -184,30 +208,44 @@ int main(void) {
           "measured columns on the model backend");
     H5Fclose(f);
 
-    /* Recording levels: each leaves out what it says, and the summary stays the same. */
-    {
-        static const char *const levels[] = {"steps", "requests", "summary"};
-        for (int k = 0; k < 3; k++) {
-            pkv_err e;
-            pkv_summary sum;
-            CHECK(test_run_json(
-                      &sum, NULL, &e,
-                      "{\"workload\": {\"arrival\": {\"process\": \"poisson\", \"rate\": 400},"
-                      " \"num_requests\": 50}, \"route\": {\"calibration\": \"%s\"},"
-                      " \"run\": {\"record\": \"%s\", \"output\": \"%s\"}}",
-                      TEST_CALIBRATION, levels[k], c) == 0,
-                  "record %s: %s", levels[k], e.msg);
-            hid_t g = H5Fopen(c, H5F_ACC_RDONLY, H5P_DEFAULT);
-            CHECK(g >= 0 && (H5Lexists(g, "steps", H5P_DEFAULT) > 0) == (k == 0) &&
-                      H5Lexists(g, "routes", H5P_DEFAULT) == 0 &&
-                      (H5Lexists(g, "requests", H5P_DEFAULT) > 0) == (k < 2) &&
-                      H5Lexists(g, "summary", H5P_DEFAULT) > 0 && sum.finished == 50,
-                  "record %s: wrong datasets", levels[k]);
-            if (g >= 0) H5Fclose(g);
-        }
-    }
+    unlink(a);
+    free(s1), free(q1), free(r1.req);
+}
 
-    /* Common random numbers: another route policy sees the same requests. */
+/* Recording levels: each leaves out what it says, and the summary stays the same. */
+static void recording_levels_leave_out_what_they_say(void) {
+    char c[64];
+    snprintf(c, sizeof c, "/tmp/pkv-test-c-%d.h5", (int)getpid());
+    static const char *const levels[] = {"steps", "requests", "summary"};
+    for (int k = 0; k < 3; k++) {
+        pkv_err e;
+        pkv_summary sum;
+        CHECK(
+            test_run_json(&sum, NULL, &e,
+                          "{\"workload\": {\"arrival\": {\"process\": \"poisson\", \"rate\": 400},"
+                          " \"num_requests\": 50}, \"route\": {\"calibration\": \"%s\"},"
+                          " \"run\": {\"record\": \"%s\", \"output\": \"%s\"}}",
+                          TEST_CALIBRATION, levels[k], c) == 0,
+            "record %s: %s", levels[k], e.msg);
+        hid_t g = H5Fopen(c, H5F_ACC_RDONLY, H5P_DEFAULT);
+        CHECK(g >= 0 && (H5Lexists(g, "steps", H5P_DEFAULT) > 0) == (k == 0) &&
+                  H5Lexists(g, "routes", H5P_DEFAULT) == 0 &&
+                  (H5Lexists(g, "requests", H5P_DEFAULT) > 0) == (k < 2) &&
+                  H5Lexists(g, "summary", H5P_DEFAULT) > 0 && sum.finished == 50,
+              "record %s: wrong datasets", levels[k]);
+        if (g >= 0) H5Fclose(g);
+    }
+    unlink(c);
+}
+
+/* Common random numbers: another route policy sees the same requests. */
+static void a_route_policy_sees_the_same_requests(void) {
+    char a[64];
+    snprintf(a, sizeof a, "/tmp/pkv-test-a-%d.h5", (int)getpid());
+    char c[64];
+    snprintf(c, sizeof c, "/tmp/pkv-test-c-%d.h5", (int)getpid());
+    run_result r1 = {0};
+    CHECK(run(6000, "adaptive", 5, a, &r1, NULL) == 0, "run 1");
     run_result r5 = {0};
     CHECK(run(6000, "ref_paged", 5, c, &r5, NULL) == 0, "run 5");
     int same = r5.n_req == r1.n_req;
@@ -217,8 +255,19 @@ int main(void) {
                r5.req[i].decode_len == r1.req[i].decode_len;
     CHECK(same, "a route change changed the request stream");
 
-    /* FCFS admits in arrival order (first admissions never overtake); first_fit lets
-     * requests that fit overtake a head that does not, and still finishes everyone. */
+    unlink(a), unlink(c);
+    free(r1.req), free(r5.req);
+}
+
+/* FCFS admits in arrival order (first admissions never overtake); first_fit lets
+ * requests that fit overtake a head that does not, and still finishes everyone. */
+static void fcfs_in_order_first_fit_overtakes(void) {
+    char a[64];
+    snprintf(a, sizeof a, "/tmp/pkv-test-a-%d.h5", (int)getpid());
+    char c[64];
+    snprintf(c, sizeof c, "/tmp/pkv-test-c-%d.h5", (int)getpid());
+    run_result r1 = {0};
+    CHECK(run(6000, "adaptive", 5, a, &r1, NULL) == 0, "run 1");
     int in_order = 1;
     for (size_t i = 1; i < r1.n_req; i++)
         if (r1.req[i].t_admitted < r1.req[i - 1].t_admitted) in_order = 0;
@@ -244,66 +293,80 @@ int main(void) {
     free(r6.req);
     admission = "fcfs";
 
-    /* run.check_every on the model backend, which computes no outputs, checks nothing
-     * and must not fail the run. */
-    {
-        pkv_err e;
-        CHECK(test_run_json(
-                  NULL, NULL, &e,
-                  "{\"workload\": {\"arrival\": {\"process\": \"closed\", \"concurrency\": 2},"
-                  " \"num_requests\": 4}, \"route\": {\"calibration\": \"%s\"},"
-                  " \"run\": {\"backend\": \"model\", \"check_every\": 1, \"output\": \"%s\"}}",
-                  TEST_CALIBRATION, c) == 0,
-              "model with check_every: %s", e.msg);
-    }
+    unlink(a), unlink(c);
+    free(r1.req);
+}
 
-    /* Measured prefill needs a backend that measures it: elsewhere a clear error
-     * naming the key, and no output file. */
-    {
-        pkv_err e;
-        unlink(c);
-        CHECK(test_run_json(
-                  NULL, NULL, &e,
-                  "{\"workload\": {\"arrival\": {\"process\": \"closed\", \"concurrency\": 2},"
-                  " \"num_requests\": 4}, \"serving\": {\"prefill\":"
-                  " {\"measure\": true}}, \"route\": {\"calibration\": \"%s\"},"
-                  " \"run\": {\"backend\": \"model\", \"output\": \"%s\"}}",
-                  TEST_CALIBRATION, c) == -1 &&
-                  strstr(e.msg, "serving.prefill.measure") && access(c, F_OK) != 0,
-              "measured prefill on the model backend: %s", e.msg);
-    }
+/* run.check_every on the model backend, which computes no outputs, checks nothing
+ * and must not fail the run. */
+static void model_backend_check_every_checks_nothing(void) {
+    char c[64];
+    snprintf(c, sizeof c, "/tmp/pkv-test-c-%d.h5", (int)getpid());
+    pkv_err e;
+    CHECK(
+        test_run_json(NULL, NULL, &e,
+                      "{\"workload\": {\"arrival\": {\"process\": \"closed\", \"concurrency\": 2},"
+                      " \"num_requests\": 4}, \"route\": {\"calibration\": \"%s\"},"
+                      " \"run\": {\"backend\": \"model\", \"check_every\": 1, \"output\": \"%s\"}}",
+                      TEST_CALIBRATION, c) == 0,
+        "model with check_every: %s", e.msg);
+    unlink(c);
+}
 
-    /* The study's page-table generator instead of the live allocator: whole lengths
-     * reserved at admission (rounded to 4096 tokens) in a pool with 50% holes, so
-     * nothing ever needs preempting, and every request still finishes. */
-    {
-        pkv_err e;
-        pkv_summary sum;
-        char *resolved = NULL;
-        CHECK(test_run_json(
-                  &sum, &resolved, &e,
-                  "{\"workload\": {\"arrival\": {\"process\": \"poisson\", \"rate\": 400},"
-                  " \"prompt\": {\"dist\": \"uniform\", \"min\": 100, \"max\": 30000},"
-                  " \"decode\": {\"dist\": \"uniform\", \"min\": 1, \"max\": 300},"
-                  " \"num_requests\": 300, \"max_context\": 40000},"
-                  " \"serving\": {\"max_active\": 12, \"kv_pages\": 12000, \"page_tables\":"
-                  " {\"mode\": \"generator\", \"hole_fraction\": 0.5, \"bucket_len\": 4096}},"
-                  " \"route\": {\"calibration\": \"%s\"}, \"run\": {\"output\": \"%s\"}}",
-                  TEST_CALIBRATION, c) == 0,
-              "generator run: %s", e.msg);
-        CHECK(sum.preemptions == 0 && sum.finished == 300,
-              "generator mode: %llu preemptions, %llu finished",
-              (unsigned long long)sum.preemptions, (unsigned long long)sum.finished);
-        CHECK(resolved && strstr(resolved, "\"generator\"") != NULL,
-              "resolved config lacks the mode");
-        free(resolved);
-    }
+/* Measured prefill needs a backend that measures it: elsewhere a clear error
+ * naming the key, and no output file. */
+static void measured_prefill_refused_off_the_gpu(void) {
+    char c[64];
+    snprintf(c, sizeof c, "/tmp/pkv-test-c-%d.h5", (int)getpid());
+    pkv_err e;
+    unlink(c);
+    CHECK(
+        test_run_json(NULL, NULL, &e,
+                      "{\"workload\": {\"arrival\": {\"process\": \"closed\", \"concurrency\": 2},"
+                      " \"num_requests\": 4}, \"serving\": {\"prefill\":"
+                      " {\"measure\": true}}, \"route\": {\"calibration\": \"%s\"},"
+                      " \"run\": {\"backend\": \"model\", \"output\": \"%s\"}}",
+                      TEST_CALIBRATION, c) == -1 &&
+            strstr(e.msg, "serving.prefill.measure") && access(c, F_OK) != 0,
+        "measured prefill on the model backend: %s", e.msg);
+}
 
-    /* Interrupted: a valid file marked so. */
+/* The study's page-table generator instead of the live allocator: whole lengths
+ * reserved at admission (rounded to 4096 tokens) in a pool with 50% holes, so
+ * nothing ever needs preempting, and every request still finishes. */
+static void page_table_generator_never_preempts(void) {
+    char c[64];
+    snprintf(c, sizeof c, "/tmp/pkv-test-c-%d.h5", (int)getpid());
+    pkv_err e;
+    pkv_summary sum;
+    char *resolved = NULL;
+    CHECK(test_run_json(&sum, &resolved, &e,
+                        "{\"workload\": {\"arrival\": {\"process\": \"poisson\", \"rate\": 400},"
+                        " \"prompt\": {\"dist\": \"uniform\", \"min\": 100, \"max\": 30000},"
+                        " \"decode\": {\"dist\": \"uniform\", \"min\": 1, \"max\": 300},"
+                        " \"num_requests\": 300, \"max_context\": 40000},"
+                        " \"serving\": {\"max_active\": 12, \"kv_pages\": 12000, \"page_tables\":"
+                        " {\"mode\": \"generator\", \"hole_fraction\": 0.5, \"bucket_len\": 4096}},"
+                        " \"route\": {\"calibration\": \"%s\"}, \"run\": {\"output\": \"%s\"}}",
+                        TEST_CALIBRATION, c) == 0,
+          "generator run: %s", e.msg);
+    CHECK(sum.preemptions == 0 && sum.finished == 300,
+          "generator mode: %llu preemptions, %llu finished", (unsigned long long)sum.preemptions,
+          (unsigned long long)sum.finished);
+    CHECK(resolved && strstr(resolved, "\"generator\"") != NULL, "resolved config lacks the mode");
+    free(resolved);
+    unlink(c);
+}
+
+/* Interrupted: a valid file marked so. */
+static void interrupted_run_leaves_a_marked_file(void) {
+    char c[64];
+    snprintf(c, sizeof c, "/tmp/pkv-test-c-%d.h5", (int)getpid());
+    run_result r4 = {0};
     volatile sig_atomic_t stop = 1;
     CHECK(run(6000, "adaptive", 5, c, &r4, &stop) == 0, "interrupted run");
     CHECK(r4.sum.interrupted == 1, "not marked interrupted");
-    f = H5Fopen(c, H5F_ACC_RDONLY, H5P_DEFAULT);
+    const hid_t f = H5Fopen(c, H5F_ACC_RDONLY, H5P_DEFAULT);
     CHECK(f >= 0, "interrupted run left no valid file");
     if (f >= 0) {
         hid_t at = H5Aopen_by_name(f, "provenance", "interrupted", H5P_DEFAULT, H5P_DEFAULT);
@@ -313,8 +376,15 @@ int main(void) {
         CHECK(v == 1, "provenance.interrupted = %llu", (unsigned long long)v);
         H5Fclose(f);
     }
-    /* The cpu backend: every step of a small experiment runs the CPU mirror of its
-     * route and is checked against the FP32 reference (the run stops on a miss). */
+    unlink(c);
+    free(r4.req);
+}
+
+/* The cpu backend: every step of a small experiment runs the CPU mirror of its
+ * route and is checked against the FP32 reference (the run stops on a miss). */
+static void cpu_backend_checks_every_step(void) {
+    char c[64];
+    snprintf(c, sizeof c, "/tmp/pkv-test-c-%d.h5", (int)getpid());
     const char *policies[3] = {"adaptive", "pkv_workqueue", "pkv_bucket"};
     for (int k = 0; k < 3; k++) {
         pkv_err e;
@@ -344,41 +414,51 @@ int main(void) {
         free(cs), free(cq);
     }
 
-    /* run.cuda_graph: auto resolves to graphs for a full model under the policies
-     * graphs hold, to none elsewhere (the oracle's included); JSON booleans and the
-     * strings both parse. */
-    {
-        const char *cases[][3] = {
-            {"llama-3.1-8b", "adaptive", "auto"},    {"llama-3.1-8b", "pkv_bucket", "auto"},
-            {"study-layer", "adaptive", "\"auto\""}, {"study-layer", "adaptive", "true"},
-            {"llama-3.1-8b", "adaptive", "false"},   {"llama-3.1-8b", "oracle", "auto"}};
-        const int want[] = {PKV_GRAPH_ON, PKV_GRAPH_OFF, PKV_GRAPH_OFF,
-                            PKV_GRAPH_ON, PKV_GRAPH_OFF, PKV_GRAPH_OFF};
-        for (int k = 0; k < 6; k++) {
-            char *text = malloc(1024);
-            const int aut = strcmp(cases[k][2], "auto") == 0;
-            snprintf(text, 1024,
-                     "{\"model\": \"%s\", \"workload\": {\"arrival\": {\"process\": "
-                     "\"closed\", \"concurrency\": 1}, \"prompt\": {\"dist\": \"fixed\", "
-                     "\"value\": 10}, \"decode\": {\"dist\": \"fixed\", \"value\": 2}, "
-                     "\"num_requests\": 1}, \"route\": {\"policy\": \"%s\"}%s%s%s}",
-                     cases[k][0], cases[k][1],
-                     aut ? "" : ", \"run\": {\"cuda_graph\": ", aut ? "" : cases[k][2],
-                     aut ? "" : "}");
-            pkv_config cfg;
-            pkv_err e;
-            int rc = pkv_config_parse(&cfg, text, "graph.json", &e); /* takes the text */
-            const int got = rc ? -1 : pkv_config_graphs(&cfg) ? PKV_GRAPH_ON : PKV_GRAPH_OFF;
-            CHECK(got == want[k], "run.cuda_graph %s, %s, %s: %d (%s)", cases[k][0], cases[k][1],
-                  cases[k][2], got, rc ? e.msg : "");
-            if (!rc) pkv_config_free(&cfg);
-        }
-    }
-
-    unlink(a);
-    unlink(b);
     unlink(c);
-    free(s1), free(s2), free(s3), free(q1), free(q2), free(q3);
-    free(r1.req), free(r2.req), free(r3.req), free(r4.req), free(r5.req);
-    CHECK_DONE();
 }
+
+/* run.cuda_graph: auto resolves to graphs for a full model under the policies
+ * graphs hold, to none elsewhere (the oracle's included); JSON booleans and the
+ * strings both parse. */
+static void cuda_graph_auto_resolves(void) {
+    const char *cases[][3] = {
+        {"llama-3.1-8b", "adaptive", "auto"},    {"llama-3.1-8b", "pkv_bucket", "auto"},
+        {"study-layer", "adaptive", "\"auto\""}, {"study-layer", "adaptive", "true"},
+        {"llama-3.1-8b", "adaptive", "false"},   {"llama-3.1-8b", "oracle", "auto"}};
+    const int want[] = {PKV_GRAPH_ON, PKV_GRAPH_OFF, PKV_GRAPH_OFF,
+                        PKV_GRAPH_ON, PKV_GRAPH_OFF, PKV_GRAPH_OFF};
+    for (int k = 0; k < 6; k++) {
+        char *text = malloc(1024);
+        const int aut = strcmp(cases[k][2], "auto") == 0;
+        snprintf(text, 1024,
+                 "{\"model\": \"%s\", \"workload\": {\"arrival\": {\"process\": "
+                 "\"closed\", \"concurrency\": 1}, \"prompt\": {\"dist\": \"fixed\", "
+                 "\"value\": 10}, \"decode\": {\"dist\": \"fixed\", \"value\": 2}, "
+                 "\"num_requests\": 1}, \"route\": {\"policy\": \"%s\"}%s%s%s}",
+                 cases[k][0], cases[k][1],
+                 aut ? "" : ", \"run\": {\"cuda_graph\": ", aut ? "" : cases[k][2], aut ? "" : "}");
+        pkv_config cfg;
+        pkv_err e;
+        int rc = pkv_config_parse(&cfg, text, "graph.json", &e); /* takes the text */
+        const int got = rc ? -1 : pkv_config_graphs(&cfg) ? PKV_GRAPH_ON : PKV_GRAPH_OFF;
+        CHECK(got == want[k], "run.cuda_graph %s, %s, %s: %d (%s)", cases[k][0], cases[k][1],
+              cases[k][2], got, rc ? e.msg : "");
+        if (!rc) pkv_config_free(&cfg);
+    }
+}
+
+static const pkv_test_case cases[] = {
+    PKV_CASE(conserves_requests_and_tokens),
+    PKV_CASE(same_seed_same_tables),
+    PKV_CASE(file_reads_back_the_run),
+    PKV_CASE(recording_levels_leave_out_what_they_say),
+    PKV_CASE(a_route_policy_sees_the_same_requests),
+    PKV_CASE(fcfs_in_order_first_fit_overtakes),
+    PKV_CASE(model_backend_check_every_checks_nothing),
+    PKV_CASE(measured_prefill_refused_off_the_gpu),
+    PKV_CASE(page_table_generator_never_preempts),
+    PKV_CASE(interrupted_run_leaves_a_marked_file),
+    PKV_CASE(cpu_backend_checks_every_step),
+    PKV_CASE(cuda_graph_auto_resolves),
+};
+PKV_TEST_MAIN(cases)
