@@ -419,80 +419,66 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, unsi
         for (int oj = 0; oj < oi && first; oj++)
             first = !report_same_group(&runs[order[oj]], &runs[i]);
         if (!first) continue;
-        int interrupted = 0, count = 0;
+        report_fig fig = {0}; /* the group's figures, as the table, CSV and JSON give them */
         for (int j = 0; j < n; j++)
-            interrupted |= report_same_group(&runs[j], &runs[i]) && runs[j].interrupted;
-        double mean[N_VALUES], sd[N_VALUES];
+            fig.interrupted |= report_same_group(&runs[j], &runs[i]) && runs[j].interrupted;
         for (int k = 0; k < N_VALUES; k++)
-            report_group_stats(runs, n, &runs[i], k, &mean[k], &sd[k], &count);
-        count = 0; /* runs in the group (report_group_stats counted non-missing values) */
-        for (int j = 0; j < n; j++) count += report_same_group(&runs[j], &runs[i]);
+            report_group_stats(runs, n, &runs[i], k, &fig.mean[k], &fig.sd[k], &fig.count);
+        fig.count = 0; /* runs in the group (report_group_stats counted non-missing values) */
+        for (int j = 0; j < n; j++) fig.count += report_same_group(&runs[j], &runs[i]);
         run base = runs[i];
         snprintf(base.policy, sizeof base.policy, "%s", baseline);
         double bm, bsd;
         int bc;
         report_group_stats(runs, n, &base, 0, &bm, &bsd, &bc);
-        double ratio = bc && bm > 0 ? mean[0] / bm : NAN;
-        double pm, half;
-        int np;
-        report_paired_ratio(runs, n, &runs[i], &base, 0, &pm, &half, &np);
-        double lat_ratio[2]; /* TPOT p50 and TTFT p99 over the baseline group's */
+        fig.ratio = bc && bm > 0 ? fig.mean[0] / bm : NAN;
+        report_paired_ratio(runs, n, &runs[i], &base, 0, &fig.pm, &fig.half, &fig.np);
         for (int q = 0; q < 2; q++) {
             const int k = q ? V_TTFT_P99 : V_TPOT_P50;
             double tm, tsd;
             int tc;
             report_group_stats(runs, n, &base, k, &tm, &tsd, &tc);
-            lat_ratio[q] = tc && tm > 0 ? mean[k] / tm : NAN;
+            fig.lat_ratio[q] = tc && tm > 0 ? fig.mean[k] / tm : NAN;
         }
-        group_head(table, &runs[i], interrupted, count);
+        group_head(table, &runs[i], fig.interrupted, fig.count);
         for (int k = 0; k < N_VALUES; k++) {
             if (!shown[k])
                 continue;
-            else if (mean[k] != mean[k])
+            else if (fig.mean[k] != fig.mean[k])
                 fprintf(table, " — |");
-            else if (fabs(mean[k] * value_scale(k)) >= 1000) /* throughputs: whole numbers */
-                fprintf(table, sd[k] == sd[k] ? " %.0f ± %.0f |" : " %.0f |",
-                        mean[k] * value_scale(k), sd[k] * value_scale(k));
+            else if (fabs(fig.mean[k] * value_scale(k)) >= 1000) /* throughputs: whole numbers */
+                fprintf(table, fig.sd[k] == fig.sd[k] ? " %.0f ± %.0f |" : " %.0f |",
+                        fig.mean[k] * value_scale(k), fig.sd[k] * value_scale(k));
             else
-                fprintf(table, sd[k] == sd[k] ? " %.4g ± %.2g |" : " %.4g |",
-                        mean[k] * value_scale(k), sd[k] * value_scale(k));
+                fprintf(table, fig.sd[k] == fig.sd[k] ? " %.4g ± %.2g |" : " %.4g |",
+                        fig.mean[k] * value_scale(k), fig.sd[k] * value_scale(k));
         }
-        const int meets = report_group_meets(runs, n, &runs[i], attain);
+        fig.meets = report_group_meets(runs, n, &runs[i], attain);
         if (shown[V_ATTAIN])
-            fputs(meets == 1    ? " yes |"
-                  : meets == 0  ? " no |"
-                  : meets == -2 ? " no: unserved |"
-                                : " — |",
+            fputs(fig.meets == 1    ? " yes |"
+                  : fig.meets == 0  ? " no |"
+                  : fig.meets == -2 ? " no: unserved |"
+                                    : " — |",
                   table);
-        if (!isnan(ratio))
-            fprintf(table, " %.3fx |", ratio);
+        if (!isnan(fig.ratio))
+            fprintf(table, " %.3fx |", fig.ratio);
         else
             fprintf(table, " — |");
-        print_paired(table, pm, half, np);
+        print_paired(table, fig.pm, fig.half, fig.np);
         for (int q = 0; q < 2; q++)
-            fprintf(table, lat_ratio[q] == lat_ratio[q] ? " %.3fx |" : " — |", lat_ratio[q]);
+            fprintf(table, fig.lat_ratio[q] == fig.lat_ratio[q] ? " %.3fx |" : " — |",
+                    fig.lat_ratio[q]);
         /* A predicted ratio means nothing inside the two groups' model errors. */
-        const double me = report_group_model_error(runs, n, &runs[i]),
-                     be = report_group_model_error(runs, n, &base), both = me + be;
-        const int inside = !isnan(both) && !isnan(ratio) && fabs(ratio - 1) < both &&
-                           strcmp(runs[i].policy, baseline) != 0; /* not the baseline itself */
-        if (isnan(me))
+        fig.me = report_group_model_error(runs, n, &runs[i]);
+        const double both = fig.me + report_group_model_error(runs, n, &base);
+        fig.inside = !isnan(both) && !isnan(fig.ratio) && fabs(fig.ratio - 1) < both &&
+                     strcmp(runs[i].policy, baseline) != 0; /* not the baseline itself */
+        if (isnan(fig.me))
             fputs(" — |", table);
         else
-            fprintf(table, " ±%.1f%%%s |", 100 * me,
-                    inside ? " (the ratio is inside the two groups' errors)" : "");
+            fprintf(table, " ±%.1f%%%s |", 100 * fig.me,
+                    fig.inside ? " (the ratio is inside the two groups' errors)" : "");
         fputc('\n', table);
-        report_fig fig = {.ratio = ratio,
-                          .pm = pm,
-                          .half = half,
-                          .np = np,
-                          .lat_ratio = {lat_ratio[0], lat_ratio[1]},
-                          .me = me,
-                          .count = count,
-                          .interrupted = interrupted,
-                          .inside = inside,
-                          .meets = meets};
-        memcpy(fig.mean, mean, sizeof mean), memcpy(fig.sd, sd, sizeof sd);
         if (out) report_csv_row(out, &runs[i], &fig, cols, n_cols);
         if (groups) report_group_json(groups, runs, n, &runs[i], &base, &fig, cols, n_cols);
     }
