@@ -55,6 +55,27 @@ static int run(int pages, const char *policy, int seed, const char *out, run_res
     return rc;
 }
 
+/* This process's output file `tag` (cases may run side by side). */
+static void tmp_path(char path[64], const char *tag) {
+    snprintf(path, 64, "/tmp/pkv-test-%s-%d.h5", tag, (int)getpid());
+}
+
+/* The base run: adaptive on a small pool (6000 pages of 16 tokens) that preempts, seed 5,
+ * into a. */
+static void base_run(const char *a, run_result *r) {
+    CHECK(run(6000, "adaptive", 5, a, r, NULL) == 0, "the base run");
+}
+
+/* Two runs saw the same requests: arrival times and lengths. */
+static bool same_requests(const run_result *x, const run_result *y) {
+    bool same = x->n_req == y->n_req;
+    for (size_t i = 0; same && i < x->n_req; i++)
+        same = x->req[i].t_arrival == y->req[i].t_arrival &&
+               x->req[i].prompt_len == y->req[i].prompt_len &&
+               x->req[i].decode_len == y->req[i].decode_len;
+    return same;
+}
+
 static double attr_f64(hid_t f, const char *obj, const char *name) {
     double v = NAN;
     hid_t a = H5Aopen_by_name(f, obj, name, H5P_DEFAULT, H5P_DEFAULT);
@@ -105,9 +126,9 @@ static herr_t no_gaps(hid_t o, const char *name, const H5L_info_t *info, void *g
  * finish, their times in order, and the tokens are the sum of the decode lengths. */
 static void conserves_requests_and_tokens(void) {
     char a[64];
-    snprintf(a, sizeof a, "/tmp/pkv-test-a-%d.h5", (int)getpid());
+    tmp_path(a, "a");
     run_result r1 = {0};
-    CHECK(run(6000, "adaptive", 5, a, &r1, NULL) == 0, "run 1");
+    base_run(a, &r1);
     CHECK(r1.sum.preemptions > 0, "no preemption happened: the test pool is too large");
     uint64_t tokens = 0;
     size_t finished = 0;
@@ -132,12 +153,8 @@ static void conserves_requests_and_tokens(void) {
 
 /* Determinism: same seed -> byte-identical tables; different seed -> different. */
 static void same_seed_same_tables(void) {
-    char a[64];
-    snprintf(a, sizeof a, "/tmp/pkv-test-a-%d.h5", (int)getpid());
-    char b[64];
-    snprintf(b, sizeof b, "/tmp/pkv-test-b-%d.h5", (int)getpid());
-    char c[64];
-    snprintf(c, sizeof c, "/tmp/pkv-test-c-%d.h5", (int)getpid());
+    char a[64], b[64], c[64];
+    tmp_path(a, "a"), tmp_path(b, "b"), tmp_path(c, "c");
     run_result r1 = {0}, r2 = {0}, r3 = {0};
     CHECK(run(6000, "adaptive", 5, a, &r1, NULL) == 0, "run 1");
     CHECK(run(6000, "adaptive", 5, b, &r2, NULL) == 0, "run 2 (same seed)");
@@ -162,9 +179,9 @@ static void same_seed_same_tables(void) {
  * hidden bytes; the model backend's measured columns left out and listed. */
 static void file_reads_back_the_run(void) {
     char a[64];
-    snprintf(a, sizeof a, "/tmp/pkv-test-a-%d.h5", (int)getpid());
+    tmp_path(a, "a");
     run_result r1 = {0};
-    CHECK(run(6000, "adaptive", 5, a, &r1, NULL) == 0, "run 1");
+    base_run(a, &r1);
     pkv_step_rec *s1;
     pkv_request_rec *q1;
     hsize_t ns1, nq1;
@@ -215,7 +232,7 @@ static void file_reads_back_the_run(void) {
 /* Recording levels: each leaves out what it says, and the summary stays the same. */
 static void recording_levels_leave_out_what_they_say(void) {
     char c[64];
-    snprintf(c, sizeof c, "/tmp/pkv-test-c-%d.h5", (int)getpid());
+    tmp_path(c, "c");
     static const char *const levels[] = {"steps", "requests", "summary"};
     for (int k = 0; k < 3; k++) {
         pkv_err e;
@@ -240,20 +257,13 @@ static void recording_levels_leave_out_what_they_say(void) {
 
 /* Common random numbers: another route policy sees the same requests. */
 static void a_route_policy_sees_the_same_requests(void) {
-    char a[64];
-    snprintf(a, sizeof a, "/tmp/pkv-test-a-%d.h5", (int)getpid());
-    char c[64];
-    snprintf(c, sizeof c, "/tmp/pkv-test-c-%d.h5", (int)getpid());
+    char a[64], c[64];
+    tmp_path(a, "a"), tmp_path(c, "c");
     run_result r1 = {0};
-    CHECK(run(6000, "adaptive", 5, a, &r1, NULL) == 0, "run 1");
+    base_run(a, &r1);
     run_result r5 = {0};
     CHECK(run(6000, "ref_paged", 5, c, &r5, NULL) == 0, "run 5");
-    int same = r5.n_req == r1.n_req;
-    for (size_t i = 0; same && i < r1.n_req; i++)
-        same = r5.req[i].t_arrival == r1.req[i].t_arrival &&
-               r5.req[i].prompt_len == r1.req[i].prompt_len &&
-               r5.req[i].decode_len == r1.req[i].decode_len;
-    CHECK(same, "a route change changed the request stream");
+    CHECK(same_requests(&r5, &r1), "a route change changed the request stream");
 
     unlink(a), unlink(c);
     free(r1.req), free(r5.req);
@@ -262,12 +272,10 @@ static void a_route_policy_sees_the_same_requests(void) {
 /* FCFS admits in arrival order (first admissions never overtake); first_fit lets
  * requests that fit overtake a head that does not, and still finishes everyone. */
 static void fcfs_in_order_first_fit_overtakes(void) {
-    char a[64];
-    snprintf(a, sizeof a, "/tmp/pkv-test-a-%d.h5", (int)getpid());
-    char c[64];
-    snprintf(c, sizeof c, "/tmp/pkv-test-c-%d.h5", (int)getpid());
+    char a[64], c[64];
+    tmp_path(a, "a"), tmp_path(c, "c");
     run_result r1 = {0};
-    CHECK(run(6000, "adaptive", 5, a, &r1, NULL) == 0, "run 1");
+    base_run(a, &r1);
     int in_order = 1;
     for (size_t i = 1; i < r1.n_req; i++)
         if (r1.req[i].t_admitted < r1.req[i - 1].t_admitted) in_order = 0;
@@ -283,12 +291,7 @@ static void fcfs_in_order_first_fit_overtakes(void) {
     }
     CHECK(overtook, "first_fit never let a request overtake (test too weak)");
     /* Common random numbers across admission policies: the same requests arrive. */
-    int same_stream = r6.n_req == r1.n_req;
-    for (size_t i = 0; same_stream && i < r1.n_req; i++)
-        same_stream = r6.req[i].t_arrival == r1.req[i].t_arrival &&
-                      r6.req[i].prompt_len == r1.req[i].prompt_len &&
-                      r6.req[i].decode_len == r1.req[i].decode_len;
-    CHECK(same_stream, "an admission change changed the request stream");
+    CHECK(same_requests(&r6, &r1), "an admission change changed the request stream");
     CHECK(done6 == 300, "first_fit finished %zu of 300", done6);
     free(r6.req);
     admission = "fcfs";
@@ -301,7 +304,7 @@ static void fcfs_in_order_first_fit_overtakes(void) {
  * and must not fail the run. */
 static void model_backend_check_every_checks_nothing(void) {
     char c[64];
-    snprintf(c, sizeof c, "/tmp/pkv-test-c-%d.h5", (int)getpid());
+    tmp_path(c, "c");
     pkv_err e;
     CHECK(
         test_run_json(NULL, NULL, &e,
@@ -317,7 +320,7 @@ static void model_backend_check_every_checks_nothing(void) {
  * naming the key, and no output file. */
 static void measured_prefill_refused_off_the_gpu(void) {
     char c[64];
-    snprintf(c, sizeof c, "/tmp/pkv-test-c-%d.h5", (int)getpid());
+    tmp_path(c, "c");
     pkv_err e;
     unlink(c);
     CHECK(
@@ -336,7 +339,7 @@ static void measured_prefill_refused_off_the_gpu(void) {
  * nothing ever needs preempting, and every request still finishes. */
 static void page_table_generator_never_preempts(void) {
     char c[64];
-    snprintf(c, sizeof c, "/tmp/pkv-test-c-%d.h5", (int)getpid());
+    tmp_path(c, "c");
     pkv_err e;
     pkv_summary sum;
     char *resolved = NULL;
@@ -361,7 +364,7 @@ static void page_table_generator_never_preempts(void) {
 /* Interrupted: a valid file marked so. */
 static void interrupted_run_leaves_a_marked_file(void) {
     char c[64];
-    snprintf(c, sizeof c, "/tmp/pkv-test-c-%d.h5", (int)getpid());
+    tmp_path(c, "c");
     run_result r4 = {0};
     volatile sig_atomic_t stop = 1;
     CHECK(run(6000, "adaptive", 5, c, &r4, &stop) == 0, "interrupted run");
@@ -384,7 +387,7 @@ static void interrupted_run_leaves_a_marked_file(void) {
  * route and is checked against the FP32 reference (the run stops on a miss). */
 static void cpu_backend_checks_every_step(void) {
     char c[64];
-    snprintf(c, sizeof c, "/tmp/pkv-test-c-%d.h5", (int)getpid());
+    tmp_path(c, "c");
     const char *policies[3] = {"adaptive", "pkv_workqueue", "pkv_bucket"};
     for (int k = 0; k < 3; k++) {
         pkv_err e;
