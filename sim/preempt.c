@@ -108,6 +108,10 @@ int pkv_sim_grow_pages(pkv_sim *s, pkv_err *e) {
         if (demand <= pkv_sim_pages_available(s)) break;
         if (preempt_latest(s, e)) return -1;
     }
+    /* The step appends its input token: the last sampled one where the prefill sampled
+     * the first, else (the study layer) the next one; speculating, the proposed ones
+     * after it. */
+    const int32_t next = !s->eng->kind->prefill_samples;
     for (int32_t i = 0; i < s->n_run; i++) {
         pkv_sim_request *r = &s->req[s->run[i]];
         for (int32_t n = pages_short(s, r); n > 0; n--) {
@@ -118,11 +122,7 @@ int pkv_sim_grow_pages(pkv_sim *s, pkv_err *e) {
             pkv_sim_mark_dirty(s, i, r->n_pages);
             r->n_pages++;
         }
-        /* The step appends its input token: the last sampled one where the prefill
-         * sampled the first, else (the study layer) the next one; speculating, the
-         * proposed ones after it. */
-        s->seq_lens[i] =
-            (int32_t)(pkv_sim_stored_tokens(r) + !s->prefill_samples + pkv_sim_spec_tokens(s, r));
+        s->seq_lens[i] = (int32_t)(pkv_sim_stored_tokens(r) + next + pkv_sim_spec_tokens(s, r));
     }
     return 0;
 }

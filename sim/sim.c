@@ -108,7 +108,8 @@ static int finish_later(pkv_sim *s, int64_t slot, pkv_err *e) {
 int pkv_sim_prompt_done(pkv_sim *s, int64_t slot, pkv_err *e) {
     pkv_sim_request *r = &s->req[slot];
     if (s->cfg->prefix_caching && pkv_sim_cache_prompt(s, r)) return pkv_fail(e, "out of memory");
-    if (s->prefill_samples) {
+    if (s->eng->kind->prefill_samples) { /* else its first decode step appends the token
+                                            after the prompt (the study layer) */
         if (token_done(s, r, e)) return -1;
         if (r->rec.generated >= r->rec.decode_len) return finish_later(s, slot, e);
     }

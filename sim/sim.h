@@ -174,9 +174,6 @@ typedef struct pkv_sim {
     volatile sig_atomic_t *stop; /* set asynchronously (SIGINT): finish the step and stop */
     bool external;               /* arrivals come from pkv_sim_inject (a fleet's router), not
                                     from its own workload; set before pkv_sim_start */
-    bool prefill_samples;        /* a prompt's prefill samples its first token (a served
-                                    model); the study layer's samples none, so its first
-                                    decode step appends the token after the prompt */
     /* A fleet's prefill replica: a request whose prompt is done (its first token sampled)
      * and which has tokens still to come leaves for a decode replica: handoff is told
      * (the request keeps its pages until pkv_sim_release); NULL: it decodes here. */
