@@ -46,6 +46,24 @@ typedef struct pkv_batch_view {
     int32_t spec_tokens;
 } pkv_batch_view;
 
+/* What a backend counted over its run, for the person running it (the runner logs it at
+ * the end); zeros where it did nothing of the kind. */
+typedef struct pkv_backend_stats {
+    int64_t model_steps; /* a full model's steps run */
+    int timers;          /* the timers each of them read */
+    double timer_reads;  /* host seconds reading them (measurement, left out of t_wall) */
+    /* host seconds of those steps, summed: from prepare to run (the stage, the policy and
+     * the task layout), the upload and the launch (graph replay or the forward's) */
+    double host_prepare, host_upload, host_launch;
+    int64_t graph_steps;   /* steps replayed as CUDA graphs */
+    int64_t graph_made;    /* a full model's graphs captured */
+    double capture_time;   /* host seconds their captures took (left out of t_wall) */
+    int64_t graph_reused;  /* the study layer's, captured every step: replays of an updated
+                              graph (the others instantiated anew) */
+    int64_t uploads;       /* plan uploads by the launch's parameters */
+    int64_t upload_copies; /* of those, copied because they did not fit */
+} pkv_backend_stats;
+
 typedef struct pkv_backend pkv_backend;
 /* A backend runs a step in two parts: prepare (once per step: metadata updates and
  * the append of every row's new token) and run (one route's kernels for the planned
@@ -81,6 +99,7 @@ struct pkv_backend {
     /* The largest |V| its pools hold (0: none computed); with the types it bounds the
      * error a checked output may have (pkv_tol_typed_ok). */
     double v_max;
+    pkv_backend_stats stats; /* what it counted so far */
 };
 
 /* Which backend runs the steps. */

@@ -2,6 +2,8 @@
  * (the run's, and each fleet pool's). */
 #include "runner_parts.h"
 
+#include <stdio.h>
+
 /* An engine's options: its serving settings from c (the experiment, or a fleet pool's
  * configuration), the run's own from run (its checks, the oracle's runs, the prefill's
  * measurement), under the run's clock; the run's record decides what its steps plan. */
@@ -33,4 +35,40 @@ int pkv_run_load_calib(const pkv_config *cfg, pkv_calib *cal, pkv_err *e) {
         return pkv_fail(e, "%s: %s", cfg->file, sub.msg);
     }
     return 0;
+}
+
+void pkv_run_backend_note(const pkv_backend *be, pkv_log_fn log, void *ctx) {
+    const pkv_backend_stats *s = &be->stats;
+    char line[256];
+    if (!log) return;
+    if (s->model_steps) {
+        const double per = 1e6 / s->model_steps;
+        snprintf(line, sizeof line,
+                 "reading a step's %d timers took %.1f us of host time (mean of %lld steps; left "
+                 "out of t_wall)",
+                 s->timers, s->timer_reads * per, (long long)s->model_steps);
+        log(ctx, line);
+        snprintf(line, sizeof line,
+                 "host time of a step (mean; in t_wall): prepare, policy and task layout %.1f us, "
+                 "upload %.1f us, launch %.1f us",
+                 s->host_prepare * per, s->host_upload * per, s->host_launch * per);
+        log(ctx, line);
+    }
+    if (s->graph_steps && s->model_steps)
+        snprintf(line, sizeof line,
+                 "cuda graphs: %lld steps replayed, %lld graphs captured (route, rows bucket, "
+                 "merge) in %.1f ms of host time (left out of t_wall)",
+                 (long long)s->graph_steps, (long long)s->graph_made, 1e3 * s->capture_time);
+    else if (s->graph_steps)
+        snprintf(line, sizeof line,
+                 "cuda graphs: %lld steps, %lld replays of an updated graph, %lld instantiations",
+                 (long long)s->graph_steps, (long long)s->graph_reused,
+                 (long long)(s->graph_steps - s->graph_reused));
+    if (s->graph_steps) log(ctx, line);
+    if (s->upload_copies) {
+        snprintf(line, sizeof line,
+                 "%lld of %lld plan uploads exceeded the launch's parameters and were copied",
+                 (long long)s->upload_copies, (long long)s->uploads);
+        log(ctx, line);
+    }
 }

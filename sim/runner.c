@@ -188,6 +188,7 @@ done:
     }
     if (sim_ok) pkv_sim_free(&sim);
     if (sum_ok) pkv_summary_free(&sink.sum);
+    pkv_run_backend_note(eng.backend, bs.log, bs.log_ctx);
     pkv_engine_free(&eng);
     pkv_calib_free(&cal);
     return rc;

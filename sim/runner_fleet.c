@@ -318,7 +318,10 @@ int pkv_run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_spec 
     for (int i = 0; i < n && sims; i++)
         if (sims[i]) pkv_sim_free(sims[i]);
     for (int i = 0; i < n && made; i++)
-        if (made[i]) pkv_engine_free(&eng[i]);
+        if (made[i]) {
+            pkv_run_backend_note(eng[i].backend, bs->log, bs->log_ctx);
+            pkv_engine_free(&eng[i]);
+        }
     for (int p = 0; p < cals; p++) pkv_calib_free(&pcal[p]);
     if (g) gsl_rng_free(g);
     free(eng), free(made), free(sim), free(sims), free(rs), free(pcal);

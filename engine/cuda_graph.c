@@ -1,0 +1,60 @@
+/* The cuda backend's CUDA graphs (run.cuda_graph): a full model's, one per (route, rows
+ * bucket, merge), captured at first use and replayed after; the study layer's, its step
+ * captured every step and replayed (cuda_parts.h). */
+#include "cuda_parts.h"
+
+#include <stdlib.h>
+
+int32_t cuda_graph_rows(int32_t rows, int32_t cap) {
+    int32_t r = rows <= 1 ? 1 : rows <= 2 ? 2 : rows <= 4 ? 4 : (rows + 7) / 8 * 8;
+    return r < cap ? r : cap;
+}
+
+static int graph_buckets(int32_t cap) {
+    return 3 + (cap + 7) / 8;
+}
+
+/* Room for the routes a fixed grid runs (the ones pkv_backend_graph_routes names for a
+ * full model), with and without merge. */
+int cuda_graph_slots(int32_t cap) {
+    return __builtin_popcount(pkv_routes_in_graph(PKV_GRAPH_FIXED)) * 2 * graph_buckets(cap);
+}
+
+pkvk_graph **cuda_graph_slot(cuda_backend *b, const pkvk_plan *plan, int32_t rows) {
+    const unsigned fixed = pkv_routes_in_graph(PKV_GRAPH_FIXED);
+    if (!(fixed >> plan->route & 1)) return NULL;
+    const int r = __builtin_popcount(fixed & ((1u << plan->route) - 1));
+    const int k = rows == 1 ? 0 : rows == 2 ? 1 : rows <= 4 ? 2 : 2 + (rows + 7) / 8;
+    return &b->graphs[(r * graph_buckets(b->cap_rows) + k) * 2 + pkvk_plan_merges(plan)];
+}
+
+int cuda_graph_study_step(cuda_backend *b, const pkvk_batch *batch, const pkvk_plan *plan,
+                          float *ms, pkv_err *e) {
+    int reused = 0, launches;
+    if (pkv_route_graph_of(plan->route) == PKV_GRAPH_NONE)
+        return pkv_fail(e, "run.cuda_graph: the FlashInfer routes cannot be captured (their "
+                           "planner may allocate); run them without it");
+    if (pkvk_graph_begin(b->ctx)) return cuda_fail(e, "graph capture");
+    if (cuda_upload_step(b, plan, e)) {
+        pkvk_graph_abort(b->ctx);
+        return -1;
+    }
+    if (pkvk_launch(b->ws, batch, plan, &launches)) {
+        pkvk_graph_abort(b->ctx);
+        return cuda_fail(e, pkv_route_name(plan->route));
+    }
+    if (pkvk_graph_end(b->ctx, &b->graph, &reused) || pkvk_event_record(b->ev[EV_ATT0]) ||
+        pkvk_graph_launch(b->graph) || pkvk_event_record(b->ev[EV_ATT1]) ||
+        pkvk_event_elapsed(b->ev[EV_ATT0], b->ev[EV_ATT1], ms))
+        return cuda_fail(e, "graph replay");
+    b->base.stats.graph_steps++;
+    b->base.stats.graph_reused += reused;
+    return 0;
+}
+
+void cuda_graphs_free(cuda_backend *b) {
+    pkvk_graph_destroy(b->graph);
+    for (int k = 0; b->graphs && k < cuda_graph_slots(b->cap_rows); k++)
+        pkvk_graph_destroy(b->graphs[k]);
+    free(b->graphs);
+}
