@@ -1,14 +1,17 @@
 /* The cpu backend: runs each step's plan through the kernels' CPU mirror on a host
  * KV pool. It exists to check the whole loop (allocator -> block tables -> plan ->
- * attention) on machines without a GPU; its wall times are CPU times. A full model
- * (a small one: its weights and pools in host memory) runs its whole forward in FP32
- * (pkvk_cpu_model, kernels/pkvk_model.h): a prefill writes every layer's pages, a
- * step runs every layer with the route between its halves. */
+ * attention) on machines without a GPU; its wall times are CPU times. Both kinds of
+ * model run through the one forward (pkvk_forward.h), the route being the backend's
+ * attend hook: a full model (a small one: its weights and pools in host memory) runs its
+ * CPU mirror's operations in FP32 (pkvk_cpu_model, kernels/pkvk_model.h), the study
+ * layer the backend's own two (below): its new tokens' K/V and Q from the prepared rows,
+ * a prompt's pages written with the pool's tiles. */
 #include "backends.h"
 #include "pkv_clock.h"
 #include "routes.h"
 #include "tensors.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +28,9 @@ typedef struct cpu_backend {
     float *o, *o_ref, *part;
     size_t part_cap; /* floats: the planner's most partial states, sized at start */
     pkv_tensors t;
-    int64_t next_src;      /* prepared row of the next appended token */
-    pkvk_cpu_model *model; /* a full model; NULL: the study layer */
+    int64_t next_src, step_src; /* prepared rows of the next step's tokens, of this one's */
+    pkvk_cpu_model *model;      /* a full model; NULL: the study layer */
+    pkvk_fwd_model fwd;         /* the one forward's operations: the model's or the study's */
 } cpu_backend;
 
 static size_t page_elems(const pkvk_shape *s) {
@@ -57,27 +61,18 @@ static void fill_pages(cpu_backend *b, const int32_t *pages, int32_t n) {
         }
 }
 
-static int cpu_prefill(pkv_backend *base, const pkv_prefill_view *p, double *t_device, pkv_err *e) {
-    cpu_backend *b = (cpu_backend *)base;
-    *t_device = NAN;
-    if (!b->model) {
-        fill_pages(b, p->pages, p->n_pages);
-        return 0;
-    }
-    int rc = pkvk_cpu_model_prefill(b->model, p->n_req, p->lens, p->pages, p->starts, p->last);
-    return rc ? pkv_fail(e, "cpu backend: the model's prefill failed (status %d)", rc) : 0;
-}
-
-/* The step's new token: K/V appended at position len-1 of every row, and the step's
- * Q, from the prepared rows (tensors.h), as the cuda backend's prologue does. */
-static int cpu_prepare(pkv_backend *base, const pkv_batch_view *v, pkv_err *e) {
-    cpu_backend *b = (cpu_backend *)base;
+/* The study layer's operations in the one forward (it has no dense part): the step's
+ * new tokens, K/V appended at position len-1 of every row and the step's Q, from the
+ * prepared rows (tensors.h), as the cuda backend's prologue does; a prompt piece's
+ * pages written with the pool's tiles. */
+static int study_append(void *self, int l, const pkvk_fwd_in *in) {
+    cpu_backend *b = self;
     const pkvk_shape *s = &b->shape;
-    if (b->model) return 0; /* a full model appends its rows' K/V in its forward */
-    for (int32_t i = 0; i < v->n_rows; i++) {
-        int32_t t = v->seq_lens[i] - 1;
-        int32_t page = v->block_table[(size_t)i * v->bt_stride + t / s->page_size];
-        size_t src = (size_t)((b->next_src + i) % PKV_TENSOR_SRC_ROWS);
+    (void)l;
+    for (int32_t i = 0; i < in->rows; i++) {
+        int32_t t = in->lens[i] - 1;
+        int32_t page = in->block_table[(size_t)i * in->bt_stride + t / s->page_size];
+        size_t src = (size_t)((b->step_src + i) % PKV_TENSOR_SRC_ROWS);
         for (int h = 0; h < s->hkv; h++) {
             size_t off = (((size_t)page * s->hkv + h) * s->page_size + t % s->page_size) * s->d;
             const size_t from = (src * s->hkv + h) * s->d;
@@ -87,20 +82,44 @@ static int cpu_prepare(pkv_backend *base, const pkv_batch_view *v, pkv_err *e) {
         memcpy(b->q + (size_t)i * s->hq * s->d, b->t.src_q + src * s->hq * s->d,
                2 * (size_t)s->hq * s->d);
     }
+    return 0;
+}
+
+static int study_pieces(void *self, int l, const pkvk_fwd_in *in) {
+    cpu_backend *b = self;
+    (void)l;
+    for (int g = 0; g < in->p.n; g++) {
+        const pkvk_piece *c = &in->p.s[g];
+        fill_pages(b, in->pages + c->page_off,
+                   (c->q0 + c->len + b->shape.page_size - 1) / b->shape.page_size);
+    }
+    return 0;
+}
+
+static const pkvk_fwd_ops study_ops = {.rope = study_append, .pieces = study_pieces};
+
+static int cpu_prefill(pkv_backend *base, const pkv_prefill_view *p, double *t_device, pkv_err *e) {
+    cpu_backend *b = (cpu_backend *)base;
+    *t_device = NAN;
+    int rc =
+        pkvk_forward_prefill(&b->fwd, p->n_req, p->lens, p->pages, p->starts, p->last, NULL, NULL);
+    return rc ? pkv_fail(e, "cpu backend: the prefill failed (status %d)", rc) : 0;
+}
+
+/* The step's prepared rows (its forward appends their K/V; the oracle runs it again). */
+static int cpu_prepare(pkv_backend *base, const pkv_batch_view *v, pkv_err *e) {
+    cpu_backend *b = (cpu_backend *)base;
+    (void)e;
+    b->step_src = b->next_src;
     b->next_src += v->n_rows;
     return 0;
 }
 
-static int cpu_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan *plan, int check,
-                   pkv_step_rec *rec, pkv_err *e) {
-    cpu_backend *b = (cpu_backend *)base;
+/* The study layer's batch (its Q and pools; FP8: the pool's scales vary by page and head,
+ * no k_scale_all), which a full model's layer 0 is checked on too. */
+static pkvk_batch study_batch(const cpu_backend *b, const pkv_batch_view *v) {
     const pkvk_shape *s = &b->shape;
-    double t0 = pkv_clock_now();
-    if (pkvk_partial_floats(s, plan->n_slots) > b->part_cap)
-        return pkv_fail(e, "cpu backend: a plan of %d partial states, sized for %zu", plan->n_slots,
-                        b->part_cap / pkvk_partial_floats(s, 1));
-    /* FP8: the pool's scales vary by page and head (no k_scale_all) */
-    pkvk_batch batch = {.shape = *s,
+    return (pkvk_batch){.shape = *s,
                         .n_rows = v->n_rows,
                         .q = b->q,
                         .k_cache = b->k,
@@ -111,20 +130,58 @@ static int cpu_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan *
                         .sm_scale = 1.0f / sqrtf((float)s->d),
                         .k_scale = b->k_scale,
                         .v_scale = b->v_scale};
-    const pkv_route_ops *ops = pkv_route_ops_of(plan->route);
-    const pkvk_cpu_attend attend = ops ? ops->cpu_attend : NULL;
-    int rc;
-    if (b->model) { /* layer 0's attention output and Q kept for the check */
-        rc = pkvk_cpu_model_decode(b->model, v->n_rows, v->seq_lens, v->block_table, v->bt_stride,
-                                   plan, attend, b->part, b->o, b->q, &rec->t_device);
-        rec->t_dense = pkv_clock_now() - t0 - rec->t_device;
-    } else {
-        rc = pkvk_cpu_run(&batch, plan, attend, b->part, b->o);
-        rec->t_device = pkv_clock_now() - t0; /* the attention work's time, on the CPU */
+}
+
+/* The backend's part of a step's forward: the route on layer l's pools, timed; a full
+ * model's layer 0 output and Q kept for the check. */
+typedef struct cpu_step {
+    cpu_backend *b;
+    const pkv_batch_view *v;
+    const pkvk_fwd_in *in;
+    const pkvk_plan *plan;
+    pkvk_cpu_attend attend;
+    double t_attention;
+} cpu_step;
+
+static int cpu_attend(void *ctx, int l) {
+    cpu_step *h = ctx;
+    cpu_backend *b = h->b;
+    float *o = b->o;
+    const pkvk_batch batch =
+        b->model ? pkvk_cpu_model_attention(b->model, l, h->in, &o) : study_batch(b, h->v);
+    const double t0 = pkv_clock_now();
+    int rc = pkvk_cpu_run(&batch, h->plan, h->attend, b->part, o);
+    h->t_attention += pkv_clock_now() - t0;
+    if (!rc && l == 0 && b->model) {
+        const size_t n = (size_t)h->v->n_rows * b->shape.hq * b->shape.d;
+        memcpy(b->o, o, sizeof(float) * n);
+        memcpy(b->q, batch.q, 2 * n);
     }
+    return rc;
+}
+
+static int cpu_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan *plan, int check,
+                   pkv_step_rec *rec, pkv_err *e) {
+    cpu_backend *b = (cpu_backend *)base;
+    const pkvk_shape *s = &b->shape;
+    double t0 = pkv_clock_now();
+    if (pkvk_partial_floats(s, plan->n_slots) > b->part_cap)
+        return pkv_fail(e, "cpu backend: a plan of %d partial states, sized for %zu", plan->n_slots,
+                        b->part_cap / pkvk_partial_floats(s, 1));
+    const pkv_route_ops *ops = pkv_route_ops_of(plan->route);
+    pkvk_fwd_in in = {.rows = v->n_rows,
+                      .lens = v->seq_lens,
+                      .block_table = v->block_table,
+                      .bt_stride = v->bt_stride};
+    cpu_step h = {b, v, &in, plan, ops ? ops->cpu_attend : NULL, 0};
+    const pkvk_fwd_hooks hooks = {&h, cpu_attend, NULL};
+    int rc = pkvk_forward_step(&b->fwd, &in, 0, NULL, NULL, NULL, NULL, &hooks, NULL);
+    rec->t_device = h.t_attention; /* the attention work's time, on the CPU */
+    if (b->model) rec->t_dense = pkv_clock_now() - t0 - rec->t_device;
     if (rc)
         return pkv_fail(e, "cpu backend: %s failed (status %d)", pkv_route_name(plan->route), rc);
     if (check) {
+        const pkvk_batch batch = study_batch(b, v);
         if (pkvk_cpu_reference(&batch, b->o_ref))
             return pkv_fail(e, "cpu backend: the reference does not take head dimension %d", s->d);
         size_t n = (size_t)v->n_rows * s->hq * s->d;
@@ -228,6 +285,8 @@ pkv_backend *pkv_backend_cpu_create(const pkv_model *md, int32_t n_pages, int32_
      * stale values, as in a server (the reference reads the same memory). A full
      * model's pools start at 0, as on the GPU. */
     if (!forward) fill_pages(b, NULL, (int32_t)(pool / page_elems(s)));
+    b->fwd = forward ? pkvk_cpu_model_forward(b->model)
+                     : (pkvk_fwd_model){&study_ops, b, 1, s->page_size, INT32_MAX / 2};
     b->base.v_max = forward ? 0 : b->t.v_max; /* a full model's pools hold its own K and V */
     return &b->base;
 }

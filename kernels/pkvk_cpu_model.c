@@ -321,14 +321,19 @@ typedef struct decode_ctx {
     double *t_attention;
 } decode_ctx;
 
+pkvk_batch pkvk_cpu_model_attention(pkvk_cpu_model *m, int l, const pkvk_fwd_in *in, float **o) {
+    *o = m->o;
+    return layer_batch(m, l, in->rows, m->q, in->block_table, in->bt_stride, in->lens);
+}
+
 static int decode_attend(void *ctx, int l) {
     decode_ctx *c = ctx;
     pkvk_cpu_model *m = c->m;
     const size_t n = (size_t)c->in->rows * m->s.hq * m->s.d;
-    const pkvk_batch b =
-        layer_batch(m, l, c->in->rows, m->q, c->in->block_table, c->in->bt_stride, c->in->lens);
+    float *o;
+    const pkvk_batch b = pkvk_cpu_model_attention(m, l, c->in, &o);
     const double t0 = pkv_clock_now();
-    int rc = pkvk_cpu_run(&b, c->p, c->attend, c->part, m->o);
+    int rc = pkvk_cpu_run(&b, c->p, c->attend, c->part, o);
     if (c->t_attention) *c->t_attention += pkv_clock_now() - t0;
     if (!rc && l == 0 && c->o0) memcpy(c->o0, m->o, sizeof(float) * n);
     if (!rc && l == 0 && c->q0) memcpy(c->q0, m->q, 2 * n);

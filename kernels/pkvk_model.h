@@ -231,6 +231,10 @@ uint16_t *pkvk_cpu_model_kv(pkvk_cpu_model *m, int l, int v);
 /* Its operations for the one forward (pkvk_forward.h; host lens, block table and
  * pages; in->q and in->o unused: the rows' Q and the route's output are its own). */
 pkvk_fwd_model pkvk_cpu_model_forward(pkvk_cpu_model *m);
+/* Layer l's attention over a forward's rows, for the caller's attend hook: the batch (the
+ * layer's Q, its pools at FP8 scale 1) and *o, where the route's output goes (FP32
+ * [rows][hq][d], read by the layer's dense part after). */
+pkvk_batch pkvk_cpu_model_attention(pkvk_cpu_model *m, int l, const pkvk_fwd_in *in, float **o);
 /* A decode step of rows (host lens and block table, as for the GPU) through plan p,
  * its CTAs by attend (pkvk_cpu_run; part: pkvk_partial_floats(p->n_slots) floats); o0 and q0 (NULL:
  * skip) receive layer 0's attention output [rows][hq][d] and its Q (dtype), *t_attention (NULL:
