@@ -153,12 +153,9 @@ static const char *QUEUE =
     " \"route\": {\"policy\": \"ref_paged\", \"calibration\": \"%s\","
     "   \"overrides\": {\"beta_gbps\": 1000000, \"launch_us\": 1000}}, \"run\": {\"seed\": %d}}";
 
-int main(int argc, char **argv) {
+/* One replica behind the router is the run alone. */
+static void one_replica_is_the_engine_alone(void) {
     pkv_err e = {0};
-    const int erlang = argc > 1 && !strcmp(argv[1], "erlang");
-    const int seed0 = argc > 2 ? atoi(argv[2]) : 11;
-    char text[4096];
-    /* One replica behind the router is the run alone. */
     for (int k = 0; k < 2; k++) {
         replica r;
         int rc = replica_init(&r, replica_experiments[k], &e) || pkv_sim_run(&r.sim, &e);
@@ -176,31 +173,35 @@ int main(int argc, char **argv) {
               (unsigned long long)alone.steps, (unsigned long long)alone.requests, alone.t_end);
         fleet_run_free(&fr, 1);
     }
+}
 
-    /* The router's latency moves every request's first token by as much. */
-    {
-        const int n = 3;
-        double sum[2];
-        uint64_t fin[2];
-        for (int k = 0; k < 2; k++) {
-            pkv_fleet_spec spec = by(PKV_ROUTER_ROUND_ROBIN);
-            spec.latency_s = k ? 0.005 : 0;
-            fleet_run fr;
-            fleet_run_go(&fr, n, replica_experiments[0], spec, NULL, &e);
-            CHECK(fr.rc == 0, "latency %g: %s", spec.latency_s, e.msg);
-            sum[k] = ttft_sum(&fr, n, &fin[k]);
-            fleet_run_free(&fr, n);
-        }
-        CHECK(fin[0] == fin[1] && fin[0] > 0, "%llu and %llu finished", (unsigned long long)fin[0],
-              (unsigned long long)fin[1]);
-        CHECK(fabs(sum[1] - sum[0] - 0.005 * (double)fin[0]) <= 1e-9 * (double)fin[0],
-              "a 5 ms router adds %.9g ms to the mean TTFT", 1e3 * (sum[1] - sum[0]) / fin[0]);
+/* The router's latency moves every request's first token by as much. */
+static void router_latency_moves_every_first_token(void) {
+    pkv_err e = {0};
+    const int n = 3;
+    double sum[2];
+    uint64_t fin[2];
+    for (int k = 0; k < 2; k++) {
+        pkv_fleet_spec spec = by(PKV_ROUTER_ROUND_ROBIN);
+        spec.latency_s = k ? 0.005 : 0;
+        fleet_run fr;
+        fleet_run_go(&fr, n, replica_experiments[0], spec, NULL, &e);
+        CHECK(fr.rc == 0, "latency %g: %s", spec.latency_s, e.msg);
+        sum[k] = ttft_sum(&fr, n, &fin[k]);
+        fleet_run_free(&fr, n);
     }
+    CHECK(fin[0] == fin[1] && fin[0] > 0, "%llu and %llu finished", (unsigned long long)fin[0],
+          (unsigned long long)fin[1]);
+    CHECK(fabs(sum[1] - sum[0] - 0.005 * (double)fin[0]) <= 1e-9 * (double)fin[0],
+          "a 5 ms router adds %.9g ms to the mean TTFT", 1e3 * (sum[1] - sum[0]) / fin[0]);
+}
 
-    /* A view never refreshed ties least_kv's replicas for good (the router's own sends
-     * change no free pages it sees): the ties rotate, so each replica takes a quarter (a
-     * tie went to the lowest replica, which took everything); a live view spreads them
-     * by load. */
+/* A view never refreshed ties least_kv's replicas for good (the router's own sends
+ * change no free pages it sees): the ties rotate, so each replica takes a quarter (a
+ * tie went to the lowest replica, which took everything); a live view spreads them
+ * by load. */
+static void least_kv_ties_rotate_under_a_stale_view(void) {
+    pkv_err e = {0};
     for (int k = 0; k < 2; k++) {
         const int n = 4;
         pkv_fleet_spec spec = by(PKV_ROUTER_LEAST_KV);
@@ -217,8 +218,13 @@ int main(int argc, char **argv) {
               spec.view_refresh_s, (unsigned long long)first, (unsigned long long)all);
         fleet_run_free(&fr, n);
     }
+}
 
-    /* Routing by prefix or by session against round robin, 4 replicas. */
+/* Routing by prefix or by session against round robin, 4 replicas; one replica under
+ * either is exactly the engine alone. */
+static void affinity_routers_hit_more_than_round_robin(void) {
+    pkv_err e = {0};
+    char text[4096];
     for (int k = 0; k < 2; k++) {
         const int n = 4;
         const pkv_router aff = k ? PKV_ROUTER_SESSION_AFFINITY : PKV_ROUTER_PREFIX_AFFINITY;
@@ -235,7 +241,6 @@ int main(int argc, char **argv) {
                       fr.log.sessions);
             fleet_run_free(&fr, n);
         }
-        /* one replica: exactly the engine alone */
         replica r;
         CHECK(replica_init(&r, text, &e) == 0 && pkv_sim_run(&r.sim, &e) == 0, "alone: %s", e.msg);
         fleet_run one;
@@ -251,42 +256,61 @@ int main(int argc, char **argv) {
               "%s hits %.3f of the prompt tokens, round_robin %.3f", pkv_router_names[aff], rate[1],
               rate[0]);
     }
+}
 
-    /* Geometric decode lengths of mean 100 steps (service time's squared coefficient of
-     * variation 0.99; a shorter mean makes whole steps show: 0.95 at 20 steps, 2.5% less
-     * wait at one server): a table of the distribution's quantiles drawn uniformly (the
-     * empirical kind). */
-    enum { QUANTILES = 100000 };
+/* The queueing cases' service: geometric decode lengths of mean 100 steps (service
+ * time's squared coefficient of variation 0.99; a shorter mean makes whole steps show:
+ * 0.95 at 20 steps, 2.5% less wait at one server), a table of the distribution's
+ * quantiles drawn uniformly (the empirical kind); and the step's cost, from a first run
+ * (the service rate is 1 / (mean length x step)). */
+typedef struct queue_service {
+    pkv_length_spec geo;
+    double mean_len, step;
+} queue_service;
+enum { QUANTILES = 100000 };
+
+static int queue_service_make(queue_service *q) {
+    pkv_err e = {0};
+    char text[4096];
     const double p = 1.0 / 100;
-    pkv_length_spec geo = {.kind = PKV_LENGTH_EMPIRICAL, .n_emp = QUANTILES};
-    geo.values_emp = malloc(sizeof *geo.values_emp * QUANTILES);
-    for (int i = 0; i < QUANTILES; i++)
-        geo.values_emp[i] = (int32_t)ceil(log(1 - (i + 0.5) / QUANTILES) / log(1 - p));
-    double mean_len = 0;
-    for (int i = 0; i < QUANTILES; i++) mean_len += geo.values_emp[i] / (double)QUANTILES;
-
-    /* The step's cost, from a first run: the service rate is 1 / (mean length x step). */
+    q->geo = (pkv_length_spec){.kind = PKV_LENGTH_EMPIRICAL, .n_emp = QUANTILES};
+    q->geo.values_emp = malloc(sizeof *q->geo.values_emp * QUANTILES);
+    CHECK(q->geo.values_emp != NULL, "out of memory");
+    if (!q->geo.values_emp) return -1;
+    q->mean_len = 0;
+    for (int i = 0; i < QUANTILES; i++) {
+        q->geo.values_emp[i] = (int32_t)ceil(log(1 - (i + 0.5) / QUANTILES) / log(1 - p));
+        q->mean_len += q->geo.values_emp[i] / (double)QUANTILES;
+    }
     snprintf(text, sizeof text, QUEUE, 10.0, 200, CAL, 3);
     fleet_run pilot;
-    fleet_run_go(&pilot, 1, text, by(PKV_ROUTER_ROUND_ROBIN), &geo, &e);
+    fleet_run_go(&pilot, 1, text, by(PKV_ROUTER_ROUND_ROBIN), &q->geo, &e);
     CHECK(pilot.rc == 0, "pilot: %s", e.msg);
     const seen *pw = &pilot.r[0].w;
-    const double step = pw->advance / (double)pw->steps;
-    CHECK(pw->step_max - pw->step_min <= 1e-3 * step, "the step's cost varies: %.6g to %.6g s",
+    q->step = pw->advance / (double)pw->steps;
+    CHECK(pw->step_max - pw->step_min <= 1e-3 * q->step, "the step's cost varies: %.6g to %.6g s",
           pw->step_min, pw->step_max);
     fleet_run_free(&pilot, 1);
+    return pilot.rc;
+}
 
-    /* Erlang C: the router's mean wait under central_queue. */
+/* Erlang C: the router's mean wait under central_queue, a million requests per server
+ * count and load (`test_fleet erlang [SEED]`, ctest's fleet_erlang, labelled long). */
+static void erlang_c_wait_under_central_queue(int seed0) {
+    pkv_err e = {0};
+    char text[4096];
+    queue_service q;
+    if (queue_service_make(&q)) return;
     static const int cs[3] = {1, 4, 16};
     static const double loads[2] = {0.7, 0.85};
-    for (int ci = 0; ci < 3 && erlang; ci++)
+    for (int ci = 0; ci < 3; ci++)
         for (int li = 0; li < 2; li++) {
             const int c = cs[ci], n_req = 1000000;
-            const double mu = 1 / (mean_len * step);
+            const double mu = 1 / (q.mean_len * q.step);
             const double lambda = loads[li] * c * mu;
             snprintf(text, sizeof text, QUEUE, lambda, n_req, CAL, seed0 + ci * 2 + li);
             fleet_run fr;
-            fleet_run_go(&fr, c, text, by(PKV_ROUTER_CENTRAL_QUEUE), &geo, &e);
+            fleet_run_go(&fr, c, text, by(PKV_ROUTER_CENTRAL_QUEUE), &q.geo, &e);
             CHECK(fr.rc == 0, "erlang c=%d: %s", c, e.msg);
             uint64_t steps = 0, finished = 0;
             double busy = 0;
@@ -303,8 +327,8 @@ int main(int argc, char **argv) {
             CHECK(finished == (uint64_t)n_req && fr.log.n == (uint64_t)n_req,
                   "erlang c=%d: %llu finished, %llu routed of %d", c, (unsigned long long)finished,
                   (unsigned long long)fr.log.n, n_req);
-            CHECK(fabs(busy / (double)steps - step) <= 1e-3 * step,
-                  "c=%d: steps of %.6g s, not %.6g", c, busy / (double)steps, step);
+            CHECK(fabs(busy / (double)steps - q.step) <= 1e-3 * q.step,
+                  "c=%d: steps of %.6g s, not %.6g", c, busy / (double)steps, q.step);
             CHECK(fabs(got - want) <= 0.03 * want,
                   "c=%d, load %.1f: mean wait %.6g s, Erlang C %.6g s (%+.1f%%)", c, loads[li], got,
                   want, 100 * (got / want - 1));
@@ -312,16 +336,23 @@ int main(int argc, char **argv) {
                    got, want, 100 * (got / want - 1));
             fleet_run_free(&fr, c);
         }
+    free(q.geo.values_emp);
+}
 
-    /* Join the shortest queue against round robin, 4 replicas at load 0.9, the wait
-     * at the replicas (arrival to admission); every router conserves requests. */
+/* Join the shortest queue against round robin, 4 replicas at load 0.9, the wait at the
+ * replicas (arrival to admission); every router conserves requests. */
+static void shortest_queue_waits_less_and_every_router_conserves(void) {
+    pkv_err e = {0};
+    char text[4096];
+    queue_service q;
+    if (queue_service_make(&q)) return;
     double wait[PKV_ROUTER_COUNT] = {0};
     for (int router = 0; router < PKV_ROUTER_COUNT; router++) {
         const int c = 4, n_req = 20000;
-        const double mu = 1 / (mean_len * step), lambda = 0.9 * c * mu;
+        const double mu = 1 / (q.mean_len * q.step), lambda = 0.9 * c * mu;
         snprintf(text, sizeof text, QUEUE, lambda, n_req, CAL, 5);
         fleet_run fr;
-        fleet_run_go(&fr, c, text, by((pkv_router)router), &geo, &e);
+        fleet_run_go(&fr, c, text, by((pkv_router)router), &q.geo, &e);
         CHECK(fr.rc == 0, "%s: %s", pkv_router_names[router], e.msg);
         uint64_t finished = 0, routed = 0;
         double sum = 0; /* arrival (at the router) to admission */
@@ -346,6 +377,22 @@ int main(int argc, char **argv) {
     CHECK(wait[PKV_ROUTER_CENTRAL_QUEUE] <= wait[PKV_ROUTER_LEAST_REQUESTS] * 1.05,
           "central_queue waits %.6g s, least_requests %.6g s", wait[PKV_ROUTER_CENTRAL_QUEUE],
           wait[PKV_ROUTER_LEAST_REQUESTS]);
-    free(geo.values_emp);
-    CHECK_DONE();
+    free(q.geo.values_emp);
+}
+
+static const pkv_test_case cases[] = {
+    PKV_CASE(one_replica_is_the_engine_alone),
+    PKV_CASE(router_latency_moves_every_first_token),
+    PKV_CASE(least_kv_ties_rotate_under_a_stale_view),
+    PKV_CASE(affinity_routers_hit_more_than_round_robin),
+    PKV_CASE(shortest_queue_waits_less_and_every_router_conserves),
+};
+
+/* `erlang [SEED]` runs the long Erlang C check alone; anything else is the cases'. */
+int main(int argc, char **argv) {
+    if (argc > 1 && !strcmp(argv[1], "erlang")) {
+        erlang_c_wait_under_central_queue(argc > 2 ? atoi(argv[2]) : 11);
+        CHECK_DONE();
+    }
+    return pkv_test_main(cases, (int)(sizeof cases / sizeof *cases), argc, argv);
 }

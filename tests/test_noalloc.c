@@ -139,64 +139,101 @@ static long steps_allocs(pkv_backend_kind kind, const pkv_model *m, const char *
     return n;
 }
 
-int main(void) {
-    static const char *const policies[] = {"adaptive",   "oracle",        "ref_paged",
-                                           "pkv_bucket", "pkv_workqueue", "pkv_fused",
-                                           "flashinfer", "flashinfer_tc"};
-    /* The study layer, a small layer for the cpu backend, and a small full model (two
-     * layers: its dense part around the routes in every decode step). */
-    const pkv_model small = {.name = "small",
-                             .layers = 1,
-                             .hq = 8,
-                             .hkv = 2,
-                             .head_dim = 64,
-                             .tp = 1,
-                             .page_size = 8},
-                    study = {.name = "study-layer",
-                             .layers = 1,
-                             .hq = 32,
-                             .hkv = 8,
-                             .head_dim = 128,
-                             .tp = 1,
-                             .page_size = 16},
-                    tiny = {.name = "tiny",
-                            .layers = 2,
-                            .hidden = 512,
-                            .hq = 8,
-                            .hkv = 2,
-                            .head_dim = 128,
-                            .inter = 1024,
-                            .vocab = 1000,
-                            .tp = 1,
-                            .page_size = 16,
-                            .rope_theta = 10000,
-                            .norm_eps = 1e-5};
+static const char *const policies[] = {"adaptive",      "oracle",    "ref_paged",  "pkv_bucket",
+                                       "pkv_workqueue", "pkv_fused", "flashinfer", "flashinfer_tc"};
+/* The study layer, a small layer for the cpu backend, and small full models (two layers:
+ * their dense part around the routes in every decode step). */
+static const pkv_model small = {.name = "small",
+                                .layers = 1,
+                                .hq = 8,
+                                .hkv = 2,
+                                .head_dim = 64,
+                                .tp = 1,
+                                .page_size = 8},
+                       study = {.name = "study-layer",
+                                .layers = 1,
+                                .hq = 32,
+                                .hkv = 8,
+                                .head_dim = 128,
+                                .tp = 1,
+                                .page_size = 16},
+                       tiny = {.name = "tiny",
+                               .layers = 2,
+                               .hidden = 512,
+                               .hq = 8,
+                               .hkv = 2,
+                               .head_dim = 128,
+                               .inter = 1024,
+                               .vocab = 1000,
+                               .tp = 1,
+                               .page_size = 16,
+                               .rope_theta = 10000,
+                               .norm_eps = 1e-5},
+                       tiny_cpu = {.name = "tiny-cpu",
+                                   .layers = 2,
+                                   .hidden = 128,
+                                   .hq = 4,
+                                   .hkv = 2,
+                                   .head_dim = 64,
+                                   .inter = 256,
+                                   .vocab = 500,
+                                   .tp = 1,
+                                   .page_size = 8,
+                                   .rope_theta = 10000,
+                                   .norm_eps = 1e-5};
+
+static void model_backend_steps_allocate_nothing(void) {
     pkv_err e;
-    setvbuf(stdout, NULL, _IONBF, 0);
     for (int k = 0; k < 8; k++) {
         long a = steps_allocs(PKV_BACKEND_MODEL, &study, policies[k], 3000, 0, &e);
         CHECK(a == 0, "model backend, %s: %ld allocations in steps (%s)", policies[k], a,
               a < 0 ? e.msg : "");
-        a = steps_allocs(PKV_BACKEND_CPU, &small, policies[k], 240, 10, &e);
+    }
+}
+
+/* The study layer and a full model, every route, checked every tenth step. */
+static void cpu_backend_steps_allocate_nothing(void) {
+    pkv_err e;
+    for (int k = 0; k < 8; k++) {
+        long a = steps_allocs(PKV_BACKEND_CPU, &small, policies[k], 240, 10, &e);
         CHECK(a == 0, "cpu backend, %s: %ld allocations in steps (%s)", policies[k], a,
               a < 0 ? e.msg : "");
+        if (!strcmp(policies[k], "oracle")) continue; /* not with a full model */
+        a = steps_allocs(PKV_BACKEND_CPU, &tiny_cpu, policies[k], 240, 10, &e);
+        CHECK(a == 0, "cpu backend, model tiny-cpu, %s: %ld allocations in steps (%s)", policies[k],
+              a, a < 0 ? e.msg : "");
     }
-    if (pkvk_device_count() > 0) {
-        for (int k = 0; k < 8; k++) {
-            if (!strncmp(policies[k], "flashinfer", 10) && !pkvk_flashinfer_built()) continue;
-            long a = steps_allocs(PKV_BACKEND_CUDA, &study, policies[k], 3000, 10, &e);
-            CHECK(a == 0, "cuda backend, %s: %ld allocations in steps (%s)", policies[k], a,
-                  a < 0 ? e.msg : "");
-            printf("cuda backend, %s: %ld allocations in %d steps\n", policies[k], a, STEPS);
-            if (!strcmp(policies[k], "oracle")) continue; /* not with a full model */
-            a = steps_allocs(PKV_BACKEND_CUDA, &tiny, policies[k], 3000, 10, &e);
-            CHECK(a == 0, "cuda backend, model tiny, %s: %ld allocations in steps (%s)",
-                  policies[k], a, a < 0 ? e.msg : "");
-            printf("cuda backend, model tiny, %s: %ld allocations in %d steps\n", policies[k], a,
-                   STEPS);
-        }
-    } else {
+}
+
+/* Host and pinned or device allocations alike, where a GPU is usable. */
+static void cuda_backend_steps_allocate_nothing(void) {
+    pkv_err e;
+    if (pkvk_device_count() <= 0) {
         printf("no GPU: the cuda backend's steps were not counted\n");
+        return;
     }
-    CHECK_DONE();
+    for (int k = 0; k < 8; k++) {
+        if (!strncmp(policies[k], "flashinfer", 10) && !pkvk_flashinfer_built()) continue;
+        long a = steps_allocs(PKV_BACKEND_CUDA, &study, policies[k], 3000, 10, &e);
+        CHECK(a == 0, "cuda backend, %s: %ld allocations in steps (%s)", policies[k], a,
+              a < 0 ? e.msg : "");
+        printf("cuda backend, %s: %ld allocations in %d steps\n", policies[k], a, STEPS);
+        if (!strcmp(policies[k], "oracle")) continue; /* not with a full model */
+        a = steps_allocs(PKV_BACKEND_CUDA, &tiny, policies[k], 3000, 10, &e);
+        CHECK(a == 0, "cuda backend, model tiny, %s: %ld allocations in steps (%s)", policies[k], a,
+              a < 0 ? e.msg : "");
+        printf("cuda backend, model tiny, %s: %ld allocations in %d steps\n", policies[k], a,
+               STEPS);
+    }
+}
+
+static const pkv_test_case cases[] = {
+    PKV_CASE(model_backend_steps_allocate_nothing),
+    PKV_CASE(cpu_backend_steps_allocate_nothing),
+    PKV_CASE(cuda_backend_steps_allocate_nothing),
+};
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IONBF, 0);
+    return pkv_test_main(cases, (int)(sizeof cases / sizeof *cases), argc, argv);
 }
