@@ -87,8 +87,8 @@ static int check_output(cuda_backend *b, const pkvk_batch *batch, pkv_step_rec *
     return 0;
 }
 
-/* The backend's part of a full model's step (pkvk_forward.h): the route on each
- * layer's pools between the layer's events, layer 0's check, the head's event. */
+/* The backend's part of a step's forward (pkvk_forward.h): the route on each layer's
+ * pools between the layer's events, layer 0's check, the head's event. */
 typedef struct step_hooks {
     cuda_backend *b;
     pkvk_batch batch;
@@ -101,8 +101,9 @@ typedef struct step_hooks {
 static int step_attend(void *ctx, int l) {
     step_hooks *h = ctx;
     int launches;
-    h->batch.k_cache = pkvk_model_kv(h->b->model, l, 0);
-    h->batch.v_cache = pkvk_model_kv(h->b->model, l, 1);
+    /* layer 0's pools are b->k and b->v (a full model's first) */
+    h->batch.k_cache = l ? pkvk_model_kv(h->b->model, l, 0) : h->b->k;
+    h->batch.v_cache = l ? pkvk_model_kv(h->b->model, l, 1) : h->b->v;
     return pkvk_launch(h->b->ws, &h->batch, h->plan, &launches);
 }
 
@@ -118,12 +119,8 @@ static int step_mark(void *ctx, pkvk_fwd_at at, int l) {
     return rc;
 }
 
-/* The forward of a full model's step over `rows` rows (the step's, or a graph's
- * bucket) with the step's prompt chunks. check: layer 0's attention is compared with
- * the reference; capture: into a graph being captured (the events as its nodes; no
- * check). */
-static int forward(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *plan, int rows,
-                   int check, int capture, pkv_step_rec *rec, pkv_err *e) {
+int cuda_forward(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *plan, int rows,
+                 int check, cuda_marks marks, pkv_step_rec *rec, pkv_err *e) {
     const pkvk_shape *s = &b->shape;
     const pkv_prefill_view *c = v->chunks;
     step_hooks h = {b,
@@ -135,18 +132,17 @@ static int forward(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *pl
                      .bt_stride = b->bt_stride,
                      .seq_lens = b->lens,
                      .sm_scale = 1.0f / sqrtf((float)s->d),
-                     .k_scale = b->k_scale, /* FP8: 1 on every page and head */
+                     .k_scale = b->k_scale,
                      .v_scale = b->v_scale,
-                     .k_scale_all = b->k_scale ? 1.0f : 0.0f,
-                     .v_scale_all = b->v_scale ? 1.0f : 0.0f},
+                     .k_scale_all = b->scale_all,
+                     .v_scale_all = b->scale_all},
                     plan,
                     check,
-                    capture,
+                    marks == CUDA_MARKS_NODES,
                     0,
                     rec,
                     e};
-    const pkvk_fwd_hooks hooks = {&h, step_attend, step_mark};
-    const pkvk_fwd_model f = pkvk_model_forward(b->model);
+    const pkvk_fwd_hooks hooks = {&h, step_attend, marks == CUDA_MARKS_NONE ? NULL : step_mark};
     pkvk_fwd_in in = {.rows = rows,
                       .lens = b->lens,
                       .block_table = b->bt,
@@ -154,7 +150,7 @@ static int forward(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *pl
                       .q = b->q,
                       .o = b->o};
     pkvk_fwd_at failed = PKVK_AT_BEGIN;
-    if (!pkvk_forward_step(&f, &in, c ? c->n_req : 0, c ? c->lens : NULL, c ? c->pages : NULL,
+    if (!pkvk_forward_step(&b->fwd, &in, c ? c->n_req : 0, c ? c->lens : NULL, c ? c->pages : NULL,
                            c ? c->starts : NULL, c ? c->last : NULL, &hooks, &failed))
         return 0;
     if (h.check_failed) return -1;
@@ -202,7 +198,7 @@ static int run_model(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *
         const double t = pkv_clock_now();
         int reused;
         if (pkvk_graph_begin(b->ctx)) return cuda_fail(e, "graph capture");
-        if (forward(b, v, plan, rows, 0, 1, rec, e)) {
+        if (cuda_forward(b, v, plan, rows, 0, CUDA_MARKS_NODES, rec, e)) {
             pkvk_graph_abort(b->ctx);
             return -1;
         }
@@ -216,7 +212,7 @@ static int run_model(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *
     if (g) {
         if (pkvk_graph_launch(*g)) return cuda_fail(e, "graph replay");
         b->base.stats.graph_steps++;
-    } else if (forward(b, v, plan, rows, check, 0, rec, e)) {
+    } else if (cuda_forward(b, v, plan, rows, check, CUDA_MARKS_EVENTS, rec, e)) {
         return -1;
     }
     /* The wait for the step's end, then the reading of its 2 L + 2 timers (host work
@@ -245,55 +241,53 @@ static int run_model(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *
     return 0;
 }
 
+/* The study layer's step: its upload and prologue (the new tokens' K/V and Q, as the
+ * step's metadata, timed every META_EVERY-th step), then the one forward (no dense part:
+ * the route alone, between its layer's events; the check at its end); under
+ * run.cuda_graph all of it captured every step and replayed (cuda_graph.c). A full
+ * model's step is run_model's. */
 static int cuda_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan *plan, int check,
                     pkv_step_rec *rec, pkv_err *e) {
     cuda_backend *b = (cuda_backend *)base;
     if (b->model) return run_model(b, v, plan, check, rec, e);
     const pkvk_shape *s = &b->shape;
     /* FP8: the pool's scales vary by page and head (no k_scale_all) */
-    pkvk_batch batch = {.shape = *s,
-                        .n_rows = v->n_rows,
-                        .q = b->q,
-                        .o = b->o,
-                        .k_cache = b->k,
-                        .v_cache = b->v,
-                        .block_table = b->bt,
-                        .bt_stride = b->bt_stride,
-                        .seq_lens = b->lens,
-                        .sm_scale = 1.0f / sqrtf((float)s->d),
-                        .k_scale = b->k_scale,
-                        .v_scale = b->v_scale};
-    int launches;
+    const pkvk_batch batch = {.shape = *s,
+                              .n_rows = v->n_rows,
+                              .q = b->q,
+                              .o = b->o,
+                              .k_cache = b->k,
+                              .v_cache = b->v,
+                              .block_table = b->bt,
+                              .bt_stride = b->bt_stride,
+                              .seq_lens = b->lens,
+                              .sm_scale = 1.0f / sqrtf((float)s->d),
+                              .k_scale = b->k_scale,
+                              .v_scale = b->v_scale};
     float ms;
-    /* The plan upload is part of the step (and of its wall time), not of the
-     * attention's device time. */
-    if (b->use_graph) {
-        /* Graph replay: the step's upload (metadata and plan), the prologue and the
-         * route's kernels are captured and run as one graph; its device time covers
-         * all of them. */
-        if (cuda_graph_study_step(b, &batch, plan, &ms, e)) return -1;
-    } else {
-        /* Timing the metadata costs an event pair: every META_EVERY-th step only (by
-         * its index: the oracle runs a step several times). */
-        b->meta_pending = b->stage_pending && rec->index % META_EVERY == 0;
-        if (b->meta_pending && pkvk_event_record(b->ev[EV_META])) return cuda_fail(e, "event");
-        if (cuda_upload_step(b, plan, e)) return -1;
-        /* FlashInfer's page list, like the prologue, is the step's metadata: outside
-         * the attention's device time. */
-        if (pkv_route_has(plan->route, PKV_RP_CSR) && pkvk_pack_csr(b->ws, &batch))
-            return cuda_fail(e, "FlashInfer page list");
-        if (pkvk_event_record(b->ev[EV_ATT0]) || pkvk_launch(b->ws, &batch, plan, &launches) ||
-            pkvk_event_record(b->ev[EV_ATT1]) ||
-            pkvk_event_elapsed(b->ev[EV_ATT0], b->ev[EV_ATT1], &ms))
-            return cuda_fail(e, pkv_route_name(plan->route));
+    if (b->use_graph) { /* the graph's device time covers the upload and prologue too */
+        if (cuda_graph_study_step(b, v, plan, &ms, e)) return -1;
+        rec->t_device = ms * 1e-3;
+        return check ? check_output(b, &batch, rec, e) : 0;
     }
+    /* Timing the metadata costs an event pair: every META_EVERY-th step only (by its
+     * index: the oracle runs a step several times). The plan upload is part of the step
+     * (and of its wall time), not of the attention's device time; FlashInfer's page list
+     * too. */
+    b->meta_pending = b->stage_pending && rec->index % META_EVERY == 0;
+    if (b->meta_pending && pkvk_event_record(b->ev[EV_META])) return cuda_fail(e, "event");
+    if (cuda_upload_step(b, plan, e)) return -1;
+    if (pkv_route_has(plan->route, PKV_RP_CSR) && pkvk_pack_csr(b->ws, &batch))
+        return cuda_fail(e, "FlashInfer page list");
+    if (cuda_forward(b, v, plan, v->n_rows, check, CUDA_MARKS_EVENTS, rec, e)) return -1;
+    if (pkvk_event_elapsed(b->att_ev[0], b->att_ev[1], &ms)) return cuda_fail(e, "event");
     rec->t_device = ms * 1e-3;
     if (b->meta_pending) { /* the first route run after prepare */
-        if (pkvk_event_elapsed(b->ev[EV_META], b->ev[EV_ATT0], &ms)) return cuda_fail(e, "event");
+        if (pkvk_event_elapsed(b->ev[EV_META], b->att_ev[0], &ms)) return cuda_fail(e, "event");
         rec->t_meta = ms * 1e-3;
         b->meta_pending = 0;
     }
-    return check ? check_output(b, &batch, rec, e) : 0;
+    return 0;
 }
 
 /* A full model's prefill: its forward over the prompts (every layer's K/V pages

@@ -28,20 +28,17 @@ pkvk_graph **cuda_graph_slot(cuda_backend *b, const pkvk_plan *plan, int32_t row
     return &b->graphs[(r * graph_buckets(b->cap_rows) + k) * 2 + pkvk_plan_merges(plan)];
 }
 
-int cuda_graph_study_step(cuda_backend *b, const pkvk_batch *batch, const pkvk_plan *plan,
+int cuda_graph_study_step(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *plan,
                           float *ms, pkv_err *e) {
-    int reused = 0, launches;
+    int reused = 0;
     if (pkv_route_graph_of(plan->route) == PKV_GRAPH_NONE)
         return pkv_fail(e, "run.cuda_graph: the FlashInfer routes cannot be captured (their "
                            "planner may allocate); run them without it");
     if (pkvk_graph_begin(b->ctx)) return cuda_fail(e, "graph capture");
-    if (cuda_upload_step(b, plan, e)) {
+    if (cuda_upload_step(b, plan, e) ||
+        cuda_forward(b, v, plan, v->n_rows, 0, CUDA_MARKS_NONE, NULL, e)) {
         pkvk_graph_abort(b->ctx);
         return -1;
-    }
-    if (pkvk_launch(b->ws, batch, plan, &launches)) {
-        pkvk_graph_abort(b->ctx);
-        return cuda_fail(e, pkv_route_name(plan->route));
     }
     if (pkvk_graph_end(b->ctx, &b->graph, &reused) || pkvk_event_record(b->ev[EV_ATT0]) ||
         pkvk_graph_launch(b->graph) || pkvk_event_record(b->ev[EV_ATT1]) ||

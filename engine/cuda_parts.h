@@ -89,7 +89,10 @@ typedef struct cuda_backend {
     int32_t n_pages;
     int32_t *pages_h;    /* pinned host [n_pages]: a prefill's page list */
     pkvk_model *model;   /* a full model's dense part and pools; NULL: the study layer */
-    int layers;          /* a full model's layers run for real (run.layers_measured) */
+    pkvk_fwd_model fwd;  /* the one forward's operations: the model's, or none (the study
+                            layer: its prologue appends the new tokens, as metadata) */
+    float scale_all;     /* FP8 pools' one scale (a full model's, 1), else 0: per page */
+    int layers;          /* layers run for real (a full model's: run.layers_measured) */
     double layer_scale;  /* the model's layers over those: their time is scaled by it */
     pkvk_event **att_ev; /* [2 * layers]: each layer's attention interval */
     pkvk_swap *swap;     /* preemption by swap's host pool; NULL: none */
@@ -100,6 +103,14 @@ int cuda_fail(pkv_err *e, const char *what);
 
 /* backend_cuda.c */
 void cuda_destroy(pkv_backend *base);
+/* How a forward's marks are taken: events recorded around each layer's attention (and
+ * layer 0's check), the events as nodes of a graph being captured, or none. */
+typedef enum { CUDA_MARKS_EVENTS, CUDA_MARKS_NODES, CUDA_MARKS_NONE } cuda_marks;
+/* The step's forward over `rows` rows (the step's, or a graph's bucket) with the step's
+ * prompt chunks, the route the attend hook on each layer's pools; check (events only):
+ * layer 0's attention compared with the reference. */
+int cuda_forward(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *plan, int rows,
+                 int check, cuda_marks marks, pkv_step_rec *rec, pkv_err *e);
 /* Upload the plan, with the step's stage and its prologue (lengths, block-table
  * updates, the K/V append) on the step's first run. */
 int cuda_upload_step(cuda_backend *b, const pkvk_plan *plan, pkv_err *e);
@@ -114,7 +125,7 @@ int cuda_graph_slots(int32_t cap);
 /* The study layer's step under run.cuda_graph: its upload, prologue and route captured
  * and replayed as one graph (updated in place where the shape allows); *ms its device
  * time. */
-int cuda_graph_study_step(cuda_backend *b, const pkvk_batch *batch, const pkvk_plan *plan,
+int cuda_graph_study_step(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *plan,
                           float *ms, pkv_err *e);
 void cuda_graphs_free(cuda_backend *b);
 

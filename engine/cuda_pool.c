@@ -5,6 +5,7 @@
 #include "cuda_parts.h"
 #include "pkv_clock.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,10 @@ int cuda_fill_pages(cuda_backend *b, const int32_t *pages, int32_t n_pages, doub
     *t_device = ms * 1e-3;
     return 0;
 }
+
+/* The study layer's operations in the one forward: none (its prologue appends the new
+ * tokens with the step's metadata; a prompt's pages are written with the tiles). */
+static const pkvk_fwd_ops study_ops = {0};
 
 /* A row of the allocation table. */
 static void buf(cuda_backend *b, void *at, size_t bytes) {
@@ -161,14 +166,19 @@ int cuda_pool_make(cuda_backend *b, const pkv_model *md, const pkv_backend_spec 
         if (!rc) {
             b->k = pkvk_model_kv(b->model, 0, 0); /* the prologue's append lands in layer 0 */
             b->v = pkvk_model_kv(b->model, 0, 1);
-            b->att_ev = calloc(2 * (size_t)b->layers, sizeof *b->att_ev);
+            b->fwd = pkvk_model_forward(b->model);
+            b->scale_all = scales ? 1.0f : 0.0f; /* its FP8 pools' codes are at scale 1 */
             if (b->use_graph)
                 b->graphs = calloc((size_t)cuda_graph_slots(cap_rows), sizeof *b->graphs);
-            if (!b->att_ev || (b->use_graph && !b->graphs)) rc = PKVK_ERR_OUT_OF_MEMORY;
+            if (b->use_graph && !b->graphs) rc = PKVK_ERR_OUT_OF_MEMORY;
         }
-        for (int k = 0; !rc && k < 2 * b->layers; k++)
-            rc = pkvk_event_create(b->ctx, &b->att_ev[k]);
+    } else { /* the study layer: one layer, no operations of its own in the forward */
+        b->layers = 1;
+        b->fwd = (pkvk_fwd_model){&study_ops, NULL, 1, s->page_size, INT32_MAX / 2};
     }
+    if (!rc && !(b->att_ev = calloc(2 * (size_t)b->layers, sizeof *b->att_ev)))
+        rc = PKVK_ERR_OUT_OF_MEMORY;
+    for (int k = 0; !rc && k < 2 * b->layers; k++) rc = pkvk_event_create(b->ctx, &b->att_ev[k]);
     if (!rc && scales) rc = put_fp8_scales(b, scales, forward);
     if (!rc) rc = pkvk_memset(b->o, 0, rows * 2); /* a graph's rows past the step's read it */
     if (!rc) rc = pkvk_workspace_create(b->ctx, &b->ws, s, cap_rows, cap_slots, cap_tasks);

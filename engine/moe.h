@@ -21,8 +21,9 @@
 #include <gsl/gsl_rng.h>
 
 #define PKV_MOE_EXACT_DRAWS 4096
-#define PKV_MOE_MAX_EP      64 /* GPUs an expert-parallel layer spreads over (tensor_parallel's most) \
-                                */
+#define PKV_MOE_MAX_EP                                                                             \
+    64 /* GPUs an expert-parallel layer spreads over (tensor_parallel's most)                      \
+        */
 
 typedef enum pkv_expert_law { PKV_EXPERTS_UNIFORM = 0, PKV_EXPERTS_ZIPF } pkv_expert_law;
 extern const char *const pkv_expert_law_names[]; /* model.expert_routing.law's names */
