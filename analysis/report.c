@@ -246,6 +246,28 @@ static void print_paired(FILE *table, double pm, double half, int np) {
         fprintf(table, " — |");
 }
 
+/* Whether the run at order[oi] is the first of its group in the table's order. */
+static bool group_first(const run *runs, const int *order, int oi) {
+    for (int oj = 0; oj < oi; oj++)
+        if (report_same_group(&runs[order[oj]], &runs[order[oi]])) return false;
+    return true;
+}
+
+/* The runs of r's group. */
+static int group_size(const run *runs, int n, const run *r) {
+    int count = 0;
+    for (int j = 0; j < n; j++) count += report_same_group(&runs[j], r);
+    return count;
+}
+
+/* A table's first columns: the experiment, the keys its runs vary, the policy, the
+ * backend and the runs of the group. */
+static void table_head(FILE *table) {
+    fprintf(table, "| experiment |");
+    for (int c = 0; c < n_cols; c++) fprintf(table, " %s |", cols[c]);
+    fprintf(table, " policy | backend | runs |");
+}
+
 /* Wall and device throughput against the baseline (paired by seed), the largest and
  * the mean error of the checked steps, and the routes the steps ran: the study's
  * Table 2. */
@@ -253,11 +275,11 @@ static void routes_table(FILE *table, const run *runs, const int *order, int n,
                          const char *baseline) {
     fprintf(table,
             "\nWall and device decode throughput against %s (paired by seed, 95%% CI), the "
-            "error of the checked steps, and the routes the steps ran:\n\n| experiment |",
+            "error of the checked steps, and the routes the steps ran:\n\n",
             baseline);
-    for (int c = 0; c < n_cols; c++) fprintf(table, " %s |", cols[c]);
+    table_head(table);
     fprintf(table,
-            " policy | backend | runs | tok/s (wall) | wall vs %s | tok/s (device) | "
+            " tok/s (wall) | wall vs %s | tok/s (device) | "
             "device vs %s | max abs err | mean abs err | steps by route |\n|---|",
             baseline, baseline);
     for (int c = 0; c < n_cols + 10; c++) fprintf(table, "---|");
@@ -265,12 +287,9 @@ static void routes_table(FILE *table, const run *runs, const int *order, int n,
     static const int ks[2] = {1, 2}; /* decode_tok_s_wall, decode_tok_s_device */
     for (int oi = 0; oi < n; oi++) {
         const int i = order[oi];
-        int first = 1, count = 0;
-        for (int oj = 0; oj < oi && first; oj++)
-            first = !report_same_group(&runs[order[oj]], &runs[i]);
-        if (!first) continue;
+        if (!group_first(runs, order, oi)) continue;
         double err_max, err_mean, share[PKV_ROUTE_COUNT];
-        count = report_group_checks(runs, n, &runs[i], &err_max, &err_mean, share);
+        const int count = report_group_checks(runs, n, &runs[i], &err_max, &err_mean, share);
         group_head(table, &runs[i], 0, count);
         run base = runs[i];
         snprintf(base.policy, sizeof base.policy, "%s", baseline);
@@ -295,22 +314,16 @@ static void routes_table(FILE *table, const run *runs, const int *order, int n,
 
 /* The structural counters per group: the study's Table 4. */
 static void counters_table(FILE *table, const run *runs, const int *order, int n) {
-    fprintf(table, "\nStructural counters per step, after warm-up (mean +/- sd over runs):\n\n"
-                   "| experiment |");
-    for (int c = 0; c < n_cols; c++) fprintf(table, " %s |", cols[c]);
-    fprintf(table, " policy | backend | runs |");
+    fprintf(table, "\nStructural counters per step, after warm-up (mean +/- sd over runs):\n\n");
+    table_head(table);
     for (int k = 0; k < N_COUNTERS; k++) fprintf(table, " %s |", counter_heads[k]);
     fputs("\n|---|", table);
     for (int c = 0; c < n_cols + 3 + N_COUNTERS; c++) fprintf(table, "---|");
     fputc('\n', table);
     for (int oi = 0; oi < n; oi++) {
         const int i = order[oi];
-        int first = 1, count = 0;
-        for (int oj = 0; oj < oi && first; oj++)
-            first = !report_same_group(&runs[order[oj]], &runs[i]);
-        if (!first) continue;
-        for (int j = 0; j < n; j++) count += report_same_group(&runs[j], &runs[i]);
-        group_head(table, &runs[i], 0, count);
+        if (!group_first(runs, order, oi)) continue;
+        group_head(table, &runs[i], 0, group_size(runs, n, &runs[i]));
         for (int k = 0; k < N_COUNTERS; k++) {
             double m, sd;
             int c;
@@ -331,19 +344,17 @@ static void pools_table(FILE *table, const run *runs, const int *order, int n) {
     for (int i = 0; i < n && !any; i++) any = runs[i].pools != NULL;
     if (!any) return;
     fprintf(table, "\nPer pool of each fleet (mean over runs; TTFT where prefilled, TPOT where "
-                   "decoded):\n\n| experiment |");
-    for (int c = 0; c < n_cols; c++) fprintf(table, " %s |", cols[c]);
-    fprintf(table, " policy | backend | runs | pool | role | replicas |");
+                   "decoded):\n\n");
+    table_head(table);
+    fprintf(table, " pool | role | replicas |");
     for (int k = 0; k < N_POOL_V; k++) fprintf(table, " %s |", pool_heads[k]);
     fputs("\n|---|", table);
     for (int c = 0; c < n_cols + 6 + N_POOL_V; c++) fprintf(table, "---|");
     fputc('\n', table);
     for (int oi = 0; oi < n; oi++) {
         const run *g = &runs[order[oi]];
-        int first = 1, count = 0;
-        for (int oj = 0; oj < oi && first; oj++) first = !report_same_group(&runs[order[oj]], g);
-        if (!first || !g->pools) continue;
-        for (int j = 0; j < n; j++) count += report_same_group(&runs[j], g);
+        if (!g->pools || !group_first(runs, order, oi)) continue;
+        const int count = group_size(runs, n, g);
         for (int p = 0; p < g->n_pools; p++) {
             const pool_fig *q = &g->pools[p];
             group_head(table, g, 0, count);
@@ -399,9 +410,7 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, unsi
         for (int j = 0; j < n && !shown[k]; j++) shown[k] = !isnan(runs[j].v[k]);
         n_shown += shown[k];
     }
-    fprintf(table, "| experiment |");
-    for (int c = 0; c < n_cols; c++) fprintf(table, " %s |", cols[c]);
-    fprintf(table, " policy | backend | runs |");
+    table_head(table);
     for (int k = 0; k < N_VALUES; k++)
         if (shown[k]) fprintf(table, " %s |", value_heads[k]);
     if (shown[V_ATTAIN]) fprintf(table, " meets SLOs (%.4g%%) |", 100 * attain);
@@ -415,17 +424,14 @@ int pkv_report_write(const char *const *paths, int n, const char *baseline, unsi
     if (out) report_csv_head(out, cols, n_cols);
     for (int oi = 0; oi < n; oi++) {
         const int i = order[oi];
-        int first = 1;
-        for (int oj = 0; oj < oi && first; oj++)
-            first = !report_same_group(&runs[order[oj]], &runs[i]);
-        if (!first) continue;
+        if (!group_first(runs, order, oi)) continue;
         report_fig fig = {0}; /* the group's figures, as the table, CSV and JSON give them */
         for (int j = 0; j < n; j++)
             fig.interrupted |= report_same_group(&runs[j], &runs[i]) && runs[j].interrupted;
         for (int k = 0; k < N_VALUES; k++)
             report_group_stats(runs, n, &runs[i], k, &fig.mean[k], &fig.sd[k], &fig.count);
-        fig.count = 0; /* runs in the group (report_group_stats counted non-missing values) */
-        for (int j = 0; j < n; j++) fig.count += report_same_group(&runs[j], &runs[i]);
+        /* runs in the group (report_group_stats counted non-missing values) */
+        fig.count = group_size(runs, n, &runs[i]);
         run base = runs[i];
         snprintf(base.policy, sizeof base.policy, "%s", baseline);
         double bm, bsd;
