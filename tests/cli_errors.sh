@@ -365,6 +365,10 @@ expect_fail fit-engine-no-files "validation files" "$pkvsim" fit --engine "$src/
 expect_fail report-missing-value "pkvsim report: --baseline: unknown option, or its value is missing" \
   "$pkvsim" report --baseline
 expect_fail bench-sim-steps "--steps: \"0\" is not a positive integer" "$pkvsim" bench sim --steps 0 --out "$tmp/out.h5"
+# A benchmark's table is written whole or not at all: an unwritable one is named, and a
+# finished one leaves no temporary beside it.
+expect_fail bench-traces-unwritable "bench traces: cannot write /nonexistent-dir/t.txt" "$pkvsim" bench traces --rows 100 --out /nonexistent-dir/t.txt
+check bench-traces-whole '"$pkvsim" bench traces --rows 100 --out "$tmp/bt.txt" >/dev/null && grep -q "| azure" "$tmp/bt.txt" && ! ls "$tmp"/bt.txt.tmp.* >/dev/null 2>&1'
 expect_fail fit-too-many-tests "more than 256 --test values" "$pkvsim" fit $(for i in $(seq 257); do printf -- "--test x "; done) a.h5
 # A served model's pool against the calibration's GPU memory: 65,536 pages of
 # Llama-3.1-8B (128 GiB beside 15 GiB of weights) are refused on the H200 with the most

@@ -221,3 +221,18 @@ void pkv_cli_join_args(char *buf, size_t n, int argc, char **argv) {
         if (i + 1 < argc) strncat(buf, " ", n - strlen(buf) - 1);
     }
 }
+
+FILE *pkv_cli_out_open(const char *cmd, pkv_out *o, const char *path) {
+    FILE *f = pkv_out_open(o, path);
+    if (!f) fprintf(stderr, "pkvsim %s: cannot write %s: %s\n", cmd, path, strerror(errno));
+    return f;
+}
+
+int pkv_cli_out_close(const char *cmd, pkv_out *o, int rc) {
+    if (!o->f) return rc;
+    if (pkv_out_close(o, rc == 0) && rc == 0) {
+        fprintf(stderr, "pkvsim %s: cannot write %s: %s\n", cmd, o->path, strerror(errno));
+        return 1;
+    }
+    return rc;
+}

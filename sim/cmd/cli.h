@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "pkv_files.h"
 #include "fleet.h"
 
 /* A command's options, one row each; pkv_cli_options parses argv by the table. */
@@ -49,6 +50,14 @@ int pkv_cli_parse_widths(const char *cmd, const char *s, int *out, int cap, int 
 int pkv_cli_load_experiment(int argc, char **argv, const char *cmd, const char *seed,
                             pkv_config *cfg);
 void pkv_cli_join_args(char *buf, size_t n, int argc, char **argv);
+
+/* A command's output file (a table, a CSV), written whole or not at all (pkv_out: under a
+ * temporary name, renamed at close). open: the stream, or NULL with "pkvsim CMD: cannot
+ * write PATH: why" printed; close: keeps the file where rc is 0 and every write
+ * succeeded, else removes it; returns rc, or 1 with the message printed where the file
+ * could not be written. A closed or never opened o (o->f NULL) is left alone. */
+FILE *pkv_cli_out_open(const char *cmd, pkv_out *o, const char *path);
+int pkv_cli_out_close(const char *cmd, pkv_out *o, int rc);
 
 /* The run command's options that override an experiment's keys (NULL: not given). */
 typedef struct pkv_cli_overrides {

@@ -67,9 +67,9 @@ int pkv_bench_allreduce_main(int argc, char **argv) {
         pkv_config_free(&cfg);
         return 2;
     }
-    FILE *fo = out ? fopen(out, "w") : NULL;
+    pkv_out po = {0};
+    FILE *fo = out ? pkv_cli_out_open("bench allreduce", &po, out) : NULL;
     if (out && !fo) {
-        fprintf(stderr, "pkvsim bench allreduce: cannot write %s\n", out);
         pkv_calib_free(&cal);
         pkv_config_free(&cfg);
         return 1;
@@ -110,8 +110,7 @@ int pkv_bench_allreduce_main(int argc, char **argv) {
         }
     }
     if (rc) fprintf(stderr, "pkvsim bench allreduce: %s\n", pkvk_last_error());
-    rc |= bad;
-    if (fo && fclose(fo) != 0) rc = 1;
+    rc = pkv_cli_out_close("bench allreduce", &po, rc || bad ? 1 : 0);
     pkv_calib_free(&cal);
     pkv_config_free(&cfg);
     return rc ? 1 : 0;

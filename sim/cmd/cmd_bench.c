@@ -179,11 +179,9 @@ int pkv_cmd_bench_sim(int argc, char **argv) {
     uint64_t steps = 200000;
     int rc0 = bench_options(argc, argv, "sim", "steps", help_sim, &out, &steps);
     if (rc0 >= 0) return rc0;
-    FILE *f = fopen(out, "w");
-    if (!f) {
-        fprintf(stderr, "pkvsim bench sim: cannot write %s\n", out);
-        return 1;
-    }
+    pkv_out fo;
+    FILE *f = pkv_cli_out_open("bench sim", &fo, out);
+    if (!f) return 1;
     char head[256];
     snprintf(head, sizeof head, "pkvsim %s, revision %s, one core\n\n", PKV_VERSION, PKV_GIT_REV);
     const char *hdr = "| loop | rows | record | steps | host s | steps/s | requests/s | us/step | "
@@ -222,8 +220,7 @@ int pkv_cmd_bench_sim(int argc, char **argv) {
         sim_result r;
         if (bench_row(&c, "closed, 10,000,000 requests", f, &r)) rc = 1;
     }
-    fclose(f);
-    return rc;
+    return pkv_cli_out_close("bench sim", &fo, rc);
 }
 
 /* ---- bench traces ------------------------------------------------------------- */
@@ -240,11 +237,9 @@ int pkv_cmd_bench_traces(int argc, char **argv) {
     uint64_t rows = 1000000;
     int rc0 = bench_options(argc, argv, "traces", "rows", help_traces, &out, &rows);
     if (rc0 >= 0) return rc0;
-    FILE *res = fopen(out, "w");
-    if (!res) {
-        fprintf(stderr, "pkvsim bench traces: cannot write %s\n", out);
-        return 1;
-    }
+    pkv_out ro;
+    FILE *res = pkv_cli_out_open("bench traces", &ro, out);
+    if (!res) return 1;
     const char *hdr =
         "| format | rows | file MiB | median read s | rows/s |\n|---|---|---|---|---|\n";
     fputs(hdr, stdout);
@@ -302,6 +297,5 @@ int pkv_cmd_bench_traces(int argc, char **argv) {
         fputs(row, res);
     }
     gsl_rng_free(r);
-    fclose(res);
-    return rc;
+    return pkv_cli_out_close("bench traces", &ro, rc);
 }

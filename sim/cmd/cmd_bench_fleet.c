@@ -165,11 +165,9 @@ int pkv_cmd_bench_fleet(int argc, char **argv) {
                 req_s);
         return 2;
     }
-    FILE *f = fopen(out, "w");
-    if (!f) {
-        fprintf(stderr, "pkvsim bench fleet: cannot write %s: %s\n", out, strerror(errno));
-        return 1;
-    }
+    pkv_out fo;
+    FILE *f = pkv_cli_out_open("bench fleet", &fo, out);
+    if (!f) return 1;
     char head[256];
     snprintf(head, sizeof head, "pkvsim %s, revision %s, one core\n\n", PKV_VERSION, PKV_GIT_REV);
     const char *hdr =
@@ -208,6 +206,5 @@ int pkv_cmd_bench_fleet(int argc, char **argv) {
             fflush(stdout);
         }
     }
-    fclose(f);
-    return rc;
+    return pkv_cli_out_close("bench fleet", &fo, rc);
 }

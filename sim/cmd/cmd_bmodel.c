@@ -53,9 +53,9 @@ int pkv_bench_model_main(int argc, char **argv) {
         fprintf(stderr, "pkvsim bench model: %s\n", e.msg);
         return 2;
     }
-    FILE *fo = out ? fopen(out, "w") : NULL;
+    pkv_out po = {0};
+    FILE *fo = out ? pkv_cli_out_open("bench model", &po, out) : NULL;
     if (out && !fo) {
-        fprintf(stderr, "pkvsim bench model: cannot write %s\n", out);
         pkv_config_free(&cfg);
         return 1;
     }
@@ -65,7 +65,7 @@ int pkv_bench_model_main(int argc, char **argv) {
     int rc = pkvk_ctx_create(&ctx, 0);
     if (!rc) rc = pkv_measure_dense(ctx, &cfg.model, widths, nw, reps, 1, outs, &fit);
     if (rc) fprintf(stderr, "pkvsim bench model: %s\n", pkvk_last_error());
-    if (fo && fclose(fo) != 0) rc = 1;
+    rc = pkv_cli_out_close("bench model", &po, rc ? 1 : 0);
     pkvk_ctx_destroy(ctx);
     pkv_config_free(&cfg);
     return rc ? 1 : 0;

@@ -168,6 +168,7 @@ int pkv_cmd_fit(int argc, char **argv) {
     unsigned groups = 0;
     int rc = per_test ? 0 : 1;
     unsigned test_groups = 0;
+    pkv_out table_out = {0}; /* --out TABLE, written whole or not at all */
     for (int i = 0; i < n_fit && !rc; i++)
         rc = pkv_fit_load(fits[i], &fit, NULL, &fit8, &groups, &e);
     for (int i = 0; i < n_tests && !rc; i++)
@@ -176,8 +177,7 @@ int pkv_cmd_fit(int argc, char **argv) {
         fprintf(stderr, "pkvsim fit: %s\n", per_test ? e.msg : "out of memory");
         goto done;
     }
-    if (table && !(g_out = fopen(table, "w"))) {
-        fprintf(stderr, "pkvsim fit: cannot write %s\n", table);
+    if (table && !(g_out = pkv_cli_out_open("fit", &table_out, table))) {
         rc = 1;
         goto done;
     }
@@ -329,10 +329,7 @@ int pkv_cmd_fit(int argc, char **argv) {
             emit("\ngates: no minimum context, margin 1 (the runs do not hold both a baseline "
                  "and a split route, so no relative bias is measured)\n");
     }
-    if (g_out && (ferror(g_out) | fclose(g_out))) {
-        fprintf(stderr, "pkvsim fit: cannot write %s\n", table);
-        rc = 1;
-    }
+    rc = pkv_cli_out_close("fit", &table_out, rc);
     g_out = NULL;
     if (!rc && out) {
         cJSON *root = whole ? whole : cJSON_Parse(cal.json), *dst = root;
@@ -403,6 +400,8 @@ int pkv_cmd_fit(int argc, char **argv) {
     }
     cJSON_Delete(routes);
 done:
+    g_out = NULL;
+    pkv_cli_out_close("fit", &table_out, 1); /* a table left unfinished: removed */
     cJSON_Delete(whole);
     for (int i = 0; per_test && i < n_tests; i++) pkv_fit_set_free(&per_test[i]);
     free(per_test);

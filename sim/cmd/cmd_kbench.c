@@ -205,9 +205,9 @@ int pkv_bench_kernels_main(int argc, char **argv) {
         pkv_calib_free(&cal);
         return 1;
     }
-    bench_out bo = {fopen(out, "w")};
+    pkv_out po;
+    bench_out bo = {pkv_cli_out_open("bench kernels", &po, out)};
     if (!bo.f) {
-        fprintf(stderr, "pkvsim bench kernels: cannot write %s\n", out);
         pkvk_ctx_destroy(ctx);
         pkv_calib_free(&cal);
         return 1;
@@ -215,7 +215,7 @@ int pkv_bench_kernels_main(int argc, char **argv) {
     pkvk_ceilings ceil_;
     if (pkvk_measure_ceilings(ctx, &ceil_)) {
         fprintf(stderr, "pkvsim bench kernels: measuring ceilings: %s\n", pkvk_last_error());
-        fclose(bo.f);
+        pkv_cli_out_close("bench kernels", &po, 1);
         pkvk_ctx_destroy(ctx);
         pkv_calib_free(&cal);
         return 1;
@@ -378,7 +378,7 @@ int pkv_bench_kernels_main(int argc, char **argv) {
                  best[ci][OWN_ANY] * 1e3, best[ci][FI_ANY] / best[ci][OWN_ANY]);
     }
     gsl_rng_free(r);
-    fclose(bo.f);
+    rc = pkv_cli_out_close("bench kernels", &po, rc);
     pkvk_ctx_destroy(ctx);
     pkv_calib_free(&cal);
     return rc;

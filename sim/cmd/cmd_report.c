@@ -63,22 +63,14 @@ static int out_open(out_file *o, const char *const *inputs, int n) {
         fprintf(stderr, "pkvsim report: %s\n", what ? e.msg : "out of memory");
         return -1;
     }
-    if (!(o->f = pkv_out_open(&o->o, o->path))) {
-        fprintf(stderr, "pkvsim report: cannot write %s: %s\n", o->path, strerror(errno));
-        return -1;
-    }
-    return 0;
+    return (o->f = pkv_cli_out_open("report", &o->o, o->path)) ? 0 : -1;
 }
 
 /* Close, and keep the file only when the report succeeded (rc 0). */
 static int out_close(out_file *o, int rc) {
     if (!o->f) return rc;
     o->f = NULL;
-    if (pkv_out_close(&o->o, rc == 0) && rc == 0) {
-        fprintf(stderr, "pkvsim report: cannot write %s: %s\n", o->path, strerror(errno));
-        rc = -1;
-    }
-    return rc;
+    return pkv_cli_out_close("report", &o->o, rc) ? -1 : 0;
 }
 
 int pkv_cmd_report(int argc, char **argv) {

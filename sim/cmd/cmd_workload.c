@@ -68,10 +68,7 @@ int pkv_cmd_workload(int argc, char **argv) {
             fprintf(stderr, "pkvsim workload: %s\n", e.msg);
             goto done;
         }
-        if (!(out = pkv_out_open(&csv_out, csv))) {
-            fprintf(stderr, "pkvsim workload: cannot write %s: %s\n", csv, strerror(errno));
-            goto done;
-        }
+        if (!(out = pkv_cli_out_open("workload", &csv_out, csv))) goto done;
         fputs("t_arrival_s,prompt_len,decode_len\n", out);
     }
     size_t n = 0, alloc = 0, first_turns = 0;
@@ -145,10 +142,7 @@ int pkv_cmd_workload(int argc, char **argv) {
                          : "cut to fit (workload.over_context \"cut\"; the lengths above are cut)");
     if (out) {
         out = NULL;
-        if (pkv_out_close(&csv_out, 1)) {
-            fprintf(stderr, "pkvsim workload: cannot write %s: %s\n", csv, strerror(errno));
-            goto done;
-        }
+        if (pkv_cli_out_close("workload", &csv_out, 0)) goto done;
         printf("  written   %s\n", csv);
     }
     rc = 0;

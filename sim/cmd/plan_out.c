@@ -14,8 +14,8 @@
 #include <unistd.h>
 
 /* What the plan reads of a run beyond its SLO figures: whether it served its workload. */
-const char *const pkv_plan_served_names[PKV_PLAN_N_SERVED] = {
-    "bounded", "offered", "arrived", "finished", "refused"};
+const char *const pkv_plan_served_names[PKV_PLAN_N_SERVED] = {"bounded", "offered", "arrived",
+                                                              "finished", "refused"};
 
 void pkv_plan_judge(const pkv_plan_spec *p, eval_t *ev, const double *sv) {
     const double offered = sv[1], arrived = sv[2], done = sv[3] + (isnan(sv[4]) ? 0 : sv[4]);
