@@ -36,6 +36,29 @@ static pkv_route adapt(const pkv_calib *c, const pkv_step_view *v, uint8_t want_
     return r;
 }
 
+/* A constructed step and adaptive's verdict on it: the route and the reason bits. */
+typedef struct verdict {
+    int rows;
+    int64_t ctx;
+    int G;
+    double t_ref, t_bucket, t_wq;
+    uint8_t why;
+    pkv_route want;
+    const char *what;
+} verdict;
+
+/* Each step of the table judged under c. */
+static void judge(const pkv_calib *c, const verdict *t, int n) {
+    for (int i = 0; i < n; i++) {
+        const pkv_step_view v =
+            view(t[i].rows, t[i].ctx, t[i].G, t[i].t_ref, t[i].t_bucket, t[i].t_wq);
+        const pkv_route r = adapt(c, &v, t[i].why, t[i].what);
+        CHECK(r == t[i].want, "%s: %s, not %s", t[i].what, pkv_route_name(r),
+              pkv_route_name(t[i].want));
+    }
+}
+#define JUDGE(c, t) judge(c, t, (int)(sizeof t / sizeof *t))
+
 /* A calibration file with a section per kind of run: each kind reads its section's keys
  * over the top level's and records what it applied; NULL reads the top level; a file
  * without the run's section, a section inside a section and a section given as an
@@ -102,14 +125,13 @@ static pkv_calib base(void) {
 /* Gate on G: a 2x win is ignored for an uncalibrated group size. Gate on context: just
  * under 16K tokens stays on ref; at 16K it may promote. */
 static void gates_on_group_and_context(void) {
-    pkv_calib c = base();
-    pkv_step_view v;
-    v = view(8, 100000, 8, 2.0, 1.0, 1.0);
-    CHECK(adapt(&c, &v, PKV_WHY_NO_GATE, "G") == PKV_ROUTE_REF_PAGED, "G gate");
-    v = view(8, 16383, 4, 2.0, 1.0, 1.0);
-    CHECK(adapt(&c, &v, PKV_WHY_CONTEXT, "context") == PKV_ROUTE_REF_PAGED, "context gate");
-    v = view(8, 16384, 4, 2.0, 1.0, 1.5);
-    CHECK(adapt(&c, &v, PKV_WHY_PROMOTED, "bucket") == PKV_ROUTE_BUCKET, "promote to bucket");
+    const pkv_calib c = base();
+    static const verdict t[] = {
+        {8, 100000, 8, 2.0, 1.0, 1.0, PKV_WHY_NO_GATE, PKV_ROUTE_REF_PAGED, "G gate"},
+        {8, 16383, 4, 2.0, 1.0, 1.0, PKV_WHY_CONTEXT, PKV_ROUTE_REF_PAGED, "context gate"},
+        {8, 16384, 4, 2.0, 1.0, 1.5, PKV_WHY_PROMOTED, PKV_ROUTE_BUCKET, "promote to bucket"},
+    };
+    JUDGE(&c, t);
 }
 
 /* A full model's graphs (ref_paged and pkv_workqueue only): no context gate, the
@@ -153,25 +175,20 @@ static void needed_routes_follow_the_gates(void) {
  * 1.04x stays and says so, 1.06x promotes), a baseline predicted faster than both (no
  * reason bit), the small-batch margin (1.5 up to 4 rows). */
 static void margins_promote_the_cheaper_route(void) {
-    pkv_calib c = base();
-    pkv_step_view v;
-    v = view(8, 65536, 4, 2.0, 1.5, 1.0);
-    CHECK(adapt(&c, &v, PKV_WHY_PROMOTED, "wq") == PKV_ROUTE_WORKQUEUE, "promote to workqueue");
-    /* Large-batch margin 1.05: 1.04x stays (and says so), 1.06x promotes. */
-    v = view(8, 65536, 4, 1.04, 1.0, 2.0);
-    CHECK(adapt(&c, &v, PKV_WHY_MARGIN, "1.04x") == PKV_ROUTE_REF_PAGED, "1.04x under 1.05");
-    v = view(8, 65536, 4, 1.06, 1.0, 2.0);
-    CHECK(adapt(&c, &v, PKV_WHY_PROMOTED, "1.06x") == PKV_ROUTE_BUCKET, "1.06x over 1.05");
-    /* A baseline predicted faster than both: no reason bit, the baseline. */
-    v = view(8, 65536, 4, 0.5, 1.0, 2.0);
-    CHECK(adapt(&c, &v, 0, "baseline faster") == PKV_ROUTE_REF_PAGED, "baseline faster");
-    /* Small-batch margin 1.50 (rows <= 4): 1.4x stays, 1.6x promotes. */
-    v = view(4, 65536, 4, 1.4, 1.0, 2.0);
-    CHECK(adapt(&c, &v, PKV_WHY_MARGIN, "1.4x") == PKV_ROUTE_REF_PAGED, "1.4x under margin 1.5");
-    v = view(4, 65536, 4, 1.6, 1.0, 2.0);
-    CHECK(adapt(&c, &v, PKV_WHY_PROMOTED, "1.6x") == PKV_ROUTE_BUCKET, "1.6x over margin 1.5");
-    v = view(5, 65536, 4, 1.4, 1.0, 2.0);
-    CHECK(adapt(&c, &v, PKV_WHY_PROMOTED, "5 rows") == PKV_ROUTE_BUCKET, "5 rows: large margin");
+    const pkv_calib c = base();
+    static const verdict t[] = {
+        {8, 65536, 4, 2.0, 1.5, 1.0, PKV_WHY_PROMOTED, PKV_ROUTE_WORKQUEUE, "promote to workqueue"},
+        /* large-batch margin 1.05: 1.04x stays (and says so), 1.06x promotes */
+        {8, 65536, 4, 1.04, 1.0, 2.0, PKV_WHY_MARGIN, PKV_ROUTE_REF_PAGED, "1.04x under 1.05"},
+        {8, 65536, 4, 1.06, 1.0, 2.0, PKV_WHY_PROMOTED, PKV_ROUTE_BUCKET, "1.06x over 1.05"},
+        /* a baseline predicted faster than both: no reason bit, the baseline */
+        {8, 65536, 4, 0.5, 1.0, 2.0, 0, PKV_ROUTE_REF_PAGED, "baseline faster"},
+        /* small-batch margin 1.50 (rows <= 4): 1.4x stays, 1.6x promotes */
+        {4, 65536, 4, 1.4, 1.0, 2.0, PKV_WHY_MARGIN, PKV_ROUTE_REF_PAGED, "1.4x under margin 1.5"},
+        {4, 65536, 4, 1.6, 1.0, 2.0, PKV_WHY_PROMOTED, PKV_ROUTE_BUCKET, "1.6x over margin 1.5"},
+        {5, 65536, 4, 1.4, 1.0, 2.0, PKV_WHY_PROMOTED, PKV_ROUTE_BUCKET, "5 rows: large margin"},
+    };
+    JUDGE(&c, t);
 }
 
 /* The fallback is the planned baseline predicted fastest (FlashInfer's paths where
@@ -226,27 +243,26 @@ static void calibrated_gates_per_group(void) {
                      "{\"gates\": {\"2\": {\"min_context_tokens\": 1000, \"margin_large\": 1.2}}}",
                      "cal.json", &e) == 0,
           "gates: %s", e.msg);
-    v = view(8, 2000, 4, 2.0, 1.0, 1.0);
-    CHECK(adapt(&g, &v, PKV_WHY_NO_GATE, "G=4 without a gate") == PKV_ROUTE_REF_PAGED, "G=4");
-    v = view(8, 999, 2, 2.0, 1.0, 1.0);
-    CHECK(adapt(&g, &v, PKV_WHY_CONTEXT, "G=2 under its minimum") == PKV_ROUTE_REF_PAGED, "G=2");
-    v = view(8, 1000, 2, 1.19, 1.0, 1.0);
-    CHECK(adapt(&g, &v, PKV_WHY_MARGIN, "G=2 under its margin") == PKV_ROUTE_REF_PAGED, "1.19x");
-    v = view(8, 1000, 2, 1.21, 1.0, 1.0);
-    CHECK(adapt(&g, &v, PKV_WHY_PROMOTED, "G=2 over its margin") == PKV_ROUTE_BUCKET, "1.21x");
+    static const verdict own[] = {
+        {8, 2000, 4, 2.0, 1.0, 1.0, PKV_WHY_NO_GATE, PKV_ROUTE_REF_PAGED, "G=4 without a gate"},
+        {8, 999, 2, 2.0, 1.0, 1.0, PKV_WHY_CONTEXT, PKV_ROUTE_REF_PAGED, "G=2 under its minimum"},
+        {8, 1000, 2, 1.19, 1.0, 1.0, PKV_WHY_MARGIN, PKV_ROUTE_REF_PAGED, "G=2 under its margin"},
+        {8, 1000, 2, 1.21, 1.0, 1.0, PKV_WHY_PROMOTED, PKV_ROUTE_BUCKET, "G=2 over its margin"},
+    };
+    JUDGE(&g, own);
     /* Flat gate keys given on top (route.overrides, a sweep axis) apply to those gates. */
     CHECK(apply_text(&g, "{\"min_context_tokens\": 5000, \"margin_large\": 1.5}", "route.overrides",
                      &e) == 0,
           "overrides: %s", e.msg);
-    v = view(8, 4999, 2, 2.0, 1.0, 1.0);
-    CHECK(adapt(&g, &v, PKV_WHY_CONTEXT, "G=2 under the overridden minimum") == PKV_ROUTE_REF_PAGED,
-          "override min");
-    v = view(8, 5000, 2, 1.4, 1.0, 1.0);
-    CHECK(adapt(&g, &v, PKV_WHY_MARGIN, "G=2 under the overridden margin") == PKV_ROUTE_REF_PAGED,
-          "override margin");
-    v = view(8, 5000, 4, 2.0, 1.0, 1.0);
-    CHECK(adapt(&g, &v, PKV_WHY_NO_GATE, "G=4 still without a gate") == PKV_ROUTE_REF_PAGED,
-          "override adds no gate");
+    static const verdict overridden[] = {
+        {8, 4999, 2, 2.0, 1.0, 1.0, PKV_WHY_CONTEXT, PKV_ROUTE_REF_PAGED,
+         "G=2 under the overridden minimum"},
+        {8, 5000, 2, 1.4, 1.0, 1.0, PKV_WHY_MARGIN, PKV_ROUTE_REF_PAGED,
+         "G=2 under the overridden margin"},
+        {8, 5000, 4, 2.0, 1.0, 1.0, PKV_WHY_NO_GATE, PKV_ROUTE_REF_PAGED,
+         "G=4 still without a gate"},
+    };
+    JUDGE(&g, overridden);
     /* A gate keyed by anything but a group the kernels run (1 to 8, 16, 32, 64) is
      * refused, naming it. */
     CHECK(apply_text(&g, "{\"gates\": {\"9\": {}}}", "cal.json", &e) == -1 &&
@@ -256,10 +272,11 @@ static void calibrated_gates_per_group(void) {
     CHECK(apply_text(&g, "{\"gates\": {\"7\": {\"min_context_tokens\": 100}}}", "cal.json", &e) ==
               0,
           "gate 7: %s", e.msg);
-    v = view(8, 200, 7, 2.0, 1.0, 1.0);
-    CHECK(adapt(&g, &v, PKV_WHY_PROMOTED, "G=7 over its minimum") == PKV_ROUTE_BUCKET, "G=7");
-    v = view(8, 200, 6, 2.0, 1.0, 1.0);
-    CHECK(adapt(&g, &v, PKV_WHY_NO_GATE, "G=6 without a gate") == PKV_ROUTE_REF_PAGED, "G=6");
+    static const verdict seven[] = {
+        {8, 200, 7, 2.0, 1.0, 1.0, PKV_WHY_PROMOTED, PKV_ROUTE_BUCKET, "G=7 over its minimum"},
+        {8, 200, 6, 2.0, 1.0, 1.0, PKV_WHY_NO_GATE, PKV_ROUTE_REF_PAGED, "G=6 without a gate"},
+    };
+    JUDGE(&g, seven);
     CHECK(apply_text(&g, "{\"gates\": {\"fp8/4\": {}}}", "cal.json", &e) == -1 &&
               strstr(e.msg, "gates.fp8/4"),
           "gate fp8/4 accepted (%s)", e.msg);
