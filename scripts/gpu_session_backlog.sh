@@ -20,11 +20,19 @@
 #            them)
 #   calfp8:  pkvsim calibrate at G=4 without the dense part, its FP8 sweep and fit
 #            (kv_fp8_cta_gbps) among the rest
+#   own:     this GPU's own measurement: on an H100, pkvsim calibrate --groups 4 (the measured
+#            H100 calibration the derived preset is held against, issue 44 item 6); on an
+#            H200, the served model's twelve type runs (llama-3.1-8b l8b_b1_1k, l8b_b8_32k,
+#            l8b_b64_4k in FP16, BF16 and either over FP8 KV) for the per-step comparison
+#            against h200.json (bench/model_accuracy.py)
+#   b1:      the study layer's B=1 32K in-loop step (FP16 and over FP8 KV), the bundle's
+#            pkvsim_before (a build to compare with, where bundled) and pkvsim alternated
+#            twice (issue 45's check of the cuda backend's one run path)
 #   loop:    served-model runs on the cuda backend: qwen2.5-7b B=8 under the G 1-8 gate (not
 #            measured since), llama-3.2-1b and gemma-2-9b B=8 (head dimensions 64 and 256),
 #            the scheduler's chunked_prefill
 set -u
-out=${1:?usage: gpu_session_backlog.sh OUT [tests|sanitize|speed|dims|loop|FILE ...]}
+out=${1:?usage: gpu_session_backlog.sh OUT [tests|sanitize|speed|dims|types|calfp8|own|b1|loop|FILE ...]}
 shift
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(tests speed)
@@ -104,6 +112,30 @@ for part in "${parts[@]}"; do
   calfp8)
     step calibrate_fp8 240 .bundle/run pkvsim calibrate --groups 4 --model none \
       -o "$w/calibration_g4.json"
+    ;;
+  own)
+    case $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1) in
+    *H100*)
+      step calibrate_h100 330 .bundle/run pkvsim calibrate --groups 4 -o "$w/h100-calibrate.json"
+      ;;
+    *)
+      # the files name ../../experiments/calibration/h200.json: from .gpu/served/, the root's
+      mkdir -p .gpu/served
+      cp bench/results/2026-12-05-gpu-backlog/session32/served_h100/experiments/*.json .gpu/served/
+      for f in .gpu/served/*.json; do
+        n=$(basename "$f" .json)
+        step "$n" 120 .bundle/run pkvsim run "$f" -b cuda -q -o "$w/$n.h5" --json "$w/$n.json"
+      done
+      ;;
+    esac
+    ;;
+  b1)
+    for k in 1 2; do
+      for p in pkvsim_before pkvsim; do
+        has $p && step "b1_32k_${p}_$k" 90 .bundle/run $p run \
+          bench/results/2026-12-04-fp8-gpu/b1_32k.json -b cuda -q -o "$w/b1_32k_${p}_$k.h5"
+      done
+    done
     ;;
   loop)
     for m in qwen2.5-7b llama-3.2-1b gemma-2-9b; do
