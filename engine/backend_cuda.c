@@ -12,10 +12,6 @@
  * the steps where every row opens a new page. */
 enum { META_EVERY = 17 };
 
-int cuda_fail(pkv_err *e, const char *what) {
-    return pkv_fail(e, "cuda backend: %s: %s", what, pkvk_last_error());
-}
-
 static int cuda_prepare(pkv_backend *base, const pkv_batch_view *v, pkv_err *e) {
     cuda_backend *b = (cuda_backend *)base;
     int32_t ps = b->shape.page_size, *st = b->stage_h, n_up = 0;
@@ -73,6 +69,25 @@ int cuda_upload_step(cuda_backend *b, const pkvk_plan *plan, pkv_err *e) {
     return 0;
 }
 
+/* The batch of `rows` rows over layer 0's pools (FP8: the study layer's scales vary by
+ * page and head, a full model's are one value, scale_all). */
+static pkvk_batch rows_batch(const cuda_backend *b, int32_t rows) {
+    return (pkvk_batch){.shape = b->shape,
+                        .n_rows = rows,
+                        .q = b->q,
+                        .o = b->o,
+                        .k_cache = b->k,
+                        .v_cache = b->v,
+                        .block_table = b->bt,
+                        .bt_stride = b->bt_stride,
+                        .seq_lens = b->lens,
+                        .sm_scale = 1.0f / sqrtf((float)b->shape.d),
+                        .k_scale = b->k_scale,
+                        .v_scale = b->v_scale,
+                        .k_scale_all = b->scale_all,
+                        .v_scale_all = b->scale_all};
+}
+
 /* Compare the step's attention output with the FP32 GPU reference on the batch. */
 static int check_output(cuda_backend *b, const pkvk_batch *batch, pkv_step_rec *rec, pkv_err *e) {
     const pkvk_shape *s = &b->shape;
@@ -121,27 +136,8 @@ static int step_mark(void *ctx, pkvk_fwd_at at, int l) {
 
 int cuda_forward(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *plan, int rows,
                  int check, cuda_marks marks, pkv_step_rec *rec, pkv_err *e) {
-    const pkvk_shape *s = &b->shape;
     const pkv_prefill_view *c = v->chunks;
-    step_hooks h = {b,
-                    {.shape = *s,
-                     .n_rows = rows,
-                     .q = b->q,
-                     .o = b->o,
-                     .block_table = b->bt,
-                     .bt_stride = b->bt_stride,
-                     .seq_lens = b->lens,
-                     .sm_scale = 1.0f / sqrtf((float)s->d),
-                     .k_scale = b->k_scale,
-                     .v_scale = b->v_scale,
-                     .k_scale_all = b->scale_all,
-                     .v_scale_all = b->scale_all},
-                    plan,
-                    check,
-                    marks == CUDA_MARKS_NODES,
-                    0,
-                    rec,
-                    e};
+    step_hooks h = {b, rows_batch(b, rows), plan, check, marks == CUDA_MARKS_NODES, 0, rec, e};
     const pkvk_fwd_hooks hooks = {&h, step_attend, marks == CUDA_MARKS_NONE ? NULL : step_mark};
     pkvk_fwd_in in = {.rows = rows,
                       .lens = b->lens,
@@ -183,11 +179,7 @@ static int run_model(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *
         return cuda_fail(e, "fixed grid");
     if (cuda_upload_step(b, plan, e)) return -1;
     b->base.stats.host_upload += pkv_clock_now() - t_run;
-    pkvk_batch csr = {.shape = b->shape,
-                      .n_rows = rows,
-                      .block_table = b->bt,
-                      .bt_stride = b->bt_stride,
-                      .seq_lens = b->lens};
+    const pkvk_batch csr = rows_batch(b, rows);
     if (pkv_route_has(plan->route, PKV_RP_CSR) && pkvk_pack_csr(b->ws, &csr))
         return cuda_fail(e, "FlashInfer page list");
     /* The first step of its kind captures its graph, then replays it like the rest; a
@@ -241,6 +233,30 @@ static int run_model(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *
     return 0;
 }
 
+/* The study layer's step under run.cuda_graph: its upload, prologue and route captured
+ * and replayed as one graph (updated in place where the shape allows); *ms its device
+ * time, which covers them all. */
+static int study_graph_step(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *plan,
+                            float *ms, pkv_err *e) {
+    int reused = 0;
+    if (pkv_route_graph_of(plan->route) == PKV_GRAPH_NONE)
+        return pkv_fail(e, "run.cuda_graph: the FlashInfer routes cannot be captured (their "
+                           "planner may allocate); run them without it");
+    if (pkvk_graph_begin(b->ctx)) return cuda_fail(e, "graph capture");
+    if (cuda_upload_step(b, plan, e) ||
+        cuda_forward(b, v, plan, v->n_rows, 0, CUDA_MARKS_NONE, NULL, e)) {
+        pkvk_graph_abort(b->ctx);
+        return -1;
+    }
+    if (pkvk_graph_end(b->ctx, &b->graph, &reused) || pkvk_event_record(b->ev[EV_ATT0]) ||
+        pkvk_graph_launch(b->graph) || pkvk_event_record(b->ev[EV_ATT1]) ||
+        pkvk_event_elapsed(b->ev[EV_ATT0], b->ev[EV_ATT1], ms))
+        return cuda_fail(e, "graph replay");
+    b->base.stats.graph_steps++;
+    b->base.stats.graph_reused += reused;
+    return 0;
+}
+
 /* The study layer's step: its upload and prologue (the new tokens' K/V and Q, as the
  * step's metadata, timed every META_EVERY-th step), then the one forward (no dense part:
  * the route alone, between its layer's events; the check at its end); under
@@ -250,23 +266,10 @@ static int cuda_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan 
                     pkv_step_rec *rec, pkv_err *e) {
     cuda_backend *b = (cuda_backend *)base;
     if (b->model) return run_model(b, v, plan, check, rec, e);
-    const pkvk_shape *s = &b->shape;
-    /* FP8: the pool's scales vary by page and head (no k_scale_all) */
-    const pkvk_batch batch = {.shape = *s,
-                              .n_rows = v->n_rows,
-                              .q = b->q,
-                              .o = b->o,
-                              .k_cache = b->k,
-                              .v_cache = b->v,
-                              .block_table = b->bt,
-                              .bt_stride = b->bt_stride,
-                              .seq_lens = b->lens,
-                              .sm_scale = 1.0f / sqrtf((float)s->d),
-                              .k_scale = b->k_scale,
-                              .v_scale = b->v_scale};
+    const pkvk_batch batch = rows_batch(b, v->n_rows);
     float ms;
-    if (b->use_graph) { /* the graph's device time covers the upload and prologue too */
-        if (cuda_graph_study_step(b, v, plan, &ms, e)) return -1;
+    if (b->use_graph) {
+        if (study_graph_step(b, v, plan, &ms, e)) return -1;
         rec->t_device = ms * 1e-3;
         return check ? check_output(b, &batch, rec, e) : 0;
     }
@@ -342,7 +345,8 @@ static int cuda_finish(pkv_backend *base, const pkv_batch_view *v, pkv_step_rec 
     return 0;
 }
 
-void cuda_destroy(pkv_backend *base) {
+static void cuda_destroy(pkv_backend *base) {
+    cuda_graphs_free((cuda_backend *)base);
     cuda_pool_free((cuda_backend *)base);
     free(base);
 }
@@ -372,7 +376,11 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec
     b->use_graph = spec->cuda_graph;
     b->upload = spec->metadata_copy ? PKVK_UPLOAD_COPY : PKVK_UPLOAD_PARAMS;
     b->layer_scale = 1; /* a full model's, set up with it */
-    if (cuda_pool_make(b, md, spec, cap_slots, cap_tasks, e)) {
+    const pkv_backend *w = spec->weights_from;
+    if (cuda_pool_make(b, md, spec,
+                       w && w->destroy == cuda_destroy ? (const cuda_backend *)w : NULL, cap_slots,
+                       cap_tasks, e) ||
+        (b->model && b->use_graph && cuda_graphs_make(b) && pkv_fail(e, "out of memory"))) {
         cuda_destroy(&b->base);
         return NULL;
     }

@@ -1,6 +1,6 @@
 /* The cuda backend's CUDA graphs (run.cuda_graph): a full model's, one per (route, rows
- * bucket, merge), captured at first use and replayed after; the study layer's, its step
- * captured every step and replayed (cuda_parts.h). */
+ * bucket, merge), captured at first use and replayed after, kept here; the study layer's
+ * one, captured every step (backend_cuda.c), freed here (cuda_parts.h). */
 #include "cuda_parts.h"
 
 #include <stdlib.h>
@@ -28,25 +28,9 @@ pkvk_graph **cuda_graph_slot(cuda_backend *b, const pkvk_plan *plan, int32_t row
     return &b->graphs[(r * graph_buckets(b->cap_rows) + k) * 2 + pkvk_plan_merges(plan)];
 }
 
-int cuda_graph_study_step(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *plan,
-                          float *ms, pkv_err *e) {
-    int reused = 0;
-    if (pkv_route_graph_of(plan->route) == PKV_GRAPH_NONE)
-        return pkv_fail(e, "run.cuda_graph: the FlashInfer routes cannot be captured (their "
-                           "planner may allocate); run them without it");
-    if (pkvk_graph_begin(b->ctx)) return cuda_fail(e, "graph capture");
-    if (cuda_upload_step(b, plan, e) ||
-        cuda_forward(b, v, plan, v->n_rows, 0, CUDA_MARKS_NONE, NULL, e)) {
-        pkvk_graph_abort(b->ctx);
-        return -1;
-    }
-    if (pkvk_graph_end(b->ctx, &b->graph, &reused) || pkvk_event_record(b->ev[EV_ATT0]) ||
-        pkvk_graph_launch(b->graph) || pkvk_event_record(b->ev[EV_ATT1]) ||
-        pkvk_event_elapsed(b->ev[EV_ATT0], b->ev[EV_ATT1], ms))
-        return cuda_fail(e, "graph replay");
-    b->base.stats.graph_steps++;
-    b->base.stats.graph_reused += reused;
-    return 0;
+int cuda_graphs_make(cuda_backend *b) {
+    b->graphs = calloc((size_t)cuda_graph_slots(b->cap_rows), sizeof *b->graphs);
+    return b->graphs ? 0 : -1;
 }
 
 void cuda_graphs_free(cuda_backend *b) {

@@ -98,11 +98,7 @@ typedef struct cuda_backend {
     pkvk_swap *swap;     /* preemption by swap's host pool; NULL: none */
 } cuda_backend;
 
-/* A failed device call: "cuda backend: WHAT: " and the kernels' last error. */
-int cuda_fail(pkv_err *e, const char *what);
-
 /* backend_cuda.c */
-void cuda_destroy(pkv_backend *base);
 /* How a forward's marks are taken: events recorded around each layer's attention (and
  * layer 0's check), the events as nodes of a graph being captured, or none. */
 typedef enum { CUDA_MARKS_EVENTS, CUDA_MARKS_NODES, CUDA_MARKS_NONE } cuda_marks;
@@ -122,19 +118,20 @@ int cuda_upload_step(cuda_backend *b, const pkvk_plan *plan, pkv_err *e);
 int32_t cuda_graph_rows(int32_t rows, int32_t cap);
 pkvk_graph **cuda_graph_slot(cuda_backend *b, const pkvk_plan *plan, int32_t rows);
 int cuda_graph_slots(int32_t cap);
-/* The study layer's step under run.cuda_graph: its upload, prologue and route captured
- * and replayed as one graph (updated in place where the shape allows); *ms its device
- * time. */
-int cuda_graph_study_step(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *plan,
-                          float *ms, pkv_err *e);
+/* A full model's graph slots (-1: out of memory); every graph freed. */
+int cuda_graphs_make(cuda_backend *b);
 void cuda_graphs_free(cuda_backend *b);
 
 /* cuda_pool.c */
+/* A failed device call: "cuda backend: WHAT: " and the kernels' last error. */
+int cuda_fail(pkv_err *e, const char *what);
 /* The backend's memory for model md and spec (the GPU's free memory checked first, with
  * a message naming what does not fit), filled: the pools tiled (the study layer) or the
- * model made and warmed up, the prepared rows uploaded, the swap pool where asked. */
+ * model made and warmed up, the prepared rows uploaded, the swap pool where asked. other:
+ * another cuda backend (spec->weights_from's, NULL: none), whose weights a full model of
+ * the same shape and layers reads instead of holding its own. */
 int cuda_pool_make(cuda_backend *b, const pkv_model *md, const pkv_backend_spec *spec,
-                   int32_t cap_slots, int32_t cap_tasks, pkv_err *e);
+                   const cuda_backend *other, int32_t cap_slots, int32_t cap_tasks, pkv_err *e);
 /* Everything cuda_pool_make made (any part of it), the context last. */
 void cuda_pool_free(cuda_backend *b);
 /* Prefill's K/V write: the listed pages (the first n_pages: NULL) get the pool's tiles,

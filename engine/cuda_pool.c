@@ -113,8 +113,12 @@ static int too_big(const pkv_model *md, const pkvk_model_shape *ms, bool forward
                     run.layers < md->layers ? "" : " or run fewer layers (run.layers_measured)");
 }
 
+int cuda_fail(pkv_err *e, const char *what) {
+    return pkv_fail(e, "cuda backend: %s: %s", what, pkvk_last_error());
+}
+
 int cuda_pool_make(cuda_backend *b, const pkv_model *md, const pkv_backend_spec *spec,
-                   int32_t cap_slots, int32_t cap_tasks, pkv_err *e) {
+                   const cuda_backend *other, int32_t cap_slots, int32_t cap_tasks, pkv_err *e) {
     pkvk_device_info dev;
     if (pkvk_ctx_create(&b->ctx, spec->device) || pkvk_device_info_get(&dev))
         return pkv_fail(e, "--backend cuda: no usable GPU: %s", pkvk_last_error());
@@ -129,11 +133,8 @@ int cuda_pool_make(cuda_backend *b, const pkv_model *md, const pkv_backend_spec 
     const int32_t max_prompt = b->bt_stride * s->page_size;
     /* a replica of a model another cuda backend holds reads that one's weights */
     const cuda_backend *donor =
-        pkv_model_kind_of(md)->weights && spec->weights_from &&
-                spec->weights_from->destroy == cuda_destroy &&
-                ((const cuda_backend *)spec->weights_from)->model &&
-                ((const cuda_backend *)spec->weights_from)->layers == ms.layers
-            ? (const cuda_backend *)spec->weights_from
+        pkv_model_kind_of(md)->weights && other && other->model && other->layers == ms.layers
+            ? other
             : NULL;
     /* bytes: the study layer's K (or V) pool, FP8's scales, the buffers of the table, a
      * full model's pools of every layer with its weights and activations, the
@@ -168,9 +169,6 @@ int cuda_pool_make(cuda_backend *b, const pkv_model *md, const pkv_backend_spec 
             b->v = pkvk_model_kv(b->model, 0, 1);
             b->fwd = pkvk_model_forward(b->model);
             b->scale_all = scales ? 1.0f : 0.0f; /* its FP8 pools' codes are at scale 1 */
-            if (b->use_graph)
-                b->graphs = calloc((size_t)cuda_graph_slots(cap_rows), sizeof *b->graphs);
-            if (b->use_graph && !b->graphs) rc = PKVK_ERR_OUT_OF_MEMORY;
         }
     } else { /* the study layer: one layer, no operations of its own in the forward */
         b->layers = 1;
@@ -236,7 +234,6 @@ void cuda_pool_free(cuda_backend *b) {
     pkvk_workspace_destroy(b->ws);
     for (int k = 0; k < EV_COUNT; k++) pkvk_event_destroy(b->ev[k]);
     pkvk_mlp_destroy(b->mlp);
-    cuda_graphs_free(b);
     pkvk_ctx_destroy(b->ctx);
     free(b->o_host);
     free(b->ref_host);
