@@ -40,7 +40,9 @@ static int cuda_prepare(pkv_backend *base, const pkv_batch_view *v, pkv_err *e) 
     return 0;
 }
 
-int cuda_upload_step(cuda_backend *b, const pkvk_plan *plan, pkv_err *e) {
+/* Upload the plan, with the step's stage and its prologue (lengths, block-table
+ * updates, the K/V append) on the step's first run. */
+static int upload_step(cuda_backend *b, const pkvk_plan *plan, pkv_err *e) {
     pkvk_step st = {.n_rows = b->stage_n,
                     .n_updates = b->stage_updates,
                     .stage = b->stage_h,
@@ -134,8 +136,15 @@ static int step_mark(void *ctx, pkvk_fwd_at at, int l) {
     return rc;
 }
 
-int cuda_forward(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *plan, int rows,
-                 int check, cuda_marks marks, pkv_step_rec *rec, pkv_err *e) {
+/* How a forward's marks are taken: events recorded around each layer's attention (and
+ * layer 0's check), the events as nodes of a graph being captured, or none. */
+typedef enum { CUDA_MARKS_EVENTS, CUDA_MARKS_NODES, CUDA_MARKS_NONE } cuda_marks;
+
+/* The step's forward over `rows` rows (the step's, or a graph's bucket) with the step's
+ * prompt chunks, the route the attend hook on each layer's pools; check (events only):
+ * layer 0's attention compared with the reference. */
+static int forward(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *plan, int rows,
+                   int check, cuda_marks marks, pkv_step_rec *rec, pkv_err *e) {
     const pkv_prefill_view *c = v->chunks;
     step_hooks h = {b, rows_batch(b, rows), plan, check, marks == CUDA_MARKS_NODES, 0, rec, e};
     const pkvk_fwd_hooks hooks = {&h, step_attend, marks == CUDA_MARKS_NONE ? NULL : step_mark};
@@ -177,7 +186,7 @@ static int run_model(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *
     /* EV_META to EV_ATT0: the upload and the prologue on the GPU (t_meta) */
     if (pkvk_workspace_fixed(b->ws, graph ? rows : 0) || pkvk_event_record(b->ev[EV_META]))
         return cuda_fail(e, "fixed grid");
-    if (cuda_upload_step(b, plan, e)) return -1;
+    if (upload_step(b, plan, e)) return -1;
     b->base.stats.host_upload += pkv_clock_now() - t_run;
     const pkvk_batch csr = rows_batch(b, rows);
     if (pkv_route_has(plan->route, PKV_RP_CSR) && pkvk_pack_csr(b->ws, &csr))
@@ -190,7 +199,7 @@ static int run_model(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *
         const double t = pkv_clock_now();
         int reused;
         if (pkvk_graph_begin(b->ctx)) return cuda_fail(e, "graph capture");
-        if (cuda_forward(b, v, plan, rows, 0, CUDA_MARKS_NODES, rec, e)) {
+        if (forward(b, v, plan, rows, 0, CUDA_MARKS_NODES, rec, e)) {
             pkvk_graph_abort(b->ctx);
             return -1;
         }
@@ -204,7 +213,7 @@ static int run_model(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *
     if (g) {
         if (pkvk_graph_launch(*g)) return cuda_fail(e, "graph replay");
         b->base.stats.graph_steps++;
-    } else if (cuda_forward(b, v, plan, rows, check, CUDA_MARKS_EVENTS, rec, e)) {
+    } else if (forward(b, v, plan, rows, check, CUDA_MARKS_EVENTS, rec, e)) {
         return -1;
     }
     /* The wait for the step's end, then the reading of its 2 L + 2 timers (host work
@@ -243,8 +252,7 @@ static int study_graph_step(cuda_backend *b, const pkv_batch_view *v, const pkvk
         return pkv_fail(e, "run.cuda_graph: the FlashInfer routes cannot be captured (their "
                            "planner may allocate); run them without it");
     if (pkvk_graph_begin(b->ctx)) return cuda_fail(e, "graph capture");
-    if (cuda_upload_step(b, plan, e) ||
-        cuda_forward(b, v, plan, v->n_rows, 0, CUDA_MARKS_NONE, NULL, e)) {
+    if (upload_step(b, plan, e) || forward(b, v, plan, v->n_rows, 0, CUDA_MARKS_NONE, NULL, e)) {
         pkvk_graph_abort(b->ctx);
         return -1;
     }
@@ -279,10 +287,10 @@ static int cuda_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan 
      * too. */
     b->meta_pending = b->stage_pending && rec->index % META_EVERY == 0;
     if (b->meta_pending && pkvk_event_record(b->ev[EV_META])) return cuda_fail(e, "event");
-    if (cuda_upload_step(b, plan, e)) return -1;
+    if (upload_step(b, plan, e)) return -1;
     if (pkv_route_has(plan->route, PKV_RP_CSR) && pkvk_pack_csr(b->ws, &batch))
         return cuda_fail(e, "FlashInfer page list");
-    if (cuda_forward(b, v, plan, v->n_rows, check, CUDA_MARKS_EVENTS, rec, e)) return -1;
+    if (forward(b, v, plan, v->n_rows, check, CUDA_MARKS_EVENTS, rec, e)) return -1;
     if (pkvk_event_elapsed(b->att_ev[0], b->att_ev[1], &ms)) return cuda_fail(e, "event");
     rec->t_device = ms * 1e-3;
     if (b->meta_pending) { /* the first route run after prepare */

@@ -98,19 +98,6 @@ typedef struct cuda_backend {
     pkvk_swap *swap;     /* preemption by swap's host pool; NULL: none */
 } cuda_backend;
 
-/* backend_cuda.c */
-/* How a forward's marks are taken: events recorded around each layer's attention (and
- * layer 0's check), the events as nodes of a graph being captured, or none. */
-typedef enum { CUDA_MARKS_EVENTS, CUDA_MARKS_NODES, CUDA_MARKS_NONE } cuda_marks;
-/* The step's forward over `rows` rows (the step's, or a graph's bucket) with the step's
- * prompt chunks, the route the attend hook on each layer's pools; check (events only):
- * layer 0's attention compared with the reference. */
-int cuda_forward(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *plan, int rows,
-                 int check, cuda_marks marks, pkv_step_rec *rec, pkv_err *e);
-/* Upload the plan, with the step's stage and its prologue (lengths, block-table
- * updates, the K/V append) on the step's first run. */
-int cuda_upload_step(cuda_backend *b, const pkvk_plan *plan, pkv_err *e);
-
 /* cuda_graph.c */
 /* A full model's decode step replays the graph of its (route, rows bucket, merge): the
  * bucket of rows (1, 2, 4, then multiples of 8, at most cap), the slot of its graph
