@@ -4,8 +4,9 @@
  * model run through the one forward (pkvk_forward.h), the route being the backend's
  * attend hook: a full model (a small one: its weights and pools in host memory) runs its
  * CPU mirror's operations in FP32 (pkvk_cpu_model, kernels/pkvk_model.h), the study
- * layer the backend's own two (below): its new tokens' K/V and Q from the prepared rows,
- * a prompt's pages written with the pool's tiles. */
+ * layer one of the backend's own (a prompt's pages written with the pool's tiles); its
+ * new tokens' K/V and Q come from the prepared rows in prepare, as the cuda backend's
+ * prologue appends them. */
 #include "backends.h"
 #include "pkv_clock.h"
 #include "routes.h"
@@ -28,9 +29,9 @@ typedef struct cpu_backend {
     float *o, *o_ref, *part;
     size_t part_cap; /* floats: the planner's most partial states, sized at start */
     pkv_tensors t;
-    int64_t next_src, step_src; /* prepared rows of the next step's tokens, of this one's */
-    pkvk_cpu_model *model;      /* a full model; NULL: the study layer */
-    pkvk_fwd_model fwd;         /* the one forward's operations: the model's or the study's */
+    int64_t next_src;      /* prepared row of the next appended token */
+    pkvk_cpu_model *model; /* a full model; NULL: the study layer */
+    pkvk_fwd_model fwd;    /* the one forward's operations: the model's or the study's */
 } cpu_backend;
 
 static size_t page_elems(const pkvk_shape *s) {
@@ -61,30 +62,8 @@ static void fill_pages(cpu_backend *b, const int32_t *pages, int32_t n) {
         }
 }
 
-/* The study layer's operations in the one forward (it has no dense part): the step's
- * new tokens, K/V appended at position len-1 of every row and the step's Q, from the
- * prepared rows (tensors.h), as the cuda backend's prologue does; a prompt piece's
- * pages written with the pool's tiles. */
-static int study_append(void *self, int l, const pkvk_fwd_in *in) {
-    cpu_backend *b = self;
-    const pkvk_shape *s = &b->shape;
-    (void)l;
-    for (int32_t i = 0; i < in->rows; i++) {
-        int32_t t = in->lens[i] - 1;
-        int32_t page = in->block_table[(size_t)i * in->bt_stride + t / s->page_size];
-        size_t src = (size_t)((b->step_src + i) % PKV_TENSOR_SRC_ROWS);
-        for (int h = 0; h < s->hkv; h++) {
-            size_t off = (((size_t)page * s->hkv + h) * s->page_size + t % s->page_size) * s->d;
-            const size_t from = (src * s->hkv + h) * s->d;
-            put_kv(b, b->k, b->k_scale, off, b->t.src_k + from, (size_t)s->d);
-            put_kv(b, b->v, b->v_scale, off, b->t.src_v + from, (size_t)s->d);
-        }
-        memcpy(b->q + (size_t)i * s->hq * s->d, b->t.src_q + src * s->hq * s->d,
-               2 * (size_t)s->hq * s->d);
-    }
-    return 0;
-}
-
+/* The study layer's operation in the one forward (it has no dense part): a prompt
+ * piece's pages written with the pool's tiles. */
 static int study_pieces(void *self, int l, const pkvk_fwd_in *in) {
     cpu_backend *b = self;
     (void)l;
@@ -96,7 +75,7 @@ static int study_pieces(void *self, int l, const pkvk_fwd_in *in) {
     return 0;
 }
 
-static const pkvk_fwd_ops study_ops = {.rope = study_append, .pieces = study_pieces};
+static const pkvk_fwd_ops study_ops = {.pieces = study_pieces};
 
 static int cpu_prefill(pkv_backend *base, const pkv_prefill_view *p, double *t_device, pkv_err *e) {
     cpu_backend *b = (cpu_backend *)base;
@@ -106,11 +85,28 @@ static int cpu_prefill(pkv_backend *base, const pkv_prefill_view *p, double *t_d
     return rc ? pkv_fail(e, "cpu backend: the prefill failed (status %d)", rc) : 0;
 }
 
-/* The step's prepared rows (its forward appends their K/V; the oracle runs it again). */
+/* The study layer's new tokens, once a step (the oracle runs the forward again): K/V
+ * appended at position len-1 of every row and the step's Q, from the prepared rows
+ * (tensors.h), as the cuda backend's prologue does. A full model appends its rows' K/V
+ * in its forward. */
 static int cpu_prepare(pkv_backend *base, const pkv_batch_view *v, pkv_err *e) {
     cpu_backend *b = (cpu_backend *)base;
+    const pkvk_shape *s = &b->shape;
     (void)e;
-    b->step_src = b->next_src;
+    if (b->model) return 0;
+    for (int32_t i = 0; i < v->n_rows; i++) {
+        int32_t t = v->seq_lens[i] - 1;
+        int32_t page = v->block_table[(size_t)i * v->bt_stride + t / s->page_size];
+        size_t src = (size_t)((b->next_src + i) % PKV_TENSOR_SRC_ROWS);
+        for (int h = 0; h < s->hkv; h++) {
+            size_t off = (((size_t)page * s->hkv + h) * s->page_size + t % s->page_size) * s->d;
+            const size_t from = (src * s->hkv + h) * s->d;
+            put_kv(b, b->k, b->k_scale, off, b->t.src_k + from, (size_t)s->d);
+            put_kv(b, b->v, b->v_scale, off, b->t.src_v + from, (size_t)s->d);
+        }
+        memcpy(b->q + (size_t)i * s->hq * s->d, b->t.src_q + src * s->hq * s->d,
+               2 * (size_t)s->hq * s->d);
+    }
     b->next_src += v->n_rows;
     return 0;
 }

@@ -16,7 +16,7 @@ static int graph_buckets(int32_t cap) {
 
 /* Room for the routes a fixed grid runs (the ones pkv_backend_graph_routes names for a
  * full model), with and without merge. */
-int cuda_graph_slots(int32_t cap) {
+static int graph_slots(int32_t cap) {
     return __builtin_popcount(pkv_routes_in_graph(PKV_GRAPH_FIXED)) * 2 * graph_buckets(cap);
 }
 
@@ -29,13 +29,13 @@ pkvk_graph **cuda_graph_slot(cuda_backend *b, const pkvk_plan *plan, int32_t row
 }
 
 int cuda_graphs_make(cuda_backend *b) {
-    b->graphs = calloc((size_t)cuda_graph_slots(b->cap_rows), sizeof *b->graphs);
+    b->graphs = calloc((size_t)graph_slots(b->cap_rows), sizeof *b->graphs);
     return b->graphs ? 0 : -1;
 }
 
 void cuda_graphs_free(cuda_backend *b) {
     pkvk_graph_destroy(b->graph);
-    for (int k = 0; b->graphs && k < cuda_graph_slots(b->cap_rows); k++)
+    for (int k = 0; b->graphs && k < graph_slots(b->cap_rows); k++)
         pkvk_graph_destroy(b->graphs[k]);
     free(b->graphs);
 }

@@ -101,10 +101,9 @@ typedef struct cuda_backend {
 /* cuda_graph.c */
 /* A full model's decode step replays the graph of its (route, rows bucket, merge): the
  * bucket of rows (1, 2, 4, then multiples of 8, at most cap), the slot of its graph
- * (NULL: the route cannot be replayed in a full model's graph), the slots kept. */
+ * (NULL: the route cannot be replayed in a full model's graph). */
 int32_t cuda_graph_rows(int32_t rows, int32_t cap);
 pkvk_graph **cuda_graph_slot(cuda_backend *b, const pkvk_plan *plan, int32_t rows);
-int cuda_graph_slots(int32_t cap);
 /* A full model's graph slots (-1: out of memory); every graph freed. */
 int cuda_graphs_make(cuda_backend *b);
 void cuda_graphs_free(cuda_backend *b);
