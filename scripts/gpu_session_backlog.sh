@@ -27,7 +27,8 @@
 #            against h200.json (bench/model_accuracy.py)
 #   b1:      the study layer's B=1 32K in-loop step (FP16 and over FP8 KV), the bundle's
 #            pkvsim_before (a build to compare with, where bundled) and pkvsim alternated
-#            B1_REPS times (default 2; issue 45's check of the cuda backend's one run path)
+#            B1_REPS times (default 2; B1_FILE another experiment, one that allows this
+#            GPU; issue 45's check of the cuda backend's one run path)
 #   loop:    served-model runs on the cuda backend: qwen2.5-7b B=8 under the G 1-8 gate (not
 #            measured since), llama-3.2-1b and gemma-2-9b B=8 (head dimensions 64 and 256),
 #            the scheduler's chunked_prefill
@@ -133,7 +134,7 @@ for part in "${parts[@]}"; do
     for k in $(seq "${B1_REPS:-2}"); do
       for p in pkvsim_before pkvsim; do
         has $p && step "b1_32k_${p}_$k" 90 .bundle/run $p run \
-          bench/results/2026-12-04-fp8-gpu/b1_32k.json -b cuda -q -o "$w/b1_32k_${p}_$k.h5"
+          "${B1_FILE:-bench/results/2026-12-04-fp8-gpu/b1_32k.json}" -b cuda -q -o "$w/b1_32k_${p}_$k.h5"
       done
     done
     ;;

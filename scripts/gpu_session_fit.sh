@@ -10,14 +10,17 @@
 # every shape). MAX_BL (default 65536): the largest B*L of the grid (262144 reaches the
 # B=8 32K and B=64 4K shapes of bench/model, whose attention the 64K grid's fit
 # over-predicted by 10% on the twelfth session's machine).
+# CAL (default experiments/calibration/h200.json): the calibration the runs name (on
+# another GPU, that GPU's own from `pkvsim calibrate`, the base of its fit).
 # Run on the GPU machine from the repository root with the bundled programs in
 # .bundle/; writes the runs as fitset.tar.xz and the logs under $1.
 set -uo pipefail
 out=${1:?usage: gpu_session_fit.sh OUTDIR}
 mkdir -p "$out/fitset"
-python3 - "$out/fitset" "$PWD" "${ROUTES:-}" "${MAX_BL:-65536}" <<'PY'
+cal=$(realpath "${CAL:-experiments/calibration/h200.json}")
+python3 - "$out/fitset" "$cal" "${ROUTES:-}" "${MAX_BL:-65536}" <<'PY'
 import json, os, sys
-dst, root, routes, max_bl = sys.argv[1:]
+dst, cal, routes, max_bl = sys.argv[1:]
 base = json.load(open("bench/model/l8b_b1_1k.json"))
 k = 0
 for L in (512, 1024, 2048, 4096, 8192, 16384, 32768):
@@ -33,7 +36,7 @@ for L in (512, 1024, 2048, 4096, 8192, 16384, 32768):
                              "decode": {"dist": "fixed", "value": 16},
                              "num_requests": B, "max_context": L + 32}
             e["serving"] = {"max_active": B, "kv_pages": B * (L + 48) // 16 + 64}
-            e["route"] = {"calibration": root + "/experiments/calibration/h200.json"}
+            e["route"] = {"calibration": cal}
             if r:
                 e["route"]["policy"] = r
             e["run"] = {"record": "full"}
@@ -50,7 +53,7 @@ done 2>&1 | tee "$out/fitset.log"
 for sched in auto spin yield blocking; do
   echo "== l8b_b8_32k PKV_CUDA_SCHEDULE=$sched"
   PKV_CUDA_SCHEDULE=$sched .bundle/run pkvsim run bench/model/l8b_b8_32k.json --backend cuda -q \
-    -c experiments/calibration/h200.json -o "$out/sched_$sched.h5" 2>&1 | grep "host time"
+    -c "$cal" -o "$out/sched_$sched.h5" 2>&1 | grep "host time"
   python3 - "$out/sched_$sched.h5" <<'PY'
 import h5py, sys, numpy as np
 with h5py.File(sys.argv[1]) as f:

@@ -10,11 +10,11 @@
 #   burst1000_pf     1000 prompts at once, prefill_first, prefill batches of 8192 tokens
 #   latency_b8       the dashboard's latency test (8 x 32 in, 128 out)
 # Writes each run's HDF5 (record steps) and vLLM-named --json, and the wall times.
-# RUNS picks the runs. Run from the repository root with .bundle/ (build-fi's pkvsim).
+# RUNS picks the runs; CAL another calibration (another GPU's own). Run from the repository root with .bundle/ (build-fi's pkvsim).
 set -u
 out=${1:?usage: gpu_session_saturation.sh OUT}
 mkdir -p "$out"
-cal=$PWD/experiments/calibration/h200.json
+cal=$(realpath "${CAL:-experiments/calibration/h200.json}")
 python3 - "$out" "$cal" <<'PY'
 import json, sys
 out, cal = sys.argv[1:]
