@@ -176,7 +176,8 @@ int main(void) {
             " \"decode\": {\"dist\": \"uniform\", \"min\": 1, \"max\": 12},"
             " \"num_requests\": 8, \"max_context\": 3100},"
             " \"serving\": {\"max_active\": 3, \"kv_pages\": 2000},"
-            " \"route\": {\"policy\": \"adaptive\", \"calibration\": \"%s\", \"allow_other_gpu\": true,"
+            " \"route\": {\"policy\": \"adaptive\", \"calibration\": \"%s\", \"allow_other_gpu\": "
+            "true,"
             " \"overrides\": {\"min_context_tokens\": 0}},"
             " \"run\": {\"backend\": \"%s\", \"clock\": \"predicted\", \"check_every\": 1,"
             " \"output\": \"%s\"}}";
@@ -224,7 +225,8 @@ int main(void) {
             " \"decode\": {\"dist\": \"uniform\", \"min\": 1, \"max\": 12},"
             " \"num_requests\": 8, \"max_context\": 3100},"
             " \"serving\": {\"max_active\": 3, \"kv_pages\": 2000},"
-            " \"route\": {\"policy\": \"oracle\", \"calibration\": \"%s\", \"allow_other_gpu\": true},"
+            " \"route\": {\"policy\": \"oracle\", \"calibration\": \"%s\", \"allow_other_gpu\": "
+            "true},"
             " \"run\": {\"backend\": \"cuda\", \"clock\": \"predicted\", \"check_every\": 1,"
             " \"output\": \"%s\"}}";
         const int types[3][2] = {
@@ -275,7 +277,8 @@ int main(void) {
                 "{\"model\": {\"mlp_intermediate\": 11008}, \"workload\": {\"arrival\": "
                 "{\"process\": \"closed\", \"concurrency\": 4}, \"prompt\": {\"dist\": \"fixed\", "
                 "\"value\": 3000}, \"decode\": {\"dist\": \"fixed\", \"value\": 20}, "
-                "\"num_requests\": 8}, \"route\": {\"calibration\": \"%s\", \"allow_other_gpu\": true}, \"run\": "
+                "\"num_requests\": 8}, \"route\": {\"calibration\": \"%s\", \"allow_other_gpu\": "
+                "true}, \"run\": "
                 "{\"backend\": \"cuda\", \"output\": \"%s\"}}",
                 TEST_CALIBRATION, a) == 0,
             "mlp run: %s", e.msg);
@@ -307,7 +310,8 @@ int main(void) {
                   "{\"dist\": \"uniform\", \"min\": 2, \"max\": 40}, \"num_requests\": 40, "
                   "\"max_context\": 4096}, \"serving\": {\"max_active\": 8, \"kv_pages\": "
                   "4000, \"scheduler\": \"chunked\", \"token_budget\": 512}, \"route\": "
-                  "{\"calibration\": \"%s\", \"allow_other_gpu\": true, \"policy\": \"pkv_workqueue\"}, \"run\": "
+                  "{\"calibration\": \"%s\", \"allow_other_gpu\": true, \"policy\": "
+                  "\"pkv_workqueue\"}, \"run\": "
                   "{\"backend\": \"cuda\", \"check_every\": 1, \"output\": \"%s\"}}",
                   TEST_CALIBRATION, a) == 0,
               "chunked run: %s", e.msg);
@@ -345,7 +349,8 @@ int main(void) {
                   "{\"dist\": \"uniform\", \"min\": 100, \"max\": 300}, \"num_requests\": 24, "
                   "\"max_context\": 1600}, \"serving\": {\"max_active\": 8, \"kv_pages\": "
                   "400, \"scheduler\": \"chunked\", \"token_budget\": 1024, \"preemption\": "
-                  "\"swap\", \"swap_pages\": 2000}, \"route\": {\"calibration\": \"%s\", \"allow_other_gpu\": true, "
+                  "\"swap\", \"swap_pages\": 2000}, \"route\": {\"calibration\": \"%s\", "
+                  "\"allow_other_gpu\": true, "
                   "\"policy\": \"pkv_workqueue\"}, \"run\": {\"backend\": \"cuda\", "
                   "\"check_every\": 1, \"output\": \"%s\"}}",
                   TEST_CALIBRATION, a) == 0,
@@ -389,7 +394,8 @@ int main(void) {
                       "4}, \"prompt\": {\"dist\": \"fixed\", \"value\": 8000}, \"decode\": "
                       "{\"dist\": \"fixed\", \"value\": 60}, \"num_requests\": 8, "
                       "\"max_context\": 8100}, \"serving\": {\"max_active\": 4, \"kv_pages\": "
-                      "2200}, \"route\": {\"calibration\": \"%s\", \"allow_other_gpu\": true, \"policy\": "
+                      "2200}, \"route\": {\"calibration\": \"%s\", \"allow_other_gpu\": true, "
+                      "\"policy\": "
                       "\"pkv_workqueue\"}, \"run\": {\"backend\": \"cuda\", "
                       "\"layers_measured\": %d, \"output\": \"%s\"}}",
                       TEST_CALIBRATION, k, a) == 0,
@@ -444,7 +450,8 @@ int main(void) {
                           "100, \"max\": 6000}, \"decode\": {\"dist\": \"uniform\", \"min\": 5, "
                           "\"max\": 60}, \"num_requests\": 14, \"max_context\": 6100}, "
                           "\"serving\": {\"max_active\": 5, \"kv_pages\": 2400}, \"route\": "
-                          "{\"calibration\": \"%s\", \"allow_other_gpu\": true, \"policy\": \"%s\"}, \"run\": "
+                          "{\"calibration\": \"%s\", \"allow_other_gpu\": true, \"policy\": "
+                          "\"%s\"}, \"run\": "
                           "{\"backend\": \"cuda\", \"clock\": \"predicted\", "
                           "\"check_every\": 5, \"cuda_graph\": %s, \"output\": \"%s\"}}",
                           TEST_CALIBRATION, pol[k], gr ? "true" : "false", a) == 0,
@@ -468,7 +475,8 @@ int main(void) {
                             "\"closed\", \"concurrency\": 2}, \"prompt\": {\"dist\": \"fixed\", "
                             "\"value\": 100}, \"decode\": {\"dist\": \"fixed\", \"value\": 4}, "
                             "\"num_requests\": 2}, \"route\": "
-                            "{\"calibration\": \"%s\", \"allow_other_gpu\": true, \"policy\": \"pkv_bucket\"}, \"run\": "
+                            "{\"calibration\": \"%s\", \"allow_other_gpu\": true, \"policy\": "
+                            "\"pkv_bucket\"}, \"run\": "
                             "{\"backend\": \"cuda\", \"cuda_graph\": true, \"output\": "
                             "\"%s\"}}",
                             TEST_CALIBRATION, a) == -1 &&
