@@ -6,7 +6,8 @@ calibration/h200.json: its top level with its served_model section) with its rat
 the H200's: read rates (beta, the GEMMs' weight stream, each route's peak and merge
 rates) by memory bandwidth, a CTA's read rate by bandwidth per SM, GEMM and prefill
 rates (and the prefill's per-token cost) by dense FP16 tensor throughput, host-link
-swaps by the PCIe generation; fixed costs (launches, host work) and the FP8 KV CTA's
+swaps by the PCIe generation (a constant measured on that GPU, `measured`, in place of
+its ratio); fixed costs (launches, host work) and the FP8 KV CTA's
 rate (kv_fp8_cta_gbps: bound by instruction issue, not by memory) stay the H200's. So a
 derived GPU keeps the H200's measured efficiency against its own datasheet: a guess,
 marked `derived` with its sources, until `pkvsim calibrate` on that GPU replaces it. It
@@ -52,7 +53,20 @@ GPUS = {
             {"what": "FlashAttention-3 paged decode, batch 16, 32 heads, head 128, 4,000 tokens",
              "value": 1849, "unit": "GB/s",
              "source": "Dao-AILab/flash-attention issue 1572 (H100)",
-             "against": "a kernel at a small batch, not the stream: below every route's peak"}]},
+             "against": "a kernel at a small batch, not the stream: below every route's peak"}],
+        # Measured on this GPU: a constant the datasheet ratio would otherwise guess.
+        "measured": {
+            "cta_bandwidth": 0.978,
+            "what": "a CTA's read rate over the H200's, pkvsim calibrate --groups 4 on each GPU "
+                    "(isolated kernels): ref_paged 0.988, pkv_bucket 0.984, pkv_workqueue 0.964, "
+                    "FP8 KV 0.977, their mean (FlashInfer's CUDA-core path 0.85; the two routes "
+                    "whose H200 fit put their time in the peak left out); the same SM at the same "
+                    "clocks streams what the H200's does, where the bandwidth per SM (x0.698) said "
+                    "30% less",
+            "source": "bench/results/2026-12-06-h100-calibrate/compare.md (H100 2026-12-06, H200 "
+                      "2026-12-05); the served model's steps on an H100 agree (bench/RESULTS.md, "
+                      "the derived H100 preset against the cuda backend: step MAPE 6.5% derived, "
+                      "1.9% with a CTA's rate x1.0)"}},
     "a100-80gb": {
         "gpu_name": "NVIDIA A100-SXM4-80GB", "bw": 2039, "tflops": 312, "sms": 108,
         "memory_gb": 80, "pcie": 32,
@@ -86,7 +100,7 @@ GEMM_TF = ("gemm_tflops", "prefill_attn_tflops")
 
 def derive(base, name, g):
     bw, tf = g["bw"] / H200["bw"], g["tflops"] / H200["tflops"]
-    per_sm = bw * H200["sms"] / g["sms"]
+    per_sm = g.get("measured", {}).get("cta_bandwidth", bw * H200["sms"] / g["sms"])
     c = copy.deepcopy(base)
     for k in ("note", "fit", "driver"):
         c.pop(k, None)
@@ -115,9 +129,11 @@ def derive(base, name, g):
         "sources": g["sources"],
         "published": g.get("published", []),
     }
+    if "measured" in g:
+        c["derived"]["measured"] = g["measured"]
     c["note"] = (f"DERIVED, not measured: {BASE}'s {SECTION} (the H200's measured calibration for a full model) "
                  f"with read rates x{bw:.3f} (memory bandwidth {g['bw']} over 4800 GB/s), a CTA's read "
-                 f"rate x{per_sm:.3f} (bandwidth per SM), GEMM and prefill rates x{tf:.3f} (dense FP16 "
+                 f"rate x{per_sm:.3f} ({'measured' if 'measured' in g else 'bandwidth per SM'}), GEMM and prefill rates x{tf:.3f} (dense FP16 "
                  f"{g['tflops']} over 989.4 TFLOP/s), fixed costs the H200's; by "
                  f"scripts/derive_gpu_presets.py. Replace it with `pkvsim calibrate` on a {g['gpu_name']} "
                  "and record the derived file's error against the measured one.")

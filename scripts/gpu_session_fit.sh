@@ -43,12 +43,18 @@ for L in (512, 1024, 2048, 4096, 8192, 16384, 32768):
             json.dump(e, open(os.path.join(dst, e["name"] + ".json"), "w"))
         k += 1
 PY
+# The runs travel as one file (a call returns at most eight), packed also when a time
+# limit stops the grid: what ran comes back.
+pack() { (cd "$out/fitset" && tar cJf ../fitset.tar.xz ./*.h5 ./*.json && cd .. && rm -rf fitset); }
+trap 'exit 124' TERM INT
+trap pack EXIT
 for j in "$out"/fitset/*.json; do
   n=$(basename "$j" .json)
   echo "== $n"
   .bundle/run pkvsim run "$j" --backend cuda -q -o "$out/fitset/$n.h5" 2>&1 | grep -vE "^pkvsim: (reading|cuda graphs)"
 done 2>&1 | tee "$out/fitset.log"
-(cd "$out/fitset" && tar cJf ../fitset.tar.xz *.h5 *.json && cd .. && rm -rf fitset)
+pack
+trap - EXIT
 [ "${SCHED:-1}" = 0 ] && exit 0
 for sched in auto spin yield blocking; do
   echo "== l8b_b8_32k PKV_CUDA_SCHEDULE=$sched"

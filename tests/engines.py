@@ -447,7 +447,8 @@ truth = write("truth.json", {"name": "synthetic", "host": {
     "request": {"client_us": TRUE["client_us"]}})
 start = write("start.json", {"name": "synthetic", "host": {
     "iteration_us": 400, "per_request_us": 10, "overlap": False},
-    "gpu": {"prefill_token_us": 0.5}, "request": {"client_us": 800}})
+    "gpu": {"prefill_token_us": 0.5}, "request": {"client_us": 800},
+    "fit": {"rms_log_error": 9, "note": "what the fit's numbers mean, by hand"}})
 shapes = [  # (name, concurrency, prompt, decode, client, figure); two sources of four
     ("b1", 1, 64, 200, "offline", "mean_e2el"),
     ("b48", 48, 64, 200, "offline", "mean_e2el"),
@@ -495,6 +496,9 @@ run(["fit", "--engine", start, "-o", kept, "--iterations", "20"] + offline_only)
 check("no file measured through a server: the profile's client_us kept (800), not 0",
       json.load(open(kept))["request"]["client_us"] == 800)
 check("fit lists its files", len(got["fit"]["fitted"]) == 8 and got["fit"]["held_out"] == [])
+check("fit writes its own record and keeps the profile's fit.note",
+      got["fit"]["rms_log_error"] != 9 and
+      got["fit"].get("note") == "what the fit's numbers mean, by hand")
 
 # ---- held out by source: files made with known constants, three sources -------------------
 out = os.path.join(tmp, "bysrc.json")

@@ -175,6 +175,9 @@ static int write_profile(const char *out, const char *profile, const pkv_vfit *f
         fprintf(stderr, "pkvsim fit: %s\n", e.msg);
         return -1;
     }
+    /* the fit's own record is new; what a person wrote of it (fit.note) stays */
+    cJSON *note = cJSON_DetachItemFromObjectCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(root, "fit"), "note");
     cJSON_DeleteItemFromObjectCaseSensitive(root, "fit");
     /* each constant under its object: host, gpu (prefill_token_us), request (client_us) */
     static const char *const under[N_PARAMS] = {"host", "host", "gpu", "request", "host"};
@@ -207,6 +210,7 @@ static int write_profile(const char *out, const char *profile, const pkv_vfit *f
                                     round(1e4 * pkv_vfile_err(r->pred, r->value)) / 1e4);
             cJSON_AddItemToArray(v[i].held_out ? held : fitted, o);
         }
+    if (note) cJSON_AddItemToObject(fit, "note", note);
     return pkv_vfile_write_doc(root, out, "fit", "-o");
 }
 
