@@ -25,6 +25,11 @@
 #            H200, the served model's twelve type runs (llama-3.1-8b l8b_b1_1k, l8b_b8_32k,
 #            l8b_b64_4k in FP16, BF16 and either over FP8 KV) for the per-step comparison
 #            against h200.json (bench/model_accuracy.py)
+#   grid:    the served model's fit grid (ref_paged and pkv_workqueue fixed, 70 runs) on
+#            CAL, the GPU's own calibration (default the H100's of 2026-12-06 in
+#            bench/results/2026-12-06-h100-calibrate/, for issue 44 item 6's measured
+#            H100 preset), packed in w/fit/
+#   saturation: the saturated workloads (gpu_session_saturation.sh, RUNS) on CAL
 #   b1:      the study layer's B=1 32K in-loop step (FP16 and over FP8 KV), the bundle's
 #            pkvsim_before (a build to compare with, where bundled) and pkvsim alternated
 #            B1_REPS times (default 2; B1_FILE another experiment, one that allows this
@@ -33,7 +38,7 @@
 #            measured since), llama-3.2-1b and gemma-2-9b B=8 (head dimensions 64 and 256),
 #            the scheduler's chunked_prefill
 set -u
-out=${1:?usage: gpu_session_backlog.sh OUT [tests|sanitize|speed|dims|types|calfp8|own|b1|loop|FILE ...]}
+out=${1:?usage: gpu_session_backlog.sh OUT [tests|sanitize|speed|dims|types|calfp8|own|grid|saturation|b1|loop|FILE ...]}
 shift
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(tests speed)
@@ -137,6 +142,15 @@ for part in "${parts[@]}"; do
           "${B1_FILE:-bench/results/2026-12-04-fp8-gpu/b1_32k.json}" -b cuda -q -o "$w/b1_32k_${p}_$k.h5"
       done
     done
+    ;;
+  grid)
+    CAL=${CAL:-bench/results/2026-12-06-h100-calibrate/h100-calibrate.json} ROUTES="ref_paged pkv_workqueue" SCHED=0 \
+      step grid 560 scripts/gpu_session_fit.sh "$w/fit"
+    ;;
+  saturation)
+    CAL=${CAL:-bench/results/2026-12-06-h100-calibrate/h100-calibrate.json} \
+      RUNS=${RUNS:-latency_b8 burst200_c512 poisson40_c512 burst1000_c2048} \
+      step saturation 560 scripts/gpu_session_saturation.sh "$w/sat"
     ;;
   loop)
     for m in qwen2.5-7b llama-3.2-1b gemma-2-9b; do
