@@ -33,6 +33,22 @@ static int hist_bin(double x) {
     return i < HIST_BINS ? i : HIST_BINS - 1;
 }
 
+/* k values x joined to the moments of n values in all (k of them these): Welford's running
+ * mean and sum of squared deviations, stably (its step for k equal values at once). */
+static void moments_add(double *mean, double *m2, uint64_t n, double x, uint64_t k) {
+    const double delta = x - *mean;
+    *mean += delta * (double)k / (double)n;
+    *m2 += delta * (x - *mean) * (double)k;
+}
+
+/* The pending run in the bins and moments (its values are in the count already). */
+static void dist_settle(pkv_dist *d) {
+    if (!d->run_n) return;
+    d->hist[hist_bin(d->run_x)] += d->run_n;
+    moments_add(&d->mean, &d->m2, d->n, d->run_x, d->run_n);
+    d->run_n = 0;
+}
+
 int pkv_dist_add(pkv_dist *d, double x) {
     if (!(x >= 0)) return 0;           /* no latency is negative or NaN */
     if (!d->hist && d->n == d->keep) { /* the values to the histogram, from now on */
@@ -42,22 +58,23 @@ int pkv_dist_add(pkv_dist *d, double x) {
         free(d->v);
         d->v = NULL, d->cap = 0;
     }
-    if (d->hist) {
-        d->hist[hist_bin(x)]++;
-    } else {
-        if (d->n == d->cap) {
-            size_t c = d->cap ? d->cap * 2 : 4096;
-            if (c > d->keep) c = d->keep;
-            float *p = realloc(d->v, c * sizeof *p);
-            if (!p) return -1;
-            d->v = p, d->cap = c;
+    if (d->hist) { /* equal values in a row are binned and weighed as one run */
+        if (!d->run_n || x != d->run_x) {
+            dist_settle(d);
+            d->run_x = x;
         }
-        d->v[d->n] = (float)x;
+        d->run_n++, d->n++;
+        return 0;
     }
-    d->n++; /* Welford: the mean and the sum of squared deviations, stably */
-    const double delta = x - d->mean;
-    d->mean += delta / (double)d->n;
-    d->m2 += delta * (x - d->mean);
+    if (d->n == d->cap) {
+        size_t c = d->cap ? d->cap * 2 : 4096;
+        if (c > d->keep) c = d->keep;
+        float *p = realloc(d->v, c * sizeof *p);
+        if (!p) return -1;
+        d->v = p, d->cap = c;
+    }
+    d->v[d->n++] = (float)x;
+    moments_add(&d->mean, &d->m2, d->n, x, 1);
     return 0;
 }
 
@@ -81,6 +98,7 @@ double pkv_dist_quantile(const pkv_dist *d, double q) {
 }
 
 void pkv_dist_stats(pkv_dist *d, const double *pcts, int n_pcts, pkv_latency *out) {
+    dist_settle(d);
     *out = (pkv_latency){.mean = NAN, .median = NAN, .std = NAN, .n = d->n};
     for (int k = 0; k < n_pcts; k++) out->pct[k] = NAN;
     if (d->n == 0) return;
@@ -201,11 +219,19 @@ static size_t dist_bytes(const pkv_dist *d) {
 }
 
 static char *dist_pack(const pkv_dist *d, char *p) {
-    const dist_head h = {d->n, d->mean, d->m2, d->hist != NULL};
+    dist_head h = {d->n, d->mean, d->m2, d->hist != NULL};
+    if (d->run_n) moments_add(&h.mean, &h.m2, h.n, d->run_x, d->run_n); /* its pending run */
     memcpy(p, &h, sizeof h);
     p += sizeof h;
     const size_t b = dist_bytes(d) - sizeof h;
     if (b) memcpy(p, d->hist ? (const void *)d->hist : (const void *)d->v, b);
+    if (d->run_n) { /* binned: the run's bin in the copy */
+        uint64_t c;
+        char *at = p + (size_t)hist_bin(d->run_x) * sizeof c;
+        memcpy(&c, at, sizeof c);
+        c += d->run_n;
+        memcpy(at, &c, sizeof c);
+    }
     return p + b;
 }
 
@@ -224,6 +250,7 @@ static const char *dist_next(const char *p, const char *end, dist_head *h) {
 /* Join a packed distribution (checked by dist_next) into d, its moments by Chan's
  * formula; NULL: out of memory. */
 static const char *dist_merge(pkv_dist *d, const char *p, const char *end) {
+    dist_settle(d);
     dist_head h;
     const char *next = dist_next(p, end, &h);
     p += sizeof h;

@@ -38,6 +38,11 @@ typedef struct pkv_dist {
     float *v;        /* the values, while n <= keep */
     size_t cap;      /* of v */
     uint64_t *hist;  /* [PKV_HIST_OCTAVES << PKV_HIST_SUB_BITS], once n > keep */
+    /* binned: the last values when equal (a decode step's rows share their gap), in n
+     * but not yet in the bins and moments: they join them at once when another value
+     * comes or the distribution is read */
+    double run_x;
+    uint64_t run_n;
 } pkv_dist;
 /* -1: out of memory (the value is not counted). */
 int pkv_dist_add(pkv_dist *d, double x);

@@ -1,6 +1,7 @@
 #include "route_pkv.h"
 
 #include <stdint.h>
+#include <string.h>
 
 /* Split policy. The kernels keep resident_ctas_per_sm CTAs on each SM, so a wave is
  * W = resident x sm_count CTAs. A step's rows are cut into chunks of one size c
@@ -101,17 +102,39 @@ static int32_t route_len(pkv_bucket_mode mode, int32_t len) {
     return tiles * PKVK_TILE;
 }
 
+/* Whether m holds lens[0, n) (what was found for them stands). */
+static bool memo_holds(const pkv_plan_memo *m, const int32_t *lens, int32_t n) {
+    return m->n == n && !memcmp(m->lens, lens, sizeof(int32_t) * (size_t)n);
+}
+
+static void memo_keep(pkv_plan_memo *m, const int32_t *lens, int32_t n) {
+    memcpy(m->lens, lens, sizeof(int32_t) * (size_t)n);
+    m->n = n;
+}
+
 static int plan_bucket(const pkv_plan_ctx *x, pkvk_plan *p, pkv_route r, const int32_t *seq_lens,
                        int32_t n_rows) {
     (void)r;
     for (int32_t i = 0; i < n_rows; i++) x->route_lens[i] = route_len(x->bucket_mode, seq_lens[i]);
-    return pkvk_plan_bucket(p, seq_lens, x->route_lens, n_rows, bucket_splits, (void *)x);
+    /* The buckets depend on the route lengths alone: the last step's plan stands when
+     * they are its (its pkvk_plan is written by this planner only). */
+    pkv_plan_memo *m = &x->memo[1];
+    if (memo_holds(m, x->route_lens, n_rows)) return PKVK_OK;
+    m->n = -1;
+    int rc = pkvk_plan_bucket(p, seq_lens, x->route_lens, n_rows, bucket_splits, (void *)x);
+    if (rc == PKVK_OK) memo_keep(m, x->route_lens, n_rows);
+    return rc;
 }
 
 static int plan_workqueue(const pkv_plan_ctx *x, pkvk_plan *p, pkv_route r, const int32_t *seq_lens,
                           int32_t n_rows) {
     for (int32_t i = 0; i < n_rows; i++) x->route_lens[i] = pkvk_tiles(seq_lens[i]);
-    int64_t c = chunk_tiles(x, x->route_lens, 0, n_rows);
+    pkv_plan_memo *m = &x->memo[0];
+    if (!memo_holds(m, x->route_lens, n_rows)) {
+        m->chunk = chunk_tiles(x, x->route_lens, 0, n_rows);
+        memo_keep(m, x->route_lens, n_rows);
+    }
+    const int64_t c = m->chunk;
     for (int32_t i = 0; i < n_rows; i++) x->splits[i] = (int32_t)ceil_div64(x->route_lens[i], c);
     return pkvk_plan_workqueue(p, r, &x->shape, seq_lens, x->splits, n_rows);
 }

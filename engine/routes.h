@@ -39,12 +39,24 @@ typedef struct pkv_counters {
 
 /* What a route's planning reads: the step's shape, the calibration (the split policy's
  * constants), pkv_bucket's route lengths and two scratch arrays of a step's rows. */
+/* What a planner found for the rows' lengths of its last step (tiles, or the bucket
+ * planner's route lengths): most decode steps' are the last one's (a row crosses a
+ * tile every 32 tokens), and take the answer without the search. */
+typedef struct pkv_plan_memo {
+    int32_t n;     /* rows of lens; -1: none */
+    int64_t chunk; /* the split planner's chunk for lens */
+    int32_t *lens; /* [rows] */
+} pkv_plan_memo;
+
 typedef struct pkv_plan_ctx {
     pkvk_shape shape;
     const pkv_calib *cal;
     pkv_bucket_mode bucket_mode;
     int32_t *splits;     /* [rows] scratch */
     int32_t *route_lens; /* [rows] scratch */
+    /* [2]: the split planner's chunk (pkv_workqueue and pkv_fused: one search a step),
+     * the bucket planner's plan (the one in its pkvk_plan) */
+    pkv_plan_memo *memo;
 } pkv_plan_ctx;
 
 /* What a plan's rows add up to, for a route's counters: every row's true length

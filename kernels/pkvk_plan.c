@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 int pkvk_route_built(pkv_route r) {
     return (unsigned)r < PKV_ROUTE_COUNT &&
@@ -20,7 +21,10 @@ int pkvk_plan_init(pkvk_plan *p, int32_t cap_rows, int32_t cap_tasks) {
     p->buckets = malloc(sizeof(pkvk_bucket) * (size_t)cap_rows);
     p->tasks = malloc(sizeof(pkvk_task) * (size_t)cap_tasks);
     p->lens = malloc(sizeof(int32_t) * (size_t)cap_rows);
-    if (!p->split_offsets || !p->bucket_rows || !p->buckets || !p->tasks || !p->lens) {
+    p->memo_pages = malloc(sizeof(int32_t) * (size_t)cap_rows);
+    p->memo_n = -1;
+    if (!p->split_offsets || !p->bucket_rows || !p->buckets || !p->tasks || !p->lens ||
+        !p->memo_pages) {
         pkvk_plan_free(p);
         return PKVK_ERR_OUT_OF_MEMORY;
     }
@@ -35,6 +39,7 @@ void pkvk_plan_free(pkvk_plan *p) {
     free(p->buckets);
     free(p->tasks);
     free(p->lens);
+    free(p->memo_pages);
     *p = (pkvk_plan){0};
 }
 
@@ -62,6 +67,7 @@ int pkvk_plan_ref(pkvk_plan *p, const int32_t *seq_lens, int32_t n_rows) {
     int rc = check_rows(p, seq_lens, n_rows);
     if (rc) return rc;
     p->route = PKV_ROUTE_REF_PAGED;
+    p->memo_n = -1;
     p->n_rows = n_rows;
     for (int32_t i = 0; i <= n_rows; i++) p->split_offsets[i] = i;
     p->n_slots = n_rows;
@@ -86,6 +92,7 @@ int pkvk_plan_workqueue(pkvk_plan *p, pkv_route route, const pkvk_shape *s, cons
     if (rc) return rc;
     if (!pkv_route_is_workqueue(route)) return PKVK_ERR_INVALID;
     p->route = route;
+    p->memo_n = -1;
     p->n_rows = n_rows;
     p->n_buckets = 0;
     int32_t slot = 0;
@@ -159,6 +166,7 @@ int pkvk_plan_bucket(pkvk_plan *p, const int32_t *seq_lens, const int32_t *route
     int rc = check_rows(p, seq_lens, n_rows);
     if (rc) return rc;
     p->route = PKV_ROUTE_BUCKET;
+    p->memo_n = -1;
     p->n_rows = n_rows;
     p->n_tasks = 0;
     /* Row ids by route length, longest first, ties in row order (stable). */
@@ -233,6 +241,15 @@ int pkvk_plan_flashinfer(pkvk_plan *p, pkv_route route, const pkvk_shape *s,
         if (pages > max_pages) max_pages = pages;
     }
     const int64_t min_chunk = ps < 128 ? 128 / ps : 1;
+    const int64_t key[4] = {route, s->hkv, ps, (int64_t)sm_count * decode_ctas_per_sm};
+    const size_t bytes = sizeof(int32_t) * (size_t)n_rows;
+    if (p->memo_n == n_rows && !memcmp(p->memo_key, key, sizeof key) &&
+        !memcmp(p->memo_pages, p->lens, bytes)) {
+        /* the last plan's pages and grid: its chunk and slots stand (this plan is the one
+         * that made them: nothing else writes it) */
+        memcpy(p->lens, seq_lens, bytes);
+        return PKVK_OK;
+    }
     int64_t chunk;
     if (route == PKV_ROUTE_FLASHINFER) {
         /* DecodePlan: no split once the rows alone fill the grid; else the smallest
@@ -248,6 +265,9 @@ int pkvk_plan_flashinfer(pkvk_plan *p, pkv_route route, const pkvk_shape *s,
         int64_t budget = 2 * (int64_t)sm_count / s->hkv;
         chunk = fi_chunk(p->lens, n_rows, total, min_chunk, max_pages, 1, budget);
     }
+    memcpy(p->memo_pages, p->lens, bytes);
+    memcpy(p->memo_key, key, sizeof key);
+    p->memo_n = n_rows;
     p->route = route;
     p->n_rows = n_rows;
     p->chunk_tokens = (int32_t)(chunk * ps < INT32_MAX ? chunk * ps : INT32_MAX);

@@ -47,6 +47,12 @@ typedef struct pkvk_plan {
     int counts_only;             /* workqueue: count the tasks, do not write the list
                                     (enough for the cost model; nothing can launch it) */
     int tasks_written;           /* workqueue: the task list matches the counts */
+    /* FLASHINFER*: the rows' pages and the grid this plan was made for: most decode
+     * steps' pages are the last one's (a row crosses a page every page_size tokens),
+     * and keep its chunk and slots without the search; any other emitter voids it */
+    int32_t *memo_pages; /* [cap_rows] */
+    int32_t memo_n;      /* rows of memo_pages; -1: none */
+    int64_t memo_key[4]; /* route, KV heads, page size, SMs x CTAs an SM */
 } pkvk_plan;
 
 int pkvk_plan_init(pkvk_plan *p, int32_t cap_rows, int32_t cap_tasks);
