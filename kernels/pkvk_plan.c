@@ -218,10 +218,10 @@ static int64_t fi_units(int64_t chunk, const void *vctx) {
 
 /* The chunk (pages) FlashInfer's binary searches settle on. */
 static int64_t fi_chunk(const int32_t *pages, int32_t n, int64_t total, int64_t lo, int64_t hi,
-                        int64_t per_unit, int64_t budget) {
+                        int64_t guess, int64_t per_unit, int64_t budget) {
     pkvk_chunk_bracket(total, n, per_unit, budget, &lo, &hi);
     fi_units_ctx c = {pages, n, per_unit};
-    return pkvk_smallest_chunk(lo, hi, budget, fi_units, &c);
+    return pkvk_smallest_chunk_near(lo, hi, guess, budget, fi_units, &c);
 }
 
 int pkvk_plan_flashinfer(pkvk_plan *p, pkv_route route, const pkvk_shape *s,
@@ -250,6 +250,9 @@ int pkvk_plan_flashinfer(pkvk_plan *p, pkv_route route, const pkvk_shape *s,
         memcpy(p->lens, seq_lens, bytes);
         return PKVK_OK;
     }
+    /* the last plan's chunk, where it was made for this grid: the search's guess */
+    const int64_t guess =
+        p->memo_n >= 0 && !memcmp(p->memo_key, key, sizeof key) ? p->memo_chunk : 0;
     int64_t chunk;
     if (route == PKV_ROUTE_FLASHINFER) {
         /* DecodePlan: no split once the rows alone fill the grid; else the smallest
@@ -257,17 +260,17 @@ int pkvk_plan_flashinfer(pkvk_plan *p, pkv_route route, const pkvk_shape *s,
         int64_t grid = (int64_t)decode_ctas_per_sm * sm_count;
         chunk = (int64_t)n_rows * s->hkv >= grid
                     ? max_pages
-                    : fi_chunk(p->lens, n_rows, total, min_chunk, max_pages, s->hkv, grid);
+                    : fi_chunk(p->lens, n_rows, total, min_chunk, max_pages, guess, s->hkv, grid);
     } else {
         /* PrefillPlan at one query token per row: one query tile per row (G <= 16),
          * 2 CTAs per SM, the budget counted in rows (it divides the grid by the KV
          * heads). */
         int64_t budget = 2 * (int64_t)sm_count / s->hkv;
-        chunk = fi_chunk(p->lens, n_rows, total, min_chunk, max_pages, 1, budget);
+        chunk = fi_chunk(p->lens, n_rows, total, min_chunk, max_pages, guess, 1, budget);
     }
     memcpy(p->memo_pages, p->lens, bytes);
     memcpy(p->memo_key, key, sizeof key);
-    p->memo_n = n_rows;
+    p->memo_n = n_rows, p->memo_chunk = chunk;
     p->route = route;
     p->n_rows = n_rows;
     p->chunk_tokens = (int32_t)(chunk * ps < INT32_MAX ? chunk * ps : INT32_MAX);

@@ -53,6 +53,7 @@ typedef struct pkvk_plan {
     int32_t *memo_pages; /* [cap_rows] */
     int32_t memo_n;      /* rows of memo_pages; -1: none */
     int64_t memo_key[4]; /* route, KV heads, page size, SMs x CTAs an SM */
+    int64_t memo_chunk;  /* the chunk (pages) found for memo_pages: the next search's guess */
 } pkvk_plan;
 
 int pkvk_plan_init(pkvk_plan *p, int32_t cap_rows, int32_t cap_tasks);
@@ -130,6 +131,25 @@ static inline int64_t pkvk_smallest_chunk(int64_t lo, int64_t hi, int64_t budget
             hi = mid;
     }
     return lo;
+}
+
+/* The same search begun at a guess (the last step's answer, which a step's small
+ * change of lengths mostly keeps): two evaluations where the guess stands, else the
+ * search on its side of it; the same answer, units being non-increasing. */
+static inline int64_t pkvk_smallest_chunk_near(int64_t lo, int64_t hi, int64_t guess,
+                                               int64_t budget,
+                                               int64_t (*units)(int64_t chunk, const void *ctx),
+                                               const void *ctx) {
+    if (hi < lo) hi = lo;
+    if (guess > lo && guess < hi) {
+        if (units(guess, ctx) > budget)
+            lo = guess + 1;
+        else if (units(guess - 1, ctx) > budget)
+            return guess;
+        else
+            hi = guess - 1;
+    }
+    return pkvk_smallest_chunk(lo, hi, budget, units, ctx);
 }
 
 /* FlashInfer's planners mirrored in C (flashinfer-python 0.7.4, scheduler.cuh), so
