@@ -104,10 +104,13 @@ static int32_t route_len(pkv_bucket_mode mode, int32_t len) {
 
 /* Whether m holds lens[0, n) (what was found for them stands). */
 static bool memo_holds(const pkv_plan_memo *m, const int32_t *lens, int32_t n) {
-    return m->n == n && !memcmp(m->lens, lens, sizeof(int32_t) * (size_t)n);
+    return n <= PKVK_MEMO_ROWS && m->n == n && !memcmp(m->lens, lens, sizeof(int32_t) * (size_t)n);
 }
 
+/* What was found for lens[0, n) kept (a step of at most PKVK_MEMO_ROWS rows). */
 static void memo_keep(pkv_plan_memo *m, const int32_t *lens, int32_t n) {
+    m->n = -1;
+    if (n > PKVK_MEMO_ROWS) return;
     memcpy(m->lens, lens, sizeof(int32_t) * (size_t)n);
     m->n = n;
 }

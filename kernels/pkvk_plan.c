@@ -22,7 +22,7 @@ int pkvk_plan_init(pkvk_plan *p, int32_t cap_rows, int32_t cap_tasks) {
     p->tasks = malloc(sizeof(pkvk_task) * (size_t)cap_tasks);
     p->lens = malloc(sizeof(int32_t) * (size_t)cap_rows);
     p->memo_pages = malloc(sizeof(int32_t) * (size_t)cap_rows);
-    p->memo_n = -1;
+    p->memo_n = -1, p->memo_key[0] = -1; /* nothing kept yet */
     if (!p->split_offsets || !p->bucket_rows || !p->buckets || !p->tasks || !p->lens ||
         !p->memo_pages) {
         pkvk_plan_free(p);
@@ -56,6 +56,12 @@ void pkvk_split_range(int32_t len, int32_t S, int32_t s, int32_t *t_begin, int32
     *t_end = te * PKVK_TILE < len ? (int32_t)(te * PKVK_TILE) : len;
 }
 
+/* Another emitter wrote p: its FlashInfer memo and guess no longer stand. */
+static void memo_void(pkvk_plan *p) {
+    p->memo_n = -1;
+    p->memo_key[0] = -1; /* no route */
+}
+
 static int check_rows(const pkvk_plan *p, const int32_t *seq_lens, int32_t n_rows) {
     if (n_rows < 0 || n_rows > p->cap_rows) return PKVK_ERR_INVALID;
     for (int32_t i = 0; i < n_rows; i++)
@@ -67,7 +73,7 @@ int pkvk_plan_ref(pkvk_plan *p, const int32_t *seq_lens, int32_t n_rows) {
     int rc = check_rows(p, seq_lens, n_rows);
     if (rc) return rc;
     p->route = PKV_ROUTE_REF_PAGED;
-    p->memo_n = -1;
+    memo_void(p);
     p->n_rows = n_rows;
     for (int32_t i = 0; i <= n_rows; i++) p->split_offsets[i] = i;
     p->n_slots = n_rows;
@@ -92,7 +98,7 @@ int pkvk_plan_workqueue(pkvk_plan *p, pkv_route route, const pkvk_shape *s, cons
     if (rc) return rc;
     if (!pkv_route_is_workqueue(route)) return PKVK_ERR_INVALID;
     p->route = route;
-    p->memo_n = -1;
+    memo_void(p);
     p->n_rows = n_rows;
     p->n_buckets = 0;
     int32_t slot = 0;
@@ -166,7 +172,7 @@ int pkvk_plan_bucket(pkvk_plan *p, const int32_t *seq_lens, const int32_t *route
     int rc = check_rows(p, seq_lens, n_rows);
     if (rc) return rc;
     p->route = PKV_ROUTE_BUCKET;
-    p->memo_n = -1;
+    memo_void(p);
     p->n_rows = n_rows;
     p->n_tasks = 0;
     /* Row ids by route length, longest first, ties in row order (stable). */
@@ -243,7 +249,7 @@ int pkvk_plan_flashinfer(pkvk_plan *p, pkv_route route, const pkvk_shape *s,
     const int64_t min_chunk = ps < 128 ? 128 / ps : 1;
     const int64_t key[4] = {route, s->hkv, ps, (int64_t)sm_count * decode_ctas_per_sm};
     const size_t bytes = sizeof(int32_t) * (size_t)n_rows;
-    if (p->memo_n == n_rows && !memcmp(p->memo_key, key, sizeof key) &&
+    if (n_rows <= PKVK_MEMO_ROWS && p->memo_n == n_rows && !memcmp(p->memo_key, key, sizeof key) &&
         !memcmp(p->memo_pages, p->lens, bytes)) {
         /* the last plan's pages and grid: its chunk and slots stand (this plan is the one
          * that made them: nothing else writes it) */
@@ -251,8 +257,7 @@ int pkvk_plan_flashinfer(pkvk_plan *p, pkv_route route, const pkvk_shape *s,
         return PKVK_OK;
     }
     /* the last plan's chunk, where it was made for this grid: the search's guess */
-    const int64_t guess =
-        p->memo_n >= 0 && !memcmp(p->memo_key, key, sizeof key) ? p->memo_chunk : 0;
+    const int64_t guess = !memcmp(p->memo_key, key, sizeof key) ? p->memo_chunk : 0;
     int64_t chunk;
     if (route == PKV_ROUTE_FLASHINFER) {
         /* DecodePlan: no split once the rows alone fill the grid; else the smallest
@@ -268,9 +273,9 @@ int pkvk_plan_flashinfer(pkvk_plan *p, pkv_route route, const pkvk_shape *s,
         int64_t budget = 2 * (int64_t)sm_count / s->hkv;
         chunk = fi_chunk(p->lens, n_rows, total, min_chunk, max_pages, guess, 1, budget);
     }
-    memcpy(p->memo_pages, p->lens, bytes);
+    if (n_rows <= PKVK_MEMO_ROWS) memcpy(p->memo_pages, p->lens, bytes);
     memcpy(p->memo_key, key, sizeof key);
-    p->memo_n = n_rows, p->memo_chunk = chunk;
+    p->memo_n = n_rows <= PKVK_MEMO_ROWS ? n_rows : -1, p->memo_chunk = chunk;
     p->route = route;
     p->n_rows = n_rows;
     p->chunk_tokens = (int32_t)(chunk * ps < INT32_MAX ? chunk * ps : INT32_MAX);

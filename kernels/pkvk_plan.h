@@ -51,7 +51,7 @@ typedef struct pkvk_plan {
      * steps' pages are the last one's (a row crosses a page every page_size tokens),
      * and keep its chunk and slots without the search; any other emitter voids it */
     int32_t *memo_pages; /* [cap_rows] */
-    int32_t memo_n;      /* rows of memo_pages; -1: none */
+    int32_t memo_n;      /* rows of memo_pages; -1: none (or more than PKVK_MEMO_ROWS) */
     int64_t memo_key[4]; /* route, KV heads, page size, SMs x CTAs an SM */
     int64_t memo_chunk;  /* the chunk (pages) found for memo_pages: the next search's guess */
 } pkvk_plan;
@@ -132,6 +132,11 @@ static inline int64_t pkvk_smallest_chunk(int64_t lo, int64_t hi, int64_t budget
     }
     return lo;
 }
+
+/* The most rows whose plans are kept for the next step (pkvk_plan's memo, the engine's
+ * planners'): in a larger step some row mostly crosses a page or tile, and comparing and
+ * keeping the lengths would cost more than the searches it saves. */
+enum { PKVK_MEMO_ROWS = 32 };
 
 /* The same search begun at a guess (the last step's answer, which a step's small
  * change of lengths mostly keeps): two evaluations where the guess stands, else the
