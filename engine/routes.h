@@ -37,17 +37,17 @@ typedef struct pkv_counters {
                                the route's model has it (else 0); the policy adds it */
 } pkv_counters;
 
-/* What a route's planning reads: the step's shape, the calibration (the split policy's
- * constants), pkv_bucket's route lengths and two scratch arrays of a step's rows. */
 /* What a planner found for the rows' lengths of its last step (tiles, or the bucket
  * planner's route lengths): most decode steps' are the last one's (a row crosses a
  * tile every 32 tokens), and take the answer without the search. */
 typedef struct pkv_plan_memo {
-    int32_t n;     /* rows of lens; -1: none */
+    int32_t n;     /* rows of lens; -1: none (or more than PKVK_MEMO_ROWS) */
     int64_t chunk; /* the split planner's chunk for lens */
     int32_t *lens; /* [rows] */
 } pkv_plan_memo;
 
+/* What a route's planning reads: the step's shape, the calibration (the split policy's
+ * constants), pkv_bucket's route lengths and two scratch arrays of a step's rows. */
 typedef struct pkv_plan_ctx {
     pkvk_shape shape;
     const pkv_calib *cal;
