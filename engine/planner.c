@@ -16,17 +16,17 @@ int pkv_planner_init(pkv_planner *pl, const pkvk_shape *s, const pkv_calib *cal,
         (pkv_planner){.ctx = {.shape = *s, .cal = cal, .bucket_mode = mode}, .cap_rows = cap_rows};
     pl->ctx.splits = malloc(sizeof(int32_t) * (size_t)cap_rows);
     pl->ctx.route_lens = malloc(sizeof(int32_t) * (size_t)cap_rows);
-    pl->ctx.memo = calloc(2, sizeof *pl->ctx.memo);
-    for (int k = 0; pl->ctx.memo && k < 2; k++)
+    pl->ctx.memo = calloc(PKV_MEMOS, sizeof *pl->ctx.memo);
+    int rc =
+        pl->ctx.splits && pl->ctx.route_lens && pl->ctx.memo ? PKVK_OK : PKVK_ERR_OUT_OF_MEMORY;
+    for (int k = 0; rc == PKVK_OK && k < PKV_MEMOS; k++) {
         pl->ctx.memo[k] = (pkv_plan_memo){-1, 0, malloc(sizeof(int32_t) * (size_t)cap_rows)};
+        if (!pl->ctx.memo[k].lens) rc = PKVK_ERR_OUT_OF_MEMORY;
+    }
     /* Task bound: one wave, or (past one wave) chunks of at least the mean load, at
      * most one partial chunk per row. */
     int64_t cap = 2 * wave_ctas(cal) + (int64_t)cap_rows * s->hkv;
     int32_t cap_tasks = (int32_t)(cap + 64);
-    int rc = pl->ctx.splits && pl->ctx.route_lens && pl->ctx.memo && pl->ctx.memo[0].lens &&
-                     pl->ctx.memo[1].lens
-                 ? PKVK_OK
-                 : PKVK_ERR_OUT_OF_MEMORY;
     for (int r = 0; r < PKV_ROUTE_COUNT && rc == PKVK_OK; r++)
         rc = pkvk_plan_init(&pl->plans[r], cap_rows, cap_tasks);
     if (rc) pkv_planner_free(pl);
@@ -36,7 +36,7 @@ int pkv_planner_init(pkv_planner *pl, const pkvk_shape *s, const pkv_calib *cal,
 void pkv_planner_free(pkv_planner *pl) {
     free(pl->ctx.splits);
     free(pl->ctx.route_lens);
-    for (int k = 0; pl->ctx.memo && k < 2; k++) free(pl->ctx.memo[k].lens);
+    for (int k = 0; pl->ctx.memo && k < PKV_MEMOS; k++) free(pl->ctx.memo[k].lens);
     free(pl->ctx.memo);
     pl->ctx.memo = NULL;
     for (int r = 0; r < PKV_ROUTE_COUNT; r++) pkvk_plan_free(&pl->plans[r]);

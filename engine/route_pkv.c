@@ -121,7 +121,7 @@ static int plan_bucket(const pkv_plan_ctx *x, pkvk_plan *p, pkv_route r, const i
     for (int32_t i = 0; i < n_rows; i++) x->route_lens[i] = route_len(x->bucket_mode, seq_lens[i]);
     /* The buckets depend on the route lengths alone: the last step's plan stands when
      * they are its (its pkvk_plan is written by this planner only). */
-    pkv_plan_memo *m = &x->memo[1];
+    pkv_plan_memo *m = &x->memo[PKV_MEMO_BUCKET];
     if (memo_holds(m, x->route_lens, n_rows)) return PKVK_OK;
     m->n = -1;
     int rc = pkvk_plan_bucket(p, seq_lens, x->route_lens, n_rows, bucket_splits, (void *)x);
@@ -132,7 +132,7 @@ static int plan_bucket(const pkv_plan_ctx *x, pkvk_plan *p, pkv_route r, const i
 static int plan_workqueue(const pkv_plan_ctx *x, pkvk_plan *p, pkv_route r, const int32_t *seq_lens,
                           int32_t n_rows) {
     for (int32_t i = 0; i < n_rows; i++) x->route_lens[i] = pkvk_tiles(seq_lens[i]);
-    pkv_plan_memo *m = &x->memo[0];
+    pkv_plan_memo *m = &x->memo[PKV_MEMO_SPLIT];
     if (!memo_holds(m, x->route_lens, n_rows)) {
         m->chunk = chunk_tiles(x, x->route_lens, 0, n_rows);
         memo_keep(m, x->route_lens, n_rows);

@@ -45,6 +45,7 @@ typedef struct pkv_plan_memo {
     int64_t chunk; /* the split planner's chunk for lens */
     int32_t *lens; /* [rows] */
 } pkv_plan_memo;
+enum { PKV_MEMO_SPLIT, PKV_MEMO_BUCKET, PKV_MEMOS };
 
 /* What a route's planning reads: the step's shape, the calibration (the split policy's
  * constants), pkv_bucket's route lengths and two scratch arrays of a step's rows. */
@@ -54,8 +55,8 @@ typedef struct pkv_plan_ctx {
     pkv_bucket_mode bucket_mode;
     int32_t *splits;     /* [rows] scratch */
     int32_t *route_lens; /* [rows] scratch */
-    /* [2]: the split planner's chunk (pkv_workqueue and pkv_fused: one search a step),
-     * the bucket planner's plan (the one in its pkvk_plan) */
+    /* [PKV_MEMOS]: the split planner's chunk (pkv_workqueue and pkv_fused: one search a
+     * step), the bucket planner's plan (the one in its pkvk_plan) */
     pkv_plan_memo *memo;
 } pkv_plan_ctx;
 

@@ -249,7 +249,8 @@ int pkvk_plan_flashinfer(pkvk_plan *p, pkv_route route, const pkvk_shape *s,
     const int64_t min_chunk = ps < 128 ? 128 / ps : 1;
     const int64_t key[4] = {route, s->hkv, ps, (int64_t)sm_count * decode_ctas_per_sm};
     const size_t bytes = sizeof(int32_t) * (size_t)n_rows;
-    if (n_rows <= PKVK_MEMO_ROWS && p->memo_n == n_rows && !memcmp(p->memo_key, key, sizeof key) &&
+    const bool same_grid = !memcmp(p->memo_key, key, sizeof key);
+    if (same_grid && n_rows <= PKVK_MEMO_ROWS && p->memo_n == n_rows &&
         !memcmp(p->memo_pages, p->lens, bytes)) {
         /* the last plan's pages and grid: its chunk and slots stand (this plan is the one
          * that made them: nothing else writes it) */
@@ -257,7 +258,7 @@ int pkvk_plan_flashinfer(pkvk_plan *p, pkv_route route, const pkvk_shape *s,
         return PKVK_OK;
     }
     /* the last plan's chunk, where it was made for this grid: the search's guess */
-    const int64_t guess = !memcmp(p->memo_key, key, sizeof key) ? p->memo_chunk : 0;
+    const int64_t guess = same_grid ? p->memo_chunk : 0;
     int64_t chunk;
     if (route == PKV_ROUTE_FLASHINFER) {
         /* DecodePlan: no split once the rows alone fill the grid; else the smallest
