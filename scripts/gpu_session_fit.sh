@@ -11,7 +11,8 @@
 # B=8 32K and B=64 4K shapes of bench/model, whose attention the 64K grid's fit
 # over-predicted by 10% on the twelfth session's machine).
 # CAL (default experiments/calibration/h200.json): the calibration the runs name (on
-# another GPU, that GPU's own from `pkvsim calibrate`, the base of its fit).
+# another GPU, that GPU's own from `pkvsim calibrate`, the base of its fit). SHARD=I/N runs
+# the I-th of N interleaved parts of the grid (a grid longer than one call, in several).
 # Run on the GPU machine from the repository root with the bundled programs in
 # .bundle/; writes the runs as fitset.tar.xz and the logs under $1.
 set -uo pipefail
@@ -48,8 +49,11 @@ PY
 pack() { (cd "$out/fitset" && tar cJf ../fitset.tar.xz ./*.h5 ./*.json && cd .. && rm -rf fitset); }
 trap 'exit 124' TERM INT
 trap pack EXIT
+shard=${SHARD:-1/1} k=0
 for j in "$out"/fitset/*.json; do
   n=$(basename "$j" .json)
+  k=$((k + 1))
+  [ $(((k - 1) % ${shard#*/})) = $((${shard%/*} - 1)) ] || { rm -f "$j"; continue; }
   echo "== $n"
   .bundle/run pkvsim run "$j" --backend cuda -q -o "$out/fitset/$n.h5" 2>&1 | grep -vE "^pkvsim: (reading|cuda graphs)"
 done 2>&1 | tee "$out/fitset.log"

@@ -10,14 +10,16 @@
 #   burst1000_pf     1000 prompts at once, prefill_first, prefill batches of 8192 tokens
 #   latency_b8       the dashboard's latency test (8 x 32 in, 128 out)
 # Writes each run's HDF5 (record steps) and vLLM-named --json, and the wall times.
-# RUNS picks the runs; CAL another calibration (another GPU's own). Run from the repository root with .bundle/ (build-fi's pkvsim).
+# RUNS picks the runs; CAL another calibration (another GPU's own); KV_PAGES the KV cache's
+# pages (default the preset's 65536, 128 GiB: on an 80 GB H100, 26000 leave the weights and
+# activations room, as vLLM's 0.9 of the memory does). Run from the repository root with .bundle/ (build-fi's pkvsim).
 set -u
 out=${1:?usage: gpu_session_saturation.sh OUT}
 mkdir -p "$out"
 cal=$(realpath "${CAL:-experiments/calibration/h200.json}")
-python3 - "$out" "$cal" <<'PY'
+python3 - "$out" "$cal" "${KV_PAGES:-}" <<'PY'
 import json, sys
-out, cal = sys.argv[1:]
+out, cal, kv_pages = sys.argv[1:]
 sg = {"prompt": {"dist": "lognormal", "median": 143, "sigma": 0.9},
       "decode": {"dist": "lognormal", "median": 130, "sigma": 0.9}, "max_context": 2048}
 def burst(n): return dict(sg, arrival={"process": "closed", "concurrency": n}, num_requests=n)
@@ -34,6 +36,8 @@ runs = {
 }
 for name, (wl, sv, seed) in runs.items():
     sv = dict(sv, max_active=256)
+    if kv_pages:
+        sv["kv_pages"] = int(kv_pages)
     e = {"name": name, "model": "llama-3.1-8b", "workload": wl, "serving": sv,
          "route": {"policy": "adaptive", "calibration": cal},
          "run": {"seed": seed, "record": "steps"}}
