@@ -67,4 +67,22 @@ static inline int pkv_test_main(const pkv_test_case *cases, int n, int argc, cha
         return pkv_test_main(table, (int)(sizeof table / sizeof *table), argc, argv);              \
     }
 
+/* A test whose cases share a set-up (a GPU's context): setup runs first unless the
+ * names are only listed, and may end the program with its status (SKIP_CODE where no
+ * GPU is usable); teardown, where given, after the cases. */
+static inline int pkv_test_main_with(const pkv_test_case *cases, int n, int argc, char **argv,
+                                     int (*setup)(void), void (*teardown)(void)) {
+    const int listing = argc == 2 && !strcmp(argv[1], "--list");
+    int rc = listing ? 0 : setup();
+    if (rc) return rc;
+    rc = pkv_test_main(cases, n, argc, argv);
+    if (!listing && teardown) teardown();
+    return rc;
+}
+#define PKV_TEST_MAIN_WITH(table, setup, teardown)                                                 \
+    int main(int argc, char **argv) {                                                              \
+        return pkv_test_main_with(table, (int)(sizeof table / sizeof *table), argc, argv, setup,   \
+                                  teardown);                                                       \
+    }
+
 #endif

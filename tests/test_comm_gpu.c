@@ -8,7 +8,9 @@
 
 #include <stdio.h>
 
-int main(void) {
+static int gpus; /* the machine's, counted by setup */
+
+static int setup(void) {
     if (!pkvk_comm_built()) {
         float ms;
         double err;
@@ -17,11 +19,16 @@ int main(void) {
         printf("built without NCCL (-DPKV_NCCL=ON builds it): skipped\n");
         return check_failures ? 1 : SKIP_CODE;
     }
-    int gpus = pkvk_device_count();
+    gpus = pkvk_device_count();
     if (gpus == 0) {
         printf("no GPU (%s): skipped\n", pkvk_last_error());
         return SKIP_CODE;
     }
+    return 0;
+}
+
+/* Every rank count the machine has, at a decode row's and a prefill chunk's size. */
+static void the_allreduce_sums_on_every_rank_count(void) {
     const size_t sizes[] = {4096 * 2, (size_t)4096 * 2 * 512};
     for (int ranks = 1; ranks <= gpus && ranks <= 8; ranks *= 2)
         for (int k = 0; k < 2; k++) {
@@ -32,11 +39,19 @@ int main(void) {
             CHECK(err == 0, "%d ranks, %zu bytes: the sum is off by %g", ranks, sizes[k], err);
             CHECK(ms > 0 && ms < 1000, "%d ranks, %zu bytes: %g ms", ranks, sizes[k], ms);
         }
+}
+
+static void more_ranks_than_gpus_and_odd_sizes_are_refused(void) {
     float ms;
     double err;
     CHECK(pkvk_comm_time_allreduce(gpus + 1, 8192, 1, 1, &ms, &err) == PKVK_ERR_INVALID,
           "more ranks than GPUs refused");
     CHECK(pkvk_comm_time_allreduce(1, 3, 1, 1, &ms, &err) == PKVK_ERR_INVALID,
           "an odd byte count refused");
-    CHECK_DONE();
 }
+
+static const pkv_test_case cases[] = {
+    PKV_CASE(the_allreduce_sums_on_every_rank_count),
+    PKV_CASE(more_ranks_than_gpus_and_odd_sizes_are_refused),
+};
+PKV_TEST_MAIN_WITH(cases, setup, NULL)

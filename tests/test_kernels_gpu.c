@@ -7,7 +7,8 @@
  * routes, where built, run the same shapes under FlashInfer's own planners, whose
  * partitions must equal pkvsim's mirror of them. Pages swapped to host slots and
  * back keep their bytes. PKV_QUICK=1 runs a small part that compute-sanitizer
- * finishes: one shape through every route, split count and way up, and the swap. */
+ * finishes: one shape through every route, split count and way up, and the swap (the
+ * other cases return at once). Cases by behaviour (tests/check.h). */
 #include "check.h"
 #include "pkv_tol.h"
 #include "cost.h"
@@ -64,7 +65,11 @@ static void release(dev_batch *d) {
 /* Plan uploads by mode and path: [0] in the launch's parameters, [1] parameters
  * asked but too large (copied), [2] copy asked. */
 static int uploads[3];
-static pkvk_ctx *ctx; /* the kernels' context, made in main */
+/* Made by setup: the kernels' context, the device, the random stream; quick is PKV_QUICK. */
+static pkvk_ctx *ctx;
+static pkvk_device_info dev;
+static gsl_rng *r;
+static int fi_built, quick;
 
 /* Run a plan with the output poisoned; o receives it as floats. how % 3 says how the
  * plan goes up: 0 pkvk_plan_upload, 1 pkvk_step_upload by launch parameters, 2 by
@@ -95,20 +100,20 @@ static int32_t fixed_splits(int32_t route_len, int32_t rows, void *arg) {
 /* Preemption by swap: pages of several pools go to random host slots and come back
  * onto other pages (the pools scrambled in between); the slots and the pages they
  * come back to hold the pages' bytes exactly; a slot beyond the pool is refused. */
-static void swap_round_trip(gsl_rng *r) {
+static void swapped_pages_keep_their_bytes(void) {
     enum { POOLS = 5, PAGES = 48, SLOTS = 40, N = 19 };
     const size_t page_bytes = 2 * 16 * 128 * 2; /* hkv 2, page size 16, d 128, FP16 */
     const size_t pool_bytes = PAGES * page_bytes;
-    uint16_t *dev[POOLS] = {0};
+    uint16_t *pools[POOLS] = {0};
     unsigned char *orig = malloc(POOLS * pool_bytes), *back = malloc(pool_bytes);
     int rc = !orig || !back;
     for (size_t i = 0; !rc && i < POOLS * pool_bytes; i++) orig[i] = (unsigned char)gsl_rng_get(r);
     for (int p = 0; p < POOLS && !rc; p++) {
-        rc = pkvk_malloc((void **)&dev[p], pool_bytes);
-        if (!rc) rc = pkvk_h2d(dev[p], orig + p * pool_bytes, pool_bytes);
+        rc = pkvk_malloc((void **)&pools[p], pool_bytes);
+        if (!rc) rc = pkvk_h2d(pools[p], orig + p * pool_bytes, pool_bytes);
     }
     pkvk_swap *sw = NULL;
-    if (!rc) rc = pkvk_swap_create(ctx, &sw, dev, POOLS, page_bytes, SLOTS, N);
+    if (!rc) rc = pkvk_swap_create(ctx, &sw, pools, POOLS, page_bytes, SLOTS, N);
     CHECK(rc == 0, "swap pool: %s", pkvk_last_error());
     if (rc) goto out;
     int32_t all[PAGES], from[N], slots[N], to[N];
@@ -127,12 +132,12 @@ static void swap_round_trip(gsl_rng *r) {
             out_ok &= memcmp(pkvk_swap_slot(sw, slots[i], p),
                              orig + p * pool_bytes + from[i] * page_bytes, page_bytes) == 0;
     CHECK(out_ok, "swap out: a host slot differs from its page (%s)", pkvk_last_error());
-    for (int p = 0; p < POOLS && !rc; p++) rc = pkvk_memset(dev[p], 0xA5, pool_bytes);
+    for (int p = 0; p < POOLS && !rc; p++) rc = pkvk_memset(pools[p], 0xA5, pool_bytes);
     if (!rc) rc = pkvk_swap_copy(sw, 0, to, slots, N);
     if (!rc) rc = pkvk_sync(ctx);
     int in_ok = !rc, untouched = 1;
     for (int p = 0; p < POOLS && in_ok; p++) {
-        in_ok = pkvk_d2h(back, dev[p], pool_bytes) == 0;
+        in_ok = pkvk_d2h(back, pools[p], pool_bytes) == 0;
         for (int i = 0; i < N && in_ok; i++)
             in_ok &= memcmp(back + to[i] * page_bytes, orig + p * pool_bytes + from[i] * page_bytes,
                             page_bytes) == 0;
@@ -151,61 +156,73 @@ static void swap_round_trip(gsl_rng *r) {
            N, POOLS);
 out:
     pkvk_swap_destroy(sw);
-    for (int p = 0; p < POOLS; p++) pkvk_free(dev[p]);
+    for (int p = 0; p < POOLS; p++) pkvk_free(pools[p]);
     free(orig), free(back);
 }
 
-int main(void) {
+static int setup(void) {
     if (pkvk_device_count() == 0) {
         printf("no GPU (%s): skipped\n", pkvk_last_error());
         return SKIP_CODE;
     }
-    /* A device past the visible ones is refused, naming it; then the context. */
-    {
-        pkvk_ctx *none = NULL;
-        int n = pkvk_device_count(), rc = pkvk_ctx_create(&none, n);
-        CHECK(rc == PKVK_ERR_NO_DEVICE && !none && strstr(pkvk_last_error(), "does not exist"),
-              "context on device %d of %d: status %d (%s)", n, n, rc, pkvk_last_error());
-    }
     CHECK(pkvk_ctx_create(&ctx, 0) == 0, "context: %s", pkvk_last_error());
-    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(r, 77);
-    const int fi_built = pkvk_flashinfer_built();
-    pkvk_device_info dev;
     CHECK(pkvk_device_info_get(&dev) == 0, "device info");
+    r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 77);
+    fi_built = pkvk_flashinfer_built();
     printf("FlashInfer routes: %s\n", fi_built ? "built" : "not built (skipped)");
-    /* An allocation past the GPU's memory comes back as out of memory (a status
-     * chained with || would turn it into 1, "no device"), from the MLP's and the
-     * workspace's constructors alike. */
-    {
-        pkvk_mlp *m = NULL;
-        pkvk_workspace *w = NULL;
-        const pkvk_shape big = {.hq = 32, .hkv = 8, .d = 128, .page_size = 16};
-        uint16_t wt[64] = {0};
-        int rm = pkvk_mlp_create(ctx, &m, 4096, 1 << 20, 1 << 16, wt, 64);
-        int rw = pkvk_workspace_create(ctx, &w, &big, 1 << 20, 1 << 30, 1 << 20);
-        CHECK(rm == PKVK_ERR_OUT_OF_MEMORY && !m, "oversized MLP: status %d", rm);
-        CHECK(rw == PKVK_ERR_OUT_OF_MEMORY && !w, "oversized workspace: status %d", rw);
-    }
-    const int Gs[8] = {1, 2, 4, 8, 3, 5, 6, 7}, pss[4] = {1, 8, 16, 32};
-    { /* The workqueue kernel's residency (a fixed grid's size): at least one CTA an SM at
-       * every head dimension built (256: its pipeline takes most of an SM's shared
-       * memory), two at 64 and 128; another dimension refused. */
-        int occ[3] = {0, 0, 0}, bad = 0;
-        const int ds[3] = {64, 128, 256};
-        for (int i = 0; i < 3; i++)
-            CHECK(pkvk_occupancy(ds[i], 4, &occ[i]) == 0 && occ[i] >= (ds[i] < 256 ? 2 : 1),
-                  "occupancy at d=%d: %d CTAs an SM (%s)", ds[i], occ[i], pkvk_last_error());
-        CHECK(pkvk_occupancy(96, 4, &bad) == PKVK_ERR_UNSUPPORTED, "d=96 not refused");
-        printf("workqueue CTAs an SM at G=4: d=64 %d, d=128 %d, d=256 %d\n", occ[0], occ[1],
-               occ[2]);
-    }
-    /* PKV_QUICK=1 (for compute-sanitizer): one small shape through every route, split
-     * count and way up (the step's prologue among them), then the swap copy. */
     const char *q = getenv("PKV_QUICK");
-    const int quick = q && *q && strcmp(q, "0") != 0;
+    quick = q && *q && strcmp(q, "0") != 0;
+    return 0;
+}
+
+static void teardown(void) {
+    gsl_rng_free(r);
+    pkvk_ctx_destroy(ctx);
+}
+
+/* A device past the visible ones is refused, naming it. */
+static void a_device_past_the_visible_ones_is_refused(void) {
+    pkvk_ctx *none = NULL;
+    int n = pkvk_device_count(), rc = pkvk_ctx_create(&none, n);
+    CHECK(rc == PKVK_ERR_NO_DEVICE && !none && strstr(pkvk_last_error(), "does not exist"),
+          "context on device %d of %d: status %d (%s)", n, n, rc, pkvk_last_error());
+}
+
+/* An allocation past the GPU's memory comes back as out of memory (a status chained
+ * with || would turn it into 1, "no device"), from the MLP's and the workspace's
+ * constructors alike. */
+static void allocations_past_the_gpu_are_out_of_memory(void) {
+    if (quick) return;
+    pkvk_mlp *m = NULL;
+    pkvk_workspace *w = NULL;
+    const pkvk_shape big = {.hq = 32, .hkv = 8, .d = 128, .page_size = 16};
+    uint16_t wt[64] = {0};
+    int rm = pkvk_mlp_create(ctx, &m, 4096, 1 << 20, 1 << 16, wt, 64);
+    int rw = pkvk_workspace_create(ctx, &w, &big, 1 << 20, 1 << 30, 1 << 20);
+    CHECK(rm == PKVK_ERR_OUT_OF_MEMORY && !m, "oversized MLP: status %d", rm);
+    CHECK(rw == PKVK_ERR_OUT_OF_MEMORY && !w, "oversized workspace: status %d", rw);
+}
+
+/* The workqueue kernel's residency (a fixed grid's size): at least one CTA an SM at
+ * every head dimension built (256: its pipeline takes most of an SM's shared memory),
+ * two at 64 and 128; another dimension refused. */
+static void the_workqueue_kernel_keeps_its_residency(void) {
+    int occ[3] = {0, 0, 0}, bad = 0;
+    const int ds[3] = {64, 128, 256};
+    for (int i = 0; i < 3; i++)
+        CHECK(pkvk_occupancy(ds[i], 4, &occ[i]) == 0 && occ[i] >= (ds[i] < 256 ? 2 : 1),
+              "occupancy at d=%d: %d CTAs an SM (%s)", ds[i], occ[i], pkvk_last_error());
+    CHECK(pkvk_occupancy(96, 4, &bad) == PKVK_ERR_UNSUPPORTED, "d=96 not refused");
+    printf("workqueue CTAs an SM at G=4: d=64 %d, d=128 %d, d=256 %d\n", occ[0], occ[1], occ[2]);
+}
+
+/* Small shapes through every route (one shape under PKV_QUICK, the step's prologue among
+ * its ways up); the plans go up every way, by launch parameters and by copy. */
+static void small_shapes_match_the_reference_on_every_route(void) {
+    const int Gs[8] = {1, 2, 4, 8, 3, 5, 6, 7}, pss[4] = {1, 8, 16, 32};
     int turn = 0; /* cycles the plans' ways up (run_plan) */
-    /* Small shapes: every route and split count against the CPU reference, in FP16
+    /* Every route and split count against the CPU reference, in FP16
      * (every page size), and in BF16, FP16 over FP8 KV and BF16 over FP8 KV (page sizes
      * 1 and 16); at head dimension 128, then at 64 and 256 (groups 1, 2, 4, 8 and 7, page
      * sizes 1 and 16; FlashInfer's paths are built for 128 only). Over FP8 the pages'
@@ -328,115 +345,124 @@ int main(void) {
                     free_batch(&h);
                 }
 
-    if (quick) {
-        swap_round_trip(r);
-        gsl_rng_free(r);
-        pkvk_ctx_destroy(ctx);
-        CHECK_DONE();
-    }
+    CHECK(quick || (uploads[0] > 10 && uploads[2] > 10),
+          "upload paths not all taken: %d in parameters, %d copied", uploads[0], uploads[2]);
+}
 
-    /* More states than the merges' shared buffers hold (512 slots per head in the
-     * merge kernel, 12288 floats in the fused one): 1250 slots of G = 8 heads in a
-     * row take the serial merge path, for every split route and every way up; the
-     * workqueue plans (2500 splits) are too large for a launch's parameters. */
-    {
-        pkvk_shape s = {.hq = 16, .hkv = 2, .d = 128, .page_size = 16};
-        int32_t lens[2] = {40000, 39990}, S = 1300, splits[2] = {1300, 1300};
-        host_batch h;
-        make_batch(&h, r, s, lens, 2, 0.5);
-        dev_batch d = {0};
-        CHECK(upload(&h, &d) == 0, "upload: %s", pkvk_last_error());
-        float *ref = malloc(h.q_elems * 4), *o = malloc(h.q_elems * 4);
-        uint16_t *tmp = malloc(h.q_elems * 2);
-        CHECK(pkvk_cpu_reference(&h.b, ref) == PKVK_OK, "CPU reference");
-        pkvk_plan p;
-        pkvk_workspace *ws;
-        CHECK(pkvk_plan_init(&p, 2, 8192) == 0, "plan");
-        CHECK(pkvk_workspace_create(ctx, &ws, &s, 2, 4096, 8192) == 0, "workspace");
-        for (int route = PKV_ROUTE_BUCKET; route < PKV_ROUTE_FLASHINFER; route++) {
-            int rc = route == PKV_ROUTE_BUCKET
-                         ? pkvk_plan_bucket(&p, lens, lens, 2, fixed_splits, &S)
-                         : pkvk_plan_workqueue(&p, (pkv_route)route, &s, lens, splits, 2);
-            CHECK(rc == 0 && p.split_offsets[1] - p.split_offsets[0] > 512, "plan %d", route);
-            for (int how = 0; how < 3; how++) {
-                CHECK(run_plan(ctx, ws, &d, &p, h.q_elems, o, tmp, how) == 0, "run: %s",
-                      pkvk_last_error());
-                double mx, mean;
-                pkvk_compare(o, NULL, PKVK_FP16, ref, h.q_elems, &mx, &mean);
-                CHECK(pkv_tol_ok(mx, mean), "%d-slot %s, upload %d: max|e| %.3g mean|e| %.3g",
-                      p.split_offsets[1] - p.split_offsets[0], pkv_route_name((pkv_route)route),
-                      how, mx, mean);
-            }
+/* More states than the merges' shared buffers hold (512 slots per head in the merge
+ * kernel, 12288 floats in the fused one): 1250 slots of G = 8 heads in a row take the
+ * serial merge path, for every split route and every way up; the workqueue plans (2500
+ * splits) are too large for a launch's parameters. */
+static void many_states_take_the_serial_merge(void) {
+    if (quick) return;
+    pkvk_shape s = {.hq = 16, .hkv = 2, .d = 128, .page_size = 16};
+    int32_t lens[2] = {40000, 39990}, S = 1300, splits[2] = {1300, 1300};
+    host_batch h;
+    make_batch(&h, r, s, lens, 2, 0.5);
+    dev_batch d = {0};
+    CHECK(upload(&h, &d) == 0, "upload: %s", pkvk_last_error());
+    float *ref = malloc(h.q_elems * 4), *o = malloc(h.q_elems * 4);
+    uint16_t *tmp = malloc(h.q_elems * 2);
+    CHECK(pkvk_cpu_reference(&h.b, ref) == PKVK_OK, "CPU reference");
+    pkvk_plan p;
+    pkvk_workspace *ws;
+    CHECK(pkvk_plan_init(&p, 2, 8192) == 0, "plan");
+    CHECK(pkvk_workspace_create(ctx, &ws, &s, 2, 4096, 8192) == 0, "workspace");
+    for (int route = PKV_ROUTE_BUCKET; route < PKV_ROUTE_FLASHINFER; route++) {
+        int rc = route == PKV_ROUTE_BUCKET
+                     ? pkvk_plan_bucket(&p, lens, lens, 2, fixed_splits, &S)
+                     : pkvk_plan_workqueue(&p, (pkv_route)route, &s, lens, splits, 2);
+        CHECK(rc == 0 && p.split_offsets[1] - p.split_offsets[0] > 512, "plan %d", route);
+        for (int how = 0; how < 3; how++) {
+            CHECK(run_plan(ctx, ws, &d, &p, h.q_elems, o, tmp, how) == 0, "run: %s",
+                  pkvk_last_error());
+            double mx, mean;
+            pkvk_compare(o, NULL, PKVK_FP16, ref, h.q_elems, &mx, &mean);
+            CHECK(pkv_tol_ok(mx, mean), "%d-slot %s, upload %d: max|e| %.3g mean|e| %.3g",
+                  p.split_offsets[1] - p.split_offsets[0], pkv_route_name((pkv_route)route), how,
+                  mx, mean);
         }
-        pkvk_workspace_destroy(ws);
-        pkvk_plan_free(&p);
-        free(ref), free(o), free(tmp);
-        release(&d);
-        free_batch(&h);
     }
+    pkvk_workspace_destroy(ws);
+    pkvk_plan_free(&p);
+    free(ref), free(o), free(tmp);
+    release(&d);
+    free_batch(&h);
+    CHECK(uploads[1] > 0, "no plan was too large for a launch's parameters");
+}
 
-    /* The MLP tail against a CPU FP32 reference: hidden 256, intermediate 512, 5 rows,
-     * weights tiled from a block whose length is not a multiple of either width. */
-    {
-        enum { HID = 256, INTER = 512, ROWS = 5, WN = 100003 };
-        uint16_t *w = malloc(WN * 2), *x = malloc(ROWS * HID * 2), *z = malloc(ROWS * HID * 2);
-        for (int j = 0; j < WN; j++) w[j] = pkvk_f2h((float)(gsl_ran_gaussian(r, 1.0) / 16));
-        for (int j = 0; j < ROWS * HID; j++) x[j] = pkvk_f2h((float)gsl_ran_gaussian(r, 1.0));
-        pkvk_mlp *m;
-        void *dx;
-        const uint16_t *dz;
-        CHECK(pkvk_mlp_create(ctx, &m, HID, INTER, ROWS, w, WN) == 0 &&
-                  pkvk_malloc(&dx, ROWS * HID * 2) == 0 && pkvk_h2d(dx, x, ROWS * HID * 2) == 0 &&
-                  pkvk_mlp_run(m, ROWS, dx, &dz) == 0 && pkvk_sync(ctx) == 0 &&
-                  pkvk_d2h(z, dz, ROWS * HID * 2) == 0,
-              "mlp: %s", pkvk_last_error());
-        double num = 0, den = 0;
-        static double y[2 * INTER], a[INTER];
-        for (int rr = 0; rr < ROWS; rr++) {
-            for (int j = 0; j < 2 * INTER; j++) {
-                y[j] = 0;
-                for (int h = 0; h < HID; h++)
-                    y[j] +=
-                        pkvk_h2f(x[rr * HID + h]) * pkvk_h2f(w[((size_t)h * 2 * INTER + j) % WN]);
-            }
-            for (int j = 0; j < INTER; j++) a[j] = y[j] / (1 + exp(-y[j])) * y[INTER + j];
-            for (int h = 0; h < HID; h++) {
-                double ref = 0;
-                for (int j = 0; j < INTER; j++)
-                    ref += a[j] * pkvk_h2f(w[((size_t)j * HID + h) % WN]);
-                double d = pkvk_h2f(z[rr * HID + h]) - ref;
-                num += d * d, den += ref * ref;
-            }
+/* The MLP tail against a CPU FP32 reference: hidden 256, intermediate 512, 5 rows,
+ * weights tiled from a block whose length is not a multiple of either width. */
+static void the_mlp_tail_matches_the_reference(void) {
+    if (quick) return;
+    enum { HID = 256, INTER = 512, ROWS = 5, WN = 100003 };
+    uint16_t *w = malloc(WN * 2), *x = malloc(ROWS * HID * 2), *z = malloc(ROWS * HID * 2);
+    for (int j = 0; j < WN; j++) w[j] = pkvk_f2h((float)(gsl_ran_gaussian(r, 1.0) / 16));
+    for (int j = 0; j < ROWS * HID; j++) x[j] = pkvk_f2h((float)gsl_ran_gaussian(r, 1.0));
+    pkvk_mlp *m;
+    void *dx;
+    const uint16_t *dz;
+    CHECK(pkvk_mlp_create(ctx, &m, HID, INTER, ROWS, w, WN) == 0 &&
+              pkvk_malloc(&dx, ROWS * HID * 2) == 0 && pkvk_h2d(dx, x, ROWS * HID * 2) == 0 &&
+              pkvk_mlp_run(m, ROWS, dx, &dz) == 0 && pkvk_sync(ctx) == 0 &&
+              pkvk_d2h(z, dz, ROWS * HID * 2) == 0,
+          "mlp: %s", pkvk_last_error());
+    double num = 0, den = 0;
+    static double y[2 * INTER], a[INTER];
+    for (int rr = 0; rr < ROWS; rr++) {
+        for (int j = 0; j < 2 * INTER; j++) {
+            y[j] = 0;
+            for (int h = 0; h < HID; h++)
+                y[j] += pkvk_h2f(x[rr * HID + h]) * pkvk_h2f(w[((size_t)h * 2 * INTER + j) % WN]);
         }
-        CHECK(sqrt(num / den) < 5e-3, "MLP relative error %.3g", sqrt(num / den));
-        printf("mlp tail: relative error %.2e against the CPU FP32 reference\n", sqrt(num / den));
-        pkvk_mlp_destroy(m);
-        pkvk_free(dx);
-        free(w), free(x), free(z);
+        for (int j = 0; j < INTER; j++) a[j] = y[j] / (1 + exp(-y[j])) * y[INTER + j];
+        for (int h = 0; h < HID; h++) {
+            double ref = 0;
+            for (int j = 0; j < INTER; j++) ref += a[j] * pkvk_h2f(w[((size_t)j * HID + h) % WN]);
+            double d = pkvk_h2f(z[rr * HID + h]) - ref;
+            num += d * d, den += ref * ref;
+        }
     }
+    CHECK(sqrt(num / den) < 5e-3, "MLP relative error %.3g", sqrt(num / den));
+    printf("mlp tail: relative error %.2e against the CPU FP32 reference\n", sqrt(num / den));
+    pkvk_mlp_destroy(m);
+    pkvk_free(dx);
+    free(w), free(x), free(z);
+}
 
-    /* Long rows with the engine's planner (the study's shape), against the GPU FP32
-     * reference: B=3 at 100K, 32K and 5 tokens. */
+/* The engine's planner for three rows of shape s (the defaults' calibration, an
+ * H200's, on this GPU's SMs) and a workspace its plans fit. */
+static pkvk_workspace *long_rows_planner(const pkvk_shape *s, pkv_planner *pl) {
+    pkv_calib cal;
+    pkv_calib_defaults(&cal);
+    cal.sm_count = dev.sm_count;
+    pkv_calib_flashinfer_occupancy(&cal, s);
+    pkvk_workspace *ws = NULL;
+    CHECK(pkv_planner_init(pl, s, &cal, 3, PKV_BUCKET_MODE_EXACT) == 0, "planner");
+    CHECK(pkvk_workspace_create(ctx, &ws, s, 3, pl->plans[0].cap_tasks, pl->plans[0].cap_tasks) ==
+              0,
+          "workspace: %s", pkvk_last_error());
+    return ws;
+}
+
+/* Long rows with the engine's planner (the study's shape), against the GPU FP32
+ * reference: B=3 at 100K, 32K and 5 tokens; a second context (its own stream, its own
+ * workspace) runs the same plan to the same output, bit for bit. */
+static void long_rows_match_under_the_engine_planner(void) {
+    if (quick) return;
     pkvk_shape s = {.hq = 32, .hkv = 8, .d = 128, .page_size = 16};
     int32_t lens[3] = {100000, 32768, 5};
     host_batch h;
     make_batch(&h, r, s, lens, 3, 0.5);
     dev_batch d = {0};
     CHECK(upload(&h, &d) == 0, "upload: %s", pkvk_last_error());
-    float *ref = malloc(h.q_elems * 4), *o = malloc(h.q_elems * 4);
+    float *ref = malloc(h.q_elems * 4), *o = malloc(h.q_elems * 4), *o2 = malloc(h.q_elems * 4);
     uint16_t *tmp = malloc(h.q_elems * 2);
     CHECK(pkvk_gpu_reference(ctx, &d.b, d.o32) == 0 && pkvk_d2h(ref, d.o32, h.q_elems * 4) == 0,
           "reference: %s", pkvk_last_error());
-    pkv_calib cal;
-    pkv_calib_defaults(&cal); /* H200-like: 132 SMs, waves of 264 CTAs */
-    cal.sm_count = dev.sm_count;
-    pkv_calib_flashinfer_occupancy(&cal, &s);
     pkv_planner pl;
-    pkvk_workspace *ws;
-    CHECK(pkv_planner_init(&pl, &s, &cal, 3, PKV_BUCKET_MODE_EXACT) == 0, "planner");
-    CHECK(pkvk_workspace_create(ctx, &ws, &s, 3, pl.plans[0].cap_tasks, pl.plans[0].cap_tasks) == 0,
-          "workspace: %s", pkvk_last_error());
-    for (int route = 0; route < PKV_ROUTE_COUNT; route++) {
+    pkvk_workspace *ws = long_rows_planner(&s, &pl);
+    for (int route = 0, turn = 0; route < PKV_ROUTE_COUNT; route++) {
         if (!pkvk_route_built((pkv_route)route)) continue;
         CHECK(pkv_planner_build(&pl, (pkv_route)route, lens, 3) == 0, "plan");
         CHECK(run_plan(ctx, ws, &d, &pl.plans[route], h.q_elems, o, tmp, turn++) == 0, "run: %s",
@@ -448,105 +474,113 @@ int main(void) {
         printf("long rows, %-14s max|e| %.3g mean|e| %.3g\n", pkv_route_name((pkv_route)route), mx,
                mean);
     }
-    /* A second context (its own stream, its own workspace) runs the same plan to the
-     * same output, bit for bit. */
-    {
-        pkvk_ctx *c2 = NULL;
-        pkvk_workspace *w2 = NULL;
-        float *o2 = malloc(h.q_elems * 4);
-        const pkvk_plan *wq = &pl.plans[PKV_ROUTE_WORKQUEUE];
-        CHECK(pkv_planner_build(&pl, PKV_ROUTE_WORKQUEUE, lens, 3) == 0, "plan");
-        CHECK(run_plan(ctx, ws, &d, wq, h.q_elems, o, tmp, 0) == 0, "run: %s", pkvk_last_error());
-        CHECK(pkvk_ctx_create(&c2, 0) == 0 &&
-                  pkvk_workspace_create(c2, &w2, &s, 3, pl.plans[0].cap_tasks,
-                                        pl.plans[0].cap_tasks) == 0,
-              "second context: %s", pkvk_last_error());
-        CHECK(run_plan(c2, w2, &d, wq, h.q_elems, o2, tmp, 1) == 0, "run: %s", pkvk_last_error());
-        CHECK(memcmp(o, o2, h.q_elems * 4) == 0, "a second context's output differs");
-        pkvk_workspace_destroy(w2);
-        pkvk_ctx_destroy(c2);
-        free(o2);
-    }
+    pkvk_ctx *c2 = NULL;
+    pkvk_workspace *w2 = NULL;
+    const pkvk_plan *wq = &pl.plans[PKV_ROUTE_WORKQUEUE];
+    CHECK(pkv_planner_build(&pl, PKV_ROUTE_WORKQUEUE, lens, 3) == 0, "plan");
+    CHECK(run_plan(ctx, ws, &d, wq, h.q_elems, o, tmp, 0) == 0, "run: %s", pkvk_last_error());
+    CHECK(pkvk_ctx_create(&c2, 0) == 0 &&
+              pkvk_workspace_create(c2, &w2, &s, 3, pl.plans[0].cap_tasks, pl.plans[0].cap_tasks) ==
+                  0,
+          "second context: %s", pkvk_last_error());
+    CHECK(run_plan(c2, w2, &d, wq, h.q_elems, o2, tmp, 1) == 0, "run: %s", pkvk_last_error());
+    CHECK(memcmp(o, o2, h.q_elems * 4) == 0, "a second context's output differs");
+    pkvk_workspace_destroy(w2);
+    pkvk_ctx_destroy(c2);
+    pkvk_workspace_destroy(ws);
+    pkv_planner_free(&pl);
+    free(ref), free(o), free(o2), free(tmp);
+    release(&d);
+    free_batch(&h);
+}
+
+/* Plans the kernels cannot run are refused at upload: a partition FlashInfer's planner
+ * would not make (where its routes are built), a workqueue plan whose CTA count is not
+ * hkv per split entry. */
+static void plans_the_kernels_cannot_run_are_refused(void) {
+    if (quick) return;
+    pkvk_shape s = {.hq = 32, .hkv = 8, .d = 128, .page_size = 16};
+    int32_t lens[3] = {100000, 32768, 5};
+    pkv_planner pl;
+    pkvk_workspace *ws = long_rows_planner(&s, &pl);
     if (fi_built) {
-        /* A partition FlashInfer's planner would not make is refused at upload. */
         pkvk_plan *fp = &pl.plans[PKV_ROUTE_FLASHINFER_TC];
         CHECK(pkv_planner_build(&pl, PKV_ROUTE_FLASHINFER_TC, lens, 3) == 0, "plan");
         fp->split_offsets[1]++;
         CHECK(pkvk_plan_upload(ws, fp) == PKVK_ERR_INVALID, "a wrong mirror was accepted");
         printf("mirror mismatch refused: %s\n", pkvk_last_error());
     }
-    /* A workqueue plan whose CTA count is not hkv per split entry is refused. */
-    {
-        pkvk_plan *wp = &pl.plans[PKV_ROUTE_WORKQUEUE];
-        CHECK(pkv_planner_build(&pl, PKV_ROUTE_WORKQUEUE, lens, 3) == 0, "plan");
-        wp->n_tasks += 1;
-        CHECK(pkvk_plan_upload(ws, wp) == PKVK_ERR_INVALID,
-              "a task count that is not hkv per split was accepted");
-        wp->n_tasks -= 1;
-    }
-    /* Prefix caching's block tables: rows naming the same physical pages give, under
-     * every built route, the output of the same content in private pages, bit for bit,
-     * and both agree with the CPU reference. */
-    {
-        pkvk_shape s2 = {.hq = 32, .hkv = 8, .d = 128, .page_size = 16};
-        int32_t l2[5];
-        for (int i = 0; i < 5; i++) l2[i] = 300 + (int32_t)gsl_rng_uniform_int(r, 6000);
-        host_batch hs, hp;
-        make_batch(&hs, r, s2, l2, 5, 0.3);
-        const int32_t m = share_prefix(&hs, &hp);
-        dev_batch ds = {0}, dp = {0};
-        CHECK(upload(&hs, &ds) == 0 && upload(&hp, &dp) == 0, "upload: %s", pkvk_last_error());
-        const size_t on = hs.q_elems;
-        float *o1 = malloc(on * 4), *o2 = malloc(on * 4), *r2 = malloc(on * 4);
-        uint16_t *t2 = malloc(on * 2);
-        CHECK(pkvk_cpu_reference(&hp.b, r2) == PKVK_OK, "CPU reference");
-        pkvk_plan p;
-        pkvk_workspace *w2;
-        int fi_occ = 0;
-        CHECK(pkvk_plan_init(&p, 5, 4096) == 0 &&
-                  pkvk_workspace_create(ctx, &w2, &s2, 5, 4096, 4096) == 0 &&
-                  (!fi_built || pkvk_flashinfer_occupancy(&s2, &fi_occ) == 0),
-              "setup: %s", pkvk_last_error());
-        int routes = 0;
-        for (int route = 0; route < PKV_ROUTE_COUNT; route++) {
-            if (!pkvk_route_built((pkv_route)route)) continue;
-            int32_t S = 3, sp[5] = {3, 3, 3, 3, 3};
-            int rc =
-                route == PKV_ROUTE_REF_PAGED ? pkvk_plan_ref(&p, l2, 5)
-                : route == PKV_ROUTE_BUCKET  ? pkvk_plan_bucket(&p, l2, l2, 5, fixed_splits, &S)
-                : pkv_route_is_flashinfer((pkv_route)route)
-                    ? pkvk_plan_flashinfer(&p, (pkv_route)route, &s2, l2, 5, dev.sm_count, fi_occ)
-                    : pkvk_plan_workqueue(&p, (pkv_route)route, &s2, l2, sp, 5);
-            CHECK(rc == 0 && run_plan(ctx, w2, &ds, &p, on, o1, t2, 0) == 0 &&
-                      run_plan(ctx, w2, &dp, &p, on, o2, t2, 0) == 0,
-                  "route %d: %s", route, pkvk_last_error());
-            double mx, mean;
-            pkvk_compare(o1, NULL, PKVK_FP16, r2, on, &mx, &mean);
-            CHECK(memcmp(o1, o2, on * 4) == 0 && pkv_tol_ok(mx, mean),
-                  "route %s: shared pages differ from private ones (max|e| %.3g)",
-                  pkv_route_name((pkv_route)route), mx);
-            routes++;
-        }
-        printf("shared pages: %d pages of 4 rows shared, %d routes match private pages\n", m,
-               routes);
-        pkvk_workspace_destroy(w2);
-        pkvk_plan_free(&p);
-        free(o1), free(o2), free(r2), free(t2);
-        release(&ds), release(&dp);
-        free_batch(&hs), free_batch(&hp);
-    }
-    swap_round_trip(r);
-    CHECK(uploads[0] > 10 && uploads[1] > 0 && uploads[2] > 10,
-          "upload paths not all taken: %d in parameters, %d too large, %d copied", uploads[0],
-          uploads[1], uploads[2]);
-    printf("plan uploads: %d in launch parameters, %d too large for them, %d copied\n", uploads[0],
-           uploads[1], uploads[2]);
+    pkvk_plan *wp = &pl.plans[PKV_ROUTE_WORKQUEUE];
+    CHECK(pkv_planner_build(&pl, PKV_ROUTE_WORKQUEUE, lens, 3) == 0, "plan");
+    wp->n_tasks += 1;
+    CHECK(pkvk_plan_upload(ws, wp) == PKVK_ERR_INVALID,
+          "a task count that is not hkv per split was accepted");
+    wp->n_tasks -= 1;
     pkvk_workspace_destroy(ws);
     pkv_planner_free(&pl);
-    free(ref), free(o), free(tmp);
-    release(&d);
-    free_batch(&h);
-    gsl_rng_free(r);
-    pkvk_ctx_destroy(ctx);
-    CHECK_DONE();
 }
+
+/* Prefix caching's block tables: rows naming the same physical pages give, under every
+ * built route, the output of the same content in private pages, bit for bit, and both
+ * agree with the CPU reference. */
+static void shared_prefix_pages_match_private_ones(void) {
+    if (quick) return;
+    pkvk_shape s2 = {.hq = 32, .hkv = 8, .d = 128, .page_size = 16};
+    int32_t l2[5];
+    for (int i = 0; i < 5; i++) l2[i] = 300 + (int32_t)gsl_rng_uniform_int(r, 6000);
+    host_batch hs, hp;
+    make_batch(&hs, r, s2, l2, 5, 0.3);
+    const int32_t m = share_prefix(&hs, &hp);
+    dev_batch ds = {0}, dp = {0};
+    CHECK(upload(&hs, &ds) == 0 && upload(&hp, &dp) == 0, "upload: %s", pkvk_last_error());
+    const size_t on = hs.q_elems;
+    float *o1 = malloc(on * 4), *o2 = malloc(on * 4), *r2 = malloc(on * 4);
+    uint16_t *t2 = malloc(on * 2);
+    CHECK(pkvk_cpu_reference(&hp.b, r2) == PKVK_OK, "CPU reference");
+    pkvk_plan p;
+    pkvk_workspace *w2;
+    int fi_occ = 0;
+    CHECK(pkvk_plan_init(&p, 5, 4096) == 0 &&
+              pkvk_workspace_create(ctx, &w2, &s2, 5, 4096, 4096) == 0 &&
+              (!fi_built || pkvk_flashinfer_occupancy(&s2, &fi_occ) == 0),
+          "setup: %s", pkvk_last_error());
+    int routes = 0;
+    for (int route = 0; route < PKV_ROUTE_COUNT; route++) {
+        if (!pkvk_route_built((pkv_route)route)) continue;
+        int32_t S = 3, sp[5] = {3, 3, 3, 3, 3};
+        int rc = route == PKV_ROUTE_REF_PAGED ? pkvk_plan_ref(&p, l2, 5)
+                 : route == PKV_ROUTE_BUCKET  ? pkvk_plan_bucket(&p, l2, l2, 5, fixed_splits, &S)
+                 : pkv_route_is_flashinfer((pkv_route)route)
+                     ? pkvk_plan_flashinfer(&p, (pkv_route)route, &s2, l2, 5, dev.sm_count, fi_occ)
+                     : pkvk_plan_workqueue(&p, (pkv_route)route, &s2, l2, sp, 5);
+        CHECK(rc == 0 && run_plan(ctx, w2, &ds, &p, on, o1, t2, 0) == 0 &&
+                  run_plan(ctx, w2, &dp, &p, on, o2, t2, 0) == 0,
+              "route %d: %s", route, pkvk_last_error());
+        double mx, mean;
+        pkvk_compare(o1, NULL, PKVK_FP16, r2, on, &mx, &mean);
+        CHECK(memcmp(o1, o2, on * 4) == 0 && pkv_tol_ok(mx, mean),
+              "route %s: shared pages differ from private ones (max|e| %.3g)",
+              pkv_route_name((pkv_route)route), mx);
+        routes++;
+    }
+    printf("shared pages: %d pages of 4 rows shared, %d routes match private pages\n", m, routes);
+    pkvk_workspace_destroy(w2);
+    pkvk_plan_free(&p);
+    free(o1), free(o2), free(r2), free(t2);
+    release(&ds), release(&dp);
+    free_batch(&hs), free_batch(&hp);
+}
+
+static const pkv_test_case cases[] = {
+    PKV_CASE(a_device_past_the_visible_ones_is_refused),
+    PKV_CASE(allocations_past_the_gpu_are_out_of_memory),
+    PKV_CASE(the_workqueue_kernel_keeps_its_residency),
+    PKV_CASE(small_shapes_match_the_reference_on_every_route),
+    PKV_CASE(many_states_take_the_serial_merge),
+    PKV_CASE(the_mlp_tail_matches_the_reference),
+    PKV_CASE(long_rows_match_under_the_engine_planner),
+    PKV_CASE(plans_the_kernels_cannot_run_are_refused),
+    PKV_CASE(shared_prefix_pages_match_private_ones),
+    PKV_CASE(swapped_pages_keep_their_bytes),
+};
+PKV_TEST_MAIN_WITH(cases, setup, teardown)

@@ -258,24 +258,35 @@ static void check_graph(pkvk_ctx *ctx, pkvk_model *m, int32_t *bt_d, int bts, co
     pkvk_free(lens_d), pkvk_free(q), pkvk_free(o), pkvk_free(src);
 }
 
-int main(void) {
+static pkvk_ctx *gpu; /* the context, made by setup */
+
+static int setup(void) {
     if (pkvk_device_count() == 0) {
         printf("SKIP: no GPU (%s)\n", pkvk_last_error());
         return SKIP_CODE;
     }
-    pkvk_ctx *ctx = NULL;
-    CHECK(pkvk_ctx_create(&ctx, 0) == 0, "context: %s", pkvk_last_error());
-    const uint64_t s0 = (uint64_t)time(NULL) * 2654435761u;
-    printf("seed %llu\n", (unsigned long long)s0);
+    CHECK(pkvk_ctx_create(&gpu, 0) == 0, "context: %s", pkvk_last_error());
     float ones[NPAGES * HKV];
     for (int i = 0; i < NPAGES * HKV; i++) ones[i] = 1.f;
     CHECK(pkvk_malloc((void **)&unit_d, sizeof ones) == 0 &&
               pkvk_h2d(unit_d, ones, sizeof ones) == 0,
           "scales: %s", pkvk_last_error());
+    return 0;
+}
+
+static void teardown(void) {
+    pkvk_free(unit_d);
+    pkvk_ctx_destroy(gpu);
+}
+
+/* check in every type of the tiny model (fresh weights from a seed of the clock), with
+ * both prefill attention kernels where FlashInfer's is built and takes the types, else
+ * cuBLAS's. */
+static void in_every_type(void (*check)(pkvk_ctx *)) {
+    const uint64_t s0 = (uint64_t)time(NULL) * 2654435761u;
+    printf("seed %llu\n", (unsigned long long)s0);
     for (int t = 0; t < TINY_TYPES; t++) {
         tiny_model_types(t, s0);
-        /* Both prefill attention kernels where FlashInfer's is built and takes the types,
-         * else cuBLAS's. */
         S.prefill_attn = PKVK_PREFILL_AUTO;
         int kinds[2] = {pkvk_model_prefill_kernel(&S), PKVK_PREFILL_CUBLAS};
         for (int k = kinds[0] == PKVK_PREFILL_CUBLAS; k < 2; k++) {
@@ -283,14 +294,24 @@ int main(void) {
             printf("%s over %s KV, prefill attention: %s\n", pkvk_dtype_names[S.dtype],
                    pkvk_dtype_names[S.kv_dtype],
                    kinds[k] == PKVK_PREFILL_CUBLAS ? "cuBLAS" : "FlashInfer");
-            check_model(ctx);
-            check_cpu_mirror(ctx);
+            check(gpu);
         }
     }
-    pkvk_free(unit_d);
-    pkvk_ctx_destroy(ctx);
-    CHECK_DONE();
 }
+
+static void the_model_matches_the_cpu_computation(void) {
+    in_every_type(check_model);
+}
+
+static void the_cpu_mirror_matches_the_gpu_step_by_step(void) {
+    in_every_type(check_cpu_mirror);
+}
+
+static const pkv_test_case cases[] = {
+    PKV_CASE(the_model_matches_the_cpu_computation),
+    PKV_CASE(the_cpu_mirror_matches_the_gpu_step_by_step),
+};
+PKV_TEST_MAIN_WITH(cases, setup, teardown)
 
 /* Prefill, decode and a mixed step of the model against the CPU computation. */
 static void check_model(pkvk_ctx *ctx) {
