@@ -1,6 +1,8 @@
 #include "pkv_mem.h"
 
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -96,4 +98,14 @@ double pkv_mem_allowed(const char **which) {
     const double cg = cgroup_room();
     if (cg >= 0 && cg < best) best = cg, *which = "the cgroup's memory limit less its use";
     return best > 0 ? best : 0;
+}
+
+int pkv_resize(void *array, size_t n, size_t size) {
+    void *p;
+    memcpy(&p, array, sizeof p); /* the T * as a void * (one representation on POSIX) */
+    if (size && n > SIZE_MAX / size) return -1;
+    void *q = realloc(p, n * size);
+    if (!q && n * size > 0) return -1;
+    memcpy(array, &q, sizeof q);
+    return 0;
 }

@@ -3,6 +3,7 @@
  * the state's end. The loop is fleet_run.c; the routers, the KV links, the autoscaler
  * and the view's refresh are the other fleet_*.c files (fleet_parts.h). */
 #include "fleet_parts.h"
+#include "pkv_mem.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -41,11 +42,10 @@ int64_t pkv_fleet_transit_slot(pkv_fleet *f) {
     if (f->n_free_transit) return f->free_transit[--f->n_free_transit];
     if (f->n_transit == f->cap_transit) {
         const size_t cap = f->cap_transit ? 2 * f->cap_transit : 256;
-        pkv_fleet_transit *a = realloc(f->transit, cap * sizeof *a);
-        int64_t *fr = a ? realloc(f->free_transit, cap * sizeof *fr) : NULL;
-        if (a) f->transit = a;
-        if (!fr) return -1;
-        f->free_transit = fr, f->cap_transit = cap;
+        if (pkv_resize(&f->transit, cap, sizeof *f->transit) ||
+            pkv_resize(&f->free_transit, cap, sizeof *f->free_transit))
+            return -1;
+        f->cap_transit = cap;
     }
     return (int64_t)f->n_transit++;
 }

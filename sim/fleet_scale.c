@@ -2,6 +2,7 @@
  * started (after their cold start) and drained, and the routers' groups of the active
  * replicas. */
 #include "fleet_parts.h"
+#include "pkv_mem.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -24,9 +25,8 @@ void pkv_fleet_regroup(pkv_fleet *f) {
 int pkv_fleet_scale_log(pkv_fleet *f, int event, int replica, double metric, int desired) {
     if (f->n_scale == f->cap_scale) {
         const size_t cap = f->cap_scale ? 2 * f->cap_scale : 256;
-        pkv_scale_rec *a = realloc(f->scale, cap * sizeof *a);
-        if (!a) return -1;
-        f->scale = a, f->cap_scale = cap;
+        if (pkv_resize(&f->scale, cap, sizeof *f->scale)) return -1;
+        f->cap_scale = cap;
     }
     const pkv_autoscale *a = &f->spec.autoscale;
     uint32_t active = 0, starting = 0;
@@ -69,9 +69,8 @@ int pkv_fleet_note_ttft(void *ctx, double t, double ttft) {
             f->ttft_first = 0;
         } else {
             const size_t cap = f->cap_ttft ? 2 * f->cap_ttft : 1024;
-            struct pkv_fleet_ttft *a = realloc(f->ttft, cap * sizeof *a);
-            if (!a) return -1;
-            f->ttft = a, f->cap_ttft = cap;
+            if (pkv_resize(&f->ttft, cap, sizeof *f->ttft)) return -1;
+            f->cap_ttft = cap;
         }
     }
     f->ttft[f->n_ttft++] = (struct pkv_fleet_ttft){t, ttft};

@@ -4,6 +4,7 @@
  * an arrival and freed when a request leaves. The loop is sim.c's. */
 #include "sim_parts.h"
 #include "sched.h"
+#include "pkv_mem.h"
 #include "rng.h"
 
 #include <gsl/gsl_randist.h>
@@ -120,12 +121,9 @@ int64_t pkv_sim_new_request(pkv_sim *s, const pkv_request_draw *d, double t) {
     } else {
         if (s->n_slots == s->cap_slots) {
             size_t cap = s->cap_slots ? s->cap_slots * 2 : 1024;
-            pkv_sim_request *r = realloc(s->req, cap * sizeof *r);
-            if (!r) return -1;
-            s->req = r;
-            int64_t *f = realloc(s->free_slots, cap * sizeof *f);
-            if (!f) return -1;
-            s->free_slots = f;
+            if (pkv_resize(&s->req, cap, sizeof *s->req) ||
+                pkv_resize(&s->free_slots, cap, sizeof *s->free_slots))
+                return -1;
             s->cap_slots = cap;
         }
         slot = (int64_t)s->n_slots++;

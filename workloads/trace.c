@@ -1,5 +1,6 @@
 #include "trace.h"
 #include "jsonv.h"
+#include "pkv_mem.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -49,9 +50,8 @@ static int rows_push_hashes(rows *r, const cJSON *hashes) {
     for (const cJSON *v = hashes ? hashes->child : NULL; v; v = v->next) {
         if (r->nh == r->caph) {
             size_t cap = r->caph ? r->caph * 2 : 65536;
-            int64_t *h = realloc(r->h, cap * sizeof *h);
-            if (!h) return -1;
-            r->h = h, r->caph = cap;
+            if (pkv_resize(&r->h, cap, sizeof *r->h)) return -1;
+            r->caph = cap;
         }
         r->h[r->nh++] = (int64_t)v->valuedouble;
     }
@@ -62,20 +62,10 @@ static int rows_push_hashes(rows *r, const cJSON *hashes) {
 static int rows_push(rows *r, double t, int32_t p, int32_t d) {
     if (r->n == r->cap) {
         size_t cap = r->cap ? r->cap * 2 : 4096;
-        double *t2 = realloc(r->t, cap * sizeof *t2);
-        if (!t2) return -1;
-        r->t = t2;
-        int32_t *p2 = realloc(r->p, cap * sizeof *p2);
-        if (!p2) return -1;
-        r->p = p2;
-        int32_t *d2 = realloc(r->d, cap * sizeof *d2);
-        if (!d2) return -1;
-        r->d = d2;
-        if (r->h_off) {
-            size_t *o2 = realloc(r->h_off, (cap + 1) * sizeof *o2);
-            if (!o2) return -1;
-            r->h_off = o2;
-        }
+        if (pkv_resize(&r->t, cap, sizeof *r->t) || pkv_resize(&r->p, cap, sizeof *r->p) ||
+            pkv_resize(&r->d, cap, sizeof *r->d) ||
+            (r->h_off && pkv_resize(&r->h_off, cap + 1, sizeof *r->h_off)))
+            return -1;
         r->cap = cap;
     }
     r->t[r->n] = t, r->p[r->n] = p, r->d[r->n] = d;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <gsl/gsl_randist.h>
 
+#include "pkv_mem.h"
 #include "rng.h"
 
 int pkv_workload_sessions(const pkv_workload_spec *s) {
@@ -92,12 +93,9 @@ static int64_t session_slot(pkv_workload *w) {
     if (w->n_free_sess) return w->free_sess[--w->n_free_sess];
     if (w->n_sess == w->cap_sess) {
         size_t cap = w->cap_sess ? 2 * w->cap_sess : 64;
-        pkv_session *a = realloc(w->sess, cap * sizeof *a);
-        if (!a) return -1;
-        w->sess = a;
-        int64_t *f = realloc(w->free_sess, cap * sizeof *f);
-        if (!f) return -1;
-        w->free_sess = f;
+        if (pkv_resize(&w->sess, cap, sizeof *w->sess) ||
+            pkv_resize(&w->free_sess, cap, sizeof *w->free_sess))
+            return -1;
         w->cap_sess = cap;
     }
     return (int64_t)w->n_sess++;
