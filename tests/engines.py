@@ -376,6 +376,11 @@ ttft_rows = [r for r in rows if r["figure"] == "mean_ttft"]
 check("a mean TTFT is its parts' sum where no request was preempted (within 1%)",
       ttft_rows and all(abs(sum(r["ttft_parts_ms"].values()) - r["predicted"]) <= 0.01 * r["predicted"]
                         for r in ttft_rows if r["profile"] != "pkvsim"))
+floored = [r for r in rows if r["floor"] is not None]
+check("every TTFT figure of one replica has its floor, no other figure one, and pkvsim's "
+      "prediction is never below it (the GPU's physics)",
+      floored and all(("ttft" in r["figure"]) == (r["floor"] is not None) for r in rows) and
+      all(r["predicted"] >= r["floor"] * (1 - 1e-9) for r in floored))
 for name in files:
     d = json.load(open(os.path.join(val, name)))["validation"]
     check(f"{name}: names its source's url, engine, GPU and command",

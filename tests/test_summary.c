@@ -4,6 +4,7 @@
  * array; summaries merged over processes equal one summary. Fresh random values each
  * run (the seed is printed). */
 #include "check.h"
+#include "floor.h"
 #include "summary.h"
 
 #include <math.h>
@@ -11,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
 static int cmp(const void *a, const void *b) {
@@ -225,9 +227,47 @@ static void merged_summaries_equal_one(void) {
     gsl_rng_free(r);
 }
 
+/* The TTFT floor (analysis/floor.h): known answers by hand (three prompts at once served
+ * shortest first; a short one arriving during a long one preempts it), then on fresh
+ * random arrivals and works no worse than first come first served, each order statistic
+ * of FCFS's flows at or above the floor's bound. */
+static void the_floor_is_shortest_remaining_first(void) {
+    double mean, sorted[3];
+    const double at_once[3] = {0, 0, 0}, works[3] = {3, 1, 2};
+    CHECK(pkv_floor_flows(at_once, works, 3, &mean, sorted) == 0 && fabs(mean - 10.0 / 3) < 1e-12 &&
+              sorted[0] == 1 && sorted[1] == 3 && sorted[2] == 6,
+          "at once: mean %g (10/3), bounds %g %g %g (1 3 6)", mean, sorted[0], sorted[1],
+          sorted[2]);
+    const double staggered[2] = {0, 1}, works2[2] = {4, 1};
+    CHECK(pkv_floor_flows(staggered, works2, 2, &mean, sorted) == 0 && fabs(mean - 3) < 1e-12 &&
+              sorted[0] == 1 && sorted[1] == 4,
+          "preempted: mean %g (3: flows 5 and 1), bounds %g %g (1 4)", mean, sorted[0], sorted[1]);
+    gsl_rng *r = fresh_rng();
+    enum { N = 400 };
+    double a[N], w[N], fcfs[N], bound[N];
+    int below = 0;
+    for (int trial = 0; trial < 20; trial++) {
+        const int burst = trial % 4 == 0; /* every fourth: all at once */
+        for (int i = 0; i < N; i++)
+            a[i] = burst ? 5 : (i ? a[i - 1] : 0) + gsl_ran_exponential(r, 1.0),
+            w[i] = gsl_ran_exponential(r, 0.9);
+        double t = 0, sum = 0; /* first come first served (a[] ascends) */
+        for (int i = 0; i < N; i++) t = fmax(t, a[i]) + w[i], fcfs[i] = t - a[i], sum += fcfs[i];
+        CHECK(pkv_floor_flows(a, w, N, &mean, bound) == 0, "floor");
+        qsort(fcfs, N, sizeof *fcfs, cmp);
+        below += !(mean <= sum / N + 1e-9);
+        for (int i = 0; i < N; i++) below += !(bound[i] <= fcfs[i] + 1e-9);
+    }
+    CHECK(below == 0, "%d times FCFS's flows lay below the floor", below);
+    gsl_rng_free(r);
+}
+
 static const pkv_test_case cases[] = {
-    PKV_CASE(quantiles_exact_kept_binned_close),     PKV_CASE(empty_distribution_is_nan),
-    PKV_CASE(millions_of_requests_go_to_histograms), PKV_CASE(merged_summaries_equal_one),
+    PKV_CASE(the_floor_is_shortest_remaining_first),
+    PKV_CASE(quantiles_exact_kept_binned_close),
+    PKV_CASE(empty_distribution_is_nan),
+    PKV_CASE(millions_of_requests_go_to_histograms),
+    PKV_CASE(merged_summaries_equal_one),
     PKV_CASE(figures_table_reads_its_fields),
 };
 PKV_TEST_MAIN(cases)

@@ -23,9 +23,15 @@ static void validate_usage(void) {
           "pkvsim's own loop (no profile); per figure the table shows the published value,\n"
           "both predictions and their errors. Without operands: the shipped\n"
           "experiments/validation/ (found beside the program, or under $PKVSIM_DATA).\n"
+          "Each TTFT figure of one replica also gets its floor, the least the GPU could\n"
+          "give the requests the file draws: their prompts' dense FLOPs at the\n"
+          "calibration's top GEMM rate, served shortest first with no prefix reused; a\n"
+          "published figure below it is marked BELOW ITS FLOOR (its lengths or its measure\n"
+          "are not what the file assumes).\n"
           "\n"
-          "  --json OUT    the table as JSON (rows with the predicted TTFT's parts, and the\n"
-          "                mean absolute error per engine, profile, GPU, figure and role)\n"
+          "  --json OUT    the table as JSON (rows with the predicted TTFT's parts and the\n"
+          "                floor, and the mean absolute error per engine, profile, GPU,\n"
+          "                figure and role)\n"
           "  -q, --quiet   only the figures outside their bands and the means\n"
           "  --by-source   held out by source: for each source (validation.source.id) in\n"
           "                turn, each profile its files use is fitted (as fit --engine\n"
@@ -89,8 +95,16 @@ static const char *pct(char *buf, double err) {
     return buf;
 }
 
-/* A row of the JSON tables: the file, its source and engine, the figure published, and
- * the predicted TTFT's parts (ms); each table adds its predictions. */
+/* Where the published figure lies below its floor (floor.h: the least the GPU could give
+ * the requests the file draws), a note into buf[96] saying so; else "". */
+static const char *below_floor(const pkv_vrow *r, char *buf) {
+    if (!(r->value < r->floor)) return "";
+    snprintf(buf, 96, "  BELOW ITS FLOOR %.4g: lengths or measure not as assumed", r->floor);
+    return buf;
+}
+
+/* A row of the JSON tables: the file, its source and engine, the figure published, its
+ * floor, and the predicted TTFT's parts (ms); each table adds its predictions. */
 static cJSON *row_json(const pkv_vfile *v, const pkv_vrow *r) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "file", v->path);
@@ -109,6 +123,7 @@ static cJSON *row_json(const pkv_vfile *v, const pkv_vrow *r) {
     cJSON_AddStringToObject(o, "label", r->label);
     cJSON_AddStringToObject(o, "unit", r->unit);
     cJSON_AddNumberToObject(o, "published", r->value);
+    cJSON_AddNumberToObject(o, "floor", r->floor); /* NaN: null */
     return o;
 }
 
@@ -178,11 +193,13 @@ static int held_out_by_source(pkv_vfile *v, int n, int iters, bool *alone, pkv_e
                     .max_iter = iters, .restarts = 2, .overlap = v[i].cfg.engine.host.overlap};
                 fprintf(stderr, "pkvsim validate: %s held out: fitting %s on %d files\n", src,
                         v[i].cfg.engine.name, others);
+                for (int j = a; j < b; j++) v[j].floors = false; /* not in the fit's runs */
                 rc = pkv_vfit_run(v + a, b - a, use + a, &f, e);
             }
             for (int j = a; j < b && !rc; j++) { /* the source's files of this profile */
                 if (strcmp(v[j].source, src)) continue;
                 alone[j] = alone[i];
+                v[j].floors = true;
                 rc = pkv_vfile_run(&v[j], false, e);
                 for (int k = 0; k < v[j].n; k++) pred[j][k] = v[j].rows[k].pred;
                 memcpy(parts[j], v[j].ttft_parts, sizeof parts[j]);
@@ -209,10 +226,12 @@ static int print_by_source(const pkv_vfile *v, int n, const bool *alone, const c
         for (int j = 0; j < v[i].n; j++) {
             const pkv_vrow *r = &v[i].rows[j];
             const double err = pkv_vfile_err(r->pred, r->value);
-            printf("%-30.30s %-34.34s %-14.14s %-9.9s %-18.18s %10.4g %10.4g %+6.1f%%%s\n",
+            char fl[96];
+            printf("%-30.30s %-34.34s %-14.14s %-9.9s %-18.18s %10.4g %10.4g %+6.1f%%%s%s\n",
                    v[i].source, pkv_vfile_stem(v[i].path), v[i].cfg.engine.name, v[i].gpu, r->label,
                    r->value, r->pred, 100 * err,
-                   alone[i] ? "  (not held out: no other source uses its profile)" : "");
+                   alone[i] ? "  (not held out: no other source uses its profile)" : "",
+                   below_floor(r, fl));
             n_alone += alone[i];
             if (alone[i]) continue;
             mae_row(m, &nm, 128, &v[i], r, "held out by source", err, err);
@@ -260,6 +279,7 @@ int pkv_cmd_validate(int argc, char **argv) {
     int n, status;
     pkv_vfile *v = pkv_vfile_open("validate", n_ops, ops, json, "--json", names, &n, &status);
     if (!v) return status;
+    for (int i = 0; i < n; i++) v[i].floors = true;
     if (by_source) {
         bool *alone = calloc((size_t)n, sizeof *alone);
         pkv_err e;
@@ -292,17 +312,18 @@ int pkv_cmd_validate(int argc, char **argv) {
                          eb = pkv_vfile_err(r->base, r->value);
             const bool ok = fabs(err) * 100 <= r->band;
             out_of_band += !ok, rows++;
-            char e1[16], e2[16];
+            char e1[16], e2[16], fl[96];
             if (!quiet || !ok)
                 printf("%-34.34s %-6.6s %-5.5s %-8s %-18.18s %10.4g %-6s %10.4g %7s %10.4g %7s "
-                       "%4.0f%%%s\n",
+                       "%4.0f%%%s%s\n",
                        pkv_vfile_stem(v[i].path), v[i].engine, v[i].gpu,
                        v[i].held_out ? "held_out" : "fit", r->label, r->value, r->unit, r->pred,
                        pct(e1, err), r->base, pct(e2, eb), r->band,
                        ok           ? ""
                        : isnan(err) ? "  NO PREDICTION: the run gave no value (no request of it "
                                       "finished, or none that the figure counts)"
-                                    : "  OUT OF BAND");
+                                    : "  OUT OF BAND",
+                       below_floor(r, fl));
             if (!isnan(err) && !isnan(eb)) /* the means are over the figures predicted */
                 mae_row(m, &nm, 64, &v[i], r, v[i].held_out ? "held_out" : "fit", err, eb);
         }

@@ -4,9 +4,12 @@
 #include "config_workload.h"
 #include "jsonv.h"
 #include "pkv_files.h"
+#include "floor.h"
 #include "runner.h"
+#include "runner_parts.h"
 
 #include <dirent.h>
+#include <gsl/gsl_statistics_double.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -150,7 +153,7 @@ static int parse_validation(pkv_vfile *v, const cJSON *root, pkv_err *e) {
             return pkv_fail(e, "%s.band_pct: required here or as validation.band_pct", P);
         TRY(pkv_json_str(o, P, "label", r->figure, NULL, &s, NULL, e));
         snprintf(r->label, sizeof r->label, "%.63s", s);
-        r->pred = r->base = NAN;
+        r->pred = r->base = r->floor = NAN;
     }
     return 0;
 }
@@ -209,10 +212,57 @@ int pkv_vfile_load(pkv_vfile *v, const char *path, pkv_err *e) {
     return 0;
 }
 
+/* The figure's statistic: the mean (-1), else its quantile (median 0.5, pNN NN/100). */
+static double figure_quantile(const char *figure) {
+    if (strstr(figure, "mean")) return -1;
+    const char *p = strstr(figure, "_p");
+    return p && p[2] >= '0' && p[2] <= '9' ? atof(p + 2) / 100 : 0.5;
+}
+
+/* Each TTFT row's floor (floor.h) over the requests the run finished (log), on one
+ * replica; the rest NaN. */
+static int floors(pkv_vfile *v, const pkv_request_log *log, pkv_err *e) {
+    for (int i = 0; i < v->n; i++) v->rows[i].floor = NAN;
+    if (v->cfg.fleet.replicas > 1) return 0;
+    pkv_calib cal;
+    if (pkv_run_load_calib(&v->cfg, &cal, e)) return -1;
+    double top = cal.gemm_tflops; /* the GPU's top GEMM rate, FLOP/s */
+    for (int k = 0; k < cal.gemm_rates; k++) top = fmax(top, cal.gemm_rate_tflops[k]);
+    pkv_dense_cost dc; /* a prompt token's FLOPs per GPU: its layers, no logits (the last
+                          token's alone take the LM head) */
+    pkv_model_dense_cost(&v->cfg.model, &cal, 1, 0, NULL, &dc);
+    pkv_calib_free(&cal);
+    const double per_token = dc.flops / (top * 1e12);
+    const size_t m = log->n + 1;
+    double *a = malloc(3 * m * sizeof *a);
+    if (!a) return pkv_fail(e, "out of memory");
+    double *w = a + m, *sorted = w + m;
+    size_t n = 0;
+    for (size_t j = 0; j < log->n; j++)
+        if (log->req[j].state == PKV_REQ_FINISHED && isfinite(log->req[j].t_first_token))
+            a[n] = log->req[j].t_arrival, w[n++] = log->req[j].prompt_len * per_token;
+    double mean;
+    const int rc = pkv_floor_flows(a, w, n, &mean, sorted);
+    for (int i = 0; i < v->n && !rc && n; i++) {
+        pkv_vrow *r = &v->rows[i];
+        const int kind = pkv_vfile_figure_kind(r->figure);
+        if (kind != PKV_FIG_TTFT && kind != PKV_FIG_TTFT_P99) continue;
+        const double q = figure_quantile(r->figure);
+        r->floor = (q < 0 ? mean : gsl_stats_quantile_from_sorted_data(sorted, 1, n, q)) * r->scale;
+    }
+    free(a);
+    return rc ? pkv_fail(e, "out of memory") : 0;
+}
+
 int pkv_vfile_run(pkv_vfile *v, bool base, pkv_err *e) {
-    pkv_run_opts ro = {.quiet = 1};
+    pkv_request_log log = {0};
+    const bool floored = v->floors && !base;
+    pkv_run_opts ro = {.quiet = 1, .request_log = floored ? &log : NULL};
     pkv_summary sum;
-    if (pkv_run_experiment(&v->cfg, &ro, &sum, e)) return -1;
+    if (pkv_run_experiment(&v->cfg, &ro, &sum, e)) {
+        pkv_request_log_free(&log);
+        return -1;
+    }
     for (int i = 0; i < v->n; i++) {
         pkv_vrow *r = &v->rows[i];
         const double x = pkv_summary_figure_value(&sum, r->f) * r->scale;
@@ -220,7 +270,9 @@ int pkv_vfile_run(pkv_vfile *v, bool base, pkv_err *e) {
     }
     for (int k = 0; k < PKV_TTFT_PARTS && !base; k++)
         v->ttft_parts[k] = sum.ttft_parts_n ? sum.ttft_parts_s[k] / (double)sum.ttft_parts_n : NAN;
-    return 0;
+    const int rc = floored ? floors(v, &log, e) : 0;
+    pkv_request_log_free(&log);
+    return rc;
 }
 
 int pkv_vfile_run_both(pkv_vfile *v, pkv_err *e) {

@@ -17,7 +17,10 @@ typedef struct pkv_vrow {
     const pkv_summary_figure *f;
     double value, scale, band; /* published; the figure's value times scale is in unit */
     double pred, base;         /* with the profile; with pkvsim's loop (NaN: not run) */
-    bool tail;                 /* a 99th percentile: checked and reported, never fitted */
+    double floor; /* a TTFT's least on the run's GPU for the requests the run drew (floor.h:
+                     the dense FLOPs at the calibration's top GEMM rate), in unit; NaN: none
+                     (another figure, a fleet of several replicas) */
+    bool tail;    /* a 99th percentile: checked and reported, never fitted */
 } pkv_vrow;
 
 /* What a figure measures, as validate's means and a plan's margins group it: TTFT,
@@ -47,6 +50,7 @@ typedef struct pkv_vfile {
     char source[96]; /* validation.source.id (else its url): files of one source share it */
     char client[48]; /* validation.source.client: the benchmark tool that measured */
     bool held_out;
+    bool floors; /* pkv_vfile_run gives the TTFT rows their floors (validate sets it) */
     int n;
     pkv_vrow rows[PKV_VFILE_ROWS];
     double ttft_parts[PKV_TTFT_PARTS]; /* seconds, means over the requests the profile's
@@ -57,7 +61,8 @@ typedef struct pkv_vfile {
  * -1 with an error naming the file and nothing left allocated. */
 int pkv_vfile_load(pkv_vfile *v, const char *path, pkv_err *e);
 /* Run v's experiment with its profile's constants as they are now; each row's
- * prediction into pred (or, with base, base), the TTFT's parts (with the profile). */
+ * prediction into pred (or, with base, base), the TTFT's parts (with the profile), and
+ * where v->floors asks, the TTFT rows' floors. */
 int pkv_vfile_run(pkv_vfile *v, bool base, pkv_err *e);
 /* With the profile, then with pkvsim's own loop (the profile's serving defaults kept). */
 int pkv_vfile_run_both(pkv_vfile *v, pkv_err *e);
