@@ -107,15 +107,20 @@ int pkv_h5_read_steps_at(const char *path, const char *group, pkv_step_rec **out
     return 0;
 }
 
-int pkv_h5_read_prefills_at(const char *path, const char *group, pkv_prefill_rec **out, size_t *n,
-                            pkv_err *e) {
-    void *p;
-    if (read_table(path, group, "prefills", pkv_prefill_columns, pkv_prefill_column_count,
-                   sizeof **out, &p, n, e))
-        return -1;
-    *out = p;
-    return 0;
-}
+/* pkv_h5_read_NAME_at: group/NAME's rows as pkv_KIND_rec records (read_table). */
+#define PKV_H5_READER(NAME, KIND)                                                                  \
+    int pkv_h5_read_##NAME##_at(const char *path, const char *group, pkv_##KIND##_rec **out,       \
+                                size_t *n, pkv_err *e) {                                           \
+        void *p;                                                                                   \
+        if (read_table(path, group, #NAME, pkv_##KIND##_columns, pkv_##KIND##_column_count,        \
+                       sizeof **out, &p, n, e))                                                    \
+            return -1;                                                                             \
+        *out = p;                                                                                  \
+        return 0;                                                                                  \
+    }
+PKV_H5_READER(prefills, prefill)
+PKV_H5_READER(requests, request)
+PKV_H5_READER(replicas, replica)
 
 int pkv_h5_runs(const char *path, char (**groups)[32], int *n, pkv_err *e) {
     *groups = NULL, *n = 0;
@@ -150,26 +155,6 @@ int pkv_h5_runs(const char *path, char (**groups)[32], int *n, pkv_err *e) {
 
 int pkv_h5_read_requests(const char *path, pkv_request_rec **out, size_t *n, pkv_err *e) {
     return pkv_h5_read_requests_at(path, "", out, n, e);
-}
-
-int pkv_h5_read_requests_at(const char *path, const char *group, pkv_request_rec **out, size_t *n,
-                            pkv_err *e) {
-    void *p;
-    if (read_table(path, group, "requests", pkv_request_columns, pkv_request_column_count,
-                   sizeof **out, &p, n, e))
-        return -1;
-    *out = p;
-    return 0;
-}
-
-int pkv_h5_read_replicas_at(const char *path, const char *group, pkv_replica_rec **out, size_t *n,
-                            pkv_err *e) {
-    void *p;
-    if (read_table(path, group, "replicas", pkv_replica_columns, pkv_replica_column_count,
-                   sizeof **out, &p, n, e))
-        return -1;
-    *out = p;
-    return 0;
 }
 
 int pkv_h5_text(hid_t f, const char *path, int attribute, const char *attr, char **out) {

@@ -39,15 +39,17 @@ static const cJSON *member(const cJSON *o, const char *key) {
     return o ? cJSON_GetObjectItemCaseSensitive(o, key) : NULL;
 }
 
+/* o's member key (NULL: none), its path into p[256] for the messages. */
+static const cJSON *member_at(const cJSON *o, const char *path, const char *key, char *p) {
+    pkv_json_path(p, 256, path, key);
+    return member(o, key);
+}
+
 int pkv_json_num(const cJSON *o, const char *path, const char *key, double def, double lo,
                  bool lo_open, double hi, double *out, pkv_err *e) {
-    const cJSON *v = member(o, key);
     char p[256];
-    pkv_json_path(p, sizeof p, path, key);
-    if (!v) {
-        *out = def;
-        return 0;
-    }
+    const cJSON *v = member_at(o, path, key, p);
+    if (!v) return *out = def, 0;
     if (!cJSON_IsNumber(v)) return pkv_fail(e, "%s: must be a number", p);
     double x = v->valuedouble;
     if (!isfinite(x)) return pkv_fail(e, "%s: must be finite", p);
@@ -60,13 +62,9 @@ int pkv_json_num(const cJSON *o, const char *path, const char *key, double def, 
 
 int pkv_json_int(const cJSON *o, const char *path, const char *key, int64_t def, int64_t lo,
                  int64_t hi, int64_t *out, pkv_err *e) {
-    const cJSON *v = member(o, key);
     char p[256];
-    pkv_json_path(p, sizeof p, path, key);
-    if (!v) {
-        *out = def;
-        return 0;
-    }
+    const cJSON *v = member_at(o, path, key, p);
+    if (!v) return *out = def, 0;
     if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble))
         return pkv_fail(e, "%s: must be an integer", p);
     if (fabs(v->valuedouble) > 9.0e15) /* a double holds whole numbers exactly up to 2^53 */
@@ -84,13 +82,9 @@ int pkv_json_int(const cJSON *o, const char *path, const char *key, int64_t def,
 
 int pkv_json_bool(const cJSON *o, const char *path, const char *key, bool def, bool *out,
                   pkv_err *e) {
-    const cJSON *v = member(o, key);
     char p[256];
-    pkv_json_path(p, sizeof p, path, key);
-    if (!v) {
-        *out = def;
-        return 0;
-    }
+    const cJSON *v = member_at(o, path, key, p);
+    if (!v) return *out = def, 0;
     if (!cJSON_IsBool(v)) return pkv_fail(e, "%s: must be true or false", p);
     *out = cJSON_IsTrue(v);
     return 0;
@@ -98,9 +92,8 @@ int pkv_json_bool(const cJSON *o, const char *path, const char *key, bool def, b
 
 int pkv_json_str(const cJSON *o, const char *path, const char *key, const char *def,
                  const char *const *choices, const char **out, int *idx, pkv_err *e) {
-    const cJSON *v = member(o, key);
     char p[256];
-    pkv_json_path(p, sizeof p, path, key);
+    const cJSON *v = member_at(o, path, key, p);
     const char *s = def;
     if (v) {
         if (!cJSON_IsString(v)) return pkv_fail(e, "%s: must be a string", p);

@@ -44,8 +44,7 @@ static const char *SHARED_JSON =
  * serving.kv_pages; some finish. */
 static void feature_pairs_finish_or_name_the_pool(void) {
     char out[] = "/tmp/pkv_features_XXXXXX";
-    int fd = mkstemp(out);
-    if (fd >= 0) close(fd);
+    test_temp_file(out);
     gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
     gsl_rng_set(g, 20261203);
     int combos[N_FEATURES * (N_FEATURES - 1) / 2 + 1], n_combos = 0;

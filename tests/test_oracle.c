@@ -6,6 +6,7 @@
 #include "check.h"
 #include "engine.h"
 #include "policy.h"
+#include "testrun.h"
 
 #include <math.h>
 #include <gsl/gsl_rng.h>
@@ -27,13 +28,7 @@ static int init(pkv_engine *eng, pkv_calib *cal, const pkv_model *m, const char 
 }
 
 /* The study layer's shape, a block table of every page in order, rows marked dirty. */
-static const pkv_model study = {.name = "study-layer",
-                                .layers = 1,
-                                .hq = 32,
-                                .hkv = 8,
-                                .head_dim = 128,
-                                .tp = 1,
-                                .page_size = PS};
+static const pkv_model study = TEST_STUDY_LAYER(PS);
 static int32_t bt[CAP * STRIDE], dirty[CAP], from[CAP];
 
 /* A layer small enough for the cpu backend. */

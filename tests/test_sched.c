@@ -132,8 +132,7 @@ static int32_t flat(const void *ctx, size_t i) {
  * and reach every feature: preemption, mixed steps, cache hits and evictions, swaps. */
 static void random_runs_keep_the_scheduler_invariants(void) {
     char out[] = "/tmp/pkv_sched_XXXXXX";
-    int fd = mkstemp(out);
-    if (fd >= 0) close(fd);
+    test_temp_file(out);
     gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
     gsl_rng_set(g, 20261201);
     uint64_t preempted = 0, mixed = 0, hits = 0, evictions = 0, swapped = 0, recomputed = 0;
@@ -340,8 +339,7 @@ static void priority_admits_the_first_of_the_highest(void) {
  * drawn by their shares, the first one's TTFT better under priority than FCFS. */
 static void a_priority_class_meets_its_slo_better(void) {
     char out[] = "/tmp/pkv_sched_XXXXXX";
-    int fd = mkstemp(out);
-    if (fd >= 0) close(fd);
+    test_temp_file(out);
     double attain[2];
     for (int prio = 0; prio < 2; prio++) {
         pkv_summary sum;
@@ -381,8 +379,7 @@ static void a_priority_class_meets_its_slo_better(void) {
  * jitter breaks the lockstep up. */
 static void closed_loop_successors_keep_their_draws(void) {
     char out[] = "/tmp/pkv_sched_XXXXXX";
-    int fd = mkstemp(out);
-    if (fd >= 0) close(fd);
+    test_temp_file(out);
     pkv_summary sum;
     pkv_err e;
     CHECK(test_run_json(&sum, NULL, &e,
@@ -433,8 +430,7 @@ static void closed_loop_successors_keep_their_draws(void) {
  * the counterfactual finds more than the cache. */
 static void sessions_find_their_history_cached(void) {
     char out[] = "/tmp/pkv_sched_XXXXXX";
-    int fd = mkstemp(out);
-    if (fd >= 0) close(fd);
+    test_temp_file(out);
     for (int caching = 0; caching < 3; caching++) {
         pkv_summary sum;
         pkv_err e;

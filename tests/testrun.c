@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int test_run_json(pkv_summary *sum, char **resolved, pkv_err *e, const char *fmt, ...) {
     char *text = malloc(8192);
@@ -20,4 +21,9 @@ int test_run_json(pkv_summary *sum, char **resolved, pkv_err *e, const char *fmt
     if (resolved) *resolved = strdup(cfg.resolved);
     pkv_config_free(&cfg);
     return rc;
+}
+
+void test_temp_file(char *tmpl) {
+    int fd = mkstemp(tmpl);
+    if (fd >= 0) close(fd);
 }

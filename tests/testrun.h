@@ -13,4 +13,16 @@
 int test_run_json(pkv_summary *sum, char **resolved, pkv_err *e, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
+/* An empty file made from tmpl ("/tmp/NAME_XXXXXX", its name written back): the run
+ * outputs' path a test then removes. */
+void test_temp_file(char *tmpl);
+
+/* The study layer's shape (experiments/models/study-layer.json) at page size ps, as a
+ * pkv_model's initializer. */
+#define TEST_STUDY_LAYER(ps)                                                                       \
+    {                                                                                              \
+        .name = "study-layer", .layers = 1, .hq = 32, .hkv = 8, .head_dim = 128, .tp = 1,          \
+        .page_size = (ps)                                                                          \
+    }
+
 #endif

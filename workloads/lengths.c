@@ -3,6 +3,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <gsl/gsl_randist.h>
+#include <gsl/gsl_statistics_int.h>
+#include <gsl/gsl_statistics_long.h>
 
 const char *const pkv_length_names[] = {"fixed",     "uniform", "cycle",     "bimodal",
                                         "lognormal", "zipf",    "empirical", NULL};
@@ -48,28 +50,22 @@ int64_t pkv_length_draw(const pkv_length_spec *s, gsl_rng *r, int64_t counter) {
     return 1;
 }
 
+_Static_assert(_Generic((int64_t)0, long : 1, default : 0), "a cycle's lengths read as longs");
+
 int64_t pkv_length_max(const pkv_length_spec *s) {
     switch (s->kind) {
     case PKV_LENGTH_FIXED:
         return s->value;
     case PKV_LENGTH_UNIFORM:
         return s->max;
-    case PKV_LENGTH_CYCLE: {
-        int64_t m = 0;
-        for (int i = 0; i < s->n_values; i++)
-            if (s->values[i] > m) m = s->values[i];
-        return m;
-    }
+    case PKV_LENGTH_CYCLE:
+        return gsl_stats_long_max((const long *)s->values, 1, (size_t)s->n_values);
     case PKV_LENGTH_BIMODAL:
         return s->long_len > s->short_len ? s->long_len : s->short_len;
     case PKV_LENGTH_ZIPF:
         return s->max;
-    case PKV_LENGTH_EMPIRICAL: {
-        int64_t m = 0;
-        for (size_t i = 0; i < s->n_emp; i++)
-            if (s->values_emp[i] > m) m = s->values_emp[i];
-        return m;
-    }
+    case PKV_LENGTH_EMPIRICAL:
+        return gsl_stats_int_max(s->values_emp, 1, s->n_emp);
     default:
         return -1;
     }

@@ -20,23 +20,29 @@
 #include "runner.h"
 
 /* ---- bench sim ---------------------------------------------------------------- */
-/* The bench commands share their options: --out FILE and a positive count.
- * Returns -1 to go on, or the exit code (--help, bad input). */
-static int bench_options(int argc, char **argv, const char *cmd, const char *count_opt,
-                         void (*help)(void), const char **out, uint64_t *count) {
+/* The options the bench commands share (--out FILE, --COUNT_OPT N into *count, a
+ * positive count) and the output opened (default `out`; pkv_cli_out_open into o) with the
+ * table's head on it and on stdout: the table's FILE, or NULL with *rc the exit status (0
+ * after --help). */
+static FILE *bench_open(int argc, char **argv, const char *cmd, const char *count_opt,
+                        void (*help)(void), const char *out, uint64_t *count, pkv_out *o,
+                        const char *head, int *rc) {
     const char *count_s = NULL;
-    const pkv_cli_opt opts[] = {{"out", 'o', PKV_CLI_STRING, out, 0},
+    const pkv_cli_opt opts[] = {{"out", 'o', PKV_CLI_STRING, &out, 0},
                                 {count_opt, 'n', PKV_CLI_STRING, &count_s, 0}};
     char name[32];
     snprintf(name, sizeof name, "bench %s", cmd);
-    const int rc = pkv_cli_options(name, argc, argv, opts, 2, help);
-    if (rc >= 0) return rc;
+    if ((*rc = pkv_cli_options(name, argc, argv, opts, 2, help)) >= 0) return NULL;
     if (count_s && (pkv_cli_parse_u64(count_s, count) || *count == 0)) {
         fprintf(stderr, "pkvsim bench %s: --%s: \"%s\" is not a positive integer\n", cmd, count_opt,
                 count_s);
-        return 2;
+        *rc = 2;
+        return NULL;
     }
-    return -1;
+    FILE *f = pkv_cli_out_open(name, o, out);
+    *rc = f ? 0 : 1;
+    if (f) fputs(head, stdout), fputs(head, f);
+    return f;
 }
 
 /* One case of bench sim: its figures, measured in a child process so that peak RSS
@@ -175,22 +181,20 @@ static void help_sim(void) {
 }
 
 int pkv_cmd_bench_sim(int argc, char **argv) {
-    const char *out = "bench_sim.txt";
+    char head[512];
+    snprintf(head, sizeof head,
+             "pkvsim %s, revision %s, one core\n\n| loop | rows | record | steps | host s | "
+             "steps/s | requests/s | us/step | peak RSS MB | bytes/step |\n"
+             "|---|---|---|---|---|---|---|---|---|---|\n",
+             PKV_VERSION, PKV_GIT_REV);
     uint64_t steps = 200000;
-    int rc0 = bench_options(argc, argv, "sim", "steps", help_sim, &out, &steps);
-    if (rc0 >= 0) return rc0;
     pkv_out fo;
-    FILE *f = pkv_cli_out_open("bench sim", &fo, out);
-    if (!f) return 1;
-    char head[256];
-    snprintf(head, sizeof head, "pkvsim %s, revision %s, one core\n\n", PKV_VERSION, PKV_GIT_REV);
-    const char *hdr = "| loop | rows | record | steps | host s | steps/s | requests/s | us/step | "
-                      "peak RSS MB | bytes/step |\n|---|---|---|---|---|---|---|---|---|---|\n";
-    fputs(head, stdout), fputs(head, f);
-    fputs(hdr, stdout), fputs(hdr, f);
+    int rc = 0;
+    FILE *f =
+        bench_open(argc, argv, "sim", "steps", help_sim, "bench_sim.txt", &steps, &fo, head, &rc);
+    if (!f) return rc;
     const int rows[] = {8, 64, 256, 1024, 4096};
     const char *records[] = {"full", "summary"};
-    int rc = 0;
     for (int k = 0; k < 5 && rc == 0; k++) {
         /* Fewer steps at more rows: about the same host time per case. */
         uint64_t n = 16000000ull / rows[k] > 2000 ? 16000000ull / rows[k] : 2000;
@@ -233,19 +237,16 @@ static void help_traces(void) {
 }
 
 int pkv_cmd_bench_traces(int argc, char **argv) {
-    const char *out = "bench_traces.txt";
     uint64_t rows = 1000000;
-    int rc0 = bench_options(argc, argv, "traces", "rows", help_traces, &out, &rows);
-    if (rc0 >= 0) return rc0;
     pkv_out ro;
-    FILE *res = pkv_cli_out_open("bench traces", &ro, out);
-    if (!res) return 1;
-    const char *hdr =
-        "| format | rows | file MiB | median read s | rows/s |\n|---|---|---|---|---|\n";
-    fputs(hdr, stdout);
-    fputs(hdr, res);
-    gsl_rng *r = pkv_stream_create(1, PKV_STREAM_PROMPT);
     int rc = 0;
+    FILE *res =
+        bench_open(argc, argv, "traces", "rows", help_traces, "bench_traces.txt", &rows, &ro,
+                   "| format | rows | file MiB | median read s | rows/s |\n"
+                   "|---|---|---|---|---|\n",
+                   &rc);
+    if (!res) return rc;
+    gsl_rng *r = pkv_stream_create(1, PKV_STREAM_PROMPT);
     for (int fmt = 0; fmt < 2 && rc == 0; fmt++) {
         pkv_trace_spec sp;
         pkv_trace_spec_default(&sp);

@@ -141,21 +141,33 @@ static void add_means(cJSON *root, const mae *m, int nm, bool both) {
     }
 }
 
-static int write_table_json(const char *out, const pkv_vfile *v, int n, const mae *m, int nm) {
+/* A document whose "rows" are every file's rows (row_json), each with what `add` puts
+ * beside it (i: the row's file). */
+typedef void row_add_fn(cJSON *o, const pkv_vrow *r, int i, const void *ctx);
+static cJSON *rows_doc(const pkv_vfile *v, int n, row_add_fn *add, const void *ctx) {
     cJSON *root = cJSON_CreateObject(), *rows = cJSON_AddArrayToObject(root, "rows");
     for (int i = 0; i < n; i++)
         for (int j = 0; j < v[i].n; j++) {
-            const pkv_vrow *r = &v[i].rows[j];
-            cJSON *o = row_json(&v[i], r);
-            cJSON_AddNumberToObject(o, "predicted", r->pred);
-            cJSON_AddNumberToObject(o, "error", pkv_vfile_err(r->pred, r->value));
-            cJSON_AddNumberToObject(o, "predicted_pkvsim", r->base);
-            cJSON_AddNumberToObject(o, "error_pkvsim", pkv_vfile_err(r->base, r->value));
-            cJSON_AddNumberToObject(o, "band", r->band / 100);
-            cJSON_AddBoolToObject(o, "within",
-                                  fabs(pkv_vfile_err(r->pred, r->value)) * 100 <= r->band);
+            cJSON *o = row_json(&v[i], &v[i].rows[j]);
+            add(o, &v[i].rows[j], i, ctx);
             cJSON_AddItemToArray(rows, o);
         }
+    return root;
+}
+
+/* The table's row: both predictions, their errors, the band and whether it holds. */
+static void add_both(cJSON *o, const pkv_vrow *r, int i, const void *ctx) {
+    (void)i, (void)ctx;
+    cJSON_AddNumberToObject(o, "predicted", r->pred);
+    cJSON_AddNumberToObject(o, "error", pkv_vfile_err(r->pred, r->value));
+    cJSON_AddNumberToObject(o, "predicted_pkvsim", r->base);
+    cJSON_AddNumberToObject(o, "error_pkvsim", pkv_vfile_err(r->base, r->value));
+    cJSON_AddNumberToObject(o, "band", r->band / 100);
+    cJSON_AddBoolToObject(o, "within", fabs(pkv_vfile_err(r->pred, r->value)) * 100 <= r->band);
+}
+
+static int write_table_json(const char *out, const pkv_vfile *v, int n, const mae *m, int nm) {
+    cJSON *root = rows_doc(v, n, add_both, NULL);
     add_means(root, m, nm, true);
     return pkv_vfile_write_doc(root, out, "validate", "--json");
 }
@@ -217,6 +229,13 @@ static int held_out_by_source(pkv_vfile *v, int n, int iters, bool *alone, pkv_e
     return rc;
 }
 
+/* The row held out by source: its prediction, error, and whether it was held out. */
+static void add_held_out(cJSON *o, const pkv_vrow *r, int i, const void *alone) {
+    cJSON_AddNumberToObject(o, "predicted_held_out", r->pred);
+    cJSON_AddNumberToObject(o, "error", pkv_vfile_err(r->pred, r->value));
+    cJSON_AddBoolToObject(o, "held_out", !((const bool *)alone)[i]);
+}
+
 static int print_by_source(const pkv_vfile *v, int n, const bool *alone, const char *json) {
     mae m[128];
     int nm = 0, n_alone = 0;
@@ -247,16 +266,7 @@ static int print_by_source(const pkv_vfile *v, int n, const bool *alone, const c
         printf("%d figures not held out (their profile has one source): left out of the means\n",
                n_alone);
     if (!json) return 0;
-    cJSON *root = cJSON_CreateObject(), *rows = cJSON_AddArrayToObject(root, "rows");
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < v[i].n; j++) {
-            const pkv_vrow *r = &v[i].rows[j];
-            cJSON *o = row_json(&v[i], r);
-            cJSON_AddNumberToObject(o, "predicted_held_out", r->pred);
-            cJSON_AddNumberToObject(o, "error", pkv_vfile_err(r->pred, r->value));
-            cJSON_AddBoolToObject(o, "held_out", !alone[i]);
-            cJSON_AddItemToArray(rows, o);
-        }
+    cJSON *root = rows_doc(v, n, add_held_out, alone);
     add_means(root, m, nm, false);
     return pkv_vfile_write_doc(root, json, "validate", "--json");
 }
