@@ -44,34 +44,22 @@ struct pkv_h5rec {
 };
 
 hid_t pkv_h5_col_type(pkv_col_kind k) {
-    switch (k) {
-    case PKV_COL_U8:
-        return H5Tcopy(H5T_NATIVE_UINT8);
-    case PKV_COL_U32:
-        return H5Tcopy(H5T_NATIVE_UINT32);
-    case PKV_COL_I32:
-        return H5Tcopy(H5T_NATIVE_INT32);
-    case PKV_COL_U64:
-        return H5Tcopy(H5T_NATIVE_UINT64);
-    case PKV_COL_I64:
-        return H5Tcopy(H5T_NATIVE_INT64);
-    case PKV_COL_F64:
-        return H5Tcopy(H5T_NATIVE_DOUBLE);
-    case PKV_COL_ROUTE:
-    case PKV_COL_STATE: {
-        hid_t t = H5Tenum_create(H5T_NATIVE_UINT8);
-        int n = k == PKV_COL_ROUTE ? PKV_ROUTE_COUNT : PKV_REQ_STATE_COUNT;
-        for (int i = 0; i < n; i++) {
-            uint8_t v = (uint8_t)i;
-            H5Tenum_insert(t,
-                           k == PKV_COL_ROUTE ? pkv_route_name((pkv_route)i)
-                                              : pkv_request_state_name((pkv_request_state)i),
-                           &v);
-        }
-        return t;
+    if (k <= PKV_COL_F64) { /* the numbers' native types, in pkv_col_kind's order */
+        const hid_t native[] = {H5T_NATIVE_UINT8,  H5T_NATIVE_UINT32, H5T_NATIVE_INT32,
+                                H5T_NATIVE_UINT64, H5T_NATIVE_INT64,  H5T_NATIVE_DOUBLE};
+        return H5Tcopy(native[k]);
     }
+    if (k != PKV_COL_ROUTE && k != PKV_COL_STATE) return -1;
+    hid_t t = H5Tenum_create(H5T_NATIVE_UINT8);
+    int n = k == PKV_COL_ROUTE ? PKV_ROUTE_COUNT : PKV_REQ_STATE_COUNT;
+    for (int i = 0; i < n; i++) {
+        uint8_t v = (uint8_t)i;
+        H5Tenum_insert(t,
+                       k == PKV_COL_ROUTE ? pkv_route_name((pkv_route)i)
+                                          : pkv_request_state_name((pkv_request_state)i),
+                       &v);
     }
-    return -1;
+    return t;
 }
 
 /* A chunked, shuffled and deflated 1-D dataset of unlimited length (one column). */

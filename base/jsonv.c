@@ -249,3 +249,13 @@ cJSON *pkv_json_read(const char *path, pkv_err *e) {
     free(text);
     return root;
 }
+
+int pkv_json_array(const cJSON *o, const char *path, const char *key, int most, const char *what,
+                   const cJSON **arr, int *n, pkv_err *e) {
+    char p[256];
+    *arr = member_at(o, path, key, p);
+    *n = cJSON_IsArray(*arr) ? cJSON_GetArraySize(*arr) : 0;
+    if (*n < 1 || *n > most)
+        return pkv_fail(e, "%s: must be an array of 1 to %d %s", p, most, what);
+    return 0;
+}

@@ -15,6 +15,11 @@ void pkv_json_path(char *out, size_t n, const char *parent, const char *key);
 /* o must be an object whose keys are all in `allowed` (NULL-terminated). */
 int pkv_json_object(const cJSON *o, const char *path, const char *const *allowed, pkv_err *e);
 
+/* o's member key, an array of 1 to most items: *arr and its length; -1 with "PATH.key:
+ * must be an array of 1 to MOST what" where it is none (absent included). */
+int pkv_json_array(const cJSON *o, const char *path, const char *key, int most, const char *what,
+                   const cJSON **arr, int *n, pkv_err *e);
+
 /* Optional members: absent (or o == NULL) gives the default. Bounds are inclusive
  * unless *_open says otherwise. */
 int pkv_json_num(const cJSON *o, const char *path, const char *key, double def, double lo,

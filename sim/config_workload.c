@@ -38,11 +38,10 @@ static int parse_arrival(pkv_arrival_spec *a, const cJSON *o, pkv_err *e) {
     if (a->kind == PKV_ARRIVAL_MMPP && pkv_arrival_prepare(a))
         return pkv_fail(e, "%s: rate_on or rate_off must be > 0", P);
     if (a->kind == PKV_ARRIVAL_PIECEWISE) {
-        const cJSON *pts = cJSON_GetObjectItemCaseSensitive(o, "points");
-        int n = cJSON_IsArray(pts) ? cJSON_GetArraySize(pts) : 0;
-        if (n < 1 || n > PKV_ARRIVAL_MAX_POINTS)
-            return pkv_fail(e, "%s.points: must be an array of 1 to %d [time_s, rate] pairs", P,
-                            PKV_ARRIVAL_MAX_POINTS);
+        const cJSON *pts;
+        int n;
+        TRY(pkv_json_array(o, P, "points", PKV_ARRIVAL_MAX_POINTS, "[time_s, rate] pairs", &pts, &n,
+                           e));
         for (int i = 0; i < n; i++) {
             const cJSON *pt = cJSON_GetArrayItem(pts, i);
             const cJSON *t = cJSON_GetArrayItem(pt, 0), *r = cJSON_GetArrayItem(pt, 1);
@@ -79,11 +78,9 @@ static int parse_length(pkv_length_spec *l, const cJSON *o, const char *P, int64
     switch (l->kind) {
     case PKV_LENGTH_CYCLE: {
         const int64_t MAXL = 1 << 24;
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "values");
-        int n = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : 0;
-        if (n < 1 || n > PKV_LENGTH_MAX_VALUES)
-            return pkv_fail(e, "%s.values: must be an array of 1 to %d lengths", P,
-                            PKV_LENGTH_MAX_VALUES);
+        const cJSON *v;
+        int n;
+        TRY(pkv_json_array(o, P, "values", PKV_LENGTH_MAX_VALUES, "lengths", &v, &n, e));
         for (int i = 0; i < n; i++) {
             const cJSON *x = cJSON_GetArrayItem(v, i);
             if (!cJSON_IsNumber(x) || x->valuedouble < 1 || x->valuedouble > MAXL ||

@@ -45,8 +45,7 @@ static const char *SHARED_JSON =
 static void feature_pairs_finish_or_name_the_pool(void) {
     char out[] = "/tmp/pkv_features_XXXXXX";
     test_temp_file(out);
-    gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(g, 20261203);
+    gsl_rng *g = test_rng(20261203);
     int combos[N_FEATURES * (N_FEATURES - 1) / 2 + 1], n_combos = 0;
     for (int a = 0; a < N_FEATURES; a++)
         for (int b = a + 1; b < N_FEATURES; b++) combos[n_combos++] = 1 << a | 1 << b;

@@ -5,6 +5,7 @@
  * way. pkv_fit_nonneg recovers a plane from noisy points and keeps its coefficients
  * non-negative. */
 #include "check.h"
+#include "testrun.h"
 #include "fit.h"
 #include "planner.h"
 
@@ -23,8 +24,7 @@ static const pkv_route_model truth = {true, {14.0, 1.5, 2.5, 4.0, 900.0}};
  * 1% noise: the fit predicts held-out steps within the noise and finds the CTA
  * bandwidth, where the study's formula is far off; too few steps are refused. */
 static void route_fit_recovers_known_constants(void) {
-    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(r, 11);
+    gsl_rng *r = test_rng(11);
     pkv_calib cal;
     pkv_calib_defaults(&cal);
     pkv_planner pl;
@@ -73,8 +73,7 @@ static void route_fit_recovers_known_constants(void) {
 /* FP8 KV's CTA cap: steps over FP8 KV timed under known models with a cap of 9 GB/s
  * (1% noise), FlashInfer's among them timed without it; the fit finds the cap. */
 static void fp8_cap_found_over_persistentkv_steps(void) {
-    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(r, 12);
+    gsl_rng *r = test_rng(12);
     pkv_calib cal;
     pkv_calib_defaults(&cal);
     pkv_calib c8 = cal;
@@ -147,8 +146,7 @@ static void fitted_models_round_trip(void) {
  * then a line through below the origin (its intercept dropped), and a falling one
  * (slope 0, the mean). */
 static void prefill_terms_nonnegative_least_squares(void) {
-    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(r, 13);
+    gsl_rng *r = test_rng(13);
     double tok[200], sc[200], y[200], wt[200], c[3];
     const double *x[3] = {NULL, tok, sc};
     for (int i = 0; i < 200; i++) {
@@ -176,8 +174,7 @@ static void prefill_terms_nonnegative_least_squares(void) {
  * context size (the median); then a time that falls with the context (no negative
  * slope: the bins' weighted mean). */
 static void host_share_a_nonnegative_line(void) {
-    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(r, 14);
+    gsl_rng *r = test_rng(14);
     enum { NH = 4000 };
     static double host[NH], ktok[NH];
     for (int i = 0; i < NH; i++) {

@@ -17,6 +17,7 @@
  *   to cache them all) hits the cache more than round_robin; session_affinity keeps every
  *   turn of a session on one replica and hits more than round_robin. */
 #include "check.h"
+#include "testrun.h"
 #include "fleet.h"
 #include "testreplica.h"
 
@@ -68,8 +69,7 @@ static void fleet_run_go(fleet_run *fr, int n, const char *text, pkv_fleet_spec 
     pkv_workload wl;
     pkv_workload_spec spec = fr->r[0].cfg.workload;
     if (decode) spec.decode = *decode;
-    gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(g, 7);
+    gsl_rng *g = test_rng(7);
     if (!fr->rc) fr->rc = pkv_workload_init(&wl, &spec, fr->r[0].cfg.seed);
     fr->f = (pkv_fleet){.n = n,
                         .replicas = sims,

@@ -1,5 +1,6 @@
 /* Event heap: pops in (time, push order) order over random pushes and pops. */
 #include "check.h"
+#include "testrun.h"
 #include "pkv_heap.h"
 
 #include <gsl/gsl_rng.h>
@@ -9,8 +10,7 @@
 static void pops_in_time_then_push_order(void) {
     pkv_heap h;
     pkv_heap_init(&h);
-    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(r, 7);
+    gsl_rng *r = test_rng(7);
     int64_t pushed = 0;
     double last_t = -1;
     int64_t last_arg = -1;

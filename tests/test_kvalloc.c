@@ -1,6 +1,7 @@
 /* The KV page allocator (sim/kvalloc.h): ownership over long random sequences, holes,
  * its permutation and its stop flag. */
 #include "check.h"
+#include "testrun.h"
 #include "kvalloc.h"
 
 #include <stdlib.h>
@@ -13,8 +14,7 @@ enum { POOL = 500, OWNERS = 40, MAXP = 200 };
 /* Random admit/grow/finish/preempt sequences: no page is owned twice, the owner table
  * agrees with the owners, none leaks, a refused take changes nothing, the pool runs dry. */
 static void pages_owned_once_none_leaks(void) {
-    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(r, 11);
+    gsl_rng *r = test_rng(11);
     pkv_kvalloc a;
     CHECK(pkv_kvalloc_init(&a, POOL, 0.0, r, NULL) == 0, "init");
     int32_t pages[OWNERS][MAXP];
@@ -65,8 +65,7 @@ static void pages_owned_once_none_leaks(void) {
 
 /* With 30% holes only 350 ids are ever handed out, always the same ones. */
 static void holes_are_never_handed_out(void) {
-    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(r, 12);
+    gsl_rng *r = test_rng(12);
     pkv_kvalloc a;
     CHECK(pkv_kvalloc_init(&a, POOL, 0.3, r, NULL) == 0 && a.n_free == 350 && a.n_usable == 350,
           "holes: %d free", a.n_free);
@@ -95,8 +94,7 @@ static void holes_are_never_handed_out(void) {
  * its stop flag), so page placement is what it was; a set stop ends the shuffle of a
  * large pool. */
 static void permutation_is_gsl_shuffle_and_stops(void) {
-    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(r, 13);
+    gsl_rng *r = test_rng(13);
     pkv_kvalloc a;
     for (int32_t size = 1; size <= (1 << 21); size = size * 7 + 3) {
         gsl_rng *ra = gsl_rng_alloc(gsl_rng_mt19937), *rb = gsl_rng_alloc(gsl_rng_mt19937);

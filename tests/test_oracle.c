@@ -48,8 +48,7 @@ static pkv_batch_view cpu_step(gsl_rng *r, int step, int32_t *lens) {
 static gsl_rng *setup(void) {
     for (int i = 0; i < CAP * STRIDE; i++) bt[i] = i;
     for (int i = 0; i < CAP; i++) dirty[i] = i, from[i] = 0;
-    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(r, 20261201);
+    gsl_rng *r = test_rng(20261201);
     return r;
 }
 

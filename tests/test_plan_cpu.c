@@ -4,6 +4,7 @@
  * workqueue tasks cover every token exactly once; bucket plans launch once per
  * distinct route length. */
 #include "check.h"
+#include "testrun.h"
 #include "pkv_tol.h"
 #include "cost.h"
 #include "planner.h"
@@ -102,8 +103,7 @@ static int64_t bracket_units(int64_t c, const void *ctx) {
  * 1 to 8 and pages of 1 to 32 tokens, split 1, 3 and 64 ways (more splits than tiles:
  * empty splits), against the CPU reference. */
 static void every_route_matches_the_reference_on_odd_lengths(void) {
-    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(r, 2024);
+    gsl_rng *r = test_rng(2024);
     const int Gs[4] = {1, 2, 4, 8}, pss[4] = {1, 8, 16, 32};
     const int32_t odd[] = {1, 15, 16, 17, 31, 33, 500, 1029};
     int cases = 0;
@@ -174,8 +174,7 @@ static void every_route_matches_the_reference_on_odd_lengths(void) {
  * sort on the lengths' bytes): every row once, longest first, ties in row order;
  * lengths from a few values (ties), from every byte's range, or both. */
 static void bucket_order_longest_first_ties_by_row(void) {
-    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(r, 2025);
+    gsl_rng *r = test_rng(2025);
     for (int trial = 0; trial < 24; trial++) {
         const int32_t n = trial < 4 ? 1 + trial * 10 : 33 + (int32_t)gsl_rng_uniform_int(r, 3000);
         int32_t *lens = malloc(sizeof(int32_t) * (size_t)n), S = 1;
@@ -211,8 +210,7 @@ static void bucket_order_longest_first_ties_by_row(void) {
  * of 1..4096 tiles, budgets from below the rows' count (nothing fits) to above
  * their total, lower bounds above and below the answer, ranges empty or not. */
 static void chunk_search_over_its_bracket(void) {
-    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(r, 2026);
+    gsl_rng *r = test_rng(2026);
     for (int trial = 0; trial < 20000; trial++) {
         bracket_rows b = {.n = 1 + (int32_t)gsl_rng_uniform_int(r, 40),
                           .per_unit = 1 + (int64_t)gsl_rng_uniform_int(r, 8)};
@@ -242,8 +240,7 @@ static void chunk_search_over_its_bracket(void) {
 /* Prefix caching's block tables: rows naming the same physical pages give, under
  * every route, the output of the same content in private pages, bit for bit. */
 static void shared_prefix_pages_equal_private_ones(void) {
-    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(r, 2027);
+    gsl_rng *r = test_rng(2027);
     for (int trial = 0; trial < 6; trial++) {
         pkvk_shape s = {.hq = 8, .hkv = 2, .d = 128, .page_size = 16};
         int32_t lens[5];
@@ -290,8 +287,7 @@ static void shared_prefix_pages_equal_private_ones(void) {
  * random stream. */
 static const pkvk_shape shape32 = {.hq = 32, .hkv = 8, .d = 128, .page_size = 16};
 static gsl_rng *planner_case(unsigned long seed, pkv_calib *cal, pkv_planner *pl) {
-    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(r, seed);
+    gsl_rng *r = test_rng(seed);
     pkv_calib_defaults(cal);
     CHECK(pkv_planner_init(pl, &shape32, cal, 256, PKV_BUCKET_MODE_EXACT) == 0, "planner");
     return r;

@@ -3,6 +3,7 @@
  * negative (the cache asserts it), names chain (equal prefixes, equal names), and a
  * random sequence of operations keeps the counts consistent with a direct model. */
 #include "check.h"
+#include "testrun.h"
 #include "prefix.h"
 
 #include <stdlib.h>
@@ -55,8 +56,7 @@ static void counts_agree_with_a_direct_model(void) {
     pkv_prefix c;
     CHECK(pkv_prefix_init(&c, POOL, PPB) == 0, "init");
     int32_t pages[PPB], out[PPB];
-    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(r, 5);
+    gsl_rng *r = test_rng(5);
     enum { NAMES = 300 };
     int refs[NAMES], cached[NAMES], bad = 0;
     memset(refs, 0, sizeof refs), memset(cached, 0, sizeof cached);

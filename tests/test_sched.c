@@ -133,8 +133,7 @@ static int32_t flat(const void *ctx, size_t i) {
 static void random_runs_keep_the_scheduler_invariants(void) {
     char out[] = "/tmp/pkv_sched_XXXXXX";
     test_temp_file(out);
-    gsl_rng *g = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(g, 20261201);
+    gsl_rng *g = test_rng(20261201);
     uint64_t preempted = 0, mixed = 0, hits = 0, evictions = 0, swapped = 0, recomputed = 0;
     pkv_calib swap_cal;
     pkv_err ce;

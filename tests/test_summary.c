@@ -4,6 +4,7 @@
  * array; summaries merged over processes equal one summary. Fresh random values each
  * run (the seed is printed). */
 #include "check.h"
+#include "testrun.h"
 #include "floor.h"
 #include "summary.h"
 
@@ -167,8 +168,7 @@ static void check_merge(gsl_rng *r, size_t n, size_t keep) {
 static gsl_rng *fresh_rng(void) {
     unsigned long seed = (unsigned long)time(NULL);
     printf("seed %lu\n", seed);
-    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
-    gsl_rng_set(r, seed);
+    gsl_rng *r = test_rng(seed);
     return r;
 }
 

@@ -27,3 +27,9 @@ void test_temp_file(char *tmpl) {
     int fd = mkstemp(tmpl);
     if (fd >= 0) close(fd);
 }
+
+gsl_rng *test_rng(unsigned long seed) {
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    if (r) gsl_rng_set(r, seed);
+    return r;
+}

@@ -4,6 +4,8 @@
 
 #include "runner.h"
 
+#include <gsl/gsl_rng.h>
+
 /* The calibration file the tests use. */
 #define TEST_CALIBRATION PKV_SOURCE_DIR "/experiments/calibration/default.json"
 
@@ -12,6 +14,9 @@
  * or -1 with e saying what failed (parsing or running). */
 int test_run_json(pkv_summary *sum, char **resolved, pkv_err *e, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/* A Mersenne Twister stream seeded with seed (the caller frees it). */
+gsl_rng *test_rng(unsigned long seed);
 
 /* An empty file made from tmpl ("/tmp/NAME_XXXXXX", its name written back): the run
  * outputs' path a test then removes. */

@@ -2,6 +2,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -235,4 +236,20 @@ int pkv_cli_out_close(const char *cmd, pkv_out *o, int rc) {
         return 1;
     }
     return rc;
+}
+
+void pkv_cli_printf2(FILE *const outs[2], const char *fmt, ...) {
+    for (int f = 0; f < 2; f++) {
+        if (!outs[f]) continue;
+        va_list ap;
+        va_start(ap, fmt);
+        vfprintf(outs[f], fmt, ap);
+        va_end(ap);
+    }
+}
+
+const char *pkv_cli_utc(char *buf, const char *fmt) {
+    const time_t now = time(NULL);
+    strftime(buf, 32, fmt, gmtime(&now));
+    return buf;
 }

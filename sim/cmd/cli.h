@@ -58,6 +58,11 @@ void pkv_cli_join_args(char *buf, size_t n, int argc, char **argv);
  * could not be written. A closed or never opened o (o->f NULL) is left alone. */
 FILE *pkv_cli_out_open(const char *cmd, pkv_out *o, const char *path);
 int pkv_cli_out_close(const char *cmd, pkv_out *o, int rc);
+/* printf to each of outs[0] and outs[1] that is not NULL (a table to stdout and its file). */
+void pkv_cli_printf2(FILE *const outs[2], const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+/* Now, in UTC, as strftime's fmt gives it, into buf[32]; buf returned. */
+const char *pkv_cli_utc(char *buf, const char *fmt);
 
 /* The run command's options that override an experiment's keys (NULL: not given). */
 typedef struct pkv_cli_overrides {

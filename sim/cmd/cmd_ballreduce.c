@@ -77,12 +77,9 @@ int pkv_bench_allreduce_main(int argc, char **argv) {
     FILE *outs[2] = {stdout, fo};
     const pkv_model *md = &cfg.model;
     const double share = 2.0 * (ranks - 1) / ranks; /* bytes each rank moves, over the buffer's */
-    time_t now = time(NULL);
     char date[32];
-    strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&now));
-    for (int f = 0; f < 2; f++)
-        if (outs[f])
-            fprintf(outs[f],
+    pkv_cli_utc(date, "%Y-%m-%d %H:%M UTC");
+    pkv_cli_printf2(outs,
                     "# pkvsim bench allreduce, %s, pkvsim %s: %s (hidden %d, %d layers), %d "
                     "rank(s), NCCL, median of %d; model from %s\n%8s %12s %10s %10s %10s %14s "
                     "%12s\n",
@@ -98,9 +95,7 @@ int pkv_bench_allreduce_main(int argc, char **argv) {
         if (rc) break;
         const double us = ms * 1e3;
         const double model_us = cal.allreduce_us + share * bytes / (cal.allreduce_gbps * 1e3);
-        for (int f = 0; f < 2; f++)
-            if (outs[f])
-                fprintf(outs[f], "%8d %12zu %10.2f %10.1f %10.2f %14.3f %12.3g\n", widths[i], bytes,
+        pkv_cli_printf2(outs, "%8d %12zu %10.2f %10.1f %10.2f %14.3f %12.3g\n", widths[i], bytes,
                         us, share * bytes / (us * 1e3), model_us, 2.0 * md->layers * us * 1e-3,
                         err);
         if (err > 0) {

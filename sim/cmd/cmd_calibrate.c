@@ -498,8 +498,7 @@ int pkv_calibrate_main(int argc, char **argv) {
         }
     }
     char when[32], driver[64];
-    time_t now = time(NULL);
-    strftime(when, sizeof when, "%Y-%m-%d", gmtime(&now));
+    pkv_cli_utc(when, "%Y-%m-%d");
     snprintf(driver, sizeof driver, "CUDA driver API %d.%d", dev.driver_version / 1000,
              dev.driver_version % 1000 / 10);
     snprintf(cal.gpu_name, sizeof cal.gpu_name, "%s", dev.name);

@@ -182,8 +182,7 @@ int pkv_cmd_fit(int argc, char **argv) {
         goto done;
     }
     char when[32];
-    time_t now = time(NULL);
-    strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", gmtime(&now));
+    pkv_cli_utc(when, "%Y-%m-%d %H:%M UTC");
     emit("# pkvsim fit, %s, pkvsim %s: %d fitted runs, %d held out; calibration of %s\n", when,
          PKV_GIT_REV, n_fit, n_tests, cal.gpu_name);
     emit("| route | fitted steps | MAPE | sum err | held-out steps | MAPE | sum err | base "
@@ -357,7 +356,7 @@ int pkv_cmd_fit(int argc, char **argv) {
             for (size_t i = 0; i < sizeof flat / sizeof flat[0]; i++)
                 cJSON_DeleteItemFromObjectCaseSensitive(dst, flat[i]);
         }
-        strftime(when, sizeof when, "%Y-%m-%d", gmtime(&now));
+        pkv_cli_utc(when, "%Y-%m-%d");
         cJSON_AddStringToObject(dst, "date", when);
         cJSON_AddStringToObject(dst, "note",
                                 "route_model (and the prefill terms where the runs hold prefills) "

@@ -194,9 +194,8 @@ static int write_profile(const char *out, const char *profile, const pkv_vfit *f
                             "the fitted files' figures, model backend");
     cJSON_AddNumberToObject(fit, "rms_log_error", round(1e4 * f->rms) / 1e4);
     cJSON_AddBoolToObject(fit, "client_us_fitted", f->client);
-    char date[16];
-    const time_t now = time(NULL);
-    strftime(date, sizeof date, "%Y-%m-%d", gmtime(&now));
+    char date[32];
+    pkv_cli_utc(date, "%Y-%m-%d");
     cJSON_AddStringToObject(fit, "date", date);
     cJSON *fitted = cJSON_AddArrayToObject(fit, "fitted"),
           *held = cJSON_AddArrayToObject(fit, "held_out");

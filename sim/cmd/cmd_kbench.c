@@ -221,8 +221,7 @@ int pkv_bench_kernels_main(int argc, char **argv) {
         return 1;
     }
     char when[32];
-    time_t now = time(NULL);
-    strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", gmtime(&now));
+    pkv_cli_utc(when, "%Y-%m-%d %H:%M UTC");
     emit(&bo, "# pkvsim bench kernels, %s, %s (%d SMs), %s; Hq %d Hkv %d d %d page 16 %s KV %s\n",
          when, dev.name, dev.sm_count, PKV_GIT_REV, hq, hkv, hd, pkvk_dtype_names[dt],
          pkvk_dtype_names[kdt]);

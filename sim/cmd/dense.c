@@ -3,6 +3,7 @@
  * alone at each width, the prefill attention, a prefill layer in parts) with the
  * calibration's dense constants fitted from it. */
 #include "dense.h"
+#include "cli.h"
 #include "pkv_gitrev.h"
 #include "cmd_kbench.h"
 
@@ -26,12 +27,12 @@ static int time_prefill_attn(pkvk_model *m, const pkv_model *md, pkvk_ctx *ctx,
     pkvk_model_shape sc = *s;
     sc.prefill_attn = PKVK_PREFILL_CUBLAS;
     int rc = fused ? pkvk_model_create(ctx, &mc, &sc, chunk, chunk, pages, 1) : 0;
-    for (int f = 0; f < 2 && !rc; f++)
-        if (outs[f])
-            fprintf(outs[f],
-                    "# prefill attention of one layer alone (causal), median of %d\n%8s %6s %10s "
-                    "%12s %10s %12s %10s\n",
-                    reps, "prompts", "len", "GFLOP", "fused_ms", "TFLOP/s", "cublas_ms", "TFLOP/s");
+    if (!rc)
+        pkv_cli_printf2(
+            outs,
+            "# prefill attention of one layer alone (causal), median of %d\n%8s %6s %10s "
+            "%12s %10s %12s %10s\n",
+            reps, "prompts", "len", "GFLOP", "fused_ms", "TFLOP/s", "cublas_ms", "TFLOP/s");
     double fl_sum = 0, t_sum = 0;
     for (int k = 0; k < 4 && !rc; k++) {
         int32_t lens[64];
@@ -43,17 +44,16 @@ static int time_prefill_attn(pkvk_model *m, const pkv_model *md, pkvk_ctx *ctx,
         if (fused) rc = pkvk_model_time_prefill_attn(m, mix[k][0], lens, reps, &ms_f);
         if (!rc) rc = pkvk_model_time_prefill_attn(fused ? mc : m, mix[k][0], lens, reps, &ms_c);
         if (fused) fl_sum += flops, t_sum += ms_f * 1e-3;
-        for (int f = 0; f < 2 && !rc; f++)
-            if (outs[f])
-                fprintf(outs[f], "%8d %6d %10.1f %12.3f %10.1f %12.3f %10.1f\n", mix[k][0],
-                        mix[k][1], flops * 1e-9, ms_f, fused ? flops / (ms_f * 1e-3) * 1e-12 : 0,
-                        ms_c, flops / (ms_c * 1e-3) * 1e-12);
+        if (!rc)
+            pkv_cli_printf2(outs, "%8d %6d %10.1f %12.3f %10.1f %12.3f %10.1f\n", mix[k][0],
+                            mix[k][1], flops * 1e-9, ms_f,
+                            fused ? flops / (ms_f * 1e-3) * 1e-12 : 0, ms_c,
+                            flops / (ms_c * 1e-3) * 1e-12);
     }
-    for (int f = 0; f < 2 && !rc; f++)
-        if (outs[f])
-            fprintf(outs[f], "# fit: \"prefill_attn_tflops\": %.0f (%.1f%% of the 8192^3 GEMM)\n",
-                    t_sum > 0 ? fl_sum / t_sum * 1e-12 : 0,
-                    t_sum > 0 ? 100 * fl_sum / t_sum / peak : 0);
+    if (!rc)
+        pkv_cli_printf2(outs, "# fit: \"prefill_attn_tflops\": %.0f (%.1f%% of the 8192^3 GEMM)\n",
+                        t_sum > 0 ? fl_sum / t_sum * 1e-12 : 0,
+                        t_sum > 0 ? 100 * fl_sum / t_sum / peak : 0);
     *tflops = t_sum > 0 ? fl_sum / t_sum * 1e-12 : 0;
     pkvk_model_destroy(mc);
     return rc;
@@ -64,9 +64,7 @@ static int time_prefill_parts(pkvk_model *m, const pkv_model *md, int reps, cons
                               FILE *outs[2]) {
     static const int mix[2][2] = {{1, 8192}, {16, 512}};
     int rc = 0;
-    for (int f = 0; f < 2; f++)
-        if (outs[f])
-            fprintf(outs[f],
+    pkv_cli_printf2(outs,
                     "# whole prefills (ms), and their layer 0 in parts beside its GEMMs alone at "
                     "8192 rows (QKV %.3f, O + gate/up + down %.3f), median of %d\n"
                     "%8s %6s %10s %10s %10s %10s %10s %10s %12s\n",
@@ -78,11 +76,10 @@ static int time_prefill_parts(pkvk_model *m, const pkv_model *md, int reps, cons
         float p[5];
         rc = pkvk_model_time_prefill_parts(m, mix[k][0], lens, reps, p);
         const double layer = p[0] + p[1] + p[2] + p[3];
-        for (int f = 0; f < 2 && !rc; f++)
-            if (outs[f])
-                fprintf(outs[f], "%8d %6d %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f %12.3f\n",
-                        mix[k][0], mix[k][1], p[4], p[0], p[1], p[2], p[3], layer,
-                        layer * md->layers);
+        if (!rc)
+            pkv_cli_printf2(outs, "%8d %6d %10.3f %10.3f %10.3f %10.3f %10.3f %10.3f %12.3f\n",
+                            mix[k][0], mix[k][1], p[4], p[0], p[1], p[2], p[3], layer,
+                            layer * md->layers);
     }
     return rc;
 }
@@ -129,11 +126,8 @@ int pkv_measure_dense(pkvk_ctx *ctx, const pkv_model *md, const int *widths, int
     pkvk_device_info dev;
     pkvk_device_info_get(&dev);
     char when[32];
-    time_t now = time(NULL);
-    strftime(when, sizeof when, "%Y-%m-%d", gmtime(&now));
-    for (int f = 0; f < 2; f++)
-        if (outs[f])
-            fprintf(outs[f],
+    pkv_cli_utc(when, "%Y-%m-%d");
+    pkv_cli_printf2(outs,
                     "# pkvsim bench model --model %s --reps %d, %s, %s, pkvsim %s\n"
                     "# read ceiling %.0f GB/s; 8192^3 FP16 GEMM %.1f TFLOP/s; weights read per "
                     "forward %.3f GB\n"
@@ -166,24 +160,22 @@ int pkv_measure_dense(pkvk_ctx *ctx, const pkv_model *md, const int *widths, int
         if (widths[w] >= 2048 && rate > tflops_best) tflops_best = rate;
         if (widths[w] > 64 && fit->rates < PKV_GEMM_RATES) /* above the bandwidth fit's widths */
             fit->rate_rows[fit->rates] = widths[w], fit->rate_tflops[fit->rates++] = rate * 1e-12;
-        for (int f = 0; f < 2 && !rc; f++)
-            if (outs[f])
-                fprintf(outs[f], "%6d %10.3f %10.3f %10.3f %8.1f %9.1f%%\n", widths[w], total * 1e3,
-                        weights * 1e3, total / weights, rate * 1e-12, 100 * rate / peak);
+        if (!rc)
+            pkv_cli_printf2(outs, "%6d %10.3f %10.3f %10.3f %8.1f %9.1f%%\n", widths[w],
+                            total * 1e3, weights * 1e3, total / weights, rate * 1e-12,
+                            100 * rate / peak);
     }
     double c0 = 0, c1 = 0, cov00, cov01, cov11, sumsq;
     if (!rc && nf >= 2) gsl_fit_linear(fb, 1, ft, 1, nf, &c0, &c1, &cov00, &cov01, &cov11, &sumsq);
-    for (int f = 0; f < 2 && !rc; f++)
-        if (outs[f])
-            fprintf(outs[f],
-                    "# fit: \"gemm_gbps\": %.0f, \"gemm_us\": %.2f (time = bytes / gemm_gbps + "
-                    "gemm_us over %d points at <= 64 rows), \"gemm_tflops\": %.0f (the best "
-                    "rate at >= 2048 rows)\n",
-                    c1 > 0 ? 1e-9 / c1 : 0, c0 * 1e6, nf, tflops_best * 1e-12);
-    for (int f = 0; f < 2 && !rc; f++)
-        for (int i = 0; outs[f] && i < fit->rates; i++)
-            fprintf(outs[f], "%s\"%.0f\": %.0f%s", i ? ", " : "# fit: \"gemm_tflops_at\": {",
-                    fit->rate_rows[i], fit->rate_tflops[i], i + 1 < fit->rates ? "" : "}\n");
+    if (!rc)
+        pkv_cli_printf2(outs,
+                        "# fit: \"gemm_gbps\": %.0f, \"gemm_us\": %.2f (time = bytes / gemm_gbps + "
+                        "gemm_us over %d points at <= 64 rows), \"gemm_tflops\": %.0f (the best "
+                        "rate at >= 2048 rows)\n",
+                        c1 > 0 ? 1e-9 / c1 : 0, c0 * 1e6, nf, tflops_best * 1e-12);
+    for (int i = 0; !rc && i < fit->rates; i++)
+        pkv_cli_printf2(outs, "%s\"%.0f\": %.0f%s", i ? ", " : "# fit: \"gemm_tflops_at\": {",
+                        fit->rate_rows[i], fit->rate_tflops[i], i + 1 < fit->rates ? "" : "}\n");
     fit->gemm_gbps = c1 > 0 ? 1e-9 / c1 : 0, fit->gemm_us = c0 * 1e6;
     fit->gemm_tflops = tflops_best * 1e-12, fit->points = nf;
     if (!rc)
@@ -199,13 +191,12 @@ int pkv_measure_dense(pkvk_ctx *ctx, const pkv_model *md, const int *widths, int
     if (!rc) rc = pkvk_model_time_gemms_forward(m, CHUNK, &fwd);
     double fwd_flops = 0;
     for (int g = 0; g < 4; g++) fwd_flops += md->layers * 2.0 * CHUNK * kn[g][0] * kn[g][1];
-    for (int f = 0; f < 2 && !rc; f++)
-        if (outs[f])
-            fprintf(outs[f],
-                    "# sustained: 8192^3 FP16 GEMM %.1f TFLOP/s (200 back to back); the "
-                    "forward's GEMMs at %d rows back to back %.3f ms (%.1f TFLOP/s)\n",
-                    2.0 * 8192.0 * 8192 * 8192 / (sq_sus * 1e-3) * 1e-12, CHUNK, fwd,
-                    fwd_flops / (fwd * 1e-3) * 1e-12);
+    if (!rc)
+        pkv_cli_printf2(outs,
+                        "# sustained: 8192^3 FP16 GEMM %.1f TFLOP/s (200 back to back); the "
+                        "forward's GEMMs at %d rows back to back %.3f ms (%.1f TFLOP/s)\n",
+                        2.0 * 8192.0 * 8192 * 8192 / (sq_sus * 1e-3) * 1e-12, CHUNK, fwd,
+                        fwd_flops / (fwd * 1e-3) * 1e-12);
     if (!rc) rc = time_prefill_parts(m, md, reps, gemm_chunk, outs);
     pkvk_model_destroy(m);
     return rc;

@@ -236,7 +236,30 @@ static void help(void) {
 }
 
 /* `bench` alone, with --help, or with a subcommand this build lacks. */
-static int bench_usage(int argc, char **argv) {
+/* The benchmarks by name; those on a GPU NULL in a build without CUDA. */
+#ifdef PKV_HAVE_CUDA
+#define GPU_BENCH(fn) fn
+#else
+#define GPU_BENCH(fn) NULL
+#endif
+static const struct {
+    const char *name;
+    int (*run)(int argc, char **argv);
+} benches[] = {{"sim", pkv_cmd_bench_sim},
+               {"traces", pkv_cmd_bench_traces},
+               {"fleet", pkv_cmd_bench_fleet},
+               {"kernels", GPU_BENCH(pkv_bench_kernels_main)},
+               {"model", GPU_BENCH(pkv_bench_model_main)},
+               {"allreduce", GPU_BENCH(pkv_bench_allreduce_main)}};
+
+/* pkvsim bench NAME ...: the benchmark NAME, or the list. */
+static int bench(int argc, char **argv) {
+    for (size_t i = 0; argc >= 3 && i < sizeof benches / sizeof *benches; i++) {
+        if (strcmp(argv[2], benches[i].name)) continue;
+        if (benches[i].run) return benches[i].run(argc - 2, argv + 2);
+        fprintf(stderr, "pkvsim bench: %s\n", pkvk_last_error());
+        return 1;
+    }
     const int asked = argc < 3 || !strcmp(argv[2], "--help") || !strcmp(argv[2], "-h");
     if (!asked) fprintf(stderr, "pkvsim bench: unknown benchmark \"%s\"\n", argv[2]);
     FILE *f = asked && argc >= 3 ? stdout : stderr;
@@ -404,16 +427,8 @@ int main(int argc, char **argv) {
     if (!strcmp(cmd, "workload")) return pkv_cmd_workload(argc - 1, argv + 1);
 #ifdef PKV_HAVE_CUDA
     if (!strcmp(cmd, "calibrate")) return pkv_calibrate_main(argc - 1, argv + 1);
-    if (!strcmp(cmd, "bench") && argc >= 3 && !strcmp(argv[2], "kernels"))
-        return pkv_bench_kernels_main(argc - 2, argv + 2);
-    if (!strcmp(cmd, "bench") && argc >= 3 && !strcmp(argv[2], "model"))
-        return pkv_bench_model_main(argc - 2, argv + 2);
-    if (!strcmp(cmd, "bench") && argc >= 3 && !strcmp(argv[2], "allreduce"))
-        return pkv_bench_allreduce_main(argc - 2, argv + 2);
 #else
-    if (!strcmp(cmd, "calibrate") || (!strcmp(cmd, "bench") && argc >= 3 &&
-                                      (!strcmp(argv[2], "kernels") || !strcmp(argv[2], "model") ||
-                                       !strcmp(argv[2], "allreduce")))) {
+    if (!strcmp(cmd, "calibrate")) {
         fprintf(stderr, "pkvsim %s: %s\n", cmd, pkvk_last_error());
         return 1;
     }
@@ -432,13 +447,7 @@ int main(int argc, char **argv) {
         return pkv_cmd_plan(argc - 1, argv + 1, &g_stop);
     }
     if (!strcmp(cmd, "keys")) return cmd_keys(argc - 1, argv + 1);
-    if (!strcmp(cmd, "bench") && argc >= 3 && !strcmp(argv[2], "sim"))
-        return pkv_cmd_bench_sim(argc - 2, argv + 2);
-    if (!strcmp(cmd, "bench") && argc >= 3 && !strcmp(argv[2], "traces"))
-        return pkv_cmd_bench_traces(argc - 2, argv + 2);
-    if (!strcmp(cmd, "bench") && argc >= 3 && !strcmp(argv[2], "fleet"))
-        return pkv_cmd_bench_fleet(argc - 2, argv + 2);
-    if (!strcmp(cmd, "bench")) return bench_usage(argc, argv);
+    if (!strcmp(cmd, "bench")) return bench(argc, argv);
     fprintf(stderr, "pkvsim: unknown command \"%s\" (see pkvsim --help)\n", cmd);
     return 2;
 }
