@@ -3,6 +3,7 @@
 #include "pkv_heap.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -44,14 +45,13 @@ int pkv_floor_flows(const double *arrival, const double *work, size_t n, double 
     size_t *by = malloc((n ? n : 1) * sizeof *by);
     if (!by) return -1;
     gsl_sort_index(by, arrival, 1, n);
+    const bool at_once = n && arrival[by[0]] == arrival[by[n - 1]];
     const int rc = srpt_mean(arrival, work, by, n, mean);
     free(by);
     if (rc) return -1;
     memcpy(sorted, work, n * sizeof *sorted);
     gsl_sort(sorted, 1, n);
-    double first = INFINITY, last = -INFINITY;
-    for (size_t i = 0; i < n; i++) first = fmin(first, arrival[i]), last = fmax(last, arrival[i]);
-    if (n && last == first) /* at one instant: the k-th to finish waited for k works at least */
+    if (at_once) /* the k-th to finish waited for k works at least */
         for (size_t i = 1; i < n; i++) sorted[i] += sorted[i - 1];
     return 0;
 }

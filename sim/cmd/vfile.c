@@ -221,7 +221,7 @@ static double figure_quantile(const char *figure) {
 
 /* Each TTFT row's floor (floor.h) over the requests the run finished (log), on one
  * replica; the rest NaN. */
-static int floors(pkv_vfile *v, const pkv_request_log *log, pkv_err *e) {
+static int ttft_floors(pkv_vfile *v, const pkv_request_log *log, pkv_err *e) {
     for (int i = 0; i < v->n; i++) v->rows[i].floor = NAN;
     if (v->cfg.fleet.replicas > 1) return 0;
     pkv_calib cal;
@@ -270,7 +270,7 @@ int pkv_vfile_run(pkv_vfile *v, bool base, pkv_err *e) {
     }
     for (int k = 0; k < PKV_TTFT_PARTS && !base; k++)
         v->ttft_parts[k] = sum.ttft_parts_n ? sum.ttft_parts_s[k] / (double)sum.ttft_parts_n : NAN;
-    const int rc = floored ? floors(v, &log, e) : 0;
+    const int rc = floored ? ttft_floors(v, &log, e) : 0;
     pkv_request_log_free(&log);
     return rc;
 }
