@@ -13,7 +13,7 @@ typedef struct pkv_planner {
     pkvk_plan plans[PKV_ROUTE_COUNT];
 } pkv_planner;
 
-/* cap_rows: most rows of a step. */
+/* cap_rows: most rows of a step. The planner keeps cal (not a copy): it must outlive it. */
 int pkv_planner_init(pkv_planner *pl, const pkvk_shape *s, const pkv_calib *cal, int32_t cap_rows,
                      pkv_bucket_mode mode);
 void pkv_planner_free(pkv_planner *pl);

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "pkvk.h"
+#include "pkvk_run.h"
 
 /* Record "what failed at file:line: CUDA's message" for pkvk_last_error() and map
  * the CUDA error to a pkvk_status. */
@@ -61,5 +62,22 @@ enum { PKVK_PARAM_BYTES = 32256 };
 
 /* After every launch. */
 #define PKVK_CK_LAUNCH() PKVK_CK(cudaGetLastError())
+
+/* pkvk_free on each device pointer (null ones are skipped), for the destructors. */
+template <class... P> static inline void pkvk_free_each(P *...p) {
+    void *all[] = {(void *)p...};
+    for (void *q : all) pkvk_free(q);
+}
+
+/* A constructor's end: on failure (rc non-zero) the half-made object is destroyed
+ * (destroy takes what is null or unset) and rc returned; else *out = obj. */
+template <class T> static inline int pkvk_created(int rc, T *obj, T **out, void (*destroy)(T *)) {
+    if (rc) {
+        destroy(obj);
+        return rc;
+    }
+    *out = obj;
+    return PKVK_OK;
+}
 
 #endif

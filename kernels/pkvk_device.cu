@@ -212,12 +212,7 @@ extern "C" int pkvk_ctx_create(pkvk_ctx **out, int device) {
     }
     if (!rc) rc = pkvk_memset(c->flush, 0, c->flush_bytes + 16);
     if (!rc) rc = pkvk_attn_configure();
-    if (rc) {
-        pkvk_ctx_destroy(c);
-        return rc;
-    }
-    *out = c;
-    return PKVK_OK;
+    return pkvk_created(rc, c, out, pkvk_ctx_destroy);
 }
 
 extern "C" void pkvk_ctx_destroy(pkvk_ctx *c) {

@@ -196,25 +196,15 @@ extern "C" int pkvk_fi_create(const pkvk_ctx *c, pkvk_fi **out, const pkvk_shape
         for (int32_t i = 0; i <= cap_rows; i++) f->qo_indptr_h[i] = i;
         rc = pkvk_h2d(f->qo_indptr_d, f->qo_indptr_h, ip);
     }
-    if (rc) {
-        pkvk_fi_destroy(f);
-        return rc;
-    }
-    *out = f;
-    return PKVK_OK;
+    return pkvk_created(rc, f, out, pkvk_fi_destroy);
 }
 
 extern "C" void pkvk_fi_destroy(pkvk_fi *f) {
     if (!f) return;
-    pkvk_free(f->float_ws);
-    pkvk_free(f->int_ws);
+    pkvk_free_each(f->float_ws, f->int_ws, f->indptr_d, f->qo_indptr_d, f->last_d, f->indices_d);
     pkvk_host_free(f->int_host);
     pkvk_host_free(f->indptr_h);
     pkvk_host_free(f->qo_indptr_h);
-    pkvk_free(f->indptr_d);
-    pkvk_free(f->qo_indptr_d);
-    pkvk_free(f->last_d);
-    pkvk_free(f->indices_d);
     delete f;
 }
 

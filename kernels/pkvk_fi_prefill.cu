@@ -70,21 +70,14 @@ extern "C" int pkvk_fi_prefill_create(const pkvk_ctx *c, pkvk_fi_prefill **out, 
     if (!rc) rc = pkvk_host_alloc(&f->int_host, kIntBytes);
     if (!rc) rc = pkvk_host_alloc((void **)&f->meta_h, meta);
     if (!rc) rc = pkvk_malloc((void **)&f->meta_d, meta);
-    if (rc) {
-        pkvk_fi_prefill_destroy(f);
-        return rc;
-    }
-    *out = f;
-    return PKVK_OK;
+    return pkvk_created(rc, f, out, pkvk_fi_prefill_destroy);
 }
 
 extern "C" void pkvk_fi_prefill_destroy(pkvk_fi_prefill *f) {
     if (!f) return;
-    pkvk_free(f->float_ws);
-    pkvk_free(f->int_ws);
+    pkvk_free_each(f->float_ws, f->int_ws, f->meta_d);
     pkvk_host_free(f->int_host);
     pkvk_host_free(f->meta_h);
-    pkvk_free(f->meta_d);
     delete f;
 }
 

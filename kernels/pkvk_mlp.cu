@@ -55,12 +55,7 @@ extern "C" int pkvk_mlp_create(const pkvk_ctx *c, pkvk_mlp **out, int hidden, in
         if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetStream(m->h, m->stream);
         if (s != CUBLAS_STATUS_SUCCESS) rc = cublas_fail(s, "cublasCreate");
     }
-    if (rc) {
-        pkvk_mlp_destroy(m);
-        return rc;
-    }
-    *out = m;
-    return PKVK_OK;
+    return pkvk_created(rc, m, out, pkvk_mlp_destroy);
 }
 
 extern "C" int pkvk_mlp_run(pkvk_mlp *m, int rows, const uint16_t *x, const uint16_t **out) {
@@ -77,6 +72,6 @@ extern "C" int pkvk_mlp_run(pkvk_mlp *m, int rows, const uint16_t *x, const uint
 extern "C" void pkvk_mlp_destroy(pkvk_mlp *m) {
     if (!m) return;
     if (m->h) cublasDestroy(m->h);
-    pkvk_free(m->w_gu), pkvk_free(m->w_down), pkvk_free(m->y), pkvk_free(m->a), pkvk_free(m->z);
+    pkvk_free_each(m->w_gu, m->w_down, m->y, m->a, m->z);
     free(m);
 }

@@ -167,12 +167,7 @@ extern "C" int pkvk_model_create_sharing(const pkvk_ctx *c, pkvk_model **out,
         if (st != CUBLAS_STATUS_SUCCESS) rc = cublas_fail(st, "cublasCreate");
     }
     if (!rc) rc = pkvk_sync(c);
-    if (rc) {
-        pkvk_model_destroy(m);
-        return rc;
-    }
-    *out = m;
-    return PKVK_OK;
+    return pkvk_created(rc, m, out, pkvk_model_destroy);
 }
 
 extern "C" void pkvk_model_destroy(pkvk_model *m) {

@@ -74,12 +74,7 @@ extern "C" int pkvk_swap_create(const pkvk_ctx *c, pkvk_swap **out, uint16_t *co
         if (e == cudaSuccess) e = cudaEventCreateWithFlags(&s->read, cudaEventDisableTiming);
         if (e != cudaSuccess) rc = pkvk_fail_cuda(e, "swap lists", __FILE__, __LINE__);
     }
-    if (rc) {
-        pkvk_swap_destroy(s);
-        return rc;
-    }
-    *out = s;
-    return PKVK_OK;
+    return pkvk_created(rc, s, out, pkvk_swap_destroy);
 }
 
 extern "C" int pkvk_swap_copy(pkvk_swap *s, int to_host, const int32_t *pages, const int32_t *slots,

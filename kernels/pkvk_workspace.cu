@@ -47,20 +47,12 @@ extern "C" int pkvk_workspace_create(const pkvk_ctx *ctx, pkvk_workspace **out, 
     if (!rc) rc = pkvk_malloc((void **)&w->counters, (size_t)cap_rows * s->hkv * sizeof(int));
     if (!rc) rc = pkvk_memset(w->counters, 0, (size_t)cap_rows * s->hkv * sizeof(int));
     if (!rc) rc = reserve_arena(w, plan_bytes(w));
-    if (rc) {
-        pkvk_workspace_destroy(w);
-        return rc;
-    }
-    *out = w;
-    return PKVK_OK;
+    return pkvk_created(rc, w, out, pkvk_workspace_destroy);
 }
 
 extern "C" void pkvk_workspace_destroy(pkvk_workspace *w) {
     if (!w) return;
-    pkvk_free(w->part_acc);
-    pkvk_free(w->part_ml);
-    pkvk_free(w->counters);
-    pkvk_free(w->arena);
+    pkvk_free_each(w->part_acc, w->part_ml, w->counters, w->arena);
     pkvk_host_free(w->staging);
     pkvk_fi_destroy(w->fi);
     free(w);

@@ -10,11 +10,12 @@
 # each run's vLLM-named --json, its /replicas and the wall time, and table.md. RUNS
 # picks the runs (mixed4 mixed8 pd22 one), CLOCK the cuda runs' clock (wall; device), N the
 # fleet's requests (600). Run from the repository root with the programs bundled in
-# .bundle/ (build-fi's pkvsim).
+# .bundle/ (build-fi's pkvsim). CAL: the calibration (default h200.json); KEEP_H5=1 keeps
+# the runs' files.
 set -u
 out=$1
 mkdir -p "$out"
-cal=$PWD/experiments/calibration/h200.json
+cal=${CAL:-$PWD/experiments/calibration/h200.json}
 w='"workload": {"arrival": {"process": "poisson", "rate": 16}, "prompt": {"dist": "lognormal", "median": 1000, "sigma": 0.7, "max": 8000}, "decode": {"dist": "lognormal", "median": 128, "sigma": 0.6, "max": 1000}, "num_requests": '${N:-600}', "max_context": 9216}'
 s='"serving": {"max_active": 32, "kv_pages": 5000, "scheduler": "chunked", "token_budget": 2048}'
 r="\"route\": {\"policy\": \"adaptive\", \"calibration\": \"$cal\"}"
@@ -54,4 +55,4 @@ for x in ("mixed4", "mixed8", "pd22", "one"):
         print(f"| {x} | {b} | {j['completed']} | {j['median_ttft_ms']:.2f} | {j['p99_ttft_ms']:.2f} | {j['median_tpot_ms']:.3f} | {j['p99_tpot_ms']:.3f} | {j['output_throughput']:.1f} | {t_end:.2f} | {wl:.1f} | {wl / t_end:.2f} |")
 PY
 cat "$out/table.md"
-rm -f "$out"/*.h5
+[ -n "${KEEP_H5:-}" ] || rm -f "$out"/*.h5

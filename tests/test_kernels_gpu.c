@@ -430,15 +430,15 @@ static void the_mlp_tail_matches_the_reference(void) {
     free(w), free(x), free(z);
 }
 
-/* The engine's planner for three rows of shape s (the defaults' calibration, an
- * H200's, on this GPU's SMs) and a workspace its plans fit. */
-static pkvk_workspace *long_rows_planner(const pkvk_shape *s, pkv_planner *pl) {
-    pkv_calib cal;
-    pkv_calib_defaults(&cal);
-    cal.sm_count = dev.sm_count;
-    pkv_calib_flashinfer_occupancy(&cal, s);
+/* The engine's planner for three rows of shape s (cal: the defaults' calibration, an
+ * H200's, on this GPU's SMs; the planner keeps a pointer to it) and a workspace its
+ * plans fit. */
+static pkvk_workspace *long_rows_planner(const pkvk_shape *s, pkv_calib *cal, pkv_planner *pl) {
+    pkv_calib_defaults(cal);
+    cal->sm_count = dev.sm_count;
+    pkv_calib_flashinfer_occupancy(cal, s);
     pkvk_workspace *ws = NULL;
-    CHECK(pkv_planner_init(pl, s, &cal, 3, PKV_BUCKET_MODE_EXACT) == 0, "planner");
+    CHECK(pkv_planner_init(pl, s, cal, 3, PKV_BUCKET_MODE_EXACT) == 0, "planner");
     CHECK(pkvk_workspace_create(ctx, &ws, s, 3, pl->plans[0].cap_tasks, pl->plans[0].cap_tasks) ==
               0,
           "workspace: %s", pkvk_last_error());
@@ -461,7 +461,8 @@ static void long_rows_match_under_the_engine_planner(void) {
     CHECK(pkvk_gpu_reference(ctx, &d.b, d.o32) == 0 && pkvk_d2h(ref, d.o32, h.q_elems * 4) == 0,
           "reference: %s", pkvk_last_error());
     pkv_planner pl;
-    pkvk_workspace *ws = long_rows_planner(&s, &pl);
+    pkv_calib cal;
+    pkvk_workspace *ws = long_rows_planner(&s, &cal, &pl);
     for (int route = 0, turn = 0; route < PKV_ROUTE_COUNT; route++) {
         if (!pkvk_route_built((pkv_route)route)) continue;
         CHECK(pkv_planner_build(&pl, (pkv_route)route, lens, 3) == 0, "plan");
@@ -502,7 +503,8 @@ static void plans_the_kernels_cannot_run_are_refused(void) {
     pkvk_shape s = {.hq = 32, .hkv = 8, .d = 128, .page_size = 16};
     int32_t lens[3] = {100000, 32768, 5};
     pkv_planner pl;
-    pkvk_workspace *ws = long_rows_planner(&s, &pl);
+    pkv_calib cal;
+    pkvk_workspace *ws = long_rows_planner(&s, &cal, &pl);
     if (fi_built) {
         pkvk_plan *fp = &pl.plans[PKV_ROUTE_FLASHINFER_TC];
         CHECK(pkv_planner_build(&pl, PKV_ROUTE_FLASHINFER_TC, lens, 3) == 0, "plan");
