@@ -309,6 +309,10 @@ static int fit_memory(pkv_config *c, const cJSON *root, pkv_err *e) {
 
 static int check_consistency(const pkv_config *c, pkv_err *e) {
     const pkv_workload_spec *w = &c->workload;
+    if (w->warm_requests > 0 && !c->prefix_caching)
+        return pkv_fail(e, "workload.warm_requests: prompts in a prefix cache need "
+                           "serving.prefix_caching true (an engine without the cache computes "
+                           "every prompt)");
     if (c->layers_measured > c->model.layers)
         return pkv_fail(e, "run.layers_measured: %d, but model %s has %d layers",
                         c->layers_measured, c->model.name, c->model.layers);

@@ -172,5 +172,12 @@ int pkv_config_check_memory(const pkv_config *c, double memory_gib, const char *
  * a route its graphs hold (pkv_backend_graph_routes: ref_paged, pkv_workqueue), off for the study
  * layer (whose per-step capture is an ablation) and for the oracle. */
 bool pkv_config_graphs(const pkv_config *c);
+/* workload.warm_requests: the tokens of request id's prompt of prompt_len that an earlier
+ * run left in the prefix cache (its whole blocks but the last token, which is computed to
+ * sample from); 0 for the others. */
+static inline int32_t pkv_config_warm_tokens(const pkv_config *c, int64_t id, int32_t prompt_len) {
+    if (id >= c->workload.warm_requests || prompt_len < 1) return 0;
+    return (prompt_len - 1) / c->prefix_block_tokens * c->prefix_block_tokens;
+}
 
 #endif

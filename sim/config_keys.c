@@ -138,6 +138,7 @@ static const pkv_key rows[] = {
     I64("workload", "shared_prefix_tokens", W, prefix_tokens, 0, 0, MAXL),
     NUM("workload", "shared_prefix_share", W, prefix_share, 1, 0, 1),
     I64("workload", "shared_prefix_groups", W, prefix_groups, 1, 1, 1 << 20),
+    I64("workload", "warm_requests", W, warm_requests, 0, 0, BIG),
     NUM("workload", "session_think_s", W, think_s, 30, 1e-3, 1e7),
 
     ENUM("workload.arrival", "process", A, kind, NULL, pkv_arrival_names, .selects = true,

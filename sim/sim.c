@@ -47,7 +47,21 @@ static int token_done(pkv_sim *s, pkv_sim_request *r, pkv_err *e) {
         if (s->first_token &&
             s->first_token(s->fleet_ctx, s->t_now, r->rec.t_first_token - r->rec.t_arrival))
             return pkv_fail(e, "out of memory");
+    } else if (s->cfg->scheduler_steps > 1) { /* streamed at the window's end */
+        r->held++;
+        return 0;
     } else if (s->sink.itl && s->sink.itl(s->sink.ctx, r->rec.id, s->t_now - r->t_last_token, e))
+        return -1;
+    r->t_last_token = s->t_now;
+    return 0;
+}
+
+/* The end of a window of serving.scheduler_steps: r's tokens made in it reach the client
+ * together (one inter-token gap, as vLLM's multi-step streams them). */
+static int send_held(pkv_sim *s, pkv_sim_request *r, pkv_err *e) {
+    if (!r->held) return 0;
+    r->held = 0;
+    if (s->sink.itl && s->sink.itl(s->sink.ctx, r->rec.id, s->t_now - r->t_last_token, e))
         return -1;
     r->t_last_token = s->t_now;
     return 0;
@@ -134,11 +148,22 @@ static int step_tokens(pkv_sim *s, pkv_err *e) {
         if (r->rec.generated >= r->rec.decode_len) {
             int64_t slot = s->run[i];
             pkv_sim_run_remove(s, i); /* row i now holds another request: do not advance */
-            if (finish_later(s, slot, e)) return -1;
+            if (r->held)              /* its last tokens wait for the window's end */
+                s->held_done[s->n_held_done++] = slot;
+            else if (finish_later(s, slot, e))
+                return -1;
         } else {
             i++;
         }
     }
+    if (s->cfg->scheduler_steps == 1 || (s->window > 0 && s->n_run > 0)) return 0;
+    /* the window ends: its tokens reach the client, its finished requests finish */
+    for (int32_t i = 0; i < s->n_run; i++)
+        if (send_held(s, &s->req[s->run[i]], e)) return -1;
+    for (int32_t k = 0; k < s->n_held_done; k++)
+        if (send_held(s, &s->req[s->held_done[k]], e) || finish_later(s, s->held_done[k], e))
+            return -1;
+    s->n_held_done = 0;
     return 0;
 }
 

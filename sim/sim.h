@@ -42,7 +42,10 @@ typedef struct pkv_sim_request {
                                the slots its pages array names */
     bool kv_arrived;        /* prefilled on another replica (a fleet's prefill pool): its KV
                                comes with it; admitted, it joins the running batch */
-    double t_last_token;    /* seconds: when its latest token came (for the inter-token latency) */
+    double t_last_token;    /* seconds: when its latest token came (for the inter-token latency;
+                               a window's: when its latest tokens reached the client) */
+    int32_t held;           /* serving.scheduler_steps: its tokens made in the window in flight,
+                               sent to the client at the window's end (vLLM's multi-step) */
     double t_prefill_start; /* seconds: the first piece of its prompt began running, this
                                admission (NaN: not yet) */
     bool live;              /* the slot holds a request still in the simulation */
@@ -143,8 +146,11 @@ typedef struct pkv_sim {
      * (prefill_first: its first prefill_batch are the batch in flight) */
     int64_t *prefill;
     int32_t n_prefill, prefill_batch;
-    int32_t window; /* decode steps left in the window of serving.scheduler_steps (0: the
-                       scheduler runs before the next iteration) */
+    int32_t window;     /* decode steps left in the window of serving.scheduler_steps (0: the
+                           scheduler runs before the next iteration) */
+    int64_t *held_done; /* [max_active] requests that finished inside the window in flight:
+                           they finish, as the client sees it, at its end */
+    int32_t n_held_done;
     /* chunked: the prompt chunks of the iteration in flight, one per request (prefill
      * order): its slot, first position, tokens, and whether it ends the prompt
      * (prefill_first: chunk_start holds its batch's first positions) */

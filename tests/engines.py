@@ -349,6 +349,42 @@ for t in p["t_sim"][1:]:
         ok &= k % W == 0
 check(f"windows: prompts admitted only between windows of {W} steps ({seen} seen)",
       ok and seen > 2)
+# a request finishing inside a window reaches the client at its end (vLLM streams a
+# window's tokens together): 4 prompts at once, one of 3 tokens, the others of 60; the
+# closed loop's fifth prompt arrives as the short one finishes
+W = 10
+f = h5run(experiment("window_short.json", {"engine": prof, "scheduler": "prefill_first",
+                                           "scheduler_steps": W, "client": "offline"},
+                     {"arrival": {"process": "closed", "concurrency": 4},
+                      "prompt": {"dist": "fixed", "value": 100},
+                      "decode": {"dist": "cycle", "values": [3, 60, 60, 60]},
+                      "num_requests": 5}))
+s, p, r = cols(f, "steps"), cols(f, "prefills"), cols(f, "requests")
+short = int(np.flatnonzero(r["decode_len"] == 3)[0])
+in_window = int(((s["t_sim"] > p["t_sim"][0]) & (s["t_sim"] < p["t_sim"][-1])).sum())
+check(f"windows: a request done in 2 of {W} steps finishes at the window's end "
+      f"({r['t_finish'][short]:.6f} s; the window's {in_window} steps end at "
+      f"{p['t_sim'][-1]:.6f} s, its 2nd at {s['t_sim'][2]:.6f} s)",
+      len(p["t_sim"]) == 2 and in_window == W
+      and np.isclose(r["t_finish"][short], p["t_sim"][1], rtol=0, atol=1e-9)
+      and r["t_finish"][short] > s["t_sim"][2] + 1e-6)
+
+# ---- prompts an earlier run left in the prefix cache ----------------------------------
+warm = {"arrival": {"process": "closed", "concurrency": 4},
+        "prompt": {"dist": "fixed", "value": 1000}, "decode": {"dist": "fixed", "value": 8},
+        "num_requests": 4, "warm_requests": 2}
+f = h5run(experiment("warm.json", {"prefix_caching": True, "prefix_block_tokens": 16}, warm))
+p, r = cols(f, "prefills"), cols(f, "requests")
+check(f"warm_requests: the first two prompts' whole blocks are cached, 8 tokens of each "
+      f"computed ({int(p['tokens'].sum())} prefilled)",
+      int(p["tokens"].sum()) == 2 * 1000 + 2 * 8
+      and int(f["summary"].attrs["prefix_hit_tokens"]) == 2 * 992)
+bad = experiment("warm_off.json", {"prefix_caching": False}, warm)
+q = subprocess.run([pkvsim, "run", "-q", bad, "-o", bad[:-5] + ".h5"], capture_output=True,
+                   text=True)
+check("warm_requests without the prefix cache: refused, naming both keys",
+      q.returncode != 0 and "workload.warm_requests" in q.stderr
+      and "serving.prefix_caching" in q.stderr and not os.path.exists(bad[:-5] + ".h5"))
 
 # ---- the shipped validation files --------------------------------------------------
 val = f"{src}/experiments/validation"

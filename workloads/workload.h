@@ -43,6 +43,10 @@ typedef struct pkv_workload_spec {
      * every request of that group (0 tokens: none). */
     int64_t prefix_tokens, prefix_groups;
     double prefix_share;
+    /* The first warm_requests requests' prompts are in the engine's prefix cache when the
+     * run starts (an earlier run sent them: a benchmark's sweep that sends the dataset's
+     * first prompts again in each run). */
+    int64_t warm_requests;
     /* Multi-turn sessions (turns not fixed at 1): the arrival process starts sessions;
      * a session of `turns` turns (drawn) sends its next turn think_s seconds
      * (exponential mean) after the last one arrived, its prompt the session's history

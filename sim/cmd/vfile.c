@@ -240,7 +240,10 @@ static int ttft_floors(pkv_vfile *v, const pkv_request_log *log, pkv_err *e) {
     size_t n = 0;
     for (size_t j = 0; j < log->n; j++)
         if (log->req[j].state == PKV_REQ_FINISHED && isfinite(log->req[j].t_first_token))
-            a[n] = log->req[j].t_arrival, w[n++] = log->req[j].prompt_len * per_token;
+            a[n] = log->req[j].t_arrival,
+            w[n++] = (log->req[j].prompt_len -
+                      pkv_config_warm_tokens(&v->cfg, log->req[j].id, log->req[j].prompt_len)) *
+                     per_token;
     double mean;
     const int rc = pkv_floor_flows(a, w, n, &mean, sorted);
     for (int i = 0; i < v->n && !rc && n; i++) {
