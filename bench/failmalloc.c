@@ -17,16 +17,22 @@ static const char *skip_lib;
 static void *(*real_malloc)(size_t);
 static void *(*real_calloc)(size_t, size_t);
 static void *(*real_realloc)(void *, size_t);
-static char boot[1 << 16]; static size_t boot_used;
+static char boot[1 << 16];
+static size_t boot_used;
 static int init(void) {
     if (real_malloc) return 1;
-    static int in; if (in) return 0; in = 1;
-    real_malloc = dlsym(RTLD_NEXT, "malloc"); real_calloc = dlsym(RTLD_NEXT, "calloc");
+    static int in;
+    if (in) return 0;
+    in = 1;
+    real_malloc = dlsym(RTLD_NEXT, "malloc");
+    real_calloc = dlsym(RTLD_NEXT, "calloc");
     real_realloc = dlsym(RTLD_NEXT, "realloc");
-    const char *f = getenv("FAIL_AT"); if (f) fail_at = atol(f);
+    const char *f = getenv("FAIL_AT");
+    if (f) fail_at = atol(f);
     skip_lib = getenv("SKIP_LIB");
     if (skip_lib && !*skip_lib) skip_lib = NULL;
-    in = 0; return 1;
+    in = 0;
+    return 1;
 }
 /* Whether an allocation was called from inside the skipped library: any frame of the
  * call stack in it (HDF5 allocates through libc's strdup too). The shim's own
@@ -52,15 +58,55 @@ static int from_skipped(void) {
     return hit;
 }
 #define should_fail() (!from_skipped() && ++n == fail_at)
-void *malloc(size_t s) { if (!init()) { void *p = boot + boot_used; boot_used += (s + 15) & ~15; return p; }
-    if (should_fail()) { errno = ENOMEM; return NULL; } return real_malloc(s); }
-void *calloc(size_t a, size_t b) { if (!init()) { void *p = boot + boot_used; boot_used += (a*b + 15) & ~15; memset(p,0,a*b); return p; }
-    if (should_fail()) { errno = ENOMEM; return NULL; } return real_calloc(a, b); }
-void *realloc(void *p, size_t s) { if (!init()) return NULL; if (should_fail()) { errno = ENOMEM; return NULL; } return real_realloc(p, s); }
-void free(void *p) { static void (*rf)(void *); if ((char*)p >= boot && (char*)p < boot + sizeof boot) return;
+void *malloc(size_t s) {
+    if (!init()) {
+        void *p = boot + boot_used;
+        boot_used += (s + 15) & ~15;
+        return p;
+    }
+    if (should_fail()) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return real_malloc(s);
+}
+void *calloc(size_t a, size_t b) {
+    if (!init()) {
+        void *p = boot + boot_used;
+        boot_used += (a * b + 15) & ~15;
+        memset(p, 0, a * b);
+        return p;
+    }
+    if (should_fail()) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return real_calloc(a, b);
+}
+void *realloc(void *p, size_t s) {
+    if (!init()) return NULL;
+    if (should_fail()) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    return real_realloc(p, s);
+}
+void free(void *p) {
+    static void (*rf)(void *);
+    if ((char *)p >= boot && (char *)p < boot + sizeof boot) return;
     if (!rf) rf = dlsym(RTLD_NEXT, "free");
-    rf(p); }
-__attribute__((destructor)) static void fin(void) { const char *c = getenv("COUNT_FILE"); if (c) { FILE *f = fopen(c, "w"); if (f) { fprintf(f, "%ld\n", n); fclose(f);} } }
+    rf(p);
+}
+__attribute__((destructor)) static void fin(void) {
+    const char *c = getenv("COUNT_FILE");
+    if (c) {
+        FILE *f = fopen(c, "w");
+        if (f) {
+            fprintf(f, "%ld\n", n);
+            fclose(f);
+        }
+    }
+}
 
 /* main is entered through this wrapper, which marks the start. */
 typedef int (*main_fn)(int, char **, char **);

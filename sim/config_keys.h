@@ -19,7 +19,7 @@
 #define PKV_OBJ_PLAN_SLO      "(slo target)"    /* a row of plan.slo */
 #define PKV_OBJ_PLAN_REPLICAS "(plan replicas)" /* plan.replicas */
 
-extern const char *const pkv_clock_names[]; /* run.clock: predicted, wall, device, auto */
+extern const char *const pkv_clock_names[];      /* run.clock: predicted, wall, device, auto */
 extern const char *const pkv_page_table_modes[]; /* allocator, generator */
 enum { PKV_PAGE_TABLES_GENERATOR = 1 };
 extern const char *const pkv_scheduler_names[]; /* prefill_first, chunked */
