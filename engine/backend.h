@@ -123,6 +123,7 @@ typedef struct pkv_backend_caps {
     bool any_shape;       /* every head_dim and query group (else the GPU kernels': head_dim
                              64, 128 or 256, 1 to 8 query heads per KV head) */
     bool experts;         /* a mixture of experts' layers */
+    bool experts_more;    /* and their shared experts, expert parallelism */
     bool speculative;     /* serving.speculative's draft and verify steps */
     bool prefill_measure; /* serving.prefill.measure: the prefill's K/V write timed */
     bool fi_fp8;          /* FlashInfer's paths over FP8 KV (as the pools' scales are) */

@@ -9,7 +9,8 @@
 /* The rows: the model backend predicts every shape and type (its cost counts the KV
  * type's bytes) and every feature the cost model has; the cpu backend runs the GPU
  * kernels' CPU mirrors (any head_dim, FlashInfer's paths mirrored but not over FP8,
- * as the GPU cannot with per-page scales); the cuda backend runs the GPU kernels
+ * as the GPU cannot with per-page scales) and a mixture of experts' routed experts
+ * (kernels/pkvk_cpu_model.c); the cuda backend runs the GPU kernels
  * (kernels/pkvk_attn.cu, kernels/pkvk_model*.cu: head_dim 64, 128 or 256, 1 to 8 query
  * heads per KV head; FlashInfer's at head_dim 128), measures the prefill's K/V write,
  * and runs on the wall clock by default. */
@@ -17,10 +18,14 @@ static const pkv_backend_caps rows[] = {
     [PKV_BACKEND_MODEL] = {.any_types = true,
                            .any_shape = true,
                            .experts = true,
+                           .experts_more = true,
                            .speculative = true,
                            .fi_fp8 = true,
                            .clock = PKV_CLOCK_PREDICTED},
-    [PKV_BACKEND_CPU] = {.measures = true, .any_shape = true, .clock = PKV_CLOCK_PREDICTED},
+    [PKV_BACKEND_CPU] = {.measures = true,
+                         .any_shape = true,
+                         .experts = true,
+                         .clock = PKV_CLOCK_PREDICTED},
     [PKV_BACKEND_CUDA] = {.measures = true,
                           .gpu = true,
                           .prefill_measure = true,
@@ -46,6 +51,12 @@ int pkv_backend_supports(pkv_backend_kind k, const pkv_model *m, pkv_err *e) {
                         "backend (--backend model); the %s backend's expert layers are not "
                         "built yet",
                         m->name, m->experts, pkv_backend_names[kind]);
+    if (!c->experts_more && pkv_model_moe_layers(m) && (m->shared_experts || m->expert_parallel))
+        return pkv_fail(e,
+                        "model %s: the %s backend runs the routed experts only; shared experts "
+                        "(model.shared_experts %d) and expert parallelism run on the model "
+                        "backend (--backend model)",
+                        m->name, pkv_backend_names[kind], m->shared_experts);
     if (!c->any_types && !typed)
         return pkv_fail(e,
                         "model %s: model.dtype %s with model.kv_dtype %s runs on the model "

@@ -212,7 +212,11 @@ pkv_backend *pkv_backend_cpu_create(const pkv_model *md, int32_t n_pages, int32_
     const pkv_model_kind *mk = pkv_model_kind_of(md);
     const bool forward = !mk->kv_synthetic; /* the model's forward, over its own KV */
     const int32_t chunk = cap_rows > PKV_FORWARD_TOKENS ? cap_rows : PKV_FORWARD_TOKENS;
-    const size_t model_bytes = forward ? pkvk_cpu_model_bytes(&ms, cap_rows, chunk, n_pages) : 0;
+    const pkvk_moe_shape moe = {md->experts, md->experts_per_token,
+                                md->experts ? md->expert_inter / md->tp : 0, md->dense_layers};
+    const size_t model_bytes = forward ? pkvk_cpu_model_bytes(&ms, cap_rows, chunk, n_pages) +
+                                             (moe.experts ? pkvk_cpu_moe_bytes(&ms, &moe) : 0)
+                                       : 0;
     if (model_bytes > (size_t)CPU_POOL_LIMIT_MIB << 20) {
         pkv_fail(e,
                  "the cpu backend runs a full model in host memory, in FP32, and is meant for "
@@ -240,7 +244,8 @@ pkv_backend *pkv_backend_cpu_create(const pkv_model *md, int32_t n_pages, int32_
     b->shape = *s;
     size_t qn = (size_t)cap_rows * s->hq * s->d;
     if (forward) {
-        if (pkvk_cpu_model_create(&b->model, &ms, cap_rows, chunk, n_pages, seed)) {
+        if (pkvk_cpu_model_create(&b->model, &ms, cap_rows, chunk, n_pages, seed) ||
+            (moe.experts && pkvk_cpu_model_experts(b->model, &moe, seed))) {
             cpu_destroy(&b->base);
             pkv_fail(e, "cpu backend: out of host memory for model %s", md->name);
             return NULL;

@@ -232,6 +232,7 @@ static void predict_model(pkv_engine *eng, const pkv_batch_view *v, int64_t chun
                                 : 0;
     pkv_dense_cost dc;
     const int64_t rows = (int64_t)v->n_rows * (1 + v->spec_tokens); /* a verify: k + 1 a row */
+    eng->moe.real_tokens = rows + chunk_tok; /* padded to a graph's size, they run as rows */
     pkv_model_dense_cost(
         &eng->model, eng->cal,
         pkv_engine_graph_rows(&eng->opts.host.graphs, rows + chunk_tok, v->chunks != NULL),
@@ -357,6 +358,7 @@ int pkv_engine_prefill(pkv_engine *eng, const pkv_prefill_view *p, pkv_prefill_r
     rec->t_predicted = rec->t_device = rec->t_wall = NAN;
     if (eng->kind->prefill_predicted) {
         pkv_dense_cost dc;
+        eng->moe.real_tokens = tokens;
         pkv_model_dense_cost(&eng->model, eng->cal,
                              pkv_engine_graph_rows(&eng->opts.host.graphs, tokens, true), heads,
                              eng->moe.experts ? &eng->moe : NULL, &dc);

@@ -119,7 +119,10 @@ static void moe_layer(const pkv_model *m, const pkv_calib *c, double tokens, pkv
     }
     double active = 0, t = 0, gpu[PKV_MOE_MAX_EP] = {0};
     if (moe) {
-        pkv_moe_draw(moe, (int64_t)tokens);
+        const int64_t real = moe->real_tokens > 0 && moe->real_tokens < (int64_t)tokens
+                                 ? moe->real_tokens
+                                 : (int64_t)tokens;
+        pkv_moe_draw_padded(moe, real, (int64_t)tokens - real);
         for (int e = 0; e < m->experts; e++) {
             const double n = moe->counts[e];
             if (n <= 0) continue;

@@ -9,14 +9,15 @@ const char *const pkv_expert_law_names[] = {"uniform", "zipf", NULL};
 
 enum { INCL_TOKENS = 1 << 15 }; /* tokens drawn at set-up to estimate a Zipf law's shares */
 
-/* k distinct experts for one token, by rejection, counted into counts. */
-static void draw_token(pkv_moe *m, gsl_rng *r, double *counts) {
+/* k distinct experts for one token (or `amount` copies of it), by rejection, counted
+ * into counts. */
+static void draw_token(pkv_moe *m, gsl_rng *r, double *counts, double amount) {
     const uint32_t t = ++m->token;
     for (int j = 0; j < m->k;) {
         size_t e = gsl_ran_discrete(r, m->law);
         if (m->stamp[e] == t) continue;
         m->stamp[e] = t;
-        counts[e] += 1;
+        counts[e] += amount;
         j++;
     }
 }
@@ -46,7 +47,7 @@ int pkv_moe_init(pkv_moe *m, int experts, int k, pkv_expert_law law, double expo
     for (int e = 0; e < experts; e++) m->place[e] = e;
     gsl_ran_shuffle(m->r, m->place, (size_t)experts, sizeof(int32_t)); /* before any draw */
     if (est) { /* the shares under distinct picks: the law's, flattened where k > 1 */
-        for (int i = 0; i < INCL_TOKENS; i++) draw_token(m, est, m->incl);
+        for (int i = 0; i < INCL_TOKENS; i++) draw_token(m, est, m->incl, 1);
         for (int e = 0; e < experts; e++) m->incl[e] /= (double)INCL_TOKENS * k;
         gsl_rng_free(est);
     } else {
@@ -76,7 +77,7 @@ void pkv_moe_draw(pkv_moe *m, int64_t tokens) {
     for (int e = 0; e < E; e++) counts[e] = 0;
     if (tokens <= 0) return;
     if (tokens * m->k <= PKV_MOE_EXACT_DRAWS) {
-        for (int64_t t = 0; t < tokens; t++) draw_token(m, m->r, counts);
+        for (int64_t t = 0; t < tokens; t++) draw_token(m, m->r, counts, 1);
         return;
     }
     gsl_ran_multinomial(m->r, (size_t)E, (unsigned int)(tokens * m->k), m->incl, m->count);
@@ -91,4 +92,9 @@ void pkv_moe_draw(pkv_moe *m, int64_t tokens) {
         counts[e] += add;
         excess -= add;
     }
+}
+
+void pkv_moe_draw_padded(pkv_moe *m, int64_t tokens, int64_t pad) {
+    pkv_moe_draw(m, tokens);
+    if (pad > 0) draw_token(m, m->r, m->counts, (double)pad);
 }

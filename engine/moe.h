@@ -37,6 +37,8 @@ typedef struct pkv_moe {
     uint32_t token;
     unsigned int *count; /* the multinomial draw's */
     double *counts;      /* the last draw: tokens per expert */
+    int64_t real_tokens; /* of the next cost's tokens, the requests' (pkv_model_dense_cost; 0:
+                            all): the rest are a CUDA graph's padding rows */
     int32_t *place;      /* each expert's slot in a fixed shuffle of them: expert parallel,
                             GPU g of G holds the slots [g E / G, (g + 1) E / G), so that the
                             law's favourites (its first ranks) fall on GPUs at random */
@@ -53,5 +55,8 @@ void pkv_moe_seed(pkv_moe *m, uint64_t seed, uint32_t replica);
 /* One layer's draw for `tokens` tokens: m->counts[e] tokens on expert e (their sum
  * tokens x k). */
 void pkv_moe_draw(pkv_moe *m, int64_t tokens);
+/* The same for `tokens` tokens and `pad` copies of one more (a CUDA graph's padding rows:
+ * one token's input, so one token's k experts). */
+void pkv_moe_draw_padded(pkv_moe *m, int64_t tokens, int64_t pad);
 
 #endif

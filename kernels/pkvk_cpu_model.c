@@ -23,6 +23,10 @@ struct pkvk_cpu_model {
     float *o;                /* [cap_tokens][hq][d]: the layer's attention output */
     float *xn, *qkv, *y, *a; /* one row's */
     int32_t *tok;            /* [cap_tokens]: each row's last sampled token */
+    /* a mixture of experts (pkvk_cpu_model_experts; experts 0: none): per MoE layer its
+     * router, its experts' gate-up and down; scratch of experts + 3 inter floats */
+    pkvk_moe_shape e;
+    float *router[1024], **egu[1024], **edown[1024], *escratch;
 };
 
 size_t pkvk_cpu_model_bytes(const pkvk_model_shape *s, int32_t cap_rows, int32_t cap_tokens,
@@ -49,6 +53,14 @@ static float *weights(const pkvk_model_shape *s, uint64_t seed, int l, int t) {
 
 void pkvk_cpu_model_destroy(pkvk_cpu_model *m) {
     if (!m) return;
+    for (int l = m->e.first; m->e.experts && l < m->s.layers; l++) {
+        for (int x = 0; x < m->e.experts; x++) {
+            if (m->egu[l]) free(m->egu[l][x]);
+            if (m->edown[l]) free(m->edown[l][x]);
+        }
+        free(m->router[l]), free(m->egu[l]), free(m->edown[l]);
+    }
+    free(m->escratch);
     for (int l = 0; l < m->s.layers; l++)
         for (int t = 0; t < PKVK_W_LAYER_COUNT; t++) free(m->w[l][t]);
     void *p[] = {m->embed, m->norm, m->head, m->kv,  m->unit, m->x, m->logits,
@@ -157,12 +169,80 @@ static void layer_pre(pkvk_cpu_model *m, int l, const float *x, int pos, int32_t
     }
 }
 
+size_t pkvk_cpu_moe_bytes(const pkvk_model_shape *s, const pkvk_moe_shape *e) {
+    const size_t layer = (size_t)s->hidden * e->experts * (1 + 3 * (size_t)e->inter);
+    return 4 * layer * (size_t)(s->layers - e->first);
+}
+
+/* Expert x's tensor of MoE layer l: 0 its gate-up, 1 its down (-1: the router). */
+static float *expert_weights(const pkvk_model_shape *s, const pkvk_moe_shape *e, uint64_t seed,
+                             int l, int x, int which) {
+    const size_t n =
+        which < 0 ? (size_t)s->hidden * e->experts : (size_t)s->hidden * e->inter * (which ? 1 : 2);
+    const int fan_in = which == 1 ? e->inter : s->hidden,
+              t = PKVK_W_LAYER_COUNT + (which < 0 ? 0 : 1 + 2 * x + which);
+    float *w = malloc(n * sizeof *w);
+    for (size_t i = 0; w && i < n; i++)
+        w[i] = pkvk_round(s->dtype, pkvk_model_weight(seed, l, t, i, fan_in));
+    return w;
+}
+
+int pkvk_cpu_model_experts(pkvk_cpu_model *m, const pkvk_moe_shape *e, uint64_t seed) {
+    const pkvk_model_shape *s = &m->s;
+    if (m->e.experts || e->experts < 1 || e->k < 1 || e->k > e->experts || e->k > 64 ||
+        e->inter < 1 || e->first < 0 || e->first >= s->layers || e->experts > (1 << 14))
+        return PKVK_ERR_UNSUPPORTED;
+    m->e = *e;
+    int ok = !!(m->escratch = malloc(sizeof(float) * (size_t)(e->experts + 3 * e->inter)));
+    for (int l = e->first; ok && l < s->layers; l++) {
+        m->router[l] = expert_weights(s, e, seed, l, 0, -1);
+        m->egu[l] = calloc((size_t)e->experts, sizeof(float *));
+        m->edown[l] = calloc((size_t)e->experts, sizeof(float *));
+        ok = m->router[l] && m->egu[l] && m->edown[l];
+        for (int x = 0; ok && x < e->experts; x++)
+            ok = (m->egu[l][x] = expert_weights(s, e, seed, l, x, 0)) &&
+                 (m->edown[l][x] = expert_weights(s, e, seed, l, x, 1));
+    }
+    return ok ? PKVK_OK : PKVK_ERR_OUT_OF_MEMORY;
+}
+
+void pkvk_cpu_moe(const float *xn, int hidden, const pkvk_moe_shape *e, const float *router,
+                  float *const *gate_up, float *const *down, float *x, float *scratch) {
+    float *logit = scratch, *y = scratch + e->experts, *a = y + 2 * e->inter;
+    matvec(xn, router, hidden, e->experts, logit, 0);
+    int pick[64];
+    float top = -INFINITY;
+    for (int j = 0; j < e->k && j < 64; j++) { /* the k largest, the lower index first */
+        int best = -1;
+        for (int c = 0; c < e->experts; c++) {
+            bool taken = false;
+            for (int i = 0; i < j; i++) taken |= pick[i] == c;
+            if (!taken && (best < 0 || logit[c] > logit[best])) best = c;
+        }
+        pick[j] = best;
+        if (j == 0) top = logit[best];
+    }
+    double sum = 0;
+    for (int j = 0; j < e->k && j < 64; j++) sum += exp((double)logit[pick[j]] - top);
+    for (int j = 0; j < e->k && j < 64; j++) {
+        const float wt = (float)(exp((double)logit[pick[j]] - top) / sum);
+        matvec(xn, gate_up[pick[j]], hidden, 2 * e->inter, y, 0);
+        for (int i = 0; i < e->inter; i++)
+            a[i] = wt * (y[i] / (1.f + expf(-y[i])) * y[e->inter + i]);
+        matvec(a, down[pick[j]], e->inter, hidden, x, 1);
+    }
+}
+
 /* Layer l after attention, on token row x: the output projection of o onto it, the
- * norm, the gated MLP onto it. */
+ * norm, the gated MLP (or the MoE layer's) onto it. */
 static void layer_post(pkvk_cpu_model *m, int l, float *x, const float *o) {
     const pkvk_model_shape *s = &m->s;
     matvec(o, m->w[l][PKVK_W_O], s->hq * s->d, s->hidden, x, 1);
     rmsnorm(x, m->w[l][PKVK_W_LN2], s->hidden, s->eps, m->xn);
+    if (m->e.experts && l >= m->e.first) {
+        pkvk_cpu_moe(m->xn, s->hidden, &m->e, m->router[l], m->egu[l], m->edown[l], x, m->escratch);
+        return;
+    }
     matvec(m->xn, m->w[l][PKVK_W_GU], s->hidden, 2 * s->inter, m->y, 0);
     for (int j = 0; j < s->inter; j++)
         m->a[j] = m->y[j] / (1.f + expf(-m->y[j])) * m->y[s->inter + j];

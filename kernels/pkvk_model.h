@@ -250,6 +250,26 @@ int pkvk_cpu_model_prefill(pkvk_cpu_model *m, int n, const int32_t *lens, const 
 const float *pkvk_cpu_model_logits(const pkvk_cpu_model *m);
 int32_t *pkvk_cpu_model_tokens(pkvk_cpu_model *m);
 
+/* A mixture of experts on the CPU model: layers `first` to the last run an MoE MLP of
+ * `experts` experts, each `inter` wide (per GPU), `k` (at most 64) of them a token, in place of the
+ * dense one; the router [hidden][experts] and each expert's gate-up [hidden][2 inter]
+ * and down [inter][hidden] are pkvk_model_weight's (tensors PKVK_W_LAYER_COUNT on:
+ * the router, then each expert's two), rounded to dtype. */
+typedef struct pkvk_moe_shape {
+    int experts, k, inter, first;
+} pkvk_moe_shape;
+/* Host bytes of its weights. */
+size_t pkvk_cpu_moe_bytes(const pkvk_model_shape *s, const pkvk_moe_shape *e);
+/* Give m the experts of e (after pkvk_cpu_model_create, with its seed). */
+int pkvk_cpu_model_experts(pkvk_cpu_model *m, const pkvk_moe_shape *e, uint64_t seed);
+/* One token row's MoE MLP, added onto x [hidden]: xn [hidden] through the router, its k
+ * largest logits (the lower index first among equals) weighted by their softmax (over
+ * the k: Mixtral's and Qwen3's renormalised top k), each chosen expert's gated MLP
+ * (silu(gate) x up, then down) times its weight. gate_up[e], down[e]: expert e's;
+ * scratch: experts + 3 inter floats. */
+void pkvk_cpu_moe(const float *xn, int hidden, const pkvk_moe_shape *e, const float *router,
+                  float *const *gate_up, float *const *down, float *x, float *scratch);
+
 /* Set the rows' last sampled tokens (the next step's input; tests). */
 int pkvk_model_set_tokens(pkvk_model *m, int rows, const int32_t *tokens);
 /* The synthetic prompt token at position pos of prompt req of a prefill batch. */

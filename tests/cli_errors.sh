@@ -402,7 +402,7 @@ case_json past-model-context '{"model": "mistral-7b", "workload": {"max_context"
 good '{"model": "mistral-7b"}' > "$tmp/e.json"
 check model-context-default '"$pkvsim" run -n "$tmp/e.json" | grep -q "\"max_context\":[[:space:]]*32768"'
 # A mixture of experts: its keys whole, its routing only where it has experts, and the
-# backends whose expert layers are not built refuse it by name.
+# backends that cannot run it refuse it by name.
 case_json moe-k-above-experts '{"model": {"preset": "mixtral-8x7b", "experts_per_token": 9}, "route": {"calibration": null}}' \
   'model.experts_per_token: 9 must be 1 to model.experts (8)'
 case_json moe-keys-without-experts '{"model": {"preset": "llama-3.1-8b", "expert_intermediate": 768}, "route": {"calibration": null}}' \
@@ -414,7 +414,14 @@ case_json moe-ep-one-gpu '{"model": {"preset": "qwen3-30b-a3b", "expert_parallel
 case_json moe-law '{"model": {"preset": "qwen3-30b-a3b", "expert_routing": {"law": "pareto"}}, "route": {"calibration": null}}' \
   'model.expert_routing.law'
 good '{"model": "qwen3-30b-a3b", "route": {"calibration": null}}' > "$tmp/e.json"
-expect_fail moe-cpu-backend 'a mixture of experts (model.experts 128) runs on the model backend' \
+expect_fail moe-cpu-too-big 'the cpu backend runs a full model in host memory' \
+  "$pkvsim" run -q -b cpu "$tmp/e.json"
+# the cpu backend runs a small one's routed experts; shared ones on the model backend only
+moe='{"layers": 2, "hidden": 256, "hq": 4, "hkv": 2, "head_dim": 64, "intermediate": 0, "experts": 8, "experts_per_token": 2, "expert_intermediate": 128, "vocab": 1000}'
+good '{"model": '"$moe"', "serving": {"kv_pages": 200}}' > "$tmp/e.json"
+check moe-cpu-runs '"$pkvsim" run -q -b cpu "$tmp/e.json" && [ -f "$tmp/out.h5" ]'
+good '{"model": '"${moe%\}}"', "shared_experts": 1}, "serving": {"kv_pages": 200}}' > "$tmp/e.json"
+expect_fail moe-cpu-shared 'the cpu backend runs the routed experts only' \
   "$pkvsim" run -q -b cpu "$tmp/e.json"
 # Speculative decoding: on a served model, a dense draft, the model backend.
 case_json spec-study-layer '{"serving": {"speculative": {"method": "ngram"}}}' \

@@ -2,9 +2,12 @@
  * token distinct experts, spread as their law says; the cost reads the chosen experts'
  * weights and no others; the presets weigh what their configs say. */
 #include "check.h"
+#include "pkvk.h"
 #include "model.h"
 #include "config.h"
 
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -187,6 +190,91 @@ static void expert_parallel_waits_for_the_busiest_gpu(void) {
     pkv_calib_free(&cal);
 }
 
+/* A CUDA graph's padding rows are copies of one token: 4 requests' tokens padded to 64
+ * rows choose at most 5 tokens' experts a layer (40 of Qwen3's 128), where 64 tokens of
+ * requests choose nearly all; the picks still sum to rows x k. */
+static void padding_rows_choose_one_tokens_experts(void) {
+    pkv_calib cal;
+    pkv_model qw = preset("qwen3-30b-a3b", &cal);
+    if (!qw.experts) return;
+    pkv_moe m;
+    CHECK(pkv_moe_init(&m, 128, 8, PKV_EXPERTS_UNIFORM, 0, 3) == 0, "init");
+    pkv_dense_cost padded, full;
+    m.real_tokens = 4;
+    pkv_model_dense_cost(&qw, &cal, 64, 1, &m, &padded);
+    double picks = 0;
+    for (int e = 0; e < 128; e++) picks += m.counts[e];
+    m.real_tokens = 0;
+    pkv_model_dense_cost(&qw, &cal, 64, 1, &m, &full);
+    CHECK(padded.experts_active >= 8 && padded.experts_active <= 40 && picks == 64 * 8,
+          "4 tokens and 60 padding rows: %g experts a layer, %g picks", padded.experts_active,
+          picks);
+    CHECK(full.experts_active > 100 && full.weight_bytes > 2 * padded.weight_bytes,
+          "64 tokens: %g experts a layer, %g bytes against %g padded", full.experts_active,
+          full.weight_bytes, padded.weight_bytes);
+    pkv_moe_free(&m);
+    pkv_calib_free(&cal);
+}
+
+/* The cpu backend's MoE MLP (kernels/pkvk_cpu_model.c) against a plain one: every expert
+ * computed on the row, then the k of the largest router logits kept, weighted by their
+ * softmax; fresh random rows and weights, k of 1, 2 and 8. */
+static int by_logit_desc(const void *a, const void *b) {
+    const double *x = a, *y = b; /* (logit, index) pairs */
+    return x[0] != y[0] ? (x[0] < y[0] ? 1 : -1) : (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+static void cpu_moe_matches_every_expert_computed(void) {
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(r, 41);
+    enum { H = 48, E = 16, W = 24 };
+    const int ks[] = {1, 2, 8};
+    static float router[H * E], gu[E][H * 2 * W], down[E][W * H], xn[H], x[H];
+    static float scratch[E + 3 * W];
+    float *gup[E], *dp[E];
+    for (int i = 0; i < H * E; i++) router[i] = (float)gsl_ran_gaussian(r, 0.3);
+    for (int e = 0; e < E; e++) {
+        for (int i = 0; i < H * 2 * W; i++) gu[e][i] = (float)gsl_ran_gaussian(r, 0.2);
+        for (int i = 0; i < W * H; i++) down[e][i] = (float)gsl_ran_gaussian(r, 0.2);
+        gup[e] = gu[e], dp[e] = down[e];
+    }
+    for (size_t c = 0; c < sizeof ks / sizeof *ks; c++) {
+        for (int rep = 0; rep < 10; rep++) {
+            double ref[H], y[E][H], pairs[E][2], worst = 0, scale = 0;
+            for (int i = 0; i < H; i++)
+                xn[i] = (float)gsl_ran_gaussian(r, 1.0), x[i] = (float)gsl_ran_gaussian(r, 1.0);
+            for (int e = 0; e < E; e++) { /* every expert, and its logit */
+                double g[2 * W], l = 0;
+                for (int j = 0; j < 2 * W; j++) {
+                    g[j] = 0;
+                    for (int i = 0; i < H; i++) g[j] += (double)xn[i] * gu[e][i * 2 * W + j];
+                }
+                for (int o = 0; o < H; o++) {
+                    y[e][o] = 0;
+                    for (int j = 0; j < W; j++)
+                        y[e][o] += g[j] / (1 + exp(-g[j])) * g[W + j] * down[e][j * H + o];
+                }
+                for (int i = 0; i < H; i++) l += (double)xn[i] * router[i * E + e];
+                pairs[e][0] = l, pairs[e][1] = e;
+            }
+            qsort(pairs, E, sizeof pairs[0], by_logit_desc);
+            double z = 0;
+            for (int j = 0; j < ks[c]; j++) z += exp(pairs[j][0] - pairs[0][0]);
+            for (int o = 0; o < H; o++) {
+                ref[o] = x[o];
+                for (int j = 0; j < ks[c]; j++)
+                    ref[o] += exp(pairs[j][0] - pairs[0][0]) / z * y[(int)pairs[j][1]][o];
+            }
+            const pkvk_moe_shape s = {E, ks[c], W, 0};
+            pkvk_cpu_moe(xn, H, &s, router, gup, dp, x, scratch);
+            for (int o = 0; o < H; o++)
+                worst = fmax(worst, fabs(x[o] - ref[o])), scale = fmax(scale, fabs(ref[o]));
+            CHECK(worst <= 1e-4 * scale, "k %d: max |error| %g against %g", ks[c], worst, scale);
+        }
+    }
+    gsl_rng_free(r);
+}
+
 static void draws_conserve_tokens_uniform(void) {
     conservation(PKV_EXPERTS_UNIFORM);
 }
@@ -207,5 +295,7 @@ static const pkv_test_case cases[] = {
     PKV_CASE(zipf_favours_the_first_experts),
     PKV_CASE(cost_reads_the_chosen_experts_only),
     PKV_CASE(expert_parallel_waits_for_the_busiest_gpu),
+    PKV_CASE(padding_rows_choose_one_tokens_experts),
+    PKV_CASE(cpu_moe_matches_every_expert_computed),
 };
 PKV_TEST_MAIN(cases)
