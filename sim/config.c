@@ -342,6 +342,10 @@ static int check_consistency(const pkv_config *c, pkv_err *e) {
     return 0;
 }
 
+void pkv_config_relocated(pkv_config *c) {
+    if (c->workload.trace) c->workload.trace = &c->trace;
+}
+
 int pkv_config_inputs(const pkv_config *c, const char **paths, const char **what) {
     int n = 0;
     paths[n] = c->file, what[n++] = "the experiment file";

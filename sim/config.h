@@ -160,6 +160,9 @@ void pkv_config_free(pkv_config *c);
  * each with what it is, for the output check; returns how many (at most PKV_CONFIG_INPUTS). */
 enum { PKV_CONFIG_INPUTS = 7 + 3 * 64 }; /* the most pkv_config_inputs lists */
 int pkv_config_inputs(const pkv_config *c, const char **paths, const char **what);
+/* After c was moved by value (qsort of an array holding configs): its pointers into
+ * itself (workload.trace, to its own trace) point into it again. */
+void pkv_config_relocated(pkv_config *c);
 /* Rebuild c->resolved after command-line overrides. */
 int pkv_config_resolve(pkv_config *c);
 /* The KV pool against the GPU's memory (memory_gib, the calibration's; 0: unknown, not

@@ -479,6 +479,18 @@ r = subprocess.run([pkvsim, "validate", "--by-source", "--iterations", "0", one]
 check("--iterations 0: refused, the option named once",
       r.returncode == 2 and "--iterations" in r.stderr and "----" not in r.stderr)
 
+# held out by source, a file replaying a trace (its rows in the file's config, which the
+# sort by profile moves) predicts from its own rows: finite figures, not NaN
+lam = [f"{val}/{x}" for x in ("vllm-h100-sharegpt-1280.json", "vllm-h100-sharegpt-10.json",
+                               "vllm-h100-latency-b8.json", "vllm-h200-latency-b8.json")]
+out = os.path.join(tmp, "bs_trace.json")
+r = subprocess.run([pkvsim, "validate", "--by-source", "--iterations", "3", *lam, "--json", out],
+                   capture_output=True, text=True, cwd=src)
+held = [x["predicted_held_out"] for x in json.load(open(out))["rows"]
+        if x["file"].endswith("1280.json")] if os.path.exists(out) else []
+check(f"--by-source: a trace's file predicted from its rows ({held})",
+      len(held) == 6 and all(isinstance(x, float) and np.isfinite(x) and x > 0 for x in held))
+
 # ---- the fit recovers known constants ----------------------------------------------
 TRUE = {"iteration_us": 900, "per_request_us": 30, "prefill_token_us": 2.0,
         "client_us": 2500}

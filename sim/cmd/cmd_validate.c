@@ -185,6 +185,7 @@ static int by_profile(const void *a, const void *b) {
  * profile here. Returns 0, or -1 with e. */
 static int held_out_by_source(pkv_vfile *v, int n, int iters, bool *alone, pkv_err *e) {
     qsort(v, (size_t)n, sizeof *v, by_profile);
+    for (int i = 0; i < n; i++) pkv_config_relocated(&v[i].cfg); /* a trace's rows moved */
     pkv_engine_profile *keep = malloc(sizeof *keep * (size_t)n);
     double(*pred)[PKV_VFILE_ROWS] = malloc(sizeof *pred * (size_t)n);
     double(*parts)[PKV_TTFT_PARTS] = malloc(sizeof *parts * (size_t)n);
@@ -291,7 +292,7 @@ int pkv_cmd_validate(int argc, char **argv) {
     if (!v) return status;
     for (int i = 0; i < n; i++) v[i].floors = true;
     if (by_source) {
-        bool *alone = calloc((size_t)n, sizeof *alone);
+        bool *alone = calloc(n > 0 ? (size_t)n : 1, sizeof *alone);
         pkv_err e;
         int rc =
             alone ? held_out_by_source(v, n, max_iter, alone, &e) : pkv_fail(&e, "out of memory");
