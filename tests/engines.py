@@ -488,8 +488,9 @@ r = subprocess.run([pkvsim, "validate", "--by-source", "--iterations", "3", *lam
                    capture_output=True, text=True, cwd=src)
 held = [x["predicted_held_out"] for x in json.load(open(out))["rows"]
         if x["file"].endswith("1280.json")] if os.path.exists(out) else []
-check(f"--by-source: a trace's file predicted from its rows ({held})",
-      len(held) == 6 and all(isinstance(x, float) and np.isfinite(x) and x > 0 for x in held))
+check(f"--by-source: a trace's file predicted from its rows ({held}; exit {r.returncode})",
+      r.returncode == 0 and len(held) == 6
+      and all(isinstance(x, float) and np.isfinite(x) and x > 0 for x in held))
 
 # ---- the fit recovers known constants ----------------------------------------------
 TRUE = {"iteration_us": 900, "per_request_us": 30, "prefill_token_us": 2.0,

@@ -237,9 +237,11 @@ static void add_held_out(cJSON *o, const pkv_vrow *r, int i, const void *alone) 
     cJSON_AddBoolToObject(o, "held_out", !((const bool *)alone)[i]);
 }
 
+/* The table and the means held out by source (and json's document); 1 where a figure got
+ * no prediction (named), else 0, or -1 where the document could not be written. */
 static int print_by_source(const pkv_vfile *v, int n, const bool *alone, const char *json) {
     mae m[128];
-    int nm = 0, n_alone = 0;
+    int nm = 0, n_alone = 0, none = 0;
     printf("%-30s %-34s %-14s %-9s %-18s %10s %10s %7s\n", "source", "file", "profile", "gpu",
            "figure", "published", "held out", "error");
     for (int i = 0; i < n; i++)
@@ -247,13 +249,14 @@ static int print_by_source(const pkv_vfile *v, int n, const bool *alone, const c
             const pkv_vrow *r = &v[i].rows[j];
             const double err = pkv_vfile_err(r->pred, r->value);
             char fl[96];
-            printf("%-30.30s %-34.34s %-14.14s %-9.9s %-18.18s %10.4g %10.4g %+6.1f%%%s%s\n",
+            printf("%-30.30s %-34.34s %-14.14s %-9.9s %-18.18s %10.4g %10.4g %+6.1f%%%s%s%s\n",
                    v[i].source, pkv_vfile_stem(v[i].path), v[i].cfg.engine.name, v[i].gpu, r->label,
                    r->value, r->pred, 100 * err,
                    alone[i] ? "  (not held out: no other source uses its profile)" : "",
-                   below_floor(r, fl));
+                   isnan(err) ? "  NO PREDICTION: the run gave no value" : "", below_floor(r, fl));
             n_alone += alone[i];
-            if (alone[i]) continue;
+            none += isnan(err);
+            if (alone[i] || isnan(err)) continue; /* the means are over the figures predicted */
             mae_row(m, &nm, 128, &v[i], r, "held out by source", err, err);
             if (r->tail) continue;
             char key[160];
@@ -266,10 +269,15 @@ static int print_by_source(const pkv_vfile *v, int n, const bool *alone, const c
     if (n_alone)
         printf("%d figures not held out (their profile has one source): left out of the means\n",
                n_alone);
-    if (!json) return 0;
-    cJSON *root = rows_doc(v, n, add_held_out, alone);
-    add_means(root, m, nm, false);
-    return pkv_vfile_write_doc(root, json, "validate", "--json");
+    if (none)
+        fprintf(stderr, "pkvsim validate: %d figures got no prediction held out (named above)\n",
+                none);
+    if (json) {
+        cJSON *root = rows_doc(v, n, add_held_out, alone);
+        add_means(root, m, nm, false);
+        if (pkv_vfile_write_doc(root, json, "validate", "--json")) return -1;
+    }
+    return none ? 1 : 0;
 }
 
 int pkv_cmd_validate(int argc, char **argv) {
