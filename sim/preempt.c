@@ -99,20 +99,26 @@ static int32_t pages_short(const pkv_sim *s, const pkv_sim_request *r) {
 }
 
 int pkv_sim_grow_pages(pkv_sim *s, pkv_err *e) {
+    /* The step appends its input token: the last sampled one where the prefill sampled
+     * the first, else (the study layer) the next one; speculating, the proposed ones
+     * after it. One pass over the rows: their lengths, and the few that cross a page
+     * (short: their rows, their pages each) */
+    const int32_t next = !s->eng->kind->prefill_samples;
+    int32_t n_short;
     for (;;) {
         int32_t demand = 0;
+        n_short = 0;
         for (int32_t i = 0; i < s->n_run; i++) {
             const pkv_sim_request *r = &s->req[s->run[i]];
-            demand += pages_short(s, r);
+            const int32_t n = pages_short(s, r), spec = pkv_sim_spec_tokens(s, r);
+            s->seq_lens[i] = (int32_t)(pkv_sim_stored_tokens(r) + next + spec);
+            if (n) demand += n, s->short_rows[n_short++] = i;
         }
         if (demand <= pkv_sim_pages_available(s)) break;
         if (preempt_latest(s, e)) return -1;
     }
-    /* The step appends its input token: the last sampled one where the prefill sampled
-     * the first, else (the study layer) the next one; speculating, the proposed ones
-     * after it. */
-    const int32_t next = !s->eng->kind->prefill_samples;
-    for (int32_t i = 0; i < s->n_run; i++) {
+    for (int32_t k = 0; k < n_short; k++) {
+        const int32_t i = s->short_rows[k];
         pkv_sim_request *r = &s->req[s->run[i]];
         for (int32_t n = pages_short(s, r); n > 0; n--) {
             PKV_ASSERT(r->n_pages < r->cap_pages);
@@ -122,7 +128,6 @@ int pkv_sim_grow_pages(pkv_sim *s, pkv_err *e) {
             pkv_sim_mark_dirty(s, i, r->n_pages);
             r->n_pages++;
         }
-        s->seq_lens[i] = (int32_t)(pkv_sim_stored_tokens(r) + next + pkv_sim_spec_tokens(s, r));
     }
     return 0;
 }

@@ -146,9 +146,10 @@ typedef struct pkv_sim {
      * (prefill_first: its first prefill_batch are the batch in flight) */
     int64_t *prefill;
     int32_t n_prefill, prefill_batch;
-    int32_t window;     /* decode steps left in the window of serving.scheduler_steps (0: the
-                           scheduler runs before the next iteration) */
-    int64_t *held_done; /* [max_active] requests that finished inside the window in flight:
+    int32_t window;      /* decode steps left in the window of serving.scheduler_steps (0: the
+                            scheduler runs before the next iteration) */
+    int32_t *short_rows; /* [max_active] scratch: the rows whose next step crosses a page */
+    int64_t *held_done;  /* [max_active] requests that finished inside the window in flight:
                            they finish, as the client sees it, at its end */
     int32_t n_held_done;
     /* chunked: the prompt chunks of the iteration in flight, one per request (prefill

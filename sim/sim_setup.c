@@ -29,6 +29,7 @@ int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, const pkv_s
     s->prefill = malloc(sizeof(int64_t) * (size_t)ma);
     s->run = malloc(sizeof(int64_t) * (size_t)ma);
     s->held_done = malloc(sizeof(int64_t) * (size_t)ma);
+    s->short_rows = malloc(sizeof(int32_t) * (size_t)ma);
     s->seq_lens = malloc(sizeof(int32_t) * (size_t)ma);
     s->block_table = malloc(sizeof(int32_t) * (size_t)ma * (size_t)s->bt_stride);
     s->dirty_rows = malloc(sizeof(int32_t) * (size_t)ma);
@@ -46,9 +47,9 @@ int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, const pkv_s
     if (cfg->spec.method != PKV_SPEC_NONE)
         s->r_spec = pkv_stream_create(cfg->seed, PKV_STREAM_SPECULATIVE);
     int pool = -1; /* 0 set up; -1 out of memory; -2 stopped */
-    if (s->wait && s->prefill && s->run && s->held_done && s->seq_lens && s->block_table &&
-        s->dirty_rows && s->dirty_from && s->prefill_pages && s->prefill_lens && s->chunk_slot &&
-        s->chunk_start && s->chunk_len && s->chunk_last && s->r_pages &&
+    if (s->wait && s->prefill && s->run && s->held_done && s->short_rows && s->seq_lens &&
+        s->block_table && s->dirty_rows && s->dirty_from && s->prefill_pages && s->prefill_lens &&
+        s->chunk_slot && s->chunk_start && s->chunk_len && s->chunk_last && s->r_pages &&
         (cfg->spec.method == PKV_SPEC_NONE || s->r_spec))
         pool = pkv_kvalloc_init(&s->alloc, cfg->kv_pages, cfg->hole_fraction, s->r_pages, stop);
     if (!pool && cfg->preemption == PKV_PREEMPT_SWAP &&
@@ -93,6 +94,7 @@ void pkv_sim_free(pkv_sim *s) {
     free(s->chunk_last);
     free(s->run);
     free(s->held_done);
+    free(s->short_rows);
     free(s->seq_lens);
     free(s->block_table);
     free(s->dirty_rows);
