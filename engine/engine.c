@@ -232,7 +232,7 @@ static void predict_model(pkv_engine *eng, const pkv_batch_view *v, int64_t chun
                                 : 0;
     pkv_dense_cost dc;
     const int64_t rows = (int64_t)v->n_rows * (1 + v->spec_tokens); /* a verify: k + 1 a row */
-    eng->moe.real_tokens = rows + chunk_tok; /* padded to a graph's size, they run as rows */
+    eng->moe.real_tokens = rows + chunk_tok; /* the requests' rows, before a graph's padding */
     pkv_model_dense_cost(
         &eng->model, eng->cal,
         pkv_engine_graph_rows(&eng->opts.host.graphs, rows + chunk_tok, v->chunks != NULL),
