@@ -210,22 +210,19 @@ void pkvk_cpu_moe(const float *xn, int hidden, const pkvk_moe_shape *e, const fl
                   float *const *gate_up, float *const *down, float *x, float *scratch) {
     float *logit = scratch, *y = scratch + e->experts, *a = y + 2 * e->inter;
     matvec(xn, router, hidden, e->experts, logit, 0);
+    const int k = e->k < 64 ? e->k : 64;
     int pick[64];
-    float top = -INFINITY;
-    for (int j = 0; j < e->k && j < 64; j++) { /* the k largest, the lower index first */
-        int best = -1;
-        for (int c = 0; c < e->experts; c++) {
-            bool taken = false;
-            for (int i = 0; i < j; i++) taken |= pick[i] == c;
-            if (!taken && (best < 0 || logit[c] > logit[best])) best = c;
-        }
-        pick[j] = best;
-        if (j == 0) top = logit[best];
+    double w[64], sum = 0;
+    for (int j = 0; j < k; j++) { /* the k largest, the lower index first; each taken out */
+        int best = 0;
+        for (int c = 1; c < e->experts; c++)
+            if (logit[c] > logit[best]) best = c;
+        pick[j] = best, w[j] = logit[best], logit[best] = -INFINITY;
     }
-    double sum = 0;
-    for (int j = 0; j < e->k && j < 64; j++) sum += exp((double)logit[pick[j]] - top);
-    for (int j = 0; j < e->k && j < 64; j++) {
-        const float wt = (float)(exp((double)logit[pick[j]] - top) / sum);
+    const double top = w[0];
+    for (int j = 0; j < k; j++) sum += w[j] = exp(w[j] - top);
+    for (int j = 0; j < k; j++) {
+        const float wt = (float)(w[j] / sum);
         matvec(xn, gate_up[pick[j]], hidden, 2 * e->inter, y, 0);
         for (int i = 0; i < e->inter; i++)
             a[i] = wt * (y[i] / (1.f + expf(-y[i])) * y[e->inter + i]);
