@@ -12,8 +12,9 @@
  * as the GPU cannot with per-page scales) and a mixture of experts' routed experts
  * (kernels/pkvk_cpu_model.c); the cuda backend runs the GPU kernels
  * (kernels/pkvk_attn.cu, kernels/pkvk_model*.cu: head_dim 64, 128 or 256, 1 to 8 query
- * heads per KV head; FlashInfer's at head_dim 128), measures the prefill's K/V write,
- * and runs on the wall clock by default. */
+ * heads per KV head; FlashInfer's at head_dim 128) with a mixture of experts' routed
+ * experts (kernels/pkvk_model_moe.cu), measures the prefill's K/V write, and runs on the
+ * wall clock by default. */
 static const pkv_backend_caps rows[] = {
     [PKV_BACKEND_MODEL] = {.any_types = true,
                            .any_shape = true,
@@ -28,6 +29,7 @@ static const pkv_backend_caps rows[] = {
                          .clock = PKV_CLOCK_PREDICTED},
     [PKV_BACKEND_CUDA] = {.measures = true,
                           .gpu = true,
+                          .experts = true,
                           .prefill_measure = true,
                           .fi_head_dim = 128,
                           .clock = PKV_CLOCK_WALL},

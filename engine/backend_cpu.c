@@ -8,6 +8,7 @@
  * new tokens' K/V and Q come from the prepared rows in prepare, as the cuda backend's
  * prologue appends them. */
 #include "backends.h"
+#include "moe.h"
 #include "pkv_clock.h"
 #include "routes.h"
 #include "tensors.h"
@@ -31,6 +32,7 @@ typedef struct cpu_backend {
     pkv_tensors t;
     int64_t next_src;      /* prepared row of the next appended token */
     pkvk_cpu_model *model; /* a full model; NULL: the study layer */
+    pkv_moe moe;           /* its experts' routing draws (model.expert_routing) */
     pkvk_fwd_model fwd;    /* the one forward's operations: the model's or the study's */
 } cpu_backend;
 
@@ -191,6 +193,7 @@ static int cpu_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan *
 
 static void cpu_destroy(pkv_backend *base) {
     cpu_backend *b = (cpu_backend *)base;
+    pkv_moe_free(&b->moe);
     if (b->model)
         pkvk_cpu_model_destroy(b->model); /* and its pools */
     else
@@ -245,7 +248,10 @@ pkv_backend *pkv_backend_cpu_create(const pkv_model *md, int32_t n_pages, int32_
     size_t qn = (size_t)cap_rows * s->hq * s->d;
     if (forward) {
         if (pkvk_cpu_model_create(&b->model, &ms, cap_rows, chunk, n_pages, seed) ||
-            (moe.experts && pkvk_cpu_model_experts(b->model, &moe, seed))) {
+            (moe.experts &&
+             (pkv_moe_init(&b->moe, md->experts, md->experts_per_token,
+                           (pkv_expert_law)md->expert_law, md->expert_exponent, md->expert_seed) ||
+              pkvk_cpu_model_experts(b->model, &moe, seed, pkv_moe_route, &b->moe)))) {
             cpu_destroy(&b->base);
             pkv_fail(e, "cpu backend: out of host memory for model %s", md->name);
             return NULL;

@@ -382,6 +382,13 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec
     b->bt_stride = spec->bt_stride;
     b->stage_cap = 2 * (size_t)cap_rows + 3 * (size_t)cap_rows * spec->bt_stride;
     b->use_graph = spec->cuda_graph;
+    if (b->use_graph && pkv_model_moe_layers(md)) {
+        pkv_fail(e, "run.cuda_graph: a mixture of experts' steps are not replayed as graphs on "
+                    "the cuda backend (each step's routing sizes its grouped GEMMs); leave "
+                    "run.cuda_graph auto or false");
+        free(b);
+        return NULL;
+    }
     b->upload = spec->metadata_copy ? PKVK_UPLOAD_COPY : PKVK_UPLOAD_PARAMS;
     b->layer_scale = 1; /* a full model's, set up with it */
     const pkv_backend *w = spec->weights_from;

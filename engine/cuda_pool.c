@@ -145,9 +145,16 @@ int cuda_pool_make(cuda_backend *b, const pkv_model *md, const pkv_backend_spec 
     size_t need = plan_bufs(b, forward, pool, scales) + (size_t)cap_rows * b->bt_stride * 12 +
                   (size_t)cap_slots * s->hq * (s->d + 2) * 4 +
                   (size_t)mlp_inter * s->hq * s->d * 6 + (size_t)cap_rows * mlp_inter * 6;
+    /* a mixture of experts' layers among those on the GPU: their routed experts */
+    const pkvk_moe_shape moe = {md->experts, md->experts_per_token,
+                                md->experts ? md->expert_inter / md->tp : 0, md->dense_layers};
+    const bool experts = forward && md->experts && moe.first < ms.layers;
     if (forward)
         need += pkvk_model_bytes(&ms, cap_tokens, max_prompt, b->n_pages) -
                 (donor ? pkvk_model_weight_bytes(&ms) : 0);
+    if (experts)
+        need += pkvk_model_moe_bytes(&ms, &moe, cap_tokens) -
+                (donor ? pkvk_model_moe_bytes(&ms, &moe, 0) : 0);
     if (need + (256u << 20) > dev.mem_free)
         return too_big(md, &ms, forward, b->n_pages, pool, need, &dev, e);
     const size_t rows = (size_t)cap_rows * s->hq * s->d;
@@ -164,6 +171,11 @@ int cuda_pool_make(cuda_backend *b, const pkv_model *md, const pkv_backend_spec 
         b->base.stats.timers = 2 * b->layers + 3;
         rc = pkvk_model_create_sharing(b->ctx, &b->model, &ms, cap_tokens, max_prompt, b->n_pages,
                                        spec->seed, donor ? donor->model : NULL);
+        if (!rc && experts)
+            rc = pkv_moe_init(&b->moe, md->experts, md->experts_per_token,
+                              (pkv_expert_law)md->expert_law, md->expert_exponent, md->expert_seed)
+                     ? PKVK_ERR_OUT_OF_MEMORY
+                     : pkvk_model_experts(b->model, &moe, pkv_moe_route, &b->moe);
         if (!rc) {
             b->k = pkvk_model_kv(b->model, 0, 0); /* the prologue's append lands in layer 0 */
             b->v = pkvk_model_kv(b->model, 0, 1);
@@ -227,6 +239,7 @@ void cuda_pool_free(cuda_backend *b) {
     for (int i = 0; i < b->n_bufs; i++) pkvk_free(*(void **)b->bufs[i].at);
     pkvk_swap_destroy(b->swap);
     pkvk_model_destroy(b->model); /* and a full model's pools */
+    pkv_moe_free(&b->moe);
     for (int k = 0; b->att_ev && k < 2 * b->layers; k++) pkvk_event_destroy(b->att_ev[k]);
     free(b->att_ev);
     pkvk_host_free(b->pages_h);

@@ -94,6 +94,14 @@ void pkv_moe_draw(pkv_moe *m, int64_t tokens) {
     }
 }
 
+int pkv_moe_route(void *ctx, int l, int tokens, int32_t *counts) {
+    pkv_moe *m = ctx;
+    (void)l;
+    pkv_moe_draw(m, tokens);
+    for (int e = 0; e < m->experts; e++) counts[e] = (int32_t)m->counts[e];
+    return 0;
+}
+
 void pkv_moe_draw_padded(pkv_moe *m, int64_t tokens, int64_t pad) {
     pkv_moe_draw(m, tokens);
     if (pad > 0) draw_token(m, m->r, m->counts, (double)pad);

@@ -55,6 +55,9 @@ void pkv_moe_seed(pkv_moe *m, uint64_t seed, uint32_t replica);
 /* One layer's draw for `tokens` tokens: m->counts[e] tokens on expert e (their sum
  * tokens x k). */
 void pkv_moe_draw(pkv_moe *m, int64_t tokens);
+/* A measuring backend's routing (pkvk_moe_route, ctx a pkv_moe): a draw of each MoE
+ * layer's counts for the forward's tokens, as the model backend's. */
+int pkv_moe_route(void *ctx, int l, int tokens, int32_t *counts);
 /* The same for `tokens` tokens and `pad` copies of one more (a CUDA graph's padding rows:
  * one token's input, so one token's k experts). */
 void pkv_moe_draw_padded(pkv_moe *m, int64_t tokens, int64_t pad);

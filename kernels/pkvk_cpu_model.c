@@ -27,6 +27,9 @@ struct pkvk_cpu_model {
      * router, its experts' gate-up and down; scratch of experts + 3 inter floats */
     pkvk_moe_shape e;
     float *router[1024], **egu[1024], **edown[1024], *escratch;
+    pkvk_moe_route route; /* the forwards' routing (pkvk_moe_route) and its argument */
+    void *route_ctx;
+    int32_t *ecount, *eoff; /* [experts], [experts + 1]: the layer's routing */
 };
 
 size_t pkvk_cpu_model_bytes(const pkvk_model_shape *s, int32_t cap_rows, int32_t cap_tokens,
@@ -60,7 +63,7 @@ void pkvk_cpu_model_destroy(pkvk_cpu_model *m) {
         }
         free(m->router[l]), free(m->egu[l]), free(m->edown[l]);
     }
-    free(m->escratch);
+    free(m->escratch), free(m->ecount), free(m->eoff);
     for (int l = 0; l < m->s.layers; l++)
         for (int t = 0; t < PKVK_W_LAYER_COUNT; t++) free(m->w[l][t]);
     void *p[] = {m->embed, m->norm, m->head, m->kv,  m->unit, m->x, m->logits,
@@ -187,13 +190,39 @@ static float *expert_weights(const pkvk_model_shape *s, const pkvk_moe_shape *e,
     return w;
 }
 
-int pkvk_cpu_model_experts(pkvk_cpu_model *m, const pkvk_moe_shape *e, uint64_t seed) {
+int pkvk_moe_shape_ok(const pkvk_model_shape *s, const pkvk_moe_shape *e) {
+    return e->experts >= 1 && e->k >= 1 && e->k <= e->experts && e->k <= 64 && e->inter >= 1 &&
+           e->first >= 0 && e->first < s->layers && e->experts <= (1 << 14);
+}
+
+int pkvk_moe_routing(const pkvk_moe_shape *e, pkvk_moe_route route, void *ctx, int l, int tokens,
+                     int32_t *counts, int32_t *offsets) {
+    const int E = e->experts;
+    const int64_t slots = (int64_t)tokens * e->k;
+    if (route) {
+        int rc = route(ctx, l, tokens, counts);
+        if (rc) return rc;
+    } else
+        for (int x = 0; x < E; x++) counts[x] = (int32_t)(slots / E + (x < slots % E));
+    int64_t sum = 0;
+    offsets[0] = 0;
+    for (int x = 0; x < E; x++) {
+        if (counts[x] < 0 || counts[x] > tokens) return PKVK_ERR_INVALID;
+        sum += counts[x];
+        offsets[x + 1] = (int32_t)sum;
+    }
+    return sum == slots ? PKVK_OK : PKVK_ERR_INVALID;
+}
+
+int pkvk_cpu_model_experts(pkvk_cpu_model *m, const pkvk_moe_shape *e, uint64_t seed,
+                           pkvk_moe_route route, void *ctx) {
     const pkvk_model_shape *s = &m->s;
-    if (m->e.experts || e->experts < 1 || e->k < 1 || e->k > e->experts || e->k > 64 ||
-        e->inter < 1 || e->first < 0 || e->first >= s->layers || e->experts > (1 << 14))
-        return PKVK_ERR_UNSUPPORTED;
+    if (m->e.experts || !pkvk_moe_shape_ok(s, e)) return PKVK_ERR_UNSUPPORTED;
     m->e = *e;
-    int ok = !!(m->escratch = malloc(sizeof(float) * (size_t)(e->experts + 3 * e->inter)));
+    m->route = route, m->route_ctx = ctx;
+    int ok = !!(m->escratch = malloc(sizeof(float) * (size_t)(e->experts + 3 * e->inter))) &&
+             (m->ecount = malloc(sizeof(int32_t) * (size_t)e->experts)) &&
+             (m->eoff = malloc(sizeof(int32_t) * (size_t)(e->experts + 1)));
     for (int l = e->first; ok && l < s->layers; l++) {
         m->router[l] = expert_weights(s, e, seed, l, 0, -1);
         m->egu[l] = calloc((size_t)e->experts, sizeof(float *));
@@ -207,19 +236,23 @@ int pkvk_cpu_model_experts(pkvk_cpu_model *m, const pkvk_moe_shape *e, uint64_t 
 }
 
 void pkvk_cpu_moe(const float *xn, int hidden, const pkvk_moe_shape *e, const float *router,
-                  float *const *gate_up, float *const *down, float *x, float *scratch) {
+                  float *const *gate_up, float *const *down, const int *chosen, float *x,
+                  float *scratch) {
     float *logit = scratch, *y = scratch + e->experts, *a = y + 2 * e->inter;
     matvec(xn, router, hidden, e->experts, logit, 0);
     const int k = e->k < 64 ? e->k : 64;
     int pick[64];
-    double w[64], sum = 0;
+    double w[64], sum = 0, top = -INFINITY;
     for (int j = 0; j < k; j++) { /* the k largest, the lower index first; each taken out */
         int best = 0;
-        for (int c = 1; c < e->experts; c++)
-            if (logit[c] > logit[best]) best = c;
+        if (chosen)
+            best = chosen[j];
+        else
+            for (int c = 1; c < e->experts; c++)
+                if (logit[c] > logit[best]) best = c;
         pick[j] = best, w[j] = logit[best], logit[best] = -INFINITY;
+        if (w[j] > top) top = w[j];
     }
-    const double top = w[0];
     for (int j = 0; j < k; j++) sum += w[j] = exp(w[j] - top);
     for (int j = 0; j < k; j++) {
         const float wt = (float)(w[j] / sum);
@@ -232,12 +265,13 @@ void pkvk_cpu_moe(const float *xn, int hidden, const pkvk_moe_shape *e, const fl
 
 /* Layer l after attention, on token row x: the output projection of o onto it, the
  * norm, the gated MLP (or the MoE layer's) onto it. */
-static void layer_post(pkvk_cpu_model *m, int l, float *x, const float *o) {
+static void layer_post(pkvk_cpu_model *m, int l, float *x, const float *o, const int *chosen) {
     const pkvk_model_shape *s = &m->s;
     matvec(o, m->w[l][PKVK_W_O], s->hq * s->d, s->hidden, x, 1);
     rmsnorm(x, m->w[l][PKVK_W_LN2], s->hidden, s->eps, m->xn);
     if (m->e.experts && l >= m->e.first) {
-        pkvk_cpu_moe(m->xn, s->hidden, &m->e, m->router[l], m->egu[l], m->edown[l], x, m->escratch);
+        pkvk_cpu_moe(m->xn, s->hidden, &m->e, m->router[l], m->egu[l], m->edown[l], chosen, x,
+                     m->escratch);
         return;
     }
     matvec(m->xn, m->w[l][PKVK_W_GU], s->hidden, 2 * s->inter, m->y, 0);
@@ -357,11 +391,22 @@ static int op_pieces(void *self, int l, const pkvk_fwd_in *in) {
     return PKVK_OK;
 }
 
+/* The rest of the layer, token by token; an MoE layer's experts by the forward's routing
+ * (pkvk_moe_route: token t's are those of slots t, t + tokens, ...). */
 static int op_post(void *self, int l, const pkvk_fwd_in *in) {
     pkvk_cpu_model *m = self;
     const size_t hd = (size_t)m->s.hq * m->s.d;
-    for (int k = 0; k < in->rows + in->T; k++)
-        layer_post(m, l, m->x + (size_t)k * m->s.hidden, m->o + k * hd);
+    const int tokens = in->rows + in->T, moe = m->e.experts && l >= m->e.first;
+    int chosen[64];
+    if (moe) {
+        int rc = pkvk_moe_routing(&m->e, m->route, m->route_ctx, l, tokens, m->ecount, m->eoff);
+        if (rc) return rc;
+    }
+    for (int t = 0; t < tokens; t++) {
+        for (int j = 0; moe && j < m->e.k; j++)
+            chosen[j] = pkvk_moe_slot_expert(m->eoff, m->e.experts, t + j * tokens);
+        layer_post(m, l, m->x + (size_t)t * m->s.hidden, m->o + t * hd, moe ? chosen : NULL);
+    }
     return PKVK_OK;
 }
 

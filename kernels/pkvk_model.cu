@@ -32,8 +32,8 @@ static norm_in rows_from(norm_in n, int first) {
     return n;
 }
 
-// A layer after its attention over rows of o: output projection, residual, norm, MLP,
-// residual.
+// A layer after its attention over rows of o: output projection, residual, norm, MLP
+// (an MoE layer's: pkvk_model_moe.cu), residual.
 static int layer_post(pkvk_model *m, int l, int rows, const uint16_t *o) {
     const pkvk_model_shape *s = &m->s;
     if (over(m, rows)) return PKVK_ERR_INVALID;
@@ -41,6 +41,7 @@ static int layer_post(pkvk_model *m, int l, int rows, const uint16_t *o) {
     const int hd = s->hq * s->d, h = s->hidden;
     int rc =
         gemm(m->h, m->ct, rows, h, hd, (const elem16 *)o, hd, W(m, l, PKVK_W_O), h, m->x, h, 1.f);
+    if (m->e.experts && l >= m->e.first) return rc ? rc : moe_mlp(m, l, rows);
     if (!rc) rc = norm_rows(m, rows);
     if (!rc) /* y = x W'_GU: the norm's weights folded in, its 1 / rms applied by the SiLU */
         rc = gemm(m->h, m->ct, rows, 2 * s->inter, h, m->x, h, W(m, l, PKVK_W_GU), 2 * s->inter,
@@ -142,13 +143,14 @@ static int op_stage(void *self, int n, const int32_t *lens, const int32_t *start
 }
 
 // The embedding of each row's last sampled token and of the pieces' tokens (after
-// the rows); a FlashInfer prefill attention's plan for the pieces.
+// the rows); a FlashInfer prefill attention's plan for the pieces; the experts' routing.
 static int op_begin(void *self, const pkvk_fwd_in *in) {
     pkvk_model *m = (pkvk_model *)self;
     const pkvk_model_shape *s = &m->s;
     cudaStream_t st = m->ctx->stream;
     int rc = over(m, in->rows + in->T);
     if (!rc && m->fip && in->p.n > 0) rc = plan_chunk(m, in->p);
+    if (!rc) rc = moe_plan(m, in->rows + in->T);
     segs_t none;
     none.n = 0;
     if (!rc && in->rows > 0)

@@ -250,25 +250,70 @@ int pkvk_cpu_model_prefill(pkvk_cpu_model *m, int n, const int32_t *lens, const 
 const float *pkvk_cpu_model_logits(const pkvk_cpu_model *m);
 int32_t *pkvk_cpu_model_tokens(pkvk_cpu_model *m);
 
-/* A mixture of experts on the CPU model: layers `first` to the last run an MoE MLP of
- * `experts` experts, each `inter` wide (per GPU), `k` (at most 64) of them a token, in place of the
- * dense one; the router [hidden][experts] and each expert's gate-up [hidden][2 inter]
- * and down [inter][hidden] are pkvk_model_weight's (tensors PKVK_W_LAYER_COUNT on:
- * the router, then each expert's two), rounded to dtype. */
+/* ---- a mixture of experts (the GPU's model and the CPU mirror alike) ----
+ * Layers `first` to the last run an MoE MLP of `experts` experts, each `inter` wide (per
+ * GPU), `k` (at most 64) of them a token, in place of the dense one: the norm, the router
+ * [hidden][experts], and each chosen expert's gate-up [hidden][2 inter] and down
+ * [inter][hidden] (tensors PKVK_W_LAYER_COUNT on of pkvk_model_weight: the router, then
+ * each expert's two), rounded to dtype; a token's output is its experts' (silu(gate) x
+ * up, then down) weighted by the softmax of the router's logits over its k experts. */
 typedef struct pkvk_moe_shape {
     int experts, k, inter, first;
 } pkvk_moe_shape;
-/* Host bytes of its weights. */
+/* Which experts a forward's `tokens` tokens choose in MoE layer l: counts[e] tokens on
+ * expert e, each at most tokens, their sum tokens x k (the caller's draw: the law, not the
+ * random weights, decides the load). The slots in expert order (expert 0's first) go to
+ * the tokens in turn: slot s to token s mod tokens, so token t's k experts are those of
+ * slots t, t + tokens, ..., distinct since no expert has more than `tokens`. 0, or a
+ * pkvk status. NULL: every expert tokens x k / experts (the remainder to the first). */
+typedef int (*pkvk_moe_route)(void *ctx, int l, int tokens, int32_t *counts);
+/* Layer l's routing for `tokens` tokens by route (checked) as offsets[experts + 1]: expert
+ * e's slots are [offsets[e], offsets[e + 1]); counts: experts int32 of scratch. */
+int pkvk_moe_routing(const pkvk_moe_shape *e, pkvk_moe_route route, void *ctx, int l, int tokens,
+                     int32_t *counts, int32_t *offsets);
+/* The expert of slot s by the offsets. */
+static inline PKVK_HD int pkvk_moe_slot_expert(const int32_t *offsets, int experts, int s) {
+    int lo = 0, hi = experts; /* offsets[lo] <= s < offsets[hi] */
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (offsets[mid] <= s)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+/* Whether the shape is one the models take (k <= 64, experts <= 16384, first a layer). */
+int pkvk_moe_shape_ok(const pkvk_model_shape *s, const pkvk_moe_shape *e);
+
+/* The GPU's model: device bytes of its experts' weights (the layers' routers and experts)
+ * and of the buffers for cap_tokens tokens. */
+size_t pkvk_model_moe_bytes(const pkvk_model_shape *s, const pkvk_moe_shape *e, int32_t cap_tokens);
+/* Give m the experts of e (after pkvk_model_create, with its seed; a model sharing another's
+ * weights shares its experts, which must be the same), its forwards routed by route (ctx its
+ * argument; called on the host at each forward's start, for every MoE layer). A layer runs:
+ * the norm, the router's GEMM (FP32 logits), the tokens copied to their slots, the experts'
+ * gate-up GEMMs (cuBLAS grouped batched GEMM, one group an active expert), SiLU x up, the
+ * down GEMMs, and each token's combine onto the residual. Its forwards are not graph
+ * replayable (each forward's routing is its own). */
+int pkvk_model_experts(pkvk_model *m, const pkvk_moe_shape *e, pkvk_moe_route route, void *ctx);
+/* Bench: median device time (ms) over reps of layer e.first's MoE MLP over `tokens` token
+ * rows (the activations as they are), L2 flushed before each. */
+int pkvk_model_time_moe(pkvk_model *m, int tokens, int reps, float *ms);
+
+/* The CPU mirror's experts: the same (its weights in FP32, host bytes
+ * pkvk_cpu_moe_bytes). */
 size_t pkvk_cpu_moe_bytes(const pkvk_model_shape *s, const pkvk_moe_shape *e);
-/* Give m the experts of e (after pkvk_cpu_model_create, with its seed). */
-int pkvk_cpu_model_experts(pkvk_cpu_model *m, const pkvk_moe_shape *e, uint64_t seed);
-/* One token row's MoE MLP, added onto x [hidden]: xn [hidden] through the router, its k
- * largest logits (the lower index first among equals) weighted by their softmax (over
- * the k: Mixtral's and Qwen3's renormalised top k), each chosen expert's gated MLP
- * (silu(gate) x up, then down) times its weight. gate_up[e], down[e]: expert e's;
- * scratch: experts + 3 inter floats. */
+int pkvk_cpu_model_experts(pkvk_cpu_model *m, const pkvk_moe_shape *e, uint64_t seed,
+                           pkvk_moe_route route, void *ctx);
+/* One token row's MoE MLP, added onto x [hidden]: xn [hidden] through the router, its
+ * experts `chosen` [k] (NULL: its k largest logits, the lower index first among equals)
+ * weighted by the softmax of their logits (over the k: Mixtral's and Qwen3's renormalised
+ * top k), each chosen expert's gated MLP (silu(gate) x up, then down) times its weight.
+ * gate_up[e], down[e]: expert e's; scratch: experts + 3 inter floats. */
 void pkvk_cpu_moe(const float *xn, int hidden, const pkvk_moe_shape *e, const float *router,
-                  float *const *gate_up, float *const *down, float *x, float *scratch);
+                  float *const *gate_up, float *const *down, const int *chosen, float *x,
+                  float *scratch);
 
 /* Set the rows' last sampled tokens (the next step's input; tests). */
 int pkvk_model_set_tokens(pkvk_model *m, int rows, const int32_t *tokens);

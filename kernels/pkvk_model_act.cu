@@ -33,7 +33,7 @@ static __global__ void silu_mul_kernel(const T *__restrict__ y, T *__restrict__ 
 }
 
 int silu_mul(cudaStream_t st, int dtype, const void *y, void *a, int rows, int inter, norm_in nin) {
-    if (rows <= 0) return PKVK_OK;
+    if (rows <= 0 || inter <= 0) return PKVK_OK;
     if (rows > 65535) return pkvk_fail_msg(PKVK_ERR_INVALID, "silu: more than 65535 rows");
     with_t(dtype, [&](auto t) {
         using T = decltype(t);

@@ -178,3 +178,12 @@ extern "C" int pkvk_time_square_gemms(const pkvk_ctx *ctx, int n, int count, int
     pkvk_free(a), pkvk_free(b), pkvk_free(c);
     return rc;
 }
+
+extern "C" int pkvk_model_time_moe(pkvk_model *m, int tokens, int reps, float *ms) {
+    if (!m->e.experts || tokens < 1 || over(m, tokens))
+        return pkvk_fail_msg(PKVK_ERR_INVALID, "MoE timing: a model with experts, 1 to its rows");
+    int rc = moe_plan(m, tokens);
+    return rc ? rc
+              : time_reps(
+                    m->ctx, reps, [&] { return moe_mlp(m, m->e.first, tokens); }, ms);
+}

@@ -86,6 +86,23 @@ struct pkvk_model {
     elem16 *P;                  // cuBLAS prefill: probabilities
     int32_t *pages_h, *pages_d; // prefill: the batch's pages (pinned host, device)
     int last_rows;              // rows of the last head
+    const pkvk_model *donor;    // the model whose weights this one reads (NULL: its own)
+    // a mixture of experts (pkvk_model_experts; e.experts 0: none), pkvk_model_moe.cu
+    pkvk_moe_shape e;
+    pkvk_moe_route route; // each forward's routing, and its argument
+    void *route_ctx;
+    elem16 *ew;                 // per MoE layer its router, then each expert's gate-up and down
+    int ew_shared;              // ew is the donor's
+    float *rl;                  // [cap_tokens][experts]: the router's logits
+    elem16 *xs, *ys, *as;       // the slots' rows [cap_tokens k][hidden] (the down GEMM's output
+                                // over its input), [..][2 inter], [..][inter]
+    unsigned char *st_h, *st_d; // the forward's routing, per MoE layer (pinned host, device)
+    int *groups;                // host: per MoE layer its groups' count and tokens, then the
+                                // grouped calls' fixed arguments and the routing's counts
+    float *ab;                  // host [2 experts]: alpha 1 and beta 0 a group
+    cublasOperation_t *opn;     // host [experts]: no transpose a group
+    cudaEvent_t st_ev;          // the last forward's routing copied from st_h
+    int moe_tokens;             // the tokens it was staged for (-1: none)
 };
 
 namespace pkvkm {
@@ -213,5 +230,11 @@ int over(pkvk_model *m, int rows);
 int layer_gemms(pkvk_model *m, int l, int rows);
 int stage_pages(pkvk_model *m, int n, const int32_t *lens, const int32_t *starts,
                 const int32_t *pages);
+
+// pkvk_model_moe.cu: a forward's routing staged (at its start), an MoE layer's MLP over
+// its tokens onto m->x, the experts' memory freed.
+int moe_plan(pkvk_model *m, int tokens);
+int moe_mlp(pkvk_model *m, int l, int rows);
+void moe_free(pkvk_model *m);
 
 } // namespace pkvkm

@@ -108,6 +108,7 @@ extern "C" int pkvk_model_create_sharing(const pkvk_ctx *c, pkvk_model **out,
     const size_t hd = (size_t)s->hq * s->d, sf = score_floats(s, max_prompt);
     const int pk = pkvk_model_prefill_kernel(s);
     m->w_shared = weights != nullptr;
+    m->donor = weights;
     if (weights) m->w = weights->w;
     int rc = pk < 0        ? PKVK_ERR_UNSUPPORTED
              : m->w_shared ? PKVK_OK
@@ -174,6 +175,7 @@ extern "C" void pkvk_model_destroy(pkvk_model *m) {
     if (!m) return;
     if (m->h) cublasDestroy(m->h);
     pkvk_fi_prefill_destroy(m->fip);
+    moe_free(m);
     void *dev[] = {m->w_shared ? nullptr : m->w,
                    m->kv,
                    m->x,

@@ -373,7 +373,7 @@ bool pkv_config_graphs(const pkv_config *c) {
     if (strcmp(c->policy, "oracle") == 0) return false; /* it times every route apart */
     if (c->cuda_graph != PKV_GRAPH_AUTO) return c->cuda_graph == PKV_GRAPH_ON;
     const int r = pkv_route_parse(c->policy);
-    return pkv_model_kind_of(&c->model)->graphs_default &&
+    return pkv_model_kind_of(&c->model)->graphs_default && !pkv_model_moe_layers(&c->model) &&
            (strcmp(c->policy, "adaptive") == 0 ||
             (r >= 0 && pkv_backend_graph_routes(&c->model) >> r & 1));
 }

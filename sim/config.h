@@ -173,7 +173,8 @@ int pkv_config_check_memory(const pkv_config *c, double memory_gib, const char *
 /* Whether decode steps replay CUDA graphs: run.cuda_graph, its auto resolved by the
  * final policy (command-line overrides applied): on for a full model under adaptive or
  * a route its graphs hold (pkv_backend_graph_routes: ref_paged, pkv_workqueue), off for the study
- * layer (whose per-step capture is an ablation) and for the oracle. */
+ * layer (whose per-step capture is an ablation), a mixture of experts (each step's routing
+ * sizes its GEMMs) and the oracle. */
 bool pkv_config_graphs(const pkv_config *c);
 /* workload.warm_requests: the tokens of request id's prompt of prompt_len that an earlier
  * run left in the prefix cache (its whole blocks but the last token, which is computed to

@@ -6,8 +6,8 @@
  * prefill: a fourth prompt's first chunk alone, its second in a mixed step with the
  * three decode rows (the rows' and the prompt's logits, the prompt's K/V pages), then
  * two decode steps replayed from one CUDA graph of fixed grids; and the cpu backend's
- * model (its CPU mirror) against the GPU's step by step, in the same types. GPU test:
- * skips without a GPU. */
+ * model (its CPU mirror) against the GPU's step by step, in the same types, also with a
+ * mixture of experts in the last layer. GPU test: skips without a GPU. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -88,6 +88,27 @@ static int model_step(pkvk_model *m, pkvk_workspace *ws, const pkvk_plan *plan, 
 
 static void check_model(pkvk_ctx *ctx);
 
+/* A mixture of experts in the tiny model's last layer (NULL: none): 8 experts of 48, 2 a
+ * token. */
+static const pkvk_moe_shape tiny_moe = {8, 2, 48, 1}, *moe;
+
+/* A routing both models are given (a function of the layer and the tokens alone, so
+ * that the GPU's, drawn at a forward's start, and the CPU's, drawn at each layer, agree):
+ * each of the tokens x k slots to an expert from a hash, one in three to expert 0 or 1
+ * (uneven loads), the next with room where that one is full. */
+static int test_route(void *ctx, int l, int tokens, int32_t *counts) {
+    const pkvk_moe_shape *e = ctx;
+    memset(counts, 0, sizeof(int32_t) * (size_t)e->experts);
+    for (int s = 0; s < tokens * e->k; s++) {
+        uint64_t x = (seed ^ (uint64_t)l << 40 ^ (uint64_t)tokens << 20 ^ (uint64_t)s) *
+                     0x9E3779B97F4A7C15ull;
+        int to = (int)((x >> 33) % (uint64_t)(s % 3 ? e->experts : 2));
+        while (counts[to] == tokens) to = (to + 1) % e->experts;
+        counts[to]++;
+    }
+    return 0;
+}
+
 /* The cpu backend's model (pkvk_cpu_model) and the GPU's step by step: a prefill of
  * the three prompts (the sampled token and logits), then three decode steps through
  * pkv_workqueue with rows split 1 to 3 ways, both fed the GPU's sampled tokens (each
@@ -115,6 +136,10 @@ static void check_cpu_mirror(pkvk_ctx *ctx) {
               pkvk_workspace_create(ctx, &ws, &as, NREQ, 64, 64) == 0 &&
               pkvk_plan_init(&plan, NREQ, 64) == 0,
           "cpu mirror setup: %s", pkvk_last_error());
+    if (moe)
+        CHECK(pkvk_model_experts(m, moe, test_route, (void *)moe) == 0 &&
+                  pkvk_cpu_model_experts(cm, moe, seed, test_route, (void *)moe) == 0,
+              "experts: %s", pkvk_last_error());
     static uint16_t glog[NREQ * V];
     int32_t gtok[NREQ];
     CHECK(pkvk_model_prefill(m, NREQ, lens, pages, NULL, NULL) == 0 &&
@@ -160,8 +185,8 @@ static void check_cpu_mirror(pkvk_ctx *ctx) {
             }
         }
     CHECK(host && dkv < 0.02 * tiny_tol_scale(), "cpu mirror: K/V pages max |diff| %.4g", dkv);
-    printf("cpu mirror: prefill and %d decode steps, logits max |diff| %.4g, K/V %.4g\n", STEPS,
-           worst, dkv);
+    printf("cpu mirror%s: prefill and %d decode steps, logits max |diff| %.4g, K/V %.4g\n",
+           moe ? " with experts" : "", STEPS, worst, dkv);
     free(host);
     free(part);
     pkvk_plan_free(&plan);
@@ -307,9 +332,22 @@ static void the_cpu_mirror_matches_the_gpu_step_by_step(void) {
     in_every_type(check_cpu_mirror);
 }
 
+/* The same with the last layer a mixture of experts: the GPU's grouped GEMMs, slots and
+ * combine against the CPU mirror's expert by expert, on the same routing. */
+static void check_cpu_mirror_experts(pkvk_ctx *ctx) {
+    moe = &tiny_moe;
+    check_cpu_mirror(ctx);
+    moe = NULL;
+}
+
+static void the_experts_match_the_cpu_mirror(void) {
+    in_every_type(check_cpu_mirror_experts);
+}
+
 static const pkv_test_case cases[] = {
     PKV_CASE(the_model_matches_the_cpu_computation),
     PKV_CASE(the_cpu_mirror_matches_the_gpu_step_by_step),
+    PKV_CASE(the_experts_match_the_cpu_mirror),
 };
 PKV_TEST_MAIN_WITH(cases, setup, teardown)
 

@@ -4,6 +4,7 @@
 #include "check.h"
 #include "pkvk.h"
 #include "model.h"
+#include "moe.h"
 #include "config.h"
 
 #include <gsl/gsl_randist.h>
@@ -258,21 +259,72 @@ static void cpu_moe_matches_every_expert_computed(void) {
                 pairs[e][0] = l, pairs[e][1] = e;
             }
             qsort(pairs, E, sizeof pairs[0], by_logit_desc);
-            double z = 0;
-            for (int j = 0; j < ks[c]; j++) z += exp(pairs[j][0] - pairs[0][0]);
+            /* odd repeats: the experts given, the k of lowest logits (a routing's draw) */
+            const int given = rep % 2, k = ks[c];
+            int chosen[E];
+            double(*pick)[2] = given ? pairs + E - k : pairs, z = 0;
+            for (int j = 0; j < k; j++) chosen[j] = (int)pick[j][1];
+            for (int j = 0; j < k; j++) z += exp(pick[j][0] - pick[0][0]);
             for (int o = 0; o < H; o++) {
                 ref[o] = x[o];
-                for (int j = 0; j < ks[c]; j++)
-                    ref[o] += exp(pairs[j][0] - pairs[0][0]) / z * y[(int)pairs[j][1]][o];
+                for (int j = 0; j < k; j++)
+                    ref[o] += exp(pick[j][0] - pick[0][0]) / z * y[(int)pick[j][1]][o];
             }
-            const pkvk_moe_shape s = {E, ks[c], W, 0};
-            pkvk_cpu_moe(xn, H, &s, router, gup, dp, x, scratch);
+            const pkvk_moe_shape s = {E, k, W, 0};
+            pkvk_cpu_moe(xn, H, &s, router, gup, dp, given ? chosen : NULL, x, scratch);
             for (int o = 0; o < H; o++)
                 worst = fmax(worst, fabs(x[o] - ref[o])), scale = fmax(scale, fabs(ref[o]));
             CHECK(worst <= 1e-4 * scale, "k %d: max |error| %g against %g", ks[c], worst, scale);
         }
     }
     gsl_rng_free(r);
+}
+
+/* A measuring backend's routing (pkv_moe_route through pkvk_moe_routing): at every size
+ * (the exact draw and the multinomial one) and law, each token's k slots name k distinct
+ * experts and each expert's slots are its count; a routing over `tokens` on an expert or
+ * of another sum is refused. */
+static int bad_route(void *ctx, int l, int tokens, int32_t *counts) {
+    const pkvk_moe_shape *e = ctx;
+    memset(counts, 0, sizeof(int32_t) * (size_t)e->experts);
+    counts[0] = l ? tokens + 1 : tokens; /* l 1: too many on one expert; 0: too few slots */
+    counts[1] = l ? tokens * e->k - tokens - 1 : 0;
+    return 0;
+}
+
+static void routing_gives_each_token_k_distinct_experts(void) {
+    enum { E = 64, K = 8 };
+    const pkvk_moe_shape s = {E, K, 16, 0};
+    int32_t counts[E], off[E + 1];
+    for (int law = 0; law < 2; law++) {
+        pkv_moe m;
+        CHECK(pkv_moe_init(&m, E, K, (pkv_expert_law)law, 1.2, 7) == 0, "init");
+        const int sizes[] = {1, 3, 50, 511, 2000};
+        for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+            const int T = sizes[i];
+            CHECK(pkvk_moe_routing(&s, pkv_moe_route, &m, 0, T, counts, off) == 0,
+                  "law %d, %d tokens: refused", law, T);
+            int seen[E], per[E] = {0};
+            for (int t = 0; t < T; t++) {
+                memset(seen, 0, sizeof seen);
+                for (int j = 0; j < K; j++) {
+                    const int x = pkvk_moe_slot_expert(off, E, t + j * T);
+                    CHECK(x >= 0 && x < E && !seen[x],
+                          "law %d, %d tokens: token %d has expert "
+                          "%d twice",
+                          law, T, t, x);
+                    seen[x] = 1, per[x]++;
+                }
+            }
+            for (int x = 0; x < E; x++)
+                CHECK(per[x] == counts[x], "law %d, %d tokens: expert %d has %d slots, count %d",
+                      law, T, x, per[x], counts[x]);
+        }
+        pkv_moe_free(&m);
+    }
+    CHECK(pkvk_moe_routing(&s, bad_route, (void *)&s, 1, 10, counts, off) == PKVK_ERR_INVALID &&
+              pkvk_moe_routing(&s, bad_route, (void *)&s, 0, 10, counts, off) == PKVK_ERR_INVALID,
+          "a routing over tokens on an expert, or of too few slots, is refused");
 }
 
 static void draws_conserve_tokens_uniform(void) {
@@ -297,5 +349,6 @@ static const pkv_test_case cases[] = {
     PKV_CASE(expert_parallel_waits_for_the_busiest_gpu),
     PKV_CASE(padding_rows_choose_one_tokens_experts),
     PKV_CASE(cpu_moe_matches_every_expert_computed),
+    PKV_CASE(routing_gives_each_token_k_distinct_experts),
 };
 PKV_TEST_MAIN(cases)

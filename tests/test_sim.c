@@ -420,17 +420,18 @@ static void cpu_backend_checks_every_step(void) {
     unlink(c);
 }
 
-/* run.cuda_graph: auto resolves to graphs for a full model under the policies
- * graphs hold, to none elsewhere (the oracle's included); JSON booleans and the
- * strings both parse. */
+/* run.cuda_graph: auto resolves to graphs for a dense full model under the policies
+ * graphs hold, to none elsewhere (the oracle's and a mixture of experts' included); JSON
+ * booleans and the strings both parse. */
 static void cuda_graph_auto_resolves(void) {
     const char *cases[][3] = {
         {"llama-3.1-8b", "adaptive", "auto"},    {"llama-3.1-8b", "pkv_bucket", "auto"},
         {"study-layer", "adaptive", "\"auto\""}, {"study-layer", "adaptive", "true"},
-        {"llama-3.1-8b", "adaptive", "false"},   {"llama-3.1-8b", "oracle", "auto"}};
-    const int want[] = {PKV_GRAPH_ON, PKV_GRAPH_OFF, PKV_GRAPH_OFF,
-                        PKV_GRAPH_ON, PKV_GRAPH_OFF, PKV_GRAPH_OFF};
-    for (int k = 0; k < 6; k++) {
+        {"llama-3.1-8b", "adaptive", "false"},   {"llama-3.1-8b", "oracle", "auto"},
+        {"qwen3-30b-a3b", "adaptive", "auto"}};
+    const int want[] = {PKV_GRAPH_ON,  PKV_GRAPH_OFF, PKV_GRAPH_OFF, PKV_GRAPH_ON,
+                        PKV_GRAPH_OFF, PKV_GRAPH_OFF, PKV_GRAPH_OFF};
+    for (int k = 0; k < 7; k++) {
         char *text = malloc(1024);
         const int aut = strcmp(cases[k][2], "auto") == 0;
         snprintf(text, 1024,

@@ -1,11 +1,12 @@
 /* What the GPU commands share (bench model, calibrate, bench allreduce): a preset's
  * configuration, and the dense part of a served model measured on the GPU (its GEMMs
- * alone at each width, the prefill attention, a prefill layer in parts) with the
- * calibration's dense constants fitted from it. */
+ * alone at each width, the prefill attention, a mixture of experts' layer, a prefill
+ * layer in parts) with the calibration's dense constants fitted from it. */
 #include "dense.h"
 #include "cli.h"
 #include "pkv_gitrev.h"
 #include "cmd_kbench.h"
+#include "moe.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -100,6 +101,48 @@ int pkv_model_preset_config(const char *model, pkv_config *cfg, pkv_err *e) {
     return 0;
 }
 
+/* A mixture of experts' layer alone (one layer's model, its experts routed by one draw of
+ * the preset's law, as a run draws them) at each width: its time against the active
+ * experts' weights read at the read ceiling, and its FLOPs' rate (the router's and the
+ * experts'). */
+static int time_moe(pkvk_ctx *ctx, const pkv_model *md, const int *widths, int nw, int reps,
+                    double read_gbps, double peak, FILE *outs[2]) {
+    pkvk_model_shape s = pkv_model_gpu_shape(md);
+    s.layers = 1;
+    const pkvk_moe_shape e = {md->experts, md->experts_per_token, md->expert_inter / md->tp, 0};
+    int most = 1;
+    for (int w = 0; w < nw; w++) most = widths[w] > most ? widths[w] : most;
+    pkv_moe law = {0};
+    pkvk_model *m = NULL;
+    int rc = pkv_moe_init(&law, e.experts, e.k, (pkv_expert_law)md->expert_law, md->expert_exponent,
+                          md->expert_seed)
+                 ? PKVK_ERR_OUT_OF_MEMORY
+                 : pkvk_model_create(ctx, &m, &s, most, 16, 1, 1);
+    if (!rc) rc = pkvk_model_experts(m, &e, pkv_moe_route, &law);
+    if (!rc)
+        pkv_cli_printf2(outs,
+                        "# one MoE layer alone (%d experts of %d, %d a token, routed by the %s "
+                        "law), median of %d\n%6s %8s %10s %12s %10s %8s %9s\n",
+                        e.experts, e.inter, e.k, pkv_expert_law_names[md->expert_law], reps, "rows",
+                        "active", "moe_ms", "weights_ms", "ratio", "TFLOP/s", "of_peak");
+    const double expert_bytes = 2.0 * 3 * s.hidden * e.inter;
+    for (int w = 0; w < nw && !rc; w++) {
+        float ms = 0;
+        rc = pkvk_model_time_moe(m, widths[w], reps, &ms);
+        int active = 0; /* the draw the timed layer ran (staged once, before its repeats) */
+        for (int x = 0; x < e.experts; x++) active += law.counts[x] > 0;
+        const double t = ms * 1e-3, wt = active * expert_bytes / (read_gbps * 1e9),
+                     flops = 2.0 * widths[w] * e.k * 3 * s.hidden * e.inter +
+                             2.0 * widths[w] * s.hidden * e.experts;
+        if (!rc)
+            pkv_cli_printf2(outs, "%6d %8d %10.4f %12.4f %10.3f %8.1f %8.1f%%\n", widths[w], active,
+                            ms, wt * 1e3, t / wt, flops / t * 1e-12, 100 * flops / t / peak);
+    }
+    pkvk_model_destroy(m);
+    pkv_moe_free(&law);
+    return rc;
+}
+
 int pkv_measure_dense(pkvk_ctx *ctx, const pkv_model *md, const int *widths, int nw, int reps,
                       int full, FILE *outs[2], pkv_dense_fit *fit) {
     pkvk_shape as = pkv_model_attn_shape(md);
@@ -142,6 +185,7 @@ int pkv_measure_dense(pkvk_ctx *ctx, const pkv_model *md, const int *widths, int
     for (int w = 0; w < nw && !rc; w++) {
         double total = 0, flops = 0;
         for (int g = 0; g < 5 && !rc; g++) {
+            if (kn[g][0] <= 0 || kn[g][1] <= 0) continue; /* an MoE model: no dense MLP */
             int rows =
                 g == 4 && widths[w] > PKVK_MODEL_HEAD_ROWS ? PKVK_MODEL_HEAD_ROWS : widths[w];
             float ms;
@@ -181,6 +225,8 @@ int pkv_measure_dense(pkvk_ctx *ctx, const pkv_model *md, const int *widths, int
     if (!rc)
         rc = time_prefill_attn(m, md, ctx, &s, CHUNK, pages, reps, peak, outs,
                                &fit->prefill_attn_tflops);
+    if (!rc && pkv_model_moe_layers(md))
+        rc = time_moe(ctx, md, widths, nw, reps, ceil.read_gbps, peak, outs);
     if (!full || rc) {
         pkvk_model_destroy(m);
         return rc;
