@@ -1,27 +1,38 @@
 #!/usr/bin/env python3
-"""Mixtures of experts on the model backend (issue 47's benchmark): each MoE preset
-decoding at B = 1, 8 and 64 (closed loop, 1K prompts, 256 tokens out) and one 8K
-prefill, under a uniform and a skewed (Zipf 1.2) routing law, against the roofline of
-what the step must read: the weights outside the experts, the experts its tokens chose
-(the run's mean experts_active a MoE layer) and the KV, over the calibration's measured
-read bandwidth (beta). Usage: moe_bench.py PKVSIM [OUT.txt]; prints the table and
-writes it to OUT (default bench/results/moe.txt)."""
+"""Mixtures of experts (issue 47's benchmark): each MoE preset decoding at B = 1, 8 and 64
+(closed loop, 1K prompts, 256 tokens out) and one 8K prefill, under a uniform and a
+skewed (Zipf 1.2) routing law, against the roofline of what the step must read: the
+weights outside the experts, the experts its tokens chose (the run's mean
+experts_active a MoE layer) and the KV, over the calibration's measured read bandwidth
+(beta). Usage: moe_bench.py PKVSIM [OUT.txt] [--backend model|cuda] [--calibration NAME]
+[--models A,B] [--no-ep]; prints the table and writes it to OUT (default
+bench/results/moe.txt). On the cuda backend a step's time is its measured wall time and
+a prefill's its measured device time (the model backend's: its prediction)."""
+import argparse
 import json
 import os
 import subprocess
-import sys
 import tempfile
 
 import h5py
 import numpy as np
 
 here = os.path.dirname(os.path.abspath(__file__))
-pkvsim = sys.argv[1]
-out = sys.argv[2] if len(sys.argv) > 2 else os.path.join(here, "results", "moe.txt")
-cal = os.path.join(here, "..", "experiments", "calibration", "h200.json")
+ap = argparse.ArgumentParser()
+ap.add_argument("pkvsim")
+ap.add_argument("out", nargs="?", default=os.path.join(here, "results", "moe.txt"))
+ap.add_argument("--backend", default="model", choices=("model", "cuda"))
+ap.add_argument("--calibration", default="h200")
+ap.add_argument("--models", default="mixtral-8x7b,qwen3-30b-a3b")
+ap.add_argument("--no-ep", action="store_true", help="leave out the four-GPU table")
+args = ap.parse_args()
+pkvsim, out, backend = args.pkvsim, args.out, args.backend
+cal = os.path.join(here, "..", "experiments", "calibration", args.calibration + ".json")
 beta = json.load(open(cal))["served_model"]["beta_gbps"] * 1e9
+step_key, pre_key = ("t_wall", "t_device") if backend == "cuda" else ("t_predicted", "t_predicted")
 laws = [("uniform", {"law": "uniform"}), ("zipf 1.2", {"law": "zipf", "exponent": 1.2})]
-lines = [f"# pkvsim moe bench, model backend, calibration h200.json (beta {beta / 1e9:.0f} GB/s)",
+lines = [f"# pkvsim moe bench, {backend} backend, calibration {args.calibration}.json "
+         f"(beta {beta / 1e9:.0f} GB/s)",
          "| model | routing | B | experts active / layer (of) | busiest expert (tokens) | "
          "TPOT p50 ms | output tok/s | roofline ms (read) | step / roofline | prefill 8K ms |",
          "|" + "---|" * 10]
@@ -32,7 +43,7 @@ def run(tmp, name, model, law, b, prompt, decode, n, **more):
            "workload": {"arrival": {"process": "closed", "concurrency": b},
                         "prompt": {"dist": "fixed", "value": prompt},
                         "decode": {"dist": "fixed", "value": decode}, "num_requests": n},
-           "route": {"calibration": cal}, "run": {"backend": "model", "record": "full"}}
+           "route": {"calibration": cal}, "run": {"backend": backend, "record": "full"}}
     path = os.path.join(tmp, name + ".json")
     json.dump(exp, open(path, "w"))
     h5 = os.path.join(tmp, name + ".h5")
@@ -41,14 +52,14 @@ def run(tmp, name, model, law, b, prompt, decode, n, **more):
 
 
 with tempfile.TemporaryDirectory() as tmp:
-    for model in ("mixtral-8x7b", "qwen3-30b-a3b"):
+    for model in args.models.split(","):
         preset = json.load(open(os.path.join(here, "..", "experiments", "models", model + ".json")))
         h, w, E = preset["hidden"], preset["expert_intermediate"], preset["experts"]
         expert_bytes = 2.0 * 3 * h * w
         for lname, law in laws:
             h5 = run(tmp, "pre", model, law, 1, 8192, 1, 1)
             with h5py.File(h5) as f:
-                pre_ms = 1e3 * f["prefills"]["t_predicted"][0]
+                pre_ms = 1e3 * f["prefills"][pre_key][0]
             for b in (1, 8, 64):
                 h5 = run(tmp, f"b{b}", model, law, b, 1024, 256, 2 * b)
                 with h5py.File(h5) as f:
@@ -56,7 +67,7 @@ with tempfile.TemporaryDirectory() as tmp:
                     fig = cfg["model"]["figures"]
                     s = f["steps"]
                     keep = s["rows"][:] == b
-                    step = s["t_predicted"][:][keep]
+                    step = s[step_key][:][keep]
                     act = s["experts_active"][:][keep]
                     most = s["expert_tokens_max"][:][keep]
                     ctx = s["context_tokens"][:][keep]
@@ -72,7 +83,8 @@ with tempfile.TemporaryDirectory() as tmp:
                         f"{1e3 * np.median(step):.2f} | {b / np.median(step):.0f} | "
                         f"{1e3 * roof.mean():.2f} | {np.mean(step / roof):.2f} | {pre_ms:.1f} |")
     # four GPUs: every expert sliced four ways, or whole experts spread (expert parallel)
-    lines += ["", "# qwen3-30b-a3b over 4 GPUs (modelled), B = 64: sliced experts against "
+    laws = [] if args.no_ep else laws
+    lines += [] if args.no_ep else ["", "# qwen3-30b-a3b over 4 GPUs (modelled), B = 64: sliced experts against "
               "expert parallel", "| routing | sliced TPOT p50 ms | expert parallel TPOT p50 ms "
               "| ratio |", "|---|---|---|---|"]
     for lname, law in laws:
