@@ -59,8 +59,13 @@ typedef struct pkvk_batch {
     const int32_t *block_table; /* [n_rows][bt_stride] physical page ids */
     int32_t bt_stride;          /* entries per block-table row */
     const int32_t *seq_lens;    /* [n_rows] tokens */
-    float sm_scale;             /* softmax scale, usually 1/sqrt(d) */
-    const float *k_scale;       /* FP8 KV only: [n_pages][hkv] scale of each page's K, V */
+    /* Query tokens per row (0 or 1: one, a decode step's): a verify step's k + 1, token j of
+     * a row at position seq_lens - q_len + j attending the keys up to its own (the causal
+     * mask among them); q and o then [n_rows][q_len][hq][d]. The CPU reference and mirror
+     * take it; the GPU's routes take one (their verify kernels are GPU work). */
+    int32_t q_len;
+    float sm_scale;       /* softmax scale, usually 1/sqrt(d) */
+    const float *k_scale; /* FP8 KV only: [n_pages][hkv] scale of each page's K, V */
     const float *v_scale;
     /* FP8 KV: the one value every entry of k_scale (v_scale) holds, for FlashInfer's FP8
      * path, which takes one scale for the whole cache; 0: the scales vary, and FlashInfer's

@@ -31,10 +31,20 @@ static int types_ok(const pkvk_batch *b) {
     return PKVK_OK;
 }
 
-/* Query head h of a row, as floats into q[d]. */
-static void q_load(const pkvk_batch *b, int32_t row, int h, float *q) {
+/* The batch's query tokens a row (pkvk_batch.q_len). */
+static int qlen(const pkvk_batch *b) {
+    return b->q_len > 1 ? b->q_len : 1;
+}
+
+/* The keys query token j of a row attends: those up to its own position. */
+static int32_t key_end(const pkvk_batch *b, int32_t row, int j) {
+    return b->seq_lens[row] - qlen(b) + j + 1;
+}
+
+/* Query head h of a row's query token j, as floats into q[d]. */
+static void q_load(const pkvk_batch *b, int32_t row, int j, int h, float *q) {
     const pkvk_shape *s = &b->shape;
-    pkvk_elems(s->dtype, b->q, ((size_t)row * s->hq + h) * s->d, s->d, 1.f, q);
+    pkvk_elems(s->dtype, b->q, (((size_t)row * qlen(b) + j) * s->hq + h) * s->d, s->d, 1.f, q);
 }
 
 static float dot(const float *q, const float *k, int d) {
@@ -52,29 +62,33 @@ int pkvk_cpu_reference(const pkvk_batch *b, float *o) {
     if (rc) return rc;
     double acc[PKVK_MAX_HEAD_DIM];
     float q[PKVK_MAX_HEAD_DIM], x[PKVK_MAX_HEAD_DIM];
-    for (int32_t i = 0; i < b->n_rows; i++) {
-        for (int h = 0; h < s->hq; h++) {
-            int kvh = h / G;
-            q_load(b, i, h, q);
-            double m = -INFINITY, l = 0;
-            for (int32_t t = 0; t < b->seq_lens[i]; t++) {
-                kv_load(b, b->k_cache, b->k_scale, i, kvh, t, x);
-                double p = (double)dot(q, x, d) * b->sm_scale;
-                if (p > m) m = p;
+    if (qlen(b) > 1)
+        for (int32_t i = 0; i < b->n_rows; i++)
+            if (b->seq_lens[i] < qlen(b)) return PKVK_ERR_INVALID; /* a verify has its keys */
+    for (int32_t i = 0; i < b->n_rows; i++)
+        for (int qj = 0; qj < qlen(b); qj++)
+            for (int h = 0; h < s->hq; h++) {
+                const int kvh = h / G;
+                const int32_t n = key_end(b, i, qj);
+                q_load(b, i, qj, h, q);
+                double m = -INFINITY, l = 0;
+                for (int32_t t = 0; t < n; t++) {
+                    kv_load(b, b->k_cache, b->k_scale, i, kvh, t, x);
+                    double p = (double)dot(q, x, d) * b->sm_scale;
+                    if (p > m) m = p;
+                }
+                memset(acc, 0, sizeof(double) * (size_t)d);
+                for (int32_t t = 0; t < n; t++) {
+                    kv_load(b, b->k_cache, b->k_scale, i, kvh, t, x);
+                    double p = (double)dot(q, x, d) * b->sm_scale;
+                    double w = exp(p - m);
+                    kv_load(b, b->v_cache, b->v_scale, i, kvh, t, x);
+                    l += w;
+                    for (int j = 0; j < d; j++) acc[j] += w * x[j];
+                }
+                float *out = o + (((size_t)i * qlen(b) + qj) * s->hq + h) * d;
+                for (int j = 0; j < d; j++) out[j] = (float)(acc[j] / l);
             }
-            memset(acc, 0, sizeof(double) * (size_t)d);
-            for (int32_t t = 0; t < b->seq_lens[i]; t++) {
-                kv_load(b, b->k_cache, b->k_scale, i, kvh, t, x);
-                double p = (double)dot(q, x, d) * b->sm_scale;
-                double w = exp(p - m);
-                kv_load(b, b->v_cache, b->v_scale, i, kvh, t, x);
-                l += w;
-                for (int j = 0; j < d; j++) acc[j] += w * x[j];
-            }
-            float *out = o + ((size_t)i * s->hq + h) * d;
-            for (int j = 0; j < d; j++) out[j] = (float)(acc[j] / l);
-        }
-    }
     return PKVK_OK;
 }
 
@@ -100,20 +114,24 @@ static void state_merge(float *dst, const float *src, int d) {
     dst[d + 1] = dst[d + 1] * cd + src[d + 1] * cs;
 }
 
-/* Attend tokens [t_begin, t_end) of (row, kvh) for its G query heads, tile by tile,
- * writing G states of d+2 floats to st. */
+/* Attend tokens [t_begin, t_end) of (row, kvh) for its G query heads of each of its query
+ * tokens (the tokens past a query token's own position left out: the causal mask), tile by
+ * tile, writing q_len x G states of d+2 floats to st (a query token with no key in the range
+ * keeps the neutral state). */
 static void attend_range(const pkvk_batch *b, int32_t row, int kvh, int32_t t_begin, int32_t t_end,
                          float *st) {
     const pkvk_shape *s = &b->shape;
     int G = s->hq / s->hkv, d = s->d;
     const float scale = b->sm_scale * PKVK_LOG2E;
     float q[PKVK_MAX_HEAD_DIM], sc[PKVK_TILE], kv[PKVK_MAX_HEAD_DIM];
-    for (int g = 0; g < G; g++) {
-        float *x = st + (size_t)g * (d + 2);
+    for (int qg = 0; qg < qlen(b) * G; qg++) {
+        const int qj = qg / G, g = qg % G;
+        const int32_t end = t_end < key_end(b, row, qj) ? t_end : key_end(b, row, qj);
+        float *x = st + (size_t)qg * (d + 2);
         state_init(x, d);
-        q_load(b, row, kvh * G + g, q);
-        for (int32_t t0 = t_begin; t0 < t_end; t0 += PKVK_TILE) {
-            int n = t_end - t0 < PKVK_TILE ? t_end - t0 : PKVK_TILE;
+        q_load(b, row, qj, kvh * G + g, q);
+        for (int32_t t0 = t_begin; t0 < end; t0 += PKVK_TILE) {
+            int n = end - t0 < PKVK_TILE ? end - t0 : PKVK_TILE;
             float mx = -INFINITY;
             for (int t = 0; t < n; t++) {
                 kv_load(b, b->k_cache, b->k_scale, row, kvh, t0 + t, kv);
@@ -133,31 +151,36 @@ static void attend_range(const pkvk_batch *b, int32_t row, int kvh, int32_t t_be
     }
 }
 
-static float *slot_state(const pkvk_shape *s, float *part, int32_t slot, int kvh) {
-    int G = s->hq / s->hkv;
-    return part + ((size_t)slot * s->hkv + kvh) * (size_t)G * (s->d + 2);
+/* A slot's states of KV head kvh: q_len x G of d+2 floats (pkvk_partial_floats a query
+ * token). */
+static float *slot_state(const pkvk_batch *b, float *part, int32_t slot, int kvh) {
+    const pkvk_shape *s = &b->shape;
+    const int G = s->hq / s->hkv;
+    return part + ((size_t)slot * s->hkv + kvh) * (size_t)qlen(b) * G * (s->d + 2);
 }
 
-static void write_out(const pkvk_shape *s, const float *st, int32_t row, int kvh, float *o) {
+static void write_out(const pkvk_batch *b, const float *st, int32_t row, int kvh, float *o) {
+    const pkvk_shape *s = &b->shape;
     int G = s->hq / s->hkv, d = s->d;
-    for (int g = 0; g < G; g++) {
-        const float *x = st + (size_t)g * (d + 2);
-        float *out = o + ((size_t)row * s->hq + kvh * G + g) * d;
+    for (int qg = 0; qg < qlen(b) * G; qg++) {
+        const float *x = st + (size_t)qg * (d + 2);
+        float *out = o + (((size_t)row * qlen(b) + qg / G) * s->hq + kvh * G + qg % G) * d;
         for (int j = 0; j < d; j++) out[j] = x[j] / x[d + 1];
     }
 }
 
 /* Segmented merge of row `row`'s slots into o. */
-static void merge_row(const pkvk_shape *s, float *part, const pkvk_plan *p, int32_t row, float *o) {
-    int G = s->hq / s->hkv, d = s->d;
+static void merge_row(const pkvk_batch *b, float *part, const pkvk_plan *p, int32_t row, float *o) {
+    const pkvk_shape *s = &b->shape;
+    const int states = qlen(b) * (s->hq / s->hkv), d = s->d;
     for (int kvh = 0; kvh < s->hkv; kvh++) {
-        float *acc = slot_state(s, part, p->split_offsets[row], kvh);
+        float *acc = slot_state(b, part, p->split_offsets[row], kvh);
         for (int32_t sl = p->split_offsets[row] + 1; sl < p->split_offsets[row + 1]; sl++) {
-            const float *src = slot_state(s, part, sl, kvh);
-            for (int g = 0; g < G; g++)
+            const float *src = slot_state(b, part, sl, kvh);
+            for (int g = 0; g < states; g++)
                 state_merge(acc + (size_t)g * (d + 2), src + (size_t)g * (d + 2), d);
         }
-        write_out(s, acc, row, kvh, o);
+        write_out(b, acc, row, kvh, o);
     }
 }
 
@@ -166,7 +189,7 @@ int pkvk_cpu_attend_whole(const pkvk_batch *b, const pkvk_plan *p, float *part) 
     for (int32_t i = 0; i < p->n_rows; i++)
         for (int kvh = 0; kvh < s->hkv; kvh++)
             attend_range(b, i, kvh, 0, b->seq_lens[i],
-                         slot_state(s, part, p->split_offsets[i], kvh));
+                         slot_state(b, part, p->split_offsets[i], kvh));
     return PKVK_OK;
 }
 
@@ -181,7 +204,7 @@ int pkvk_cpu_attend_buckets(const pkvk_batch *b, const pkvk_plan *p, float *part
                 pkvk_split_range(b->seq_lens[row], B->splits, sp, &tb, &te);
                 for (int kvh = 0; kvh < s->hkv; kvh++)
                     attend_range(b, row, kvh, tb, te,
-                                 slot_state(s, part, p->split_offsets[row] + sp, kvh));
+                                 slot_state(b, part, p->split_offsets[row] + sp, kvh));
             }
         }
     }
@@ -196,7 +219,7 @@ int pkvk_cpu_attend_chunks(const pkvk_batch *b, const pkvk_plan *p, float *part)
             if (te > b->seq_lens[i]) te = b->seq_lens[i];
             for (int kvh = 0; kvh < s->hkv; kvh++)
                 attend_range(b, i, kvh, (int32_t)tb, (int32_t)te,
-                             slot_state(s, part, p->split_offsets[i] + c, kvh));
+                             slot_state(b, part, p->split_offsets[i] + c, kvh));
         }
     return PKVK_OK;
 }
@@ -208,7 +231,7 @@ int pkvk_cpu_attend_tasks(const pkvk_batch *b, const pkvk_plan *p, float *part) 
         const pkvk_task *T = &p->tasks[t / s->hkv];
         int kvh = t % s->hkv;
         attend_range(b, T->row, kvh, T->t_begin, T->t_end,
-                     slot_state(s, part, p->split_offsets[T->row] + T->split, kvh));
+                     slot_state(b, part, p->split_offsets[T->row] + T->split, kvh));
     }
     return PKVK_OK;
 }
@@ -219,9 +242,11 @@ int pkvk_cpu_run(const pkvk_batch *b, const pkvk_plan *p, pkvk_cpu_attend attend
     if (s->hq % s->hkv) return PKVK_ERR_UNSUPPORTED;
     if (!attend) return PKVK_ERR_INVALID;
     int rc = types_ok(b);
+    for (int32_t i = 0; !rc && qlen(b) > 1 && i < b->n_rows; i++)
+        if (b->seq_lens[i] < qlen(b)) rc = PKVK_ERR_INVALID; /* a verify has its keys */
     if (!rc) rc = attend(b, p, part);
     if (rc) return rc;
-    for (int32_t i = 0; i < p->n_rows; i++) merge_row(s, part, p, i, o);
+    for (int32_t i = 0; i < p->n_rows; i++) merge_row(b, part, p, i, o);
     return PKVK_OK;
 }
 

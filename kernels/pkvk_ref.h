@@ -14,15 +14,19 @@ extern "C" {
 #endif
 
 /* ---- CPU reference and mirror (host pointers) ------------------------------------ */
-/* Plain FP32 attention: o [n_rows][hq][d]. Allocates nothing; PKVK_ERR_UNSUPPORTED
- * for a head dimension above PKVK_MAX_HEAD_DIM. */
+/* Plain FP32 attention: o [n_rows][hq][d] ([n_rows][q_len][hq][d] for a verify step's
+ * query tokens, each over the keys up to its own position). Allocates nothing;
+ * PKVK_ERR_UNSUPPORTED for a head dimension above PKVK_MAX_HEAD_DIM; PKVK_ERR_INVALID for
+ * a row with fewer keys than query tokens. */
 enum { PKVK_MAX_HEAD_DIM = 512 };
 int pkvk_cpu_reference(const pkvk_batch *b, float *o);
 /* The same algorithm the GPU runs, in plain C: each CTA's online-softmax partial
  * state over its token range (`attend`: the plan's route family's, as the engine's
  * route table names it), then the segmented merge (a row of one slot: its state
- * written out). part: workspace of pkvk_partial_floats(shape, plan->n_slots) floats.
- * o as above. */
+ * written out). part: workspace of pkvk_partial_floats(shape, plan->n_slots) floats a
+ * query token (times q_len). o as above; a verify step's query tokens each attend the
+ * plan's ranges up to their own position (the plan is the decode step's, by the rows'
+ * keys). */
 typedef int (*pkvk_cpu_attend)(const pkvk_batch *b, const pkvk_plan *p, float *part);
 int pkvk_cpu_run(const pkvk_batch *b, const pkvk_plan *p, pkvk_cpu_attend attend, float *part,
                  float *o);

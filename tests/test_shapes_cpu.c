@@ -209,6 +209,90 @@ static void every_shape_type_route_matches_the_reference(void) {
     gsl_rng_free(r);
 }
 
+/* A verify step's query tokens (q_len 2, 4, 8 a row; issue 47): the reference's token j is
+ * a decode step's over the keys up to its own position (the causal mask's meaning, computed
+ * apart, bit for bit), and the CPU mirror of every route matches the reference, for 1 to 8
+ * query heads per KV head, Q in FP16 and BF16, KV in FP16 and FP8, on fresh random batches;
+ * a row with fewer keys than query tokens is refused. */
+static void verify_query_tokens_attend_causally(void) {
+    gsl_rng *r = fresh_rng();
+    const int qls[3] = {2, 4, 8}, kv_dtypes[2] = {PKVK_FP16, PKVK_FP8_E4M3};
+    int cases = 0;
+    for (int qi = 0; qi < 3; qi++)
+        for (int kt = 0; kt < 2; kt++)
+            for (int G = 1; G <= 8; G *= 2) {
+                const int Q = qls[qi];
+                const pkvk_shape s = {.hq = 2 * G,
+                                      .hkv = 2,
+                                      .d = (G + qi) % 2 ? 64 : 128,
+                                      .page_size = 16,
+                                      .dtype = (qi + kt) % 2 ? PKVK_BF16 : PKVK_FP16,
+                                      .kv_dtype = kv_dtypes[kt]};
+                int32_t lens[4] = {Q, Q + 31, Q + (int32_t)gsl_rng_uniform_int(r, 700),
+                                   Q + (int32_t)gsl_rng_uniform_int(r, 64)};
+                host_batch h;
+                make_batch(&h, r, s, lens, 4, 0.5);
+                const size_t hd = (size_t)s.hq * s.d, qn = (size_t)4 * Q * hd;
+                uint16_t *q = malloc(qn * 2);
+                float *ref = malloc(qn * 4), *o = malloc(qn * 4), *one = malloc(hd * 4);
+                float *part = malloc(pkvk_partial_floats(&s, 512) * Q * 4);
+                pkvk_plan p;
+                CHECK(q && ref && o && one && part && pkvk_plan_init(&p, 4, 512) == 0, "memory");
+                for (size_t i = 0; i < qn; i++) {
+                    const float x = (float)gsl_ran_gaussian(r, 1.0);
+                    q[i] = s.dtype == PKVK_BF16 ? pkvk_f2bf(x) : pkvk_f2h(x);
+                }
+                pkvk_batch vb = h.b;
+                vb.q = q, vb.q_len = Q;
+                CHECK(pkvk_cpu_reference(&vb, ref) == PKVK_OK, "reference at q_len %d", Q);
+                double apart = 0; /* token j of row i against a decode row of its keys */
+                for (int i = 0; i < 4; i++)
+                    for (int j = 0; j < Q; j++) {
+                        pkvk_batch b1 = h.b;
+                        const int32_t n = lens[i] - Q + j + 1;
+                        b1.n_rows = 1, b1.seq_lens = &n, b1.q = q + ((size_t)i * Q + j) * hd;
+                        b1.block_table = h.b.block_table + (size_t)i * h.b.bt_stride;
+                        CHECK(pkvk_cpu_reference(&b1, one) == PKVK_OK, "decode reference");
+                        for (size_t e = 0; e < hd; e++)
+                            apart = fmax(apart, fabs(one[e] - ref[((size_t)i * Q + j) * hd + e]));
+                    }
+                CHECK(apart == 0,
+                      "q_len %d, G=%d: a query token is not a decode row over its "
+                      "keys (max |diff| %.3g)",
+                      Q, G, apart);
+                const int32_t splits[4] = {1, 3, 5, 2};
+                for (int route = 0; route < PKV_ROUTE_COUNT; route++) {
+                    int rc = route == PKV_ROUTE_REF_PAGED ? pkvk_plan_ref(&p, lens, 4)
+                             : route == PKV_ROUTE_BUCKET
+                                 ? pkvk_plan_bucket(&p, lens, lens, 4, three_splits, NULL)
+                             : route >= PKV_ROUTE_FLASHINFER
+                                 ? pkvk_plan_flashinfer(&p, (pkv_route)route, &s, lens, 4, 8, 8)
+                                 : pkvk_plan_workqueue(&p, (pkv_route)route, &s, lens, splits, 4);
+                    for (size_t j = 0; j < qn; j++) o[j] = NAN;
+                    rc = rc ? rc
+                            : pkvk_cpu_run(&vb, &p, pkv_route_ops_of(p.route)->cpu_attend, part, o);
+                    double mx = NAN, mean = NAN;
+                    if (!rc) pkvk_compare(o, NULL, PKVK_FP16, ref, qn, &mx, &mean);
+                    CHECK(!rc && pkv_tol_ok(mx, mean),
+                          "q_len %d, Q %s, KV %s, G=%d, d=%d, %s: status %d, max|e| %.3g mean "
+                          "%.3g",
+                          Q, pkvk_dtype_names[s.dtype], pkvk_dtype_names[s.kv_dtype], G, s.d,
+                          pkv_route_name((pkv_route)route), rc, mx, mean);
+                    cases++;
+                }
+                int32_t few[4] = {Q - 1, lens[1], lens[2], lens[3]};
+                vb.seq_lens = few; /* fewer keys than query tokens in row 0 */
+                CHECK(pkvk_cpu_reference(&vb, ref) == PKVK_ERR_INVALID &&
+                          pkvk_cpu_run(&vb, &p, pkvk_cpu_attend_whole, part, o) == PKVK_ERR_INVALID,
+                      "q_len %d over a row of %d keys is refused", Q, Q - 1);
+                pkvk_plan_free(&p);
+                free(q), free(ref), free(o), free(one), free(part);
+                free_batch(&h);
+            }
+    printf("%d verify cases (q_len x shape x route) against the FP32 reference\n", cases);
+    gsl_rng_free(r);
+}
+
 /* FP8 KV without its scales, or FP8 queries, are refused, not read. */
 static void fp8_without_scales_refused(void) {
     gsl_rng *r = fresh_rng();
@@ -231,6 +315,7 @@ static const pkv_test_case cases[] = {
     PKV_CASE(types_convert_and_round),
     PKV_CASE(fp8_quantizes_within_half_an_ulp),
     PKV_CASE(every_shape_type_route_matches_the_reference),
+    PKV_CASE(verify_query_tokens_attend_causally),
     PKV_CASE(fp8_without_scales_refused),
 };
 PKV_TEST_MAIN(cases)
