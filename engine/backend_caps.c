@@ -9,9 +9,9 @@
 /* The rows: the model backend predicts every shape and type (its cost counts the KV
  * type's bytes) and every feature the cost model has; the cpu backend runs the GPU
  * kernels' CPU mirrors (any head_dim, FlashInfer's paths mirrored but not over FP8,
- * as the GPU cannot with per-page scales) and a mixture of experts' routed experts
- * (kernels/pkvk_cpu_model.c); the cuda backend runs the GPU kernels
- * (kernels/pkvk_attn.cu, kernels/pkvk_model*.cu: head_dim 64, 128 or 256, 1 to 8 query
+ * as the GPU cannot with per-page scales), a mixture of experts' routed experts and
+ * speculative decoding's verify steps (kernels/pkvk_cpu_model.c); the cuda backend runs the GPU
+ * kernels (kernels/pkvk_attn.cu, kernels/pkvk_model*.cu: head_dim 64, 128 or 256, 1 to 8 query
  * heads per KV head; FlashInfer's at head_dim 128) with a mixture of experts' routed
  * experts (kernels/pkvk_model_moe.cu), measures the prefill's K/V write, and runs on the
  * wall clock by default. */
@@ -26,6 +26,7 @@ static const pkv_backend_caps rows[] = {
     [PKV_BACKEND_CPU] = {.measures = true,
                          .any_shape = true,
                          .experts = true,
+                         .speculative = true,
                          .clock = PKV_CLOCK_PREDICTED},
     [PKV_BACKEND_CUDA] = {.measures = true,
                           .gpu = true,

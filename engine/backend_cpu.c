@@ -25,10 +25,11 @@ typedef struct cpu_backend {
     pkv_backend base;
     pkvk_shape shape;
     uint16_t *k, *v, *q;      /* pools [n_pages][hkv][ps][d] (kv_dtype; FP8: bytes); q
-                                 [cap_rows][hq][d] (dtype) */
+                                 [cap_rows][q_len_cap][hq][d] (dtype) */
     float *k_scale, *v_scale; /* FP8 KV: [n_pages][hkv] (pkv_tensors_fp8_scales') */
     float *o, *o_ref, *part;
-    size_t part_cap; /* floats: the planner's most partial states, sized at start */
+    size_t part_cap;   /* floats: the planner's most partial states, sized at start */
+    int32_t q_len_cap; /* a row's most query tokens (a verify step's k + 1; else 1) */
     pkv_tensors t;
     int64_t next_src;      /* prepared row of the next appended token */
     pkvk_cpu_model *model; /* a full model; NULL: the study layer */
@@ -125,6 +126,7 @@ static pkvk_batch study_batch(const cpu_backend *b, const pkv_batch_view *v) {
                         .block_table = v->block_table,
                         .bt_stride = v->bt_stride,
                         .seq_lens = v->seq_lens,
+                        .q_len = 1 + v->spec_tokens,
                         .sm_scale = 1.0f / sqrtf((float)s->d),
                         .k_scale = b->k_scale,
                         .v_scale = b->v_scale};
@@ -151,7 +153,7 @@ static int cpu_attend(void *ctx, int l) {
     int rc = pkvk_cpu_run(&batch, h->plan, h->attend, b->part, o);
     h->t_attention += pkv_clock_now() - t0;
     if (!rc && l == 0 && b->model) {
-        const size_t n = (size_t)h->v->n_rows * b->shape.hq * b->shape.d;
+        const size_t n = (size_t)h->v->n_rows * batch.q_len * b->shape.hq * b->shape.d;
         memcpy(b->o, o, sizeof(float) * n);
         memcpy(b->q, batch.q, 2 * n);
     }
@@ -163,14 +165,19 @@ static int cpu_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan *
     cpu_backend *b = (cpu_backend *)base;
     const pkvk_shape *s = &b->shape;
     double t0 = pkv_clock_now();
-    if (pkvk_partial_floats(s, plan->n_slots) > b->part_cap)
+    const int32_t q_len = 1 + v->spec_tokens;
+    if (q_len > b->q_len_cap)
+        return pkv_fail(e, "cpu backend: a verify of %d query tokens a row, sized for %d", q_len,
+                        b->q_len_cap);
+    if (pkvk_partial_floats(s, plan->n_slots) * q_len > b->part_cap)
         return pkv_fail(e, "cpu backend: a plan of %d partial states, sized for %zu", plan->n_slots,
                         b->part_cap / pkvk_partial_floats(s, 1));
     const pkv_route_ops *ops = pkv_route_ops_of(plan->route);
     pkvk_fwd_in in = {.rows = v->n_rows,
                       .lens = v->seq_lens,
                       .block_table = v->block_table,
-                      .bt_stride = v->bt_stride};
+                      .bt_stride = v->bt_stride,
+                      .q_len = q_len};
     cpu_step h = {b, v, &in, plan, ops ? ops->cpu_attend : NULL, 0};
     const pkvk_fwd_hooks hooks = {&h, cpu_attend, NULL};
     int rc = pkvk_forward_step(&b->fwd, &in, 0, NULL, NULL, NULL, NULL, &hooks, NULL);
@@ -182,7 +189,7 @@ static int cpu_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan *
         const pkvk_batch batch = study_batch(b, v);
         if (pkvk_cpu_reference(&batch, b->o_ref))
             return pkv_fail(e, "cpu backend: the reference does not take head dimension %d", s->d);
-        size_t n = (size_t)v->n_rows * s->hq * s->d;
+        size_t n = (size_t)v->n_rows * q_len * s->hq * s->d;
         pkvk_compare(b->o, NULL, PKVK_FP16, b->o_ref, n, &rec->max_err, &rec->mean_err);
         double l1 = 0;
         for (size_t j = 0; j < n; j++) l1 += fabs(b->o[j]);
@@ -208,7 +215,8 @@ static void cpu_destroy(pkv_backend *base) {
 }
 
 pkv_backend *pkv_backend_cpu_create(const pkv_model *md, int32_t n_pages, int32_t cap_rows,
-                                    int32_t cap_slots, uint64_t seed, pkv_err *e) {
+                                    int32_t cap_slots, int32_t q_len_cap, uint64_t seed,
+                                    pkv_err *e) {
     const pkvk_shape sh = pkv_model_attn_shape(md), *s = &sh;
     const pkvk_model_shape ms = pkv_model_gpu_shape(md);
     size_t pool = (size_t)n_pages * s->hkv * s->page_size * s->d;
@@ -275,10 +283,12 @@ pkv_backend *pkv_backend_cpu_create(const pkv_model *md, int32_t n_pages, int32_
             if (b->k_scale && b->v_scale) pkv_tensors_fp8_scales(b->k_scale, b->v_scale, heads);
         }
     }
+    b->q_len_cap = q_len_cap > 1 ? q_len_cap : 1;
+    qn *= (size_t)b->q_len_cap;
     b->q = malloc(qn * 2);
     b->o = malloc(qn * 4);
     b->o_ref = malloc(qn * 4);
-    b->part_cap = pkvk_partial_floats(s, cap_slots);
+    b->part_cap = pkvk_partial_floats(s, cap_slots) * (size_t)b->q_len_cap;
     b->part = malloc(b->part_cap * sizeof(float));
     if (!b->k || !b->v || !b->q || !b->o || !b->o_ref || !b->part ||
         (s->kv_dtype == PKVK_FP8_E4M3 && (!b->k_scale || !b->v_scale)) ||
@@ -293,7 +303,7 @@ pkv_backend *pkv_backend_cpu_create(const pkv_model *md, int32_t n_pages, int32_
      * model's pools start at 0, as on the GPU. */
     if (!forward) fill_pages(b, NULL, (int32_t)(pool / page_elems(s)));
     b->fwd = forward ? pkvk_cpu_model_forward(b->model)
-                     : (pkvk_fwd_model){&study_ops, b, 1, s->page_size, INT32_MAX / 2};
+                     : (pkvk_fwd_model){&study_ops, b, 1, s->page_size, INT32_MAX / 2, 0};
     b->base.v_max = forward ? 0 : b->t.v_max; /* a full model's pools hold its own K and V */
     return &b->base;
 }

@@ -10,9 +10,11 @@ pkv_backend *pkv_backend_model_create(void);
 /* The cpu backend: the kernels' CPU mirror on a host KV pool of n_pages pages
  * filled from the tensor stream (the study layer), or a full model's CPU mirror with
  * n_pages pages per layer; for small shapes. Plans of up to cap_slots partial
- * states; nothing is allocated after start. */
+ * states, rows of up to q_len_cap query tokens (a verify step's k + 1; 1 without
+ * speculation); nothing is allocated after start. */
 pkv_backend *pkv_backend_cpu_create(const pkv_model *md, int32_t n_pages, int32_t cap_rows,
-                                    int32_t cap_slots, uint64_t seed, pkv_err *e);
+                                    int32_t cap_slots, int32_t q_len_cap, uint64_t seed,
+                                    pkv_err *e);
 /* The cuda backend: the real kernels on a GPU KV pool of spec->kv_pages pages.
  * Fails with a message naming the bytes needed and free when the pool does not fit.
  * A model with a dense part runs whole (one KV pool per layer); the study layer's

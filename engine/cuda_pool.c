@@ -184,7 +184,7 @@ int cuda_pool_make(cuda_backend *b, const pkv_model *md, const pkv_backend_spec 
         }
     } else { /* the study layer: one layer, no operations of its own in the forward */
         b->layers = 1;
-        b->fwd = (pkvk_fwd_model){&study_ops, NULL, 1, s->page_size, INT32_MAX / 2};
+        b->fwd = (pkvk_fwd_model){&study_ops, NULL, 1, s->page_size, INT32_MAX / 2, 0};
     }
     if (!rc && !(b->att_ev = calloc(2 * (size_t)b->layers, sizeof *b->att_ev)))
         rc = PKVK_ERR_OUT_OF_MEMORY;

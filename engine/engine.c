@@ -18,8 +18,9 @@ static pkv_backend *make_backend(pkv_engine *eng, pkv_backend_kind kind, const p
     pkv_backend *be = NULL;
     switch (kind) {
     case PKV_BACKEND_CPU:
-        return pkv_backend_cpu_create(&eng->model, b->kv_pages, cap_rows,
-                                      eng->planner.plans[0].cap_tasks, b->seed, e);
+        return pkv_backend_cpu_create(
+            &eng->model, b->kv_pages, cap_rows, eng->planner.plans[0].cap_tasks,
+            1 + (eng->opts.spec.method != PKV_SPEC_NONE ? eng->opts.spec.tokens : 0), b->seed, e);
     case PKV_BACKEND_CUDA: {
 #ifdef PKV_HAVE_CUDA
         int32_t cap = eng->planner.plans[0].cap_tasks;

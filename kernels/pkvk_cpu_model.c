@@ -334,14 +334,27 @@ static int op_stage(void *self, int n, const int32_t *lens, const int32_t *start
     return PKVK_OK;
 }
 
-/* Token row k of the pieces' j-th token of piece g. */
-#define PIECE_ROW(in, g, j) ((in)->rows + (in)->p.s[g].t0 + (j))
+/* The rows' query tokens each (pkvk_fwd_in.q_len), and their token rows in all. */
+static int qlen(const pkvk_fwd_in *in) {
+    return in->q_len > 1 ? in->q_len : 1;
+}
+static int row_tokens(const pkvk_fwd_in *in) {
+    return in->rows * qlen(in);
+}
 
+/* Token row k of the pieces' j-th token of piece g. */
+#define PIECE_ROW(in, g, j) (row_tokens(in) + (in)->p.s[g].t0 + (j))
+
+/* The rows' tokens: each row's last sampled one, then (a verify step) its proposals, here
+ * synthetic tokens at their positions (the weights are random). */
 static int op_begin(void *self, const pkvk_fwd_in *in) {
     pkvk_cpu_model *m = self;
-    const int h = m->s.hidden;
-    if (in->rows > m->cap_rows || in->rows + in->T > m->cap_tokens) return PKVK_ERR_INVALID;
-    for (int r = 0; r < in->rows; r++) embed(m, m->tok[r], m->x + (size_t)r * h);
+    const int h = m->s.hidden, Q = qlen(in);
+    if (in->rows > m->cap_rows || row_tokens(in) + in->T > m->cap_tokens) return PKVK_ERR_INVALID;
+    for (int r = 0; r < in->rows; r++)
+        for (int j = 0; j < Q; j++)
+            embed(m, j ? pkvk_prompt_token(r, in->lens[r] - Q + j, m->s.vocab) : m->tok[r],
+                  m->x + ((size_t)r * Q + j) * h);
     for (int g = 0; g < in->p.n; g++) {
         const pkvk_piece *c = &in->p.s[g];
         for (int j = 0; j < c->len; j++)
@@ -356,10 +369,10 @@ static int op_pre(void *self, int l, const pkvk_fwd_in *in) {
     pkvk_cpu_model *m = self;
     const pkvk_model_shape *s = &m->s;
     const size_t hd = (size_t)s->hq * s->d;
-    for (int r = 0; r < in->rows; r++) {
-        const int pos = in->lens[r] - 1;
-        layer_pre(m, l, m->x + (size_t)r * s->hidden, pos,
-                  in->block_table[(size_t)r * in->bt_stride + pos / s->page_size], m->q + r * hd);
+    for (int k = 0; k < row_tokens(in); k++) {
+        const int r = k / qlen(in), pos = in->lens[r] - qlen(in) + k % qlen(in);
+        layer_pre(m, l, m->x + (size_t)k * s->hidden, pos,
+                  in->block_table[(size_t)r * in->bt_stride + pos / s->page_size], m->q + k * hd);
     }
     for (int g = 0; g < in->p.n; g++) {
         const pkvk_piece *c = &in->p.s[g];
@@ -396,7 +409,7 @@ static int op_pieces(void *self, int l, const pkvk_fwd_in *in) {
 static int op_post(void *self, int l, const pkvk_fwd_in *in) {
     pkvk_cpu_model *m = self;
     const size_t hd = (size_t)m->s.hq * m->s.d;
-    const int tokens = in->rows + in->T, moe = m->e.experts && l >= m->e.first;
+    const int tokens = row_tokens(in) + in->T, moe = m->e.experts && l >= m->e.first;
     int chosen[64];
     if (moe) {
         int rc = pkvk_moe_routing(&m->e, m->route, m->route_ctx, l, tokens, m->ecount, m->eoff);
@@ -413,8 +426,11 @@ static int op_post(void *self, int l, const pkvk_fwd_in *in) {
 static int op_head(void *self, const pkvk_fwd_in *in) {
     pkvk_cpu_model *m = self;
     const int h = m->s.hidden, v = m->s.vocab;
+    /* a verify row samples its last token only (an engine samples each, to judge the
+     * proposals; here the acceptance is drawn) */
     for (int r = 0; r < in->rows; r++)
-        m->tok[r] = head(m, m->x + (size_t)r * h, m->logits + (size_t)r * v);
+        m->tok[r] =
+            head(m, m->x + ((size_t)r * qlen(in) + qlen(in) - 1) * h, m->logits + (size_t)r * v);
     for (int g = 0, k = in->rows; g < in->p.n; g++) {
         const pkvk_piece *c = &in->p.s[g];
         if (!c->last) continue;
@@ -429,7 +445,7 @@ static const pkvk_fwd_ops cpu_model_ops = {op_stage,  op_begin, op_pre, NULL,
                                            op_pieces, op_post,  op_head};
 
 pkvk_fwd_model pkvk_cpu_model_forward(pkvk_cpu_model *m) {
-    return (pkvk_fwd_model){&cpu_model_ops, m, m->s.layers, m->s.page_size, m->cap_tokens};
+    return (pkvk_fwd_model){&cpu_model_ops, m, m->s.layers, m->s.page_size, m->cap_tokens, 1};
 }
 
 /* A decode step's route on the CPU, each layer's (pkvk_cpu_model_decode). */
@@ -445,7 +461,9 @@ typedef struct decode_ctx {
 
 pkvk_batch pkvk_cpu_model_attention(pkvk_cpu_model *m, int l, const pkvk_fwd_in *in, float **o) {
     *o = m->o;
-    return layer_batch(m, l, in->rows, m->q, in->block_table, in->bt_stride, in->lens);
+    pkvk_batch b = layer_batch(m, l, in->rows, m->q, in->block_table, in->bt_stride, in->lens);
+    b.q_len = qlen(in);
+    return b;
 }
 
 static int decode_attend(void *ctx, int l) {

@@ -43,7 +43,12 @@ int pkvk_forward(const pkvk_fwd_model *m, const pkvk_fwd_in *in, const pkvk_fwd_
                  pkvk_fwd_at *failed) {
     const pkvk_fwd_ops *ops = m->ops;
     pkvk_fwd_at at = PKVK_AT_BEGIN;
-    int rc = ops->begin ? ops->begin(m->self, in) : PKVK_OK;
+    int rc = in->q_len > 1 && !m->verify
+                 ? pkvk_fail_msg(PKVK_ERR_UNSUPPORTED,
+                                 "forward: this model runs one query token a row (a verify "
+                                 "step's run on the CPU mirror)")
+                 : PKVK_OK;
+    if (!rc && ops->begin) rc = ops->begin(m->self, in);
     for (int l = 0; !rc && l < m->layers; l++) {
         rc = part(m, h, at = PKVK_AT_QKV, l, ops->qkv, in);
         if (!rc) rc = part(m, h, at = PKVK_AT_ROPE, l, ops->rope, in);
@@ -73,7 +78,7 @@ static int set_pieces(const pkvk_fwd_model *m, pkvk_fwd_in *in, int n, const int
         in->T += lens[i], in->heads += ends;
         page_off += (q0 + lens[i] + m->page_size - 1) / m->page_size;
     }
-    return in->rows + in->T > m->cap_tokens
+    return in->rows * (in->q_len > 1 ? in->q_len : 1) + in->T > m->cap_tokens
                ? pkvk_fail_msg(PKVK_ERR_INVALID, "forward: more tokens than the model's rows")
                : PKVK_OK;
 }

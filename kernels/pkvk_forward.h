@@ -45,6 +45,10 @@ typedef struct pkvk_fwd_in {
     const int32_t *lens, *block_table; /* theirs, with the new token (the model's memory:
                                           the device for the GPU's) */
     int bt_stride;
+    /* the rows' query tokens each (0 or 1: one, a decode step's; a verify step's k + 1): row
+     * r's token j at position lens[r] - q_len + j, the rows' tokens first, row by row, then
+     * the pieces'; a model whose forward has `verify` only */
+    int q_len;
     uint16_t *q;          /* the GPU's: the rows' Q [rows][hq][d] for the route */
     const uint16_t *o;    /* the GPU's: the route's output [rows][hq][d] */
     const int32_t *pages; /* the pieces' page list (host; the GPU's model staged it) */
@@ -86,6 +90,8 @@ typedef struct pkvk_fwd_model {
     void *self;
     int layers, page_size;
     int cap_tokens; /* rows and pieces' tokens of one forward at most */
+    int verify;     /* it takes rows of several query tokens (pkvk_fwd_in.q_len): the CPU
+                       mirror's (the GPU's verify forward is GPU work) */
 } pkvk_fwd_model;
 
 /* The caller's part: the rows' attention of layer l (NULL: none) and the marks (NULL:

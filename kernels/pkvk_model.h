@@ -229,7 +229,10 @@ int pkvk_cpu_model_create(pkvk_cpu_model **m, const pkvk_model_shape *s, int32_t
 void pkvk_cpu_model_destroy(pkvk_cpu_model *m);
 uint16_t *pkvk_cpu_model_kv(pkvk_cpu_model *m, int l, int v);
 /* Its operations for the one forward (pkvk_forward.h; host lens, block table and
- * pages; in->q and in->o unused: the rows' Q and the route's output are its own). */
+ * pages; in->q and in->o unused: the rows' Q and the route's output are its own). It takes
+ * a verify step's rows (pkvk_fwd_in.q_len: each row's last sampled token, then its
+ * proposals as synthetic tokens, through the route with their causal mask; a row samples
+ * from its last token). */
 pkvk_fwd_model pkvk_cpu_model_forward(pkvk_cpu_model *m);
 /* Layer l's attention over a forward's rows, for the caller's attend hook: the batch (the
  * layer's Q, its pools at FP8 scale 1) and *o, where the route's output goes (FP32

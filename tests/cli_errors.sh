@@ -433,8 +433,11 @@ case_json spec-draft-typo '{"model": "llama-3.1-8b", "serving": {"speculative": 
 case_json spec-sd-wide '{"model": "llama-3.1-8b", "serving": {"speculative": {"method": "ngram", "acceptance": 0.9, "acceptance_sd": 0.4}}, "route": {"calibration": null}}' \
   'serving.speculative.acceptance_sd: 0.4 is too wide for a mean of 0.9'
 good '{"model": "llama-3.1-8b", "serving": {"speculative": {"method": "eagle"}}, "route": {"calibration": null}}' > "$tmp/e.json"
-expect_fail spec-cpu-backend 'serving.speculative runs on the model backend' \
-  "$pkvsim" run -q -b cpu "$tmp/e.json"
+expect_fail spec-cuda-backend 'serving.speculative runs on the model and cpu backends' \
+  "$pkvsim" run -q -b cuda "$tmp/e.json"
+# the cpu backend runs a small model's verify steps, every one checked against the reference
+good '{"model": {"layers": 2, "hidden": 256, "hq": 4, "hkv": 2, "head_dim": 64, "intermediate": 512, "vocab": 1000}, "serving": {"kv_pages": 400, "speculative": {"method": "ngram", "tokens": 3}}, "run": {"check_every": 1}}' > "$tmp/e.json"
+check spec-cpu-runs '"$pkvsim" run -q -b cpu "$tmp/e.json" && [ -f "$tmp/out.h5" ]'
 # Named columns with a time column say its unit (milliseconds read as seconds ran 1000
 # times slower, silently).
 case_json trace-unit "{\"workload\": {\"trace\": {\"path\": \"$tmp/cols.csv\", \"columns\": {\"time\": \"t\", \"prompt\": \"a\", \"decode\": \"b\"}}, \"prompt\": null, \"decode\": null, \"arrival\": null, \"num_requests\": null}}" \

@@ -3,7 +3,8 @@
  * weights from a random seed, in each type (FP16, BF16, either over FP8 KV): a prefill of three
  * prompts on shuffled pages (the last prompt's logits, every layer's K/V pages), a decode step of
  * the three rows through pkv_workqueue with rows split 1 to 3 ways (every row's logits); then the
- * cpu backend running a tiny model end to end, every step's route checked against the reference. */
+ * cpu backend running a tiny model end to end, every step's route checked against the reference;
+ * a verify step's rows of four query tokens against the same tokens computed one at a time. */
 #include "check.h"
 #include "pkv_tol.h"
 #include "testrun.h"
@@ -95,6 +96,93 @@ static void check_mirror(void) {
     pkvk_cpu_model_destroy(m);
 }
 
+/* A verify step's forward (issue 47): each of the three rows' last sampled token and three
+ * proposals (q_len 4) through every layer at once, the route (pkv_workqueue, rows split 1
+ * to 3 ways) attending each query token over the keys up to its own; its last token's logits
+ * against the direct computation fed the same four tokens one at a time. */
+enum { VERIFY_Q = 4 };
+typedef struct verify_hook {
+    pkvk_cpu_model *m;
+    const pkvk_fwd_in *in;
+    const pkvk_plan *plan;
+    float *part;
+} verify_hook;
+
+static int verify_attend(void *ctx, int l) {
+    verify_hook *h = ctx;
+    float *o;
+    const pkvk_batch b = pkvk_cpu_model_attention(h->m, l, h->in, &o);
+    return b.q_len == VERIFY_Q ? pkvk_cpu_run(&b, h->plan, pkvk_cpu_attend_tasks, h->part, o)
+                               : PKVK_ERR_INVALID;
+}
+
+static void check_verify(void) {
+    enum { BTS = (MAX_PROMPT + VERIFY_Q + PS - 1) / PS };
+    pkvk_cpu_model *m;
+    CHECK(pkvk_cpu_model_create(&m, &S, NREQ, CAP_TOKENS, NPAGES, seed) == 0, "create");
+    int32_t bt[NREQ][BTS], pages[NPAGES], n_pages = 0;
+    for (int r = 0; r < NREQ; r++)
+        for (int p = 0; p < BTS; p++) bt[r][p] = r * BTS + p;
+    for (int r = 0; r < NREQ; r++)
+        for (int p = 0; p < (lens[r] + PS - 1) / PS; p++) pages[n_pages++] = bt[r][p];
+    CHECK(pkvk_cpu_model_prefill(m, NREQ, lens, pages, NULL, NULL) == 0, "prefill");
+    for (int r = 0; r < NREQ; r++)
+        for (int pos = 0; pos < lens[r]; pos++) forward(r, pos, pkvk_prompt_token(r, pos, V), NULL);
+    const pkvk_shape as = {
+        .hq = HQ, .hkv = HKV, .d = D, .page_size = PS, .dtype = S.dtype, .kv_dtype = S.kv_dtype};
+    int32_t seq[NREQ], splits[NREQ], in_tok[NREQ];
+    for (int r = 0; r < NREQ; r++)
+        seq[r] = lens[r] + VERIFY_Q, splits[r] = 1 + r,
+        in_tok[r] = (int32_t)((seed >> (8 * r)) % V);
+    memcpy(pkvk_cpu_model_tokens(m), in_tok, sizeof in_tok);
+    pkvk_plan plan;
+    float *part = malloc(pkvk_partial_floats(&as, 64) * VERIFY_Q * sizeof(float));
+    CHECK(part && pkvk_plan_init(&plan, NREQ, 64) == 0 &&
+              pkvk_plan_workqueue(&plan, PKV_ROUTE_WORKQUEUE, &as, seq, splits, NREQ) == 0 &&
+              pkvk_plan_merges(&plan),
+          "plan");
+    pkvk_fwd_in in = {
+        .rows = NREQ, .lens = seq, .block_table = &bt[0][0], .bt_stride = BTS, .q_len = VERIFY_Q};
+    verify_hook h = {m, &in, &plan, part};
+    const pkvk_fwd_hooks hooks = {&h, verify_attend, NULL};
+    const pkvk_fwd_model f = pkvk_cpu_model_forward(m);
+    CHECK(pkvk_forward_step(&f, &in, 0, NULL, NULL, NULL, NULL, &hooks, NULL) == 0, "verify");
+    static float ref[V];
+    static uint16_t got[V];
+    const float *lg = pkvk_cpu_model_logits(m);
+    double worst = 0, rms;
+    for (int r = 0; r < NREQ; r++) {
+        for (int j = 0; j < VERIFY_Q; j++) /* the same tokens one at a time */
+            forward(r, lens[r] + j, j ? pkvk_prompt_token(r, lens[r] + j, V) : in_tok[r],
+                    j == VERIFY_Q - 1 ? ref : NULL);
+        for (int i = 0; i < V; i++) pkvk_store(S.dtype, got, (size_t)i, lg[(size_t)r * V + i]);
+        const double d = max_diff_logits(got, ref, &rms);
+        CHECK(d < tiny_tol_scale() * 0.03 * rms + 0.01,
+              "verify row %d: its last token's logits max |diff| %.4g (rms %.3g)", r, d, rms);
+        if (d > worst) worst = d;
+    }
+    printf("%s over %s KV: a verify of %d tokens a row: logits max |diff| %.4g\n",
+           pkvk_dtype_names[S.dtype], pkvk_dtype_names[S.kv_dtype], VERIFY_Q, worst);
+    /* a model whose forward takes one query token a row refuses the verify */
+    pkvk_fwd_model one = f;
+    one.verify = 0;
+    CHECK(pkvk_forward_step(&one, &in, 0, NULL, NULL, NULL, NULL, &hooks, NULL) ==
+              PKVK_ERR_UNSUPPORTED,
+          "a forward without verify rows refuses q_len %d", VERIFY_Q);
+    pkvk_plan_free(&plan);
+    free(part);
+    pkvk_cpu_model_destroy(m);
+}
+
+static void verify_step_is_its_tokens_one_at_a_time(void) {
+    const uint64_t s0 = (uint64_t)time(NULL) * 2654435761u;
+    printf("seed %llu\n", (unsigned long long)s0);
+    for (int t = 0; t < TINY_TYPES; t++) {
+        tiny_model_types(t, s0);
+        check_verify();
+    }
+}
+
 /* The mirror in each type (FP16, BF16, either over FP8 KV) on fresh weights. */
 static void mirror_matches_the_direct_computation(void) {
     const uint64_t s0 = (uint64_t)time(NULL) * 2654435761u;
@@ -151,5 +239,6 @@ static void cpu_backend_checks_every_step(void) {
 static const pkv_test_case cases[] = {
     PKV_CASE(mirror_matches_the_direct_computation),
     PKV_CASE(cpu_backend_checks_every_step),
+    PKV_CASE(verify_step_is_its_tokens_one_at_a_time),
 };
 PKV_TEST_MAIN(cases)
