@@ -97,12 +97,50 @@ double pkv_dist_quantile(const pkv_dist *d, double q) {
     return gsl_stats_float_quantile_from_sorted_data(d->v, 1, d->n, q);
 }
 
+/* The kept values in ascending order: a least-significant-digit radix sort of their bits,
+ * three passes of 11, 11 and 10 (a latency is never negative, so a float's bits order as
+ * its value does; -0 is taken as 0), through a buffer of n; where that buffer cannot be
+ * had, gsl_sort_float (a heapsort: at a million values a long run's largest part). */
+static void sort_kept(pkv_dist *d) {
+    const size_t n = d->n;
+    float *tmp = n > 1 ? malloc(n * sizeof *tmp) : NULL;
+    if (!tmp) {
+        if (n > 1) gsl_sort_float(d->v, 1, n);
+        return;
+    }
+    static const int shift[3] = {0, 11, 22};
+    size_t count[3][2048] = {{0}};
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &d->v[i], sizeof u);
+        if (u == 0x80000000u) d->v[i] = 0.f, u = 0;
+        for (int p = 0; p < 3; p++) count[p][(u >> shift[p]) & 2047]++;
+    }
+    float *src = d->v, *dst = tmp;
+    for (int p = 0; p < 3; p++) {
+        size_t at = 0;
+        for (int b = 0; b < 2048; b++) {
+            const size_t c = count[p][b];
+            count[p][b] = at, at += c;
+        }
+        for (size_t i = 0; i < n; i++) {
+            uint32_t u;
+            memcpy(&u, &src[i], sizeof u);
+            dst[count[p][(u >> shift[p]) & 2047]++] = src[i];
+        }
+        float *t = src;
+        src = dst, dst = t;
+    }
+    if (src != d->v) memcpy(d->v, src, n * sizeof *src); /* three passes: in tmp */
+    free(tmp);
+}
+
 void pkv_dist_stats(pkv_dist *d, const double *pcts, int n_pcts, pkv_latency *out) {
     dist_settle(d);
     *out = (pkv_latency){.mean = NAN, .median = NAN, .std = NAN, .n = d->n};
     for (int k = 0; k < n_pcts; k++) out->pct[k] = NAN;
     if (d->n == 0) return;
-    if (!d->hist) gsl_sort_float(d->v, 1, d->n);
+    if (!d->hist) sort_kept(d);
     out->mean = d->mean;
     out->std = sqrt(d->m2 / (double)d->n);
     out->median = pkv_dist_quantile(d, 0.5);

@@ -63,6 +63,9 @@ static void check_dist(gsl_rng *r, size_t n, size_t keep) {
      * rank. */
     CHECK(worst < (binned ? 6e-4 : 1e-6) && l.median == l.pct[0],
           "%zu values, keep %zu: percentiles off by %.3g", n, keep, worst);
+    size_t unsorted = 0; /* the kept values sorted: the same values, in order */
+    for (size_t i = 0; !binned && i < n; i++) unsorted += d.v[i] != (float)x[i];
+    CHECK(unsorted == 0, "%zu values: %zu kept values out of their sorted place", n, unsorted);
     printf("%zu values, keep %zu (%s): percentiles within %.2g\n", n, keep,
            binned ? "binned" : "exact", worst);
     pkv_dist_free(&d);
@@ -179,6 +182,23 @@ static void quantiles_exact_kept_binned_close(void) {
     check_dist(r, 5000, PKV_LATENCY_KEEP);
     check_dist(r, 200000, 1000);
     check_dist(r, 1000, 1000); /* at the bound: still exact */
+    /* zeros (and -0), ties, a float subnormal and the largest values among random ones:
+     * kept in ascending order, every value once */
+    const double odd[] = {0.5, 0.0, 1e30, -0.0, 0.5, 1e-40, 0.5, 3.0, 0.0, 1e-7};
+    pkv_dist d = {.keep = 100};
+    double want[60];
+    int n = 0;
+    for (; n < 10; n++) pkv_dist_add(&d, want[n] = (float)odd[n]);
+    for (; n < 60; n++) pkv_dist_add(&d, want[n] = (float)gsl_rng_uniform(r));
+    qsort(want, (size_t)n, sizeof *want, cmp);
+    pkv_latency l;
+    const double p50 = 50;
+    pkv_dist_stats(&d, &p50, 1, &l);
+    int bad = 0;
+    for (int i = 0; i < n; i++) bad += d.v[i] != (float)want[i];
+    CHECK(bad == 0 && d.v[0] == 0 && d.v[n - 1] == 1e30f,
+          "zeros, ties and extremes: %d kept values out of place", bad);
+    pkv_dist_free(&d);
     gsl_rng_free(r);
 }
 
