@@ -174,23 +174,22 @@ static void check_verify(void) {
     pkvk_cpu_model_destroy(m);
 }
 
-static void verify_step_is_its_tokens_one_at_a_time(void) {
+/* check in each type (FP16, BF16, either over FP8 KV) on fresh weights. */
+static void in_every_type(void (*check)(void)) {
     const uint64_t s0 = (uint64_t)time(NULL) * 2654435761u;
     printf("seed %llu\n", (unsigned long long)s0);
     for (int t = 0; t < TINY_TYPES; t++) {
         tiny_model_types(t, s0);
-        check_verify();
+        check();
     }
 }
 
-/* The mirror in each type (FP16, BF16, either over FP8 KV) on fresh weights. */
+static void verify_step_is_its_tokens_one_at_a_time(void) {
+    in_every_type(check_verify);
+}
+
 static void mirror_matches_the_direct_computation(void) {
-    const uint64_t s0 = (uint64_t)time(NULL) * 2654435761u;
-    printf("seed %llu\n", (unsigned long long)s0);
-    for (int t = 0; t < TINY_TYPES; t++) {
-        tiny_model_types(t, s0);
-        check_mirror();
-    }
+    in_every_type(check_mirror);
 }
 
 /* The cpu backend end to end on a tiny model: every step's route checked, adaptive's

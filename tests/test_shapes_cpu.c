@@ -25,6 +25,20 @@ static int32_t three_splits(int32_t route_len, int32_t rows, void *ctx) {
     return 3;
 }
 
+/* Route r's plan of four rows of these lengths (pkv_bucket in three splits, the work queue
+ * rows split 1, 3, 5 and 2 ways, FlashInfer's in chunks of 8), then the CPU mirror of its
+ * family on batch b into o; a status. */
+static int run_route(pkvk_plan *p, int r, const pkvk_shape *s, const int32_t lens[4],
+                     const pkvk_batch *b, float *part, float *o) {
+    static const int32_t splits[4] = {1, 3, 5, 2};
+    const int rc = r == PKV_ROUTE_REF_PAGED ? pkvk_plan_ref(p, lens, 4)
+                   : r == PKV_ROUTE_BUCKET  ? pkvk_plan_bucket(p, lens, lens, 4, three_splits, NULL)
+                   : r >= PKV_ROUTE_FLASHINFER
+                       ? pkvk_plan_flashinfer(p, (pkv_route)r, s, lens, 4, 8, 8)
+                       : pkvk_plan_workqueue(p, (pkv_route)r, s, lens, splits, 4);
+    return rc ? rc : pkvk_cpu_run(b, p, pkv_route_ops_of(p->route)->cpu_attend, part, o);
+}
+
 /* Half a unit in the last place of E4M3 at |v| (unscaled): 2^-10 among the
  * subnormals (below 2^-6), 2^(e-4) for |v| in [2^e, 2^(e+1)). */
 static double e4m3_half_ulp(double v) {
@@ -179,19 +193,9 @@ static void every_shape_type_route_matches_the_reference(void) {
                               "FP8 KV, G=%d, d=%d: the reference is not attention over the "
                               "dequantized values",
                               G, s.d);
-                    const int32_t splits[4] = {1, 3, 5, 2};
                     for (int route = 0; route < PKV_ROUTE_COUNT; route++) {
-                        int rc =
-                            route == PKV_ROUTE_REF_PAGED ? pkvk_plan_ref(&p, lens, 4)
-                            : route == PKV_ROUTE_BUCKET
-                                ? pkvk_plan_bucket(&p, lens, lens, 4, three_splits, NULL)
-                            : route >= PKV_ROUTE_FLASHINFER
-                                ? pkvk_plan_flashinfer(&p, (pkv_route)route, &s, lens, 4, 8, 8)
-                                : pkvk_plan_workqueue(&p, (pkv_route)route, &s, lens, splits, 4);
                         for (size_t j = 0; j < on; j++) o[j] = NAN;
-                        rc = rc ? rc
-                                : pkvk_cpu_run(&h.b, &p, pkv_route_ops_of(p.route)->cpu_attend,
-                                               part, o);
+                        const int rc = run_route(&p, route, &s, lens, &h.b, part, o);
                         double mx = NAN, mean = NAN;
                         if (!rc) pkvk_compare(o, NULL, PKVK_FP16, ref, on, &mx, &mean);
                         CHECK(!rc && pkv_tol_ok(mx, mean),
@@ -260,17 +264,9 @@ static void verify_query_tokens_attend_causally(void) {
                       "q_len %d, G=%d: a query token is not a decode row over its "
                       "keys (max |diff| %.3g)",
                       Q, G, apart);
-                const int32_t splits[4] = {1, 3, 5, 2};
                 for (int route = 0; route < PKV_ROUTE_COUNT; route++) {
-                    int rc = route == PKV_ROUTE_REF_PAGED ? pkvk_plan_ref(&p, lens, 4)
-                             : route == PKV_ROUTE_BUCKET
-                                 ? pkvk_plan_bucket(&p, lens, lens, 4, three_splits, NULL)
-                             : route >= PKV_ROUTE_FLASHINFER
-                                 ? pkvk_plan_flashinfer(&p, (pkv_route)route, &s, lens, 4, 8, 8)
-                                 : pkvk_plan_workqueue(&p, (pkv_route)route, &s, lens, splits, 4);
                     for (size_t j = 0; j < qn; j++) o[j] = NAN;
-                    rc = rc ? rc
-                            : pkvk_cpu_run(&vb, &p, pkv_route_ops_of(p.route)->cpu_attend, part, o);
+                    const int rc = run_route(&p, route, &s, lens, &vb, part, o);
                     double mx = NAN, mean = NAN;
                     if (!rc) pkvk_compare(o, NULL, PKVK_FP16, ref, qn, &mx, &mean);
                     CHECK(!rc && pkv_tol_ok(mx, mean),
