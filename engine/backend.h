@@ -167,6 +167,10 @@ typedef struct pkv_backend_spec {
      * backend of the same model (shape, layers on the GPU, seed), instead of holding
      * its own (a fleet's replicas); it must outlive this one. NULL: its own. */
     const struct pkv_backend *weights_from;
+    /* a mixture of experts' routing: the engine's draws (engine/moe.h: pkv_moe_route), which
+     * the backend's forwards take each MoE layer's from, so that a fleet's replicas draw
+     * apart as their engines do; it must outlive the backend. NULL: a dense model. */
+    struct pkv_moe *experts;
     pkv_log_fn log; /* may be NULL: the backend says nothing */
     void *log_ctx;
 } pkv_backend_spec;

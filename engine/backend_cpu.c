@@ -33,7 +33,6 @@ typedef struct cpu_backend {
     pkv_tensors t;
     int64_t next_src;      /* prepared row of the next appended token */
     pkvk_cpu_model *model; /* a full model; NULL: the study layer */
-    pkv_moe moe;           /* its experts' routing draws (model.expert_routing) */
     pkvk_fwd_model fwd;    /* the one forward's operations: the model's or the study's */
 } cpu_backend;
 
@@ -200,7 +199,6 @@ static int cpu_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan *
 
 static void cpu_destroy(pkv_backend *base) {
     cpu_backend *b = (cpu_backend *)base;
-    pkv_moe_free(&b->moe);
     if (b->model)
         pkvk_cpu_model_destroy(b->model); /* and its pools */
     else
@@ -214,9 +212,11 @@ static void cpu_destroy(pkv_backend *base) {
     free(b);
 }
 
-pkv_backend *pkv_backend_cpu_create(const pkv_model *md, int32_t n_pages, int32_t cap_rows,
-                                    int32_t cap_slots, int32_t q_len_cap, uint64_t seed,
+pkv_backend *pkv_backend_cpu_create(const pkv_model *md, const pkv_backend_spec *spec,
+                                    int32_t cap_rows, int32_t cap_slots, int32_t q_len_cap,
                                     pkv_err *e) {
+    const int32_t n_pages = spec->kv_pages;
+    const uint64_t seed = spec->seed;
     const pkvk_shape sh = pkv_model_attn_shape(md), *s = &sh;
     const pkvk_model_shape ms = pkv_model_gpu_shape(md);
     size_t pool = (size_t)n_pages * s->hkv * s->page_size * s->d;
@@ -257,9 +257,7 @@ pkv_backend *pkv_backend_cpu_create(const pkv_model *md, int32_t n_pages, int32_
     if (forward) {
         if (pkvk_cpu_model_create(&b->model, &ms, cap_rows, chunk, n_pages, seed) ||
             (moe.experts &&
-             (pkv_moe_init(&b->moe, md->experts, md->experts_per_token,
-                           (pkv_expert_law)md->expert_law, md->expert_exponent, md->expert_seed) ||
-              pkvk_cpu_model_experts(b->model, &moe, seed, pkv_moe_route, &b->moe)))) {
+             pkvk_cpu_model_experts(b->model, &moe, seed, pkv_moe_route, spec->experts))) {
             cpu_destroy(&b->base);
             pkv_fail(e, "cpu backend: out of host memory for model %s", md->name);
             return NULL;

@@ -7,13 +7,13 @@
 
 /* The model backend: nothing is measured; step time comes from the cost model. */
 pkv_backend *pkv_backend_model_create(void);
-/* The cpu backend: the kernels' CPU mirror on a host KV pool of n_pages pages
- * filled from the tensor stream (the study layer), or a full model's CPU mirror with
- * n_pages pages per layer; for small shapes. Plans of up to cap_slots partial
- * states, rows of up to q_len_cap query tokens (a verify step's k + 1; 1 without
- * speculation); nothing is allocated after start. */
-pkv_backend *pkv_backend_cpu_create(const pkv_model *md, int32_t n_pages, int32_t cap_rows,
-                                    int32_t cap_slots, int32_t q_len_cap, uint64_t seed,
+/* The cpu backend: the kernels' CPU mirror on a host KV pool of spec->kv_pages pages
+ * filled from the tensor stream of spec->seed (the study layer), or a full model's CPU
+ * mirror with that many pages per layer (its experts routed by spec->experts); for small
+ * shapes. Plans of up to cap_slots partial states, rows of up to q_len_cap query tokens (a
+ * verify step's k + 1; 1 without speculation); nothing is allocated after start. */
+pkv_backend *pkv_backend_cpu_create(const pkv_model *md, const pkv_backend_spec *spec,
+                                    int32_t cap_rows, int32_t cap_slots, int32_t q_len_cap,
                                     pkv_err *e);
 /* The cuda backend: the real kernels on a GPU KV pool of spec->kv_pages pages.
  * Fails with a message naming the bytes needed and free when the pool does not fit.

@@ -25,7 +25,6 @@
 #define PKV_CUDA_PARTS_H
 
 #include "backends.h"
-#include "moe.h"
 #include "tensors.h"
 
 enum { SRC_ROWS = PKV_TENSOR_SRC_ROWS }; /* prepared random token rows, cycled through */
@@ -97,7 +96,6 @@ typedef struct cuda_backend {
     double layer_scale;  /* the model's layers over those: their time is scaled by it */
     pkvk_event **att_ev; /* [2 * layers]: each layer's attention interval */
     pkvk_swap *swap;     /* preemption by swap's host pool; NULL: none */
-    pkv_moe moe;         /* a full model's experts' routing draws (model.expert_routing) */
 } cuda_backend;
 
 /* cuda_graph.c */

@@ -3,6 +3,7 @@
  * makes them and frees them), a full model's weights and pools, the workspace, the
  * events, the swap pool; their set-up and teardown (cuda_parts.h). */
 #include "cuda_parts.h"
+#include "moe.h"
 #include "pkv_clock.h"
 
 #include <limits.h>
@@ -171,11 +172,7 @@ int cuda_pool_make(cuda_backend *b, const pkv_model *md, const pkv_backend_spec 
         b->base.stats.timers = 2 * b->layers + 3;
         rc = pkvk_model_create_sharing(b->ctx, &b->model, &ms, cap_tokens, max_prompt, b->n_pages,
                                        spec->seed, donor ? donor->model : NULL);
-        if (!rc && experts)
-            rc = pkv_moe_init(&b->moe, md->experts, md->experts_per_token,
-                              (pkv_expert_law)md->expert_law, md->expert_exponent, md->expert_seed)
-                     ? PKVK_ERR_OUT_OF_MEMORY
-                     : pkvk_model_experts(b->model, &moe, pkv_moe_route, &b->moe);
+        if (!rc && experts) rc = pkvk_model_experts(b->model, &moe, pkv_moe_route, spec->experts);
         if (!rc) {
             b->k = pkvk_model_kv(b->model, 0, 0); /* the prologue's append lands in layer 0 */
             b->v = pkvk_model_kv(b->model, 0, 1);
@@ -239,7 +236,6 @@ void cuda_pool_free(cuda_backend *b) {
     for (int i = 0; i < b->n_bufs; i++) pkvk_free(*(void **)b->bufs[i].at);
     pkvk_swap_destroy(b->swap);
     pkvk_model_destroy(b->model); /* and a full model's pools */
-    pkv_moe_free(&b->moe);
     for (int k = 0; b->att_ev && k < 2 * b->layers; k++) pkvk_event_destroy(b->att_ev[k]);
     free(b->att_ev);
     pkvk_host_free(b->pages_h);

@@ -16,15 +16,17 @@
 static pkv_backend *make_backend(pkv_engine *eng, pkv_backend_kind kind, const pkv_backend_spec *b,
                                  int32_t cap_rows, pkv_err *e) {
     pkv_backend *be = NULL;
+    pkv_backend_spec spec = *b;
+    spec.experts = eng->moe.experts ? &eng->moe : NULL; /* the backend's routing: the engine's */
     switch (kind) {
     case PKV_BACKEND_CPU:
         return pkv_backend_cpu_create(
-            &eng->model, b->kv_pages, cap_rows, eng->planner.plans[0].cap_tasks,
-            1 + (eng->opts.spec.method != PKV_SPEC_NONE ? eng->opts.spec.tokens : 0), b->seed, e);
+            &eng->model, &spec, cap_rows, eng->planner.plans[0].cap_tasks,
+            1 + (eng->opts.spec.method != PKV_SPEC_NONE ? eng->opts.spec.tokens : 0), e);
     case PKV_BACKEND_CUDA: {
 #ifdef PKV_HAVE_CUDA
         int32_t cap = eng->planner.plans[0].cap_tasks;
-        return pkv_backend_cuda_create(&eng->model, b, cap_rows, cap, cap, e);
+        return pkv_backend_cuda_create(&eng->model, &spec, cap_rows, cap, cap, e);
 #else
         pkv_fail(e, "--backend cuda: %s", pkvk_last_error());
         return NULL;
@@ -115,9 +117,9 @@ int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const p
 
 void pkv_engine_free(pkv_engine *eng) {
     pkv_planner_free(&eng->planner);
-    pkv_moe_free(&eng->moe);
     if (eng->backend) eng->backend->destroy(eng->backend);
     eng->backend = NULL;
+    pkv_moe_free(&eng->moe); /* after the backend, which routed its experts by it */
 }
 
 int64_t pkv_engine_graph_rows(const pkv_engine_graphs *g, int64_t n, bool prompt) {
