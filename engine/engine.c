@@ -96,10 +96,15 @@ int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const p
                         "model's step (%s can); run it without graphs",
                         pkv_route_name((pkv_route)__builtin_ctz(eng->policy.candidates)), can);
     }
+    /* the experts' draws; a measuring backend routes its forwards by them, and the step's
+     * cost reads the routing it ran */
     if (pkv_model_moe_layers(m) &&
-        pkv_moe_init(&eng->moe, m->experts, m->experts_per_token, (pkv_expert_law)m->expert_law,
-                     m->expert_exponent, m->expert_seed))
+        (pkv_moe_init(&eng->moe, m->experts, m->experts_per_token, (pkv_expert_law)m->expert_law,
+                      m->expert_exponent, m->expert_seed) ||
+         (caps->measures && pkv_moe_keep(&eng->moe, pkv_model_moe_layers(m))))) {
+        pkv_moe_free(&eng->moe);
         return pkv_fail(e, "out of memory for the experts' draws (%d experts)", m->experts);
+    }
     if (pkv_planner_init(&eng->planner, s, cal, cap_rows, o->bucket_mode)) {
         pkv_moe_free(&eng->moe);
         return pkv_fail(e, "out of memory for the planner (%d rows)", cap_rows);

@@ -102,12 +102,13 @@ static double expert_gemms(const pkv_calib *c, double rows, double share, double
 }
 
 /* One MoE layer's MLP over `tokens` tokens: the router's GEMM, the shared experts',
- * the experts' two grouped GEMMs (gate and up, then down) over their tokens (a draw of
- * `moe`, or the expected spread), and the top-k, the permutation of the tokens to
- * their experts and the weighted combine (small kernels streaming k copies). Expert
+ * the experts' two grouped GEMMs (gate and up, then down) over their tokens (MoE layer
+ * l's draw of `moe`: the routing a measuring backend ran for this step where it kept it,
+ * else a new draw; or, without `moe`, the expected spread), and the top-k, the permutation of the
+ * tokens to their experts and the weighted combine (small kernels streaming k copies). Expert
  * parallel, each GPU runs its whole experts and the layer waits for the busiest GPU
  * (its FLOPs and bytes counted as a GPU's mean share). */
-static void moe_layer(const pkv_model *m, const pkv_calib *c, double tokens, pkv_moe *moe,
+static void moe_layer(const pkv_model *m, const pkv_calib *c, double tokens, pkv_moe *moe, int l,
                       pkv_dense_cost *out) {
     const int ep = m->expert_parallel ? m->tp : 1;
     const double h = m->hidden, E = m->experts, k = m->experts_per_token,
@@ -122,7 +123,7 @@ static void moe_layer(const pkv_model *m, const pkv_calib *c, double tokens, pkv
         const int64_t real = moe->real_tokens > 0 && moe->real_tokens < (int64_t)tokens
                                  ? moe->real_tokens
                                  : (int64_t)tokens;
-        pkv_moe_draw_padded(moe, real, (int64_t)tokens - real);
+        pkv_moe_draw_layer(moe, l, real, (int64_t)tokens - real);
         for (int e = 0; e < m->experts; e++) {
             const double n = moe->counts[e];
             if (n <= 0) continue;
@@ -158,8 +159,9 @@ void pkv_model_dense_cost(const pkv_model *m, const pkv_calib *c, int64_t tokens
                                                                            : m->layers;
         if (rows > 0 && times > 0) out->t_gemm += gemm(c, rows, kn[g][0], kn[g][1], times, out);
     }
-    for (int l = 0; l < moe_layers; l++) moe_layer(m, c, (double)tokens, moe, out);
+    for (int l = 0; l < moe_layers; l++) moe_layer(m, c, (double)tokens, moe, l, out);
     if (moe_layers) out->experts_active /= moe_layers;
+    if (moe) pkv_moe_forget(moe); /* a measuring backend's forward is this step's alone */
     /* The small kernels stream their activations: a fixed cost plus bytes / beta
      * (RoPE and SiLU read the residual rows for their norm, the norm kernels read
      * them, where they run). */

@@ -2,6 +2,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "rng.h"
 
@@ -24,7 +25,7 @@ static void draw_token(pkv_moe *m, gsl_rng *r, double *counts, double amount) {
 
 int pkv_moe_init(pkv_moe *m, int experts, int k, pkv_expert_law law, double exponent,
                  uint64_t seed) {
-    *m = (pkv_moe){.experts = experts, .k = k};
+    *m = (pkv_moe){.experts = experts, .k = k, .kept_tokens = -1};
     double *w = malloc(sizeof(double) * (size_t)experts);
     m->incl = calloc((size_t)experts, sizeof(double));
     m->stamp = calloc((size_t)experts, sizeof(uint32_t));
@@ -68,6 +69,7 @@ void pkv_moe_free(pkv_moe *m) {
     free(m->count);
     free(m->counts);
     free(m->place);
+    free(m->kept);
     *m = (pkv_moe){0};
 }
 
@@ -96,10 +98,38 @@ void pkv_moe_draw(pkv_moe *m, int64_t tokens) {
 
 int pkv_moe_route(void *ctx, int l, int tokens, int32_t *counts) {
     pkv_moe *m = ctx;
-    (void)l;
     pkv_moe_draw(m, tokens);
     for (int e = 0; e < m->experts; e++) counts[e] = (int32_t)m->counts[e];
+    if (!m->kept) return 0;
+    if (m->kept_tokens != tokens || l <= m->kept_last) /* the next forward */
+        m->kept_tokens = tokens, m->kept_layers = 0;
+    if (m->kept_layers < m->kept_cap)
+        memcpy(m->kept + (size_t)m->kept_layers * m->experts, counts,
+               sizeof(int32_t) * (size_t)m->experts);
+    m->kept_layers++, m->kept_last = l;
     return 0;
+}
+
+int pkv_moe_keep(pkv_moe *m, int layers) {
+    free(m->kept);
+    m->kept = layers > 0 ? malloc(sizeof(int32_t) * (size_t)layers * m->experts) : NULL;
+    m->kept_cap = m->kept ? layers : 0;
+    pkv_moe_forget(m);
+    return layers > 0 && !m->kept ? -1 : 0;
+}
+
+void pkv_moe_draw_layer(pkv_moe *m, int l, int64_t tokens, int64_t pad) {
+    if (m->kept_tokens != tokens || l >= m->kept_layers || l >= m->kept_cap) {
+        pkv_moe_draw_padded(m, tokens, pad);
+        return;
+    }
+    const int32_t *c = m->kept + (size_t)l * m->experts;
+    for (int e = 0; e < m->experts; e++) m->counts[e] = c[e];
+    if (pad > 0) draw_token(m, m->r, m->counts, (double)pad);
+}
+
+void pkv_moe_forget(pkv_moe *m) {
+    m->kept_tokens = -1, m->kept_layers = 0, m->kept_last = -1;
 }
 
 void pkv_moe_draw_padded(pkv_moe *m, int64_t tokens, int64_t pad) {

@@ -42,6 +42,11 @@ typedef struct pkv_moe {
     int32_t *place;      /* each expert's slot in a fixed shuffle of them: expert parallel,
                             GPU g of G holds the slots [g E / G, (g + 1) E / G), so that the
                             law's favourites (its first ranks) fall on GPUs at random */
+    /* a measuring backend's last forward (pkv_moe_keep, pkv_moe_route): each MoE layer's
+     * counts in the order routed, for the cost of the same step to take */
+    int32_t *kept;
+    int kept_cap, kept_layers, kept_last; /* layers it holds; routed; the last layer routed */
+    int64_t kept_tokens;                  /* their tokens (-1: none) */
 } pkv_moe;
 
 /* E experts, k a token, the law (exponent: Zipf's), seeded from (seed, the experts'
@@ -56,8 +61,20 @@ void pkv_moe_seed(pkv_moe *m, uint64_t seed, uint32_t replica);
  * tokens x k). */
 void pkv_moe_draw(pkv_moe *m, int64_t tokens);
 /* A measuring backend's routing (pkvk_moe_route, ctx a pkv_moe): a draw of each MoE
- * layer's counts for the forward's tokens, as the model backend's. */
+ * layer's counts for the forward's tokens, as the model backend's; kept where
+ * pkv_moe_keep asked (a forward routes its layers in order: a layer not above the last one
+ * routed begins the next forward). */
 int pkv_moe_route(void *ctx, int l, int tokens, int32_t *counts);
+/* Keep the draws of a measuring backend's last forward, up to `layers` MoE layers, so that
+ * the cost of the step it ran reads the routing the backend ran (its /steps columns too).
+ * 0, or -1 on a lack of memory. */
+int pkv_moe_keep(pkv_moe *m, int layers);
+/* MoE layer l's draw (counted from the first) for `tokens` tokens and `pad` copies of one
+ * more, as pkv_moe_draw_padded: the kept forward's layer l where it routed these tokens,
+ * else a new draw. */
+void pkv_moe_draw_layer(pkv_moe *m, int l, int64_t tokens, int64_t pad);
+/* The kept forward is spent (its step's cost taken). */
+void pkv_moe_forget(pkv_moe *m);
 /* The same for `tokens` tokens and `pad` copies of one more (a CUDA graph's padding rows:
  * one token's input, so one token's k experts). */
 void pkv_moe_draw_padded(pkv_moe *m, int64_t tokens, int64_t pad);

@@ -327,6 +327,39 @@ static void routing_gives_each_token_k_distinct_experts(void) {
           "a routing over tokens on an expert, or of too few slots, is refused");
 }
 
+/* A measuring backend's forward kept (pkv_moe_keep): the step's cost takes each MoE layer's
+ * routing the backend ran, for those tokens only, once; a new forward (a layer routed again)
+ * replaces it; the padding rows still draw one token's experts on top. */
+static void cost_reads_the_routing_the_backend_ran(void) {
+    enum { E = 16, K = 2, LAYERS = 3 };
+    pkv_moe m;
+    CHECK(pkv_moe_init(&m, E, K, PKV_EXPERTS_ZIPF, 1.2, 11) == 0 && pkv_moe_keep(&m, LAYERS) == 0,
+          "init");
+    int32_t ran[LAYERS][E];
+    for (int pass = 0; pass < 2; pass++) /* the second forward replaces the first */
+        for (int l = 0; l < LAYERS; l++) pkv_moe_route(&m, 4 + l, 10, ran[l]);
+    int same = 1;
+    for (int l = 0; l < LAYERS; l++) {
+        pkv_moe_draw_layer(&m, l, 10, 0);
+        for (int e = 0; e < E; e++) same &= m.counts[e] == ran[l][e];
+    }
+    CHECK(same, "the cost's draws are not the routing the last forward ran");
+    pkv_moe_draw_layer(&m, 0, 10, 3); /* three padding rows: one token's k experts, thrice */
+    double extra = 0;
+    for (int e = 0; e < E; e++) extra += m.counts[e] - ran[0][e];
+    CHECK(extra == 3.0 * K, "padding on the kept routing adds %g slots, not %d", extra, 3 * K);
+    pkv_moe_draw_layer(&m, 0, 11, 0); /* other tokens: a draw of its own */
+    double sum = 0;
+    for (int e = 0; e < E; e++) sum += m.counts[e];
+    CHECK(sum == 11.0 * K, "a draw of 11 tokens has %g slots", sum);
+    pkv_moe_forget(&m);
+    pkv_moe_draw_layer(&m, 1, 10, 0);
+    same = 1;
+    for (int e = 0; e < E; e++) same &= m.counts[e] == ran[1][e];
+    CHECK(!same, "a forgotten forward was read again");
+    pkv_moe_free(&m);
+}
+
 static void draws_conserve_tokens_uniform(void) {
     conservation(PKV_EXPERTS_UNIFORM);
 }
@@ -350,5 +383,6 @@ static const pkv_test_case cases[] = {
     PKV_CASE(padding_rows_choose_one_tokens_experts),
     PKV_CASE(cpu_moe_matches_every_expert_computed),
     PKV_CASE(routing_gives_each_token_k_distinct_experts),
+    PKV_CASE(cost_reads_the_routing_the_backend_ran),
 };
 PKV_TEST_MAIN(cases)
