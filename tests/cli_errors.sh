@@ -418,7 +418,7 @@ expect_fail moe-cpu-too-big 'the cpu backend runs a full model in host memory' \
   "$pkvsim" run -q -b cpu "$tmp/e.json"
 # the cpu backend runs a small one's routed experts; shared ones on the model backend only
 moe='{"layers": 2, "hidden": 256, "hq": 4, "hkv": 2, "head_dim": 64, "intermediate": 0, "experts": 8, "experts_per_token": 2, "expert_intermediate": 128, "vocab": 1000}'
-good '{"model": '"$moe"', "serving": {"kv_pages": 200}}' > "$tmp/e.json"
+good '{"model": '"$moe"', "serving": {"kv_pages": 200}, "workload": {"prompt": {"dist": "fixed", "value": 64}}}' > "$tmp/e.json"
 check moe-cpu-runs '"$pkvsim" run -q -b cpu "$tmp/e.json" && [ -f "$tmp/out.h5" ]'
 good '{"model": '"${moe%\}}"', "shared_experts": 1}, "serving": {"kv_pages": 200}}' > "$tmp/e.json"
 expect_fail moe-cpu-shared 'the cpu backend runs the routed experts only' \
@@ -436,7 +436,7 @@ good '{"model": "llama-3.1-8b", "serving": {"speculative": {"method": "eagle"}},
 expect_fail spec-cuda-backend 'serving.speculative runs on the model and cpu backends' \
   "$pkvsim" run -q -b cuda "$tmp/e.json"
 # the cpu backend runs a small model's verify steps, every one checked against the reference
-good '{"model": {"layers": 2, "hidden": 256, "hq": 4, "hkv": 2, "head_dim": 64, "intermediate": 512, "vocab": 1000}, "serving": {"kv_pages": 400, "speculative": {"method": "ngram", "tokens": 3}}, "run": {"check_every": 1}}' > "$tmp/e.json"
+good '{"model": {"layers": 2, "hidden": 256, "hq": 4, "hkv": 2, "head_dim": 64, "intermediate": 512, "vocab": 1000}, "serving": {"kv_pages": 400, "speculative": {"method": "ngram", "tokens": 3}}, "workload": {"prompt": {"dist": "fixed", "value": 64}}, "run": {"check_every": 1}}' > "$tmp/e.json"
 check spec-cpu-runs '"$pkvsim" run -q -b cpu "$tmp/e.json" && [ -f "$tmp/out.h5" ]'
 # Named columns with a time column say its unit (milliseconds read as seconds ran 1000
 # times slower, silently).
