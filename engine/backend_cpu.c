@@ -223,8 +223,7 @@ pkv_backend *pkv_backend_cpu_create(const pkv_model *md, const pkv_backend_spec 
     const pkv_model_kind *mk = pkv_model_kind_of(md);
     const bool forward = !mk->kv_synthetic; /* the model's forward, over its own KV */
     const int32_t chunk = cap_rows > PKV_FORWARD_TOKENS ? cap_rows : PKV_FORWARD_TOKENS;
-    const pkvk_moe_shape moe = {md->experts, md->experts_per_token,
-                                md->experts ? md->expert_inter / md->tp : 0, md->dense_layers};
+    const pkvk_moe_shape moe = pkv_model_moe_shape(md);
     const size_t model_bytes = forward ? pkvk_cpu_model_bytes(&ms, cap_rows, chunk, n_pages) +
                                              (moe.experts ? pkvk_cpu_moe_bytes(&ms, &moe) : 0)
                                        : 0;

@@ -147,8 +147,7 @@ int cuda_pool_make(cuda_backend *b, const pkv_model *md, const pkv_backend_spec 
                   (size_t)cap_slots * s->hq * (s->d + 2) * 4 +
                   (size_t)mlp_inter * s->hq * s->d * 6 + (size_t)cap_rows * mlp_inter * 6;
     /* a mixture of experts' layers among those on the GPU: their routed experts */
-    const pkvk_moe_shape moe = {md->experts, md->experts_per_token,
-                                md->experts ? md->expert_inter / md->tp : 0, md->dense_layers};
+    const pkvk_moe_shape moe = pkv_model_moe_shape(md);
     const bool experts = forward && md->experts && moe.first < ms.layers;
     if (forward)
         need += pkvk_model_bytes(&ms, cap_tokens, max_prompt, b->n_pages) -

@@ -58,6 +58,11 @@ pkvk_model_shape pkv_model_gpu_shape(const pkv_model *m) {
                               s.kv_dtype};
 }
 
+pkvk_moe_shape pkv_model_moe_shape(const pkv_model *m) {
+    return (pkvk_moe_shape){m->experts, m->experts_per_token,
+                            m->experts ? m->expert_inter / m->tp : 0, m->dense_layers};
+}
+
 double pkv_gemm_time(const pkv_calib *c, double m, double k, double n) {
     double flops = 2 * m * k * n, bytes = 2 * (k * n + m * k + m * n);
     double tf = flops / (pkv_calib_gemm_tflops(c, m) * 1e12), tb = bytes / (c->gemm_gbps * 1e9);

@@ -100,6 +100,9 @@ static inline const char *pkv_model_calib_section(const pkv_model *m) {
 /* The attention shape one GPU runs, and the dense part's (kernels/pkvk_model.h). */
 pkvk_shape pkv_model_attn_shape(const pkv_model *m);
 pkvk_model_shape pkv_model_gpu_shape(const pkv_model *m);
+/* Its routed experts as one GPU holds them (each sliced tensor_parallel ways; experts 0: a
+ * dense model), its MoE layers from dense_layers on. */
+pkvk_moe_shape pkv_model_moe_shape(const pkv_model *m);
 
 /* The dense part of one forward over `tokens` token rows (decode: one per row;
  * prefill: the prompts' tokens), of which `heads` rows go through the LM head. */

@@ -109,7 +109,8 @@ static int time_moe(pkvk_ctx *ctx, const pkv_model *md, const int *widths, int n
                     double read_gbps, double peak, FILE *outs[2]) {
     pkvk_model_shape s = pkv_model_gpu_shape(md);
     s.layers = 1;
-    const pkvk_moe_shape e = {md->experts, md->experts_per_token, md->expert_inter / md->tp, 0};
+    pkvk_moe_shape e = pkv_model_moe_shape(md);
+    e.first = 0; /* the one layer */
     int most = 1;
     for (int w = 0; w < nw; w++) most = widths[w] > most ? widths[w] : most;
     pkv_moe law = {0};
