@@ -3,12 +3,13 @@
 //
 // A CTA owns one (row, KV head, token range) and computes all G query heads that
 // share the KV head, on tensor cores: the G heads are the rows of m16n8k16 MMAs
-// (rows G..15 are zero), S = Q K^T and O += P V per 16 tokens. Each of the 4 warps
-// streams its own 16 tokens of every 64-token tile through a 3-stage cp.async
-// pipeline into an XOR-swizzled shared-memory layout read by ldmatrix, and keeps
-// its own exact online-softmax state (m, l, O) in FP32 (P is rounded to the inputs'
-// type, FP16 or BF16, for the PV product); the warps' states are merged once at the end. Scores are
-// kept in the log2 domain (scaled by sm_scale * log2 e) so every exponential is exp2f.
+// (rows G..15 are zero; a verify step's query tokens are packed beside the heads, up to
+// 8 rows, each row masked past its own position), S = Q K^T and O += P V per 16 tokens. Each of the
+// 4 warps streams its own 16 tokens of every 64-token tile through a 3-stage cp.async pipeline into
+// an XOR-swizzled shared-memory layout read by ldmatrix, and keeps its own exact online-softmax
+// state (m, l, O) in FP32 (P is rounded to the inputs' type, FP16 or BF16, for the PV product); the
+// warps' states are merged once at the end. Scores are kept in the log2 domain (scaled by sm_scale
+// * log2 e) so every exponential is exp2f.
 //
 // FP8 (E4M3) KV: the pipeline loads the codes and each token's page scales, 32 tokens a
 // warp per tile (as many bytes as 16 of the 16-bit types). The MMAs take the codes widened in
@@ -67,6 +68,12 @@ struct Params {
     int *counters;       // [n_rows * hkv] fused completion counters, left at 0
     int bf16;            // Q and O (K and V unless kv8) are BF16, else FP16
     int kv8;             // K and V are FP8 E4M3 codes with their scales
+    // Query tokens: qlen a row (1: a decode step; a verify step's k + 1, token j at position
+    // seq_len - qlen + j, attending the keys up to its own), grp query heads a KV head. A
+    // CTA's G MMA rows hold G / grp query tokens beside their grp heads (as GQA packs
+    // heads), qbn such blocks a (row, KV head, split); a slot's states of a KV head are
+    // qlen x grp, token-major.
+    int qlen, grp, qbn;
 };
 
 #include "pkvk_attn_tile.cuh"
@@ -94,11 +101,13 @@ template <bool F8> __host__ __device__ constexpr size_t smem_bytes(int D) {
 template <int D, int G, int MODE, bool BF, bool F8>
 __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
     static_assert(D % 16 == 0 && G <= 8, "MMA rows hold at most 8 query heads");
-    int row, kvh, split, tb, te;
+    int row, kvh, qb, split, tb, te; // qb: the block of query tokens (Params::qbn)
     if (MODE == MODE_REF) {
-        row = x, kvh = blockIdx.y, split = 0, tb = 0, te = p.seq_lens[row];
+        row = x, kvh = blockIdx.y % p.hkv, qb = blockIdx.y / p.hkv, split = 0, tb = 0,
+        te = p.seq_lens[row];
     } else if (MODE == MODE_BUCKET) {
-        row = p.bucket_rows[p.row_begin + x], kvh = blockIdx.y, split = blockIdx.z;
+        row = p.bucket_rows[p.row_begin + x], kvh = blockIdx.y % p.hkv, qb = blockIdx.y / p.hkv,
+        split = blockIdx.z;
         // pkvk_split_range on the row's true length.
         int len = p.seq_lens[row], tiles = (len + PKVK_TILE - 1) / PKVK_TILE;
         int tps = (tiles + p.splits - 1) / p.splits, t0 = split * tps;
@@ -106,13 +115,16 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
         te = min(min(t0 + tps, tiles) * PKVK_TILE, len);
         if (tb > len) tb = len;
     } else {
-        const pkvk_task t = p.spans[x / p.hkv];
-        row = t.row, kvh = x % p.hkv, split = t.split, tb = t.t_begin, te = t.t_end;
+        const unsigned per = (unsigned)(p.hkv * p.qbn), rem = x % per;
+        const pkvk_task t = p.spans[x / per];
+        row = t.row, kvh = rem % p.hkv, qb = rem / p.hkv, split = t.split, tb = t.t_begin,
+        te = t.t_end;
     }
     const int slot0 = MODE == MODE_REF ? 0 : p.split_offsets[row];
     const int nslots = MODE == MODE_REF ? 1 : p.split_offsets[row + 1] - slot0;
     const bool direct = nslots == 1;
-    const size_t sidx = ((size_t)(slot0 + split) * p.hkv + kvh) * G; // first state of this CTA
+    const int NS = p.qlen * p.grp; // a slot's states of a KV head, a multiple of G
+    const size_t sidx = ((size_t)(slot0 + split) * p.hkv + kvh) * NS + qb * G; // this CTA's first
     const int tid = threadIdx.x;
 
     if (tb >= te) { // empty split: the neutral state, before touching Q or shared memory
@@ -141,7 +153,10 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
         reinterpret_cast<uint32_t *>(reinterpret_cast<char *>(smem) + pipe_bytes<F8>(D));
     // FP8 KV: a lane's dimensions of each 16 are K's fragment's, 4c..4c+3 (c = lane % 4).
     const int q0 = F8 ? 4 * (lane % 4) : cq, q1 = F8 ? q0 + 2 : cq + 8;
-    const __half *qrow = p.q + ((size_t)row * p.hq + kvh * G + (r < G ? r : 0)) * D;
+    // Row r (r < G) is query token jq's head g; its keys end at its own position.
+    const int jq = (qb * G + r % G) / p.grp, g = (qb * G + r % G) % p.grp;
+    const __half *qrow = p.q + (((size_t)row * p.qlen + jq) * p.hq + kvh * p.grp + g) * D;
+    const int te_r = min(te, p.seq_lens[row] - p.qlen + jq + 1);
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
         if (QS && kk % WARPS != warp) continue;
@@ -275,7 +290,7 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
 #pragma unroll
             for (int j = 0; j < 2; j++) {
                 const float f = F8 ? p.scale_log2 * sst[cq + n * 8 + j] : p.scale_log2;
-                sc[n][j] = t0 + n * 8 + j < te ? sc[n][j] * f : neg_inf();
+                sc[n][j] = t0 + n * 8 + j < te_r ? sc[n][j] * f : neg_inf();
                 mx = fmaxf(mx, sc[n][j]);
             }
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
@@ -374,15 +389,19 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
         }
     }
     __syncthreads();
+    // State i of this CTA: query token (qb G + i) / grp's head (qb G + i) % grp.
+    __half *const orow = p.o + ((size_t)row * p.qlen * p.hq + kvh * p.grp) * D;
+    const int s0 = qb * G, grp = p.grp, hq = p.hq;
+    auto out_at = [=](int i) { return orow + ((size_t)(s0 + i) / grp * hq + (s0 + i) % grp) * D; };
     for (int idx = tid; idx < G * D; idx += THREADS) {
-        int g = idx / D, d = idx % D;
+        int i = idx / D, d = idx % D;
         float a = 0.f;
 #pragma unroll
-        for (int w = 0; w < WARPS; w++) a += red_acc[(w * G + g) * D + d];
+        for (int w = 0; w < WARPS; w++) a += red_acc[(w * G + i) * D + d];
         if (direct)
-            store16<BF>(&p.o[((size_t)row * p.hq + kvh * G + g) * D + d], a / fin[g * 2 + 1]);
+            store16<BF>(out_at(i) + d, a / fin[i * 2 + 1]);
         else
-            p.part_acc[(sidx + g) * D + d] = a;
+            p.part_acc[(sidx + i) * D + d] = a;
     }
     if (direct) return;
     if (tid < G) {
@@ -398,18 +417,18 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
     __shared__ int s_last;
     __syncthreads();
     if (tid == 0) {
-        cuda::atomic_ref<int, cuda::thread_scope_device> ctr(p.counters[(size_t)row * p.hkv + kvh]);
+        cuda::atomic_ref<int, cuda::thread_scope_device> ctr(
+            p.counters[((size_t)row * p.hkv + kvh) * p.qbn + qb]);
         s_last = ctr.fetch_add(1, cuda::memory_order_acq_rel) == nslots - 1;
         if (s_last) ctr.store(0, cuda::memory_order_relaxed); // ready for the next launch
     }
     __syncthreads();
     if (!s_last) return;
-    const size_t base = ((size_t)slot0 * p.hkv + kvh) * G;
-    // All G heads at once: one chain of L2 round trips for the CTA, not one per head.
+    const size_t base = ((size_t)slot0 * p.hkv + kvh) * NS + qb * G;
+    // All the CTA's rows at once: one chain of L2 round trips for the CTA, not one per head.
     merge_states<D, THREADS, G, true, BF>(
-        p.part_ml + base * 2, p.part_acc + base * D, nslots, p.hkv * G * 2, p.hkv * G * D,
-        reinterpret_cast<float *>(smem), (int)(smem_bytes<F8>(D) / sizeof(float)),
-        p.o + ((size_t)row * p.hq + kvh * G) * D);
+        p.part_ml + base * 2, p.part_acc + base * D, nslots, p.hkv * NS * 2, p.hkv * NS * D,
+        reinterpret_cast<float *>(smem), (int)(smem_bytes<F8>(D) / sizeof(float)), out_at);
 }
 
 // FIXED (the workqueue only): a grid of fixed size (CUDA graph replay) whose CTAs
@@ -426,7 +445,7 @@ __global__ void __launch_bounds__(THREADS, 2) attn_kernel(const Params p) {
         attn_cta<D, G, MODE, BF, F8>(p, blockIdx.x);
         return;
     }
-    const unsigned n = (unsigned)(p.split_offsets[p.layout_rows] * p.hkv);
+    const unsigned n = (unsigned)(p.split_offsets[p.layout_rows] * p.hkv * p.qbn);
     for (unsigned x = blockIdx.x; x < n; x += gridDim.x) {
         attn_cta<D, G, MODE, BF, F8>(p, x);
         __syncthreads(); // the next task refills the shared memory this one read
@@ -453,7 +472,7 @@ typedef int (*route_launch)(const pkvk_workspace *w, const pkvk_batch *b, const 
 
 static int launch_ref(const pkvk_workspace *w, const pkvk_batch *b, const pkvk_plan *plan,
                       Params &p, int G, int d, int32_t rows, int *launches) {
-    int rc = launch_mode<MODE_REF>(w->ctx->stream, d, G, dim3(rows, w->shape.hkv), p);
+    int rc = launch_mode<MODE_REF>(w->ctx->stream, d, G, dim3(rows, w->shape.hkv * p.qbn), p);
     *launches += rc == PKVK_OK;
     return rc;
 }
@@ -468,10 +487,10 @@ static int launch_bucket(const pkvk_workspace *w, const pkvk_batch *b, const pkv
         const pkvk_bucket &B = plan->buckets[k];
         p.row_begin = B.row_begin, p.splits = B.splits;
         unsigned n = (unsigned)(B.row_end - B.row_begin);
-        rc = launch_mode<MODE_BUCKET>(st, d, G, dim3(n, w->shape.hkv, B.splits), p);
+        rc = launch_mode<MODE_BUCKET>(st, d, G, dim3(n, w->shape.hkv * p.qbn, B.splits), p);
         *launches += rc == PKVK_OK;
         if (rc == PKVK_OK && B.splits > 1) {
-            rc = launch_merge(st, p, G, d, n);
+            rc = launch_merge(st, p, d, n);
             *launches += rc == PKVK_OK;
         }
     }
@@ -484,10 +503,10 @@ static int launch_workqueue(const pkvk_workspace *w, const pkvk_batch *b, const 
                             Params &p, int G, int d, int32_t rows, int *launches) {
     const cudaStream_t st = w->ctx->stream;
     int rc = w->fixed_rows ? launch_mode<MODE_TASKS, true>(st, d, G, dim3(w->fixed_ctas), p)
-                           : launch_mode<MODE_TASKS>(st, d, G, dim3(plan->n_tasks), p);
+                           : launch_mode<MODE_TASKS>(st, d, G, dim3(plan->n_tasks * p.qbn), p);
     *launches += rc == PKVK_OK;
     if (rc == PKVK_OK && pkvk_plan_merges(plan)) {
-        rc = launch_merge(st, p, G, d, (unsigned)rows);
+        rc = launch_merge(st, p, d, (unsigned)rows);
         *launches += rc == PKVK_OK;
     }
     return rc;
@@ -496,7 +515,7 @@ static int launch_workqueue(const pkvk_workspace *w, const pkvk_batch *b, const 
 // The tasks, the last split of each row merging in-kernel.
 static int launch_fused(const pkvk_workspace *w, const pkvk_batch *b, const pkvk_plan *plan,
                         Params &p, int G, int d, int32_t rows, int *launches) {
-    int rc = launch_mode<MODE_FUSED>(w->ctx->stream, d, G, dim3(plan->n_tasks), p);
+    int rc = launch_mode<MODE_FUSED>(w->ctx->stream, d, G, dim3(plan->n_tasks * p.qbn), p);
     *launches += rc == PKVK_OK;
     return rc;
 }
@@ -539,7 +558,27 @@ extern "C" int pkvk_launch(pkvk_workspace *w, const pkvk_batch *b, const pkvk_pl
                                                    "of Q's type or FP8 E4M3");
     if (kv8 && (!b->k_scale || !b->v_scale))
         return pkvk_fail_msg(PKVK_ERR_INVALID, "FP8 KV without its scales");
+    // A verify step's query tokens: as many a CTA as fit its 8 MMA rows beside the group's
+    // heads and divide the row's (so that every CTA's rows are whole; a group above 8 is
+    // refused by the launch).
+    const int qlen = b->q_len > 1 ? b->q_len : 1;
+    int qb = G <= 8 ? min(qlen, 8 / G) : 1;
+    while (qlen % qb) qb--;
+    const int qbn = qlen / qb;
+    if (qlen > 1) {
+        if (pkv_route_is_flashinfer(plan->route))
+            return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED,
+                                 "FlashInfer's decode routes take one query token a row; a "
+                                 "verify step runs on its prefill path (pkvk_fi_prefill)");
+        if ((int64_t)plan->n_slots * qlen > w->cap_slots)
+            return pkvk_fail_msg(PKVK_ERR_INVALID, "a verify step's states (slots x query "
+                                                   "tokens) exceed the workspace's slots");
+        if (plan->route == PKV_ROUTE_FUSED && (int64_t)plan->n_rows * qbn > w->cap_rows)
+            return pkvk_fail_msg(PKVK_ERR_INVALID, "the fused route's counters (rows x query "
+                                                   "blocks) exceed the workspace's rows");
+    }
     Params p = {};
+    p.qlen = qlen, p.grp = G, p.qbn = qbn;
     p.bf16 = s.dtype == PKVK_BF16;
     p.kv8 = kv8;
     p.q = (const __half *)b->q;
@@ -558,7 +597,7 @@ extern "C" int pkvk_launch(pkvk_workspace *w, const pkvk_batch *b, const pkvk_pl
     // A fixed grid (pkvk_workspace_fixed) covers the rows it was set for.
     const int32_t rows = w->fixed_rows ? w->fixed_rows : plan->n_rows;
     p.part_acc = w->part_acc, p.part_ml = w->part_ml, p.counters = w->counters;
-    return launchers[plan->route](w, b, plan, p, G, s.d, rows, launches);
+    return launchers[plan->route](w, b, plan, p, G * qb, s.d, rows, launches);
 }
 
 // The workqueue kernel of head dimension D and group size g (FP16), as launch_g finds it.

@@ -3,23 +3,22 @@
 // merge kernel (a launch of its own after the splits) and by the fused route's last CTA.
 #pragma once
 
-// Merge n partial states (m, l, acc[d]) of each of NG query heads into out[g * D + d],
-// with the NT threads of a block (thread = dimension, NT apart). Head g's state s is at
-// ml[s * stride_ml + 2 * g] and acc[s * stride_acc + g * D]. The NG * n (m, l) pairs
-// are first read in parallel into shared memory (sh: sh_floats) and turned into
-// weights w = exp2(m - M) / L once, one warp per head; then each thread's NG * n loads
-// of acc are independent, so they overlap instead of queuing one L2 round trip per
-// slot or per head. A neutral state (m = -inf) gets weight 0. LOAD_CG reads through
-// L2 only, for states that other CTAs of the same launch wrote (the fused route).
+// Merge n partial states (m, l, acc[d]) of each of NG query heads into out(g)[d], with the NT
+// threads of a block (thread = dimension, NT apart). Head g's state s is at ml[s * stride_ml + 2 *
+// g] and acc[s * stride_acc + g * D]. The NG * n (m, l) pairs are first read in parallel into
+// shared memory (sh: sh_floats) and turned into weights w = exp2(m - M) / L once, one warp per
+// head; then each thread's NG * n loads of acc are independent, so they overlap instead of queuing
+// one L2 round trip per slot or per head. A neutral state (m = -inf) gets weight 0. LOAD_CG reads
+// through L2 only, for states that other CTAs of the same launch wrote (the fused route).
 constexpr int MERGE_SLOTS = 512;
 
 template <bool LOAD_CG> __device__ __forceinline__ float ld(const float *x) {
     return LOAD_CG ? __ldcg(x) : *x;
 }
 
-template <int D, int NT, int NG, bool LOAD_CG, bool BF>
+template <int D, int NT, int NG, bool LOAD_CG, bool BF, class Out>
 __device__ void merge_states(const float *ml, const float *acc, int n, int stride_ml,
-                             int stride_acc, float *sh, int sh_floats, __half *out) {
+                             int stride_acc, float *sh, int sh_floats, Out out) {
     static_assert(NT % 32 == 0, "whole warps");
     const int tid = threadIdx.x;
     if (2 * NG * n > sh_floats) { // more states than the buffer holds: serial but exact
@@ -35,7 +34,7 @@ __device__ void merge_states(const float *ml, const float *acc, int n, int strid
                     L += c * ld<LOAD_CG>(ml + (size_t)s * stride_ml + 2 * g + 1);
                     a += c * ld<LOAD_CG>(acc + (size_t)s * stride_acc + g * D + d);
                 }
-                store16<BF>(&out[g * D + d], a / L);
+                store16<BF>(out(g) + d, a / L);
             }
         return;
     }
@@ -71,14 +70,14 @@ __device__ void merge_states(const float *ml, const float *acc, int n, int strid
             for (int g = 0; g < NG; g++)
                 a[g] += w[g * n + s] * ld<LOAD_CG>(acc + (size_t)s * stride_acc + g * D + d);
 #pragma unroll
-        for (int g = 0; g < NG; g++) store16<BF>(&out[g * D + d], a[g]);
+        for (int g = 0; g < NG; g++) store16<BF>(out(g) + d, a[g]);
     }
     __syncthreads(); // sh may be reused by the caller
 }
 
-// Segmented merge: block (row, query head), one thread per dimension. Rows with a
-// single slot were written directly by their split and are skipped.
-template <int D, bool BF> __global__ void __launch_bounds__(D) merge_kernel(const Params p, int G) {
+// Segmented merge: block (row, query token x query head), one thread per dimension. Rows
+// with a single slot were written directly by their split and are skipped.
+template <int D, bool BF> __global__ void __launch_bounds__(D) merge_kernel(const Params p) {
     // Launched as a programmatic dependent of the split kernel (launch_merge): its
     // blocks may be resident before that kernel ends, and wait here until it has
     // completed and its writes are visible.
@@ -87,17 +86,19 @@ template <int D, bool BF> __global__ void __launch_bounds__(D) merge_kernel(cons
 #endif
     __shared__ float sh[2 * MERGE_SLOTS];
     int row = p.bucket_rows ? p.bucket_rows[p.row_begin + blockIdx.x] : blockIdx.x;
-    int h = blockIdx.y, kvh = h / G, g = h % G;
+    const int jq = blockIdx.y / p.hq, h = blockIdx.y % p.hq, kvh = h / p.grp, g = h % p.grp;
+    const int NS = p.qlen * p.grp; // a slot's states of a KV head
     int s0 = p.split_offsets[row], n = p.split_offsets[row + 1] - s0;
     if (n <= 1) return;
-    size_t base = ((size_t)s0 * p.hkv + kvh) * G + g;
-    merge_states<D, D, 1, false, BF>(p.part_ml + base * 2, p.part_acc + base * D, n, p.hkv * G * 2,
-                                     p.hkv * G * D, sh, 2 * MERGE_SLOTS,
-                                     p.o + ((size_t)row * p.hq + h) * D);
+    size_t base = ((size_t)s0 * p.hkv + kvh) * NS + jq * p.grp + g;
+    __half *out = p.o + (((size_t)row * p.qlen + jq) * p.hq + h) * D;
+    merge_states<D, D, 1, false, BF>(p.part_ml + base * 2, p.part_acc + base * D, n, p.hkv * NS * 2,
+                                     p.hkv * NS * D, sh, 2 * MERGE_SLOTS,
+                                     [out](int) { return out; });
 }
 
-int launch_merge(cudaStream_t st, const Params &p, int G, int D, unsigned rows) {
-    void (*k)(const Params, int) =
+int launch_merge(cudaStream_t st, const Params &p, int D, unsigned rows) {
+    void (*k)(const Params) =
         D == 64    ? (p.bf16 ? merge_kernel<64, true> : merge_kernel<64, false>)
         : D == 128 ? (p.bf16 ? merge_kernel<128, true> : merge_kernel<128, false>)
         : D == 256 ? (p.bf16 ? merge_kernel<256, true> : merge_kernel<256, false>)
@@ -109,11 +110,11 @@ int launch_merge(cudaStream_t st, const Params &p, int G, int D, unsigned rows) 
     attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attr.val.programmaticStreamSerializationAllowed = 1;
     cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(rows, p.hq);
+    cfg.gridDim = dim3(rows, p.hq * p.qlen);
     cfg.blockDim = dim3(D);
     cfg.stream = st;
     cfg.attrs = &attr;
     cfg.numAttrs = 1;
-    PKVK_CK(cudaLaunchKernelEx(&cfg, k, p, G));
+    PKVK_CK(cudaLaunchKernelEx(&cfg, k, p));
     return PKVK_OK;
 }

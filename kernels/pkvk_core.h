@@ -61,8 +61,12 @@ typedef struct pkvk_batch {
     const int32_t *seq_lens;    /* [n_rows] tokens */
     /* Query tokens per row (0 or 1: one, a decode step's): a verify step's k + 1, token j of
      * a row at position seq_lens - q_len + j attending the keys up to its own (the causal
-     * mask among them); q and o then [n_rows][q_len][hq][d]. The CPU reference and mirror
-     * take it; the GPU's routes take one (their verify kernels are GPU work). */
+     * mask among them); q and o then [n_rows][q_len][hq][d]. The CPU reference and mirror,
+     * the GPU reference and PersistentKV's routes take it (the tokens packed beside the
+     * group's heads, 8 MMA rows a CTA); FlashInfer's decode routes refuse it (its prefill
+     * path, pkvk_fi_prefill, runs a verify step). A workspace holds a verify step's states
+     * when its cap_slots is the plan's slots times q_len (the fused route's counters: its
+     * cap_rows the rows times the query blocks). */
     int32_t q_len;
     float sm_scale;       /* softmax scale, usually 1/sqrt(d) */
     const float *k_scale; /* FP8 KV only: [n_pages][hkv] scale of each page's K, V */

@@ -44,8 +44,9 @@ size_t pkvk_partial_floats(const pkvk_shape *s, int32_t n_slots);
 void pkvk_compare(const float *o32, const uint16_t *o16, int o16_dtype, const float *ref, size_t n,
                   double *max_err, double *mean_err);
 
-/* FP32 GPU reference into o32 (device, float [n_rows][hq][d]): one launch on the
- * context's stream, nothing allocated (head dim up to 256). */
+/* FP32 GPU reference into o32 (device, float [n_rows][hq][d], [n_rows][q_len][hq][d] for a
+ * verify step's query tokens): one launch on the context's stream, nothing allocated (head
+ * dim up to 256; rows of at least q_len keys, unchecked: the lengths are on the device). */
 int pkvk_gpu_reference(const pkvk_ctx *c, const pkvk_batch *b, float *o32);
 
 #ifdef __cplusplus

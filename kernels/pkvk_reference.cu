@@ -7,7 +7,7 @@
 
 #include "pkvk_cuda.h"
 
-// One block per (row, query head), two exact passes and no scratch memory: the
+// One block per (row, query token, query head), two exact passes and no scratch memory: the
 // maximum score over the row (a max reduction), then, blockDim tokens at a time, the
 // weights exp(s - max) into shared memory, summed, and one thread per dimension
 // accumulating w * v. The scores are computed in both passes. Slow and plain.
@@ -29,6 +29,7 @@ struct RefArgs {
     const int32_t *bt, *lens;
     int32_t bt_stride;
     int hq, hkv, ps, d, qt, kvt; // qt, kvt: Q's and KV's pkvk_dtype
+    int qlen;                    // query tokens a row (pkvk_batch.q_len, at least 1)
     float scale;
     float *o;
 };
@@ -53,9 +54,11 @@ static __global__ void reference_kernel(const RefArgs a) {
     extern __shared__ float sh[]; // q[d], red[REF_THREADS], w[REF_THREADS]
     const int d = a.d;
     float *qs = sh, *red = sh + d, *w = red + REF_THREADS;
-    int row = blockIdx.x, h = blockIdx.y, kvh = h / (a.hq / a.hkv), len = a.lens[row];
-    for (int j = threadIdx.x; j < d; j += blockDim.x)
-        qs[j] = elem(a.q, ((size_t)row * a.hq + h) * d + j, a.qt, 1.f);
+    // Query token jq attends the keys up to its own position (a verify step's causal mask).
+    const int row = blockIdx.x, jq = blockIdx.y / a.hq, h = blockIdx.y % a.hq;
+    const int kvh = h / (a.hq / a.hkv), len = a.lens[row] - a.qlen + jq + 1;
+    const size_t at = (((size_t)row * a.qlen + jq) * a.hq + h) * d;
+    for (int j = threadIdx.x; j < d; j += blockDim.x) qs[j] = elem(a.q, at + j, a.qt, 1.f);
     __syncthreads();
     float mx = -INFINITY;
     for (int t = threadIdx.x; t < len; t += blockDim.x)
@@ -90,7 +93,7 @@ static __global__ void reference_kernel(const RefArgs a) {
         if (threadIdx.x < s) red[threadIdx.x] += red[threadIdx.x + s];
         __syncthreads();
     }
-    if (threadIdx.x < d) a.o[((size_t)row * a.hq + h) * d + threadIdx.x] = acc / red[0];
+    if (threadIdx.x < d) a.o[at + threadIdx.x] = acc / red[0];
 }
 
 // Enqueued on the context's stream: no allocation, no copy, no wait.
@@ -103,12 +106,13 @@ extern "C" int pkvk_gpu_reference(const pkvk_ctx *c, const pkvk_batch *b, float 
         return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED, "reference: Q FP16 or BF16 on the GPU");
     if (s.kv_dtype == PKVK_FP8_E4M3 && (!b->k_scale || !b->v_scale))
         return pkvk_fail_msg(PKVK_ERR_INVALID, "reference: FP8 KV without its scales");
-    const RefArgs a = {b->q,       b->k_cache,     b->v_cache,  b->k_scale,
-                       b->v_scale, b->block_table, b->seq_lens, b->bt_stride,
-                       s.hq,       s.hkv,          s.page_size, s.d,
-                       s.dtype,    s.kv_dtype,     b->sm_scale, o32};
-    reference_kernel<<<dim3(b->n_rows, s.hq), REF_THREADS, (s.d + 2 * REF_THREADS) * sizeof(float),
-                       c->stream>>>(a);
+    const RefArgs a = {
+        b->q,           b->k_cache,  b->v_cache,   b->k_scale, b->v_scale,
+        b->block_table, b->seq_lens, b->bt_stride, s.hq,       s.hkv,
+        s.page_size,    s.d,         s.dtype,      s.kv_dtype, b->q_len > 1 ? b->q_len : 1,
+        b->sm_scale,    o32};
+    const dim3 grid(b->n_rows, s.hq * a.qlen);
+    reference_kernel<<<grid, REF_THREADS, (s.d + 2 * REF_THREADS) * sizeof(float), c->stream>>>(a);
     PKVK_CK_LAUNCH();
     return PKVK_OK;
 }

@@ -14,7 +14,7 @@
 set -u
 out=$1
 mkdir -p "$out"
-nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem,memory.total --format=csv,noheader | tee "$out/summary.txt"
+nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem,memory.total --format=csv,noheader | tee -a "$out/summary.txt"
 step() { # NAME LIMIT CMD...: run with a limit, log, one summary line
   local name=$1 limit=$2; shift 2
   local t0=$SECONDS

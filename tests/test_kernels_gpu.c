@@ -217,6 +217,17 @@ static void the_workqueue_kernel_keeps_its_residency(void) {
     printf("workqueue CTAs an SM at G=4: d=64 %d, d=128 %d, d=256 %d\n", occ[0], occ[1], occ[2]);
 }
 
+/* The types' bound (pkv_tol.h) needs the largest |V| (dequantized) and |output|. */
+static void typed_bounds(const host_batch *h, const float *ref, double *vmax, double *omax) {
+    const pkvk_shape *s = &h->b.shape;
+    const size_t per_head = (size_t)s->page_size * s->d;
+    *vmax = *omax = 0;
+    for (size_t j = 0; j < h->kv_elems; j++)
+        *vmax = fmax(*vmax, fabs(pkvk_elem(s->kv_dtype, h->v, j) *
+                                 (h->v_scale ? h->v_scale[j / per_head] : 1.f)));
+    for (size_t j = 0; j < h->q_elems; j++) *omax = fmax(*omax, fabs(ref[j]));
+}
+
 /* Small shapes through every route (one shape under PKV_QUICK, the step's prologue among
  * its ways up); the plans go up every way, by launch parameters and by copy. */
 static void small_shapes_match_the_reference_on_every_route(void) {
@@ -267,14 +278,8 @@ static void small_shapes_match_the_reference_on_every_route(void) {
                     double mx, mean;
                     pkvk_compare(g32, NULL, PKVK_FP16, ref, h.q_elems, &mx, &mean);
                     CHECK(mx < 1e-4, "GPU FP32 reference vs CPU: max|e| %.3g", mx);
-                    /* The types' bound (pkv_tol.h) needs the largest |V| (dequantized) and
-                     * |output|. */
-                    double vmax = 0, omax = 0;
-                    const size_t per_head = (size_t)s.page_size * s.d;
-                    for (size_t j = 0; j < h.kv_elems; j++)
-                        vmax = fmax(vmax, fabs(pkvk_elem(kdt, h.v, j) *
-                                               (h.v_scale ? h.v_scale[j / per_head] : 1.f)));
-                    for (size_t j = 0; j < h.q_elems; j++) omax = fmax(omax, fabs(ref[j]));
+                    double vmax, omax;
+                    typed_bounds(&h, ref, &vmax, &omax);
                     pkvk_plan p;
                     pkvk_workspace *ws;
                     CHECK(pkvk_plan_init(&p, n, 4096) == 0, "plan");
@@ -347,6 +352,121 @@ static void small_shapes_match_the_reference_on_every_route(void) {
 
     CHECK(quick || (uploads[0] > 10 && uploads[2] > 10),
           "upload paths not all taken: %d in parameters, %d copied", uploads[0], uploads[2]);
+}
+
+/* A verify step (issue 47): h's rows take Q query tokens each, fresh Gaussian queries
+ * [n_rows][Q][hq][d] in Q's type. */
+static void with_query_tokens(host_batch *h, gsl_rng *rng, int Q) {
+    h->q_elems *= (size_t)Q;
+    free(h->q);
+    h->q = malloc(h->q_elems * 2);
+    CHECK(h->q != NULL, "memory");
+    for (size_t i = 0; i < h->q_elems; i++) {
+        const float x = (float)gsl_ran_gaussian(rng, 1.0);
+        h->q[i] = h->b.shape.dtype == PKVK_BF16 ? pkvk_f2bf(x) : pkvk_f2h(x);
+    }
+    h->b.q = h->q, h->b.q_len = Q;
+}
+
+/* A verify step's query tokens (q_len 2 to 8 a row, packed beside the group's heads, each
+ * over the keys up to its own position) on every PersistentKV route and split count (empty
+ * splits among them, where a token's keys end before its split begins), against the CPU
+ * reference, and the GPU reference against it; FlashInfer's decode routes refuse a verify
+ * step, and so does a workspace too small for its states. Under PKV_QUICK one q_len and
+ * group. */
+static void verify_steps_match_the_reference(void) {
+    const int qls[5] = {2, 3, 4, 5, 8}, Gs[4] = {1, 2, 4, 8}, dims[3] = {128, 64, 256};
+    const int types[3][2] = {
+        {PKVK_FP16, PKVK_FP16}, {PKVK_BF16, PKVK_BF16}, {PKVK_FP16, PKVK_FP8_E4M3}};
+    int cases = 0;
+    for (int qi = quick ? 2 : 0; qi < (quick ? 3 : 5); qi++)
+        for (int gi = quick ? 2 : 0; gi < (quick ? 3 : 4); gi++)
+            for (int ty = 0; ty < 3; ty++) {
+                const int Q = qls[qi], G = Gs[gi], dt = types[ty][0], kdt = types[ty][1];
+                const pkvk_shape s = {.hq = 2 * G,
+                                      .hkv = 2,
+                                      .d = dims[(qi + gi + ty) % 3],
+                                      .page_size = (qi + ty) % 2 ? 1 : 16,
+                                      .dtype = dt,
+                                      .kv_dtype = kdt};
+                int32_t lens[6] = {Q,
+                                   Q + 1,
+                                   Q + 15,
+                                   Q + 31 + (int32_t)gsl_rng_uniform_int(r, 64),
+                                   Q + 1000 + (int32_t)gsl_rng_uniform_int(r, 1500),
+                                   Q + (int32_t)gsl_rng_uniform_int(r, 4000)};
+                const int n = 6;
+                host_batch h;
+                make_batch(&h, r, s, lens, n, 0.5);
+                with_query_tokens(&h, r, Q);
+                dev_batch d = {0};
+                CHECK(upload(&h, &d) == 0, "upload: %s", pkvk_last_error());
+                float *ref = malloc(h.q_elems * 4), *o = malloc(h.q_elems * 4),
+                      *g32 = malloc(h.q_elems * 4);
+                uint16_t *tmp = malloc(h.q_elems * 2);
+                CHECK(ref && o && g32 && tmp, "memory");
+                CHECK(pkvk_cpu_reference(&h.b, ref) == PKVK_OK, "CPU reference");
+                double mx, mean, vmax, omax;
+                CHECK(pkvk_gpu_reference(ctx, &d.b, d.o32) == 0 &&
+                          pkvk_d2h(g32, d.o32, h.q_elems * 4) == 0,
+                      "gpu reference: %s", pkvk_last_error());
+                pkvk_compare(g32, NULL, PKVK_FP16, ref, h.q_elems, &mx, &mean);
+                CHECK(mx < 1e-4, "q_len %d: GPU FP32 reference vs CPU: max|e| %.3g", Q, mx);
+                typed_bounds(&h, ref, &vmax, &omax);
+                pkvk_plan p;
+                pkvk_workspace *ws;
+                CHECK(pkvk_plan_init(&p, n, 4096) == 0, "plan");
+                CHECK(pkvk_workspace_create(ctx, &ws, &s, n * Q, 512 * Q, 4096) == 0,
+                      "workspace: %s", pkvk_last_error());
+                for (int route = 0; route <= PKV_ROUTE_FUSED; route++)
+                    for (int sc = 0; sc < (route == PKV_ROUTE_REF_PAGED ? 1 : 3); sc++) {
+                        int32_t S = (int32_t[]){1, 3, 80}[sc], splits[6];
+                        for (int i = 0; i < n; i++) splits[i] = S;
+                        const int rc =
+                            route == PKV_ROUTE_REF_PAGED ? pkvk_plan_ref(&p, lens, n)
+                            : route == PKV_ROUTE_BUCKET
+                                ? pkvk_plan_bucket(&p, lens, lens, n, fixed_splits, &S)
+                                : pkvk_plan_workqueue(&p, (pkv_route)route, &s, lens, splits, n);
+                        CHECK(rc == 0, "plan");
+                        CHECK(run_plan(ctx, ws, &d, &p, h.q_elems, o, tmp, cases) == 0,
+                              "q_len %d %s: %s", Q, pkv_route_name((pkv_route)route),
+                              pkvk_last_error());
+                        pkvk_compare(o, NULL, PKVK_FP16, ref, h.q_elems, &mx, &mean);
+                        CHECK(pkv_tol_typed_ok(dt == PKVK_BF16, kdt == PKVK_FP8_E4M3, vmax, omax,
+                                               mx, mean),
+                              "q_len %d %s/%s d=%d G=%d ps=%d %s S=%d: max|e| %.3g mean|e| %.3g "
+                              "(NaN: an output was not written)",
+                              Q, pkvk_dtype_names[dt], pkvk_dtype_names[kdt], s.d, G, s.page_size,
+                              pkv_route_name((pkv_route)route), S, mx, mean);
+                        cases++;
+                    }
+                int launches;
+                if (fi_built && pkv_flashinfer_group(G) && s.d == 128 && kdt != PKVK_FP8_E4M3) {
+                    int occ = 0;
+                    CHECK(pkvk_flashinfer_occupancy(&s, &occ) == 0 &&
+                              pkvk_plan_flashinfer(&p, PKV_ROUTE_FLASHINFER_TC, &s, lens, n,
+                                                   dev.sm_count, occ) == 0 &&
+                              pkvk_launch(ws, &d.b, &p, &launches) == PKVK_ERR_UNSUPPORTED,
+                          "q_len %d on FlashInfer's decode route: not refused", Q);
+                }
+                /* A workspace with room for the decode step's states only. */
+                pkvk_workspace *small;
+                int32_t three[6] = {3, 3, 3, 3, 3, 3};
+                CHECK(pkvk_plan_workqueue(&p, PKV_ROUTE_WORKQUEUE, &s, lens, three, n) == 0 &&
+                          pkvk_workspace_create(ctx, &small, &s, n, p.n_slots, 4096) == 0,
+                      "small workspace: %s", pkvk_last_error());
+                CHECK(pkvk_plan_upload(small, &p) == 0 &&
+                          pkvk_launch(small, &d.b, &p, &launches) == PKVK_ERR_INVALID,
+                      "q_len %d: %d slots' states in a workspace of %d slots not refused", Q,
+                      p.n_slots * Q, p.n_slots);
+                pkvk_workspace_destroy(small);
+                pkvk_workspace_destroy(ws);
+                pkvk_plan_free(&p);
+                free(ref), free(o), free(g32), free(tmp);
+                release(&d);
+                free_batch(&h);
+            }
+    printf("%d verify cases (q_len x shape x route x splits) against the FP32 reference\n", cases);
 }
 
 /* More states than the merges' shared buffers hold (512 slots per head in the merge
@@ -578,6 +698,7 @@ static const pkv_test_case cases[] = {
     PKV_CASE(allocations_past_the_gpu_are_out_of_memory),
     PKV_CASE(the_workqueue_kernel_keeps_its_residency),
     PKV_CASE(small_shapes_match_the_reference_on_every_route),
+    PKV_CASE(verify_steps_match_the_reference),
     PKV_CASE(many_states_take_the_serial_merge),
     PKV_CASE(the_mlp_tail_matches_the_reference),
     PKV_CASE(long_rows_match_under_the_engine_planner),

@@ -185,7 +185,7 @@ static int sweep_shape(pkvk_ctx *ctx, pkv_calib *cal, const pkvk_shape *s, const
     char err[512] = "", name[40];
     snprintf(name, sizeof name, "G%d-B%d-%d%s", G, B, L, fp8 ? "-fp8" : "");
     int rc = 0;
-    if (pkv_kcase_make(ctx, &kc, name, lens, B, s, 0.5, 0, r, err, sizeof err) ||
+    if (pkv_kcase_make(ctx, &kc, name, lens, B, 1, s, 0.5, 0, r, err, sizeof err) ||
         pkv_planner_init(&pl, s, cal, B, PKV_BUCKET_MODE_EXACT) ||
         pkvk_plan_init(&fixed, B, 64 * B * s->hkv + 64) ||
         pkvk_workspace_create(ctx, &ws, s, B, pl.plans[0].cap_tasks + 64 * B,

@@ -82,11 +82,48 @@ static void emit(bench_out *o, const char *fmt, ...) {
     fflush(stdout);
 }
 
+static int launch_fi_verify(void *arg, int *launches) {
+    void **a = arg; /* the verify, the batch */
+    *launches = 0;  /* FlashInfer's: its kernel, and its merge where it splits */
+    return pkvk_fi_verify_run(a[0], a[1]);
+}
+
+/* A verify step on FlashInfer's prefill path, as engines run one: its row of the table and,
+ * in *best and *name, the case's FlashInfer baseline. */
+static int time_fi_prefill(const pkvk_ctx *ctx, pkv_kcase *d, bench_out *bo, const char *name,
+                           const int32_t *lens, int reps, double kv_bytes, double read_gbps,
+                           double *best, const char **best_name) {
+    pkvk_fi_verify *v;
+    float ms = 0;
+    int launches = 0;
+    double mx = 0, mean = 0;
+    int rc = pkvk_fi_verify_create(ctx, &v, &d->b, lens, d->bt_host);
+    void *arg[2] = {v, &d->b};
+    if (!rc)
+        rc = pkv_kcase_time_with(ctx, d, launch_fi_verify, arg, reps, &ms, &launches, &mx, &mean);
+    pkvk_fi_verify_destroy(v);
+    if (rc) {
+        fprintf(stderr, "pkvsim bench kernels: %s flashinfer_prefill: %s\n", name,
+                pkvk_last_error());
+        return rc;
+    }
+    const double gbps = kv_bytes / (ms * 1e-3) / 1e9;
+    emit(bo, "| %s | flashinfer_prefill | own | %.1f | %.0f | %.1f%% | - | - | - | %.2e | %.2e |\n",
+         name, ms * 1e3, gbps, 100 * gbps / read_gbps, mx, mean);
+    *best = ms, *best_name = "flashinfer_prefill";
+    if (!pkv_kcase_ok(d, mx, mean)) {
+        fprintf(stderr, "pkvsim bench kernels: %s flashinfer_prefill: error beyond tolerance\n",
+                name);
+        return 1;
+    }
+    return 0;
+}
+
 static void usage(void) {
     printf("usage: pkvsim bench kernels [--cases SPEC] [--splits LIST] [--reps N]\n"
            "                            [--holes F] [--share TOKENS] [--calibration FILE]\n"
            "                            [--heads HQ/HKV] [--head-dim D] [--dtype T]\n"
-           "                            [--kv-dtype T] [--out FILE]\n"
+           "                            [--kv-dtype T] [--q-len N] [--out FILE]\n"
            "Times every route (ref_paged, pkv_bucket, pkv_workqueue, pkv_fused, and flashinfer,\n"
            "flashinfer_tc where built) on isolated decode steps of shape Hq=32 Hkv=8 d=128\n"
            "(--heads HQ/HKV for another group: 1 to 8 query heads per KV head;\n"
@@ -116,6 +153,12 @@ static void usage(void) {
            "                 page and KV head, all 1 as vLLM's default, so that FlashInfer's\n"
            "                 FP8 path, one scale for the cache, runs the same pool; KV GB/s\n"
            "                 counts its bytes, scales included)\n"
+           "  --q-len N      query tokens a row (default 1, a decode step): a speculative\n"
+           "                 decoding verify step's k + 1, each token attending the keys up\n"
+           "                 to its own position; PersistentKV's routes pack the tokens beside\n"
+           "                 the group's heads, FlashInfer runs it on its prefill path\n"
+           "                 (flashinfer_prefill: its decode routes take one token; CTAs and\n"
+           "                 merge KB are the decode step's)\n"
            "  --out FILE     also write the table to FILE (default bench_kernels.txt)\n",
            DEFAULT_CASES);
 }
@@ -124,7 +167,7 @@ int pkv_bench_kernels_main(int argc, char **argv) {
     const char *cases = DEFAULT_CASES, *out = "bench_kernels.txt", *calfile = NULL;
     const char *holes_s = NULL, *splits_s = NULL, *heads_s = NULL, *dtype_s = "fp16",
                *kv_dtype_s = NULL;
-    int reps = 30, n_sweep = 0, share = 0, hd = 128;
+    int reps = 30, n_sweep = 0, share = 0, hd = 128, q_len = 1;
     int32_t sweep[MAX_SWEEP];
     double holes = 0.5;
     const pkv_cli_opt opts[] = {{"cases", 'c', PKV_CLI_STRING, &cases, 0},
@@ -137,8 +180,9 @@ int pkv_bench_kernels_main(int argc, char **argv) {
                                 {"heads", 0, PKV_CLI_STRING, &heads_s, 0},
                                 {"dtype", 0, PKV_CLI_STRING, &dtype_s, 0},
                                 {"kv-dtype", 0, PKV_CLI_STRING, &kv_dtype_s, 0},
-                                {"head-dim", 0, PKV_CLI_COUNT, &hd, 256}};
-    const int orc = pkv_cli_options("bench kernels", argc, argv, opts, 11, usage);
+                                {"head-dim", 0, PKV_CLI_COUNT, &hd, 256},
+                                {"q-len", 0, PKV_CLI_COUNT, &q_len, 64}};
+    const int orc = pkv_cli_options("bench kernels", argc, argv, opts, 12, usage);
     if (orc >= 0) return orc;
     const int dt = !strcmp(dtype_s, "fp16") ? PKVK_FP16 : !strcmp(dtype_s, "bf16") ? PKVK_BF16 : -1;
     if (dt < 0) {
@@ -190,6 +234,15 @@ int pkv_bench_kernels_main(int argc, char **argv) {
         fprintf(stderr, "pkvsim bench kernels: --cases: cannot parse \"%s\" (see --help)\n", cases);
         return 2;
     }
+    for (int ci = 0; ci < n_cases; ci++)
+        for (int i = 0; i < bc[ci].n; i++)
+            if (bc[ci].lens[i] < q_len) {
+                fprintf(stderr,
+                        "pkvsim bench kernels: --q-len %d: case %s has a row of %d tokens (a "
+                        "verify row holds its query tokens)\n",
+                        q_len, bc[ci].name, bc[ci].lens[i]);
+                return 2;
+            }
     pkv_calib cal;
     pkv_err e;
     if (calfile ? pkv_calib_load(&cal, calfile, pkv_calib_section(false), &e)
@@ -222,9 +275,12 @@ int pkv_bench_kernels_main(int argc, char **argv) {
     }
     char when[32];
     pkv_cli_utc(when, "%Y-%m-%d %H:%M UTC");
-    emit(&bo, "# pkvsim bench kernels, %s, %s (%d SMs), %s; Hq %d Hkv %d d %d page 16 %s KV %s\n",
+    emit(&bo,
+         "# pkvsim bench kernels, %s, %s (%d SMs), %s; Hq %d Hkv %d d %d page 16 %s KV %s; %d "
+         "query token%s a row%s\n",
          when, dev.name, dev.sm_count, PKV_GIT_REV, hq, hkv, hd, pkvk_dtype_names[dt],
-         pkvk_dtype_names[kdt]);
+         pkvk_dtype_names[kdt], q_len, q_len > 1 ? "s" : "",
+         q_len > 1 ? " (verify steps, causal among them)" : "");
     emit(&bo,
          "# ceilings: D2D copy %.0f GB/s (read+write), read-only stream %.0f GB/s, "
          "empty launch %.2f us; median of %d calls, L2 flushed, holes %.2f, shared prefix "
@@ -244,14 +300,14 @@ int pkv_bench_kernels_main(int argc, char **argv) {
     /* Per case, the fastest route of each family at its own split choice. */
     enum { OWN_PKV, OWN_ANY, FI_ANY, FAMILIES };
     double best[MAX_CASES][FAMILIES], stream_ms[MAX_CASES], case_bytes[MAX_CASES];
-    pkv_route best_r[MAX_CASES][FAMILIES];
+    const char *best_r[MAX_CASES][FAMILIES];
     for (int ci = 0; ci < n_cases && rc == 0; ci++) {
         pkv_kcase d;
         char err[512] = "";
         pkv_planner pl;
         pkvk_workspace *ws = NULL;
-        if (pkv_kcase_make(ctx, &d, bc[ci].name, bc[ci].lens, bc[ci].n, &s, holes, share, r, err,
-                           sizeof err) ||
+        if (pkv_kcase_make(ctx, &d, bc[ci].name, bc[ci].lens, bc[ci].n, q_len, &s, holes, share, r,
+                           err, sizeof err) ||
             pkv_planner_init(&pl, &s, &cal, bc[ci].n, PKV_BUCKET_MODE_EXACT)) {
             fprintf(stderr, "pkvsim bench kernels: %s\n", *err ? err : "out of memory");
             pkv_kcase_free(&d);
@@ -264,7 +320,8 @@ int pkv_bench_kernels_main(int argc, char **argv) {
             if (sweep[k] > most) most = sweep[k];
         int32_t cap = bc[ci].n * most + pl.plans[0].cap_tasks;
         pkvk_plan fixed;
-        if (pkvk_workspace_create(ctx, &ws, &s, bc[ci].n, cap, cap * s.hkv) ||
+        /* A verify step's states: q_len a slot (the fused route's counters: a row's). */
+        if (pkvk_workspace_create(ctx, &ws, &s, bc[ci].n * q_len, cap * q_len, cap * s.hkv) ||
             pkvk_plan_init(&fixed, bc[ci].n, cap * s.hkv)) {
             fprintf(stderr, "pkvsim bench kernels: workspace: %s\n", pkvk_last_error());
             rc = 1;
@@ -291,7 +348,8 @@ int pkv_bench_kernels_main(int argc, char **argv) {
             const pkvk_plan *p;
             char splits[16] = "auto";
             if (run < PKV_ROUTE_COUNT && !pkvk_route_built((pkv_route)run)) continue;
-            if (run < PKV_ROUTE_COUNT && pkv_route_has((pkv_route)run, PKV_RP_FI_SHAPES) && !fi_g)
+            if (run < PKV_ROUTE_COUNT && pkv_route_has((pkv_route)run, PKV_RP_FI_SHAPES) &&
+                (!fi_g || q_len > 1))
                 continue;
             if (run < PKV_ROUTE_COUNT) {
                 rc = pkv_planner_build(&pl, (pkv_route)run, bc[ci].lens, bc[ci].n);
@@ -330,7 +388,7 @@ int pkv_bench_kernels_main(int argc, char **argv) {
                 int pkv = pkv_route_role_of((pkv_route)run) != PKV_ROLE_BASELINE;
                 for (int f = 0; f < FAMILIES; f++)
                     if ((f == FI_ANY ? fi : f == OWN_PKV ? pkv : !fi) && ms < best[ci][f])
-                        best[ci][f] = ms, best_r[ci][f] = (pkv_route)run;
+                        best[ci][f] = ms, best_r[ci][f] = pkv_route_name((pkv_route)run);
             }
             emit(&bo,
                  "| %s | %s | %s%s | %.1f | %.0f | %.1f%% | %d | %lld | %.0f | %.2e | %.2e |\n",
@@ -343,6 +401,9 @@ int pkv_bench_kernels_main(int argc, char **argv) {
                 rc = 1;
             }
         }
+        if (rc == 0 && q_len > 1 && fi_g && pkvk_flashinfer_built())
+            rc = time_fi_prefill(ctx, &d, &bo, bc[ci].name, bc[ci].lens, reps, kv_bytes,
+                                 ceil_.read_gbps, &best[ci][FI_ANY], &best_r[ci][FI_ANY]);
         pkvk_plan_free(&fixed);
         pkvk_workspace_destroy(ws);
         pkv_planner_free(&pl);
@@ -371,9 +432,8 @@ int pkv_bench_kernels_main(int argc, char **argv) {
                   "pkvsim route | us | speedup |\n|---|---|---|---|---|---|---|---|---|\n");
         for (int ci = 0; ci < n_cases; ci++)
             emit(&bo, "| %s | %s | %.1f | %s | %.1f | %.3fx | %s | %.1f | %.3fx |\n", bc[ci].name,
-                 pkv_route_name(best_r[ci][FI_ANY]), best[ci][FI_ANY] * 1e3,
-                 pkv_route_name(best_r[ci][OWN_PKV]), best[ci][OWN_PKV] * 1e3,
-                 best[ci][FI_ANY] / best[ci][OWN_PKV], pkv_route_name(best_r[ci][OWN_ANY]),
+                 best_r[ci][FI_ANY], best[ci][FI_ANY] * 1e3, best_r[ci][OWN_PKV],
+                 best[ci][OWN_PKV] * 1e3, best[ci][FI_ANY] / best[ci][OWN_PKV], best_r[ci][OWN_ANY],
                  best[ci][OWN_ANY] * 1e3, best[ci][FI_ANY] / best[ci][OWN_ANY]);
     }
     gsl_rng_free(r);

@@ -14,6 +14,7 @@ void pkv_kcase_free(pkv_kcase *d) {
     pkvk_free(d->q), pkvk_free(d->o), pkvk_free(d->k), pkvk_free(d->v);
     pkvk_free(d->bt), pkvk_free(d->lens), pkvk_free(d->ref);
     pkvk_free(d->k_scale), pkvk_free(d->v_scale);
+    free(d->bt_host);
 }
 
 /* Device batch for a case: block tables from the study's generator with `holes` of
@@ -22,8 +23,8 @@ void pkv_kcase_free(pkv_kcase *d) {
  * as codes, every page's K and V scale 1, vLLM's default without calibrated scales, so
  * that FlashInfer's FP8 path, one scale for the whole cache, runs the same pool). */
 int pkv_kcase_make(const pkvk_ctx *c, pkv_kcase *d, const char *name, const int32_t *lens, int n,
-                   const pkvk_shape *s, double holes, int32_t share, gsl_rng *r, char *err,
-                   size_t errn) {
+                   int q_len, const pkvk_shape *s, double holes, int32_t share, gsl_rng *r,
+                   char *err, size_t errn) {
     memset(d, 0, sizeof *d);
     pkv_pagetable pt;
     if (pkv_pagetable_generate(&pt, lens, n, s->page_size, 0, holes, r)) {
@@ -43,7 +44,7 @@ int pkv_kcase_make(const pkvk_ctx *c, pkv_kcase *d, const char *name, const int3
     size_t page_elems = (size_t)s->hkv * s->page_size * s->d, kv = (size_t)universe * page_elems;
     const size_t heads = (size_t)universe * s->hkv;
     float *scales = fp8 ? malloc(2 * heads * sizeof(float)) : NULL; /* K's, then V's */
-    d->q_elems = (size_t)n * s->hq * s->d;
+    d->q_elems = (size_t)n * q_len * s->hq * s->d;
     uint16_t *q = malloc(d->q_elems * 2);
     int rc = !rnd || !q || (fp8 && !scales) ? PKVK_ERR_OUT_OF_MEMORY : PKVK_OK;
     if (!rc) {
@@ -85,6 +86,7 @@ int pkv_kcase_make(const pkvk_ctx *c, pkv_kcase *d, const char *name, const int3
                         .block_table = d->bt,
                         .bt_stride = stride,
                         .seq_lens = d->lens,
+                        .q_len = q_len,
                         .sm_scale = 1.0f / sqrtf((float)s->d),
                         .k_scale = d->k_scale,
                         .v_scale = d->v_scale,
@@ -92,27 +94,47 @@ int pkv_kcase_make(const pkvk_ctx *c, pkv_kcase *d, const char *name, const int3
                         .v_scale_all = fp8 ? 1.f : 0.f};
     if (!rc) rc = pkvk_gpu_reference(c, &d->b, d->ref);
     if (rc && !*err) snprintf(err, errn, "case %.31s: %.400s", name, pkvk_last_error());
+    d->bt_host = pt.table; /* kept: FlashInfer's prefill path plans from it */
+    pt.table = NULL;
     pkv_pagetable_free(&pt);
     free(rnd), free(q), free(scales);
     return rc;
 }
 
+typedef struct plan_launch {
+    pkvk_workspace *ws;
+    pkv_kcase *d;
+    const pkvk_plan *p;
+} plan_launch;
+
+static int launch_plan(void *arg, int *launches) {
+    const plan_launch *a = arg;
+    return pkvk_launch(a->ws, &a->d->b, a->p, launches);
+}
+
 /* Time one plan: median of reps calls, each after an L2 flush. */
 int pkv_kcase_time(const pkvk_ctx *c, pkvk_workspace *ws, pkv_kcase *d, const pkvk_plan *p,
                    int reps, float *med_ms, int *launches, double *mx, double *mean) {
-    float *t = malloc(sizeof(float) * reps);
-    pkvk_event *e0 = NULL, *e1 = NULL;
-    int rc = t ? pkvk_plan_upload(ws, p) : PKVK_ERR_OUT_OF_MEMORY;
-    if (!rc) rc = pkvk_event_create(c, &e0);
-    if (!rc) rc = pkvk_event_create(c, &e1);
+    int rc = pkvk_plan_upload(ws, p);
     if (!rc && pkv_route_has(p->route, PKV_RP_CSR))
         rc = pkvk_pack_csr(ws, &d->b); /* FlashInfer's page list: plan work, not timed */
-    for (int w = 0; w < 3 && !rc; w++) rc = pkvk_launch(ws, &d->b, p, launches);
+    plan_launch a = {ws, d, p};
+    return rc ? rc : pkv_kcase_time_with(c, d, launch_plan, &a, reps, med_ms, launches, mx, mean);
+}
+
+int pkv_kcase_time_with(const pkvk_ctx *c, pkv_kcase *d, pkv_kcase_launch launch, void *arg,
+                        int reps, float *med_ms, int *launches, double *mx, double *mean) {
+    float *t = malloc(sizeof(float) * reps);
+    pkvk_event *e0 = NULL, *e1 = NULL;
+    int rc = t ? PKVK_OK : PKVK_ERR_OUT_OF_MEMORY;
+    if (!rc) rc = pkvk_event_create(c, &e0);
+    if (!rc) rc = pkvk_event_create(c, &e1);
+    for (int w = 0; w < 3 && !rc; w++) rc = launch(arg, launches);
     if (!rc) rc = pkvk_memset(d->o, 0xff, d->q_elems * 2); /* poison: NaN halves */
     for (int i = 0; i < reps && !rc; i++) {
         rc = pkvk_flush_l2(c);
         if (!rc) rc = pkvk_event_record(e0);
-        if (!rc) rc = pkvk_launch(ws, &d->b, p, launches);
+        if (!rc) rc = launch(arg, launches);
         if (!rc) rc = pkvk_event_record(e1);
         if (!rc) rc = pkvk_event_elapsed(e0, e1, &t[i]);
     }

@@ -1,4 +1,4 @@
-/* One isolated decode step on the GPU for benchmarks and calibration: a random
+/* One isolated decode (or verify) step on the GPU for benchmarks and calibration: a random
  * batch (block tables from the study's generator) with its FP32 reference output,
  * and the timing of a plan on it with the L2 flushed before every call. */
 #ifndef PKV_KCASE_H
@@ -14,21 +14,28 @@ typedef struct pkv_kcase {
     void *q, *o, *k, *v, *bt, *lens;
     float *k_scale, *v_scale; /* FP8 KV: each page and KV head's */
     float *ref;               /* device FP32 reference output */
+    int32_t *bt_host;         /* the block table on the host */
     size_t q_elems;
     double v_max, o_max; /* largest |V| (made) and |reference output| (the last timing) */
 } pkv_kcase;
 
-/* lens: n rows' lengths; holes: fraction of the page universe left unused; share:
- * every row's first `share` tokens (whole pages, at most its own and row 0's length)
- * are row 0's pages, as a prefix cache maps them. On error err names the case. */
+/* lens: n rows' lengths; q_len: query tokens a row (1: a decode step; a verify step's
+ * k + 1, at most each row's length); holes: fraction of the page universe left unused;
+ * share: every row's first `share` tokens (whole pages, at most its own and row 0's
+ * length) are row 0's pages, as a prefix cache maps them. On error err names the case. */
 int pkv_kcase_make(const pkvk_ctx *c, pkv_kcase *d, const char *name, const int32_t *lens, int n,
-                   const pkvk_shape *s, double holes, int32_t share, gsl_rng *r, char *err,
-                   size_t errn);
+                   int q_len, const pkvk_shape *s, double holes, int32_t share, gsl_rng *r,
+                   char *err, size_t errn);
 void pkv_kcase_free(pkv_kcase *d);
 /* Upload the plan, warm up, then the median of `reps` calls (ms) with the L2
  * flushed before each; errors against the reference of the last call. */
 int pkv_kcase_time(const pkvk_ctx *c, pkvk_workspace *ws, pkv_kcase *d, const pkvk_plan *p,
                    int reps, float *med_ms, int *launches, double *mx, double *mean);
+/* The same for a launch of another kind (FlashInfer's prefill path): launch(arg, &launches)
+ * enqueues one call on the case's batch. */
+typedef int (*pkv_kcase_launch)(void *arg, int *launches);
+int pkv_kcase_time_with(const pkvk_ctx *c, pkv_kcase *d, pkv_kcase_launch launch, void *arg,
+                        int reps, float *med_ms, int *launches, double *mx, double *mean);
 /* Whether a timed output's errors are within its types' tolerance (pkv_tol.h). */
 int pkv_kcase_ok(const pkv_kcase *d, double mx, double mean);
 
