@@ -13,8 +13,10 @@
  * speculative decoding's verify steps (kernels/pkvk_cpu_model.c); the cuda backend runs the GPU
  * kernels (kernels/pkvk_attn.cu, kernels/pkvk_model*.cu: head_dim 64, 128 or 256, 1 to 8 query
  * heads per KV head; FlashInfer's at head_dim 128) with a mixture of experts' routed
- * experts (kernels/pkvk_model_moe.cu), measures the prefill's K/V write, and runs on the
- * wall clock by default. */
+ * experts (kernels/pkvk_model_moe.cu) and speculative decoding's verify steps (the verify
+ * forward, its query tokens packed beside the heads in PersistentKV's routes), measures the
+ * prefill's K/V write, and runs on the wall clock by default. The measuring backends run no
+ * proposer: a step takes the draft's or EAGLE's predicted time beside its measured one. */
 static const pkv_backend_caps rows[] = {
     [PKV_BACKEND_MODEL] = {.any_types = true,
                            .any_shape = true,
@@ -31,6 +33,7 @@ static const pkv_backend_caps rows[] = {
     [PKV_BACKEND_CUDA] = {.measures = true,
                           .gpu = true,
                           .experts = true,
+                          .speculative = true,
                           .prefill_measure = true,
                           .fi_head_dim = 128,
                           .clock = PKV_CLOCK_WALL},

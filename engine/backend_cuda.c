@@ -71,11 +71,12 @@ static int upload_step(cuda_backend *b, const pkvk_plan *plan, pkv_err *e) {
     return 0;
 }
 
-/* The batch of `rows` rows over layer 0's pools (FP8: the study layer's scales vary by
- * page and head, a full model's are one value, scale_all). */
-static pkvk_batch rows_batch(const cuda_backend *b, int32_t rows) {
+/* The batch of `rows` rows of q_len query tokens each over layer 0's pools (FP8: the study
+ * layer's scales vary by page and head, a full model's are one value, scale_all). */
+static pkvk_batch rows_batch(const cuda_backend *b, int32_t rows, int32_t q_len) {
     return (pkvk_batch){.shape = b->shape,
                         .n_rows = rows,
+                        .q_len = q_len,
                         .q = b->q,
                         .o = b->o,
                         .k_cache = b->k,
@@ -93,7 +94,7 @@ static pkvk_batch rows_batch(const cuda_backend *b, int32_t rows) {
 /* Compare the step's attention output with the FP32 GPU reference on the batch. */
 static int check_output(cuda_backend *b, const pkvk_batch *batch, pkv_step_rec *rec, pkv_err *e) {
     const pkvk_shape *s = &b->shape;
-    size_t n = (size_t)batch->n_rows * s->hq * s->d;
+    size_t n = (size_t)batch->n_rows * (batch->q_len > 1 ? batch->q_len : 1) * s->hq * s->d;
     if (pkvk_gpu_reference(b->ctx, batch, b->o_ref) || pkvk_d2h(b->o_host, b->o, n * 2) ||
         pkvk_d2h(b->ref_host, b->o_ref, n * 4))
         return cuda_fail(e, "reference check");
@@ -140,18 +141,22 @@ static int step_mark(void *ctx, pkvk_fwd_at at, int l) {
  * layer 0's check), the events as nodes of a graph being captured, or none. */
 typedef enum { CUDA_MARKS_EVENTS, CUDA_MARKS_NODES, CUDA_MARKS_NONE } cuda_marks;
 
-/* The step's forward over `rows` rows (the step's, or a graph's bucket) with the step's
- * prompt chunks, the route the attend hook on each layer's pools; check (events only):
- * layer 0's attention compared with the reference. */
+/* The step's forward over `rows` rows (the step's, or a graph's bucket; a verify step's
+ * 1 + spec_tokens query tokens each) with the step's prompt chunks, the route the attend
+ * hook on each layer's pools; check (events only): layer 0's attention compared with the
+ * reference. */
 static int forward(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *plan, int rows,
                    int check, cuda_marks marks, pkv_step_rec *rec, pkv_err *e) {
     const pkv_prefill_view *c = v->chunks;
-    step_hooks h = {b, rows_batch(b, rows), plan, check, marks == CUDA_MARKS_NODES, 0, rec, e};
+    const int32_t q_len = 1 + v->spec_tokens;
+    step_hooks h = {b, rows_batch(b, rows, q_len), plan, check, marks == CUDA_MARKS_NODES, 0, rec,
+                    e};
     const pkvk_fwd_hooks hooks = {&h, step_attend, marks == CUDA_MARKS_NONE ? NULL : step_mark};
     pkvk_fwd_in in = {.rows = rows,
                       .lens = b->lens,
                       .block_table = b->bt,
                       .bt_stride = b->bt_stride,
+                      .q_len = q_len,
                       .q = b->q,
                       .o = b->o};
     pkvk_fwd_at failed = PKVK_AT_BEGIN;
@@ -173,7 +178,7 @@ static int forward(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *pl
  * buffers the graph reads. */
 static int run_model(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *plan, int check,
                      pkv_step_rec *rec, pkv_err *e) {
-    const int graph = b->use_graph && !v->chunks && !check;
+    const int graph = b->use_graph && !v->chunks && !check && !v->spec_tokens;
     const int32_t rows = graph ? cuda_graph_rows(v->n_rows, b->cap_rows) : v->n_rows;
     pkvk_graph **g = graph ? cuda_graph_slot(b, plan, rows) : NULL;
     if (graph && !g)
@@ -188,7 +193,7 @@ static int run_model(cuda_backend *b, const pkv_batch_view *v, const pkvk_plan *
         return cuda_fail(e, "fixed grid");
     if (upload_step(b, plan, e)) return -1;
     b->base.stats.host_upload += pkv_clock_now() - t_run;
-    const pkvk_batch csr = rows_batch(b, rows);
+    const pkvk_batch csr = rows_batch(b, rows, 1);
     if (pkv_route_has(plan->route, PKV_RP_CSR) && pkvk_pack_csr(b->ws, &csr))
         return cuda_fail(e, "FlashInfer page list");
     /* The first step of its kind captures its graph, then replays it like the rest; a
@@ -274,7 +279,8 @@ static int cuda_run(pkv_backend *base, const pkv_batch_view *v, const pkvk_plan 
                     pkv_step_rec *rec, pkv_err *e) {
     cuda_backend *b = (cuda_backend *)base;
     if (b->model) return run_model(b, v, plan, check, rec, e);
-    const pkvk_batch batch = rows_batch(b, v->n_rows);
+    if (v->spec_tokens) return pkv_fail(e, "cuda backend: a verify step runs on a served model");
+    const pkvk_batch batch = rows_batch(b, v->n_rows, 1);
     float ms;
     if (b->use_graph) {
         if (study_graph_step(b, v, plan, &ms, e)) return -1;
@@ -361,7 +367,7 @@ static void cuda_destroy(pkv_backend *base) {
 
 pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec *spec,
                                      int32_t cap_rows, int32_t cap_slots, int32_t cap_tasks,
-                                     pkv_err *e) {
+                                     int32_t q_len_cap, pkv_err *e) {
     cuda_backend *b = calloc(1, sizeof *b);
     if (!b) {
         pkv_fail(e, "out of memory");
@@ -379,6 +385,7 @@ pkv_backend *pkv_backend_cuda_create(const pkv_model *md, const pkv_backend_spec
     b->shape = pkv_model_attn_shape(md);
     b->n_pages = spec->kv_pages;
     b->cap_rows = cap_rows;
+    b->q_len_cap = q_len_cap > 1 ? q_len_cap : 1;
     b->bt_stride = spec->bt_stride;
     b->stage_cap = 2 * (size_t)cap_rows + 3 * (size_t)cap_rows * spec->bt_stride;
     b->use_graph = spec->cuda_graph;

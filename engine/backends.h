@@ -17,7 +17,8 @@ pkv_backend *pkv_backend_cpu_create(const pkv_model *md, const pkv_backend_spec 
                                     pkv_err *e);
 /* The cuda backend: the real kernels on a GPU KV pool of spec->kv_pages pages.
  * Fails with a message naming the bytes needed and free when the pool does not fit.
- * A model with a dense part runs whole (one KV pool per layer); the study layer's
+ * A model with a dense part runs whole (one KV pool per layer; a verify step's rows of up
+ * to q_len_cap query tokens through its verify forward); the study layer's
  * mlp_tail > 0 adds the gated MLP tail (hidden = hq * d) after attention;
  * spec->cuda_graph replays each step's work as a CUDA graph (an ablation);
  * spec->metadata_copy says how each step's metadata reaches the device
@@ -25,6 +26,6 @@ pkv_backend *pkv_backend_cpu_create(const pkv_model *md, const pkv_backend_spec 
  * preemption by swap. */
 pkv_backend *pkv_backend_cuda_create(const pkv_model *m, const pkv_backend_spec *spec,
                                      int32_t cap_rows, int32_t cap_slots, int32_t cap_tasks,
-                                     pkv_err *e);
+                                     int32_t q_len_cap, pkv_err *e);
 
 #endif

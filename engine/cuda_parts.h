@@ -57,10 +57,11 @@ typedef struct cuda_backend {
     pkvk_ctx *ctx; /* the GPU's stream and L2-flush buffer; everything below is made in it */
     pkvk_shape shape;
     int32_t cap_rows, bt_stride;
+    int32_t q_len_cap;        /* a row's most query tokens (a verify step's k + 1; else 1) */
     uint16_t *k, *v;          /* device pools [n_pages][hkv][ps][d] (kv_dtype; FP8: bytes) */
     float *k_scale, *v_scale; /* FP8 pools: device [n_pages][hkv] (pkv_tensors_fp8_scales') */
-    uint16_t *q, *o;          /* device [cap_rows][hq][d] */
-    float *o_ref;             /* device [cap_rows][hq][d], FP32 reference */
+    uint16_t *q, *o;          /* device [cap_rows][q_len_cap][hq][d] */
+    float *o_ref;             /* device [cap_rows][q_len_cap][hq][d], FP32 reference */
     uint16_t *src_k, *src_v;  /* device [SRC_ROWS][hkv][d] */
     uint16_t *src_q;          /* device [SRC_ROWS][hq][d] */
     int32_t *bt, *lens;       /* device [cap_rows][bt_stride], [cap_rows] */

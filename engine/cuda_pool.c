@@ -75,7 +75,7 @@ static void buf(cuda_backend *b, void *at, size_t bytes) {
  * a prefill's page list. */
 static size_t plan_bufs(cuda_backend *b, bool forward, size_t pool, size_t scales) {
     const pkvk_shape *s = &b->shape;
-    const size_t rows = (size_t)b->cap_rows * s->hq * s->d,
+    const size_t rows = (size_t)b->cap_rows * b->q_len_cap * s->hq * s->d,
                  src_kv = (size_t)SRC_ROWS * s->hkv * s->d * 2;
     b->n_bufs = 0;
     if (!forward) buf(b, &b->k, pool), buf(b, &b->v, pool);
@@ -130,7 +130,9 @@ int cuda_pool_make(cuda_backend *b, const pkv_model *md, const pkv_backend_spec 
     /* run.layers_measured: only the first layers exist on the GPU (weights, pools) */
     if (forward && spec->layers_measured > 0 && spec->layers_measured < ms.layers)
         ms.layers = spec->layers_measured;
-    const int32_t cap_tokens = cap_rows > PKV_FORWARD_TOKENS ? cap_rows : PKV_FORWARD_TOKENS;
+    /* a verify step's rows: q_len_cap token rows each, its states q_len_cap a slot */
+    const int32_t q_rows = cap_rows * b->q_len_cap, q_slots = cap_slots * b->q_len_cap;
+    const int32_t cap_tokens = q_rows > PKV_FORWARD_TOKENS ? q_rows : PKV_FORWARD_TOKENS;
     const int32_t max_prompt = b->bt_stride * s->page_size;
     /* a replica of a model another cuda backend holds reads that one's weights */
     const cuda_backend *donor =
@@ -144,8 +146,8 @@ int cuda_pool_make(cuda_backend *b, const pkv_model *md, const pkv_backend_spec 
                         pkvk_dtype_bytes(s->kv_dtype),
                  scales = s->kv_dtype == PKVK_FP8_E4M3 ? (size_t)b->n_pages * s->hkv * 4 : 0;
     size_t need = plan_bufs(b, forward, pool, scales) + (size_t)cap_rows * b->bt_stride * 12 +
-                  (size_t)cap_slots * s->hq * (s->d + 2) * 4 +
-                  (size_t)mlp_inter * s->hq * s->d * 6 + (size_t)cap_rows * mlp_inter * 6;
+                  (size_t)q_slots * s->hq * (s->d + 2) * 4 + (size_t)mlp_inter * s->hq * s->d * 6 +
+                  (size_t)cap_rows * mlp_inter * 6;
     /* a mixture of experts' layers among those on the GPU: their routed experts */
     const pkvk_moe_shape moe = pkv_model_moe_shape(md);
     const bool experts = forward && md->experts && moe.first < ms.layers;
@@ -157,7 +159,7 @@ int cuda_pool_make(cuda_backend *b, const pkv_model *md, const pkv_backend_spec 
                 (donor ? pkvk_model_moe_bytes(&ms, &moe, 0) : 0);
     if (need + (256u << 20) > dev.mem_free)
         return too_big(md, &ms, forward, b->n_pages, pool, need, &dev, e);
-    const size_t rows = (size_t)cap_rows * s->hq * s->d;
+    const size_t rows = (size_t)q_rows * s->hq * s->d;
     pkv_tensors t = {0};
     b->o_host = malloc(rows * 2);
     b->ref_host = malloc(rows * 4);
@@ -187,7 +189,7 @@ int cuda_pool_make(cuda_backend *b, const pkv_model *md, const pkv_backend_spec 
     for (int k = 0; !rc && k < 2 * b->layers; k++) rc = pkvk_event_create(b->ctx, &b->att_ev[k]);
     if (!rc && scales) rc = put_fp8_scales(b, scales, forward);
     if (!rc) rc = pkvk_memset(b->o, 0, rows * 2); /* a graph's rows past the step's read it */
-    if (!rc) rc = pkvk_workspace_create(b->ctx, &b->ws, s, cap_rows, cap_slots, cap_tasks);
+    if (!rc) rc = pkvk_workspace_create(b->ctx, &b->ws, s, q_rows, q_slots, cap_tasks);
     if (!rc) rc = pkvk_workspace_reserve(b->ws, b->stage_cap * 4);
     /* FlashInfer's state and its page list for the largest step, made now: a step
      * allocates nothing. */

@@ -18,15 +18,16 @@ static pkv_backend *make_backend(pkv_engine *eng, pkv_backend_kind kind, const p
     pkv_backend *be = NULL;
     pkv_backend_spec spec = *b;
     spec.experts = eng->moe.experts ? &eng->moe : NULL; /* the backend's routing: the engine's */
+    /* a verify step's query tokens a row */
+    const int32_t q_len = 1 + (eng->opts.spec.method != PKV_SPEC_NONE ? eng->opts.spec.tokens : 0);
     switch (kind) {
     case PKV_BACKEND_CPU:
-        return pkv_backend_cpu_create(
-            &eng->model, &spec, cap_rows, eng->planner.plans[0].cap_tasks,
-            1 + (eng->opts.spec.method != PKV_SPEC_NONE ? eng->opts.spec.tokens : 0), e);
+        return pkv_backend_cpu_create(&eng->model, &spec, cap_rows, eng->planner.plans[0].cap_tasks,
+                                      q_len, e);
     case PKV_BACKEND_CUDA: {
 #ifdef PKV_HAVE_CUDA
         int32_t cap = eng->planner.plans[0].cap_tasks;
-        return pkv_backend_cuda_create(&eng->model, &spec, cap_rows, cap, cap, e);
+        return pkv_backend_cuda_create(&eng->model, &spec, cap_rows, cap, cap, q_len, e);
 #else
         pkv_fail(e, "--backend cuda: %s", pkvk_last_error());
         return NULL;
@@ -225,9 +226,10 @@ static double proposals(const pkv_engine *eng, const pkv_batch_view *v) {
 }
 
 /* What the cost model adds to the route's time: the MLP tail, and a full model's
- * layers around its dense part. */
-static void predict_model(pkv_engine *eng, const pkv_batch_view *v, int64_t chunk_tok,
-                          int64_t chunk_heads, pkv_step_rec *rec) {
+ * layers around its dense part. Returns the proposals' part of it (no backend runs the
+ * proposer: a measuring backend's step takes their predicted time too). */
+static double predict_model(pkv_engine *eng, const pkv_batch_view *v, int64_t chunk_tok,
+                            int64_t chunk_heads, pkv_step_rec *rec) {
     /* The MLP tail reads its weights once per step: memory bound at decode sizes. */
     if (eng->mlp_bytes > 0)
         rec->t_predicted += eng->mlp_bytes / eng->cal->beta + 3 * eng->cal->lambda;
@@ -247,8 +249,10 @@ static void predict_model(pkv_engine *eng, const pkv_batch_view *v, int64_t chun
         rows + chunk_heads, eng->moe.experts ? &eng->moe : NULL, &dc);
     rec->experts_active = dc.experts_active;
     rec->expert_tokens_max = (uint32_t)dc.expert_tokens_max;
-    rec->t_dense_predicted = dc.t_predicted + t_chunks + proposals(eng, v);
+    const double t_proposals = proposals(eng, v);
+    rec->t_dense_predicted = dc.t_predicted + t_chunks + t_proposals;
     rec->t_predicted = eng->model.layers * rec->t_predicted + rec->t_dense_predicted;
+    return t_proposals;
 }
 
 int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec, double *advance,
@@ -321,7 +325,8 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
         return -1;
     rec->t_mlp = NAN;
     if (eng->backend->finish && eng->backend->finish(eng->backend, v, rec, e)) return -1;
-    predict_model(eng, v, chunk_tok, chunk_heads, rec);
+    const double t_proposals = predict_model(eng, v, chunk_tok, chunk_heads, rec);
+    if (eng->backend->measures) eng->backend->t_unrun += t_proposals;
     rec->t_wall = eng->backend->measures ? pkv_clock_now() - t0 + eng->backend->t_unrun : NAN;
     eng->backend->t_unrun = 0;
     /* The oracle's step is the one its best route would have made: the step's own host
@@ -344,7 +349,7 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
                         bf16 || fp8 ? INFINITY : PKV_TOL_MEAN);
     *advance = pkv_engine_clock_time(eng, rec->t_predicted, rec->t_wall,
                                      rec->t_device + (isnan(rec->t_mlp) ? 0 : rec->t_mlp) +
-                                         (isnan(rec->t_dense) ? 0 : rec->t_dense));
+                                         (isnan(rec->t_dense) ? 0 : rec->t_dense) + t_proposals);
     *advance = pkv_engine_with_host(eng, *advance, (int64_t)v->n_rows + rec->prefill_chunks,
                                     chunk_tok, (int64_t)v->n_rows + chunk_heads,
                                     eng->opts.host.window > 1 ? 1.0 / eng->opts.host.window : 1,

@@ -91,7 +91,7 @@ typedef struct pkvk_fwd_model {
     int layers, page_size;
     int cap_tokens; /* rows and pieces' tokens of one forward at most */
     int verify;     /* it takes rows of several query tokens (pkvk_fwd_in.q_len): the CPU
-                       mirror's (the GPU's verify forward is GPU work) */
+                       mirror's and the GPU's model's (not the study layer's) */
 } pkvk_fwd_model;
 
 /* The caller's part: the rows' attention of layer l (NULL: none) and the marks (NULL:

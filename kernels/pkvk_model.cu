@@ -142,22 +142,33 @@ static int op_stage(void *self, int n, const int32_t *lens, const int32_t *start
     return stage_pages((pkvk_model *)self, n, lens, starts, pages);
 }
 
-// The embedding of each row's last sampled token and of the pieces' tokens (after
-// the rows); a FlashInfer prefill attention's plan for the pieces; the experts' routing.
+// The rows' query tokens each (a verify step's k + 1), and their token rows in all.
+static int qlen(const pkvk_fwd_in *in) {
+    return in->q_len > 1 ? in->q_len : 1;
+}
+static int row_tokens(const pkvk_fwd_in *in) {
+    return in->rows * qlen(in);
+}
+
+// The embedding of each row's last sampled token (a verify step's: then its proposals) and
+// of the pieces' tokens (after the rows'); a FlashInfer prefill attention's plan for the
+// pieces; the experts' routing.
 static int op_begin(void *self, const pkvk_fwd_in *in) {
     pkvk_model *m = (pkvk_model *)self;
     const pkvk_model_shape *s = &m->s;
     cudaStream_t st = m->ctx->stream;
-    int rc = over(m, in->rows + in->T);
+    const int R = row_tokens(in);
+    int rc = over(m, R + in->T);
     if (!rc && m->fip && in->p.n > 0) rc = plan_chunk(m, in->p);
-    if (!rc) rc = moe_plan(m, in->rows + in->T);
+    if (!rc) rc = moe_plan(m, R + in->T);
     segs_t none;
     none.n = 0;
-    if (!rc && in->rows > 0)
-        rc = embed(st, W(m, -1, PKVK_W_EMBED), m->x, m->tok, none, in->rows, s->hidden, s->vocab);
+    if (!rc && R > 0)
+        rc = embed(st, W(m, -1, PKVK_W_EMBED), m->x, m->tok, none, R, s->hidden, s->vocab, in->lens,
+                   qlen(in));
     if (!rc && in->T > 0)
-        rc = embed(st, W(m, -1, PKVK_W_EMBED), m->x + (size_t)in->rows * s->hidden, nullptr, in->p,
-                   in->T, s->hidden, s->vocab);
+        rc = embed(st, W(m, -1, PKVK_W_EMBED), m->x + (size_t)R * s->hidden, nullptr, in->p, in->T,
+                   s->hidden, s->vocab);
     return rc;
 }
 
@@ -165,19 +176,20 @@ static int op_begin(void *self, const pkvk_fwd_in *in) {
 static int op_qkv(void *self, int l, const pkvk_fwd_in *in) {
     pkvk_model *m = (pkvk_model *)self;
     const pkvk_model_shape *s = &m->s;
-    const int rows = in->rows + in->T, qkvw = (s->hq + 2 * s->hkv) * s->d;
+    const int rows = row_tokens(in) + in->T, qkvw = (s->hq + 2 * s->hkv) * s->d;
     int rc = norm_rows(m, rows);
     return rc ? rc
               : gemm(m->h, m->ct, rows, qkvw, s->hidden, m->x, s->hidden, W(m, l, PKVK_W_QKV), qkvw,
                      m->qkv, qkvw, 0.f);
 }
 
-// RoPE, the norm's scale and the K/V append: the rows' at position lens[i] - 1 by the
-// block table (their Q into in->q), the pieces' by their pages (Q into m->qp).
+// RoPE, the norm's scale and the K/V append: the rows' at position lens[i] - 1 (a verify
+// step's k + 1 tokens from lens[i] - k - 1) by the block table (their Q into in->q), the
+// pieces' by their pages (Q into m->qp).
 static int op_rope(void *self, int l, const pkvk_fwd_in *in) {
     pkvk_model *m = (pkvk_model *)self;
     const pkvk_model_shape *s = &m->s;
-    const int rows = in->rows, T = in->T, qkvw = (s->hq + 2 * s->hkv) * s->d;
+    const int rows = row_tokens(in), T = in->T, qkvw = (s->hq + 2 * s->hkv) * s->d;
     const norm_in nin = norm_of(m, rows + T);
     void *kp = pkvk_model_kv(m, l, 0), *vp = pkvk_model_kv(m, l, 1);
     segs_t none;
@@ -186,7 +198,7 @@ static int op_rope(void *self, int l, const pkvk_fwd_in *in) {
     if (rows > 0)
         rc = rope_append(m->ctx->stream, false, s, rows, m->qkv, in->lens, in->block_table,
                          in->bt_stride, nullptr, none, m->cap_tokens, 1, kp, vp, (elem16 *)in->q,
-                         nin);
+                         nin, qlen(in));
     if (!rc && T > 0)
         rc = rope_append(m->ctx->stream, true, s, T, m->qkv + (size_t)rows * qkvw, nullptr, nullptr,
                          0, m->pages_d, in->p, m->cap_tokens, m->fip != nullptr, kp, vp, m->qp,
@@ -197,7 +209,7 @@ static int op_rope(void *self, int l, const pkvk_fwd_in *in) {
 // The pieces' attention, into m->o after the rows'.
 static int op_pieces(void *self, int l, const pkvk_fwd_in *in) {
     pkvk_model *m = (pkvk_model *)self;
-    return chunk_attention(m, l, in->p, in->T, m->o + (size_t)in->rows * m->s.hq * m->s.d);
+    return chunk_attention(m, l, in->p, in->T, m->o + (size_t)row_tokens(in) * m->s.hq * m->s.d);
 }
 
 // The rest of the layer: over the route's output alone (a decode step), or the rows'
@@ -205,28 +217,30 @@ static int op_pieces(void *self, int l, const pkvk_fwd_in *in) {
 static int op_post(void *self, int l, const pkvk_fwd_in *in) {
     pkvk_model *m = (pkvk_model *)self;
     const size_t hd = (size_t)m->s.hq * m->s.d;
-    if (in->T == 0) return layer_post(m, l, in->rows, in->o);
-    if (in->rows > 0 && (const void *)in->o != (const void *)m->o)
-        PKVK_CK(cudaMemcpyAsync(m->o, in->o, in->rows * hd * 2, cudaMemcpyDeviceToDevice,
-                                m->ctx->stream));
-    return layer_post(m, l, in->rows + in->T, (const uint16_t *)m->o);
+    const int R = row_tokens(in);
+    if (in->T == 0) return layer_post(m, l, R, in->o);
+    if (R > 0 && (const void *)in->o != (const void *)m->o)
+        PKVK_CK(cudaMemcpyAsync(m->o, in->o, R * hd * 2, cudaMemcpyDeviceToDevice, m->ctx->stream));
+    return layer_post(m, l, R + in->T, (const uint16_t *)m->o);
 }
 
-// The head over the rows, then the pieces that end their prompts (gathered into qkv,
-// free now).
+// The head over the rows (a verify step's: each row's last token, as the CPU mirror
+// samples; the acceptance is drawn), then the pieces that end their prompts (gathered into
+// qkv, free now).
 static int op_head(void *self, const pkvk_fwd_in *in) {
     pkvk_model *m = (pkvk_model *)self;
     const pkvk_model_shape *s = &m->s;
-    const int rows = in->rows;
+    const int rows = in->rows, Q = qlen(in);
+    const size_t hb = (size_t)s->hidden * 2; // a token row's bytes
     cudaStream_t st = m->ctx->stream;
-    if (in->T == 0) return head(m, m->x, rows, m->tok);
+    if (in->T == 0 && Q == 1) return head(m, m->x, rows, m->tok);
     if (rows > 0)
-        PKVK_CK(cudaMemcpyAsync(m->qkv, m->x, (size_t)rows * s->hidden * 2,
-                                cudaMemcpyDeviceToDevice, st));
+        PKVK_CK(cudaMemcpy2DAsync(m->qkv, hb, m->x + (size_t)(Q - 1) * s->hidden, Q * hb, hb, rows,
+                                  cudaMemcpyDeviceToDevice, st));
     int rc = PKVK_OK;
     if (in->heads > 0)
-        rc = gather_rows(st, m->x + (size_t)rows * s->hidden, m->qkv + (size_t)rows * s->hidden,
-                         in->p, in->heads, s->hidden);
+        rc = gather_rows(st, m->x + (size_t)row_tokens(in) * s->hidden,
+                         m->qkv + (size_t)rows * s->hidden, in->p, in->heads, s->hidden);
     return rc ? rc : head(m, m->qkv, rows + in->heads, m->tok);
 }
 
@@ -234,7 +248,7 @@ static const pkvk_fwd_ops model_ops = {op_stage,  op_begin, op_qkv, op_rope,
                                        op_pieces, op_post,  op_head};
 
 extern "C" pkvk_fwd_model pkvk_model_forward(pkvk_model *m) {
-    return pkvk_fwd_model{&model_ops, m, m->s.layers, m->s.page_size, m->cap_tokens};
+    return pkvk_fwd_model{&model_ops, m, m->s.layers, m->s.page_size, m->cap_tokens, 1};
 }
 
 extern "C" int pkvk_model_read(pkvk_model *m, int rows, uint16_t *logits, int32_t *tokens) {

@@ -155,8 +155,10 @@ uint16_t *pkvk_model_kv(pkvk_model *m, int l, int v);
 
 /* The model's operations for the one forward (pkvk_forward.h): a decode step's rows
  * (device lens and block table as for the attention; their Q into in->q for the
- * route, the route's output read from in->o), a mixed iteration's rows and prompt
- * pieces (at most PKVK_MAX_PIECES, rows and tokens at most cap_tokens), a prefill's
+ * route, the route's output read from in->o), a verify step's rows (pkvk_fwd_in.q_len
+ * token rows each, as the CPU mirror takes them: Q and the output [rows][q_len][hq][d]; a
+ * row samples from its last token), a mixed iteration's rows and prompt pieces (at most
+ * PKVK_MAX_PIECES, token rows at most cap_tokens), a prefill's
  * chunks. The dense part runs over the rows and the pieces' tokens at once; the
  * pieces attend through the prefill attention. Asynchronous, allocation-free; a
  * decode step synchronizes nothing, so it can be captured in a CUDA graph. */

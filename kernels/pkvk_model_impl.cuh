@@ -193,19 +193,22 @@ int inv_rms(cudaStream_t st, int dtype, const elem16 *x, float *inv, int rows, i
             float eps);
 
 // pkvk_model_rope.cu: RoPE on q and k of `rows` rows of qkv, q to its place, k and v into
-// the pages (decode: by lens and the block table; prefill: by the pieces and pages).
+// the pages (decode: by lens and the block table, qlen token rows a row (a verify step's,
+// token j at position lens - qlen + j); prefill: by the pieces and pages).
 int rope_append(cudaStream_t st, bool prefill, const pkvk_model_shape *s, int rows,
                 const elem16 *qkv, const int32_t *lens, const int32_t *bt, int bt_stride,
                 const int32_t *pages, const segs_t &segs, int cap_tokens, int ragged, void *kpool,
-                void *vpool, elem16 *q, norm_in nin);
+                void *vpool, elem16 *q, norm_in nin, int qlen = 1);
 
 // pkvk_model_act.cu: a = silu(gate) * up, scaled by the rows' norm (type dtype).
 int silu_mul(cudaStream_t st, int dtype, const void *y, void *a, int rows, int inter, norm_in nin);
 
-// pkvk_model_tokens.cu: embedding (tok: decode rows' tokens; NULL: the pieces' prompt
-// tokens), greedy sampling (logits of type dtype), and the rows that sample gathered.
+// pkvk_model_tokens.cu: embedding (tok: decode rows' tokens, qlen token rows a row (a verify
+// step's: the row's token, then its proposals, synthetic tokens at their positions by lens);
+// NULL: the pieces' prompt tokens), greedy sampling (logits of type dtype), and the rows
+// that sample gathered.
 int embed(cudaStream_t st, const elem16 *emb, elem16 *x, const int32_t *tok, const segs_t &segs,
-          int rows, int hidden, int vocab);
+          int rows, int hidden, int vocab, const int32_t *lens = nullptr, int qlen = 1);
 int argmax(cudaStream_t st, int dtype, const elem16 *logits, int rows, int vocab, int32_t *tok);
 int gather_rows(cudaStream_t st, const elem16 *x, elem16 *dst, const segs_t &segs, int heads,
                 int hidden);

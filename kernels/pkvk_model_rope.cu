@@ -4,20 +4,21 @@
 namespace pkvkm {
 
 // One warp per (row, head of q, k and v), four heads a block: RoPE (rotate-half, at
-// the row's position) on q and k, then q to its place (decode and FlashInfer's
-// prefill: [rows][hq][d]; cuBLAS's prefill: [hkv][cap_tokens][G][d]) and k, v into
-// the layer's pages at the row's position, as KT (the activations' type T, or FP8
-// codes at scale 1).
+// the row's position; a verify step's token rows: qlen a row) on q and k, then q to its place
+// (decode and FlashInfer's prefill: [rows][hq][d]; cuBLAS's prefill: [hkv][cap_tokens][G][d]) and
+// k, v into the layer's pages at the row's position, as KT (the activations' type T, or FP8 codes
+// at scale 1).
 enum { ROPE_HEADS = 4 };
 template <class T, class KT, bool PREFILL>
 static __global__ void
 rope_append_kernel(const T *__restrict__ qkv, int hq, int hkv, int d, int ps, float theta,
                    const int32_t *__restrict__ lens, const int32_t *__restrict__ bt, int bt_stride,
                    const int32_t *__restrict__ pages, segs_t segs, int cap_tokens, int ragged,
-                   KT *__restrict__ kpool, KT *__restrict__ vpool, T *__restrict__ q, norm_in nin) {
+                   KT *__restrict__ kpool, KT *__restrict__ vpool, T *__restrict__ q, norm_in nin,
+                   int qlen) {
     const int r = blockIdx.x, hd = blockIdx.y * ROPE_HEADS + threadIdx.x / 32,
-              lane = threadIdx.x % 32, W = (hq + 2 * hkv) * d;
-    if (!PREFILL && lens[r] <= 0) return; // a row past the step's on a fixed grid (graph replay)
+              lane = threadIdx.x % 32, W = (hq + 2 * hkv) * d, i = r / qlen; // i: r's row
+    if (!PREFILL && lens[i] <= 0) return; // a row past the step's on a fixed grid (graph replay)
     __shared__ float sh[32];
     const float sc = nin.scale<T>(r, sh); // qkv is x W' (the norm folded): RMSNorm(x) W = sc x W'
     if (hd >= hq + 2 * hkv) return;
@@ -29,8 +30,8 @@ rope_append_kernel(const T *__restrict__ qkv, int hq, int hkv, int d, int ps, fl
         pos = g.q0 + r - g.t0;
         page = pages[g.page_off + pos / ps];
     } else {
-        pos = lens[r] - 1;
-        page = bt[(size_t)r * bt_stride + pos / ps];
+        pos = lens[i] - qlen + r % qlen;
+        page = bt[(size_t)i * bt_stride + pos / ps];
     }
     const T *src = qkv + (size_t)r * W + (size_t)hd * d;
     T *qd = nullptr;
@@ -67,14 +68,14 @@ static dim3 rope_grid(const pkvk_model_shape *s, int rows) {
 int rope_append(cudaStream_t st, bool prefill, const pkvk_model_shape *s, int rows,
                 const elem16 *qkv, const int32_t *lens, const int32_t *bt, int bt_stride,
                 const int32_t *pages, const segs_t &segs, int cap_tokens, int ragged, void *kpool,
-                void *vpool, elem16 *q, norm_in nin) {
+                void *vpool, elem16 *q, norm_in nin, int qlen) {
     with_tk(s, [&](auto t, auto kt) {
         using T = decltype(t);
         using KT = decltype(kt);
         auto k = prefill ? rope_append_kernel<T, KT, true> : rope_append_kernel<T, KT, false>;
         k<<<rope_grid(s, rows), 32 * ROPE_HEADS, 0, st>>>(
             (const T *)qkv, s->hq, s->hkv, s->d, s->page_size, s->rope_theta, lens, bt, bt_stride,
-            pages, segs, cap_tokens, ragged, (KT *)kpool, (KT *)vpool, (T *)q, nin);
+            pages, segs, cap_tokens, ragged, (KT *)kpool, (KT *)vpool, (T *)q, nin, qlen);
         return 0;
     });
     PKVK_CK_LAUNCH();

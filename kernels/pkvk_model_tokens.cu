@@ -8,10 +8,11 @@ namespace pkvkm {
 // the prefill chunk's prompt tokens.
 static __global__ void embed_kernel(const elem16 *__restrict__ emb, elem16 *__restrict__ x,
                                     const int32_t *__restrict__ tok, segs_t segs, int hidden,
-                                    int vocab) {
+                                    int vocab, const int32_t *__restrict__ lens, int qlen) {
     int r = blockIdx.x, t;
-    if (tok) {
-        t = tok[r] % vocab;
+    if (tok) { // token row r: row i's token j (j > 0: a verify step's proposal)
+        const int i = r / qlen, j = r % qlen;
+        t = j ? pkvk_prompt_token(i, lens[i] - qlen + j, vocab) : tok[i] % vocab;
         if (t < 0) t += vocab;
     } else {
         int k = 0;
@@ -66,8 +67,8 @@ static __global__ void gather_rows_kernel(const elem16 *__restrict__ x, elem16 *
 }
 
 int embed(cudaStream_t st, const elem16 *emb, elem16 *x, const int32_t *tok, const segs_t &segs,
-          int rows, int hidden, int vocab) {
-    embed_kernel<<<rows, 128, 0, st>>>(emb, x, tok, segs, hidden, vocab);
+          int rows, int hidden, int vocab, const int32_t *lens, int qlen) {
+    embed_kernel<<<rows, 128, 0, st>>>(emb, x, tok, segs, hidden, vocab, lens, qlen);
     PKVK_CK_LAUNCH();
     return PKVK_OK;
 }

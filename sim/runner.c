@@ -72,9 +72,8 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
     if (!caps->speculative && any_pool(cfg, speculating)) {
         pkv_calib_free(&cal);
         return pkv_fail(e,
-                        "%s: serving.speculative runs on the model and cpu backends "
-                        "(--backend model or cpu); the %s backend's draft and verify steps are "
-                        "not built yet",
+                        "%s: serving.speculative runs on the model, cpu and cuda backends; "
+                        "the %s backend's verify steps are not built",
                         cfg->file, pkv_backend_names[bk]);
     }
     if (!caps->measures && clock != PKV_CLOCK_PREDICTED) {

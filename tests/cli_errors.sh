@@ -432,9 +432,6 @@ case_json spec-draft-typo '{"model": "llama-3.1-8b", "serving": {"speculative": 
   'serving.speculative.draft_model'
 case_json spec-sd-wide '{"model": "llama-3.1-8b", "serving": {"speculative": {"method": "ngram", "acceptance": 0.9, "acceptance_sd": 0.4}}, "route": {"calibration": null}}' \
   'serving.speculative.acceptance_sd: 0.4 is too wide for a mean of 0.9'
-good '{"model": "llama-3.1-8b", "serving": {"speculative": {"method": "eagle"}}, "route": {"calibration": null}}' > "$tmp/e.json"
-expect_fail spec-cuda-backend 'serving.speculative runs on the model and cpu backends' \
-  "$pkvsim" run -q -b cuda "$tmp/e.json"
 # the cpu backend runs a small model's verify steps, every one checked against the reference
 good '{"model": {"layers": 2, "hidden": 256, "hq": 4, "hkv": 2, "head_dim": 64, "intermediate": 512, "vocab": 1000}, "serving": {"kv_pages": 400, "speculative": {"method": "ngram", "tokens": 3}}, "workload": {"prompt": {"dist": "fixed", "value": 64}}, "run": {"check_every": 1}}' > "$tmp/e.json"
 check spec-cpu-runs '"$pkvsim" run -q -b cpu "$tmp/e.json" && [ -f "$tmp/out.h5" ]'

@@ -73,17 +73,44 @@ static int route_attend(void *ctx, int l) {
     return pkvk_launch(h->ws, &h->b, h->plan, &launches);
 }
 
+static int model_forward(pkvk_model *m, pkvk_workspace *ws, const pkvk_plan *plan, uint16_t *q,
+                         uint16_t *o, int32_t *bt_d, int bts, int32_t *lens_d, int rows, int q_len,
+                         int n, const int32_t *plens, const int32_t *pages, const int32_t *starts,
+                         const uint8_t *last) {
+    route_hook h = {m, ws, plan, layer_batch(m, 0, q, o, bt_d, bts, lens_d)};
+    h.b.n_rows = rows, h.b.q_len = q_len;
+    const pkvk_fwd_hooks hooks = {&h, route_attend, NULL};
+    const pkvk_fwd_model f = pkvk_model_forward(m);
+    pkvk_fwd_in in = {.rows = rows,
+                      .lens = lens_d,
+                      .block_table = bt_d,
+                      .bt_stride = bts,
+                      .q_len = q_len,
+                      .q = q,
+                      .o = o};
+    return pkvk_forward_step(&f, &in, n, plens, pages, starts, last, &hooks, NULL);
+}
 static int model_step(pkvk_model *m, pkvk_workspace *ws, const pkvk_plan *plan, uint16_t *q,
                       uint16_t *o, int32_t *bt_d, int bts, int32_t *lens_d, int rows, int n,
                       const int32_t *plens, const int32_t *pages, const int32_t *starts,
                       const uint8_t *last) {
-    route_hook h = {m, ws, plan, layer_batch(m, 0, q, o, bt_d, bts, lens_d)};
-    h.b.n_rows = rows;
-    const pkvk_fwd_hooks hooks = {&h, route_attend, NULL};
-    const pkvk_fwd_model f = pkvk_model_forward(m);
-    pkvk_fwd_in in = {
-        .rows = rows, .lens = lens_d, .block_table = bt_d, .bt_stride = bts, .q = q, .o = o};
-    return pkvk_forward_step(&f, &in, n, plens, pages, starts, last, &hooks, NULL);
+    return model_forward(m, ws, plan, q, o, bt_d, bts, lens_d, rows, 1, n, plens, pages, starts,
+                         last);
+}
+
+/* The CPU mirror's layer attention through a plan's CPU CTAs (its verify steps'). */
+typedef struct cpu_hook {
+    pkvk_cpu_model *m;
+    const pkvk_fwd_in *in;
+    const pkvk_plan *plan;
+    float *part;
+} cpu_hook;
+
+static int cpu_attend(void *ctx, int l) {
+    cpu_hook *h = ctx;
+    float *o;
+    const pkvk_batch b = pkvk_cpu_model_attention(h->m, l, h->in, &o);
+    return pkvk_cpu_run(&b, h->plan, pkvk_cpu_attend_tasks, h->part, o);
 }
 
 static void check_model(pkvk_ctx *ctx);
@@ -112,9 +139,11 @@ static int test_route(void *ctx, int l, int tokens, int32_t *counts) {
 /* The cpu backend's model (pkvk_cpu_model) and the GPU's step by step: a prefill of
  * the three prompts (the sampled token and logits), then three decode steps through
  * pkv_workqueue with rows split 1 to 3 ways, both fed the GPU's sampled tokens (each
- * step's logits of every row), then every layer's K/V pages. */
+ * step's logits of every row), then a speculative decoding's verify step of VQ tokens a
+ * row (the GPU's verify forward: its rows' tokens packed beside the heads in the route;
+ * each row's last token's logits), then every layer's K/V pages. */
 static void check_cpu_mirror(pkvk_ctx *ctx) {
-    enum { STEPS = 3, BTS = (MAX_PROMPT + STEPS + PS - 1) / PS };
+    enum { STEPS = 3, VQ = 3, BTS = (MAX_PROMPT + STEPS + VQ + PS - 1) / PS };
     const pkvk_shape as = attn_shape();
     pkvk_model *m;
     pkvk_cpu_model *cm;
@@ -126,14 +155,14 @@ static void check_cpu_mirror(pkvk_ctx *ctx) {
         for (int p = 0; p < BTS; p++) bt[r][p] = r * BTS + p;
     for (int r = 0; r < NREQ; r++)
         for (int p = 0; p < (lens[r] + PS - 1) / PS; p++) pages[n_pages++] = bt[r][p];
-    float *part = malloc(pkvk_partial_floats(&as, 64) * sizeof(float));
+    float *part = malloc(pkvk_partial_floats(&as, 64) * VQ * sizeof(float));
     CHECK(part && pkvk_model_create(ctx, &m, &S, CAP_TOKENS, MAX_PROMPT, NPAGES, seed) == 0 &&
               pkvk_cpu_model_create(&cm, &S, NREQ, CAP_TOKENS, NPAGES, seed) == 0 &&
               pkvk_malloc((void **)&lens_d, NREQ * 4) == 0 &&
               pkvk_malloc((void **)&bt_d, sizeof bt) == 0 && pkvk_h2d(bt_d, bt, sizeof bt) == 0 &&
-              pkvk_malloc((void **)&q, (size_t)NREQ * HQ * D * 2) == 0 &&
-              pkvk_malloc((void **)&o, (size_t)NREQ * HQ * D * 2) == 0 &&
-              pkvk_workspace_create(ctx, &ws, &as, NREQ, 64, 64) == 0 &&
+              pkvk_malloc((void **)&q, (size_t)NREQ * VQ * HQ * D * 2) == 0 &&
+              pkvk_malloc((void **)&o, (size_t)NREQ * VQ * HQ * D * 2) == 0 &&
+              pkvk_workspace_create(ctx, &ws, &as, NREQ * VQ, 64 * VQ, 64) == 0 &&
               pkvk_plan_init(&plan, NREQ, 64) == 0,
           "cpu mirror setup: %s", pkvk_last_error());
     if (moe)
@@ -172,6 +201,31 @@ static void check_cpu_mirror(pkvk_ctx *ctx) {
             if (d > worst) worst = d;
         }
     }
+    { /* the verify step: each row's last sampled token, then VQ - 1 proposals */
+        int32_t seq[NREQ], splits[NREQ];
+        for (int r = 0; r < NREQ; r++) seq[r] = lens[r] + STEPS + VQ, splits[r] = 1 + r;
+        CHECK(pkvk_model_read(m, NREQ, NULL, gtok) == 0, "read tokens");
+        memcpy(pkvk_cpu_model_tokens(cm), gtok, sizeof gtok);
+        CHECK(pkvk_plan_workqueue(&plan, PKV_ROUTE_WORKQUEUE, &as, seq, splits, NREQ) == 0 &&
+                  pkvk_plan_upload(ws, &plan) == 0 && pkvk_h2d(lens_d, seq, sizeof seq) == 0 &&
+                  model_forward(m, ws, &plan, q, o, bt_d, BTS, lens_d, NREQ, VQ, 0, NULL, NULL,
+                                NULL, NULL) == 0 &&
+                  pkvk_model_read(m, NREQ, glog, gtok) == 0,
+              "verify step: %s", pkvk_last_error());
+        pkvk_fwd_in in = {
+            .rows = NREQ, .lens = seq, .block_table = &bt[0][0], .bt_stride = BTS, .q_len = VQ};
+        cpu_hook h = {cm, &in, &plan, part};
+        const pkvk_fwd_hooks hooks = {&h, cpu_attend, NULL};
+        const pkvk_fwd_model f = pkvk_cpu_model_forward(cm);
+        CHECK(pkvk_forward_step(&f, &in, 0, NULL, NULL, NULL, NULL, &hooks, NULL) == 0,
+              "cpu mirror verify: %s", pkvk_last_error());
+        for (int r = 0; r < NREQ; r++) {
+            d = max_diff_logits(glog + (size_t)r * V, pkvk_cpu_model_logits(cm) + (size_t)r * V,
+                                &rms);
+            CHECK(d < logit_tol(rms), "verify step row %d: logits max |diff| %.4g", r, d);
+            if (d > worst) worst = d;
+        }
+    }
     const size_t pool = (size_t)NPAGES * HKV * PS * D * pkvk_dtype_bytes(S.kv_dtype);
     uint8_t *host = malloc(pool);
     double dkv = 0;
@@ -185,8 +239,9 @@ static void check_cpu_mirror(pkvk_ctx *ctx) {
             }
         }
     CHECK(host && dkv < 0.02 * tiny_tol_scale(), "cpu mirror: K/V pages max |diff| %.4g", dkv);
-    printf("cpu mirror%s: prefill and %d decode steps, logits max |diff| %.4g, K/V %.4g\n",
-           moe ? " with experts" : "", STEPS, worst, dkv);
+    printf("cpu mirror%s: prefill, %d decode steps and a verify of %d tokens a row, logits max "
+           "|diff| %.4g, K/V %.4g\n",
+           moe ? " with experts" : "", STEPS, VQ, worst, dkv);
     free(host);
     free(part);
     pkvk_plan_free(&plan);
