@@ -97,6 +97,21 @@ int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const p
                         "model's step (%s can); run it without graphs",
                         pkv_route_name((pkv_route)__builtin_ctz(eng->policy.candidates)), can);
     }
+    /* Verify steps on the GPU: FlashInfer's decode routes take one query token a row (its
+     * prefill path runs a verify in `pkvsim bench kernels --q-len`, not in a step). */
+    uint32_t fi = 0;
+    for (int r = 0; r < PKV_ROUTE_COUNT; r++)
+        fi |= (uint32_t)pkv_route_is_flashinfer((pkv_route)r) << r;
+    eng->verify_routes = eng->policy.candidates;
+    if (caps->gpu && o->spec.method != PKV_SPEC_NONE && (eng->policy.candidates & fi)) {
+        if (!(eng->policy.candidates & ~fi))
+            return pkv_fail(e,
+                            "route %s: FlashInfer's decode routes take one query token a row; "
+                            "speculative decoding's verify steps on the %s backend need another "
+                            "route (adaptive, oracle or a PersistentKV route)",
+                            eng->policy.name, pkv_backend_names[kind]);
+        eng->verify_routes = (eng->policy.candidates & ~fi) | 1u << PKV_ROUTE_REF_PAGED;
+    }
     /* the experts' draws; a measuring backend routes its forwards by them, and the step's
      * cost reads the routing it ran */
     if (pkv_model_moe_layers(m) &&
@@ -167,9 +182,11 @@ static int64_t chunk_tokens(const pkv_prefill_view *p, int64_t *heads) {
 static int plan_candidates(pkv_engine *eng, const pkv_batch_view *v, int lazy, int measured_oracle,
                            pkv_step_view *sv, double *plan_wall, pkv_step_rec *rec, pkv_err *e) {
     /* Without a per-step record of the candidates, only those the policy consults */
-    const uint32_t plan = eng->opts.plan_needed && !eng->backend->measures
-                              ? pkv_policy_needed(&eng->policy, eng->cal, sv)
-                              : eng->policy.candidates;
+    uint32_t plan = eng->opts.plan_needed && !eng->backend->measures
+                        ? pkv_policy_needed(&eng->policy, eng->cal, sv)
+                        : eng->policy.candidates;
+    if (v->spec_tokens && (plan & ~eng->verify_routes)) /* a verify step's (engine init) */
+        plan = (plan & eng->verify_routes) | 1u << PKV_ROUTE_REF_PAGED;
     for (int r = 0; r < PKV_ROUTE_COUNT; r++) {
         rec->t_route[r] = NAN;
         if (!(plan >> r & 1)) continue;
