@@ -101,20 +101,6 @@ static void check_mirror(void) {
  * to 3 ways) attending each query token over the keys up to its own; its last token's logits
  * against the direct computation fed the same four tokens one at a time. */
 enum { VERIFY_Q = 4 };
-typedef struct verify_hook {
-    pkvk_cpu_model *m;
-    const pkvk_fwd_in *in;
-    const pkvk_plan *plan;
-    float *part;
-} verify_hook;
-
-static int verify_attend(void *ctx, int l) {
-    verify_hook *h = ctx;
-    float *o;
-    const pkvk_batch b = pkvk_cpu_model_attention(h->m, l, h->in, &o);
-    return b.q_len == VERIFY_Q ? pkvk_cpu_run(&b, h->plan, pkvk_cpu_attend_tasks, h->part, o)
-                               : PKVK_ERR_INVALID;
-}
 
 static void check_verify(void) {
     enum { BTS = (MAX_PROMPT + VERIFY_Q + PS - 1) / PS };
@@ -143,8 +129,8 @@ static void check_verify(void) {
           "plan");
     pkvk_fwd_in in = {
         .rows = NREQ, .lens = seq, .block_table = &bt[0][0], .bt_stride = BTS, .q_len = VERIFY_Q};
-    verify_hook h = {m, &in, &plan, part};
-    const pkvk_fwd_hooks hooks = {&h, verify_attend, NULL};
+    tiny_cpu_attend h = {m, &in, &plan, part};
+    const pkvk_fwd_hooks hooks = {&h, tiny_cpu_attend_hook, NULL};
     const pkvk_fwd_model f = pkvk_cpu_model_forward(m);
     CHECK(pkvk_forward_step(&f, &in, 0, NULL, NULL, NULL, NULL, &hooks, NULL) == 0, "verify");
     static float ref[V];

@@ -98,21 +98,6 @@ static int model_step(pkvk_model *m, pkvk_workspace *ws, const pkvk_plan *plan, 
                          last);
 }
 
-/* The CPU mirror's layer attention through a plan's CPU CTAs (its verify steps'). */
-typedef struct cpu_hook {
-    pkvk_cpu_model *m;
-    const pkvk_fwd_in *in;
-    const pkvk_plan *plan;
-    float *part;
-} cpu_hook;
-
-static int cpu_attend(void *ctx, int l) {
-    cpu_hook *h = ctx;
-    float *o;
-    const pkvk_batch b = pkvk_cpu_model_attention(h->m, l, h->in, &o);
-    return pkvk_cpu_run(&b, h->plan, pkvk_cpu_attend_tasks, h->part, o);
-}
-
 static void check_model(pkvk_ctx *ctx);
 
 /* A mixture of experts in the tiny model's last layer (NULL: none): 8 experts of 48, 2 a
@@ -214,8 +199,8 @@ static void check_cpu_mirror(pkvk_ctx *ctx) {
               "verify step: %s", pkvk_last_error());
         pkvk_fwd_in in = {
             .rows = NREQ, .lens = seq, .block_table = &bt[0][0], .bt_stride = BTS, .q_len = VQ};
-        cpu_hook h = {cm, &in, &plan, part};
-        const pkvk_fwd_hooks hooks = {&h, cpu_attend, NULL};
+        tiny_cpu_attend h = {cm, &in, &plan, part};
+        const pkvk_fwd_hooks hooks = {&h, tiny_cpu_attend_hook, NULL};
         const pkvk_fwd_model f = pkvk_cpu_model_forward(cm);
         CHECK(pkvk_forward_step(&f, &in, 0, NULL, NULL, NULL, NULL, &hooks, NULL) == 0,
               "cpu mirror verify: %s", pkvk_last_error());

@@ -149,3 +149,10 @@ double kv_max_diff(const void *pool, int l, int v, const int32_t *bt, int bts) {
                 }
     return m;
 }
+
+int tiny_cpu_attend_hook(void *ctx, int l) {
+    tiny_cpu_attend *h = ctx;
+    float *o;
+    const pkvk_batch b = pkvk_cpu_model_attention(h->m, l, h->in, &o);
+    return pkvk_cpu_run(&b, h->plan, pkvk_cpu_attend_tasks, h->part, o);
+}

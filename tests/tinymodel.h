@@ -49,4 +49,14 @@ double kv_max_diff(const void *pool, int l, int v, const int32_t *bt, int bts);
 /* Max |gpu - ref| over the V logits (gpu S.dtype), and ref's rms into *rms. */
 double max_diff_logits(const uint16_t *gpu, const float *ref, double *rms);
 
+/* The CPU mirror's layer attention through a plan's work-queue CTAs, as a forward's attend
+ * hook (ctx: a tiny_cpu_attend; its verify steps'). */
+typedef struct tiny_cpu_attend {
+    pkvk_cpu_model *m;
+    const pkvk_fwd_in *in;
+    const pkvk_plan *plan;
+    float *part;
+} tiny_cpu_attend;
+int tiny_cpu_attend_hook(void *ctx, int l);
+
 #endif
