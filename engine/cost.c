@@ -4,8 +4,18 @@
 
 #include <math.h>
 
+/* The query blocks of a verify step's range: q_len over the tokens a CTA holds (as many
+ * as fit 8 MMA rows beside the group's heads and divide q_len, as pkvk_launch packs them). */
+static int query_blocks(const pkvk_shape *s, int q_len) {
+    const int G = s->hq / s->hkv;
+    int per = G <= 8 ? 8 / G : 1;
+    if (per > q_len) per = q_len;
+    while (q_len % per) per--;
+    return q_len / per;
+}
+
 void pkv_cost_counters(const pkv_calib *c, const pkvk_shape *s, const pkvk_plan *p,
-                       const int32_t *seq_lens, pkv_counters *out) {
+                       const int32_t *seq_lens, int q_len, pkv_counters *out) {
     *out = (pkv_counters){0};
     const bool fp8 = s->kv_dtype == PKVK_FP8_E4M3;
     int64_t pages = 0; /* FP8 KV: each page's scales are read beside its bytes */
@@ -27,6 +37,8 @@ void pkv_cost_counters(const pkv_calib *c, const pkvk_shape *s, const pkvk_plan 
                           .max_splits = max_splits};
     const pkv_route_ops *ops = pkv_route_ops_of(p->route);
     if (ops) ops->count(s, p, seq_lens, &sums, out);
+    if (q_len < 1) q_len = 1;
+    if (q_len > 1 && !pkv_route_is_flashinfer(p->route)) out->ctas *= query_blocks(s, q_len);
     out->max_splits = sums.max_splits;
     const int elem = pkvk_dtype_bytes(s->kv_dtype);
     out->max_cta_bytes = (int64_t)sums.longest_range * s->d * 2 /* K and V */ * elem;
@@ -34,8 +46,9 @@ void pkv_cost_counters(const pkv_calib *c, const pkvk_shape *s, const pkvk_plan 
                     pages * s->hkv * 2 * (int64_t)sizeof(float);
     /* Measured for PersistentKV's kernels and the reference's (the route's row says). */
     out->cta_bps_max = fp8 && pkv_route_has(p->route, PKV_RP_FP8_CAP) ? c->kv_fp8_cta_gbps : 0;
-    /* A split writes G states of d + 2 floats per KV head, and the merge reads them. */
-    out->merge_bytes = sums.merged_slots * s->hq * (s->d + 2) * 4 * 2;
+    /* A split writes G states of d + 2 floats per KV head and query token, and the merge
+     * reads them. */
+    out->merge_bytes = sums.merged_slots * q_len * s->hq * (s->d + 2) * 4 * 2;
     out->cta_work_per_sm = (double)out->ctas / c->sm_count;
     out->wave_ctas = ops ? ops->ctas_per_sm(c) * c->sm_count : 0;
     out->t_predicted = pkv_cost_route_time(c, p->route, NULL, out);

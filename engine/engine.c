@@ -196,7 +196,8 @@ static int plan_candidates(pkv_engine *eng, const pkv_batch_view *v, int lazy, i
         if (rc)
             return pkv_fail(e, "step %llu: planning %s failed (status %d)",
                             (unsigned long long)rec->index, pkv_route_name((pkv_route)r), rc);
-        pkv_cost_counters(eng->cal, &eng->shape, &eng->planner.plans[r], v->seq_lens, &sv->cand[r]);
+        pkv_cost_counters(eng->cal, &eng->shape, &eng->planner.plans[r], v->seq_lens,
+                          1 + v->spec_tokens, &sv->cand[r]);
         const pkv_route_model *rm = &eng->cal->route_model[r];
         if (eng->opts.clock == PKV_CLOCK_WALL && rm->set)
             sv->cand[r].t_host = (rm->v[PKV_RM_HOST_US] +

@@ -40,7 +40,7 @@ static void route_fit_recovers_known_constants(void) {
                 lens[j] = 16 + (int32_t)gsl_rng_uniform_int(r, i % 2 ? 65536 : 4096);
             pl.plans[rt].counts_only = 1;
             CHECK(pkv_planner_build(&pl, rt, lens, rows) == 0, "plan");
-            pkv_cost_counters(&cal, &s, &pl.plans[rt], lens, &k[i]);
+            pkv_cost_counters(&cal, &s, &pl.plans[rt], lens, 1, &k[i]);
             t[i] = pkv_cost_route_time(&cal, rt, &truth, &k[i]) * (1 + gsl_ran_gaussian(r, 0.01));
         }
         pkv_route_model m;
@@ -94,7 +94,7 @@ static void fp8_cap_found_over_persistentkv_steps(void) {
             p8.plans[rs[q]].counts_only = 1;
             CHECK(pkv_planner_build(&p8, rs[q], lens, rows) == 0, "plan");
             pkv_counters *kk = &k8[rs[q]][i];
-            pkv_cost_counters(&c8, &s8, &p8.plans[rs[q]], lens, kk);
+            pkv_cost_counters(&c8, &s8, &p8.plans[rs[q]], lens, 1, kk);
             pkv_counters timed = *kk;
             if (timed.cta_bps_max > 0) timed.cta_bps_max = 9e9;
             t8[rs[q]][i] =

@@ -356,12 +356,21 @@ static void planner_properties_over_random_batches(void) {
         }
         /* The model backend's counts-only plans have the same counters. */
         pkv_counters full, counted;
-        pkv_cost_counters(&cal, &s, &pl.plans[PKV_ROUTE_WORKQUEUE], lens, &full);
+        pkv_cost_counters(&cal, &s, &pl.plans[PKV_ROUTE_WORKQUEUE], lens, 1, &full);
         pl.plans[PKV_ROUTE_WORKQUEUE].counts_only = 1;
         CHECK(pkv_planner_build(&pl, PKV_ROUTE_WORKQUEUE, lens, n) == 0, "counts-only plan");
-        pkv_cost_counters(&cal, &s, &pl.plans[PKV_ROUTE_WORKQUEUE], lens, &counted);
+        pkv_cost_counters(&cal, &s, &pl.plans[PKV_ROUTE_WORKQUEUE], lens, 1, &counted);
         pl.plans[PKV_ROUTE_WORKQUEUE].counts_only = 0;
         CHECK(memcmp(&full, &counted, sizeof full) == 0, "counts-only plan counters differ");
+        /* A verify step of 4 query tokens a row (G = 32 / 8: two tokens a CTA's 8 MMA rows):
+         * twice the CTAs, 4 times the states, the KV read once. */
+        pkv_counters v4;
+        pkv_cost_counters(&cal, &s, &pl.plans[PKV_ROUTE_WORKQUEUE], lens, 4, &v4);
+        CHECK(v4.ctas == 2 * full.ctas && v4.kv_bytes == full.kv_bytes &&
+                  v4.merge_bytes == 4 * full.merge_bytes,
+              "verify counters: CTAs %lld (decode %lld), merge %lld (decode %lld)",
+              (long long)v4.ctas, (long long)full.ctas, (long long)v4.merge_bytes,
+              (long long)full.merge_bytes);
         CHECK(pkv_planner_build(&pl, PKV_ROUTE_BUCKET, lens, n) == 0, "bucket plan");
         int distinct = 0;
         for (int i = 0; i < n; i++) {
@@ -372,7 +381,7 @@ static void planner_properties_over_random_batches(void) {
         }
         const pkvk_plan *bp = &pl.plans[PKV_ROUTE_BUCKET];
         pkv_counters c;
-        pkv_cost_counters(&cal, &s, bp, lens, &c);
+        pkv_cost_counters(&cal, &s, bp, lens, 1, &c);
         CHECK(bp->n_buckets == distinct, "%d buckets for %d distinct lengths", bp->n_buckets,
               distinct);
         CHECK(c.launches - c.merge_launches == distinct, "split launches %d != %d",
@@ -418,9 +427,9 @@ static void planner_properties_over_random_batches(void) {
                   pkv_planner_build(&p8, PKV_ROUTE_FLASHINFER_TC, b1, 1) == 0,
               "FP8 plans");
         pkv_counters k16, k8, fi8;
-        pkv_cost_counters(&c8, &s16, &p8.plans[PKV_ROUTE_WORKQUEUE], b1, &k16);
-        pkv_cost_counters(&c8, &s8, &p8.plans[PKV_ROUTE_WORKQUEUE], b1, &k8);
-        pkv_cost_counters(&c8, &s8, &p8.plans[PKV_ROUTE_FLASHINFER_TC], b1, &fi8);
+        pkv_cost_counters(&c8, &s16, &p8.plans[PKV_ROUTE_WORKQUEUE], b1, 1, &k16);
+        pkv_cost_counters(&c8, &s8, &p8.plans[PKV_ROUTE_WORKQUEUE], b1, 1, &k8);
+        pkv_cost_counters(&c8, &s8, &p8.plans[PKV_ROUTE_FLASHINFER_TC], b1, 1, &fi8);
         CHECK(k8.kv_bytes == 32768LL * 8 * 128 * 2 + 2048LL * 8 * 2 * 4 &&
                   k16.kv_bytes == 32768LL * 8 * 128 * 4,
               "FP8 KV bytes %lld, FP16 %lld", (long long)k8.kv_bytes, (long long)k16.kv_bytes);
@@ -467,10 +476,10 @@ static void route_table_plans_counts_and_runs(void) {
             pkvk_plan *p = &pl.plans[k];
             p->counts_only = 1;
             CHECK(pkv_planner_build(&pl, (pkv_route)k, lens, 4) == 0, "%s: counts-only", name);
-            pkv_cost_counters(&cal, &s, p, lens, &counted);
+            pkv_cost_counters(&cal, &s, p, lens, 1, &counted);
             p->counts_only = 0;
             CHECK(pkv_planner_build(&pl, (pkv_route)k, lens, 4) == 0, "%s: plan", name);
-            pkv_cost_counters(&cal, &s, p, lens, &full);
+            pkv_cost_counters(&cal, &s, p, lens, 1, &full);
             CHECK(full.launches >= 1 && full.ctas >= 4 * s.hkv &&
                       full.kv_bytes == (int64_t)(100 + 5000 + 12000 + 17) * s.hkv * s.d * 4 &&
                       full.t_predicted > 0 && isfinite(full.t_predicted) &&

@@ -224,7 +224,7 @@ static int sweep_shape(pkvk_ctx *ctx, pkv_calib *cal, const pkvk_shape *s, const
         pt->shape = shape;
         pt->G = G;
         pt->planned = run < PKV_ROUTE_COUNT;
-        pkv_cost_counters(cal, s, p, lens, &pt->c);
+        pkv_cost_counters(cal, s, p, lens, 1, &pt->c);
         pt->t = ms * 1e-3;
         printf("| %d | %d | %d | %s%s | %d | %.1f | %.1f |\n", G, B, L, pkv_route_name(p->route),
                fp8 ? " (fp8)" : "", pt->c.max_splits, pt->t * 1e6,

@@ -158,7 +158,7 @@ static void usage(void) {
            "                 to its own position; PersistentKV's routes pack the tokens beside\n"
            "                 the group's heads, FlashInfer runs it on its prefill path\n"
            "                 (flashinfer_prefill: its decode routes take one token; CTAs and\n"
-           "                 merge KB are the decode step's)\n"
+           "                 merge KB count the query blocks and tokens as the cost model does)\n"
            "  --out FILE     also write the table to FILE (default bench_kernels.txt)\n",
            DEFAULT_CASES);
 }
@@ -371,7 +371,7 @@ int pkv_bench_kernels_main(int argc, char **argv) {
                 break;
             }
             pkv_counters c;
-            pkv_cost_counters(&cal, &s, p, bc[ci].lens, &c);
+            pkv_cost_counters(&cal, &s, p, bc[ci].lens, q_len, &c);
             if (strcmp(splits, "auto") == 0) snprintf(splits, sizeof splits, "%d", c.max_splits);
             float ms = 0;
             int launches = 0;
