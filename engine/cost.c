@@ -38,12 +38,17 @@ void pkv_cost_counters(const pkv_calib *c, const pkvk_shape *s, const pkvk_plan 
     const pkv_route_ops *ops = pkv_route_ops_of(p->route);
     if (ops) ops->count(s, p, seq_lens, &sums, out);
     if (q_len < 1) q_len = 1;
-    if (q_len > 1 && !pkv_route_is_flashinfer(p->route)) out->ctas *= query_blocks(s, q_len);
+    const int blocks = q_len > 1 && !pkv_route_is_flashinfer(p->route) ? query_blocks(s, q_len) : 1;
+    out->ctas *= blocks;
     out->max_splits = sums.max_splits;
     const int elem = pkvk_dtype_bytes(s->kv_dtype);
     out->max_cta_bytes = (int64_t)sums.longest_range * s->d * 2 /* K and V */ * elem;
     out->kv_bytes = sums.tokens * s->hkv * s->d * 2 /* K and V */ * elem +
                     pages * s->hkv * 2 * (int64_t)sizeof(float);
+    /* A verify step's query blocks read a range side by side; L2 holds most of it for the
+     * later ones: each block past the first re-reads PKV_VERIFY_REREAD of the KV from
+     * memory (bench/RESULTS.md, the verify step on the H100). */
+    out->kv_bytes += (int64_t)(PKV_VERIFY_REREAD * (blocks - 1) * (double)out->kv_bytes);
     /* Measured for PersistentKV's kernels and the reference's (the route's row says). */
     out->cta_bps_max = fp8 && pkv_route_has(p->route, PKV_RP_FP8_CAP) ? c->kv_fp8_cta_gbps : 0;
     /* A split writes G states of d + 2 floats per KV head and query token, and the merge

@@ -32,10 +32,12 @@ double pkv_cost_route_time(const pkv_calib *c, pkv_route r, const pkv_route_mode
                            const pkv_counters *k);
 /* q_len: the rows' query tokens (1: a decode step; a verify step's k + 1): PersistentKV's
  * CTAs pack them beside the group's heads, 8 MMA rows a CTA (kernels/pkvk_attn.cu), so a
- * range runs in q_len / (tokens a CTA) CTAs, which read its KV side by side (counted once:
- * they share it in L2), and every split writes q_len times the states. FlashInfer's
- * decode routes take one token a row: their verify (its prefill path) is priced as their
- * decode. */
+ * range runs in q_len / (tokens a CTA) query blocks, which read its KV side by side (each
+ * past the first re-reading PKV_VERIFY_REREAD of it: L2 holds the rest), and every split
+ * writes q_len times the states. FlashInfer's decode routes take one token a row: their
+ * verify (its prefill path, as fast as its decode within 5% up to 4 tokens a row on the
+ * H100) is priced as their decode. */
+#define PKV_VERIFY_REREAD 0.15
 void pkv_cost_counters(const pkv_calib *c, const pkvk_shape *s, const pkvk_plan *p,
                        const int32_t *seq_lens, int q_len, pkv_counters *out);
 /* The CTAs of route r's kernel one wave holds: the counters' own where they have it
