@@ -185,7 +185,8 @@ static int plan_candidates(pkv_engine *eng, const pkv_batch_view *v, int lazy, i
     uint32_t plan = eng->opts.plan_needed && !eng->backend->measures
                         ? pkv_policy_needed(&eng->policy, eng->cal, sv)
                         : eng->policy.candidates;
-    if (v->spec_tokens && (plan & ~eng->verify_routes)) /* a verify step's (engine init) */
+    /* a verify step plans verify_routes (on the GPU no FlashInfer decode route) */
+    if (v->spec_tokens && (plan & ~eng->verify_routes))
         plan = (plan & eng->verify_routes) | 1u << PKV_ROUTE_REF_PAGED;
     for (int r = 0; r < PKV_ROUTE_COUNT; r++) {
         rec->t_route[r] = NAN;
