@@ -60,12 +60,12 @@ struct Params {
     const int32_t *split_offsets;
     const int32_t *bucket_rows;
     int32_t row_begin, splits;
-    const pkvk_task
-        *spans;          // workqueue, fused: the plan's tasks; CTA x runs x / hkv, KV head x % hkv
+    // workqueue, fused: the plan's tasks; CTA x runs task x / (hkv qbn), KV head x % hkv
+    const pkvk_task *spans;
     int32_t layout_rows; // a fixed grid's plan: split_offsets[layout_rows] is its slot count
-    float *part_acc;     // [slot][hkv][G][D]
-    float *part_ml;      // [slot][hkv][G][2]: m (log2 domain), l
-    int *counters;       // [n_rows * hkv] fused completion counters, left at 0
+    float *part_acc;     // [slot][hkv][qlen x grp][D]
+    float *part_ml;      // [slot][hkv][qlen x grp][2]: m (log2 domain), l
+    int *counters;       // [n_rows * hkv * qbn] fused completion counters, left at 0
     int bf16;            // Q and O (K and V unless kv8) are BF16, else FP16
     int kv8;             // K and V are FP8 E4M3 codes with their scales
     // Query tokens: qlen a row (1: a decode step; a verify step's k + 1, token j at position
