@@ -293,6 +293,8 @@ case_json fi-group-3 '{"model": {"hq": 6, "hkv": 2}, "route": {"policy": "flashi
 if "$pkvsim" bench kernels --help >/dev/null 2>&1; then
   expect_fail kbench-dtype '--dtype: "fp8" is not fp16 or bf16' "$pkvsim" bench kernels --dtype fp8
   expect_fail kbench-kv-dtype '--kv-dtype: "int8" is not bf16 or fp8_e4m3' "$pkvsim" bench kernels --dtype bf16 --kv-dtype int8
+  # a verify step's rows hold their query tokens
+  expect_fail kbench-q-len '--q-len 9: case a has a row of 8 tokens' "$pkvsim" bench kernels --q-len 9 --cases 'a:8'
 fi
 # A study-layer run on a calibration with a served model's section only: refused, naming
 # the file and the section.
