@@ -25,7 +25,7 @@ extern "C" {
  * workqueue whose last split merges in-kernel; flashinfer, FlashInfer's CUDA-core batch decode
  * (DecodePlan); flashinfer_tc, FlashInfer's tensor cores: its batch prefill kernel at one query
  * token a row (PrefillPlan), merged when split. */
-#define PKV_RP_PKV (PKV_RP_FP8_CAP)
+#define PKV_RP_PKV (PKV_RP_FP8_CAP | PKV_RP_VERIFY)
 #define PKV_RP_FI  (PKV_RP_CSR | PKV_RP_FI_SHAPES)
 #define PKV_ROUTES(X)                                                                              \
     X(REF_PAGED, "ref_paged", BASELINE, REF, FIXED, PKV_RP_PKV)                                    \
@@ -52,6 +52,10 @@ typedef enum pkv_route_prop {
     PKV_RP_FI_SHAPES = 1u << 2, /* built for FlashInfer's shapes only: 1, 2, 4 or 8 query
                                    heads per KV head (pkv_flashinfer_group), head_dim 128
                                    on the GPU */
+    PKV_RP_VERIFY = 1u << 3,    /* its GPU kernels take a verify step's query tokens a row
+                                   (pkvk_batch.q_len), packed beside the group's heads in
+                                   query blocks (pkvk_verify_tokens_per_cta); FlashInfer's
+                                   decode kernels take one */
 } pkv_route_prop;
 
 typedef enum pkv_route_role { PKV_ROLE_BASELINE, PKV_ROLE_SPLIT, PKV_ROLE_ABLATION } pkv_route_role;

@@ -4,16 +4,6 @@
 
 #include <math.h>
 
-/* The query blocks of a verify step's range: q_len over the tokens a CTA holds (as many
- * as fit 8 MMA rows beside the group's heads and divide q_len, as pkvk_launch packs them). */
-static int query_blocks(const pkvk_shape *s, int q_len) {
-    const int G = s->hq / s->hkv;
-    int per = G <= 8 ? 8 / G : 1;
-    if (per > q_len) per = q_len;
-    while (q_len % per) per--;
-    return q_len / per;
-}
-
 void pkv_cost_counters(const pkv_calib *c, const pkvk_shape *s, const pkvk_plan *p,
                        const int32_t *seq_lens, int q_len, pkv_counters *out) {
     *out = (pkv_counters){0};
@@ -38,7 +28,10 @@ void pkv_cost_counters(const pkv_calib *c, const pkvk_shape *s, const pkvk_plan 
     const pkv_route_ops *ops = pkv_route_ops_of(p->route);
     if (ops) ops->count(s, p, seq_lens, &sums, out);
     if (q_len < 1) q_len = 1;
-    const int blocks = q_len > 1 && !pkv_route_is_flashinfer(p->route) ? query_blocks(s, q_len) : 1;
+    /* a verify step's query blocks a range (FlashInfer's: its own tiling, priced as decode) */
+    const int blocks = pkv_route_has(p->route, PKV_RP_VERIFY)
+                           ? q_len / pkvk_verify_tokens_per_cta(s->hq / s->hkv, q_len)
+                           : 1;
     out->ctas *= blocks;
     out->max_splits = sums.max_splits;
     const int elem = pkvk_dtype_bytes(s->kv_dtype);

@@ -97,20 +97,19 @@ int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const p
                         "model's step (%s can); run it without graphs",
                         pkv_route_name((pkv_route)__builtin_ctz(eng->policy.candidates)), can);
     }
-    /* Verify steps on the GPU: FlashInfer's decode routes take one query token a row (its
-     * prefill path runs a verify in `pkvsim bench kernels --q-len`, not in a step). */
-    uint32_t fi = 0;
-    for (int r = 0; r < PKV_ROUTE_COUNT; r++)
-        fi |= (uint32_t)pkv_route_is_flashinfer((pkv_route)r) << r;
+    /* Verify steps on the GPU: the routes whose kernels take their query tokens (FlashInfer's
+     * decode routes take one a row; its prefill path runs a verify in `pkvsim bench kernels
+     * --q-len`, not in a step). */
+    const uint32_t verify = pkv_routes_with(PKV_RP_VERIFY);
     eng->verify_routes = eng->policy.candidates;
-    if (caps->gpu && o->spec.method != PKV_SPEC_NONE && (eng->policy.candidates & fi)) {
-        if (!(eng->policy.candidates & ~fi))
+    if (caps->gpu && o->spec.method != PKV_SPEC_NONE && (eng->policy.candidates & ~verify)) {
+        if (!(eng->policy.candidates & verify))
             return pkv_fail(e,
                             "route %s: FlashInfer's decode routes take one query token a row; "
                             "speculative decoding's verify steps on the %s backend need another "
                             "route (adaptive, oracle or a PersistentKV route)",
                             eng->policy.name, pkv_backend_names[kind]);
-        eng->verify_routes = (eng->policy.candidates & ~fi) | 1u << PKV_ROUTE_REF_PAGED;
+        eng->verify_routes = (eng->policy.candidates & verify) | 1u << PKV_ROUTE_REF_PAGED;
     }
     /* the experts' draws; a measuring backend routes its forwards by them, and the step's
      * cost reads the routing it ran */

@@ -558,15 +558,11 @@ extern "C" int pkvk_launch(pkvk_workspace *w, const pkvk_batch *b, const pkvk_pl
                                                    "of Q's type or FP8 E4M3");
     if (kv8 && (!b->k_scale || !b->v_scale))
         return pkvk_fail_msg(PKVK_ERR_INVALID, "FP8 KV without its scales");
-    // A verify step's query tokens: as many a CTA as fit its 8 MMA rows beside the group's
-    // heads and divide the row's (so that every CTA's rows are whole; a group above 8 is
-    // refused by the launch).
-    const int qlen = b->q_len > 1 ? b->q_len : 1;
-    int qb = G <= 8 ? min(qlen, 8 / G) : 1;
-    while (qlen % qb) qb--;
+    // A verify step's query tokens, packed beside the group's heads.
+    const int qlen = b->q_len > 1 ? b->q_len : 1, qb = pkvk_verify_tokens_per_cta(G, qlen);
     const int qbn = qlen / qb;
     if (qlen > 1) {
-        if (pkv_route_is_flashinfer(plan->route))
+        if (!pkv_route_has(plan->route, PKV_RP_VERIFY))
             return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED,
                                  "FlashInfer's decode routes take one query token a row; a "
                                  "verify step runs on its prefill path (pkvk_fi_prefill)");

@@ -77,6 +77,19 @@ typedef struct pkvk_batch {
     float k_scale_all, v_scale_all;
 } pkvk_batch;
 
+/* A verify step's query tokens one CTA of PersistentKV's routes holds (pkvk_batch.q_len
+ * tokens a row, G query heads a KV head): as many as fit its 8 MMA rows beside the G heads
+ * and divide q_len, so that every CTA's rows are whole (1 where G > 8: the launch refuses
+ * it); a range then runs in q_len / this query blocks. The launch and the cost model both
+ * count by it. */
+static inline int pkvk_verify_tokens_per_cta(int G, int q_len) {
+    int per = G >= 1 && G <= 8 ? 8 / G : 1;
+    if (per > q_len) per = q_len;
+    if (per < 1) per = 1;
+    while (q_len % per) per--;
+    return per;
+}
+
 /* ---- element types (host) --------------------------------------------------- */
 uint16_t pkvk_f2h(float f); /* round to nearest even */
 float pkvk_h2f(uint16_t h);
