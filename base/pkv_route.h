@@ -54,7 +54,7 @@ typedef enum pkv_route_prop {
                                    on the GPU */
     PKV_RP_VERIFY = 1u << 3,    /* its GPU kernels take a verify step's query tokens a row
                                    (pkvk_batch.q_len), packed beside the group's heads in
-                                   query blocks (pkvk_verify_tokens_per_cta); FlashInfer's
+                                   query blocks (pkvk_verify_pack); FlashInfer's
                                    decode kernels take one */
 } pkv_route_prop;
 

@@ -30,7 +30,7 @@ void pkv_cost_counters(const pkv_calib *c, const pkvk_shape *s, const pkvk_plan 
     if (q_len < 1) q_len = 1;
     /* a verify step's query blocks a range (FlashInfer's: its own tiling, priced as decode) */
     const int blocks = pkv_route_has(p->route, PKV_RP_VERIFY)
-                           ? q_len / pkvk_verify_tokens_per_cta(s->hq / s->hkv, q_len)
+                           ? pkvk_verify_blocks(s->hq / s->hkv, s->d, q_len)
                            : 1;
     out->ctas *= blocks;
     out->max_splits = sums.max_splits;

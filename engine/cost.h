@@ -31,8 +31,8 @@ double pkv_cost_time(const pkv_calib *c, const pkv_counters *k);
 double pkv_cost_route_time(const pkv_calib *c, pkv_route r, const pkv_route_model *m,
                            const pkv_counters *k);
 /* q_len: the rows' query tokens (1: a decode step; a verify step's k + 1): PersistentKV's
- * CTAs pack them beside the group's heads, 8 MMA rows a CTA (kernels/pkvk_attn.cu), so a
- * range runs in q_len / (tokens a CTA) query blocks, which read its KV side by side (each
+ * CTAs pack them beside the group's heads, 8 or 16 MMA rows a CTA (pkvk_verify_pack), so a
+ * range runs in pkvk_verify_blocks query blocks, which read its KV side by side (each
  * past the first re-reading PKV_VERIFY_REREAD of it: L2 holds the rest), and every split
  * writes q_len times the states. FlashInfer's decode routes take one token a row: their
  * verify (its prefill path, as fast as its decode within 5% up to 4 tokens a row on the

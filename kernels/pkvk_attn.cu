@@ -3,8 +3,9 @@
 //
 // A CTA owns one (row, KV head, token range) and computes all G query heads that
 // share the KV head, on tensor cores: the G heads are the rows of m16n8k16 MMAs
-// (rows G..15 are zero; a verify step's query tokens are packed beside the heads, up to
-// 8 rows, each row masked past its own position), S = Q K^T and O += P V per 16 tokens. Each of the
+// (rows G..15 are zero; a verify step's query tokens are packed beside the heads, in 8
+// rows or all 16, each row masked past its own position), S = Q K^T and O += P V per 16
+// tokens. Each of the
 // 4 warps streams its own 16 tokens of every 64-token tile through a 3-stage cp.async pipeline into
 // an XOR-swizzled shared-memory layout read by ldmatrix, and keeps its own exact online-softmax
 // state (m, l, O) in FP32 (P is rounded to the inputs' type, FP16 or BF16, for the PV product); the
@@ -71,8 +72,8 @@ struct Params {
     // Query tokens: qlen a row (1: a decode step; a verify step's k + 1, token j at position
     // seq_len - qlen + j, attending the keys up to its own), grp query heads a KV head. A
     // CTA's G MMA rows hold G / grp query tokens beside their grp heads (as GQA packs
-    // heads), qbn such blocks a (row, KV head, split); a slot's states of a KV head are
-    // qlen x grp, token-major.
+    // heads; pkvk_verify_pack), qbn such blocks a (row, KV head, split), the last one
+    // possibly short; a slot's states of a KV head are qlen x grp, token-major.
     int qlen, grp, qbn;
 };
 
@@ -88,7 +89,7 @@ __host__ __device__ constexpr bool q_shared(int D) {
 // A CTA's shared memory: the pipeline's stages, [STAGES][WARPS][K, V][wtok][D x the KV
 // element's bytes / 16] 16-byte chunks, XOR-swizzled, read by ldmatrix; for FP8 KV also
 // each loaded token's scales ([STAGES][WARPS][K, V][wtok] floats); then, where q_shared,
-// Q's fragments ([D / 16][2][32 lanes] words).
+// Q's fragments ([D / 16][2][32 lanes] words: rows 0..7's, as 16 rows are not built there).
 template <bool F8> __host__ __device__ constexpr size_t pipe_bytes(int D) {
     return (size_t)STAGES * WARPS * 2 * wtok<F8>() * (F8 ? D + sizeof(float) : 2 * D);
 }
@@ -100,7 +101,9 @@ template <bool F8> __host__ __device__ constexpr size_t smem_bytes(int D) {
 // return is taken by the whole CTA.
 template <int D, int G, int MODE, bool BF, bool F8>
 __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
-    static_assert(D % 16 == 0 && G <= 8, "MMA rows hold at most 8 query heads");
+    static_assert(D % 16 == 0 && (G <= 8 || (G == 16 && D <= 128)), "MMA rows: up to 8, or 16");
+    constexpr bool W = G > 8; // a lane's rows: r, and r + 8 where W
+    constexpr int NH = W ? 2 : 1;
     int row, kvh, qb, split, tb, te; // qb: the block of query tokens (Params::qbn)
     if (MODE == MODE_REF) {
         row = x, kvh = blockIdx.y % p.hkv, qb = blockIdx.y / p.hkv, split = 0, tb = 0,
@@ -123,13 +126,14 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
     const int slot0 = MODE == MODE_REF ? 0 : p.split_offsets[row];
     const int nslots = MODE == MODE_REF ? 1 : p.split_offsets[row + 1] - slot0;
     const bool direct = nslots == 1;
-    const int NS = p.qlen * p.grp; // a slot's states of a KV head, a multiple of G
+    const int NS = p.qlen * p.grp;      // a slot's states of a KV head
+    const int nv = min(G, NS - qb * G); // this CTA's states (the last block's may be fewer)
     const size_t sidx = ((size_t)(slot0 + split) * p.hkv + kvh) * NS + qb * G; // this CTA's first
     const int tid = threadIdx.x;
 
     if (tb >= te) { // empty split: the neutral state, before touching Q or shared memory
-        for (int i = tid; i < G * D; i += THREADS) p.part_acc[sidx * D + i] = 0.f;
-        if (tid < G) {
+        for (int i = tid; i < nv * D; i += THREADS) p.part_acc[sidx * D + i] = 0.f;
+        if (tid < nv) {
             p.part_ml[(sidx + tid) * 2] = neg_inf();
             p.part_ml[(sidx + tid) * 2 + 1] = 0.f;
         }
@@ -144,38 +148,56 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
     const int r = lane / 4;        // the MMA row (query head) this lane holds
     const int cq = (lane % 4) * 2; // its column pair in a fragment
 
-    // Q as MMA A fragments, one per 16 dimensions: rows >= G are zero. Where q_shared,
-    // warp w writes the fragments kk = w, w + WARPS, ... of every lane once, after the
-    // pipeline's buffers, and each use reads its lane's word (qf).
+    // Q as MMA A fragments, one per 16 dimensions, its registers i in the MMA's order (row
+    // r + 8 (i % 2), columns q0 or q1 (i / 2)): rows past nv are zero, and where !W rows 8..15
+    // (a1 = a3 are not read). Where q_shared, warp w writes the fragments kk = w, w + WARPS,
+    // ... of every lane once, after the pipeline's buffers, and each use reads them (qf).
     constexpr bool QS = q_shared(D);
-    uint32_t qa[QS ? 1 : D / 16][2];
+    static_assert(!(QS && W), "16 rows keep Q in registers");
+    uint32_t qa[QS ? 1 : D / 16][4];
     uint32_t *qsm =
         reinterpret_cast<uint32_t *>(reinterpret_cast<char *>(smem) + pipe_bytes<F8>(D));
     // FP8 KV: a lane's dimensions of each 16 are K's fragment's, 4c..4c+3 (c = lane % 4).
     const int q0 = F8 ? 4 * (lane % 4) : cq, q1 = F8 ? q0 + 2 : cq + 8;
-    // Row r (r < G) is query token jq's head g; its keys end at its own position.
-    const int jq = (qb * G + r % G) / p.grp, g = (qb * G + r % G) % p.grp;
-    const __half *qrow = p.q + (((size_t)row * p.qlen + jq) * p.hq + kvh * p.grp + g) * D;
-    const int te_r = min(te, p.seq_lens[row] - p.qlen + jq + 1);
+    // Row r + 8h (valid below nv) is query token jq's head; its keys end at its own position.
+    const __half *qrow[NH];
+    int te_r[NH];
+#pragma unroll
+    for (int h = 0; h < NH; h++) {
+        const int st = qb * G + min(r + 8 * h, nv - 1), jq = st / p.grp;
+        qrow[h] = p.q + (((size_t)row * p.qlen + jq) * p.hq + kvh * p.grp + st % p.grp) * D;
+        te_r[h] = min(te, p.seq_lens[row] - p.qlen + jq + 1);
+    }
 #pragma unroll
     for (int kk = 0; kk < D / 16; kk++) {
         if (QS && kk % WARPS != warp) continue;
-        const uint32_t a0 = r < G ? *reinterpret_cast<const uint32_t *>(qrow + kk * 16 + q0) : 0u;
-        const uint32_t a1 = r < G ? *reinterpret_cast<const uint32_t *>(qrow + kk * 16 + q1) : 0u;
-        if constexpr (QS)
-            qsm[kk * 64 + lane] = a0, qsm[kk * 64 + 32 + lane] = a1;
-        else
-            qa[kk][0] = a0, qa[kk][1] = a1;
+#pragma unroll
+        for (int i = 0; i < 2 * NH; i++) {
+            const int h = i % NH; // NH = 1: i = 0, 1 are a0, a2
+            const uint32_t a =
+                r + 8 * h < nv
+                    ? *reinterpret_cast<const uint32_t *>(qrow[h] + kk * 16 + (i / NH ? q1 : q0))
+                    : 0u;
+            const int ai = NH == 2 ? i : 2 * i; // the register's index in the MMA's order
+            if constexpr (QS)
+                qsm[(kk * 2 + ai / 2) * 32 + lane] = a;
+            else
+                qa[kk][ai] = a;
+        }
     }
     if (QS) __syncthreads();
-    auto qf = [&](int kk, int h) {
-        if constexpr (QS)
-            return qsm[kk * 64 + 32 * h + lane];
-        else
-            return qa[kk][h];
+    auto mma_q = [&](float *d, int kk, uint32_t b0, uint32_t b1) {
+        if constexpr (QS) {
+            const uint32_t a[4] = {qsm[kk * 64 + lane], 0u, qsm[kk * 64 + 32 + lane], 0u};
+            mma_rows<BF, W>(d, a, b0, b1);
+        } else {
+            mma_rows<BF, W>(d, qa[kk], b0, b1);
+        }
     };
-    float m = neg_inf(), l = 0.f; // state of row r over this warp's tokens
-    float o[D / 8][4];            // O fragments: rows r (and r + 8, unused), 8 dims each
+    float m[NH], l[NH]; // the state of rows r (and r + 8) over this warp's tokens
+#pragma unroll
+    for (int h = 0; h < NH; h++) m[h] = neg_inf(), l[h] = 0.f;
+    float o[D / 8][4]; // O fragments: rows r (0, 1) and r + 8 (2, 3; unused where !W), 8 dims
 #pragma unroll
     for (int n = 0; n < D / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
 
@@ -269,8 +291,8 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
                     ldmatrix_x4(b, f8_at(ks, b16, kk));
 #pragma unroll
                     for (int i = 0; i < 4; i++)
-                        mma16816<BF>(sc[2 * b16 + i % 2], qf(kk + i / 2, 0), qf(kk + i / 2, 1),
-                                     e4m3x2<BF>(b[i]), e4m3x2<BF>(b[i] >> 16));
+                        mma_q(sc[2 * b16 + i % 2], kk + i / 2, e4m3x2<BF>(b[i]),
+                              e4m3x2<BF>(b[i] >> 16));
                 }
         } else {
 #pragma unroll
@@ -278,43 +300,52 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
                 uint32_t b[4];
                 int mi = lane / 8, t = (mi / 2) * 8 + lane % 8;
                 ldmatrix_x4(b, ks + swz(t, kk * 2 + mi % 2));
-                mma16816<BF>(sc[0], qf(kk, 0), qf(kk, 1), b[0], b[1]);
-                mma16816<BF>(sc[1], qf(kk, 0), qf(kk, 1), b[2], b[3]);
+                mma_q(sc[0], kk, b[0], b[1]);
+                mma_q(sc[1], kk, b[2], b[3]);
             }
         }
-        // Online softmax of row r over the WT tokens (4 NB here, the rest in the quad).
+        // Online softmax of rows r (sc[n][0, 1]) and r + 8 (sc[n][2, 3]) over the WT tokens
+        // (4 NB here, the rest in the quad).
         int t0 = tb + it * CTILE + warp * WT + cq;
-        float mx = neg_inf();
+        float c[NH];
+        bool moved = false;
 #pragma unroll
-        for (int n = 0; n < 2 * NB; n++)
-#pragma unroll
-            for (int j = 0; j < 2; j++) {
-                const float f = F8 ? p.scale_log2 * sst[cq + n * 8 + j] : p.scale_log2;
-                sc[n][j] = t0 + n * 8 + j < te_r ? sc[n][j] * f : neg_inf();
-                mx = fmaxf(mx, sc[n][j]);
-            }
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        float c = pkvk_sm_fold(&m, mx);
-        if (m != neg_inf()) {
+        for (int h = 0; h < NH; h++) {
+            float mx = neg_inf();
 #pragma unroll
             for (int n = 0; n < 2 * NB; n++)
 #pragma unroll
-                for (int j = 0; j < 2; j++) sc[n][j] = exp2f(sc[n][j] - m);
-        } else { // no valid token seen yet by this warp
+                for (int j = 0; j < 2; j++) {
+                    const float f = F8 ? p.scale_log2 * sst[cq + n * 8 + j] : p.scale_log2;
+                    float &e = sc[n][2 * h + j];
+                    e = t0 + n * 8 + j < te_r[h] ? e * f : neg_inf();
+                    mx = fmaxf(mx, e);
+                }
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            c[h] = pkvk_sm_fold(&m[h], mx);
+            const bool seen = m[h] != neg_inf(); // else no valid token seen yet by this warp
 #pragma unroll
-            for (int n = 0; n < 2 * NB; n++) sc[n][0] = sc[n][1] = 0.f;
+            for (int n = 0; n < 2 * NB; n++)
+#pragma unroll
+                for (int j = 0; j < 2; j++) {
+                    float &e = sc[n][2 * h + j];
+                    e = seen ? exp2f(e - m[h]) : 0.f;
+                }
+            l[h] *= c[h];
+#pragma unroll
+            for (int n = 0; n < 2 * NB; n++) l[h] += sc[n][2 * h] + sc[n][2 * h + 1];
+            moved |= c[h] != 1.f;
         }
-        l *= c;
+        if (__any_sync(0xffffffffu, moved)) // once the maxima settle, no row's moves
 #pragma unroll
-        for (int n = 0; n < 2 * NB; n++) l += sc[n][0] + sc[n][1];
-        if (__any_sync(0xffffffffu, c != 1.f)) // once the maxima settle, no row's moves
+            for (int n = 0; n < D / 8; n++)
 #pragma unroll
-            for (int n = 0; n < D / 8; n++) o[n][0] *= c, o[n][1] *= c;
+                for (int i = 0; i < 2 * NH; i++) o[n][i] *= c[i / 2];
 
         // O += P V: P's C fragments are the A fragment of a 16x16 product, one per 16-token
-        // block (FP8: each token's weight times its V scale over vref).
-        uint32_t pa[NB][2];
+        // block (FP8: each token's weight times its V scale over vref), in the MMA's order.
+        uint32_t pa[NB][4];
 #pragma unroll
         for (int b16 = 0; b16 < NB; b16++) {
             float w[4] = {1.f, 1.f, 1.f, 1.f};
@@ -322,8 +353,12 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
 #pragma unroll
                 for (int i = 0; i < 4; i++)
                     w[i] = sst[WT + 16 * b16 + cq + (i / 2) * 8 + i % 2] * vinv;
-            pa[b16][0] = pack2<BF>(sc[2 * b16][0] * w[0], sc[2 * b16][1] * w[1]);
-            pa[b16][1] = pack2<BF>(sc[2 * b16 + 1][0] * w[2], sc[2 * b16 + 1][1] * w[3]);
+#pragma unroll
+            for (int h = 0; h < NH; h++) { // a0 (h = 0) or a1: tokens cq, cq + 1; a2, a3: + 8
+                pa[b16][h] = pack2<BF>(sc[2 * b16][2 * h] * w[0], sc[2 * b16][2 * h + 1] * w[1]);
+                pa[b16][2 + h] =
+                    pack2<BF>(sc[2 * b16 + 1][2 * h] * w[2], sc[2 * b16 + 1][2 * h + 1] * w[3]);
+            }
         }
         if (F8) { // matrices as K's, transposed in pairs of codes: a lane holds dimensions
                   // 2s, 2s + 1 (s = lane / 4) of tokens 2c, 2c + 1, so its even and its odd
@@ -338,36 +373,40 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
                     for (int i = 0; i < 4; i += 2)
 #pragma unroll
                         for (int h = 0; h < 2; h++) // bytes 0, 2 (h = 0) or 1, 3
-                            mma16816<BF>(o[2 * (nd + i / 2) + h], pa[b16][0], pa[b16][1],
-                                         e4m3x2<BF>(__byte_perm(b[i], 0, 0x20 + 0x11 * h)),
-                                         e4m3x2<BF>(__byte_perm(b[i + 1], 0, 0x20 + 0x11 * h)));
+                            mma_rows<BF, W>(o[2 * (nd + i / 2) + h], pa[b16],
+                                            e4m3x2<BF>(__byte_perm(b[i], 0, 0x20 + 0x11 * h)),
+                                            e4m3x2<BF>(__byte_perm(b[i + 1], 0, 0x20 + 0x11 * h)));
                 }
         } else {
-            const uint32_t pa0 = pa[0][0], pa1 = pa[0][1];
 #pragma unroll
             for (int nd = 0; nd < D / 16; nd++) {
                 uint32_t b[4];
                 int mi = lane / 8, t = (mi % 2) * 8 + lane % 8;
                 ldmatrix_x4_trans(b, vs + swz(t, nd * 2 + mi / 2));
-                mma16816<BF>(o[2 * nd], pa0, pa1, b[0], b[1]);
-                mma16816<BF>(o[2 * nd + 1], pa0, pa1, b[2], b[3]);
+                mma_rows<BF, W>(o[2 * nd], pa[0], b[0], b[1]);
+                mma_rows<BF, W>(o[2 * nd + 1], pa[0], b[2], b[3]);
             }
         }
         __syncwarp(); // all lanes are done with this stage before it is refilled
     }
     cp_async_wait<0>();
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
+#pragma unroll
+    for (int h = 0; h < NH; h++) {
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+        l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+    }
     __syncthreads(); // the pipeline buffers become the reduction buffer
 
     // Merge the WARPS states: red_ml[warp][g] = (m, l), fin[g] = (M, L), red_acc[warp][g][D].
     float *red_ml = reinterpret_cast<float *>(smem);
     float *fin = red_ml + 2 * WARPS * G;
     float *red_acc = fin + 2 * G;
-    if (lane % 4 == 0 && r < G) {
-        red_ml[(warp * G + r) * 2] = m;
-        red_ml[(warp * G + r) * 2 + 1] = l;
-    }
+#pragma unroll
+    for (int h = 0; h < NH; h++)
+        if (lane % 4 == 0 && r + 8 * h < G) {
+            red_ml[(warp * G + r + 8 * h) * 2] = m[h];
+            red_ml[(warp * G + r + 8 * h) * 2 + 1] = l[h];
+        }
     __syncthreads();
     if (tid < G) {
         float M = neg_inf(), L = 0.f;
@@ -379,13 +418,16 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
         fin[tid * 2] = M, fin[tid * 2 + 1] = L;
     }
     __syncthreads();
-    if (r < G) {
-        float c = pkvk_sm_weight(m, fin[r * 2]) * vref;
+#pragma unroll
+    for (int h = 0; h < NH; h++) {
+        const int rr = r + 8 * h;
+        if (rr >= G) continue;
+        const float c = pkvk_sm_weight(m[h], fin[rr * 2]) * vref;
 #pragma unroll
         for (int n = 0; n < D / 8; n++) { // FP8: the dimensions (above) put back in order
             const int d0 = F8 ? 16 * (n / 2) + 4 * (lane % 4) + n % 2 : n * 8 + cq;
-            red_acc[(warp * G + r) * D + d0] = o[n][0] * c;
-            red_acc[(warp * G + r) * D + d0 + (F8 ? 2 : 1)] = o[n][1] * c;
+            red_acc[(warp * G + rr) * D + d0] = o[n][2 * h] * c;
+            red_acc[(warp * G + rr) * D + d0 + (F8 ? 2 : 1)] = o[n][2 * h + 1] * c;
         }
     }
     __syncthreads();
@@ -393,7 +435,7 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
     __half *const orow = p.o + ((size_t)row * p.qlen * p.hq + kvh * p.grp) * D;
     const int s0 = qb * G, grp = p.grp, hq = p.hq;
     auto out_at = [=](int i) { return orow + ((size_t)(s0 + i) / grp * hq + (s0 + i) % grp) * D; };
-    for (int idx = tid; idx < G * D; idx += THREADS) {
+    for (int idx = tid; idx < nv * D; idx += THREADS) {
         int i = idx / D, d = idx % D;
         float a = 0.f;
 #pragma unroll
@@ -404,7 +446,7 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
             p.part_acc[(sidx + i) * D + d] = a;
     }
     if (direct) return;
-    if (tid < G) {
+    if (tid < nv) {
         p.part_ml[(sidx + tid) * 2] = fin[tid * 2];
         p.part_ml[(sidx + tid) * 2 + 1] = fin[tid * 2 + 1];
     }
@@ -425,10 +467,23 @@ __device__ __forceinline__ void attn_cta(const Params &p, unsigned x) {
     __syncthreads();
     if (!s_last) return;
     const size_t base = ((size_t)slot0 * p.hkv + kvh) * NS + qb * G;
-    // All the CTA's rows at once: one chain of L2 round trips for the CTA, not one per head.
-    merge_states<D, THREADS, G, true, BF>(
-        p.part_ml + base * 2, p.part_acc + base * D, nslots, p.hkv * NS * 2, p.hkv * NS * D,
-        reinterpret_cast<float *>(smem), (int)(smem_bytes<F8>(D) / sizeof(float)), out_at);
+    // The CTA's rows at once where a block is whole (one chain of L2 round trips for the CTA,
+    // not one per head; 16 rows as two 8s, which fit registers), a short block's one by one.
+    const float *ml = p.part_ml + base * 2, *acc = p.part_acc + base * D;
+    float *sh = reinterpret_cast<float *>(smem);
+    const int sh_floats = (int)(smem_bytes<F8>(D) / sizeof(float));
+    const int sml = p.hkv * NS * 2, sacc = p.hkv * NS * D;
+    constexpr int NG = W ? 8 : G;
+    for (int g0 = 0; g0 < nv; g0 += NG)
+        if (nv - g0 >= NG)
+            merge_states<D, THREADS, NG, true, BF>(ml + 2 * g0, acc + (size_t)g0 * D, nslots, sml,
+                                                   sacc, sh, sh_floats,
+                                                   [=](int i) { return out_at(g0 + i); });
+        else
+            for (int g = g0; g < nv; g++)
+                merge_states<D, THREADS, 1, true, BF>(ml + 2 * g, acc + (size_t)g * D, nslots, sml,
+                                                      sacc, sh, sh_floats,
+                                                      [=](int) { return out_at(g); });
 }
 
 // FIXED (the workqueue only): a grid of fixed size (CUDA graph replay) whose CTAs
@@ -559,8 +614,9 @@ extern "C" int pkvk_launch(pkvk_workspace *w, const pkvk_batch *b, const pkvk_pl
     if (kv8 && (!b->k_scale || !b->v_scale))
         return pkvk_fail_msg(PKVK_ERR_INVALID, "FP8 KV without its scales");
     // A verify step's query tokens, packed beside the group's heads.
-    const int qlen = b->q_len > 1 ? b->q_len : 1, qb = pkvk_verify_tokens_per_cta(G, qlen);
-    const int qbn = qlen / qb;
+    const int qlen = b->q_len > 1 ? b->q_len : 1;
+    int per;
+    const int rows_cta = pkvk_verify_pack(G, s.d, qlen, &per), qbn = (qlen + per - 1) / per;
     if (qlen > 1) {
         if (!pkv_route_has(plan->route, PKV_RP_VERIFY))
             return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED,
@@ -593,7 +649,7 @@ extern "C" int pkvk_launch(pkvk_workspace *w, const pkvk_batch *b, const pkvk_pl
     // A fixed grid (pkvk_workspace_fixed) covers the rows it was set for.
     const int32_t rows = w->fixed_rows ? w->fixed_rows : plan->n_rows;
     p.part_acc = w->part_acc, p.part_ml = w->part_ml, p.counters = w->counters;
-    return launchers[plan->route](w, b, plan, p, G * qb, s.d, rows, launches);
+    return launchers[plan->route](w, b, plan, p, rows_cta, s.d, rows, launches);
 }
 
 // The workqueue kernel of head dimension D and group size g (FP16), as launch_g finds it.

@@ -1,5 +1,5 @@
 // Private to kernels/pkvk_attn.cu (included inside its anonymous namespace, after the
-// kernel): its launch by head dimension (64, 128, 256), group (1-8) and types, each
+// kernel): its launch by head dimension (64, 128, 256), MMA rows (1-8, 16) and types, each
 // instantiated kernel's shared-memory limit raised.
 #pragma once
 
@@ -13,9 +13,11 @@ int launch_attn(cudaStream_t st, dim3 grid, const Params &p) {
     return PKVK_OK;
 }
 
-// The kernel of group size g (G, G + 1, ... 8 tried in turn).
+// The kernel of g MMA rows (G, G + 1, ... 8 tried in turn; 16: a verify step's, D <= 128).
 template <int D, int MODE, bool FIXED, bool BF, bool F8, int G = 1>
 int launch_g(cudaStream_t st, int g, dim3 grid, const Params &p) {
+    if constexpr (G == 1 && D <= 128)
+        if (g == 16) return launch_attn<D, 16, MODE, FIXED, BF, F8>(st, grid, p);
     if (g == G) return launch_attn<D, G, MODE, FIXED, BF, F8>(st, grid, p);
     if constexpr (G < 8)
         return launch_g<D, MODE, FIXED, BF, F8, G + 1>(st, g, grid, p);
@@ -57,7 +59,8 @@ template <int D, int G, bool BF, bool F8> int configure_gt() {
     return PKVK_OK;
 }
 
-// Every type's kernels (FP16, BF16; each with 16-bit or FP8 KV) of group sizes G..8.
+// Every type's kernels (FP16, BF16; each with 16-bit or FP8 KV) of G..8 MMA rows, and 16
+// (pkvk_verify_pack).
 template <int D, int G = 1> int configure_g() {
     int rc = configure_gt<D, G, false, false>();
     if (!rc) rc = configure_gt<D, G, true, false>();
@@ -65,5 +68,7 @@ template <int D, int G = 1> int configure_g() {
     if (!rc) rc = configure_gt<D, G, true, true>();
     if constexpr (G < 8)
         if (!rc) rc = configure_g<D, G + 1>();
+    if constexpr (G == 8 && D <= 128)
+        if (!rc) rc = configure_g<D, 16>();
     return rc;
 }

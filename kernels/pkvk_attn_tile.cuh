@@ -50,21 +50,28 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t *b, const void *p) {
                  : "r"(s));
 }
 
-// d += A B for one m16n8k16 tile, its inputs FP16 or (BF) BF16; A rows 8..15 are zero
-// (a1 = a3 = 0), so only rows 0..7 (the G query heads) carry data.
+// d += A B for one m16n8k16 tile, its inputs FP16 or (BF) BF16: A's registers a0, a2 hold
+// rows 0..7 (the lane's row r), a1, a3 rows 8..15 (row r + 8).
 template <bool BF>
-__device__ __forceinline__ void mma16816(float *d, uint32_t a0, uint32_t a2, uint32_t b0,
-                                         uint32_t b1) {
+__device__ __forceinline__ void mma16816(float *d, uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1) {
     if (BF)
         asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
                      "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
+                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
     else
         asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
                      "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                     : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
+                     : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// The product of a CTA's MMA rows: A's four registers a[0..3] in the MMA's order; where
+// !ROWS16, rows 8..15 are zero (a1 = a3 = 0) and only rows 0..7 carry data.
+template <bool BF, bool ROWS16>
+__device__ __forceinline__ void mma_rows(float *d, const uint32_t *a, uint32_t b0, uint32_t b1) {
+    mma16816<BF>(d, a[0], ROWS16 ? a[1] : 0u, a[2], ROWS16 ? a[3] : 0u, b0, b1);
 }
 
 // Two floats rounded to the inputs' type, packed as one MMA register.

@@ -63,7 +63,7 @@ typedef struct pkvk_batch {
      * a row at position seq_lens - q_len + j attending the keys up to its own (the causal
      * mask among them); q and o then [n_rows][q_len][hq][d]. The CPU reference and mirror,
      * the GPU reference and PersistentKV's routes take it (the tokens packed beside the
-     * group's heads, 8 MMA rows a CTA); FlashInfer's decode routes refuse it (its prefill
+     * group's heads, pkvk_verify_pack); FlashInfer's decode routes refuse it (its prefill
      * path, pkvk_fi_prefill, runs a verify step). A workspace holds a verify step's states
      * when its cap_slots is the plan's slots times q_len (the fused route's counters: its
      * cap_rows the rows times the query blocks). */
@@ -77,17 +77,32 @@ typedef struct pkvk_batch {
     float k_scale_all, v_scale_all;
 } pkvk_batch;
 
-/* A verify step's query tokens one CTA of PersistentKV's routes holds (pkvk_batch.q_len
- * tokens a row, G query heads a KV head): as many as fit its 8 MMA rows beside the G heads
- * and divide q_len, so that every CTA's rows are whole (1 where G > 8: the launch refuses
- * it); a range then runs in q_len / this query blocks. The launch and the cost model both
- * count by it. */
-static inline int pkvk_verify_tokens_per_cta(int G, int q_len) {
-    int per = G >= 1 && G <= 8 ? 8 / G : 1;
-    if (per > q_len) per = q_len;
-    if (per < 1) per = 1;
-    while (q_len % per) per--;
-    return per;
+/* A verify step's packing in PersistentKV's CTAs (pkvk_batch.q_len tokens a row, G query
+ * heads a KV head, head dimension d): a CTA's MMA rows hold *tokens query tokens beside the
+ * G heads, in 8 rows where they hold the row's tokens, G does not divide 16 or d is 256 (its
+ * O fragments leave no registers for a second row's state), else in all 16; a range runs in
+ * ceil(q_len / *tokens) query blocks, the last possibly short. Returns the rows a CTA's
+ * kernel is built for (G x *tokens, or 16). The launch and the cost model both count by it
+ * (G past 8: the launch refuses it). */
+static inline int pkvk_verify_pack(int G, int d, int q_len, int *tokens) {
+    if (q_len < 1) q_len = 1;
+    if (G < 1 || G > 8) {
+        *tokens = 1;
+        return G;
+    }
+    if (G * q_len > 8 && 16 % G == 0 && d <= 128) {
+        *tokens = 16 / G;
+        return 16;
+    }
+    *tokens = 8 / G < q_len ? 8 / G : q_len;
+    return G * *tokens;
+}
+
+/* The query blocks a range of a verify step runs in (pkvk_verify_pack). */
+static inline int pkvk_verify_blocks(int G, int d, int q_len) {
+    int tokens;
+    pkvk_verify_pack(G, d, q_len, &tokens);
+    return q_len > 1 ? (q_len + tokens - 1) / tokens : 1;
 }
 
 /* ---- element types (host) --------------------------------------------------- */

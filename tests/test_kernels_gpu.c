@@ -369,18 +369,19 @@ static void with_query_tokens(host_batch *h, gsl_rng *rng, int Q) {
 }
 
 /* A verify step's query tokens (q_len 2 to 8 a row, packed beside the group's heads, each
- * over the keys up to its own position) on every PersistentKV route and split count (empty
- * splits among them, where a token's keys end before its split begins), against the CPU
- * reference, and the GPU reference against it; FlashInfer's decode routes refuse a verify
- * step, and so does a workspace too small for its states. Under PKV_QUICK one q_len and
- * group. */
+ * over the keys up to its own position: in 8 MMA rows or 16, the last query block short
+ * where the tokens do not fill it, as for G 3 or q_len 3 at G 4) on every PersistentKV route
+ * and split count (empty splits among them, where a token's keys end before its split
+ * begins), against the CPU reference, and the GPU reference against it; FlashInfer's decode
+ * routes refuse a verify step, and so does a workspace too small for its states. Under
+ * PKV_QUICK one q_len and group (4 tokens at G 4: all 16 rows). */
 static void verify_steps_match_the_reference(void) {
-    const int qls[5] = {2, 3, 4, 5, 8}, Gs[4] = {1, 2, 4, 8}, dims[3] = {128, 64, 256};
+    const int qls[5] = {2, 3, 4, 5, 8}, Gs[5] = {1, 2, 3, 4, 8}, dims[3] = {128, 64, 256};
     const int types[3][2] = {
         {PKVK_FP16, PKVK_FP16}, {PKVK_BF16, PKVK_BF16}, {PKVK_FP16, PKVK_FP8_E4M3}};
     int cases = 0;
     for (int qi = quick ? 2 : 0; qi < (quick ? 3 : 5); qi++)
-        for (int gi = quick ? 2 : 0; gi < (quick ? 3 : 4); gi++)
+        for (int gi = quick ? 3 : 0; gi < (quick ? 4 : 5); gi++)
             for (int ty = 0; ty < 3; ty++) {
                 const int Q = qls[qi], G = Gs[gi], dt = types[ty][0], kdt = types[ty][1];
                 const pkvk_shape s = {.hq = 2 * G,

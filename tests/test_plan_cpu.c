@@ -362,16 +362,30 @@ static void planner_properties_over_random_batches(void) {
         pkv_cost_counters(&cal, &s, &pl.plans[PKV_ROUTE_WORKQUEUE], lens, 1, &counted);
         pl.plans[PKV_ROUTE_WORKQUEUE].counts_only = 0;
         CHECK(memcmp(&full, &counted, sizeof full) == 0, "counts-only plan counters differ");
-        /* A verify step of 4 query tokens a row (G = 32 / 8: two tokens a CTA's 8 MMA rows):
-         * twice the CTAs, 4 times the states, the KV read once and its re-read share. */
-        pkv_counters v4;
+        /* A verify step of 4 query tokens a row (G = 32 / 8): the 16 MMA rows of a CTA hold
+         * them all, so the CTAs and the KV read are the decode step's and the states 4 times
+         * as many; of 8 tokens, two query blocks: twice the CTAs, the KV read once and its
+         * re-read share. */
+        pkv_counters v4, v8;
         pkv_cost_counters(&cal, &s, &pl.plans[PKV_ROUTE_WORKQUEUE], lens, 4, &v4);
-        CHECK(v4.ctas == 2 * full.ctas &&
-                  v4.kv_bytes == full.kv_bytes + (int64_t)(PKV_VERIFY_REREAD * full.kv_bytes) &&
-                  v4.merge_bytes == 4 * full.merge_bytes,
-              "verify counters: CTAs %lld (decode %lld), merge %lld (decode %lld)",
-              (long long)v4.ctas, (long long)full.ctas, (long long)v4.merge_bytes,
-              (long long)full.merge_bytes);
+        pkv_cost_counters(&cal, &s, &pl.plans[PKV_ROUTE_WORKQUEUE], lens, 8, &v8);
+        CHECK(v4.ctas == full.ctas && v4.kv_bytes == full.kv_bytes &&
+                  v4.merge_bytes == 4 * full.merge_bytes && v8.ctas == 2 * full.ctas &&
+                  v8.kv_bytes == full.kv_bytes + (int64_t)(PKV_VERIFY_REREAD * full.kv_bytes) &&
+                  v8.merge_bytes == 8 * full.merge_bytes,
+              "verify counters: CTAs %lld, %lld (decode %lld), merge %lld (decode %lld)",
+              (long long)v4.ctas, (long long)v8.ctas, (long long)full.ctas,
+              (long long)v4.merge_bytes, (long long)full.merge_bytes);
+        /* The packing: 16 rows where G divides 16, else whole tokens in 8, the last block
+         * short where the tokens do not divide evenly. */
+        int per, rows3 = pkvk_verify_pack(4, 128, 3, &per);
+        CHECK(rows3 == 16 && per == 4 && pkvk_verify_blocks(4, 128, 3) == 1 &&
+                  pkvk_verify_pack(3, 128, 5, &per) == 6 && per == 2 &&
+                  pkvk_verify_blocks(3, 128, 5) == 3 && pkvk_verify_pack(4, 128, 2, &per) == 8 &&
+                  per == 2 && pkvk_verify_pack(1, 64, 12, &per) == 16 && per == 16 &&
+                  pkvk_verify_blocks(8, 128, 5) == 3 && pkvk_verify_blocks(4, 128, 1) == 1 &&
+                  pkvk_verify_blocks(4, 256, 4) == 2,
+              "verify packing");
         CHECK(pkv_planner_build(&pl, PKV_ROUTE_BUCKET, lens, n) == 0, "bucket plan");
         int distinct = 0;
         for (int i = 0; i < n; i++) {
