@@ -229,10 +229,13 @@ const char *const pkv_spec_method_names[] = {"none", "draft", "eagle", "ngram", 
 
 /* Speculative decoding's proposals for the step's rows: k passes of the proposer over one
  * token a row, each its dense part and its attention's KV read at the calibration's
- * bandwidth (the rows' contexts, as the verify reads them), a launch a layer. */
+ * bandwidth (the rows' contexts, as the verify reads them), a launch a layer (none in an
+ * iteration of prompt chunks alone). */
 static double proposals(const pkv_engine *eng, const pkv_batch_view *v) {
     const pkv_speculative *sp = &eng->opts.spec;
-    if (sp->method != PKV_SPEC_DRAFT && sp->method != PKV_SPEC_EAGLE) return 0;
+    if ((sp->method != PKV_SPEC_DRAFT && sp->method != PKV_SPEC_EAGLE) || !v->n_rows ||
+        !v->spec_tokens)
+        return 0;
     pkv_model m = sp->method == PKV_SPEC_DRAFT ? sp->draft : eng->model;
     if (sp->method == PKV_SPEC_EAGLE) m.layers = 1, m.dense_layers = 0; /* EAGLE's head */
     double context = 0;
@@ -372,6 +375,10 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
                                     chunk_tok, (int64_t)v->n_rows + chunk_heads,
                                     eng->opts.host.window > 1 ? 1.0 / eng->opts.host.window : 1,
                                     &rec->t_host_engine);
+    if (t_proposals > 0) { /* the drafting loop's host work, pass by pass */
+        const double drafting = eng->opts.spec.tokens * eng->opts.host.per_proposal_s;
+        *advance += drafting, rec->t_host_engine += drafting;
+    }
     if (!(*advance >= 0))
         return pkv_fail(e, "step %llu: the %s backend measured no %s time",
                         (unsigned long long)rec->index, eng->backend->name,

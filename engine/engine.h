@@ -61,6 +61,10 @@ typedef struct pkv_engine_host {
                                   window (output processing and detokenization in the
                                   engine's own loop: vLLM V0 before its async output
                                   processor) */
+    double per_proposal_s;     /* seconds per proposer pass of a speculative step (each of
+                                  its k, draft or EAGLE), in series with the GPU whatever
+                                  the overlap: the drafting loop prepares each pass's
+                                  inputs on the host between the passes (vLLM V1) */
     int window;                /* decode steps per scheduling (0 or 1: every step) */
     pkv_engine_graphs graphs;
 } pkv_engine_host;

@@ -288,6 +288,8 @@ static const pkv_key rows[] = {
         .scale = 1e-6),
     NUM(PKV_OBJ_ENGINE ".host", "per_output_token_us", EP, host.per_output_token_s, 0, 0, 1e6,
         .scale = 1e-6),
+    NUM(PKV_OBJ_ENGINE ".host", "per_proposal_us", EP, host.per_proposal_s, 0, 0, 1e6,
+        .scale = 1e-6),
     NUM(PKV_OBJ_ENGINE ".request", "client_us", EP, client_s, 0, 0, 1e8, .scale = 1e-6),
 
     I64("run", "max_steps", C, max_steps, 0, 0, BIG),

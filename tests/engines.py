@@ -4,7 +4,8 @@
 - a profile's host work is /steps' and /prefills' t_host_engine exactly as documented
   (fixed + per request + per prompt token; a decode step's share of its window) and
   moves the clock by it (added, or overlapped: the longer of the two); its client_us
-  is in every TTFT and finish (a server's client), in none offline;
+  is in every TTFT and finish (a server's client), in none offline; its per_proposal_us
+  is k passes of host work a speculative step, in series;
 - serving.engine "pkvsim" writes the very datasets of a run without the key;
 - serving.scheduler_steps admits nothing inside a window of decode steps;
 - every shipped validation file parses, names its source and band, and stays in it;
@@ -621,6 +622,18 @@ want = np.maximum(s["t_predicted"], 6e-3) + EXPOSED * 1e-6
 check("overlap hides host work shorter than the GPU step and shows the excess, plus exposed_us",
       np.allclose(gaps, want[:-1], rtol=1e-9) and (s["t_predicted"] > 6e-3).any() and
       (s["t_predicted"] < 6e-3).any() and np.allclose(s["t_host_engine"], 6e-3 + EXPOSED * 1e-6))
+# ---- the drafting loop's host work: per_proposal_us a pass, in series ----------------------------
+SPEC = {"method": "eagle", "tokens": 3, "acceptance": 0.6}
+s_d = {}
+for us in (0, 400):
+    pr = prof2(f"p_draft{us}.json", host={"iteration_us": 2000, "overlap": True, "per_proposal_us": us})
+    s_d[us] = cols(h5run(experiment(f"draft{us}.json", {"engine": pr, "scheduler": "prefill_first",
+                                                         "speculative": SPEC})), "steps")
+a, b = s_d[0], s_d[400]
+check("per_proposal_us: k passes of host work a verify step, after the overlap, in the clock",
+      len(a["rows"]) == len(b["rows"]) and (a["rows"] > 0).all() and
+      np.allclose(b["t_host_engine"] - a["t_host_engine"], 3 * 400e-6, rtol=1e-9) and
+      np.allclose(np.diff(b["t_sim"]) - np.diff(a["t_sim"]), 3 * 400e-6, rtol=1e-6))
 PAD = {"arrival": {"process": "closed", "concurrency": 5}, "prompt": {"dist": "fixed", "value": 64},
        "decode": {"dist": "fixed", "value": 40}, "num_requests": 5}
 FULL = dict(PAD, arrival={"process": "closed", "concurrency": 8}, num_requests=8)
