@@ -42,6 +42,13 @@ void pkv_cost_counters(const pkv_calib *c, const pkvk_shape *s, const pkvk_plan 
      * later ones: each block past the first re-reads PKV_VERIFY_REREAD of the KV from
      * memory (bench/RESULTS.md, the verify step on the H100). */
     out->kv_bytes += (int64_t)(PKV_VERIFY_REREAD * (blocks - 1) * (double)out->kv_bytes);
+    /* FlashInfer's verify (its prefill path) tiles the q_len x G query rows by 16: over FP8 KV
+     * each tile past the first widens and reads the KV again (over 16-bit KV the tiles share
+     * it: within 4% of its decode). */
+    if (fp8 && q_len > 1 && !pkv_route_has(p->route, PKV_RP_VERIFY)) {
+        const int tiles = (q_len * (s->hq / s->hkv) + 15) / 16;
+        out->kv_bytes += (int64_t)(PKV_FI_VERIFY_FP8_REREAD * (tiles - 1) * (double)out->kv_bytes);
+    }
     /* Measured for PersistentKV's kernels and the reference's (the route's row says). */
     out->cta_bps_max = fp8 && pkv_route_has(p->route, PKV_RP_FP8_CAP) ? c->kv_fp8_cta_gbps : 0;
     /* A split writes G states of d + 2 floats per KV head and query token, and the merge

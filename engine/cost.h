@@ -36,8 +36,14 @@ double pkv_cost_route_time(const pkv_calib *c, pkv_route r, const pkv_route_mode
  * past the first re-reading PKV_VERIFY_REREAD of it: L2 holds the rest), and every split
  * writes q_len times the states. FlashInfer's decode routes take one token a row: their
  * verify (its prefill path, as fast as its decode within 5% up to 4 tokens a row on the
- * H100) is priced as their decode. */
+ * H100, and past them over 16-bit KV) is priced as their decode, over FP8 KV plus
+ * PKV_FI_VERIFY_FP8_REREAD of the KV for each 16 query rows past the first. */
 #define PKV_VERIFY_REREAD 0.15
+/* FlashInfer's verify over FP8 KV: each 16 query rows (q_len x G) past the first read the KV
+ * again at this share (the H100: 4 to 5 tokens at G 4 took it from 1.0 to 1.56-1.85x its
+ * decode's time on bandwidth-bound steps, 1.17-1.32x at B = 1 8K-32K; bench/RESULTS.md, the
+ * verify step in 16 MMA rows). */
+#define PKV_FI_VERIFY_FP8_REREAD 0.7
 void pkv_cost_counters(const pkv_calib *c, const pkvk_shape *s, const pkvk_plan *p,
                        const int32_t *seq_lens, int q_len, pkv_counters *out);
 /* The CTAs of route r's kernel one wave holds: the counters' own where they have it

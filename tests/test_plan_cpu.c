@@ -453,6 +453,28 @@ static void planner_properties_over_random_batches(void) {
               fi8.cta_bps_max);
         CHECK(k8.t_predicted > 0.5 * k16.t_predicted && k8.t_predicted < k16.t_predicted,
               "FP8 step %.1f us against FP16's %.1f", k8.t_predicted * 1e6, k16.t_predicted * 1e6);
+        /* FlashInfer's verify over FP8 KV: 4 tokens at G 4 fill one 16-row tile (priced as
+         * its decode), 5 take two (the KV again at PKV_FI_VERIFY_FP8_REREAD); over FP16 KV
+         * as its decode. */
+        pkv_counters fv4, fv5, fv16;
+        pkv_planner p16;
+        CHECK(pkv_planner_init(&p16, &s16, &c8, 1, PKV_BUCKET_MODE_EXACT) == 0 &&
+                  pkv_planner_build(&p16, PKV_ROUTE_FLASHINFER_TC, b1, 1) == 0,
+              "FP16 plan");
+        pkv_cost_counters(&c8, &s8, &p8.plans[PKV_ROUTE_FLASHINFER_TC], b1, 4, &fv4);
+        pkv_cost_counters(&c8, &s8, &p8.plans[PKV_ROUTE_FLASHINFER_TC], b1, 5, &fv5);
+        pkv_counters fd16;
+        pkv_cost_counters(&c8, &s16, &p16.plans[PKV_ROUTE_FLASHINFER_TC], b1, 1, &fd16);
+        pkv_cost_counters(&c8, &s16, &p16.plans[PKV_ROUTE_FLASHINFER_TC], b1, 8, &fv16);
+        CHECK(fv4.kv_bytes == fi8.kv_bytes &&
+                  fv5.kv_bytes ==
+                      fi8.kv_bytes + (int64_t)(PKV_FI_VERIFY_FP8_REREAD * (double)fi8.kv_bytes) &&
+                  fv5.t_predicted > fv4.t_predicted && fv16.kv_bytes == fd16.kv_bytes,
+              "FlashInfer's FP8 verify: KV %lld at 4 tokens, %lld at 5 (decode %lld); FP16 at "
+              "8 tokens %lld (decode %lld)",
+              (long long)fv4.kv_bytes, (long long)fv5.kv_bytes, (long long)fi8.kv_bytes,
+              (long long)fv16.kv_bytes, (long long)fd16.kv_bytes);
+        pkv_planner_free(&p16);
         pkv_counters all = k8; /* no cap: the bytes alone */
         all.cta_bps_max = 0;
         CHECK(pkv_cost_route_time(&c8, PKV_ROUTE_WORKQUEUE, NULL, &all) < k8.t_predicted,
