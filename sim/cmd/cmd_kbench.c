@@ -156,7 +156,8 @@ static void usage(void) {
            "  --q-len N      query tokens a row (default 1, a decode step): a speculative\n"
            "                 decoding verify step's k + 1, each token attending the keys up\n"
            "                 to its own position; PersistentKV's routes pack the tokens beside\n"
-           "                 the group's heads, FlashInfer runs it on its prefill path\n"
+           "                 the group's heads (8 or 16 MMA rows a CTA), FlashInfer runs it on\n"
+           "                 its prefill path\n"
            "                 (flashinfer_prefill: its decode routes take one token; CTAs and\n"
            "                 merge KB count the query blocks and tokens as the cost model does)\n"
            "  --out FILE     also write the table to FILE (default bench_kernels.txt)\n",
