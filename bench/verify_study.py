@@ -5,8 +5,9 @@ runs experiments/thresholds/verify.json (Llama-3.1-8B, EAGLE k = 1, 3, 5, 7, con
 prints, per point, over its verify steps (no prompt chunks): adaptive's summed attention
 time and the best fixed route's over the per-step optimum (the oracle on the cost model),
 and the routes adaptive took.
-Usage: verify_study.py PKVSIM [OUT.txt] [--calibration FILE]; prints the table and writes
-it to OUT (default bench/results/verify_study.txt)."""
+Usage: verify_study.py PKVSIM [OUT.txt] [--calibration FILE] [--kv-dtype T]; prints the
+table and writes it to OUT (default bench/results/verify_study.txt); --kv-dtype fp8_e4m3
+runs the same points over FP8 KV (model.kv_dtype)."""
 import argparse
 import json
 import os
@@ -21,6 +22,7 @@ ap = argparse.ArgumentParser()
 ap.add_argument("pkvsim")
 ap.add_argument("out", nargs="?", default=os.path.join(here, "results", "verify_study.txt"))
 ap.add_argument("--calibration", default=None, help="route.calibration (default: the file's)")
+ap.add_argument("--kv-dtype", default=None, help="model.kv_dtype (default: the model's type)")
 args = ap.parse_args()
 src = os.path.join(here, "..", "experiments", "thresholds", "verify.json")
 exp = json.load(open(src))
@@ -29,7 +31,10 @@ if args.calibration:
 else:
     exp["route"]["calibration"] = os.path.normpath(
         os.path.join(os.path.dirname(src), exp["route"]["calibration"]))
-lines = [f"# pkvsim verify threshold study ({exp['route']['calibration']}, model backend)",
+if args.kv_dtype:
+    exp["model"] = {"preset": exp["model"], "kv_dtype": args.kv_dtype}
+kv = f", KV {args.kv_dtype}" if args.kv_dtype else ""
+lines = [f"# pkvsim verify threshold study ({exp['route']['calibration']}, model backend{kv})",
          "| k | context | in flight | verify steps | adaptive / optimum | best fixed route | "
          "its / optimum | adaptive's routes |", "|---|---|---|---|---|---|---|---|"]
 with tempfile.TemporaryDirectory() as tmp:
