@@ -191,7 +191,8 @@ void pkv_h5_init(void) {
 }
 
 /* The group and one dataset per kept column; measured columns only when `measured`,
- * those marked k >= 2 (a fleet's, an engine profile's) only where bit k of `kinds` is set. */
+ * those marked k >= 2 (a fleet's, an engine profile's, ...) only where bit k of `kinds` is
+ * set. */
 static int table_open(col_table *t, hid_t file, const char *name, const pkv_column *cols,
                       int n_cols, bool measured, unsigned kinds) {
     *t = (col_table){.cols = cols, .n_cols = n_cols};
@@ -303,7 +304,8 @@ int pkv_h5rec_open(pkv_h5rec **out, const char *path, const pkv_h5rec_opts *o, p
     }
     int rc = 0;
     const unsigned kinds = (unsigned)o->fleet << 2 | (unsigned)o->engine_host << 3 |
-                           (unsigned)o->moe << 4 | (unsigned)o->speculative << 5;
+                           (unsigned)o->moe << 4 | (unsigned)o->speculative << 5 |
+                           (unsigned)o->proposer << 6;
     if (o->level <= PKV_RECORD_STEPS)
         rc = table_open(&r->steps, r->file, "steps", pkv_step_columns, pkv_step_column_count,
                         o->measured, kinds);

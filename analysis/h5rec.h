@@ -40,6 +40,7 @@ typedef struct pkv_h5rec_opts {
     bool engine_host;     /* serving.engine adds host work: its columns (t_host_engine) */
     bool moe;             /* a mixture of experts is served: its columns (experts_active...) */
     bool speculative;     /* serving.speculative: its columns (spec_proposed, spec_accepted) */
+    bool proposer;        /* its proposer run for real (a draft or EAGLE, measured): t_draft */
 } pkv_h5rec_opts;
 
 /* Rows per chunk and deflate level, chosen by measurement (bench/RESULTS.md). */

@@ -9,7 +9,8 @@
  * are a fleet's (sim/fleet.h): written only by runs of more than one replica; those
  * marked 3 an engine profile's (serving.engine): written only by runs that have one; those
  * marked 4 a mixture of experts' (model.experts): written only by runs of such a model;
- * those marked 5 speculative decoding's (serving.speculative). */
+ * those marked 5 speculative decoding's (serving.speculative); those marked 6 its proposer's
+ * run for real (a draft or EAGLE on a measuring backend). */
 #ifndef PKV_RECORD_H
 #define PKV_RECORD_H
 
@@ -97,7 +98,10 @@ typedef enum pkv_col_kind {
     X(spec_proposed, uint32_t, PKV_COL_U32, 5,                                                     \
       "speculative decoding: tokens proposed for the step's rows (beyond their own)")              \
     X(spec_accepted, uint32_t, PKV_COL_U32, 5,                                                     \
-      "speculative decoding: of them, the tokens the verify kept")
+      "speculative decoding: of them, the tokens the verify kept")                                 \
+    X(t_draft, double, PKV_COL_F64, 6,                                                             \
+      "seconds: speculative decoding's proposer (the draft's or EAGLE's k passes) run on the "     \
+      "device (its attention and dense parts; in t_wall); NaN where its time was predicted")
 
 #define PKV_REQUEST_COLUMNS(X)                                                                     \
     X(id, int64_t, PKV_COL_I64, 0, "request number, in arrival order")                             \

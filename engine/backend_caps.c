@@ -15,8 +15,8 @@
  * heads per KV head; FlashInfer's at head_dim 128) with a mixture of experts' routed
  * experts (kernels/pkvk_model_moe.cu) and speculative decoding's verify steps (the verify
  * forward, its query tokens packed beside the heads in PersistentKV's routes), measures the
- * prefill's K/V write, and runs on the wall clock by default. The measuring backends run no
- * proposer: a step takes the draft's or EAGLE's predicted time beside its measured one. */
+ * prefill's K/V write, and runs on the wall clock by default. The measuring backends run the
+ * draft's or EAGLE's passes too, on a second backend of their kind (engine/proposer.c). */
 static const pkv_backend_caps rows[] = {
     [PKV_BACKEND_MODEL] = {.any_types = true,
                            .any_shape = true,

@@ -13,21 +13,19 @@
 #include <string.h>
 
 /* The cuda backend is made after the planner, whose task bound sizes its workspace. */
-static pkv_backend *make_backend(pkv_engine *eng, pkv_backend_kind kind, const pkv_backend_spec *b,
-                                 int32_t cap_rows, pkv_err *e) {
+pkv_backend *pkv_engine_make_backend(const pkv_model *m, const pkv_planner *pl, int32_t q_len,
+                                     pkv_moe *experts, pkv_backend_kind kind,
+                                     const pkv_backend_spec *b, int32_t cap_rows, pkv_err *e) {
     pkv_backend *be = NULL;
     pkv_backend_spec spec = *b;
-    spec.experts = eng->moe.experts ? &eng->moe : NULL; /* the backend's routing: the engine's */
-    /* a verify step's query tokens a row */
-    const int32_t q_len = 1 + (eng->opts.spec.method != PKV_SPEC_NONE ? eng->opts.spec.tokens : 0);
+    spec.experts = experts; /* the backend's routing: the engine's */
     switch (kind) {
     case PKV_BACKEND_CPU:
-        return pkv_backend_cpu_create(&eng->model, &spec, cap_rows, eng->planner.plans[0].cap_tasks,
-                                      q_len, e);
+        return pkv_backend_cpu_create(m, &spec, cap_rows, pl->plans[0].cap_tasks, q_len, e);
     case PKV_BACKEND_CUDA: {
 #ifdef PKV_HAVE_CUDA
-        int32_t cap = eng->planner.plans[0].cap_tasks;
-        return pkv_backend_cuda_create(&eng->model, &spec, cap_rows, cap, cap, q_len, e);
+        int32_t cap = pl->plans[0].cap_tasks;
+        return pkv_backend_cuda_create(m, &spec, cap_rows, cap, cap, q_len, e);
 #else
         pkv_fail(e, "--backend cuda: %s", pkvk_last_error());
         return NULL;
@@ -126,16 +124,20 @@ int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const p
     }
     if (!b) return 0;
     eng->mlp_bytes = 3.0 * (double)m->mlp_tail * s->hq * s->d * 2;
-    eng->backend = make_backend(eng, kind, b, cap_rows, e);
-    if (!eng->backend) {
-        pkv_planner_free(&eng->planner);
-        pkv_moe_free(&eng->moe);
+    /* a verify step's query tokens a row */
+    const int32_t q_len = 1 + (o->spec.method != PKV_SPEC_NONE ? o->spec.tokens : 0);
+    eng->backend =
+        pkv_engine_make_backend(&eng->model, &eng->planner, q_len,
+                                eng->moe.experts ? &eng->moe : NULL, kind, b, cap_rows, e);
+    if (!eng->backend || pkv_proposer_init(eng, kind, b, cap_rows, e)) {
+        pkv_engine_free(eng);
         return -1;
     }
     return 0;
 }
 
 void pkv_engine_free(pkv_engine *eng) {
+    pkv_proposer_free(&eng->proposer);
     pkv_planner_free(&eng->planner);
     if (eng->backend) eng->backend->destroy(eng->backend);
     eng->backend = NULL;
@@ -233,11 +235,8 @@ const char *const pkv_spec_method_names[] = {"none", "draft", "eagle", "ngram", 
  * iteration of prompt chunks alone). */
 static double proposals(const pkv_engine *eng, const pkv_batch_view *v) {
     const pkv_speculative *sp = &eng->opts.spec;
-    if ((sp->method != PKV_SPEC_DRAFT && sp->method != PKV_SPEC_EAGLE) || !v->n_rows ||
-        !v->spec_tokens)
-        return 0;
-    pkv_model m = sp->method == PKV_SPEC_DRAFT ? sp->draft : eng->model;
-    if (sp->method == PKV_SPEC_EAGLE) m.layers = 1, m.dense_layers = 0; /* EAGLE's head */
+    pkv_model m;
+    if (!pkv_proposer_model(sp, &eng->model, &m) || !v->n_rows || !v->spec_tokens) return 0;
     double context = 0;
     for (int32_t i = 0; i < v->n_rows; i++) context += v->seq_lens[i];
     pkv_dense_cost dc;
@@ -247,8 +246,8 @@ static double proposals(const pkv_engine *eng, const pkv_batch_view *v) {
 }
 
 /* What the cost model adds to the route's time: the MLP tail, and a full model's
- * layers around its dense part. Returns the proposals' part of it (no backend runs the
- * proposer: a measuring backend's step takes their predicted time too). */
+ * layers around its dense part. Returns the proposals' part of it (a measuring backend
+ * without a proposer's backend takes their predicted time too). */
 static double predict_model(pkv_engine *eng, const pkv_batch_view *v, int64_t chunk_tok,
                             int64_t chunk_heads, pkv_step_rec *rec) {
     /* The MLP tail reads its weights once per step: memory bound at decode sizes. */
@@ -346,8 +345,16 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
         return -1;
     rec->t_mlp = NAN;
     if (eng->backend->finish && eng->backend->finish(eng->backend, v, rec, e)) return -1;
+    /* the proposals: run for real where the proposer has a backend (in the step's wall
+     * time, rec->t_draft its device time), else their predicted time added */
+    if (pkv_proposer_run(eng, v, r, rec->index, &rec->t_draft, e)) return -1;
     const double t_proposals = predict_model(eng, v, chunk_tok, chunk_heads, rec);
-    if (eng->backend->measures) eng->backend->t_unrun += t_proposals;
+    const bool drafted = !isnan(rec->t_draft);
+    if (drafted && !rec->warmup) {
+        eng->proposer.measured += rec->t_draft, eng->proposer.predicted += t_proposals;
+        eng->proposer.steps++;
+    }
+    if (eng->backend->measures && !drafted) eng->backend->t_unrun += t_proposals;
     rec->t_wall = eng->backend->measures ? pkv_clock_now() - t0 + eng->backend->t_unrun : NAN;
     eng->backend->t_unrun = 0;
     /* The oracle's step is the one its best route would have made: the step's own host
@@ -370,7 +377,8 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
                         bf16 || fp8 ? INFINITY : PKV_TOL_MEAN);
     *advance = pkv_engine_clock_time(eng, rec->t_predicted, rec->t_wall,
                                      rec->t_device + (isnan(rec->t_mlp) ? 0 : rec->t_mlp) +
-                                         (isnan(rec->t_dense) ? 0 : rec->t_dense) + t_proposals);
+                                         (isnan(rec->t_dense) ? 0 : rec->t_dense) +
+                                         (drafted ? rec->t_draft : t_proposals));
     *advance = pkv_engine_with_host(eng, *advance, (int64_t)v->n_rows + rec->prefill_chunks,
                                     chunk_tok, (int64_t)v->n_rows + chunk_heads,
                                     eng->opts.host.window > 1 ? 1.0 / eng->opts.host.window : 1,

@@ -119,6 +119,27 @@ typedef struct pkv_engine_opts {
     pkv_speculative spec; /* serving.speculative (method none: plain decoding) */
 } pkv_engine_opts;
 
+/* Speculative decoding's proposer run for real on a measuring backend (engine/proposer.c):
+ * the draft model, or EAGLE's head (the target's shape, one layer), as a backend of the
+ * target's kind whose pools hold the same pages (the target's block tables are its own,
+ * as an engine's draft shares its target's), and a planner for its shape. */
+typedef struct pkv_proposer {
+    pkv_model model;      /* what proposes (pkv_proposer_model) */
+    pkv_planner planner;  /* for its attention shape */
+    pkv_backend *backend; /* owned; NULL: the proposals are predicted (pkv_engine_step) */
+    uint32_t routes;      /* the routes its passes may run (bit r) */
+    int32_t *lens;        /* [cap_rows]: a pass's lengths */
+    /* over the steps it ran after warm-up: its measured time, the cost model's */
+    double measured, predicted;
+    int64_t steps;
+} pkv_proposer;
+
+/* What proposes for speculative decoding under spec (m: the served model): the draft, or
+ * EAGLE's head (m's first layer alone); false for n-gram lookup or none (no model). */
+bool pkv_proposer_model(const pkv_speculative *spec, const pkv_model *m, pkv_model *out);
+/* Whether a measuring backend runs it for real (a dense one; else its time is predicted). */
+bool pkv_proposer_runs(const pkv_speculative *spec, const pkv_model *m);
+
 typedef struct pkv_engine {
     pkv_model model;
     const pkv_model_kind *kind; /* what the model can do (pkv_model_kind_of) */
@@ -132,10 +153,11 @@ typedef struct pkv_engine {
     uint32_t verify_routes;
     pkv_engine_opts opts; /* as made (opts.policy not kept: the policy's name is policy.name) */
     pkv_planner planner;
-    pkv_backend *backend; /* owned */
-    double mlp_bytes;     /* bytes of MLP weights read per step (0: no MLP tail) */
-    int64_t prefills;     /* prefill batches run */
-    pkv_moe moe;          /* a MoE model's expert draws (experts 0: none) */
+    pkv_backend *backend;  /* owned */
+    double mlp_bytes;      /* bytes of MLP weights read per step (0: no MLP tail) */
+    int64_t prefills;      /* prefill batches run */
+    pkv_moe moe;           /* a MoE model's expert draws (experts 0: none) */
+    pkv_proposer proposer; /* speculative decoding's, on a measuring backend */
 } pkv_engine;
 
 /* Plan for steps of at most o->cap_rows rows under o's policy and make the backend `b`

@@ -1,6 +1,7 @@
 /* What the engine's files share (engine.c: set-up, a step, a prefill, a swap; clock.c:
- * the time under the run's clock and the host work; oracle.c: the oracle's runs). Not
- * for use outside engine/. */
+ * the time under the run's clock and the host work; oracle.c: the oracle's runs;
+ * proposer.c: speculative decoding's proposer run for real). Not for use outside
+ * engine/. */
 #ifndef PKV_ENGINE_PARTS_H
 #define PKV_ENGINE_PARTS_H
 
@@ -21,5 +22,24 @@ double pkv_engine_with_host(const pkv_engine *eng, double gpu, int64_t requests,
 int pkv_engine_run_oracle(pkv_engine *eng, const pkv_batch_view *v, const pkv_step_view *sv,
                           int check, pkv_step_rec *rec, pkv_route *best, double *spent,
                           double *best_wall, pkv_err *e);
+
+/* A backend of kind `kind` for model m from b, its workspace sized by pl's task bound, rows
+ * of up to q_len query tokens, a mixture's experts routed by `experts` (NULL: dense). */
+pkv_backend *pkv_engine_make_backend(const pkv_model *m, const pkv_planner *pl, int32_t q_len,
+                                     pkv_moe *experts, pkv_backend_kind kind,
+                                     const pkv_backend_spec *b, int32_t cap_rows, pkv_err *e);
+/* The proposer's backend, of the engine's backend kind from b (pools of b->kv_pages pages),
+ * where the kind measures and speculative decoding proposes with a dense model; else
+ * none (its proposals predicted). */
+int pkv_proposer_init(pkv_engine *eng, pkv_backend_kind kind, const pkv_backend_spec *b,
+                      int32_t cap_rows, pkv_err *e);
+void pkv_proposer_free(pkv_proposer *p);
+/* A verify step's proposals run: k = v->spec_tokens passes over v's rows, one token a
+ * row (pass j the token at position seq_len - k - 1 + j), each on route r where the
+ * proposer can run it (else pkv_workqueue, else ref_paged); *t_device: their measured
+ * device time (NaN where not measured). The proposer's backend's t_unrun goes to the
+ * engine's backend's. */
+int pkv_proposer_run(pkv_engine *eng, const pkv_batch_view *v, pkv_route r, uint64_t index,
+                     double *t_device, pkv_err *e);
 
 #endif

@@ -250,15 +250,29 @@ static int finish_sections(pkv_config *c, const cJSON *root, pkv_err *e) {
 
 /* Every request must fit an empty pool, or FCFS admission would wait forever; and
  * something must end the run. */
+/* The weights a GPU holds, and a page's bytes over every layer: the served model's, with
+ * a speculative proposer's beside them (its KV in pages of the same ids, as vLLM sizes
+ * the pool for the draft's layers too). */
+static double weight_bytes(const pkv_config *c) {
+    pkv_model p;
+    return pkv_model_weight_bytes(&c->model) +
+           (pkv_proposer_model(&c->spec, &c->model, &p) ? pkv_model_weight_bytes(&p) : 0);
+}
+static double page_bytes(const pkv_config *c) {
+    pkv_model p;
+    return pkv_model_page_bytes(&c->model) +
+           (pkv_proposer_model(&c->spec, &c->model, &p) ? pkv_model_page_bytes(&p) : 0);
+}
+
 /* Bytes the KV pool may take on a GPU of memory_gib (negative: not even the weights fit). */
 static double kv_budget(const pkv_config *c, double memory_gib) {
-    return memory_gib * (double)(1 << 30) * c->gpu_memory_utilization -
-           pkv_model_weight_bytes(&c->model) - (double)(1 << 30);
+    return memory_gib * (double)(1 << 30) * c->gpu_memory_utilization - weight_bytes(c) -
+           (double)(1 << 30);
 }
 
 int pkv_config_check_memory(const pkv_config *c, double memory_gib, const char *gpu, pkv_err *e) {
     if (!(memory_gib > 0)) return 0;
-    const double page = pkv_model_page_bytes(&c->model), budget = kv_budget(c, memory_gib);
+    const double page = page_bytes(c), budget = kv_budget(c, memory_gib);
     const double pool = page * c->kv_pages, gib = (double)(1 << 30);
     if (pool <= budget) return 0;
     return pkv_fail(e,
@@ -267,17 +281,16 @@ int pkv_config_check_memory(const pkv_config *c, double memory_gib, const char *
                     "(the calibration's memory_gib, serving.gpu_memory_utilization): at most "
                     "%.0f pages fit; lower serving.kv_pages or leave it out (then it is sized "
                     "to fit)",
-                    c->kv_pages, c->model.name, pool / gib, pkv_model_weight_bytes(&c->model) / gib,
+                    c->kv_pages, c->model.name, pool / gib, weight_bytes(c) / gib,
                     c->gpu_memory_utilization, memory_gib, gpu,
                     budget > 0 ? floor(budget / page) : 0);
 }
 
 /* serving.kv_pages sized to the calibration's GPU as an engine sizes its pool (what
- * serving.gpu_memory_utilization of its memory leaves after the weights and a GiB of
- * activations; route.overrides apply) where the experiment does not give it, and checked
- * where it does. A
- * calibration that cannot be read, or gives no memory_gib, leaves the pool as given (the
- * run reports an unreadable one). */
+ * serving.gpu_memory_utilization of its memory leaves after the weights, a speculative
+ * proposer's included, and a GiB of activations; route.overrides apply) where the experiment does
+ * not give it, and checked where it does. A calibration that cannot be read, or gives no
+ * memory_gib, leaves the pool as given (the run reports an unreadable one). */
 static int fit_memory(pkv_config *c, const cJSON *root, pkv_err *e) {
     pkv_calib cal;
     pkv_err ignored;
@@ -295,13 +308,13 @@ static int fit_memory(pkv_config *c, const cJSON *root, pkv_err *e) {
     const cJSON *sv = cJSON_GetObjectItemCaseSensitive(root, "serving");
     if (!(mem > 0) || (sv && cJSON_GetObjectItemCaseSensitive(sv, "kv_pages")))
         return pkv_config_check_memory(c, mem, gpu, e);
-    const double pages = floor(kv_budget(c, mem) / pkv_model_page_bytes(&c->model));
+    const double pages = floor(kv_budget(c, mem) / page_bytes(c));
     if (pages < 1)
         return pkv_fail(e,
                         "model: %s's %.1f GiB of weights leave no room for a KV page in %.2f of "
                         "the %.1f GiB of %s (the calibration's memory_gib, "
                         "serving.gpu_memory_utilization)",
-                        c->model.name, pkv_model_weight_bytes(&c->model) / (double)(1 << 30),
+                        c->model.name, weight_bytes(c) / (double)(1 << 30),
                         c->gpu_memory_utilization, mem, gpu);
     c->kv_pages = pages > INT32_MAX ? INT32_MAX : (int32_t)pages;
     return 0;

@@ -112,5 +112,6 @@ int pkv_config_parse_speculative(pkv_config *c, pkv_err *e) {
                         sp->draft_model);
     sp->draft.tp = 1; /* the draft runs whole on each GPU, as vLLM runs it */
     sp->draft.dtype = c->model.dtype, sp->draft.kv_dtype = c->model.kv_dtype;
+    sp->draft.page_size = c->model.page_size; /* its KV in pages of the served model's ids */
     return 0;
 }

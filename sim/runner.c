@@ -39,12 +39,16 @@ static int summary_init(pkv_summary *s, const pkv_config *cfg) {
 }
 
 /* What the run or one of its fleet's pools has, for the record's optional columns: an
- * engine profile's host work, speculative decoding, a mixture of experts. */
+ * engine profile's host work, speculative decoding (its proposer run for real where the
+ * backend measures), a mixture of experts. */
 static bool profiled(const pkv_config *c) {
     return *c->engine_file;
 }
 static bool speculating(const pkv_config *c) {
     return c->spec.method != PKV_SPEC_NONE;
+}
+static bool proposing(const pkv_config *c) {
+    return pkv_proposer_runs(&c->spec, &c->model);
 }
 static bool has_experts(const pkv_config *c) {
     return pkv_model_moe_layers(&c->model) > 0;
@@ -138,7 +142,8 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
                              .fleet = pkv_fleet_slots(&cfg->fleet) > 1,
                              .engine_host = any_pool(cfg, profiled),
                              .moe = any_pool(cfg, has_experts),
-                             .speculative = any_pool(cfg, speculating)};
+                             .speculative = any_pool(cfg, speculating),
+                             .proposer = be->measures && any_pool(cfg, proposing)};
         pkv_attr ca[PKV_CALIB_ATTRS];
         int nca = pkv_calib_attrs(&cal, ca, PKV_CALIB_ATTRS);
         if (pkv_h5rec_open(&rec, cfg->output, &ro, e) ||
@@ -188,7 +193,7 @@ done:
     }
     if (sim_ok) pkv_sim_free(&sim);
     if (sum_ok) pkv_summary_free(&sink.sum);
-    pkv_run_backend_note(eng.backend, bs.log, bs.log_ctx);
+    pkv_run_backend_note(&eng, bs.log, bs.log_ctx);
     pkv_engine_free(&eng);
     pkv_calib_free(&cal);
     return rc;

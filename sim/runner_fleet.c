@@ -319,7 +319,7 @@ int pkv_run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_spec 
         if (sims[i]) pkv_sim_free(sims[i]);
     for (int i = 0; i < n && made; i++)
         if (made[i]) {
-            pkv_run_backend_note(eng[i].backend, bs->log, bs->log_ctx);
+            pkv_run_backend_note(&eng[i], bs->log, bs->log_ctx);
             pkv_engine_free(&eng[i]);
         }
     for (int p = 0; p < cals; p++) pkv_calib_free(&pcal[p]);

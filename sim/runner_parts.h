@@ -31,8 +31,9 @@ int pkv_run_sink_end(void *ctx, double t_end, bool interrupted, const pkv_sim_co
  * configuration), the run's own from run, under the run's clock. */
 pkv_engine_opts pkv_run_engine_opts(const pkv_config *c, const pkv_config *run,
                                     pkv_clock_source clock, bool plan_needed);
-/* What backend be counted over the run (its stats), as lines to log (NULL: nothing). */
-void pkv_run_backend_note(const pkv_backend *be, pkv_log_fn log, void *ctx);
+/* What eng's backend counted over the run (its stats), and its proposer's time against the
+ * cost model's, as lines to log (NULL: nothing). */
+void pkv_run_backend_note(const pkv_engine *eng, pkv_log_fn log, void *ctx);
 /* The experiment's calibration with its route.overrides. */
 int pkv_run_load_calib(const pkv_config *cfg, pkv_calib *cal, pkv_err *e);
 

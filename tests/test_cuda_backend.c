@@ -4,7 +4,7 @@
  * steps; the cpu and cuda backends' outputs agree step by step (FP16 and FP8 KV); the
  * study layer in BF16 and over FP8 KV holds its types' bound; preemption by swap
  * copies to the host pool and back; a pool that does not fit is a clear error that
- * leaves no file. */
+ * leaves no file; speculative decoding's proposer runs on the GPU. */
 #include "check.h"
 #include "pkv_tol.h"
 #include "tensors.h"
@@ -569,6 +569,67 @@ static void a_pool_that_does_not_fit_leaves_no_file(void) {
     CHECK(access(a, F_OK) != 0, "a file was left behind");
 }
 
+/* Speculative decoding's proposer on the GPU (engine/proposer.c): a small served model
+ * speculating with a smaller draft (k 1 and 4) or EAGLE's head (k 3, also with the draft's
+ * passes replayed as CUDA graphs), every verify checked: each step records its
+ * proposer's device time, within its wall time; four passes take longer than one. */
+static const char *SPEC =
+    "{\"model\": {\"layers\": 2, \"hidden\": 1024, \"hq\": 8, \"hkv\": 2, \"head_dim\": 128,"
+    " \"intermediate\": 2048, \"vocab\": 4000},"
+    " \"workload\": {\"arrival\": {\"process\": \"closed\", \"concurrency\": 4},"
+    "   \"prompt\": {\"dist\": \"uniform\", \"min\": 100, \"max\": 3000},"
+    "   \"decode\": {\"dist\": \"fixed\", \"value\": 30}, \"num_requests\": 8},"
+    " \"serving\": {\"kv_pages\": 2000, \"speculative\": {\"method\": \"%s\", \"tokens\": %d,"
+    "   \"draft_model\": \"%s\"}},"
+    " \"route\": {\"calibration\": \"%s\", \"allow_other_gpu\": true},"
+    " \"run\": {\"backend\": \"cuda\", \"check_every\": 1, \"output\": \"%s\", \"cuda_graph\": "
+    "%s}}";
+
+/* The least proposer time of a run's steps (NaN: a step without one, or past its wall
+ * time; -1: the run failed). */
+static double least_draft(const char *method, int k, const char *draft, const char *graphs) {
+    pkv_err e;
+    int rc = test_run_json(NULL, NULL, &e, SPEC, method, k, draft,
+                           PKV_SOURCE_DIR "/experiments/calibration/default.json", a, graphs);
+    CHECK(rc == 0, "%s k %d: %s", method, k, e.msg);
+    hsize_t n = 0;
+    pkv_step_rec *s = rc ? NULL : read_steps(a, &n);
+    double least = s ? INFINITY : -1;
+    for (hsize_t i = 0; s && i < n; i++) {
+        if (!s[i].rows) continue;
+        if (!(s[i].t_draft > 0 && s[i].t_draft <= s[i].t_wall)) least = NAN;
+        if (s[i].t_draft < least) least = s[i].t_draft;
+    }
+    free(s);
+    return least;
+}
+
+static void the_proposer_runs_on_the_gpu(void) {
+    char draft[] = "/tmp/pkv-cuda-draft-XXXXXX";
+    test_temp_file(draft);
+    FILE *f = fopen(draft, "w");
+    CHECK(f != NULL, "cannot write %s", draft);
+    if (!f) return;
+    fputs("{\"layers\": 2, \"hidden\": 512, \"hq\": 4, \"hkv\": 1, \"head_dim\": 128, "
+          "\"intermediate\": 1024, \"vocab\": 4000}",
+          f);
+    fclose(f);
+    const double one = least_draft("draft", 1, draft, "false");
+    const double four = least_draft("draft", 4, draft, "false");
+    const double eagle = least_draft("eagle", 3, draft, "false");
+    const double graphs = least_draft("eagle", 3, draft, "true");
+    unlink(draft);
+    printf("the proposer's least device time a step: draft k 1 %.1f us, k 4 %.1f us; EAGLE k 3 "
+           "%.1f us, replayed as graphs %.1f us\n",
+           1e6 * one, 1e6 * four, 1e6 * eagle, 1e6 * graphs);
+    CHECK(one > 0 && four > 1.5 * one,
+          "the draft: least %.3g s at k 1, %.3g s at k 4 (each step's within its wall time; "
+          "more than 1.5x)",
+          one, four);
+    CHECK(eagle > 0 && graphs > 0, "EAGLE's head: least %.3g s, %.3g s replayed as graphs", eagle,
+          graphs);
+}
+
 static const pkv_test_case cases[] = {
     PKV_CASE(every_policy_checks_each_step_and_the_model_counts_alike),
     PKV_CASE(measured_prefill_gives_first_tokens_at_once),
@@ -583,5 +644,6 @@ static const pkv_test_case cases[] = {
     PKV_CASE(graph_replay_checks_every_step),
     PKV_CASE(metadata_by_copy_checks_every_step),
     PKV_CASE(a_pool_that_does_not_fit_leaves_no_file),
+    PKV_CASE(the_proposer_runs_on_the_gpu),
 };
 PKV_TEST_MAIN_WITH(cases, setup, teardown)

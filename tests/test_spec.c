@@ -1,14 +1,17 @@
 /* Speculative decoding (serving.speculative): with acceptance 1 every proposed token is
  * kept and the steps fall k + 1 fold; with 0 a step yields one token a row; in between
  * the kept share is the truncated geometric law's; the pages a request holds never pass
- * its prompt and output; the verify costs k + 1 tokens a row and the proposer's passes. */
+ * its prompt and output; the verify costs k + 1 tokens a row and the proposer's passes; the
+ * cpu backend runs the proposer. */
 #include "check.h"
+#include "h5rec.h"
 #include "model.h"
 #include "testrun.h"
 
 #include <gsl/gsl_randist.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #define EXP                                                                                        \
@@ -110,10 +113,68 @@ static void tight_pool_preempts_and_finishes(void) {
               (unsigned long long)tight.finished);
 }
 
+/* The cpu backend runs the proposer for real (engine/proposer.c): a small served model
+ * speculating with a smaller draft, or with EAGLE's head (its first layer), records each
+ * verify step's proposer time (in its wall time); k passes take longer than one; n-gram
+ * lookup has no model to run. */
+#define SMALL                                                                                      \
+    "{\"model\": {\"layers\": 2, \"hidden\": 256, \"hq\": 4, \"hkv\": 2, \"head_dim\": 64, "       \
+    "\"intermediate\": 512, \"vocab\": 1000}, \"workload\": {\"arrival\": {\"process\": "          \
+    "\"closed\", \"concurrency\": 2}, \"prompt\": {\"dist\": \"fixed\", \"value\": 24}, "          \
+    "\"decode\": {\"dist\": \"fixed\", \"value\": 24}, \"num_requests\": 2}, \"serving\": "        \
+    "{\"kv_pages\": 200, \"speculative\": {\"method\": \"%s\", \"tokens\": %d, \"draft_model\": "  \
+    "\"%s\"}}, \"run\": {\"backend\": \"cpu\", \"output\": \"%s\"}}"
+
+/* The least proposer time of the run's verify steps (NaN: a step without one; -1: the
+ * run failed). */
+static double least_draft(const char *method, int k, const char *draft) {
+    char out[] = "/tmp/test_spec_draft_XXXXXX";
+    test_temp_file(out);
+    pkv_err e;
+    pkv_step_rec *steps = NULL;
+    size_t n = 0;
+    double least = INFINITY;
+    int rc = test_run_json(NULL, NULL, &e, SMALL, method, k, draft, out);
+    if (!rc) rc = pkv_h5_read_steps(out, &steps, &n, &e);
+    CHECK(rc == 0, "%s k %d on the cpu backend: %s", method, k, e.msg);
+    for (size_t i = 0; !rc && i < n; i++) {
+        if (!steps[i].rows) continue;
+        if (!(steps[i].t_draft <= steps[i].t_wall)) least = NAN; /* NaN, or past the step */
+        if (steps[i].t_draft < least) least = steps[i].t_draft;
+    }
+    free(steps);
+    remove(out);
+    return rc ? -1 : least;
+}
+
+static void cpu_backend_runs_the_proposer(void) {
+    char draft[] = "/tmp/test_spec_model_XXXXXX";
+    test_temp_file(draft);
+    FILE *f = fopen(draft, "w");
+    CHECK(f != NULL, "cannot write %s", draft);
+    if (!f) return;
+    fputs("{\"layers\": 1, \"hidden\": 128, \"hq\": 2, \"hkv\": 1, \"head_dim\": 64, "
+          "\"intermediate\": 256, \"vocab\": 1000}",
+          f);
+    fclose(f);
+    const double one = least_draft("draft", 1, draft), four = least_draft("draft", 4, draft);
+    const double eagle = least_draft("eagle", 3, draft), ngram = least_draft("ngram", 3, draft);
+    remove(draft);
+    printf("the proposer's least time a step: draft k 1 %.3g s, k 4 %.3g s; EAGLE k 3 %.3g s\n",
+           one, four, eagle);
+    CHECK(one > 0 && four > 1.5 * one,
+          "the draft's passes: least %.3g s at k 1, %.3g s at k 4 (finite, within the step, "
+          "more than 1.5x)",
+          one, four);
+    CHECK(eagle > 0, "EAGLE's head: least %.3g s a step (finite, within the step)", eagle);
+    CHECK(isnan(ngram), "n-gram lookup runs no proposer: t_draft %g", ngram);
+}
+
 static const pkv_test_case cases[] = {
     PKV_CASE(acceptance_one_and_zero_bound_the_steps),
     PKV_CASE(kept_share_is_the_truncated_geometric_law),
     PKV_CASE(per_request_acceptance_spreads_tpot),
     PKV_CASE(tight_pool_preempts_and_finishes),
+    PKV_CASE(cpu_backend_runs_the_proposer),
 };
 PKV_TEST_MAIN(cases)

@@ -1,0 +1,98 @@
+/* Speculative decoding's proposer run for real (issue 47): on a measuring backend (cpu,
+ * cuda) a verify step's k proposals are k forwards of the draft model (or of EAGLE's
+ * head) over one token a row, before the target's verify, as an engine runs them. The
+ * proposer is a backend of the target's kind over its own pools of the same pages: the
+ * target's block tables and lengths address them, as a draft's KV shares its target's
+ * block table in vLLM. Its weights and its pools hold the tensor stream's values (the
+ * prompts' draft KV is not prefilled: the cost model prices no draft prefill either).
+ * Without it (the model backend, n-gram lookup, EAGLE over a mixture of experts) the
+ * step takes the proposals' predicted time (engine.c: proposals). */
+#include "engine_parts.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+bool pkv_proposer_model(const pkv_speculative *spec, const pkv_model *m, pkv_model *out) {
+    if (spec->method == PKV_SPEC_DRAFT) {
+        *out = spec->draft;
+        return true;
+    }
+    if (spec->method != PKV_SPEC_EAGLE) return false;
+    *out = *m;
+    out->layers = 1, out->dense_layers = 0; /* EAGLE's head: one layer of the target's shape */
+    return true;
+}
+
+bool pkv_proposer_runs(const pkv_speculative *spec, const pkv_model *m) {
+    pkv_model p;
+    return pkv_proposer_model(spec, m, &p) && !pkv_model_moe_layers(&p);
+}
+
+int pkv_proposer_init(pkv_engine *eng, pkv_backend_kind kind, const pkv_backend_spec *b,
+                      int32_t cap_rows, pkv_err *e) {
+    pkv_proposer *p = &eng->proposer;
+    *p = (pkv_proposer){0};
+    if (!pkv_backend_caps_of(kind)->measures || !pkv_proposer_runs(&eng->opts.spec, &eng->model))
+        return 0;
+    pkv_proposer_model(&eng->opts.spec, &eng->model, &p->model);
+    pkv_err sub;
+    if (pkv_backend_supports(kind, &p->model, &sub))
+        return pkv_fail(e, "serving.speculative: the proposer %s: %s", p->model.name, sub.msg);
+    const pkvk_shape s = pkv_model_attn_shape(&p->model);
+    p->lens = malloc(sizeof(int32_t) * (size_t)cap_rows);
+    if (!p->lens || pkv_planner_init(&p->planner, &s, eng->cal, cap_rows, eng->opts.bucket_mode)) {
+        pkv_proposer_free(p);
+        return pkv_fail(e, "out of memory for the proposer's planner (%d rows)", cap_rows);
+    }
+    /* its own pools and weights, whole on the GPU: no swap pool, no shared weights */
+    pkv_backend_spec spec = *b;
+    spec.swap_slots = 0, spec.layers_measured = 0, spec.weights_from = NULL;
+    p->routes = pkv_backend_routes(kind, &p->model);
+    if (spec.cuda_graph) p->routes &= pkv_backend_graph_routes(&p->model);
+    p->backend =
+        pkv_engine_make_backend(&p->model, &p->planner, 1, NULL, kind, &spec, cap_rows, &sub);
+    if (!p->backend) {
+        pkv_proposer_free(p);
+        return pkv_fail(e, "serving.speculative: the proposer %s: %s", p->model.name, sub.msg);
+    }
+    return 0;
+}
+
+void pkv_proposer_free(pkv_proposer *p) {
+    if (p->backend) p->backend->destroy(p->backend);
+    if (p->lens) pkv_planner_free(&p->planner);
+    free(p->lens);
+    *p = (pkv_proposer){0};
+}
+
+int pkv_proposer_run(pkv_engine *eng, const pkv_batch_view *v, pkv_route r, uint64_t index,
+                     double *t_device, pkv_err *e) {
+    pkv_proposer *p = &eng->proposer;
+    *t_device = NAN;
+    if (!p->backend || !v->n_rows || !v->spec_tokens) return 0;
+    const uint32_t can = p->routes;
+    if (!(can >> r & 1))
+        r = can >> PKV_ROUTE_WORKQUEUE & 1 ? PKV_ROUTE_WORKQUEUE : PKV_ROUTE_REF_PAGED;
+    const int32_t k = v->spec_tokens;
+    double t = 0;
+    for (int32_t j = 0; j < k; j++) {
+        for (int32_t i = 0; i < v->n_rows; i++) p->lens[i] = v->seq_lens[i] - k + j;
+        /* the block-table entries that changed go with the first pass */
+        pkv_batch_view pv = *v;
+        pv.seq_lens = p->lens, pv.chunks = NULL, pv.spec_tokens = 0;
+        if (j) pv.n_dirty = 0;
+        pkv_step_rec rec = {.index = index};
+        int rc = pkv_planner_build(&p->planner, r, p->lens, v->n_rows);
+        if (rc)
+            return pkv_fail(e, "step %llu: planning the proposer's pass %d failed (status %d)",
+                            (unsigned long long)index, j + 1, rc);
+        if (p->backend->prepare(p->backend, &pv, e) ||
+            p->backend->run(p->backend, &pv, &p->planner.plans[r], 0, &rec, e))
+            return -1;
+        t += rec.t_device + (isnan(rec.t_dense) ? 0 : rec.t_dense);
+        eng->backend->t_unrun += p->backend->t_unrun;
+        p->backend->t_unrun = 0;
+    }
+    *t_device = t;
+    return 0;
+}
