@@ -6,7 +6,7 @@
 #include <gsl/gsl_randist.h>
 
 static void gaussian(uint16_t *x, size_t n, int type, gsl_rng *r) {
-    for (size_t j = 0; j < n; j++) pkvk_store(type, x, j, (float)gsl_ran_gaussian(r, 1.0));
+    for (size_t j = 0; j < n; j++) pkvk_store(type, x, j, (float)gsl_ran_gaussian_ziggurat(r, 1.0));
 }
 
 int pkv_tensors_make(pkv_tensors *t, const pkvk_shape *s, uint64_t seed) {
