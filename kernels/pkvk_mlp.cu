@@ -1,9 +1,9 @@
 // The gated MLP tail: two cuBLAS GEMMs around a fused SiLU-times-up kernel.
-#include <cublas_v2.h>
 #include <cuda_fp16.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "pkvk_blas.h"
 #include "pkvk_cuda.h"
 
 struct pkvk_mlp {
@@ -14,22 +14,15 @@ struct pkvk_mlp {
     __half *y, *a, *z;     // [cap_rows][2 * inter], [cap_rows][inter], [cap_rows][hidden]
 };
 
-static int cublas_fail(cublasStatus_t s, const char *what) {
-    char msg[160];
-    snprintf(msg, sizeof msg, "%s failed: cuBLAS status %d", what, (int)s);
-    return pkvk_fail_msg(s == CUBLAS_STATUS_ALLOC_FAILED ? PKVK_ERR_OUT_OF_MEMORY : PKVK_ERR_CUDA,
-                         msg);
-}
-
 // C (n x m, row-major) = A (n x k, row-major) B (k x m, row-major): in cuBLAS's
 // column-major terms C^T = B^T A^T, so B goes first.
 static int gemm(cublasHandle_t h, int n, int m, int k, const __half *A, const __half *B,
                 __half *C) {
     const float one = 1.f, zero = 0.f;
-    cublasStatus_t s =
-        cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, B, CUDA_R_16F, m, A, CUDA_R_16F, k,
-                     &zero, C, CUDA_R_16F, m, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    return s == CUBLAS_STATUS_SUCCESS ? PKVK_OK : cublas_fail(s, "cublasGemmEx");
+    cublasStatus_t s = pkvk_cublas.gemm_ex(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, B,
+                                           CUDA_R_16F, m, A, CUDA_R_16F, k, &zero, C, CUDA_R_16F, m,
+                                           CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    return s == CUBLAS_STATUS_SUCCESS ? PKVK_OK : pkvk_blas_fail(s, "cublasGemmEx");
 }
 
 extern "C" int pkvk_mlp_create(const pkvk_ctx *c, pkvk_mlp **out, int hidden, int inter,
@@ -51,9 +44,7 @@ extern "C" int pkvk_mlp_create(const pkvk_ctx *c, pkvk_mlp **out, int hidden, in
     for (size_t off = 0; !rc && off < nd; off += w_n)
         rc = pkvk_h2d(m->w_down + off, w, 2 * (nd - off < w_n ? nd - off : w_n));
     if (!rc) {
-        cublasStatus_t s = cublasCreate(&m->h);
-        if (s == CUBLAS_STATUS_SUCCESS) s = cublasSetStream(m->h, m->stream);
-        if (s != CUBLAS_STATUS_SUCCESS) rc = cublas_fail(s, "cublasCreate");
+        rc = pkvk_blas_handle(&m->h, m->stream);
     }
     return pkvk_created(rc, m, out, pkvk_mlp_destroy);
 }
@@ -71,7 +62,7 @@ extern "C" int pkvk_mlp_run(pkvk_mlp *m, int rows, const uint16_t *x, const uint
 
 extern "C" void pkvk_mlp_destroy(pkvk_mlp *m) {
     if (!m) return;
-    if (m->h) cublasDestroy(m->h);
+    if (m->h) pkvk_cublas.destroy(m->h);
     pkvk_free_each(m->w_gu, m->w_down, m->y, m->a, m->z);
     free(m);
 }

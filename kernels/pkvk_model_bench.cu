@@ -162,9 +162,7 @@ extern "C" int pkvk_time_square_gemms(const pkvk_ctx *ctx, int n, int count, int
     if (!rc) rc = pkvk_memset(a, 0x3c, bytes); // small positive halves
     if (!rc) rc = pkvk_memset(b, 0x3c, bytes);
     if (!rc) {
-        cublasStatus_t st = cublasCreate(&h);
-        if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetStream(h, ctx->stream);
-        if (st != CUBLAS_STATUS_SUCCESS) rc = cublas_fail(st, "cublasCreate");
+        rc = pkvk_blas_handle(&h, ctx->stream);
     }
     auto run = [&] {
         int rc = 0;
@@ -174,7 +172,7 @@ extern "C" int pkvk_time_square_gemms(const pkvk_ctx *ctx, int n, int count, int
     };
     if (!rc) rc = time_reps(ctx, reps, run, ms);
     if (!rc) *ms /= count;
-    if (h) cublasDestroy(h);
+    if (h) pkvk_cublas.destroy(h);
     pkvk_free(a), pkvk_free(b), pkvk_free(c);
     return rc;
 }

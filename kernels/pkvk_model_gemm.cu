@@ -1,16 +1,7 @@
-// cuBLAS for the served model: its status as pkvsim's, and the row-major GEMM.
-#include <stdio.h>
-
+// The served model's row-major GEMM on cuBLAS.
 #include "pkvk_model_impl.cuh"
 
 namespace pkvkm {
-
-int cublas_fail(cublasStatus_t st, const char *what) {
-    char msg[160];
-    snprintf(msg, sizeof msg, "%s failed: cuBLAS status %d", what, (int)st);
-    return pkvk_fail_msg(st == CUBLAS_STATUS_ALLOC_FAILED ? PKVK_ERR_OUT_OF_MEMORY : PKVK_ERR_CUDA,
-                         msg);
-}
 
 // C (n x m, row-major, ldc) = A (n x k, row-major, lda) B (k x m, row-major, ldb)
 // (+ C with beta = 1), all of type ct: in cuBLAS's column-major terms C^T = B^T A^T.
@@ -21,9 +12,9 @@ int gemm(cublasHandle_t h, cudaDataType_t ct, int n, int m, int k, const elem16 
     if (n == 0 || m == 0 || (k == 0 && beta == 1.f)) return PKVK_OK;
     const float one = 1.f;
     cublasStatus_t st =
-        cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, B, ct, ldb, A, ct, lda, &beta, C,
-                     ct, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    return st == CUBLAS_STATUS_SUCCESS ? PKVK_OK : cublas_fail(st, "cublasGemmEx");
+        pkvk_cublas.gemm_ex(h, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &one, B, ct, ldb, A, ct, lda,
+                            &beta, C, ct, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    return st == CUBLAS_STATUS_SUCCESS ? PKVK_OK : pkvk_blas_fail(st, "cublasGemmEx");
 }
 
 } // namespace pkvkm

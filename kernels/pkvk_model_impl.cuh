@@ -4,11 +4,11 @@
 // kernels/.
 #pragma once
 
-#include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include "pkvk_blas.h"
 #include "pkvk_cuda.h"
 #include "pkvk_fi.h"
 #include "pkvk_model.h"
@@ -179,7 +179,6 @@ struct norm_in {
 
 // ---- launchers and helpers, by file --------------------------------------------------
 // pkvk_model_gemm.cu
-int cublas_fail(cublasStatus_t st, const char *what);
 // C (n x m, row-major, ldc) = A (n x k, row-major, lda) B (k x m, row-major, ldb)
 // (+ C with beta = 1), all of type ct: in cuBLAS's column-major terms C^T = B^T A^T.
 int gemm(cublasHandle_t h, cudaDataType_t ct, int n, int m, int k, const elem16 *A, int lda,

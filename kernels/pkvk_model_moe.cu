@@ -216,10 +216,10 @@ static int grouped(pkvk_model *m, int li, int second) {
     const void *const *p =
         (const void *const *)(m->st_d + li * stage_bytes(&m->e) + stage_offsets_bytes(&m->e)) +
         (second ? 3 * E : 0);
-    cublasStatus_t st = cublasGemmGroupedBatchedEx(
+    cublasStatus_t st = pkvk_cublas.gemm_grouped_batched_ex(
         m->h, m->opn, m->opn, wide, gn + 1, deep, m->ab, p, m->ct, wide, p + E, m->ct, deep,
         m->ab + E, (void *const *)(p + 2 * E), m->ct, wide, gn[0], c + 3 * E, CUBLAS_COMPUTE_32F);
-    return st == CUBLAS_STATUS_SUCCESS ? PKVK_OK : cublas_fail(st, "cublasGemmGroupedBatchedEx");
+    return st == CUBLAS_STATUS_SUCCESS ? PKVK_OK : pkvk_blas_fail(st, "cublasGemmGroupedBatchedEx");
 }
 
 // MoE layer l's MLP over the forward's `rows` tokens, onto the residual m->x.
@@ -232,10 +232,10 @@ int moe_mlp(pkvk_model *m, int l, int rows) {
     int rc = rmsnorm(st, s->dtype, m->x, m->xn, W(m, l, PKVK_W_LN2), rows, h, s->eps);
     if (!rc) {
         const float one = 1.f, zero = 0.f;
-        cublasStatus_t cs = cublasGemmEx(m->h, CUBLAS_OP_N, CUBLAS_OP_N, E, rows, h, &one,
-                                         router_w(m, l), m->ct, E, m->xn, m->ct, h, &zero, m->rl,
-                                         CUDA_R_32F, E, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-        if (cs != CUBLAS_STATUS_SUCCESS) rc = cublas_fail(cs, "cublasGemmEx (router)");
+        cublasStatus_t cs = pkvk_cublas.gemm_ex(
+            m->h, CUBLAS_OP_N, CUBLAS_OP_N, E, rows, h, &one, router_w(m, l), m->ct, E, m->xn,
+            m->ct, h, &zero, m->rl, CUDA_R_32F, E, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        if (cs != CUBLAS_STATUS_SUCCESS) rc = pkvk_blas_fail(cs, "cublasGemmEx (router)");
     }
     if (!rc) {
         const int blocks = rows * k < 1024 ? rows * k : 1024;

@@ -90,11 +90,11 @@ static int prefill_attention(pkvk_model *m, int l, const seg_t &g) {
         const int klen = key_pad(g.q0 + b + nq); // keys up to the block's last query, padded
         const elem16 *Q = m->qp + (size_t)(g.t0 + b) * G * d;
         // S^T (klen x R, column-major) = K (klen x d) Q^T, per KV head.
-        cublasStatus_t cs = cublasGemmStridedBatchedEx(
+        cublasStatus_t cs = pkvk_cublas.gemm_strided_batched_ex(
             m->h, CUBLAS_OP_T, CUBLAS_OP_N, klen, R, d, &scale, m->kc, m->ct, d,
             (long long)m->kv_rows * d, Q, m->ct, d, qstride, &zero, m->S, CUDA_R_32F, klen,
             (long long)R * klen, s->hkv, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-        if (cs != CUBLAS_STATUS_SUCCESS) return cublas_fail(cs, "prefill QK^T");
+        if (cs != CUBLAS_STATUS_SUCCESS) return pkvk_blas_fail(cs, "prefill QK^T");
         with_t(s->dtype, [&](auto t) {
             using T = decltype(t);
             causal_softmax_kernel<T>
@@ -104,12 +104,12 @@ static int prefill_attention(pkvk_model *m, int l, const seg_t &g) {
         });
         PKVK_CK_LAUNCH();
         // O^T (d x R) = V^T (d x klen) P^T (klen x R), per KV head.
-        cs = cublasGemmStridedBatchedEx(m->h, CUBLAS_OP_N, CUBLAS_OP_N, d, R, klen, &one, m->vc,
-                                        m->ct, d, (long long)m->kv_rows * d, m->P, m->ct, klen,
-                                        (long long)R * klen, &zero,
-                                        m->op + (size_t)(g.t0 + b) * G * d, m->ct, d, qstride,
-                                        s->hkv, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-        if (cs != CUBLAS_STATUS_SUCCESS) return cublas_fail(cs, "prefill PV");
+        cs = pkvk_cublas.gemm_strided_batched_ex(
+            m->h, CUBLAS_OP_N, CUBLAS_OP_N, d, R, klen, &one, m->vc, m->ct, d,
+            (long long)m->kv_rows * d, m->P, m->ct, klen, (long long)R * klen, &zero,
+            m->op + (size_t)(g.t0 + b) * G * d, m->ct, d, qstride, s->hkv, CUBLAS_COMPUTE_32F,
+            CUBLAS_GEMM_DEFAULT);
+        if (cs != CUBLAS_STATUS_SUCCESS) return pkvk_blas_fail(cs, "prefill PV");
     }
     return PKVK_OK;
 }

@@ -163,9 +163,7 @@ extern "C" int pkvk_model_create_sharing(const pkvk_ctx *c, pkvk_model **out,
             if (e != cudaSuccess) rc = pkvk_fail_cuda(e, "fill_weights", __FILE__, __LINE__);
         }
     if (!rc) {
-        cublasStatus_t st = cublasCreate(&m->h);
-        if (st == CUBLAS_STATUS_SUCCESS) st = cublasSetStream(m->h, m->ctx->stream);
-        if (st != CUBLAS_STATUS_SUCCESS) rc = cublas_fail(st, "cublasCreate");
+        rc = pkvk_blas_handle(&m->h, m->ctx->stream);
     }
     if (!rc) rc = pkvk_sync(c);
     return pkvk_created(rc, m, out, pkvk_model_destroy);
@@ -173,7 +171,7 @@ extern "C" int pkvk_model_create_sharing(const pkvk_ctx *c, pkvk_model **out,
 
 extern "C" void pkvk_model_destroy(pkvk_model *m) {
     if (!m) return;
-    if (m->h) cublasDestroy(m->h);
+    if (m->h) pkvk_cublas.destroy(m->h);
     pkvk_fi_prefill_destroy(m->fip);
     moe_free(m);
     void *dev[] = {m->w_shared ? nullptr : m->w,
