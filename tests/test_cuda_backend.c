@@ -570,16 +570,17 @@ static void a_pool_that_does_not_fit_leaves_no_file(void) {
 }
 
 /* Speculative decoding's proposer on the GPU (engine/proposer.c): a small served model
- * speculating with a smaller draft (k 1 and 4) or EAGLE's head (k 3, also with the draft's
- * passes replayed as CUDA graphs), every verify checked: each step records its
- * proposer's device time, within its wall time; four passes take longer than one. */
+ * speculating with a smaller draft (k 1 and 4; k 3 beside prompt chunks, the verify and
+ * the chunks in one forward) or EAGLE's head (k 3, also with the proposer's passes replayed
+ * as CUDA graphs), every verify checked: each step records its proposer's device time,
+ * within its wall time; four passes take longer than one. */
 static const char *SPEC =
     "{\"model\": {\"layers\": 2, \"hidden\": 1024, \"hq\": 8, \"hkv\": 2, \"head_dim\": 128,"
     " \"intermediate\": 2048, \"vocab\": 4000},"
     " \"workload\": {\"arrival\": {\"process\": \"closed\", \"concurrency\": 4},"
     "   \"prompt\": {\"dist\": \"uniform\", \"min\": 100, \"max\": 3000},"
     "   \"decode\": {\"dist\": \"fixed\", \"value\": 30}, \"num_requests\": 8},"
-    " \"serving\": {\"kv_pages\": 2000, \"speculative\": {\"method\": \"%s\", \"tokens\": %d,"
+    " \"serving\": {\"kv_pages\": 2000,%s \"speculative\": {\"method\": \"%s\", \"tokens\": %d,"
     "   \"draft_model\": \"%s\"}},"
     " \"route\": {\"calibration\": \"%s\", \"allow_other_gpu\": true},"
     " \"run\": {\"backend\": \"cuda\", \"check_every\": 1, \"output\": \"%s\", \"cuda_graph\": "
@@ -587,9 +588,10 @@ static const char *SPEC =
 
 /* The least proposer time of a run's steps (NaN: a step without one, or past its wall
  * time; -1: the run failed). */
-static double least_draft(const char *method, int k, const char *draft, const char *graphs) {
+static double least_draft(const char *method, int k, const char *draft, const char *graphs,
+                          const char *serving) {
     pkv_err e;
-    int rc = test_run_json(NULL, NULL, &e, SPEC, method, k, draft,
+    int rc = test_run_json(NULL, NULL, &e, SPEC, serving, method, k, draft,
                            PKV_SOURCE_DIR "/experiments/calibration/default.json", a, graphs);
     CHECK(rc == 0, "%s k %d: %s", method, k, e.msg);
     hsize_t n = 0;
@@ -614,20 +616,24 @@ static void the_proposer_runs_on_the_gpu(void) {
           "\"intermediate\": 1024, \"vocab\": 4000}",
           f);
     fclose(f);
-    const double one = least_draft("draft", 1, draft, "false");
-    const double four = least_draft("draft", 4, draft, "false");
-    const double eagle = least_draft("eagle", 3, draft, "false");
-    const double graphs = least_draft("eagle", 3, draft, "true");
+    const double one = least_draft("draft", 1, draft, "false", "");
+    const double four = least_draft("draft", 4, draft, "false", "");
+    const double eagle = least_draft("eagle", 3, draft, "false", "");
+    const double graphs = least_draft("eagle", 3, draft, "true", "");
+    /* prompt chunks in the verify steps: the mixed forward over k + 1 tokens a row */
+    const double mixed = least_draft("draft", 3, draft, "false",
+                                     " \"scheduler\": \"chunked\", \"token_budget\": 512,");
     unlink(draft);
-    printf("the proposer's least device time a step: draft k 1 %.1f us, k 4 %.1f us; EAGLE k 3 "
-           "%.1f us, replayed as graphs %.1f us\n",
-           1e6 * one, 1e6 * four, 1e6 * eagle, 1e6 * graphs);
+    printf("the proposer's least device time a step: draft k 1 %.1f us, k 4 %.1f us (k 3 with "
+           "prompt chunks %.1f us); EAGLE k 3 %.1f us, replayed as graphs %.1f us\n",
+           1e6 * one, 1e6 * four, 1e6 * mixed, 1e6 * eagle, 1e6 * graphs);
     CHECK(one > 0 && four > 1.5 * one,
           "the draft: least %.3g s at k 1, %.3g s at k 4 (each step's within its wall time; "
           "more than 1.5x)",
           one, four);
     CHECK(eagle > 0 && graphs > 0, "EAGLE's head: least %.3g s, %.3g s replayed as graphs", eagle,
           graphs);
+    CHECK(mixed > 0, "the draft beside prompt chunks: least %.3g s", mixed);
 }
 
 static const pkv_test_case cases[] = {
