@@ -229,20 +229,35 @@ static void record_route(pkv_step_rec *rec, pkv_route r, const pkv_counters *c) 
 
 const char *const pkv_spec_method_names[] = {"none", "draft", "eagle", "ngram", NULL};
 
+/* The proposer's forward over prompt pieces of `tokens` tokens, `heads` of them sampling
+ * (a prefill batch's, or an iteration's chunks): its dense part and its prompt attention
+ * (a draft, or EAGLE's head, prefills its KV as its target does); 0 without a proposer. */
+static double proposer_prompt(const pkv_engine *eng, const pkv_prefill_view *p, int64_t tokens,
+                              int64_t heads) {
+    pkv_model m;
+    if (!pkv_proposer_model(&eng->opts.spec, &eng->model, &m)) return 0;
+    pkv_dense_cost dc;
+    pkv_model_dense_cost(&m, eng->cal, tokens, heads, NULL, &dc);
+    return dc.t_predicted + pkv_model_prefill_attn_time(&m, eng->cal, p->lens, p->starts, p->n_req);
+}
+
 /* Speculative decoding's proposals for the step's rows: k passes of the proposer over one
  * token a row, each its dense part and its attention's KV read at the calibration's
- * bandwidth (the rows' contexts, as the verify reads them), a launch a layer (none in an
- * iteration of prompt chunks alone). */
-static double proposals(const pkv_engine *eng, const pkv_batch_view *v) {
+ * bandwidth (the rows' contexts, as the verify reads them), a launch a layer, after its
+ * forward over the iteration's prompt chunks (none in an iteration of chunks alone). */
+static double proposals(const pkv_engine *eng, const pkv_batch_view *v, int64_t chunk_tok,
+                        int64_t chunk_heads) {
     const pkv_speculative *sp = &eng->opts.spec;
     pkv_model m;
     if (!pkv_proposer_model(sp, &eng->model, &m) || !v->n_rows || !v->spec_tokens) return 0;
+    const double chunks = v->chunks ? proposer_prompt(eng, v->chunks, chunk_tok, chunk_heads) : 0;
     double context = 0;
     for (int32_t i = 0; i < v->n_rows; i++) context += v->seq_lens[i];
     pkv_dense_cost dc;
     pkv_model_dense_cost(&m, eng->cal, v->n_rows, v->n_rows, NULL, &dc);
     const double kv = context * pkv_model_page_bytes(&m) / m.page_size;
-    return sp->tokens * (dc.t_predicted + kv / eng->cal->beta + m.layers * eng->cal->lambda);
+    return chunks +
+           sp->tokens * (dc.t_predicted + kv / eng->cal->beta + m.layers * eng->cal->lambda);
 }
 
 /* What the cost model adds to the route's time: the MLP tail, and a full model's
@@ -269,7 +284,7 @@ static double predict_model(pkv_engine *eng, const pkv_batch_view *v, int64_t ch
         rows + chunk_heads, eng->moe.experts ? &eng->moe : NULL, &dc);
     rec->experts_active = dc.experts_active;
     rec->expert_tokens_max = (uint32_t)dc.expert_tokens_max;
-    const double t_proposals = proposals(eng, v);
+    const double t_proposals = proposals(eng, v, chunk_tok, chunk_heads);
     rec->t_dense_predicted = dc.t_predicted + t_chunks + t_proposals;
     rec->t_predicted = eng->model.layers * rec->t_predicted + rec->t_dense_predicted;
     return t_proposals;
@@ -408,11 +423,15 @@ int pkv_engine_prefill(pkv_engine *eng, const pkv_prefill_view *p, pkv_prefill_r
         pkv_model_dense_cost(&eng->model, eng->cal,
                              pkv_engine_graph_rows(&eng->opts.host.graphs, tokens, true), heads,
                              eng->moe.experts ? &eng->moe : NULL, &dc);
-        rec->t_predicted = dc.t_predicted + prompt_extra(eng, p, tokens, rec->scores);
+        rec->t_predicted = dc.t_predicted + prompt_extra(eng, p, tokens, rec->scores) +
+                           proposer_prompt(eng, p, tokens, heads);
     }
     if (eng->backend->prefill) {
-        double t0 = pkv_clock_now();
-        if (eng->backend->prefill(eng->backend, p, &rec->t_device, e)) return -1;
+        double t0 = pkv_clock_now(), t_draft;
+        if (eng->backend->prefill(eng->backend, p, &rec->t_device, e) ||
+            pkv_proposer_prefill(eng, p, &t_draft, e))
+            return -1;
+        if (!isnan(t_draft)) rec->t_device += t_draft; /* the proposer's prefill beside it */
         rec->t_wall = pkv_clock_now() - t0 + eng->backend->t_unrun;
         eng->backend->t_unrun = 0;
     }

@@ -34,11 +34,15 @@ pkv_backend *pkv_engine_make_backend(const pkv_model *m, const pkv_planner *pl, 
 int pkv_proposer_init(pkv_engine *eng, pkv_backend_kind kind, const pkv_backend_spec *b,
                       int32_t cap_rows, pkv_err *e);
 void pkv_proposer_free(pkv_proposer *p);
-/* A verify step's proposals run: k = v->spec_tokens passes over v's rows, one token a
- * row (pass j the token at position seq_len - k - 1 + j), each on route r where the
- * proposer can run it (else pkv_workqueue, else ref_paged); *t_device: their measured
- * device time (NaN where not measured). The proposer's backend's t_unrun goes to the
- * engine's backend's. */
+/* The proposer's forward over prompt pieces (a prefill batch, or an iteration's chunks):
+ * their KV in its pools; *t_device its device time (NaN: none ran). Its backend's t_unrun
+ * goes to the engine's backend's. */
+int pkv_proposer_prefill(pkv_engine *eng, const pkv_prefill_view *pv, double *t_device, pkv_err *e);
+/* A verify step's proposals run (an iteration's prompt chunks first, as a prefill): k =
+ * v->spec_tokens passes over v's rows, one token a row (pass j the token at position seq_len - k -
+ * 1 + j), each on route r where the proposer can run it (else pkv_workqueue, else ref_paged);
+ * *t_device: their measured device time (NaN where not measured). The proposer's backend's t_unrun
+ * goes to the engine's backend's. */
 int pkv_proposer_run(pkv_engine *eng, const pkv_batch_view *v, pkv_route r, uint64_t index,
                      double *t_device, pkv_err *e);
 

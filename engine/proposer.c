@@ -3,10 +3,11 @@
  * head) over one token a row, before the target's verify, as an engine runs them. The
  * proposer is a backend of the target's kind over its own pools of the same pages: the
  * target's block tables and lengths address them, as a draft's KV shares its target's
- * block table in vLLM. Its weights and its pools hold the tensor stream's values (the
- * prompts' draft KV is not prefilled: the cost model prices no draft prefill either).
- * Without it (the model backend, n-gram lookup, EAGLE over a mixture of experts) the
- * step takes the proposals' predicted time (engine.c: proposals). */
+ * block table in vLLM. Its weights and its pools hold the tensor stream's values; it
+ * runs over the prompts too (a prefill's, and an iteration's prompt chunks), writing their
+ * KV in its pools, as a draft (or EAGLE's head) prefills beside its target. Without it (the model
+ * backend, n-gram lookup, EAGLE over a mixture of experts) the step takes the proposals' predicted
+ * time (engine.c: proposals). */
 #include "engine_parts.h"
 
 #include <math.h>
@@ -65,16 +66,31 @@ void pkv_proposer_free(pkv_proposer *p) {
     *p = (pkv_proposer){0};
 }
 
+int pkv_proposer_prefill(pkv_engine *eng, const pkv_prefill_view *pv, double *t_device,
+                         pkv_err *e) {
+    pkv_proposer *p = &eng->proposer;
+    *t_device = NAN;
+    if (!p->backend || !p->backend->prefill) return 0;
+    if (p->backend->prefill(p->backend, pv, t_device, e)) return -1;
+    eng->backend->t_unrun += p->backend->t_unrun;
+    p->backend->t_unrun = 0;
+    return 0;
+}
+
 int pkv_proposer_run(pkv_engine *eng, const pkv_batch_view *v, pkv_route r, uint64_t index,
                      double *t_device, pkv_err *e) {
     pkv_proposer *p = &eng->proposer;
     *t_device = NAN;
     if (!p->backend || !v->n_rows || !v->spec_tokens) return 0;
+    double t = 0; /* the iteration's prompt chunks first, then the passes */
+    if (v->chunks) {
+        if (pkv_proposer_prefill(eng, v->chunks, &t, e)) return -1;
+        if (isnan(t)) t = 0;
+    }
     const uint32_t can = p->routes;
     if (!(can >> r & 1))
         r = can >> PKV_ROUTE_WORKQUEUE & 1 ? PKV_ROUTE_WORKQUEUE : PKV_ROUTE_REF_PAGED;
     const int32_t k = v->spec_tokens;
-    double t = 0;
     for (int32_t j = 0; j < k; j++) {
         for (int32_t i = 0; i < v->n_rows; i++) p->lens[i] = v->seq_lens[i] - k + j;
         /* the block-table entries that changed go with the first pass */
