@@ -2,7 +2,8 @@
  * features (mixtures of experts, speculative decoding, a measured prefill), the clock
  * it runs on by default, FlashInfer's paths; with the model's kind (engine/model.h:
  * its graphs) and the route table's rows (base/pkv_route.h), every "can this backend
- * run that" is answered here. The engine's set-up and the runner's checks read it. */
+ * run that" is answered here, and a backend of a kind made. The engine's set-up and the
+ * runner's checks read it. */
 #include "backends.h"
 #include "engine.h"
 
@@ -96,4 +97,27 @@ uint32_t pkv_backend_routes(pkv_backend_kind k, const pkv_model *m) {
 
 uint32_t pkv_backend_graph_routes(const pkv_model *m) {
     return pkv_routes_in_graph((pkv_route_graph)pkv_model_kind_of(m)->graph_mode);
+}
+
+pkv_backend *pkv_backend_make(pkv_backend_kind kind, const pkv_model *m, int32_t cap_tasks,
+                              int32_t q_len, struct pkv_moe *experts, const pkv_backend_spec *spec,
+                              int32_t cap_rows, pkv_err *e) {
+    pkv_backend_spec s = *spec;
+    s.experts = experts;
+    switch (kind) {
+    case PKV_BACKEND_CPU:
+        return pkv_backend_cpu_create(m, &s, cap_rows, cap_tasks, q_len, e);
+    case PKV_BACKEND_CUDA:
+#ifdef PKV_HAVE_CUDA
+        return pkv_backend_cuda_create(m, &s, cap_rows, cap_tasks, cap_tasks, q_len, e);
+#else
+        pkv_fail(e, "--backend cuda: %s", pkvk_last_error());
+        return NULL;
+#endif
+    default: {
+        pkv_backend *be = pkv_backend_model_create();
+        if (!be) pkv_fail(e, "out of memory");
+        return be;
+    }
+    }
 }

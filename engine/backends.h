@@ -1,5 +1,5 @@
-/* Internal to engine/: the backends' constructors, called by pkv_engine_init, which
- * sizes them from its planner (backend.h: what a backend is). */
+/* Internal to engine/: the backends' constructors, called by pkv_engine_init and the
+ * proposer's set-up, which size them from their planners (backend.h: what a backend is). */
 #ifndef PKV_BACKENDS_H
 #define PKV_BACKENDS_H
 
@@ -27,5 +27,12 @@ pkv_backend *pkv_backend_cpu_create(const pkv_model *md, const pkv_backend_spec 
 pkv_backend *pkv_backend_cuda_create(const pkv_model *m, const pkv_backend_spec *spec,
                                      int32_t cap_rows, int32_t cap_slots, int32_t cap_tasks,
                                      int32_t q_len_cap, pkv_err *e);
+
+/* A backend of kind `kind` (resolved) for model m from spec: the model backend, or the
+ * cpu or cuda backend for plans of up to cap_tasks tasks and rows of up to q_len query
+ * tokens, a mixture's experts routed by `experts` (NULL: a dense model). */
+pkv_backend *pkv_backend_make(pkv_backend_kind kind, const pkv_model *m, int32_t cap_tasks,
+                              int32_t q_len, struct pkv_moe *experts, const pkv_backend_spec *spec,
+                              int32_t cap_rows, pkv_err *e);
 
 #endif

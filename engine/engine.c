@@ -12,32 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The cuda backend is made after the planner, whose task bound sizes its workspace. */
-pkv_backend *pkv_engine_make_backend(const pkv_model *m, const pkv_planner *pl, int32_t q_len,
-                                     pkv_moe *experts, pkv_backend_kind kind,
-                                     const pkv_backend_spec *b, int32_t cap_rows, pkv_err *e) {
-    pkv_backend *be = NULL;
-    pkv_backend_spec spec = *b;
-    spec.experts = experts; /* the backend's routing: the engine's */
-    switch (kind) {
-    case PKV_BACKEND_CPU:
-        return pkv_backend_cpu_create(m, &spec, cap_rows, pl->plans[0].cap_tasks, q_len, e);
-    case PKV_BACKEND_CUDA: {
-#ifdef PKV_HAVE_CUDA
-        int32_t cap = pl->plans[0].cap_tasks;
-        return pkv_backend_cuda_create(m, &spec, cap_rows, cap, cap, q_len, e);
-#else
-        pkv_fail(e, "--backend cuda: %s", pkvk_last_error());
-        return NULL;
-#endif
-    }
-    default:
-        be = pkv_backend_model_create();
-        if (!be) pkv_fail(e, "out of memory");
-        return be;
-    }
-}
-
 int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const pkv_engine_opts *o,
                     const pkv_backend_spec *b, pkv_err *e) {
     *eng = (pkv_engine){.model = *m,
@@ -126,9 +100,9 @@ int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const p
     eng->mlp_bytes = 3.0 * (double)m->mlp_tail * s->hq * s->d * 2;
     /* a verify step's query tokens a row */
     const int32_t q_len = 1 + (o->spec.method != PKV_SPEC_NONE ? o->spec.tokens : 0);
-    eng->backend =
-        pkv_engine_make_backend(&eng->model, &eng->planner, q_len,
-                                eng->moe.experts ? &eng->moe : NULL, kind, b, cap_rows, e);
+    /* made after the planner, whose task bound sizes its workspace */
+    eng->backend = pkv_backend_make(kind, &eng->model, eng->planner.plans[0].cap_tasks, q_len,
+                                    eng->moe.experts ? &eng->moe : NULL, b, cap_rows, e);
     if (!eng->backend || pkv_proposer_init(eng, kind, b, cap_rows, e)) {
         pkv_engine_free(eng);
         return -1;

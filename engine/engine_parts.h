@@ -23,11 +23,6 @@ int pkv_engine_run_oracle(pkv_engine *eng, const pkv_batch_view *v, const pkv_st
                           int check, pkv_step_rec *rec, pkv_route *best, double *spent,
                           double *best_wall, pkv_err *e);
 
-/* A backend of kind `kind` for model m from b, its workspace sized by pl's task bound, rows
- * of up to q_len query tokens, a mixture's experts routed by `experts` (NULL: dense). */
-pkv_backend *pkv_engine_make_backend(const pkv_model *m, const pkv_planner *pl, int32_t q_len,
-                                     pkv_moe *experts, pkv_backend_kind kind,
-                                     const pkv_backend_spec *b, int32_t cap_rows, pkv_err *e);
 /* The proposer's backend, of the engine's backend kind from b (pools of b->kv_pages pages),
  * where the kind measures and speculative decoding proposes with a dense model; else
  * none (its proposals predicted). */

@@ -8,6 +8,7 @@
  * KV in its pools, as a draft (or EAGLE's head) prefills beside its target. Without it (the model
  * backend, n-gram lookup, EAGLE over a mixture of experts) the step takes the proposals' predicted
  * time (engine.c: proposals). */
+#include "backends.h"
 #include "engine_parts.h"
 
 #include <math.h>
@@ -50,8 +51,8 @@ int pkv_proposer_init(pkv_engine *eng, pkv_backend_kind kind, const pkv_backend_
     spec.swap_slots = 0, spec.layers_measured = 0, spec.weights_from = NULL;
     p->routes = pkv_backend_routes(kind, &p->model);
     if (spec.cuda_graph) p->routes &= pkv_backend_graph_routes(&p->model);
-    p->backend =
-        pkv_engine_make_backend(&p->model, &p->planner, 1, NULL, kind, &spec, cap_rows, &sub);
+    p->backend = pkv_backend_make(kind, &p->model, p->planner.plans[0].cap_tasks, 1, NULL, &spec,
+                                  cap_rows, &sub);
     if (!p->backend) {
         pkv_proposer_free(p);
         return pkv_fail(e, "serving.speculative: the proposer %s: %s", p->model.name, sub.msg);
