@@ -1,13 +1,14 @@
 /* Speculative decoding's proposer run for real (issue 47): on a measuring backend (cpu,
  * cuda) a verify step's k proposals are k forwards of the draft model (or of EAGLE's
- * head) over one token a row, before the target's verify, as an engine runs them. The
- * proposer is a backend of the target's kind over its own pools of the same pages: the
- * target's block tables and lengths address them, as a draft's KV shares its target's
- * block table in vLLM. Its weights and its pools hold the tensor stream's values; it
- * runs over the prompts too (a prefill's, and an iteration's prompt chunks), writing their
- * KV in its pools, as a draft (or EAGLE's head) prefills beside its target. Without it (the model
- * backend, n-gram lookup, EAGLE over a mixture of experts) the step takes the proposals' predicted
- * time (engine.c: proposals). */
+ * head) over one token a row, after the target's verify (vLLM V1 drafts the next step's
+ * tokens there; the time is the step's either way). The proposer is a backend of the
+ * target's kind over its own pools of the same pages: the target's block tables and
+ * lengths address them, as a draft's KV shares its target's block table in vLLM. Its
+ * weights and pools hold the tensor stream's values; it runs over the prompts too (a
+ * prefill's, and an iteration's prompt chunks), writing their KV in its pools, as a draft
+ * (or EAGLE's head) prefills beside its target. Without it (the model backend, n-gram
+ * lookup, EAGLE over a mixture of experts) the step takes the proposals' predicted time
+ * (engine.c: proposals). */
 #include "backends.h"
 #include "engine_parts.h"
 
@@ -94,7 +95,8 @@ int pkv_proposer_run(pkv_engine *eng, const pkv_batch_view *v, pkv_route r, uint
     const int32_t k = v->spec_tokens;
     for (int32_t j = 0; j < k; j++) {
         for (int32_t i = 0; i < v->n_rows; i++) p->lens[i] = v->seq_lens[i] - k + j;
-        /* the block-table entries that changed go with the first pass */
+        /* the block-table entries that changed go with the first pass (every decode step of
+         * a speculative run is a verify: the proposer sees each step's changes) */
         pkv_batch_view pv = *v;
         pv.seq_lens = p->lens, pv.chunks = NULL, pv.spec_tokens = 0;
         if (j) pv.n_dirty = 0;
