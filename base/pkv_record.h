@@ -100,8 +100,8 @@ typedef enum pkv_col_kind {
     X(spec_accepted, uint32_t, PKV_COL_U32, 5,                                                     \
       "speculative decoding: of them, the tokens the verify kept")                                 \
     X(t_draft, double, PKV_COL_F64, 6,                                                             \
-      "seconds: speculative decoding's proposer (the draft's or EAGLE's k passes) run on the "     \
-      "device (its attention and dense parts; in t_wall); NaN where its time was predicted")
+      "seconds: speculative decoding's proposer (the draft's or EAGLE's k passes, after the "      \
+      "step's prompt chunks) as the backend measured it (in t_wall); NaN where predicted")
 
 #define PKV_REQUEST_COLUMNS(X)                                                                     \
     X(id, int64_t, PKV_COL_I64, 0, "request number, in arrival order")                             \
