@@ -32,25 +32,20 @@ uint16_t pkvk_f2h(float f) {
 }
 
 float pkvk_h2f(uint16_t h) {
-    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-    uint32_t e = (h >> 10) & 0x1f, m = h & 0x3ffu, x;
-    if (e == 0) {
-        if (m == 0) {
-            x = sign;
-        } else { /* subnormal: normalise */
-            e = 113;
-            while (!(m & 0x400u)) {
-                m <<= 1;
-                e--;
-            }
-            x = sign | (e << 23) | ((m & 0x3ffu) << 13);
-        }
-    } else if (e == 31) {
-        x = sign | 0x7f800000u | (m << 13);
-    } else {
-        x = sign | ((e + 112) << 23) | (m << 13);
-    }
+    /* the magnitude's bits under a float's exponent and mantissa, then times 2^112 (the
+     * exponent's bias 15 -> 127; exact, subnormals normalised by the multiply); infinities
+     * and NaNs take the top exponent */
+    uint32_t x = (uint32_t)(h & 0x7fffu) << 13;
     float f;
+    if ((h & 0x7c00u) == 0x7c00u) {
+        x |= 0x7f800000u;
+        memcpy(&f, &x, sizeof f);
+    } else {
+        memcpy(&f, &x, sizeof f);
+        f *= 0x1p112f;
+    }
+    memcpy(&x, &f, sizeof x);
+    x |= (uint32_t)(h & 0x8000u) << 16;
     memcpy(&f, &x, sizeof f);
     return f;
 }
