@@ -25,7 +25,8 @@ ap.add_argument("--conc", default="1,4,16,64", help="requests in flight, comma-s
 ap.add_argument("--out", default=os.path.join(here, "results", "proposer.txt"))
 a = ap.parse_args()
 NOTE = re.compile(r"proposer \(.*\) run on the \w+ backend: ([0-9.]+) ms a step measured, "
-                  r"([0-9.]+) ms predicted")
+                  r"([0-9.]+) ms predicted by the cost model \(its passes' attention "
+                  r"([0-9.]+) / ([0-9.]+) ms")
 
 
 def run(tmp, backend, conc, spec):
@@ -46,7 +47,7 @@ def run(tmp, backend, conc, spec):
     j = json.load(open(js))
     m = NOTE.search(r.stderr)
     return (j["median_tpot_ms"], j["output_throughput"],
-            (float(m.group(1)), float(m.group(2))) if m else None)
+            tuple(float(g) for g in m.groups()) if m else None)
 
 
 cases = [("draft 1B, k 3", {"method": "draft", "tokens": 3, "acceptance": 0.7}),
@@ -56,7 +57,8 @@ concs = [int(c) for c in a.conc.split(",")]
 lines = [f"# pkvsim proposer bench: llama-3.1-8b, {a.gpu} calibration, closed loop, 1024 in / "
          f"128 out, acceptance 0.7; backends {', '.join(backends)}",
          "| proposer | in flight | " + " | ".join(
-             (["proposer ms a step measured (cuda)", "predicted", "measured / predicted"]
+             (["proposer ms a step measured (cuda)", "predicted", "measured / predicted",
+               "its attention ms measured / predicted"]
               if "cuda" in backends else []) +
              [f"TPOT p50 ms plain ({b})" for b in backends] +
              [f"TPOT p50 ms ({b})" for b in backends] +
@@ -70,8 +72,8 @@ with tempfile.TemporaryDirectory() as tmp:
             cells = [name, str(c)]
             if "cuda" in backends:
                 note = got["cuda"][2]
-                cells += ([f"{note[0]:.3f}", f"{note[1]:.3f}", f"{note[0] / note[1]:.2f}"]
-                          if note else ["-", "-", "-"])
+                cells += ([f"{note[0]:.3f}", f"{note[1]:.3f}", f"{note[0] / note[1]:.2f}",
+                           f"{note[2]:.3f} / {note[3]:.3f}"] if note else ["-"] * 4)
             cells += [f"{plain[b, c][0]:.2f}" for b in backends]
             cells += [f"{got[b][0]:.2f}" for b in backends]
             cells += [f"{got[b][1] / plain[b, c][1]:.2f}x" for b in backends]

@@ -216,29 +216,34 @@ static double proposer_prompt(const pkv_engine *eng, const pkv_prefill_view *p, 
 }
 
 /* Speculative decoding's proposals for the step's rows: k passes of the proposer over one
- * token a row, each its dense part and its attention's KV read at the calibration's
- * bandwidth (the rows' contexts, as the verify reads them), a launch a layer, after its
+ * token a row, each its dense part and its layers' attention as the cost model prices the
+ * step's route for the proposer's shape (planned over the rows' contexts), after its
  * forward over the iteration's prompt chunks (none in an iteration of chunks alone). */
-static double proposals(const pkv_engine *eng, const pkv_batch_view *v, int64_t chunk_tok,
-                        int64_t chunk_heads) {
+static int proposals(pkv_engine *eng, const pkv_batch_view *v, pkv_route r, int64_t chunk_tok,
+                     int64_t chunk_heads, double *t, double *t_attn, pkv_err *e) {
     const pkv_speculative *sp = &eng->opts.spec;
     pkv_model m;
+    *t = *t_attn = 0;
     if (!pkv_proposer_model(sp, &eng->model, &m) || !v->n_rows || !v->spec_tokens) return 0;
     const double chunks = v->chunks ? proposer_prompt(eng, v->chunks, chunk_tok, chunk_heads) : 0;
-    double context = 0;
-    for (int32_t i = 0; i < v->n_rows; i++) context += v->seq_lens[i];
+    double t_layer;
+    if (pkv_proposer_price(eng, v, r, &t_layer, e)) return -1;
     pkv_dense_cost dc;
     pkv_model_dense_cost(&m, eng->cal, v->n_rows, v->n_rows, NULL, &dc);
-    const double kv = context * pkv_model_page_bytes(&m) / m.page_size;
-    return chunks +
-           sp->tokens * (dc.t_predicted + kv / eng->cal->beta + m.layers * eng->cal->lambda);
+    *t_attn = sp->tokens * m.layers * t_layer;
+    *t = chunks + sp->tokens * dc.t_predicted + *t_attn;
+    return 0;
 }
 
 /* What the cost model adds to the route's time: the MLP tail, and a full model's
- * layers around its dense part. Returns the proposals' part of it (a measuring backend
- * without a proposer's backend takes their predicted time too). */
-static double predict_model(pkv_engine *eng, const pkv_batch_view *v, int64_t chunk_tok,
-                            int64_t chunk_heads, pkv_step_rec *rec) {
+ * layers around its dense part. *t_proposals: the proposals' part of it (a measuring
+ * backend without a proposer's backend takes their predicted time too), *t_pattn their
+ * passes' attention. */
+static int predict_model(pkv_engine *eng, const pkv_batch_view *v, int64_t chunk_tok,
+                         int64_t chunk_heads, pkv_step_rec *rec, double *t_proposals,
+                         double *t_pattn, pkv_err *e) {
+    if (proposals(eng, v, (pkv_route)rec->route, chunk_tok, chunk_heads, t_proposals, t_pattn, e))
+        return -1;
     /* The MLP tail reads its weights once per step: memory bound at decode sizes. */
     if (eng->mlp_bytes > 0)
         rec->t_predicted += eng->mlp_bytes / eng->cal->beta + 3 * eng->cal->lambda;
@@ -258,10 +263,9 @@ static double predict_model(pkv_engine *eng, const pkv_batch_view *v, int64_t ch
         rows + chunk_heads, eng->moe.experts ? &eng->moe : NULL, &dc);
     rec->experts_active = dc.experts_active;
     rec->expert_tokens_max = (uint32_t)dc.expert_tokens_max;
-    const double t_proposals = proposals(eng, v, chunk_tok, chunk_heads);
-    rec->t_dense_predicted = dc.t_predicted + t_chunks + t_proposals;
+    rec->t_dense_predicted = dc.t_predicted + t_chunks + *t_proposals;
     rec->t_predicted = eng->model.layers * rec->t_predicted + rec->t_dense_predicted;
-    return t_proposals;
+    return 0;
 }
 
 int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec, double *advance,
@@ -337,11 +341,14 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
     /* the proposals: run for real where the proposer has a backend (in the step's wall
      * time, rec->t_draft its device time), else their predicted time added */
     if (pkv_proposer_run(eng, v, r, rec->index, &rec->t_draft, e)) return -1;
-    const double t_proposals = predict_model(eng, v, chunk_tok, chunk_heads, rec);
+    double t_proposals, t_pattn;
+    if (predict_model(eng, v, chunk_tok, chunk_heads, rec, &t_proposals, &t_pattn, e)) return -1;
     const bool drafted = !isnan(rec->t_draft);
     if (drafted && !rec->warmup) {
-        eng->proposer.measured += rec->t_draft, eng->proposer.predicted += t_proposals;
-        eng->proposer.steps++;
+        pkv_proposer *p = &eng->proposer;
+        p->measured += rec->t_draft, p->predicted += t_proposals;
+        p->measured_attn += p->step_attn, p->predicted_attn += t_pattn;
+        p->steps++;
     }
     if (eng->backend->measures && !drafted) eng->backend->t_unrun += t_proposals;
     rec->t_wall = eng->backend->measures ? pkv_clock_now() - t0 + eng->backend->t_unrun : NAN;

@@ -23,9 +23,9 @@ int pkv_engine_run_oracle(pkv_engine *eng, const pkv_batch_view *v, const pkv_st
                           int check, pkv_step_rec *rec, pkv_route *best, double *spent,
                           double *best_wall, pkv_err *e);
 
-/* The proposer's backend, of the engine's backend kind from b (pools of b->kv_pages pages),
- * where the kind measures and speculative decoding proposes with a dense model; else
- * none (its proposals predicted). */
+/* The proposer's planner (where speculative decoding proposes with a model) and its
+ * backend, of the engine's backend kind from b (pools of b->kv_pages pages), where the kind
+ * measures and the proposer is a dense model; else none (its proposals predicted). */
 int pkv_proposer_init(pkv_engine *eng, pkv_backend_kind kind, const pkv_backend_spec *b,
                       int32_t cap_rows, pkv_err *e);
 void pkv_proposer_free(pkv_proposer *p);
@@ -33,6 +33,11 @@ void pkv_proposer_free(pkv_proposer *p);
  * their KV in its pools; *t_device its device time (NaN: none ran). Its backend's t_unrun
  * goes to the engine's backend's. */
 int pkv_proposer_prefill(pkv_engine *eng, const pkv_prefill_view *pv, double *t_device, pkv_err *e);
+/* The cost model's attention time of one of the proposer's layers in a pass over v's rows
+ * (*t_layer; the middle pass's lengths, on route r where it can run it): 0 without a
+ * proposer. */
+int pkv_proposer_price(pkv_engine *eng, const pkv_batch_view *v, pkv_route r, double *t_layer,
+                       pkv_err *e);
 /* A verify step's proposals run (an iteration's prompt chunks first, as a prefill): k =
  * v->spec_tokens passes over v's rows, one token a row (pass j the token at position seq_len - k -
  * 1 + j), each on route r where the proposer can run it (else pkv_workqueue, else ref_paged);

@@ -40,14 +40,16 @@ int pkv_run_load_calib(const pkv_config *cfg, pkv_calib *cal, pkv_err *e) {
 void pkv_run_backend_note(const pkv_engine *eng, pkv_log_fn log, void *ctx) {
     const pkv_backend_stats *s = &eng->backend->stats;
     const pkv_proposer *p = &eng->proposer;
-    char line[256];
+    char line[320];
     if (!log) return;
     if (p->steps) {
+        const double per = 1e3 / p->steps;
         snprintf(line, sizeof line,
                  "speculative decoding's proposer (%s) run on the %s backend: %.3f ms a step "
-                 "measured, %.3f ms predicted by the cost model (mean of %lld steps after warm-up)",
-                 p->model.name, p->backend->name, 1e3 * p->measured / p->steps,
-                 1e3 * p->predicted / p->steps, (long long)p->steps);
+                 "measured, %.3f ms predicted by the cost model (its passes' attention %.3f / "
+                 "%.3f ms; mean of %lld steps after warm-up)",
+                 p->model.name, p->backend->name, per * p->measured, per * p->predicted,
+                 per * p->measured_attn, per * p->predicted_attn, (long long)p->steps);
         log(ctx, line);
     }
     if (s->model_steps) {
