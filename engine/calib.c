@@ -46,6 +46,8 @@ static const pkv_key rows[] = {
     ROW("gemm_gbps", NUM, gemm_gbps, 4000, 1e-3, 1e6),
     ROW("gemm_us", NUM, gemm_us, 4, 0, 1e4),
     ROW("small_kernel_us", NUM, small_kernel_us, 3, 0, 1e4),
+    ROW("moe_gemm_us", NUM, moe_gemm_us, 0, 0, 1e4),
+    ROW("moe_gemm_share", NUM, moe_gemm_share, 0, 0, 1),
     ROW("prefill_fixed_us", NUM, prefill_fixed_us, 0, 0, 1e7),
     ROW("prefill_token_us", NUM, prefill_token_us, 0, 0, 1e4),
     ROW("prefill_score_ps", NUM, prefill_score_ps, 0, 0, 1e6),

@@ -92,6 +92,11 @@ typedef struct pkv_calib {
     double gemm_gbps;       /* bytes a GEMM streams per second at decode widths, GB/s */
     double gemm_us;         /* fixed cost of one GEMM, us */
     double small_kernel_us; /* fixed cost of one norm, RoPE, SiLU or sampling kernel, us */
+    /* A mixture's grouped expert GEMMs as the cuda backend launches them (cuBLAS's grouped
+     * call, eagerly): the fixed cost of each of a MoE layer's two, us, and their FLOP rate
+     * as a share of the dense GEMMs' at an expert's rows (pkvsim calibrate; 0: the dense
+     * GEMMs' gemm_us and rate) */
+    double moe_gemm_us, moe_gemm_share;
     /* A forward over prompt tokens (a prefill batch, a step's chunks): its measured time
      * beyond the rooflines above, per forward, per prompt token and per attention score
      * (of every layer; pkvsim fit) */

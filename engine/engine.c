@@ -118,8 +118,12 @@ void pkv_engine_free(pkv_engine *eng) {
     pkv_moe_free(&eng->moe); /* after the backend, which routed its experts by it */
 }
 
+bool pkv_engine_graph_replays(const pkv_engine_graphs *g, int64_t n, bool prompt) {
+    return n <= g->max && (!prompt || g->mixed);
+}
+
 int64_t pkv_engine_graph_rows(const pkv_engine_graphs *g, int64_t n, bool prompt) {
-    if (n > g->max || (prompt && !g->mixed)) return n;
+    if (!pkv_engine_graph_replays(g, n, prompt)) return n;
     for (int i = 0; i < g->n_small; i++)
         if (n <= g->small[i]) return g->small[i];
     if (g->step <= 0) return g->max; /* only the largest above the listed sizes */
@@ -257,6 +261,8 @@ static int predict_model(pkv_engine *eng, const pkv_batch_view *v, int64_t chunk
     pkv_dense_cost dc;
     const int64_t rows = (int64_t)v->n_rows * (1 + v->spec_tokens); /* a verify: k + 1 a row */
     eng->moe.real_tokens = rows + chunk_tok; /* the requests' rows, before a graph's padding */
+    eng->moe.replayed =
+        pkv_engine_graph_replays(&eng->opts.host.graphs, rows + chunk_tok, v->chunks != NULL);
     pkv_model_dense_cost(
         &eng->model, eng->cal,
         pkv_engine_graph_rows(&eng->opts.host.graphs, rows + chunk_tok, v->chunks != NULL),
@@ -401,6 +407,7 @@ int pkv_engine_prefill(pkv_engine *eng, const pkv_prefill_view *p, pkv_prefill_r
     if (eng->kind->prefill_predicted) {
         pkv_dense_cost dc;
         eng->moe.real_tokens = tokens;
+        eng->moe.replayed = pkv_engine_graph_replays(&eng->opts.host.graphs, tokens, true);
         pkv_model_dense_cost(&eng->model, eng->cal,
                              pkv_engine_graph_rows(&eng->opts.host.graphs, tokens, true), heads,
                              eng->moe.experts ? &eng->moe : NULL, &dc);

@@ -35,8 +35,10 @@ typedef struct pkv_engine_graphs {
     bool mixed;
 } pkv_engine_graphs;
 
-/* The token rows a forward of n (prompt: with prompt tokens) runs as under g: n itself
- * above g->max, with no graphs, or with prompt tokens where g does not pad them. */
+/* Whether a forward of n token rows (prompt: with prompt tokens) is replayed from one of
+ * g's graphs: none above g->max, with no graphs, or with prompt tokens g does not pad. */
+bool pkv_engine_graph_replays(const pkv_engine_graphs *g, int64_t n, bool prompt);
+/* The token rows such a forward runs as: its graph's size, else n itself. */
 int64_t pkv_engine_graph_rows(const pkv_engine_graphs *g, int64_t n, bool prompt);
 
 /* The host work a serving engine adds to each iteration (serving.engine's profile;

@@ -63,10 +63,15 @@ pkvk_moe_shape pkv_model_moe_shape(const pkv_model *m) {
                             m->experts ? m->expert_inter / m->tp : 0, m->dense_layers};
 }
 
+/* An m x k by k x n GEMM's roofline at `tflops`, without its fixed cost. */
+static double gemm_roof(const pkv_calib *c, double m, double k, double n, double tflops) {
+    const double tf = 2 * m * k * n / (tflops * 1e12),
+                 tb = 2 * (k * n + m * k + m * n) / (c->gemm_gbps * 1e9);
+    return tf > tb ? tf : tb;
+}
+
 double pkv_gemm_time(const pkv_calib *c, double m, double k, double n) {
-    double flops = 2 * m * k * n, bytes = 2 * (k * n + m * k + m * n);
-    double tf = flops / (pkv_calib_gemm_tflops(c, m) * 1e12), tb = bytes / (c->gemm_gbps * 1e9);
-    return (tf > tb ? tf : tb) + c->gemm_us * 1e-6;
+    return gemm_roof(c, m, k, n, pkv_calib_gemm_tflops(c, m)) + c->gemm_us * 1e-6;
 }
 
 /* Per-GPU widths of one layer's four GEMMs (k, n) and the LM head's. */
@@ -96,25 +101,29 @@ static double gemm(const pkv_calib *c, double rows, double k, double n, double t
 }
 
 /* One expert's two GEMMs (gate and up, then down, `w` wide) over `rows` tokens, without
- * the grouped launch's fixed cost; `share` experts' FLOPs, weights and activations into
- * out (a fraction: the expected spread, or one GPU's share of an expert-parallel one). */
+ * the grouped launch's fixed cost, at the grouped GEMMs' share of the dense GEMMs' rate for
+ * their rows (moe_gemm_share); `share` experts' FLOPs, weights and activations into out (a
+ * fraction: the expected spread, or one GPU's share of an expert-parallel one). */
 static double expert_gemms(const pkv_calib *c, double rows, double share, double h, double w,
                            pkv_dense_cost *out) {
     out->flops += share * 2 * rows * 3 * h * w;
     out->weight_bytes += share * 2 * 3 * h * w;
     out->act_bytes += share * 2 * rows * (3 * h + 3 * w);
-    return pkv_gemm_time(c, rows, h, 2 * w) + pkv_gemm_time(c, rows, w, h) - 2 * c->gemm_us * 1e-6;
+    const double tflops =
+        pkv_calib_gemm_tflops(c, rows) * (c->moe_gemm_share > 0 ? c->moe_gemm_share : 1);
+    return gemm_roof(c, rows, h, 2 * w, tflops) + gemm_roof(c, rows, w, h, tflops);
 }
 
 /* One MoE layer's MLP over `tokens` tokens: the router's GEMM, the shared experts',
  * the experts' two grouped GEMMs (gate and up, then down) over their tokens (MoE layer
  * l's draw of `moe`: the routing a measuring backend ran for this step where it kept it,
- * else a new draw; or, without `moe`, the expected spread), and the top-k, the permutation of the
- * tokens to their experts and the weighted combine (small kernels streaming k copies). Expert
- * parallel, each GPU runs its whole experts and the layer waits for the busiest GPU
- * (its FLOPs and bytes counted as a GPU's mean share). */
+ * else a new draw; or, without `moe`, the tokens spread evenly over `active` experts, the
+ * expected count where 0), and the top-k, the permutation of the tokens to their experts and
+ * the weighted combine (small kernels streaming k copies). Expert parallel, each GPU runs its
+ * whole experts and the layer waits for the busiest GPU (its FLOPs and bytes counted as a
+ * GPU's mean share). */
 static void moe_layer(const pkv_model *m, const pkv_calib *c, double tokens, pkv_moe *moe, int l,
-                      pkv_dense_cost *out) {
+                      double active, pkv_dense_cost *out) {
     const int ep = m->expert_parallel ? m->tp : 1;
     const double h = m->hidden, E = m->experts, k = m->experts_per_token,
                  w = (double)m->expert_inter / (m->tp / ep);
@@ -123,8 +132,9 @@ static void moe_layer(const pkv_model *m, const pkv_calib *c, double tokens, pkv
         const double sw = (double)m->shared_experts * m->expert_inter / m->tp;
         out->t_gemm += gemm(c, tokens, h, 2 * sw, 1, out) + gemm(c, tokens, sw, h, 1, out);
     }
-    double active = 0, t = 0, gpu[PKV_MOE_MAX_EP] = {0};
+    double t = 0, gpu[PKV_MOE_MAX_EP] = {0};
     if (moe) {
+        active = 0;
         const int64_t real = moe->real_tokens > 0 && moe->real_tokens < (int64_t)tokens
                                  ? moe->real_tokens
                                  : (int64_t)tokens;
@@ -138,12 +148,18 @@ static void moe_layer(const pkv_model *m, const pkv_calib *c, double tokens, pkv
         }
         for (int g = 0; g < ep; g++) t = t > gpu[g] ? t : gpu[g];
     } else {
-        active = E * (1 - pow(1 - k / E, tokens));
+        if (active <= 0) active = E * (1 - pow(1 - k / E, tokens));
         const double n = tokens * k / active;
         if (n > out->expert_tokens_max) out->expert_tokens_max = n;
         t = active / ep * expert_gemms(c, n, active / ep, h, w, out);
     }
-    out->t_gemm += t + 2 * c->gemm_us * 1e-6;
+    /* the two grouped calls' fixed cost: cuBLAS's grouped GEMM's, launched eagerly, where
+     * the step is not replayed from a CUDA graph (an engine's captured MoE kernels are
+     * launches as the dense GEMMs') */
+    const double grouped_us = moe && moe->replayed ? c->gemm_us
+                              : c->moe_gemm_us > 0 ? c->moe_gemm_us
+                                                   : c->gemm_us;
+    out->t_gemm += t + 2 * grouped_us * 1e-6;
     out->launches += 2;
     out->experts_active += active;
     out->t_small += 3 * c->small_kernel_us * 1e-6 + (2 + 2 * k) * 2 * h * tokens / c->beta;
@@ -164,7 +180,7 @@ void pkv_model_dense_cost(const pkv_model *m, const pkv_calib *c, int64_t tokens
                                                                            : m->layers;
         if (rows > 0 && times > 0) out->t_gemm += gemm(c, rows, kn[g][0], kn[g][1], times, out);
     }
-    for (int l = 0; l < moe_layers; l++) moe_layer(m, c, (double)tokens, moe, l, out);
+    for (int l = 0; l < moe_layers; l++) moe_layer(m, c, (double)tokens, moe, l, 0, out);
     if (moe_layers) out->experts_active /= moe_layers;
     if (moe) pkv_moe_forget(moe); /* a measuring backend's forward is this step's alone */
     /* The small kernels stream their activations: a fixed cost plus bytes / beta
@@ -180,6 +196,42 @@ void pkv_model_dense_cost(const pkv_model *m, const pkv_calib *c, int64_t tokens
                            (c->allreduce_us * 1e-6 +
                             2.0 * (m->tp - 1) / m->tp * row_bytes / (c->allreduce_gbps * 1e9));
     out->t_predicted = out->t_gemm + out->t_small + out->t_allreduce;
+}
+
+double pkv_model_moe_layer_time(const pkv_model *m, const pkv_calib *c, double tokens,
+                                double active) {
+    pkv_dense_cost o = {0};
+    moe_layer(m, c, tokens, NULL, 0, active, &o);
+    return o.t_gemm + o.t_small + c->small_kernel_us * 1e-6;
+}
+
+void pkv_model_moe_fit(const pkv_model *m, const pkv_calib *c, const int *rows,
+                       const double *active, const double *seconds, int n, double *us,
+                       double *share) {
+    pkv_calib f = *c;
+    f.moe_gemm_share = 1, f.moe_gemm_us = f.gemm_us; /* the grouped calls as dense GEMMs */
+    double extra = 0;
+    int points = 0, w = -1;
+    for (int i = 0; i < n; i++) {
+        if (w < 0 || rows[i] > rows[w]) w = i;
+        if (rows[i] > 64) continue; /* decode widths: the experts' weights streamed */
+        extra += (seconds[i] - pkv_model_moe_layer_time(m, &f, rows[i], active[i])) / 2, points++;
+    }
+    *us = c->gemm_us + (points && extra > 0 ? extra / points * 1e6 : 0);
+    f.moe_gemm_us = *us;
+    /* the share that prices the widest layer as measured: its time falls as the share
+     * rises, so bisect it in (0, 1] (none: the dense GEMMs' rate is not too fast) */
+    *share = 0;
+    if (w < 0 || pkv_model_moe_layer_time(m, &f, rows[w], active[w]) >= seconds[w]) return;
+    double lo = 0, hi = 1;
+    for (int it = 0; it < 50; it++) {
+        f.moe_gemm_share = (lo + hi) / 2;
+        if (pkv_model_moe_layer_time(m, &f, rows[w], active[w]) > seconds[w])
+            lo = f.moe_gemm_share;
+        else
+            hi = f.moe_gemm_share;
+    }
+    *share = (lo + hi) / 2;
 }
 
 /* The causal triangle of a piece over the rectangle of its earlier keys, per head. */

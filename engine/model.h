@@ -118,6 +118,21 @@ typedef struct pkv_dense_cost {
     double experts_active, expert_tokens_max;
 } pkv_dense_cost;
 
+/* One MoE layer of m alone as pkvsim bench model times it (its router, experts, permutation,
+ * SiLU and combine; no attention): `tokens` tokens spread evenly over `active` experts. */
+double pkv_model_moe_layer_time(const pkv_model *m, const pkv_calib *c, double tokens,
+                                double active);
+/* The grouped expert GEMMs' constants from one MoE layer of m timed alone (pkvsim bench
+ * model, calibrate): at rows[i] token rows with active[i] experts active it took
+ * seconds[i] (i < n). *us (moe_gemm_us): each grouped call's fixed cost, half what the
+ * layers of at most 64 rows took beyond the rest of the layer's cost at c (its experts'
+ * weights streamed), their mean; *share (moe_gemm_share): the grouped GEMMs' share of the
+ * dense GEMMs' rate that prices the widest layer as measured (0: the dense rate already
+ * does). */
+void pkv_model_moe_fit(const pkv_model *m, const pkv_calib *c, const int *rows,
+                       const double *active, const double *seconds, int n, double *us,
+                       double *share);
+
 /* One GEMM of m x k by k x n (FP16): max(FLOPs / the GEMM rate at m rows, bytes / gemm
  * bandwidth) + its fixed cost. */
 double pkv_gemm_time(const pkv_calib *c, double m, double k, double n);

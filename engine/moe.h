@@ -15,6 +15,7 @@
 #ifndef PKV_MOE_H
 #define PKV_MOE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <gsl/gsl_randist.h>
@@ -39,6 +40,7 @@ typedef struct pkv_moe {
     double *counts;      /* the last draw: tokens per expert */
     int64_t real_tokens; /* of the next cost's tokens, the requests' (pkv_model_dense_cost; 0:
                             all): the rest are a CUDA graph's padding rows */
+    bool replayed;       /* the next cost's forward is replayed from a CUDA graph */
     int32_t *place;      /* each expert's slot in a fixed shuffle of them: expert parallel,
                             GPU g of G holds the slots [g E / G, (g + 1) E / G), so that the
                             law's favourites (its first ranks) fall on GPUs at random */

@@ -86,13 +86,14 @@ static void zipf_favours_the_first_experts(void) {
           first[1] / last[1], first[2] / last[2]);
 }
 
-static pkv_model preset(const char *name, pkv_calib *cal) {
+/* A preset on a GPU's shipped calibration (cal: loaded where not NULL). */
+static pkv_model preset_on(const char *name, const char *gpu, pkv_calib *cal) {
     pkv_config cfg;
     char json[256];
     snprintf(json, sizeof json,
              "{\"model\": \"%s\", \"workload\": {\"preset\": \"uniform\"}, \"route\": {\"gpu\": "
-             "\"h200\"}}",
-             name);
+             "\"%s\"}}",
+             name, gpu);
     pkv_err e;
     pkv_model m = {0};
     if (pkv_config_parse(&cfg, strdup(json), PKV_SOURCE_DIR "/experiments/moe.json", &e)) {
@@ -105,6 +106,10 @@ static pkv_model preset(const char *name, pkv_calib *cal) {
               "calibration: %s", e.msg);
     pkv_config_free(&cfg);
     return m;
+}
+
+static pkv_model preset(const char *name, pkv_calib *cal) {
+    return preset_on(name, "h200", cal);
 }
 
 /* Weights: the presets' totals (Mixtral-8x7B 46.7B, Qwen3-30B-A3B 30.5B parameters in
@@ -373,6 +378,58 @@ static void uniform_spreads_as_a_binomial(void) {
     uniform_spread(20000); /* multinomial */
 }
 
+/* The grouped expert GEMMs' constants (moe_gemm_us, moe_gemm_share) fitted from one MoE layer
+ * timed alone: those that made a table are recovered from it; the H100's measured table
+ * (Qwen3-30B-A3B at 1-4096 rows, bench/RESULTS.md "The cuda backend runs a mixture's routed
+ * experts") gives h100-sxm.json's, which price that layer within 10% at every width (the
+ * dense GEMMs' constants: 33% low at one row, 48% at 4096); a step replayed from a CUDA
+ * graph pays its grouped calls as dense GEMMs. */
+static void grouped_gemm_constants_are_fitted(void) {
+    pkv_calib cal;
+    pkv_model qw = preset_on("qwen3-30b-a3b", "h100-sxm", &cal);
+    if (!qw.experts) return;
+    enum { N = 7 };
+    static const int rows[N] = {1, 4, 16, 64, 256, 1024, 4096};
+    static const double active[N] = {8, 28, 81, 127, 128, 128, 128};
+    static const double measured_ms[N] = {0.0835, 0.1487, 0.3106, 0.4559, 0.4779, 0.5615, 1.3396};
+    double t[N], us, share;
+    pkv_calib made = cal;
+    made.moe_gemm_us = 20, made.moe_gemm_share = 0.4;
+    for (int i = 0; i < N; i++) t[i] = pkv_model_moe_layer_time(&qw, &made, rows[i], active[i]);
+    pkv_model_moe_fit(&qw, &cal, rows, active, t, N, &us, &share);
+    CHECK(fabs(us - 20) < 1e-6 && fabs(share - 0.4) < 1e-6, "recovered %g us and share %g", us,
+          share);
+    for (int i = 0; i < N; i++) t[i] = measured_ms[i] * 1e-3;
+    pkv_model_moe_fit(&qw, &cal, rows, active, t, N, &us, &share);
+    CHECK(fabs(us - cal.moe_gemm_us) < 0.1 && fabs(share - cal.moe_gemm_share) < 0.001,
+          "the H100's table: %g us and share %g, h100-sxm.json %g and %g", us, share,
+          cal.moe_gemm_us, cal.moe_gemm_share);
+    pkv_calib dense = cal;
+    dense.moe_gemm_us = dense.moe_gemm_share = 0;
+    for (int i = 0; i < N; i++) {
+        const double fitted = pkv_model_moe_layer_time(&qw, &cal, rows[i], active[i]) / t[i],
+                     plain = pkv_model_moe_layer_time(&qw, &dense, rows[i], active[i]) / t[i];
+        CHECK(fabs(fitted - 1) < 0.1, "%d rows: priced %.3fx the measured layer", rows[i], fitted);
+        if (i == 0 || i == N - 1)
+            CHECK(plain < 0.7, "%d rows: the dense constants %.3fx", rows[i], plain);
+    }
+    pkv_moe a, b;
+    CHECK(!pkv_moe_init(&a, qw.experts, qw.experts_per_token, PKV_EXPERTS_UNIFORM, 0, 5) &&
+              !pkv_moe_init(&b, qw.experts, qw.experts_per_token, PKV_EXPERTS_UNIFORM, 0, 5),
+          "init");
+    pkv_dense_cost eager, replayed;
+    b.replayed = true;
+    pkv_model_dense_cost(&qw, &cal, 8, 8, &a, &eager);
+    pkv_model_dense_cost(&qw, &cal, 8, 8, &b, &replayed);
+    const double saved = 2.0 * pkv_model_moe_layers(&qw) * (cal.moe_gemm_us - cal.gemm_us) * 1e-6;
+    CHECK(fabs(eager.t_predicted - replayed.t_predicted - saved) < 1e-9,
+          "replayed from a graph: %g s less, %g expected", eager.t_predicted - replayed.t_predicted,
+          saved);
+    pkv_moe_free(&a);
+    pkv_moe_free(&b);
+    pkv_calib_free(&cal);
+}
+
 static const pkv_test_case cases[] = {
     PKV_CASE(draws_conserve_tokens_uniform),
     PKV_CASE(draws_conserve_tokens_zipf),
@@ -381,6 +438,7 @@ static const pkv_test_case cases[] = {
     PKV_CASE(cost_reads_the_chosen_experts_only),
     PKV_CASE(expert_parallel_waits_for_the_busiest_gpu),
     PKV_CASE(padding_rows_choose_one_tokens_experts),
+    PKV_CASE(grouped_gemm_constants_are_fitted),
     PKV_CASE(cpu_moe_matches_every_expert_computed),
     PKV_CASE(routing_gives_each_token_k_distinct_experts),
     PKV_CASE(cost_reads_the_routing_the_backend_ran),

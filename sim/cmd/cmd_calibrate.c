@@ -159,6 +159,7 @@ static int calibrate_dense(pkvk_ctx *ctx, const char *model, int reps, pkv_calib
     for (int i = 0; i < d.rates; i++)
         cal->gemm_rate_rows[i] = d.rate_rows[i], cal->gemm_rate_tflops[i] = d.rate_tflops[i];
     cal->prefill_attn_tflops = d.prefill_attn_tflops; /* 0 where FlashInfer's is not built */
+    cal->moe_gemm_us = d.moe_gemm_us, cal->moe_gemm_share = d.moe_gemm_share; /* 0: dense */
     cJSON *o = cJSON_AddObjectToObject(fit, "dense");
     cJSON_AddStringToObject(o, "model", model);
     cJSON_AddNumberToObject(o, "bandwidth_points", d.points);

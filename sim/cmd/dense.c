@@ -104,9 +104,11 @@ int pkv_model_preset_config(const char *model, pkv_config *cfg, pkv_err *e) {
 /* A mixture of experts' layer alone (one layer's model, its experts routed by one draw of
  * the preset's law, as a run draws them) at each width: its time against the active
  * experts' weights read at the read ceiling, and its FLOPs' rate (the router's and the
- * experts'). */
+ * experts'); then the grouped GEMMs' constants fitted at cal (pkv_model_moe_fit) and the
+ * layer as the cost model prices it with them. */
 static int time_moe(pkvk_ctx *ctx, const pkv_model *md, const int *widths, int nw, int reps,
-                    double read_gbps, double peak, FILE *outs[2]) {
+                    double read_gbps, double peak, pkv_calib *cal, FILE *outs[2],
+                    pkv_dense_fit *fit) {
     pkvk_model_shape s = pkv_model_gpu_shape(md);
     s.layers = 1;
     pkvk_moe_shape e = pkv_model_moe_shape(md);
@@ -127,17 +129,34 @@ static int time_moe(pkvk_ctx *ctx, const pkv_model *md, const int *widths, int n
                         e.experts, e.inter, e.k, pkv_expert_law_names[md->expert_law], reps, "rows",
                         "active", "moe_ms", "weights_ms", "ratio", "TFLOP/s", "of_peak");
     const double expert_bytes = 2.0 * 3 * s.hidden * e.inter;
+    double active[PKV_DENSE_MAX_WIDTHS], seconds[PKV_DENSE_MAX_WIDTHS];
     for (int w = 0; w < nw && !rc; w++) {
         float ms = 0;
         rc = pkvk_model_time_moe(m, widths[w], reps, &ms);
-        int active = 0; /* the draw the timed layer ran (staged once, before its repeats) */
-        for (int x = 0; x < e.experts; x++) active += law.counts[x] > 0;
-        const double t = ms * 1e-3, wt = active * expert_bytes / (read_gbps * 1e9),
+        int a = 0; /* the draw the timed layer ran (staged once, before its repeats) */
+        for (int x = 0; x < e.experts; x++) a += law.counts[x] > 0;
+        const double t = ms * 1e-3, wt = a * expert_bytes / (read_gbps * 1e9),
                      flops = 2.0 * widths[w] * e.k * 3 * s.hidden * e.inter +
                              2.0 * widths[w] * s.hidden * e.experts;
+        active[w] = a, seconds[w] = t;
         if (!rc)
-            pkv_cli_printf2(outs, "%6d %8d %10.4f %12.4f %10.3f %8.1f %8.1f%%\n", widths[w], active,
-                            ms, wt * 1e3, t / wt, flops / t * 1e-12, 100 * flops / t / peak);
+            pkv_cli_printf2(outs, "%6d %8d %10.4f %12.4f %10.3f %8.1f %8.1f%%\n", widths[w], a, ms,
+                            wt * 1e3, t / wt, flops / t * 1e-12, 100 * flops / t / peak);
+    }
+    if (!rc) {
+        pkv_model_moe_fit(md, cal, widths, active, seconds, nw, &fit->moe_gemm_us,
+                          &fit->moe_gemm_share);
+        cal->moe_gemm_us = fit->moe_gemm_us, cal->moe_gemm_share = fit->moe_gemm_share;
+        pkv_cli_printf2(outs,
+                        "# fit: \"moe_gemm_us\": %.1f, \"moe_gemm_share\": %.3f (each grouped "
+                        "call's fixed cost over the widths <= 64 rows; the share of the dense "
+                        "GEMMs' rate that prices the widest as measured), at small_kernel_us "
+                        "%.1f; the layer priced with them (ms):",
+                        fit->moe_gemm_us, fit->moe_gemm_share, cal->small_kernel_us);
+        for (int w = 0; w < nw; w++)
+            pkv_cli_printf2(outs, " %d %.4f%s", widths[w],
+                            1e3 * pkv_model_moe_layer_time(md, cal, widths[w], active[w]),
+                            w + 1 < nw ? "," : "\n");
     }
     pkvk_model_destroy(m);
     pkv_moe_free(&law);
@@ -226,8 +245,16 @@ int pkv_measure_dense(pkvk_ctx *ctx, const pkv_model *md, const int *widths, int
     if (!rc)
         rc = time_prefill_attn(m, md, ctx, &s, CHUNK, pages, reps, peak, outs,
                                &fit->prefill_attn_tflops);
-    if (!rc && pkv_model_moe_layers(md))
-        rc = time_moe(ctx, md, widths, nw, reps, ceil.read_gbps, peak, outs);
+    if (!rc && pkv_model_moe_layers(md)) { /* at the constants fitted above */
+        pkv_calib cal;
+        pkv_calib_defaults(&cal);
+        cal.beta = ceil.read_gbps * 1e9, cal.gemm_gbps = fit->gemm_gbps, cal.gemm_us = fit->gemm_us;
+        cal.gemm_tflops = fit->gemm_tflops, cal.gemm_rates = fit->rates;
+        for (int i = 0; i < fit->rates; i++)
+            cal.gemm_rate_rows[i] = fit->rate_rows[i],
+            cal.gemm_rate_tflops[i] = fit->rate_tflops[i];
+        rc = time_moe(ctx, md, widths, nw, reps, ceil.read_gbps, peak, &cal, outs, fit);
+    }
     if (!full || rc) {
         pkvk_model_destroy(m);
         return rc;

@@ -17,12 +17,13 @@ int pkv_model_preset_config(const char *name, pkv_config *cfg, pkv_err *e);
 
 /* The dense-part constants of the calibration, fitted on the context's GPU. */
 typedef struct pkv_dense_fit {
-    double gemm_gbps, gemm_us;  /* time = bytes / gemm_gbps + gemm_us at <= 64 rows */
-    double gemm_tflops;         /* the best rate of the model's GEMMs at >= 2048 rows */
-    double prefill_attn_tflops; /* the fused prefill attention's causal FLOPs a second (0:
-                                   not built) */
-    int points;                 /* of the bandwidth fit */
-    int rates;                  /* gemm_tflops_at: the widths above 64 rows and their rates */
+    double gemm_gbps, gemm_us;          /* time = bytes / gemm_gbps + gemm_us at <= 64 rows */
+    double gemm_tflops;                 /* the best rate of the model's GEMMs at >= 2048 rows */
+    double prefill_attn_tflops;         /* the fused prefill attention's causal FLOPs a second (0:
+                                           not built) */
+    double moe_gemm_us, moe_gemm_share; /* a mixture's grouped GEMMs (0: not one) */
+    int points;                         /* of the bandwidth fit */
+    int rates; /* gemm_tflops_at: the widths above 64 rows and their rates */
     double rate_rows[PKV_GEMM_RATES], rate_tflops[PKV_GEMM_RATES];
 } pkv_dense_fit;
 /* Times the model's GEMMs alone at each of the widths (token rows) and its prefill
