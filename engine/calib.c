@@ -230,7 +230,8 @@ void pkv_calib_gemm_rates_json(const pkv_calib *c, cJSON *root) {
 }
 
 /* gates: {"G": {"min_context_tokens": .., "margin_small": .., "margin_large": ..}, and
- * "fp8_e4m3/G" for FP8 KV's own}: replaces every gate (a G not named has none). */
+ * "fp8_e4m3/G" for FP8 KV's own, each after "qN/" (N 2 to 16) for verify steps of N query
+ * tokens a row}: replaces every gate (a G not named has none). */
 static int apply_gates(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e) {
     const cJSON *g;
     char gp[128];
@@ -238,16 +239,28 @@ static int apply_gates(pkv_calib *c, const cJSON *o, const char *path, pkv_err *
     if (pkv_json_sub(o, path, "gates", &g, e)) return -1;
     if (!g) return 0;
     static const char *const keys[] = {"min_context_tokens", "margin_small", "margin_large", NULL};
-    pkv_gate gates[2][PKV_GATE_GROUPS] = {{{0}}}; /* 16-bit KV's, FP8's */
+    pkv_gate gates[2][PKV_GATE_QLENS][PKV_GATE_GROUPS] = {{{{0}}}}; /* 16-bit KV's, FP8's */
     const cJSON *it;
     cJSON_ArrayForEach(it, g) {
         char ip[160];
+        const char *name = it->string;
+        int q = 1;
+        if (name[0] == 'q') { /* "qN/": a verify step's gate */
+            char *end;
+            const long n = strtol(name + 1, &end, 10);
+            if (end == name + 1 || *end != '/' || n < 2 || n > PKV_GATE_QLENS)
+                return pkv_fail(e,
+                                "%s.%s: \"qN/\" names the gate of verify steps of N query tokens "
+                                "a row, N 2 to %d",
+                                gp, name, PKV_GATE_QLENS);
+            q = (int)n, name = end + 1;
+        }
         const size_t pre = strlen(PKV_GATE_FP8);
-        const int kv8 = strncmp(it->string, PKV_GATE_FP8, pre) == 0;
-        int k = group_member_of(it, it->string + (kv8 ? pre : 0), gp, ip, sizeof ip, 1, e);
+        const int kv8 = strncmp(name, PKV_GATE_FP8, pre) == 0;
+        int k = group_member_of(it, name + (kv8 ? pre : 0), gp, ip, sizeof ip, 1, e);
         if (k < 0 || pkv_json_object(it, ip, keys, e)) return -1;
         int64_t mc;
-        pkv_gate *d = &gates[kv8][k];
+        pkv_gate *d = &gates[kv8][q - 1][k];
         d->on = true;
         if (pkv_json_int(it, ip, "min_context_tokens", c->min_context, 0, INT64_MAX / 2, &mc, e) ||
             pkv_json_num(it, ip, "margin_small", c->margin_small, 0, true, 100, &d->margin_small,
@@ -262,10 +275,16 @@ static int apply_gates(pkv_calib *c, const cJSON *o, const char *path, pkv_err *
     return 0;
 }
 
-pkv_gate pkv_calib_gate(const pkv_calib *c, int G, int kv_dtype) {
+pkv_gate pkv_calib_gate(const pkv_calib *c, int G, int kv_dtype, int q_len) {
     int k = pkv_calib_group_index(G);
     if (k < 0) return (pkv_gate){0};
-    if (c->gates_set) return c->gates[kv_dtype == PKVK_FP8_E4M3 && c->gates[1][k].on][k];
+    if (c->gates_set) {
+        const int top = q_len < 1 ? 1 : q_len > PKV_GATE_QLENS ? PKV_GATE_QLENS : q_len;
+        for (int kv8 = kv_dtype == PKVK_FP8_E4M3; kv8 >= 0; kv8--)
+            for (int q = top; q >= 1; q--)
+                if (c->gates[kv8][q - 1][k].on) return c->gates[kv8][q - 1][k];
+        return (pkv_gate){0};
+    }
     if (G != c->gqa_group) return (pkv_gate){0};
     return (pkv_gate){true, c->min_context, c->margin_small, c->margin_large};
 }
@@ -285,17 +304,20 @@ static void route_models_json(const pkv_route_model *m, cJSON *parent, const cha
 void pkv_calib_route_model_json(const pkv_calib *c, cJSON *root) {
     if (c->gates_set) {
         cJSON *g = cJSON_AddObjectToObject(root, "gates");
-        for (int kv8 = 0; kv8 < 2; kv8++)
-            for (int k = 0; k < PKV_GATE_GROUPS; k++) {
-                const pkv_gate *d = &c->gates[kv8][k];
-                if (!d->on) continue;
-                char name[32];
-                snprintf(name, sizeof name, "%s%d", kv8 ? PKV_GATE_FP8 : "", pkv_calib_group_of(k));
-                cJSON *o = cJSON_AddObjectToObject(g, name);
-                cJSON_AddNumberToObject(o, "min_context_tokens", (double)d->min_context);
-                cJSON_AddNumberToObject(o, "margin_small", d->margin_small);
-                cJSON_AddNumberToObject(o, "margin_large", d->margin_large);
-            }
+        for (int q = 1; q <= PKV_GATE_QLENS; q++)
+            for (int kv8 = 0; kv8 < 2; kv8++)
+                for (int k = 0; k < PKV_GATE_GROUPS; k++) {
+                    const pkv_gate *d = &c->gates[kv8][q - 1][k];
+                    if (!d->on) continue;
+                    char name[40], qn[8] = "";
+                    if (q > 1) snprintf(qn, sizeof qn, "q%d/", q);
+                    snprintf(name, sizeof name, "%s%s%d", qn, kv8 ? PKV_GATE_FP8 : "",
+                             pkv_calib_group_of(k));
+                    cJSON *o = cJSON_AddObjectToObject(g, name);
+                    cJSON_AddNumberToObject(o, "min_context_tokens", (double)d->min_context);
+                    cJSON_AddNumberToObject(o, "margin_small", d->margin_small);
+                    cJSON_AddNumberToObject(o, "margin_large", d->margin_large);
+                }
     }
     route_models_json(c->route_model, root, "route_model");
     cJSON *bg = NULL;
@@ -369,8 +391,8 @@ int pkv_calib_apply(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e) 
     /* The flat gate keys given on top of a calibration with its own gates (an
      * experiment's route.overrides, a sweep axis) apply to each of those gates. */
     if (c->gates_set && !cJSON_GetObjectItemCaseSensitive(o, "gates"))
-        for (int k = 0; k < 2 * PKV_GATE_GROUPS; k++) {
-            pkv_gate *g = &c->gates[k / PKV_GATE_GROUPS][k % PKV_GATE_GROUPS];
+        for (size_t k = 0; k < sizeof c->gates / sizeof(pkv_gate); k++) {
+            pkv_gate *g = &c->gates[0][0][0] + k;
             if (!g->on) continue;
             if (cJSON_GetObjectItemCaseSensitive(o, "min_context_tokens"))
                 g->min_context = c->min_context;

@@ -46,6 +46,9 @@ typedef struct pkv_gate {
 } pkv_gate;
 enum { PKV_GATE_GROUPS = 11 };   /* G = 1 to 8, 16, 32, 64 (pkv_calib_group_index) */
 #define PKV_GATE_FP8 "fp8_e4m3/" /* a gates key's prefix: FP8 KV's gate of the G after it */
+/* Query tokens a row the gates distinguish: 1 (decode steps), and speculative decoding's
+ * verify steps of 2 to 16 ("qN/" before a gates key: the gate of steps of N a row) */
+enum { PKV_GATE_QLENS = 16 };
 
 typedef struct pkv_calib {
     char gpu_name[128]; /* GPU model the constants were measured on */
@@ -79,9 +82,10 @@ typedef struct pkv_calib {
     /* The file's `gates` object, one per G (gates_set); without one, a single gate for
      * gqa_group from min_context_tokens and the margins. */
     bool gates_set;
-    /* [0][k]: group k's; [1][k]: FP8 KV's own, where the file names them ("fp8_e4m3/G"):
-     * an FP8 run of a G without one takes [0]'s (its crossover context moves) */
-    pkv_gate gates[2][PKV_GATE_GROUPS];
+    /* [0][0][k]: group k's; [1][0][k]: FP8 KV's own, where the file names them
+     * ("fp8_e4m3/G"); [.][q - 1][k]: those of verify steps of q query tokens a row ("qN/G",
+     * "qN/fp8_e4m3/G"): pkv_calib_gate says which a step takes */
+    pkv_gate gates[2][PKV_GATE_QLENS][PKV_GATE_GROUPS];
     /* The served model's dense part (engine/model.h). */
     double gemm_tflops; /* FP16 GEMM throughput at large widths, TFLOP/s */
     /* gemm_tflops_at: the model's GEMMs' measured rate at these token widths (ascending;
@@ -161,8 +165,12 @@ void pkv_calib_route_model_json(const pkv_calib *c, cJSON *root);
  * group_model, fi_ctas_group); -1 for any other G. pkv_calib_group_of: its inverse. */
 int pkv_calib_group_index(int G);
 int pkv_calib_group_of(int k);
-/* The gate for group size G (its `on` false: none). */
-pkv_gate pkv_calib_gate(const pkv_calib *c, int G, int kv_dtype);
+/* The gate of a step of group size G over KV of kv_dtype with q_len query tokens a row (a
+ * verify step's k + 1; 1: decode) (its `on` false: none): the step's own query length's,
+ * else the nearest shorter one's that the file names, down to the decode gate; over FP8
+ * KV, FP8's own of those first, then the 16-bit ones (the crossover context moves with
+ * both). */
+pkv_gate pkv_calib_gate(const pkv_calib *c, int G, int kv_dtype, int q_len);
 /* A run at GQA group size G: its group's route models (route_model_by_group), where
  * the file has them, replace route_model's for those routes, and its FlashInfer
  * decode occupancy (flashinfer_decode_ctas_by_group) flashinfer_decode_ctas_per_sm. */

@@ -285,6 +285,7 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
     pkv_step_view sv = {.rows = v->n_rows,
                         .gqa_group = eng->shape.hq / eng->shape.hkv,
                         .kv_dtype = eng->shape.kv_dtype,
+                        .q_len = 1 + v->spec_tokens,
                         .no_context_gate = eng->no_context_gate};
     for (int32_t i = 0; i < v->n_rows; i++) sv.context_tokens += v->seq_lens[i];
     /* The oracle on a measuring backend runs every candidate and keeps the fastest. */

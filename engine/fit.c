@@ -112,6 +112,31 @@ void pkv_fit_error(const pkv_calib *c, pkv_route r, const pkv_route_model *m, co
     *sum_err = sm > 0 ? sp / sm - 1 : NAN;
 }
 
+void pkv_fit_gate_margins(const pkv_calib *c, uint32_t routes, pkv_counters *const *k,
+                          double *const *t, int *const *q, const size_t *n, double *margin,
+                          double *base_bias, double *split_bias) {
+    for (int ql = 1; ql <= PKV_GATE_QLENS; ql++) {
+        double pkv = INFINITY, base = -INFINITY; /* the split routes' least, the baselines' most */
+        for (int r = 0; r < PKV_ROUTE_COUNT; r++) {
+            const pkv_route_role role = pkv_route_role_of((pkv_route)r);
+            if (!(routes >> r & 1) || (role != PKV_ROLE_SPLIT && role != PKV_ROLE_BASELINE))
+                continue;
+            double sp = 0, sm = 0;
+            for (size_t i = 0; i < n[r]; i++)
+                if (q[r][i] == ql || (ql == PKV_GATE_QLENS && q[r][i] > ql))
+                    sp += pkv_cost_route_time(c, (pkv_route)r, NULL, &k[r][i]), sm += t[r][i];
+            if (!(sm > 0)) continue;
+            const double bias = sp / sm - 1;
+            if (role == PKV_ROLE_SPLIT && bias < pkv) pkv = bias;
+            if (role == PKV_ROLE_BASELINE && bias > base) base = bias;
+        }
+        const double m = 1 + base - pkv;
+        margin[ql - 1] = isfinite(m) ? (m < 1 ? 1 : m > 2 ? 2 : m) : NAN;
+        if (base_bias) base_bias[ql - 1] = base;
+        if (split_bias) split_bias[ql - 1] = pkv;
+    }
+}
+
 int pkv_fit_nonneg(const double *const *x, int k, const double *y, const double *w, size_t n,
                    double *coef) {
     if (k < 1 || k > PKV_FIT_MAX_TERMS) return -1;

@@ -36,7 +36,7 @@ static int fastest(const pkv_step_view *v, uint32_t set) {
 /* Why adaptive keeps to the baselines for the step, before any prediction (0: its gate is
  * open). */
 static uint8_t gated(const pkv_calib *cal, const pkv_step_view *v, pkv_gate *g) {
-    *g = pkv_calib_gate(cal, v->gqa_group, v->kv_dtype);
+    *g = pkv_calib_gate(cal, v->gqa_group, v->kv_dtype, v->q_len);
     return !g->on                                                      ? PKV_WHY_NO_GATE
            : !v->no_context_gate && v->context_tokens < g->min_context ? PKV_WHY_CONTEXT
                                                                        : 0;

@@ -11,6 +11,7 @@ typedef struct pkv_step_view {
     int64_t context_tokens;
     int gqa_group;
     int kv_dtype;   /* pkvk_dtype of the KV cache (its own gates: pkv_calib_gate) */
+    int q_len;      /* query tokens a row: a verify step's k + 1 (its own gates); 0 or 1: one */
     uint32_t valid; /* bit r: candidates[r] was planned */
     /* The context gates are off: they were fitted against FlashInfer's paths, which
      * a full model's graph replay leaves out (the prediction and the margin decide a

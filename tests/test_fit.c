@@ -201,9 +201,55 @@ static void host_share_a_nonnegative_line(void) {
     gsl_rng_free(r);
 }
 
+/* The gates' margins by query tokens a row: decode steps whose baseline is predicted 10%
+ * slow give 1.1; verify steps of 4 tokens whose split route is predicted 20% fast give
+ * 1.2; lengths without both kinds of route give none (NaN); a route left out of `routes`
+ * does not count; the margin stays within [1, 2]. */
+static void gate_margins_by_query_length(void) {
+    pkv_calib cal;
+    pkv_calib_defaults(&cal);
+    enum { M = 8 };
+    pkv_counters k[2][M];
+    double t[2][M];
+    int q[2][M];
+    const pkv_route routes[2] = {PKV_ROUTE_REF_PAGED, PKV_ROUTE_BUCKET};
+    for (int r = 0; r < 2; r++)
+        for (int i = 0; i < M; i++) {
+            k[r][i] = (pkv_counters){.launches = 2,
+                                     .ctas = 264,
+                                     .cta_work_per_sm = 2,
+                                     .kv_bytes = (int64_t)(i + 1) << 24};
+            q[r][i] = i < M / 2 ? 1 : 4;
+            const double p = pkv_cost_route_time(&cal, routes[r], NULL, &k[r][i]);
+            /* the baseline 10% slow at decode, the split route 20% fast at 4 tokens */
+            t[r][i] = q[r][i] == 1 ? (r == 0 ? p / 1.1 : p) : (r == 0 ? p : p / 0.8);
+        }
+    pkv_counters *kk[PKV_ROUTE_COUNT] = {0};
+    double *tt[PKV_ROUTE_COUNT] = {0};
+    int *qq[PKV_ROUTE_COUNT] = {0};
+    size_t n[PKV_ROUTE_COUNT] = {0};
+    for (int r = 0; r < 2; r++)
+        kk[routes[r]] = k[r], tt[routes[r]] = t[r], qq[routes[r]] = q[r], n[routes[r]] = M;
+    double m[PKV_GATE_QLENS], base[PKV_GATE_QLENS], split[PKV_GATE_QLENS];
+    const uint32_t both = 1u << PKV_ROUTE_REF_PAGED | 1u << PKV_ROUTE_BUCKET;
+    pkv_fit_gate_margins(&cal, both, kk, tt, qq, n, m, base, split);
+    CHECK(fabs(m[0] - 1.1) < 1e-9 && fabs(base[0] - 0.1) < 1e-9 && fabs(split[0]) < 1e-9,
+          "decode: margin %g (%g, %g)", m[0], base[0], split[0]);
+    CHECK(fabs(m[3] - 1.2) < 1e-9, "4 tokens: margin %g (1 - (0.8 - 1))", m[3]);
+    int none = 0;
+    for (int ql = 1; ql <= PKV_GATE_QLENS; ql++) none += ql != 1 && ql != 4 && isnan(m[ql - 1]);
+    CHECK(none == PKV_GATE_QLENS - 2, "%d lengths without steps have no margin", none);
+    pkv_fit_gate_margins(&cal, 1u << PKV_ROUTE_BUCKET, kk, tt, qq, n, m, NULL, NULL);
+    CHECK(isnan(m[0]) && isnan(m[3]), "no baseline counted: %g, %g", m[0], m[3]);
+    for (int i = 0; i < M / 2; i++) t[0][i] /= 3; /* a baseline predicted 3x slow: 2 */
+    for (int i = M / 2; i < M; i++) t[1][i] /= 4; /* the split route predicted slow: 1 */
+    pkv_fit_gate_margins(&cal, both, kk, tt, qq, n, m, NULL, NULL);
+    CHECK(m[0] == 2 && m[3] == 1, "held in [1, 2]: margins %g, %g", m[0], m[3]);
+}
+
 static const pkv_test_case cases[] = {
     PKV_CASE(route_fit_recovers_known_constants), PKV_CASE(fp8_cap_found_over_persistentkv_steps),
     PKV_CASE(fitted_models_round_trip),           PKV_CASE(prefill_terms_nonnegative_least_squares),
-    PKV_CASE(host_share_a_nonnegative_line),
+    PKV_CASE(host_share_a_nonnegative_line),      PKV_CASE(gate_margins_by_query_length),
 };
 PKV_TEST_MAIN(cases)

@@ -311,6 +311,54 @@ static void calibrated_gates_per_group(void) {
               cJSON_GetObjectItemCaseSensitive(b8, "min_context_tokens")->valuedouble == 3000,
           "FP8 gates written back");
     cJSON_Delete(written);
+    /* Verify steps' own gates ("qN/G", "qN/fp8_e4m3/G"): a step of q query tokens a row takes
+     * the nearest named length at most q, then the decode gate; over FP8 KV, FP8's chain
+     * first. Written back as read; N outside 2 to 16 is refused, naming the key. */
+    CHECK(apply_text(&g,
+                     "{\"gates\": {\"4\": {\"min_context_tokens\": 1000},"
+                     " \"q3/4\": {\"min_context_tokens\": 4000},"
+                     " \"q5/4\": {\"min_context_tokens\": 100, \"margin_large\": 1.5},"
+                     " \"q3/fp8_e4m3/4\": {\"min_context_tokens\": 7000}}}",
+                     "cal.json", &e) == 0,
+          "verify gates: %s", e.msg);
+    static const struct {
+        int q, fp8;
+        int64_t ctx;
+        double t_ref; /* against 1.0 for the PersistentKV routes */
+        uint8_t why;
+        const char *what;
+    } qs[] = {
+        {1, 0, 2000, 2.0, PKV_WHY_PROMOTED, "decode over the G=4 minimum"},
+        {2, 0, 2000, 2.0, PKV_WHY_PROMOTED, "2 tokens: no q2 gate, decode's"},
+        {3, 0, 2000, 2.0, PKV_WHY_CONTEXT, "3 tokens: its own minimum"},
+        {4, 0, 3999, 2.0, PKV_WHY_CONTEXT, "4 tokens: q3's minimum"},
+        {5, 0, 200, 1.4, PKV_WHY_MARGIN, "5 tokens: its own margin"},
+        {9, 0, 200, 2.0, PKV_WHY_PROMOTED, "9 tokens: q5's"},
+        {3, 1, 5000, 2.0, PKV_WHY_CONTEXT, "FP8, 3 tokens: its own minimum"},
+        {5, 1, 5000, 2.0, PKV_WHY_CONTEXT, "FP8, 5 tokens: FP8's q3 before 16-bit q5"},
+    };
+    for (size_t i = 0; i < sizeof qs / sizeof qs[0]; i++) {
+        v = view(8, qs[i].ctx, 4, qs[i].t_ref, 1.0, 1.0);
+        v.q_len = qs[i].q;
+        if (qs[i].fp8) v.kv_dtype = PKVK_FP8_E4M3;
+        adapt(&g, &v, qs[i].why, qs[i].what);
+    }
+    written = cJSON_CreateObject();
+    pkv_calib_route_model_json(&g, written);
+    bg = cJSON_GetObjectItemCaseSensitive(written, "gates");
+    const cJSON *q5 = cJSON_GetObjectItemCaseSensitive(bg, "q5/4");
+    CHECK(cJSON_GetArraySize(bg) == 4 && q5 &&
+              cJSON_GetObjectItemCaseSensitive(q5, "margin_large")->valuedouble == 1.5 &&
+              cJSON_GetObjectItemCaseSensitive(bg, "q3/fp8_e4m3/4"),
+          "verify gates written back");
+    cJSON_Delete(written);
+    static const char *const bad_q[] = {"q1/4", "q17/4", "q/4", "q3-4", "q3"};
+    for (size_t i = 0; i < sizeof bad_q / sizeof bad_q[0]; i++) {
+        char text[96];
+        snprintf(text, sizeof text, "{\"gates\": {\"%s\": {}}}", bad_q[i]);
+        CHECK(apply_text(&g, text, "cal.json", &e) == -1 && strstr(e.msg, bad_q[i]),
+              "gate %s accepted (%s)", bad_q[i], e.msg);
+    }
 }
 
 /* gemm_tflops_at: the rate at a width, in log rows between the file's widths and

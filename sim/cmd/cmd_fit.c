@@ -43,7 +43,9 @@ static void usage(void) {
          "PersistentKV route's (the baseline's summed error on the held-out steps less the\n"
          "split route's, where positive), so that a promotion is made only where the\n"
          "models' biases cannot explain the predicted gain; a step's own error averages\n"
-         "out over the steps, its bias does not.\n"
+         "out over the steps, its bias does not. Over decode steps; the verify steps of a\n"
+         "speculative run (k + 1 query tokens a row) get their own gates, \"qN/G\", from\n"
+         "theirs (held in [1, 2]).\n"
          "Where the runs hold forwards over prompt tokens (a full model's /prefills rows,\n"
          "serving.scheduler chunked steps), the measured time they take beyond the\n"
          "rooflines is fitted too, linear in their prompt tokens and attention scores (GSL\n"
@@ -189,7 +191,7 @@ int pkv_cmd_fit(int argc, char **argv) {
          "MAPE held out | base sum err | host us | + host us per 1K tokens |\n"
          "|---|---|---|---|---|---|---|---|---|---|---|\n");
     pkv_calib fitted = cal;
-    double bias_pkv = INFINITY, bias_base = -INFINITY; /* summed errors, held out */
+    uint32_t fitted_routes = 0; /* the routes whose steps set the gates' margins */
     cJSON *routes = cJSON_CreateObject();
     for (int r = 0; r < PKV_ROUTE_COUNT; r++) {
         if (fit.n[r] == 0) continue;
@@ -216,12 +218,7 @@ int pkv_cmd_fit(int argc, char **argv) {
             pkv_fit_error(&cal, (pkv_route)r, NULL, test.k[r], test.t[r], test.n[r], &b_mape,
                           &b_sum);
         }
-        double bias = test.n[r] ? t_sum : f_sum;
-        if (pkv_route_role_of((pkv_route)r) == PKV_ROLE_SPLIT) {
-            if (bias < bias_pkv) bias_pkv = bias;
-        } else if (pkv_route_role_of((pkv_route)r) == PKV_ROLE_BASELINE) {
-            if (bias > bias_base) bias_base = bias;
-        }
+        fitted_routes |= 1u << r;
         emit("| %s | %zu | %.2f%% | %+.2f%% | %zu | %.2f%% | %+.2f%% | %.2f%% | %+.2f%% | %.1f | "
              "%.2f |\n",
              pkv_route_name((pkv_route)r), fit.n[r], 100 * f_mape, 100 * f_sum, test.n[r],
@@ -307,26 +304,41 @@ int pkv_cmd_fit(int argc, char **argv) {
             100 * b_sum, fitted.prefill_fixed_us, fitted.prefill_token_us, fitted.prefill_score_ps,
             fitted.prefill_row_us);
     }
-    /* A baseline predicted too slow by b and a split route too fast by p make the
-     * split route look 1 + b - p times faster than it is. */
-    double margin = isfinite(bias_pkv) && isfinite(bias_base) ? 1 + bias_base - bias_pkv : 1;
-    if (margin < 1) margin = 1;
-    if (margin > 2) margin = 2;
     if (!keep_gates) {
+        /* each route's held-out steps where it has them, else its fitted ones */
+        pkv_counters *gk[PKV_ROUTE_COUNT];
+        double *gt[PKV_ROUTE_COUNT];
+        int *gq[PKV_ROUTE_COUNT];
+        size_t gn[PKV_ROUTE_COUNT];
+        for (int r = 0; r < PKV_ROUTE_COUNT; r++) {
+            const pkv_fit_set *d = test.n[r] ? &test : &fit;
+            gk[r] = d->k[r], gt[r] = d->t[r], gq[r] = d->q[r], gn[r] = d->n[r];
+        }
+        double margin[PKV_GATE_QLENS], bb[PKV_GATE_QLENS], sb[PKV_GATE_QLENS];
+        pkv_fit_gate_margins(&fitted, fitted_routes, gk, gt, gq, gn, margin, bb, sb);
         fitted.gates_set = true;
         memset(fitted.gates[0], 0, sizeof fitted.gates[0]); /* FP8's own stay the base's */
-        for (int k = 0; k < PKV_GATE_GROUPS; k++) {
-            const int G = pkv_calib_group_of(k);
-            if (G < 32 && groups >> G & 1) /* groups: bit G for G below 32 */
-                fitted.gates[0][k] = (pkv_gate){true, 0, margin, margin};
+        for (int q = 1; q <= PKV_GATE_QLENS; q++) {
+            if (q > 1 && isnan(margin[q - 1])) continue; /* no verify steps of q: decode's */
+            const double m = isnan(margin[q - 1]) ? 1 : margin[q - 1];
+            for (int k = 0; k < PKV_GATE_GROUPS; k++) {
+                const int G = pkv_calib_group_of(k);
+                if (G < 32 && groups >> G & 1) /* groups: bit G for G below 32 */
+                    fitted.gates[0][q - 1][k] = (pkv_gate){true, 0, m, m};
+            }
+            if (q > 1)
+                emit("gates of verify steps of %d query tokens a row (\"q%d/G\"): margin %.4f "
+                     "(%+.2f%% - %+.2f%%)\n",
+                     q, q, m, 100 * bb[q - 1], 100 * sb[q - 1]);
+            else if (isnan(margin[0]))
+                emit("\ngates: no minimum context, margin 1 (the runs do not hold both a "
+                     "baseline and a split route, so no relative bias is measured)\n");
+            else
+                emit("\ngates: no minimum context, margin %.4f (1 + the baselines' largest "
+                     "summed error %+.2f%% - the split routes' smallest %+.2f%%, over decode "
+                     "steps)\n",
+                     m, 100 * bb[0], 100 * sb[0]);
         }
-        if (isfinite(bias_pkv) && isfinite(bias_base))
-            emit("\ngates: no minimum context, margin %.4f (1 + the baselines' largest summed "
-                 "error %+.2f%% - the split routes' smallest %+.2f%%)\n",
-                 margin, 100 * bias_base, 100 * bias_pkv);
-        else
-            emit("\ngates: no minimum context, margin 1 (the runs do not hold both a baseline "
-                 "and a split route, so no relative bias is measured)\n");
     }
     rc = pkv_cli_out_close("fit", &table_out, rc);
     g_out = NULL;

@@ -12,7 +12,7 @@
 
 void pkv_fit_set_free(pkv_fit_set *s) {
     for (int r = 0; r < PKV_ROUTE_COUNT; r++)
-        free(s->k[r]), free(s->t[r]), free(s->host[r]), free(s->ktok[r]);
+        free(s->k[r]), free(s->t[r]), free(s->host[r]), free(s->ktok[r]), free(s->q[r]);
     free(s->p_tok), free(s->p_sc), free(s->p_rows), free(s->p_meas), free(s->p_base),
         free(s->p_pred);
 }
@@ -122,6 +122,14 @@ static int load_run(const char *path, const char *grp, pkv_fit_set *s, pkv_fit_s
                 *hkv = cJSON_GetObjectItemCaseSensitive(m, "hkv"),
                 *kvt = cJSON_GetObjectItemCaseSensitive(m, "kv_dtype");
     int layers = cJSON_IsNumber(L) ? L->valueint : 1;
+    /* speculative decoding: every decode step a verify of k + 1 query tokens a row */
+    const cJSON *sp = cJSON_GetObjectItemCaseSensitive(
+                    cJSON_GetObjectItemCaseSensitive(root, "serving"), "speculative"),
+                *sm = cJSON_GetObjectItemCaseSensitive(sp, "method"),
+                *sk = cJSON_GetObjectItemCaseSensitive(sp, "tokens");
+    const int q_len = cJSON_IsString(sm) && strcmp(sm->valuestring, "none") && cJSON_IsNumber(sk)
+                          ? 1 + sk->valueint
+                          : 1;
     /* FP8 KV's steps fit its CTA cap (into s8), never the route models */
     const int fp8 = cJSON_IsString(kvt) && !strcmp(kvt->valuestring, "fp8_e4m3");
     if (fp8) s = s8, per_file = NULL;
@@ -150,7 +158,9 @@ static int load_run(const char *path, const char *grp, pkv_fit_set *s, pkv_fit_s
                 if (hh) d->host[r] = hh;
                 double *kt = realloc(d->ktok[r], cap * sizeof *kt);
                 if (kt) d->ktok[r] = kt;
-                if (!k || !tt || !hh || !kt) {
+                int *qq = realloc(d->q[r], cap * sizeof *qq);
+                if (qq) d->q[r] = qq;
+                if (!k || !tt || !hh || !kt || !qq) {
                     free(st);
                     return pkv_fail(e, "out of memory reading %s", path);
                 }
@@ -161,6 +171,7 @@ static int load_run(const char *path, const char *grp, pkv_fit_set *s, pkv_fit_s
                            (isfinite(st[i].t_mlp) ? st[i].t_mlp : 0);
             d->host[r][d->n[r]] = st[i].t_wall - st[i].t_device - other;
             d->ktok[r][d->n[r]] = 1e-3 * (double)st[i].context_tokens;
+            d->q[r][d->n[r]] = q_len;
             d->t[r][d->n[r]++] = t;
         }
         (*used)++;
