@@ -125,6 +125,7 @@ typedef struct pkv_backend_caps {
     bool experts;         /* a mixture of experts' layers */
     bool experts_more;    /* and their shared experts, expert parallelism */
     bool speculative;     /* serving.speculative's draft and verify steps */
+    bool chunks;          /* prompt chunks inside a decode step (serving.scheduler chunked) */
     bool prefill_measure; /* serving.prefill.measure: the prefill's K/V write timed */
     bool fi_fp8;          /* FlashInfer's paths over FP8 KV (as the pools' scales are) */
     int fi_head_dim;      /* FlashInfer's paths at this head_dim only (0: any) */

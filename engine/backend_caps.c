@@ -11,7 +11,8 @@
  * type's bytes) and every feature the cost model has; the cpu backend runs the GPU
  * kernels' CPU mirrors (any head_dim, FlashInfer's paths mirrored but not over FP8,
  * as the GPU cannot with per-page scales), a mixture of experts' routed experts and
- * speculative decoding's verify steps (kernels/pkvk_cpu_model.c); the cuda backend runs the GPU
+ * speculative decoding's verify steps (kernels/pkvk_cpu_model.c), its prompts in prefill
+ * batches only (no chunks inside a decode step); the cuda backend runs the GPU
  * kernels (kernels/pkvk_attn.cu, kernels/pkvk_model*.cu: head_dim 64, 128 or 256, 1 to 8 query
  * heads per KV head; FlashInfer's at head_dim 128) with a mixture of experts' routed
  * experts (kernels/pkvk_model_moe.cu) and speculative decoding's verify steps (the verify
@@ -24,6 +25,7 @@ static const pkv_backend_caps rows[] = {
                            .experts = true,
                            .experts_more = true,
                            .speculative = true,
+                           .chunks = true,
                            .fi_fp8 = true,
                            .clock = PKV_CLOCK_PREDICTED},
     [PKV_BACKEND_CPU] = {.measures = true,
@@ -35,6 +37,7 @@ static const pkv_backend_caps rows[] = {
                           .gpu = true,
                           .experts = true,
                           .speculative = true,
+                          .chunks = true,
                           .prefill_measure = true,
                           .fi_head_dim = 128,
                           .clock = PKV_CLOCK_WALL},

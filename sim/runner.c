@@ -50,6 +50,9 @@ static bool speculating(const pkv_config *c) {
 static bool proposing(const pkv_config *c) {
     return pkv_proposer_runs(&c->spec, &c->model);
 }
+static bool chunking(const pkv_config *c) {
+    return c->scheduler == PKV_SCHED_CHUNKED;
+}
 static bool has_experts(const pkv_config *c) {
     return pkv_model_moe_layers(&c->model) > 0;
 }
@@ -79,6 +82,17 @@ int pkv_run_experiment(const pkv_config *cfg, const pkv_run_opts *o, pkv_summary
                         "%s: serving.speculative runs on the model, cpu and cuda backends; "
                         "the %s backend's verify steps are not built",
                         cfg->file, pkv_backend_names[bk]);
+    }
+    if (!caps->chunks && any_pool(cfg, chunking)) {
+        pkv_calib_free(&cal);
+        return pkv_fail(e,
+                        "%s: serving.scheduler \"chunked\"%s runs prompt chunks inside decode "
+                        "steps, which the %s backend does not; run it on the model or cuda "
+                        "backend, or with serving.scheduler \"prefill_first\"",
+                        cfg->file,
+                        *cfg->engine_file ? " (the experiment's, or serving.engine's profile's)"
+                                          : "",
+                        pkv_backend_names[bk]);
     }
     if (!caps->measures && clock != PKV_CLOCK_PREDICTED) {
         pkv_calib_free(&cal);

@@ -426,6 +426,11 @@ good '{"model": '"${moe%\}}"', "shared_experts": 1}, "serving": {"kv_pages": 200
 expect_fail moe-cpu-shared 'the cpu backend runs the routed experts only' \
   "$pkvsim" run -q -b cpu "$tmp/e.json"
 # Speculative decoding: on a served model, a dense draft, the model backend.
+# a prompt chunk inside a decode step: refused before the run starts on the cpu backend
+case_json chunked-cpu '{"model": "llama-3.1-8b", "serving": {"scheduler": "chunked"}, "run": {"backend": "cpu"}, "route": {"calibration": null}}' \
+  'serving.scheduler "chunked" runs prompt chunks inside decode steps, which the cpu backend does not'
+case_json chunked-cpu-engine '{"model": "llama-3.1-8b", "serving": {"engine": "vllm@0.9.0"}, "run": {"backend": "cpu"}, "route": {"calibration": null}}' \
+  "serving.engine's profile's) runs prompt chunks"
 case_json spec-study-layer '{"serving": {"speculative": {"method": "ngram"}}}' \
   'serving.speculative.method: applies to a served model'
 case_json spec-draft-moe '{"model": "llama-3.1-8b", "serving": {"speculative": {"method": "draft", "draft_model": "mixtral-8x7b"}}, "route": {"calibration": null}}' \
