@@ -121,10 +121,11 @@ typedef struct pkv_engine_opts {
     pkv_speculative spec; /* serving.speculative (method none: plain decoding) */
 } pkv_engine_opts;
 
-/* Speculative decoding's proposer run for real on a measuring backend (engine/proposer.c):
- * the draft model, or EAGLE's head (the target's shape, one layer), as a backend of the
- * target's kind whose pools hold the same pages (the target's block tables are its own,
- * as an engine's draft shares its target's), and a planner for its shape. */
+/* Speculative decoding's proposer (engine/proposer.c): the draft model, or EAGLE's head
+ * (the target's shape, one layer), with a planner for its shape on every backend (the cost
+ * model prices its passes by their plans) and, on a measuring backend, run for real as a
+ * backend of the target's kind whose pools hold the same pages (the target's block tables
+ * are its own, as an engine's draft shares its target's). */
 typedef struct pkv_proposer {
     pkv_model model;      /* what proposes (pkv_proposer_model) */
     pkv_planner planner;  /* for its attention shape */
@@ -161,7 +162,7 @@ typedef struct pkv_engine {
     double mlp_bytes;      /* bytes of MLP weights read per step (0: no MLP tail) */
     int64_t prefills;      /* prefill batches run */
     pkv_moe moe;           /* a MoE model's expert draws (experts 0: none) */
-    pkv_proposer proposer; /* speculative decoding's, on a measuring backend */
+    pkv_proposer proposer; /* speculative decoding's (run for real on a measuring backend) */
 } pkv_engine;
 
 /* Plan for steps of at most o->cap_rows rows under o's policy and make the backend `b`

@@ -8,7 +8,8 @@
  * prefill's, and an iteration's prompt chunks), writing their KV in its pools, as a draft
  * (or EAGLE's head) prefills beside its target. Without it (the model backend, n-gram
  * lookup, EAGLE over a mixture of experts) the step takes the proposals' predicted time
- * (engine.c: proposals). */
+ * (engine.c: proposals), each pass's attention priced on its planner's plan of the
+ * step's route (pkv_proposer_price). */
 #include "backends.h"
 #include "engine_parts.h"
 
