@@ -393,8 +393,10 @@ if not (placeholder[0] != plain[0] and placeholder[1] == plain[1]):
 if not routed[0] != plain[0]:
     fails.append(f"--route and pools: TPOT p50 {plain} without, {routed} with")
 
-# The cpu backend runs a small fleet (its attention on the CPU, timed by the wall clock).
-CPU = dict(BASE, run={"backend": "cpu"}, fleet={"replicas": 2, "router": "round_robin"})
+# The cpu backend runs a small fleet (its attention on the CPU, timed by the wall clock;
+# prompts in prefill batches: it runs no chunks inside a decode step).
+CPU = dict(BASE, run={"backend": "cpu"}, fleet={"replicas": 2, "router": "round_robin"},
+           serving=dict(BASE["serving"], scheduler="prefill_first"))
 CPU["workload"] = dict(BASE["workload"], num_requests=12, decode={"dist": "uniform", "min": 2, "max": 8},
                        prompt={"dist": "uniform", "min": 16, "max": 200})
 r, out = run(CPU, "cpu")
