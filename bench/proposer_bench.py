@@ -4,7 +4,8 @@ Llama-3.2-1B draft (k 3) and with EAGLE's head (k 4), acceptance 0.7, against pl
 decoding, at 1 to 64 requests in flight (closed loop, 1K prompts, 128 tokens out) on the
 cuda backend (the draft's passes, the verify and the plain steps on real kernels) and on
 the model backend (all predicted): the proposer's device time a step measured against the
-cost model's for the same passes, TPOT p50, output tokens/s and speculation's speed-up on
+cost model's for the same passes (and of it, the passes' attention, measured / predicted),
+TPOT p50, output tokens/s and speculation's speed-up on
 each backend. Needs a GPU for the cuda rows (`--backends model` runs the rest).
 Usage: proposer_bench.py PKVSIM [--gpu h100-sxm] [--backends cuda,model] [--conc 1,4,16,64]
 [--out OUT.txt] (default bench/results/proposer.txt); prints the table and writes it."""
