@@ -347,14 +347,15 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
     if (eng->backend->finish && eng->backend->finish(eng->backend, v, rec, e)) return -1;
     /* the proposals: run for real where the proposer has a backend (in the step's wall
      * time, rec->t_draft its device time), else their predicted time added */
-    if (pkv_proposer_run(eng, v, r, rec->index, &rec->t_draft, e)) return -1;
+    double t_draft_attn;
+    if (pkv_proposer_run(eng, v, r, rec->index, &rec->t_draft, &t_draft_attn, e)) return -1;
     double t_proposals, t_pattn;
     if (predict_model(eng, v, chunk_tok, chunk_heads, rec, &t_proposals, &t_pattn, e)) return -1;
     const bool drafted = !isnan(rec->t_draft);
     if (drafted && !rec->warmup) {
         pkv_proposer *p = &eng->proposer;
         p->measured += rec->t_draft, p->predicted += t_proposals;
-        p->measured_attn += p->step_attn, p->predicted_attn += t_pattn;
+        p->measured_attn += t_draft_attn, p->predicted_attn += t_pattn;
         p->steps++;
     }
     if (eng->backend->measures && !drafted) eng->backend->t_unrun += t_proposals;

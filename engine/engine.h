@@ -132,7 +132,6 @@ typedef struct pkv_proposer {
     pkv_backend *backend; /* owned; NULL: the proposals are predicted (pkv_engine_step) */
     uint32_t routes;      /* the routes its passes may run (bit r) */
     int32_t *lens;        /* [cap_rows]: a pass's lengths */
-    double step_attn;     /* the last step's passes: their attention's device time */
     /* over the steps it ran after warm-up: its measured time, the cost model's, and
      * their passes' attention */
     double measured, predicted, measured_attn, predicted_attn;

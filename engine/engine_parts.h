@@ -41,9 +41,9 @@ int pkv_proposer_price(pkv_engine *eng, const pkv_batch_view *v, pkv_route r, do
 /* A verify step's proposals run (an iteration's prompt chunks first, as a prefill): k =
  * v->spec_tokens passes over v's rows, one token a row (pass j the token at position seq_len - k -
  * 1 + j), each on route r where the proposer can run it (else pkv_workqueue, else ref_paged);
- * *t_device: their measured device time (NaN where not measured). The proposer's backend's t_unrun
- * goes to the engine's backend's. */
+ * *t_device: their measured device time (NaN where not measured), *t_attn its passes'
+ * attention. The proposer's backend's t_unrun goes to the engine's backend's. */
 int pkv_proposer_run(pkv_engine *eng, const pkv_batch_view *v, pkv_route r, uint64_t index,
-                     double *t_device, pkv_err *e);
+                     double *t_device, double *t_attn, pkv_err *e);
 
 #endif

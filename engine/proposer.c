@@ -111,12 +111,11 @@ int pkv_proposer_price(pkv_engine *eng, const pkv_batch_view *v, pkv_route r, do
 }
 
 int pkv_proposer_run(pkv_engine *eng, const pkv_batch_view *v, pkv_route r, uint64_t index,
-                     double *t_device, pkv_err *e) {
+                     double *t_device, double *t_attn, pkv_err *e) {
     pkv_proposer *p = &eng->proposer;
-    *t_device = NAN;
+    *t_device = *t_attn = NAN;
     if (!p->backend || !v->n_rows || !v->spec_tokens) return 0;
-    double t = 0; /* the iteration's prompt chunks first, then the passes */
-    p->step_attn = 0;
+    double t = 0, attn = 0; /* the iteration's prompt chunks first, then the passes */
     if (v->chunks) {
         if (pkv_proposer_prefill(eng, v->chunks, &t, e)) return -1;
         if (isnan(t)) t = 0;
@@ -139,10 +138,10 @@ int pkv_proposer_run(pkv_engine *eng, const pkv_batch_view *v, pkv_route r, uint
             p->backend->run(p->backend, &pv, &p->planner.plans[r], 0, &rec, e))
             return -1;
         t += rec.t_device + (isnan(rec.t_dense) ? 0 : rec.t_dense);
-        p->step_attn += rec.t_device;
+        attn += rec.t_device;
         eng->backend->t_unrun += p->backend->t_unrun;
         p->backend->t_unrun = 0;
     }
-    *t_device = t;
+    *t_device = t, *t_attn = attn;
     return 0;
 }

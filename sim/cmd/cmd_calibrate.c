@@ -153,13 +153,7 @@ static int calibrate_dense(pkvk_ctx *ctx, const char *model, int reps, pkv_calib
         fprintf(stderr, "pkvsim calibrate: %s's dense part: %s\n", model, pkvk_last_error());
         return -1;
     }
-    if (d.gemm_gbps > 0) cal->gemm_gbps = d.gemm_gbps, cal->gemm_us = d.gemm_us > 0 ? d.gemm_us : 0;
-    if (d.gemm_tflops > 0) cal->gemm_tflops = d.gemm_tflops;
-    cal->gemm_rates = d.rates;
-    for (int i = 0; i < d.rates; i++)
-        cal->gemm_rate_rows[i] = d.rate_rows[i], cal->gemm_rate_tflops[i] = d.rate_tflops[i];
-    cal->prefill_attn_tflops = d.prefill_attn_tflops; /* 0 where FlashInfer's is not built */
-    cal->moe_gemm_us = d.moe_gemm_us, cal->moe_gemm_share = d.moe_gemm_share; /* 0: dense */
+    pkv_dense_fit_apply(&d, cal);
     cJSON *o = cJSON_AddObjectToObject(fit, "dense");
     cJSON_AddStringToObject(o, "model", model);
     cJSON_AddNumberToObject(o, "bandwidth_points", d.points);

@@ -163,6 +163,16 @@ static int time_moe(pkvk_ctx *ctx, const pkv_model *md, const int *widths, int n
     return rc;
 }
 
+void pkv_dense_fit_apply(const pkv_dense_fit *d, pkv_calib *c) {
+    if (d->gemm_gbps > 0) c->gemm_gbps = d->gemm_gbps, c->gemm_us = d->gemm_us > 0 ? d->gemm_us : 0;
+    if (d->gemm_tflops > 0) c->gemm_tflops = d->gemm_tflops;
+    c->gemm_rates = d->rates;
+    for (int i = 0; i < d->rates; i++)
+        c->gemm_rate_rows[i] = d->rate_rows[i], c->gemm_rate_tflops[i] = d->rate_tflops[i];
+    c->prefill_attn_tflops = d->prefill_attn_tflops; /* 0 where FlashInfer's is not built */
+    c->moe_gemm_us = d->moe_gemm_us, c->moe_gemm_share = d->moe_gemm_share; /* 0: dense */
+}
+
 int pkv_measure_dense(pkvk_ctx *ctx, const pkv_model *md, const int *widths, int nw, int reps,
                       int full, FILE *outs[2], pkv_dense_fit *fit) {
     pkvk_shape as = pkv_model_attn_shape(md);
@@ -248,11 +258,8 @@ int pkv_measure_dense(pkvk_ctx *ctx, const pkv_model *md, const int *widths, int
     if (!rc && pkv_model_moe_layers(md)) { /* at the constants fitted above */
         pkv_calib cal;
         pkv_calib_defaults(&cal);
-        cal.beta = ceil.read_gbps * 1e9, cal.gemm_gbps = fit->gemm_gbps, cal.gemm_us = fit->gemm_us;
-        cal.gemm_tflops = fit->gemm_tflops, cal.gemm_rates = fit->rates;
-        for (int i = 0; i < fit->rates; i++)
-            cal.gemm_rate_rows[i] = fit->rate_rows[i],
-            cal.gemm_rate_tflops[i] = fit->rate_tflops[i];
+        pkv_dense_fit_apply(fit, &cal);
+        cal.beta = ceil.read_gbps * 1e9;
         rc = time_moe(ctx, md, widths, nw, reps, ceil.read_gbps, peak, &cal, outs, fit);
     }
     if (!full || rc) {

@@ -31,5 +31,8 @@ typedef struct pkv_dense_fit {
  * constants; full: also the sustained rates and a prefill layer in parts. A pkvk_status. */
 int pkv_measure_dense(pkvk_ctx *ctx, const pkv_model *md, const int *widths, int nw, int reps,
                       int full, FILE *outs[2], pkv_dense_fit *fit);
+/* The fitted constants into c: the GEMMs' (where fitted), the prefill attention's and a
+ * mixture's grouped GEMMs' (0: not measured). */
+void pkv_dense_fit_apply(const pkv_dense_fit *fit, pkv_calib *c);
 
 #endif
