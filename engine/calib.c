@@ -64,6 +64,7 @@ static const pkv_key rows[] = {
     {.obj = "", .name = "route_scale", .kind = PKV_KEY_CUSTOM}, /* one factor per route */
     {.obj = "", .name = "route_model", .kind = PKV_KEY_CUSTOM}, /* fitted constants per route */
     {.obj = "", .name = "route_model_by_group", .kind = PKV_KEY_CUSTOM}, /* the same per G */
+    {.obj = "", .name = "route_model_by_q", .kind = PKV_KEY_CUSTOM},     /* per verify's q */
     {.obj = "", .name = "flashinfer_decode_ctas_by_group", .kind = PKV_KEY_CUSTOM}, /* per G */
     {.obj = "", .name = "gates", .kind = PKV_KEY_CUSTOM},          /* the policy's gates per G */
     {.obj = "", .name = "gemm_tflops_at", .kind = PKV_KEY_CUSTOM}, /* GEMM rate per width */
@@ -140,11 +141,13 @@ static int parse_route_models(pkv_route_model *dst, const cJSON *rm, const char 
 }
 
 /* route_model; route_model_by_group: {"G": {route_model's object}, ...};
+ * route_model_by_q: {"q": {route_model's object}, ...};
  * flashinfer_decode_ctas_by_group: {"G": CTAs per SM, ...}. */
 static int apply_route_model(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e) {
-    const cJSON *rm, *bg, *fg, *it;
-    char rp[128], bp[128], fp[128];
+    const cJSON *rm, *bg, *qg, *fg, *it;
+    char rp[128], bp[128], qp[128], fp[128];
     pkv_json_path(rp, sizeof rp, path, "route_model");
+    pkv_json_path(qp, sizeof qp, path, "route_model_by_q");
     pkv_json_path(bp, sizeof bp, path, "route_model_by_group");
     pkv_json_path(fp, sizeof fp, path, "flashinfer_decode_ctas_by_group");
     if (pkv_json_sub(o, path, "route_model", &rm, e) ||
@@ -159,6 +162,18 @@ static int apply_route_model(pkv_calib *c, const cJSON *o, const char *path, pkv
         int k = group_member(it, bp, ip, sizeof ip, 1, e);
         if (k < 0 || parse_route_models(c->group_model[k], it, ip, e)) return -1;
     }
+    if (pkv_json_sub(o, path, "route_model_by_q", &qg, e)) return -1;
+    if (qg && !cJSON_IsObject(qg)) return pkv_fail(e, "%s: must be an object", qp);
+    cJSON_ArrayForEach(it, qg) {
+        char ip[160], *end;
+        const long q = strtol(it->string, &end, 10);
+        pkv_json_path(ip, sizeof ip, qp, it->string);
+        if (*end || end == it->string || q < 2 || q > PKV_GATE_QLENS)
+            return pkv_fail(e, "%s: a key is a verify step's query tokens a row, 2 to %d", ip,
+                            PKV_GATE_QLENS);
+        if (!cJSON_IsObject(it)) return pkv_fail(e, "%s: must be an object", ip);
+        if (parse_route_models(c->q_model[q - 1], it, ip, e)) return -1;
+    }
     cJSON_ArrayForEach(it, fg) {
         char ip[160];
         int k = group_member(it, fp, ip, sizeof ip, 0, e);
@@ -169,6 +184,12 @@ static int apply_route_model(pkv_calib *c, const cJSON *o, const char *path, pkv
         c->fi_ctas_group[k] = (int)it->valuedouble;
     }
     return 0;
+}
+
+const pkv_route_model *pkv_calib_route_model(const pkv_calib *c, pkv_route r, int q_len) {
+    for (int q = q_len > PKV_GATE_QLENS ? PKV_GATE_QLENS : q_len; q >= 2; q--)
+        if (c->q_model[q - 1][r].set) return &c->q_model[q - 1][r];
+    return &c->route_model[r];
 }
 
 void pkv_calib_use_group(pkv_calib *c, int G) {
@@ -329,6 +350,16 @@ void pkv_calib_route_model_json(const pkv_calib *c, cJSON *root) {
         snprintf(name, sizeof name, "%d", pkv_calib_group_of(k));
         if (!bg) bg = cJSON_AddObjectToObject(root, "route_model_by_group");
         route_models_json(c->group_model[k], bg, name);
+    }
+    cJSON *qg = NULL;
+    for (int q = 2; q <= PKV_GATE_QLENS; q++) {
+        int any = 0;
+        for (int r = 0; r < PKV_ROUTE_COUNT; r++) any |= c->q_model[q - 1][r].set;
+        if (!any) continue;
+        char name[8];
+        snprintf(name, sizeof name, "%d", q);
+        if (!qg) qg = cJSON_AddObjectToObject(root, "route_model_by_q");
+        route_models_json(c->q_model[q - 1], qg, name);
     }
     cJSON *fg = NULL;
     for (int k = 0; k < PKV_GATE_GROUPS; k++) {

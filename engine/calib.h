@@ -76,6 +76,11 @@ typedef struct pkv_calib {
      * group's steps alone (pkvsim calibrate --groups); pkv_calib_use_group puts a run's
      * group's into route_model */
     pkv_route_model group_model[PKV_GATE_GROUPS][PKV_ROUTE_COUNT];
+    /* route_model_by_q: per query tokens a row q (2 to PKV_GATE_QLENS, at [q - 1]), route
+     * models fitted to verify steps of q alone (pkvsim fit over speculative runs): a
+     * verify's query rows share a CTA's KV, so its rate is not decode's; a step takes its
+     * q's, else the nearest shorter q's, else route_model (pkv_calib_route_model) */
+    pkv_route_model q_model[PKV_GATE_QLENS][PKV_ROUTE_COUNT];
     /* flashinfer_decode_ctas_by_group: FlashInfer's decode occupancy per G (0: not
      * measured; pkv_calib_use_group takes the run's group's) */
     int fi_ctas_group[PKV_GATE_GROUPS];
@@ -171,6 +176,10 @@ int pkv_calib_group_of(int k);
  * KV, FP8's own of those first, then the 16-bit ones (the crossover context moves with
  * both). */
 pkv_gate pkv_calib_gate(const pkv_calib *c, int G, int kv_dtype, int q_len);
+/* The route model that prices route r's steps of q_len query tokens a row (1: decode):
+ * route_model_by_q's of q_len, else of the nearest shorter q it names, else route_model's
+ * (not set where none is fitted). */
+const pkv_route_model *pkv_calib_route_model(const pkv_calib *c, pkv_route r, int q_len);
 /* A run at GQA group size G: its group's route models (route_model_by_group), where
  * the file has them, replace route_model's for those routes, and its FlashInfer
  * decode occupancy (flashinfer_decode_ctas_by_group) flashinfer_decode_ctas_per_sm. */

@@ -28,6 +28,7 @@ void pkv_cost_counters(const pkv_calib *c, const pkvk_shape *s, const pkvk_plan 
     const pkv_route_ops *ops = pkv_route_ops_of(p->route);
     if (ops) ops->count(s, p, seq_lens, &sums, out);
     if (q_len < 1) q_len = 1;
+    out->q_len = q_len;
     /* a verify step's query blocks a range (FlashInfer's: its own tiling, priced as decode) */
     const int blocks = pkv_route_has(p->route, PKV_RP_VERIFY)
                            ? pkvk_verify_blocks(s->hq / s->hkv, s->d, q_len)
@@ -75,7 +76,7 @@ double pkv_cost_wave(const pkv_calib *c, pkv_route r, const pkv_counters *k) {
 double pkv_cost_route_time(const pkv_calib *c, pkv_route r, const pkv_route_model *m,
                            const pkv_counters *k) {
     if (r >= PKV_ROUTE_COUNT) r = PKV_ROUTE_REF_PAGED;
-    if (!m) m = &c->route_model[r];
+    if (!m) m = pkv_calib_route_model(c, r, k->q_len);
     if (!m->set) return pkv_cost_time(c, k) * c->route_scale[r];
     const double *v = m->v;
     const double wave = pkv_cost_wave(c, r, k);

@@ -26,8 +26,8 @@
  * against). */
 double pkv_cost_time(const pkv_calib *c, const pkv_counters *k);
 /* Route r's predicted time from its counters: the structured model where the
- * calibration has one for r (m: its constants; NULL: the calibration's), else the
- * study's formula times s_r. */
+ * calibration has one for r (m: its constants; NULL: the calibration's for the
+ * counters' q_len, pkv_calib_route_model), else the study's formula times s_r. */
 double pkv_cost_route_time(const pkv_calib *c, pkv_route r, const pkv_route_model *m,
                            const pkv_counters *k);
 /* q_len: the rows' query tokens (1: a decode step; a verify step's k + 1): PersistentKV's

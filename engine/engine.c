@@ -178,7 +178,8 @@ static int plan_candidates(pkv_engine *eng, const pkv_batch_view *v, int lazy, i
                             (unsigned long long)rec->index, pkv_route_name((pkv_route)r), rc);
         pkv_cost_counters(eng->cal, &eng->shape, &eng->planner.plans[r], v->seq_lens,
                           1 + v->spec_tokens, &sv->cand[r]);
-        const pkv_route_model *rm = &eng->cal->route_model[r];
+        const pkv_route_model *rm =
+            pkv_calib_route_model(eng->cal, (pkv_route)r, 1 + v->spec_tokens);
         if (eng->opts.clock == PKV_CLOCK_WALL && rm->set)
             sv->cand[r].t_host = (rm->v[PKV_RM_HOST_US] +
                                   rm->v[PKV_RM_HOST_US_PER_KTOKEN] * 1e-3 * sv->context_tokens) *

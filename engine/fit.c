@@ -112,9 +112,13 @@ void pkv_fit_error(const pkv_calib *c, pkv_route r, const pkv_route_model *m, co
     *sum_err = sm > 0 ? sp / sm - 1 : NAN;
 }
 
+static int q_of(const pkv_counters *k) {
+    return k->q_len > 1 ? k->q_len : 1;
+}
+
 void pkv_fit_gate_margins(const pkv_calib *c, uint32_t routes, pkv_counters *const *k,
-                          double *const *t, int *const *q, const size_t *n, double *margin,
-                          double *base_bias, double *split_bias) {
+                          double *const *t, const size_t *n, double *margin, double *base_bias,
+                          double *split_bias) {
     for (int ql = 1; ql <= PKV_GATE_QLENS; ql++) {
         double pkv = INFINITY, base = -INFINITY; /* the split routes' least, the baselines' most */
         for (int r = 0; r < PKV_ROUTE_COUNT; r++) {
@@ -123,7 +127,7 @@ void pkv_fit_gate_margins(const pkv_calib *c, uint32_t routes, pkv_counters *con
                 continue;
             double sp = 0, sm = 0;
             for (size_t i = 0; i < n[r]; i++)
-                if (q[r][i] == ql || (ql == PKV_GATE_QLENS && q[r][i] > ql))
+                if (q_of(&k[r][i]) == ql || (ql == PKV_GATE_QLENS && q_of(&k[r][i]) > ql))
                     sp += pkv_cost_route_time(c, (pkv_route)r, NULL, &k[r][i]), sm += t[r][i];
             if (!(sm > 0)) continue;
             const double bias = sp / sm - 1;

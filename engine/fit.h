@@ -27,12 +27,12 @@ void pkv_fit_error(const pkv_calib *c, pkv_route r, const pkv_route_model *m, co
  * predicted too slow by b and a split route too fast by p make the split route look
  * 1 + b - p times faster than it is, so 1 + the baselines' largest summed error - the
  * split routes' smallest, held in [1, 2]. Route r's n[r] steps (counters k[r], measured
- * t[r], query tokens q[r]) priced by c's model of r, for the routes of `routes` (bit r);
- * base_bias[q - 1] and split_bias[q - 1] (where not NULL): those summed errors. The last
+ * t[r]; their q_len the query tokens a row) priced by c's model of r, for the routes of `routes`
+ * (bit r); base_bias[q - 1] and split_bias[q - 1] (where not NULL): those summed errors. The last
  * length takes the longer ones too. */
 void pkv_fit_gate_margins(const pkv_calib *c, uint32_t routes, pkv_counters *const *k,
-                          double *const *t, int *const *q, const size_t *n, double *margin,
-                          double *base_bias, double *split_bias);
+                          double *const *t, const size_t *n, double *margin, double *base_bias,
+                          double *split_bias);
 
 /* FP8 KV: the per-CTA cap (kv_fp8_cta_gbps, bytes/s into *bps) that brings the
  * calibration's models of PersistentKV's routes closest to steps over FP8 KV (route

@@ -32,6 +32,8 @@ typedef struct pkv_counters {
     int64_t max_cta_bytes;  /* bytes: K and V of the longest token range one CTA streams */
     double cta_bps_max;     /* bytes/s one CTA streams at most, below its route model's rate
                                (FP8 KV on PersistentKV's kernels: kv_fp8_cta_gbps; 0: none) */
+    int32_t q_len;          /* query tokens a row: a verify step's k + 1 (0 or 1: decode);
+                               picks the route model (pkv_calib_route_model) */
     double t_predicted;     /* seconds, cost model (device time) */
     double t_host;          /* seconds of host wall beyond it, where the clock is the wall and
                                the route's model has it (else 0); the policy adds it */

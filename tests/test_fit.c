@@ -11,6 +11,7 @@
 
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 #include <gsl/gsl_randist.h>
 #include <gsl/gsl_rng.h>
 
@@ -211,45 +212,101 @@ static void gate_margins_by_query_length(void) {
     enum { M = 8 };
     pkv_counters k[2][M];
     double t[2][M];
-    int q[2][M];
     const pkv_route routes[2] = {PKV_ROUTE_REF_PAGED, PKV_ROUTE_BUCKET};
     for (int r = 0; r < 2; r++)
         for (int i = 0; i < M; i++) {
             k[r][i] = (pkv_counters){.launches = 2,
                                      .ctas = 264,
                                      .cta_work_per_sm = 2,
-                                     .kv_bytes = (int64_t)(i + 1) << 24};
-            q[r][i] = i < M / 2 ? 1 : 4;
+                                     .kv_bytes = (int64_t)(i + 1) << 24,
+                                     .q_len = i < M / 2 ? 1 : 4};
             const double p = pkv_cost_route_time(&cal, routes[r], NULL, &k[r][i]);
             /* the baseline 10% slow at decode, the split route 20% fast at 4 tokens */
-            t[r][i] = q[r][i] == 1 ? (r == 0 ? p / 1.1 : p) : (r == 0 ? p : p / 0.8);
+            t[r][i] = k[r][i].q_len == 1 ? (r == 0 ? p / 1.1 : p) : (r == 0 ? p : p / 0.8);
         }
     pkv_counters *kk[PKV_ROUTE_COUNT] = {0};
     double *tt[PKV_ROUTE_COUNT] = {0};
-    int *qq[PKV_ROUTE_COUNT] = {0};
     size_t n[PKV_ROUTE_COUNT] = {0};
-    for (int r = 0; r < 2; r++)
-        kk[routes[r]] = k[r], tt[routes[r]] = t[r], qq[routes[r]] = q[r], n[routes[r]] = M;
+    for (int r = 0; r < 2; r++) kk[routes[r]] = k[r], tt[routes[r]] = t[r], n[routes[r]] = M;
     double m[PKV_GATE_QLENS], base[PKV_GATE_QLENS], split[PKV_GATE_QLENS];
     const uint32_t both = 1u << PKV_ROUTE_REF_PAGED | 1u << PKV_ROUTE_BUCKET;
-    pkv_fit_gate_margins(&cal, both, kk, tt, qq, n, m, base, split);
+    pkv_fit_gate_margins(&cal, both, kk, tt, n, m, base, split);
     CHECK(fabs(m[0] - 1.1) < 1e-9 && fabs(base[0] - 0.1) < 1e-9 && fabs(split[0]) < 1e-9,
           "decode: margin %g (%g, %g)", m[0], base[0], split[0]);
     CHECK(fabs(m[3] - 1.2) < 1e-9, "4 tokens: margin %g (1 - (0.8 - 1))", m[3]);
     int none = 0;
     for (int ql = 1; ql <= PKV_GATE_QLENS; ql++) none += ql != 1 && ql != 4 && isnan(m[ql - 1]);
     CHECK(none == PKV_GATE_QLENS - 2, "%d lengths without steps have no margin", none);
-    pkv_fit_gate_margins(&cal, 1u << PKV_ROUTE_BUCKET, kk, tt, qq, n, m, NULL, NULL);
+    pkv_fit_gate_margins(&cal, 1u << PKV_ROUTE_BUCKET, kk, tt, n, m, NULL, NULL);
     CHECK(isnan(m[0]) && isnan(m[3]), "no baseline counted: %g, %g", m[0], m[3]);
     for (int i = 0; i < M / 2; i++) t[0][i] /= 3; /* a baseline predicted 3x slow: 2 */
     for (int i = M / 2; i < M; i++) t[1][i] /= 4; /* the split route predicted slow: 1 */
-    pkv_fit_gate_margins(&cal, both, kk, tt, qq, n, m, NULL, NULL);
+    pkv_fit_gate_margins(&cal, both, kk, tt, n, m, NULL, NULL);
     CHECK(m[0] == 2 && m[3] == 1, "held in [1, 2]: margins %g, %g", m[0], m[3]);
 }
 
+/* Verify steps' own route models (route_model_by_q): a step of q query tokens a row is
+ * priced by q's model, else the nearest shorter q's, else route_model's; they round-trip
+ * through the file; bad keys are refused naming them. */
+static void verify_steps_take_their_own_route_model(void) {
+    pkv_calib w;
+    pkv_calib_defaults(&w);
+    w.route_model[PKV_ROUTE_WORKQUEUE] = truth;
+    pkv_route_model q4 = truth;
+    q4.v[PKV_RM_CTA_GBPS] = truth.v[PKV_RM_CTA_GBPS] / 2; /* a verify's CTA streams slower */
+    w.q_model[3][PKV_ROUTE_WORKQUEUE] = q4;
+    cJSON *o = cJSON_CreateObject();
+    pkv_calib_route_model_json(&w, o);
+    pkv_calib c;
+    pkv_calib_defaults(&c);
+    pkv_err e;
+    CHECK(pkv_calib_apply(&c, o, "fitted.json", &e) == 0, "fitted file: %s", e.msg);
+    cJSON_Delete(o);
+    const pkv_route wq = PKV_ROUTE_WORKQUEUE;
+    CHECK(pkv_calib_route_model(&c, wq, 4)->v[PKV_RM_CTA_GBPS] == q4.v[PKV_RM_CTA_GBPS] &&
+              pkv_calib_route_model(&c, wq, 7) == &c.q_model[3][wq] &&
+              pkv_calib_route_model(&c, wq, 99) == &c.q_model[3][wq],
+          "q 4 and longer take route_model_by_q's \"4\"");
+    CHECK(pkv_calib_route_model(&c, wq, 3) == &c.route_model[wq] &&
+              pkv_calib_route_model(&c, wq, 1) == &c.route_model[wq] &&
+              pkv_calib_route_model(&c, PKV_ROUTE_BUCKET, 4) == &c.route_model[PKV_ROUTE_BUCKET],
+          "shorter verifies, decode and routes without one take route_model");
+    /* the cost model prices a planned verify step with it */
+    pkv_planner pl;
+    CHECK(pkv_planner_init(&pl, &s, &c, CAP, PKV_BUCKET_MODE_EXACT) == 0, "planner");
+    int32_t lens[4] = {900, 4000, 12000, 30000};
+    pl.plans[wq].counts_only = 1;
+    CHECK(pkv_planner_build(&pl, wq, lens, 4) == 0, "plan");
+    pkv_counters k1, k4;
+    pkv_cost_counters(&c, &s, &pl.plans[wq], lens, 1, &k1);
+    pkv_cost_counters(&c, &s, &pl.plans[wq], lens, 4, &k4);
+    CHECK(k4.q_len == 4 && k4.t_predicted == pkv_cost_route_time(&c, wq, &q4, &k4) &&
+              k4.t_predicted > k1.t_predicted,
+          "a verify of 4 priced by its model: %g s against decode's %g", k4.t_predicted,
+          k1.t_predicted);
+    pkv_planner_free(&pl);
+    const char *bad[] = {
+        "{\"route_model_by_q\": {\"1\": {}}}", "{\"route_model_by_q\": {\"17\": {}}}",
+        "{\"route_model_by_q\": {\"q4\": {}}}", "{\"route_model_by_q\": {\"4\": 3}}",
+        "{\"route_model_by_q\": {\"4\": {\"pkv_nope\": {}}}}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cJSON *b = cJSON_Parse(bad[i]);
+        pkv_calib x;
+        pkv_calib_defaults(&x);
+        CHECK(b && pkv_calib_apply(&x, b, "cal.json", &e) != 0 &&
+                  strstr(e.msg, "cal.json.route_model_by_q."),
+              "%s refused naming it: %s", bad[i], e.msg);
+        cJSON_Delete(b);
+    }
+}
+
 static const pkv_test_case cases[] = {
-    PKV_CASE(route_fit_recovers_known_constants), PKV_CASE(fp8_cap_found_over_persistentkv_steps),
-    PKV_CASE(fitted_models_round_trip),           PKV_CASE(prefill_terms_nonnegative_least_squares),
-    PKV_CASE(host_share_a_nonnegative_line),      PKV_CASE(gate_margins_by_query_length),
+    PKV_CASE(route_fit_recovers_known_constants),
+    PKV_CASE(fp8_cap_found_over_persistentkv_steps),
+    PKV_CASE(fitted_models_round_trip),
+    PKV_CASE(prefill_terms_nonnegative_least_squares),
+    PKV_CASE(host_share_a_nonnegative_line),
+    PKV_CASE(gate_margins_by_query_length),
+    PKV_CASE(verify_steps_take_their_own_route_model),
 };
 PKV_TEST_MAIN(cases)

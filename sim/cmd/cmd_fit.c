@@ -36,7 +36,9 @@ static void usage(void) {
          "(the steps' wall less device, medians of 16 bins by context, a non-negative line:\n"
          "host_us + host_us_per_ktoken per 1000 context tokens). The written calibration is\n"
          "the base (default: the one the first file was run with) with the fitted\n"
-         "route_model (a fitted route's per-group models of route_model_by_group dropped)\n"
+         "route_model (a fitted route's per-group models of route_model_by_group dropped;\n"
+         "a speculative run's verify steps of N query tokens a row fit route_model_by_q's\n"
+         "\"N\", decode steps route_model)\n"
          "and, unless --keep-gates, gates for each GQA group size of the files: no minimum context "
          "and\n"
          "a margin of 1 + the largest relative bias between a baseline's model and a\n"
@@ -74,6 +76,82 @@ static void emit(const char *fmt, ...) {
         vfprintf(g_out, fmt, a);
         va_end(a);
     }
+}
+
+/* x as a percentage (signed: with its sign) into b; "-" where there is none (NaN: no
+ * held-out steps). */
+static const char *pct(char b[16], double x, bool sign) {
+    if (isnan(x)) return "-";
+    snprintf(b, 16, sign ? "%+.2f%%" : "%.2f%%", 100 * x);
+    return b;
+}
+
+/* Route r's steps of s with q query tokens a row (1: decode; PKV_GATE_QLENS: that many
+ * or more), copied into sub's arrays of r. */
+static int steps_of_q(const pkv_fit_set *s, int r, int q, pkv_fit_set *sub) {
+    size_t n = 0;
+    for (size_t i = 0; i < s->n[r]; i++) {
+        const int ql = s->k[r][i].q_len > 1 ? s->k[r][i].q_len : 1;
+        n += ql == q || (q == PKV_GATE_QLENS && ql > q);
+    }
+    if (!n) return 0;
+    sub->k[r] = malloc(n * sizeof *sub->k[r]);
+    sub->t[r] = malloc(n * sizeof *sub->t[r]);
+    sub->host[r] = malloc(n * sizeof *sub->host[r]);
+    sub->ktok[r] = malloc(n * sizeof *sub->ktok[r]);
+    if (!sub->k[r] || !sub->t[r] || !sub->host[r] || !sub->ktok[r]) return -1;
+    for (size_t i = 0; i < s->n[r]; i++) {
+        const int ql = s->k[r][i].q_len > 1 ? s->k[r][i].q_len : 1;
+        if (ql != q && !(q == PKV_GATE_QLENS && ql > q)) continue;
+        const size_t j = sub->n[r]++;
+        sub->k[r][j] = s->k[r][i], sub->t[r][j] = s->t[r][i];
+        sub->host[r][j] = s->host[r][i], sub->ktok[r][j] = s->ktok[r][i];
+    }
+    return 0;
+}
+
+/* Route r's model for steps of q query tokens a row fitted to f's steps of r (held out:
+ * h's) into fitted (route_model at q 1, route_model_by_q's beyond), its row of the table
+ * emitted and its record added to routes. 1: fitted; 0: not (the row says why); -1: out
+ * of memory. */
+static int fit_route(const pkv_calib *cal, pkv_calib *fitted, pkv_route r, int q,
+                     const pkv_fit_set *f, const pkv_fit_set *h, cJSON *routes) {
+    char name[48];
+    snprintf(name, sizeof name, q > 1 ? "%s/q%d" : "%s", pkv_route_name(r), q);
+    pkv_route_model m;
+    pkv_err fe;
+    if (pkv_fit_route(cal, r, f->k[r], f->t[r], f->n[r], &m, &fe)) {
+        emit("| %s | %zu | not fitted: %s | | | | | | | | |\n", name, f->n[r], fe.msg);
+        return 0;
+    }
+    if (pkv_fit_host(f->host[r], f->ktok[r], f->n[r], &m)) return -1;
+    if (q > 1) {
+        fitted->q_model[q - 1][r] = m;
+    } else {
+        fitted->route_model[r] = m;
+        /* the runs' fit replaces the base's models of r per group (calibrate's) too */
+        for (int g = 0; g < PKV_GATE_GROUPS; g++) fitted->group_model[g][r].set = false;
+    }
+    double f_mape, f_sum, t_mape = NAN, t_sum = NAN, b_mape = NAN, b_sum = NAN;
+    pkv_fit_error(cal, r, &m, f->k[r], f->t[r], f->n[r], &f_mape, &f_sum);
+    if (h->n[r]) {
+        pkv_fit_error(cal, r, &m, h->k[r], h->t[r], h->n[r], &t_mape, &t_sum);
+        pkv_fit_error(cal, r, NULL, h->k[r], h->t[r], h->n[r], &b_mape, &b_sum);
+    }
+    char b[4][16];
+    emit("| %s | %zu | %.2f%% | %+.2f%% | %zu | %s | %s | %s | %s | %.1f | %.2f |\n", name, f->n[r],
+         100 * f_mape, 100 * f_sum, h->n[r], pct(b[0], t_mape, false), pct(b[1], t_sum, true),
+         pct(b[2], b_mape, false), pct(b[3], b_sum, true), m.v[PKV_RM_HOST_US],
+         m.v[PKV_RM_HOST_US_PER_KTOKEN]);
+    cJSON *o = cJSON_AddObjectToObject(routes, name);
+    cJSON_AddNumberToObject(o, "steps", (double)f->n[r]);
+    cJSON_AddNumberToObject(o, "mape", f_mape);
+    if (h->n[r]) {
+        cJSON_AddNumberToObject(o, "held_out_steps", (double)h->n[r]);
+        cJSON_AddNumberToObject(o, "held_out_mape", t_mape);
+        cJSON_AddNumberToObject(o, "held_out_sum_err", t_sum);
+    }
+    return 1;
 }
 
 int pkv_cmd_fit(int argc, char **argv) {
@@ -193,46 +271,28 @@ int pkv_cmd_fit(int argc, char **argv) {
     pkv_calib fitted = cal;
     uint32_t fitted_routes = 0; /* the routes whose steps set the gates' margins */
     cJSON *routes = cJSON_CreateObject();
-    for (int r = 0; r < PKV_ROUTE_COUNT; r++) {
-        if (fit.n[r] == 0) continue;
-        pkv_route_model m;
-        pkv_err fe;
-        if (pkv_fit_route(&cal, (pkv_route)r, fit.k[r], fit.t[r], fit.n[r], &m, &fe)) {
-            emit("| %s | %zu | not fitted: %s | | | | | | | | |\n", pkv_route_name((pkv_route)r),
-                 fit.n[r], fe.msg);
-            continue;
+    for (int r = 0; r < PKV_ROUTE_COUNT; r++)
+        for (int q = 1; q <= PKV_GATE_QLENS; q++) {
+            /* decode steps fit route_model, a verify's of q query tokens route_model_by_q */
+            pkv_fit_set f = {0}, h = {0};
+            if (steps_of_q(&fit, r, q, &f) || steps_of_q(&test, r, q, &h)) {
+                pkv_fit_set_free(&f), pkv_fit_set_free(&h);
+                fprintf(stderr, "pkvsim fit: out of memory\n");
+                cJSON_Delete(routes);
+                rc = 1;
+                goto done;
+            }
+            if (f.n[r]) rc = fit_route(&cal, &fitted, (pkv_route)r, q, &f, &h, routes);
+            pkv_fit_set_free(&f), pkv_fit_set_free(&h);
+            if (rc < 0) {
+                fprintf(stderr, "pkvsim fit: out of memory fitting the host's share\n");
+                cJSON_Delete(routes);
+                rc = 1;
+                goto done;
+            }
+            if (rc > 0) fitted_routes |= 1u << r;
+            rc = 0;
         }
-        if (pkv_fit_host(fit.host[r], fit.ktok[r], fit.n[r], &m)) {
-            fprintf(stderr, "pkvsim fit: out of memory fitting the host's share\n");
-            cJSON_Delete(routes);
-            rc = 1;
-            goto done;
-        }
-        fitted.route_model[r] = m;
-        /* the runs' fit replaces the base's models of r per group (calibrate's) too */
-        for (int g = 0; g < PKV_GATE_GROUPS; g++) fitted.group_model[g][r].set = false;
-        double f_mape, f_sum, t_mape = NAN, t_sum = NAN, b_mape = NAN, b_sum = NAN;
-        pkv_fit_error(&cal, (pkv_route)r, &m, fit.k[r], fit.t[r], fit.n[r], &f_mape, &f_sum);
-        if (test.n[r]) {
-            pkv_fit_error(&cal, (pkv_route)r, &m, test.k[r], test.t[r], test.n[r], &t_mape, &t_sum);
-            pkv_fit_error(&cal, (pkv_route)r, NULL, test.k[r], test.t[r], test.n[r], &b_mape,
-                          &b_sum);
-        }
-        fitted_routes |= 1u << r;
-        emit("| %s | %zu | %.2f%% | %+.2f%% | %zu | %.2f%% | %+.2f%% | %.2f%% | %+.2f%% | %.1f | "
-             "%.2f |\n",
-             pkv_route_name((pkv_route)r), fit.n[r], 100 * f_mape, 100 * f_sum, test.n[r],
-             100 * t_mape, 100 * t_sum, 100 * b_mape, 100 * b_sum, m.v[PKV_RM_HOST_US],
-             m.v[PKV_RM_HOST_US_PER_KTOKEN]);
-        cJSON *o = cJSON_AddObjectToObject(routes, pkv_route_name((pkv_route)r));
-        cJSON_AddNumberToObject(o, "steps", (double)fit.n[r]);
-        cJSON_AddNumberToObject(o, "mape", f_mape);
-        if (test.n[r]) {
-            cJSON_AddNumberToObject(o, "held_out_steps", (double)test.n[r]);
-            cJSON_AddNumberToObject(o, "held_out_mape", t_mape);
-            cJSON_AddNumberToObject(o, "held_out_sum_err", t_sum);
-        }
-    }
     /* FP8 KV's runs: the per-CTA cap under the fitted models (engine/cost.c) */
     int fp8_fitted = 0;
     size_t n8 = 0;
@@ -255,7 +315,7 @@ int pkv_cmd_fit(int argc, char **argv) {
         emit("\n| held-out file | route | steps | MAPE | sum err |\n|---|---|---|---|---|\n");
         for (int i = 0; i < n_tests; i++)
             for (int r = 0; r < PKV_ROUTE_COUNT; r++) {
-                if (!per_test[i].n[r] || !fitted.route_model[r].set) continue;
+                if (!per_test[i].n[r] || !(fitted_routes >> r & 1)) continue;
                 double mape, sum;
                 pkv_fit_error(&fitted, (pkv_route)r, NULL, per_test[i].k[r], per_test[i].t[r],
                               per_test[i].n[r], &mape, &sum);
@@ -289,6 +349,7 @@ int pkv_cmd_fit(int argc, char **argv) {
         fitted.prefill_score_ps = c[2] * 1e12, fitted.prefill_row_us = c[3] * 1e6;
         prefill_fitted = 1;
         double f_mape, f_sum, t_mape = NAN, t_sum = NAN, b_mape = NAN, b_sum = NAN;
+        char b[4][16];
         pkv_fit_forward_error(&fit, c, &f_mape, &f_sum);
         if (test.p_n) {
             pkv_fit_forward_error(&test, c, &t_mape, &t_sum);
@@ -299,23 +360,23 @@ int pkv_cmd_fit(int argc, char **argv) {
             "err | base MAPE held out | base sum err | prefill_fixed_us | prefill_token_us | "
             "prefill_score_ps | prefill_row_us |\n|---|---|---|---|---|---|---|---|---|---|---|---|"
             "---|\n| prefill batches, chunked steps' dense part | %zu | %.2f%% | %+.2f%% | %zu | "
-            "%.2f%% | %+.2f%% | %.2f%% | %+.2f%% | %.1f | %.3f | %.4f | %.3f |\n",
-            fit.p_n, 100 * f_mape, 100 * f_sum, test.p_n, 100 * t_mape, 100 * t_sum, 100 * b_mape,
-            100 * b_sum, fitted.prefill_fixed_us, fitted.prefill_token_us, fitted.prefill_score_ps,
+            "%s | %s | %s | %s | %.1f | %.3f | %.4f | %.3f |\n",
+            fit.p_n, 100 * f_mape, 100 * f_sum, test.p_n, pct(b[0], t_mape, false),
+            pct(b[1], t_sum, true), pct(b[2], b_mape, false), pct(b[3], b_sum, true),
+            fitted.prefill_fixed_us, fitted.prefill_token_us, fitted.prefill_score_ps,
             fitted.prefill_row_us);
     }
     if (!keep_gates) {
         /* each route's held-out steps where it has them, else its fitted ones */
         pkv_counters *gk[PKV_ROUTE_COUNT];
         double *gt[PKV_ROUTE_COUNT];
-        int *gq[PKV_ROUTE_COUNT];
         size_t gn[PKV_ROUTE_COUNT];
         for (int r = 0; r < PKV_ROUTE_COUNT; r++) {
             const pkv_fit_set *d = test.n[r] ? &test : &fit;
-            gk[r] = d->k[r], gt[r] = d->t[r], gq[r] = d->q[r], gn[r] = d->n[r];
+            gk[r] = d->k[r], gt[r] = d->t[r], gn[r] = d->n[r];
         }
         double margin[PKV_GATE_QLENS], bb[PKV_GATE_QLENS], sb[PKV_GATE_QLENS];
-        pkv_fit_gate_margins(&fitted, fitted_routes, gk, gt, gq, gn, margin, bb, sb);
+        pkv_fit_gate_margins(&fitted, fitted_routes, gk, gt, gn, margin, bb, sb);
         fitted.gates_set = true;
         memset(fitted.gates[0], 0, sizeof fitted.gates[0]); /* FP8's own stay the base's */
         for (int q = 1; q <= PKV_GATE_QLENS; q++) {
@@ -357,9 +418,13 @@ int pkv_cmd_fit(int argc, char **argv) {
             cJSON_Delete(root);
             root = NULL;
         }
-        const char *drop[] = {
-            "route_model", "route_model_by_group", "flashinfer_decode_ctas_by_group", "fit", "note",
-            "date"};
+        const char *drop[] = {"route_model",
+                              "route_model_by_group",
+                              "route_model_by_q",
+                              "flashinfer_decode_ctas_by_group",
+                              "fit",
+                              "note",
+                              "date"};
         for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++)
             cJSON_DeleteItemFromObjectCaseSensitive(dst, drop[i]);
         if (!keep_gates) { /* else the base's gates stay as they are in the file */

@@ -12,7 +12,7 @@
 
 void pkv_fit_set_free(pkv_fit_set *s) {
     for (int r = 0; r < PKV_ROUTE_COUNT; r++)
-        free(s->k[r]), free(s->t[r]), free(s->host[r]), free(s->ktok[r]), free(s->q[r]);
+        free(s->k[r]), free(s->t[r]), free(s->host[r]), free(s->ktok[r]);
     free(s->p_tok), free(s->p_sc), free(s->p_rows), free(s->p_meas), free(s->p_base),
         free(s->p_pred);
 }
@@ -158,20 +158,20 @@ static int load_run(const char *path, const char *grp, pkv_fit_set *s, pkv_fit_s
                 if (hh) d->host[r] = hh;
                 double *kt = realloc(d->ktok[r], cap * sizeof *kt);
                 if (kt) d->ktok[r] = kt;
-                int *qq = realloc(d->q[r], cap * sizeof *qq);
-                if (qq) d->q[r] = qq;
-                if (!k || !tt || !hh || !kt || !qq) {
+                if (!k || !tt || !hh || !kt) {
                     free(st);
                     return pkv_fail(e, "out of memory reading %s", path);
                 }
                 d->cap[r] = cap;
             }
             d->k[r][d->n[r]] = counters_of(&st[i]);
+            d->k[r][d->n[r]].q_len = q_len;
+            /* the step's other device work: its dense part, the MLP tail, a proposer's passes */
             double other = (isfinite(st[i].t_dense) ? st[i].t_dense : 0) +
-                           (isfinite(st[i].t_mlp) ? st[i].t_mlp : 0);
+                           (isfinite(st[i].t_mlp) ? st[i].t_mlp : 0) +
+                           (isfinite(st[i].t_draft) ? st[i].t_draft : 0);
             d->host[r][d->n[r]] = st[i].t_wall - st[i].t_device - other;
             d->ktok[r][d->n[r]] = 1e-3 * (double)st[i].context_tokens;
-            d->q[r][d->n[r]] = q_len;
             d->t[r][d->n[r]++] = t;
         }
         (*used)++;

@@ -12,7 +12,6 @@ typedef struct pkv_fit_set {
     double *t[PKV_ROUTE_COUNT];
     double *host[PKV_ROUTE_COUNT]; /* wall less the device times of the step's work */
     double *ktok[PKV_ROUTE_COUNT]; /* the step's context, thousands of tokens */
-    int *q[PKV_ROUTE_COUNT];       /* query tokens a row (a verify step's k + 1) */
     size_t n[PKV_ROUTE_COUNT], cap[PKV_ROUTE_COUNT];
     /* Forwards over prompt tokens (prefill batches; chunked steps' dense parts): their
      * prompt tokens, attention scores (every layer; 0 where the file does not record
