@@ -245,6 +245,51 @@ static void gate_margins_by_query_length(void) {
     CHECK(m[0] == 2 && m[3] == 1, "held in [1, 2]: margins %g, %g", m[0], m[3]);
 }
 
+/* A verify's model fitted from its decode model (pkv_fit_route_rate): steps of 4 query
+ * tokens a row timed under the known model with half its CTA rate and a peak of 1,200 GB/s, 1%
+ * noise; the rates are found, the fixed costs kept, held-out steps within the noise;
+ * too few steps are refused. */
+static void verify_rates_fitted_over_the_decode_model(void) {
+    gsl_rng *r = test_rng(12);
+    pkv_calib cal;
+    pkv_calib_defaults(&cal);
+    pkv_planner pl;
+    CHECK(pkv_planner_init(&pl, &s, &cal, CAP, PKV_BUCKET_MODE_EXACT) == 0, "planner");
+    pkv_route_model v = truth;
+    v.v[PKV_RM_CTA_GBPS] /= 2, v.v[PKV_RM_PEAK_GBPS] = 1200;
+    const pkv_route rt = PKV_ROUTE_WORKQUEUE;
+    pkv_counters *k = malloc(sizeof *k * 2 * N);
+    double *t = malloc(sizeof *t * 2 * N);
+    for (int i = 0; i < 2 * N; i++) {
+        int32_t lens[CAP], rows = 1 + (int32_t)gsl_rng_uniform_int(r, CAP);
+        for (int j = 0; j < rows; j++)
+            lens[j] = 16 + (int32_t)gsl_rng_uniform_int(r, i % 2 ? 65536 : 4096);
+        pl.plans[rt].counts_only = 1;
+        CHECK(pkv_planner_build(&pl, rt, lens, rows) == 0, "plan");
+        pkv_cost_counters(&cal, &s, &pl.plans[rt], lens, 4, &k[i]);
+        t[i] = pkv_cost_route_time(&cal, rt, &v, &k[i]) * (1 + gsl_ran_gaussian(r, 0.01));
+    }
+    pkv_route_model m;
+    pkv_err e;
+    CHECK(pkv_fit_route_rate(&cal, rt, &truth, k, t, N, &m, &e) == 0, "%s", e.msg);
+    double mape, sum;
+    pkv_fit_error(&cal, rt, &m, k + N, t + N, N, &mape, &sum);
+    CHECK(mape < 0.012 && fabs(sum) < 0.005, "held-out MAPE %.4f, sum error %.4f", mape, sum);
+    CHECK(fabs(m.v[PKV_RM_CTA_GBPS] / v.v[PKV_RM_CTA_GBPS] - 1) < 0.05 &&
+              fabs(m.v[PKV_RM_PEAK_GBPS] / 1200 - 1) < 0.05,
+          "rates %.2f and %.0f GB/s, truth %.2f and 1200", m.v[PKV_RM_CTA_GBPS],
+          m.v[PKV_RM_PEAK_GBPS], v.v[PKV_RM_CTA_GBPS]);
+    int kept = 1;
+    for (int j = 0; j < PKV_RM_HOST_US; j++)
+        if (j != PKV_RM_CTA_GBPS && j != PKV_RM_PEAK_GBPS) kept &= m.v[j] == truth.v[j];
+    CHECK(kept && m.set, "the other constants are the decode model's");
+    CHECK(pkv_fit_route_rate(&cal, rt, &truth, k, t, 7, &m, &e) != 0 && strstr(e.msg, "too few"),
+          "7 steps refused: %s", e.msg);
+    free(k), free(t);
+    pkv_planner_free(&pl);
+    gsl_rng_free(r);
+}
+
 /* Verify steps' own route models (route_model_by_q): a step of q query tokens a row is
  * priced by q's model, else the nearest shorter q's, else route_model's; they round-trip
  * through the file; bad keys are refused naming them. */
@@ -307,6 +352,7 @@ static const pkv_test_case cases[] = {
     PKV_CASE(prefill_terms_nonnegative_least_squares),
     PKV_CASE(host_share_a_nonnegative_line),
     PKV_CASE(gate_margins_by_query_length),
+    PKV_CASE(verify_rates_fitted_over_the_decode_model),
     PKV_CASE(verify_steps_take_their_own_route_model),
 };
 PKV_TEST_MAIN(cases)

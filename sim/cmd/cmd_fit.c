@@ -37,8 +37,9 @@ static void usage(void) {
          "host_us + host_us_per_ktoken per 1000 context tokens). The written calibration is\n"
          "the base (default: the one the first file was run with) with the fitted\n"
          "route_model (a fitted route's per-group models of route_model_by_group dropped;\n"
-         "a speculative run's verify steps of N query tokens a row fit route_model_by_q's\n"
-         "\"N\", decode steps route_model)\n"
+         "decode steps fit route_model; a speculative run's verify steps of N query tokens\n"
+         "a row fit route_model_by_q's \"N\": the route's route_model with its rates,\n"
+         "cta_gbps and peak_gbps, fitted to them, its fixed costs kept)\n"
          "and, unless --keep-gates, gates for each GQA group size of the files: no minimum context "
          "and\n"
          "a margin of 1 + the largest relative bias between a baseline's model and a\n"
@@ -116,15 +117,22 @@ static int steps_of_q(const pkv_fit_set *s, int r, int q, pkv_fit_set *sub) {
  * of memory. */
 static int fit_route(const pkv_calib *cal, pkv_calib *fitted, pkv_route r, int q,
                      const pkv_fit_set *f, const pkv_fit_set *h, cJSON *routes) {
-    char name[48];
-    snprintf(name, sizeof name, q > 1 ? "%s/q%d" : "%s", pkv_route_name(r), q);
+    char key[48], name[96]; /* the record's key; the table's name: the key, the rate fitted */
+    snprintf(key, sizeof key, q > 1 ? "%s/q%d" : "%s", pkv_route_name(r), q);
     pkv_route_model m;
     pkv_err fe;
-    if (pkv_fit_route(cal, r, f->k[r], f->t[r], f->n[r], &m, &fe)) {
-        emit("| %s | %zu | not fitted: %s | | | | | | | | |\n", name, f->n[r], fe.msg);
+    /* a verify's model: decode's with its CTA rate fitted, where decode's is there */
+    const pkv_route_model *dec = &cal->route_model[r];
+    const int rate = q > 1 && dec->set;
+    if (rate ? pkv_fit_route_rate(cal, r, dec, f->k[r], f->t[r], f->n[r], &m, &fe)
+             : pkv_fit_route(cal, r, f->k[r], f->t[r], f->n[r], &m, &fe)) {
+        emit("| %s | %zu | not fitted: %s | | | | | | | | |\n", key, f->n[r], fe.msg);
         return 0;
     }
     if (pkv_fit_host(f->host[r], f->ktok[r], f->n[r], &m)) return -1;
+    snprintf(name, sizeof name, rate ? "%s (GB/s: cta %.1f, peak %.0f; decode's %.1f, %.0f)" : "%s",
+             key, m.v[PKV_RM_CTA_GBPS], m.v[PKV_RM_PEAK_GBPS], dec->v[PKV_RM_CTA_GBPS],
+             dec->v[PKV_RM_PEAK_GBPS]);
     if (q > 1) {
         fitted->q_model[q - 1][r] = m;
     } else {
@@ -143,7 +151,7 @@ static int fit_route(const pkv_calib *cal, pkv_calib *fitted, pkv_route r, int q
          100 * f_mape, 100 * f_sum, h->n[r], pct(b[0], t_mape, false), pct(b[1], t_sum, true),
          pct(b[2], b_mape, false), pct(b[3], b_sum, true), m.v[PKV_RM_HOST_US],
          m.v[PKV_RM_HOST_US_PER_KTOKEN]);
-    cJSON *o = cJSON_AddObjectToObject(routes, name);
+    cJSON *o = cJSON_AddObjectToObject(routes, key);
     cJSON_AddNumberToObject(o, "steps", (double)f->n[r]);
     cJSON_AddNumberToObject(o, "mape", f_mape);
     if (h->n[r]) {
