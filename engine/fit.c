@@ -69,27 +69,23 @@ static double solve(fit_data *d, const double *x0, pkv_route_model *out) {
 int pkv_fit_route_rate(const pkv_calib *c, pkv_route r, const pkv_route_model *from,
                        const pkv_counters *k, const double *t, size_t n, pkv_route_model *m,
                        pkv_err *e) {
-    fit_data d = {.c = c, .r = r, .k = k, .t = t, .n = n, .base = *from, .n_active = 2};
-    d.active[0] = PKV_RM_CTA_GBPS, d.active[1] = PKV_RM_PEAK_GBPS;
+    fit_data d = {.c = c, .r = r, .k = k, .t = t, .n = n, .base = *from, .n_active = 1};
+    d.active[0] = PKV_RM_CTA_GBPS;
     d.base.v[PKV_RM_HOST_US] = d.base.v[PKV_RM_HOST_US_PER_KTOKEN] = 0;
-    if (n < 8) return pkv_fail(e, "%s: %zu steps, too few to fit its rates", pkv_route_name(r), n);
-    const double peak = from->v[PKV_RM_PEAK_GBPS] > 0 ? from->v[PKV_RM_PEAK_GBPS] : c->beta / 1e9;
-    /* starts: decode's rates, a slower and a faster CTA, each under decode's peak and two
-     * lower ones (a peak that binds no step has no gradient: the solver would not move it) */
+    if (n < 4) return pkv_fail(e, "%s: %zu steps, too few to fit its rate", pkv_route_name(r), n);
+    /* starts: decode's rate, a slower and a faster CTA */
     const double cta = from->v[PKV_RM_CTA_GBPS] > 0 ? from->v[PKV_RM_CTA_GBPS] : 1;
-    const double scale[3] = {1, 1.0 / 3, 3}, lower[3] = {1, 0.7, 0.45};
+    const double scale[3] = {1, 1.0 / 3, 3};
     double best = INFINITY;
-    for (int s = 0; s < 9; s++) {
+    for (int s = 0; s < 3; s++) {
         double x0[PKV_ROUTE_MODEL_PARAMS] = {0};
-        x0[PKV_RM_CTA_GBPS] = cta * scale[s % 3], x0[PKV_RM_PEAK_GBPS] = peak * lower[s / 3];
+        x0[PKV_RM_CTA_GBPS] = cta * scale[s];
         pkv_route_model got;
         const double chi2 = solve(&d, x0, &got);
         if (chi2 < best) best = chi2, *m = got;
     }
     if (!isfinite(best) || !(m->v[PKV_RM_CTA_GBPS] <= PKV_ROUTE_MODEL_MAX))
-        return pkv_fail(e, "%s: the fit of its rates did not converge", pkv_route_name(r));
-    /* a peak past the GPU's read bandwidth is no bound: the calibration's then */
-    if (!(m->v[PKV_RM_PEAK_GBPS] <= c->beta / 1e9)) m->v[PKV_RM_PEAK_GBPS] = 0;
+        return pkv_fail(e, "%s: the fit of its rate did not converge", pkv_route_name(r));
     return 0;
 }
 

@@ -38,8 +38,8 @@ static void usage(void) {
          "the base (default: the one the first file was run with) with the fitted\n"
          "route_model (a fitted route's per-group models of route_model_by_group dropped;\n"
          "decode steps fit route_model; a speculative run's verify steps of N query tokens\n"
-         "a row fit route_model_by_q's \"N\": the route's route_model with its rates,\n"
-         "cta_gbps and peak_gbps, fitted to them, its fixed costs kept)\n"
+         "a row fit route_model_by_q's \"N\": the route's route_model with one CTA's\n"
+         "rate, cta_gbps, fitted to them, its other constants kept)\n"
          "and, unless --keep-gates, gates for each GQA group size of the files: no minimum context "
          "and\n"
          "a margin of 1 + the largest relative bias between a baseline's model and a\n"
@@ -130,9 +130,8 @@ static int fit_route(const pkv_calib *cal, pkv_calib *fitted, pkv_route r, int q
         return 0;
     }
     if (pkv_fit_host(f->host[r], f->ktok[r], f->n[r], &m)) return -1;
-    snprintf(name, sizeof name, rate ? "%s (GB/s: cta %.1f, peak %.0f; decode's %.1f, %.0f)" : "%s",
-             key, m.v[PKV_RM_CTA_GBPS], m.v[PKV_RM_PEAK_GBPS], dec->v[PKV_RM_CTA_GBPS],
-             dec->v[PKV_RM_PEAK_GBPS]);
+    snprintf(name, sizeof name, rate ? "%s (cta_gbps %.1f, decode's %.1f)" : "%s", key,
+             m.v[PKV_RM_CTA_GBPS], dec->v[PKV_RM_CTA_GBPS]);
     if (q > 1) {
         fitted->q_model[q - 1][r] = m;
     } else {
