@@ -12,6 +12,11 @@ export LD_LIBRARY_PATH=$PWD/.bundle/lib:${LD_LIBRARY_PATH:-}
 here=$(dirname "$0")
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem --format=csv,noheader | tee -a "$out/summary.txt"
 echo "rev $(cat .gpu/rev)" | tee -a "$out/summary.txt"
+# the cuda backend's test at this revision first (the engine prices verify steps by their
+# query length's route models now)
+t=$SECONDS
+timeout 120 .bundle/run test_cuda_backend > "$out/test_cuda_backend.log" 2>&1
+echo "test_cuda_backend: rc $? in $((SECONDS - t)) s: $(tail -1 "$out/test_cuda_backend.log")" | tee -a "$out/summary.txt"
 for part in fit test; do
   for f in "$here"/${part}_*.json; do
     n=$(basename "$f" .json)
