@@ -21,6 +21,22 @@ enum { N = 600, CAP = 16 };
 static const pkvk_shape s = {.hq = 32, .hkv = 8, .d = 128, .page_size = 16};
 static const pkv_route_model truth = {true, {14.0, 1.5, 2.5, 4.0, 900.0}};
 
+/* n steps of route rt planned from random batches of 1 to CAP rows (lengths to 4K and to
+ * 64K in turn), of q_len query tokens a row, counted into k and timed under model m with
+ * 1% noise into t. */
+static void timed_steps(gsl_rng *r, pkv_planner *pl, const pkv_calib *cal, pkv_route rt, int q_len,
+                        const pkv_route_model *m, pkv_counters *k, double *t, int n) {
+    for (int i = 0; i < n; i++) {
+        int32_t lens[CAP], rows = 1 + (int32_t)gsl_rng_uniform_int(r, CAP);
+        for (int j = 0; j < rows; j++)
+            lens[j] = 16 + (int32_t)gsl_rng_uniform_int(r, i % 2 ? 65536 : 4096);
+        pl->plans[rt].counts_only = 1;
+        CHECK(pkv_planner_build(pl, rt, lens, rows) == 0, "plan");
+        pkv_cost_counters(cal, &s, &pl->plans[rt], lens, q_len, &k[i]);
+        t[i] = pkv_cost_route_time(cal, rt, m, &k[i]) * (1 + gsl_ran_gaussian(r, 0.01));
+    }
+}
+
 /* Steps planned from random batches for three routes, timed under the known model with
  * 1% noise: the fit predicts held-out steps within the noise and finds the CTA
  * bandwidth, where the study's formula is far off; too few steps are refused. */
@@ -35,15 +51,7 @@ static void route_fit_recovers_known_constants(void) {
     double *t = malloc(sizeof *t * 2 * N);
     for (size_t ri = 0; ri < sizeof routes / sizeof routes[0]; ri++) {
         pkv_route rt = routes[ri];
-        for (int i = 0; i < 2 * N; i++) {
-            int32_t lens[CAP], rows = 1 + (int32_t)gsl_rng_uniform_int(r, CAP);
-            for (int j = 0; j < rows; j++)
-                lens[j] = 16 + (int32_t)gsl_rng_uniform_int(r, i % 2 ? 65536 : 4096);
-            pl.plans[rt].counts_only = 1;
-            CHECK(pkv_planner_build(&pl, rt, lens, rows) == 0, "plan");
-            pkv_cost_counters(&cal, &s, &pl.plans[rt], lens, 1, &k[i]);
-            t[i] = pkv_cost_route_time(&cal, rt, &truth, &k[i]) * (1 + gsl_ran_gaussian(r, 0.01));
-        }
+        timed_steps(r, &pl, &cal, rt, 1, &truth, k, t, 2 * N);
         pkv_route_model m;
         pkv_err e;
         CHECK(pkv_fit_route(&cal, rt, k, t, N, &m, &e) == 0, "%s: %s", pkv_route_name(rt), e.msg);
@@ -260,15 +268,7 @@ static void verify_rates_fitted_over_the_decode_model(void) {
     const pkv_route rt = PKV_ROUTE_WORKQUEUE;
     pkv_counters *k = malloc(sizeof *k * 2 * N);
     double *t = malloc(sizeof *t * 2 * N);
-    for (int i = 0; i < 2 * N; i++) {
-        int32_t lens[CAP], rows = 1 + (int32_t)gsl_rng_uniform_int(r, CAP);
-        for (int j = 0; j < rows; j++)
-            lens[j] = 16 + (int32_t)gsl_rng_uniform_int(r, i % 2 ? 65536 : 4096);
-        pl.plans[rt].counts_only = 1;
-        CHECK(pkv_planner_build(&pl, rt, lens, rows) == 0, "plan");
-        pkv_cost_counters(&cal, &s, &pl.plans[rt], lens, 4, &k[i]);
-        t[i] = pkv_cost_route_time(&cal, rt, &v, &k[i]) * (1 + gsl_ran_gaussian(r, 0.01));
-    }
+    timed_steps(r, &pl, &cal, rt, 4, &v, k, t, 2 * N);
     pkv_route_model m;
     pkv_err e;
     CHECK(pkv_fit_route_rate(&cal, rt, &truth, k, t, N, &m, &e) == 0, "%s", e.msg);
