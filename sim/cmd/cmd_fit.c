@@ -48,7 +48,9 @@ static void usage(void) {
          "models' biases cannot explain the predicted gain; a step's own error averages\n"
          "out over the steps, its bias does not. Over decode steps; the verify steps of a\n"
          "speculative run (k + 1 query tokens a row) get their own gates, \"qN/G\", from\n"
-         "theirs (held in [1, 2]).\n"
+         "theirs (held in [1, 2]). The base's gates stay where the runs measure none\n"
+         "(FP8 KV's own, query lengths the runs lack, decode's where they hold verify\n"
+         "steps alone).\n"
          "Where the runs hold forwards over prompt tokens (a full model's /prefills rows,\n"
          "serving.scheduler chunked steps), the measured time they take beyond the\n"
          "rooflines is fitted too, linear in their prompt tokens and attention scores (GSL\n"
@@ -384,11 +386,27 @@ int pkv_cmd_fit(int argc, char **argv) {
         }
         double margin[PKV_GATE_QLENS], bb[PKV_GATE_QLENS], sb[PKV_GATE_QLENS];
         pkv_fit_gate_margins(&fitted, fitted_routes, gk, gt, gn, margin, bb, sb);
-        fitted.gates_set = true;
-        memset(fitted.gates[0], 0, sizeof fitted.gates[0]); /* FP8's own stay the base's */
+        int decode_steps = 0;
+        for (int r = 0; r < PKV_ROUTE_COUNT; r++)
+            for (size_t i = 0; (fitted_routes >> r & 1) && i < gn[r]; i++)
+                decode_steps |= gk[r][i].q_len <= 1;
+        /* the base's gates stay where the runs measure none (FP8's own, query lengths the
+         * runs lack, decode's where they hold verify steps alone); a flat one as its G's */
+        if (!fitted.gates_set) {
+            memset(fitted.gates, 0, sizeof fitted.gates);
+            const int k = pkv_calib_group_index(fitted.gqa_group);
+            if (k >= 0)
+                fitted.gates[0][0][k] =
+                    (pkv_gate){true, fitted.min_context, fitted.margin_small, fitted.margin_large};
+            fitted.gates_set = true;
+        }
+        if (!decode_steps)
+            emit("\ngates: the runs hold no decode steps: the base's decode gates kept\n");
         for (int q = 1; q <= PKV_GATE_QLENS; q++) {
-            if (q > 1 && isnan(margin[q - 1])) continue; /* no verify steps of q: decode's */
+            if (q > 1 && isnan(margin[q - 1])) continue; /* no verify steps of q: the base's */
+            if (q == 1 && !decode_steps) continue;
             const double m = isnan(margin[q - 1]) ? 1 : margin[q - 1];
+            memset(fitted.gates[0][q - 1], 0, sizeof fitted.gates[0][q - 1]);
             for (int k = 0; k < PKV_GATE_GROUPS; k++) {
                 const int G = pkv_calib_group_of(k);
                 if (G < 32 && groups >> G & 1) /* groups: bit G for G below 32 */
