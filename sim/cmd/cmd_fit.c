@@ -123,8 +123,9 @@ static int fit_route(const pkv_calib *cal, pkv_calib *fitted, pkv_route r, int q
     snprintf(key, sizeof key, q > 1 ? "%s/q%d" : "%s", pkv_route_name(r), q);
     pkv_route_model m;
     pkv_err fe;
-    /* a verify's model: decode's with its CTA rate fitted, where decode's is there */
-    const pkv_route_model *dec = &cal->route_model[r];
+    /* a verify's model: decode's (these runs' where they hold decode steps of r: fitted
+     * first) with its CTA rate fitted, where decode's is there */
+    const pkv_route_model *dec = &fitted->route_model[r];
     const int rate = q > 1 && dec->set;
     if (rate ? pkv_fit_route_rate(cal, r, dec, f->k[r], f->t[r], f->n[r], &m, &fe)
              : pkv_fit_route(cal, r, f->k[r], f->t[r], f->n[r], &m, &fe)) {
