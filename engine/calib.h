@@ -77,9 +77,9 @@ typedef struct pkv_calib {
      * group's into route_model */
     pkv_route_model group_model[PKV_GATE_GROUPS][PKV_ROUTE_COUNT];
     /* route_model_by_q: per query tokens a row q (2 to PKV_GATE_QLENS, at [q - 1]), route
-     * models fitted to verify steps of q alone (pkvsim fit over speculative runs): a
-     * verify's query rows share a CTA's KV, so its rate is not decode's; a step takes its
-     * q's, else the nearest shorter q's, else route_model (pkv_calib_route_model) */
+     * models of verify steps of q (pkvsim fit: a route's decode model with its CTA's
+     * constants refitted to them; a verify's query rows share a CTA's KV); a step takes
+     * its q's, else the nearest shorter q's, else route_model (pkv_calib_route_model) */
     pkv_route_model q_model[PKV_GATE_QLENS][PKV_ROUTE_COUNT];
     /* flashinfer_decode_ctas_by_group: FlashInfer's decode occupancy per G (0: not
      * measured; pkv_calib_use_group takes the run's group's) */

@@ -69,23 +69,25 @@ static double solve(fit_data *d, const double *x0, pkv_route_model *out) {
 int pkv_fit_route_rate(const pkv_calib *c, pkv_route r, const pkv_route_model *from,
                        const pkv_counters *k, const double *t, size_t n, pkv_route_model *m,
                        pkv_err *e) {
-    fit_data d = {.c = c, .r = r, .k = k, .t = t, .n = n, .base = *from, .n_active = 1};
-    d.active[0] = PKV_RM_CTA_GBPS;
+    fit_data d = {.c = c, .r = r, .k = k, .t = t, .n = n, .base = *from, .n_active = 2};
+    d.active[0] = PKV_RM_CTA_GBPS, d.active[1] = PKV_RM_CTA_US;
     d.base.v[PKV_RM_HOST_US] = d.base.v[PKV_RM_HOST_US_PER_KTOKEN] = 0;
-    if (n < 4) return pkv_fail(e, "%s: %zu steps, too few to fit its rate", pkv_route_name(r), n);
-    /* starts: decode's rate, a slower and a faster CTA */
+    if (n < 8) return pkv_fail(e, "%s: %zu steps, too few to fit its CTAs", pkv_route_name(r), n);
+    /* starts: decode's CTA, a slower and a faster one, each at decode's cost a wave */
     const double cta = from->v[PKV_RM_CTA_GBPS] > 0 ? from->v[PKV_RM_CTA_GBPS] : 1;
     const double scale[3] = {1, 1.0 / 3, 3};
     double best = INFINITY;
     for (int s = 0; s < 3; s++) {
         double x0[PKV_ROUTE_MODEL_PARAMS] = {0};
         x0[PKV_RM_CTA_GBPS] = cta * scale[s];
+        x0[PKV_RM_CTA_US] = from->v[PKV_RM_CTA_US] > 0 ? from->v[PKV_RM_CTA_US] : 1;
         pkv_route_model got;
         const double chi2 = solve(&d, x0, &got);
         if (chi2 < best) best = chi2, *m = got;
     }
     if (!isfinite(best) || !(m->v[PKV_RM_CTA_GBPS] <= PKV_ROUTE_MODEL_MAX))
-        return pkv_fail(e, "%s: the fit of its rate did not converge", pkv_route_name(r));
+        return pkv_fail(e, "%s: the fit of its CTAs did not converge", pkv_route_name(r));
+    if (!(m->v[PKV_RM_CTA_US] <= PKV_ROUTE_MODEL_MAX)) m->v[PKV_RM_CTA_US] = 0;
     return 0;
 }
 

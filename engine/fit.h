@@ -17,12 +17,13 @@
 int pkv_fit_route(const pkv_calib *c, pkv_route r, const pkv_counters *k, const double *t, size_t n,
                   pkv_route_model *m, pkv_err *e);
 
-/* Route r's model for verify steps: *from (its decode model) with the constant a verify
- * changes, one CTA's streaming rate (cta_gbps: the query rows of a verify share each KV
- * tile, more work a byte), fitted to n steps as pkv_fit_route does; the other constants
- * stay from's (host_us 0, the caller's to set): the fixed costs, which a verify's steps
- * alone do not separate, and the peak, which enough CTAs still reach (the isolated
- * kernels at Q = 4 against Q = 1: within 2% at B = 8, 32K; bench/RESULTS.md). */
+/* Route r's model for verify steps: *from (its decode model) with the constants of a CTA's
+ * work, which a verify changes, fitted to n steps as pkv_fit_route does: its streaming rate
+ * (cta_gbps) and its cost a wave (cta_us): the query rows of a verify share each KV tile,
+ * more work a byte, and a CTA writes a state per query row. The other constants stay
+ * from's (host_us 0, the caller's to set): the launch's and step's fixed costs, which a
+ * verify's steps alone do not separate, and the peak, which enough CTAs still reach (the
+ * isolated kernels at Q = 4 against Q = 1: within 2% at B = 8, 32K; bench/RESULTS.md). */
 int pkv_fit_route_rate(const pkv_calib *c, pkv_route r, const pkv_route_model *from,
                        const pkv_counters *k, const double *t, size_t n, pkv_route_model *m,
                        pkv_err *e);

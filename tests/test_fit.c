@@ -254,9 +254,9 @@ static void gate_margins_by_query_length(void) {
 }
 
 /* A verify's model fitted from its decode model (pkv_fit_route_rate): steps of 4 query
- * tokens a row timed under the known model with half its CTA rate, 1% noise; the rate is
- * found, the other constants kept, held-out steps within the noise; too few steps are
- * refused. */
+ * tokens a row timed under the known model with half its CTA rate and 4 us a wave, 1%
+ * noise; both are found, the other constants kept, held-out steps within the noise; too
+ * few steps are refused. */
 static void verify_rates_fitted_over_the_decode_model(void) {
     gsl_rng *r = test_rng(12);
     pkv_calib cal;
@@ -264,7 +264,7 @@ static void verify_rates_fitted_over_the_decode_model(void) {
     pkv_planner pl;
     CHECK(pkv_planner_init(&pl, &s, &cal, CAP, PKV_BUCKET_MODE_EXACT) == 0, "planner");
     pkv_route_model v = truth;
-    v.v[PKV_RM_CTA_GBPS] /= 2;
+    v.v[PKV_RM_CTA_GBPS] /= 2, v.v[PKV_RM_CTA_US] = 4;
     const pkv_route rt = PKV_ROUTE_WORKQUEUE;
     pkv_counters *k = malloc(sizeof *k * 2 * N);
     double *t = malloc(sizeof *t * 2 * N);
@@ -275,14 +275,16 @@ static void verify_rates_fitted_over_the_decode_model(void) {
     double mape, sum;
     pkv_fit_error(&cal, rt, &m, k + N, t + N, N, &mape, &sum);
     CHECK(mape < 0.012 && fabs(sum) < 0.005, "held-out MAPE %.4f, sum error %.4f", mape, sum);
-    CHECK(fabs(m.v[PKV_RM_CTA_GBPS] / v.v[PKV_RM_CTA_GBPS] - 1) < 0.05,
-          "CTA rate %.2f GB/s, truth %.2f", m.v[PKV_RM_CTA_GBPS], v.v[PKV_RM_CTA_GBPS]);
+    CHECK(fabs(m.v[PKV_RM_CTA_GBPS] / v.v[PKV_RM_CTA_GBPS] - 1) < 0.05 &&
+              fabs(m.v[PKV_RM_CTA_US] / 4 - 1) < 0.1,
+          "CTA %.2f GB/s and %.2f us a wave, truth %.2f and 4", m.v[PKV_RM_CTA_GBPS],
+          m.v[PKV_RM_CTA_US], v.v[PKV_RM_CTA_GBPS]);
     int kept = 1;
     for (int j = 0; j < PKV_RM_HOST_US; j++)
-        if (j != PKV_RM_CTA_GBPS) kept &= m.v[j] == truth.v[j];
+        if (j != PKV_RM_CTA_GBPS && j != PKV_RM_CTA_US) kept &= m.v[j] == truth.v[j];
     CHECK(kept && m.set, "the other constants are the decode model's");
-    CHECK(pkv_fit_route_rate(&cal, rt, &truth, k, t, 3, &m, &e) != 0 && strstr(e.msg, "too few"),
-          "3 steps refused: %s", e.msg);
+    CHECK(pkv_fit_route_rate(&cal, rt, &truth, k, t, 7, &m, &e) != 0 && strstr(e.msg, "too few"),
+          "7 steps refused: %s", e.msg);
     free(k), free(t);
     pkv_planner_free(&pl);
     gsl_rng_free(r);

@@ -38,8 +38,8 @@ static void usage(void) {
          "the base (default: the one the first file was run with) with the fitted\n"
          "route_model (a fitted route's per-group models of route_model_by_group dropped;\n"
          "decode steps fit route_model; a speculative run's verify steps of N query tokens\n"
-         "a row fit route_model_by_q's \"N\": the route's route_model with one CTA's\n"
-         "rate, cta_gbps, fitted to them, its other constants kept)\n"
+         "a row fit route_model_by_q's \"N\": the route's route_model with a CTA's\n"
+         "constants, cta_gbps and cta_us, fitted to them, its other constants kept)\n"
          "and, unless --keep-gates, gates for each GQA group size of the files: no minimum context "
          "and\n"
          "a margin of 1 + the largest relative bias between a baseline's model and a\n"
@@ -124,7 +124,7 @@ static int fit_route(const pkv_calib *cal, pkv_calib *fitted, pkv_route r, int q
     pkv_route_model m;
     pkv_err fe;
     /* a verify's model: decode's (these runs' where they hold decode steps of r: fitted
-     * first) with its CTA rate fitted, where decode's is there */
+     * first) with its CTA's constants fitted, where decode's is there */
     const pkv_route_model *dec = &fitted->route_model[r];
     const int rate = q > 1 && dec->set;
     if (rate ? pkv_fit_route_rate(cal, r, dec, f->k[r], f->t[r], f->n[r], &m, &fe)
@@ -133,8 +133,10 @@ static int fit_route(const pkv_calib *cal, pkv_calib *fitted, pkv_route r, int q
         return 0;
     }
     if (pkv_fit_host(f->host[r], f->ktok[r], f->n[r], &m)) return -1;
-    snprintf(name, sizeof name, rate ? "%s (cta_gbps %.1f, decode's %.1f)" : "%s", key,
-             m.v[PKV_RM_CTA_GBPS], dec->v[PKV_RM_CTA_GBPS]);
+    snprintf(name, sizeof name,
+             rate ? "%s (cta_gbps %.1f, cta_us %.2f; decode's %.1f, %.2f)" : "%s", key,
+             m.v[PKV_RM_CTA_GBPS], m.v[PKV_RM_CTA_US], dec->v[PKV_RM_CTA_GBPS],
+             dec->v[PKV_RM_CTA_US]);
     if (q > 1) {
         fitted->q_model[q - 1][r] = m;
     } else {
