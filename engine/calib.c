@@ -322,24 +322,39 @@ static void route_models_json(const pkv_route_model *m, cJSON *parent, const cha
     }
 }
 
-void pkv_calib_route_model_json(const pkv_calib *c, cJSON *root) {
-    if (c->gates_set) {
-        cJSON *g = cJSON_AddObjectToObject(root, "gates");
-        for (int q = 1; q <= PKV_GATE_QLENS; q++)
-            for (int kv8 = 0; kv8 < 2; kv8++)
-                for (int k = 0; k < PKV_GATE_GROUPS; k++) {
-                    const pkv_gate *d = &c->gates[kv8][q - 1][k];
-                    if (!d->on) continue;
-                    char name[40], qn[8] = "";
-                    if (q > 1) snprintf(qn, sizeof qn, "q%d/", q);
-                    snprintf(name, sizeof name, "%s%s%d", qn, kv8 ? PKV_GATE_FP8 : "",
-                             pkv_calib_group_of(k));
-                    cJSON *o = cJSON_AddObjectToObject(g, name);
-                    cJSON_AddNumberToObject(o, "min_context_tokens", (double)d->min_context);
-                    cJSON_AddNumberToObject(o, "margin_small", d->margin_small);
-                    cJSON_AddNumberToObject(o, "margin_large", d->margin_large);
-                }
+void pkv_calib_gates_json(const pkv_calib *c, cJSON *g, int q_min) {
+    for (int q = q_min; q <= PKV_GATE_QLENS; q++)
+        for (int kv8 = 0; kv8 < 2; kv8++)
+            for (int k = 0; k < PKV_GATE_GROUPS; k++) {
+                const pkv_gate *d = &c->gates[kv8][q - 1][k];
+                if (!d->on) continue;
+                char name[40], qn[8] = "";
+                if (q > 1) snprintf(qn, sizeof qn, "q%d/", q);
+                snprintf(name, sizeof name, "%s%s%d", qn, kv8 ? PKV_GATE_FP8 : "",
+                         pkv_calib_group_of(k));
+                cJSON_DeleteItemFromObjectCaseSensitive(g, name);
+                cJSON *o = cJSON_AddObjectToObject(g, name);
+                cJSON_AddNumberToObject(o, "min_context_tokens", (double)d->min_context);
+                cJSON_AddNumberToObject(o, "margin_small", d->margin_small);
+                cJSON_AddNumberToObject(o, "margin_large", d->margin_large);
+            }
+}
+
+void pkv_calib_verify_models_json(const pkv_calib *c, cJSON *root) {
+    cJSON *qg = NULL;
+    for (int q = 2; q <= PKV_GATE_QLENS; q++) {
+        int any = 0;
+        for (int r = 0; r < PKV_ROUTE_COUNT; r++) any |= c->q_model[q - 1][r].set;
+        if (!any) continue;
+        char name[8];
+        snprintf(name, sizeof name, "%d", q);
+        if (!qg) qg = cJSON_AddObjectToObject(root, "route_model_by_q");
+        route_models_json(c->q_model[q - 1], qg, name);
     }
+}
+
+void pkv_calib_route_model_json(const pkv_calib *c, cJSON *root) {
+    if (c->gates_set) pkv_calib_gates_json(c, cJSON_AddObjectToObject(root, "gates"), 1);
     route_models_json(c->route_model, root, "route_model");
     cJSON *bg = NULL;
     for (int k = 0; k < PKV_GATE_GROUPS; k++) {
@@ -351,16 +366,7 @@ void pkv_calib_route_model_json(const pkv_calib *c, cJSON *root) {
         if (!bg) bg = cJSON_AddObjectToObject(root, "route_model_by_group");
         route_models_json(c->group_model[k], bg, name);
     }
-    cJSON *qg = NULL;
-    for (int q = 2; q <= PKV_GATE_QLENS; q++) {
-        int any = 0;
-        for (int r = 0; r < PKV_ROUTE_COUNT; r++) any |= c->q_model[q - 1][r].set;
-        if (!any) continue;
-        char name[8];
-        snprintf(name, sizeof name, "%d", q);
-        if (!qg) qg = cJSON_AddObjectToObject(root, "route_model_by_q");
-        route_models_json(c->q_model[q - 1], qg, name);
-    }
+    pkv_calib_verify_models_json(c, root);
     cJSON *fg = NULL;
     for (int k = 0; k < PKV_GATE_GROUPS; k++) {
         if (c->fi_ctas_group[k] <= 0) continue;

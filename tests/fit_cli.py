@@ -4,7 +4,9 @@ calibration with a section per kind of run: runs of speculative decoding's verif
 alone (EAGLE k 3: 4 query tokens a row) write route_model_by_q "4" (each route's decode
 model with its CTA's constants, cta_gbps and cta_us, refitted, its others kept) and the "q4/G" gate, and
 keep the base's decode gates and route models; decode runs fitted over that file keep
-its verify models and gates. Usage: fit_cli.py PKVSIM SOURCE_DIR"""
+its verify models and gates. --verify-only writes the verify models and gates alone (the
+section's other keys byte for byte the base's, its record fit_by_q) and refuses runs
+without verify steps. Usage: fit_cli.py PKVSIM SOURCE_DIR"""
 import json
 import os
 import subprocess
@@ -45,17 +47,18 @@ def run(route, k):
     return out
 
 
-def fit(files, against, out):
+def fit(files, against, out, *flags):
     r = subprocess.run([pkvsim, "fit", *files, "--base", against, "--section", "served_model",
-                        "-o", out], capture_output=True, text=True)
+                        "-o", out, *flags], capture_output=True, text=True)
     print(r.stdout[-600:], r.stderr[-400:])
-    check(f"fit over {len(files)} runs: exit 0", r.returncode == 0)
+    check(f"fit{''.join(' ' + f for f in flags)} over {len(files)} runs: exit 0", r.returncode == 0)
     return json.load(open(out))["served_model"] if r.returncode == 0 else {}
 
 
 routes = ("ref_paged", "pkv_workqueue")
 shipped = json.load(open(base))["served_model"]
-verify = fit([run(r, 3) for r in routes], base, os.path.join(tmp, "verify.json"))
+verify_runs = [run(r, 3) for r in routes]
+verify = fit(verify_runs, base, os.path.join(tmp, "verify.json"))
 gates = verify.get("gates", {})
 check("the base's decode gates kept (the runs hold verify steps alone)",
       {g: v for g, v in gates.items() if not g.startswith("q")} == shipped["gates"])
@@ -72,12 +75,28 @@ for r in routes:
 check("the fit record names each route's verify model",
       all(f"{r}/q4" in verify.get("fit", {}).get("routes", {}) for r in routes))
 
-decode = fit([run(r, 0) for r in routes], os.path.join(tmp, "verify.json"),
-             os.path.join(tmp, "decode.json"))
+decode_runs = [run(r, 0) for r in routes]
+decode = fit(decode_runs, os.path.join(tmp, "verify.json"), os.path.join(tmp, "decode.json"))
 check("a decode fit keeps the verify models", decode.get("route_model_by_q") ==
       verify.get("route_model_by_q"))
 check("a decode fit keeps the q4/4 gate and writes the runs' decode gate",
       decode.get("gates", {}).get("q4/4") == gates.get("q4/4") and "4" in decode.get("gates", {}))
+
+only = fit(verify_runs, base, os.path.join(tmp, "only.json"), "--verify-only")
+check("--verify-only: the section's other keys are the base's",
+      {k: v for k, v in only.items() if k not in ("route_model_by_q", "gates", "fit_by_q")} ==
+      {k: v for k, v in shipped.items() if k not in ("route_model_by_q", "gates")})
+check("--verify-only: the verify models and gates are the whole fit's, the decode gates the base's",
+      only.get("route_model_by_q") == verify.get("route_model_by_q") and
+      only.get("gates") == verify.get("gates"))
+check("--verify-only: its record is fit_by_q",
+      all(f"{r}/q4" in only.get("fit_by_q", {}).get("routes", {}) for r in routes))
+r = subprocess.run([pkvsim, "fit", *decode_runs, "--base", base, "--section", "served_model",
+                    "-o", os.path.join(tmp, "none.json"), "--verify-only"],
+                   capture_output=True, text=True)
+check("--verify-only over decode runs is refused, nothing written",
+      r.returncode != 0 and "no verify steps" in r.stderr and
+      not os.path.exists(os.path.join(tmp, "none.json")))
 
 print(f"{len(fails)} failed")
 sys.exit(1 if fails else 0)

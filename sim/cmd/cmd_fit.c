@@ -24,7 +24,7 @@ enum { MAX_FILES = 256 };
 static void usage(void) {
     puts("usage: pkvsim fit FILE.h5... [--test FILE.h5]... [--base CALIBRATION.json]\n"
          "                 [--section study_layer|served_model] [-o OUT.json]\n"
-         "                 [--out TABLE.md] [--keep-gates]\n"
+         "                 [--out TABLE.md] [--keep-gates] [--verify-only]\n"
          "Fits the structured cost model (experiments/README.md, \"route_model\") of every\n"
          "route to the steps of runs on a measuring backend (cuda): each step's counters\n"
          "in /steps against its measured t_device (per layer for a full model), warm-up\n"
@@ -51,6 +51,10 @@ static void usage(void) {
          "theirs (held in [1, 2]). The base's gates stay where the runs measure none\n"
          "(FP8 KV's own, query lengths the runs lack, decode's where they hold verify\n"
          "steps alone).\n"
+         "--verify-only fits the verify steps alone (no decode steps, forwards or FP8 runs)\n"
+         "and writes the base back with its route_model_by_q and its \"qN/...\" gates\n"
+         "replaced and the fit's record as fit_by_q: its other constants, note and fit\n"
+         "record stay as they are (how a shipped calibration takes a GPU's verify steps).\n"
          "Where the runs hold forwards over prompt tokens (a full model's /prefills rows,\n"
          "serving.scheduler chunked steps), the measured time they take beyond the\n"
          "rooflines is fitted too, linear in their prompt tokens and attention scores (GSL\n"
@@ -166,17 +170,41 @@ static int fit_route(const pkv_calib *cal, pkv_calib *fitted, pkv_route r, int q
     return 1;
 }
 
+static const char *const flat_gates[] = {"gates", "min_context_tokens", "margin_small",
+                                         "margin_large", "gqa_group"};
+
+static void drop_keys(cJSON *o, const char *const *keys, size_t n) {
+    for (size_t i = 0; i < n; i++) cJSON_DeleteItemFromObjectCaseSensitive(o, keys[i]);
+}
+
+/* The fit's record under `name` in dst: its files, held-out files, revision and the
+ * routes' fits (taken). */
+static void fit_record(cJSON *dst, const char *name, const char *const *fits, int n_fit,
+                       const char *const *tests, int n_tests, cJSON *routes) {
+    char when[32];
+    pkv_cli_utc(when, "%Y-%m-%d");
+    cJSON *f = cJSON_AddObjectToObject(dst, name);
+    cJSON_AddStringToObject(f, "date", when);
+    cJSON *files = cJSON_AddArrayToObject(f, "files");
+    for (int i = 0; i < n_fit; i++) cJSON_AddItemToArray(files, cJSON_CreateString(fits[i]));
+    cJSON *held = cJSON_AddArrayToObject(f, "held_out");
+    for (int i = 0; i < n_tests; i++) cJSON_AddItemToArray(held, cJSON_CreateString(tests[i]));
+    cJSON_AddStringToObject(f, "pkvsim_revision", PKV_GIT_REV);
+    cJSON_AddItemToObject(f, "routes", routes);
+}
+
 int pkv_cmd_fit(int argc, char **argv) {
     const char *test_v[MAX_FILES], *base = NULL, *out = NULL, *table = NULL, *section = NULL;
     pkv_cli_list test_l = {test_v, 0};
-    int keep_gates = 0;
+    int keep_gates = 0, verify_only = 0;
     const pkv_cli_opt opts[] = {{"test", 't', PKV_CLI_LIST, &test_l, MAX_FILES},
                                 {"base", 'b', PKV_CLI_STRING, &base, 0},
                                 {"output", 'o', PKV_CLI_STRING, &out, 0},
                                 {"out", 'T', PKV_CLI_STRING, &table, 0},
                                 {"keep-gates", 'k', PKV_CLI_FLAG, &keep_gates, 0},
+                                {"verify-only", 'V', PKV_CLI_FLAG, &verify_only, 0},
                                 {"section", 's', PKV_CLI_STRING, &section, 0}};
-    const int orc = pkv_cli_options("fit", argc, argv, opts, 6, usage);
+    const int orc = pkv_cli_options("fit", argc, argv, opts, 7, usage);
     if (orc >= 0) return orc;
     const char *const *tests = test_l.v;
     const int n_tests = test_l.n;
@@ -284,7 +312,7 @@ int pkv_cmd_fit(int argc, char **argv) {
     uint32_t fitted_routes = 0; /* the routes whose steps set the gates' margins */
     cJSON *routes = cJSON_CreateObject();
     for (int r = 0; r < PKV_ROUTE_COUNT; r++)
-        for (int q = 1; q <= PKV_GATE_QLENS; q++) {
+        for (int q = verify_only ? 2 : 1; q <= PKV_GATE_QLENS; q++) {
             /* decode steps fit route_model, a verify's of q query tokens route_model_by_q */
             pkv_fit_set f = {0}, h = {0};
             if (steps_of_q(&fit, r, q, &f) || steps_of_q(&test, r, q, &h)) {
@@ -305,11 +333,20 @@ int pkv_cmd_fit(int argc, char **argv) {
             if (rc > 0) fitted_routes |= 1u << r;
             rc = 0;
         }
+    if (verify_only && !fitted_routes) {
+        fprintf(stderr,
+                "pkvsim fit: --verify-only: %s hold%s no verify steps fitted (runs of "
+                "serving.speculative, their verify steps of k + 1 query tokens a row)\n",
+                n_fit > 1 ? "the runs" : fits[0], n_fit > 1 ? "" : "s");
+        cJSON_Delete(routes);
+        rc = 1;
+        goto done;
+    }
     /* FP8 KV's runs: the per-CTA cap under the fitted models (engine/cost.c) */
     int fp8_fitted = 0;
     size_t n8 = 0;
     for (int r = 0; r < PKV_ROUTE_COUNT; r++) n8 += fit8.n[r];
-    if (n8) {
+    if (n8 && !verify_only) {
         double bps = 0, err[2];
         pkv_err fe;
         if (pkv_fit_fp8_cap(&fitted, fit8.k, (const double *const *)fit8.t, fit8.n, &bps, err,
@@ -339,7 +376,7 @@ int pkv_cmd_fit(int argc, char **argv) {
      * linear in their prompt tokens and attention scores (GSL least squares on the
      * relative error), no term negative. */
     int prefill_fitted = 0;
-    if (fit.p_n >= 3) {
+    if (fit.p_n >= 3 && !verify_only) {
         double *res = malloc(fit.p_n * sizeof *res), *w = malloc(fit.p_n * sizeof *w), c[4];
         const double *x[4] = {NULL, fit.p_tok, fit.p_sc, fit.p_rows};
         if (!res || !w) {
@@ -389,8 +426,8 @@ int pkv_cmd_fit(int argc, char **argv) {
         }
         double margin[PKV_GATE_QLENS], bb[PKV_GATE_QLENS], sb[PKV_GATE_QLENS];
         pkv_fit_gate_margins(&fitted, fitted_routes, gk, gt, gn, margin, bb, sb);
-        int decode_steps = 0;
-        for (int r = 0; r < PKV_ROUTE_COUNT; r++)
+        int decode_steps = 0; /* --verify-only: decode steps are not fitted */
+        for (int r = 0; r < PKV_ROUTE_COUNT && !verify_only; r++)
             for (size_t i = 0; (fitted_routes >> r & 1) && i < gn[r]; i++)
                 decode_steps |= gk[r][i].q_len <= 1;
         /* the base's gates stay where the runs measure none (FP8's own, query lengths the
@@ -446,50 +483,58 @@ int pkv_cmd_fit(int argc, char **argv) {
             cJSON_Delete(root);
             root = NULL;
         }
-        const char *drop[] = {"route_model",
-                              "route_model_by_group",
-                              "route_model_by_q",
-                              "flashinfer_decode_ctas_by_group",
-                              "fit",
-                              "note",
-                              "date"};
-        for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++)
-            cJSON_DeleteItemFromObjectCaseSensitive(dst, drop[i]);
-        if (!keep_gates) { /* else the base's gates stay as they are in the file */
-            static const char *const flat[] = {"gates", "min_context_tokens", "margin_small",
-                                               "margin_large", "gqa_group"};
-            for (size_t i = 0; i < sizeof flat / sizeof flat[0]; i++)
-                cJSON_DeleteItemFromObjectCaseSensitive(dst, flat[i]);
-        }
-        pkv_cli_utc(when, "%Y-%m-%d");
-        cJSON_AddStringToObject(dst, "date", when);
-        cJSON_AddStringToObject(dst, "note",
-                                "route_model (and the prefill terms where the runs hold prefills) "
-                                "fitted by pkvsim fit to measured steps (see fit); the other "
-                                "constants are the base calibration's.");
-        if (keep_gates) fitted.gates_set = false; /* the base's stay as they are in the file */
-        pkv_calib_route_model_json(&fitted, dst);
-        if (prefill_fitted) {
-            const char *pk[4] = {"prefill_fixed_us", "prefill_token_us", "prefill_score_ps",
-                                 "prefill_row_us"};
-            const double pv[4] = {fitted.prefill_fixed_us, fitted.prefill_token_us,
-                                  fitted.prefill_score_ps, fitted.prefill_row_us};
-            for (int k = 0; k < 4; k++) {
-                cJSON_DeleteItemFromObjectCaseSensitive(dst, pk[k]);
-                cJSON_AddNumberToObject(dst, pk[k], pv[k]);
+        if (verify_only) { /* the verify steps' models and gates alone: the rest as it is */
+            cJSON_DeleteItemFromObjectCaseSensitive(dst, "route_model_by_q");
+            cJSON_DeleteItemFromObjectCaseSensitive(dst, "fit_by_q");
+            pkv_calib_verify_models_json(&fitted, dst);
+            cJSON *g = cJSON_GetObjectItemCaseSensitive(dst, "gates");
+            if (!keep_gates && g) { /* its verify gates the fit's (the base's where it had none) */
+                for (cJSON *it = g->child, *next; it; it = next) {
+                    next = it->next;
+                    if (it->string && it->string[0] == 'q')
+                        cJSON_Delete(cJSON_DetachItemViaPointer(g, it));
+                }
+                pkv_calib_gates_json(&fitted, g, 2);
+            } else if (!keep_gates) { /* flat gate keys: all of them as a gates object */
+                drop_keys(dst, flat_gates, sizeof flat_gates / sizeof flat_gates[0]);
+                pkv_calib_gates_json(&fitted, cJSON_AddObjectToObject(dst, "gates"), 1);
             }
+            fit_record(dst, "fit_by_q", fits, n_fit, tests, n_tests, routes);
+        } else {
+            static const char *const drop[] = {"route_model",
+                                               "route_model_by_group",
+                                               "route_model_by_q",
+                                               "flashinfer_decode_ctas_by_group",
+                                               "fit",
+                                               "note",
+                                               "date"};
+            drop_keys(dst, drop, sizeof drop / sizeof drop[0]);
+            if (!keep_gates) /* else the base's gates stay as they are in the file */
+                drop_keys(dst, flat_gates, sizeof flat_gates / sizeof flat_gates[0]);
+            pkv_cli_utc(when, "%Y-%m-%d");
+            cJSON_AddStringToObject(dst, "date", when);
+            cJSON_AddStringToObject(dst, "note",
+                                    "route_model (and the prefill terms where the runs hold "
+                                    "prefills) fitted by pkvsim fit to measured steps (see fit); "
+                                    "the other constants are the base calibration's.");
+            if (keep_gates) fitted.gates_set = false; /* the base's stay as they are in the file */
+            pkv_calib_route_model_json(&fitted, dst);
+            if (prefill_fitted) {
+                const char *pk[4] = {"prefill_fixed_us", "prefill_token_us", "prefill_score_ps",
+                                     "prefill_row_us"};
+                const double pv[4] = {fitted.prefill_fixed_us, fitted.prefill_token_us,
+                                      fitted.prefill_score_ps, fitted.prefill_row_us};
+                for (int k = 0; k < 4; k++) {
+                    cJSON_DeleteItemFromObjectCaseSensitive(dst, pk[k]);
+                    cJSON_AddNumberToObject(dst, pk[k], pv[k]);
+                }
+            }
+            if (fp8_fitted) {
+                cJSON_DeleteItemFromObjectCaseSensitive(dst, "kv_fp8_cta_gbps");
+                cJSON_AddNumberToObject(dst, "kv_fp8_cta_gbps", fitted.kv_fp8_cta_gbps / 1e9);
+            }
+            fit_record(dst, "fit", fits, n_fit, tests, n_tests, routes);
         }
-        if (fp8_fitted) {
-            cJSON_DeleteItemFromObjectCaseSensitive(dst, "kv_fp8_cta_gbps");
-            cJSON_AddNumberToObject(dst, "kv_fp8_cta_gbps", fitted.kv_fp8_cta_gbps / 1e9);
-        }
-        cJSON *f = cJSON_AddObjectToObject(dst, "fit");
-        cJSON *files = cJSON_AddArrayToObject(f, "files");
-        for (int i = 0; i < n_fit; i++) cJSON_AddItemToArray(files, cJSON_CreateString(fits[i]));
-        cJSON *held = cJSON_AddArrayToObject(f, "held_out");
-        for (int i = 0; i < n_tests; i++) cJSON_AddItemToArray(held, cJSON_CreateString(tests[i]));
-        cJSON_AddStringToObject(f, "pkvsim_revision", PKV_GIT_REV);
-        cJSON_AddItemToObject(f, "routes", routes);
         routes = NULL;
         char *text = cJSON_Print(root);
         if (!text || pkv_write_atomic(out, text)) {
