@@ -69,6 +69,7 @@ static const pkv_key rows[] = {
     {.obj = "", .name = "gates", .kind = PKV_KEY_CUSTOM},          /* the policy's gates per G */
     {.obj = "", .name = "gemm_tflops_at", .kind = PKV_KEY_CUSTOM}, /* GEMM rate per width */
     {.obj = "", .name = "fit", .kind = PKV_KEY_CUSTOM},            /* calibrate's fit record */
+    {.obj = "", .name = "fit_by_q", .kind = PKV_KEY_CUSTOM},       /* fit --verify-only's record */
     {.obj = "", .name = "derived", .kind = PKV_KEY_CUSTOM},     /* a derived preset: its sources */
     {.obj = "", .name = "section", .kind = PKV_KEY_CUSTOM},     /* the section applied (load) */
     {.obj = "", .name = "study_layer", .kind = PKV_KEY_CUSTOM}, /* a file's sections (load) */

@@ -91,6 +91,20 @@ check("--verify-only: the verify models and gates are the whole fit's, the decod
       only.get("gates") == verify.get("gates"))
 check("--verify-only: its record is fit_by_q",
       all(f"{r}/q4" in only.get("fit_by_q", {}).get("routes", {}) for r in routes))
+for name in ("verify", "decode", "only"):  # each written file is a calibration a run reads
+    exp = {"name": "reads", "model": "llama-3.1-8b",
+           "workload": {"arrival": {"process": "closed", "concurrency": 2},
+                        "prompt": {"dist": "fixed", "value": 512},
+                        "decode": {"dist": "fixed", "value": 8}, "num_requests": 4},
+           "serving": {"speculative": {"method": "eagle", "tokens": 3, "acceptance": 0.7}},
+           "route": {"policy": "adaptive", "calibration": os.path.join(tmp, name + ".json")},
+           "run": {"backend": "model"}}
+    path = os.path.join(tmp, "reads.json")
+    with open(path, "w") as f:
+        json.dump(exp, f)
+    r = subprocess.run([pkvsim, "run", "-q", "-o", os.path.join(tmp, "reads.h5"), path],
+                       capture_output=True, text=True)
+    check(f"{name}.json is a calibration a run reads: {r.stderr.strip()[-200:]}", r.returncode == 0)
 r = subprocess.run([pkvsim, "fit", *decode_runs, "--base", base, "--section", "served_model",
                     "-o", os.path.join(tmp, "none.json"), "--verify-only"],
                    capture_output=True, text=True)
