@@ -163,13 +163,13 @@ bool pkv_calib_serves(const cJSON *root, const char *section);
  * of the current values; unknown keys and bad values are errors naming `path`. */
 int pkv_calib_apply(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e);
 void pkv_calib_free(pkv_calib *c);
-/* Add the fitted route models (and the gates, where the calibration has its own) to
- * a calibration object being written. */
 /* Into gates object g: the calibration's gates of q_min query tokens a row and more
  * (1: all; 2: the verify steps' "qN/..." ones), replacing members of the same names. */
 void pkv_calib_gates_json(const pkv_calib *c, cJSON *g, int q_min);
 /* Add route_model_by_q (the verify steps' route models, where any) to root. */
 void pkv_calib_verify_models_json(const pkv_calib *c, cJSON *root);
+/* Add the fitted route models (and the gates, where the calibration has its own) to
+ * a calibration object being written. */
 void pkv_calib_route_model_json(const pkv_calib *c, cJSON *root);
 /* The index of GQA group size G (1 to 8, 16, 32, 64) in the per-group arrays (gates,
  * group_model, fi_ctas_group); -1 for any other G. pkv_calib_group_of: its inverse. */

@@ -139,10 +139,6 @@ void pkv_fit_error(const pkv_calib *c, pkv_route r, const pkv_route_model *m, co
     *sum_err = sm > 0 ? sp / sm - 1 : NAN;
 }
 
-static int q_of(const pkv_counters *k) {
-    return k->q_len > 1 ? k->q_len : 1;
-}
-
 void pkv_fit_gate_margins(const pkv_calib *c, uint32_t routes, pkv_counters *const *k,
                           double *const *t, const size_t *n, double *margin, double *base_bias,
                           double *split_bias) {
@@ -154,7 +150,7 @@ void pkv_fit_gate_margins(const pkv_calib *c, uint32_t routes, pkv_counters *con
                 continue;
             double sp = 0, sm = 0;
             for (size_t i = 0; i < n[r]; i++)
-                if (q_of(&k[r][i]) == ql || (ql == PKV_GATE_QLENS && q_of(&k[r][i]) > ql))
+                if (pkv_fit_step_of_q(&k[r][i], ql))
                     sp += pkv_cost_route_time(c, (pkv_route)r, NULL, &k[r][i]), sm += t[r][i];
             if (!(sm > 0)) continue;
             const double bias = sp / sm - 1;

@@ -28,6 +28,13 @@ int pkv_fit_route_rate(const pkv_calib *c, pkv_route r, const pkv_route_model *f
                        const pkv_counters *k, const double *t, size_t n, pkv_route_model *m,
                        pkv_err *e);
 
+/* Whether step k counts among the steps of q query tokens a row (1: decode; the last
+ * length, PKV_GATE_QLENS, takes the longer ones too): the fit's and the gates' grouping. */
+static inline bool pkv_fit_step_of_q(const pkv_counters *k, int q) {
+    const int ql = k->q_len > 1 ? k->q_len : 1;
+    return ql == q || (q == PKV_GATE_QLENS && ql > q);
+}
+
 /* Mean absolute relative error of route r's model m over n steps (m NULL: the
  * calibration's prediction), and the relative error of their sum. */
 void pkv_fit_error(const pkv_calib *c, pkv_route r, const pkv_route_model *m, const pkv_counters *k,

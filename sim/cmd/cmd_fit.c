@@ -93,14 +93,11 @@ static const char *pct(char b[16], double x, bool sign) {
     return b;
 }
 
-/* Route r's steps of s with q query tokens a row (1: decode; PKV_GATE_QLENS: that many
- * or more), copied into sub's arrays of r. */
+/* Route r's steps of s with q query tokens a row (pkv_fit_step_of_q), copied into sub's
+ * arrays of r. */
 static int steps_of_q(const pkv_fit_set *s, int r, int q, pkv_fit_set *sub) {
     size_t n = 0;
-    for (size_t i = 0; i < s->n[r]; i++) {
-        const int ql = s->k[r][i].q_len > 1 ? s->k[r][i].q_len : 1;
-        n += ql == q || (q == PKV_GATE_QLENS && ql > q);
-    }
+    for (size_t i = 0; i < s->n[r]; i++) n += pkv_fit_step_of_q(&s->k[r][i], q);
     if (!n) return 0;
     sub->k[r] = malloc(n * sizeof *sub->k[r]);
     sub->t[r] = malloc(n * sizeof *sub->t[r]);
@@ -108,8 +105,7 @@ static int steps_of_q(const pkv_fit_set *s, int r, int q, pkv_fit_set *sub) {
     sub->ktok[r] = malloc(n * sizeof *sub->ktok[r]);
     if (!sub->k[r] || !sub->t[r] || !sub->host[r] || !sub->ktok[r]) return -1;
     for (size_t i = 0; i < s->n[r]; i++) {
-        const int ql = s->k[r][i].q_len > 1 ? s->k[r][i].q_len : 1;
-        if (ql != q && !(q == PKV_GATE_QLENS && ql > q)) continue;
+        if (!pkv_fit_step_of_q(&s->k[r][i], q)) continue;
         const size_t j = sub->n[r]++;
         sub->k[r][j] = s->k[r][i], sub->t[r][j] = s->t[r][i];
         sub->host[r][j] = s->host[r][i], sub->ktok[r][j] = s->ktok[r][i];
@@ -429,7 +425,7 @@ int pkv_cmd_fit(int argc, char **argv) {
         int decode_steps = 0; /* --verify-only: decode steps are not fitted */
         for (int r = 0; r < PKV_ROUTE_COUNT && !verify_only; r++)
             for (size_t i = 0; (fitted_routes >> r & 1) && i < gn[r]; i++)
-                decode_steps |= gk[r][i].q_len <= 1;
+                decode_steps |= pkv_fit_step_of_q(&gk[r][i], 1);
         /* the base's gates stay where the runs measure none (FP8's own, query lengths the
          * runs lack, decode's where they hold verify steps alone); a flat one as its G's */
         if (!fitted.gates_set) {
