@@ -311,17 +311,11 @@ int pkv_cmd_fit(int argc, char **argv) {
         for (int q = verify_only ? 2 : 1; q <= PKV_GATE_QLENS; q++) {
             /* decode steps fit route_model, a verify's of q query tokens route_model_by_q */
             pkv_fit_set f = {0}, h = {0};
-            if (steps_of_q(&fit, r, q, &f) || steps_of_q(&test, r, q, &h)) {
-                pkv_fit_set_free(&f), pkv_fit_set_free(&h);
-                fprintf(stderr, "pkvsim fit: out of memory\n");
-                cJSON_Delete(routes);
-                rc = 1;
-                goto done;
-            }
-            if (f.n[r]) rc = fit_route(&cal, &fitted, (pkv_route)r, q, &f, &h, routes);
+            rc = steps_of_q(&fit, r, q, &f) || steps_of_q(&test, r, q, &h) ? -1 : 0;
+            if (!rc && f.n[r]) rc = fit_route(&cal, &fitted, (pkv_route)r, q, &f, &h, routes);
             pkv_fit_set_free(&f), pkv_fit_set_free(&h);
             if (rc < 0) {
-                fprintf(stderr, "pkvsim fit: out of memory fitting the host's share\n");
+                fprintf(stderr, "pkvsim fit: out of memory\n");
                 cJSON_Delete(routes);
                 rc = 1;
                 goto done;
