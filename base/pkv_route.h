@@ -52,10 +52,10 @@ typedef enum pkv_route_prop {
     PKV_RP_FI_SHAPES = 1u << 2, /* built for FlashInfer's shapes only: 1, 2, 4 or 8 query
                                    heads per KV head (pkv_flashinfer_group), head_dim 128
                                    on the GPU */
-    PKV_RP_VERIFY = 1u << 3,    /* its GPU kernels take a verify step's query tokens a row
-                                   (pkvk_batch.q_len), packed beside the group's heads in
-                                   query blocks (pkvk_verify_pack); FlashInfer's
-                                   decode kernels take one */
+    PKV_RP_VERIFY = 1u << 3,    /* its kernels take a verify step's query tokens a row
+                                   (pkvk_batch.q_len) packed beside the group's heads in
+                                   query blocks (pkvk_verify_pack); FlashInfer's routes
+                                   run a verify step on its prefill path instead */
 } pkv_route_prop;
 
 typedef enum pkv_route_role { PKV_ROLE_BASELINE, PKV_ROLE_SPLIT, PKV_ROLE_ABLATION } pkv_route_role;

@@ -69,20 +69,6 @@ int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const p
                         "model's step (%s can); run it without graphs",
                         pkv_route_name((pkv_route)__builtin_ctz(eng->policy.candidates)), can);
     }
-    /* Verify steps on the GPU: the routes whose kernels take their query tokens (FlashInfer's
-     * decode routes take one a row; its prefill path runs a verify in `pkvsim bench kernels
-     * --q-len`, not in a step). */
-    const uint32_t verify = pkv_routes_with(PKV_RP_VERIFY);
-    eng->verify_routes = eng->policy.candidates;
-    if (caps->gpu && o->spec.method != PKV_SPEC_NONE && (eng->policy.candidates & ~verify)) {
-        if (!(eng->policy.candidates & verify))
-            return pkv_fail(e,
-                            "route %s: FlashInfer's decode routes take one query token a row; "
-                            "speculative decoding's verify steps on the %s backend need another "
-                            "route (adaptive, oracle or a PersistentKV route)",
-                            eng->policy.name, pkv_backend_names[kind]);
-        eng->verify_routes = (eng->policy.candidates & verify) | 1u << PKV_ROUTE_REF_PAGED;
-    }
     /* the experts' draws; a measuring backend routes its forwards by them, and the step's
      * cost reads the routing it ran */
     if (pkv_model_moe_layers(m) &&
@@ -164,14 +150,12 @@ static int plan_candidates(pkv_engine *eng, const pkv_batch_view *v, int lazy, i
     uint32_t plan = eng->opts.plan_needed && !eng->backend->measures
                         ? pkv_policy_needed(&eng->policy, eng->cal, sv)
                         : eng->policy.candidates;
-    /* a verify step plans verify_routes (on the GPU no FlashInfer decode route) */
-    if (v->spec_tokens && (plan & ~eng->verify_routes))
-        plan = (plan & eng->verify_routes) | 1u << PKV_ROUTE_REF_PAGED;
     for (int r = 0; r < PKV_ROUTE_COUNT; r++) {
         rec->t_route[r] = NAN;
         if (!(plan >> r & 1)) continue;
         double tp = measured_oracle ? pkv_clock_now() : 0;
         eng->planner.plans[r].counts_only = lazy || !eng->backend->measures;
+        eng->planner.plans[r].q_len = 1 + v->spec_tokens; /* FlashInfer's: its prefill path */
         int rc = pkv_planner_build(&eng->planner, (pkv_route)r, v->seq_lens, v->n_rows);
         if (rc)
             return pkv_fail(e, "step %llu: planning %s failed (status %d)",

@@ -151,10 +151,6 @@ typedef struct pkv_engine {
     const pkv_calib *cal;
     pkv_route_policy policy;
     bool no_context_gate; /* pkv_step_view.no_context_gate */
-    /* the routes a verify step (speculative decoding's k + 1 query tokens a row) may plan:
-     * on the GPU FlashInfer's decode routes take one token a row, ref_paged is the
-     * baseline in their place */
-    uint32_t verify_routes;
     pkv_engine_opts opts; /* as made (opts.policy not kept: the policy's name is policy.name) */
     pkv_planner planner;
     pkv_backend *backend;  /* owned */

@@ -617,11 +617,7 @@ extern "C" int pkvk_launch(pkvk_workspace *w, const pkvk_batch *b, const pkvk_pl
     const int qlen = b->q_len > 1 ? b->q_len : 1;
     int per;
     const int rows_cta = pkvk_verify_pack(G, s.d, qlen, &per), qbn = (qlen + per - 1) / per;
-    if (qlen > 1) {
-        if (!pkv_route_has(plan->route, PKV_RP_VERIFY))
-            return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED,
-                                 "FlashInfer's decode routes take one query token a row; a "
-                                 "verify step runs on its prefill path (pkvk_fi_prefill)");
+    if (qlen > 1 && pkv_route_has(plan->route, PKV_RP_VERIFY)) { // FlashInfer plans its own
         if ((int64_t)plan->n_slots * qlen > w->cap_slots)
             return pkvk_fail_msg(PKVK_ERR_INVALID, "a verify step's states (slots x query "
                                                    "tokens) exceed the workspace's slots");

@@ -52,17 +52,6 @@ int pkvk_time_swap(const pkvk_ctx *c, int n_pools, size_t page_bytes, int32_t n_
  * of reps calls, in ms. */
 int pkvk_time_read(const pkvk_ctx *c, size_t bytes, int reps, float *ms);
 
-/* A verify step (b->q_len query tokens a row, causal) on FlashInfer's prefill path, as
- * engines run one, for the verify benchmark's baseline: made for one batch (lens and bt:
- * its rows' lengths and block table on the host; its pointers device ones), then run on
- * the batch's q, pages and o. PKVK_ERR_UNSUPPORTED where FlashInfer is not built or the
- * shape is not one of its (head dimension 128, group 1, 2, 4 or 8); FP8 pages at scale 1. */
-typedef struct pkvk_fi_verify pkvk_fi_verify;
-int pkvk_fi_verify_create(const pkvk_ctx *c, pkvk_fi_verify **v, const pkvk_batch *b,
-                          const int32_t *lens, const int32_t *bt);
-int pkvk_fi_verify_run(pkvk_fi_verify *v, const pkvk_batch *b);
-void pkvk_fi_verify_destroy(pkvk_fi_verify *v);
-
 #ifdef __cplusplus
 }
 #endif

@@ -4,6 +4,9 @@
 //  - flashinfer_tc: the wrapper's use_tensor_cores=True path, the batch prefill kernel
 //                   over the paged cache with one query token per row, planned by
 //                   PrefillPlan (fixed uniform query length 1), merged when split.
+// A verify step (q_len > 1 query tokens a row) on either route runs on FlashInfer's
+// prefill path, as engines run one: the batch prefill kernel, causal, each row's tokens
+// a prefill piece at its last positions (pkvk_fi_prefill), planned by PrefillPlan.
 // The cache is used in place: FlashInfer's HND layout [page][head][token][d] is
 // pkvsim's. Only the page list differs (CSR instead of a strided block table); one
 // small kernel packs it from the block table. Every element type pkvsim's kernels take
@@ -109,6 +112,7 @@ template <class F> static cudaError_t with_group(int G, F &&f) {
 } // namespace
 
 struct pkvk_fi {
+    const pkvk_ctx *ctx;
     cudaStream_t stream;
     pkvk_shape shape;
     int32_t cap_rows;
@@ -117,9 +121,11 @@ struct pkvk_fi {
     int32_t *indptr_d, *last_d, *qo_indptr_d, *indices_d;
     size_t cap_indices;
     pkv_route planned;
-    int32_t n_rows;
+    int32_t n_rows, q_len;
     fi::DecodePlanInfo dinfo;
     fi::PrefillPlanInfo pinfo;
+    pkvk_fi_prefill *verify; // a verify step's prefill path, made at the first
+    int32_t *verify_h;       // its query offsets [cap_rows + 1], last-page lengths [cap_rows]
 };
 
 static int check_shape(const pkvk_shape *s) {
@@ -176,6 +182,7 @@ extern "C" int pkvk_fi_create(const pkvk_ctx *c, pkvk_fi **out, const pkvk_shape
     if (rc) return rc;
     pkvk_fi *f = new (std::nothrow) pkvk_fi();
     if (!f) return PKVK_ERR_OUT_OF_MEMORY;
+    f->ctx = c;
     f->stream = c->stream;
     f->shape = *s;
     f->cap_rows = cap_rows;
@@ -186,6 +193,7 @@ extern "C" int pkvk_fi_create(const pkvk_ctx *c, pkvk_fi **out, const pkvk_shape
     if (!rc) rc = pkvk_host_alloc(&f->int_host, kIntBytes);
     if (!rc) rc = pkvk_host_alloc((void **)&f->indptr_h, ip);
     if (!rc) rc = pkvk_host_alloc((void **)&f->qo_indptr_h, ip);
+    if (!rc) rc = pkvk_host_alloc((void **)&f->verify_h, 2 * ip);
     if (!rc) rc = pkvk_malloc((void **)&f->indptr_d, ip);
     if (!rc) rc = pkvk_malloc((void **)&f->qo_indptr_d, ip);
     if (!rc) rc = pkvk_malloc((void **)&f->last_d, ip);
@@ -205,6 +213,8 @@ extern "C" void pkvk_fi_destroy(pkvk_fi *f) {
     pkvk_host_free(f->int_host);
     pkvk_host_free(f->indptr_h);
     pkvk_host_free(f->qo_indptr_h);
+    pkvk_host_free(f->verify_h);
+    pkvk_fi_prefill_destroy(f->verify);
     delete f;
 }
 
@@ -226,9 +236,29 @@ extern "C" int pkvk_fi_upload(pkvk_fi *f, const pkvk_plan *p) {
     f->n_rows = p->n_rows;
     f->planned = PKV_ROUTE_COUNT;
     if (n == 0) return PKVK_OK;
+    const int32_t ql = p->q_len > 1 ? p->q_len : 1;
     int G = s.hq / s.hkv, rc;
     const int32_t *o_indptr; // FlashInfer's partial-output offsets per row, on the host
-    if (p->route == PKV_ROUTE_FLASHINFER) {
+    if (!pkv_route_is_flashinfer(p->route))
+        return pkvk_fail_msg(PKVK_ERR_INVALID, "not a FlashInfer route");
+    if (ql > 1) {
+        // A verify step: each row's ql tokens a prefill piece over its pages.
+        rc = f->verify ? PKVK_OK
+                       : pkvk_fi_prefill_create(f->ctx, &f->verify, s.hq, s.hkv, s.d, s.page_size,
+                                                s.dtype, s.kv_dtype, f->cap_rows);
+        int32_t *qo = f->verify_h, *last = qo + f->cap_rows + 1;
+        for (uint32_t i = 0; !rc && i <= n; i++) {
+            qo[i] = (int32_t)i * ql;
+            if (i < n && p->lens[i] < ql)
+                rc = pkvk_fail_msg(PKVK_ERR_INVALID, "a verify row has fewer keys than query "
+                                                     "tokens");
+            if (i < n) last[i] = (p->lens[i] - 1) % s.page_size + 1;
+        }
+        // the page list is packed (and may move) after the upload: the launch passes it
+        if (!rc) rc = pkvk_fi_prefill_plan(f->verify, (int)n, qo, f->indptr_h, last, nullptr);
+        if (rc) return rc;
+        o_indptr = pkvk_fi_prefill_o_indptr(f->verify);
+    } else if (p->route == PKV_ROUTE_FLASHINFER) {
         rc = guarded("FlashInfer DecodePlan", [&] {
             return with_types(s, [&](auto t) {
                 return with_group(
@@ -250,22 +280,22 @@ extern "C" int pkvk_fi_upload(pkvk_fi *f, const pkvk_plan *p) {
             return pkvk_fail_msg(PKVK_ERR_UNSUPPORTED,
                                  "FlashInfer PrefillPlan chose a query tile other than 16");
         o_indptr = fi::GetPtrFromBaseOffset<int32_t>(f->int_host, f->pinfo.o_indptr_offset);
-    } else {
-        return pkvk_fail_msg(PKVK_ERR_INVALID, "not a FlashInfer route");
     }
     if (rc) return rc;
     // The counters every backend records come from the plan's mirror of these
-    // planners: refuse to run a partition the mirror did not predict.
+    // planners: refuse to run a partition the mirror did not predict (its KV chunks a
+    // row; FlashInfer's offsets count them once for each query token).
     for (uint32_t i = 0; i <= n; i++)
-        if (o_indptr[i] != p->split_offsets[i]) {
+        if (o_indptr[i] != ql * p->split_offsets[i]) {
             char msg[256];
             snprintf(msg, sizeof msg,
                      "%s: FlashInfer planned partial-output offset %d for row %u, pkvsim's mirror "
-                     "of its planner %d",
-                     pkv_route_name(p->route), o_indptr[i], i, p->split_offsets[i]);
+                     "of its planner %d (%d query tokens a row)",
+                     pkv_route_name(p->route), o_indptr[i], i, ql * p->split_offsets[i], ql);
             return pkvk_fail_msg(PKVK_ERR_INVALID, msg);
         }
     f->planned = p->route;
+    f->q_len = ql;
     return PKVK_OK;
 }
 
@@ -305,7 +335,11 @@ static int launch_typed(pkvk_fi *f, const pkvk_batch *b, const pkvk_plan *p, flo
     int rc;
     TQ *tmp_v;
     float *tmp_s;
-    if (p->route == PKV_ROUTE_FLASHINFER) {
+    if (f->q_len > 1) {
+        rc = pkvk_fi_prefill_launch(f->verify, b->q, b->k_cache, b->v_cache, b->o, f->indices_d,
+                                    sm_scale, launches);
+        if (rc) *launches = 0;
+    } else if (p->route == PKV_ROUTE_FLASHINFER) {
         DecParams<T> q((TQ *)b->q, nullptr, kv, (TQ *)b->o, nullptr, nullptr, s.hq, q_stride_n,
                        q_stride_h, /*window_left=*/-1, /*logits_soft_cap=*/0.f, sm_scale,
                        /*rope_scale=*/1.f, /*rope_theta=*/1e4f);
@@ -340,7 +374,7 @@ static int launch_typed(pkvk_fi *f, const pkvk_batch *b, const pkvk_plan *p, flo
     PKVK_CK_LAUNCH();
     if constexpr (std::is_same_v<TKV, __nv_fp8_e4m3>) {
         if (b->v_scale_all == 1.f) return PKVK_OK;
-        const size_t n = (size_t)p->n_rows * s.hq * s.d;
+        const size_t n = (size_t)p->n_rows * f->q_len * s.hq * s.d;
         scale_kernel<<<(unsigned)((n + 255) / 256 < 1024 ? (n + 255) / 256 : 1024), 256, 0,
                        f->stream>>>((TQ *)b->o, n, b->v_scale_all);
         PKVK_CK_LAUNCH();
@@ -361,6 +395,9 @@ extern "C" int pkvk_fi_launch(pkvk_fi *f, const pkvk_batch *b, const pkvk_plan *
     if (f->planned != p->route || f->n_rows != p->n_rows || !f->indices_d)
         return pkvk_fail_msg(PKVK_ERR_INVALID,
                              "FlashInfer route: upload the plan and pack the page list first");
+    if ((b->q_len > 1 ? b->q_len : 1) != f->q_len)
+        return pkvk_fail_msg(PKVK_ERR_INVALID, "FlashInfer route: the batch's query tokens a row "
+                                               "differ from the uploaded plan's");
     return with_types(
         s, [&](auto t) { return launch_typed<decltype(t)>(f, b, p, sm_scale, launches); });
 }

@@ -49,6 +49,15 @@ int pkvk_fi_prefill_plan(pkvk_fi_prefill *f, int n, const int32_t *qo_indptr,
 /* The planned pieces' attention of one layer. Asynchronous. */
 int pkvk_fi_prefill_run(pkvk_fi_prefill *f, const void *q, const void *k_pool, const void *v_pool,
                         void *o);
+/* As pkvk_fi_prefill_run, over the device page list `pages` (null: the plan's) at softmax
+ * scale sm_scale; *launches (if given): FlashInfer's kernel, and its merge when the plan
+ * splits. */
+int pkvk_fi_prefill_launch(pkvk_fi_prefill *f, const void *q, const void *k_pool,
+                           const void *v_pool, void *o, const int32_t *pages, float sm_scale,
+                           int *launches);
+/* The last plan's partial-output offsets (host, [pieces + 1]): FlashInfer's o_indptr, a
+ * piece's query tokens times its KV chunks. */
+const int32_t *pkvk_fi_prefill_o_indptr(const pkvk_fi_prefill *f);
 
 #ifdef __cplusplus
 }

@@ -110,14 +110,19 @@ extern "C" int pkvk_fi_prefill_plan(pkvk_fi_prefill *f, int n, const int32_t *qo
     return PKVK_OK;
 }
 
+extern "C" const int32_t *pkvk_fi_prefill_o_indptr(const pkvk_fi_prefill *f) {
+    return fi::GetPtrFromBaseOffset<int32_t>(f->int_host, f->info.o_indptr_offset);
+}
+
 template <class DQ, class DKV>
-static int run(pkvk_fi_prefill *f, const void *q, const void *k_pool, const void *v_pool, void *o) {
+static int run(pkvk_fi_prefill *f, const void *q, const void *k_pool, const void *v_pool, void *o,
+               const int32_t *pages, float sm_scale) {
     int32_t *qo = f->meta_d, *kvi = qo + f->cap + 1, *lp = kvi + f->cap + 1;
     fi::paged_kv_t<DKV, int32_t> kv(f->hkv, f->ps, kHeadDim, f->n, fi::QKVLayout::kHND,
-                                    (DKV *)k_pool, (DKV *)v_pool, (int32_t *)f->pages, kvi, lp);
+                                    (DKV *)k_pool, (DKV *)v_pool, (int32_t *)pages, kvi, lp);
     Params<DQ, DKV> p((DQ *)q, kv, nullptr, qo, nullptr, nullptr, (DQ *)o, nullptr, nullptr, f->hq,
                       f->hq * (int32_t)kHeadDim, (int32_t)kHeadDim, /*window_left=*/-1,
-                      /*logits_soft_cap=*/0.f, 1.f / sqrtf((float)kHeadDim), /*rope_scale=*/1.f,
+                      /*logits_soft_cap=*/0.f, sm_scale, /*rope_scale=*/1.f,
                       /*rope_theta=*/1e4f);
     const fi::PrefillPlanInfo &pi = f->info;
     DQ *tmp_v;
@@ -139,14 +144,23 @@ static int run(pkvk_fi_prefill *f, const void *q, const void *k_pool, const void
     });
 }
 
-extern "C" int pkvk_fi_prefill_run(pkvk_fi_prefill *f, const void *q, const void *k_pool,
-                                   const void *v_pool, void *o) {
+extern "C" int pkvk_fi_prefill_launch(pkvk_fi_prefill *f, const void *q, const void *k_pool,
+                                      const void *v_pool, void *o, const int32_t *pages,
+                                      float sm_scale, int *launches) {
     const bool bf = f->dtype == PKVK_BF16, fp8 = f->kv_dtype == PKVK_FP8_E4M3;
-    int rc = fp8  ? (bf ? run<__nv_bfloat16, __nv_fp8_e4m3>(f, q, k_pool, v_pool, o)
-                        : run<half, __nv_fp8_e4m3>(f, q, k_pool, v_pool, o))
-             : bf ? run<__nv_bfloat16, __nv_bfloat16>(f, q, k_pool, v_pool, o)
-                  : run<half, half>(f, q, k_pool, v_pool, o);
+    if (!pages) pages = f->pages;
+    int rc = fp8 ? (bf ? run<__nv_bfloat16, __nv_fp8_e4m3>(f, q, k_pool, v_pool, o, pages, sm_scale)
+                       : run<half, __nv_fp8_e4m3>(f, q, k_pool, v_pool, o, pages, sm_scale))
+             : bf ? run<__nv_bfloat16, __nv_bfloat16>(f, q, k_pool, v_pool, o, pages, sm_scale)
+                  : run<half, half>(f, q, k_pool, v_pool, o, pages, sm_scale);
     if (rc) return rc;
     PKVK_CK_LAUNCH();
+    if (launches) *launches = 1 + (int)f->info.split_kv; // the kernel, and its merge
     return PKVK_OK;
+}
+
+extern "C" int pkvk_fi_prefill_run(pkvk_fi_prefill *f, const void *q, const void *k_pool,
+                                   const void *v_pool, void *o) {
+    return pkvk_fi_prefill_launch(f, q, k_pool, v_pool, o, nullptr, 1.f / sqrtf((float)kHeadDim),
+                                  nullptr);
 }

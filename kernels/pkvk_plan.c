@@ -247,7 +247,8 @@ int pkvk_plan_flashinfer(pkvk_plan *p, pkv_route route, const pkvk_shape *s,
         if (pages > max_pages) max_pages = pages;
     }
     const int64_t min_chunk = ps < 128 ? 128 / ps : 1;
-    const int64_t key[4] = {route, s->hkv, ps, (int64_t)sm_count * decode_ctas_per_sm};
+    const int32_t q_len = p->q_len > 1 ? p->q_len : 1;
+    const int64_t key[5] = {route, s->hkv, ps, (int64_t)sm_count * decode_ctas_per_sm, q_len};
     const size_t bytes = sizeof(int32_t) * (size_t)n_rows;
     const bool same_grid = !memcmp(p->memo_key, key, sizeof key);
     if (same_grid && n_rows <= PKVK_MEMO_ROWS && p->memo_n == n_rows &&
@@ -260,7 +261,12 @@ int pkvk_plan_flashinfer(pkvk_plan *p, pkv_route route, const pkvk_shape *s,
     /* the last plan's chunk, where it was made for this grid: the search's guess */
     const int64_t guess = same_grid ? p->memo_chunk : 0;
     int64_t chunk;
-    if (route == PKV_ROUTE_FLASHINFER) {
+    /* the prefill path's query tiles a row (FA2DetermineCtaTileQ at head dimension 128 on
+     * sm_80 and later: one tile of 16 rows at decode) */
+    const int64_t rows = (int64_t)q_len * (s->hkv > 0 ? s->hq / s->hkv : 1);
+    const int64_t tile = rows > 64 ? 128 : rows > 16 ? 64 : 16;
+    const int32_t tiles = (int32_t)((rows + tile - 1) / tile);
+    if (route == PKV_ROUTE_FLASHINFER && q_len == 1) {
         /* DecodePlan: no split once the rows alone fill the grid; else the smallest
          * chunk whose CTAs (chunks x KV heads) fit one grid. */
         int64_t grid = (int64_t)decode_ctas_per_sm * sm_count;
@@ -268,17 +274,17 @@ int pkvk_plan_flashinfer(pkvk_plan *p, pkv_route route, const pkvk_shape *s,
                     ? max_pages
                     : fi_chunk(p->lens, n_rows, total, min_chunk, max_pages, guess, s->hkv, grid);
     } else {
-        /* PrefillPlan at one query token per row: one query tile per row (G <= 16),
-         * 2 CTAs per SM, the budget counted in rows (it divides the grid by the KV
-         * heads). */
+        /* PrefillPlan: 2 CTAs per SM, the budget counted in query tiles (it divides the
+         * grid by the KV heads), each chunk of a row taking its tiles. */
         int64_t budget = 2 * (int64_t)sm_count / s->hkv;
-        chunk = fi_chunk(p->lens, n_rows, total, min_chunk, max_pages, guess, 1, budget);
+        chunk = fi_chunk(p->lens, n_rows, total, min_chunk, max_pages, guess, tiles, budget);
     }
     if (n_rows <= PKVK_MEMO_ROWS) memcpy(p->memo_pages, p->lens, bytes);
     memcpy(p->memo_key, key, sizeof key);
     p->memo_n = n_rows <= PKVK_MEMO_ROWS ? n_rows : -1, p->memo_chunk = chunk;
     p->route = route;
     p->n_rows = n_rows;
+    p->q_tiles = tiles;
     p->chunk_tokens = (int32_t)(chunk * ps < INT32_MAX ? chunk * ps : INT32_MAX);
     p->split_offsets[0] = 0;
     const uint32_t c32 = (uint32_t)chunk; /* <= max_pages, or no row splits */

@@ -43,6 +43,10 @@ typedef struct pkvk_plan {
     int32_t *lens;        /* [n_rows] true lengths (FLASHINFER*: its planner runs at upload) */
     int32_t chunk_tokens; /* FLASHINFER*: KV chunk; row i's chunk c is tokens
                              [c * chunk_tokens, min((c + 1) * chunk_tokens, len)) */
+    int32_t q_len;        /* FLASHINFER*, set before planning: query tokens a row (0 or 1: a
+                             decode step; more: a verify step, on FlashInfer's prefill path) */
+    int32_t q_tiles;      /* FLASHINFER*: the prefill path's query tiles a row (q_len x G rows
+                             in tiles of 16, 64 or 128; 1 at decode) */
     int32_t cap_rows, cap_tasks; /* capacities given to pkvk_plan_init */
     int counts_only;             /* workqueue: count the tasks, do not write the list
                                     (enough for the cost model; nothing can launch it) */
@@ -52,7 +56,7 @@ typedef struct pkvk_plan {
      * and keep its chunk and slots without the search; any other emitter voids it */
     int32_t *memo_pages; /* [cap_rows] */
     int32_t memo_n;      /* rows of memo_pages; -1: none (or more than PKVK_MEMO_ROWS) */
-    int64_t memo_key[4]; /* route, KV heads, page size, SMs x CTAs an SM */
+    int64_t memo_key[5]; /* route, KV heads, page size, SMs x CTAs an SM, q_len */
     int64_t memo_chunk;  /* the chunk (pages) found for memo_pages: the next search's guess */
 } pkvk_plan;
 
@@ -161,8 +165,12 @@ static inline int64_t pkvk_smallest_chunk_near(int64_t lo, int64_t hi, int64_t g
  * that every backend, the model one included, counts the CTAs and partial states the
  * FlashInfer routes run: split_offsets[i] are row i's KV chunks. DecodePlan bounds
  * its grid by its kernel's occupancy (decode_ctas_per_sm, from
- * pkvk_flashinfer_occupancy on a GPU); PrefillPlan by 2 CTAs per SM. The upload runs
- * FlashInfer's own planner and refuses a partition that differs from this one. */
+ * pkvk_flashinfer_occupancy on a GPU); PrefillPlan by 2 CTAs per SM. A verify step
+ * (p->q_len > 1) runs on the prefill path whichever FlashInfer route it names, as
+ * engines run one: PrefillPlan over q_len query tokens a row, each row's q_len x G query
+ * rows in q_tiles tiles (FA2DetermineCtaTileQ's 16, 64 or 128), q_tiles CTAs a chunk.
+ * The upload runs FlashInfer's own planner and refuses a partition that differs from
+ * this one. */
 int pkvk_plan_flashinfer(pkvk_plan *p, pkv_route route, const pkvk_shape *s,
                          const int32_t *seq_lens, int32_t n_rows, int32_t sm_count,
                          int32_t decode_ctas_per_sm);

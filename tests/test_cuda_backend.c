@@ -574,8 +574,9 @@ static void a_pool_that_does_not_fit_leaves_no_file(void) {
 /* Speculative decoding's proposer on the GPU (engine/proposer.c): a small served model
  * speculating with a smaller draft (k 1 and 4; k 3 beside prompt chunks, the verify and
  * the chunks in one forward) or EAGLE's head (k 3, also with the proposer's passes replayed
- * as CUDA graphs), every verify checked: each step records its proposer's device time,
- * within its wall time; four passes take longer than one. */
+ * as CUDA graphs; k 3 on FlashInfer's routes, their verify steps on its prefill path), every
+ * verify checked: each step records its proposer's device time, within its wall time; four
+ * passes take longer than one. */
 static const char *SPEC =
     "{\"model\": {\"layers\": 2, \"hidden\": 1024, \"hq\": 8, \"hkv\": 2, \"head_dim\": 128,"
     " \"intermediate\": 2048, \"vocab\": 4000},"
@@ -584,18 +585,18 @@ static const char *SPEC =
     "   \"decode\": {\"dist\": \"fixed\", \"value\": 30}, \"num_requests\": 8},"
     " \"serving\": {\"kv_pages\": 2000,%s \"speculative\": {\"method\": \"%s\", \"tokens\": %d,"
     "   \"draft_model\": \"%s\"}},"
-    " \"route\": {\"calibration\": \"%s\", \"allow_other_gpu\": true},"
+    " \"route\": {%s\"calibration\": \"%s\", \"allow_other_gpu\": true},"
     " \"run\": {\"backend\": \"cuda\", \"check_every\": 1, \"output\": \"%s\", \"cuda_graph\": "
     "%s}}";
 
 /* The least proposer time of a run's steps (NaN: a step without one, or past its wall
  * time; -1: the run failed). */
 static double least_draft(const char *method, int k, const char *draft, const char *graphs,
-                          const char *serving) {
+                          const char *serving, const char *route) {
     pkv_err e;
-    int rc = test_run_json(NULL, NULL, &e, SPEC, serving, method, k, draft,
+    int rc = test_run_json(NULL, NULL, &e, SPEC, serving, method, k, draft, route,
                            PKV_SOURCE_DIR "/experiments/calibration/default.json", a, graphs);
-    CHECK(rc == 0, "%s k %d: %s", method, k, e.msg);
+    CHECK(rc == 0, "%s k %d %s: %s", method, k, route, e.msg);
     hsize_t n = 0;
     pkv_step_rec *s = rc ? NULL : read_steps(a, &n);
     double least = s ? INFINITY : -1;
@@ -618,13 +619,18 @@ static void the_proposer_runs_on_the_gpu(void) {
           "\"intermediate\": 1024, \"vocab\": 4000}",
           f);
     fclose(f);
-    const double one = least_draft("draft", 1, draft, "false", "");
-    const double four = least_draft("draft", 4, draft, "false", "");
-    const double eagle = least_draft("eagle", 3, draft, "false", "");
-    const double graphs = least_draft("eagle", 3, draft, "true", "");
+    const double one = least_draft("draft", 1, draft, "false", "", "");
+    const double four = least_draft("draft", 4, draft, "false", "", "");
+    const double eagle = least_draft("eagle", 3, draft, "false", "", "");
+    const double graphs = least_draft("eagle", 3, draft, "true", "", "");
     /* prompt chunks in the verify steps: the mixed forward over k + 1 tokens a row */
     const double mixed = least_draft("draft", 3, draft, "false",
-                                     " \"scheduler\": \"chunked\", \"token_budget\": 512,");
+                                     " \"scheduler\": \"chunked\", \"token_budget\": 512,", "");
+    /* FlashInfer's routes: the verify steps on its prefill path */
+    const char *fi_routes[2] = {"\"policy\": \"flashinfer\", ", "\"policy\": \"flashinfer_tc\", "};
+    for (int i = 0; i < 2 && pkvk_flashinfer_built(); i++)
+        CHECK(least_draft("eagle", 3, draft, "false", "", fi_routes[i]) > 0,
+              "EAGLE k 3 on %s: no proposer time", fi_routes[i]);
     unlink(draft);
     printf("the proposer's least device time a step: draft k 1 %.1f us, k 4 %.1f us (k 3 with "
            "prompt chunks %.1f us); EAGLE k 3 %.1f us, replayed as graphs %.1f us\n",

@@ -372,8 +372,9 @@ static void with_query_tokens(host_batch *h, gsl_rng *rng, int Q) {
  * over the keys up to its own position: in 8 MMA rows or 16, the last query block short
  * where the tokens do not fill it, as for G 3 or q_len 3 at G 4) on every PersistentKV route
  * and split count (empty splits among them, where a token's keys end before its split
- * begins), against the CPU reference, and the GPU reference against it; FlashInfer's decode
- * routes refuse a verify step, and so does a workspace too small for its states. Under
+ * begins), against the CPU reference, and the GPU reference against it; FlashInfer's routes
+ * on its prefill path (FP8 KV at one scale; refused where scales vary); a workspace too
+ * small for the states refuses the step. Under
  * PKV_QUICK one q_len and group (3 tokens at G 4: a short block, 12 of 16 rows at d 64 and
  * 128, blocks of 2 and 1 tokens in 8 rows at d 256). */
 static void verify_steps_match_the_reference(void) {
@@ -400,6 +401,8 @@ static void verify_steps_match_the_reference(void) {
                 const int n = 6;
                 host_batch h;
                 make_batch(&h, r, s, lens, n, 0.5);
+                const int one_scale = kdt == PKVK_FP8_E4M3 && (G == 2 || G == 4);
+                if (one_scale) fp8_one_scale(&h);
                 with_query_tokens(&h, r, Q);
                 dev_batch d = {0};
                 CHECK(upload(&h, &d) == 0, "upload: %s", pkvk_last_error());
@@ -443,14 +446,37 @@ static void verify_steps_match_the_reference(void) {
                         cases++;
                     }
                 int launches;
-                if (fi_built && pkv_flashinfer_group(G) && s.d == 128 && kdt != PKVK_FP8_E4M3) {
+                /* FlashInfer's routes run it on its prefill path, planned by PrefillPlan
+                 * against pkvsim's mirror (the upload refuses a partition it did not
+                 * predict); over FP8 KV with one scale, refused where scales vary */
+                for (int route = PKV_ROUTE_FLASHINFER;
+                     fi_built && pkv_flashinfer_group(G) && s.d == 128 &&
+                     route <= PKV_ROUTE_FLASHINFER_TC;
+                     route++) {
                     int occ = 0;
+                    p.q_len = Q;
                     CHECK(pkvk_flashinfer_occupancy(&s, &occ) == 0 &&
-                              pkvk_plan_flashinfer(&p, PKV_ROUTE_FLASHINFER_TC, &s, lens, n,
-                                                   dev.sm_count, occ) == 0 &&
-                              pkvk_launch(ws, &d.b, &p, &launches) == PKVK_ERR_UNSUPPORTED,
-                          "q_len %d on FlashInfer's decode route: not refused", Q);
+                              pkvk_plan_flashinfer(&p, (pkv_route)route, &s, lens, n, dev.sm_count,
+                                                   occ) == 0,
+                          "q_len %d: FlashInfer plan: %s", Q, pkvk_last_error());
+                    if (kdt == PKVK_FP8_E4M3 && !one_scale) {
+                        CHECK(pkvk_launch(ws, &d.b, &p, &launches) == PKVK_ERR_UNSUPPORTED,
+                              "q_len %d on %s over FP8 KV of varying scales: not refused", Q,
+                              pkv_route_name((pkv_route)route));
+                        continue;
+                    }
+                    CHECK(run_plan(ctx, ws, &d, &p, h.q_elems, o, tmp, cases) == 0,
+                          "q_len %d %s: %s", Q, pkv_route_name((pkv_route)route),
+                          pkvk_last_error());
+                    pkvk_compare(o, NULL, PKVK_FP16, ref, h.q_elems, &mx, &mean);
+                    CHECK(pkv_tol_typed_ok(dt == PKVK_BF16, kdt == PKVK_FP8_E4M3, vmax, omax, mx,
+                                           mean),
+                          "q_len %d %s/%s G=%d ps=%d %s (%d slots): max|e| %.3g mean|e| %.3g", Q,
+                          pkvk_dtype_names[dt], pkvk_dtype_names[kdt], G, s.page_size,
+                          pkv_route_name((pkv_route)route), p.n_slots, mx, mean);
+                    cases++;
                 }
+                p.q_len = 0;
                 /* A workspace with room for the decode step's states only. */
                 pkvk_workspace *small;
                 int32_t three[6] = {3, 3, 3, 3, 3, 3};

@@ -75,16 +75,68 @@ static void check_flashinfer(const pkvk_plan *p, const pkvk_shape *s, const int3
         if (lens[i] > max_len) max_len = lens[i];
     }
     CHECK(p->split_offsets[n] == p->n_slots, "n_slots");
+    /* PrefillPlan's query tiles: q_len x G rows in tiles of 16, 64 or 128 */
+    const int64_t rows = (int64_t)(p->q_len > 1 ? p->q_len : 1) * (s->hq / s->hkv);
+    const int64_t tile = rows <= 16 ? 16 : rows <= 64 ? 64 : 128;
+    CHECK(p->q_tiles == (rows + tile - 1) / tile, "%d query tiles for %d rows", p->q_tiles,
+          (int)rows);
+    /* DecodePlan at one query token a row; PrefillPlan else (a verify step on either route) */
+    const int decode = p->route == PKV_ROUTE_FLASHINFER && p->q_len <= 1;
     int64_t pages = ch / ps, min_pages = ps < 128 ? 128 / ps : 1;
-    int64_t budget = p->route == PKV_ROUTE_FLASHINFER ? 8LL * sms : 2LL * sms / s->hkv;
-    int64_t per = p->route == PKV_ROUTE_FLASHINFER ? s->hkv : 1;
+    int64_t budget = decode ? 8LL * sms : 2LL * sms / s->hkv;
+    int64_t per = decode ? s->hkv : p->q_tiles;
     int whole = (int64_t)pages * ps >= max_len;
-    int decode_full = p->route == PKV_ROUTE_FLASHINFER && (int64_t)n * s->hkv >= budget;
+    int decode_full = decode && (int64_t)n * s->hkv >= budget;
     if (decode_full) CHECK(p->n_slots == n, "decode over a full grid split a row");
     if (!whole) CHECK(fi_units(lens, n, ps, pages) * per <= budget, "chunks overflow the grid");
     if (pages > min_pages && !decode_full)
         CHECK(fi_units(lens, n, ps, pages - 1) * per > budget, "chunk %d pages is not the smallest",
               (int)pages);
+}
+
+/* A verify step's plans on FlashInfer's routes (q_len 2 to 17 query tokens a row, G 1 to
+ * 8, grids of 1 to 132 SMs): PrefillPlan's query tiles and its smallest chunk whose tiles
+ * fit the grid, for both routes; a decode plan after a verify plan of the same rows is the
+ * decode plan made afresh (the kept plan is keyed by its query length). */
+static void verify_plans_tile_query_rows_as_prefill_plan(void) {
+    gsl_rng *r = test_rng(47);
+    const int qls[5] = {2, 4, 5, 8, 17}, Gs[4] = {1, 2, 4, 8}, sms[3] = {1, 8, 132};
+    int cases = 0, multi = 0;
+    pkvk_plan p, fresh;
+    CHECK(pkvk_plan_init(&p, 40, 64) == 0 && pkvk_plan_init(&fresh, 40, 64) == 0, "plan init");
+    for (int qi = 0; qi < 5; qi++)
+        for (int gi = 0; gi < 4; gi++)
+            for (int sc = 0; sc < 3; sc++)
+                for (int route = PKV_ROUTE_FLASHINFER; route <= PKV_ROUTE_FLASHINFER_TC; route++) {
+                    const pkvk_shape s = {
+                        .hq = 2 * Gs[gi], .hkv = 2, .d = 128, .page_size = sc == 1 ? 1 : 16};
+                    int32_t lens[40];
+                    const int n = 1 + (int)gsl_rng_uniform_int(r, 40);
+                    for (int i = 0; i < n; i++)
+                        lens[i] = qls[qi] + (int32_t)gsl_rng_uniform_int(r, 1 + (i % 4) * 6000);
+                    p.q_len = qls[qi];
+                    CHECK(pkvk_plan_flashinfer(&p, (pkv_route)route, &s, lens, n, sms[sc], 8) == 0,
+                          "plan");
+                    check_flashinfer(&p, &s, lens, n, sms[sc]);
+                    multi += p.q_tiles > 1;
+                    p.q_len = 1, fresh.q_len = 1;
+                    CHECK(pkvk_plan_flashinfer(&p, (pkv_route)route, &s, lens, n, sms[sc], 8) ==
+                                  0 &&
+                              pkvk_plan_flashinfer(&fresh, (pkv_route)route, &s, lens, n, sms[sc],
+                                                   8) == 0,
+                          "decode plan");
+                    check_flashinfer(&p, &s, lens, n, sms[sc]);
+                    CHECK(p.chunk_tokens == fresh.chunk_tokens && p.n_slots == fresh.n_slots &&
+                              p.q_tiles == 1,
+                          "a decode plan after a verify plan: chunk %d, %d slots, %d tiles "
+                          "(afresh: %d, %d)",
+                          p.chunk_tokens, p.n_slots, p.q_tiles, fresh.chunk_tokens, fresh.n_slots);
+                    cases++;
+                }
+    CHECK(cases == 120 && multi > 0, "%d cases, %d with several query tiles a row", cases, multi);
+    pkvk_plan_free(&p);
+    pkvk_plan_free(&fresh);
+    gsl_rng_free(r);
 }
 
 /* Rows for the chunk search: units(c) = per_unit x sum ceil(t_i / c). */
@@ -544,6 +596,7 @@ static const pkv_test_case cases[] = {
     PKV_CASE(every_route_matches_the_reference_on_odd_lengths),
     PKV_CASE(bucket_order_longest_first_ties_by_row),
     PKV_CASE(chunk_search_over_its_bracket),
+    PKV_CASE(verify_plans_tile_query_rows_as_prefill_plan),
     PKV_CASE(shared_prefix_pages_equal_private_ones),
     PKV_CASE(planner_properties_over_random_batches),
     PKV_CASE(route_table_plans_counts_and_runs),

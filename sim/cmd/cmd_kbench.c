@@ -82,43 +82,6 @@ static void emit(bench_out *o, const char *fmt, ...) {
     fflush(stdout);
 }
 
-static int launch_fi_verify(void *arg, int *launches) {
-    void **a = arg; /* the verify, the batch */
-    *launches = 0;  /* FlashInfer's: its kernel, and its merge where it splits */
-    return pkvk_fi_verify_run(a[0], a[1]);
-}
-
-/* A verify step on FlashInfer's prefill path, as engines run one: its row of the table and,
- * in *best and *name, the case's FlashInfer baseline. */
-static int time_fi_prefill(const pkvk_ctx *ctx, pkv_kcase *d, bench_out *bo, const char *name,
-                           const int32_t *lens, int reps, double kv_bytes, double read_gbps,
-                           double *best, const char **best_name) {
-    pkvk_fi_verify *v;
-    float ms = 0;
-    int launches = 0;
-    double mx = 0, mean = 0;
-    int rc = pkvk_fi_verify_create(ctx, &v, &d->b, lens, d->bt_host);
-    void *arg[2] = {v, &d->b};
-    if (!rc)
-        rc = pkv_kcase_time_with(ctx, d, launch_fi_verify, arg, reps, &ms, &launches, &mx, &mean);
-    pkvk_fi_verify_destroy(v);
-    if (rc) {
-        fprintf(stderr, "pkvsim bench kernels: %s flashinfer_prefill: %s\n", name,
-                pkvk_last_error());
-        return rc;
-    }
-    const double gbps = kv_bytes / (ms * 1e-3) / 1e9;
-    emit(bo, "| %s | flashinfer_prefill | own | %.1f | %.0f | %.1f%% | - | - | - | %.2e | %.2e |\n",
-         name, ms * 1e3, gbps, 100 * gbps / read_gbps, mx, mean);
-    *best = ms, *best_name = "flashinfer_prefill";
-    if (!pkv_kcase_ok(d, mx, mean)) {
-        fprintf(stderr, "pkvsim bench kernels: %s flashinfer_prefill: error beyond tolerance\n",
-                name);
-        return 1;
-    }
-    return 0;
-}
-
 static void usage(void) {
     printf("usage: pkvsim bench kernels [--cases SPEC] [--splits LIST] [--reps N]\n"
            "                            [--holes F] [--share TOKENS] [--calibration FILE]\n"
@@ -156,10 +119,9 @@ static void usage(void) {
            "  --q-len N      query tokens a row (default 1, a decode step): a speculative\n"
            "                 decoding verify step's k + 1, each token attending the keys up\n"
            "                 to its own position; PersistentKV's routes pack the tokens beside\n"
-           "                 the group's heads (8 or 16 MMA rows a CTA), FlashInfer runs it on\n"
-           "                 its prefill path\n"
-           "                 (flashinfer_prefill: its decode routes take one token; CTAs and\n"
-           "                 merge KB count the query blocks and tokens as the cost model does)\n"
+           "                 the group's heads (8 or 16 MMA rows a CTA), FlashInfer's routes\n"
+           "                 run it on its prefill path (both the same kernel); CTAs and merge\n"
+           "                 KB count the query blocks or tiles and tokens as the cost model does\n"
            "  --out FILE     also write the table to FILE (default bench_kernels.txt)\n",
            DEFAULT_CASES);
 }
@@ -349,10 +311,10 @@ int pkv_bench_kernels_main(int argc, char **argv) {
             const pkvk_plan *p;
             char splits[16] = "auto";
             if (run < PKV_ROUTE_COUNT && !pkvk_route_built((pkv_route)run)) continue;
-            if (run < PKV_ROUTE_COUNT && pkv_route_has((pkv_route)run, PKV_RP_FI_SHAPES) &&
-                (!fi_g || q_len > 1))
+            if (run < PKV_ROUTE_COUNT && pkv_route_has((pkv_route)run, PKV_RP_FI_SHAPES) && !fi_g)
                 continue;
             if (run < PKV_ROUTE_COUNT) {
+                pl.plans[run].q_len = q_len; /* FlashInfer's: a verify on its prefill path */
                 rc = pkv_planner_build(&pl, (pkv_route)run, bc[ci].lens, bc[ci].n);
                 p = &pl.plans[run];
             } else {
@@ -402,9 +364,6 @@ int pkv_bench_kernels_main(int argc, char **argv) {
                 rc = 1;
             }
         }
-        if (rc == 0 && q_len > 1 && fi_g && pkvk_flashinfer_built())
-            rc = time_fi_prefill(ctx, &d, &bo, bc[ci].name, bc[ci].lens, reps, kv_bytes,
-                                 ceil_.read_gbps, &best[ci][FI_ANY], &best_r[ci][FI_ANY]);
         pkvk_plan_free(&fixed);
         pkvk_workspace_destroy(ws);
         pkv_planner_free(&pl);

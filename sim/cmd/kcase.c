@@ -14,7 +14,6 @@ void pkv_kcase_free(pkv_kcase *d) {
     pkvk_free(d->q), pkvk_free(d->o), pkvk_free(d->k), pkvk_free(d->v);
     pkvk_free(d->bt), pkvk_free(d->lens), pkvk_free(d->ref);
     pkvk_free(d->k_scale), pkvk_free(d->v_scale);
-    free(d->bt_host);
 }
 
 /* Device batch for a case: block tables from the study's generator with `holes` of
@@ -94,22 +93,9 @@ int pkv_kcase_make(const pkvk_ctx *c, pkv_kcase *d, const char *name, const int3
                         .v_scale_all = fp8 ? 1.f : 0.f};
     if (!rc) rc = pkvk_gpu_reference(c, &d->b, d->ref);
     if (rc && !*err) snprintf(err, errn, "case %.31s: %.400s", name, pkvk_last_error());
-    d->bt_host = pt.table; /* kept: FlashInfer's prefill path plans from it */
-    pt.table = NULL;
     pkv_pagetable_free(&pt);
     free(rnd), free(q), free(scales);
     return rc;
-}
-
-typedef struct plan_launch {
-    pkvk_workspace *ws;
-    pkv_kcase *d;
-    const pkvk_plan *p;
-} plan_launch;
-
-static int launch_plan(void *arg, int *launches) {
-    const plan_launch *a = arg;
-    return pkvk_launch(a->ws, &a->d->b, a->p, launches);
 }
 
 /* Time one plan: median of reps calls, each after an L2 flush. */
@@ -118,23 +104,18 @@ int pkv_kcase_time(const pkvk_ctx *c, pkvk_workspace *ws, pkv_kcase *d, const pk
     int rc = pkvk_plan_upload(ws, p);
     if (!rc && pkv_route_has(p->route, PKV_RP_CSR))
         rc = pkvk_pack_csr(ws, &d->b); /* FlashInfer's page list: plan work, not timed */
-    plan_launch a = {ws, d, p};
-    return rc ? rc : pkv_kcase_time_with(c, d, launch_plan, &a, reps, med_ms, launches, mx, mean);
-}
-
-int pkv_kcase_time_with(const pkvk_ctx *c, pkv_kcase *d, pkv_kcase_launch launch, void *arg,
-                        int reps, float *med_ms, int *launches, double *mx, double *mean) {
+    if (rc) return rc;
     float *t = malloc(sizeof(float) * reps);
     pkvk_event *e0 = NULL, *e1 = NULL;
-    int rc = t ? PKVK_OK : PKVK_ERR_OUT_OF_MEMORY;
+    rc = t ? PKVK_OK : PKVK_ERR_OUT_OF_MEMORY;
     if (!rc) rc = pkvk_event_create(c, &e0);
     if (!rc) rc = pkvk_event_create(c, &e1);
-    for (int w = 0; w < 3 && !rc; w++) rc = launch(arg, launches);
+    for (int w = 0; w < 3 && !rc; w++) rc = pkvk_launch(ws, &d->b, p, launches);
     if (!rc) rc = pkvk_memset(d->o, 0xff, d->q_elems * 2); /* poison: NaN halves */
     for (int i = 0; i < reps && !rc; i++) {
         rc = pkvk_flush_l2(c);
         if (!rc) rc = pkvk_event_record(e0);
-        if (!rc) rc = launch(arg, launches);
+        if (!rc) rc = pkvk_launch(ws, &d->b, p, launches);
         if (!rc) rc = pkvk_event_record(e1);
         if (!rc) rc = pkvk_event_elapsed(e0, e1, &t[i]);
     }

@@ -14,7 +14,6 @@ typedef struct pkv_kcase {
     void *q, *o, *k, *v, *bt, *lens;
     float *k_scale, *v_scale; /* FP8 KV: each page and KV head's */
     float *ref;               /* device FP32 reference output */
-    int32_t *bt_host;         /* the block table on the host */
     size_t q_elems;
     double v_max, o_max; /* largest |V| (made) and |reference output| (the last timing) */
 } pkv_kcase;
@@ -31,11 +30,6 @@ void pkv_kcase_free(pkv_kcase *d);
  * flushed before each; errors against the reference of the last call. */
 int pkv_kcase_time(const pkvk_ctx *c, pkvk_workspace *ws, pkv_kcase *d, const pkvk_plan *p,
                    int reps, float *med_ms, int *launches, double *mx, double *mean);
-/* The same for a launch of another kind (FlashInfer's prefill path): launch(arg, &launches)
- * enqueues one call on the case's batch. */
-typedef int (*pkv_kcase_launch)(void *arg, int *launches);
-int pkv_kcase_time_with(const pkvk_ctx *c, pkv_kcase *d, pkv_kcase_launch launch, void *arg,
-                        int reps, float *med_ms, int *launches, double *mx, double *mean);
 /* Whether a timed output's errors are within its types' tolerance (pkv_tol.h). */
 int pkv_kcase_ok(const pkv_kcase *d, double mx, double mean);
 
