@@ -14,6 +14,7 @@ export LD_LIBRARY_PATH=$PWD/.bundle/lib:${LD_LIBRARY_PATH:-}
 here=$(dirname "$0")
 nvidia-smi --query-gpu=name,clocks.max.sm,clocks.max.mem,memory.total --format=csv,noheader | tee -a "$out/summary.txt"
 echo "rev $(cat .gpu/rev)" | tee -a "$out/summary.txt"
+cal=h100-sxm; nvidia-smi -L | grep -q H200 && cal=h200
 left() { echo $((${DEADLINE:-500} - (SECONDS - t0))); }
 step() { local name=$1 limit=$2; shift 2; local t=$SECONDS
   [ "$limit" -gt "$(left)" ] && limit=$(left)
@@ -32,12 +33,12 @@ grep -h "proposer's least" "$out/test_cuda_backend.log" | tee -a "$out/summary.t
 C="b1-8k:8K;b1-32k:32K;b1-128k:128K;b8-32k:32Kx8;b8-bimodal:64K,8K,8K,8K,64K,8K,8K,8K"
 for kv in fp16 fp8_e4m3; do for q in 4 8; do
   step "verify_${kv}_q$q" 60 .bundle/run pkvsim bench kernels --q-len $q --kv-dtype $kv \
-    --cases "$C" --reps 20 --calibration experiments/calibration/h100-sxm.json \
+    --cases "$C" --reps 20 --calibration experiments/calibration/$cal.json \
     --out "$out/verify_${kv}_q$q.txt"
 done; done
 for f in "$here"/flashinfer*.json; do
   n=$(basename "$f" .json)
-  step "$n" 60 .bundle/run pkvsim run "$f" -b cuda -q -o "$out/$n.h5"
+  step "$n" 60 .bundle/run pkvsim run "$f" -b cuda -q -c experiments/calibration/$cal.json -o "$out/$n.h5"
 done
 echo "go19: $((SECONDS - t0)) s" | tee -a "$out/summary.txt"
 tar czf "$top/all.tgz" -C "$out" .
