@@ -68,8 +68,10 @@ static const pkv_key rows[] = {
     {.obj = "", .name = "flashinfer_decode_ctas_by_group", .kind = PKV_KEY_CUSTOM}, /* per G */
     {.obj = "", .name = "gates", .kind = PKV_KEY_CUSTOM},          /* the policy's gates per G */
     {.obj = "", .name = "gemm_tflops_at", .kind = PKV_KEY_CUSTOM}, /* GEMM rate per width */
-    {.obj = "", .name = "fit", .kind = PKV_KEY_CUSTOM},            /* calibrate's fit record */
-    {.obj = "", .name = "fit_by_q", .kind = PKV_KEY_CUSTOM},       /* fit --verify-only's record */
+    /* the grouped expert GEMMs' rate per rows an expert */
+    {.obj = "", .name = "moe_gemm_tflops_at", .kind = PKV_KEY_CUSTOM},
+    {.obj = "", .name = "fit", .kind = PKV_KEY_CUSTOM},         /* calibrate's fit record */
+    {.obj = "", .name = "fit_by_q", .kind = PKV_KEY_CUSTOM},    /* fit --verify-only's record */
     {.obj = "", .name = "derived", .kind = PKV_KEY_CUSTOM},     /* a derived preset: its sources */
     {.obj = "", .name = "section", .kind = PKV_KEY_CUSTOM},     /* the section applied (load) */
     {.obj = "", .name = "study_layer", .kind = PKV_KEY_CUSTOM}, /* a file's sections (load) */
@@ -201,12 +203,14 @@ void pkv_calib_use_group(pkv_calib *c, int G) {
     if (c->fi_ctas_group[k] > 0) c->flashinfer_decode_ctas_per_sm = c->fi_ctas_group[k];
 }
 
-/* gemm_tflops_at: {"ROWS": TFLOP/s, ...}, widths ascending; replaces the table. */
-static int apply_gemm_rates(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e) {
+/* A table of rates (gemm_tflops_at, moe_gemm_tflops_at): {"ROWS": TFLOP/s, ...}, widths
+ * ascending; replaces the table. */
+static int apply_rates(pkv_rates *t, const cJSON *o, const char *path, const char *key,
+                       pkv_err *e) {
     const cJSON *g, *it;
     char gp[128];
-    pkv_json_path(gp, sizeof gp, path, "gemm_tflops_at");
-    if (pkv_json_sub(o, path, "gemm_tflops_at", &g, e)) return -1;
+    pkv_json_path(gp, sizeof gp, path, key);
+    if (pkv_json_sub(o, path, key, &g, e)) return -1;
     if (!g) return 0;
     if (!cJSON_IsObject(g)) return pkv_fail(e, "%s: must be an object", gp);
     int n = 0;
@@ -216,22 +220,21 @@ static int apply_gemm_rates(pkv_calib *c, const cJSON *o, const char *path, pkv_
         pkv_json_path(ip, sizeof ip, gp, it->string);
         if (*end || end == it->string || width < 1 || width > (1 << 24))
             return pkv_fail(e, "%s: a key is a width in token rows, 1 to 16777216", ip);
-        if (n && width <= c->gemm_rate_rows[n - 1])
-            return pkv_fail(e, "%s: widths must ascend", ip);
+        if (n && width <= t->rows[n - 1]) return pkv_fail(e, "%s: widths must ascend", ip);
         if (n == PKV_GEMM_RATES) return pkv_fail(e, "%s: at most %d widths", gp, PKV_GEMM_RATES);
         if (!cJSON_IsNumber(it) || !(it->valuedouble > 0) || it->valuedouble > 1e5)
             return pkv_fail(e, "%s: a rate in TFLOP/s, above 0 and at most 100000", ip);
-        c->gemm_rate_rows[n] = (double)width;
-        c->gemm_rate_tflops[n++] = it->valuedouble;
+        t->rows[n] = (double)width;
+        t->tflops[n++] = it->valuedouble;
     }
-    c->gemm_rates = n;
+    t->n = n;
     return 0;
 }
 
-double pkv_calib_gemm_tflops(const pkv_calib *c, double width) {
-    const int n = c->gemm_rates;
-    const double *x = c->gemm_rate_rows, *y = c->gemm_rate_tflops;
-    if (n == 0) return c->gemm_tflops;
+double pkv_rates_at(const pkv_rates *t, double width, double otherwise) {
+    const int n = t->n;
+    const double *x = t->rows, *y = t->tflops;
+    if (n == 0) return otherwise;
     if (width <= x[0]) return y[0];
     for (int i = 1; i < n; i++)
         if (width <= x[i]) {
@@ -241,13 +244,21 @@ double pkv_calib_gemm_tflops(const pkv_calib *c, double width) {
     return y[n - 1];
 }
 
+double pkv_calib_gemm_tflops(const pkv_calib *c, double width) {
+    return pkv_rates_at(&c->gemm_at, width, c->gemm_tflops);
+}
+
 void pkv_calib_gemm_rates_json(const pkv_calib *c, cJSON *root) {
-    if (!c->gemm_rates) return;
-    cJSON *g = cJSON_AddObjectToObject(root, "gemm_tflops_at");
-    for (int i = 0; i < c->gemm_rates; i++) {
-        char name[16];
-        snprintf(name, sizeof name, "%.0f", c->gemm_rate_rows[i]);
-        cJSON_AddNumberToObject(g, name, c->gemm_rate_tflops[i]);
+    const pkv_rates *t[2] = {&c->gemm_at, &c->moe_at};
+    const char *key[2] = {"gemm_tflops_at", "moe_gemm_tflops_at"};
+    for (int k = 0; k < 2; k++) {
+        if (!t[k]->n) continue;
+        cJSON *g = cJSON_AddObjectToObject(root, key[k]);
+        for (int i = 0; i < t[k]->n; i++) {
+            char name[16];
+            snprintf(name, sizeof name, "%.0f", t[k]->rows[i]);
+            cJSON_AddNumberToObject(g, name, t[k]->tflops[i]);
+        }
     }
 }
 
@@ -424,7 +435,8 @@ int pkv_calib_apply(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e) 
                 return -1;
     }
     if (apply_route_model(c, o, path, e) || apply_gates(c, o, path, e) ||
-        apply_gemm_rates(c, o, path, e))
+        apply_rates(&c->gemm_at, o, path, "gemm_tflops_at", e) ||
+        apply_rates(&c->moe_at, o, path, "moe_gemm_tflops_at", e))
         return -1;
     /* The flat gate keys given on top of a calibration with its own gates (an
      * experiment's route.overrides, a sweep axis) apply to each of those gates. */
@@ -543,11 +555,16 @@ void pkv_calib_free(pkv_calib *c) {
 
 int pkv_calib_attrs(const pkv_calib *c, pkv_attr *a, int cap) {
     int n = pkv_keys_attrs(pkv_calib_keys(), "", c, a, cap);
-    if (n < 0 || n + PKV_ROUTE_COUNT + c->gemm_rates > cap) return -1;
-    for (int i = 0; i < c->gemm_rates; i++) {
-        snprintf(a[n].name, sizeof a[n].name, "gemm_tflops_at_%.0f", c->gemm_rate_rows[i]);
+    if (n < 0 || n + PKV_ROUTE_COUNT + c->gemm_at.n + c->moe_at.n > cap) return -1;
+    for (int i = 0; i < c->gemm_at.n; i++) {
+        snprintf(a[n].name, sizeof a[n].name, "gemm_tflops_at_%.0f", c->gemm_at.rows[i]);
         a[n].kind = PKV_ATTR_F64;
-        a[n++].f64 = c->gemm_rate_tflops[i];
+        a[n++].f64 = c->gemm_at.tflops[i];
+    }
+    for (int i = 0; i < c->moe_at.n; i++) {
+        snprintf(a[n].name, sizeof a[n].name, "moe_gemm_tflops_at_%.0f", c->moe_at.rows[i]);
+        a[n].kind = PKV_ATTR_F64;
+        a[n++].f64 = c->moe_at.tflops[i];
     }
     for (int k = 0; k < PKV_ROUTE_COUNT; k++) {
         snprintf(a[n].name, sizeof a[n].name, "route_scale_%s", pkv_route_name((pkv_route)k));

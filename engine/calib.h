@@ -22,7 +22,14 @@ enum {
                                   (page indices a route builds and uploads; optional, 0) */
     PKV_ROUTE_MODEL_PARAMS
 };
-enum { PKV_GEMM_RATES = 16 }; /* gemm_tflops_at: widths at most */
+enum { PKV_GEMM_RATES = 16 }; /* gemm_tflops_at, moe_gemm_tflops_at: widths at most */
+
+/* A measured rate by width: TFLOP/s at these token rows (ascending), interpolated in log
+ * rows and held beyond the ends (pkv_rates_at). */
+typedef struct pkv_rates {
+    int n;
+    double rows[PKV_GEMM_RATES], tflops[PKV_GEMM_RATES];
+} pkv_rates;
 
 typedef struct pkv_route_model {
     bool set;
@@ -93,19 +100,18 @@ typedef struct pkv_calib {
     pkv_gate gates[2][PKV_GATE_QLENS][PKV_GATE_GROUPS];
     /* The served model's dense part (engine/model.h). */
     double gemm_tflops; /* FP16 GEMM throughput at large widths, TFLOP/s */
-    /* gemm_tflops_at: the model's GEMMs' measured rate at these token widths (ascending;
-     * pkvsim calibrate), interpolated in log rows and held beyond the ends; none: the
-     * rate is gemm_tflops at every width */
-    int gemm_rates;
-    double gemm_rate_rows[PKV_GEMM_RATES], gemm_rate_tflops[PKV_GEMM_RATES];
+    /* gemm_tflops_at: the model's GEMMs' measured rate at these token widths (pkvsim
+     * calibrate); none: the rate is gemm_tflops at every width */
+    pkv_rates gemm_at;
     double gemm_gbps;       /* bytes a GEMM streams per second at decode widths, GB/s */
     double gemm_us;         /* fixed cost of one GEMM, us */
     double small_kernel_us; /* fixed cost of one norm, RoPE, SiLU or sampling kernel, us */
     /* A mixture's grouped expert GEMMs as the cuda backend launches them (cuBLAS's grouped
      * call, eagerly): the fixed cost of each of a MoE layer's two, us, and their FLOP rate
-     * as a share of the dense GEMMs' at an expert's rows (pkvsim calibrate; 0: the dense
-     * GEMMs' gemm_us and rate) */
+     * at an expert's rows: moe_gemm_tflops_at's, measured by rows per expert (pkvsim
+     * calibrate), else a share of the dense GEMMs' (0: the dense GEMMs' gemm_us and rate) */
     double moe_gemm_us, moe_gemm_share;
+    pkv_rates moe_at;
     /* A forward over prompt tokens (a prefill batch, a step's chunks): its measured time
      * beyond the rooflines above, per forward, per prompt token and per attention score
      * (of every layer; pkvsim fit) */
@@ -127,9 +133,12 @@ typedef struct pkv_calib {
     char *json;        /* the calibration as applied (pkv_calib_load; owned) */
 } pkv_calib;
 
+/* t's rate at `width` rows (none: otherwise). */
+double pkv_rates_at(const pkv_rates *t, double width, double otherwise);
 /* The FP16 GEMM rate (TFLOP/s) at `width` token rows: gemm_tflops_at's, else gemm_tflops. */
 double pkv_calib_gemm_tflops(const pkv_calib *c, double width);
-/* Add gemm_tflops_at to a calibration object being written (where it has one). */
+/* Add gemm_tflops_at and moe_gemm_tflops_at to a calibration object being written (those
+ * it has). */
 void pkv_calib_gemm_rates_json(const pkv_calib *c, cJSON *root);
 
 /* The rows of a calibration file's keys (base/pkv_keys.h). */
@@ -197,7 +206,7 @@ void pkv_calib_flashinfer_occupancy(pkv_calib *c, const pkvk_shape *s);
 /* The constants as named attributes for the recorder's /calibration, in the file's
  * units and names (route_scale_ROUTE for the scales): fills up to cap entries (at
  * least PKV_CALIB_ATTRS) and returns how many, -1 when cap is short. */
-enum { PKV_CALIB_ATTRS = 40 + PKV_GEMM_RATES + PKV_ROUTE_COUNT * (1 + PKV_ROUTE_MODEL_PARAMS) };
+enum { PKV_CALIB_ATTRS = 40 + 2 * PKV_GEMM_RATES + PKV_ROUTE_COUNT * (1 + PKV_ROUTE_MODEL_PARAMS) };
 int pkv_calib_attrs(const pkv_calib *c, pkv_attr *a, int cap);
 
 #endif

@@ -101,16 +101,18 @@ static double gemm(const pkv_calib *c, double rows, double k, double n, double t
 }
 
 /* One expert's two GEMMs (gate and up, then down, `w` wide) over `rows` tokens, without
- * the grouped launch's fixed cost, at the grouped GEMMs' share of the dense GEMMs' rate for
- * their rows (moe_gemm_share); `share` experts' FLOPs, weights and activations into out (a
- * fraction: the expected spread, or one GPU's share of an expert-parallel one). */
+ * the grouped launch's fixed cost, at the grouped GEMMs' measured rate for their rows
+ * (moe_gemm_tflops_at), else their share of the dense GEMMs' (moe_gemm_share); `share`
+ * experts' FLOPs, weights and activations into out (a fraction: the expected spread, or one
+ * GPU's share of an expert-parallel one). */
 static double expert_gemms(const pkv_calib *c, double rows, double share, double h, double w,
                            pkv_dense_cost *out) {
     out->flops += share * 2 * rows * 3 * h * w;
     out->weight_bytes += share * 2 * 3 * h * w;
     out->act_bytes += share * 2 * rows * (3 * h + 3 * w);
-    const double tflops =
-        pkv_calib_gemm_tflops(c, rows) * (c->moe_gemm_share > 0 ? c->moe_gemm_share : 1);
+    const double tflops = c->moe_at.n ? pkv_rates_at(&c->moe_at, rows, 0)
+                                      : pkv_calib_gemm_tflops(c, rows) *
+                                            (c->moe_gemm_share > 0 ? c->moe_gemm_share : 1);
     return gemm_roof(c, rows, h, 2 * w, tflops) + gemm_roof(c, rows, w, h, tflops);
 }
 
@@ -207,9 +209,10 @@ double pkv_model_moe_layer_time(const pkv_model *m, const pkv_calib *c, double t
 
 void pkv_model_moe_fit(const pkv_model *m, const pkv_calib *c, const int *rows,
                        const double *active, const double *seconds, int n, double *us,
-                       double *share) {
+                       double *share, pkv_rates *at) {
     pkv_calib f = *c;
     f.moe_gemm_share = 1, f.moe_gemm_us = f.gemm_us; /* the grouped calls as dense GEMMs */
+    f.moe_at.n = 0;
     double extra = 0;
     int points = 0, w = -1;
     for (int i = 0; i < n; i++) {
@@ -219,6 +222,25 @@ void pkv_model_moe_fit(const pkv_model *m, const pkv_calib *c, const int *rows,
     }
     *us = c->gemm_us + (points && extra > 0 ? extra / points * 1e6 : 0);
     f.moe_gemm_us = *us;
+    /* each wider width's rate at its rows an expert: the rate alone in the table (held at
+     * every width) that prices it as measured; its time falls as the rate rises */
+    at->n = 0;
+    for (int i = 0; i < n; i++) {
+        const double per = rows[i] * (double)m->experts_per_token / active[i];
+        if (rows[i] <= 64 || !(active[i] > 0) || at->n == PKV_GEMM_RATES) continue;
+        if (at->n && per <= at->rows[at->n - 1]) continue; /* widths ascending, as measured */
+        pkv_calib g = f;
+        double lo = 0.01, hi = 1e5;
+        g.moe_at.n = 1, g.moe_at.rows[0] = per;
+        for (int it = 0; it < 80; it++) {
+            g.moe_at.tflops[0] = sqrt(lo * hi);
+            if (pkv_model_moe_layer_time(m, &g, rows[i], active[i]) > seconds[i])
+                lo = g.moe_at.tflops[0];
+            else
+                hi = g.moe_at.tflops[0];
+        }
+        at->rows[at->n] = per, at->tflops[at->n++] = sqrt(lo * hi);
+    }
     /* the share that prices the widest layer as measured: its time falls as the share
      * rises, so bisect it in (0, 1] (none: the dense GEMMs' rate is not too fast) */
     *share = 0;

@@ -128,10 +128,11 @@ double pkv_model_moe_layer_time(const pkv_model *m, const pkv_calib *c, double t
  * layers of at most 64 rows took beyond the rest of the layer's cost at c (its experts'
  * weights streamed), their mean; *share (moe_gemm_share): the grouped GEMMs' share of the
  * dense GEMMs' rate that prices the widest layer as measured (0: the dense rate already
- * does). */
+ * does); *at (moe_gemm_tflops_at): for each layer above 64 rows, by its rows an expert
+ * (rows x experts a token / active), the grouped GEMMs' rate that prices it as measured. */
 void pkv_model_moe_fit(const pkv_model *m, const pkv_calib *c, const int *rows,
                        const double *active, const double *seconds, int n, double *us,
-                       double *share);
+                       double *share, pkv_rates *at);
 
 /* One GEMM of m x k by k x n (FP16): max(FLOPs / the GEMM rate at m rows, bytes / gemm
  * bandwidth) + its fixed cost. */

@@ -378,40 +378,67 @@ static void uniform_spreads_as_a_binomial(void) {
     uniform_spread(20000); /* multinomial */
 }
 
-/* The grouped expert GEMMs' constants (moe_gemm_us, moe_gemm_share) fitted from one MoE layer
- * timed alone: those that made a table are recovered from it; the H100's measured table
- * (Qwen3-30B-A3B at 1-4096 rows, bench/RESULTS.md "The cuda backend runs a mixture's routed
- * experts") gives h100-sxm.json's, which price that layer within 10% at every width (the
- * dense GEMMs' constants: 33% low at one row, 48% at 4096); a step replayed from a CUDA
- * graph pays its grouped calls as dense GEMMs. */
+/* The grouped expert GEMMs' constants (moe_gemm_us, moe_gemm_share, moe_gemm_tflops_at)
+ * fitted from one MoE layer timed alone: those that made a table are recovered from it; the
+ * H100's measured table (Qwen3-30B-A3B at 1-8192 rows, bench/RESULTS.md "The cuda backend
+ * runs a mixture's routed experts" and "A mixture's grouped GEMMs past 4K rows") gives
+ * h100-sxm.json's, which price that layer within 5% at every width (the dense GEMMs'
+ * constants: 33% low at one row, 48% at 4096; the share alone, fitted at the widest, 1.5x
+ * at 2048 rows); a step replayed from a CUDA graph pays its grouped calls as dense GEMMs. */
 static void grouped_gemm_constants_are_fitted(void) {
     pkv_calib cal;
     pkv_model qw = preset_on("qwen3-30b-a3b", "h100-sxm", &cal);
     if (!qw.experts) return;
-    enum { N = 7 };
-    static const int rows[N] = {1, 4, 16, 64, 256, 1024, 4096};
-    static const double active[N] = {8, 28, 81, 127, 128, 128, 128};
-    static const double measured_ms[N] = {0.0835, 0.1487, 0.3106, 0.4559, 0.4779, 0.5615, 1.3396};
+    enum { N = 10 };
+    /* 2048, 6144 and 8192 rows on another H100 (2026-12-07, 1024 and 4096 there within 2.5%
+     * of these) */
+    static const int rows[N] = {1, 4, 16, 64, 256, 1024, 2048, 4096, 6144, 8192};
+    static const double active[N] = {8, 28, 81, 127, 128, 128, 128, 128, 128, 128};
+    static const double measured_ms[N] = {0.0835, 0.1487, 0.3106, 0.4559, 0.4779,
+                                          0.5615, 0.7802, 1.3396, 1.9511, 2.6022};
     double t[N], us, share;
+    pkv_rates at;
     pkv_calib made = cal;
-    made.moe_gemm_us = 20, made.moe_gemm_share = 0.4;
+    made.moe_gemm_us = 20, made.moe_gemm_share = 0.4, made.moe_at.n = 0;
     for (int i = 0; i < N; i++) t[i] = pkv_model_moe_layer_time(&qw, &made, rows[i], active[i]);
-    pkv_model_moe_fit(&qw, &cal, rows, active, t, N, &us, &share);
+    pkv_model_moe_fit(&qw, &cal, rows, active, t, N, &us, &share, &at);
     CHECK(fabs(us - 20) < 1e-6 && fabs(share - 0.4) < 1e-6, "recovered %g us and share %g", us,
           share);
+    /* a table of rates by rows an expert: each width above 64 rows priced as made (its rate
+     * recovered where the FLOPs bound the time, not where the weights' bytes do) */
+    made.moe_at = (pkv_rates){.n = 3, .rows = {16, 128, 512}, .tflops = {50, 230, 260}};
+    for (int i = 0; i < N; i++) t[i] = pkv_model_moe_layer_time(&qw, &made, rows[i], active[i]);
+    pkv_model_moe_fit(&qw, &cal, rows, active, t, N, &us, &share, &at);
+    pkv_calib refit = made;
+    refit.moe_gemm_us = us, refit.moe_at = at;
+    CHECK(at.n == 6 && fabs(us - 20) < 1e-6, "%d rates for the 6 widths above 64 rows, %g us", at.n,
+          us);
+    for (int i = 0; i < N; i++) {
+        const double r = pkv_model_moe_layer_time(&qw, &refit, rows[i], active[i]) / t[i];
+        CHECK(fabs(r - 1) < 1e-6, "%d rows: the fitted table prices %.9fx the made", rows[i], r);
+    }
+    CHECK(fabs(at.tflops[at.n - 1] - 260) < 1e-6, "512 rows an expert: %g TFLOP/s, 260 made",
+          at.tflops[at.n - 1]);
     for (int i = 0; i < N; i++) t[i] = measured_ms[i] * 1e-3;
-    pkv_model_moe_fit(&qw, &cal, rows, active, t, N, &us, &share);
-    CHECK(fabs(us - cal.moe_gemm_us) < 0.1 && fabs(share - cal.moe_gemm_share) < 0.001,
-          "the H100's table: %g us and share %g, h100-sxm.json %g and %g", us, share,
-          cal.moe_gemm_us, cal.moe_gemm_share);
-    pkv_calib dense = cal;
-    dense.moe_gemm_us = dense.moe_gemm_share = 0;
+    pkv_model_moe_fit(&qw, &cal, rows, active, t, N, &us, &share, &at);
+    CHECK(fabs(us - cal.moe_gemm_us) < 0.1 && at.n == cal.moe_at.n,
+          "the H100's table: %g us, %d rates; h100-sxm.json %g, %d", us, at.n, cal.moe_gemm_us,
+          cal.moe_at.n);
+    for (int i = 0; i < at.n && i < cal.moe_at.n; i++)
+        CHECK(at.rows[i] == cal.moe_at.rows[i] &&
+                  fabs(at.tflops[i] / cal.moe_at.tflops[i] - 1) < 0.01,
+              "the H100's table at %g rows an expert: %g TFLOP/s, h100-sxm.json %g at %g",
+              at.rows[i], at.tflops[i], cal.moe_at.tflops[i], cal.moe_at.rows[i]);
+    pkv_calib dense = cal, shared = cal;
+    dense.moe_gemm_us = dense.moe_gemm_share = 0, dense.moe_at.n = shared.moe_at.n = 0;
     for (int i = 0; i < N; i++) {
         const double fitted = pkv_model_moe_layer_time(&qw, &cal, rows[i], active[i]) / t[i],
-                     plain = pkv_model_moe_layer_time(&qw, &dense, rows[i], active[i]) / t[i];
-        CHECK(fabs(fitted - 1) < 0.1, "%d rows: priced %.3fx the measured layer", rows[i], fitted);
-        if (i == 0 || i == N - 1)
+                     plain = pkv_model_moe_layer_time(&qw, &dense, rows[i], active[i]) / t[i],
+                     by_share = pkv_model_moe_layer_time(&qw, &shared, rows[i], active[i]) / t[i];
+        CHECK(fabs(fitted - 1) < 0.05, "%d rows: priced %.3fx the measured layer", rows[i], fitted);
+        if (i == 0 || rows[i] == 4096)
             CHECK(plain < 0.7, "%d rows: the dense constants %.3fx", rows[i], plain);
+        if (rows[i] == 2048) CHECK(by_share > 1.4, "2048 rows: the share alone %.3fx", by_share);
     }
     pkv_moe a, b;
     CHECK(!pkv_moe_init(&a, qw.experts, qw.experts_per_token, PKV_EXPERTS_UNIFORM, 0, 5) &&

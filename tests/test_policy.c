@@ -362,7 +362,8 @@ static void calibrated_gates_per_group(void) {
 }
 
 /* gemm_tflops_at: the rate at a width, in log rows between the file's widths and
- * held beyond them; bad tables are refused naming the entry. */
+ * held beyond them; bad tables are refused naming the entry (moe_gemm_tflops_at's too, the
+ * same reader). */
 static void gemm_tflops_at_interpolates(void) {
     pkv_err e;
     pkv_calib rc;
@@ -377,12 +378,18 @@ static void gemm_tflops_at_interpolates(void) {
           pkv_calib_gemm_tflops(&rc, 256));
     static const char *const bad[] = {
         "{\"gemm_tflops_at\": {\"512\": 800, \"128\": 300}}", "{\"gemm_tflops_at\": {\"x\": 800}}",
-        "{\"gemm_tflops_at\": {\"64\": 0}}", "{\"gemm_tflops_at\": [1, 2]}"};
+        "{\"gemm_tflops_at\": {\"64\": 0}}", "{\"gemm_tflops_at\": [1, 2]}",
+        "{\"moe_gemm_tflops_at\": {\"64\": 100, \"16\": 50}}"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         CHECK(apply_text(&rc, bad[i], "cal.json", &e) == -1 && strstr(e.msg, "cal.json") &&
-                  strstr(e.msg, "gemm_tflops_at"),
+                  strstr(e.msg, i == 4 ? "moe_gemm_tflops_at.16" : "gemm_tflops_at"),
               "%s accepted (%s)", bad[i], e.msg);
     }
+    CHECK(apply_text(&rc, "{\"moe_gemm_tflops_at\": {\"16\": 50, \"256\": 260}}", "cal.json", &e) ==
+                  0 &&
+              rc.moe_at.n == 2 && fabs(pkv_rates_at(&rc.moe_at, 64, 0) - 155) < 1e-9,
+          "moe_gemm_tflops_at: %s (64 rows an expert: %g, log midpoint 155)", e.msg,
+          pkv_rates_at(&rc.moe_at, 64, 0));
 }
 
 /* route_model_by_group: a run of group G takes its group's models for the routes

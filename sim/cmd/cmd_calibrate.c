@@ -250,7 +250,7 @@ static void usage(void) {
          "dense part of the preset --model (default llama-3.1-8b; none: skip): its GEMMs\n"
          "alone at 1-8192 token rows (gemm_gbps, gemm_us, gemm_tflops) and its prefill\n"
          "attention alone (prefill_attn_tflops), and for a mixture of experts one MoE layer\n"
-         "(moe_gemm_us, moe_gemm_share), as pkvsim bench model does.\n"
+         "(moe_gemm_us, moe_gemm_share, moe_gemm_tflops_at), as pkvsim bench model does.\n"
          "Experiments use it with route.calibration; the route policy refuses a file made on\n"
          "another GPU model unless route.allow_other_gpu is true.");
 }
@@ -511,8 +511,9 @@ int pkv_calibrate_main(int argc, char **argv) {
         "(device time; its host_us 0), kv_fp8_cta_gbps (over FP8 KV), "
         "swap_us and swap_gbps fitted; gemm_gbps, gemm_us, gemm_tflops, gemm_tflops_at and "
         "prefill_attn_tflops fitted to a model's GEMMs and prefill "
-        "attention alone (fit.dense; unless --model none), moe_gemm_us and moe_gemm_share "
-        "to a mixture's layer alone (0 for a dense model: the dense GEMMs' constants); "
+        "attention alone (fit.dense; unless --model none), moe_gemm_us, moe_gemm_share "
+        "and moe_gemm_tflops_at to a mixture's layer alone (0 for a dense model: the dense GEMMs' "
+        "constants); "
         "min_context_tokens set to 4096 (not fitted); the other gates, "
         "margins and split constants are the defaults.");
     cJSON_AddItemToObject(root, "route_scale", rs);

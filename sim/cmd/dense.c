@@ -145,14 +145,23 @@ static int time_moe(pkvk_ctx *ctx, const pkv_model *md, const int *widths, int n
     }
     if (!rc) {
         pkv_model_moe_fit(md, cal, widths, active, seconds, nw, &fit->moe_gemm_us,
-                          &fit->moe_gemm_share);
+                          &fit->moe_gemm_share, &fit->moe_at);
         cal->moe_gemm_us = fit->moe_gemm_us, cal->moe_gemm_share = fit->moe_gemm_share;
+        cal->moe_at = fit->moe_at;
         pkv_cli_printf2(outs,
                         "# fit: \"moe_gemm_us\": %.1f, \"moe_gemm_share\": %.3f (each grouped "
                         "call's fixed cost over the widths <= 64 rows; the share of the dense "
-                        "GEMMs' rate that prices the widest as measured), at small_kernel_us "
-                        "%.1f; the layer priced with them (ms):",
-                        fit->moe_gemm_us, fit->moe_gemm_share, cal->small_kernel_us);
+                        "GEMMs' rate that prices the widest as measured), \"moe_gemm_tflops_at\": "
+                        "{",
+                        fit->moe_gemm_us, fit->moe_gemm_share);
+        for (int i = 0; i < fit->moe_at.n; i++)
+            pkv_cli_printf2(outs, "%s\"%.0f\": %.1f", i ? ", " : "", fit->moe_at.rows[i],
+                            fit->moe_at.tflops[i]);
+        pkv_cli_printf2(outs,
+                        "} (the rate at each width's rows an expert that prices it as measured, "
+                        "above 64 rows), at small_kernel_us %.1f; the layer priced with them "
+                        "(ms):",
+                        cal->small_kernel_us);
         for (int w = 0; w < nw; w++)
             pkv_cli_printf2(outs, " %d %.4f%s", widths[w],
                             1e3 * pkv_model_moe_layer_time(md, cal, widths[w], active[w]),
@@ -166,11 +175,10 @@ static int time_moe(pkvk_ctx *ctx, const pkv_model *md, const int *widths, int n
 void pkv_dense_fit_apply(const pkv_dense_fit *d, pkv_calib *c) {
     if (d->gemm_gbps > 0) c->gemm_gbps = d->gemm_gbps, c->gemm_us = d->gemm_us > 0 ? d->gemm_us : 0;
     if (d->gemm_tflops > 0) c->gemm_tflops = d->gemm_tflops;
-    c->gemm_rates = d->rates;
-    for (int i = 0; i < d->rates; i++)
-        c->gemm_rate_rows[i] = d->rate_rows[i], c->gemm_rate_tflops[i] = d->rate_tflops[i];
+    c->gemm_at = d->gemm_at;
     c->prefill_attn_tflops = d->prefill_attn_tflops; /* 0 where FlashInfer's is not built */
     c->moe_gemm_us = d->moe_gemm_us, c->moe_gemm_share = d->moe_gemm_share; /* 0: dense */
+    c->moe_at = d->moe_at;
 }
 
 int pkv_measure_dense(pkvk_ctx *ctx, const pkv_model *md, const int *widths, int nw, int reps,
@@ -232,8 +240,9 @@ int pkv_measure_dense(pkvk_ctx *ctx, const pkv_model *md, const int *widths, int
         double weights = pkv_model_weight_bytes(md) / (ceil.read_gbps * 1e9);
         double rate = flops / total;
         if (widths[w] >= 2048 && rate > tflops_best) tflops_best = rate;
-        if (widths[w] > 64 && fit->rates < PKV_GEMM_RATES) /* above the bandwidth fit's widths */
-            fit->rate_rows[fit->rates] = widths[w], fit->rate_tflops[fit->rates++] = rate * 1e-12;
+        pkv_rates *at = &fit->gemm_at;
+        if (widths[w] > 64 && at->n < PKV_GEMM_RATES) /* above the bandwidth fit's widths */
+            at->rows[at->n] = widths[w], at->tflops[at->n++] = rate * 1e-12;
         if (!rc)
             pkv_cli_printf2(outs, "%6d %10.3f %10.3f %10.3f %8.1f %9.1f%%\n", widths[w],
                             total * 1e3, weights * 1e3, total / weights, rate * 1e-12,
@@ -247,9 +256,10 @@ int pkv_measure_dense(pkvk_ctx *ctx, const pkv_model *md, const int *widths, int
                         "gemm_us over %d points at <= 64 rows), \"gemm_tflops\": %.0f (the best "
                         "rate at >= 2048 rows)\n",
                         c1 > 0 ? 1e-9 / c1 : 0, c0 * 1e6, nf, tflops_best * 1e-12);
-    for (int i = 0; !rc && i < fit->rates; i++)
+    for (int i = 0; !rc && i < fit->gemm_at.n; i++)
         pkv_cli_printf2(outs, "%s\"%.0f\": %.0f%s", i ? ", " : "# fit: \"gemm_tflops_at\": {",
-                        fit->rate_rows[i], fit->rate_tflops[i], i + 1 < fit->rates ? "" : "}\n");
+                        fit->gemm_at.rows[i], fit->gemm_at.tflops[i],
+                        i + 1 < fit->gemm_at.n ? "" : "}\n");
     fit->gemm_gbps = c1 > 0 ? 1e-9 / c1 : 0, fit->gemm_us = c0 * 1e6;
     fit->gemm_tflops = tflops_best * 1e-12, fit->points = nf;
     if (!rc)

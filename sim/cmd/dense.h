@@ -22,9 +22,9 @@ typedef struct pkv_dense_fit {
     double prefill_attn_tflops;         /* the fused prefill attention's causal FLOPs a second (0:
                                            not built) */
     double moe_gemm_us, moe_gemm_share; /* a mixture's grouped GEMMs (0: not one) */
+    pkv_rates moe_at;                   /* moe_gemm_tflops_at: by rows an expert (n 0: not one) */
     int points;                         /* of the bandwidth fit */
-    int rates; /* gemm_tflops_at: the widths above 64 rows and their rates */
-    double rate_rows[PKV_GEMM_RATES], rate_tflops[PKV_GEMM_RATES];
+    pkv_rates gemm_at;                  /* gemm_tflops_at: the widths above 64 rows */
 } pkv_dense_fit;
 /* Times the model's GEMMs alone at each of the widths (token rows) and its prefill
  * attention alone, printing the tables to outs (NULL entries skipped), and fits the

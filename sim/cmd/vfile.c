@@ -227,7 +227,7 @@ static int ttft_floors(pkv_vfile *v, const pkv_request_log *log, pkv_err *e) {
     pkv_calib cal;
     if (pkv_run_load_calib(&v->cfg, &cal, e)) return -1;
     double top = cal.gemm_tflops; /* the GPU's top GEMM rate, FLOP/s */
-    for (int k = 0; k < cal.gemm_rates; k++) top = fmax(top, cal.gemm_rate_tflops[k]);
+    for (int k = 0; k < cal.gemm_at.n; k++) top = fmax(top, cal.gemm_at.tflops[k]);
     pkv_dense_cost dc; /* a prompt token's FLOPs per GPU: its layers, no logits (the last
                           token's alone take the LM head) */
     pkv_model_dense_cost(&v->cfg.model, &cal, 1, 0, NULL, &dc);
