@@ -31,9 +31,10 @@ int pkvk_fi_launch(pkvk_fi *f, const pkvk_batch *b, const pkvk_plan *p, int *lau
 
 /* The model's prefill attention on FlashInfer's batch prefill kernel over the paged
  * cache, causal (pkvk_fi_prefill.cu): prompt pieces of a chunk attend to their
- * prompts' pages up to their own positions. Queries and outputs [tokens][hq][d] of
+ * prompts' pages up to their own positions; also a verify step on the FlashInfer routes
+ * (pkvk_fi.cu: each row's query tokens a piece). Queries and outputs [tokens][hq][d] of
  * type dtype (pkvk_dtype FP16 or BF16), the pages of dtype's type or FP8 E4M3 (kv_dtype;
- * scale 1). */
+ * scale 1, or the caller's K scale folded into pkvk_fi_prefill_launch's softmax scale). */
 typedef struct pkvk_fi_prefill pkvk_fi_prefill;
 /* Device and pinned bytes one takes. At most cap_pieces pieces a plan. */
 size_t pkvk_fi_prefill_bytes(int32_t cap_pieces);

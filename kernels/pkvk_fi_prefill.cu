@@ -1,5 +1,5 @@
-// The model's prefill attention on FlashInfer's batch prefill kernel over the paged
-// cache (pkvk_fi.h): causal, each piece's queries at its prompt's last positions, the
+// The model's prefill attention, and the FlashInfer routes' verify steps (pkvk_fi.cu), on
+// FlashInfer's batch prefill kernel over the paged cache (pkvk_fi.h): causal, each piece's queries at its prompt's last positions, the
 // keys and values read in place from the layer's pages, planned by FlashInfer's own
 // PrefillPlan as its prefill wrapper does (split over the keys where the pieces give
 // too few CTAs, merged by FlashInfer); queries and outputs FP16 or BF16, the pages of
