@@ -368,10 +368,13 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
                                      rec->t_device + (isnan(rec->t_mlp) ? 0 : rec->t_mlp) +
                                          (isnan(rec->t_dense) ? 0 : rec->t_dense) +
                                          (drafted ? rec->t_draft : t_proposals));
+    const bool replayed = pkv_engine_graph_replays(
+        &eng->opts.host.graphs, (int64_t)v->n_rows * (1 + v->spec_tokens) + chunk_tok,
+        v->chunks != NULL);
     *advance = pkv_engine_with_host(eng, *advance, (int64_t)v->n_rows + rec->prefill_chunks,
                                     chunk_tok, (int64_t)v->n_rows + chunk_heads,
                                     eng->opts.host.window > 1 ? 1.0 / eng->opts.host.window : 1,
-                                    &rec->t_host_engine);
+                                    replayed, &rec->t_host_engine);
     if (t_proposals > 0) { /* the drafting loop's host work, pass by pass */
         const double drafting = eng->opts.spec.tokens * eng->opts.host.per_proposal_s;
         *advance += drafting, rec->t_host_engine += drafting;
@@ -413,8 +416,9 @@ int pkv_engine_prefill(pkv_engine *eng, const pkv_prefill_view *p, pkv_prefill_r
     *advance = eng->kind->prefill_predicted || eng->opts.prefill_measure
                    ? pkv_engine_clock_time(eng, rec->t_predicted, rec->t_wall, rec->t_device)
                    : eng->opts.prefill_base_s + eng->opts.prefill_per_token_s * (double)tokens;
-    *advance = pkv_engine_with_host(eng, *advance, p->n_req, tokens,
-                                    eng->kind->prefill_samples ? heads : 0, 1, &rec->t_host_engine);
+    *advance = pkv_engine_with_host(
+        eng, *advance, p->n_req, tokens, eng->kind->prefill_samples ? heads : 0, 1,
+        pkv_engine_graph_replays(&eng->opts.host.graphs, tokens, true), &rec->t_host_engine);
     return 0;
 }
 

@@ -67,6 +67,10 @@ typedef struct pkv_engine_host {
                                   its k, draft or EAGLE), in series with the GPU whatever
                                   the overlap: the drafting loop prepares each pass's
                                   inputs on the host between the passes (vLLM V1) */
+    double eager_layer_s;      /* host seconds to launch one layer of a forward that is not
+                                  replayed from a graph (kernel by kernel from the engine's
+                                  Python): such a forward takes at least layers x this, the
+                                  GPU waiting on its launches where its own work is shorter */
     int window;                /* decode steps per scheduling (0 or 1: every step) */
     pkv_engine_graphs graphs;
 } pkv_engine_host;

@@ -36,12 +36,46 @@ static int32_t waiting_priority(const void *ctx, size_t i) {
     return s->cfg->workload.n_classes ? s->cfg->workload.classes[r->rec.slo_class].priority : 0;
 }
 
+/* Its output still to come, as serving.admission new_token_ratio counts it. */
+static int64_t output_left(const pkv_sim_request *r) {
+    const int64_t left = (int64_t)r->rec.decode_len - r->rec.generated;
+    return left < PKV_ADMIT_CLIP_TOKENS ? left : PKV_ADMIT_CLIP_TOKENS;
+}
+
+static int64_t waiting_tokens(const void *ctx, size_t i) {
+    const pkv_sim *s = ctx;
+    const pkv_sim_request *r = &s->req[s->wait[(s->wait_head + i) % s->wait_cap]];
+    return pkv_sim_stored_tokens(r) + output_left(r);
+}
+
+/* The KV tokens free and evictable less the active requests' expected output. */
+static double token_budget(const pkv_sim *s) {
+    double b = (double)pkv_sim_pages_available(s) * s->cfg->model.page_size, out = 0;
+    for (int32_t i = 0; i < s->n_run; i++) out += (double)output_left(&s->req[s->run[i]]);
+    for (int32_t i = 0; i < s->n_prefill; i++) out += (double)output_left(&s->req[s->prefill[i]]);
+    return b - s->new_token_ratio * out;
+}
+
+void pkv_sim_retracted(pkv_sim *s) {
+    if (s->cfg->admission != PKV_ADMIT_NEW_TOKEN_RATIO) return;
+    double made = 0, full = 0;
+    for (int32_t i = 0; i < s->n_run; i++) {
+        const pkv_sim_request *r = &s->req[s->run[i]];
+        made += r->rec.generated + PKV_ADMIT_RETRACT_STEPS, full += r->rec.decode_len;
+    }
+    s->new_token_ratio = full > 0 && made < full ? made / full : 1;
+}
+
 int pkv_sim_admit(pkv_sim *s, pkv_err *e) {
+    const bool reserve = s->cfg->admission == PKV_ADMIT_NEW_TOKEN_RATIO;
+    double budget = reserve ? token_budget(s) : INFINITY;
     while (s->wait_n > 0 && s->n_run + s->n_prefill < s->cfg->max_active) {
-        pkv_admission_view v = {s->wait_n, pkv_sim_pages_available(s), waiting_pages,
-                                waiting_priority, s};
+        pkv_admission_view v = {
+            s->wait_n,     pkv_sim_pages_available(s), waiting_pages, waiting_priority, s, budget,
+            waiting_tokens};
         int64_t pick = s->cfg->admit->pick(&v);
         if (pick < 0) break;
+        if (reserve) budget -= (double)waiting_tokens(s, (size_t)pick);
         int64_t slot = wait_take(s, (size_t)pick);
         pkv_sim_request *r = &s->req[slot];
         if (r->swapped) {

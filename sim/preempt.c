@@ -105,7 +105,7 @@ int pkv_sim_grow_pages(pkv_sim *s, pkv_err *e) {
      * (short: their rows, their pages each) */
     const int32_t next = !s->eng->kind->prefill_samples;
     int32_t n_short;
-    for (;;) {
+    for (bool retracted = false;; retracted = true) {
         int32_t demand = 0;
         n_short = 0;
         for (int32_t i = 0; i < s->n_run; i++) {
@@ -114,7 +114,10 @@ int pkv_sim_grow_pages(pkv_sim *s, pkv_err *e) {
             s->seq_lens[i] = (int32_t)(pkv_sim_stored_tokens(r) + next + spec);
             if (n) demand += n, s->short_rows[n_short++] = i;
         }
-        if (demand <= pkv_sim_pages_available(s)) break;
+        if (demand <= pkv_sim_pages_available(s)) {
+            if (retracted) pkv_sim_retracted(s);
+            break;
+        }
         if (preempt_latest(s, e)) return -1;
     }
     for (int32_t k = 0; k < n_short; k++) {

@@ -123,6 +123,8 @@ typedef struct pkv_sim {
     pkv_kvalloc host;
     int32_t *swap_slots;
     double swap_pending_s;
+    double new_token_ratio; /* serving.admission new_token_ratio: the share of their remaining
+                               output the active requests are expected to write */
     gsl_rng *r_pages;
     gsl_rng *r_spec; /* speculative decoding's accepted prefixes (NULL: plain decoding) */
     pkv_heap heap;

@@ -19,7 +19,8 @@ int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, const pkv_s
                    .stop = stop,
                    .sched = pkv_scheduler_get(cfg->scheduler),
                    .sink = sink ? *sink : (pkv_sim_sink){0},
-                   .bt_stride = pkv_sim_bt_stride(cfg)};
+                   .bt_stride = pkv_sim_bt_stride(cfg),
+                   .new_token_ratio = PKV_ADMIT_RATIO_INIT};
     if (!s->sched) return pkv_fail(e, "%s: serving.scheduler: unknown scheduler", cfg->file);
     if (pkv_sim_check_memory(cfg, s->bt_stride, e)) return -1;
     pkv_heap_init(&s->heap);

@@ -5,7 +5,8 @@
   (fixed + per request + per prompt token; a decode step's share of its window) and
   moves the clock by it (added, or overlapped: the longer of the two); its client_us
   is in every TTFT and finish (a server's client), in none offline; its per_proposal_us
-  is k passes of host work a speculative step, in series;
+  is k passes of host work a speculative step, in series; a forward above its largest graph
+  takes at least layers x eager_layer_us;
 - serving.engine "pkvsim" writes the very datasets of a run without the key;
 - serving.scheduler_steps admits nothing inside a window of decode steps;
 - every shipped validation file parses, names its source and band, and stays in it;
@@ -651,6 +652,24 @@ check("a graph-padded batch costs its captured size: 5 rows priced as 8 (their h
       (t["pad"] - t["none"]).min() > 0.5 * (t["full"][0] - t["none"]).max())
 check("a batch of a captured size is not padded", np.allclose(t["fullpad"], t["full"]))
 check("above the largest captured size a batch runs unpadded", np.allclose(t["eager"], t["none"]))
+# ---- a forward not replayed from a graph: launched layer by layer, eager_layer_us a layer ------
+EAGER_US = 400  # x 32 layers: 12.8 ms, above a decode step of 5 rows and a prefill of 5 x 64
+pr = prof2("p_launch.json", host={"iteration_us": 0, "overlap": False, "eager_layer_us": EAGER_US},
+           graphs={"sizes": [1, 2, 4], "max": 4})
+f = h5run(experiment("launch.json", {"engine": pr, "scheduler": "prefill_first"},
+                     dict(PAD, decode={"dist": "uniform", "min": 10, "max": 40})))
+s, p = cols(f, "steps"), cols(f, "prefills")
+floor = 32 * EAGER_US * 1e-6
+eager = s["rows"] > 4
+want = np.where(eager, np.maximum(s["t_predicted"], floor), s["t_predicted"])
+check("eager_layer_us: a step above the largest graph takes at least layers x it, the rest "
+      "replay as before; the GPU's wait is host work",
+      eager.any() and (~eager).any() and (s["t_predicted"][eager] < floor).all() and
+      np.allclose(np.diff(s["t_sim"]), want[:-1], rtol=1e-9) and
+      np.allclose(s["t_host_engine"], want - s["t_predicted"], rtol=1e-9, atol=1e-12))
+check("eager_layer_us: a prefill (never replayed here) is launched layer by layer too",
+      np.allclose(p["t_advance"], np.maximum(p["t_predicted"], floor), rtol=1e-12) and
+      (p["t_predicted"] < floor).any())
 
 print(f"{passes} checks passed, {fails} failed")
 sys.exit(1 if fails else 0)

@@ -153,7 +153,9 @@ static void random_runs_keep_the_scheduler_invariants(void) {
         /* A tight pool on some trials, so that running requests are preempted. */
         const int pages = swap ? 700 : trial % 2 ? 1300 + (int)gsl_rng_uniform_int(g, 600) : 200000;
         const double rate = 5 + gsl_rng_uniform(g) * 400, cv = 0.3 + gsl_rng_uniform(g) * 3;
-        const char *adm = trial % 4 == 1 ? "first_fit" : "fcfs";
+        const char *adm = trial % 4 == 1   ? "first_fit"
+                          : trial % 4 == 2 ? "new_token_ratio"
+                                           : "fcfs";
         /* Prefix caching on two trials of three (swap trials too): a shared prompt of up
          * to 4000 tokens in up to 5 versions, blocks of 16 to 1024 tokens. */
         const int caching = trial % 3 != 2, block = 16 * (1 + (int)gsl_rng_uniform_int(g, 64));
@@ -326,12 +328,66 @@ static void mixed_step_prediction_sums_its_parts(void) {
 static void priority_admits_the_first_of_the_highest(void) {
     const pkv_admission_policy *pp = pkv_admission_get(2);
     CHECK(pp && !strcmp(pp->name, "priority"), "the priority policy");
-    pkv_admission_view v = {4, 10, pages_of, priority_of, NULL};
+    pkv_admission_view v = {
+        .n_waiting = 4, .free_pages = 10, .pages_needed = pages_of, .priority = priority_of};
     CHECK(pp->pick(&v) == 1, "picked %lld, not the first of priority 1", (long long)pp->pick(&v));
     v.free_pages = 8;
     CHECK(pp->pick(&v) == -1, "a lower priority overtook a waiting one");
     v.priority = flat;
     CHECK(pp->pick(&v) == 0, "equal priorities are not FCFS");
+}
+
+static int64_t tokens_of(const void *ctx, size_t i) {
+    return 1000 + 500 * (int64_t)i;
+}
+
+/* SGLang's admission: the head, when its pages fit and its prompt and output are within
+ * the tokens left after the active requests' expected output; nobody overtakes it. */
+static void new_token_ratio_admits_the_head_within_its_budget(void) {
+    const pkv_admission_policy *pp = pkv_admission_get(PKV_ADMIT_NEW_TOKEN_RATIO);
+    CHECK(pp && !strcmp(pp->name, "new_token_ratio"), "the new_token_ratio policy");
+    pkv_admission_view v = {.n_waiting = 4,
+                            .free_pages = 10,
+                            .pages_needed = pages_of,
+                            .priority = flat,
+                            .budget_tokens = 1000,
+                            .tokens_needed = tokens_of};
+    CHECK(pp->pick(&v) == 0, "the head's 1000 tokens within a budget of 1000 refused");
+    v.budget_tokens = 999;
+    CHECK(pp->pick(&v) == -1, "the head admitted past its budget, or overtaken");
+    v.budget_tokens = 1e9, v.free_pages = 4;
+    CHECK(pp->pick(&v) == -1, "the head admitted without its pages");
+}
+
+/* End to end, on a pool too small for every request's whole output: FCFS on free pages
+ * admits what fits now and preempts as outputs grow; the new-token ratio reserves part of
+ * them and preempts less, its ratio rising after each preemption. */
+static void new_token_ratio_preempts_less_than_fcfs(void) {
+    char out[] = "/tmp/pkv_sched_XXXXXX";
+    test_temp_file(out);
+    uint64_t preempted[2] = {0};
+    for (int ratio = 0; ratio < 2; ratio++) {
+        pkv_summary sum;
+        pkv_err e;
+        CHECK(test_run_json(&sum, NULL, &e,
+                            "{\"model\": \"llama-3.1-8b\", \"workload\": {\"arrival\": "
+                            "{\"process\": \"poisson\", \"rate\": 50}, \"prompt\": {\"dist\": "
+                            "\"uniform\", \"min\": 100, \"max\": 600}, \"decode\": {\"dist\": "
+                            "\"uniform\", \"min\": 200, \"max\": 1200}, \"num_requests\": 200}, "
+                            "\"serving\": {\"max_active\": 256, \"kv_pages\": 1500, \"admission\": "
+                            "\"%s\"}, \"route\": {\"calibration\": \"%s\"}, \"run\": "
+                            "{\"output\": \"%s\"}}",
+                            ratio ? "new_token_ratio" : "fcfs", TEST_CALIBRATION, out) == 0,
+              "run: %s", e.msg);
+        CHECK(sum.finished == 200, "%llu of 200 finished", (unsigned long long)sum.finished);
+        preempted[ratio] = sum.preemptions;
+    }
+    CHECK(preempted[0] > 0 && preempted[1] < preempted[0] / 2,
+          "preemptions: fcfs %llu, new_token_ratio %llu", (unsigned long long)preempted[0],
+          (unsigned long long)preempted[1]);
+    printf("admission: %llu preemptions under fcfs, %llu under the new-token ratio\n",
+           (unsigned long long)preempted[0], (unsigned long long)preempted[1]);
+    remove(out);
 }
 
 /* End to end: a class of priority 1 and its SLOs ahead of a batch class: classes
@@ -498,6 +554,8 @@ static const pkv_test_case cases[] = {
     PKV_CASE(random_runs_keep_the_scheduler_invariants),
     PKV_CASE(mixed_step_prediction_sums_its_parts),
     PKV_CASE(priority_admits_the_first_of_the_highest),
+    PKV_CASE(new_token_ratio_admits_the_head_within_its_budget),
+    PKV_CASE(new_token_ratio_preempts_less_than_fcfs),
     PKV_CASE(a_priority_class_meets_its_slo_better),
     PKV_CASE(closed_loop_successors_keep_their_draws),
     PKV_CASE(sessions_find_their_history_cached),
