@@ -56,16 +56,6 @@ static double token_budget(const pkv_sim *s) {
     return b - s->new_token_ratio * out;
 }
 
-void pkv_sim_retracted(pkv_sim *s) {
-    if (s->cfg->admission != PKV_ADMIT_NEW_TOKEN_RATIO) return;
-    double made = 0, full = 0;
-    for (int32_t i = 0; i < s->n_run; i++) {
-        const pkv_sim_request *r = &s->req[s->run[i]];
-        made += r->rec.generated + PKV_ADMIT_RETRACT_STEPS, full += r->rec.decode_len;
-    }
-    s->new_token_ratio = full > 0 && made < full ? made / full : 1;
-}
-
 int pkv_sim_admit(pkv_sim *s, pkv_err *e) {
     const bool reserve = s->cfg->admission == PKV_ADMIT_NEW_TOKEN_RATIO;
     double budget = reserve ? token_budget(s) : INFINITY;

@@ -98,6 +98,18 @@ static int32_t pages_short(const pkv_sim *s, const pkv_sim_request *r) {
     return pkv_sim_pages_for(s, want) - r->n_pages;
 }
 
+/* serving.admission new_token_ratio: preemptions made room for the running batch (SGLang's
+ * retraction), which sets the ratio from the requests still running. */
+static void retracted(pkv_sim *s) {
+    if (s->cfg->admission != PKV_ADMIT_NEW_TOKEN_RATIO) return;
+    double made = 0, full = 0;
+    for (int32_t i = 0; i < s->n_run; i++) {
+        const pkv_sim_request *r = &s->req[s->run[i]];
+        made += r->rec.generated + PKV_ADMIT_RETRACT_STEPS, full += r->rec.decode_len;
+    }
+    s->new_token_ratio = full > 0 && made < full ? made / full : 1;
+}
+
 int pkv_sim_grow_pages(pkv_sim *s, pkv_err *e) {
     /* The step appends its input token: the last sampled one where the prefill sampled
      * the first, else (the study layer) the next one; speculating, the proposed ones
@@ -105,7 +117,7 @@ int pkv_sim_grow_pages(pkv_sim *s, pkv_err *e) {
      * (short: their rows, their pages each) */
     const int32_t next = !s->eng->kind->prefill_samples;
     int32_t n_short;
-    for (bool retracted = false;; retracted = true) {
+    for (bool was_retracted = false;; was_retracted = true) {
         int32_t demand = 0;
         n_short = 0;
         for (int32_t i = 0; i < s->n_run; i++) {
@@ -115,7 +127,7 @@ int pkv_sim_grow_pages(pkv_sim *s, pkv_err *e) {
             if (n) demand += n, s->short_rows[n_short++] = i;
         }
         if (demand <= pkv_sim_pages_available(s)) {
-            if (retracted) pkv_sim_retracted(s);
+            if (was_retracted) retracted(s);
             break;
         }
         if (preempt_latest(s, e)) return -1;

@@ -81,9 +81,6 @@ int32_t pkv_sim_list_pages(pkv_sim *s, const pkv_sim_request *r, int64_t tokens,
 
 /* admit.c: waiting requests in (the admission policy picks) while the budgets allow. */
 int pkv_sim_admit(pkv_sim *s, pkv_err *e);
-/* serving.admission new_token_ratio: preemptions made room for the running batch (SGLang's
- * retraction), which sets the ratio from the requests still running. */
-void pkv_sim_retracted(pkv_sim *s);
 /* The pages a waiting request needs to be admitted (a swapped one: its own pages back). */
 int32_t pkv_sim_pages_to_admit(const pkv_sim *s, const pkv_sim_request *r);
 /* Called when nothing is left to happen: 0 when no request is still in the system,
