@@ -60,9 +60,13 @@ int pkv_sim_admit(pkv_sim *s, pkv_err *e) {
     const bool reserve = s->cfg->admission == PKV_ADMIT_NEW_TOKEN_RATIO;
     double budget = reserve ? token_budget(s) : INFINITY;
     while (s->wait_n > 0 && s->n_run + s->n_prefill < s->cfg->max_active) {
-        pkv_admission_view v = {
-            s->wait_n,     pkv_sim_pages_available(s), waiting_pages, waiting_priority, s, budget,
-            waiting_tokens};
+        pkv_admission_view v = {.n_waiting = s->wait_n,
+                                .free_pages = pkv_sim_pages_available(s),
+                                .pages_needed = waiting_pages,
+                                .priority = waiting_priority,
+                                .ctx = s,
+                                .budget_tokens = budget,
+                                .tokens_needed = waiting_tokens};
         int64_t pick = s->cfg->admit->pick(&v);
         if (pick < 0) break;
         if (reserve) budget -= (double)waiting_tokens(s, (size_t)pick);

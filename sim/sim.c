@@ -228,6 +228,7 @@ static int start_step(pkv_sim *s, const pkv_prefill_view *chunks, pkv_err *e) {
                         .pages_free = (uint32_t)s->alloc.n_free,
                         .pages_cached = (uint32_t)s->cache.n_free_pages};
     s->preempt_run = 0;
+    /* serving.admission new_token_ratio: each decode step lowers the ratio */
     s->new_token_ratio = fmax(PKV_ADMIT_RATIO_MIN, s->new_token_ratio - PKV_ADMIT_RATIO_DECAY);
     s->window = (s->window > 0 ? s->window : s->cfg->scheduler_steps) - 1;
     pkv_batch_view v = {s->n_run,      s->seq_lens,   s->block_table,
