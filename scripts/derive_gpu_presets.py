@@ -5,7 +5,8 @@ Each derived file is the measured H200 calibration for a served model (experimen
 calibration/h200.json: its top level with its served_model section) with its rates scaled by the other GPU's datasheet figures over
 the H200's: read rates (beta, the GEMMs' weight stream, each route's peak and merge
 rates) by memory bandwidth, a CTA's read rate by bandwidth per SM, GEMM and prefill
-rates (and the prefill's per-token cost) by dense FP16 tensor throughput, host-link
+rates (and the prefill's per-token cost) by dense FP16 tensor throughput, the all-reduce's
+bandwidth by the GPU-to-GPU link (NVLink, or PCIe where there is none), host-link
 swaps by the PCIe generation (a constant measured on that GPU, `measured`, in place of
 its ratio); fixed costs (launches, host work) and the FP8 KV CTA's
 rate (kv_fp8_cta_gbps: bound by instruction issue, not by memory) stay the H200's. So a
@@ -27,13 +28,14 @@ SECTION = "served_model"
 
 # Datasheet figures: memory bandwidth (GB/s), dense FP16 tensor TFLOP/s (no sparsity),
 # SMs, memory (GB), host link (PCIe GB/s each way). Sources in each entry.
-H200 = {"bw": 4800, "tflops": 989.4, "sms": 132, "pcie": 64, "memory_gb": 141}
+H200 = {"bw": 4800, "tflops": 989.4, "sms": 132, "pcie": 64, "memory_gb": 141, "link": 900}
 GPUS = {
     "h100-sxm": {
         "gpu_name": "NVIDIA H100 80GB HBM3", "bw": 3350, "tflops": 989.4, "sms": 132,
-        "memory_gb": 80, "pcie": 64,
+        "memory_gb": 80, "pcie": 64, "link": 900,
         "sources": ["NVIDIA H100 Tensor Core GPU datasheet (H100 SXM: 3.35 TB/s HBM3, "
-                    "FP16 tensor 1,979 TFLOPS with sparsity, half without, 80 GB)",
+                    "FP16 tensor 1,979 TFLOPS with sparsity, half without, 80 GB, NVLink "
+                    "900 GB/s)",
                     "NVIDIA Hopper architecture whitepaper (H100 SXM5: 132 SMs)"],
         # Published measurements of the GPU, against the derived constant each checks.
         "published": [
@@ -69,9 +71,9 @@ GPUS = {
                       "1.9% with a CTA's rate x1.0)"}},
     "a100-80gb": {
         "gpu_name": "NVIDIA A100-SXM4-80GB", "bw": 2039, "tflops": 312, "sms": 108,
-        "memory_gb": 80, "pcie": 32,
+        "memory_gb": 80, "pcie": 32, "link": 600,
         "sources": ["NVIDIA A100 Tensor Core GPU datasheet (A100 80GB SXM: 2,039 GB/s HBM2e, "
-                    "FP16 tensor 312 TFLOPS dense, PCIe Gen4)",
+                    "FP16 tensor 312 TFLOPS dense, PCIe Gen4, NVLink 600 GB/s)",
                     "NVIDIA Ampere architecture whitepaper (A100: 108 SMs)"],
         "published": [
             {"what": "dense BF16 matmul, the best of a shape sweep", "value": 271.2, "unit": "TFLOP/s",
@@ -83,15 +85,16 @@ GPUS = {
              "against": "the read stream (beta), derived 1,853 GB/s: 2.9% above it"}]},
     "l40s": {
         "gpu_name": "NVIDIA L40S", "bw": 864, "tflops": 362, "sms": 142, "memory_gb": 48,
-        "pcie": 32,
+        "pcie": 32, "link": 64,
         "sources": ["NVIDIA L40S datasheet (864 GB/s GDDR6, FP16 tensor 362 TFLOPS dense "
-                    "(733 with sparsity), 48 GB, PCIe Gen4)",
+                    "(733 with sparsity), 48 GB, PCIe Gen4 x16 64 GB/s both ways, no NVLink: "
+                    "its all-reduces cross PCIe)",
                     "NVIDIA Ada Lovelace architecture whitepaper (AD102 as in L40S: 142 SMs)"]},
     "b200": {
         "gpu_name": "NVIDIA B200", "bw": 7700, "tflops": 2250, "sms": 148, "memory_gb": 180,
-        "pcie": 64,
+        "pcie": 64, "link": 1800,
         "sources": ["NVIDIA HGX B200 specifications (per GPU: 180 GB HBM3e at 7.7 TB/s, "
-                    "FP16/BF16 tensor 4.5 PFLOPS with sparsity, half without)",
+                    "FP16/BF16 tensor 4.5 PFLOPS with sparsity, half without, NVLink 1.8 TB/s)",
                     "148 SMs as commonly reported (not in the datasheet)"]},
 }
 ROUTE_BW = ("peak_gbps", "merge_gbps")  # whole-GPU read rates
@@ -113,6 +116,7 @@ def derive(base, name, g):
     c["prefill_token_us"] = base["prefill_token_us"] / tf
     c["prefill_score_ps"] = base["prefill_score_ps"] / tf
     c["swap_gbps"] = base["swap_gbps"] * g["pcie"] / H200["pcie"]
+    c["allreduce_gbps"] = round(base["allreduce_gbps"] * g["link"] / H200["link"], 3)
     # the H200's 141 GB datasheet memory reads as 140.4 GiB on the device: the same ratio
     c["memory_gib"] = round(g["memory_gb"] * base["memory_gib"] / H200["memory_gb"], 1)
     for m in c["route_model"].values():
@@ -122,9 +126,10 @@ def derive(base, name, g):
     c["derived"] = {
         "from": BASE,
         "datasheet": {"memory_gbps": g["bw"], "fp16_dense_tflops": g["tflops"], "sm_count": g["sms"],
-                      "memory_gb": g["memory_gb"], "pcie_gbps": g["pcie"]},
+                      "memory_gb": g["memory_gb"], "pcie_gbps": g["pcie"], "link_gbps": g["link"]},
         "h200_datasheet": {"memory_gbps": H200["bw"], "fp16_dense_tflops": H200["tflops"],
-                           "sm_count": H200["sms"], "pcie_gbps": H200["pcie"]},
+                           "sm_count": H200["sms"], "pcie_gbps": H200["pcie"],
+                           "link_gbps": H200["link"]},
         "scaled": {"bandwidth": round(bw, 6), "tflops": round(tf, 6), "cta_bandwidth": round(per_sm, 6)},
         "sources": g["sources"],
         "published": g.get("published", []),
@@ -134,7 +139,8 @@ def derive(base, name, g):
     c["note"] = (f"DERIVED, not measured: {BASE}'s {SECTION} (the H200's measured calibration for a full model) "
                  f"with read rates x{bw:.3f} (memory bandwidth {g['bw']} over 4800 GB/s), a CTA's read "
                  f"rate x{per_sm:.3f} ({'measured' if 'measured' in g else 'bandwidth per SM'}), GEMM and prefill rates x{tf:.3f} (dense FP16 "
-                 f"{g['tflops']} over 989.4 TFLOP/s), fixed costs the H200's; by "
+                 f"{g['tflops']} over 989.4 TFLOP/s), the all-reduce's bandwidth x{g['link'] / H200['link']:.3f} "
+                 f"(the GPU-to-GPU link, {g['link']} over 900 GB/s), fixed costs the H200's; by "
                  f"scripts/derive_gpu_presets.py. Replace it with `pkvsim calibrate` on a {g['gpu_name']} "
                  "and record the derived file's error against the measured one.")
     return c
