@@ -23,18 +23,22 @@ double pkv_engine_clock_time(const pkv_engine *eng, double predicted, double wal
 /* An iteration's time with the engine's host work: requests and prompt tokens it
  * scheduled, tokens it sampled, its share of them (a decode step's of its window, else
  * 1), whether its forward is replayed from a graph (else launched layer by layer, at
- * least layers x eager_layer_s: what the GPU waits for of that counts as host work);
+ * least layers x eager_layer_s, and over several GPUs each all-reduce waiting
+ * eager_allreduce_s for the slowest rank: what the GPU waits for counts as host work);
  * *host receives the host work alone. */
 double pkv_engine_with_host(const pkv_engine *eng, double gpu, int64_t requests, int64_t tokens,
                             int64_t sampled, double share, bool replayed, double *host) {
     const pkv_engine_host *h = &eng->opts.host;
     gpu += h->prefill_token_s * (double)tokens;
+    const double waits =
+        replayed || eng->model.tp < 2 ? 0 : 2.0 * eng->model.layers * h->eager_allreduce_s;
+    gpu += waits;
     const double launched = replayed ? 0 : h->eager_layer_s * eng->model.layers - gpu;
     if (launched > 0) gpu += launched;
     *host = share * (h->iteration_s + h->per_request_s * (double)requests +
                      h->per_prompt_token_s * (double)tokens);
     const double t = h->overlap ? fmax(gpu, *host) : gpu + *host;
     const double serial = share * h->exposed_s + h->per_output_token_s * (double)sampled;
-    *host += serial + (launched > 0 ? launched : 0);
+    *host += serial + waits + (launched > 0 ? launched : 0);
     return t + serial;
 }

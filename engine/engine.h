@@ -71,6 +71,9 @@ typedef struct pkv_engine_host {
                                   replayed from a graph (kernel by kernel from the engine's
                                   Python): such a forward takes at least layers x this, the
                                   GPU waiting on its launches where its own work is shorter */
+    double eager_allreduce_s;  /* at tensor parallel > 1, seconds each all-reduce of such a
+                                  forward waits for the slowest rank's launches (each rank its
+                                  own process): in series, twice a layer */
     int window;                /* decode steps per scheduling (0 or 1: every step) */
     pkv_engine_graphs graphs;
 } pkv_engine_host;

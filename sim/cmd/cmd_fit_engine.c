@@ -19,8 +19,9 @@
 /* The constants fitted, in microseconds: a point x of the simplex maps to x^2 (so each
  * stays non-negative). */
 enum { N_PARAMS = PKV_VFIT_PARAMS };
-const char *const pkv_vfit_names[N_PARAMS] = {"iteration_us", "per_request_us", "prefill_token_us",
-                                              "client_us", "per_output_token_us"};
+const char *const pkv_vfit_names[N_PARAMS] = {"iteration_us",        "per_request_us",
+                                              "prefill_token_us",    "client_us",
+                                              "per_output_token_us", "eager_allreduce_us"};
 
 typedef struct fit_ctx {
     pkv_vfile *v;
@@ -30,6 +31,8 @@ typedef struct fit_ctx {
     bool fit_client;  /* a used file was measured through a server */
     double client_us; /* else client_us stays this (the profile's) */
     bool fit_output;  /* the profile processes outputs in series (per_output_token_us > 0) */
+    bool fit_tp;      /* a used file's model runs over several GPUs */
+    double tp_us;     /* else eager_allreduce_us stays this (the profile's) */
     int evals, failed;
     pkv_err e;
 } fit_ctx;
@@ -43,6 +46,7 @@ void pkv_vfit_set(pkv_vfile *v, int n, const double *us, bool overlap) {
         p->host.overlap = overlap;
         p->client_s = v[i].cfg.client == PKV_CLIENT_OFFLINE ? 0 : us[3] * 1e-6;
         p->host.per_output_token_s = us[4] * 1e-6;
+        p->host.eager_allreduce_s = us[5] * 1e-6;
     }
 }
 
@@ -53,6 +57,7 @@ static double objective(const gsl_vector *x, void *arg) {
     for (int k = 0; k < N_PARAMS; k++) us[k] = gsl_vector_get(x, k) * gsl_vector_get(x, k);
     if (!c->fit_client) us[3] = c->client_us;
     if (!c->fit_output) us[4] = 0;
+    if (!c->fit_tp) us[5] = c->tp_us;
     pkv_vfit_set(c->v, c->n, us, c->overlap);
     int rows = 0;
     c->evals++;
@@ -111,6 +116,7 @@ int pkv_vfit_run(pkv_vfile *v, int n, const bool *use, pkv_vfit *f, pkv_err *e) 
         if (!use[i]) continue;
         p0 = p0 ? p0 : &v[i].cfg.engine;
         c.fit_client |= v[i].cfg.client == PKV_CLIENT_SERVER;
+        c.fit_tp |= v[i].cfg.model.tp > 1;
     }
     if (!p0) return pkv_fail(e, "no file to fit");
     /* the profile's client_us as a server-measured file holds it (an offline file's
@@ -121,12 +127,13 @@ int pkv_vfit_run(pkv_vfile *v, int n, const bool *use, pkv_vfit *f, pkv_err *e) 
             break;
         }
     c.fit_output = p0->host.per_output_token_s > 0;
+    c.tp_us = p0->host.eager_allreduce_s * 1e6;
     /* from the profile's constants (floored, so that each can move), the simplex
      * restarted where it ended until that no longer improves */
-    double start[N_PARAMS] = {fmax(p0->host.iteration_s * 1e6, 100),
-                              fmax(p0->host.per_request_s * 1e6, 1),
-                              fmax(p0->host.prefill_token_s * 1e6, 5), fmax(c.client_us, 100),
-                              fmax(p0->host.per_output_token_s * 1e6, 1)};
+    double start[N_PARAMS] = {
+        fmax(p0->host.iteration_s * 1e6, 100),      fmax(p0->host.per_request_s * 1e6, 1),
+        fmax(p0->host.prefill_token_s * 1e6, 5),    fmax(c.client_us, 100),
+        fmax(p0->host.per_output_token_s * 1e6, 1), fmax(c.tp_us, 20)};
     double x[N_PARAMS], fv = INFINITY;
     for (int round = 0; round < f->restarts; round++) {
         const double f_prev = fv;
@@ -141,9 +148,11 @@ int pkv_vfit_run(pkv_vfile *v, int n, const bool *use, pkv_vfit *f, pkv_err *e) 
     }
     if (!c.fit_client) x[3] = c.client_us;
     if (!c.fit_output) x[4] = 0;
+    if (!c.fit_tp) x[5] = c.tp_us;
     memcpy(f->us, x, sizeof f->us);
     f->rms = sqrt(fv);
     f->client = c.fit_client;
+    f->tp = c.fit_tp;
     f->evals = c.evals;
     pkv_vfit_set(v, n, x, f->overlap);
     return 0;
@@ -154,7 +163,8 @@ static void fit_usage(void) {
           "\n"
           "Fits an engine profile's constants (iteration_us, per_request_us,\n"
           "gpu.prefill_token_us; per_output_token_us where the profile processes outputs in\n"
-          "series, its value above 0; client_us for the files measured through a server)\n"
+          "series, its value above 0; client_us for the files measured through a server;\n"
+          "eager_allreduce_us for those whose model runs over several GPUs)\n"
           "to the validation files that use the profile and whose role is \"fit\": GSL's\n"
           "Nelder-Mead simplex on the mean squared log error of their figures, with the\n"
           "host work overlapped with the GPU as the profile's host.overlap says. The files\n"
@@ -180,9 +190,9 @@ static int write_profile(const char *out, const char *profile, const pkv_vfit *f
         cJSON_GetObjectItemCaseSensitive(root, "fit"), "note");
     cJSON_DeleteItemFromObjectCaseSensitive(root, "fit");
     /* each constant under its object: host, gpu (prefill_token_us), request (client_us) */
-    static const char *const under[N_PARAMS] = {"host", "host", "gpu", "request", "host"};
+    static const char *const under[N_PARAMS] = {"host", "host", "gpu", "request", "host", "host"};
     for (int k = 0; k < N_PARAMS; k++) {
-        if (k == 3 && !f->client) continue; /* not fitted: the profile's own stays */
+        if ((k == 3 && !f->client) || (k == 5 && !f->tp)) continue; /* the profile's own stays */
         cJSON *o = cJSON_GetObjectItemCaseSensitive(root, under[k]);
         if (!cJSON_IsObject(o)) o = cJSON_AddObjectToObject(root, under[k]);
         cJSON_DeleteItemFromObjectCaseSensitive(o, pkv_vfit_names[k]);

@@ -90,7 +90,7 @@ int pkv_vfile_write_doc(cJSON *root, const char *out, const char *cmd, const cha
  * fitted only where a used file was measured through a server, per_output_token_us
  * only where the profile gives it (above 0: outputs processed in series). The constants found go
  * into every file's profile; us receives them, *rms the fit's rms log error. */
-enum { PKV_VFIT_PARAMS = 5 };
+enum { PKV_VFIT_PARAMS = 6 };
 typedef struct pkv_vfit {
     int max_iter; /* simplex iterations per start */
     int restarts; /* starts at most */
@@ -98,6 +98,8 @@ typedef struct pkv_vfit {
     double us[PKV_VFIT_PARAMS]; /* out: the constants, µs */
     double rms;                 /* out: rms log error over the used files' figures */
     bool client;                /* out: client_us was fitted */
+    bool tp;                    /* out: eager_allreduce_us was fitted (a used file's model
+                                   runs over several GPUs) */
     int evals;                  /* out: runs of the objective */
 } pkv_vfit;
 extern const char *const pkv_vfit_names[PKV_VFIT_PARAMS];
