@@ -229,7 +229,7 @@ static int proposals(pkv_engine *eng, const pkv_batch_view *v, pkv_route r, int6
  * backend without a proposer's backend takes their predicted time too), *t_pattn their
  * passes' attention. */
 static int predict_model(pkv_engine *eng, const pkv_batch_view *v, int64_t chunk_tok,
-                         int64_t chunk_heads, pkv_step_rec *rec, double *t_proposals,
+                         int64_t chunk_heads, bool replayed, pkv_step_rec *rec, double *t_proposals,
                          double *t_pattn, pkv_err *e) {
     if (proposals(eng, v, (pkv_route)rec->route, chunk_tok, chunk_heads, t_proposals, t_pattn, e))
         return -1;
@@ -246,8 +246,7 @@ static int predict_model(pkv_engine *eng, const pkv_batch_view *v, int64_t chunk
     pkv_dense_cost dc;
     const int64_t rows = (int64_t)v->n_rows * (1 + v->spec_tokens); /* a verify: k + 1 a row */
     eng->moe.real_tokens = rows + chunk_tok; /* the requests' rows, before a graph's padding */
-    eng->moe.replayed =
-        pkv_engine_graph_replays(&eng->opts.host.graphs, rows + chunk_tok, v->chunks != NULL);
+    eng->moe.replayed = replayed;
     pkv_model_dense_cost(
         &eng->model, eng->cal,
         pkv_engine_graph_rows(&eng->opts.host.graphs, rows + chunk_tok, v->chunks != NULL),
@@ -334,8 +333,13 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
      * time, rec->t_draft its device time), else their predicted time added */
     double t_draft_attn;
     if (pkv_proposer_run(eng, v, r, rec->index, &rec->t_draft, &t_draft_attn, e)) return -1;
+    /* the forward over the rows (k + 1 a row in a verify) and the chunks: from a graph? */
+    const bool replayed = pkv_engine_graph_replays(
+        &eng->opts.host.graphs, (int64_t)v->n_rows * (1 + v->spec_tokens) + chunk_tok,
+        v->chunks != NULL);
     double t_proposals, t_pattn;
-    if (predict_model(eng, v, chunk_tok, chunk_heads, rec, &t_proposals, &t_pattn, e)) return -1;
+    if (predict_model(eng, v, chunk_tok, chunk_heads, replayed, rec, &t_proposals, &t_pattn, e))
+        return -1;
     const bool drafted = !isnan(rec->t_draft);
     if (drafted && !rec->warmup) {
         pkv_proposer *p = &eng->proposer;
@@ -368,9 +372,6 @@ int pkv_engine_step(pkv_engine *eng, const pkv_batch_view *v, pkv_step_rec *rec,
                                      rec->t_device + (isnan(rec->t_mlp) ? 0 : rec->t_mlp) +
                                          (isnan(rec->t_dense) ? 0 : rec->t_dense) +
                                          (drafted ? rec->t_draft : t_proposals));
-    const bool replayed = pkv_engine_graph_replays(
-        &eng->opts.host.graphs, (int64_t)v->n_rows * (1 + v->spec_tokens) + chunk_tok,
-        v->chunks != NULL);
     *advance = pkv_engine_with_host(eng, *advance, (int64_t)v->n_rows + rec->prefill_chunks,
                                     chunk_tok, (int64_t)v->n_rows + chunk_heads,
                                     eng->opts.host.window > 1 ? 1.0 / eng->opts.host.window : 1,
@@ -394,10 +395,11 @@ int pkv_engine_prefill(pkv_engine *eng, const pkv_prefill_view *p, pkv_prefill_r
     rec->tokens = (uint64_t)tokens;
     rec->scores = chunk_scores(eng, p);
     rec->t_predicted = rec->t_device = rec->t_wall = NAN;
+    const bool replayed = pkv_engine_graph_replays(&eng->opts.host.graphs, tokens, true);
     if (eng->kind->prefill_predicted) {
         pkv_dense_cost dc;
         eng->moe.real_tokens = tokens;
-        eng->moe.replayed = pkv_engine_graph_replays(&eng->opts.host.graphs, tokens, true);
+        eng->moe.replayed = replayed;
         pkv_model_dense_cost(&eng->model, eng->cal,
                              pkv_engine_graph_rows(&eng->opts.host.graphs, tokens, true), heads,
                              eng->moe.experts ? &eng->moe : NULL, &dc);
@@ -416,9 +418,9 @@ int pkv_engine_prefill(pkv_engine *eng, const pkv_prefill_view *p, pkv_prefill_r
     *advance = eng->kind->prefill_predicted || eng->opts.prefill_measure
                    ? pkv_engine_clock_time(eng, rec->t_predicted, rec->t_wall, rec->t_device)
                    : eng->opts.prefill_base_s + eng->opts.prefill_per_token_s * (double)tokens;
-    *advance = pkv_engine_with_host(
-        eng, *advance, p->n_req, tokens, eng->kind->prefill_samples ? heads : 0, 1,
-        pkv_engine_graph_replays(&eng->opts.host.graphs, tokens, true), &rec->t_host_engine);
+    *advance = pkv_engine_with_host(eng, *advance, p->n_req, tokens,
+                                    eng->kind->prefill_samples ? heads : 0, 1, replayed,
+                                    &rec->t_host_engine);
     return 0;
 }
 
