@@ -87,6 +87,29 @@ static int ranks_ok(const pkv_config *cfg, const pkv_ranks *r, pkv_err *e) {
     return 0;
 }
 
+/* Ranks, after each set up its replicas: whether all did, so that none waits in the first
+ * view exchange for one that ended in its set-up (a signal there, its memory). Every rank
+ * then fails alike; one stopped by a signal stops the others as if they had heard it
+ * (*stop set: their exit status is the signal's). */
+static int ranks_set_up(const pkv_ranks *r, int rc, volatile sig_atomic_t *stop, const char *file,
+                        pkv_err *e) {
+    const int mine = rc == 0 ? 0 : stop && *stop ? (int)*stop : -1;
+    int *all = calloc((size_t)r->size, sizeof *all), failed = -1;
+    if (!all || r->allgather(r->ctx, &mine, sizeof mine, all)) {
+        free(all);
+        return rc ? rc : pkv_fail(e, "fleet: the ranks' exchange after the set-up failed");
+    }
+    for (int i = 0; i < r->size && failed < 0; i++)
+        if (all[i]) failed = i;
+    const int why = failed < 0 ? 0 : all[failed];
+    free(all);
+    if (rc || failed < 0) return rc;
+    if (why > 0 && stop) *stop = why;
+    return pkv_fail(e, "%s: rank %d of %d %s", file, failed, r->size,
+                    why > 0 ? "was stopped by a signal while setting up its replicas"
+                            : "could not set up its replicas");
+}
+
 /* a += b */
 static void counts_add(pkv_sim_counts *a, const pkv_sim_counts *b) {
     a->prefix_blocks += b->prefix_blocks, a->prefix_tokens += b->prefix_tokens;
@@ -254,6 +277,7 @@ int pkv_run_fleet(const pkv_config *cfg, pkv_calib *cal, const pkv_backend_spec 
     }
     if (!rc && !(wl_ok = pkv_workload_init(&wl, &cfg->workload, cfg->seed) == 0))
         rc = pkv_fail(e, "cannot set up the fleet's workload");
+    if (ranks) rc = ranks_set_up(ranks, rc, stop, cfg->file, e);
     pkv_fleet f = {
         .n = n, .replicas = sims, .ranks = ranks, .wl = &wl, .spec = cfg->fleet, .r_route = g};
     if (!rc && pkv_fleet_run(&f, e)) {

@@ -324,6 +324,7 @@ static int cmd_run(int argc, char **argv) {
         rc = 0;
         goto out;
     }
+    catch_stops(); /* before MPI_Init: a rank signalled there hears it as the others do */
     const pkv_ranks *ranks = NULL;
     if (spread) {
         if (pkv_fleet_slots(&cfg.fleet) < 2) {
@@ -336,7 +337,6 @@ static int cmd_run(int argc, char **argv) {
         if (pkv_cli_ranks_start(&ranks)) goto out;
         if (ranks->rank != 0) quiet = 1, json = NULL; /* rank 0 writes and prints */
     }
-    catch_stops();
     pkv_run_opts ro = {.quiet = quiet || !isatty(2),
                        .record = 1,
                        .stop = &g_stop,
