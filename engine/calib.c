@@ -68,6 +68,8 @@ static const pkv_key rows[] = {
     {.obj = "", .name = "flashinfer_decode_ctas_by_group", .kind = PKV_KEY_CUSTOM}, /* per G */
     {.obj = "", .name = "gates", .kind = PKV_KEY_CUSTOM},          /* the policy's gates per G */
     {.obj = "", .name = "gemm_tflops_at", .kind = PKV_KEY_CUSTOM}, /* GEMM rate per width */
+    /* the same for a model at a tensor parallelism, its own shapes' */
+    {.obj = "", .name = "gemm_tflops_by_model", .kind = PKV_KEY_CUSTOM},
     /* the grouped expert GEMMs' rate per rows an expert */
     {.obj = "", .name = "moe_gemm_tflops_at", .kind = PKV_KEY_CUSTOM},
     {.obj = "", .name = "fit", .kind = PKV_KEY_CUSTOM},         /* calibrate's fit record */
@@ -229,6 +231,49 @@ static int apply_rates(pkv_rates *t, const cJSON *o, const char *path, const cha
     }
     t->n = n;
     return 0;
+}
+
+/* gemm_tflops_by_model: {"MODEL/tpN": {"ROWS": TFLOP/s, ...}, ...}, each table as
+ * gemm_tflops_at's; replaces the tables. */
+static int apply_model_rates(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e) {
+    const cJSON *g, *it;
+    char gp[128];
+    pkv_json_path(gp, sizeof gp, path, "gemm_tflops_by_model");
+    if (pkv_json_sub(o, path, "gemm_tflops_by_model", &g, e)) return -1;
+    if (!g) return 0;
+    if (!cJSON_IsObject(g)) return pkv_fail(e, "%s: must be an object", gp);
+    int n = 0;
+    cJSON_ArrayForEach(it, g) {
+        char ip[192];
+        pkv_json_path(ip, sizeof ip, gp, it->string);
+        const char *at = strrchr(it->string, '/');
+        char *end = NULL;
+        const long tp = at && !strncmp(at, "/tp", 3) ? strtol(at + 3, &end, 10) : 0;
+        const size_t len = at ? (size_t)(at - it->string) : 0;
+        if (!end || *end || end == at + 3 || tp < 1 || tp > 64 || len == 0 ||
+            len >= sizeof c->by_model[0].model)
+            return pkv_fail(e,
+                            "%s: a key is MODEL/tpN, a preset's name and its tensor "
+                            "parallelism (1 to 64), as \"llama-3.1-70b/tp4\"",
+                            ip);
+        if (n == PKV_MODEL_RATES) return pkv_fail(e, "%s: at most %d models", gp, PKV_MODEL_RATES);
+        pkv_model_rates *m = &c->by_model[n];
+        memcpy(m->model, it->string, len);
+        m->model[len] = 0;
+        m->tp = (int)tp;
+        m->at = (pkv_rates){0};
+        if (apply_rates(&m->at, g, gp, it->string, e)) return -1;
+        if (m->at.n == 0) return pkv_fail(e, "%s: a table of at least one width", ip);
+        n++;
+    }
+    c->n_by_model = n;
+    return 0;
+}
+
+void pkv_calib_use_model(pkv_calib *c, const char *model, int tp) {
+    for (int i = 0; i < c->n_by_model; i++)
+        if (c->by_model[i].tp == (tp > 0 ? tp : 1) && !strcmp(c->by_model[i].model, model))
+            c->gemm_at = c->by_model[i].at;
 }
 
 double pkv_rates_at(const pkv_rates *t, double width, double otherwise) {
@@ -436,6 +481,7 @@ int pkv_calib_apply(pkv_calib *c, const cJSON *o, const char *path, pkv_err *e) 
     }
     if (apply_route_model(c, o, path, e) || apply_gates(c, o, path, e) ||
         apply_rates(&c->gemm_at, o, path, "gemm_tflops_at", e) ||
+        apply_model_rates(c, o, path, e) ||
         apply_rates(&c->moe_at, o, path, "moe_gemm_tflops_at", e))
         return -1;
     /* The flat gate keys given on top of a calibration with its own gates (an

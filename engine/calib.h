@@ -31,6 +31,16 @@ typedef struct pkv_rates {
     double rows[PKV_GEMM_RATES], tflops[PKV_GEMM_RATES];
 } pkv_rates;
 
+/* gemm_tflops_by_model: a model's own GEMM rate table at a tensor parallelism (its
+ * GEMMs' shapes, measured by pkvsim bench model), taken in place of gemm_tflops_at by a
+ * run of that model (pkv_calib_use_model). */
+enum { PKV_MODEL_RATES = 8 };
+typedef struct pkv_model_rates {
+    char model[64]; /* the preset's name */
+    int tp;         /* its tensor parallelism */
+    pkv_rates at;
+} pkv_model_rates;
+
 typedef struct pkv_route_model {
     bool set;
     double v[PKV_ROUTE_MODEL_PARAMS];
@@ -103,6 +113,8 @@ typedef struct pkv_calib {
     /* gemm_tflops_at: the model's GEMMs' measured rate at these token widths (pkvsim
      * calibrate); none: the rate is gemm_tflops at every width */
     pkv_rates gemm_at;
+    pkv_model_rates by_model[PKV_MODEL_RATES]; /* gemm_tflops_by_model's tables */
+    int n_by_model;
     double gemm_gbps;       /* bytes a GEMM streams per second at decode widths, GB/s */
     double gemm_us;         /* fixed cost of one GEMM, us */
     double small_kernel_us; /* fixed cost of one norm, RoPE, SiLU or sampling kernel, us */
@@ -137,6 +149,9 @@ typedef struct pkv_calib {
 double pkv_rates_at(const pkv_rates *t, double width, double otherwise);
 /* The FP16 GEMM rate (TFLOP/s) at `width` token rows: gemm_tflops_at's, else gemm_tflops. */
 double pkv_calib_gemm_tflops(const pkv_calib *c, double width);
+/* A run of `model` (a preset's name) at tensor parallelism `tp`: gemm_tflops_by_model's
+ * table for it, where the file has one, becomes gemm_tflops_at. */
+void pkv_calib_use_model(pkv_calib *c, const char *model, int tp);
 /* Add gemm_tflops_at and moe_gemm_tflops_at to a calibration object being written (those
  * it has). */
 void pkv_calib_gemm_rates_json(const pkv_calib *c, cJSON *root);

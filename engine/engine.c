@@ -41,6 +41,7 @@ int pkv_engine_init(pkv_engine *eng, const pkv_model *m, pkv_calib *cal, const p
     eng->policy.candidates &= runs;
     if (pkv_backend_supports(kind, m, e)) return -1;
     pkv_calib_use_group(cal, s->hq / s->hkv); /* the run's group's route models, if any */
+    pkv_calib_use_model(cal, m->name, m->tp); /* the model's own GEMM rates, if any */
     if (caps->gpu) pkv_calib_flashinfer_occupancy(cal, s);
     if (caps->gpu && eng->kind->prefill_attention) {
         const pkvk_model_shape ms = pkv_model_gpu_shape(m);

@@ -392,6 +392,47 @@ static void gemm_tflops_at_interpolates(void) {
           pkv_rates_at(&rc.moe_at, 64, 0));
 }
 
+/* gemm_tflops_by_model: a run of the named model at its tensor parallelism takes that
+ * model's table in place of gemm_tflops_at; another model, or the same one at another
+ * tensor parallelism, keeps gemm_tflops_at; bad keys and tables are refused naming them. */
+static void gemm_tflops_by_model_is_taken_by_its_model(void) {
+    pkv_err e;
+    pkv_calib base;
+    pkv_calib_defaults(&base);
+    CHECK(apply_text(&base,
+                     "{\"gemm_tflops_at\": {\"128\": 300, \"512\": 800}, "
+                     "\"gemm_tflops_by_model\": {\"llama-3.1-70b/tp4\": {\"128\": 400}, "
+                     "\"llama-3.1-70b/tp8\": {\"128\": 250, \"512\": 650}}}",
+                     "cal.json", &e) == 0 &&
+              base.n_by_model == 2,
+          "gemm_tflops_by_model: %s", e.msg);
+    pkv_calib tp4 = base, tp8 = base, tp2 = base, other = base;
+    pkv_calib_use_model(&tp4, "llama-3.1-70b", 4);
+    pkv_calib_use_model(&tp8, "llama-3.1-70b", 8);
+    pkv_calib_use_model(&tp2, "llama-3.1-70b", 2);
+    pkv_calib_use_model(&other, "llama-3.1-8b", 4);
+    CHECK(pkv_calib_gemm_tflops(&tp4, 1000) == 400, "tp 4: %g", pkv_calib_gemm_tflops(&tp4, 1000));
+    CHECK(pkv_calib_gemm_tflops(&tp8, 512) == 650 && pkv_calib_gemm_tflops(&tp8, 64) == 250,
+          "tp 8: %g, %g", pkv_calib_gemm_tflops(&tp8, 512), pkv_calib_gemm_tflops(&tp8, 64));
+    CHECK(pkv_calib_gemm_tflops(&tp2, 512) == 800 && pkv_calib_gemm_tflops(&other, 512) == 800,
+          "another parallelism or model keeps gemm_tflops_at: %g, %g",
+          pkv_calib_gemm_tflops(&tp2, 512), pkv_calib_gemm_tflops(&other, 512));
+    static const char *const bad[][2] = {
+        {"{\"gemm_tflops_by_model\": {\"llama-3.1-70b\": {\"128\": 1}}}", "llama-3.1-70b"},
+        {"{\"gemm_tflops_by_model\": {\"m/tp0\": {\"128\": 1}}}", "m/tp0"},
+        {"{\"gemm_tflops_by_model\": {\"/tp4\": {\"128\": 1}}}", "/tp4"},
+        {"{\"gemm_tflops_by_model\": {\"m/tp4x\": {\"128\": 1}}}", "m/tp4x"},
+        {"{\"gemm_tflops_by_model\": {\"m/tp4\": {}}}", "m/tp4"},
+        {"{\"gemm_tflops_by_model\": {\"m/tp4\": {\"512\": 1, \"128\": 2}}}", "m/tp4.128"},
+        {"{\"gemm_tflops_by_model\": [1]}", "gemm_tflops_by_model"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        pkv_calib c = base;
+        CHECK(apply_text(&c, bad[i][0], "cal.json", &e) == -1 && strstr(e.msg, "cal.json") &&
+                  strstr(e.msg, bad[i][1]),
+              "%s accepted (%s)", bad[i][0], e.msg);
+    }
+}
+
 /* route_model_by_group: a run of group G takes its group's models for the routes
  * that have one, the joint route_model's for the rest; written back as read; bad
  * keys and partial models refused, naming them. */
@@ -498,6 +539,7 @@ static const pkv_test_case cases[] = {
     PKV_CASE(model_backend_plans_every_route),
     PKV_CASE(calibrated_gates_per_group),
     PKV_CASE(gemm_tflops_at_interpolates),
+    PKV_CASE(gemm_tflops_by_model_is_taken_by_its_model),
     PKV_CASE(route_models_by_group),
     PKV_CASE(route_roles_and_policy_names),
     PKV_CASE(oracle_takes_the_minimum),
