@@ -567,6 +567,13 @@ check(f"by source: every source predicted by constants fitted without it, within
 check("by source: a mean per source",
       {g["group"] for g in bs["mean_abs_error"] if g["group"].startswith("source ")} ==
       {"source src_a", "source src_b"})
+allg = next(g for g in bs["mean_abs_error"] if g["group"] == "all, held out by source")
+absd = sorted(abs(e) for e in errs.values())
+mid = len(absd) // 2
+median = absd[mid] if len(absd) % 2 else (absd[mid - 1] + absd[mid]) / 2
+check(f"by source: the median beside the mean ({allg.get('median')} against {median})",
+      allg["figures"] == len(absd) and abs(allg["median"] - median) < 1e-12 and
+      abs(allg["error"] - sum(absd) / len(absd)) < 1e-12)
 
 # ---- engines by version ----------------------------------------------------------------------
 def resolved(engine, **serving):

@@ -8,6 +8,8 @@
 #include "vfile.h"
 
 #include <getopt.h>
+#include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_double.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +38,9 @@ static void validate_usage(void) {
           "  --by-source   held out by source: for each source (validation.source.id) in\n"
           "                turn, each profile its files use is fitted (as fit --engine\n"
           "                fits) on every other source's files, and predicts that source's;\n"
-          "                the errors per source, engine version, GPU and figure\n"
+          "                the errors per source, engine version, GPU and figure (mean\n"
+          "                and median: one figure at the edge of saturation can carry\n"
+          "                the mean)\n"
           "  --iterations N  --by-source: simplex iterations per fit (default 60)\n"
           "\n"
           "Exit status: 0 when every figure is within its band, 1 when one is not (or a\n"
@@ -45,11 +49,25 @@ static void validate_usage(void) {
           stdout);
 }
 
+/* A group's absolute errors: their sums (the means) and each error (the median; NULL
+ * where memory ran out: no median). */
 typedef struct mae {
     char key[160];
     double sum, sum_base;
     int n;
+    double *abs;
 } mae;
+
+static void mae_free(mae *m, int n) {
+    for (int i = 0; i < n; i++) free(m[i].abs);
+}
+
+/* The median of group m's absolute errors (NaN: none kept). */
+static double mae_median(const mae *m) {
+    if (!m->abs || m->n == 0) return NAN;
+    gsl_sort(m->abs, 1, (size_t)m->n);
+    return gsl_stats_median_from_sorted_data(m->abs, 1, (size_t)m->n);
+}
 
 static void mae_add(mae *m, int *n, int cap, const char *key, double err, double err_base) {
     int i = 0;
@@ -59,6 +77,10 @@ static void mae_add(mae *m, int *n, int cap, const char *key, double err, double
         m[(*n)++] = (mae){0};
         snprintf(m[i].key, sizeof m[i].key, "%.159s", key);
     }
+    double *a = realloc(m[i].abs, sizeof *a * (size_t)(m[i].n + 1));
+    if (!a) free(m[i].abs);
+    m[i].abs = a;
+    if (a) a[m[i].n] = fabs(err);
     m[i].sum += fabs(err), m[i].sum_base += fabs(err_base), m[i].n++;
 }
 
@@ -137,6 +159,7 @@ static void add_means(cJSON *root, const mae *m, int nm, bool both) {
         cJSON_AddNumberToObject(o, "figures", m[i].n);
         cJSON_AddNumberToObject(o, both ? "profile" : "error", m[i].sum / m[i].n);
         if (both) cJSON_AddNumberToObject(o, "pkvsim", m[i].sum_base / m[i].n);
+        if (!both) cJSON_AddNumberToObject(o, "median", mae_median(&m[i])); /* NaN: null */
         cJSON_AddItemToArray(means, o);
     }
 }
@@ -263,21 +286,24 @@ static int print_by_source(const pkv_vfile *v, int n, const bool *alone, const c
             snprintf(key, sizeof key, "source %.95s", v[i].source);
             mae_add(m, &nm, 128, key, err, err);
         }
-    printf("\nmean absolute error held out by source (figures)\n");
+    printf("\nabsolute error held out by source (figures, mean, median)\n");
     for (int i = 0; i < nm; i++)
-        printf("  %-60.60s %3d  %5.1f%%\n", m[i].key, m[i].n, 100 * m[i].sum / m[i].n);
+        printf("  %-60.60s %3d  %5.1f%%  %5.1f%%\n", m[i].key, m[i].n, 100 * m[i].sum / m[i].n,
+               100 * mae_median(&m[i]));
     if (n_alone)
         printf("%d figures not held out (their profile has one source): left out of the means\n",
                n_alone);
     if (none)
         fprintf(stderr, "pkvsim validate: %d figures got no prediction held out (named above)\n",
                 none);
+    int rc = none ? 1 : 0;
     if (json) {
         cJSON *root = rows_doc(v, n, add_held_out, alone);
         add_means(root, m, nm, false);
-        if (pkv_vfile_write_doc(root, json, "validate", "--json")) return -1;
+        if (pkv_vfile_write_doc(root, json, "validate", "--json")) rc = -1;
     }
-    return none ? 1 : 0;
+    mae_free(m, nm);
+    return rc;
 }
 
 int pkv_cmd_validate(int argc, char **argv) {
@@ -353,6 +379,7 @@ int pkv_cmd_validate(int argc, char **argv) {
                100 * m[i].sum_base / m[i].n);
     printf("%d of %d figures within their bands\n", rows - out_of_band, rows);
     if (json && write_table_json(json, v, n, m, nm)) failed = 1;
+    mae_free(m, nm);
     pkv_vfile_free(v, n, names, n);
     return failed || out_of_band ? 1 : 0;
 }
