@@ -50,14 +50,20 @@ void pkv_vfit_set(pkv_vfile *v, int n, const double *us, bool overlap) {
     }
 }
 
+/* The constants the used files do not fit keep the profile's (client_us, eager_allreduce_us)
+ * or none (per_output_token_us). */
+static void hold_unfitted(const fit_ctx *c, double *us) {
+    if (!c->fit_client) us[3] = c->client_us;
+    if (!c->fit_output) us[4] = 0;
+    if (!c->fit_tp) us[5] = c->tp_us;
+}
+
 /* Mean squared log error of the used files' figures. */
 static double objective(const gsl_vector *x, void *arg) {
     fit_ctx *c = arg;
     double us[N_PARAMS], sum = 0;
     for (int k = 0; k < N_PARAMS; k++) us[k] = gsl_vector_get(x, k) * gsl_vector_get(x, k);
-    if (!c->fit_client) us[3] = c->client_us;
-    if (!c->fit_output) us[4] = 0;
-    if (!c->fit_tp) us[5] = c->tp_us;
+    hold_unfitted(c, us);
     pkv_vfit_set(c->v, c->n, us, c->overlap);
     int rows = 0;
     c->evals++;
@@ -146,9 +152,7 @@ int pkv_vfit_run(pkv_vfile *v, int n, const bool *use, pkv_vfit *f, pkv_err *e) 
         *e = c.e;
         return -1;
     }
-    if (!c.fit_client) x[3] = c.client_us;
-    if (!c.fit_output) x[4] = 0;
-    if (!c.fit_tp) x[5] = c.tp_us;
+    hold_unfitted(&c, x);
     memcpy(f->us, x, sizeof f->us);
     f->rms = sqrt(fv);
     f->client = c.fit_client;
