@@ -85,8 +85,12 @@ int pkv_fit_route_rate(const pkv_calib *c, pkv_route r, const pkv_route_model *f
         const double chi2 = solve(&d, x0, &got);
         if (chi2 < best) best = chi2, *m = got;
     }
-    if (!isfinite(best) || !(m->v[PKV_RM_CTA_GBPS] <= PKV_ROUTE_MODEL_MAX))
+    if (!isfinite(best))
         return pkv_fail(e, "%s: the fit of its CTAs did not converge", pkv_route_name(r));
+    /* as pkv_fit_route writes a constant driven past what a file holds: the CTA's rate at
+     * the bound (its bytes' term vanishing), its fixed cost left out */
+    if (!(m->v[PKV_RM_CTA_GBPS] <= PKV_ROUTE_MODEL_MAX))
+        m->v[PKV_RM_CTA_GBPS] = PKV_ROUTE_MODEL_MAX;
     if (!(m->v[PKV_RM_CTA_US] <= PKV_ROUTE_MODEL_MAX)) m->v[PKV_RM_CTA_US] = 0;
     return 0;
 }
