@@ -23,15 +23,18 @@ double pkv_engine_clock_time(const pkv_engine *eng, double predicted, double wal
 /* An iteration's time with the engine's host work: requests and prompt tokens it
  * scheduled, tokens it sampled, its share of them (a decode step's of its window, else
  * 1), whether its forward is replayed from a graph (else launched layer by layer, at
- * least layers x eager_layer_s, and over several GPUs each all-reduce waiting
- * eager_allreduce_s for the slowest rank: what the GPU waits for counts as host work);
- * *host receives the host work alone. */
+ * least layers x eager_layer_s). Over several GPUs each all-reduce of a forward over prompt
+ * tokens that no graph replays waits eager_allreduce_s for the slowest rank, in series; a
+ * decode step's does not (the published eager decode batches at tensor parallel 4 show no
+ * such wait: bench/RESULTS.md, "The eager all-reduce wait in prefills alone"). What the GPU
+ * waits for counts as host work; *host receives the host work alone. */
 double pkv_engine_with_host(const pkv_engine *eng, double gpu, int64_t requests, int64_t tokens,
                             int64_t sampled, double share, bool replayed, double *host) {
     const pkv_engine_host *h = &eng->opts.host;
     gpu += h->prefill_token_s * (double)tokens;
-    const double waits =
-        replayed || eng->model.tp < 2 ? 0 : 2.0 * eng->model.layers * h->eager_allreduce_s;
+    const double waits = replayed || tokens == 0 || eng->model.tp < 2
+                             ? 0
+                             : 2.0 * eng->model.layers * h->eager_allreduce_s;
     gpu += waits;
     const double launched = replayed ? 0 : h->eager_layer_s * eng->model.layers - gpu;
     if (launched > 0) gpu += launched;

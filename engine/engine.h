@@ -72,8 +72,9 @@ typedef struct pkv_engine_host {
                                   Python): such a forward takes at least layers x this, the
                                   GPU waiting on its launches where its own work is shorter */
     double eager_allreduce_s;  /* at tensor parallel > 1, seconds each all-reduce of such a
-                                  forward waits for the slowest rank's launches (each rank its
-                                  own process): in series, twice a layer */
+                                  forward over prompt tokens waits for the slowest rank (each
+                                  rank its own process): in series, twice a layer; none in a
+                                  decode step */
     int window;                /* decode steps per scheduling (0 or 1: every step) */
     pkv_engine_graphs graphs;
 } pkv_engine_host;

@@ -14,8 +14,8 @@ double pkv_engine_clock_time(const pkv_engine *eng, double predicted, double wal
 /* An iteration's time with the engine's host work: requests and prompt tokens it
  * scheduled, tokens it sampled, its share of them (a decode step's of its window, else
  * 1), whether its forward is replayed from a graph (else launched layer by layer:
- * host.eager_layer_s, and over several GPUs host.eager_allreduce_s an all-reduce);
- * *host receives the host work alone. */
+ * host.eager_layer_s a layer, and over several GPUs host.eager_allreduce_s an all-reduce of
+ * a forward over prompt tokens); *host receives the host work alone. */
 double pkv_engine_with_host(const pkv_engine *eng, double gpu, int64_t requests, int64_t tokens,
                             int64_t sampled, double share, bool replayed, double *host);
 /* The oracle: each valid candidate of the step run in isolation oracle_reps times; the
