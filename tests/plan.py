@@ -79,6 +79,29 @@ if d:
                   f"needs {want} (lam x S = {p['load'] * DECODE * STEP_S:.2f})")
         check(sum(c["chosen"] for c in p["candidates"]) == 1, f"rate {p['load']}: one chosen")
 
+# The margin's held-out error: by kind, the error 4 in 5 held-out figures are within
+# (GSL's quantile: sorted errors, 0.8 of the way from the first to the last), one figure far
+# past the others moving it little; rows not held out, and other kinds, left out.
+ttft_err = [0.05 * i for i in range(1, 11)] + [60.0]  # 11 held out, the last +6000%
+rows = ([{"figure": "median_ttft", "error": -e if i % 2 else e, "held_out": True}
+         for i, e in enumerate(ttft_err)] +
+        [{"figure": "mean_ttft", "error": 9.0, "held_out": False},
+         {"figure": "median_tpot", "error": 0.2, "held_out": True}])
+held = os.path.join(tmp, "held_out_rows.json")
+json.dump({"rows": rows}, open(held, "w"))
+hq = json.loads(json.dumps(queue))
+hq["plan"]["held_out"] = held
+hq["plan"]["loads"]["values"] = [70]
+r, d = plan(hq, name="held")
+srt = sorted(ttft_err)
+want = srt[8]  # 0.8 x (11 - 1) = 8: the ninth error exactly
+if check(r.returncode == 0 and d, f"held-out file: exit {r.returncode}: {r.stderr[-300:]}"):
+    he = d["held_out_error"]
+    check(math.isclose(he.get("TTFT", -1), want, rel_tol=1e-12) and
+          math.isclose(he.get("TPOT", -1), 0.2, rel_tol=1e-12) and set(he) == {"TTFT", "TPOT"},
+          f"held-out errors by kind {he}, want TTFT {want} (4 in 5 within) and TPOT 0.2")
+    check(f"error {100 * want:.0f}%" in r.stdout, f"the margin names the error: {r.stdout[-400:]}")
+
 # The cheapest candidate wins: the same queue on two GPUs of different prices (the plan
 # prices route.gpu; the calibration stays the file above for both).
 prices = os.path.join(tmp, "prices.json")

@@ -283,9 +283,9 @@ static void margin_text(const pkv_plan_spec *p, const answer *a, char *buf, size
         const double err = pkv_plan_held_out(p, pkv_vfile_figure_kind(p->slo[sn].f->name), &k);
         snprintf(buf, n, "%s %.0f%% from its limit", p->slo[sn].f->name, 100 * h);
         if (!isnan(err))
-            snprintf(buf + strlen(buf), n - strlen(buf), " (held-out %s error %.0f%%: %s)",
-                     pkv_vfile_kind_names[k], 100 * err,
-                     h < err ? "it may need more replicas" : "safe at that error");
+            snprintf(buf + strlen(buf), n - strlen(buf),
+                     " (held-out %s error %.0f%%, 4 in 5 within it: %s)", pkv_vfile_kind_names[k],
+                     100 * err, h < err ? "it may need more replicas" : "safe at that error");
     }
     if (a->below && a->below->ran) {
         const double m = shortfall(p, a->below, &sm);

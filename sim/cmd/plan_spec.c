@@ -6,6 +6,8 @@
 #include "report.h"
 #include "vfile.h"
 
+#include <gsl/gsl_sort.h>
+#include <gsl/gsl_statistics_double.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,7 +131,8 @@ out:
 }
 
 /* The held-out errors: the rows of `validate --by-source --json` (figure, error,
- * held_out), averaged by the kind of figure. */
+ * held_out), by the kind of figure: the absolute error that PKV_PLAN_HELD_OUT_QUANTILE of
+ * them are within (GSL's quantile of the sorted errors). */
 static int load_held_out(pkv_plan_spec *p, const char *exp, const cJSON *plan, pkv_err *e) {
     const char *name;
     TRY(pkv_json_str(plan, "plan", "held_out", "held_out", NULL, &name, NULL, e));
@@ -137,19 +140,30 @@ static int load_held_out(pkv_plan_spec *p, const char *exp, const cJSON *plan, p
                                         "held-out error files", "", p->held_out_file,
                                         sizeof p->held_out_file, e);
     if (!root) return -1;
-    double sum[PKV_FIG_KINDS] = {0};
     const cJSON *rows = cJSON_GetObjectItemCaseSensitive(root, "rows"), *r;
+    const size_t cap = (size_t)cJSON_GetArraySize(rows) + 1;
+    double *abs = malloc(sizeof *abs * cap * PKV_FIG_KINDS);
+    if (!abs) {
+        cJSON_Delete(root);
+        return pkv_fail(e, "out of memory");
+    }
     cJSON_ArrayForEach(r, rows) {
         const cJSON *f = cJSON_GetObjectItemCaseSensitive(r, "figure"),
                     *err = cJSON_GetObjectItemCaseSensitive(r, "error"),
                     *ho = cJSON_GetObjectItemCaseSensitive(r, "held_out");
         if (!cJSON_IsString(f) || !cJSON_IsNumber(err) || !cJSON_IsTrue(ho)) continue;
         const int k = pkv_vfile_figure_kind(f->valuestring);
-        sum[k] += fabs(err->valuedouble), p->held_out_n[k]++;
+        abs[(size_t)k * cap + (size_t)p->held_out_n[k]++] = fabs(err->valuedouble);
     }
     cJSON_Delete(root);
-    for (int k = 0; k < PKV_FIG_KINDS; k++)
-        p->held_out[k] = p->held_out_n[k] ? sum[k] / p->held_out_n[k] : NAN;
+    for (int k = 0; k < PKV_FIG_KINDS; k++) {
+        double *a = abs + (size_t)k * cap;
+        const size_t n = (size_t)p->held_out_n[k];
+        gsl_sort(a, 1, n);
+        p->held_out[k] =
+            n ? gsl_stats_quantile_from_sorted_data(a, 1, n, PKV_PLAN_HELD_OUT_QUANTILE) : NAN;
+    }
+    free(abs);
     return 0;
 }
 

@@ -9,6 +9,9 @@
 #include "vfile.h"
 
 enum { PKV_PLAN_MAX_SLO = 8, PKV_PLAN_MAX_AXES = 6, PKV_PLAN_MAX_CANDIDATES = 4096 };
+/* The share of a kind's held-out figures whose error a margin is weighed against: four in
+ * five (a mean would be one figure's past saturation, bench/RESULTS.md 2026-12-07) */
+#define PKV_PLAN_HELD_OUT_QUANTILE 0.8
 
 typedef struct pkv_plan_slo {
     const pkv_summary_figure *f;
@@ -34,7 +37,9 @@ typedef struct pkv_plan_spec {
     pkv_gpu_price *prices;
     int n_prices;
     char prices_file[1024], prices_note[256];
-    double held_out[PKV_FIG_KINDS]; /* mean absolute held-out error by kind (NaN: none) */
+    double held_out[PKV_FIG_KINDS]; /* by kind, the absolute held-out error that
+                                       PKV_PLAN_HELD_OUT_QUANTILE of its rows are within
+                                       (NaN: none) */
     int held_out_n[PKV_FIG_KINDS];
     char held_out_file[1024];
 } pkv_plan_spec;
