@@ -85,6 +85,7 @@ typedef struct pkv_engine_profile {
     char requested[64]; /* serving.engine as the experiment gives it */
     pkv_engine_host host;
     double client_s;
+    double multi_gpu_s; /* at tensor parallel > 1, each request's seconds beyond client_s */
 } pkv_engine_profile;
 
 typedef struct pkv_config {

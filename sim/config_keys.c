@@ -294,6 +294,7 @@ static const pkv_key rows[] = {
     NUM(PKV_OBJ_ENGINE ".host", "eager_allreduce_us", EP, host.eager_allreduce_s, 0, 0, 1e5,
         .scale = 1e-6),
     NUM(PKV_OBJ_ENGINE ".request", "client_us", EP, client_s, 0, 0, 1e8, .scale = 1e-6),
+    NUM(PKV_OBJ_ENGINE ".request", "multi_gpu_us", EP, multi_gpu_s, 0, 0, 1e8, .scale = 1e-6),
 
     I64("run", "max_steps", C, max_steps, 0, 0, BIG),
     NUM("run", "max_time_s", C, max_time, 0, 0, 1e12),

@@ -24,11 +24,12 @@ static int retire_request(pkv_sim *s, int64_t slot, pkv_err *e) {
 }
 
 /* The seconds a client sees beyond the engine's times: the engine profile's work on a
- * request's way in and out. A constant delay of every arrival shifts an open loop's
- * whole run in time, so it is added to what the client sees (TTFT, the finish), not to
- * the engine's clock; a closed loop's next request is sent at the engine's finish. */
+ * request's way in and out, over several GPUs with request.multi_gpu_us. A constant delay
+ * of every arrival shifts an open loop's whole run in time, so it is added to what the
+ * client sees (TTFT, the finish), not to the engine's clock; a closed loop's next request
+ * is sent at the engine's finish. */
 double pkv_sim_client_lag(const pkv_sim *s) {
-    return s->cfg->engine.client_s;
+    return s->cfg->engine.client_s + (s->cfg->model.tp > 1 ? s->cfg->engine.multi_gpu_s : 0);
 }
 
 /* A token of r came now: its first stamps TTFT, the others are inter-token latencies. */

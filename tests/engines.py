@@ -4,7 +4,8 @@
 - a profile's host work is /steps' and /prefills' t_host_engine exactly as documented
   (fixed + per request + per prompt token; a decode step's share of its window) and
   moves the clock by it (added, or overlapped: the longer of the two); its client_us
-  is in every TTFT and finish (a server's client), in none offline; its per_proposal_us
+  is in every TTFT and finish (a server's client), in none offline, with multi_gpu_us over
+  several GPUs; its per_proposal_us
   is k passes of host work a speculative step, in series; a forward above its largest graph
   takes at least layers x eager_layer_us; over several GPUs a prefill waits eager_allreduce_us
   an all-reduce, a decode step none;
@@ -124,6 +125,22 @@ check("client_us: in every first token and finish (server), none offline",
       np.allclose(a["t_first_token"] - b["t_first_token"], CLIENT_US * 1e-6, atol=1e-12)
       and np.allclose(a["t_finish"] - b["t_finish"], CLIENT_US * 1e-6, atol=1e-12)
       and np.array_equal(a["t_arrival"], b["t_arrival"]))
+# over several GPUs multi_gpu_us beside it, a server's client only
+MULTI_US = 1500
+pm = write("prof_multi.json", {"name": "test", "host": dict(US, overlap=False),
+                               "request": {"client_us": CLIENT_US, "multi_gpu_us": MULTI_US},
+                               "serving": {"max_active": 16}})
+lag = {}
+for tp in (1, 2):
+    for client in ("server", "offline"):
+        e = json.load(open(experiment(f"multi{tp}{client}.json", {"engine": pm, "client": client})))
+        e["model"] = {"preset": "llama-3.1-8b", "tensor_parallel": tp}
+        lag[tp, client] = cols(h5run(write(f"multi{tp}{client}.json", e)), "requests")
+check("multi_gpu_us: at tensor parallel 2 in every first token and finish beside client_us "
+      "(server), at 1 and offline none",
+      all(np.allclose(lag[tp, "server"][k] - lag[tp, "offline"][k],
+                      (CLIENT_US + (MULTI_US if tp > 1 else 0)) * 1e-6, atol=1e-12)
+          for tp in (1, 2) for k in ("t_first_token", "t_finish")))
 
 # ---- pkvsim is today's behaviour ------------------------------------------------------
 plain = h5run(experiment("plain.json", {"scheduler": "chunked"}))
@@ -497,28 +514,33 @@ check(f"--by-source: a trace's file predicted from its rows ({held}; exit {r.ret
 
 # ---- the fit recovers known constants ----------------------------------------------
 TRUE = {"iteration_us": 900, "per_request_us": 30, "prefill_token_us": 2.0,
-        "client_us": 2500}
+        "client_us": 2500, "eager_allreduce_us": 60, "multi_gpu_us": 7000}
 truth = write("truth.json", {"name": "synthetic", "host": {
     "iteration_us": TRUE["iteration_us"], "per_request_us": TRUE["per_request_us"],
-    "overlap": False}, "gpu": {"prefill_token_us": TRUE["prefill_token_us"]},
-    "request": {"client_us": TRUE["client_us"]}})
+    "eager_allreduce_us": TRUE["eager_allreduce_us"], "overlap": False},
+    "gpu": {"prefill_token_us": TRUE["prefill_token_us"]},
+    "request": {"client_us": TRUE["client_us"], "multi_gpu_us": TRUE["multi_gpu_us"]}})
 start = write("start.json", {"name": "synthetic", "host": {
     "iteration_us": 400, "per_request_us": 10, "overlap": False},
     "gpu": {"prefill_token_us": 0.5}, "request": {"client_us": 800},
     "fit": {"rms_log_error": 9, "note": "what the fit's numbers mean, by hand"}})
-shapes = [  # (name, concurrency, prompt, decode, client, figure); two sources of four
-    ("b1", 1, 64, 200, "offline", "mean_e2el"),
-    ("b48", 48, 64, 200, "offline", "mean_e2el"),
-    ("long", 1, 8000, 2, "offline", "mean_ttft"),
-    ("srv", 1, 64, 8, "server", "mean_ttft"),
-    ("c1", 1, 128, 150, "offline", "mean_e2el"),
-    ("c32", 32, 100, 150, "offline", "mean_e2el"),
-    ("lonc", 1, 6000, 2, "offline", "mean_ttft"),
-    ("srw", 1, 100, 8, "server", "mean_ttft"),
+shapes = [  # (name, concurrency, prompt, decode, client, figure, tensor parallel); two sources
+    ("b1", 1, 64, 200, "offline", "mean_e2el", 1),
+    ("b48", 48, 64, 200, "offline", "mean_e2el", 1),
+    ("long", 1, 8000, 2, "offline", "mean_ttft", 1),
+    ("srv", 1, 64, 8, "server", "mean_ttft", 1),
+    ("t2off", 1, 2000, 2, "offline", "mean_ttft", 2),
+    ("t2srv", 1, 64, 8, "server", "mean_ttft", 2),
+    ("c1", 1, 128, 150, "offline", "mean_e2el", 1),
+    ("c32", 32, 100, 150, "offline", "mean_e2el", 1),
+    ("lonc", 1, 6000, 2, "offline", "mean_ttft", 1),
+    ("srw", 1, 100, 8, "server", "mean_ttft", 1),
+    ("t2of2", 1, 3000, 2, "offline", "mean_ttft", 2),
+    ("t2sr2", 1, 128, 8, "server", "mean_ttft", 2),
 ]
 syn = []
-for name, conc, prompt, decode, client, fig in shapes:
-    e = {"name": name, "model": "llama-3.1-8b",
+for name, conc, prompt, decode, client, fig, tp in shapes:
+    e = {"name": name, "model": {"preset": "llama-3.1-8b", "tensor_parallel": tp},
          "workload": {"arrival": {"process": "closed", "concurrency": conc},
                       "prompt": {"dist": "fixed", "value": prompt},
                       "decode": {"dist": "fixed", "value": decode}, "num_requests": conc},
@@ -528,7 +550,8 @@ for name, conc, prompt, decode, client, fig in shapes:
          "validation": {"role": "fit", "band_pct": 50, "band_note": "synthetic",
                         "source": {"url": "synthetic", "engine": "synthetic", "gpu": "H200",
                                    "model": "llama-3.1-8b", "command": "none",
-                                   "id": "src_a" if name in ("b1", "b48", "long", "srv") else "src_b",
+                                   "id": "src_a" if name in ("b1", "b48", "long", "srv", "t2off", "t2srv")
+                                   else "src_b",
                                    "client": "benchmark_latency" if client == "offline"
                                    else "vllm bench serve"},
                         "expect": [{"figure": fig, "value": 1, "unit": "ms"}]}}
@@ -541,25 +564,25 @@ for path, e in syn:
     e["serving"]["engine"] = start
     write(os.path.basename(path), e)
 fitted = os.path.join(tmp, "fitted.json")
-run(["fit", "--engine", start, "-o", fitted, "--iterations", "400"] + [p for p, _ in syn])
+run(["fit", "--engine", start, "-o", fitted, "--iterations", "150"] + [p for p, _ in syn])
 got = json.load(open(fitted))
-vals = dict(got["host"], **got["request"], **got["gpu"])
+vals = dict(got["host"], **got["request"], **got["gpu"])  # client_us from one GPU's runs alone
 for k, v in TRUE.items():
     check(f"fit recovers {k}: {vals[k]} against {v} (1%)", abs(vals[k] - v) <= 0.01 * v)
 check("fit keeps overlap false", got["host"]["overlap"] is False)
 offline_only = [p for p, e in syn if e["serving"]["client"] == "offline"]
 kept = os.path.join(tmp, "kept.json")
 run(["fit", "--engine", start, "-o", kept, "--iterations", "20"] + offline_only)
-check("no file measured through a server: the profile's client_us kept (800), not 0",
-      json.load(open(kept))["request"]["client_us"] == 800)
-check("fit lists its files", len(got["fit"]["fitted"]) == 8 and got["fit"]["held_out"] == [])
+check("no file measured through a server: the profile's client_us kept (800), not 0, and no "
+      "multi_gpu_us written", json.load(open(kept))["request"] == {"client_us": 800})
+check("fit lists its files", len(got["fit"]["fitted"]) == 12 and got["fit"]["held_out"] == [])
 check("fit writes its own record and keeps the profile's fit.note",
       got["fit"]["rms_log_error"] != 9 and
       got["fit"].get("note") == "what the fit's numbers mean, by hand")
 
 # ---- held out by source: files made with known constants, three sources -------------------
 out = os.path.join(tmp, "bysrc.json")
-run(["validate", "--by-source", "--iterations", "300"] + [p for p, _ in syn] + ["--json", out])
+run(["validate", "--by-source", "--iterations", "150"] + [p for p, _ in syn] + ["--json", out])
 bs = json.load(open(out))
 errs = {os.path.basename(r["file"]): r["error"] for r in bs["rows"]}
 check(f"by source: every source predicted by constants fitted without it, within 2% ({errs})",

@@ -19,17 +19,19 @@
 /* The constants fitted, in microseconds: a point x of the simplex maps to x^2 (so each
  * stays non-negative). */
 enum { N_PARAMS = PKV_VFIT_PARAMS };
-const char *const pkv_vfit_names[N_PARAMS] = {"iteration_us",        "per_request_us",
-                                              "prefill_token_us",    "client_us",
-                                              "per_output_token_us", "eager_allreduce_us"};
+const char *const pkv_vfit_names[N_PARAMS] = {
+    "iteration_us",        "per_request_us",     "prefill_token_us", "client_us",
+    "per_output_token_us", "eager_allreduce_us", "multi_gpu_us"};
 
 typedef struct fit_ctx {
     pkv_vfile *v;
     int n;
     const bool *use;
     bool overlap;
-    bool fit_client;  /* a used file was measured through a server */
+    bool fit_client;  /* a used file was measured through a server on one GPU */
     double client_us; /* else client_us stays this (the profile's) */
+    bool fit_multi;   /* a used file was measured through a server over several GPUs */
+    double multi_us;  /* else multi_gpu_us stays this (the profile's) */
     bool fit_output;  /* the profile processes outputs in series (per_output_token_us > 0) */
     bool fit_tp;      /* a used file's model runs over several GPUs */
     double tp_us;     /* else eager_allreduce_us stays this (the profile's) */
@@ -47,15 +49,19 @@ void pkv_vfit_set(pkv_vfile *v, int n, const double *us, bool overlap) {
         p->client_s = v[i].cfg.client == PKV_CLIENT_OFFLINE ? 0 : us[3] * 1e-6;
         p->host.per_output_token_s = us[4] * 1e-6;
         p->host.eager_allreduce_s = us[5] * 1e-6;
+        p->multi_gpu_s = v[i].cfg.client == PKV_CLIENT_OFFLINE ? 0 : us[6] * 1e-6;
     }
 }
 
-/* The constants the used files do not fit keep the profile's (client_us, eager_allreduce_us)
- * or none (per_output_token_us). */
-static void hold_unfitted(const fit_ctx *c, double *us) {
+/* A point of the simplex as the profile's constants: those the used files do not fit keep
+ * the profile's (client_us, eager_allreduce_us, multi_gpu_us) or none (per_output_token_us).
+ * The seventh coordinate is a request's lag over several GPUs, client_us + multi_gpu_us: the
+ * runs over several GPUs see only that sum, so client_us is the runs' on one GPU alone. */
+static void to_profile(const fit_ctx *c, double *us) {
     if (!c->fit_client) us[3] = c->client_us;
     if (!c->fit_output) us[4] = 0;
     if (!c->fit_tp) us[5] = c->tp_us;
+    us[6] = c->fit_multi ? fmax(0, us[6] - us[3]) : c->multi_us;
 }
 
 /* Mean squared log error of the used files' figures. */
@@ -63,7 +69,7 @@ static double objective(const gsl_vector *x, void *arg) {
     fit_ctx *c = arg;
     double us[N_PARAMS], sum = 0;
     for (int k = 0; k < N_PARAMS; k++) us[k] = gsl_vector_get(x, k) * gsl_vector_get(x, k);
-    hold_unfitted(c, us);
+    to_profile(c, us);
     pkv_vfit_set(c->v, c->n, us, c->overlap);
     int rows = 0;
     c->evals++;
@@ -121,15 +127,19 @@ int pkv_vfit_run(pkv_vfile *v, int n, const bool *use, pkv_vfit *f, pkv_err *e) 
     for (int i = 0; i < n; i++) {
         if (!use[i]) continue;
         p0 = p0 ? p0 : &v[i].cfg.engine;
-        c.fit_client |= v[i].cfg.client == PKV_CLIENT_SERVER;
+        /* client_us from runs on one GPU alone: over several GPUs a TTFT holds
+         * multi_gpu_us too, which would otherwise take either's share */
+        c.fit_client |= v[i].cfg.client == PKV_CLIENT_SERVER && v[i].cfg.model.tp == 1;
+        c.fit_multi |= v[i].cfg.client == PKV_CLIENT_SERVER && v[i].cfg.model.tp > 1;
         c.fit_tp |= v[i].cfg.model.tp > 1;
     }
     if (!p0) return pkv_fail(e, "no file to fit");
-    /* the profile's client_us as a server-measured file holds it (an offline file's
-     * parse zeroes it), whatever the files' order */
+    /* the profile's client_us and multi_gpu_us as a server-measured file holds them (an
+     * offline file's parse zeroes them), whatever the files' order */
     for (int i = 0; i < n; i++)
         if (v[i].cfg.client == PKV_CLIENT_SERVER) {
             c.client_us = v[i].cfg.engine.client_s * 1e6;
+            c.multi_us = v[i].cfg.engine.multi_gpu_s * 1e6;
             break;
         }
     c.fit_output = p0->host.per_output_token_s > 0;
@@ -137,9 +147,10 @@ int pkv_vfit_run(pkv_vfile *v, int n, const bool *use, pkv_vfit *f, pkv_err *e) 
     /* from the profile's constants (floored, so that each can move), the simplex
      * restarted where it ended until that no longer improves */
     double start[N_PARAMS] = {
-        fmax(p0->host.iteration_s * 1e6, 100),      fmax(p0->host.per_request_s * 1e6, 1),
-        fmax(p0->host.prefill_token_s * 1e6, 5),    fmax(c.client_us, 100),
-        fmax(p0->host.per_output_token_s * 1e6, 1), fmax(c.tp_us, 20)};
+        fmax(p0->host.iteration_s * 1e6, 100),         fmax(p0->host.per_request_s * 1e6, 1),
+        fmax(p0->host.prefill_token_s * 1e6, 5),       fmax(c.client_us, 100),
+        fmax(p0->host.per_output_token_s * 1e6, 1),    fmax(c.tp_us, 20),
+        fmax(c.client_us, 100) + fmax(c.multi_us, 100)};
     double x[N_PARAMS], fv = INFINITY;
     for (int round = 0; round < f->restarts; round++) {
         const double f_prev = fv;
@@ -152,11 +163,12 @@ int pkv_vfit_run(pkv_vfile *v, int n, const bool *use, pkv_vfit *f, pkv_err *e) 
         *e = c.e;
         return -1;
     }
-    hold_unfitted(&c, x);
+    to_profile(&c, x);
     memcpy(f->us, x, sizeof f->us);
     f->rms = sqrt(fv);
     f->client = c.fit_client;
     f->tp = c.fit_tp;
+    f->multi = c.fit_multi;
     f->evals = c.evals;
     pkv_vfit_set(v, n, x, f->overlap);
     return 0;
@@ -167,8 +179,9 @@ static void fit_usage(void) {
           "\n"
           "Fits an engine profile's constants (iteration_us, per_request_us,\n"
           "gpu.prefill_token_us; per_output_token_us where the profile processes outputs in\n"
-          "series, its value above 0; client_us for the files measured through a server;\n"
-          "eager_allreduce_us for those whose model runs over several GPUs)\n"
+          "series, its value above 0; client_us for the files measured through a server on\n"
+          "one GPU, multi_gpu_us for those over several; eager_allreduce_us for the files\n"
+          "whose model runs over several GPUs)\n"
           "to the validation files that use the profile and whose role is \"fit\": GSL's\n"
           "Nelder-Mead simplex on the mean squared log error of their figures, with the\n"
           "host work overlapped with the GPU as the profile's host.overlap says. The files\n"
@@ -194,9 +207,10 @@ static int write_profile(const char *out, const char *profile, const pkv_vfit *f
         cJSON_GetObjectItemCaseSensitive(root, "fit"), "note");
     cJSON_DeleteItemFromObjectCaseSensitive(root, "fit");
     /* each constant under its object: host, gpu (prefill_token_us), request (client_us) */
-    static const char *const under[N_PARAMS] = {"host", "host", "gpu", "request", "host", "host"};
-    for (int k = 0; k < N_PARAMS; k++) {
-        if ((k == 3 && !f->client) || (k == 5 && !f->tp)) continue; /* the profile's own stays */
+    static const char *const under[N_PARAMS] = {"host", "host", "gpu",    "request",
+                                                "host", "host", "request"};
+    for (int k = 0; k < N_PARAMS; k++) { /* the profile's own stays where not fitted */
+        if ((k == 3 && !f->client) || (k == 5 && !f->tp) || (k == 6 && !f->multi)) continue;
         cJSON *o = cJSON_GetObjectItemCaseSensitive(root, under[k]);
         if (!cJSON_IsObject(o)) o = cJSON_AddObjectToObject(root, under[k]);
         cJSON_DeleteItemFromObjectCaseSensitive(o, pkv_vfit_names[k]);

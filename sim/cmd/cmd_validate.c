@@ -231,6 +231,12 @@ static int held_out_by_source(pkv_vfile *v, int n, int iters, bool *alone, pkv_e
                         v[i].cfg.engine.name, others);
                 for (int j = a; j < b; j++) v[j].floors = false; /* not in the fit's runs */
                 rc = pkv_vfit_run(v + a, b - a, use + a, &f, e);
+                if (!rc) { /* what the held-out source is predicted with */
+                    fprintf(stderr, "pkvsim validate: %s held out:", src);
+                    for (int k = 0; k < PKV_VFIT_PARAMS; k++)
+                        fprintf(stderr, " %s %.4g", pkv_vfit_names[k], f.us[k]);
+                    fprintf(stderr, " (rms log error %.3f)\n", f.rms);
+                }
             }
             for (int j = a; j < b && !rc; j++) { /* the source's files of this profile */
                 if (strcmp(v[j].source, src)) continue;

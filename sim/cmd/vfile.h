@@ -83,16 +83,18 @@ const char *pkv_vfile_stem(const char *path);
 int pkv_vfile_write_doc(cJSON *root, const char *out, const char *cmd, const char *opt);
 
 /* Fit the host-work constants (pkv_vfit_names: iteration_us, per_request_us,
- * gpu.prefill_token_us, client_us, per_output_token_us, eager_allreduce_us) of the n files v,
+ * gpu.prefill_token_us, client_us, per_output_token_us, eager_allreduce_us, multi_gpu_us) of
+ * the n files v,
  * which share one profile,
  * on the files whose use[i] is set: GSL's Nelder-Mead on the mean squared log error of their
  * figures, from the profile's constants, the simplex restarted where it ended until that no longer
  * improves. overlap: the host work overlaps the GPU, or is added to it; client_us is
- * fitted only where a used file was measured through a server, per_output_token_us
+ * fitted only where a used file was measured through a server on one GPU, multi_gpu_us
+ * where one was over several, per_output_token_us
  * only where the profile gives it (above 0: outputs processed in series), eager_allreduce_us
  * only where a used file's model runs over several GPUs. The constants found go
  * into every file's profile; us receives them, *rms the fit's rms log error. */
-enum { PKV_VFIT_PARAMS = 6 };
+enum { PKV_VFIT_PARAMS = 7 };
 typedef struct pkv_vfit {
     int max_iter; /* simplex iterations per start */
     int restarts; /* starts at most */
@@ -102,6 +104,7 @@ typedef struct pkv_vfit {
     bool client;                /* out: client_us was fitted */
     bool tp;                    /* out: eager_allreduce_us was fitted (a used file's model
                                    runs over several GPUs) */
+    bool multi;                 /* out: multi_gpu_us was fitted */
     int evals;                  /* out: runs of the objective */
 } pkv_vfit;
 extern const char *const pkv_vfit_names[PKV_VFIT_PARAMS];
