@@ -576,6 +576,9 @@ run(["fit", "--engine", start, "-o", kept, "--iterations", "20"] + offline_only)
 check("no file measured through a server: the profile's client_us kept (800), not 0, and no "
       "multi_gpu_us written", json.load(open(kept))["request"] == {"client_us": 800})
 check("fit lists its files", len(got["fit"]["fitted"]) == 12 and got["fit"]["held_out"] == [])
+check("fit records which of client_us and multi_gpu_us it fitted",
+      got["fit"]["client_us_fitted"] is True and got["fit"]["multi_gpu_us_fitted"] is True and
+      json.load(open(kept))["fit"]["multi_gpu_us_fitted"] is False)
 check("fit writes its own record and keeps the profile's fit.note",
       got["fit"]["rms_log_error"] != 9 and
       got["fit"].get("note") == "what the fit's numbers mean, by hand")

@@ -222,6 +222,7 @@ static int write_profile(const char *out, const char *profile, const pkv_vfit *f
                             "the fitted files' figures, model backend");
     cJSON_AddNumberToObject(fit, "rms_log_error", round(1e4 * f->rms) / 1e4);
     cJSON_AddBoolToObject(fit, "client_us_fitted", f->client);
+    cJSON_AddBoolToObject(fit, "multi_gpu_us_fitted", f->multi);
     char date[32];
     pkv_cli_utc(date, "%Y-%m-%d");
     cJSON_AddStringToObject(fit, "date", date);
