@@ -206,7 +206,8 @@ static int write_profile(const char *out, const char *profile, const pkv_vfit *f
     cJSON *note = cJSON_DetachItemFromObjectCaseSensitive(
         cJSON_GetObjectItemCaseSensitive(root, "fit"), "note");
     cJSON_DeleteItemFromObjectCaseSensitive(root, "fit");
-    /* each constant under its object: host, gpu (prefill_token_us), request (client_us) */
+    /* each constant under its object: host, gpu (prefill_token_us), request (client_us,
+     * multi_gpu_us) */
     static const char *const under[N_PARAMS] = {"host", "host", "gpu",    "request",
                                                 "host", "host", "request"};
     for (int k = 0; k < N_PARAMS; k++) { /* the profile's own stays where not fitted */

@@ -142,8 +142,8 @@ static int load_held_out(pkv_plan_spec *p, const char *exp, const cJSON *plan, p
     if (!root) return -1;
     const cJSON *rows = cJSON_GetObjectItemCaseSensitive(root, "rows"), *r;
     const size_t cap = (size_t)cJSON_GetArraySize(rows) + 1;
-    double *abs = malloc(sizeof *abs * cap * PKV_FIG_KINDS);
-    if (!abs) {
+    double *errs = malloc(sizeof *errs * cap * PKV_FIG_KINDS);
+    if (!errs) {
         cJSON_Delete(root);
         return pkv_fail(e, "out of memory");
     }
@@ -153,17 +153,17 @@ static int load_held_out(pkv_plan_spec *p, const char *exp, const cJSON *plan, p
                     *ho = cJSON_GetObjectItemCaseSensitive(r, "held_out");
         if (!cJSON_IsString(f) || !cJSON_IsNumber(err) || !cJSON_IsTrue(ho)) continue;
         const int k = pkv_vfile_figure_kind(f->valuestring);
-        abs[(size_t)k * cap + (size_t)p->held_out_n[k]++] = fabs(err->valuedouble);
+        errs[(size_t)k * cap + (size_t)p->held_out_n[k]++] = fabs(err->valuedouble);
     }
     cJSON_Delete(root);
     for (int k = 0; k < PKV_FIG_KINDS; k++) {
-        double *a = abs + (size_t)k * cap;
+        double *a = errs + (size_t)k * cap;
         const size_t n = (size_t)p->held_out_n[k];
         gsl_sort(a, 1, n);
         p->held_out[k] =
             n ? gsl_stats_quantile_from_sorted_data(a, 1, n, PKV_PLAN_HELD_OUT_QUANTILE) : NAN;
     }
-    free(abs);
+    free(errs);
     return 0;
 }
 
