@@ -585,7 +585,7 @@ check("fit writes its own record and keeps the profile's fit.note",
 
 # ---- held out by source: files made with known constants, three sources -------------------
 out = os.path.join(tmp, "bysrc.json")
-run(["validate", "--by-source", "--iterations", "150"] + [p for p, _ in syn] + ["--json", out])
+run(["validate", "--by-source", "--iterations", "80"] + [p for p, _ in syn] + ["--json", out])
 bs = json.load(open(out))
 errs = {os.path.basename(r["file"]): r["error"] for r in bs["rows"]}
 check(f"by source: every source predicted by constants fitted without it, within 2% ({errs})",
