@@ -40,7 +40,7 @@ static void validate_usage(void) {
           "                fits) on every other source's files, and predicts that source's;\n"
           "                the errors per source, engine version, GPU and figure (mean\n"
           "                and median: one figure at the edge of saturation can carry\n"
-          "                the mean)\n"
+          "                the mean); each fold's fitted constants on stderr\n"
           "  --iterations N  --by-source: simplex iterations per fit (default 60)\n"
           "\n"
           "Exit status: 0 when every figure is within its band, 1 when one is not (or a\n"
