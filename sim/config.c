@@ -320,6 +320,24 @@ static int fit_memory(pkv_config *c, const cJSON *root, pkv_err *e) {
     return 0;
 }
 
+/* serving.max_active from the engine profile's max_running (SGLang's max_running_requests:
+ * model_runner.py and tp_worker.py) where the experiment does not give it: per_context
+ * requests per model context's worth of the pool's tokens, within [min, max] (min where the
+ * model's context is unknown), at most pool_share of the pool's tokens, and under the
+ * chunked scheduler no more than a step's token budget holds. */
+static int engine_max_active(pkv_config *c, const cJSON *root) {
+    const double per = c->engine.max_running.per_context;
+    const cJSON *sv = cJSON_GetObjectItemCaseSensitive(root, "serving");
+    if (!(per > 0) || (sv && cJSON_GetObjectItemCaseSensitive(sv, "max_active"))) return 0;
+    const double tokens = (double)c->kv_pages * c->model.page_size;
+    double n = c->model.max_model_len > 0 ? floor(tokens / c->model.max_model_len * per) : 0;
+    n = fmin(fmax(n, c->engine.max_running.min), c->engine.max_running.max);
+    n = fmin(n, floor(tokens * c->engine.max_running.pool_share));
+    if (c->scheduler == PKV_SCHED_CHUNKED) n = fmin(n, c->token_budget);
+    c->max_active = n < 1 ? 1 : (int)n;
+    return 0;
+}
+
 static int check_consistency(const pkv_config *c, pkv_err *e) {
     const pkv_workload_spec *w = &c->workload;
     if (w->warm_requests > 0 && !c->prefix_caching)
@@ -515,7 +533,8 @@ int pkv_config_parse(pkv_config *c, char *text, const char *path, pkv_err *e) {
     if (pkv_config_parse_engine(c, root, &sub) || finish_sections(c, root, &sub) ||
         pkv_config_parse_workload(&c->workload, &c->trace_spec, &c->trace, c->file, w, &sub) ||
         pkv_config_model_context(c, w, &sub) || fit_memory(c, root, &sub) ||
-        check_consistency(c, &sub) || pkv_config_parse_pools(c, root, pkv_config_parse, &sub))
+        engine_max_active(c, root) || check_consistency(c, &sub) ||
+        pkv_config_parse_pools(c, root, pkv_config_parse, &sub))
         goto out;
     rc = pkv_config_resolve(c);
     if (rc) pkv_fail(&sub, "out of memory");

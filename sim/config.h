@@ -86,6 +86,13 @@ typedef struct pkv_engine_profile {
     pkv_engine_host host;
     double client_s;
     double multi_gpu_s; /* at tensor parallel > 1, each request's seconds beyond client_s */
+    /* max_running: serving.max_active from the KV pool where the experiment does not set
+     * it: per_context requests per model context's worth of pool tokens, within [min,
+     * max], and at most pool_share of the pool's tokens (SGLang's); per_context 0: none */
+    struct {
+        double per_context, pool_share;
+        int min, max;
+    } max_running;
 } pkv_engine_profile;
 
 typedef struct pkv_config {

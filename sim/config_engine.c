@@ -206,17 +206,23 @@ int pkv_config_parse_engine(pkv_config *c, const cJSON *root, pkv_err *e) {
     pkv_err sub;
     const pkv_keys k = pkv_config_keys();
     const cJSON *host = NULL, *req = NULL, *dflt = NULL, *offline = NULL, *graphs = NULL,
-                *gpu = NULL;
+                *gpu = NULL, *running = NULL;
     int rc =
         pkv_keys_check(k, PKV_OBJ_ENGINE, p, "", &sub) ||
         pkv_json_sub(p, "", "host", &host, &sub) || pkv_json_sub(p, "", "request", &req, &sub) ||
         pkv_json_sub(p, "", "serving", &dflt, &sub) ||
         pkv_json_sub(p, "", "serving_offline", &offline, &sub) ||
         pkv_json_sub(p, "", "graphs", &graphs, &sub) || pkv_json_sub(p, "", "gpu", &gpu, &sub) ||
+        pkv_json_sub(p, "", "max_running", &running, &sub) ||
         pkv_keys_parse(k, PKV_OBJ_ENGINE ".gpu", gpu, "gpu", &c->engine, false, &sub) ||
+        pkv_keys_parse(k, PKV_OBJ_ENGINE ".max_running", running, "max_running", &c->engine, false,
+                       &sub) ||
         pkv_keys_parse(k, PKV_OBJ_ENGINE ".host", host, "host", &c->engine, false, &sub) ||
         pkv_keys_parse(k, PKV_OBJ_ENGINE ".request", req, "request", &c->engine, false, &sub) ||
         parse_graphs(&c->engine.host.graphs, graphs, &sub);
+    if (!rc && c->engine.max_running.min > c->engine.max_running.max)
+        rc = pkv_fail(&sub, "max_running: min %d is above max %d", c->engine.max_running.min,
+                      c->engine.max_running.max);
     for (const cJSON *d = dflt; !rc && d; d = d == dflt ? offline : NULL)
         if (cJSON_GetObjectItemCaseSensitive(d, "engine") ||
             cJSON_GetObjectItemCaseSensitive(d, "client"))

@@ -8,7 +8,8 @@
   several GPUs; its per_proposal_us
   is k passes of host work a speculative step, in series; a forward above its largest graph
   takes at least layers x eager_layer_us; over several GPUs a prefill waits eager_allreduce_us
-  an all-reduce, a decode step none;
+  an all-reduce, a decode step none; its max_running sizes serving.max_active from the
+  KV pool as SGLang sizes max_running_requests;
 - serving.engine "pkvsim" writes the very datasets of a run without the key;
 - serving.scheduler_steps admits nothing inside a window of decode steps;
 - every shipped validation file parses, names its source and band, and stays in it;
@@ -141,6 +142,31 @@ check("multi_gpu_us: at tensor parallel 2 in every first token and finish beside
       all(np.allclose(lag[tp, "server"][k] - lag[tp, "offline"][k],
                       (CLIENT_US + (MULTI_US if tp > 1 else 0)) * 1e-6, atol=1e-12)
           for tp in (1, 2) for k in ("t_first_token", "t_finish")))
+
+# max_running: serving.max_active from the pool (SGLang's max_running_requests), the
+# experiment's own max_active over it, a min above the max refused
+def resolved_max_active(name, prof_running, serving):
+    pr = write(f"prof_{name}.json", {"name": "test", "host": dict(US), "max_running": prof_running,
+                                     "serving": {"max_active": 16}})
+    p = run(["run", "-n", experiment(f"{name}.json", dict(serving, engine=pr))])
+    return json.loads(p.stdout)["serving"]["max_active"]
+
+
+SG = {"per_context": 512, "min": 2048, "max": 4096, "pool_share": 0.5}
+# llama-3.1-8b's context 131,072 tokens, pages of 16: 50,000 pages hold 800,000 tokens
+for pages, want in ((50000, 3125),
+                    (20000, 2048), (200, 1600)):
+    got = resolved_max_active(f"mr{pages}", SG, {"kv_pages": pages})
+    check(f"max_running: {pages} pages give max_active {want} (got {got})", got == want)
+got = resolved_max_active("mrmax", dict(SG, max=3000), {"kv_pages": 50000})
+check(f"max_running: clamped to its max (got {got})", got == 3000)
+got = resolved_max_active("mrown", SG, {"kv_pages": 50000, "max_active": 24})
+check(f"max_running: the experiment's max_active stays (got {got})", got == 24)
+bad = write("prof_mrbad.json", {"name": "test", "host": dict(US),
+                                "max_running": dict(SG, min=4096, max=2048)})
+p = run(["run", "-n", experiment("mrbad.json", {"engine": bad})], ok=1)
+check("max_running: a min above the max is refused by name",
+      "max_running: min 4096 is above max 2048" in p.stderr)
 
 # ---- pkvsim is today's behaviour ------------------------------------------------------
 plain = h5run(experiment("plain.json", {"scheduler": "chunked"}))
