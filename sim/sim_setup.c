@@ -47,22 +47,19 @@ int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, const pkv_s
     s->r_pages = pkv_stream_create(cfg->seed, PKV_STREAM_PAGES);
     if (cfg->spec.method != PKV_SPEC_NONE)
         s->r_spec = pkv_stream_create(cfg->seed, PKV_STREAM_SPECULATIVE);
-    int pool = -1; /* 0 set up; -1 out of memory; -2 stopped */
+    int pool = -1; /* 0 set up; -1 out of memory */
     if (s->wait && s->prefill && s->run && s->held_done && s->short_rows && s->seq_lens &&
         s->block_table && s->dirty_rows && s->dirty_from && s->prefill_pages && s->prefill_lens &&
         s->chunk_slot && s->chunk_start && s->chunk_len && s->chunk_last && s->r_pages &&
         (cfg->spec.method == PKV_SPEC_NONE || s->r_spec))
-        pool = pkv_kvalloc_init(&s->alloc, cfg->kv_pages, cfg->hole_fraction, s->r_pages, stop);
+        pool = pkv_kvalloc_init(&s->alloc, cfg->kv_pages, cfg->hole_fraction, s->r_pages);
     if (!pool && cfg->preemption == PKV_PREEMPT_SWAP &&
-        (pkv_kvalloc_init(&s->host, cfg->swap_pages, 0, NULL, stop) ||
+        (pkv_kvalloc_init(&s->host, cfg->swap_pages, 0, NULL) ||
          !(s->swap_slots = malloc(sizeof(int32_t) * (size_t)s->bt_stride))))
         pool = -1;
     if (pool) {
         pkv_sim_free(s);
-        return pool == -2
-                   ? pkv_fail(e, "%s: stopped by a signal while setting up the KV pool", cfg->file)
-                   : pkv_fail(e, "out of memory setting up the simulation (%d KV pages)",
-                              cfg->kv_pages);
+        return pkv_fail(e, "out of memory setting up the simulation (%d KV pages)", cfg->kv_pages);
     }
     if (cfg->prefix_caching) {
         const int32_t ppb = cfg->prefix_block_tokens / cfg->model.page_size;

@@ -196,17 +196,14 @@ if bash -c 'ulimit -v 1000000; exec "$@"' limit "$pkvsim" --version >/dev/null 2
   expect_fail kv-pages-ulimit-v "(the address-space limit (ulimit -v) less what the process holds); lower serving.kv_pages" \
     bash -c 'ulimit -v 1000000; exec "$@"' limit "$pkvsim" run -q "$tmp/e.json"
 fi
-# A signal while a large pool is set up (100 million pages: seconds) ends the run at
-# once, with no file and the signal's exit status (128 + 15).
+# A pool of 100 million pages (1.2 GB of bookkeeping) is set up without touching it: the
+# run serves its requests and writes its file (its pages are written as the run reaches them).
 good '{"serving": {"kv_pages": 100000000}}' > "$tmp/e.json"
 rm -f "$tmp"/out.h5*
-"$pkvsim" run -q "$tmp/e.json" 2>"$tmp/stderr" & pid=$!
-sleep 0.5; t0=$(date +%s%N); kill -TERM $pid; wait $pid; rc=$?; ms=$(( ($(date +%s%N) - t0) / 1000000 ))
-if [ $rc -eq 143 ] && [ $ms -lt 2000 ] && grep -qF "stopped by a signal while setting up the KV pool" "$tmp/stderr" &&
-   ! ls "$tmp"/out.h5* >/dev/null 2>&1; then
+if "$pkvsim" run -q "$tmp/e.json" -o "$tmp/out.h5" 2>"$tmp/stderr" && [ -s "$tmp/out.h5" ]; then
   pass=$((pass+1))
 else
-  fail=$((fail+1)); echo "FAIL stop-in-setup: exit $rc after $ms ms: $(cat "$tmp/stderr")"
+  fail=$((fail+1)); echo "FAIL huge-pool: $(cat "$tmp/stderr")"
 fi
 # A clock that cannot advance: steps of ~1e-8 s at 9e11 s of simulated time (double
 # precision absorbs them) are an error, not zero latencies.

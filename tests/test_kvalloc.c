@@ -1,5 +1,5 @@
 /* The KV page allocator (sim/kvalloc.h): ownership over long random sequences, holes,
- * its permutation and its stop flag. */
+ * and its permutation, drawn as the stack reaches each position. */
 #include "check.h"
 #include "testrun.h"
 #include "kvalloc.h"
@@ -16,7 +16,7 @@ enum { POOL = 500, OWNERS = 40, MAXP = 200 };
 static void pages_owned_once_none_leaks(void) {
     gsl_rng *r = test_rng(11);
     pkv_kvalloc a;
-    CHECK(pkv_kvalloc_init(&a, POOL, 0.0, r, NULL) == 0, "init");
+    CHECK(pkv_kvalloc_init(&a, POOL, 0.0, r) == 0, "init");
     int32_t pages[OWNERS][MAXP];
     int32_t n[OWNERS] = {0};
     int64_t ops = 0, refused = 0;
@@ -48,7 +48,8 @@ static void pages_owned_once_none_leaks(void) {
                 for (int j = 0; j < n[k]; j++) {
                     CHECK(seen[pages[k][j]] == 0, "page %d held twice", pages[k][j]);
                     seen[pages[k][j]] = 1;
-                    CHECK(a.owner[pages[k][j]] == k, "owner table wrong for page %d", pages[k][j]);
+                    CHECK(pkv_kvalloc_owner(&a, pages[k][j]) == k, "owner table wrong for page %d",
+                          pages[k][j]);
                     owned++;
                 }
             CHECK(owned + a.n_free == POOL, "leak: %d owned + %d free != %d", owned, a.n_free,
@@ -67,7 +68,7 @@ static void pages_owned_once_none_leaks(void) {
 static void holes_are_never_handed_out(void) {
     gsl_rng *r = test_rng(12);
     pkv_kvalloc a;
-    CHECK(pkv_kvalloc_init(&a, POOL, 0.3, r, NULL) == 0 && a.n_free == 350 && a.n_usable == 350,
+    CHECK(pkv_kvalloc_init(&a, POOL, 0.3, r) == 0 && a.n_free == 350 && a.n_usable == 350,
           "holes: %d free", a.n_free);
     static int ever[POOL];
     static int32_t held[POOL];
@@ -90,35 +91,64 @@ static void holes_are_never_handed_out(void) {
     gsl_rng_free(r);
 }
 
-/* The pool's permutation is gsl_ran_shuffle's (the allocator shuffles in slices to poll
- * its stop flag), so page placement is what it was; a set stop ends the shuffle of a
- * large pool. */
-static void permutation_is_gsl_shuffle_and_stops(void) {
+/* The pool hands out gsl_ran_shuffle's permutation of its initial stack, top first, drawn
+ * as the stack reaches each position: in takes of random sizes with pages given back
+ * between them (the stack goes down and up again), with and without holes (the bottom
+ * positions swapped with, never handed out), and a pool that is never touched draws
+ * nothing. */
+static void permutation_is_gsl_shuffle_drawn_as_reached(void) {
     gsl_rng *r = test_rng(13);
     pkv_kvalloc a;
     for (int32_t size = 1; size <= (1 << 21); size = size * 7 + 3) {
-        gsl_rng *ra = gsl_rng_alloc(gsl_rng_mt19937), *rb = gsl_rng_alloc(gsl_rng_mt19937);
-        unsigned long seed = gsl_rng_get(r);
-        gsl_rng_set(ra, seed), gsl_rng_set(rb, seed);
-        int32_t *want = malloc(sizeof *want * (size_t)size);
-        CHECK(want && pkv_kvalloc_init(&a, size, 0.0, ra, NULL) == 0, "init %d", size);
-        for (int32_t i = 0; i < size; i++) want[i] = size - 1 - i;
-        gsl_ran_shuffle(rb, want, (size_t)size, sizeof *want);
-        CHECK(!memcmp(want, a.free_list, sizeof *want * (size_t)size),
-              "pool of %d: the permutation differs from gsl_ran_shuffle's", size);
-        pkv_kvalloc_free(&a);
-        free(want);
-        gsl_rng_free(ra), gsl_rng_free(rb);
+        for (int h = 0; h < 2; h++) {
+            const double holes = h ? 0.25 : 0.0;
+            gsl_rng *ra = gsl_rng_alloc(gsl_rng_mt19937), *rb = gsl_rng_alloc(gsl_rng_mt19937);
+            unsigned long seed = gsl_rng_get(r);
+            gsl_rng_set(ra, seed), gsl_rng_set(rb, seed);
+            int32_t *want = malloc(sizeof *want * (size_t)size);
+            int32_t *got = malloc(sizeof *got * (size_t)size);
+            CHECK(want && got && pkv_kvalloc_init(&a, size, holes, ra) == 0, "init %d", size);
+            for (int32_t i = 0; i < size; i++) want[i] = size - 1 - i;
+            gsl_ran_shuffle(rb, want, (size_t)size, sizeof *want);
+            const int32_t usable = a.n_usable;
+            int32_t n = 0;
+            while (n < usable) {
+                int32_t k = 1 + (int32_t)gsl_rng_uniform_int(r, 1 + (unsigned long)size / 8);
+                if (k > usable - n) k = usable - n;
+                CHECK(pkv_kvalloc_take(&a, k, 7, got + n) == 0, "take %d of %d", k, size);
+                if (gsl_rng_uniform(r) < 0.3) { /* give back the last ones, last first (so
+                                                   the stack is as before), take them again */
+                    for (int32_t i = 0; i < k / 2; i++) {
+                        const int32_t t = got[n + i];
+                        got[n + i] = got[n + k - 1 - i], got[n + k - 1 - i] = t;
+                    }
+                    pkv_kvalloc_give(&a, got + n, k, 7);
+                    CHECK(pkv_kvalloc_take(&a, k, 7, got + n) == 0, "retake %d", k);
+                }
+                n += k;
+            }
+            int same = 1;
+            for (int32_t i = 0; i < usable; i++) same &= got[i] == want[size - 1 - i];
+            CHECK(same, "pool of %d, holes %.2f: not gsl_ran_shuffle's permutation top first", size,
+                  holes);
+            CHECK(pkv_kvalloc_take(&a, 1, 7, got) == -1, "a dry pool of %d gave a page", size);
+            pkv_kvalloc_free(&a);
+            free(want), free(got);
+            gsl_rng_free(ra), gsl_rng_free(rb);
+        }
     }
-    volatile sig_atomic_t stop = SIGTERM;
-    CHECK(pkv_kvalloc_init(&a, 1 << 21, 0.0, r, &stop) == -2 && !a.free_list,
-          "a stopped shuffle: not -2");
+    gsl_rng *ra = gsl_rng_alloc(gsl_rng_mt19937), *rb = gsl_rng_alloc(gsl_rng_mt19937);
+    gsl_rng_set(ra, 5), gsl_rng_set(rb, 5);
+    CHECK(pkv_kvalloc_init(&a, 1 << 24, 0.0, ra) == 0, "init");
+    pkv_kvalloc_free(&a);
+    CHECK(gsl_rng_get(ra) == gsl_rng_get(rb), "an untouched pool drew from its stream");
+    gsl_rng_free(ra), gsl_rng_free(rb);
     gsl_rng_free(r);
 }
 
 static const pkv_test_case cases[] = {
     PKV_CASE(pages_owned_once_none_leaks),
     PKV_CASE(holes_are_never_handed_out),
-    PKV_CASE(permutation_is_gsl_shuffle_and_stops),
+    PKV_CASE(permutation_is_gsl_shuffle_drawn_as_reached),
 };
 PKV_TEST_MAIN(cases)

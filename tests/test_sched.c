@@ -53,8 +53,8 @@ static void observe(const pkv_sim *s, int decode_step, void *ctx) {
         const pkv_sim_request *r = &s->req[s->run[i]];
         const int32_t shared = r->cached_blocks * s->cache.pages_per_block;
         for (int32_t j = 0; j < r->n_pages; j++)
-            w->bad_pages +=
-                s->alloc.owner[r->pages[j]] != (j < shared ? PKV_PREFIX_OWNER : r->rec.id);
+            w->bad_pages += pkv_kvalloc_owner(&s->alloc, r->pages[j]) !=
+                            (j < shared ? PKV_PREFIX_OWNER : r->rec.id);
         for (int32_t b = 0; b < r->cached_blocks; b++)
             w->bad_pages +=
                 s->cache.slot[r->blocks[b]].used != 1 || s->cache.slot[r->blocks[b]].refs < 1;
