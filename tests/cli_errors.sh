@@ -5,10 +5,12 @@ set -u
 pkvsim=$1; src=$2
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 pass=0; fail=0
+# the interpreter itself, once (a version manager's shim costs 0.1 s a start, ~80 starts)
+py=$(python3 -c 'import sys; print(sys.executable)')
 cal="$src/experiments/calibration/default.json"
 
 good() { # a valid experiment with one JSON fragment merged over it by python
-  python3 - "$1" "$cal" "$tmp/out.h5" <<'PY'
+  "$py" - "$1" "$cal" "$tmp/out.h5" <<'PY'
 import json, sys
 frag, cal, out = sys.argv[1], sys.argv[2], sys.argv[3]
 e = {"model": {"hq": 32, "hkv": 8, "head_dim": 128, "page_size": 16},
@@ -248,7 +250,7 @@ h200s="$src/experiments/calibration/h200.json"
 good "{\"serving\": {\"max_active\": 4, \"kv_pages\": 2000}, \"route\": {\"policy\": \"pkv_workqueue\", \"calibration\": \"$h200s\"}, \"workload\": {\"num_requests\": 6, \"decode\": {\"dist\": \"fixed\", \"value\": 8}}}" > "$tmp/e.json"
 "$pkvsim" run -q --backend cpu -o "$tmp/cpu.h5" "$tmp/e.json" >/dev/null 2>&1
 "$pkvsim" fit "$tmp/cpu.h5" --base "$h200s" -o "$tmp/fitted.json" >/dev/null 2>&1
-check fit-sectioned 'python3 - "$h200s" "$tmp/fitted.json" <<'"'"'PY'"'"'
+check fit-sectioned '"$py" - "$h200s" "$tmp/fitted.json" <<'"'"'PY'"'"'
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
 top = [k for k in a if k not in ("study_layer", "served_model")]
@@ -262,7 +264,7 @@ PY'
 good "{\"model\": {\"kv_dtype\": \"fp8_e4m3\"}, \"serving\": {\"max_active\": 4, \"kv_pages\": 2000}, \"route\": {\"policy\": \"pkv_workqueue\", \"calibration\": \"$h200s\"}, \"workload\": {\"num_requests\": 6, \"decode\": {\"dist\": \"fixed\", \"value\": 8}}}" > "$tmp/e8.json"
 "$pkvsim" run -q --backend cpu -o "$tmp/cpu8.h5" "$tmp/e8.json" >/dev/null 2>&1
 "$pkvsim" fit "$tmp/cpu8.h5" --base "$h200s" --keep-gates -o "$tmp/fitted8.json" >/dev/null 2>&1
-check fit-fp8 'python3 - "$h200s" "$tmp/fitted8.json" <<'"'"'PY'"'"'
+check fit-fp8 '"$py" - "$h200s" "$tmp/fitted8.json" <<'"'"'PY'"'"'
 import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
 s, t = a["study_layer"], b["study_layer"]
