@@ -325,17 +325,16 @@ static int fit_memory(pkv_config *c, const cJSON *root, pkv_err *e) {
  * requests per model context's worth of the pool's tokens, within [min, max] (min where the
  * model's context is unknown), at most pool_share of the pool's tokens, and under the
  * chunked scheduler no more than a step's token budget holds. */
-static int engine_max_active(pkv_config *c, const cJSON *root) {
+static void engine_max_active(pkv_config *c, const cJSON *root) {
     const double per = c->engine.max_running.per_context;
     const cJSON *sv = cJSON_GetObjectItemCaseSensitive(root, "serving");
-    if (!(per > 0) || (sv && cJSON_GetObjectItemCaseSensitive(sv, "max_active"))) return 0;
+    if (!(per > 0) || (sv && cJSON_GetObjectItemCaseSensitive(sv, "max_active"))) return;
     const double tokens = (double)c->kv_pages * c->model.page_size;
     double n = c->model.max_model_len > 0 ? floor(tokens / c->model.max_model_len * per) : 0;
     n = fmin(fmax(n, c->engine.max_running.min), c->engine.max_running.max);
     n = fmin(n, floor(tokens * c->engine.max_running.pool_share));
     if (c->scheduler == PKV_SCHED_CHUNKED) n = fmin(n, c->token_budget);
     c->max_active = n < 1 ? 1 : (int)n;
-    return 0;
 }
 
 static int check_consistency(const pkv_config *c, pkv_err *e) {
@@ -532,9 +531,10 @@ int pkv_config_parse(pkv_config *c, char *text, const char *path, pkv_err *e) {
     if (check_kinds(c, &sub)) goto out;
     if (pkv_config_parse_engine(c, root, &sub) || finish_sections(c, root, &sub) ||
         pkv_config_parse_workload(&c->workload, &c->trace_spec, &c->trace, c->file, w, &sub) ||
-        pkv_config_model_context(c, w, &sub) || fit_memory(c, root, &sub) ||
-        engine_max_active(c, root) || check_consistency(c, &sub) ||
-        pkv_config_parse_pools(c, root, pkv_config_parse, &sub))
+        pkv_config_model_context(c, w, &sub) || fit_memory(c, root, &sub))
+        goto out;
+    engine_max_active(c, root); /* from the pool fit_memory sized */
+    if (check_consistency(c, &sub) || pkv_config_parse_pools(c, root, pkv_config_parse, &sub))
         goto out;
     rc = pkv_config_resolve(c);
     if (rc) pkv_fail(&sub, "out of memory");

@@ -55,7 +55,7 @@ void pkv_kvalloc_free(pkv_kvalloc *a) {
 int pkv_kvalloc_take(pkv_kvalloc *a, int32_t n, int64_t owner, int32_t *out) {
     if (n > a->n_free) return -1;
     PKV_ASSERT(owner != -1);
-    if (a->placed > a->holes + a->n_free - n) place_down_to(a, a->holes + a->n_free - n);
+    place_down_to(a, a->holes + a->n_free - n);
     for (int32_t i = 0; i < n; i++) {
         const int32_t p = get(a, a->holes + --a->n_free);
         PKV_ASSERT(a->owner1[p] == 0);
