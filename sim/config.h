@@ -86,6 +86,11 @@ typedef struct pkv_engine_profile {
     pkv_engine_host host;
     double client_s;
     double multi_gpu_s; /* at tensor parallel > 1, each request's seconds beyond client_s */
+    /* the server's front-end: each request's seconds of its serial work on the way in
+     * (one request at a time); holds: the engine takes none of a burst until the
+     * front-end has handled all of it */
+    double frontend_s;
+    bool frontend_holds;
     /* max_running: serving.max_active from the KV pool where the experiment does not set
      * it: per_context requests per model context's worth of pool tokens, within [min,
      * max], and at most pool_share of the pool's tokens (SGLang's); per_context 0: none */

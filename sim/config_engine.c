@@ -236,6 +236,7 @@ int pkv_config_parse_engine(pkv_config *c, const cJSON *root, pkv_err *e) {
     if (!rc && (dflt || offline)) rc = pkv_keys_parse(k, "serving", sv, "serving", c, true, &sub);
     if (!rc) rc = parse_attention(c, p, root, &sub);
     cJSON_Delete(p);
-    if (c->client == PKV_CLIENT_OFFLINE) c->engine.client_s = c->engine.multi_gpu_s = 0;
+    if (c->client == PKV_CLIENT_OFFLINE)
+        c->engine.client_s = c->engine.multi_gpu_s = c->engine.frontend_s = 0;
     return rc ? pkv_fail(e, "serving.engine: %s: %s", path, sub.msg) : 0;
 }

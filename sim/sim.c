@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 /* The simulator's events (pkv_event.kind). */
-enum { EVENT_ARRIVAL = 0, EVENT_PREFILL_DONE, EVENT_STEP_DONE, EVENT_FINISH };
+enum { EVENT_ARRIVAL = 0, EVENT_PREFILL_DONE, EVENT_STEP_DONE, EVENT_FINISH, EVENT_ENTER };
 
 /* ---- requests (their slots: sim_setup.c) ------------------------------------------ */
 /* A request leaves the simulation (finished, or still in it at the end): its row goes
@@ -40,10 +40,10 @@ static int token_done(pkv_sim *s, pkv_sim_request *r, pkv_err *e) {
         if (r->rec.preemptions == 0 && !isnan(r->t_prefill_start)) {
             pkv_sim_counts *c = &s->counts;
             c->ttft_n++;
-            c->ttft_queue_s += r->rec.t_admitted - r->rec.t_arrival;
+            c->ttft_queue_s += r->rec.t_admitted - r->t_entered;
             c->ttft_wait_s += r->t_prefill_start - r->rec.t_admitted;
             c->ttft_prefill_s += s->t_now - r->t_prefill_start;
-            c->ttft_client_s += pkv_sim_client_lag(s);
+            c->ttft_client_s += pkv_sim_client_lag(s) + (r->t_entered - r->rec.t_arrival);
         }
         if (s->first_token &&
             s->first_token(s->fleet_ctx, s->t_now, r->rec.t_first_token - r->rec.t_arrival))
@@ -77,13 +77,49 @@ static int finish_request(pkv_sim *s, int64_t slot, double t, pkv_err *e) {
     return retire_request(s, slot, e);
 }
 
-/* Request d arrives at t: it waits for admission or, past the model's context
+/* The server's front-end takes request `slot`, which reached it now, after those it
+ * holds: request.frontend_us each, one at a time (the HTTP request, tokenization, the
+ * hand-off to the engine). */
+static int frontend_take(pkv_sim *s, int64_t slot, pkv_err *e) {
+    s->fe_free = fmax(s->t_now, s->fe_free) + s->cfg->engine.frontend_s;
+    if (s->fe_tail >= 0)
+        s->req[s->fe_tail].fe_next = slot;
+    else
+        s->fe_head = slot;
+    s->fe_tail = slot;
+    return pkv_heap_push(&s->heap, s->fe_free, EVENT_ENTER, slot) ? pkv_fail(e, "out of memory")
+                                                                  : 0;
+}
+
+/* The front-end is done with its first request now: it enters the engine's waiting
+ * queue. Under request.frontend_holds the engine sees none until the front-end has none
+ * left, then all of them in their order (a burst taken whole, as vLLM 0.6's published
+ * per-request times show it). */
+static int frontend_done(pkv_sim *s, pkv_err *e) {
+    const bool holds = s->cfg->engine.frontend_holds;
+    if (holds && s->fe_free > s->t_now) return 0;
+    do {
+        const int64_t k = s->fe_head;
+        pkv_sim_request *r = &s->req[k];
+        if ((s->fe_head = r->fe_next) < 0) s->fe_tail = -1;
+        r->t_entered = s->t_now;
+        if (pkv_sim_wait_push_back(s, k)) return pkv_fail(e, "out of memory");
+    } while (holds && s->fe_head >= 0);
+    return 0;
+}
+
+/* Request d arrives at t: it waits for admission (through the server's front-end
+ * first where `frontend` and the profile has one) or, past the model's context
  * (workload.over_context "refuse"), is refused at once as the engine's server refuses it,
  * recorded as failed when the answer reaches the client. *slot: its slot, -1 if refused. */
-int pkv_sim_arrive(pkv_sim *s, const pkv_request_draw *d, double t, int64_t *slot, pkv_err *e) {
+int pkv_sim_arrive(pkv_sim *s, const pkv_request_draw *d, double t, bool frontend, int64_t *slot,
+                   pkv_err *e) {
     *slot = pkv_sim_new_request(s, d, t);
     if (*slot < 0) return pkv_fail(e, "out of memory");
-    if (!d->refused) return pkv_sim_wait_push_back(s, *slot) ? pkv_fail(e, "out of memory") : 0;
+    if (!d->refused) {
+        if (frontend && s->cfg->engine.frontend_s > 0) return frontend_take(s, *slot, e);
+        return pkv_sim_wait_push_back(s, *slot) ? pkv_fail(e, "out of memory") : 0;
+    }
     pkv_sim_request *r = &s->req[*slot];
     r->rec.state = PKV_REQ_REFUSED;
     r->rec.t_finish = t + pkv_sim_client_lag(s);
@@ -110,7 +146,7 @@ static int closed_send(pkv_sim *s, double t, const pkv_request_draw *first, pkv_
                             "the lengths, or set workload.over_context \"cut\"",
                             s->cfg->file, REFUSALS, (long long)s->cfg->workload.max_context);
         int64_t slot;
-        if (pkv_sim_arrive(s, &d, t, &slot, e)) return -1;
+        if (pkv_sim_arrive(s, &d, t, true, &slot, e)) return -1;
         if (slot >= 0) return 0;
     }
 }
@@ -305,7 +341,7 @@ static int handle(pkv_sim *s, const pkv_event *ev, pkv_err *e) {
         const pkv_request_draw *d = ev->arg > 0 ? &s->first[ev->arg - 1] : &s->next_draw;
         if (s->cfg->workload.arrival.kind == PKV_ARRIVAL_CLOSED) return closed_send(s, ev->t, d, e);
         int64_t slot;
-        return pkv_sim_arrive(s, d, ev->t, &slot, e) ? -1 : schedule_arrival(s, ev->t, e);
+        return pkv_sim_arrive(s, d, ev->t, true, &slot, e) ? -1 : schedule_arrival(s, ev->t, e);
     }
     case EVENT_PREFILL_DONE:
         s->busy = 0;
@@ -313,6 +349,8 @@ static int handle(pkv_sim *s, const pkv_event *ev, pkv_err *e) {
     case EVENT_STEP_DONE: /* the decode rows' tokens, then the chunks' prompts */
         s->busy = 0;
         return step_tokens(s, e) || s->sched->done(s, PKV_ITER_STEP, e) ? -1 : 0;
+    case EVENT_ENTER:
+        return frontend_done(s, e);
     case EVENT_FINISH: {
         if (finish_request(s, ev->arg, ev->t, e)) return -1;
         /* a closed loop's successor arrives now, with its own draw (several finishing at

@@ -48,6 +48,9 @@ typedef struct pkv_sim_request {
                                sent to the client at the window's end (vLLM's multi-step) */
     double t_prefill_start; /* seconds: the first piece of its prompt began running, this
                                admission (NaN: not yet) */
+    double t_entered;       /* seconds: it reached the engine's waiting queue (past the server's
+                               front-end, request.frontend_us; else its arrival) */
+    int64_t fe_next;        /* the next request in the front-end (-1: none) */
     bool live;              /* the slot holds a request still in the simulation */
     int32_t spec_accepted;  /* speculative decoding: of its running step's proposed tokens,
                                those accepted (drawn as the step starts) */
@@ -70,7 +73,8 @@ typedef struct pkv_sim_counts {
     /* TTFT taken apart, over the requests whose first token came in their first
      * admission (ttft_n): seconds summed of waiting to be admitted, admitted and waiting
      * for the scheduler to run their prompt's first piece, from then to the first token
-     * (the prefill's iterations, and what runs between them), and the client's lag */
+     * (the prefill's iterations, and what runs between them), and the client's lag with
+     * the server's front-end */
     uint64_t ttft_n;
     double ttft_queue_s, ttft_wait_s, ttft_prefill_s, ttft_client_s;
     uint64_t bounded; /* 1 when run.max_steps or run.max_time_s ended the run (summed over
@@ -144,6 +148,10 @@ typedef struct pkv_sim {
     /* waiting queue: ring buffer of request indices (preempted ones go to the front) */
     int64_t *wait;
     size_t wait_head, wait_n, wait_cap;
+    /* the server's front-end (request.frontend_us): busy until fe_free with the requests
+     * from fe_head to fe_tail (linked by fe_next, in arrival order; -1: none) */
+    double fe_free;
+    int64_t fe_head, fe_tail;
     /* the admitted requests whose prompts are not all prefilled yet, in admission order
      * (prefill_first: its first prefill_batch are the batch in flight) */
     int64_t *prefill;

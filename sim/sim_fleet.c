@@ -14,7 +14,7 @@ int pkv_sim_inject(pkv_sim *s, const pkv_request_draw *d, double t_arrival, doub
                    const pkv_request_rec *prefilled, pkv_err *e) {
     if (t > s->t_now) s->t_now = t;
     int64_t slot;
-    if (pkv_sim_arrive(s, d, t_arrival, &slot, e)) return -1;
+    if (pkv_sim_arrive(s, d, t_arrival, !prefilled, &slot, e)) return -1;
     if (prefilled && slot >= 0) {
         pkv_sim_request *r = &s->req[slot];
         const int64_t id = r->rec.id;
@@ -28,7 +28,7 @@ int pkv_sim_inject(pkv_sim *s, const pkv_request_draw *d, double t_arrival, doub
 
 int pkv_sim_record_waiting(pkv_sim *s, const pkv_request_draw *d, double t_arrival, pkv_err *e) {
     int64_t slot;
-    return pkv_sim_arrive(s, d, t_arrival, &slot, e);
+    return pkv_sim_arrive(s, d, t_arrival, false, &slot, e);
 }
 
 int pkv_sim_release(pkv_sim *s, int64_t slot, double t, pkv_err *e) {

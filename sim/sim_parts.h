@@ -101,10 +101,11 @@ double pkv_sim_take_swap_time(pkv_sim *s);
  * token, which may be its last); else it joins the running batch. */
 int pkv_sim_prompt_done(pkv_sim *s, int64_t slot, pkv_err *e);
 /* The seconds a client sees beyond the engine's times (the engine profile's request
- * work); request d arrives at t (*slot its slot, -1 if refused); admit, and start the
- * scheduler's next iteration. */
+ * work); request d arrives at t (*slot its slot, -1 if refused), through the server's
+ * front-end where `frontend`; admit, and start the scheduler's next iteration. */
 double pkv_sim_client_lag(const pkv_sim *s);
-int pkv_sim_arrive(pkv_sim *s, const pkv_request_draw *d, double t, int64_t *slot, pkv_err *e);
+int pkv_sim_arrive(pkv_sim *s, const pkv_request_draw *d, double t, bool frontend, int64_t *slot,
+                   pkv_err *e);
 int pkv_sim_try_schedule(pkv_sim *s, pkv_err *e);
 
 #endif

@@ -20,7 +20,9 @@ int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, const pkv_s
                    .sched = pkv_scheduler_get(cfg->scheduler),
                    .sink = sink ? *sink : (pkv_sim_sink){0},
                    .bt_stride = pkv_sim_bt_stride(cfg),
-                   .new_token_ratio = PKV_ADMIT_RATIO_INIT};
+                   .new_token_ratio = PKV_ADMIT_RATIO_INIT,
+                   .fe_head = -1,
+                   .fe_tail = -1};
     if (!s->sched) return pkv_fail(e, "%s: serving.scheduler: unknown scheduler", cfg->file);
     if (pkv_sim_check_memory(cfg, s->bt_stride, e)) return -1;
     pkv_heap_init(&s->heap);
@@ -147,6 +149,8 @@ int64_t pkv_sim_new_request(pkv_sim *s, const pkv_request_draw *d, double t) {
                                      .prefix_group = d->prefix_group,
                                      .hashes = d->hashes,
                                      .n_hashes = d->n_hashes,
+                                     .t_entered = t,
+                                     .fe_next = -1,
                                      .live = true};
     const pkv_speculative *sp = &s->cfg->spec;
     if (sp->acceptance_sd > 0 && s->r_spec) { /* its own chance: a beta law's draw */

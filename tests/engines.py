@@ -5,7 +5,8 @@
   (fixed + per request + per prompt token; a decode step's share of its window) and
   moves the clock by it (added, or overlapped: the longer of the two); its client_us
   is in every TTFT and finish (a server's client), in none offline, with multi_gpu_us over
-  several GPUs; its per_proposal_us
+  several GPUs; its frontend_us takes a server's requests one at a time (frontend_holds: a
+  burst entering the engine whole); its per_proposal_us
   is k passes of host work a speculative step, in series; a forward above its largest graph
   takes at least layers x eager_layer_us; over several GPUs a prefill waits eager_allreduce_us
   an all-reduce, a decode step none; its max_running sizes serving.max_active from the
@@ -142,6 +143,32 @@ check("multi_gpu_us: at tensor parallel 2 in every first token and finish beside
       all(np.allclose(lag[tp, "server"][k] - lag[tp, "offline"][k],
                       (CLIENT_US + (MULTI_US if tp > 1 else 0)) * 1e-6, atol=1e-12)
           for tp in (1, 2) for k in ("t_first_token", "t_finish")))
+
+# the server's front-end: frontend_us a request, one at a time; with frontend_holds the
+# engine takes none of a burst until the front-end has handled all of it; none offline
+FE_US = 3000
+fe = {}
+for holds in (False, True):
+    pf = write(f"prof_fe{int(holds)}.json", {
+        "name": "test", "host": dict(US), "serving": {"max_active": 16},
+        "request": {"client_us": CLIENT_US, "frontend_us": FE_US, "frontend_holds": holds}})
+    for client in ("server", "offline"):
+        f = h5run(experiment(f"fe{int(holds)}{client}.json",
+                             {"engine": pf, "client": client, "scheduler": "prefill_first"}))
+        fe[holds, client] = (cols(f, "prefills"), cols(f, "requests"))
+p, r = fe[False, "server"]
+check("frontend_us: the four sent at once enter one at a time, the first prefill "
+      "(request 0 alone) at frontend_us",
+      np.isclose(p["t_sim"][0], FE_US * 1e-6, rtol=1e-12) and p["requests"][0] == 1)
+p, r = fe[True, "server"]
+check("frontend_holds: the engine's first prefill takes all four, once the last is through",
+      np.isclose(p["t_sim"][0], 4 * FE_US * 1e-6, rtol=1e-12) and p["requests"][0] == 4)
+check("frontend_us: every request admitted at least frontend_us after it arrived (server)",
+      all((fe[h, "server"][1]["t_admitted"] - fe[h, "server"][1]["t_arrival"]
+           >= FE_US * 1e-6 * (1 - 1e-9)).all() for h in (False, True)))
+check("frontend_us: none offline (the first prefill at 0, all four in it)",
+      all(fe[h, "offline"][0]["t_sim"][0] == 0 and fe[h, "offline"][0]["requests"][0] == 4
+          for h in (False, True)))
 
 # max_running: serving.max_active from the pool (SGLang's max_running_requests), the
 # experiment's own max_active over it, a min above the max refused

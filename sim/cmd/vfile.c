@@ -282,7 +282,7 @@ int pkv_vfile_run_both(pkv_vfile *v, pkv_err *e) {
     if (pkv_vfile_run(v, false, e)) return -1;
     const pkv_engine_profile keep = v->cfg.engine;
     v->cfg.engine.host = (pkv_engine_host){0};
-    v->cfg.engine.client_s = v->cfg.engine.multi_gpu_s = 0;
+    v->cfg.engine.client_s = v->cfg.engine.multi_gpu_s = v->cfg.engine.frontend_s = 0;
     const int rc = pkv_vfile_run(v, true, e);
     v->cfg.engine = keep;
     return rc;
