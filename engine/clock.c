@@ -21,13 +21,14 @@ double pkv_engine_clock_time(const pkv_engine *eng, double predicted, double wal
 }
 
 /* An iteration's time with the engine's host work: requests and prompt tokens it
- * scheduled, tokens it sampled, its share of them (a decode step's of its window, else
- * 1), whether its forward is replayed from a graph (else launched layer by layer, at
- * least layers x eager_layer_s). Over several GPUs each all-reduce of a forward over prompt
- * tokens that no graph replays waits eager_allreduce_s for the slowest rank, in series; a
- * decode step's does not (the published eager decode batches at tensor parallel 4 show no
- * such wait: bench/RESULTS.md, "The eager all-reduce wait in prefills alone"). What the GPU
- * waits for counts as host work; *host receives the host work alone. */
+ * scheduled, tokens it sampled, its share of the scheduling's work (a decode step's of its
+ * window, else 1; the exposed work and the sampled tokens' are every step's own), whether its
+ * forward is replayed from a graph (else launched layer by layer, at least layers x eager_layer_s).
+ * Over several GPUs each all-reduce of a forward over prompt tokens that no graph replays waits
+ * eager_allreduce_s for the slowest rank, in series; a decode step's does not (the published eager
+ * decode batches at tensor parallel 4 show no such wait: bench/RESULTS.md, "The eager all-reduce
+ * wait in prefills alone"). What the GPU waits for counts as host work; *host receives the host
+ * work alone. */
 double pkv_engine_with_host(const pkv_engine *eng, double gpu, int64_t requests, int64_t tokens,
                             int64_t sampled, double share, bool replayed, double *host) {
     const pkv_engine_host *h = &eng->opts.host;
@@ -41,7 +42,7 @@ double pkv_engine_with_host(const pkv_engine *eng, double gpu, int64_t requests,
     *host = share * (h->iteration_s + h->per_request_s * (double)requests +
                      h->per_prompt_token_s * (double)tokens);
     const double t = h->overlap ? fmax(gpu, *host) : gpu + *host;
-    const double serial = share * h->exposed_s + h->per_output_token_s * (double)sampled;
+    const double serial = h->exposed_s + h->per_output_token_s * (double)sampled;
     *host += serial + waits + (launched > 0 ? launched : 0);
     return t + serial;
 }

@@ -48,13 +48,15 @@ int64_t pkv_engine_graph_rows(const pkv_engine_graphs *g, int64_t n, bool prompt
  * scheduler) takes the longer of the two for the iteration; one that does not, their
  * sum; exposed_s and per_output_token_s are added in either case. Under windows of
  * `window` decode steps per scheduling (serving.scheduler_steps) a decode step's host
- * work is its share of the window's. */
+ * work is its share of the window's, but for exposed_s and per_output_token_s: every
+ * step's own. */
 typedef struct pkv_engine_host {
     double iteration_s, per_request_s, per_prompt_token_s;
     bool overlap;
     double exposed_s;          /* seconds of each iteration's host work that the next waits for
                                   even when the rest overlaps (the sampled tokens' copy back, the
-                                  next launch); added in either case */
+                                  next launch); added in either case, and in every step of a
+                                  window */
     double prefill_token_s;    /* GPU seconds per prompt token the engine's forward takes
                                   beyond pkvsim's calibrated one (its own kernels): part of
                                   the iteration's GPU time, under the overlap */

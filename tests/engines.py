@@ -12,7 +12,8 @@
   an all-reduce, a decode step none; its max_running sizes serving.max_active from the
   KV pool as SGLang sizes max_running_requests;
 - serving.engine "pkvsim" writes the very datasets of a run without the key;
-- serving.scheduler_steps admits nothing inside a window of decode steps;
+- serving.scheduler_steps admits nothing inside a window of decode steps, shares the
+  scheduling's host work over it and not exposed_us;
 - every shipped validation file parses, names its source and band, and stays in it;
   validate's prediction is the figure of a direct run of the same file;
 - pkvsim fit --engine recovers known constants (within 1%) from rows made with them.
@@ -412,6 +413,17 @@ s, p = cols(f, "steps"), cols(f, "prefills")
 host = s["t_host_engine"]
 check("windows: a decode step's host work is its share of the window's",
       np.allclose(host, 1e-6 * (US["iteration_us"] + US["per_request_us"] * s["rows"]) / W))
+# exposed_us is every step's own, not shared by the window
+EXP_W = 900
+f = h5run(experiment("window_exp.json", {"engine": profile("prof_wexp.json", exposed_us=EXP_W),
+                                         "scheduler": "prefill_first", "scheduler_steps": W},
+                     {"arrival": {"process": "poisson", "rate": 40},
+                      "prompt": {"dist": "uniform", "min": 100, "max": 400},
+                      "decode": {"dist": "fixed", "value": 400}, "num_requests": 12}))
+s_e = cols(f, "steps")
+check("windows: exposed_us in every step whole, the rest shared by the window",
+      np.allclose(s_e["t_host_engine"], 1e-6 * ((US["iteration_us"] + US["per_request_us"]
+                                                 * s_e["rows"]) / W + EXP_W)))
 ok, seen = True, 0
 for t in p["t_sim"][1:]:
     before = s["t_sim"] < t
@@ -632,6 +644,8 @@ check("fit lists its files", len(got["fit"]["fitted"]) == 12 and got["fit"]["hel
 check("fit records which of client_us and multi_gpu_us it fitted",
       got["fit"]["client_us_fitted"] is True and got["fit"]["multi_gpu_us_fitted"] is True and
       json.load(open(kept))["fit"]["multi_gpu_us_fitted"] is False)
+check("no file schedules windows: exposed_us neither fitted nor written",
+      got["fit"]["exposed_us_fitted"] is False and "exposed_us" not in got["host"])
 check("fit writes its own record and keeps the profile's fit.note",
       got["fit"]["rms_log_error"] != 9 and
       got["fit"].get("note") == "what the fit's numbers mean, by hand")

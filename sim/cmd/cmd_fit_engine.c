@@ -21,20 +21,23 @@
 enum { N_PARAMS = PKV_VFIT_PARAMS };
 const char *const pkv_vfit_names[N_PARAMS] = {
     "iteration_us",        "per_request_us",     "prefill_token_us", "client_us",
-    "per_output_token_us", "eager_allreduce_us", "multi_gpu_us"};
+    "per_output_token_us", "eager_allreduce_us", "multi_gpu_us",     "exposed_us"};
 
 typedef struct fit_ctx {
     pkv_vfile *v;
     int n;
     const bool *use;
     bool overlap;
-    bool fit_client;  /* a used file was measured through a server on one GPU */
-    double client_us; /* else client_us stays this (the profile's) */
-    bool fit_multi;   /* a used file was measured through a server over several GPUs */
-    double multi_us;  /* else multi_gpu_us stays this (the profile's) */
-    bool fit_output;  /* the profile processes outputs in series (per_output_token_us > 0) */
-    bool fit_tp;      /* a used file's model runs over several GPUs */
-    double tp_us;     /* else eager_allreduce_us stays this (the profile's) */
+    bool fit_client;   /* a used file was measured through a server on one GPU */
+    double client_us;  /* else client_us stays this (the profile's) */
+    bool fit_multi;    /* a used file was measured through a server over several GPUs */
+    double multi_us;   /* else multi_gpu_us stays this (the profile's) */
+    bool fit_output;   /* the profile processes outputs in series (per_output_token_us > 0) */
+    bool fit_tp;       /* a used file's model runs over several GPUs */
+    double tp_us;      /* else eager_allreduce_us stays this (the profile's) */
+    bool fit_exposed;  /* a used file schedules windows of several decode steps (else the
+                          simplex leaves out exposed_us, its last coordinate) */
+    double exposed_us; /* else exposed_us stays this (the profile's) */
     int evals, failed;
     pkv_err e;
 } fit_ctx;
@@ -50,11 +53,13 @@ void pkv_vfit_set(pkv_vfile *v, int n, const double *us, bool overlap) {
         p->host.per_output_token_s = us[4] * 1e-6;
         p->host.eager_allreduce_s = us[5] * 1e-6;
         p->multi_gpu_s = v[i].cfg.client == PKV_CLIENT_OFFLINE ? 0 : us[6] * 1e-6;
+        p->host.exposed_s = us[7] * 1e-6;
     }
 }
 
 /* A point of the simplex as the profile's constants: those the used files do not fit keep
- * the profile's (client_us, eager_allreduce_us, multi_gpu_us) or none (per_output_token_us).
+ * the profile's (client_us, eager_allreduce_us, multi_gpu_us, exposed_us) or none
+ * (per_output_token_us).
  * The seventh coordinate is a request's lag over several GPUs, client_us + multi_gpu_us: the
  * runs over several GPUs see only that sum, so client_us is the runs' on one GPU alone. */
 static void to_profile(const fit_ctx *c, double *us) {
@@ -62,13 +67,19 @@ static void to_profile(const fit_ctx *c, double *us) {
     if (!c->fit_output) us[4] = 0;
     if (!c->fit_tp) us[5] = c->tp_us;
     us[6] = c->fit_multi ? fmax(0, us[6] - us[3]) : c->multi_us;
+    if (!c->fit_exposed) us[7] = c->exposed_us;
+}
+
+/* The simplex's coordinates: every constant, exposed_us (the last) only where it is fitted. */
+static size_t dims(const fit_ctx *c) {
+    return c->fit_exposed ? N_PARAMS : N_PARAMS - 1;
 }
 
 /* Mean squared log error of the used files' figures. */
 static double objective(const gsl_vector *x, void *arg) {
     fit_ctx *c = arg;
-    double us[N_PARAMS], sum = 0;
-    for (int k = 0; k < N_PARAMS; k++) us[k] = gsl_vector_get(x, k) * gsl_vector_get(x, k);
+    double us[N_PARAMS] = {0}, sum = 0;
+    for (size_t k = 0; k < dims(c); k++) us[k] = gsl_vector_get(x, k) * gsl_vector_get(x, k);
     to_profile(c, us);
     pkv_vfit_set(c->v, c->n, us, c->overlap);
     int rows = 0;
@@ -94,15 +105,16 @@ static double objective(const gsl_vector *x, void *arg) {
  * objective there (NAN: a run failed). */
 static double minimise(fit_ctx *c, const double *start, int max_iter, double *best) {
     const gsl_multimin_fminimizer_type *T = gsl_multimin_fminimizer_nmsimplex2;
-    gsl_multimin_fminimizer *s = gsl_multimin_fminimizer_alloc(T, N_PARAMS);
-    gsl_vector *x = gsl_vector_alloc(N_PARAMS), *step = gsl_vector_alloc(N_PARAMS);
+    const size_t n = dims(c);
+    gsl_multimin_fminimizer *s = gsl_multimin_fminimizer_alloc(T, n);
+    gsl_vector *x = gsl_vector_alloc(n), *step = gsl_vector_alloc(n);
     double f = NAN;
     if (s && x && step) {
-        for (int k = 0; k < N_PARAMS; k++) {
+        for (size_t k = 0; k < n; k++) {
             gsl_vector_set(x, k, sqrt(start[k]));
             gsl_vector_set(step, k, 0.3 * sqrt(start[k]) + 0.5);
         }
-        gsl_multimin_function fn = {objective, N_PARAMS, c};
+        gsl_multimin_function fn = {objective, n, c};
         gsl_multimin_fminimizer_set(s, &fn, x, step);
         for (int it = 0; it < max_iter && !c->failed; it++) {
             if (gsl_multimin_fminimizer_iterate(s)) break;
@@ -110,7 +122,7 @@ static double minimise(fit_ctx *c, const double *start, int max_iter, double *be
         }
         f = c->failed ? NAN : s->fval;
         for (int k = 0; k < N_PARAMS; k++)
-            best[k] = gsl_vector_get(s->x, k) * gsl_vector_get(s->x, k);
+            best[k] = (size_t)k < n ? gsl_vector_get(s->x, k) * gsl_vector_get(s->x, k) : 0;
     } else {
         c->failed = 1;
         pkv_fail(&c->e, "out of memory");
@@ -132,6 +144,7 @@ int pkv_vfit_run(pkv_vfile *v, int n, const bool *use, pkv_vfit *f, pkv_err *e) 
         c.fit_client |= v[i].cfg.client == PKV_CLIENT_SERVER && v[i].cfg.model.tp == 1;
         c.fit_multi |= v[i].cfg.client == PKV_CLIENT_SERVER && v[i].cfg.model.tp > 1;
         c.fit_tp |= v[i].cfg.model.tp > 1;
+        c.fit_exposed |= v[i].cfg.scheduler_steps > 1;
     }
     if (!p0) return pkv_fail(e, "no file to fit");
     /* the profile's client_us and multi_gpu_us as a server-measured file holds them (an
@@ -144,13 +157,14 @@ int pkv_vfit_run(pkv_vfile *v, int n, const bool *use, pkv_vfit *f, pkv_err *e) 
         }
     c.fit_output = p0->host.per_output_token_s > 0;
     c.tp_us = p0->host.eager_allreduce_s * 1e6;
+    c.exposed_us = p0->host.exposed_s * 1e6;
     /* from the profile's constants (floored, so that each can move), the simplex
      * restarted where it ended until that no longer improves */
     double start[N_PARAMS] = {
-        fmax(p0->host.iteration_s * 1e6, 100),         fmax(p0->host.per_request_s * 1e6, 1),
-        fmax(p0->host.prefill_token_s * 1e6, 5),       fmax(c.client_us, 100),
-        fmax(p0->host.per_output_token_s * 1e6, 1),    fmax(c.tp_us, 20),
-        fmax(c.client_us, 100) + fmax(c.multi_us, 100)};
+        fmax(p0->host.iteration_s * 1e6, 100),          fmax(p0->host.per_request_s * 1e6, 1),
+        fmax(p0->host.prefill_token_s * 1e6, 5),        fmax(c.client_us, 100),
+        fmax(p0->host.per_output_token_s * 1e6, 1),     fmax(c.tp_us, 20),
+        fmax(c.client_us, 100) + fmax(c.multi_us, 100), fmax(c.exposed_us, 100)};
     double x[N_PARAMS], fv = INFINITY;
     for (int round = 0; round < f->restarts; round++) {
         const double f_prev = fv;
@@ -169,6 +183,7 @@ int pkv_vfit_run(pkv_vfile *v, int n, const bool *use, pkv_vfit *f, pkv_err *e) 
     f->client = c.fit_client;
     f->tp = c.fit_tp;
     f->multi = c.fit_multi;
+    f->exposed = c.fit_exposed;
     f->evals = c.evals;
     pkv_vfit_set(v, n, x, f->overlap);
     return 0;
@@ -181,7 +196,8 @@ static void fit_usage(void) {
           "gpu.prefill_token_us; per_output_token_us where the profile processes outputs in\n"
           "series, its value above 0; client_us for the files measured through a server on\n"
           "one GPU, multi_gpu_us for those over several; eager_allreduce_us for the files\n"
-          "whose model runs over several GPUs)\n"
+          "whose model runs over several GPUs; host.exposed_us, each step's own host work,\n"
+          "for the files that schedule windows of several decode steps)\n"
           "to the validation files that use the profile and whose role is \"fit\": GSL's\n"
           "Nelder-Mead simplex on the mean squared log error of their figures, with the\n"
           "host work overlapped with the GPU as the profile's host.overlap says. The files\n"
@@ -208,10 +224,12 @@ static int write_profile(const char *out, const char *profile, const pkv_vfit *f
     cJSON_DeleteItemFromObjectCaseSensitive(root, "fit");
     /* each constant under its object: host, gpu (prefill_token_us), request (client_us,
      * multi_gpu_us) */
-    static const char *const under[N_PARAMS] = {"host", "host", "gpu",    "request",
-                                                "host", "host", "request"};
+    static const char *const under[N_PARAMS] = {"host", "host", "gpu",     "request",
+                                                "host", "host", "request", "host"};
     for (int k = 0; k < N_PARAMS; k++) { /* the profile's own stays where not fitted */
-        if ((k == 3 && !f->client) || (k == 5 && !f->tp) || (k == 6 && !f->multi)) continue;
+        if ((k == 3 && !f->client) || (k == 5 && !f->tp) || (k == 6 && !f->multi) ||
+            (k == 7 && !f->exposed))
+            continue;
         cJSON *o = cJSON_GetObjectItemCaseSensitive(root, under[k]);
         if (!cJSON_IsObject(o)) o = cJSON_AddObjectToObject(root, under[k]);
         cJSON_DeleteItemFromObjectCaseSensitive(o, pkv_vfit_names[k]);
@@ -224,6 +242,7 @@ static int write_profile(const char *out, const char *profile, const pkv_vfit *f
     cJSON_AddNumberToObject(fit, "rms_log_error", round(1e4 * f->rms) / 1e4);
     cJSON_AddBoolToObject(fit, "client_us_fitted", f->client);
     cJSON_AddBoolToObject(fit, "multi_gpu_us_fitted", f->multi);
+    cJSON_AddBoolToObject(fit, "exposed_us_fitted", f->exposed);
     char date[32];
     pkv_cli_utc(date, "%Y-%m-%d");
     cJSON_AddStringToObject(fit, "date", date);

@@ -83,7 +83,8 @@ const char *pkv_vfile_stem(const char *path);
 int pkv_vfile_write_doc(cJSON *root, const char *out, const char *cmd, const char *opt);
 
 /* Fit the host-work constants (pkv_vfit_names: iteration_us, per_request_us,
- * gpu.prefill_token_us, client_us, per_output_token_us, eager_allreduce_us, multi_gpu_us) of
+ * gpu.prefill_token_us, client_us, per_output_token_us, eager_allreduce_us, multi_gpu_us,
+ * exposed_us) of
  * the n files v,
  * which share one profile,
  * on the files whose use[i] is set: GSL's Nelder-Mead on the mean squared log error of their
@@ -92,9 +93,11 @@ int pkv_vfile_write_doc(cJSON *root, const char *out, const char *cmd, const cha
  * fitted only where a used file was measured through a server on one GPU, multi_gpu_us
  * where one was over several, per_output_token_us
  * only where the profile gives it (above 0: outputs processed in series), eager_allreduce_us
- * only where a used file's model runs over several GPUs. The constants found go
+ * only where a used file's model runs over several GPUs, exposed_us only where a used file
+ * schedules windows of several decode steps (only there is each step's own host work told
+ * apart from the window's). The constants found go
  * into every file's profile; us receives them, *rms the fit's rms log error. */
-enum { PKV_VFIT_PARAMS = 7 };
+enum { PKV_VFIT_PARAMS = 8 };
 typedef struct pkv_vfit {
     int max_iter; /* simplex iterations per start */
     int restarts; /* starts at most */
@@ -105,6 +108,7 @@ typedef struct pkv_vfit {
     bool tp;                    /* out: eager_allreduce_us was fitted (a used file's model
                                    runs over several GPUs) */
     bool multi;                 /* out: multi_gpu_us was fitted */
+    bool exposed;               /* out: exposed_us was fitted (a used file schedules windows) */
     int evals;                  /* out: runs of the objective */
 } pkv_vfit;
 extern const char *const pkv_vfit_names[PKV_VFIT_PARAMS];
