@@ -8,7 +8,8 @@ rates) by memory bandwidth, a CTA's read rate by bandwidth per SM, GEMM and pref
 rates (and the prefill's per-token cost) by dense FP16 tensor throughput, the all-reduce's
 bandwidth by the GPU-to-GPU link (NVLink, or PCIe where there is none), host-link
 swaps by the PCIe generation (a constant measured on that GPU, `measured`, in place of
-its ratio); fixed costs (launches, host work) and the FP8 KV CTA's
+its ratio, or one published for that GPU, `published_constants`); fixed costs (launches,
+host work) and the FP8 KV CTA's
 rate (kv_fp8_cta_gbps: bound by instruction issue, not by memory) stay the H200's. So a
 derived GPU keeps the H200's measured efficiency against its own datasheet: a guess,
 marked `derived` with its sources, until `pkvsim calibrate` on that GPU replaces it. It
@@ -82,7 +83,18 @@ GPUS = {
              "against": "gemm_tflops, derived 279.9: 3.2% above it"},
             {"what": "a read kernel (Nsight Compute: 88% of peak)", "value": 1800, "unit": "GB/s",
              "source": "NVIDIA Developer Forum, 'Trouble to Reach Peak Bandwidth of A100' (A100 80GB SXM)",
-             "against": "the read stream (beta), derived 1,853 GB/s: 2.9% above it"}]},
+             "against": "the read stream (beta), derived 1,853 GB/s: 2.9% above it"}],
+        # Published on this GPU: a constant taken as published in place of the H200's.
+        "published_constants": {
+            "allreduce_us": {
+                "value": 14.1,
+                "what": "one all-reduce's fixed time at 8 GPUs: vLLM's custom all-reduce at 2 KB "
+                        "and 16 KB, 14.0 and 14.2 us (TP 4: 13.5 and 12.1; the bandwidth between 2 "
+                        "and 4 MB at TP 4, 199 GB/s by the model's 2 (T - 1) / T x B, agrees with "
+                        "the derived 204.7); the same harness on an H100 (sglang PR 2904) gives 9.3-"
+                        "10.1 us at TP 8, where the H100's and H200's calibrations take 9.8",
+                "source": "sgl-project/sglang PR 2688 (2024-12-31, its test_trt_reduce.py on A100 "
+                          "GPUs, eager launches, 5000 calls timed); PR 2904 for the H100"}}},
     "l40s": {
         "gpu_name": "NVIDIA L40S", "bw": 864, "tflops": 362, "sms": 142, "memory_gb": 48,
         "pcie": 32, "link": 64,
@@ -136,11 +148,17 @@ def derive(base, name, g):
     }
     if "measured" in g:
         c["derived"]["measured"] = g["measured"]
+    for k, v in g.get("published_constants", {}).items():
+        c[k] = v["value"]
+    if "published_constants" in g:
+        c["derived"]["published_constants"] = g["published_constants"]
     c["note"] = (f"DERIVED, not measured: {BASE}'s {SECTION} (the H200's measured calibration for a full model) "
                  f"with read rates x{bw:.3f} (memory bandwidth {g['bw']} over 4800 GB/s), a CTA's read "
                  f"rate x{per_sm:.3f} ({'measured' if 'measured' in g else 'bandwidth per SM'}), GEMM and prefill rates x{tf:.3f} (dense FP16 "
                  f"{g['tflops']} over 989.4 TFLOP/s), the all-reduce's bandwidth x{g['link'] / H200['link']:.3f} "
-                 f"(the GPU-to-GPU link, {g['link']} over 900 GB/s), fixed costs the H200's; by "
+                 f"(the GPU-to-GPU link, {g['link']} over 900 GB/s), fixed costs the H200's"
+                 + "".join(f", but {k} {v['value']} as published for this GPU (derived.published_constants)"
+                           for k, v in g.get("published_constants", {}).items()) + "; by "
                  f"scripts/derive_gpu_presets.py. Replace it with `pkvsim calibrate` on a {g['gpu_name']} "
                  "and record the derived file's error against the measured one.")
     return c

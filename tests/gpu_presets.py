@@ -58,6 +58,10 @@ for name in shipped:
     d = ship.get("derived", {})
     if not d.get("sources") or "DERIVED" not in ship.get("note", ""):
         fails.append(f"{name}: no sources, or not marked derived")
+    for k, v in d.get("published_constants", {}).items():  # taken as published, with a source
+        if ship.get(k) != v["value"] or not v.get("source") or k not in ship["note"]:
+            fails.append(f"{name}: {k} {ship.get(k)} is not its published {v['value']}, "
+                         "or has no source, or the note does not say so")
     bw = d["h200_datasheet"]["memory_gbps"] / d["datasheet"]["memory_gbps"]
     files = [name]
     with open(os.path.join(cal, "gpus.json")) as f:  # the same GPU measured on itself
