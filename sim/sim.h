@@ -205,7 +205,8 @@ typedef struct pkv_sim {
 } pkv_sim;
 
 /* The sink is copied; its ctx must outlive the simulation. stop (may be NULL) is
- * polled while a large pool is set up and at every step. */
+ * polled at every step and by the workload's arrival draws (the KV pool's set-up
+ * writes nothing, so there is nothing to poll there). */
 int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, const pkv_sim_sink *sink,
                  volatile sig_atomic_t *stop, pkv_err *e);
 /* Run to the end (or to *stop): start, advance while anything happens, end. Finished
