@@ -5,7 +5,7 @@
 # head dimensions 128, 64 and 256; test_cuda_backend), compute-sanitizer's memcheck and
 # racecheck over the experts' case, `pkvsim bench model --model BENCH_MODEL` (default
 # qwen3-30b-a3b: one MoE layer alone at each width against its active experts' weights
-# at the read ceiling),
+# at the read ceiling; ROWS the widths),
 # then experiments (SERVED, default bench/model/qwen3-30b-a3b_b16.json) on the cuda
 # backend and on the model backend: the served figures and, per decode step, the
 # measured dense time against the predicted. PARTS picks (tests sanitize bench served;
@@ -35,7 +35,7 @@ for part in ${PARTS:-tests sanitize bench served}; do
   bench)
     bm=${BENCH_MODEL:-qwen3-30b-a3b}
     step "bench_$bm" 150 .bundle/run pkvsim bench model --model "$bm" \
-      --rows 1,4,16,64,256,1024,4096 --reps 10 --out "$out/bench_$bm.txt" ;;
+      --rows "${ROWS:-1,4,16,64,256,1024,4096}" --reps 10 --out "$out/bench_$bm.txt" ;;
   served)
     for x in ${SERVED:-bench/model/qwen3-30b-a3b_b16.json}; do
       n=$(basename "$x" .json)

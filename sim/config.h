@@ -91,6 +91,9 @@ typedef struct pkv_engine_profile {
      * front-end has handled all of it */
     double frontend_s;
     bool frontend_holds;
+    /* an iteration's outputs reach the client as the next iteration ends (vLLM V0's async
+     * output processing: processed during the next forward), at once where none follows */
+    bool async_output;
     /* max_running: serving.max_active from the KV pool where the experiment does not set
      * it: per_context requests per model context's worth of pool tokens, within [min,
      * max], and at most pool_share of the pool's tokens (SGLang's); per_context 0: none */

@@ -303,6 +303,7 @@ static const pkv_key rows[] = {
     NUM(PKV_OBJ_ENGINE ".request", "multi_gpu_us", EP, multi_gpu_s, 0, 0, 1e8, .scale = 1e-6),
     NUM(PKV_OBJ_ENGINE ".request", "frontend_us", EP, frontend_s, 0, 0, 1e7, .scale = 1e-6),
     BOOL(PKV_OBJ_ENGINE ".request", "frontend_holds", EP, frontend_holds, false),
+    BOOL(PKV_OBJ_ENGINE ".request", "async_output", EP, async_output, false),
 
     I64("run", "max_steps", C, max_steps, 0, 0, BIG),
     NUM("run", "max_time_s", C, max_time, 0, 0, 1e12),

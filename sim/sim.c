@@ -32,39 +32,81 @@ double pkv_sim_client_lag(const pkv_sim *s) {
     return s->cfg->engine.client_s + (s->cfg->model.tp > 1 ? s->cfg->engine.multi_gpu_s : 0);
 }
 
-/* A token of r came now: its first stamps TTFT, the others are inter-token latencies. */
-static int token_done(pkv_sim *s, pkv_sim_request *r, pkv_err *e) {
-    r->rec.generated++;
-    if (isnan(r->rec.t_first_token)) {
-        r->rec.t_first_token = s->t_now + pkv_sim_client_lag(s);
-        if (r->rec.preemptions == 0 && !isnan(r->t_prefill_start)) {
-            pkv_sim_counts *c = &s->counts;
-            c->ttft_n++;
-            c->ttft_queue_s += r->rec.t_admitted - r->t_entered;
-            c->ttft_wait_s += r->t_prefill_start - r->rec.t_admitted;
-            c->ttft_prefill_s += s->t_now - r->t_prefill_start;
-            c->ttft_client_s += pkv_sim_client_lag(s) + (r->t_entered - r->rec.t_arrival);
-        }
-        if (s->first_token &&
-            s->first_token(s->fleet_ctx, s->t_now, r->rec.t_first_token - r->rec.t_arrival))
-            return pkv_fail(e, "out of memory");
-    } else if (s->cfg->scheduler_steps > 1) { /* streamed at the window's end */
-        r->held++;
-        return 0;
-    } else if (s->sink.itl && s->sink.itl(s->sink.ctx, r->rec.id, s->t_now - r->t_last_token, e))
+/* r's first token, made at t_made, reaches the client now: TTFT, taken apart (what
+ * request.async_output holds it past its making counts as the client's). */
+static int first_token_out(pkv_sim *s, pkv_sim_request *r, double t_made, pkv_err *e) {
+    r->rec.t_first_token = s->t_now + pkv_sim_client_lag(s);
+    r->t_last_token = s->t_now;
+    if (r->rec.preemptions == 0 && !isnan(r->t_prefill_start)) {
+        pkv_sim_counts *c = &s->counts;
+        c->ttft_n++;
+        c->ttft_queue_s += r->rec.t_admitted - r->t_entered;
+        c->ttft_wait_s += r->t_prefill_start - r->rec.t_admitted;
+        c->ttft_prefill_s += t_made - r->t_prefill_start;
+        c->ttft_client_s +=
+            pkv_sim_client_lag(s) + (r->t_entered - r->rec.t_arrival) + (s->t_now - t_made);
+    }
+    if (s->first_token &&
+        s->first_token(s->fleet_ctx, s->t_now, r->rec.t_first_token - r->rec.t_arrival))
+        return pkv_fail(e, "out of memory");
+    return 0;
+}
+
+/* r's tokens made since its last reached the client now: one inter-token gap. */
+static int gap_out(pkv_sim *s, pkv_sim_request *r, pkv_err *e) {
+    if (s->sink.itl && s->sink.itl(s->sink.ctx, r->rec.id, s->t_now - r->t_last_token, e))
         return -1;
     r->t_last_token = s->t_now;
     return 0;
 }
 
+/* request.async_output: what an iteration makes reaches the client as the next one ends
+ * (not on a fleet's prefill replica, which hands its requests on at once). */
+static bool outputs_late(const pkv_sim *s) {
+    return s->cfg->engine.async_output && !s->handoff;
+}
+
+/* r's `what` reaches the client as the next iteration ends. */
+static void late_add(pkv_sim *s, pkv_sim_request *r, uint8_t what) {
+    if (!r->late) {
+        const int64_t slot = r - s->req;
+        r->late_next = -1;
+        if (s->late_tail >= 0)
+            s->req[s->late_tail].late_next = slot;
+        else
+            s->late_head = slot;
+        s->late_tail = slot;
+    }
+    r->late |= what;
+}
+
+/* A token of r came now: its first stamps TTFT, the others are inter-token latencies
+ * (a window's at its end; request.async_output's as the next iteration ends). */
+static int token_done(pkv_sim *s, pkv_sim_request *r, pkv_err *e) {
+    const bool late = outputs_late(s);
+    r->rec.generated++;
+    if (isnan(r->rec.t_first_token) && !(r->late & PKV_LATE_FIRST)) {
+        if (!late) return first_token_out(s, r, s->t_now, e);
+        r->t_made = s->t_now;
+        late_add(s, r, PKV_LATE_FIRST);
+    } else if (s->cfg->scheduler_steps > 1) { /* streamed at the window's end */
+        r->held++;
+    } else if (late) {
+        late_add(s, r, PKV_LATE_GAP);
+    } else {
+        return gap_out(s, r, e);
+    }
+    return 0;
+}
+
 /* The end of a window of serving.scheduler_steps: r's tokens made in it reach the client
- * together (one inter-token gap, as vLLM's multi-step streams them). */
+ * together (one inter-token gap, as vLLM's multi-step streams them; under
+ * request.async_output as the next iteration ends). */
 static int send_held(pkv_sim *s, pkv_sim_request *r, pkv_err *e) {
     if (!r->held) return 0;
     r->held = 0;
-    if (s->sink.itl && s->sink.itl(s->sink.ctx, r->rec.id, s->t_now - r->t_last_token, e))
-        return -1;
-    r->t_last_token = s->t_now;
+    if (!outputs_late(s)) return gap_out(s, r, e);
+    late_add(s, r, PKV_LATE_GAP);
     return 0;
 }
 
@@ -151,9 +193,35 @@ static int closed_send(pkv_sim *s, double t, const pkv_request_draw *first, pkv_
     }
 }
 
+/* Request `slot` made its last token: it finishes (as the client sees it: under
+ * request.async_output as the next iteration ends; its pages are freed then too, as
+ * the engine learns of it only then). */
 static int finish_later(pkv_sim *s, int64_t slot, pkv_err *e) {
     s->req[slot].rec.state = PKV_REQ_FINISHED;
+    if (outputs_late(s)) {
+        late_add(s, &s->req[slot], PKV_LATE_FINISH);
+        return 0;
+    }
     return pkv_heap_push(&s->heap, s->t_now, EVENT_FINISH, slot) ? pkv_fail(e, "out of memory") : 0;
+}
+
+/* request.async_output: what the iteration before made reaches the client now, as the
+ * one after it ended (vLLM V0 processes a step's outputs during the next forward) or
+ * none follows. */
+static int late_out(pkv_sim *s, pkv_err *e) {
+    while (s->late_head >= 0) {
+        const int64_t k = s->late_head;
+        pkv_sim_request *r = &s->req[k];
+        const uint8_t what = r->late;
+        s->late_head = r->late_next;
+        r->late = 0;
+        if ((what & PKV_LATE_FIRST) && first_token_out(s, r, r->t_made, e)) return -1;
+        if ((what & PKV_LATE_GAP) && gap_out(s, r, e)) return -1;
+        if ((what & PKV_LATE_FINISH) && pkv_heap_push(&s->heap, s->t_now, EVENT_FINISH, k))
+            return pkv_fail(e, "out of memory");
+    }
+    s->late_tail = -1;
+    return 0;
 }
 
 int pkv_sim_prompt_done(pkv_sim *s, int64_t slot, pkv_err *e) {
@@ -313,9 +381,9 @@ int pkv_sim_try_schedule(pkv_sim *s, pkv_err *e) {
             return start_prefill(s, &pv, e);
         case PKV_ITER_RETRY:
             if (s->wait_n > 0) continue;
-            return 0;
+            return late_out(s, e); /* no iteration follows */
         case PKV_ITER_NONE:
-            return 0;
+            return late_out(s, e);
         }
     }
 }
@@ -345,10 +413,10 @@ static int handle(pkv_sim *s, const pkv_event *ev, pkv_err *e) {
     }
     case EVENT_PREFILL_DONE:
         s->busy = 0;
-        return s->sched->done(s, PKV_ITER_PREFILL, e);
+        return late_out(s, e) || s->sched->done(s, PKV_ITER_PREFILL, e) ? -1 : 0;
     case EVENT_STEP_DONE: /* the decode rows' tokens, then the chunks' prompts */
         s->busy = 0;
-        return step_tokens(s, e) || s->sched->done(s, PKV_ITER_STEP, e) ? -1 : 0;
+        return late_out(s, e) || step_tokens(s, e) || s->sched->done(s, PKV_ITER_STEP, e) ? -1 : 0;
     case EVENT_ENTER:
         return frontend_done(s, e);
     case EVENT_FINISH: {
@@ -445,6 +513,7 @@ int pkv_sim_end(pkv_sim *s, pkv_err *e) {
     if (s->sink.progress) progress(s, true);
     if (!s->interrupted && !s->bounded && pkv_sim_stranded(s, e)) return -1;
     /* A cut at an instant where requests finished: their finishes (due now) are stamped. */
+    if (late_out(s, e)) return -1;
     pkv_event ev;
     while (pkv_heap_pop(&s->heap, &ev) == 0)
         if (ev.kind == EVENT_FINISH && finish_request(s, ev.arg, ev.t, e)) return -1;

@@ -25,6 +25,9 @@
 #include "pkv_heap.h"
 #include "prefix.h"
 
+/* What a request has made that its client has not got yet (request.async_output). */
+enum { PKV_LATE_FIRST = 1, PKV_LATE_GAP = 2, PKV_LATE_FINISH = 4 };
+
 typedef struct pkv_sim_request {
     pkv_request_rec rec;
     int32_t *pages; /* [cap_pages] physical pages while admitted, else NULL */
@@ -51,6 +54,10 @@ typedef struct pkv_sim_request {
     double t_entered;       /* seconds: it reached the engine's waiting queue (past the server's
                                front-end, request.frontend_us; else its arrival) */
     int64_t fe_next;        /* the next request in the front-end (-1: none) */
+    uint8_t late;           /* request.async_output: what it has made that the client has not
+                               got yet (PKV_LATE_* bits), sent as the next iteration ends */
+    int64_t late_next;      /* the next request with something late (-1: none) */
+    double t_made;          /* seconds: its first token was made (request.async_output) */
     bool live;              /* the slot holds a request still in the simulation */
     int32_t spec_accepted;  /* speculative decoding: of its running step's proposed tokens,
                                those accepted (drawn as the step starts) */
@@ -152,6 +159,9 @@ typedef struct pkv_sim {
      * from fe_head to fe_tail (linked by fe_next, in arrival order; -1: none) */
     double fe_free;
     int64_t fe_head, fe_tail;
+    /* request.async_output: the requests whose outputs of the iteration before are due
+     * as the one in flight ends, from late_head to late_tail (linked by late_next) */
+    int64_t late_head, late_tail;
     /* the admitted requests whose prompts are not all prefilled yet, in admission order
      * (prefill_first: its first prefill_batch are the batch in flight) */
     int64_t *prefill;

@@ -22,7 +22,9 @@ int pkv_sim_init(pkv_sim *s, const pkv_config *cfg, pkv_engine *eng, const pkv_s
                    .bt_stride = pkv_sim_bt_stride(cfg),
                    .new_token_ratio = PKV_ADMIT_RATIO_INIT,
                    .fe_head = -1,
-                   .fe_tail = -1};
+                   .fe_tail = -1,
+                   .late_head = -1,
+                   .late_tail = -1};
     if (!s->sched) return pkv_fail(e, "%s: serving.scheduler: unknown scheduler", cfg->file);
     if (pkv_sim_check_memory(cfg, s->bt_stride, e)) return -1;
     pkv_heap_init(&s->heap);
@@ -151,6 +153,7 @@ int64_t pkv_sim_new_request(pkv_sim *s, const pkv_request_draw *d, double t) {
                                      .n_hashes = d->n_hashes,
                                      .t_entered = t,
                                      .fe_next = -1,
+                                     .late_next = -1,
                                      .live = true};
     const pkv_speculative *sp = &s->cfg->spec;
     if (sp->acceptance_sd > 0 && s->r_spec) { /* its own chance: a beta law's draw */

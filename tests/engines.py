@@ -171,6 +171,43 @@ check("frontend_us: none offline (the first prefill at 0, all four in it)",
       all(fe[h, "offline"][0]["t_sim"][0] == 0 and fe[h, "offline"][0]["requests"][0] == 4
           for h in (False, True)))
 
+# async_output: what an iteration makes reaches the client as the next iteration ends (at
+# once where none follows); four sent at once and no successors: the engine's iterations
+# are the same with it, only the client's stamps move
+for sched in ("prefill_first", "chunked"):
+    runs = {}
+    for late in (False, True):
+        pa = write(f"prof_async{int(late)}.json", {
+            "name": "test", "host": dict(US), "serving": {"max_active": 16},
+            "request": {"client_us": CLIENT_US, "async_output": late}})
+        f = h5run(experiment(f"async{int(late)}{sched}.json",
+                             {"engine": pa, "scheduler": sched, "token_budget": 512},
+                             {"arrival": {"process": "closed", "concurrency": 4},
+                              "prompt": {"dist": "uniform", "min": 200, "max": 900},
+                              "decode": {"dist": "uniform", "min": 10, "max": 40},
+                              "num_requests": 4}))
+        runs[late] = (cols(f, "steps"), cols(f, "prefills") if "prefills" in f else None,
+                      cols(f, "requests"))
+    (s0, p0, r0), (s1, p1, r1) = runs[False], runs[True]
+    check(f"async_output ({sched}): the engine's iterations are the same",
+          np.array_equal(s0["t_sim"], s1["t_sim"]) and
+          (p0 is None or np.array_equal(p0["t_sim"], p1["t_sim"])))
+    it_end = np.sort(np.concatenate([s0["t_sim"] + s0["t_predicted"] + s0["t_host_engine"] +
+                                     s0["t_swap"]] +
+                                    ([p0["t_sim"] + p0["t_advance"]] if p0 is not None else [])))
+    lag = CLIENT_US * 1e-6
+
+    def next_end(t):
+        later = it_end[it_end > t * (1 + 1e-12)]
+        return later[0] if len(later) else t
+    check(f"async_output ({sched}): each first token and finish as the next iteration ends "
+          "(the last finish at once)",
+          np.allclose(r1["t_first_token"] - lag, [next_end(t - lag) for t in r0["t_first_token"]],
+                      rtol=1e-12, atol=1e-12)
+          and np.allclose(r1["t_finish"] - lag, [next_end(t - lag) for t in r0["t_finish"]],
+                          rtol=1e-12, atol=1e-12)
+          and (r1["t_first_token"] > r0["t_first_token"]).all())
+
 # max_running: serving.max_active from the pool (SGLang's max_running_requests), the
 # experiment's own max_active over it, a min above the max refused
 def resolved_max_active(name, prof_running, serving):

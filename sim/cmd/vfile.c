@@ -283,6 +283,7 @@ int pkv_vfile_run_both(pkv_vfile *v, pkv_err *e) {
     const pkv_engine_profile keep = v->cfg.engine;
     v->cfg.engine.host = (pkv_engine_host){0};
     v->cfg.engine.client_s = v->cfg.engine.multi_gpu_s = v->cfg.engine.frontend_s = 0;
+    v->cfg.engine.async_output = false;
     const int rc = pkv_vfile_run(v, true, e);
     v->cfg.engine = keep;
     return rc;
