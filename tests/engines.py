@@ -173,15 +173,17 @@ check("frontend_us: none offline (the first prefill at 0, all four in it)",
 
 # async_output: what an iteration makes reaches the client as the next iteration ends (at
 # once where none follows); four sent at once and no successors: the engine's iterations
-# are the same with it, only the client's stamps move
-for sched in ("prefill_first", "chunked"):
+# are the same with it, only the client's stamps move (a window's tokens and its finishes,
+# which go out at the window's end without it, as the iteration after it ends)
+for sched, steps in (("prefill_first", 1), ("chunked", 1), ("prefill_first", 4)):
     runs = {}
     for late in (False, True):
         pa = write(f"prof_async{int(late)}.json", {
             "name": "test", "host": dict(US), "serving": {"max_active": 16},
             "request": {"client_us": CLIENT_US, "async_output": late}})
-        f = h5run(experiment(f"async{int(late)}{sched}.json",
-                             {"engine": pa, "scheduler": sched, "token_budget": 512},
+        f = h5run(experiment(f"async{int(late)}{sched}{steps}.json",
+                             {"engine": pa, "scheduler": sched, "token_budget": 512,
+                              "scheduler_steps": steps},
                              {"arrival": {"process": "closed", "concurrency": 4},
                               "prompt": {"dist": "uniform", "min": 200, "max": 900},
                               "decode": {"dist": "uniform", "min": 10, "max": 40},
@@ -189,6 +191,7 @@ for sched in ("prefill_first", "chunked"):
         runs[late] = (cols(f, "steps"), cols(f, "prefills") if "prefills" in f else None,
                       cols(f, "requests"))
     (s0, p0, r0), (s1, p1, r1) = runs[False], runs[True]
+    sched = f"{sched}, scheduler_steps {steps}"
     check(f"async_output ({sched}): the engine's iterations are the same",
           np.array_equal(s0["t_sim"], s1["t_sim"]) and
           (p0 is None or np.array_equal(p0["t_sim"], p1["t_sim"])))
