@@ -148,17 +148,18 @@ def derive(base, name, g):
     }
     if "measured" in g:
         c["derived"]["measured"] = g["measured"]
-    for k, v in g.get("published_constants", {}).items():
+    published = g.get("published_constants", {})
+    for k, v in published.items():
         c[k] = v["value"]
-    if "published_constants" in g:
-        c["derived"]["published_constants"] = g["published_constants"]
+    if published:
+        c["derived"]["published_constants"] = published
     c["note"] = (f"DERIVED, not measured: {BASE}'s {SECTION} (the H200's measured calibration for a full model) "
                  f"with read rates x{bw:.3f} (memory bandwidth {g['bw']} over 4800 GB/s), a CTA's read "
                  f"rate x{per_sm:.3f} ({'measured' if 'measured' in g else 'bandwidth per SM'}), GEMM and prefill rates x{tf:.3f} (dense FP16 "
                  f"{g['tflops']} over 989.4 TFLOP/s), the all-reduce's bandwidth x{g['link'] / H200['link']:.3f} "
                  f"(the GPU-to-GPU link, {g['link']} over 900 GB/s), fixed costs the H200's"
                  + "".join(f", but {k} {v['value']} as published for this GPU (derived.published_constants)"
-                           for k, v in g.get("published_constants", {}).items()) + "; by "
+                           for k, v in published.items()) + "; by "
                  f"scripts/derive_gpu_presets.py. Replace it with `pkvsim calibrate` on a {g['gpu_name']} "
                  "and record the derived file's error against the measured one.")
     return c
