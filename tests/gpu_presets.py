@@ -62,6 +62,11 @@ for name in shipped:
         if ship.get(k) != v["value"] or not v.get("source") or k not in ship["note"]:
             fails.append(f"{name}: {k} {ship.get(k)} is not its published {v['value']}, "
                          "or has no source, or the note does not say so")
+    read = d.get("published_read_gbps")  # a published read stream in place of the ratio
+    if read and (abs(ship["served_model"]["beta_gbps"] - read["value"]) > 1e-9
+                 or not read.get("source") or "published_read_gbps" not in ship["note"]):
+        fails.append(f"{name}: beta_gbps {ship['served_model']['beta_gbps']} is not its published "
+                     f"read stream {read['value']}, or has no source, or the note does not say so")
     bw = d["h200_datasheet"]["memory_gbps"] / d["datasheet"]["memory_gbps"]
     files = [name]
     with open(os.path.join(cal, "gpus.json")) as f:  # the same GPU measured on itself
