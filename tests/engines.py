@@ -684,6 +684,19 @@ check("fit lists its files", len(got["fit"]["fitted"]) == 12 and got["fit"]["hel
 check("fit records which of client_us and multi_gpu_us it fitted",
       got["fit"]["client_us_fitted"] is True and got["fit"]["multi_gpu_us_fitted"] is True and
       json.load(open(kept))["fit"]["multi_gpu_us_fitted"] is False)
+nopre = write("start_nopre.json", {"name": "synthetic", "host": {
+    "iteration_us": 400, "per_request_us": 10, "overlap": False}})
+nopre_files = []
+for path, e in syn[:3]:  # three offline files naming it
+    nopre_files.append(write("nopre_" + os.path.basename(path),
+                             dict(e, serving=dict(e["serving"], engine=nopre))))
+held0 = os.path.join(tmp, "held0.json")
+run(["fit", "--engine", nopre, "-o", held0, "--iterations", "5"] + nopre_files)
+h0 = json.load(open(held0))
+check("a profile whose prefill costs no more than the calibration's (no gpu.prefill_token_us): "
+      "the fit neither fits nor writes one (a fold must not invent it); one above 0 is fitted",
+      "gpu" not in h0 and h0["fit"]["prefill_token_us_fitted"] is False and
+      got["fit"]["prefill_token_us_fitted"] is True)
 check("no file schedules windows: exposed_us neither fitted nor written",
       got["fit"]["exposed_us_fitted"] is False and "exposed_us" not in got["host"])
 check("fit writes its own record and keeps the profile's fit.note",

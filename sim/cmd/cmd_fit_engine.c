@@ -33,6 +33,8 @@ typedef struct fit_ctx {
     bool fit_multi;    /* a used file was measured through a server over several GPUs */
     double multi_us;   /* else multi_gpu_us stays this (the profile's) */
     bool fit_output;   /* the profile processes outputs in series (per_output_token_us > 0) */
+    bool fit_prefill;  /* the engine's prefill costs more a prompt token than the GPU's
+                          calibration prices it (the profile's gpu.prefill_token_us > 0) */
     bool fit_tp;       /* a used file's model runs over several GPUs */
     double tp_us;      /* else eager_allreduce_us stays this (the profile's) */
     bool fit_exposed;  /* a used file schedules windows of several decode steps (else the
@@ -59,10 +61,11 @@ void pkv_vfit_set(pkv_vfile *v, int n, const double *us, bool overlap) {
 
 /* A point of the simplex as the profile's constants: those the used files do not fit keep
  * the profile's (client_us, eager_allreduce_us, multi_gpu_us, exposed_us) or none
- * (per_output_token_us).
+ * (per_output_token_us, gpu.prefill_token_us).
  * The seventh coordinate is a request's lag over several GPUs, client_us + multi_gpu_us: the
  * runs over several GPUs see only that sum, so client_us is the runs' on one GPU alone. */
 static void to_profile(const fit_ctx *c, double *us) {
+    if (!c->fit_prefill) us[2] = 0;
     if (!c->fit_client) us[3] = c->client_us;
     if (!c->fit_output) us[4] = 0;
     if (!c->fit_tp) us[5] = c->tp_us;
@@ -156,6 +159,7 @@ int pkv_vfit_run(pkv_vfile *v, int n, const bool *use, pkv_vfit *f, pkv_err *e) 
             break;
         }
     c.fit_output = p0->host.per_output_token_s > 0;
+    c.fit_prefill = p0->host.prefill_token_s > 0;
     c.tp_us = p0->host.eager_allreduce_s * 1e6;
     c.exposed_us = p0->host.exposed_s * 1e6;
     /* from the profile's constants (floored, so that each can move), the simplex
@@ -180,6 +184,7 @@ int pkv_vfit_run(pkv_vfile *v, int n, const bool *use, pkv_vfit *f, pkv_err *e) 
     to_profile(&c, x);
     memcpy(f->us, x, sizeof f->us);
     f->rms = sqrt(fv);
+    f->prefill = c.fit_prefill;
     f->client = c.fit_client;
     f->tp = c.fit_tp;
     f->multi = c.fit_multi;
@@ -192,12 +197,14 @@ int pkv_vfit_run(pkv_vfile *v, int n, const bool *use, pkv_vfit *f, pkv_err *e) 
 static void fit_usage(void) {
     fputs("usage: pkvsim fit --engine PROFILE.json [-o OUT.json] VALIDATION... [--iterations N]\n"
           "\n"
-          "Fits an engine profile's constants (iteration_us, per_request_us,\n"
-          "gpu.prefill_token_us; per_output_token_us where the profile processes outputs in\n"
-          "series, its value above 0; client_us for the files measured through a server on\n"
-          "one GPU, multi_gpu_us for those over several; eager_allreduce_us for the files\n"
-          "whose model runs over several GPUs; host.exposed_us, each step's own host work,\n"
-          "for the files that schedule windows of several decode steps)\n"
+          "Fits an engine profile's constants (iteration_us, per_request_us;\n"
+          "gpu.prefill_token_us where the profile gives the engine's prefill a cost a prompt\n"
+          "token beyond the GPU's calibration, its value above 0; per_output_token_us where\n"
+          "the profile processes outputs in series, its value above 0; client_us for the\n"
+          "files measured through a server on one GPU, multi_gpu_us for those over several;\n"
+          "eager_allreduce_us for the files whose model runs over several GPUs;\n"
+          "host.exposed_us, each step's own host work, for the files that schedule windows\n"
+          "of several decode steps)\n"
           "to the validation files that use the profile and whose role is \"fit\": GSL's\n"
           "Nelder-Mead simplex on the mean squared log error of their figures, with the\n"
           "host work overlapped with the GPU as the profile's host.overlap says. The files\n"
@@ -227,8 +234,8 @@ static int write_profile(const char *out, const char *profile, const pkv_vfit *f
     static const char *const under[N_PARAMS] = {"host", "host", "gpu",     "request",
                                                 "host", "host", "request", "host"};
     for (int k = 0; k < N_PARAMS; k++) { /* the profile's own stays where not fitted */
-        if ((k == 3 && !f->client) || (k == 5 && !f->tp) || (k == 6 && !f->multi) ||
-            (k == 7 && !f->exposed))
+        if ((k == 2 && !f->prefill) || (k == 3 && !f->client) || (k == 5 && !f->tp) ||
+            (k == 6 && !f->multi) || (k == 7 && !f->exposed))
             continue;
         cJSON *o = cJSON_GetObjectItemCaseSensitive(root, under[k]);
         if (!cJSON_IsObject(o)) o = cJSON_AddObjectToObject(root, under[k]);
@@ -240,6 +247,7 @@ static int write_profile(const char *out, const char *profile, const pkv_vfit *f
                             "pkvsim fit --engine: Nelder-Mead on the mean squared log error of "
                             "the fitted files' figures, model backend");
     cJSON_AddNumberToObject(fit, "rms_log_error", round(1e4 * f->rms) / 1e4);
+    cJSON_AddBoolToObject(fit, "prefill_token_us_fitted", f->prefill);
     cJSON_AddBoolToObject(fit, "client_us_fitted", f->client);
     cJSON_AddBoolToObject(fit, "multi_gpu_us_fitted", f->multi);
     cJSON_AddBoolToObject(fit, "exposed_us_fitted", f->exposed);

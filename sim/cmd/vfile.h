@@ -84,19 +84,18 @@ int pkv_vfile_write_doc(cJSON *root, const char *out, const char *cmd, const cha
 
 /* Fit the host-work constants (pkv_vfit_names: iteration_us, per_request_us,
  * gpu.prefill_token_us, client_us, per_output_token_us, eager_allreduce_us, multi_gpu_us,
- * exposed_us) of
- * the n files v,
- * which share one profile,
- * on the files whose use[i] is set: GSL's Nelder-Mead on the mean squared log error of their
- * figures, from the profile's constants, the simplex restarted where it ended until that no longer
- * improves. overlap: the host work overlaps the GPU, or is added to it; client_us is
- * fitted only where a used file was measured through a server on one GPU, multi_gpu_us
- * where one was over several, per_output_token_us
- * only where the profile gives it (above 0: outputs processed in series), eager_allreduce_us
- * only where a used file's model runs over several GPUs, exposed_us only where a used file
- * schedules windows of several decode steps (only there is each step's own host work told
- * apart from the window's). The constants found go
- * into every file's profile; us receives them, *rms the fit's rms log error. */
+ * exposed_us) of the n files v, which share one profile, on the files whose use[i] is set:
+ * GSL's Nelder-Mead on the mean squared log error of their figures, from the profile's
+ * constants, the simplex restarted where it ended until that no longer improves. overlap: the
+ * host work overlaps the GPU, or is added to it. gpu.prefill_token_us is fitted only where the
+ * profile gives it (above 0: the engine's prefill costs more a prompt token than the GPU's
+ * calibration prices; at 0 a fold must not invent such a cost), per_output_token_us only where
+ * the profile gives it (above 0: outputs processed in series), client_us only where a used file
+ * was measured through a server on one GPU, multi_gpu_us where one was over several,
+ * eager_allreduce_us only where a used file's model runs over several GPUs, exposed_us only
+ * where a used file schedules windows of several decode steps (only there is each step's own
+ * host work told apart from the window's). The constants found go into every file's profile;
+ * us receives them, *rms the fit's rms log error. */
 enum { PKV_VFIT_PARAMS = 8 };
 typedef struct pkv_vfit {
     int max_iter; /* simplex iterations per start */
@@ -104,6 +103,7 @@ typedef struct pkv_vfit {
     bool overlap;
     double us[PKV_VFIT_PARAMS]; /* out: the constants, µs */
     double rms;                 /* out: rms log error over the used files' figures */
+    bool prefill;               /* out: gpu.prefill_token_us was fitted */
     bool client;                /* out: client_us was fitted */
     bool tp;                    /* out: eager_allreduce_us was fitted (a used file's model
                                    runs over several GPUs) */
