@@ -331,6 +331,7 @@ static const pkv_key rows[] = {
     CUSTOM("validation", "role"),
     CUSTOM("validation", "band_pct"),
     CUSTOM("validation", "band_note"),
+    CUSTOM("validation", "fits_engine"),
     CUSTOM("validation", "note"),
     CUSTOM("validation", "expect"),
     CUSTOM(PKV_OBJ_SOURCE, "id"),

@@ -20,6 +20,7 @@
 Usage: engines.py PKVSIM SOURCE_DIR"""
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -720,6 +721,28 @@ median = absd[mid] if len(absd) % 2 else (absd[mid - 1] + absd[mid]) / 2
 check(f"by source: the median beside the mean ({allg.get('median')} against {median})",
       allg["figures"] == len(absd) and abs(allg["median"] - median) < 1e-12 and
       abs(allg["error"] - sum(absd) / len(absd)) < 1e-12)
+
+# a file that fits no engine (validation.fits_engine false): predicted held out, never fitted
+odd_path, odd = syn[6]  # src_b's c1, its published figure made 3x off, under a source of its own
+odd = json.loads(json.dumps(odd))
+odd["validation"].update(role="held_out", fits_engine=False)
+odd["validation"]["source"]["id"] = "src_c"
+odd["validation"]["expect"][0]["value"] *= 3
+odd_file = write("syn_odd.json", odd)
+r = subprocess.run([pkvsim, "validate", "--by-source", "--iterations", "80", "--json", out]
+                   + [p for p, _ in syn] + [odd_file], capture_output=True, text=True)
+bs = json.load(open(out)) if r.returncode in (0, 1) else {"rows": []}
+errs = {os.path.basename(x["file"]): x["error"] for x in bs["rows"]}
+check(f"by source: a file with fits_engine false is held out and never fitted: the folds fit on "
+      f"the other sources' 6 files, predict them as before and it 3x off ({errs})",
+      re.search(r"src_a held out: fitting \S+ on 6 files", r.stderr)
+      and re.search(r"src_c held out: fitting \S+ on 12 files", r.stderr)
+      and all(abs(e) <= 0.02 for k, e in errs.items() if k != "syn_odd.json")
+      and abs(errs.get("syn_odd.json", 0) + 2 / 3) < 0.02)
+odd["validation"]["role"] = "fit"
+r = subprocess.run([pkvsim, "validate", write("syn_odd_fit.json", odd)], capture_output=True, text=True)
+check("fits_engine false with role fit: refused, the key named",
+      r.returncode != 0 and "validation.fits_engine" in r.stderr and "syn_odd_fit.json" in r.stderr)
 
 # ---- engines by version ----------------------------------------------------------------------
 def resolved(engine, **serving):

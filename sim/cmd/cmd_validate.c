@@ -203,8 +203,9 @@ static int by_profile(const void *a, const void *b) {
 }
 
 /* Each source in turn: the profiles its files use, fitted on the other sources' files
- * of that profile, predict them (r->pred); a file whose profile no other source uses
- * keeps the shipped constants and is marked (alone[i]). The n files are sorted by
+ * of that profile (those that may fit an engine: validation.fits_engine), predict them
+ * (r->pred); a file whose profile no other source's files fit keeps the shipped constants
+ * and is marked (alone[i]). The n files are sorted by
  * profile here. Returns 0, or -1 with e. */
 static int held_out_by_source(pkv_vfile *v, int n, int iters, bool *alone, pkv_err *e) {
     qsort(v, (size_t)n, sizeof *v, by_profile);
@@ -222,7 +223,8 @@ static int held_out_by_source(pkv_vfile *v, int n, int iters, bool *alone, pkv_e
             if (done[i]) continue;
             const char *src = v[i].source;
             int others = 0;
-            for (int j = a; j < b; j++) others += use[j] = strcmp(v[j].source, src) != 0;
+            for (int j = a; j < b; j++)
+                others += use[j] = v[j].fits_engine && strcmp(v[j].source, src) != 0;
             alone[i] = !*v[i].cfg.engine_file || !others;
             if (!alone[i]) {
                 pkv_vfit f = {
@@ -281,7 +283,7 @@ static int print_by_source(const pkv_vfile *v, int n, const bool *alone, const c
             printf("%-30.30s %-34.34s %-14.14s %-9.9s %-18.18s %10.4g %10.4g %+6.1f%%%s%s%s\n",
                    v[i].source, pkv_vfile_stem(v[i].path), v[i].cfg.engine.name, v[i].gpu, r->label,
                    r->value, r->pred, 100 * err,
-                   alone[i] ? "  (not held out: no other source uses its profile)" : "",
+                   alone[i] ? "  (not held out: no other source fits its profile)" : "",
                    isnan(err) ? "  NO PREDICTION: the run gave no value" : "", below_floor(r, fl));
             n_alone += alone[i];
             none += isnan(err);

@@ -113,6 +113,10 @@ static int parse_validation(pkv_vfile *v, const cJSON *root, pkv_err *e) {
     int ri;
     TRY(pkv_json_str(val, "validation", "role", NULL, roles, &role, &ri, e));
     v->held_out = ri == 1;
+    TRY(pkv_json_bool(val, "validation", "fits_engine", true, &v->fits_engine, e));
+    if (!v->fits_engine && !v->held_out)
+        return pkv_fail(e, "validation.fits_engine: false (never fitted) with role \"fit\": "
+                           "make its role \"held_out\"");
     TRY(pkv_json_num(val, "validation", "band_pct", NAN, 0, true, 1000, &band, e));
     TRY(pkv_json_str(val, "validation", "band_note", "", NULL, &s, NULL, e));
     if (!isnan(band) && !*s)

@@ -50,7 +50,8 @@ typedef struct pkv_vfile {
     char source[96]; /* validation.source.id (else its url): files of one source share it */
     char client[48]; /* validation.source.client: the benchmark tool that measured */
     bool held_out;
-    bool floors; /* pkv_vfile_run gives the TTFT rows their floors (validate sets it) */
+    bool fits_engine; /* validation.fits_engine: its figures may fit an engine's constants */
+    bool floors;      /* pkv_vfile_run gives the TTFT rows their floors (validate sets it) */
     int n;
     pkv_vrow rows[PKV_VFILE_ROWS];
     double ttft_parts[PKV_TTFT_PARTS]; /* seconds, means over the requests the profile's
