@@ -723,7 +723,7 @@ check(f"by source: the median beside the mean ({allg.get('median')} against {med
       abs(allg["error"] - sum(absd) / len(absd)) < 1e-12)
 
 # a file that fits no engine (validation.fits_engine false): predicted held out, never fitted
-odd_path, odd = syn[6]  # src_b's c1, its published figure made 3x off, under a source of its own
+_, odd = syn[6]  # src_b's c1, its published figure made 3x off, under a source of its own
 odd = json.loads(json.dumps(odd))
 odd["validation"].update(role="held_out", fits_engine=False)
 odd["validation"]["source"]["id"] = "src_c"
