@@ -737,7 +737,8 @@ check(f"by source: the median beside the mean ({allg.get('median')} against {med
       allg["figures"] == len(absd) and abs(allg["median"] - median) < 1e-12 and
       abs(allg["error"] - sum(absd) / len(absd)) < 1e-12)
 odd["validation"]["role"] = "fit"
-r = subprocess.run([pkvsim, "validate", write("syn_odd_fit.json", odd)], capture_output=True, text=True)
+r = subprocess.run([pkvsim, "validate", write("syn_odd_fit.json", odd)], capture_output=True,
+                   text=True)
 check("fits_engine false with role fit: refused, the key named",
       r.returncode != 0 and "validation.fits_engine" in r.stderr and "syn_odd_fit.json" in r.stderr)
 
