@@ -726,6 +726,11 @@ check(f"by source: the file with fits_engine false never fitted (the folds fit o
       re.search(r"src_a held out: fitting \S+ on 6 files", r.stderr)
       and re.search(r"src_c held out: fitting \S+ on 12 files", r.stderr)
       and abs(errs.get("syn_odd.json", 0) + 2 / 3) < 0.02)
+check("by source: the file says it fits no engine, in the table and in the JSON rows",
+      all(("fits no engine" in ln) == ("syn_odd" in ln) for ln in r.stdout.splitlines()
+          if "syn_" in ln)
+      and all((x.get("fits_engine", True) is False) == x["file"].endswith("syn_odd.json")
+              for x in bs["rows"]))
 check("by source: a mean per source",
       {g["group"] for g in bs["mean_abs_error"] if g["group"].startswith("source ")} ==
       {"source src_a", "source src_b", "source src_c"})

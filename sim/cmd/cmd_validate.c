@@ -136,6 +136,7 @@ static cJSON *row_json(const pkv_vfile *v, const pkv_vrow *r) {
     cJSON_AddStringToObject(o, "profile", v->cfg.engine.name);
     cJSON_AddStringToObject(o, "calibration", v->cfg.calibration);
     cJSON_AddStringToObject(o, "role", v->held_out ? "held_out" : "fit");
+    if (!v->fits_engine) cJSON_AddFalseToObject(o, "fits_engine");
     cJSON_AddStringToObject(o, "source", v->source);
     cJSON_AddStringToObject(o, "client", v->client);
     cJSON *parts = cJSON_AddObjectToObject(o, "ttft_parts_ms");
@@ -280,10 +281,11 @@ static int print_by_source(const pkv_vfile *v, int n, const bool *alone, const c
             const pkv_vrow *r = &v[i].rows[j];
             const double err = pkv_vfile_err(r->pred, r->value);
             char fl[96];
-            printf("%-30.30s %-34.34s %-14.14s %-9.9s %-18.18s %10.4g %10.4g %+6.1f%%%s%s%s\n",
+            printf("%-30.30s %-34.34s %-14.14s %-9.9s %-18.18s %10.4g %10.4g %+6.1f%%%s%s%s%s\n",
                    v[i].source, pkv_vfile_stem(v[i].path), v[i].cfg.engine.name, v[i].gpu, r->label,
                    r->value, r->pred, 100 * err,
                    alone[i] ? "  (not held out: no other source fits its profile)" : "",
+                   v[i].fits_engine ? "" : "  (fits no engine: validation.fits_engine)",
                    isnan(err) ? "  NO PREDICTION: the run gave no value" : "", below_floor(r, fl));
             n_alone += alone[i];
             none += isnan(err);
