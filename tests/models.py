@@ -30,6 +30,8 @@ PUBLISHED = {
                        vocab=32768, rope_theta=1e6, norm_eps=1e-5, max_model_len=32768),
     "qwen2.5-7b": dict(layers=28, hidden=3584, hq=28, hkv=4, head_dim=128, intermediate=18944,
                        vocab=152064, rope_theta=1e6, norm_eps=1e-6),
+    "qwen3-8b": dict(layers=36, hidden=4096, hq=32, hkv=8, head_dim=128, intermediate=12288,
+                     vocab=151936, rope_theta=1e6, norm_eps=1e-6, max_model_len=40960),
     "llama-3.2-1b": dict(layers=16, hidden=2048, hq=32, hkv=8, head_dim=64, intermediate=8192,
                          vocab=128256, rope_theta=500000, norm_eps=1e-5, max_model_len=131072),
     "gemma-2-9b": dict(layers=42, hidden=3584, hq=16, hkv=8, head_dim=256, intermediate=14336,
