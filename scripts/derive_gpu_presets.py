@@ -80,18 +80,15 @@ GPUS = {
             {"what": "dense BF16 matmul, the best of a shape sweep", "value": 271.2, "unit": "TFLOP/s",
              "source": "stas00/ml-engineering, compute/accelerator/README.md, 'Maximum Achievable "
                        "Matmul FLOPS' (A100 SXM, 86.9% of 312)",
-             "against": "gemm_tflops, derived 279.9: 3.2% above it"},
-            {"what": "a read kernel (Nsight Compute: 88% of peak)", "value": 1800, "unit": "GB/s",
-             "source": "NVIDIA Developer Forum, 'Trouble to Reach Peak Bandwidth of A100' (A100 80GB SXM)",
-             "against": "the read stream (beta): taken (published_read_gbps); the datasheet ratio "
-                        "gave 1,853 GB/s, 2.9% above it"}],
+             "against": "gemm_tflops, derived 279.9: 3.2% above it"}],
         # A read stream published for this GPU: the read rates scale by it over the H200's
         # measured stream (beta) in place of the datasheet bandwidths' ratio.
         "published_read_gbps": {
             "value": 1800,
             "what": "a read kernel's stream on an A100 80GB SXM, 88% of its 2,039 GB/s (Nsight "
                     "Compute's DRAM throughput), where the H200's measured read stream is 91% of "
-                    "its 4,800: HBM2e reached less of its datasheet than HBM3e",
+                    "its 4,800: HBM2e reached less of its datasheet than HBM3e (the datasheet "
+                    "ratio gave 1,853 GB/s, 2.9% above it)",
             "source": "NVIDIA Developer Forum, 'Trouble to Reach Peak Bandwidth of A100' (A100 80GB SXM)"},
         # Published on this GPU: a constant taken as published in place of the H200's.
         "published_constants": {
